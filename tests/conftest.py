@@ -1,0 +1,47 @@
+"""Shared fixtures. Area-specific fixtures live in tests/<area>/conftest.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Fixture modules shared across areas (the lab world, the sshd, ...): every tests/fixtures/*.py.
+pytest_plugins = sorted(
+    f"tests.fixtures.{p.stem}" for p in (ROOT / "tests" / "fixtures").glob("*.py") if p.stem != "__init__"
+)
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """An empty workspace; EAGLE_WORKBENCH_HOME points at it so CLI calls use it too."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.setenv("EAGLE_WORKBENCH_HOME", str(ws))
+    return ws
+
+
+@pytest.fixture
+def wb(workspace):
+    from workbench.api import Workbench
+
+    with Workbench.open(workspace) as w:
+        yield w
+
+
+def run_cli(*args: str, env: dict | None = None, input: str | None = None, timeout: float = 120):
+    """Run the real console entry point in a subprocess; returns CompletedProcess (text)."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.setdefault("PYTHONPATH", str(ROOT))
+    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
+                          env=full_env, input=input, timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

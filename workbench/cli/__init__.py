@@ -1,0 +1,64 @@
+"""The ``eagle-workbench`` command line.
+
+Subcommands live in ``workbench/cli/cmd_*.py``; each module defines ``register(subparsers)``
+and sets ``func`` on its parsers. Modules are discovered by name, so adding a command touches no
+other file. Nothing heavy is imported before a command runs (``--help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pkgutil
+import sys
+from importlib import import_module
+from typing import Optional, Sequence
+
+from workbench import __version__
+from workbench.cli.common import Context, fail
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eagle-workbench",
+        description="Diagnose EAGLE-3 speculative decoding served by SGLang. "
+                    "Without a command, opens the terminal UI.",
+    )
+    parser.add_argument("--workspace", metavar="DIR",
+                        help="workspace folder (default: $EAGLE_WORKBENCH_HOME or ~/.eagle-workbench)")
+    parser.add_argument("--version", action="version", version=f"eagle-workbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in command_modules():
+        import_module(f"workbench.cli.{name}").register(sub)
+    return parser
+
+
+def command_modules() -> list[str]:
+    import workbench.cli as pkg
+
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name.startswith("cmd_"))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    ctx = Context(args)
+    if not getattr(args, "func", None):
+        if args.command:  # a group without its subcommand
+            parser.parse_args([args.command, "--help"])
+        from workbench.tui.app import run_app
+
+        return run_app(workspace=args.workspace) or 0
+    from workbench.errors import WorkbenchError
+
+    try:
+        return int(args.func(args, ctx) or 0)
+    except WorkbenchError as exc:
+        return fail(str(exc), getattr(exc, "exit_code", 1))
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+    finally:
+        ctx.close()
+
+
+def entry() -> None:  # pragma: no cover
+    sys.exit(main())

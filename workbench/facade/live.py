@@ -1,0 +1,7 @@
+"""Workbench methods for the diagnosis loop on a live server and the demo."""
+
+from __future__ import annotations
+
+
+class LiveAPI:
+    pass

@@ -1,0 +1,7 @@
+"""Workbench methods for hosts, profiles and SGLang server lifecycle."""
+
+from __future__ import annotations
+
+
+class ServersAPI:
+    pass

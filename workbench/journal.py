@@ -1,0 +1,183 @@
+"""One SQLite journal per workspace (WAL): events, config versions, servers, measurements.
+
+Migrations are named and applied once each, in name order; the applied set is stored in the
+database, so areas of the code can add their own without renumbering anybody else's.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from workbench.results import Result, jsonable
+
+MIGRATIONS: dict[str, str] = {
+    "0001_events": """
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            kind TEXT NOT NULL,
+            subject TEXT NOT NULL DEFAULT '',
+            payload TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX events_kind ON events(kind, ts);
+        CREATE INDEX events_subject ON events(subject, ts);
+    """,
+    "0002_config_history": """
+        CREATE TABLE blobs (
+            sha256 TEXT PRIMARY KEY,
+            content BLOB NOT NULL
+        );
+        CREATE TABLE tracked_configs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            location TEXT NOT NULL UNIQUE,      -- 'local:/abs/path' or 'HOST:/abs/path'
+            added REAL NOT NULL,
+            label TEXT NOT NULL DEFAULT ''
+        );
+        CREATE TABLE config_versions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            config_id INTEGER NOT NULL REFERENCES tracked_configs(id),
+            sha256 TEXT NOT NULL REFERENCES blobs(sha256),
+            ts REAL NOT NULL,
+            reason TEXT NOT NULL,
+            parent_sha256 TEXT
+        );
+        CREATE INDEX config_versions_config ON config_versions(config_id, id);
+    """,
+    "0003_servers": """
+        CREATE TABLE servers (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            profile TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER,
+            pgid INTEGER,
+            start_time TEXT,
+            port INTEGER,
+            log_path TEXT,
+            argv TEXT NOT NULL DEFAULT '[]',
+            env TEXT NOT NULL DEFAULT '{}',
+            draft_config_sha256 TEXT,
+            state TEXT NOT NULL DEFAULT 'launching',
+            launched REAL NOT NULL,
+            stopped REAL,
+            extra TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE TABLE measurements (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            server_id INTEGER REFERENCES servers(id),
+            ts REAL NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX measurements_server ON measurements(server_id, ts);
+    """,
+}
+
+
+@dataclass
+class Event(Result):
+    id: int
+    ts: float
+    kind: str
+    subject: str
+    payload: dict
+
+
+class Journal:
+    """Thread-safe append-mostly store. Connections are per thread (TUI workers use threads)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._migrate()
+
+    # -- connection -------------------------------------------------------------------------
+    @property
+    def db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def transaction(self):
+        return _Transaction(self.db)
+
+    def _migrate(self) -> None:
+        db = self.db
+        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
+        done = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
+        for name in sorted(MIGRATIONS):
+            if name in done:
+                continue
+            with self.transaction():
+                for stmt in _statements(MIGRATIONS[name]):
+                    db.execute(stmt)
+                db.execute("INSERT INTO schema_migrations(name, applied) VALUES (?, ?)", (name, time.time()))
+
+    @property
+    def schema(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+    # -- events -----------------------------------------------------------------------------
+    def record(self, kind: str, subject: str = "", payload: Any = None, *, ts: Optional[float] = None) -> int:
+        body = json.dumps(jsonable(payload if payload is not None else {}), sort_keys=True)
+        cur = self.db.execute(
+            "INSERT INTO events(ts, kind, subject, payload) VALUES (?, ?, ?, ?)",
+            (ts if ts is not None else time.time(), kind, subject, body),
+        )
+        return int(cur.lastrowid)
+
+    def events(self, kind: Optional[str] = None, subject: Optional[str] = None,
+               since: Optional[float] = None, limit: Optional[int] = None) -> list[Event]:
+        sql, args = "SELECT * FROM events WHERE 1=1", []
+        if kind is not None:
+            if kind.endswith("*"):
+                sql += " AND kind LIKE ?"; args.append(kind[:-1] + "%")
+            else:
+                sql += " AND kind = ?"; args.append(kind)
+        if subject is not None:
+            sql += " AND subject = ?"; args.append(subject)
+        if since is not None:
+            sql += " AND ts >= ?"; args.append(since)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"; args.append(int(limit))
+        return [Event(r["id"], r["ts"], r["kind"], r["subject"], json.loads(r["payload"]))
+                for r in self.db.execute(sql, args)]
+
+    def iter_rows(self, sql: str, args: tuple = ()) -> Iterator[sqlite3.Row]:
+        yield from self.db.execute(sql, args)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        return False
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip() and not s.strip().startswith("--")]

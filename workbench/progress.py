@@ -1,0 +1,23 @@
+"""Progress events for long operations; faces subscribe with a callback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from workbench.results import Result
+
+
+@dataclass
+class Progress(Result):
+    stage: str
+    done: float = 0.0
+    total: Optional[float] = None
+    message: str = ""
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def noop(_: Progress) -> None:
+    return None

@@ -1,0 +1,1 @@
+"""The Textual face. Only this package (and ``workbench.cli``'s TUI entry) imports textual."""
