@@ -2,7 +2,7 @@
 
     from workbench.api import Workbench
     wb = Workbench.open("~/my-workspace")
-    wb.predict(acc=[0.75], steps=5)
+    wb.predict(acc=[0.75], steps=5, topk=1, draft_tokens=6)
 
 Every operation is one method here, journaled, returning a dataclass with ``to_dict()``.
 Destructive methods take ``confirm=True`` (see ``workbench.confirm``).
