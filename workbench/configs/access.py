@@ -74,6 +74,7 @@ class LocalFiles:
             mode = os.stat(path).st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o644
+        _clean_stale_temps(directory, target.name)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -92,6 +93,22 @@ class LocalFiles:
                 pass
             raise
         _fsync_dir(directory)
+
+
+STALE_TEMP_S = 600
+
+
+def _clean_stale_temps(directory: Path, name: str) -> None:
+    """Temp files of writers killed mid-write; old enough that no live writer owns them."""
+    import time
+
+    now = time.time()
+    for p in directory.glob(f".{name}.*.tmp"):
+        try:
+            if now - p.stat().st_mtime > STALE_TEMP_S:
+                p.unlink()
+        except OSError:
+            pass
 
 
 def _fsync_dir(directory: Path) -> None:
