@@ -13,10 +13,10 @@ token, and one batched matmul gives every per-token dot product of the group (fp
 over tokens are float64. Only the G candidates of a group are in memory. On a CPU with bf16 data
 and many candidates, the group products come from a bf16 matmul whose per-token outputs are
 rounded to bf16 (a screen, about +-1e-4 on an aggregate rel_diff); the ``refine_top`` best
-candidates of every slot are then recomputed exactly (fp32 differences, no cancellation), and
+candidates of every slot (kept from the stream, never read twice) are then recomputed exactly (fp32 differences, no cancellation), and
 only those exact values decide best, runner-up and verdict. ``precision`` in the result says which
 path ran; ``exact[s][c]`` marks refined pairs, which also carry max/mean absolute difference
-(``abs_stats="all"`` refines every pair, reading each candidate a second time).
+(``abs_stats="all"`` refines every pair, keeping every candidate until the end: small captures only).
 
 Verdict per slot, from the best candidate b and the runner-up r (the best candidate at another
 physical point; thresholds in ``Thresholds``):
@@ -146,24 +146,30 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     cuda = dev.type == "cuda"
     esize = torch.tensor([], dtype=work).element_size()
     slot_bytes = max(1, T * H * esize)
-    budget = BUFFER_BYTES * (8 if cuda else 1)
-    # Candidates per group: as many as the buffer budget holds next to the S reference slots.
-    G = max(1, min(group * (2 if cuda else 1), C, budget // slot_bytes - S))
-    Tb = max(1, min(T, budget // ((S + G) * H * esize)))
+    if cuda:
+        # cuBLAS streams a [T, 32, H] batched Gram at copy bandwidth but a [T, 19, H] one at a
+        # quarter of it: keep S + G a multiple of 32 and always multiply the full buffer.
+        width = 32 * max(1, -(-(S + 1) // 32))
+        G = max(1, min(width - S, (8 * BUFFER_BYTES) // slot_bytes - S)) if C > 1 else 1
+        Tb = max(1, min(T, (8 * BUFFER_BYTES) // ((S + G) * H * esize)))
+    else:
+        G = max(1, min(group, C, BUFFER_BYTES // slot_bytes - S))
+        Tb = max(1, min(T, BUFFER_BYTES // ((S + G) * H * esize)))
     # CUDA: slot-major [S+G, Tb, H] (a candidate lands contiguously); CPU: token-major.
-    W = torch.empty((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
+    W = torch.zeros((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
 
-    # Accumulators stay on the device until the end: no host round trip per group.
-    NUM = torch.zeros((S, C), dtype=torch.float64, device=dev)
-    DEN = torch.zeros_like(NUM)
-    DOT = torch.zeros_like(NUM)
-    YY = torch.zeros(C, dtype=torch.float64, device=dev)
-    PT = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
-    FIN = torch.ones((C, T), dtype=torch.bool, device=dev)
+    num = np.zeros((S, C)); den = np.zeros((S, C)); dot = np.zeros((S, C)); yy_sum = np.zeros(C)
+    per_token = np.zeros((S, C, T), dtype=np.float32)
+    exact = np.zeros((S, C), dtype=bool)
+    max_abs = np.full((S, C), np.nan); mean_abs = np.full((S, C), np.nan)
+    fin_rows: dict[int, torch.Tensor] = {}          # candidates with non-finite rows -> their mask
+    best: list[list] = [[] for _ in range(S)]        # per slot: [(screen value, c)], the refine_top best
+    kept: dict[int, torch.Tensor] = {}               # those candidates' tensors (mapped views / device copies)
     bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
     timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
     events = []
     zero = torch.zeros((), dtype=torch.float32, device=dev)
+    refine_k = C if abs_stats == "all" else max(1, refine_top)
 
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
@@ -173,8 +179,10 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         bytes_read += sum(cands[c].rows * cands[c].width * _itemsize(cands[c].dtype) for c in group_c)
         timing["load_s"] += time.perf_counter() - tl
         td = time.perf_counter()
+        kk = G if cuda else k                   # CUDA multiplies the whole buffer (stale slots ignored)
         xy_t = torch.empty((S, k, T), dtype=torch.float32, device=dev)
         yy_t = torch.empty((k, T), dtype=torch.float32, device=dev)
+        start = None
         for r0 in range(0, T, Tb):
             r1 = min(T, r0 + Tb)
             n = r1 - r0
@@ -185,16 +193,16 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
                 start.record()
                 if g0 == 0 or Tb < T:
                     W[:S, :n].copy_(X[:, r0:r1])
-                A = W[:S + k, :n].transpose(0, 1)                                # [n, S+k, H] view
+                A = W[:S + kk, :n].transpose(0, 1)                               # [n, S+G, H] view
             else:
                 if g0 == 0 or Tb < T:
                     W[:n, :S].copy_(X[:, r0:r1].transpose(0, 1))
                 for g, y in enumerate(ys):
                     W[:n, S + g].copy_(y[r0:r1])
-                A = W[:n, :S + k]
-            gram = _gram(A)                                                      # fp32 [n, S+k, S+k]
-            xy_t[:, :, r0:r1] = gram[:, :S, S:].permute(1, 2, 0)
-            yy_t[:, r0:r1] = torch.diagonal(gram[:, S:, S:], dim1=1, dim2=2).transpose(0, 1)
+                A = W[:n, :S + kk]
+            gram = _gram(A)                                                      # fp32 [n, S+kk, S+kk]
+            xy_t[:, :, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
+            yy_t[:, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
             if cuda and r1 < T:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
@@ -210,51 +218,51 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         okb = ok[None].expand_as(n_t)
         n_t = torch.where(okb, n_t, zero)
         d_t = torch.where(okb, d_t, zero)
-        PT[:, g0:g0 + k] = torch.where(d_t > 0, n_t / d_t.clamp_min(1e-30), zero)
-        NUM[:, g0:g0 + k] = n_t.double().sum(-1)
-        DEN[:, g0:g0 + k] = d_t.double().sum(-1)
-        DOT[:, g0:g0 + k] = torch.where(okb, xy_t, zero).double().sum(-1)
-        YY[g0:g0 + k] = torch.where(ok, yy_t, zero).double().sum(-1)
-        FIN[g0:g0 + k] = finite
+        rel_t = torch.where(d_t > 0, n_t / d_t.clamp_min(1e-30), zero)
+        sums = torch.stack([n_t.double().sum(-1), d_t.double().sum(-1),
+                            torch.where(okb, xy_t, zero).double().sum(-1)])      # [3, S, k]
+        yy_g = torch.where(ok, yy_t, zero).double().sum(-1)
+        fin_g = finite.all(-1)
         if cuda:
             end = torch.cuda.Event(enable_timing=True)
             end.record()
             events.append((start, end))
+        sums, yy_g, fin_g = sums.cpu().numpy(), yy_g.cpu().numpy(), fin_g.cpu().numpy()
+        per_token[:, g0:g0 + k] = rel_t.cpu().numpy()
         timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
+        num[:, g0:g0 + k], den[:, g0:g0 + k], dot[:, g0:g0 + k] = sums[0], sums[1], sums[2]
+        yy_sum[g0:g0 + k] = yy_g
+        rel_g = _ratio(sums[0], sums[1])
+        for g, c in enumerate(group_c):
+            if not fin_g[g]:
+                fin_rows[c] = finite[g].clone()
+                nonfinite.append(_count_nonfinite("infer", cands[c].name, ys[g], _infer_rows(tok)))
+            for s_i in range(S):
+                best[s_i].append((float(rel_g[s_i, g]), c))
+                best[s_i].sort()
+                del best[s_i][refine_k:]
+        live = {c for b in best for _, c in b}
+        for g, c in enumerate(group_c):
+            if c in live:        # keep it for the exact pass: a device copy, or the mapped view
+                kept[c] = W[S + g, :T].clone() if cuda and Tb == T else ys[g]
+        for c in [c for c in kept if c not in live]:
+            del kept[c]
         del ys
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
 
-    num, den, dot, yy_sum = (t.cpu().numpy() for t in (NUM, DEN, DOT, YY))
-    per_token = PT.cpu().numpy()
-    fin_c = FIN.all(-1).cpu().numpy()
-    if cuda:
+    if cuda and events:
         torch.cuda.synchronize(dev)
         timing["device_s"] = sum(a.elapsed_time(b) for a, b in events) / 1000.0
-    del W, PT
-    exact = np.zeros((S, C), dtype=bool)
-    max_abs = np.full((S, C), np.nan)
-    mean_abs = np.full((S, C), np.nan)
+    del W
 
-    # Refinement: the few best candidates of each slot are read again and compared exactly;
-    # candidates with non-finite values are read again to count them.
+    # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
     tr = time.perf_counter()
-    screen_rel = _ratio(num, den)
-    wanted: dict[int, list[int]] = {}
-    for s_i in range(S):
-        order = np.argsort(screen_rel[s_i], kind="stable")
-        for c in order[:max(1, refine_top)]:
-            wanted.setdefault(int(c), []).append(s_i)
-    for c in np.flatnonzero(~fin_c):
-        wanted.setdefault(int(c), [])
-    for c, slots_for in sorted(wanted.items()):
-        y = _rows(cands[c].load(), tok.infer_index)
-        bytes_read += cands[c].rows * cands[c].width * _itemsize(cands[c].dtype)
-        ok = ~bad_tok & FIN[c]
-        if not fin_c[c]:
-            nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
-        if slots_for:
-            _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+    for c in sorted(kept):
+        slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
+        ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
+        _refine(X, xx, kept[c], c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+    kept.clear()
     timing["refine_s"] = time.perf_counter() - tr
     timing["candidate_bytes"] = int(cand_bytes)
 
