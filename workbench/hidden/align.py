@@ -48,9 +48,9 @@ from workbench.hidden.tokens import align_tokens
 from workbench.hidden.view import FINAL, LOGITS, Capture, HiddenTensor
 from workbench.progress import Progress, noop
 
-GROUP = 8                       # candidates per batched matmul
-BUFFER_BYTES = 256 << 20        # group buffer budget; longer sequences are processed in row blocks
-REFINE_ROWS = 512               # rows per chunk in the exact pass
+GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
+BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
+REFINE_ROWS = 1024              # rows per chunk in the exact pass
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:
@@ -158,110 +158,112 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     # CUDA: slot-major [S+G, Tb, H] (a candidate lands contiguously); CPU: token-major.
     W = torch.zeros((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
 
-    num = np.zeros((S, C)); den = np.zeros((S, C)); dot = np.zeros((S, C)); yy_sum = np.zeros(C)
-    per_token = np.zeros((S, C, T), dtype=np.float32)
-    exact = np.zeros((S, C), dtype=bool)
-    max_abs = np.full((S, C), np.nan); mean_abs = np.full((S, C), np.nan)
-    fin_rows: dict[int, torch.Tensor] = {}          # candidates with non-finite rows -> their mask
+    # Per-token products of every pair stay on the device ([S, C, T] floats: small); the
+    # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
+    XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
+    YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
+    xx_tot = xx.double().sum(1)                                                    # [S]
     best: list[list] = [[] for _ in range(S)]        # per slot: [(screen value, c)], the refine_top best
-    kept: dict[int, torch.Tensor] = {}               # those candidates' tensors (mapped views / device copies)
+    kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
     bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
     timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
     events = []
-    zero = torch.zeros((), dtype=torch.float32, device=dev)
     refine_k = C if abs_stats == "all" else max(1, refine_top)
+
+    def rows_of(c):
+        return _rows(cands[c].load(), tok.infer_index)
 
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         k = len(group_c)
-        tl = time.perf_counter()
-        ys = [_rows(cands[c].load(), tok.infer_index) for c in group_c]
-        bytes_read += sum(cands[c].rows * cands[c].width * _itemsize(cands[c].dtype) for c in group_c)
-        timing["load_s"] += time.perf_counter() - tl
-        td = time.perf_counter()
         kk = G if cuda else k                   # CUDA multiplies the whole buffer (stale slots ignored)
-        xy_t = torch.empty((S, k, T), dtype=torch.float32, device=dev)
-        yy_t = torch.empty((k, T), dtype=torch.float32, device=dev)
-        start = None
+        td = time.perf_counter()
         for r0 in range(0, T, Tb):
             r1 = min(T, r0 + Tb)
             n = r1 - r0
+            for g, c in enumerate(group_c):     # each candidate mapped, copied in, and let go
+                dst = W[S + g, :n] if cuda else W[:n, S + g]
+                dst.copy_(rows_of(c)[r0:r1])
             if cuda:
-                for g, y in enumerate(ys):
-                    W[S + g, :n].copy_(y[r0:r1])
                 start = torch.cuda.Event(enable_timing=True)
                 start.record()
-                if g0 == 0 or Tb < T:
-                    W[:S, :n].copy_(X[:, r0:r1])
-                A = W[:S + kk, :n].transpose(0, 1)                               # [n, S+G, H] view
-            else:
-                if g0 == 0 or Tb < T:
-                    W[:n, :S].copy_(X[:, r0:r1].transpose(0, 1))
-                for g, y in enumerate(ys):
-                    W[:n, S + g].copy_(y[r0:r1])
-                A = W[:n, :S + kk]
+            if g0 == 0 or Tb < T:
+                (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
+            A = W[:S + kk, :n].transpose(0, 1) if cuda else W[:n, :S + kk]       # [n, S+kk, H]
             gram = _gram(A)                                                      # fp32 [n, S+kk, S+kk]
-            xy_t[:, :, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
-            yy_t[:, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
-            if cuda and r1 < T:
+            XY[:, g0:g0 + k, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
+            YY[g0:g0 + k, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
+            if cuda:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 events.append((start, end))
-                start = None
-        if cuda and start is None:
-            start = torch.cuda.Event(enable_timing=True)
-            start.record()
-        finite = torch.isfinite(yy_t)
-        ok = (~bad_tok)[None, :] & finite                                         # [k, T]
-        d_t = xx[:, None, :] + yy_t[None]                                         # [S, k, T]
-        n_t = (d_t - 2 * xy_t).clamp_min_(0)
-        okb = ok[None].expand_as(n_t)
-        n_t = torch.where(okb, n_t, zero)
-        d_t = torch.where(okb, d_t, zero)
-        rel_t = torch.where(d_t > 0, n_t / d_t.clamp_min(1e-30), zero)
-        sums = torch.stack([n_t.double().sum(-1), d_t.double().sum(-1),
-                            torch.where(okb, xy_t, zero).double().sum(-1)])      # [3, S, k]
-        yy_g = torch.where(ok, yy_t, zero).double().sum(-1)
-        fin_g = finite.all(-1)
-        if cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            events.append((start, end))
-        sums, yy_g, fin_g = sums.cpu().numpy(), yy_g.cpu().numpy(), fin_g.cpu().numpy()
-        per_token[:, g0:g0 + k] = rel_t.cpu().numpy()
+        # Rank this group by the aggregate rel_diff (non-finite rows make it nan: ranked last).
+        yy_tot = YY[g0:g0 + k].double().sum(1)
+        xy_tot = XY[:, g0:g0 + k].double().sum(2)
+        den_g = xx_tot[:, None] + yy_tot[None]
+        rel_g = ((den_g - 2 * xy_tot) / den_g).cpu().numpy()
         timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
-        num[:, g0:g0 + k], den[:, g0:g0 + k], dot[:, g0:g0 + k] = sums[0], sums[1], sums[2]
-        yy_sum[g0:g0 + k] = yy_g
-        rel_g = _ratio(sums[0], sums[1])
         for g, c in enumerate(group_c):
-            if not fin_g[g]:
-                fin_rows[c] = finite[g].clone()
-                nonfinite.append(_count_nonfinite("infer", cands[c].name, ys[g], _infer_rows(tok)))
             for s_i in range(S):
-                best[s_i].append((float(rel_g[s_i, g]), c))
+                v = float(rel_g[s_i, g])
+                best[s_i].append((v if math.isfinite(v) else math.inf, c))
                 best[s_i].sort()
                 del best[s_i][refine_k:]
-        live = {c for b in best for _, c in b}
+        live = {c for b_ in best for _, c in b_}
         for g, c in enumerate(group_c):
-            if c in live:        # keep it for the exact pass: a device copy, or the mapped view
-                kept[c] = W[S + g, :T].clone() if cuda and Tb == T else ys[g]
+            if c in live and Tb == T:   # its rows are still in the buffer: keep a copy for the exact pass
+                kept[c] = (W[S + g, :T] if cuda else W[:T, S + g]).clone()
         for c in [c for c in kept if c not in live]:
             del kept[c]
-        del ys
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
+    del W
+    bytes_read += int(cand_bytes)
 
+    # Statistics of every pair, once, on the device.
+    if cuda:
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+    td = time.perf_counter()
+    zero = torch.zeros((), dtype=torch.float32, device=dev)
+    finite = torch.isfinite(YY)                                                    # [C, T]
+    ok = (~bad_tok)[None, :] & finite
+    okb = ok[None].expand(S, C, T)
+    d_t = torch.where(okb, xx[:, None, :] + YY[None], zero)                       # [S, C, T]
+    n_t = torch.where(okb, (d_t - 2 * XY).clamp_min(0), zero)
+    PT = torch.where(d_t > 0, n_t / d_t.clamp_min(1e-30), zero)
+    sums = torch.stack([n_t.double().sum(-1), d_t.double().sum(-1), torch.where(okb, XY, zero).double().sum(-1)])
+    yy_sum_t = torch.where(ok, YY, zero).double().sum(-1)
+    fin_c_t = finite.all(-1)
+    if cuda:
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        events.append((start, end))
+    sums = sums.cpu().numpy()
+    num, den, dot = sums[0].copy(), sums[1].copy(), sums[2].copy()
+    yy_sum = yy_sum_t.cpu().numpy()
+    per_token = PT.cpu().numpy()
+    fin_c = fin_c_t.cpu().numpy()
+    timing["device_s"] += time.perf_counter() - td
     if cuda and events:
         torch.cuda.synchronize(dev)
         timing["device_s"] = sum(a.elapsed_time(b) for a, b in events) / 1000.0
-    del W
+    del XY, YY, PT, d_t, n_t
+    exact = np.zeros((S, C), dtype=bool)
+    max_abs = np.full((S, C), np.nan)
+    mean_abs = np.full((S, C), np.nan)
+    fin_rows = {int(c): finite[c] for c in np.flatnonzero(~fin_c)}
+    for c in fin_rows:
+        y = kept[c] if c in kept else rows_of(c)
+        nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
 
     # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
     tr = time.perf_counter()
-    for c in sorted(kept):
+    for c in sorted({c for b_ in best for _, c in b_}):
         slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
         ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
-        _refine(X, xx, kept[c], c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+        y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
+        _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
     kept.clear()
     timing["refine_s"] = time.perf_counter() - tr
     timing["candidate_bytes"] = int(cand_bytes)
@@ -353,7 +355,7 @@ def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, 
             a[0] += float(n_t.double().sum())
             a[1] += float(den_t.double().sum())
             a[2] = max(a[2], float(torch.linalg.vector_norm(d, ord=float("inf"))))
-            a[3] += float(torch.linalg.vector_norm(d, ord=1, dtype=torch.float64))
+            a[3] += float(torch.linalg.vector_norm(d, ord=1))
             a[4] += int(m.sum()) * d.shape[1]
     yy_sum[c] = yy_acc
     xx_m = {s: float(torch.where(ok, xx[s], torch.zeros((), device=dev)).double().sum()) for s in slot_ids}
