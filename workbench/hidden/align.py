@@ -226,45 +226,36 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     del W
     bytes_read += int(cand_bytes)
 
-    # Statistics of every pair, once, on the device.
-    if cuda:
-        start = torch.cuda.Event(enable_timing=True)
-        start.record()
-    td = time.perf_counter()
-    zero = torch.zeros((), dtype=torch.float32, device=dev)
-    finite = torch.isfinite(YY)                                                    # [C, T]
-    fin_c_t = finite.all(-1)
-    clean = bool(fin_c_t.all()) and not bool(bad_tok.any())
-    d_t = xx[:, None, :] + YY[None]                                                # [S, C, T]
-    n_t = torch.add(d_t, XY, alpha=-2.0).clamp_min_(0)
-    if not clean:      # leave out the tokens where either side is not finite
-        okb = ((~bad_tok)[None, :] & finite)[None].expand(S, C, T)
-        d_t = torch.where(okb, d_t, zero)
-        n_t = torch.where(okb, n_t, zero)
-        XY = torch.where(okb, XY, zero)
-        YY = torch.where(okb[0], YY, zero)
-    PT = n_t / d_t.clamp_min(1e-30)
-    sums = torch.stack([n_t.sum(-1, dtype=torch.float64), d_t.sum(-1, dtype=torch.float64),
-                        XY.sum(-1, dtype=torch.float64)])
-    yy_sum_t = YY.sum(-1, dtype=torch.float64)
-    if cuda:
-        end = torch.cuda.Event(enable_timing=True)
-        end.record()
-        events.append((start, end))
-    sums = sums.cpu().numpy()
-    num, den, dot = sums[0].copy(), sums[1].copy(), sums[2].copy()
-    yy_sum = yy_sum_t.cpu().numpy()
-    per_token = PT.cpu().numpy()
-    fin_c = fin_c_t.cpu().numpy()
-    timing["device_s"] += time.perf_counter() - td
     if cuda and events:
         torch.cuda.synchronize(dev)
-        timing["device_s"] = sum(a.elapsed_time(b) for a, b in events) / 1000.0
-    del XY, YY, PT, d_t, n_t
+        timing["device_s"] = sum(a_.elapsed_time(b_) for a_, b_ in events) / 1000.0
+
+    # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
+    td = time.perf_counter()
+    xy_n, yy_n = XY.cpu().numpy(), YY.cpu().numpy()
+    del XY, YY
+    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(yy_n)                                                 # [C, T]
+        fin_c = finite.all(-1)
+        ok = ~bad_n[None, :] & finite
+        d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
+        n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
+        if not ok.all():   # leave out the tokens where either side is not finite
+            d_t = np.where(ok[None], d_t, 0.0)
+            n_t = np.where(ok[None], n_t, 0.0)
+            xy_n = np.where(ok[None], xy_n, 0.0)
+            yy_n = np.where(ok, yy_n, 0.0)
+        per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
+        num, den = n_t.sum(-1), d_t.sum(-1)
+        dot = xy_n.sum(-1, dtype=np.float64)
+        yy_sum = yy_n.sum(-1, dtype=np.float64)
+    del d_t, n_t
+    timing["stats_s"] = time.perf_counter() - td
     exact = np.zeros((S, C), dtype=bool)
     max_abs = np.full((S, C), np.nan)
     mean_abs = np.full((S, C), np.nan)
-    fin_rows = {int(c): finite[c] for c in np.flatnonzero(~fin_c)}
+    fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
     for c in fin_rows:
         y = kept[c] if c in kept else rows_of(c)
         nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
