@@ -191,3 +191,15 @@ def test_bad_input_one_line(wb, tmp_path, cfg):
             call()
         assert "\n" not in str(err.value)
     assert bad.read_text() == '{"a": 1,, }'
+
+
+def test_configs_declared_in_workbench_toml_are_tracked(workspace, cfg):
+    from workbench.api import Workbench
+
+    (workspace / "workbench.toml").write_text(
+        f'[configs]\nkimi = "{cfg}"\nother = {{ path = "{cfg.parent}/missing.json" }}\n')
+    with Workbench.open(workspace) as wb:
+        listed = wb.config_list()
+        assert [(t.label, t.versions) for t in listed if t.versions] == [("kimi", 1)]
+        assert any(t.state.startswith("error:") and "missing.json" in t.state for t in listed)
+        assert len(wb.config_list()) == 2         # tracked once, not again

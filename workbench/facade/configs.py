@@ -26,7 +26,24 @@ class ConfigsAPI:
         return result
 
     def config_list(self):
-        return self.configs.list()
+        """Tracked files; those declared under ``[configs]`` in workbench.toml are tracked on first look
+        (``name = "/abs/path/config.json"`` or ``name = {path = "...", host = "..."}``)."""
+        from workbench.configs import TrackedConfig
+        from workbench.errors import WorkbenchError
+
+        problems = []
+        for name, entry in self.workspace.section("configs").items():
+            path = entry.get("path") if isinstance(entry, dict) else entry
+            host = entry.get("host", "local") if isinstance(entry, dict) else "local"
+            if not isinstance(path, str):
+                continue
+            location = path if host == "local" else f"{host}:{path}"
+            try:
+                if self.configs._row(_location(location)) is None:
+                    self.config_track(location, label=str(name))
+            except WorkbenchError as exc:
+                problems.append(TrackedConfig(0, _location(location), str(name), 0.0, 0, state=f"error: {exc}"))
+        return self.configs.list() + problems
 
     def config_history(self, path: str):
         result = self.configs.history(path)
@@ -99,6 +116,12 @@ class ConfigsAPI:
         change = self.configs.set(fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels)
         self._record("config.fix", change.location, {"fix": fix.to_dict(), "version": change.version.number})
         return change
+
+
+def _location(text: str) -> str:
+    from workbench.configs import location_of
+
+    return location_of(text)
 
 
 def _as_fix(fix):
