@@ -17,8 +17,23 @@ class ConfigsAPI:
 
         store = getattr(self, "_config_store", None)
         if store is None:
-            store = self._config_store = ConfigStore(self.journal)
+            store = self._config_store = ConfigStore(self.journal, self._config_access)
         return store
+
+    def _config_access(self, host: str):
+        """Local paths directly; ``HOST:/path`` through the workspace's hosts (SSH or local)."""
+        from workbench.configs.access import LOCAL, HostFiles, LocalFiles
+
+        if host == LOCAL and "local" not in self.workspace.section("hosts"):
+            return LocalFiles()
+        hosts = getattr(self, "hosts", None)
+        if hosts is None or not hasattr(hosts, "get"):
+            hosts = getattr(self, "_config_hosts", None)
+            if hosts is None:
+                from workbench.hosts import Hosts
+
+                hosts = self._config_hosts = Hosts(lambda: self.workspace.section("hosts"))
+        return HostFiles(hosts.get(host))
 
     def config_track(self, path: str, label: str = ""):
         result = self.configs.track(path, label)
@@ -91,7 +106,7 @@ class ConfigsAPI:
     def config_fix_plan(self, fix) -> Plan:
         """What applying a doctor fix would write (a diff against the file as it is now)."""
         from workbench.configs import location_of, unified_diff
-        from workbench.configs.access import access_for, parse_location
+        from workbench.configs.access import parse_location
         from workbench.configs.jsonedit import delete_key, set_key
         from workbench.errors import InputError
 
@@ -99,7 +114,7 @@ class ConfigsAPI:
         if not fix.applicable:
             raise InputError(f"fix {fix.summary!r}: not a config edit (change the launch command instead)")
         host, p = parse_location(fix.file)
-        current = access_for(host).read_bytes(p)
+        current = self._config_access(host).read_bytes(p)
         if current is None:
             raise InputError(f"{p}: no such file")
         text = current.decode("utf-8")
