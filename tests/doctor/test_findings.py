@@ -3,11 +3,10 @@
 import json
 import struct
 
-import numpy as np
 import pytest
 from tests.fixtures.drafts import KIMI_BROKEN, KIMI_DRAFT, KIMI_TARGET, LLAMA_DRAFT, LLAMA_TARGET, tiny_tensors
 
-from workbench.doctor import CODES, run_static
+from workbench.doctor import run_static
 from workbench.errors import InputError
 
 

@@ -56,10 +56,9 @@ def _ints(value) -> bool:
 
 class _Checker:
     def __init__(self, draft: DraftCheckpoint, target: Optional[TargetInfo], rule: EngineRule,
-                 engine_text: str, algorithm: Optional[str], trained_layers, trained_convention: str,
+                 algorithm: Optional[str], trained_layers, trained_convention: str,
                  context_length: Optional[int], num_layers: Optional[int]):
         self.d, self.t, self.rule = draft, target, rule
-        self.engine_text = engine_text
         self.algorithm = algorithm
         self.trained_layers, self.trained_convention = trained_layers, trained_convention
         self.context_length = context_length
@@ -333,7 +332,7 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
         raise InputError(f"--trained-layers: expected integers like 2,30,58, got {trained_layers!r}")
     target_arch = arch or (t.arch if t else None) or _arch_from_draft(d)
     rule = rule_for(engine_text, target_arch)
-    ck = _Checker(d, t, rule, engine_text, alg, trained_layers, conv, context_length, num_layers)
+    ck = _Checker(d, t, rule, alg, trained_layers, conv, context_length, num_layers)
     ck.check_types()
     ck.check_algorithm()
     ck.check_layers()
