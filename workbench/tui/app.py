@@ -29,8 +29,10 @@ SCREENS: list[ScreenSpec] = discover()
 
 def screen_bindings(specs: Iterable[ScreenSpec]) -> list[Binding]:
     """One app-level binding per screen, id ``screen.<id>``, so a keymap can move it."""
+    # Not shown in the footer (help and the palette list them): the footer stays about the screen
+    # in front, and adding a screen does not change every other screen's look.
     return [Binding(spec.key, f"app.show_screen('{spec.id}')", spec.title, id=f"screen.{spec.id}",
-                    tooltip=f"switch to the {spec.title} screen") for spec in specs]
+                    tooltip=f"switch to the {spec.title} screen", show=False) for spec in specs]
 
 
 class ScreensProvider(Provider):
