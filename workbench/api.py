@@ -2,7 +2,7 @@
 
     from workbench.api import Workbench
     wb = Workbench.open("~/my-workspace")
-    wb.predict(acc=[0.75], steps=5)
+    wb.predict(acc=[0.75], steps=5, topk=1, draft_tokens=6)
 
 Every operation is one method here, journaled, returning a dataclass with ``to_dict()``.
 Destructive methods take ``confirm=True`` (see ``workbench.confirm``).
@@ -21,10 +21,11 @@ from workbench.facade.lab import LabAPI
 from workbench.facade.live import LiveAPI
 from workbench.facade.predict import PredictAPI
 from workbench.facade.servers import ServersAPI
+from workbench.facade.timeline import TimelineAPI
 
 __all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired"]
 
 
 class Workbench(PredictAPI, DoctorAPI, ConfigsAPI, HiddenAPI, DrafterAPI, LabAPI, ServersAPI, LiveAPI,
-                WorkbenchBase):
+                TimelineAPI, WorkbenchBase):
     """Open a workspace and operate on it."""

@@ -14,8 +14,7 @@ def jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if hasattr(value, "to_dict") and type(value).to_dict is not Result.to_dict:
             return value.to_dict()
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not f.metadata.get("internal")}
+        return fields_dict(value)
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -31,8 +30,14 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def fields_dict(value: Any) -> dict:
+    """A dataclass's fields as JSON-safe values (fields with metadata internal=True left out)."""
+    return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+            if not f.metadata.get("internal")}
+
+
 class Result:
-    """Mixin for result dataclasses."""
+    """Mixin for result dataclasses. Subclasses may override ``to_dict`` and call ``super()``."""
 
     def to_dict(self) -> dict:
-        return jsonable(self)
+        return fields_dict(self)

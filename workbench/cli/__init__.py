@@ -17,8 +17,22 @@ from workbench import __version__
 from workbench.cli.common import Context, fail
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr and exit code 2, like every other bad input.
+
+    No abbreviated options: a prefix that is unique today becomes ambiguous when a flag is added.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="eagle-workbench",
         description="Diagnose EAGLE-3 speculative decoding served by SGLang. "
                     "Without a command, opens the terminal UI.",
@@ -56,6 +70,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return fail(str(exc), getattr(exc, "exit_code", 1))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     finally:
         ctx.close()
 

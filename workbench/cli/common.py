@@ -8,6 +8,7 @@ import sys
 from typing import Any, Callable, Optional
 
 from workbench.errors import InputError
+from workbench.parsing import parse_floats, parse_ints, parse_pairs  # noqa: F401 (re-exported)
 
 
 class Context:
@@ -58,17 +59,3 @@ def confirm_or_yes(plan, yes: bool) -> bool:
         raise InputError("refusing a destructive action without --yes (no terminal to ask)")
     answer = input("Proceed? [y/N] ").strip().lower()
     return answer in ("y", "yes")
-
-
-def parse_floats(text: str, name: str) -> list[float]:
-    """'0.75,0.7 0.6' -> [0.75, 0.7, 0.6]; a one-line InputError naming the input otherwise."""
-    parts = [p for p in text.replace(",", " ").split() if p]
-    if not parts:
-        raise InputError(f"{name}: empty list; expected numbers like 0.8,0.7,0.6")
-    out = []
-    for p in parts:
-        try:
-            out.append(float(p))
-        except ValueError:
-            raise InputError(f"{name}: {p!r} is not a number") from None
-    return out

@@ -2,6 +2,116 @@
 
 from __future__ import annotations
 
+from typing import Any, Optional, Union
+
+from workbench.confirm import Plan, require
+
 
 class ConfigsAPI:
-    pass
+    """Every version of a tracked config is kept in the journal; writes are atomic and
+    compare-and-swap; an edit made outside the workbench is stored before any write."""
+
+    @property
+    def configs(self):
+        from workbench.configs import ConfigStore
+
+        store = getattr(self, "_config_store", None)
+        if store is None:
+            store = self._config_store = ConfigStore(self.journal)
+        return store
+
+    def config_track(self, path: str, label: str = ""):
+        result = self.configs.track(path, label)
+        self._record("config.track", result.location, {"label": label, "versions": result.versions})
+        return result
+
+    def config_list(self):
+        return self.configs.list()
+
+    def config_history(self, path: str):
+        result = self.configs.history(path)
+        if result.config.state != "clean":
+            self._record("config.sync", result.config.location, {"state": result.config.state})
+        return result
+
+    def config_show(self, path: str, version: Union[int, str, None] = None):
+        return self.configs.show(path, version)
+
+    def config_diff(self, path: str, a: Union[int, str, None] = None, b: Union[int, str, None] = None):
+        return self.configs.diff(path, a, b)
+
+    def config_set(self, path: str, assignments: "dict[str, Any] | list", *, reason: Optional[str] = None,
+                   force: bool = False, delete: Optional[list[str]] = None):
+        """Set dotted keys, e.g. ``{"eagle_config.eagle_aux_hidden_state_layer_ids": [2, 30, 58]}``
+        or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away."""
+        from workbench.configs import parse_assignment
+
+        if isinstance(assignments, dict):
+            pairs = list(assignments.items())
+        else:
+            pairs = [parse_assignment(a) if isinstance(a, str) else tuple(a) for a in assignments]
+        change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete)
+        self._record("config.set", change.location, {"version": change.version.number, "reason": change.version.reason,
+                                                     "changed": change.changed,
+                                                     "external_edit": change.external_edit is not None})
+        return change
+
+    def config_revert_plan(self, path: str, to: Union[int, str]) -> Plan:
+        v, diff, _ = self.configs.revert_plan_details(path, to)
+        from workbench.configs import location_of
+
+        loc = location_of(path)
+        return Plan("revert", loc, f"revert {loc} to v{v.number} ({v.sha256[:12]}, {v.reason})",
+                    diff.splitlines() or ["(no change: the file already holds that version)"])
+
+    def config_revert(self, path: str, to: Union[int, str], *, confirm: bool = False):
+        require(self.config_revert_plan(path, to), confirm)
+        change = self.configs.revert(path, to)
+        self._record("config.revert", change.location, {"to": str(to), "version": change.version.number,
+                                                        "sha256": change.version.sha256})
+        return change
+
+    def config_fix_plan(self, fix) -> Plan:
+        """What applying a doctor fix would write (a diff against the file as it is now)."""
+        from workbench.configs import location_of, unified_diff
+        from workbench.configs.access import access_for, parse_location
+        from workbench.configs.jsonedit import delete_key, set_key
+        from workbench.errors import InputError
+
+        fix = _as_fix(fix)
+        if not fix.applicable:
+            raise InputError(f"fix {fix.summary!r}: not a config edit (change the launch command instead)")
+        host, p = parse_location(fix.file)
+        current = access_for(host).read_bytes(p)
+        if current is None:
+            raise InputError(f"{p}: no such file")
+        text = current.decode("utf-8")
+        for e in fix.edits:
+            text = delete_key(text, e.key, name=p) if e.delete else set_key(text, e.key, e.value, name=p)
+        diff = unified_diff(current, text.encode("utf-8"), "current", "fixed")
+        return Plan("overwrite", location_of(fix.file), f"apply fix to {p}: {fix.summary}", diff.splitlines())
+
+    def config_apply_fix(self, fix, *, confirm: bool = False):
+        fix = _as_fix(fix)
+        require(self.config_fix_plan(fix), confirm)
+        sets = [(e.key, e.value) for e in fix.edits if not e.delete]
+        dels = [e.key for e in fix.edits if e.delete]
+        change = self.configs.set(fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels)
+        self._record("config.fix", change.location, {"fix": fix.to_dict(), "version": change.version.number})
+        return change
+
+
+def _as_fix(fix):
+    from workbench.doctor import ConfigEdit, Finding, Fix
+
+    if isinstance(fix, Finding):
+        fix = fix.fix
+    if isinstance(fix, dict):
+        fix = Fix(fix.get("summary", ""), fix.get("file"),
+                  [ConfigEdit(e["key"], e.get("value"), e.get("delete", False)) for e in fix.get("edits", [])],
+                  list(fix.get("launch", [])))
+    if fix is None:
+        from workbench.errors import InputError
+
+        raise InputError("this finding has no fix to apply")
+    return fix

@@ -2,6 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 
 class DoctorAPI:
-    pass
+    def doctor(self, draft: str, target_config: Optional[str] = None, *, engine: Optional[str] = None,
+               algorithm: Optional[str] = None, trained_layers: Optional[Sequence[int]] = None,
+               trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
+               num_layers: Optional[int] = None):
+        """Static checks of a draft directory (and the target config, engine, algorithm, what the
+        drafter was trained on). Returns a DoctorReport: findings + the capture report."""
+        from workbench.doctor import run_static
+
+        report = run_static(draft, target_config, engine=engine, algorithm=algorithm,
+                            trained_layers=list(trained_layers) if trained_layers is not None else None,
+                            trained_convention=trained_convention, context_length=context_length,
+                            num_layers=num_layers)
+        self._record("doctor", report.inputs.get("draft", str(draft)),
+                     {"inputs": report.inputs, "codes": report.codes(),
+                      "errors": len(report.errors)})
+        return report
+
+    def layer_capture(self, engine: str, ids: Optional[Sequence[int]], num_layers: int, arch: Optional[str] = None):
+        """What ``engine`` captures for config ids on a target with ``num_layers`` layers."""
+        from workbench.layers import rule_for
+
+        return rule_for(engine, arch).capture(list(ids) if ids is not None else None, num_layers)

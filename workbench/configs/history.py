@@ -1,0 +1,346 @@
+"""Config history: every version of a tracked file kept content-addressed in the journal.
+
+Rules that make "nothing is ever lost" true:
+- before any write, the file on disk is compared with the last stored version; a difference is
+  stored first as a version with reason "external edit";
+- the new content's blob is stored before the file is written, and the version row after, so a
+  crash in between leaves a file whose content is already in the blobs table (and is recorded as
+  an external edit on the next look);
+- writes are compare-and-swap: the file must still hold what was read, or nothing is written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from workbench.configs.access import ConflictError, FileAccess, access_for, parse_location, sha256
+from workbench.configs.jsonedit import delete_key, get_key, parse, set_key
+from workbench.errors import InputError, WorkbenchError
+from workbench.journal import Journal
+from workbench.results import Result
+
+REASON_TRACKED = "tracked"
+REASON_EXTERNAL = "external edit"
+
+
+@dataclass
+class ConfigVersion(Result):
+    number: int                    # 1-based, per tracked file
+    sha256: str
+    ts: float
+    reason: str
+    parent_sha256: Optional[str]
+    size: int
+
+
+@dataclass
+class TrackedConfig(Result):
+    id: int
+    location: str
+    label: str
+    added: float
+    versions: int
+    current_sha256: Optional[str] = None       # None when the file is missing now
+    latest_sha256: Optional[str] = None
+    state: str = "clean"                       # clean | external edit stored | missing
+
+
+@dataclass
+class ConfigHistory(Result):
+    config: TrackedConfig
+    versions: list[ConfigVersion]
+
+
+@dataclass
+class ConfigChange(Result):
+    location: str
+    version: ConfigVersion
+    previous_sha256: Optional[str]
+    diff: str
+    external_edit: Optional[ConfigVersion] = None   # stored before writing, when one was found
+    changed: bool = True
+
+
+@dataclass
+class ConfigDiff(Result):
+    location: str
+    a: str
+    b: str
+    diff: str
+
+
+@dataclass
+class ConfigShow(Result):
+    location: str
+    version: Optional[int]
+    sha256: str
+    text: str
+
+
+def unified_diff(a: bytes, b: bytes, a_name: str, b_name: str) -> str:
+    at = a.decode("utf-8", errors="replace").splitlines(keepends=True)
+    bt = b.decode("utf-8", errors="replace").splitlines(keepends=True)
+    lines = list(difflib.unified_diff(at, bt, a_name, b_name))
+    return "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)
+
+
+# High-risk keys get their type checked before a write (the doctor's config-invalid otherwise).
+_TYPED_KEYS = {
+    "eagle_config.eagle_aux_hidden_state_layer_ids": "int-list",
+    "eagle_aux_hidden_state_layer_ids": "int-list",
+    "max_position_embeddings": "int",
+    "draft_vocab_size": "int",
+    "vocab_size": "int",
+    "hidden_size": "int",
+    "target_hidden_size": "int",
+    "num_hidden_layers": "int",
+    "tie_word_embeddings": "bool",
+    "eagle_config.use_aux_hidden_state": "bool",
+    "norm_before_fc": "bool",
+    "architectures": "str-list",
+}
+
+
+def check_type(key: str, value: Any) -> None:
+    kind = _TYPED_KEYS.get(key) or _TYPED_KEYS.get(key.split(".", 1)[-1] if key.startswith("transformer_layer_config.") else "")
+    if kind is None:
+        return
+    ok = {
+        "int-list": isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
+        "int": isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        "bool": isinstance(value, bool),
+        "str-list": isinstance(value, list) and all(isinstance(v, str) for v in value),
+    }[kind]
+    if not ok:
+        expected = {"int-list": "a list of integers like [2, 30, 58]", "int": "a positive integer",
+                    "bool": "true or false", "str-list": "a list of strings"}[kind]
+        raise InputError(f"{key}: expected {expected}, got {json.dumps(value)} (use force to write it anyway)")
+
+
+class ConfigStore:
+    """Tracked config files and their versions, over a Journal and a FileAccess per host."""
+
+    def __init__(self, journal: Journal, access_resolver=access_for):
+        self.journal = journal
+        self._access = access_resolver
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _open(self, location: str) -> tuple[str, FileAccess, str]:
+        host, path = parse_location(location)
+        return f"{host}:{path}", self._access(host), path
+
+    def _row(self, location: str):
+        return self.journal.db.execute("SELECT * FROM tracked_configs WHERE location = ?", (location,)).fetchone()
+
+    def _store_blob(self, data: bytes) -> str:
+        digest = sha256(data)
+        self.journal.db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (digest, data))
+        return digest
+
+    def blob(self, digest: str) -> bytes:
+        row = self.journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
+        if row is None:
+            raise WorkbenchError(f"blob {digest[:12]} missing from the journal")
+        return bytes(row[0])
+
+    def _add_version(self, config_id: int, data: bytes, reason: str, parent: Optional[str]) -> None:
+        with self.journal.transaction() as db:
+            digest = sha256(data)
+            db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (digest, data))
+            db.execute("INSERT INTO config_versions(config_id, sha256, ts, reason, parent_sha256) "
+                       "VALUES (?, ?, ?, ?, ?)", (config_id, digest, time.time(), reason, parent))
+
+    def _versions(self, config_id: int) -> list[ConfigVersion]:
+        rows = self.journal.db.execute(
+            "SELECT v.sha256, v.ts, v.reason, v.parent_sha256, length(b.content) AS size "
+            "FROM config_versions v JOIN blobs b ON b.sha256 = v.sha256 WHERE v.config_id = ? ORDER BY v.id",
+            (config_id,)).fetchall()
+        return [ConfigVersion(i + 1, r["sha256"], r["ts"], r["reason"], r["parent_sha256"], r["size"])
+                for i, r in enumerate(rows)]
+
+    def _tracked(self, row, current: Optional[bytes] = None, state: str = "clean") -> TrackedConfig:
+        versions = self._versions(row["id"])
+        return TrackedConfig(row["id"], row["location"], row["label"], row["added"], len(versions),
+                             None if current is None else sha256(current),
+                             versions[-1].sha256 if versions else None, state)
+
+    # -- tracking -----------------------------------------------------------------------------
+    def track(self, location: str, label: str = "") -> TrackedConfig:
+        loc, acc, path = self._open(location)
+        data = acc.read_bytes(path)
+        if data is None:
+            raise InputError(f"{path}: no such file")
+        row = self._row(loc)
+        if row is None:
+            with self.journal.transaction() as db:
+                db.execute("INSERT INTO tracked_configs(location, added, label) VALUES (?, ?, ?)",
+                           (loc, time.time(), label))
+            row = self._row(loc)
+            self._add_version(row["id"], data, REASON_TRACKED, None)
+            return self._tracked(row, data)
+        if label and label != row["label"]:
+            self.journal.db.execute("UPDATE tracked_configs SET label = ? WHERE id = ?", (label, row["id"]))
+            row = self._row(loc)
+        return self.sync(loc)
+
+    def require(self, location: str):
+        loc, _, _ = self._open(location)
+        row = self._row(loc)
+        if row is None:
+            raise InputError(f"{loc}: not tracked (run `config track` first)")
+        return row
+
+    def list(self) -> list[TrackedConfig]:
+        out = []
+        for row in self.journal.db.execute("SELECT * FROM tracked_configs ORDER BY id").fetchall():
+            try:
+                out.append(self.sync(row["location"]))
+            except InputError:
+                out.append(self._tracked(row, None, "missing"))
+        return out
+
+    def sync(self, location: str) -> TrackedConfig:
+        """Notice an edit made outside the workbench and store it as a version."""
+        loc, acc, path = self._open(location)
+        row = self.require(loc)
+        data = acc.read_bytes(path)
+        if data is None:
+            return self._tracked(row, None, "missing")
+        versions = self._versions(row["id"])
+        latest = versions[-1].sha256 if versions else None
+        if sha256(data) != latest:
+            self._add_version(row["id"], data, REASON_EXTERNAL, latest)
+            return self._tracked(row, data, REASON_EXTERNAL + " stored")
+        return self._tracked(row, data)
+
+    def history(self, location: str) -> ConfigHistory:
+        tracked = self.sync(location)
+        return ConfigHistory(tracked, self._versions(tracked.id))
+
+    # -- versions -----------------------------------------------------------------------------
+    def resolve(self, location: str, ref: "int | str | None") -> ConfigVersion:
+        """A version by number (1-based; negative from the end), 'vN', 'latest', 'previous' or sha prefix."""
+        row = self.require(location)
+        versions = self._versions(row["id"])
+        if not versions:
+            raise InputError(f"{location}: no versions stored")
+        if ref is None or ref == "latest":
+            return versions[-1]
+        if ref == "previous":
+            if len(versions) < 2:
+                raise InputError(f"{location}: only one version stored, there is no previous one")
+            return versions[-2]
+        text = str(ref).strip()
+        m = re.fullmatch(r"v?(-?\d+)", text)
+        if m and not (len(text) >= 6 and re.fullmatch(r"[0-9a-f]+", text)):
+            n = int(m.group(1))
+            if n < 0:
+                n = len(versions) + 1 + n
+            if not 1 <= n <= len(versions):
+                raise InputError(f"version {ref}: {location} has versions 1..{len(versions)}")
+            return versions[n - 1]
+        if re.fullmatch(r"[0-9a-fA-F]{6,64}", text):
+            hits = [v for v in versions if v.sha256.startswith(text.lower())]
+            if hits:
+                return hits[-1]
+        raise InputError(f"version {ref!r}: not a version number (1..{len(versions)}), 'latest' or a sha256 prefix")
+
+    def show(self, location: str, ref: "int | str | None" = None) -> ConfigShow:
+        loc, _, _ = self._open(location)
+        self.sync(loc)
+        v = self.resolve(loc, ref)
+        return ConfigShow(loc, v.number, v.sha256, self.blob(v.sha256).decode("utf-8", errors="replace"))
+
+    def diff(self, location: str, a: "int | str | None", b: "int | str | None" = None) -> ConfigDiff:
+        loc, _, _ = self._open(location)
+        self.sync(loc)
+        va = self.resolve(loc, a if a is not None else "previous")
+        vb = self.resolve(loc, b)
+        text = unified_diff(self.blob(va.sha256), self.blob(vb.sha256), f"v{va.number}", f"v{vb.number}")
+        return ConfigDiff(loc, f"v{va.number}", f"v{vb.number}", text)
+
+    # -- writes -------------------------------------------------------------------------------
+    def _write(self, location: str, make, reason: str, *, allow_missing: bool = False) -> ConfigChange:
+        """Sync, compute the new bytes from the current ones, CAS-write, record the version."""
+        loc, acc, path = self._open(location)
+        row = self._row(loc)
+        if row is None:
+            self.track(loc)
+            row = self._row(loc)
+        before = self._versions(row["id"])
+        tracked = self.sync(loc)
+        external = None
+        after_sync = self._versions(row["id"])
+        if len(after_sync) > len(before):
+            external = after_sync[-1]
+        current = acc.read_bytes(path)
+        if current is None and not allow_missing:
+            raise InputError(f"{path}: the file is gone (its versions are kept; revert to restore it)")
+        if current is not None and sha256(current) != tracked.latest_sha256:   # changed again while we looked
+            self.sync(loc)
+            raise ConflictError(f"{path}: changed on disk while being read; stored that version, nothing written")
+        new = make(current)
+        prev_sha = None if current is None else sha256(current)
+        diff = unified_diff(current or b"", new, "current", "new")
+        if new == current:
+            return ConfigChange(loc, after_sync[-1], prev_sha, "", external, changed=False)
+        self._store_blob(new)
+        try:
+            acc.write_cas(path, new, prev_sha)
+        except ConflictError:
+            self.sync(loc)  # keep what the other writer put there
+            raise
+        self._add_version(row["id"], new, reason, prev_sha)
+        return ConfigChange(loc, self._versions(row["id"])[-1], prev_sha, diff, external)
+
+    def set(self, location: str, assignments: list[tuple[str, Any]], *, reason: Optional[str] = None,
+            force: bool = False, deletions: Optional[list[str]] = None) -> ConfigChange:
+        if not assignments and not deletions:
+            raise InputError("config set: nothing to set (give KEY=VALUE)")
+        for key, value in assignments:
+            if not force:
+                check_type(key, value)
+        loc, _, path = self._open(location)
+
+        def make(current: bytes) -> bytes:
+            try:
+                text = current.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{path}: not UTF-8 text") from None
+            for key, value in assignments:
+                text = set_key(text, key, value, name=path)
+            for key in deletions or []:
+                text = delete_key(text, key, name=path)
+            parse(text, path)
+            return text.encode("utf-8")
+
+        why = reason or "set " + ", ".join([f"{k}={json.dumps(v)}" for k, v in assignments] +
+                                           [f"delete {k}" for k in deletions or []])
+        return self._write(loc, make, why)
+
+    def revert_plan_details(self, location: str, ref) -> tuple[ConfigVersion, str, bytes]:
+        loc, acc, path = self._open(location)
+        self.sync(loc)
+        v = self.resolve(loc, ref)
+        target = self.blob(v.sha256)
+        current = acc.read_bytes(path) or b""
+        return v, unified_diff(current, target, "current", f"v{v.number}"), target
+
+    def revert(self, location: str, ref) -> ConfigChange:
+        loc, _, _ = self._open(location)
+        v = self.resolve(loc, ref)
+        target = self.blob(v.sha256)
+        return self._write(loc, lambda _current: target, f"revert to v{v.number}", allow_missing=True)
+
+    def value(self, location: str, key: str, ref=None) -> Any:
+        v = self.resolve(location, ref)
+        try:
+            data = json.loads(self.blob(v.sha256))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InputError(f"{location} v{v.number}: not valid JSON") from None
+        return get_key(data, key)

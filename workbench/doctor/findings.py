@@ -1,0 +1,81 @@
+"""Findings: a stable code, a severity, one sentence, the evidence that proves it, and a fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from workbench.results import Result
+
+SEVERITIES = ("error", "warning", "info")
+
+# Every code the static doctor emits, with what it means. Tests pin these names.
+CODES: dict[str, str] = {
+    "algorithm-mismatch": "an Eagle3 draft launched with another algorithm, or EAGLE3 with a non-Eagle3 draft",
+    "layer-ids-engine-mismatch": "the points this engine captures differ from those the drafter was trained on",
+    "layer-ids-embedding": "an id meaning the embedding output, or one this engine cannot capture (-1)",
+    "layer-ids-out-of-range": "an id beyond the target's layers",
+    "layer-ids-final-uncaptured": "asks for the last layer's output, which this engine never captures",
+    "layer-ids-unsorted": "ids not ascending: engines concatenate in layer order",
+    "layer-ids-count-mismatch": "number of ids disagrees with the fc input width (K * target hidden size)",
+    "layer-ids-nondefault": "ids differ from the default [1, N//2-1, N-4] (output-of-layer)",
+    "eagle-config-misplaced": "ids only at the top level of config.json, where SGLang ignores them",
+    "draft-context-too-short": "the draft's context length is below the target's",
+    "tied-embeddings": "tie_word_embeddings with a draft vocabulary smaller than the target's",
+    "missing-weight": "a weight the engine's drafter needs is absent",
+    "unexpected-weight": "a weight name the engine's loader would silently drop",
+    "weight-shape-mismatch": "a weight's shape disagrees with the config",
+    "d2t-invalid": "d2t does not map draft ids to increasing target ids in the vocabulary, or disagrees with t2d",
+    "hidden-size-mismatch": "the draft's target_hidden_size/hidden_size disagree with the target's hidden size",
+    "config-invalid": "a config field has the wrong type",
+    "weights-unreadable": "the weight files cannot be read (corrupt header, missing shard)",
+    "weights-not-checked": "no weight files found: weight checks skipped",
+}
+
+
+@dataclass
+class ConfigEdit(Result):
+    """Set (or delete) one dotted key of a JSON config."""
+
+    key: str
+    value: Any = None
+    delete: bool = False
+
+    def text(self) -> str:
+        import json
+
+        return f"delete {self.key}" if self.delete else f"{self.key}={json.dumps(self.value)}"
+
+
+@dataclass
+class Fix(Result):
+    """A concrete remedy: config edits to one file (applied through the history) or a launch change."""
+
+    summary: str
+    file: Optional[str] = None               # the config.json the edits apply to
+    edits: list[ConfigEdit] = field(default_factory=list)
+    launch: list[str] = field(default_factory=list)   # launch-command changes, e.g. "--speculative-algorithm EAGLE3"
+
+    @property
+    def applicable(self) -> bool:
+        return bool(self.file and self.edits)
+
+
+@dataclass
+class Finding(Result):
+    code: str
+    severity: str
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fix: Optional[Fix] = None
+
+    def __post_init__(self):
+        if self.code not in CODES:
+            raise ValueError(f"unknown finding code {self.code!r}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(findings, key=lambda f: (order[f.severity], f.code))

@@ -1,0 +1,232 @@
+"""Read, check and write SGLang-format EAGLE-3 draft checkpoints (``config.json`` + ``model.safetensors``).
+
+SGLang's loader silently drops unknown weight names and never reports missing ones; this module is
+strict instead.
+
+API:
+
+- ``make_config(target_config, layer_ids, draft_vocab_size, **overrides) -> dict``: an SGLang draft
+  ``config.json`` for a target (``architectures: ["LlamaForCausalLMEagle3"]``, ``eagle_config``).
+- ``read_config(dir) -> dict``; ``read_tensors(dir) -> {name: tensor}`` (``model.safetensors``, or
+  ``pytorch_model.bin`` through ``torch.load(weights_only=True)``).
+- ``check_weights(config, names_and_shapes) -> WeightReport``: missing / unexpected / mis-shaped
+  against ``names.expected_weights``; accepts ``midlayer.*`` and ``layers.0.*`` naming.
+- ``load_drafter(dir, embed=None, strict=True) -> (Eagle3Drafter, WeightReport)``; with ``strict``
+  a report that is not ``ok`` raises ``InputError`` naming the first problem.
+- ``save_drafter(model, dir, config=None)``: writes ``config.json`` and ``model.safetensors``
+  (SGLang names, no shared embedding), each atomically (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from workbench.drafter import names as N
+from workbench.errors import InputError
+from workbench.results import Result
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+
+
+@dataclass
+class WeightReport(Result):
+    naming: str = N.SGLANG
+    missing: list = field(default_factory=list)            # required, absent
+    optional_missing: list = field(default_factory=list)   # optional, absent (e.g. embed_tokens)
+    unexpected: list = field(default_factory=list)         # present, not expected (SGLang drops them)
+    mismatched: list = field(default_factory=list)         # {"name", "expected", "actual"}
+    present: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatched)
+
+    def first_problem(self) -> str:
+        if self.missing:
+            return f"missing weight {self.missing[0]}"
+        if self.mismatched:
+            m = self.mismatched[0]
+            return f"weight {m['name']} has shape {m['actual']}, expected {m['expected']}"
+        if self.unexpected:
+            return f"unexpected weight {self.unexpected[0]} (SGLang would silently drop it)"
+        return ""
+
+
+def make_config(target_config: Mapping[str, Any], layer_ids: list, draft_vocab_size: int,
+                **overrides) -> dict:
+    """SGLang draft config for a Llama-like target; fields follow SpecForge's ``configs/*-eagle3.json``."""
+    H = int(target_config["hidden_size"])
+    heads = int(target_config["num_attention_heads"])
+    cfg = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": H,
+        "target_hidden_size": H,
+        "num_hidden_layers": 1,
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(target_config.get("num_key_value_heads") or heads),
+        "head_dim": int(target_config.get("head_dim") or H // heads),
+        "intermediate_size": int(target_config["intermediate_size"]),
+        "hidden_act": "silu",
+        "rms_norm_eps": float(target_config.get("rms_norm_eps") or 1e-6),
+        "max_position_embeddings": int(target_config.get("max_position_embeddings") or 2048),
+        "rope_theta": float(target_config.get("rope_theta") or 10000.0),
+        "rope_scaling": None,
+        "vocab_size": int(target_config["vocab_size"]),
+        "draft_vocab_size": int(draft_vocab_size),
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "bos_token_id": target_config.get("bos_token_id"),
+        "eos_token_id": target_config.get("eos_token_id"),
+        "pad_token_id": target_config.get("pad_token_id"),
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(layer_ids), "use_aux_hidden_state": True},
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+def read_config(path: "str | os.PathLike") -> dict:
+    p = Path(path) / CONFIG if Path(path).is_dir() else Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file; expected a draft config.json") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{p}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: expected a JSON object")
+    return data
+
+
+def read_tensors(path: "str | os.PathLike") -> dict:
+    d = Path(path)
+    st = d / WEIGHTS
+    if st.exists():
+        from safetensors.torch import load_file
+
+        try:
+            return dict(load_file(str(st)))
+        except Exception as exc:  # corrupt / truncated file
+            raise InputError(f"{st}: cannot read safetensors ({exc})") from None
+    shards = sorted(d.glob("model-*.safetensors"))
+    if shards:
+        from safetensors.torch import load_file
+
+        out: dict = {}
+        for s in shards:
+            out.update(load_file(str(s)))
+        return out
+    binf = d / "pytorch_model.bin"
+    if binf.exists():
+        import torch
+
+        try:
+            return dict(torch.load(str(binf), map_location="cpu", weights_only=True))
+        except Exception as exc:
+            raise InputError(f"{binf}: cannot read ({exc})") from None
+    raise InputError(f"{d}: no model.safetensors or pytorch_model.bin")
+
+
+def _kind(t) -> str:
+    s = str(getattr(t, "dtype", ""))
+    if "bool" in s:
+        return "bool"
+    if "int" in s:
+        return "int64"
+    return "float"
+
+
+def check_weights(config: dict, tensors: Mapping[str, Any]) -> WeightReport:
+    """Compare tensors (or ``{name: shape}``) with what the config implies; names normalised to SGLang."""
+    try:
+        expected = N.expected_weights(config)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise InputError(f"{CONFIG}: cannot derive weight shapes ({exc!s})") from None
+    layers = N.draft_dims(config).num_layers
+    rep = WeightReport(naming=N.detect_naming(tensors.keys()))
+    seen = set()
+    for raw, t in tensors.items():
+        name = N.to_sglang(raw, layers)
+        seen.add(name)
+        spec = expected.get(name)
+        if spec is None:
+            rep.unexpected.append(raw)
+            continue
+        shape = tuple(t) if isinstance(t, (tuple, list)) else tuple(t.shape)
+        if shape != tuple(spec.shape):
+            rep.mismatched.append({"name": raw, "expected": list(spec.shape), "actual": list(shape)})
+        elif not isinstance(t, (tuple, list)) and spec.kind != "float" and _kind(t) == "float":
+            rep.mismatched.append({"name": raw, "expected": f"{spec.kind} {list(spec.shape)}",
+                                   "actual": f"{t.dtype} {list(shape)}"})
+        else:
+            rep.present += 1
+    for name, spec in expected.items():
+        if name not in seen:
+            (rep.missing if spec.required else rep.optional_missing).append(name)
+    return rep
+
+
+def load_drafter(path: "str | os.PathLike", embed=None, strict: bool = True, dtype=None):
+    """Build an ``Eagle3Drafter`` from an SGLang- or speculators-named checkpoint directory."""
+    import torch
+
+    from workbench.drafter.model import Eagle3Drafter
+
+    config = read_config(path)
+    tensors = read_tensors(path)
+    report = check_weights(config, tensors)
+    if strict and not report.ok:
+        raise InputError(f"{path}: {report.first_problem()}")
+    model = Eagle3Drafter(config)
+    layers = N.draft_dims(config).num_layers
+    state = {N.to_sglang(k, layers): v for k, v in tensors.items()}
+    own_embed = state.pop("embed_tokens.weight", None)
+    if own_embed is not None:
+        model.own_embedding(own_embed)
+    elif embed is not None:
+        model.set_embed(embed)
+    if "t2d" not in state:                        # optional on disk; derive it from d2t
+        t2d = torch.zeros(model.dims.vocab, dtype=torch.bool)
+        if "d2t" in state:
+            ids = state["d2t"].long() + torch.arange(state["d2t"].numel())
+            t2d[ids.clamp(0, model.dims.vocab - 1)] = True
+        state["t2d"] = t2d
+    keep = {k: v for k, v in state.items() if k in model.state_dict()}
+    model.load_state_dict(keep, strict=False)
+    if dtype is not None:
+        model.to(dtype)
+        model.d2t = model.d2t.long()
+    return model.eval(), report
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_drafter(model, path: "str | os.PathLike", config: Optional[dict] = None) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` in SGLang naming; returns the directory."""
+    from safetensors.torch import save_file
+
+    d = Path(path)
+    d.mkdir(parents=True, exist_ok=True)
+    cfg = dict(config if config is not None else model.config)
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if model.embed_tokens is not None:
+        state["embed_tokens.weight"] = model.embed_tokens.weight.detach().contiguous().cpu()
+    _atomic_write(d / WEIGHTS, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    _atomic_write(d / CONFIG, lambda tmp: Path(tmp).write_text(json.dumps(cfg, indent=2) + "\n"))
+    return d

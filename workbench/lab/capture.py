@@ -1,0 +1,112 @@
+"""Self-distilled training data in SpecForge's offline format.
+
+Prompts are document openings from a held-out stream; responses are the target's own greedy
+continuations. The whole (prompt + response) row is then run once more in fp32 with forward hooks:
+
+``{out}/rows_{g}-{g+G}/data_{i}.ckpt`` = ``torch.save`` of
+``{"input_ids": [L] int64, "loss_mask": [L] int64 (1 on response tokens),
+"hidden_state": [1, L, H] (final post-norm), "aux_hidden_state": [1, L, 3H] (out(a)|out(b)|out(c))}``
+plus ``vocab_mapping/vocab_mapping.pt`` (``{"d2t", "t2d"}``) written by the drafter step.
+
+API: ``greedy(model, ids, n)``, ``make_prompts(settings, count, seed)``,
+``write_rows(model, ids, prompt_len, layer_ids, out_dir, group)``, ``read_rows(dir)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.lab import corpus
+
+
+def make_prompts(prompt_len: int, count: int, seed: int, world: int):
+    """``count`` prompts of ``prompt_len`` tokens, each starting at a document's ``<bos>``."""
+    import torch
+
+    vocab_index = {w: i for i, w in enumerate(corpus.vocabulary())}
+    gen = corpus.Generator(seed, world)
+    rows = []
+    while len(rows) < count:
+        toks: list = []
+        while len(toks) < prompt_len:
+            toks += [vocab_index[w] for w in gen.document()]
+        rows.append(toks[:prompt_len])
+    return torch.tensor(rows[:count], dtype=torch.long)
+
+
+def greedy(model, ids, n: int, batch: int = 64):
+    """Plain greedy continuation of every row of ``ids`` ([B, P]) by ``n`` tokens, KV cache, no stop."""
+    import torch
+    from transformers import DynamicCache
+
+    outs = []
+    with torch.no_grad():
+        for b in range(0, ids.shape[0], batch):
+            x = ids[b:b + batch]
+            cache = DynamicCache()
+            logits = model(input_ids=x, past_key_values=cache, use_cache=True).logits
+            toks = []
+            for _ in range(n):
+                nxt = logits[:, -1].argmax(-1, keepdim=True)
+                toks.append(nxt)
+                logits = model(input_ids=nxt, past_key_values=cache, use_cache=True).logits
+            outs.append(torch.cat([x] + toks, dim=1))
+    return torch.cat(outs, dim=0)
+
+
+def capture_rows(model, ids, layer_ids, batch: int = 64):
+    """fp32 capture: (hidden_state post-norm [R, L, H], aux [R, L, k*H]) for output-of-layer ids."""
+    import torch
+
+    from workbench.lab.streams import StreamTap
+
+    tap = StreamTap(model)
+    names = [f"out({k})" if k >= 0 else "embed" for k in layer_ids]
+    finals, auxes = [], []
+    try:
+        with torch.no_grad():
+            for b in range(0, ids.shape[0], batch):
+                store = tap.grab(names + ["final-postnorm"])
+                model(input_ids=ids[b:b + batch], use_cache=False)
+                finals.append(store["final-postnorm"].float())
+                auxes.append(torch.cat([store[n].float() for n in names], dim=-1))
+    finally:
+        tap.close()
+    return torch.cat(finals), torch.cat(auxes)
+
+
+def group_dir(i: int, group: int) -> str:
+    g = (i // group) * group
+    return f"rows_{g}-{g + group}"
+
+
+def write_rows(out_dir: Path, ids, prompt_len: int, finals, auxes, group: int = 2000) -> int:
+    import torch
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(ids.shape[0]):
+        d = out_dir / group_dir(i, group)
+        d.mkdir(exist_ok=True)
+        mask = torch.zeros(ids.shape[1], dtype=torch.long)
+        mask[prompt_len:] = 1
+        torch.save({"input_ids": ids[i].clone(), "loss_mask": mask,
+                    "hidden_state": finals[i:i + 1].clone(), "aux_hidden_state": auxes[i:i + 1].clone()},
+                   d / f"data_{i}.ckpt")
+    return ids.shape[0]
+
+
+def read_rows(data_dir: Path):
+    """All rows of a SpecForge offline dir, in index order: dict of stacked tensors."""
+    import re
+
+    import torch
+
+    files = sorted(Path(data_dir).glob("rows_*/data_*.ckpt"),
+                   key=lambda p: int(re.search(r"data_(\d+)", p.name).group(1)))
+    rows = [torch.load(str(f), map_location="cpu", weights_only=True) for f in files]
+    return {
+        "input_ids": torch.stack([r["input_ids"] for r in rows]),
+        "loss_mask": torch.stack([r["loss_mask"] for r in rows]),
+        "hidden_state": torch.cat([r["hidden_state"] for r in rows]),
+        "aux_hidden_state": torch.cat([r["aux_hidden_state"] for r in rows]),
+    }

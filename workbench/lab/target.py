@@ -1,0 +1,93 @@
+"""The lab's target: a tiny ``LlamaForCausalLM`` trained on the synthetic corpus, saved as an HF dir.
+
+``build_target(settings, out_dir, progress)`` writes ``config.json``, ``model.safetensors``,
+``generation_config.json`` and a word-level tokenizer (``tokenizer.json`` + configs, no download)
+and returns the training log (loss per step sample, tokens, seconds).
+``load_target(dir, dtype)`` loads it back (eval mode). Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from workbench.lab import corpus
+from workbench.lab.settings import LabSettings
+
+
+def build_tokenizer(out_dir: Path):
+    """A word-level fast tokenizer over the corpus vocabulary; encode adds ``<bos>``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(corpus.vocabulary())}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>",
+                                   unk_token="<unk>", pad_token="<pad>", model_max_length=1024)
+    fast.save_pretrained(str(out_dir))
+    return fast
+
+
+def target_config(s: LabSettings):
+    from transformers import LlamaConfig
+
+    vocab = corpus.vocabulary()
+    return LlamaConfig(
+        vocab_size=len(vocab), hidden_size=s.hidden, intermediate_size=s.ffn,
+        num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.heads,
+        max_position_embeddings=s.max_positions, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, torch_dtype="float32",
+    )
+
+
+def _lr(step: int, total: int, peak: float, warmup: int = 20) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    frac = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+
+def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(s.seed)
+    vocab_index = {w: i for i, w in enumerate(corpus.vocabulary())}
+    n_tokens = s.target_steps * s.target_batch * s.target_seq // 2 + 10 * s.target_seq
+    data = torch.tensor(corpus.token_stream(s.seed, n_tokens, vocab_index, world=s.seed), dtype=torch.long)
+    model = LlamaForCausalLM(target_config(s))
+    opt = torch.optim.AdamW(model.parameters(), lr=s.target_lr, weight_decay=0.01, betas=(0.9, 0.98))
+    gen = torch.Generator().manual_seed(s.seed)
+    losses, t0 = [], time.time()
+    model.train()
+    for step in range(s.target_steps):
+        for g in opt.param_groups:
+            g["lr"] = _lr(step, s.target_steps, s.target_lr)
+        starts = torch.randint(0, len(data) - s.target_seq - 1, (s.target_batch,), generator=gen)
+        x = torch.stack([data[i:i + s.target_seq] for i in starts.tolist()])
+        loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 20 == 0 or step == s.target_steps - 1:
+            losses.append([step, round(float(loss), 4)])
+            if progress:
+                progress("target", step + 1, s.target_steps, f"loss {float(loss):.3f}")
+    model.eval()
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    build_tokenizer(out_dir)
+    return {"steps": s.target_steps, "tokens": s.target_steps * s.target_batch * s.target_seq,
+            "seconds": round(time.time() - t0, 2), "loss": losses}
+
+
+def load_target(path, dtype=None):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32)
+    return model.eval()

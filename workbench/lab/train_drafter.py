@@ -1,0 +1,154 @@
+"""Train the lab's EAGLE-3 drafter on SpecForge-format rows with training-time test (TTT).
+
+Pairing (SpecForge/EAGLE): position t pairs the aux feature g_t with token x_{t+1}; step k of the
+unroll reads token x_{t+1+k} and the previous step's output, and is trained against the target's
+distribution at position t+1+k (soft cross-entropy over the draft vocab, renormalised), weighted
+``decay**k``. Positions whose target argmax is outside the draft vocab get no loss.
+
+Metrics per depth k (teacher-forced, only where the step's input token is a response token):
+
+- ``acc_k``  = P(draft top-1 == target top-1) (SpecForge's ``acc_k``; out-of-vocab = wrong);
+- ``cond_k`` = P(correct at k | correct at 0..k-1) (what greedy chain acceptance uses);
+- ``full_k`` = P(correct at 0..k) (speculators' ``full_acc``).
+
+API: ``train_drafter(settings, target, rows, layer_ids, progress) -> (drafter, log)``;
+``offline_metrics(drafter, target, rows, steps) -> dict``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+
+def _target_logits(target, hidden_state):
+    return target.lm_head(hidden_state)
+
+
+def _shift(x, k: int):
+    """x[:, k:] padded with zeros at the end to the same length."""
+    import torch
+
+    if k == 0:
+        return x
+    pad = torch.zeros_like(x[:, :k])
+    return torch.cat([x[:, k:], pad], dim=1)
+
+
+def _batch_views(ids, mask, tlogits, steps: int):
+    from workbench.drafter.model import ttt_tokens
+
+    next_ids = _shift(ids, 1)
+    tokens = ttt_tokens(next_ids, steps)
+    targets = [_shift(tlogits, 1 + k) for k in range(steps)]
+    valid = [_shift(mask, 1 + k).bool() for k in range(steps)]
+    return tokens, targets, valid
+
+
+def offline_metrics(drafter, target, rows, steps: int, batch: int = 32) -> dict:
+    """Teacher-forced per-depth metrics on ``rows`` (see the module docstring)."""
+    import torch
+
+    n = rows["input_ids"].shape[0]
+    correct_cnt = [0] * steps
+    valid_cnt = [0] * steps
+    chain_ok = [0] * steps       # correct at 0..k
+    chain_prev = [0] * steps     # correct at 0..k-1 (and valid at k)
+    with torch.no_grad():
+        for b in range(0, n, batch):
+            ids = rows["input_ids"][b:b + batch]
+            mask = rows["loss_mask"][b:b + batch]
+            tl = _target_logits(target, rows["hidden_state"][b:b + batch].float())
+            aux = rows["aux_hidden_state"][b:b + batch].float()
+            tokens, targets, valid = _batch_views(ids, mask, tl, steps)
+            outs = drafter.unroll(aux.to(drafter.fc.weight.dtype), tokens)
+            prev = torch.ones_like(valid[0])
+            for k in range(steps):
+                ok = drafter.to_target(outs[k].argmax(-1)) == targets[k].argmax(-1)
+                v = valid[k]
+                correct_cnt[k] += int((ok & v).sum())
+                valid_cnt[k] += int(v.sum())
+                chain_prev[k] += int((prev & v).sum())
+                prev = prev & ok
+                chain_ok[k] += int((prev & v).sum())
+    acc = [c / max(1, v) for c, v in zip(correct_cnt, valid_cnt)]
+    cond = [c / max(1, p) for c, p in zip(chain_ok, chain_prev)]
+    full = [c / max(1, v) for c, v in zip(chain_ok, valid_cnt)]
+    return {"acc": [round(a, 4) for a in acc], "cond": [round(c, 4) for c in cond],
+            "full": [round(f, 4) for f in full], "positions": valid_cnt[0]}
+
+
+def predicted_accept_length(cond, num_steps: int) -> float:
+    """Chain, greedy, bonus included: 1 + sum_k prod_{j<=k} c_j over the first ``num_steps`` depths."""
+    total, run = 1.0, 1.0
+    for c in list(cond)[:num_steps]:
+        run *= c
+        total += run
+    return total
+
+
+def train_drafter(s, target, rows, layer_ids, progress=None):
+    import torch
+    import torch.nn.functional as F
+
+    from workbench.drafter.checkpoint import make_config
+    from workbench.drafter.model import Eagle3Drafter, vocab_mapping
+
+    torch.manual_seed(s.seed + 1)
+    V = target.config.vocab_size
+    ids, mask = rows["input_ids"], rows["loss_mask"]
+    counts = torch.bincount(ids[mask.bool()], minlength=V)
+    d2t, t2d = vocab_mapping(counts, s.draft_vocab)
+    tcfg = target.config.to_dict()
+    config = make_config(tcfg, layer_ids, s.draft_vocab,
+                         max_position_embeddings=int(tcfg["max_position_embeddings"]))
+    drafter = Eagle3Drafter(config, embed=target.model.embed_tokens.weight)
+    used = d2t + torch.arange(s.draft_vocab)
+    with torch.no_grad():
+        drafter.d2t.copy_(d2t)
+        drafter.t2d.copy_(t2d)
+        # start the head from the target's rows for the draft vocab (trained further below)
+        drafter.lm_head.weight.copy_(target.lm_head.weight[used])
+        drafter.norm.weight.copy_(target.model.norm.weight)
+    for p in target.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW([p for p in drafter.parameters() if p.requires_grad], lr=s.draft_lr,
+                            weight_decay=0.0, betas=(0.9, 0.95))
+    gen = torch.Generator().manual_seed(s.seed + 2)
+    n = ids.shape[0]
+    log, t0 = [], time.time()
+    drafter.train()
+    for step in range(s.draft_steps):
+        lr = s.draft_lr * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / s.draft_steps)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        pick = torch.randint(0, n, (s.draft_batch,), generator=gen)
+        with torch.no_grad():
+            tl = _target_logits(target, rows["hidden_state"][pick].float())
+        tokens, targets, valid = _batch_views(ids[pick], mask[pick], tl, s.ttt_steps)
+        outs = drafter.unroll(rows["aux_hidden_state"][pick].float(), tokens)
+        loss = 0.0
+        accs = []
+        for k, (logits, tgt, v) in enumerate(zip(outs, targets, valid)):
+            p = torch.softmax(tgt[..., t2d], dim=-1)
+            pmask = v & t2d[tgt.argmax(-1)]
+            ploss = -(p * F.log_softmax(logits, dim=-1)).sum(-1)
+            ploss = (ploss * pmask).sum() / pmask.sum().clamp(min=1)
+            loss = loss + (s.loss_decay ** k) * ploss
+            with torch.no_grad():
+                ok = (drafter.to_target(logits.argmax(-1)) == tgt.argmax(-1)) & v
+                accs.append(float(ok.sum()) / max(1, int(v.sum())))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 0.5)
+        opt.step()
+        if step % 25 == 0 or step == s.draft_steps - 1:
+            entry = {"step": step, "loss": round(float(loss), 4)}
+            entry.update({f"acc_{k}": round(a, 4) for k, a in enumerate(accs)})
+            log.append(entry)
+            if progress:
+                progress("drafter", step + 1, s.draft_steps,
+                         " ".join(f"acc_{k} {a:.2f}" for k, a in enumerate(accs)))
+    drafter.eval()
+    return drafter, {"steps": s.draft_steps, "seconds": round(time.time() - t0, 2), "log": log,
+                     "coverage": round(float(counts[used].sum()) / max(1, int(counts.sum())), 4)}
