@@ -120,10 +120,17 @@ def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
     if not argv:
         raise InputError("command: empty argv")
     parts = [str(a) for a in argv]
-    line = shlex.join(env_argv(env) + parts)
+    line = " ".join(quote_arg(a) for a in env_argv(env) + parts)
     if cwd:
-        line = f"cd {shlex.quote(cwd)} && exec {line}"
+        line = f"cd {quote_arg(cwd)} && exec {line}"
     return line
+
+
+def quote_arg(arg: str) -> str:
+    """shlex.quote, except that a leading ``~/`` stays the remote user's home (``"$HOME"/...``)."""
+    if arg.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(arg[2:])
+    return shlex.quote(arg)
 
 
 def sha256(data: bytes) -> str:

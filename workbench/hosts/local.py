@@ -22,7 +22,7 @@ class LocalHost(Host):
 
     def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
             input: Optional[bytes] = None, cwd: Optional[str] = None) -> RunResult:
-        argv = [str(a) for a in argv]
+        argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in map(str, argv)]
         env_argv(env)  # validates the names
         full_env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}
         t0 = time.monotonic()
