@@ -299,8 +299,11 @@ class Lifecycle:
         if probe:
             findings += parser_findings(probe)
         draft_cfg, draft_sha = self._draft_config(host, profile)
-        findings += rule_findings(profile, cmd, draft_cfg)
-        findings += doctor_findings(draft_cfg, profile)
+        doctor = doctor_findings(host, profile, cmd.version or probe.get("version"), draft_cfg)
+        rules = rule_findings(profile, cmd, draft_cfg)
+        if any(f.code == "algorithm-mismatch" for f in doctor):
+            rules = [f for f in rules if f.code != "spec-eagle3-under-eagle"]
+        findings += rules + doctor
         findings += self._port_findings(profile)
         last = self.last_launch(name)
         return Preview(name, profile.host, cmd.version, cmd.to_dict(), cmd.display,
