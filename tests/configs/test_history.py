@@ -191,3 +191,34 @@ def test_bad_input_one_line(wb, tmp_path, cfg):
             call()
         assert "\n" not in str(err.value)
     assert bad.read_text() == '{"a": 1,, }'
+
+
+def test_configs_declared_in_workbench_toml_are_tracked(workspace, cfg):
+    from workbench.api import Workbench
+
+    (workspace / "workbench.toml").write_text(
+        f'[configs]\nkimi = "{cfg}"\nother = {{ path = "{cfg.parent}/missing.json" }}\n')
+    with Workbench.open(workspace) as wb:
+        listed = wb.config_list()
+        assert [(t.label, t.versions) for t in listed if t.versions] == [("kimi", 1)]
+        assert any(t.state.startswith("error:") and "missing.json" in t.state for t in listed)
+        assert len(wb.config_list()) == 2         # tracked once, not again
+
+
+def test_host_locations_go_through_the_hosts_interface(workspace, cfg):
+    """``HOST:/path`` plugs in through workbench.hosts; a local-kind host stands in for SSH here."""
+    from workbench.api import Workbench
+
+    (workspace / "workbench.toml").write_text('[hosts.box]\nkind = "local"\n')
+    original = cfg.read_bytes()
+    with Workbench.open(workspace) as wb:
+        loc = f"box:{cfg}"
+        t = wb.config_track(loc)
+        assert t.location == loc
+        wb.config_set(loc, {IDS: [-1, 2, 30]})
+        cfg.write_text(cfg.read_text() + " ")                       # an edit made on the host
+        assert wb.config_history(loc).versions[-1].reason == "external edit"
+        wb.config_revert(loc, 1, confirm=True)
+        assert cfg.read_bytes() == original
+        with pytest.raises(InputError, match="no host 'nowhere'"):
+            wb.config_track(f"nowhere:{cfg}")

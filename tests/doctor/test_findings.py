@@ -3,11 +3,10 @@
 import json
 import struct
 
-import numpy as np
 import pytest
 from tests.fixtures.drafts import KIMI_BROKEN, KIMI_DRAFT, KIMI_TARGET, LLAMA_DRAFT, LLAMA_TARGET, tiny_tensors
 
-from workbench.doctor import CODES, run_static
+from workbench.doctor import run_static
 from workbench.errors import InputError
 
 
@@ -250,3 +249,16 @@ def test_top_level_array_config(tmp_path):
     (d / "config.json").write_text("[1, 2]")
     with pytest.raises(InputError, match="JSON object"):
         run_static(d)
+
+
+def test_without_a_layer_count_the_embedding_and_order_are_still_checked(tmp_path):
+    import shutil
+
+    d = tmp_path / "d"
+    shutil.copytree(KIMI_BROKEN, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [30, -1, 2]
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = run_static(d)
+    assert codes(r, "error") == ["layer-ids-embedding"] and codes(r, "warning") == ["layer-ids-unsorted"]
+    assert r.capture is None

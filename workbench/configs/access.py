@@ -160,3 +160,24 @@ def access_for(host: str) -> FileAccess:
         if acc is not None:
             return acc
     raise InputError(f"host {host!r}: no file access configured for it (only local paths are supported here)")
+
+
+class HostFiles:
+    """FileAccess over a ``workbench.hosts`` Host (SSH or local), for ``HOST:/abs/path`` locations."""
+
+    def __init__(self, host):
+        self._host = host
+        self.host = host.name
+
+    def read_bytes(self, path: str) -> Optional[bytes]:
+        if self._host.stat(path) is None:
+            return None
+        return self._host.read_bytes(path)
+
+    def write_cas(self, path: str, data: bytes, expected_sha256: Optional[str]) -> None:
+        from workbench.hosts import CasConflict
+
+        try:
+            self._host.write_bytes(path, data, expect=expected_sha256)
+        except CasConflict as exc:
+            raise ConflictError(f"{exc}; nothing written") from None

@@ -13,14 +13,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from workbench.errors import WorkbenchError
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 
 
-class ConfigsScreen(Screen):
+class ConfigsScreen(WorkbenchScreen):
     CSS_PATH = "configs.tcss"
     AUTO_FOCUS = "#versions"
     BINDINGS = [
@@ -37,15 +37,14 @@ class ConfigsScreen(Screen):
         self.location: Optional[str] = None
         self.base: Optional[int] = None       # marked version number for diffs
 
-    def compose(self) -> ComposeResult:
-        yield Header(icon="◆")
+    def compose_body(self) -> ComposeResult:
         with Horizontal(id="track-row"):
             yield Input(placeholder="path of a config.json to track, then Enter", id="track-path", compact=True)
         with Horizontal(id="configs-body"):
             with Vertical(id="files-pane"):
                 yield Label("Tracked files", classes="title")
                 files = DataTable(id="files", cursor_type="row")
-                files.add_columns("file", "versions", "state")
+                files.add_columns("file", "vers", "state")
                 yield files
             with Vertical(id="history-pane"):
                 yield Label("History", classes="title", id="history-title")
@@ -55,7 +54,6 @@ class ConfigsScreen(Screen):
                 yield Label("Diff", classes="title", id="diff-title")
                 with VerticalScroll(id="diff-pane"):
                     yield Static("", id="diff")
-        yield Footer()
 
     def on_mount(self) -> None:
         self.action_refresh()
@@ -69,7 +67,7 @@ class ConfigsScreen(Screen):
         try:
             tracked = self.app.wb.config_list()
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            self.app.call_from_thread(self.app.report, exc)
             return
         self.app.call_from_thread(self._show_files, tracked)
 
@@ -79,7 +77,8 @@ class ConfigsScreen(Screen):
         keep = self.location
         table.clear()
         for t in tracked:
-            table.add_row(_short(t.location), str(t.versions), t.state, key=t.location)
+            state = {"clean": "ok", "external edit stored": "edited"}.get(t.state, t.state.split(":")[0])
+            table.add_row(_short(t.location), str(t.versions), state, key=t.location)
         if tracked:
             locs = [t.location for t in tracked]
             row = locs.index(keep) if keep in locs else 0
@@ -99,7 +98,7 @@ class ConfigsScreen(Screen):
         try:
             hist = self.app.wb.config_history(location)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            self.app.call_from_thread(self.app.report, exc)
             return
         self.app.call_from_thread(self._show_history, hist)
 
@@ -170,7 +169,7 @@ class ConfigsScreen(Screen):
         try:
             plan = self.app.wb.config_revert_plan(self.location, number)
         except WorkbenchError as exc:
-            self.notify(str(exc), severity="error")
+            self.app.report(exc)
             return
         self.app.confirm(plan, lambda: self.revert(self.location, number))
 
@@ -179,7 +178,7 @@ class ConfigsScreen(Screen):
         try:
             change = self.app.wb.config_revert(location, number, confirm=True)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            self.app.call_from_thread(self.app.report, exc)
             return
         self.app.call_from_thread(self.notify, f"reverted to v{number}: now v{change.version.number}")
         self.app.call_from_thread(self.load_files)
@@ -198,7 +197,7 @@ class ConfigsScreen(Screen):
         try:
             t = self.app.wb.config_track(path)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            self.app.call_from_thread(self.app.report, exc)
             return
         self.location = t.location
         self.app.call_from_thread(self.notify, f"tracking {t.location}")

@@ -10,10 +10,10 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
+from textual.widgets import DataTable, Input, Label, Select, Static
 
 from workbench.errors import WorkbenchError
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 
 ENGINES = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.13", "sglang==0.5.13"),
@@ -24,7 +24,7 @@ CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "captu
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
-class DoctorScreen(Screen):
+class DoctorScreen(WorkbenchScreen):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [
         Binding("ctrl+r", "run", "Run checks", id="doctor.run"),
@@ -42,9 +42,8 @@ class DoctorScreen(Screen):
         self.report = None
         self.error: Optional[str] = None
 
-    def compose(self) -> ComposeResult:
+    def compose_body(self) -> ComposeResult:
         v = self.initial
-        yield Header(icon="◆")
         with Vertical(id="doctor-form"):
             with Horizontal(classes="row"):
                 yield Input(v["draft"], placeholder="draft directory", id="draft", compact=True)
@@ -68,7 +67,6 @@ class DoctorScreen(Screen):
                 yield Static("", id="capture-notes", classes="muted")
             with VerticalScroll(id="detail-pane"):
                 yield Static("Enter a draft directory and press ctrl+r.", id="detail", markup=True)
-        yield Footer()
 
     def on_mount(self) -> None:
         if self.autorun:
@@ -196,7 +194,7 @@ class DoctorScreen(Screen):
         try:
             plan = self.app.wb.config_fix_plan(finding.fix)
         except WorkbenchError as exc:
-            self.notify(str(exc), severity="error")
+            self.app.report(exc)
             return
         self.app.confirm(plan, lambda: self.apply_fix(finding.fix))
 
@@ -205,7 +203,7 @@ class DoctorScreen(Screen):
         try:
             change = self.app.wb.config_apply_fix(fix, confirm=True)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            self.app.call_from_thread(self.app.report, exc)
             return
         self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
         self.app.call_from_thread(self.action_run)
