@@ -6,19 +6,9 @@ import json
 
 import pytest
 
-from tests.sglang.conftest import standin_profiles, write_toml
+from tests.sglang.conftest import write_toml
 
 pytestmark = pytest.mark.ssh
-
-
-@pytest.fixture
-def ssh_workspace(workspace, sshd):
-    sshd.write_known_hosts()
-    if sshd.proc is None:
-        sshd.start()
-    write_toml(workspace / "workbench.toml", {"hosts": {"test": sshd.host_table()},
-                                              "profiles": standin_profiles(workspace, sshd)})
-    return workspace
 
 
 def test_host_list_check_trust(cli, ssh_workspace, sshd, tmp_path):

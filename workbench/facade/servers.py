@@ -145,10 +145,15 @@ class ServersAPI:
     # -- profiles ---------------------------------------------------------------------------------
     def profiles(self) -> list[ProfileInfo]:
         tables = self.workspace.section("profiles")
-        return [ProfileInfo(n, t.get("host", "local") if isinstance(t, dict) else "?",
-                            t.get("extends") if isinstance(t, dict) else None,
-                            t.get("description", "") if isinstance(t, dict) else "")
-                for n, t in sorted(tables.items())]
+        out = []
+        for n, t in sorted(tables.items()):
+            try:
+                p = self.profile(n)
+                host, desc = p.host, p.description
+            except InputError as exc:  # listed anyway, with what is wrong
+                host, desc = "?", str(exc)
+            out.append(ProfileInfo(n, host, t.get("extends") if isinstance(t, dict) else None, desc))
+        return out
 
     def profile(self, name: str):
         return self.lifecycle.profile(name)
@@ -210,6 +215,14 @@ class ServersAPI:
     def server_follow(self, server_id: int, offset: int = 0, poll: float = 0.5,
                       stop: Optional[Callable[[], bool]] = None) -> Iterator[tuple[int, bytes]]:
         return self.lifecycle.follow_log(int(server_id), offset, poll=poll, stop=stop)
+
+    def server_lines(self, server_id: int, since: int = 0) -> list[tuple[int, str]]:
+        """Log lines fetched by status refreshes, numbered, after line ``since`` (no round trip)."""
+        return self.lifecycle.follower(int(server_id)).lines_since(since)
+
+    def server_events(self, server_id: int) -> list[dict]:
+        """Milestones and failures parsed from the log so far (no round trip)."""
+        return list(self.lifecycle.follower(int(server_id)).events)
 
     def server_metrics(self, server_id: int) -> dict:
         out = self.lifecycle.metrics(int(server_id))

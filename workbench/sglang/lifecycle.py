@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import deque
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from workbench.sglang.validate import (PROBE_KEYS, Finding, doctor_findings, par
 GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 READ_CAP = 1 << 22           # log bytes fetched per refresh
 SERIES_LEN = 240             # decode samples kept per server for sparklines
+TAIL_LINES = 5000            # raw log lines kept per server for log panes
 
 # ---------------------------------------------------------------------------------------------
 # Results
@@ -156,12 +158,21 @@ class Follower:
         self.last_decode: dict = {}
         self.series: dict[str, list] = {"time": [], "accept_len": [], "gen_throughput": []}
         self.decode_lines = 0
+        self.tail: deque = deque(maxlen=TAIL_LINES)   # (line number, text) for log panes
+        self.total_lines = 0
+        self._partial = b""
 
     def feed(self, data: bytes, offset: int) -> LogScan:
         if offset < self.offset:          # truncated or rotated: start again
             self.__init__()
         self.offset = offset + len(data)
         scan = self.parser.feed(data)
+        buf = self._partial + data
+        cut = buf.rfind(b"\n") + 1
+        self._partial = buf[cut:]
+        for line in buf[:cut].decode("utf-8", errors="replace").splitlines():
+            self.total_lines += 1
+            self.tail.append((self.total_lines, line))
         self.events.extend(scan.events)
         d = scan.decode
         if len(d):
@@ -174,6 +185,10 @@ class Follower:
                 self.series[key] = (self.series[key] + vals)[-SERIES_LEN:]
             self.last_decode = d.record(len(d) - 1)
         return scan
+
+    def lines_since(self, seen: int) -> list[tuple[int, str]]:
+        """Log lines numbered after ``seen`` that are still in the tail."""
+        return [(n, t) for n, t in self.tail if n > seen]
 
     def progress(self) -> list[str]:
         names = set()
@@ -387,20 +402,23 @@ class Lifecycle:
     def servers(self, active: bool = False) -> list[ServerRecord]:
         sql = "SELECT * FROM servers"
         if active:
-            sql += " WHERE state IN ('launching', 'starting', 'ready')"
+            sql += " WHERE state IN ('launching', 'starting', 'ready', 'stopping')"
         return [_record_of(r) for r in self.journal.iter_rows(sql + " ORDER BY id")]
 
     def _set(self, sid: int, state: Optional[str] = None, extra: Optional[dict] = None,
-             stopped: Optional[float] = None) -> None:
+             stopped: Optional[float] = None, expect: Optional[str] = None) -> bool:
+        """Update a server row; with ``expect``, only if its state is still that (a stop and a
+        refresh may race: the refresh must not call a server the user is stopping "exited")."""
         with self.journal.transaction() as db:
             row = db.execute("SELECT state, extra FROM servers WHERE id = ?", (sid,)).fetchone()
-            if row is None:
-                return
+            if row is None or (expect is not None and row["state"] != expect):
+                return False
             ex = json.loads(row["extra"] or "{}")
             if extra:
                 ex.update(extra)
             db.execute("UPDATE servers SET state = ?, extra = ?, stopped = COALESCE(?, stopped) WHERE id = ?",
                        (state or row["state"], json.dumps(ex), stopped, sid))
+        return True
 
     def follower(self, sid: int) -> Follower:
         with self._lock:
@@ -414,7 +432,7 @@ class Lifecycle:
         """Status of servers (default: every server not known to be finished), one remote round
         trip per host: process state, new log bytes, GPUs."""
         recs = [self.get(i) for i in ids] if ids else [
-            r for r in self.servers() if r.state in ("launching", "starting", "ready")]
+            r for r in self.servers() if r.state in ("launching", "starting", "ready", "stopping")]
         by_host: dict[str, list[ServerRecord]] = {}
         for r in recs:
             by_host.setdefault(r.host, []).append(r)
@@ -427,7 +445,7 @@ class Lifecycle:
         req = {"servers": [], "gpus": gpus}
         for r in recs:
             f = self.follower(r.id)
-            live = r.state in ("launching", "starting", "ready")
+            live = r.state in ("launching", "starting", "ready", "stopping")
             req["servers"].append({"id": r.id, "pid": r.pid if live else None, "starttime": r.starttime,
                                    "boot_id": r.extra.get("boot_id"), "log": r.log, "offset": f.offset,
                                    "cap": READ_CAP})
@@ -472,16 +490,18 @@ class Lifecycle:
                 else:
                     state = "failed"
                 failure = verdict
-                self._set(r.id, state=state, extra={"failure": verdict}, stopped=time.time())
-                self._record("server.exited" if state == "exited" else "server.failed", str(r.id),
-                             {"failure": verdict, "profile": r.profile})
+                if self._set(r.id, state=state, extra={"failure": verdict}, stopped=time.time(), expect=r.state):
+                    self._record("server.exited" if state == "exited" else "server.failed", str(r.id),
+                                 {"failure": verdict, "profile": r.profile})
+                else:
+                    state, failure = self.get(r.id).state, None
             elif fails:
                 failure = classify(f.events)
                 state = "failing"
             elif f.ready:
                 state = "ready"
-                if r.state != "ready":
-                    self._set(r.id, state="ready", extra={"ready_at": time.time()})
+                if r.state != "ready" and self._set(r.id, state="ready", extra={"ready_at": time.time()},
+                                                    expect=r.state):
                     self._record("server.ready", str(r.id), {"profile": r.profile})
             else:
                 state = "starting"
@@ -630,12 +650,22 @@ class Lifecycle:
         python = self.host_python(r.host) if r.host != "local" else host.python
         req = {"pid": r.pid, "pgid": r.pgid or r.pid, "starttime": r.starttime, "boot_id": r.extra.get("boot_id"),
                "grace": grace if grace is not None else float(r.extra.get("stop_grace", 30)), "kill_wait": 10}
-        res = host.run([python, "-c", remote.STOP, remote.as_arg(req)], timeout=req["grace"] + 40)
-        if res.rc != 0:
-            raise WorkbenchError(f"server {sid}: stop script failed (exit {res.rc}): {res.err.strip()[-300:]}")
-        out = json.loads(res.out.strip().splitlines()[-1])
+        live = r.state in ("launching", "starting", "ready")
+        if live:
+            self._set(sid, state="stopping")
+        try:
+            res = host.run([python, "-c", remote.STOP, remote.as_arg(req)], timeout=req["grace"] + 40)
+            if res.rc != 0:
+                raise WorkbenchError(f"server {sid}: stop script failed (exit {res.rc}): {res.err.strip()[-300:]}")
+            out = json.loads(res.out.strip().splitlines()[-1])
+        except BaseException:
+            if live:
+                self._set(sid, state=r.state, expect="stopping")
+            raise
         self._record("server.stop", str(sid), out)
         if out["result"] == "refused":
+            if live:
+                self._set(sid, state=r.state, expect="stopping")
             raise WorkbenchError(f"server {sid}: refused to signal: {out['reason']}")
         self.close_tunnel(sid)
         state = r.state if r.state in ("failed", "exited") else "stopped"
