@@ -102,7 +102,7 @@ class ServersAPI:
         try:
             out.latency_s = host.ping()
             out.reachable = True
-            python = self.lifecycle.host_python(name) if name != "local" else host.python
+            python = self.lifecycle.host_python(name)
             r = host.run([python, "-c", remote.PROBE, remote.as_arg({"argv": None})], timeout=60)
             probe = parse_probe(r.out) if r.rc == 0 else {}
             out.python = probe.get("python") or python

@@ -253,8 +253,8 @@ class Lifecycle:
         return load_profile(self._profiles(), name)
 
     def host_python(self, host_name: str) -> str:
-        return self.hosts.settings(host_name).get("python") or ("python3" if host_name != "local" else
-                                                                self.hosts.get("local").python)
+        """The host's python: [hosts.NAME].python, or python3 (this interpreter for local hosts)."""
+        return self.hosts.get(host_name).python
 
     def detect_version(self, host: Host, python: Optional[str] = None, refresh: bool = False) -> Optional[str]:
         key = f"{host.name}:{python or host.python}"
@@ -292,7 +292,7 @@ class Lifecycle:
         host = self.hosts.get(profile.host)
         cmd = self.command(profile, version)
         findings: list[Finding] = []
-        python = _python_of(profile, host.python if profile.host == "local" else self.host_python(profile.host))
+        python = _python_of(profile, self.host_python(profile.host))
         probe = {}
         # the parser's verdict does not depend on the port number: one probe serves all ports
         args = list(cmd.sglang_args)
@@ -352,7 +352,7 @@ class Lifecycle:
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
         cmd = preview.command
-        python = _python_of(profile, self.host_python(profile.host) if profile.host != "local" else host.python)
+        python = _python_of(profile, self.host_python(profile.host))
         now = time.time()
         with self.journal.transaction() as db:
             cur = db.execute(
@@ -451,7 +451,7 @@ class Lifecycle:
                                    "cap": READ_CAP})
         try:
             host = self.hosts.get(host_name)
-            res = host.run([self.host_python(host_name) if host_name != "local" else host.python,
+            res = host.run([self.host_python(host_name),
                             "-c", remote.STATUS, remote.as_arg(req)], timeout=30, idempotent=True)
             if res.rc != 0:
                 raise HostError(f"host {host_name}: status script exit {res.rc}: {res.err.strip()[-200:]}")
@@ -600,7 +600,7 @@ class Lifecycle:
         connection is reopened and reading goes on from the last byte received."""
         r = self.get(sid)
         host = self.hosts.get(r.host)
-        python = self.host_python(r.host) if r.host != "local" else host.python
+        python = self.host_python(r.host)
         down_since = None
         while stop is None or not stop():
             req = {"servers": [{"id": sid, "pid": None, "log": r.log, "offset": offset, "cap": READ_CAP}],
@@ -647,7 +647,7 @@ class Lifecycle:
         if r.pid is None or r.starttime is None:
             raise WorkbenchError(f"server {sid}: no process identity recorded; nothing to stop")
         host = self.hosts.get(r.host)
-        python = self.host_python(r.host) if r.host != "local" else host.python
+        python = self.host_python(r.host)
         req = {"pid": r.pid, "pgid": r.pgid or r.pid, "starttime": r.starttime, "boot_id": r.extra.get("boot_id"),
                "grace": grace if grace is not None else float(r.extra.get("stop_grace", 30)), "kill_wait": 10}
         live = r.state in ("launching", "starting", "ready")
@@ -687,7 +687,7 @@ class Lifecycle:
         mine = set(r.extra.get("gpus") or [])
         deadline = time.monotonic() + wait
         host = self.hosts.get(r.host)
-        python = self.host_python(r.host) if r.host != "local" else host.python
+        python = self.host_python(r.host)
         while True:
             res = host.run([python, "-c", remote.STATUS, remote.as_arg({"servers": [], "gpus": True})],
                            timeout=30, idempotent=True)
