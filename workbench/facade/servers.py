@@ -185,13 +185,30 @@ class ServersAPI:
                preview=None, poll: float = 1.0):
         preview = preview or self.launch_preview(name)
         require(self.launch_plan(preview), confirm)
+        self._track_draft_config(name, preview)
         rec = self.lifecycle.launch(name, preview)
-        self._record("server.launch", str(rec.id), {"profile": name, "host": rec.host, "pid": rec.pid,
+        self._record("server.launch", f"server:{rec.id}", {"profile": name, "host": rec.host, "pid": rec.pid,
                                                      "argv": rec.argv, "env": rec.env, "log": rec.log,
                                                      "draft_config_sha256": rec.draft_config_sha256})
         if wait:
             return self.server_wait(rec.id, timeout=timeout, poll=poll)
         return rec
+
+    def _track_draft_config(self, name: str, preview) -> None:
+        """Keep the draft's config.json in the config history, so the server's record points at a
+        stored version (the timeline then knows which config each server loaded)."""
+        prof = self.profile(name)
+        if not preview.draft_config_sha256 or not prof.draft or not prof.draft.startswith("/"):
+            return
+        path = prof.draft.rstrip("/") + "/config.json"
+        location = path if prof.host == "local" and "local" not in self.workspace.section("hosts") \
+            else f"{prof.host}:{path}"
+        try:
+            tracked = self.config_track(location, label=f"draft of {name}")
+        except WorkbenchError:
+            return  # the launch does not depend on the history
+        if getattr(tracked, "current_sha256", None):
+            preview.draft_config_sha256 = tracked.current_sha256
 
     def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0,
                     health: bool = True):
@@ -226,7 +243,7 @@ class ServersAPI:
 
     def server_metrics(self, server_id: int) -> dict:
         out = self.lifecycle.metrics(int(server_id))
-        self._record("server.metrics", str(server_id), out)
+        self._record("server.metrics", f"server:{server_id}", out)
         return out
 
     # -- stop -------------------------------------------------------------------------------------
@@ -244,7 +261,7 @@ class ServersAPI:
                     gpu_wait: float = 60.0, idle_mib: Optional[float] = None):
         require(self.stop_plan(server_id), confirm)
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
-        self._record("server.stopped", str(server_id), res)
+        self._record("server.stopped", f"server:{server_id}", res)
         return res
 
     # -- measurement ------------------------------------------------------------------------------
@@ -265,7 +282,7 @@ class ServersAPI:
             payload["label"] = label
         self.journal.db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
                                 (sid, time.time(), "protocol", json.dumps(payload)))
-        self._record("server.measure", str(sid), payload)
+        self._record("server.measure", f"server:{sid}", payload)
         return m
 
     def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:

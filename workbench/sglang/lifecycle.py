@@ -491,7 +491,7 @@ class Lifecycle:
                     state = "failed"
                 failure = verdict
                 if self._set(r.id, state=state, extra={"failure": verdict}, stopped=time.time(), expect=r.state):
-                    self._record("server.exited" if state == "exited" else "server.failed", str(r.id),
+                    self._record("server.exited" if state == "exited" else "server.failed", f"server:{r.id}",
                                  {"failure": verdict, "profile": r.profile})
                 else:
                     state, failure = self.get(r.id).state, None
@@ -502,7 +502,7 @@ class Lifecycle:
                 state = "ready"
                 if r.state != "ready" and self._set(r.id, state="ready", extra={"ready_at": time.time()},
                                                     expect=r.state):
-                    self._record("server.ready", str(r.id), {"profile": r.profile})
+                    self._record("server.ready", f"server:{r.id}", {"profile": r.profile})
             else:
                 state = "starting"
         mine = set(r.extra.get("gpus") or [])
@@ -536,7 +536,7 @@ class Lifecycle:
                 if time.monotonic() - failing_since > failing_grace:
                     s.state = "failed"
                     self._set(sid, state="failed", extra={"failure": s.failure})
-                    self._record("server.failed", str(sid), {"failure": s.failure, "alive": True})
+                    self._record("server.failed", f"server:{sid}", {"failure": s.failure, "alive": True})
                     return s
             elif s.state == "ready":
                 if not health or self.health(sid):
@@ -545,7 +545,7 @@ class Lifecycle:
                 s.state = "timeout"
                 s.failure = {"class": "timeout", "hint": f"not ready after {timeout:g} s (stage: {s.stage})",
                              "text": s.stage}
-                self._record("server.timeout", str(sid), {"stage": s.stage})
+                self._record("server.timeout", f"server:{sid}", {"stage": s.stage})
                 return s
             time.sleep(poll)
 
@@ -662,7 +662,7 @@ class Lifecycle:
             if live:
                 self._set(sid, state=r.state, expect="stopping")
             raise
-        self._record("server.stop", str(sid), out)
+        self._record("server.stop", f"server:{sid}", out)
         if out["result"] == "refused":
             if live:
                 self._set(sid, state=r.state, expect="stopping")
