@@ -243,6 +243,7 @@ class Lifecycle:
         self._followers: dict[int, Follower] = {}
         self._versions: dict[str, Optional[str]] = {}
         self._probes: dict[str, dict] = {}
+        self._host_locks: dict[str, threading.Lock] = {}
         self._tunnels: dict[int, object] = {}
         self._last: dict[int, ServerStatus] = {}
         self._gpus: dict[str, list] = {}
@@ -442,6 +443,13 @@ class Lifecycle:
         return sorted(out, key=lambda s: s.id)
 
     def _refresh_host(self, host_name: str, recs: list[ServerRecord], gpus: bool) -> list[ServerStatus]:
+        # one refresh of a host at a time: followers advance by offset and must not see a chunk twice
+        with self._lock:
+            lock = self._host_locks.setdefault(host_name, threading.Lock())
+        with lock:
+            return self._refresh_host_locked(host_name, [self.get(r.id) for r in recs], gpus)
+
+    def _refresh_host_locked(self, host_name: str, recs: list[ServerRecord], gpus: bool) -> list[ServerStatus]:
         req = {"servers": [], "gpus": gpus}
         for r in recs:
             f = self.follower(r.id)
