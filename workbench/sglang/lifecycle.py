@@ -291,9 +291,21 @@ class Lifecycle:
         """Everything checked before anything starts: command, diff, host parser, rules."""
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
-        cmd = self.command(profile, version)
         findings: list[Finding] = []
         python = _python_of(profile, self.host_python(profile.host))
+        reachable = True
+        v = version or profile.sglang_version
+        if v is None:
+            try:
+                v = self.detect_version(host, python)
+            except HostKeyError:
+                raise
+            except HostError as exc:   # one failed contact is enough: nothing else is tried
+                reachable = False
+                findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
+        cmd = build(profile, v, python)
+        if v is None and reachable:
+            cmd.warnings.insert(0, f"SGLang is not installed for {python} on {profile.host}: flags spelled as written")
         probe = {}
         # the parser's verdict does not depend on the port number: one probe serves all ports
         args = list(cmd.sglang_args)
@@ -302,7 +314,7 @@ class Lifecycle:
         key = json.dumps([profile.host, python, args])
         try:
             probe = self._probes.get(key) or {}
-            if not probe:
+            if not probe and reachable:
                 r = host.run([python, "-c", remote.PROBE,
                               remote.as_arg({"argv": cmd.sglang_args, "keys": PROBE_KEYS})], timeout=120)
                 probe = parse_probe(r.out) if r.rc == 0 else {"version": None, "error": r.err.strip()[-300:]}
@@ -314,7 +326,7 @@ class Lifecycle:
             findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
         if probe:
             findings += parser_findings(probe)
-        draft_cfg, draft_sha = self._draft_config(host, profile)
+        draft_cfg, draft_sha = self._draft_config(host, profile) if reachable else (None, None)
         doctor = doctor_findings(host, profile, cmd.version or probe.get("version"), draft_cfg)
         rules = rule_findings(profile, cmd, draft_cfg)
         if any(f.code == "algorithm-mismatch" for f in doctor):
