@@ -251,4 +251,37 @@ def _evaluate(files, trains, infers, mode, part_points, draft, target, steps, tr
     return out
 
 
-JOBS = {"probe": probe, "align": align_files, "live": live}
+# ------------------------------------------------------------------------------------ static checks
+def static(draft: str, *, config_text: Optional[str] = None, target_config: Optional[str] = None,
+           engine: Optional[str] = None, algorithm: Optional[str] = None,
+           context_length: Optional[int] = None) -> dict:
+    """The doctor's static checks of a draft folder on this host. ``config_text``: check this
+    config.json (the one a server loaded) next to the folder's weights instead of the file there."""
+    from workbench.doctor import run_static
+
+    kw = dict(engine=engine, algorithm=algorithm, context_length=context_length)
+    if config_text is None:
+        return run_static(draft, target_config, **kw).to_dict()
+    src = Path(draft)
+    if src.is_file():
+        src = src.parent
+    with tempfile.TemporaryDirectory(prefix="wb-static-") as tmp:
+        for f in src.iterdir():
+            if f.name != "config.json" and f.is_file():
+                os.symlink(f.resolve(), Path(tmp) / f.name)
+        (Path(tmp) / "config.json").write_text(config_text)
+        out = run_static(tmp, target_config, **kw).to_dict()
+    return _replace_paths(out, tmp, str(src))
+
+
+def _replace_paths(value, old: str, new: str):
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _replace_paths(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_paths(v, old, new) for v in value]
+    return value
+
+
+JOBS = {"probe": probe, "align": align_files, "live": live, "static": static}
