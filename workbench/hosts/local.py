@@ -21,7 +21,7 @@ class LocalHost(Host):
         self.round_trips = 0
 
     def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
-            input: Optional[bytes] = None, cwd: Optional[str] = None) -> RunResult:
+            input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
         argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in map(str, argv)]
         env_argv(env)  # validates the names
         full_env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}
