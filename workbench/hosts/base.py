@@ -147,6 +147,7 @@ class Host:
     # -- commands ---------------------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
             input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
+        """``idempotent``: safe to repeat after a dropped connection (SSH retries it once)."""
         raise NotImplementedError
 
     def python_run(self, script: str, args: Sequence[str] = (), *, timeout: float = 60.0,

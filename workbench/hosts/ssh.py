@@ -108,6 +108,8 @@ class SSHHost(Host):
         self.python = settings.python or "python3"
         self.round_trips = 0
         self.connects = 0              # transports opened (reuse keeps this at 1)
+        self.bytes_sent = 0            # bytes written to / read from the SSH connection (encrypted,
+        self.bytes_received = 0        # framing included): what really crossed the network
         self._lock = threading.RLock()
         self._client = None
         self._jump: Optional[SSHHost] = None
@@ -133,13 +135,13 @@ class SSHHost(Host):
             self._jump = SSHHost(jump_settings)
             jt = self._jump._transport()
             try:
-                return jt.open_channel("direct-tcpip", (r.hostname, r.port), ("127.0.0.1", 0),
-                                       timeout=r.connect_timeout)
+                return _Counted(jt.open_channel("direct-tcpip", (r.hostname, r.port), ("127.0.0.1", 0),
+                                                timeout=r.connect_timeout), self)
             except Exception as exc:
                 raise HostUnreachable(f"host {self.name}: jump host {hop} cannot reach "
                                       f"{r.hostname}:{r.port}: {exc}") from None
         try:
-            return socket.create_connection((r.hostname, r.port), timeout=r.connect_timeout)
+            return _Counted(socket.create_connection((r.hostname, r.port), timeout=r.connect_timeout), self)
         except socket.gaierror:
             raise HostUnreachable(f"host {self.name}: cannot resolve {r.hostname}") from None
         except socket.timeout:
@@ -423,6 +425,30 @@ class SSHHost(Host):
             if self._jump is not None:
                 self._jump.close()
                 self._jump = None
+
+
+class _Counted:
+    """A socket (or jump channel) that adds the bytes it moves to its host's counters."""
+
+    def __init__(self, sock, host: "SSHHost"):
+        self._sock, self._host = sock, host
+
+    def send(self, data) -> int:
+        n = self._sock.send(data)
+        self._host.bytes_sent += n
+        return n
+
+    def sendall(self, data) -> None:
+        self._sock.sendall(data)
+        self._host.bytes_sent += len(data)
+
+    def recv(self, n: int) -> bytes:
+        data = self._sock.recv(n)
+        self._host.bytes_received += len(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
 
 
 class _Forwarder:
