@@ -35,8 +35,9 @@ test: venv sshd-deps
 demo: venv
 	$(BIN)/eagle-workbench demo
 
+# Every benchmarks/*_bench.py prints JSON with its figures and floors.
 bench: venv
-	$(BIN)/python benchmarks/predict_bench.py
+	@for f in benchmarks/*_bench.py; do $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV)

@@ -21,10 +21,11 @@ from workbench.facade.lab import LabAPI
 from workbench.facade.live import LiveAPI
 from workbench.facade.predict import PredictAPI
 from workbench.facade.servers import ServersAPI
+from workbench.facade.timeline import TimelineAPI
 
 __all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired"]
 
 
 class Workbench(PredictAPI, DoctorAPI, ConfigsAPI, HiddenAPI, DrafterAPI, LabAPI, ServersAPI, LiveAPI,
-                WorkbenchBase):
+                TimelineAPI, WorkbenchBase):
     """Open a workspace and operate on it."""

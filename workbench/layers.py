@@ -414,7 +414,7 @@ class EngineRule:
                         notes.append("index 0 taken as the embedding output (unverified for vLLM)")
                 else:
                     yields.append((idx, None, "index 0 adds a None residual at layer 0"))
-                    fatal = fatal or (f"{self.name}: capture index 0 computes hidden_states + None at layer 0 "
+                    fatal = fatal or ("capture index 0 computes hidden_states + None at layer 0 "
                                       "(TypeError at the first forward; inferred from the code)")
             elif 1 <= idx <= n - 1:
                 yields.append((idx, Point.out(idx - 1), None))

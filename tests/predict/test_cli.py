@@ -91,3 +91,12 @@ def test_bad_input_exits_2_with_one_line(cli, workspace, args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_demo_without_a_terminal_prints_the_predictor(cli, workspace):
+    r = cli("demo")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "accept length   3.288" in out and "accept-length-gap" in out
+    assert "    5             6          3.288" in out  # the steps 1..8 table
+    assert "5 steps ▕" in out and "┃" in out           # the plot, observed marker included

@@ -70,6 +70,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return fail(str(exc), getattr(exc, "exit_code", 1))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     finally:
         ctx.close()
 

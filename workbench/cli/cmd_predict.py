@@ -130,7 +130,7 @@ def prediction_text(r) -> str:
     lines = [
         f"accept length   {r.accept_length:.3f}  (bonus token included, as SGLang logs `accept len`; "
         f"{r.model}, steps {r.steps}, topk {r.topk}, draft tokens {r.draft_tokens})",
-        f"accepted drafts {r.accepted_drafts:.3f}  per verify step (the same, without the bonus token)",
+        f"accepted drafts {r.accepted_drafts:.3f}  per verify step (accept length without the bonus token)",
         f"SGLang accept rate  {rate['>=0.5.12']:.3f} on >= 0.5.12 ((AL-1)/(draft_tokens-1)),  "
         f"{rate['0.5.5']:.3f} on 0.5.5 (AL/(steps+1))",
         "",

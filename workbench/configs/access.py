@@ -74,6 +74,7 @@ class LocalFiles:
             mode = os.stat(path).st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o644
+        _clean_stale_temps(directory, target.name)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -92,6 +93,22 @@ class LocalFiles:
                 pass
             raise
         _fsync_dir(directory)
+
+
+STALE_TEMP_S = 600
+
+
+def _clean_stale_temps(directory: Path, name: str) -> None:
+    """Temp files of writers killed mid-write; old enough that no live writer owns them."""
+    import time
+
+    now = time.time()
+    for p in directory.glob(f".{name}.*.tmp"):
+        try:
+            if now - p.stat().st_mtime > STALE_TEMP_S:
+                p.unlink()
+        except OSError:
+            pass
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -143,3 +160,24 @@ def access_for(host: str) -> FileAccess:
         if acc is not None:
             return acc
     raise InputError(f"host {host!r}: no file access configured for it (only local paths are supported here)")
+
+
+class HostFiles:
+    """FileAccess over a ``workbench.hosts`` Host (SSH or local), for ``HOST:/abs/path`` locations."""
+
+    def __init__(self, host):
+        self._host = host
+        self.host = host.name
+
+    def read_bytes(self, path: str) -> Optional[bytes]:
+        if self._host.stat(path) is None:
+            return None
+        return self._host.read_bytes(path)
+
+    def write_cas(self, path: str, data: bytes, expected_sha256: Optional[str]) -> None:
+        from workbench.hosts import CasConflict
+
+        try:
+            self._host.write_bytes(path, data, expect=expected_sha256)
+        except CasConflict as exc:
+            raise ConflictError(f"{exc}; nothing written") from None

@@ -15,7 +15,7 @@ import difflib
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from workbench.configs.access import ConflictError, FileAccess, access_for, parse_location, sha256

@@ -56,10 +56,9 @@ def _ints(value) -> bool:
 
 class _Checker:
     def __init__(self, draft: DraftCheckpoint, target: Optional[TargetInfo], rule: EngineRule,
-                 engine_text: str, algorithm: Optional[str], trained_layers, trained_convention: str,
+                 algorithm: Optional[str], trained_layers, trained_convention: str,
                  context_length: Optional[int], num_layers: Optional[int]):
         self.d, self.t, self.rule = draft, target, rule
-        self.engine_text = engine_text
         self.algorithm = algorithm
         self.trained_layers, self.trained_convention = trained_layers, trained_convention
         self.context_length = context_length
@@ -143,6 +142,15 @@ class _Checker:
                 "eagle_config.eagle_aux_hidden_state_layer_ids" not in d.bad_fields():
             self.check_misplaced()
         if n is None:
+            if ids is not None:   # what needs no layer count: the embedding id and the order
+                ev = {"config_ids": ids, "ids_key": source, "engine": self.rule.name, "num_layers": None}
+                for i in ids:
+                    if i < 0:
+                        self.add("layer-ids-embedding", "error",
+                                 f"Layer id {i} asks for the embedding output (or nothing); EAGLE-3 drafters are "
+                                 "trained on decoder-layer outputs and engines do not capture it reliably.",
+                                 {**ev, "id": i, "note": "target layer count unknown: give --target-config"})
+                self.check_unsorted(ids, source, ev)
             return
         arch = self.t.arch if self.t else None
         report, res = build_report(self.rule, d.config, ids, source, n, arch, self.trained, trained_src)
@@ -172,16 +180,7 @@ class _Checker:
                              f"{self.rule.name} never captures: that aux state is missing.",
                              {**base_ev, "id": c.id, "engine_index": idx, "engine_points": report.engine_points},
                              self.ids_fix("capturable points"))
-            if any(b <= a for a, b in zip(ids, ids[1:])):
-                fix = None
-                srt = sorted(set(ids))
-                if len(srt) == len(ids):
-                    fix = self.config_fix(f"sort the ids to {srt} (only right if training concatenated in "
-                                          "layer order)", [ConfigEdit(source, srt)])
-                self.add("layer-ids-unsorted", "warning",
-                         f"Layer ids {ids} are not strictly ascending: engines concatenate in layer order "
-                         "while SpecForge's HF backend uses list order, a silent channel permutation.",
-                         {**base_ev, "engine_points": report.engine_points}, fix)
+            self.check_unsorted(ids, source, {**base_ev, "engine_points": report.engine_points})
             conv_ids = ids if source != "eagle_aux_hidden_state_layer_ids" else None
             dflt = default_ids(n)
             if conv_ids is not None and list(conv_ids) != dflt:
@@ -200,6 +199,18 @@ class _Checker:
                      {**base_ev, "engine_points": report.engine_points, "trained_points": report.trained_points,
                       "trained_source": report.trained_source, "shift": shift, "fatal": res.fatal},
                      self.ids_fix("match training"))
+
+    def check_unsorted(self, ids: list, source: str, ev: dict) -> None:
+        if not any(b <= a for a, b in zip(ids, ids[1:])):
+            return
+        fix = None
+        srt = sorted(set(ids))
+        if len(srt) == len(ids):
+            fix = self.config_fix(f"sort the ids to {srt} (only right if training concatenated in layer order)",
+                                  [ConfigEdit(source, srt)])
+        self.add("layer-ids-unsorted", "warning",
+                 f"Layer ids {ids} are not strictly ascending: engines concatenate in layer order while "
+                 "SpecForge's HF backend uses list order, a silent channel permutation.", ev, fix)
 
     def check_misplaced(self):
         d = self.d
@@ -321,7 +332,7 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
         raise InputError(f"--trained-layers: expected integers like 2,30,58, got {trained_layers!r}")
     target_arch = arch or (t.arch if t else None) or _arch_from_draft(d)
     rule = rule_for(engine_text, target_arch)
-    ck = _Checker(d, t, rule, engine_text, alg, trained_layers, conv, context_length, num_layers)
+    ck = _Checker(d, t, rule, alg, trained_layers, conv, context_length, num_layers)
     ck.check_types()
     ck.check_algorithm()
     ck.check_layers()

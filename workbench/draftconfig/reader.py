@@ -235,12 +235,16 @@ def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], Opt
                                                    "names and shapes not inspected")
             return {}, [], f"{directory}: no {SINGLE_NAME} or {INDEX_NAME}"
         tensors = {}
+        names = [f.name for f in files]
         for f in files:
-            infos, _ = read_header(f)
+            try:
+                infos, _ = read_header(f)
+            except InputError as exc:
+                return {}, names, str(exc)
             tensors.update(infos)
-        return tensors, [f.name for f in files], None
+        return tensors, names, None
     except InputError as exc:
-        return {}, [], str(exc)
+        return {}, [INDEX_NAME] if index.is_file() else [], str(exc)
 
 
 def read_draft(path: "str | Path") -> DraftCheckpoint:

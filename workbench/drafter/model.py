@@ -151,7 +151,9 @@ class Eagle3Drafter(nn.Module):
         if self._shared_embed is None:
             raise RuntimeError("drafter has no token embedding: call set_embed(target embedding)")
         w = self._shared_embed
-        return F.embedding(tokens, w.to(self.fc.weight.dtype))
+        # Gather the rows first: a large (memory-mapped) target embedding is never converted whole.
+        rows = F.embedding(tokens.to(w.device), w)
+        return rows.to(device=tokens.device, dtype=self.fc.weight.dtype)
 
     def to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]

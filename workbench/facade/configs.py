@@ -17,8 +17,23 @@ class ConfigsAPI:
 
         store = getattr(self, "_config_store", None)
         if store is None:
-            store = self._config_store = ConfigStore(self.journal)
+            store = self._config_store = ConfigStore(self.journal, self._config_access)
         return store
+
+    def _config_access(self, host: str):
+        """Local paths directly; ``HOST:/path`` through the workspace's hosts (SSH or local)."""
+        from workbench.configs.access import LOCAL, HostFiles, LocalFiles
+
+        if host == LOCAL and "local" not in self.workspace.section("hosts"):
+            return LocalFiles()
+        hosts = getattr(self, "hosts_registry", None) or getattr(self, "hosts", None)
+        if hosts is None or not hasattr(hosts, "get"):
+            hosts = getattr(self, "_config_hosts", None)
+            if hosts is None:
+                from workbench.hosts import Hosts
+
+                hosts = self._config_hosts = Hosts(lambda: self.workspace.section("hosts"))
+        return HostFiles(hosts.get(host))
 
     def config_track(self, path: str, label: str = ""):
         result = self.configs.track(path, label)
@@ -26,7 +41,24 @@ class ConfigsAPI:
         return result
 
     def config_list(self):
-        return self.configs.list()
+        """Tracked files; those declared under ``[configs]`` in workbench.toml are tracked on first look
+        (``name = "/abs/path/config.json"`` or ``name = {path = "...", host = "..."}``)."""
+        from workbench.configs import TrackedConfig
+        from workbench.errors import WorkbenchError
+
+        problems = []
+        for name, entry in self.workspace.section("configs").items():
+            path = entry.get("path") if isinstance(entry, dict) else entry
+            host = entry.get("host", "local") if isinstance(entry, dict) else "local"
+            if not isinstance(path, str):
+                continue
+            location = path if host == "local" else f"{host}:{path}"
+            try:
+                if self.configs._row(_location(location)) is None:
+                    self.config_track(location, label=str(name))
+            except WorkbenchError as exc:
+                problems.append(TrackedConfig(0, _location(location), str(name), 0.0, 0, state=f"error: {exc}"))
+        return self.configs.list() + problems
 
     def config_history(self, path: str):
         result = self.configs.history(path)
@@ -74,7 +106,7 @@ class ConfigsAPI:
     def config_fix_plan(self, fix) -> Plan:
         """What applying a doctor fix would write (a diff against the file as it is now)."""
         from workbench.configs import location_of, unified_diff
-        from workbench.configs.access import access_for, parse_location
+        from workbench.configs.access import parse_location
         from workbench.configs.jsonedit import delete_key, set_key
         from workbench.errors import InputError
 
@@ -82,7 +114,7 @@ class ConfigsAPI:
         if not fix.applicable:
             raise InputError(f"fix {fix.summary!r}: not a config edit (change the launch command instead)")
         host, p = parse_location(fix.file)
-        current = access_for(host).read_bytes(p)
+        current = self._config_access(host).read_bytes(p)
         if current is None:
             raise InputError(f"{p}: no such file")
         text = current.decode("utf-8")
@@ -99,6 +131,12 @@ class ConfigsAPI:
         change = self.configs.set(fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels)
         self._record("config.fix", change.location, {"fix": fix.to_dict(), "version": change.version.number})
         return change
+
+
+def _location(text: str) -> str:
+    from workbench.configs import location_of
+
+    return location_of(text)
 
 
 def _as_fix(fix):

@@ -1,7 +1,155 @@
-"""Workbench methods for the diagnosis loop on a live server and the demo."""
+"""Workbench methods for the diagnosis loop on a live server and the demo.
+
+    report = wb.doctor_live(3, training_data="/data/rows", dump="yes")
+    outcome = wb.live_fix(3, confirm=True)          # history write, relaunch, measure, compare
+    print(outcome.comparison.text())
+
+Training data is read on the server's host (``[live] training_data`` in workbench.toml is the
+default, ``[live.profiles.NAME] training_data`` per profile).
+"""
 
 from __future__ import annotations
 
+from typing import Optional
+
+from workbench.confirm import Plan, require
+from workbench.errors import InputError
+
 
 class LiveAPI:
-    pass
+    # -- settings -----------------------------------------------------------------------------------
+    def live_training_data(self, profile: Optional[str] = None) -> Optional[str]:
+        live = self.workspace.section("live") if hasattr(self.workspace, "section") else {}
+        per = (live.get("profiles") or {}).get(profile or "", {}) if isinstance(live, dict) else {}
+        value = (per or {}).get("training_data") or (live or {}).get("training_data")
+        if value is not None and not isinstance(value, str):
+            raise InputError("workbench.toml/[live].training_data: expected a path on the server's host")
+        return value
+
+    def _overlay_profile(self, name: str, table: dict) -> None:
+        """A profile that lives for this session only (the doctor's tensor-dump relaunch)."""
+        _ = self.lifecycle            # creates the overlay the lifecycle reads
+        self.__dict__.setdefault("_profile_overlay", {})[name] = table
+
+    # -- the doctor ---------------------------------------------------------------------------------
+    def live_dump_plan(self, server_id: int, samples: int = 2, alongside: bool = False) -> Plan:
+        """What the doctor's tensor-dump relaunch will do (confirm it, then call doctor_live with
+        confirm=True)."""
+        from workbench.live.doctor import LiveDoctor, dump_plan
+
+        return dump_plan(self, LiveDoctor(self, server_id), samples, alongside)
+
+    def doctor_live(self, server_id: int, training_data: Optional[str] = None, *,
+                    accuracies: Optional[list] = None, samples: int = 2, eval_samples: int = 32,
+                    measure: bool = True, measure_tokens: Optional[int] = None, measure_concurrency: int = 4,
+                    dump: str = "ask", confirm=False, static: bool = True, dump_alongside: bool = False,
+                    ready_timeout: Optional[float] = None):
+        """The doctor on a running server: static checks of the config it loaded, observed vs
+        predicted accept length, hidden states of training samples through the server aligned with
+        the training slots, findings ranked by how much of the gap they explain.
+
+        ``dump``: ``"ask"`` (default) runs the tensor-dump relaunch when ``confirm`` is True (or a
+        callable that answers its Plan with True) and otherwise returns it as ``report.pending``;
+        ``"yes"`` runs it; ``"no"`` never does."""
+        from workbench.live.doctor import diagnose
+
+        sid = int(server_id)
+        rec = self.server(sid)
+        training_data = training_data or self.live_training_data(rec.profile)
+        report = diagnose(self, sid, training_data=training_data, accuracies=accuracies, samples=samples,
+                          eval_samples=eval_samples, measure=measure, measure_tokens=measure_tokens,
+                          measure_concurrency=measure_concurrency, dump=dump, confirm=confirm, static=static,
+                          dump_alongside=dump_alongside, ready_timeout=ready_timeout, progress=self.progress)
+        self._record("live.doctor", str(sid), {
+            "server_id": sid, "profile": report.profile, "engine": report.engine, "training_data": training_data,
+            "observed": report.observed, "predicted": {k: v for k, v in report.predicted.items() if k != "acc"},
+            "gap": report.gap, "features": report.features,
+            "findings": [{"code": f.code, "severity": f.severity, "source": f.source, "explains": f.explains,
+                          "share": f.share, "message": f.message} for f in report.findings],
+            "fix": report.fix.to_dict() if report.fix else None,
+            "alignment": {"mode": report.alignment["mode"],
+                          "best": [b.get("physical") or b.get("candidate") for b in report.alignment["best"]],
+                          "verdicts": [b.get("verdict") for b in report.alignment["best"]],
+                          "recommendation": (report.alignment.get("recommendation") or {}).get("layer_ids")}
+            if report.alignment else None,
+            "pending": report.pending.summary if report.pending else None,
+            "transfers": [t.to_dict() for t in report.transfers], "seconds": round(report.seconds, 2)})
+        return report
+
+    # -- the fix --------------------------------------------------------------------------------------
+    def live_fix_plan(self, server_id: int, fix=None) -> Plan:
+        from workbench.live.fix import last_fix
+
+        return self.config_fix_plan(fix if fix is not None else last_fix(self, int(server_id)))
+
+    def live_apply_fix(self, server_id: int, fix=None, *, confirm: bool = False):
+        """Write the fix (default: the newest doctor report's) through the config history: atomic,
+        compare-and-swap, with the fix as the recorded reason. Returns the ConfigChange."""
+        from workbench.live.fix import last_fix
+
+        fix = fix if fix is not None else last_fix(self, int(server_id))
+        change = self.config_apply_fix(fix, confirm=confirm)
+        self._record("live.fix", str(server_id), {"server_id": int(server_id), "location": change.location,
+                                                  "version": change.version.number, "summary": getattr(
+                                                      fix, "summary", None) or (fix.fix.summary if hasattr(
+                                                          fix, "fix") else "")})
+        return change
+
+    def live_relaunch_plan(self, server_id: int) -> Plan:
+        from workbench.live.fix import relaunch_plan
+
+        return relaunch_plan(self, int(server_id))
+
+    def live_relaunch(self, server_id: int, *, confirm: bool = False, measure: bool = True,
+                      measure_tokens: Optional[int] = None, measure_concurrency: Optional[int] = None,
+                      timeout: Optional[float] = None):
+        """Stop the server (if running), launch its profile again, wait until ready and measure with
+        the same protocol settings as its last measurement. Returns the new ServerRecord."""
+        from workbench.live.fix import relaunch
+
+        sid = int(server_id)
+        require(self.live_relaunch_plan(sid), confirm)
+        rec, st, m = relaunch(self, sid, measure=measure, measure_tokens=measure_tokens,
+                              measure_concurrency=measure_concurrency, timeout=timeout)
+        self._record("live.relaunch", str(rec.id), {"server_id": rec.id, "from_server": sid, "profile": rec.profile,
+                                                    "state": st.state, "measured": m is not None})
+        return rec
+
+    def live_compare(self, before: int, after: int):
+        """Two servers side by side: accept length, tokens/s, the layer ids and config version each
+        loaded (from their last measurements and the config history)."""
+        from workbench.live.fix import compare
+
+        cmp = compare(self, int(before), int(after))
+        self._record("live.compare", str(after), {"server_id": int(after), "before": int(before),
+                                                  "rows": cmp.rows})
+        return cmp
+
+    def live_fix(self, server_id: int, fix=None, *, confirm: bool = False, relaunch: bool = True,
+                 measure: bool = True, measure_tokens: Optional[int] = None, timeout: Optional[float] = None):
+        """The one-key fix: apply (history), relaunch the same profile, measure, compare."""
+        from workbench.live.fix import last_fix
+        from workbench.live.report import FixOutcome
+
+        sid = int(server_id)
+        fix = fix if fix is not None else last_fix(self, sid)
+        fix_plan = self.live_fix_plan(sid, fix)
+        plan = Plan("fix", fix_plan.target, fix_plan.summary + (f"; then stop server {sid} and relaunch "
+                                                                f"{self.server(sid).profile}" if relaunch else ""),
+                    fix_plan.details)
+        require(plan, confirm)
+        change = self.live_apply_fix(sid, fix, confirm=True)
+        fx = getattr(fix, "fix", None) or fix
+        if isinstance(fx, dict):
+            from workbench.live.report import fix_from_dict
+
+            fx = fix_from_dict(fx)
+        out = FixOutcome(sid, fx, change)
+        if relaunch:
+            rec = self.live_relaunch(sid, confirm=True, measure=measure, measure_tokens=measure_tokens,
+                                     timeout=timeout)
+            out.server_after = rec.id
+            out.ready = rec.state == "ready"
+            if measure and out.ready:
+                out.comparison = self.live_compare(sid, rec.id)
+        return out

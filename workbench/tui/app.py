@@ -1,8 +1,14 @@
-"""The Textual app: discovers screens, owns the Workbench, confirmations and the keymap."""
+"""The Textual app: discovers screens, owns the Workbench, confirmations, notifications and the keymap.
+
+Every key is a ``Binding`` with an ``id``; users remap them in ``keymap.toml`` in the workspace
+(``"screen.predictor" = "f5"``), and the help screen, the footer and the command palette are built
+from the live bindings, so they never disagree with the keys.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -17,6 +23,17 @@ from workbench.tui.widgets.confirm import ConfirmModal
 
 KEYMAP_FILE = "keymap.toml"
 
+#: Screens found in ``workbench/tui/screens`` (each module's ``SPEC``), in footer order.
+SCREENS: list[ScreenSpec] = discover()
+
+
+def screen_bindings(specs: Iterable[ScreenSpec]) -> list[Binding]:
+    """One app-level binding per screen, id ``screen.<id>``, so a keymap can move it."""
+    # Not shown in the footer (help and the palette list them): the footer stays about the screen
+    # in front, and adding a screen does not change every other screen's look.
+    return [Binding(spec.key, f"app.show_screen('{spec.id}')", spec.title, id=f"screen.{spec.id}",
+                    tooltip=f"switch to the {spec.title} screen", show=False) for spec in specs]
+
 
 class ScreensProvider(Provider):
     """Command palette: jump to any screen, and every action the current screen offers."""
@@ -29,9 +46,9 @@ class ScreensProvider(Provider):
             text = f"screen: {spec.title}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), lambda s=spec.id: app.switch_mode(s),
+                yield Hit(score, matcher.highlight(text), lambda s=spec.id: app.show_screen(s),
                           help=f"switch to the {spec.title} screen ({spec.key})")
-        for key, description, action, target in app.current_actions():
+        for key, description, action, target in app.current_actions(self.screen):
             text = f"action: {description}"
             score = matcher.match(text)
             if score > 0:
@@ -47,54 +64,76 @@ class WorkbenchApp(App):
     BINDINGS = [
         Binding("f1,question_mark", "help", "Help", id="app.help"),
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
+        *screen_bindings(SCREENS),
     ]
 
-    def __init__(self, workspace: Optional[str] = None, *, start: Optional[str] = None, wb=None):
+    def __init__(self, workspace: Optional[str] = None, *, start: Optional[str] = None, wb=None,
+                 screen_args: Optional[dict] = None):
+        """``screen_args``: keyword arguments for a screen's factory, by screen id (e.g. the demo's
+        numbers for the Predictor)."""
         super().__init__()
         self._workspace_arg = workspace
         self._wb = wb
-        self.specs: list[ScreenSpec] = discover()
+        self._wb_lock = threading.Lock()  # workers may ask for it first, from their threads
+        self.specs: list[ScreenSpec] = list(SCREENS)
         self.start = start or (self.specs[0].id if self.specs else None)
+        self._screen_args = screen_args or {}
         for spec in self.specs:
-            self.add_mode(spec.id, spec.factory)
-        self._screen_bindings = [
-            Binding(spec.key, f"switch_mode('{spec.id}')", spec.title, id=f"screen.{spec.id}")
-            for spec in self.specs
-        ]
-        for b in self._screen_bindings:
-            self._bindings._add_binding(b)
+            args = self._screen_args.get(spec.id, {})
+            self.add_mode(spec.id, (lambda f=spec.factory, a=args: f(**a)) if args else spec.factory)
 
     # -- the core -----------------------------------------------------------------------------
     @property
     def wb(self):
         """The Workbench this UI drives (opened on first use, off the startup path)."""
-        if self._wb is None:
-            from workbench.api import Workbench
+        with self._wb_lock:
+            if self._wb is None:
+                from workbench.api import Workbench
 
-            self._wb = Workbench.open(self._workspace_arg)
+                self._wb = Workbench.open(self._workspace_arg)
         return self._wb
+
+    @property
+    def workspace_root(self) -> Path:
+        from workbench.workspace import default_root
+
+        return Path(self._workspace_arg).expanduser() if self._workspace_arg else default_root()
 
     def on_mount(self) -> None:
         self.load_keymap()
         if self.start:
             self.switch_mode(self.start)
 
+    def on_unmount(self) -> None:
+        if self._wb is not None:
+            self._wb.close()
+
+    def show_screen(self, screen_id: str) -> None:
+        if screen_id not in {s.id for s in self.specs}:
+            self.notify(f"no screen {screen_id!r}", severity="error")
+            return
+        self.switch_mode(screen_id)
+
+    def action_show_screen(self, screen_id: str) -> None:
+        self.show_screen(screen_id)
+
+    # -- keymap ---------------------------------------------------------------------------------
     def load_keymap(self) -> None:
         """User remapping: ``keymap.toml`` in the workspace maps binding ids to keys."""
-        from workbench.workspace import default_root, tomllib
+        from workbench.workspace import tomllib
 
-        root = Path(self._workspace_arg).expanduser() if self._workspace_arg else default_root()
-        path = root / KEYMAP_FILE
+        path = self.workspace_root / KEYMAP_FILE
         if not path.exists():
             return
         try:
             with open(path, "rb") as fh:
-                keymap = {str(k): str(v) for k, v in tomllib.load(fh).items()}
+                data = tomllib.load(fh)
+            keymap = {str(k): str(v) for k, v in data.items()}
             self.set_keymap(keymap)
         except Exception as exc:  # a bad keymap must not stop the UI
-            self.notify(f"{path}: ignored ({exc})", severity="warning")
+            self.notify(f"{path}: ignored ({' '.join(str(exc).split())})", severity="warning", markup=False)
 
-    # -- confirmations ------------------------------------------------------------------------
+    # -- confirmations and notifications --------------------------------------------------------
     def confirm(self, plan: Plan, then: Callable[[], None]) -> None:
         """Show exactly what will happen; run ``then`` only on yes."""
 
@@ -106,26 +145,47 @@ class WorkbenchApp(App):
 
         self.push_screen(ConfirmModal(plan), done)
 
+    def report(self, exc: BaseException, *, what: str = "") -> None:
+        """Turn an exception from the core into one notification line (never a traceback)."""
+        from workbench.errors import WorkbenchError
+
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if isinstance(exc, WorkbenchError):
+            self.notify(first, title=what, severity="error", markup=False)
+        else:
+            self.notify(f"{type(exc).__name__}: {first}", title=what or "internal error",
+                        severity="error", markup=False)
+
     # -- help and palette -----------------------------------------------------------------------
-    def current_actions(self) -> Iterable[tuple[str, str, str, object]]:
+    def current_actions(self, screen: Optional[Screen] = None) -> Iterable[tuple[str, str, str, object]]:
+        """(key, description, action, node) for each described binding active on ``screen``."""
         seen = set()
-        for target in (self.screen, self):
-            for binding in getattr(target, "BINDINGS", []):
-                if isinstance(binding, Binding) and binding.description and binding.action not in seen:
-                    seen.add(binding.action)
-                    yield self.get_key_display(binding), binding.description, binding.action, target
+        for active in (screen or self.screen).active_bindings.values():
+            binding = active.binding
+            if binding.description and (active.node, binding.action) not in seen:
+                seen.add((active.node, binding.action))
+                yield self.get_key_display(binding), binding.description, binding.action, active.node
 
     def help_rows(self) -> list[tuple[str, str, str]]:
-        rows = []
+        """(keys, description, binding id) for every active binding, keymap applied."""
+        by_id: dict[str, tuple[list[str], str]] = {}
         for _key, active in self.active_bindings.items():
             b = active.binding
-            if b.description:
-                rows.append((self.get_key_display(b), b.description, b.id or ""))
-        return sorted(set(rows), key=lambda r: r[2])
+            # the app's own keys: declared with an id, or shown; not every editing key of an Input
+            if not b.description or not (b.id or b.show or b.action.endswith("command_palette")):
+                continue
+            ident = b.id or b.action
+            keys, _ = by_id.setdefault(ident, ([], b.description))
+            display = self.get_key_display(b)
+            if display not in keys:
+                keys.append(display)
+        return sorted(((" ".join(k), d, i) for i, (k, d) in by_id.items()), key=lambda r: r[2])
 
     def action_help(self) -> None:
         from workbench.tui.screens.help import HelpScreen
 
+        if isinstance(self.screen, HelpScreen):
+            return
         self.push_screen(HelpScreen(self.help_rows()))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -133,10 +193,11 @@ class WorkbenchApp(App):
         yield SystemCommand("Help", "Show every key binding", self.action_help)
 
 
-def run_app(workspace: Optional[str] = None, start: Optional[str] = None) -> int:
+def run_app(workspace: Optional[str] = None, start: Optional[str] = None,
+            screen_args: Optional[dict] = None) -> int:
     if not sys.stdout.isatty():
         print("eagle-workbench: the terminal UI needs a terminal; see `eagle-workbench --help` "
               "for the commands (each has --json)", file=sys.stderr)
         return 2
-    WorkbenchApp(workspace, start=start).run()
+    WorkbenchApp(workspace, start=start, screen_args=screen_args).run()
     return 0

@@ -1,4 +1,10 @@
-"""Screens of the TUI. Each module defines ``SPEC = ScreenSpec(...)``; the app discovers them."""
+"""Screens of the TUI. Each module defines ``SPEC = ScreenSpec(...)``; the app discovers them and
+binds ``key`` to the screen with binding id ``screen.<id>`` (remappable in ``keymap.toml``).
+
+Subclass ``workbench.tui.base.WorkbenchScreen`` for the shared header and footer; keep long work in
+``@work(thread=True, exclusive=True, group=...)`` workers calling ``self.app.wb``, and report
+failures with ``self.app.report(exc)`` or inline.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from typing import Callable
 class ScreenSpec:
     id: str                 # mode name and binding id suffix: "predictor"
     title: str              # "Predictor"
-    key: str                # default key to switch to it: "p"
+    key: str                # default key to switch to it: "f2" (a function key: a focused Input eats letters)
     factory: Callable       # () -> Screen
     order: int = 50         # position in the footer and the palette
 

@@ -1,0 +1,100 @@
+"""The Doctor screen through Textual's pilot: run, read findings and capture, apply a fix with a confirm."""
+
+import json
+import shutil
+
+import pytest
+from textual.widgets import DataTable, Input, Select, Static
+
+from tests.fixtures.drafts import KIMI_BROKEN, ROOT
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.doctor import DoctorScreen
+from workbench.tui.widgets.confirm import ConfirmModal
+
+SIZE = (140, 44)
+TARGET = "sample_configs/targets/kimi-k2.5"
+
+
+async def settle(pilot):
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def fill(pilot, draft, trained="2,30,58", engine="sglang==0.5.12.post1"):
+    screen = pilot.app.screen
+    screen.query_one("#draft", Input).value = str(draft)
+    screen.query_one("#target", Input).value = TARGET
+    screen.query_one("#trained", Input).value = trained
+    screen.query_one("#engine", Select).value = engine
+    for node in screen.query(Input):
+        node.cursor_blink = False
+    await pilot.press("ctrl+r")
+    await settle(pilot)
+
+
+@pytest.fixture
+def broken(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    d = tmp_path / "draft"
+    shutil.copytree(KIMI_BROKEN, d)
+    return d
+
+
+async def test_findings_capture_and_detail(workspace, broken):
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, DoctorScreen)
+        await fill(pilot, broken)
+        screen = app.screen
+        codes = [f.code for f in screen.report.findings]
+        assert codes[:2] == ["layer-ids-embedding", "layer-ids-engine-mismatch"]
+        table = screen.query_one("#findings", DataTable)
+        assert table.row_count == len(codes)
+        cap = screen.query_one("#capture", DataTable)
+        assert [str(c) for c in cap.get_row_at(2)[:5]] == ["2", "-1", "0", "missing", "out(58)"]
+        detail = str(screen.query_one("#detail", Static).render())
+        assert "layer-ids-embedding" in detail and "press f to apply" in detail
+        await pilot.press("down")
+        assert "layer-ids-engine-mismatch" in str(screen.query_one("#detail", Static).render())
+
+
+async def test_apply_fix_confirms_then_writes_through_history(workspace, broken):
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=SIZE) as pilot:
+        await fill(pilot, broken)
+        app.screen.query_one("#findings", DataTable).focus()
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        assert any("+      58" in line for line in app.screen.plan.details)
+        await pilot.press("n")                                   # cancelled: nothing written
+        await settle(pilot)
+        assert json.loads((broken / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [-1, 2, 30]
+        await pilot.press("f")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        await settle(pilot)
+        ids = json.loads((broken / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+        assert ids == [2, 30, 58]
+        assert not [f for f in app.screen.report.findings if f.severity == "error"]   # re-run after the fix
+        versions = app.wb.config_history(str(broken / "config.json")).versions
+        assert [v.reason.split(":")[0] for v in versions] == ["tracked", "doctor fix"]
+
+
+async def test_bad_input_is_one_inline_line(workspace, tmp_path):
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=SIZE) as pilot:
+        await fill(pilot, tmp_path / "nowhere")
+        err = app.screen.error
+        assert err and "no such directory" in err and "\n" not in err
+        await fill(pilot, tmp_path, trained="2,x")
+        assert "trained layers" in app.screen.error
+
+
+def test_snapshot(snap_compare, workspace, broken):
+    async def run_before(pilot):
+        await fill(pilot, "sample_configs/drafts/kimi-k2.5-eagle3-broken")
+
+    assert snap_compare(WorkbenchApp(str(workspace), start="doctor"), terminal_size=SIZE, run_before=run_before)

@@ -1,0 +1,66 @@
+"""The story, reproduced from the sample Kimi-K2.5 configs on both SGLang generations."""
+
+import json
+
+import pytest
+
+from tests.fixtures.drafts import KIMI_BROKEN, KIMI_DRAFT, KIMI_TARGET
+from workbench.doctor import run_static
+
+TRAINED = [2, 30, 58]     # the training dump held out(2), out(30), out(58)
+
+
+def layer_codes(report):
+    return sorted({f.code for f in report.findings if f.code.startswith("layer-ids-") and f.severity != "info"})
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.12.post1", "sglang==0.5.12", "sglang==0.5.4.post2", "sglang-0.5.12"])
+def test_old_sglang_broken_flagged_original_clean(engine):
+    broken = run_static(KIMI_BROKEN, KIMI_TARGET, engine=engine, algorithm="EAGLE3", trained_layers=TRAINED)
+    assert layer_codes(broken) == ["layer-ids-embedding", "layer-ids-engine-mismatch"]
+    assert not broken.ok
+    good = run_static(KIMI_DRAFT, KIMI_TARGET, engine=engine, algorithm="EAGLE3", trained_layers=TRAINED)
+    assert good.ok and layer_codes(good) == []
+    assert good.capture.engine_points == ["out(2)", "out(30)", "out(58)"] and good.capture.match
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.13", "sglang==0.5.23", "sglang", "sglang-0.5.13"])
+def test_new_sglang_flags_the_original_as_a_one_layer_shift(engine):
+    r = run_static(KIMI_DRAFT, KIMI_TARGET, engine=engine, algorithm="EAGLE3", trained_layers=TRAINED)
+    f = next(f for f in r.findings if f.code == "layer-ids-engine-mismatch")
+    assert f.evidence["engine_points"] == ["out(1)", "out(29)", "out(57)"]
+    assert f.evidence["trained_points"] == ["out(2)", "out(30)", "out(58)"]
+    assert f.evidence["shift"] == -1
+    # the fix names the ids that restore training's points on this engine
+    assert f.fix.edits[0].value == [3, 31, 59]
+    broken = run_static(KIMI_BROKEN, KIMI_TARGET, engine=engine, trained_layers=TRAINED)
+    assert "layer-ids-embedding" in layer_codes(broken)
+
+
+def test_without_trained_layers_the_assumption_is_stated():
+    r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.13")
+    f = next(f for f in r.findings if f.code == "layer-ids-engine-mismatch")
+    assert "assumed: SpecForge read eagle_config ids" in f.evidence["trained_source"]
+    assert run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.12.post1").ok
+
+
+def test_capture_report_side_by_side():
+    r = run_static(KIMI_BROKEN, KIMI_TARGET, engine="sglang==0.5.12.post1", trained_layers=TRAINED)
+    cap = r.capture.to_dict()
+    assert cap["config_ids"] == [-1, 2, 30] and cap["engine_indices"] == [0, 3, 31]
+    assert [(row["config_id"], row["engine_point"], row["trained_point"]) for row in cap["rows"]] == \
+        [(2, "out(2)", "out(2)"), (30, "out(30)", "out(30)"), (-1, None, "out(58)")]
+    assert cap["fatal"] and "TypeError" in cap["fatal"]
+    assert cap["across_engines"]["vllm"] == ["out(1)", "out(29)", None]
+    json.dumps(r.to_dict())   # JSON-serialisable all the way down
+
+
+def test_vllm_reads_top_level_first(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    cfg = json.loads((KIMI_DRAFT / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = [3, 31, 59]     # capture-before, for vLLM
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    r = run_static(d, KIMI_TARGET, engine="vllm", trained_layers=TRAINED)
+    assert r.capture.ids_source == "eagle_aux_hidden_state_layer_ids" and r.ok
+    assert run_static(d, KIMI_TARGET, engine="sglang==0.5.12.post1", trained_layers=TRAINED).ok

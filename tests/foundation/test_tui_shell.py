@@ -1,0 +1,163 @@
+"""The TUI shell: screen discovery, bindings with ids, keymap, help, palette, confirm modal, notices."""
+
+import pytest
+from textual.widgets import DataTable
+
+from tests.fixtures.tui import settle
+from workbench.confirm import Plan
+from workbench.errors import InputError
+from workbench.tui.app import SCREENS, WorkbenchApp
+from workbench.tui.screens.help import HelpScreen
+from workbench.tui.widgets.confirm import ConfirmModal
+
+SIZE = (120, 40)
+
+
+def _notes(messages):
+    return [m.notification for m in messages if type(m).__name__ == "Notify"]
+
+
+def test_every_screen_gets_a_binding_with_an_id():
+    ids = {b.id: b for b in WorkbenchApp.BINDINGS}
+    assert SCREENS and all(f"screen.{s.id}" in ids for s in SCREENS)
+    assert {"app.help", "app.quit"} <= set(ids)
+    assert ids["screen.predictor"].key == "f2"
+
+
+async def test_help_is_built_from_the_live_bindings(tui_app):
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        table = app.screen.query_one(DataTable)
+        rows = {table.get_row_at(i)[2]: table.get_row_at(i)[0] for i in range(table.row_count)}
+        assert rows["screen.predictor"] == "f2" and rows["predictor.reset"] == "^r"
+        assert "cursor_left" not in rows  # editing keys of inputs are not the app's keys
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_keymap_file_remaps_by_binding_id(tui_app, workspace):
+    (workspace / "keymap.toml").write_text('"app.help" = "f12"\n"predictor.reset" = "ctrl+o"\n')
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 0.3)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f12")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        table = app.screen.query_one(DataTable)
+        rows = {table.get_row_at(i)[2]: table.get_row_at(i)[0] for i in range(table.row_count)}
+        assert rows["app.help"] == "f12" and rows["predictor.reset"] == "^o"
+
+
+async def test_bad_keymap_is_a_warning_not_a_crash(tui_app, workspace):
+    (workspace / "keymap.toml").write_text("not toml [")
+    messages = []
+    app = tui_app()
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await pilot.pause()
+        notes = _notes(messages)
+        assert any("keymap.toml: ignored" in n.message and n.severity == "warning" for n in notes)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_confirm_modal_yes_no(tui_app):
+    done = []
+    messages = []
+    plan = Plan("stop", "server 3", "Stop server 3 (pid 4242): TERM its process group, then KILL after 10 s",
+                ["kill -TERM -4242", "kill -KILL -4242"])
+    app = tui_app()
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        app.confirm(plan, lambda: done.append("yes"))
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        assert "Stop server 3" in str(app.screen.query_one("#confirm-summary").render())
+        await pilot.press("n")
+        await pilot.pause()
+        assert done == [] and not isinstance(app.screen, ConfirmModal)
+        assert any("cancelled: stop server 3" in n.message for n in _notes(messages))
+        app.confirm(plan, lambda: done.append("yes"))
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert done == ["yes"]
+        app.confirm(plan, lambda: done.append("clicked"))
+        await pilot.pause()
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert done == ["yes", "clicked"]
+
+
+async def test_report_turns_errors_into_one_line_notifications(tui_app):
+    messages = []
+    app = tui_app()
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        app.report(InputError("config.json: expected a JSON object\nsecond line"), what="configs")
+        app.report(RuntimeError("boom"))
+        await pilot.pause()
+        notes = _notes(messages)
+        assert any(n.message == "config.json: expected a JSON object" and n.severity == "error" for n in notes)
+        assert any(n.message == "RuntimeError: boom" and n.title == "internal error" for n in notes)
+
+
+async def test_palette_offers_screens_and_screen_actions(tui_app):
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 0.3)
+        screen = app.screen
+        screen.query_one("#rates").value = "0.5"
+        await settle(pilot, 0.3)
+        assert screen.result.accept_length < 2
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Example")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await settle(pilot, 0.4)
+        assert round(app.screen.result.accept_length, 3) == 3.288
+
+
+def test_without_a_terminal_the_tui_says_so(cli, workspace):
+    r = cli()
+    assert r.returncode == 2 and "needs a terminal" in r.stderr
+
+
+def test_first_frame_does_not_import_torch(workspace):
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from workbench.tui.app import WorkbenchApp\n"
+        "async def main():\n"
+        f"    app = WorkbenchApp({str(workspace)!r})\n"
+        "    async with app.run_test() as pilot:\n"
+        "        await pilot.pause(0.3); await app.workers.wait_for_complete(); await pilot.pause()\n"
+        "        assert app.screen.result is not None\n"
+        "    print(sorted(m for m in ('torch', 'transformers', 'sglang') if m in sys.modules))\n"
+        "asyncio.run(main())\n"
+    )
+    from tests.conftest import ROOT
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_screen_has_its_own_key():
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.screens import discover
+
+    specs = discover()
+    keys = [s.key for s in specs]
+    assert len(keys) == len(set(keys)), sorted(keys)
+    app_keys = {k for b in WorkbenchApp.BINDINGS if not b.id.startswith("screen.") for k in b.key.split(",")}
+    assert not app_keys & set(keys)

@@ -1,0 +1,254 @@
+"""The alignment engine on a real (tiny) Llama: fp32 training captures against bf16 inference
+captures made another way. It must find the true layers without bit-identical tensors, flag a
+planted one-layer shift, and turn the result into the engine's layer ids."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.fixtures.tiny_llama import N_LAYERS, TRAIN_IDS
+from workbench.errors import InputError
+from workbench.hidden import open_capture
+from workbench.hidden.align import align
+from workbench.hidden.recommend import recommend
+from workbench.hidden.results import SlotBest, Thresholds
+from workbench.hidden.view import LAYER, Capture, HiddenTensor
+
+TRUE = [f"out({k})" for k in TRAIN_IDS]
+LATE = [f"out({k + 1})" for k in TRAIN_IDS]
+
+
+@pytest.fixture(scope="module")
+def train(capture_files):
+    return open_capture(capture_files.specforge)
+
+
+@pytest.mark.parametrize("which", ["hf_stack", "npz_stack", "dump", "dumper"])
+def test_finds_the_true_layers_in_every_full_capture(capture_files, train, which):
+    res = align(train, open_capture(getattr(capture_files, which)))
+    assert [b.physical for b in res.best] == TRUE
+    assert res.verdicts() == ["match"] * 3
+    for b in res.best:
+        # bf16 against fp32 through another code path: close, never identical
+        assert 1e-7 < b.value < 1e-3 and not b.value <= res.thresholds.exact
+        assert b.margin > 50 and b.exact and b.max_abs > 0 and 0.999 < b.cosine < 1
+        assert b.runner_up_physical in (f"out({int(b.physical[4:-1]) - 1})", f"out({int(b.physical[4:-1]) + 1})")
+    assert res.tokens_compared == 64 and res.tokens["dropped_ref"] == 0
+
+
+def test_tensor_dump_token_alignment_keeps_first_rows(capture_files, train):
+    res = align(train, open_capture(capture_files.dump))
+    assert res.tokens["method"] == "positions+ids"
+    assert res.tokens["duplicates"] == 1 and res.tokens["dropped_infer"] == 1
+    assert res.verdicts() == ["match"] * 3
+
+
+def test_packed_payload_three_candidates(capture_files, train):
+    res = align(train, open_capture(capture_files.payload))
+    assert res.cols == ["hidden_states[0]", "hidden_states[1]", "hidden_states[2]"]
+    assert [b.candidate for b in res.best] == res.cols
+    assert res.verdicts() == ["match"] * 3
+    assert res.tokens_compared == 63 and res.tokens["dropped_ref"] == 1     # last token has no row
+    assert res.per_token(0, 0)["exact"] and len(res.per_token("aux[0]", "hidden_states[0]")["rel_diff"]) == 63
+
+
+def test_planted_shift_in_the_served_capture_is_flagged(capture_files, train):
+    """The server captures one layer late (out(2,5,7)): no slot may be called a match."""
+    res = align(train, open_capture(capture_files.payload_late))
+    assert all(v in ("ambiguous", "no-match") for v in res.verdicts())
+    assert all(b.value > res.thresholds.match_max for b in res.best)
+
+
+def test_planted_shift_in_the_config_gives_mismatch_finding(capture_files, train):
+    """Training holds out(1,4,6); the draft's ids [2,5,7] make always-+1 SGLang capture
+    out(2,5,7): a one-layer shift, and the fix writes the ids that capture out(1,4,6)."""
+    res = align(train, open_capture(capture_files.hf_stack))
+    cfg = json.loads(capture_files.draft_config.read_text())
+    rec, findings = recommend(res, "sglang==0.5.12.post1", arch="LlamaForCausalLM", num_layers=N_LAYERS,
+                              draft_config=cfg, draft_config_path=str(capture_files.draft_config))
+    assert rec.confident and rec.layer_ids == [1, 4, 6]
+    assert rec.current_ids == [2, 5, 7] and rec.current_points == LATE and rec.differs
+    (f,) = findings
+    assert f.code == "layer-ids-engine-mismatch" and f.severity == "error"
+    assert f.evidence["shift"] == 1 and "1-layer shift" in f.message
+    assert f.evidence["trained_points"] == TRUE and f.evidence["engine_points"] == LATE
+    assert f.fix.edits[0].key == "eagle_config.eagle_aux_hidden_state_layer_ids"
+    assert f.fix.edits[0].value == [1, 4, 6] and f.fix.file == str(capture_files.draft_config)
+
+
+def test_late_training_data_is_found_and_judged_per_engine(capture_files):
+    """Training captured out(2,5,7). The draft's [2,5,7] is right for always-+1 SGLang and one
+    layer early for vLLM, which reads the ids verbatim as capture-before indices."""
+    late = open_capture(capture_files.specforge_late)
+    res = align(late, open_capture(capture_files.hf_stack))
+    assert [b.physical for b in res.best] == LATE and res.verdicts() == ["match"] * 3
+    cfg = json.loads(capture_files.draft_config.read_text())
+    rec, findings = recommend(res, "sglang==0.5.12.post1", arch="LlamaForCausalLM", num_layers=N_LAYERS,
+                              draft_config=cfg)
+    assert rec.differs is False and findings == [] and rec.layer_ids == [2, 5, 7]
+    rec, findings = recommend(res, "vllm", arch="LlamaForCausalLM", num_layers=N_LAYERS, draft_config=cfg)
+    assert rec.current_points == TRUE and rec.layer_ids == [3, 6, 8]
+    (f,) = findings
+    assert f.evidence["shift"] == -1 and f.fix.edits[0].key == "eagle_aux_hidden_state_layer_ids"
+
+
+@pytest.mark.parametrize("engine,arch,ids", [
+    ("sglang==0.5.23", "LlamaForCausalLM", [1, 4, 6]),          # always +1
+    ("vllm", "LlamaForCausalLM", [2, 5, 7]),                     # verbatim capture-before
+    ("sglang==0.5.23", "DeepseekV3ForCausalLM", [1, 4, 6]),      # +1 because the first id is 1
+    ("sglang==0.5.12.post1", "DeepseekV3ForCausalLM", [1, 4, 6]),
+])
+def test_recommendation_in_each_engine_convention(capture_files, train, engine, arch, ids):
+    res = align(train, open_capture(capture_files.hf_stack))
+    rec, findings = recommend(res, engine, arch=arch, num_layers=N_LAYERS,
+                              draft_config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}})
+    assert rec.layer_ids == ids and rec.points == TRUE
+    assert rec.differs is False and findings == []
+    if engine == "vllm":
+        assert rec.key == "eagle_aux_hidden_state_layer_ids"
+
+
+def test_recommendation_needs_layer_count_and_points(capture_files, train):
+    res = align(train, open_capture(capture_files.payload))
+    rec, findings = recommend(res, "sglang", num_layers=N_LAYERS)
+    assert rec.layer_ids is None and "no physical point" in rec.reason and findings == []
+    res2 = align(train, open_capture(capture_files.hf_stack))
+    rec2, _ = recommend(res2, "sglang")
+    assert rec2.layer_ids is None and "layer count" in rec2.reason
+
+
+def test_final_row_is_post_norm(capture_files):
+    train = open_capture(capture_files.specforge)
+    res = align(train, open_capture(capture_files.hf_stack), include_final=True)
+    assert res.rows[-1] == "hidden_state" and res.row_roles[-1] == "final"
+    assert res.best[-1].physical == "final-postnorm" and res.best[-1].verdict == "match"
+
+
+def test_bf16_screen_gives_the_same_answer(capture_files):
+    """All-bf16 inputs through the CPU screening path: the refined values decide."""
+    ref = open_capture(capture_files.speculators, num_layers=N_LAYERS)
+    infer = open_capture(capture_files.hf_stack)
+    fine = align(ref, infer, screen="fp32", device="cpu")
+    fast = align(ref, infer, screen="bf16", device="cpu")
+    assert fast.precision == "bf16-screen" and fine.precision == "fp32"
+    assert [b.physical for b in fast.best] == [b.physical for b in fine.best] == TRUE
+    for a, b in zip(fast.best, fine.best):
+        assert a.exact and b.value == pytest.approx(a.value, rel=1e-3, abs=1e-9)
+    # identical bf16 tensors on both sides: exactly zero, a match by the exact rule
+    assert all(b.value == 0.0 and b.verdict == "match" for b in fine.best)
+
+
+def test_abs_stats_all_fills_every_pair(capture_files, train):
+    res = align(train, open_capture(capture_files.payload), abs_stats="all")
+    assert all(all(row) for row in res.exact)
+    assert all(v is not None for row in res.max_abs for v in row)
+    top = align(train, open_capture(capture_files.hf_stack))
+    assert sum(sum(r) for r in top.exact) <= 3 * 2 and any(v is None for r in top.max_abs for v in r)
+
+
+def test_nonfinite_values_are_counted_and_left_out(capture_files, train, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    d = load_file(str(capture_files.hf_stack))
+    hs = d["hidden_states"].clone()
+    hs[5, 7, 3] = float("nan")
+    hs[5, 9, 0] = float("inf")
+    p = tmp_path / "nan.safetensors"
+    save_file({"hidden_states": hs, "token_ids": d["token_ids"]}, str(p))
+    res = align(train, open_capture(p))
+    (nf,) = res.nonfinite
+    assert (nf.side, nf.tensor, nf.nan, nf.inf, nf.tokens) == ("infer", "hidden_states[5]", 1, 1, 2)
+    assert nf.first == [[7, 3], [9, 0]]
+    assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
+    assert np.isfinite(np.asarray(res.matrix, dtype=float)).all()
+
+
+def test_size_and_slot_mismatches_are_one_line(capture_files, train, tmp_path):
+    from safetensors.torch import save_file
+
+    p = tmp_path / "wide.safetensors"
+    save_file({"layers.0": torch.zeros(64, 96), "layers.1": torch.zeros(64, 80)}, str(p))
+    with pytest.raises(InputError) as e:
+        align(train, open_capture(p))
+    msg = str(e.value)
+    assert "no tensor 64 wide" in msg and "[80, 96]" in msg and "\n" not in msg
+    # two packed slots where training has three: compared, with a note
+    doc = json.loads(capture_files.payload.read_text())
+    mi = doc["response"]["meta_info"]
+    mi["hidden_states"] = [[r[:128] for r in block] for block in mi["hidden_states"]]
+    q = tmp_path / "two.json"
+    q.write_text(json.dumps(doc))
+    res = align(train, open_capture(q))
+    assert any("packs 2 slots" in n for n in res.notes) and len(res.cols) == 2
+
+
+def test_token_alignment_by_ids_and_by_index(capture_files, train, tmp_path, tiny_world):
+    from safetensors.torch import save_file
+
+    hs = tiny_world.infer_hs[:, 0]
+    # a shorter capture that starts at token 10 and has ids but no positions
+    p = tmp_path / "mid.safetensors"
+    save_file({"layers.1": hs[2, 10:50].contiguous(), "layers.4": hs[5, 10:50].contiguous(),
+               "layers.6": hs[7, 10:50].contiguous(), "layers.2": hs[3, 10:50].contiguous(),
+               "token_ids": tiny_world.input_ids[0, 10:50].clone()}, str(p))
+    cap = open_capture(p)
+    cap.positions = None
+    res = align(train, cap)
+    assert res.tokens["method"] == "ids" and res.tokens_compared == 40
+    assert res.tokens["dropped_ref"] == 24 and res.verdicts() == ["match"] * 3
+    assert any("inference row 0 is reference token 10" in n for n in res.notes)
+    # no ids at all: rows by index, the shorter length, said so
+    q = tmp_path / "noids.safetensors"
+    save_file({"layers.1": hs[2, :50].contiguous(), "layers.4": hs[5, :50].contiguous(),
+               "layers.6": hs[7, :50].contiguous(), "layers.3": hs[4, :50].contiguous()}, str(q))
+    res2 = align(train, open_capture(q))
+    assert res2.tokens["method"] == "index" and res2.tokens_compared == 50
+    assert any("paired by index" in n for n in res2.notes)
+    # ids that never agree: one line
+    bad = Capture(str(q), "x", open_capture(q).tensors, token_ids=np.arange(50) + 1000)
+    with pytest.raises(InputError, match="no token in common"):
+        align(train, bad)
+
+
+def test_few_tokens_are_never_a_firm_match(capture_files, train, tiny_world):
+    hs = tiny_world.infer_hs[:, 0]
+    tensors = [HiddenTensor(f"c{k}", 8, 64, "bfloat16", LAYER, f"out({k - 1})", "mem",
+                            (lambda k=k: hs[k, :8])) for k in range(1, N_LAYERS)]
+    cap = Capture("mem", "mem", tensors, token_ids=tiny_world.input_ids[0, :8].numpy(),
+                  positions=np.arange(8))
+    res = align(train, cap)
+    assert [b.physical for b in res.best] == TRUE
+    assert res.verdicts() == ["ambiguous"] * 3 and "only 8 tokens" in res.best[0].reason
+
+
+# ------------------------------------------------------------------------------ verdict rules
+def _slot(value, runner=None, win=1.0, token_margin=None):
+    margin = None if runner is None else (float("inf") if value == 0 else runner / value)
+    return SlotBest("s", None, "a", "out(1)", value, "b" if runner is not None else None, "out(2)",
+                    runner, margin, token_margin if token_margin is not None else margin, win, "", "")
+
+
+@pytest.mark.parametrize("value,runner,win,tm,verdict", [
+    (2e-5, 1.5e-2, 1.0, None, "match"),          # the lab: x750
+    (1e-3, 3e-3, 0.9, None, "match"),            # real cross-engine noise: only x3, still clear
+    (1e-3, 1.6e-3, 0.7, None, "ambiguous"),      # x1.6: too close
+    (3e-6, 5e-6, 0.9, None, "ambiguous"),        # two near-identical points: gap < 1e-4
+    (8e-3, 5e-2, 1.0, None, "ambiguous"),        # above match_max: an adjacent layer at best
+    (0.2, 0.5, 1.0, None, "no-match"),
+    (1e-3, 2.5e-3, 0.3, None, "ambiguous"),      # the aggregate is carried by a few tokens
+    (1e-3, 1.8e-3, 0.95, 40.0, "match"),         # per-token medians separate what a sink token blurs
+    (0.0, None, None, None, "match"),            # identical, single candidate
+    (0.0, 0.0, 0.5, None, "ambiguous"),          # identical to two points
+    (2e-3, None, None, None, "match"),           # a single candidate: absolute rule only
+])
+def test_verdict_rules(value, runner, win, tm, verdict):
+    from workbench.hidden.align import _verdict
+
+    b = _slot(value, runner, win, tm)
+    got, reason = _verdict(b, 2048, Thresholds())
+    assert got == verdict, reason
+    assert reason and "\n" not in reason

@@ -1,0 +1,101 @@
+"""The Alignment screen through Textual's pilot: heat-mapped matrix, verdicts, per-token drill-down,
+and "apply to config" through the history after a confirm."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from textual.widgets import DataTable, Input, Select, Static
+
+from tests.fixtures.tiny_llama import N_LAYERS
+from tests.fixtures.tui import no_blink, settle
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.alignment import AlignmentScreen
+from workbench.tui.widgets.confirm import ConfirmModal
+
+SIZE = (150, 46)
+
+
+async def fill(pilot, train, infer, draft="", engine="sglang==0.5.12.post1", layers=str(N_LAYERS)):
+    s = pilot.app.screen
+    s.query_one("#train", Input).value = str(train)
+    s.query_one("#infer", Input).value = str(infer)
+    s.query_one("#draft", Input).value = str(draft)
+    s.query_one("#num_layers", Input).value = layers
+    s.query_one("#engine", Select).value = engine
+    no_blink(pilot.app)
+    await pilot.press("ctrl+r")
+    await settle(pilot)
+
+
+@pytest.fixture
+def draft(tmp_path, capture_files):
+    d = tmp_path / "draft"
+    d.mkdir()
+    shutil.copy(capture_files.draft_config, d / "config.json")
+    return d
+
+
+async def test_matrix_verdicts_and_drill_down(workspace, capture_files, draft):
+    app = WorkbenchApp(str(workspace), start="alignment")
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, AlignmentScreen)
+        await fill(pilot, capture_files.specforge, capture_files.hf_stack, draft)
+        s = app.screen
+        assert s.error is None and s.result is not None
+        m = s.query_one("#matrix", DataTable)
+        assert m.row_count == N_LAYERS + 1 and len(m.columns) == 2 + 3
+        best = s.query_one("#best", DataTable)
+        rows = [[str(c) for c in best.get_row_at(i)] for i in range(best.row_count)]
+        assert [r[2] for r in rows] == ["out(1)", "out(4)", "out(6)"] and all(r[6] == "match" for r in rows)
+        rec = str(s.query_one("#recommendation", Static).render())
+        assert "[1, 4, 6]" in rec and "layer-ids-engine-mismatch" in rec and "press a" in rec
+        assert "aux[0] vs hidden_states[2]" in str(s.query_one("#drill-title", Static).render())
+        await pilot.press("right")                              # next slot, same candidate row
+        await pilot.pause()
+        assert "aux[1] vs hidden_states[2]" in str(s.query_one("#drill-title", Static).render())
+        assert "median" in str(s.query_one("#drill", Static).render())
+
+
+async def test_apply_to_config_confirms_then_writes(workspace, capture_files, draft):
+    app = WorkbenchApp(str(workspace), start="alignment")
+    async with app.run_test(size=SIZE) as pilot:
+        await fill(pilot, capture_files.specforge, capture_files.hf_stack, draft)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        assert any("[1, 4, 6]" in line or "+" in line for line in app.screen.plan.details)
+        await pilot.press("n")
+        await settle(pilot)
+        ids = json.loads((draft / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+        assert ids == [2, 5, 7]                                  # cancelled: untouched
+        await pilot.press("a")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        await settle(pilot)
+        ids = json.loads((draft / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+        assert ids == [1, 4, 6]
+        assert app.screen.result.findings == [] and app.screen.result.recommendation.differs is False
+        versions = app.wb.config_history(str(draft / "config.json")).versions
+        assert [v.reason.split(":")[0] for v in versions] == ["tracked", "doctor fix"]
+
+
+async def test_bad_input_is_one_inline_line(workspace, capture_files, tmp_path):
+    app = WorkbenchApp(str(workspace), start="alignment")
+    async with app.run_test(size=SIZE) as pilot:
+        await fill(pilot, capture_files.specforge, tmp_path / "nothing.json")
+        assert app.screen.error and "no such file" in app.screen.error and "\n" not in app.screen.error
+        await fill(pilot, "", "")
+        assert "enter the training capture" in app.screen.error
+
+
+def test_snapshot(snap_compare, workspace, capture_files, monkeypatch):
+    monkeypatch.chdir(capture_files.root)
+
+    async def run_before(pilot):
+        await fill(pilot, "specforge/rows_0-2000/data_0.ckpt", "infer_hf.safetensors", "draft")
+
+    assert snap_compare(WorkbenchApp(str(workspace), start="alignment"), terminal_size=SIZE, run_before=run_before)

@@ -1,0 +1,155 @@
+"""The Predictor screen, driven through Textual's pilot like a user would."""
+
+import json
+
+import pytest
+from textual.widgets import DataTable, Input, Select, Static
+
+from tests.fixtures.tui import no_blink, settle
+from workbench.predict import chain_accept_length
+from workbench.tui.screens.predictor import PredictorScreen
+
+SIZE = (130, 44)
+
+
+async def _type(pilot, field_id: str, text: str) -> None:
+    widget = pilot.app.screen.query_one(f"#{field_id}", Input)
+    widget.focus()
+    widget.value = ""
+    await pilot.press(*text) if text else None
+
+
+def _text(screen, wid) -> str:
+    return str(screen.query_one(f"#{wid}", Static).render())
+
+
+async def test_opens_on_the_story_numbers(tui_app):
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        screen = app.screen
+        assert isinstance(screen, PredictorScreen)
+        r = screen.result
+        assert round(r.accept_length, 3) == 3.288 and r.verdict.code == "accept-length-gap"
+        assert "3.288" in _text(screen, "headline") and "accept-length-gap" in _text(screen, "verdict")
+        table = screen.query_one("#curve", DataTable)
+        assert table.row_count == 8
+        assert [table.get_row_at(i)[2] for i in range(8)] == [
+            f"{chain_accept_length([0.75] * s):.3f}" for s in range(1, 9)]
+        assert table.get_row_at(4)[0].startswith("▶")
+        plot = _text(screen, "plot")
+        assert "◀ configured" in plot and "┃" in plot
+        assert "acc_{k-1}" in _text(screen, "formula")
+        assert "depths 2..5 reuse" in _text(screen, "warnings")
+
+
+async def test_updates_as_inputs_change_and_journals_once_per_pause(tui_app, workspace):
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        before = len(app.wb.events(kind="predict"))
+        await _type(pilot, "rates", "0.8,0.7")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        r = app.screen.result
+        assert r.accept_length == pytest.approx(chain_accept_length([0.8, 0.7, 0.7, 0.7, 0.7]))
+        assert len(app.wb.events(kind="predict")) == before + 1  # 7 keystrokes, one prediction
+        await _type(pilot, "steps", "3")
+        await _type(pilot, "draft_tokens", "4")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        assert app.screen.result.steps == 3
+        assert app.screen.query_one("#curve", DataTable).get_row_at(2)[0].startswith("▶")
+
+
+async def test_bad_input_is_shown_inline(tui_app):
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        good = app.screen.result
+        await _type(pilot, "rates", "1.5")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        screen = app.screen
+        assert "acc: value 1 (1.5) is outside [0, 1]" in _text(screen, "error")
+        assert screen.query_one("#results").has_class("stale") and screen.result is good
+        await _type(pilot, "rates", "0.7,abc")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        assert "'abc' is not a number" in _text(screen, "error")
+        await _type(pilot, "rates", "0.7")
+        await _type(pilot, "topk", "")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        assert "all three or none" in _text(screen, "error")
+        await _type(pilot, "topk", "2")
+        await _type(pilot, "draft_tokens", "20")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        assert "steps*topk+1 = 11" in _text(screen, "error")
+        await _type(pilot, "draft_tokens", "6")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        assert _text(screen, "error") == "" and not screen.query_one("#results").has_class("stale")
+        assert screen.result.model == "tree"
+
+
+async def test_convention_and_timings(tui_app):
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        screen = app.screen
+        screen.query_one("#convention", Select).value = "marginal"
+        await _type(pilot, "rates", "0.633,0.404,0.264")
+        await _type(pilot, "steps", "3")
+        await _type(pilot, "draft_tokens", "4")
+        await _type(pilot, "verify_ms", "2:20,4:22")
+        await _type(pilot, "draft_ms", "1")
+        await _type(pilot, "baseline_ms", "19")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        r = screen.result
+        assert r.convention == "marginal" and round(r.accept_length, 3) == 2.301
+        assert "P_k" in _text(screen, "convention-help")
+        assert r.throughput.tokens_per_s == pytest.approx(2.301 * 1000 / 25, rel=1e-3)
+        assert "tok/s" in _text(screen, "headline")
+        assert "tok/s" in [str(c.label) for c in screen.query_one("#curve", DataTable).columns.values()]
+
+
+async def test_copy_command_runs_the_same_prediction(tui_app, cli, workspace):
+    notes = []
+    app = tui_app()
+    async with app.run_test(size=SIZE, message_hook=notes.append) as pilot:
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await pilot.press("ctrl+y")
+        await pilot.pause()
+        command = app.clipboard
+        shown = app.screen.result.accept_length
+    assert command.startswith("eagle-workbench predict --acc 0.75 --steps 5 --topk 1 --draft-tokens 6")
+    assert any(type(m).__name__ == "Notify" and m.notification.message == command for m in notes)
+    import shlex
+
+    out = cli(*shlex.split(command)[1:])
+    assert out.returncode == 0 and json.loads(out.stdout)["accept_length"] == pytest.approx(shown)
+
+
+async def test_reset_restores_the_example(tui_app):
+    app = tui_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await _type(pilot, "rates", "0.5")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        assert app.screen.result.accept_length < 2
+        await pilot.press("ctrl+r")
+        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        assert round(app.screen.result.accept_length, 3) == 3.288
+
+
+async def test_screen_args_prefill(tui_app):
+    app = tui_app(screen_args={"predictor": {"rates": "0.6", "observed": ""}})
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        assert app.screen.result.accept_length == pytest.approx(chain_accept_length([0.6] * 5))
+        assert app.screen.result.verdict is None
+
+
+def test_snapshot(snap_compare, tui_app):
+    async def ready(pilot):
+        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        no_blink(pilot.app)
+        pilot.app.set_focus(None)
+        await pilot.pause()
+
+    assert snap_compare(tui_app(), terminal_size=SIZE, run_before=ready)

@@ -1,0 +1,98 @@
+"""Servers over a real sshd: a workspace whose host is the fixture's sshd and whose profiles
+launch the stand-in server (tests/sglang/standin_server.py) with the test venv's python."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+STANDIN = Path(__file__).with_name("standin_server.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def toml_value(v) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v))
+
+
+def write_toml(path: Path, data: dict) -> None:
+    lines = []
+    for section, tables in data.items():
+        for name, table in tables.items():
+            lines.append(f"[{section}.{json.dumps(name)}]")
+            lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
+            lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def standin_profiles(root: Path, sshd, n_fail_ports: int = 0) -> dict:
+    draft = root / "draft"
+    draft.mkdir(exist_ok=True)
+    (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
+                                                   "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}))
+    base = {"host": "test", "launcher": [sys.executable, str(STANDIN)], "model": str(root / "target"),
+            "draft": str(draft), "port": free_port(), "log": str(root / "logs" / "standin.log"),
+            "args": ["--host", "127.0.0.1", "--tp-size", "1"],
+            "env": {"STANDIN_GPU_FILE": str(sshd.gpu_file)},
+            "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
+            "gpus": [0], "ready_timeout": 60, "stop_grace": 5}
+    profiles = {"standin": base}
+    for cls in ("oom", "port", "draft-context", "cuda-graph", "nccl", "scheduler-exception", "warmup-failed",
+                "crash", "crash-after-ready"):
+        profiles[f"fail-{cls}"] = {"extends": "standin", "env": {"STANDIN_FAIL": cls},
+                                   "log": str(root / "logs" / f"{cls}.log"), "port": free_port()}
+    profiles["stubborn"] = {"extends": "standin", "env": {"STANDIN_IGNORE_TERM": "1"},
+                            "log": str(root / "logs" / "stubborn.log"), "port": free_port(), "stop_grace": 1}
+    profiles["quoted"] = {"extends": "standin", "args": ["--served-model-name", "my model; $(id) 'q' \"d\""],
+                          "env": {"STANDIN_NOTE": "a b;c $(x) `y`\nz"},
+                          "log": str(root / "logs" / "with space" / "quoted.log"), "port": free_port()}
+    return profiles
+
+
+@pytest.fixture(scope="module")
+def server_ws(sshd, tmp_path_factory):
+    """A Workbench over a workspace with host ``test`` (the sshd) and stand-in profiles."""
+    from workbench.api import Workbench
+
+    root = tmp_path_factory.mktemp("servers")
+    sshd.write_known_hosts()
+    if sshd.proc is None:
+        sshd.start()
+    write_toml(root / "workbench.toml", {"hosts": {"test": {**sshd.host_table(), "gpu_idle_mib": 500}},
+                                         "profiles": standin_profiles(root, sshd)})
+    wb = Workbench.open(root)
+    yield wb
+    for rec in wb.servers(active=True):
+        try:
+            wb.server_stop(rec.id, confirm=True, grace=1, gpu_wait=0)
+        except Exception:
+            pass
+    wb.close()
+
+
+@pytest.fixture
+def ssh_workspace(workspace, sshd):
+    sshd.write_known_hosts()
+    if sshd.proc is None:
+        sshd.start()
+    write_toml(workspace / "workbench.toml", {"hosts": {"test": sshd.host_table()},
+                                              "profiles": standin_profiles(workspace, sshd)})
+    return workspace
+
+

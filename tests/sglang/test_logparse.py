@@ -1,0 +1,304 @@
+"""The log parser against SGLang's own line formats (verbatim from sglang-versions.md §3-4)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from workbench.sglang.logparse import (FAILURE_CLASSES, LogParser, classify, failure_class,
+                                       parse_server_args, parse_text)
+
+DECODE_049 = ("[2025-07-10 08:15:42 TP0] Decode batch. #running-req: 8, #token: 10536, token usage: 0.05, "
+              "accept len: 3.12, cuda graph: True, gen throughput (token/s): 1234.56, #queue-req: 0")
+DECODE_055 = ("[2025-11-10 09:00:00 TP0] Decode batch, #running-req: 8, #token: 10536, token usage: 0.05, "
+              "accept len: 3.12, accept rate: 0.62, cuda graph: True, gen throughput (token/s): 1234.56, "
+              "#queue-req: 0, ")
+DECODE_0523 = ("[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 24, #token: 233600, token usage: 0.66, "
+               "accept len: 3.05, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 239.06, "
+               "#queue-req: 2")
+DECODE_054_ITER = ("[2025-10-24 11:00:00 TP0] Decode batch [1234], #running-req: 3, #token: 900, "
+                   "token usage: 0.01, accept len: 2.50, accept rate: 0.30, cuda graph: False, "
+                   "gen throughput (token/s): 50.00, #queue-req: 1, ")
+DECODE_TP1_MS = ("[2026-11-02 10:00:13.250] Decode batch, #running-req: 1, #token: 100, token usage: 0.00, "
+                 "accept len: 1.12, accept rate: 0.02, cuda graph: False, gen throughput (token/s): 51.20, "
+                 "#queue-req: 0")
+DECODE_HYBRID_055 = ("[2025-11-10 09:00:00 DP1 TP8] Decode batch, #running-req: 8, #full token: 10536, "
+                     "full token usage: 0.05, #swa token: 100, swa token usage: 0.01, accept len: 3.12, "
+                     "accept rate: 0.62, cuda graph: True, gen throughput (token/s): 1234.56, #queue-req: 0, ")
+DECODE_HYBRID_049 = ("[2025-07-10 08:15:42 TP0] Decode batch. #running-req: 8, #token: full=10536, swa=100, "
+                     "token usage: full=0.05, swa=0.01, accept len: 3.12, cuda graph: True, "
+                     "gen throughput (token/s): 1234.56, #queue-req: 0")
+DECODE_NOSPEC = ("[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 24, #token: 233600, token usage: 0.66, "
+                 "cuda graph: True, gen throughput (token/s): 239.06, #queue-req: 2, "
+                 "est. decode TFLOPS/s (per GPU): 12.50")
+DECODE_DSPARK = ("[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 4, #token: 2000, token usage: 0.10, "
+                 "accept len: 2.40, accept rate: 0.35, cap len: 5.00, block accept len: 4.10, "
+                 "cuda graph: True, gen throughput (token/s): 94.00, #queue-req: 0")
+
+PREFILL_049 = ("[2025-07-10 08:15:40 TP0] Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 0, "
+               "#token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0")
+PREFILL_055 = ("[2025-11-10 08:59:58 TP0] Prefill batch, #new-seq: 1, #new-token: 512, #cached-token: 0, "
+               "token usage: 0.01, #running-req: 7, #queue-req: 0, ")
+PREFILL_0523 = ("[2026-11-02 10:00:12 TP0] Prefill batch, #new-seq: 1, #new-token: 512, #cached-token: 0, "
+                "token usage: 0.01, #running-req: 23, #queue-req: 2, #pending-token: 0, cuda graph: False, "
+                "input throughput (token/s): 10234.50")
+
+
+def one(line: str) -> dict:
+    recs = parse_text(line + "\n").records()
+    assert len(recs) == 1, recs
+    return recs[0]
+
+
+@pytest.mark.parametrize("line, expect", [
+    (DECODE_049, dict(running_req=8, tokens=10536, token_usage=0.05, accept_len=3.12, accept_rate=None,
+                      gen_throughput=1234.56, queue_req=0, cuda_graph=True, rank="TP0")),
+    (DECODE_055, dict(accept_len=3.12, accept_rate=0.62, queue_req=0, time="2025-11-10 09:00:00")),
+    (DECODE_0523, dict(running_req=24, tokens=233600, token_usage=0.66, accept_len=3.05, accept_rate=0.68,
+                       gen_throughput=239.06, queue_req=2)),
+    (DECODE_054_ITER, dict(iter=1234, accept_len=2.5, cuda_graph=False, queue_req=1)),
+    (DECODE_TP1_MS, dict(time="2026-11-02 10:00:13.250", accept_len=1.12, gen_throughput=51.2)),
+    (DECODE_HYBRID_055, dict(tokens=10536, token_usage=0.05, accept_len=3.12, rank="DP1 TP8")),
+    (DECODE_HYBRID_049, dict(tokens=10536, token_usage=0.05, accept_len=3.12)),
+    (DECODE_NOSPEC, dict(accept_len=None, accept_rate=None, gen_throughput=239.06, queue_req=2)),
+    (DECODE_DSPARK, dict(accept_len=2.4, accept_rate=0.35, gen_throughput=94.0)),
+])
+def test_decode_lines_of_every_generation(line, expect):
+    rec = one(line)
+    assert rec["kind"] == "decode"
+    for key, value in expect.items():
+        assert rec.get(key) == value, (key, rec)
+    assert "rank" not in rec if line.startswith("[2026-11-02 10:00:13.250]") else True
+
+
+@pytest.mark.parametrize("line, expect", [
+    (PREFILL_049, dict(new_seq=1, new_token=512, cached_token=0, tokens=0, token_usage=0.0, running_req=0,
+                       queue_req=0)),
+    (PREFILL_055, dict(new_token=512, tokens=None, token_usage=0.01, running_req=7, queue_req=0)),
+    (PREFILL_0523, dict(running_req=23, queue_req=2, pending_token=0, input_throughput=10234.5,
+                        cuda_graph=False)),
+])
+def test_prefill_lines_of_every_generation(line, expect):
+    rec = one(line)
+    assert rec["kind"] == "prefill"
+    for key, value in expect.items():
+        assert rec.get(key) == value, (key, rec)
+
+
+def test_reference_regex_agrees_on_a_mixed_log():
+    """A log mixing every shape: the bulk path and the tolerant path must agree line by line."""
+    import re
+
+    ref = re.compile(r"Decode batch(?: \[\d+\])?[.,] #running-req: (\d+), (?:.*?accept len: ([\d.]+), "
+                     r"(?:accept rate: ([\d.]+), )?)?.*?gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)")
+    shapes = [DECODE_049, DECODE_055, DECODE_0523, DECODE_054_ITER, DECODE_TP1_MS, DECODE_NOSPEC, DECODE_DSPARK]
+    rnd = random.Random(7)
+    lines = [rnd.choice(shapes).replace("#running-req: ", f"#running-req: {i}0") for i in range(300)]
+    scan = parse_text("\n".join(lines) + "\n")
+    assert len(scan.decode) == 300
+    for i, line in enumerate(lines):
+        m = ref.search(line)
+        assert scan.decode.column("running_req")[i] == float(m.group(1))
+        al = scan.decode.column("accept_len")[i]
+        assert (math.isnan(al) and m.group(2) is None) or al == float(m.group(2))
+        ar = scan.decode.column("accept_rate")[i]
+        assert (math.isnan(ar) and m.group(3) is None) or ar == float(m.group(3))
+        assert scan.decode.column("gen_throughput")[i] == float(m.group(4))
+        assert scan.decode.column("queue_req")[i] == float(m.group(5))
+
+
+STARTUP_0523 = """\
+[2026-11-02 10:00:00] server_args={'model_path': '/m', 'speculative_algorithm': 'EAGLE3', 'speculative_num_steps': 5, 'tp_size': 8}
+[2026-11-02 10:00:01 TP0] Load weight begin. avail mem=78.00 GB
+[2026-11-02 10:00:02 TP0] Load weight end. elapsed=3.20 s, type=DeepseekV3ForCausalLM, avail mem=20.00 GB, mem usage=58.00 GB.
+[2026-11-02 10:00:02 TP0] Load weight begin. avail mem=20.00 GB
+[2026-11-02 10:00:03 TP0] Load weight end. elapsed=0.50 s, type=LlamaForCausalLMEagle3, avail mem=19.00 GB, mem usage=1.00 GB.
+[2026-11-02 10:00:03 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 233600, KV size: 10.00 GB
+[2026-11-02 10:00:03 TP0] Memory pool end. avail mem=9.00 GB
+[2026-11-02 10:00:04 TP0] Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=6, avail mem=8.00 GB
+[2026-11-02 10:00:16 TP0] Capture target verify CUDA graph end. bs=[1, 2, 4], elapsed=12.10 s, mem usage=1.00 GB, avail mem=7.00 GB.
+[2026-11-02 10:00:16 TP0] Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2, 4], avail mem=7.00 GB
+[2026-11-02 10:01:18 TP0] Capture draft decode CUDA graph end. elapsed=62.70 s, mem usage=1.00 GB, avail mem=6.00 GB.
+[2026-11-02 10:01:18 TP0] Capture draft extend CUDA graph begin. backend=full, num_tokens_per_req=6, avail mem=6.00 GB
+[2026-11-02 10:01:20 TP0] Capture draft extend CUDA graph end. elapsed=2.00 s, mem usage=0.50 GB, avail mem=5.50 GB.
+[2026-11-02 10:01:25] INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)
+[2026-11-02 10:01:26] INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK
+[2026-11-02 10:01:26] The server is fired up and ready to roll!
+"""
+
+STARTUP_055 = """\
+[2025-11-10 08:59:00] server_args=ServerArgs(model_path='/m', tp_size=1, speculative_algorithm='EAGLE3', speculative_num_steps=3, disable_cuda_graph=False)
+[2025-11-10 08:59:01] Load weight begin. avail mem=78.00 GB
+[2025-11-10 08:59:02] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=62.00 GB, mem usage=16.00 GB.
+[2025-11-10 08:59:02] Load weight begin. avail mem=62.00 GB
+[2025-11-10 08:59:03] Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, avail mem=61.00 GB, mem usage=1.00 GB.
+[2025-11-10 08:59:03] KV Cache is allocated. #tokens: 400000, K size: 20.00 GB, V size: 20.00 GB
+[2025-11-10 08:59:04] Capture cuda graph begin. This can take up to several minutes. avail mem=20.00 GB
+[2025-11-10 08:59:10] Capture cuda graph end. Time elapsed: 6.00 s. mem usage=1.00 GB. avail mem=19.00 GB.
+[2025-11-10 08:59:10] Capture draft cuda graph begin. This can take up to several minutes. avail mem=19.00 GB
+[2025-11-10 08:59:20] Capture draft cuda graph end. Time elapsed: 10.00 s. mem usage=1.00 GB. avail mem=18.00 GB.
+[2025-11-10 08:59:20] Capture draft extend cuda graph begin. This can take up to several minutes. avail mem=18.00 GB
+[2025-11-10 08:59:22] Capture draft extend cuda graph end. Time elapsed: 2.00 s. mem usage=0.50 GB. avail mem=17.50 GB.
+[2025-11-10 08:59:30] The server is fired up and ready to roll!
+"""
+
+
+@pytest.mark.parametrize("log", [STARTUP_0523, STARTUP_055], ids=["0.5.23", "0.5.5"])
+def test_milestones_in_order_with_roles(log):
+    scan = parse_text(log)
+    ms = [(m["name"], m.get("role"), m.get("phase")) for m in scan.milestones()]
+    assert ms[0] == ("server_args", None, None)
+    assert ("weights_end", "target", None) in ms and ("weights_end", "draft", None) in ms
+    assert ms.index(("weights_begin", "target", None)) < ms.index(("weights_begin", "draft", None))
+    assert [n for n, _, _ in ms].count("kv_cache") == 1
+    roles = {(n, r) for n, r, _ in ms if n.startswith("graph")}
+    assert roles == {("graph_begin", "target"), ("graph_end", "target"), ("graph_begin", "draft"),
+                     ("graph_end", "draft")}
+    assert ms[-1] == ("ready", None, None)
+    assert scan.ready
+    assert not scan.failures()
+    kv = next(m for m in scan.milestones() if m["name"] == "kv_cache")
+    assert kv["tokens"] in (233600, 400000)
+    ends = [m for m in scan.milestones() if m["name"] == "graph_end"]
+    assert all(m["elapsed_s"] > 0 for m in ends)
+
+
+FAILURES = [
+    ("oom", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: mem_fraction_static=0.88"),
+    ("oom", "Not enough memory. Please try to increase --mem-fraction-static."),
+    ("oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+            "capacity of 139.81 GiB of which 1.02 GiB is free."),
+    ("port-in-use", "[2026-11-02 10:01:25] ERROR:    [Errno 98] error while attempting to bind on address "
+                    "('127.0.0.1', 30000): address already in use"),
+    ("port-in-use", "ValueError: nccl_port at 30005 is not available in 30 seconds. nccl_port is used by a "
+                    "process already. process.name()='python3'"),
+    ("port-in-use", "[2026-11-02 10:00:00] Port is already in use. dist_init_port=5000 port_base=30000"),
+    ("draft-context", "ValueError: Warning: Target model's context_length (262144) is greater than the derived "
+                      "context_length (2048). This may lead to incorrect model outputs or CUDA errors. Note that "
+                      "the derived context_length may differ from max_position_embeddings in the model's config. "
+                      "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"),
+    ("draft-context", "ValueError: User-specified context_length (8192) is greater than the derived "
+                      "context_length (2048). Please use a shorter context length."),
+    ("cuda-graph", "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered"),
+    ("cuda-graph", "Exception: Capture cuda graph failed: custom_all_reduce.cuh:37: CUDA error: invalid argument"),
+    ("cuda-graph", "RuntimeError: Capture prefill CUDA graph failed: out of memory"),
+    ("nccl", "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"),
+    ("nccl", "torch.distributed.DistBackendError: NCCL communicator was aborted: ncclInternalError: Internal check failed."),
+    ("nccl", "RuntimeError: custom_all_reduce.cuh:368: CUDA error: an illegal memory access was encountered"),
+    ("scheduler-exception", "[2026-11-02 10:00:14 TP0] Scheduler hit an exception: Traceback (most recent call last):"),
+    ("warmup-failed", "[2026-11-02 10:00:20] Initialization failed. warmup error: Traceback (most recent call last):"),
+    ("process-died", "[2026-11-02 10:00:20] Rank 0 scheduler died during initialization (exit code: -9). If exit "
+                     "code is -9 (SIGKILL), a common cause is the OS OOM killer."),
+    ("process-died", "[2025-11-10 09:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs."),
+    ("process-died", "[2026-11-02 10:00:14] Received sigquit from a child process. It usually means the child failed."),
+]
+
+
+@pytest.mark.parametrize("cls, line", FAILURES)
+def test_failure_lines_are_classified(cls, line):
+    assert failure_class(line) == cls
+    scan = parse_text(line + "\n")
+    fails = scan.failures()
+    assert len(fails) == 1 and fails[0]["class"] == cls
+    assert fails[0]["hint"]
+
+
+def test_every_failure_class_is_covered():
+    assert {c for c, _ in FAILURES} == set(FAILURE_CLASSES)
+
+
+def test_traceback_failures_take_the_time_of_the_line_above():
+    log = ("[2026-11-02 10:00:14 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+           '  File "/x/scheduler.py", line 2846, in run_scheduler_process\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+           "[2026-11-02 10:00:15] Received sigquit from a child process. It usually means the child failed.\n")
+    scan = parse_text(log)
+    fails = scan.failures()
+    assert [f["class"] for f in fails] == ["scheduler-exception", "oom", "process-died"]
+    assert fails[1]["time"] == "2026-11-02 10:00:14" and fails[1]["line"] == 3
+    verdict = classify(scan.events, exit_code=1)
+    assert verdict["class"] == "oom"  # the most specific cause wins
+
+
+def test_classify_without_text_uses_the_process_state():
+    assert classify([], exit_code=None, process_alive=True) is None
+    died = classify([], exit_code=-9, process_alive=False)
+    assert died["class"] == "process-died" and died["exit_code"] == -9
+
+
+def test_exit_minus_nine_hints_at_the_oom_killer():
+    f = parse_text(FAILURES[16][1] + "\n").failures()[0]
+    assert f["exit_code"] == -9 and "OOM killer" in f["hint"]
+
+
+def test_incremental_feeding_at_any_byte_boundary_gives_the_same_records():
+    log = (STARTUP_0523 + "\n".join([PREFILL_0523, DECODE_0523] * 30) + "\n"
+           + FAILURES[0][1] + "\n").encode()
+    whole = parse_text(log).records()
+    rnd = random.Random(3)
+    for _ in range(5):
+        p = LogParser()
+        recs, pos = [], 0
+        while pos < len(log):
+            step = rnd.randint(1, 200)
+            recs += p.feed(log[pos:pos + step]).records()
+            pos += step
+        recs += p.finish().records()
+        assert recs == whole
+        assert p.bytes == len(log)
+
+
+def test_lines_without_newline_are_kept_until_complete():
+    p = LogParser()
+    assert p.feed(DECODE_0523[:50].encode()).records() == []
+    recs = p.feed((DECODE_0523[50:] + "\n").encode()).records()
+    assert len(recs) == 1 and recs[0]["accept_len"] == 3.05 and recs[0]["line"] == 1
+
+
+def test_weight_roles_survive_chunk_boundaries():
+    lines = STARTUP_055.splitlines(keepends=True)
+    p = LogParser()
+    ms = []
+    for line in lines:
+        ms += p.feed(line).milestones()
+    roles = [m["role"] for m in ms if m["name"] == "weights_begin"]
+    assert roles == ["target", "draft"]
+
+
+def test_server_args_dict_and_dataclass_repr():
+    d = parse_server_args(STARTUP_0523.splitlines()[0])
+    assert d["speculative_num_steps"] == 5 and d["tp_size"] == 8
+    r = parse_server_args(STARTUP_055.splitlines()[0])
+    assert r["speculative_algorithm"] == "EAGLE3" and r["disable_cuda_graph"] is False
+    odd = parse_server_args("server_args=ServerArgs(model_path='/m', dtype=torch.bfloat16, tp_size=2)")
+    assert odd["tp_size"] == 2 and odd["dtype"] == "torch.bfloat16"
+
+
+def test_crlf_and_binary_garbage_do_not_break_parsing():
+    log = (DECODE_0523 + "\r\n").encode() + b"\xff\xfe garbage\n" + (PREFILL_055 + "\n").encode()
+    recs = parse_text(log).records()
+    assert [r["kind"] for r in recs] == ["decode", "prefill"]
+    assert recs[1]["line"] == 3
+
+
+def test_cli_logs_parse_json_lines(cli, tmp_path):
+    import json
+
+    log = tmp_path / "server.log"
+    log.write_text(STARTUP_055 + DECODE_055 + "\n" + FAILURES[3][1] + "\n")
+    r = cli("logs", "parse", str(log), "--json")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in r.stdout.splitlines()]
+    kinds = [x["kind"] for x in recs]
+    assert kinds.count("milestone") == 13 and kinds[-2:] == ["decode", "failure"]
+    dec = recs[-2]
+    assert {"time", "accept_len", "accept_rate", "gen_throughput", "running_req", "queue_req",
+            "token_usage"} <= set(dec)
+    assert dec["accept_len"] == 3.12 and recs[-1]["class"] == "port-in-use"
+    text = cli("logs", "parse", str(log), "--kind", "failure")
+    assert text.returncode == 0 and "port-in-use" in text.stdout and "decode" not in text.stdout
+    missing = cli("logs", "parse", str(tmp_path / "nope.log"))
+    assert missing.returncode == 2 and "nope.log: no such file" in missing.stderr

@@ -1,0 +1,24 @@
+"""Workbench methods for the timeline of a debugging effort."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class TimelineAPI:
+    def timeline(self, *, server: Optional[int] = None, profile: Optional[str] = None,
+                 config: Optional[str] = None, category: Optional[str] = None):
+        """Every launch, config version, measurement and finding in time order, filtered."""
+        from workbench import timeline
+
+        return timeline.build(self.journal, server=server, profile=profile, config=config, category=category)
+
+    def timeline_live_config(self, entry_id: int):
+        """The draft config that was live for a timeline entry (or None when nothing ties it to one)."""
+        from workbench import timeline
+        from workbench.errors import InputError
+
+        for entry in timeline.build(self.journal).entries:
+            if entry.id == entry_id:
+                return timeline.live_config(self.journal, entry)
+        raise InputError(f"timeline entry {entry_id}: no such entry")

@@ -1,0 +1,460 @@
+"""The alignment engine: which capture point is each training slot?
+
+Every reference slot x (e.g. the K drafter-input slots of a training sample) is compared with
+every candidate y (each tensor of the same width in an inference capture; packed [T, K*H]
+tensors are split) over the tokens both sides hold (``workbench.hidden.tokens``):
+
+- ``rel_diff = 1 - 2*sum(xy) / sum(x^2 + y^2) = sum((x-y)^2) / sum(x^2 + y^2)`` (SGLang's
+  comparator metric): 0 for identical tensors, 1 for orthogonal or zero-vs-nonzero;
+- cosine, max and mean absolute difference; per-token rel_diff for drill-down.
+
+Streaming: candidates are read one at a time into a group buffer ``W = [X_1..X_S, Y_1..Y_G]`` per
+token, and one batched matmul gives every per-token dot product of the group (fp32 output); sums
+over tokens are float64. Only the G candidates of a group are in memory. On a CPU with bf16 data
+and many candidates, the group products come from a bf16 matmul whose per-token outputs are
+rounded to bf16 (a screen, about +-1e-4 on an aggregate rel_diff); the ``refine_top`` best
+candidates of every slot (kept from the stream, never read twice) are then recomputed exactly (fp32 differences, no cancellation), and
+only those exact values decide best, runner-up and verdict. ``precision`` in the result says which
+path ran; ``exact[s][c]`` marks refined pairs, which also carry max/mean absolute difference
+(``abs_stats="all"`` refines every pair, keeping every candidate until the end: small captures only).
+
+Verdict per slot, from the best candidate b and the runner-up r (the best candidate at another
+physical point; thresholds in ``Thresholds``):
+
+- ``match``: ``b <= exact``; or ``b <= match_max`` and ``r - b >= min_gap`` and the margin
+  ``max(r/b, median_t r_t / median_t b_t) >= min_ratio`` and the best wins on at least
+  ``min_win_rate`` of the tokens (the per-token terms keep a few high-norm tokens, e.g. an
+  attention sink, from deciding the aggregate);
+- ``no-match``: ``b > no_match_min``;
+- ``ambiguous``: anything else, and every slot when fewer than ``min_tokens`` tokens were compared.
+
+A single candidate has no runner-up: its verdict rests on the absolute value alone (and says so).
+Non-finite values are counted (first positions reported) and their tokens left out of the sums.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from workbench.errors import InputError
+from workbench.hidden.results import (AMBIGUOUS, MATCH, NO_MATCH, AlignResult, NonFinite, SlotBest,
+                                      Thresholds)
+from workbench.hidden.tokens import align_tokens
+from workbench.hidden.view import FINAL, LOGITS, Capture, HiddenTensor
+from workbench.progress import Progress, noop
+
+GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
+BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
+REFINE_ROWS = 256               # rows per chunk in the exact pass
+
+
+def pick_device(device: Optional[str] = None) -> torch.device:
+    if device in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"device: {device!r} is not a torch device (cpu, cuda, cuda:1)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("device: cuda requested but no CUDA device is available")
+    return dev
+
+
+def reference_slots(train: Capture, include_final: bool = False) -> list[HiddenTensor]:
+    slots = train.slots()
+    if not slots:
+        slots = [t for t in train.tensors if t.role not in (LOGITS, FINAL)]
+    if include_final:
+        slots = slots + [t for t in train.tensors if t.role == FINAL]
+    if not slots:
+        raise InputError(f"{train.path}: no reference tensors to align")
+    widths = {t.width for t in slots}
+    if len(widths) != 1:
+        raise InputError(f"{train.path}: reference slots differ in width ({sorted(widths)})")
+    return slots
+
+
+def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
+          thresholds: Optional[Thresholds] = None, refine_top: int = 2, abs_stats: str = "top",
+          include_final: bool = False, screen: str = "auto", group: int = GROUP,
+          progress=None) -> AlignResult:
+    """Compare every reference slot of ``train`` with every candidate of ``infer``."""
+    t0 = time.perf_counter()
+    progress = progress or noop
+    th = thresholds or Thresholds()
+    if abs_stats not in ("top", "all"):
+        raise InputError(f"abs_stats: {abs_stats!r} is not 'top' or 'all'")
+    if screen not in ("auto", "fp32", "bf16"):
+        raise InputError(f"screen: {screen!r} is not auto, fp32 or bf16")
+    dev = pick_device(device)
+    slots = reference_slots(train, include_final)
+    H = slots[0].width
+    cands = [c for c in infer.candidates(H)]
+    if not cands:
+        widths = sorted({t.width for t in infer.tensors})
+        raise InputError(f"{infer.path}: no tensor {H} wide to compare with the {len(slots)} reference slots "
+                         f"(widths here: {widths}; hidden-size or slot-count mismatch)")
+    notes = list(train.notes) + list(infer.notes)
+    n_rows = infer.rows
+    odd = [c.name for c in cands if c.rows != n_rows]
+    if odd:
+        notes.append(f"skipped {len(odd)} candidate(s) whose row count differs from the capture's "
+                     f"{n_rows}: {', '.join(odd[:4])}")
+        cands = [c for c in cands if c.rows == n_rows]
+    packed = [t for t in infer.tensors if t.width != H and t.width % H == 0 and t.role != LOGITS]
+    for t in packed:
+        k = t.width // H
+        if k != len([s for s in slots if s.role != FINAL]):
+            notes.append(f"{t.name} packs {k} slots of {H}; the reference has "
+                         f"{len([s for s in slots if s.role != FINAL])}")
+    tok = align_tokens(train, infer, ref_rows=slots[0].rows, infer_rows=n_rows)
+    T, S, C = tok.compared, len(slots), len(cands)
+    if T < 100:
+        notes.append(f"only {T} tokens compared: verdicts need about 100 to be firm")
+
+    # Compute dtype: bf16 stays bf16 in the group buffer (its products are exact in fp32).
+    dtypes = {s.dtype for s in slots} | {c.dtype for c in cands}
+    cand_bytes = sum(c.rows * c.width * _itemsize(c.dtype) for c in cands)
+    all_bf16 = dtypes == {"bfloat16"}
+    if dev.type == "cuda":
+        work = torch.bfloat16 if all_bf16 else torch.float32
+        precision = "fp32"
+    else:
+        use_bf16 = all_bf16 and (screen == "bf16" or (screen == "auto" and cand_bytes > (256 << 20)))
+        work = torch.bfloat16 if use_bf16 else torch.float32
+        precision = "bf16-screen" if use_bf16 else "fp32"
+    if abs_stats == "all":
+        refine_top = C
+
+    # Reference: gathered rows, on the device, plus exact per-token squared norms.
+    X = torch.empty((S, T, H), dtype=work, device=dev)
+    for i, s in enumerate(slots):
+        X[i].copy_(_rows(s.load(), tok.ref_index))
+    xx = torch.stack([_sq_rows(X[i]) for i in range(S)])                      # fp32 [S, T]
+    nonfinite: list[NonFinite] = []
+    bad_tok = ~torch.isfinite(xx).all(0)
+    xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
+    for i, s in enumerate(slots):
+        if not torch.isfinite(xx[i]).all():
+            nonfinite.append(_count_nonfinite("train", s.name, X[i], tok.ref_positions()))
+
+    cuda = dev.type == "cuda"
+    esize = torch.tensor([], dtype=work).element_size()
+    slot_bytes = max(1, T * H * esize)
+    if cuda:
+        # cuBLAS reads a [T, w, H] bf16 batched Gram at ~2.5 TB/s on an H200 when w is a multiple of 8
+        # and >= 24 (w = 19: a quarter of that), and its time grows with w: as few groups as the
+        # budget allows, each as wide as its candidates need, rounded up to a multiple of 8.
+        fit = max(S + 1, (8 * BUFFER_BYTES) // slot_bytes)
+        n_groups = -(-C // max(1, fit - S))
+        per = -(-C // n_groups)
+        w = min(max(8, -(-(S + per) // 8) * 8), max(8, fit // 8 * 8))
+        G = max(1, w - S)
+        Tb = max(1, min(T, (8 * BUFFER_BYTES) // ((S + G) * H * esize)))
+    else:
+        G = max(1, min(group, C, BUFFER_BYTES // slot_bytes - S))
+        Tb = max(1, min(T, BUFFER_BYTES // ((S + G) * H * esize)))
+    # CUDA: slot-major [S+G, Tb, H] (a candidate lands contiguously); CPU: token-major.
+    W = torch.zeros((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
+
+    # Per-token products of every pair stay on the device ([S, C, T] floats: small); the
+    # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
+    XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
+    YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
+    xx_tot = xx.double().sum(1)                                                    # [S]
+    best: list[list] = [[] for _ in range(S)]        # per slot: [(screen value, c)], the refine_top best
+    kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
+    bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
+    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
+    events = []
+    refine_k = C if abs_stats == "all" else max(1, refine_top)
+
+    def rows_of(c):
+        return _rows(cands[c].load(), tok.infer_index)
+
+    for g0 in range(0, C, G):
+        group_c = list(range(g0, min(C, g0 + G)))
+        k = len(group_c)
+        kk = G                  # the whole buffer is multiplied (stale slots ignored): a partial view
+        # would make the matmul copy it (on a CPU a second buffer-sized allocation)
+        td = time.perf_counter()
+        for r0 in range(0, T, Tb):
+            r1 = min(T, r0 + Tb)
+            n = r1 - r0
+            for g, c in enumerate(group_c):     # each candidate mapped, copied in, and let go
+                dst = W[S + g, :n] if cuda else W[:n, S + g]
+                dst.copy_(rows_of(c)[r0:r1])
+            if cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                start.record()
+            if g0 == 0 or Tb < T:
+                (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
+            A = W[:S + kk, :n].transpose(0, 1) if cuda else W[:n, :S + kk]       # [n, S+kk, H]
+            gram = _gram(A)                                                      # fp32 [n, S+kk, S+kk]
+            XY[:, g0:g0 + k, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
+            YY[g0:g0 + k, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
+            if cuda:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                events.append((start, end))
+        # Rank this group by the aggregate rel_diff (non-finite rows make it nan: ranked last).
+        yy_tot = YY[g0:g0 + k].double().sum(1)
+        xy_tot = XY[:, g0:g0 + k].double().sum(2)
+        den_g = xx_tot[:, None] + yy_tot[None]
+        rel_g = ((den_g - 2 * xy_tot) / den_g).cpu().numpy()
+        timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
+        for g, c in enumerate(group_c):
+            for s_i in range(S):
+                v = float(rel_g[s_i, g])
+                best[s_i].append((v if math.isfinite(v) else math.inf, c))
+                best[s_i].sort()
+                del best[s_i][refine_k:]
+        live = {c for b_ in best for _, c in b_}
+        for g, c in enumerate(group_c):
+            # CUDA: keep a device copy for the exact pass; a CPU maps the file again (no resident copy)
+            if c in live and cuda and Tb == T:
+                kept[c] = W[S + g, :T].clone()
+        for c in [c for c in kept if c not in live]:
+            del kept[c]
+        timing["groups"] += 1
+        progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
+    del W
+    bytes_read += int(cand_bytes)
+
+    if cuda and events:
+        torch.cuda.synchronize(dev)
+        timing["device_s"] = sum(a_.elapsed_time(b_) for a_, b_ in events) / 1000.0
+
+    # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
+    td = time.perf_counter()
+    xy_n, yy_n = XY.cpu().numpy(), YY.cpu().numpy()
+    del XY, YY
+    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(yy_n)                                                 # [C, T]
+        fin_c = finite.all(-1)
+        ok = ~bad_n[None, :] & finite
+        d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
+        n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
+        if not ok.all():   # leave out the tokens where either side is not finite
+            d_t = np.where(ok[None], d_t, 0.0)
+            n_t = np.where(ok[None], n_t, 0.0)
+            xy_n = np.where(ok[None], xy_n, 0.0)
+            yy_n = np.where(ok, yy_n, 0.0)
+        per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
+        num, den = n_t.sum(-1), d_t.sum(-1)
+        dot = xy_n.sum(-1, dtype=np.float64)
+        yy_sum = yy_n.sum(-1, dtype=np.float64)
+    del d_t, n_t
+    timing["stats_s"] = time.perf_counter() - td
+    exact = np.zeros((S, C), dtype=bool)
+    max_abs = np.full((S, C), np.nan)
+    mean_abs = np.full((S, C), np.nan)
+    fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
+    for c in fin_rows:
+        y = kept[c] if c in kept else rows_of(c)
+        nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
+
+    # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
+    tr = time.perf_counter()
+    for c in sorted({c for b_ in best for _, c in b_}):
+        slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
+        ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
+        y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
+        _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+    kept.clear()
+    timing["refine_s"] = time.perf_counter() - tr
+    timing["candidate_bytes"] = int(cand_bytes)
+
+    rel = _ratio(num, den)
+    cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
+                   dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)), np.nan)
+    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th)
+            for s in range(S)]
+    tokens = tok.to_dict()
+    res = AlignResult(
+        train=train.path, infer=infer.path, rows=[s.name for s in slots],
+        rows_physical=[s.physical for s in slots], row_roles=[s.role for s in slots], cols=[c.name for c in cands],
+        cols_physical=[c.physical for c in cands], metric="rel_diff",
+        matrix=_clean(rel), cosine=_clean(cos), max_abs=_clean(max_abs), mean_abs=_clean(mean_abs),
+        exact=exact.tolist(), best=best, tokens_compared=T, tokens=tokens, recommendation=None,
+        nonfinite=nonfinite, thresholds=th, device=str(dev), precision=precision,
+        seconds=time.perf_counter() - t0, bytes_read=int(bytes_read), notes=notes + list(tok.notes),
+        timing=timing, per_token_values=per_token, token_positions=tok.ref_positions())
+    return res
+
+
+# ------------------------------------------------------------------------------------------- parts
+def _itemsize(dtype: str) -> int:
+    return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}.get(dtype, 4)
+
+
+def _rows(t: torch.Tensor, index) -> torch.Tensor:
+    return t[index] if isinstance(index, slice) else t[torch.as_tensor(index, dtype=torch.long)]
+
+
+def _sq_rows(x: torch.Tensor) -> torch.Tensor:
+    """Per-row sum of squares in fp32, in row chunks (no full-size fp32 copy)."""
+    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    for r0 in range(0, x.shape[0], REFINE_ROWS):
+        c = x[r0:r0 + REFINE_ROWS].float()
+        out[r0:r0 + REFINE_ROWS] = (c * c).sum(-1)
+    return out
+
+
+_OUT_DTYPE_OK: dict = {}
+
+
+def _gram(A: torch.Tensor) -> torch.Tensor:
+    """Per-row Gram matrices ``A @ A^T`` in fp32 (bf16 inputs: fp32 output on CUDA; on CPU the
+    bf16 matmul output is the screen, see the module docstring)."""
+    if A.dtype == torch.float32:
+        return torch.bmm(A, A.transpose(1, 2))
+    if A.is_cuda:
+        key = A.device.index
+        if _OUT_DTYPE_OK.get(key, True):
+            try:
+                return torch.bmm(A, A.transpose(1, 2), out_dtype=torch.float32)
+            except (TypeError, RuntimeError, NotImplementedError):
+                _OUT_DTYPE_OK[key] = False
+        Af = A.float()
+        return torch.bmm(Af, Af.transpose(1, 2))
+    return torch.bmm(A, A.transpose(1, 2)).float()
+
+
+def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs):
+    """Exact statistics of (slot, candidate c) pairs from fp32 differences (no cancellation),
+    in row chunks; rows where ``ok`` is False (non-finite) are left out."""
+    dev = X.device
+    T = X.shape[1]
+    y = y.to(dev)
+    ok = ok.to(dev)
+    all_ok = bool(ok.all())
+    acc = {s: [0.0, 0.0, 0.0, 0.0, 0] for s in slot_ids}     # num, den, max|d|, sum|d|, count
+    yy_acc = 0.0
+    for r0 in range(0, T, REFINE_ROWS):
+        r1 = min(T, r0 + REFINE_ROWS)
+        m = ok[r0:r1]
+        yf = y[r0:r1].float()
+        if not all_ok:
+            yf = torch.where(m[:, None], yf, torch.zeros((), device=dev))
+        y_t = torch.linalg.vecdot(yf, yf)
+        yy_acc += float(y_t.double().sum())
+        for s in slot_ids:
+            xs = X[s, r0:r1]
+            d = xs - yf if xs.dtype == torch.float32 else xs.float() - yf
+            if not all_ok:
+                d = torch.where(m[:, None], d, torch.zeros((), device=dev))
+            n_t = torch.linalg.vecdot(d, d)
+            den_t = torch.where(m, xx[s, r0:r1], torch.zeros((), device=dev)) + y_t
+            rel_t = torch.where(den_t > 0, n_t / den_t.clamp_min(1e-30), torch.zeros((), device=dev))
+            per_token[s, c, r0:r1] = rel_t.cpu().numpy()
+            a = acc[s]
+            a[0] += float(n_t.double().sum())
+            a[1] += float(den_t.double().sum())
+            a[2] = max(a[2], float(torch.linalg.vector_norm(d, ord=float("inf"))))
+            a[3] += float(torch.linalg.vector_norm(d, ord=1))
+            a[4] += int(m.sum()) * d.shape[1]
+    yy_sum[c] = yy_acc
+    xx_m = {s: float(torch.where(ok, xx[s], torch.zeros((), device=dev)).double().sum()) for s in slot_ids}
+    for s, (n_acc, d_acc, mx, sabs, cnt) in acc.items():
+        num[s, c], den[s, c] = n_acc, d_acc
+        dot[s, c] = (xx_m[s] + yy_acc - n_acc) / 2.0
+        exact[s, c] = True
+        max_abs[s, c] = mx
+        mean_abs[s, c] = sabs / cnt if cnt else np.nan
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, 1.0, 0.0))
+
+
+def _clean(a: np.ndarray) -> list:
+    return [[None if not math.isfinite(float(v)) else float(v) for v in row] for row in a]
+
+
+def _infer_rows(tok) -> np.ndarray:
+    return np.arange(tok.infer_rows)[tok.infer_index]
+
+
+def _count_nonfinite(side: str, name: str, t: torch.Tensor, rows: np.ndarray) -> NonFinite:
+    nan = torch.isnan(t)
+    inf = torch.isinf(t)
+    bad = nan | inf
+    where = torch.nonzero(bad)[:5].cpu().numpy()
+    first = [[int(rows[r]) if r < len(rows) else int(r), int(col)] for r, col in where]
+    return NonFinite(side, name, int(nan.sum()), int(inf.sum()), int(bad.any(-1).sum()), first)
+
+
+def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.ndarray, per_tok: np.ndarray,
+           exact: np.ndarray, cos: np.ndarray, max_abs: np.ndarray, mean_abs: np.ndarray, T: int,
+           th: Thresholds) -> SlotBest:
+    order = [c for c in np.argsort(rel, kind="stable") if math.isfinite(rel[c])]
+    if not order:
+        return SlotBest(slot.name, slot.physical, None, None, None, None, None, None, None, None, None,
+                        NO_MATCH, "no finite comparison")
+    b = int(order[0])
+    bc = cands[b]
+    r = None
+    for c in order[1:]:
+        cc = cands[int(c)]
+        if bc.physical is not None and cc.physical is not None and cc.physical == bc.physical:
+            continue  # the same point captured twice is not a competitor
+        r = int(c)
+        break
+    bv = float(rel[b])
+    out = SlotBest(slot.name, slot.physical, bc.name, bc.physical, bv, None, None, None, None, None, None,
+                   AMBIGUOUS, "", exact=bool(exact[b]), cosine=_num(cos[b]), max_abs=_num(max_abs[b]),
+                   mean_abs=_num(mean_abs[b]))
+    if T:
+        out.median_token = float(np.median(per_tok[b]))
+        out.p95_token = float(np.percentile(per_tok[b], 95))
+    if r is not None:
+        rv = float(rel[r])
+        out.runner_up, out.runner_up_physical, out.runner_up_value = cands[r].name, cands[r].physical, rv
+        out.margin = float("inf") if bv == 0 else rv / bv
+        mb, mr = float(np.median(per_tok[b])), float(np.median(per_tok[r]))
+        out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
+        out.win_rate = float(np.mean(per_tok[b] < per_tok[r])) if T else None
+    out.verdict, out.reason = _verdict(out, T, th)
+    return out
+
+
+def _num(v) -> Optional[float]:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _verdict(b: SlotBest, T: int, th: Thresholds) -> tuple[str, str]:
+    v = b.value
+    if v is None:
+        return NO_MATCH, "no finite comparison"
+    if v > th.no_match_min:
+        return NO_MATCH, f"best rel_diff {v:.3g} > {th.no_match_min:g}: no candidate is this slot"
+    if T < th.min_tokens:
+        return AMBIGUOUS, f"only {T} tokens compared (need {th.min_tokens})"
+    if v <= th.exact:
+        if b.runner_up_value is not None and b.runner_up_value <= th.exact:
+            return AMBIGUOUS, (f"{b.candidate} and {b.runner_up} are both identical to this slot "
+                               "(same tensor at two points?)")
+        return MATCH, f"identical to {b.candidate} (rel_diff {v:.1e})"
+    if v > th.match_max:
+        return AMBIGUOUS, f"best rel_diff {v:.3g} is above {th.match_max:g} (an adjacent layer?)"
+    if b.runner_up_value is None:
+        return MATCH, f"rel_diff {v:.2e} <= {th.match_max:g}; a single candidate, so no margin to check"
+    gap = b.runner_up_value - v
+    margin = max(b.margin or 0.0, b.token_margin or 0.0)
+    if gap < th.min_gap:
+        return AMBIGUOUS, f"runner-up {b.runner_up} within {gap:.1e} (< {th.min_gap:g})"
+    if margin < th.min_ratio:
+        return AMBIGUOUS, f"margin x{margin:.2f} < x{th.min_ratio:g} over {b.runner_up}"
+    if b.win_rate is not None and b.win_rate < th.min_win_rate:
+        return AMBIGUOUS, (f"best on only {b.win_rate:.0%} of tokens against {b.runner_up} "
+                           f"(aggregate dominated by a few tokens)")
+    return MATCH, f"rel_diff {v:.2e}, x{margin:.3g} below {b.runner_up}, best on {b.win_rate:.0%} of tokens"

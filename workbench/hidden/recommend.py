@@ -1,0 +1,121 @@
+"""From an alignment to a config: the layer ids an engine needs to capture what training used.
+
+The best candidate of each drafter slot names a physical point (``out(K)``, ``embed``, ...). The
+engine's rule (``workbench.layers.rule_for``) finds the ids that make it capture exactly those
+points in that order; when the draft's ``config.json`` is known and its ids make the engine capture
+other points, the doctor's ``layer-ids-engine-mismatch`` finding carries the config edit.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+from workbench.doctor.findings import ConfigEdit, Finding, Fix
+from workbench.errors import InputError
+from workbench.hidden.results import MATCH, AlignResult, Recommendation
+from workbench.hidden.view import SLOT
+from workbench.layers import Point, rule_for
+
+
+def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
+              num_layers: Optional[int] = None, draft_config: Optional[dict] = None,
+              draft_config_path: Optional[str] = None) -> tuple[Recommendation, list[Finding]]:
+    rule = rule_for(engine, arch)
+    key = ("eagle_aux_hidden_state_layer_ids" if rule.reads_top_level_first
+           else "eagle_config.eagle_aux_hidden_state_layer_ids")
+    slot_rows = [i for i, r in enumerate(result.row_roles) if r == SLOT] or list(range(len(result.rows)))
+    bests = [result.best[i] for i in slot_rows]
+    points = [b.physical for b in bests]
+    confident = all(b.verdict == MATCH for b in bests)
+    rec = Recommendation(rule.name, arch, num_layers, points, None, key, confident, rule=rule.source)
+    findings: list[Finding] = []
+    if num_layers is None:
+        rec.reason = "the target's layer count is unknown (give the target config or num_layers)"
+        return rec, findings
+    missing = [b.slot for b in bests if b.physical is None]
+    if missing:
+        rec.reason = f"no physical point known for the best candidate of {', '.join(missing)}"
+        return rec, findings
+    try:
+        pts = [Point.parse(p) for p in points]
+    except InputError as exc:
+        rec.reason = str(exc)
+        return rec, findings
+    ids = rule.ids_for(pts, num_layers)
+    rec.layer_ids = ids
+    if ids is None:
+        rec.reason = f"{rule.name} cannot capture {', '.join(points)} in this order with any ids"
+    else:
+        rec.reason = f"{rule.name} captures {', '.join(points)} from {key} = {ids}"
+    if draft_config is None:
+        return rec, findings
+
+    current, source = rule.ids_from_config(draft_config)
+    try:
+        cap = rule.capture(current, num_layers)
+    except InputError as exc:
+        rec.reason += f"; the draft's ids cannot be read ({exc})"
+        return rec, findings
+    rec.current_ids = current
+    rec.current_points = [None if p is None else str(p) for p in cap.points]
+    have = [None if p is None else p.canonical(num_layers) for p in cap.points]
+    want = [p.canonical(num_layers) for p in pts]
+    rec.differs = have != want or cap.fatal is not None
+    if rec.differs:
+        shift = _shift(have, want)
+        where = f"{source} {current}" if current is not None else "its defaults"
+        msg = (f"{rule.name} captures {_fmt(rec.current_points)} from {where}, but the training data's "
+               f"slots match {_fmt(points)} numerically")
+        msg += f" (a {abs(shift)}-layer shift)" if shift else ""
+        msg += "." if confident else "; not every slot matched firmly, check the alignment table."
+        fix = None
+        if ids is not None:
+            fix = Fix(f"set {key} to {ids} so {rule.name} captures {', '.join(points)}",
+                      str(Path(draft_config_path)) if draft_config_path else None, [ConfigEdit(key, ids)])
+        findings.append(Finding(
+            "layer-ids-engine-mismatch", "error" if confident else "warning", msg,
+            {"engine": rule.name, "rule": rule.source, "num_layers": num_layers, "config_ids": current,
+             "ids_key": source, "engine_points": rec.current_points, "trained_points": points,
+             "source": "numeric alignment", "shift": shift, "recommended_ids": ids,
+             "verdicts": [b.verdict for b in bests]}, fix))
+    return rec, findings
+
+
+def _shift(have, want) -> Optional[int]:
+    if len(have) != len(want) or any(p is None for p in have):
+        return None
+    diffs = set()
+    for a, b in zip(have, want):
+        if a.kind != "out" or b.kind != "out":
+            return None
+        diffs.add(a.layer - b.layer)
+    return diffs.pop() if len(diffs) == 1 and 0 not in diffs else None
+
+
+def _fmt(points) -> str:
+    return "[" + ", ".join("missing" if p is None else str(p) for p in points) + "]"
+
+
+def target_info(path) -> tuple[Optional[str], Optional[int]]:
+    """(architecture, num_hidden_layers) of a target ``config.json`` (file or folder)."""
+    import json
+
+    p = Path(path)
+    p = p / "config.json" if p.is_dir() else p
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file; expected the target's config.json") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{p}: not valid JSON ({exc})") from None
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    n = text.get("num_hidden_layers", cfg.get("num_hidden_layers"))
+    archs = cfg.get("architectures") or []
+    arch = archs[0] if archs else (cfg.get("model_type") or text.get("model_type"))
+    if n is not None and not isinstance(n, int):
+        raise InputError(f"{p}: num_hidden_layers is {n!r}, expected an integer")
+    return arch, n
+
+

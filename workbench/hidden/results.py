@@ -1,0 +1,148 @@
+"""Result dataclasses of the alignment engine (torch-free, so faces can import them cheaply)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from workbench.results import Result
+
+MATCH, AMBIGUOUS, NO_MATCH = "match", "ambiguous", "no-match"
+
+
+@dataclass
+class Thresholds(Result):
+    """Verdict rules (see ``workbench.hidden.align``). Defaults calibrated on a bf16-vs-fp32 lab
+    (true match 1e-5..6.5e-5, adjacent layer >= 7.4e-3, ratio >= 540) and widened for real
+    cross-engine noise (true match near 1e-3 with the adjacent layer only a few times larger)."""
+
+    exact: float = 1e-9          # at or below: the same numbers (up to summation order)
+    match_max: float = 5e-3      # a match's rel_diff is at most this
+    min_ratio: float = 2.0       # runner-up / best (aggregate or per-token median) at least this
+    min_gap: float = 1e-4        # runner-up - best at least this (two near-identical points are a tie)
+    min_win_rate: float = 0.5    # share of tokens where the best beats the runner-up
+    no_match_min: float = 5e-2   # above: nothing here is this slot
+    min_tokens: int = 16         # fewer compared tokens: never more than ambiguous
+
+
+@dataclass
+class SlotBest(Result):
+    slot: str
+    slot_physical: Optional[str]
+    candidate: Optional[str]
+    physical: Optional[str]
+    value: Optional[float]
+    runner_up: Optional[str]
+    runner_up_physical: Optional[str]
+    runner_up_value: Optional[float]
+    margin: Optional[float]           # runner_up_value / value (inf when value is 0)
+    token_margin: Optional[float]     # median per-token rel_diff, runner-up over best
+    win_rate: Optional[float]         # share of tokens where best < runner-up
+    verdict: str
+    reason: str
+    exact: bool = False
+    cosine: Optional[float] = None
+    max_abs: Optional[float] = None
+    mean_abs: Optional[float] = None
+    median_token: Optional[float] = None
+    p95_token: Optional[float] = None
+
+
+@dataclass
+class NonFinite(Result):
+    side: str                 # "train" or "infer"
+    tensor: str
+    nan: int
+    inf: int
+    tokens: int               # rows holding at least one non-finite value
+    first: list               # up to 5 [row, column] positions (rows in that capture's own numbering)
+
+
+@dataclass
+class Recommendation(Result):
+    engine: str
+    arch: Optional[str]
+    num_layers: Optional[int]
+    points: list                       # best physical point per slot (None where unknown)
+    layer_ids: Optional[list]          # the ids to write, in this engine's convention
+    key: str                           # where they go in the draft config.json
+    confident: bool                    # every slot matched
+    current_ids: Optional[list] = None
+    current_points: Optional[list] = None
+    differs: Optional[bool] = None
+    reason: str = ""
+    rule: str = ""
+
+
+@dataclass
+class AlignResult(Result):
+    train: str
+    infer: str
+    rows: list                        # slot names
+    rows_physical: list
+    row_roles: list                   # "slot" (a drafter input) or "final" (the teacher's input)
+    cols: list                        # candidate names
+    cols_physical: list
+    metric: str
+    matrix: list                      # rel_diff [rows][cols]
+    cosine: list
+    max_abs: list                     # None where not computed (see ``exact``)
+    mean_abs: list
+    exact: list                       # [rows][cols] True where refined exactly (fp32 differences)
+    best: list                        # SlotBest per row
+    tokens_compared: int
+    tokens: dict                      # the token alignment (method, dropped, notes)
+    recommendation: Optional[Recommendation]
+    findings: list = field(default_factory=list)
+    nonfinite: list = field(default_factory=list)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    device: str = "cpu"
+    precision: str = "fp32"
+    seconds: float = 0.0
+    bytes_read: int = 0
+    notes: list = field(default_factory=list)
+    timing: dict = field(default_factory=dict)
+    per_token_values: Any = field(default=None, repr=False, metadata={"internal": True})
+    token_positions: Any = field(default=None, repr=False, metadata={"internal": True})
+
+    def per_token(self, slot, candidate) -> dict:
+        """Per-token rel_diff of one pair (by index or name), with the reference positions."""
+        s = slot if isinstance(slot, int) else self.rows.index(slot)
+        c = candidate if isinstance(candidate, int) else self.cols.index(candidate)
+        vals = np.asarray(self.per_token_values[s, c], dtype=np.float64)
+        return {"slot": self.rows[s], "candidate": self.cols[c], "exact": bool(self.exact[s][c]),
+                "positions": np.asarray(self.token_positions).tolist(), "rel_diff": vals.tolist()}
+
+    def verdicts(self) -> list:
+        return [b.verdict for b in self.best]
+
+    def text(self) -> str:
+        lines = [f"alignment of {self.train} (rows) against {self.infer} (columns): {self.metric}, "
+                 f"{self.tokens_compared} tokens"]
+        for b in self.best:
+            lines.append(f"  {b.slot:<10} -> {b.candidate or '-':<28} {_p(b.physical):<16} "
+                         f"{_f(b.value):>10}  runner-up {b.runner_up or '-'} {_f(b.runner_up_value)} "
+                         f"(x{_f(b.margin, 3)})  {b.verdict.upper()}")
+        if self.recommendation is not None:
+            r = self.recommendation
+            lines.append(f"  recommend {r.key} = {r.layer_ids} for {r.engine}"
+                         + ("" if r.confident else " (not confident: see verdicts)"))
+        for f in self.findings:
+            lines.append(f"  [{f.severity}] {f.code}: {f.message}")
+        for n in self.notes:
+            lines.append(f"  note: {n}")
+        return "\n".join(lines)
+
+
+def _f(v, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if v == float("inf"):
+        return "inf"
+    return f"{v:.{digits}g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
+
+
+def _p(v) -> str:
+    return v if v is not None else "?"

@@ -1,0 +1,281 @@
+"""SGLang tensor dumps: the per-pass dump folders and DUMPER ``*.pt`` files.
+
+Per-pass dumps (``--debug-tensor-dump-output-folder DIR``; under EAGLE ``DIR/target`` and
+``DIR/draft``): ``TP{t}_PP{p}_Rank{r}_pid{pid}/Pass{NNNNN}.pt``, each a dict of leaf-module outputs
+plus ``model.forward_batch_info.{input_ids,positions,seq_lens}``. Decoder layers are not leaves,
+so the residual stream is read from the norms that take it: ``model.layers.{k}.input_layernorm``
+returns ``[normed, residual]`` for k >= 1 and its ``residual`` is out(k-1); ``model.norm`` returns
+``[post-norm, pre-norm residual]``; ``model.embed_tokens`` is the embedding output. The top-level
+``model`` entry is written into the *next* pass file by the hook, so it is ignored.
+
+DUMPER files (``DUMPER_DIR/<exp>/step=S___rank=R___dump_index=I___name=NAME___k=v.pt`` holding
+``{"value", "meta"}``): one tensor per file, grouped by name and tags, concatenated over steps.
+``non_intrusive__…layers.{k}.output`` pairs ``(hidden, residual)`` are summed (that sum is what
+SGLang captures), ``…input_layernorm.output`` / ``…norm.output`` pairs map as above.
+
+Rows of all passes/steps are concatenated in order, with their token ids and positions; the
+alignment keeps, per (position, token id), the first row (a prefill row before any re-verified one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from workbench.errors import InputError
+from workbench.hidden.pt_io import load_pt
+from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array, dtype_name
+
+RANK_DIR = re.compile(r"^TP(\d+)_PP(\d+)_Rank(\d+)_pid(\d+)$")
+PASS_FILE = re.compile(r"^Pass(\d+)\.pt$")
+BATCH_INFO = ".forward_batch_info."
+LAYER_NORM_IN = re.compile(r"(?:^|\.)layers\.(\d+)\.input_layernorm$")
+LAYER_OUT = re.compile(r"(?:^|\.)layers\.(\d+)$")
+
+
+def is_pass_dump(path) -> bool:
+    path = Path(path)
+    return path.is_dir() and (any(RANK_DIR.match(p.name) for p in path.iterdir() if p.is_dir())
+                              or (path / "target").is_dir())
+
+
+def is_dumper(path) -> bool:
+    path = Path(path)
+    if path.is_file():
+        return "___" in path.name and path.name.startswith("step=")
+    return path.is_dir() and any(p.name.startswith("step=") for p in path.rglob("step=*.pt"))
+
+
+# ---------------------------------------------------------------------------- legacy per-pass
+def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: bool = False,
+                   passes: Optional[slice] = None) -> Capture:
+    root = Path(path)
+    if (root / side).is_dir():
+        root = root / side
+    rank_dirs = [p for p in root.iterdir() if p.is_dir() and RANK_DIR.match(p.name)] if root.is_dir() else []
+    rank_dirs = [p for p in rank_dirs if int(RANK_DIR.match(p.name).group(1)) == tp_rank]
+    if not rank_dirs:
+        raise InputError(f"{path}: no TP{tp_rank}_PP*_Rank*_pid* folders (an SGLang tensor-dump folder?)")
+    notes = []
+    by_pp: dict[int, list[Path]] = defaultdict(list)
+    for d in rank_dirs:
+        by_pp[int(RANK_DIR.match(d.name).group(2))].append(d)
+    chosen = []
+    for pp, dirs in sorted(by_pp.items()):
+        dirs.sort(key=lambda d: d.stat().st_mtime)
+        if len(dirs) > 1:
+            notes.append(f"PP{pp}: {len(dirs)} runs found, reading the newest ({dirs[-1].name})")
+        chosen.append(dirs[-1])
+    pass_lists = []
+    for d in chosen:
+        files = sorted((p for p in d.iterdir() if PASS_FILE.match(p.name)),
+                       key=lambda p: int(PASS_FILE.match(p.name).group(1)))
+        pass_lists.append(files)
+    n_pass = min(len(x) for x in pass_lists)
+    if n_pass == 0:
+        raise InputError(f"{root}: no Pass*.pt files")
+    index = list(range(n_pass))[passes] if passes is not None else list(range(n_pass))
+
+    ids_parts, pos_parts, counts = [], [], []
+    entries: dict[str, tuple] = {}   # name -> (pp index, list index or None, width, dtype)
+    for k, i in enumerate(index):
+        ids = pos = None
+        for pp_i, files in enumerate(pass_lists):
+            d = load_pt(files[i])
+            if not isinstance(d, dict):
+                raise InputError(f"{files[i]}: expected a dict of tensors, got {type(d).__name__}")
+            for name, v in d.items():
+                if name.endswith(BATCH_INFO + "input_ids"):
+                    ids = as_int_array(v, f"{files[i]}:{name}")
+                elif name.endswith(BATCH_INFO + "positions"):
+                    pos = as_int_array(v, f"{files[i]}:{name}")
+                elif k == 0 and name != "model":
+                    for part, t in _parts(v):
+                        if hasattr(t, "dim") and t.dim() == 2 and t.dtype.is_floating_point:
+                            entries[name if part is None else f"{name}[{part}]"] = (pp_i, name, part,
+                                                                                    t.shape[1], dtype_name(t.dtype))
+        if ids is None:
+            raise InputError(f"{pass_lists[0][i]}: no model.forward_batch_info.input_ids in this pass")
+        ids_parts.append(ids)
+        pos_parts.append(pos if pos is not None else np.full(len(ids), -1, dtype=np.int64))
+        counts.append(len(ids))
+    token_ids = np.concatenate(ids_parts)
+    positions = np.concatenate(pos_parts)
+    if (positions < 0).any():
+        positions = None
+        notes.append("no positions in the dump: rows aligned by token ids only")
+    rows = int(token_ids.size)
+
+    tensors = []
+    for key, (pp_i, name, part, width, dtype) in entries.items():
+        physical, role = _physical(name, part)
+        if physical is None and not everything:
+            continue
+        files = [pass_lists[pp_i][i] for i in index]
+        tensors.append(HiddenTensor(key, rows, width, dtype, role, physical, str(files[0].parent),
+                                    _pass_loader(files, name, part, counts)))
+    if not tensors and entries:
+        notes.append("no residual-stream points recognised; every 2-D tensor is offered")
+        return read_pass_dump(path, side=side, tp_rank=tp_rank, everything=True, passes=passes)
+    tensors.sort(key=_order)
+    return Capture(str(root), "sglang-tensor-dump", tensors, token_ids=token_ids, positions=positions,
+                   notes=notes, meta={"passes": len(index), "rows_per_pass": counts[:8]})
+
+
+def _parts(v):
+    if isinstance(v, (list, tuple)):
+        return [(i, t) for i, t in enumerate(v)]
+    return [(None, v)]
+
+
+def _physical(name: str, part) -> tuple:
+    base = name[len("non_intrusive__"):] if name.startswith("non_intrusive__") else name
+    base = re.sub(r"\.output$", "", base)
+    if base.endswith("embed_tokens") and part is None:
+        return "embed", LAYER
+    m = LAYER_NORM_IN.search(base)
+    if m and part == 1:
+        k = int(m.group(1))
+        return (f"out({k - 1})" if k >= 1 else None), LAYER
+    if re.search(r"(?:^|\.)model\.norm$|^norm$", base):
+        if part == 0:
+            return "final-postnorm", FINAL
+        if part == 1:
+            return "final-prenorm", FINAL
+        return "final-postnorm", FINAL
+    m = LAYER_OUT.search(base)
+    if m and part == "sum":
+        return f"out({int(m.group(1))})", LAYER
+    return None, LAYER
+
+
+def _pass_loader(files, name, part, counts):
+    def load():
+        import torch
+
+        chunks = []
+        for f, n in zip(files, counts):
+            v = load_pt(f)[name]
+            t = v[part] if part is not None else v
+            if t.shape[0] != n:
+                raise InputError(f"{f}: {name} has {t.shape[0]} rows for {n} tokens in this pass")
+            chunks.append(t)
+        return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
+    return load
+
+
+def _order(t: HiddenTensor):
+    p = t.physical or ""
+    m = re.match(r"out\((\d+)\)", p)
+    return (0 if p == "embed" else 1 if m else 2 if p.startswith("final") else 3,
+            int(m.group(1)) if m else 0, 0 if "pre" in p else 1, t.name)
+
+
+# ---------------------------------------------------------------------------- DUMPER
+def _tags(name: str) -> dict:
+    stem = name[:-3] if name.endswith(".pt") else name
+    out = {}
+    for part in stem.split("___"):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k] = v
+    return out
+
+
+def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
+    root = Path(path)
+    files = [root] if root.is_file() else sorted(root.rglob("step=*.pt"))
+    if not files:
+        raise InputError(f"{path}: no DUMPER step=*.pt files")
+    groups: dict[tuple, list[tuple[int, int, Path]]] = defaultdict(list)
+    for f in files:
+        tags = _tags(f.name)
+        if "name" not in tags or "step" not in tags:
+            continue
+        if int(tags.get("rank", 0)) != rank:
+            continue
+        key = tuple(sorted((k, v) for k, v in tags.items() if k not in ("step", "rank", "dump_index")))
+        groups[key].append((int(tags["step"]), int(tags.get("dump_index", 0)), f))
+    if not groups:
+        raise InputError(f"{path}: no DUMPER files for rank {rank}")
+    for g in groups.values():
+        g.sort()
+
+    def series(pred) -> Optional[np.ndarray]:
+        for key, items in groups.items():
+            if pred(dict(key)["name"]):
+                return np.concatenate([as_int_array(_value(f), str(f)) for _, _, f in items])
+        return None
+
+    token_ids = series(lambda n: n.split(".")[-1] == "input_ids" or n.endswith("input_ids"))
+    positions = series(lambda n: n.endswith("positions"))
+    tensors = []
+    for key, items in groups.items():
+        tags = dict(key)
+        name = tags["name"]
+        if name.endswith("input_ids") or name.endswith("positions") or name.endswith("seq_lens"):
+            continue
+        first = _value(items[0][2])
+        label = name + "".join(f"[{k}={v}]" for k, v in key if k != "name")
+        variants = []
+        if isinstance(first, (list, tuple)):
+            if len(first) == 2 and LAYER_OUT.search(re.sub(r"\.output$", "", name.replace("non_intrusive__", ""))):
+                variants.append(("sum", first[0]))
+            variants += [(i, t) for i, t in enumerate(first)]
+        else:
+            variants.append((None, first))
+        for part, t in variants:
+            if not hasattr(t, "dim") or not t.dtype.is_floating_point:
+                continue
+            t2 = t.reshape(-1, t.shape[-1]) if t.dim() >= 2 else None
+            if t2 is None:
+                continue
+            physical, role = _physical(name, part)
+            if physical is None and not everything:
+                continue
+            rows = sum(_value_rows(f, part) for _, _, f in items)
+            key_name = label if part is None else f"{label}[{part}]"
+            tensors.append(HiddenTensor(key_name, rows, t2.shape[1], dtype_name(t.dtype), role, physical,
+                                        str(items[0][2].parent), _dumper_loader([f for _, _, f in items], part)))
+    if not tensors and not everything:
+        return read_dumper(path, rank=rank, everything=True)
+    tensors.sort(key=_order)
+    rows = {t.rows for t in tensors}
+    notes = []
+    if token_ids is not None and rows and rows != {len(token_ids)}:
+        notes.append(f"token ids ({len(token_ids)}) do not cover the tensor rows ({sorted(rows)}): "
+                     "rows aligned by index")
+        token_ids = positions = None
+    return Capture(str(root), "sglang-dumper", tensors, token_ids=token_ids, positions=positions, notes=notes)
+
+
+def _value(f: Path):
+    d = load_pt(f)
+    if isinstance(d, dict) and "value" in d:
+        return d["value"]
+    raise InputError(f"{f}: expected a DUMPER dict with 'value' and 'meta'")
+
+
+def _pick(v, part):
+    if part == "sum":
+        return v[0] + v[1]
+    return v[part] if part is not None else v
+
+
+def _value_rows(f, part) -> int:
+    t = _pick(_value(f), part)
+    return int(t.reshape(-1, t.shape[-1]).shape[0])
+
+
+def _dumper_loader(files, part):
+    def load():
+        import torch
+
+        chunks = [_pick(_value(f), part) for f in files]
+        chunks = [c.reshape(-1, c.shape[-1]) for c in chunks]
+        return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
+    return load

@@ -1,0 +1,111 @@
+"""SGLang ``return_hidden_states`` payloads (a saved ``/generate`` response, JSON).
+
+``meta_info.hidden_states`` is a list: first a 2-D list for the prefill (extend) tokens, then one
+entry per decode step (a row, or ``accept_len`` rows per verify step under speculative decoding).
+Under EAGLE-3 aux capture (or ``--enable-return-aux-hidden-states``) each row is the packed aux
+tensor ``[K*H]`` fed to the draft's fc, in ascending layer order; otherwise the last hidden state.
+
+Accepted shapes of the JSON: a response object, a list of them (``sample`` picks one), or
+``{"request": {...}, "response": {...}}``. Token ids come from ``input_ids`` (the request, or a
+top-level key) followed by ``output_ids``; row r is the hidden state computed for token r.
+Tokens served from the prefix cache have no prefill rows: pass ``offset`` (or flush the cache).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from workbench.errors import InputError
+from workbench.hidden.view import PACKED, Capture, HiddenTensor, as_int_array
+
+
+def is_payload(path) -> bool:
+    path = Path(path)
+    if not path.is_file() or path.suffix.lower() != ".json":
+        return False
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+    return b"hidden_states" in head or b"meta_info" in head
+
+
+def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
+                 slot_points: Optional[Sequence[str]] = None) -> Capture:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    request: dict = {}
+    if isinstance(doc, dict) and "response" in doc:
+        request = doc.get("request") or {}
+        doc = doc["response"]
+    if isinstance(doc, list):
+        if not doc:
+            raise InputError(f"{path}: empty list of responses")
+        if not 0 <= sample < len(doc):
+            raise InputError(f"{path}: sample {sample} out of range (have {len(doc)} responses)")
+        doc = doc[sample]
+        if isinstance(request.get("input_ids"), list) and request["input_ids"] and \
+                isinstance(request["input_ids"][0], list):
+            request = {**request, "input_ids": request["input_ids"][sample]}
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a /generate response object")
+    meta = doc.get("meta_info") or {}
+    hs = meta.get("hidden_states", doc.get("hidden_states"))
+    if not isinstance(hs, list) or not hs:
+        raise InputError(f"{path}: no meta_info.hidden_states (was the request sent with return_hidden_states?)")
+
+    blocks = []
+    for i, entry in enumerate(hs):
+        arr = np.asarray(entry, dtype=np.float64) if entry is not None else None
+        if arr is None or arr.size == 0:
+            continue
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        elif arr.ndim == 3 and arr.shape[0] == 1:
+            arr = arr[0]
+        if arr.ndim != 2:
+            raise InputError(f"{path}: meta_info.hidden_states[{i}] has shape {list(arr.shape)}; "
+                             "expected rows of one width")
+        blocks.append(arr)
+    widths = {b.shape[1] for b in blocks}
+    if len(widths) != 1:
+        raise InputError(f"{path}: meta_info.hidden_states rows have different widths {sorted(widths)}")
+    data = np.concatenate(blocks).astype(np.float32)  # values came from bf16/fp32: exact in fp32
+    rows, width = data.shape
+
+    notes = []
+    prompt_tokens = meta.get("prompt_tokens")
+    if offset is None and isinstance(prompt_tokens, int) and blocks[0].shape[0] < prompt_tokens:
+        offset = int(meta.get("cached_tokens") or (prompt_tokens - blocks[0].shape[0]))
+        notes.append(f"prefill rows cover {blocks[0].shape[0]} of {prompt_tokens} prompt tokens "
+                     f"(prefix cache): rows start at position {offset}")
+    start = int(offset or 0)
+    ids = None
+    inp = request.get("input_ids", doc.get("input_ids"))
+    out = doc.get("output_ids", meta.get("output_ids"))
+    if inp is not None:
+        seq = list(as_int_array(inp, f"{path}:input_ids")) + (
+            list(as_int_array(out, f"{path}:output_ids")) if out is not None else [])
+        if start + rows > len(seq):
+            raise InputError(f"{path}: {rows} hidden-state rows but only {len(seq) - start} tokens "
+                             f"from position {start}")
+        ids = np.asarray(seq[start:start + rows], dtype=np.int64)
+    positions = np.arange(rows, dtype=np.int64) + start
+
+    def load():
+        import torch
+
+        return torch.from_numpy(data)
+
+    t = HiddenTensor("hidden_states", rows, width, "float32", PACKED, None, str(path), load,
+                     part_physical=list(slot_points) if slot_points else None)
+    return Capture(str(path), "sglang-payload", [t], token_ids=ids, positions=positions, notes=notes,
+                   meta={"prefill_rows": int(blocks[0].shape[0]), "decode_entries": len(blocks) - 1,
+                         "width": width})

@@ -1,0 +1,170 @@
+"""SpecForge offline training data: ``rows_*/data_{i}.ckpt`` and ``.ckpt.gz``.
+
+Each file is a ``torch.save`` dict: ``input_ids [L]``, ``loss_mask [L]``, ``hidden_state [1, L, H]``
+(the target's final hidden state after its final norm: the teacher) and ``aux_hidden_state
+[1, L, K*H]`` (the drafter input, K slots side by side in layer order). Note the swap: the file's
+``hidden_state`` is the last layer, ``aux_hidden_state`` the drafter input.
+
+Handled variants: trailing padding rows (``input_ids == 0`` and ``loss_mask == 0`` at the end,
+written when capture ran on padded batches) are stripped; files where ``hidden_state`` holds
+logits ([1, L', V], the 2025-11 HF-capture window) are detected and the tensor is marked LOGITS.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+
+from workbench.errors import InputError
+from workbench.hidden.pt_io import load_pt
+from workbench.hidden.view import FINAL, LOGITS, SLOT, Capture, HiddenTensor, as_int_array, dtype_name
+
+REQUIRED = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
+FILE_RE = re.compile(r"^data_(\d+)\.ckpt(\.gz)?$")
+
+
+def sample_files(root) -> list[Path]:
+    """All ``data_{i}.ckpt[.gz]`` under ``root`` (a file or a folder), in index order."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise InputError(f"{root}: no such file or folder")
+    found = [p for p in root.rglob("data_*.ckpt*") if FILE_RE.match(p.name)]
+    found.sort(key=lambda p: (int(FILE_RE.match(p.name).group(1)), p.name))
+    if not found:
+        raise InputError(f"{root}: no SpecForge data_{{i}}.ckpt files found")
+    return found
+
+
+def is_specforge(path) -> bool:
+    path = Path(path)
+    if path.is_file():
+        return bool(FILE_RE.match(path.name))
+    return path.is_dir() and any(FILE_RE.match(p.name) for p in path.rglob("data_*.ckpt*"))
+
+
+def read_specforge(path, *, sample: Optional[int] = None, slots: Optional[int] = None,
+                   layer_ids: Optional[Sequence[int]] = None, vocab_size: Optional[int] = None,
+                   strip_padding: bool = True) -> Capture:
+    """One training sample as a Capture whose SLOT tensors are the K drafter-input slots.
+
+    ``sample`` picks ``data_{sample}`` in a folder (default: the first file). ``layer_ids`` (SpecForge
+    convention: out(k)) labels the slots with their physical points when known.
+    """
+    files = sample_files(path)
+    if sample is None:
+        f = files[0]
+    else:
+        match = [p for p in files if int(FILE_RE.match(p.name).group(1)) == sample]
+        if not match:
+            raise InputError(f"{path}: no sample data_{sample}.ckpt (have {len(files)} files)")
+        f = match[0]
+    return read_file(f, slots=slots, layer_ids=layer_ids, vocab_size=vocab_size, strip_padding=strip_padding)
+
+
+def iter_samples(path, **kw) -> Iterator[Capture]:
+    for f in sample_files(path):
+        yield read_file(f, **kw)
+
+
+def read_file(f, *, slots: Optional[int] = None, layer_ids: Optional[Sequence[int]] = None,
+              vocab_size: Optional[int] = None, strip_padding: bool = True) -> Capture:
+    import torch
+
+    f = Path(f)
+    raw = load_pt(f)
+    if not isinstance(raw, dict):
+        raise InputError(f"{f}: expected a dict with keys {', '.join(REQUIRED)}, got {type(raw).__name__}")
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise InputError(f"{f}: missing key(s) {', '.join(missing)} (have: {', '.join(map(str, raw))})")
+    for k in REQUIRED:
+        if not isinstance(raw[k], torch.Tensor):
+            raise InputError(f"{f}: {k} is a {type(raw[k]).__name__}, expected a tensor")
+    ids = as_int_array(raw["input_ids"], f"{f}:input_ids")
+    mask = as_int_array(raw["loss_mask"], f"{f}:loss_mask")
+    if len(mask) != len(ids):
+        raise InputError(f"{f}: loss_mask has {len(mask)} entries for {len(ids)} input_ids")
+    aux = _rows2d(raw["aux_hidden_state"], f, "aux_hidden_state")
+    last = _rows2d(raw["hidden_state"], f, "hidden_state")
+    notes: list[str] = []
+
+    k = slots if slots is not None else (len(layer_ids) if layer_ids else None)
+    a_w, l_w = aux.shape[1], last.shape[1]
+    if vocab_size is not None:
+        is_logits = l_w == vocab_size
+    elif k is not None:
+        is_logits = l_w * k != a_w
+    else:  # a hidden state is one slot wide; logits are far wider than the packed slots
+        is_logits = not (a_w % l_w == 0 and a_w >= l_w)
+    if k is None and not is_logits:
+        k = a_w // l_w
+    if is_logits:
+        notes.append(f"hidden_state holds logits ({last.shape[1]} wide): the HF-capture variant; "
+                     "no final hidden state in this file")
+    k = k or 3
+    if aux.shape[1] % k:
+        raise InputError(f"{f}: aux_hidden_state width {aux.shape[1]} is not {k} slots of equal width")
+    h = aux.shape[1] // k
+    if not is_logits and last.shape[1] != h:
+        raise InputError(f"{f}: hidden_state width {last.shape[1]} != slot width {h} "
+                         f"(aux_hidden_state {aux.shape[1]} / {k} slots)")
+
+    length = len(ids)
+    if aux.shape[0] > length:
+        raise InputError(f"{f}: aux_hidden_state has {aux.shape[0]} rows for {length} input_ids")
+    if aux.shape[0] < length:
+        notes.append(f"aux_hidden_state covers {aux.shape[0]} of {length} input_ids (rest treated as padding)")
+        length = aux.shape[0]
+    if is_logits:
+        length = min(length, last.shape[0])
+    elif last.shape[0] < length:
+        raise InputError(f"{f}: hidden_state has {last.shape[0]} rows for {length} tokens")
+    if strip_padding:
+        pad = _trailing_pad(ids[:length], mask[:length])
+        if pad:
+            notes.append(f"stripped {pad} trailing padding rows (input_ids 0, loss_mask 0)")
+            length -= pad
+
+    src = str(f)
+    dtype = dtype_name(aux.dtype)
+    tensors = []
+    for i in range(k):
+        physical = f"out({int(layer_ids[i])})" if layer_ids and i < len(layer_ids) else None
+        tensors.append(HiddenTensor(f"aux[{i}]", length, h, dtype, SLOT, physical, src,
+                                    _slice(aux, length, i * h, (i + 1) * h)))
+    if is_logits:
+        tensors.append(HiddenTensor("hidden_state", length, last.shape[1], dtype_name(last.dtype), LOGITS,
+                                    None, src, _slice(last, length, 0, last.shape[1])))
+    else:
+        tensors.append(HiddenTensor("hidden_state", length, h, dtype_name(last.dtype), FINAL,
+                                    "final-postnorm", src, _slice(last, length, 0, h)))
+    cap = Capture(src, "specforge", tensors, token_ids=ids[:length].copy(),
+                  positions=np.arange(length, dtype=np.int64), loss_mask=mask[:length].copy(), notes=notes,
+                  meta={"slots": k, "hidden_size": h, "variant": "logits" if is_logits else "hidden",
+                        "file_rows": int(len(ids))})
+    return cap
+
+
+def _rows2d(t, f, key):
+    if t.dim() == 3 and t.shape[0] == 1:
+        return t[0]
+    if t.dim() == 2:
+        return t
+    raise InputError(f"{f}: {key} has shape {list(t.shape)}; expected [1, L, W] or [L, W]")
+
+
+def _slice(t, length, lo, hi):
+    return lambda: t[:length, lo:hi]
+
+
+def _trailing_pad(ids: np.ndarray, mask: np.ndarray) -> int:
+    pad = (ids == 0) & (mask == 0)
+    if not pad.size or not pad[-1]:
+        return 0
+    nonpad = np.flatnonzero(~pad)
+    return int(len(ids) - (nonpad[-1] + 1 if nonpad.size else 0))

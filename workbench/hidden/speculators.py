@@ -1,0 +1,90 @@
+"""vLLM speculators offline data: ``hs_{i}.safetensors``.
+
+Keys: ``token_ids [L]`` and ``hidden_states [L, n, H]``, the captured layers stacked on dim 1 in
+layer order. With the generator's default ``--include-last-layer`` the last slot is the final
+residual before the final norm (layer id N in the capture-before convention); the others are the
+drafter-input slots. Layer ids, when given, are in speculators' convention (capture before layer j,
+i.e. out(j-1); j = 0 is the embedding output, j = N the final pre-norm residual).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from workbench.errors import InputError
+from workbench.hidden.st_io import SafetensorsFile
+from workbench.hidden.view import FINAL, SLOT, Capture, HiddenTensor, as_int_array
+
+FILE_RE = re.compile(r"^hs_(\d+)\.safetensors$")
+
+
+def sample_files(root) -> list[Path]:
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise InputError(f"{root}: no such file or folder")
+    found = sorted((p for p in root.rglob("hs_*.safetensors") if FILE_RE.match(p.name)),
+                   key=lambda p: int(FILE_RE.match(p.name).group(1)))
+    if not found:
+        raise InputError(f"{root}: no speculators hs_{{i}}.safetensors files found")
+    return found
+
+
+def is_speculators(path) -> bool:
+    path = Path(path)
+    if path.is_file():
+        return bool(FILE_RE.match(path.name))
+    return path.is_dir() and any(FILE_RE.match(p.name) for p in path.rglob("hs_*.safetensors"))
+
+
+def read_speculators(path, *, sample: Optional[int] = None, include_last_layer: bool = True,
+                     layer_ids: Optional[Sequence[int]] = None, num_layers: Optional[int] = None) -> Capture:
+    files = sample_files(path)
+    if sample is None:
+        f = files[0]
+    else:
+        match = [p for p in files if int(FILE_RE.match(p.name).group(1)) == sample]
+        if not match:
+            raise InputError(f"{path}: no sample hs_{sample}.safetensors")
+        f = match[0]
+    st = SafetensorsFile(f)
+    for key in ("token_ids", "hidden_states"):
+        if key not in st.entries:
+            raise InputError(f"{f}: missing key {key!r} (have: {', '.join(st.names())})")
+    ids = as_int_array(st.load("token_ids"), f"{f}:token_ids")
+    ent = st.entries["hidden_states"]
+    if len(ent.shape) != 3:
+        raise InputError(f"{f}: hidden_states has shape {list(ent.shape)}; expected [L, n, H]")
+    length, n, h = ent.shape
+    if length != len(ids):
+        raise InputError(f"{f}: hidden_states has {length} rows for {len(ids)} token_ids")
+    n_aux = n - 1 if include_last_layer else n
+    if n_aux < 1:
+        raise InputError(f"{f}: hidden_states holds {n} slot(s); no drafter-input slot left")
+    if layer_ids is None and num_layers is not None:
+        layer_ids = [2, num_layers // 2, num_layers - 3]  # speculators' default (capture-before)
+    tensors = []
+    for j in range(n):
+        last = include_last_layer and j == n - 1
+        if last:
+            name, role, physical = "last", FINAL, "final-prenorm"
+        else:
+            name, role = f"slot[{j}]", SLOT
+            physical = None
+            if layer_ids is not None and j < len(layer_ids):
+                b = int(layer_ids[j])
+                physical = "embed" if b == 0 else (
+                    "final-prenorm" if num_layers is not None and b == num_layers else f"out({b - 1})")
+        tensors.append(HiddenTensor(name, length, h, ent.torch_dtype_name, role, physical, str(f),
+                                    _slot(st, j)))
+    return Capture(str(f), "speculators", tensors, token_ids=ids, positions=np.arange(length, dtype=np.int64),
+                   meta={"slots": n_aux, "hidden_size": h, "include_last_layer": include_last_layer})
+
+
+def _slot(st: SafetensorsFile, j: int):
+    return lambda: st.load("hidden_states")[:, j, :]

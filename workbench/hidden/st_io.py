@@ -1,0 +1,174 @@
+"""Memory-mapped reading of safetensors files, one tensor at a time.
+
+The format is an 8-byte little-endian header length, a JSON header
+(``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}``) and the raw
+bytes. Each ``load`` maps only the pages of one tensor (private copy-on-write mapping) and the
+mapping goes away with the tensor, so streaming through a large file keeps resident memory flat.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from workbench.errors import InputError
+
+DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
+          "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+            "BOOL": 1}
+MAX_HEADER = 100 * 1024 * 1024
+
+
+@dataclass
+class Entry:
+    name: str
+    dtype: str          # safetensors code, e.g. "BF16"
+    shape: tuple
+    begin: int          # absolute file offset
+    end: int
+
+    @property
+    def torch_dtype_name(self) -> str:
+        return DTYPES.get(self.dtype, self.dtype.lower())
+
+
+class SafetensorsFile:
+    """Header of one safetensors file; ``load(name)`` maps that tensor only."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            size = self.path.stat().st_size
+            with open(self.path, "rb") as fh:
+                raw = fh.read(8)
+                if len(raw) < 8:
+                    raise InputError(f"{self.path}: truncated safetensors file (no header)")
+                n = int.from_bytes(raw, "little")
+                if n <= 0 or n > MAX_HEADER or 8 + n > size:
+                    raise InputError(f"{self.path}: not a safetensors file (header length {n})")
+                header = json.loads(fh.read(n))
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise InputError(f"{self.path}: not a safetensors file (bad JSON header)") from None
+        if not isinstance(header, dict):
+            raise InputError(f"{self.path}: not a safetensors file (header is not an object)")
+        self.metadata: dict = header.pop("__metadata__", None) or {}
+        base = 8 + n
+        self.entries: dict[str, Entry] = {}
+        for name, info in header.items():
+            try:
+                b, e = (int(x) for x in info["data_offsets"])
+                ent = Entry(name, str(info["dtype"]), tuple(int(s) for s in info["shape"]), base + b, base + e)
+            except (KeyError, TypeError, ValueError):
+                raise InputError(f"{self.path}: tensor {name!r} has a malformed header entry") from None
+            count = 1
+            for s in ent.shape:
+                count *= s
+            if ent.end - ent.begin != count * ITEMSIZE.get(ent.dtype, 0) or ent.end > size:
+                raise InputError(f"{self.path}: tensor {name!r} is truncated or malformed "
+                                 f"({ent.end - ent.begin} bytes for {ent.dtype}{list(ent.shape)})")
+            self.entries[name] = ent
+
+    def names(self) -> list[str]:
+        return list(self.entries)
+
+    def load(self, name: str, rows: Optional[slice] = None):
+        """Zero-copy torch view of one tensor (optionally a range of its first dimension)."""
+        import torch
+
+        ent = self.entries.get(name)
+        if ent is None:
+            raise InputError(f"{self.path}: no tensor {name!r}")
+        dtype = getattr(torch, ent.torch_dtype_name)
+        shape = list(ent.shape)
+        begin, end = ent.begin, ent.end
+        if rows is not None and shape:
+            row_bytes = (end - begin) // max(shape[0], 1)
+            lo, hi, _ = rows.indices(shape[0])
+            begin, end = begin + lo * row_bytes, begin + hi * row_bytes
+            shape[0] = hi - lo
+        nbytes = end - begin
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dtype)
+        page = mmap.ALLOCATIONGRANULARITY
+        start = begin - begin % page
+        with open(self.path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), end - start, access=mmap.ACCESS_COPY, offset=start)
+        try:
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        except (AttributeError, OSError):
+            pass
+        flat = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=begin - start)
+        return flat.view(dtype).view(shape)
+
+    def read_into(self, name: str, out) -> None:
+        """Copy one tensor's bytes into a preallocated torch tensor (e.g. pinned host memory)."""
+        ent = self.entries[name]
+        buf = out.view(-1).view(__import__("torch").uint8).numpy()
+        if buf.nbytes != ent.end - ent.begin:
+            raise InputError(f"{self.path}: {name}: buffer of {buf.nbytes} bytes for {ent.end - ent.begin}")
+        with open(self.path, "rb", buffering=0) as fh:
+            fh.seek(ent.begin)
+            view = memoryview(buf)
+            got = 0
+            while got < len(view):
+                n = fh.readinto(view[got:])
+                if not n:
+                    raise InputError(f"{self.path}: {name}: file ended early")
+                got += n
+
+
+def write_safetensors(path, tensors: dict, metadata: Optional[dict] = None) -> None:
+    """Atomic write (temp + rename) through the safetensors package."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp),
+              metadata={k: str(v) for k, v in (metadata or {}).items()})
+    os.replace(tmp, path)
+
+
+CODES = {v: k for k, v in DTYPES.items()}
+
+
+def write_streaming(path, specs, tensors, metadata: Optional[dict] = None) -> int:
+    """Write a safetensors file one tensor at a time: ``specs`` is ``[(name, dtype_name, shape)]``
+    and ``tensors`` yields the tensors in that order (each may be dropped once written). Atomic
+    (temp file + rename); returns the number of data bytes."""
+    path = Path(path)
+    header: dict = {}
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    off = 0
+    for name, dtype, shape in specs:
+        code = CODES[dtype]
+        n = ITEMSIZE[code]
+        for s in shape:
+            n *= s
+        header[name] = {"dtype": code, "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    written = 0
+    with open(tmp, "wb") as fh:
+        fh.write(len(raw).to_bytes(8, "little"))
+        fh.write(raw)
+        for (name, dtype, shape), t in zip(specs, tensors):
+            if tuple(t.shape) != tuple(shape) or str(t.dtype).replace("torch.", "") != dtype:
+                raise InputError(f"{path}: {name}: got {t.dtype}{list(t.shape)}, declared {dtype}{list(shape)}")
+            buf = t.contiguous().view(-1).view(__import__("torch").uint8).numpy()
+            fh.write(memoryview(buf))
+            written += buf.nbytes
+    if written != off:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"{path}: wrote {written} of {off} bytes (fewer tensors than declared)")
+    os.replace(tmp, path)
+    return written

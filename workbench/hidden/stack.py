@@ -1,0 +1,156 @@
+"""Plain layer stacks: one forward pass's residual streams in a safetensors or npz file.
+
+Two layouts are read:
+
+* named: ``embed`` (embedding output), ``layers.{k}`` (residual stream after decoder layer k),
+  optional ``final_norm`` (after the final norm); token ids in a ``token_ids``/``input_ids`` tensor
+  or as a JSON list in the safetensors metadata (``token_ids``, ``positions``).
+* HF-style: ``hidden_states [N+1, T, H]`` (``output_hidden_states=True`` stacked): index 0 is the
+  embedding output, index i (1..N-1) is out(i-1), index N is post-norm.
+
+A leading batch dimension of 1 is dropped. Each tensor is mapped and loaded on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Optional
+
+from workbench.errors import InputError
+from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array
+
+LAYER_KEY = re.compile(r"^(?:model\.)?layers\.(\d+)$")
+ID_KEYS = ("token_ids", "input_ids")
+POS_KEYS = ("positions", "position_ids")
+
+
+def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
+    path = Path(path)
+    if path.suffix == ".npz":
+        from workbench.hidden.npz_io import NpzFile
+
+        f = NpzFile(path)
+        shapes = {m.name: tuple(m.shape) for m in f.members.values()}
+        dtypes = {m.name: ("bfloat16" if m.dtype.kind == "V" else str(m.dtype)) for m in f.members.values()}
+        metadata: dict = {}
+        fmt = "stack-npz"
+    else:
+        from workbench.hidden.st_io import SafetensorsFile
+
+        f = SafetensorsFile(path)
+        shapes = {e.name: e.shape for e in f.entries.values()}
+        dtypes = {e.name: e.torch_dtype_name for e in f.entries.values()}
+        metadata = f.metadata
+        fmt = "stack-safetensors"
+
+    token_ids = _ids(f, shapes, metadata, ID_KEYS, path)
+    positions = _ids(f, shapes, metadata, POS_KEYS, path)
+    tensors: list[HiddenTensor] = []
+    if "hidden_states" in shapes:
+        tensors = _hf_stack(f, path, shapes["hidden_states"], dtypes["hidden_states"], hf_num_layers)
+        fmt += "-hf"
+    else:
+        for name, shape in shapes.items():
+            if name in ID_KEYS + POS_KEYS or name == "loss_mask":
+                continue
+            shape = _squeeze(shape)
+            if len(shape) != 2:
+                continue
+            m = LAYER_KEY.match(name)
+            if name in ("embed", "embed_tokens", "embedding"):
+                physical, role = "embed", LAYER
+            elif m:
+                physical, role = f"out({int(m.group(1))})", LAYER
+            elif name in ("final_norm", "norm"):
+                physical, role = "final-postnorm", FINAL
+            elif name in ("final_prenorm",):
+                physical, role = "final-prenorm", FINAL
+            else:
+                physical, role = None, LAYER
+            tensors.append(HiddenTensor(name, shape[0], shape[1], dtypes[name], role, physical, str(path),
+                                        _loader(f, name, shape)))
+        tensors.sort(key=_order)
+    if not tensors:
+        raise InputError(f"{path}: no [T, H] tensors (expected 'embed', 'layers.K' or 'hidden_states')")
+    rows = {t.rows for t in tensors}
+    if len(rows) != 1:
+        raise InputError(f"{path}: tensors disagree on the token count ({sorted(rows)})")
+    t_rows = rows.pop()
+    for what, arr in (("token ids", token_ids), ("positions", positions)):
+        if arr is not None and len(arr) != t_rows:
+            raise InputError(f"{path}: {len(arr)} {what} for {t_rows} rows")
+    meta = {k: v for k, v in metadata.items() if k not in ID_KEYS + POS_KEYS}
+    outs = [int(t.physical[4:-1]) for t in tensors if t.physical and t.physical.startswith("out(")]
+    if fmt.endswith("-hf"):
+        meta["num_layers"] = len(tensors) - 1
+    elif outs and any(t.physical == "final-postnorm" for t in tensors):
+        meta["num_layers"] = max(outs) + 1        # a stack with its final norm holds every layer
+    return Capture(str(path), fmt, tensors, token_ids=token_ids, positions=positions, meta=meta)
+
+
+def _order(t: HiddenTensor):
+    p = t.physical or ""
+    if p == "embed":
+        return (0, 0, t.name)
+    m = re.match(r"out\((\d+)\)", p)
+    if m:
+        return (1, int(m.group(1)), t.name)
+    if p.startswith("final"):
+        return (2, 0 if "pre" in p else 1, t.name)
+    return (3, 0, t.name)
+
+
+def _squeeze(shape):
+    shape = tuple(shape)
+    while len(shape) > 2 and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+def _loader(f, name, shape):
+    return lambda: f.load(name).reshape(shape)
+
+
+def _ids(f, shapes, metadata, keys, path):
+    for k in keys:
+        if k in shapes:
+            return as_int_array(f.load(k), f"{path}:{k}")
+        if k in metadata:
+            try:
+                return as_int_array(json.loads(metadata[k]), f"{path}:metadata.{k}")
+            except json.JSONDecodeError:
+                raise InputError(f"{path}: metadata {k} is not a JSON list of integers") from None
+    return None
+
+
+def _hf_stack(f, path, shape, dtype, num_layers):
+    shape = tuple(shape)
+    if len(shape) == 4 and shape[1] == 1:
+        shape = (shape[0], shape[2], shape[3])
+    if len(shape) != 3:
+        raise InputError(f"{path}: hidden_states has shape {list(shape)}; expected [N+1, T, H]")
+    n1, rows, width = shape
+    n = n1 - 1 if num_layers is None else num_layers
+    if n1 != n + 1:
+        raise InputError(f"{path}: hidden_states holds {n1} entries, expected N+1 = {n + 1}")
+    out = []
+    for i in range(n1):
+        if i == 0:
+            physical, role = "embed", LAYER
+        elif i < n:
+            physical, role = f"out({i - 1})", LAYER
+        else:
+            physical, role = "final-postnorm", FINAL
+        out.append(HiddenTensor(f"hidden_states[{i}]", rows, width, dtype, role, physical, str(path),
+                                _hf_loader(f, i, (n1, rows, width))))
+    return out
+
+
+def _hf_loader(f, i, shape):
+    def load():
+        if hasattr(f, "entries"):  # safetensors: map just this layer's rows
+            return f.load("hidden_states", rows=slice(i, i + 1)).reshape(shape[1:])
+        return f.load("hidden_states").reshape(shape)[i]
+    return load

@@ -1,0 +1,154 @@
+"""The one view every hidden-state reader returns.
+
+A ``Capture`` is a set of named ``[T, H]`` tensors that share one token axis, with the token ids
+and positions of those rows where the format carries them. Tensors are loaded lazily, one at a
+time (``HiddenTensor.load()``), in the dtype they were stored in: bf16 stays bf16, so nothing is
+rounded before the comparison.
+
+``physical`` names the capture point in the workbench's physical vocabulary (the str form of
+``workbench.layers.Point``): ``embed``, ``out(K)`` (residual stream after decoder layer K),
+``final-prenorm``, ``final-postnorm``; ``None`` when the format does not say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+
+# Roles: what a tensor is in its file.
+SLOT = "slot"        # one drafter-input slot of a training sample (SpecForge aux chunk, speculators slot)
+LAYER = "layer"      # a residual-stream capture point of a forward pass (a candidate)
+PACKED = "packed"    # K slots side by side, [T, K*H] (SGLang aux capture); split on demand
+FINAL = "final"      # the last hidden state (teacher input), pre- or post-norm per ``physical``
+LOGITS = "logits"    # logits stored where a hidden state was expected
+
+
+@dataclass
+class HiddenTensor:
+    name: str
+    rows: int
+    width: int
+    dtype: str
+    role: str = LAYER
+    physical: Optional[str] = None
+    source: str = ""
+    loader: Optional[Callable[[], Any]] = field(default=None, repr=False)
+    part_physical: Optional[list] = None   # physical points of the parts of a packed tensor
+
+    def load(self):
+        """The tensor as torch ``[rows, width]`` in its stored dtype (CPU)."""
+        from workbench.errors import InputError
+
+        if self.loader is None:
+            raise InputError(f"{self.source or self.name}: tensor {self.name!r} has no data")
+        t = self.loader()
+        if tuple(t.shape) != (self.rows, self.width):
+            raise InputError(f"{self.source or self.name}: {self.name} has shape {tuple(t.shape)}, "
+                             f"expected {(self.rows, self.width)}")
+        return t
+
+    def split(self, parts: int) -> list["HiddenTensor"]:
+        """Columns cut into ``parts`` equal slots: a packed [T, K*H] becomes K tensors [T, H]."""
+        h = self.width // parts
+        known = self.part_physical if self.part_physical and len(self.part_physical) == parts else None
+        out = []
+        for i in range(parts):
+            out.append(HiddenTensor(
+                name=f"{self.name}[{i}]", rows=self.rows, width=h, dtype=self.dtype,
+                role=SLOT if self.role == SLOT else LAYER, physical=known[i] if known else None,
+                source=self.source,
+                loader=_column_loader(self, i * h, (i + 1) * h)))
+        return out
+
+    def describe(self) -> dict:
+        return {"name": self.name, "shape": [self.rows, self.width], "dtype": self.dtype,
+                "role": self.role, "physical": self.physical}
+
+
+def _column_loader(parent: HiddenTensor, lo: int, hi: int):
+    return lambda: parent.load()[:, lo:hi]
+
+
+@dataclass
+class Capture:
+    """Named [T, H] tensors on one token axis, with ids/positions where known."""
+
+    path: str
+    format: str
+    tensors: list[HiddenTensor]
+    token_ids: Optional[np.ndarray] = None     # int64 [T]
+    positions: Optional[np.ndarray] = None     # int64 [T]
+    loss_mask: Optional[np.ndarray] = None     # int64 [T] (training files)
+    notes: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        if self.token_ids is not None:
+            return len(self.token_ids)
+        return max((t.rows for t in self.tensors), default=0)
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.tensors]
+
+    def get(self, name: str) -> HiddenTensor:
+        from workbench.errors import InputError
+
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise InputError(f"{self.path}: no tensor named {name!r} (have: {', '.join(self.names()) or 'none'})")
+
+    def by_role(self, *roles: str) -> list[HiddenTensor]:
+        return [t for t in self.tensors if t.role in roles]
+
+    def slots(self) -> list[HiddenTensor]:
+        """The reference slots of a training capture: its SLOT tensors (packed ones split)."""
+        return [t for t in self.tensors if t.role == SLOT]
+
+    def candidates(self, width: int) -> Iterator[HiddenTensor]:
+        """Every tensor of ``width`` columns; packed tensors of k*width columns split into k."""
+        for t in self.tensors:
+            if t.role == LOGITS:
+                continue
+            if t.width == width:
+                yield t
+            elif t.role in (PACKED, SLOT) and t.width % width == 0 and t.width > width:
+                yield from t.split(t.width // width)
+
+    def describe(self) -> dict:
+        return {"path": self.path, "format": self.format, "rows": self.rows,
+                "has_token_ids": self.token_ids is not None, "has_positions": self.positions is not None,
+                "tensors": [t.describe() for t in self.tensors], "notes": list(self.notes),
+                "meta": self.meta}
+
+
+def dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def as_int_array(values, where: str) -> np.ndarray:
+    """Token ids / positions as int64 numpy (from torch, numpy or lists); 1-D."""
+    from workbench.errors import InputError
+
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    arr = np.asarray(values)
+    if arr.ndim == 2 and arr.shape[0] == 1:
+        arr = arr[0]
+    if arr.ndim != 1:
+        raise InputError(f"{where}: expected a 1-D list of integers, got shape {list(arr.shape)}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise InputError(f"{where}: expected integers, got {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def short(path) -> str:
+    p = Path(path)
+    return p.name if p.name else str(p)

@@ -1,0 +1,219 @@
+"""The Host interface: run argv, read/write files (atomic, compare-and-swap), stat, tunnel, ping.
+
+``local`` (subprocess) and SSH (paramiko) implement it. Everything that reaches a remote shell is
+built from argv with ``shlex.quote``; nothing user-supplied is pasted into a command unquoted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+from workbench.errors import InputError, WorkbenchError
+from workbench.results import Result
+
+
+class HostError(WorkbenchError):
+    """A host could not do what was asked (unreachable, timed out, a file operation failed)."""
+
+
+class HostUnreachable(HostError):
+    pass
+
+
+class HostTimeout(HostError):
+    pass
+
+
+class HostKeyError(HostError):
+    """Host key verification failed; nothing was sent to the host."""
+
+
+class UnknownHostKey(HostKeyError):
+    def __init__(self, host: str, where: str, key_type: str, fingerprint: str, known_hosts: str):
+        self.host, self.where, self.key_type, self.fingerprint = host, where, key_type, fingerprint
+        self.known_hosts = known_hosts
+        super().__init__(
+            f"host {host} ({where}): unknown host key {key_type} {fingerprint}; not in {known_hosts}. "
+            f"If this is the right machine, trust it: eagle-workbench host trust {host} --fingerprint {fingerprint}")
+
+
+class ChangedHostKey(HostKeyError):
+    def __init__(self, host: str, where: str, key_type: str, fingerprint: str, expected: str, known_hosts: str):
+        self.host, self.where, self.key_type, self.fingerprint = host, where, key_type, fingerprint
+        self.expected, self.known_hosts = expected, known_hosts
+        super().__init__(
+            f"HOST KEY CHANGED for {host} ({where}): it now presents {key_type} {fingerprint}, "
+            f"{known_hosts} has {expected}. Someone may be intercepting the connection, or the host was "
+            f"reinstalled. Refusing to connect; verify the new key out of band, then remove the old entry "
+            f"(ssh-keygen -R '{where}' -f {known_hosts}).")
+
+
+class CasConflict(HostError):
+    """A compare-and-swap write found content other than the expected version."""
+
+    def __init__(self, location: str, expected: Optional[str], actual: Optional[str]):
+        self.location, self.expected, self.actual = location, expected, actual
+        exp = "absent" if expected is None else expected[:12]
+        act = "absent" if actual is None else actual[:12]
+        super().__init__(f"{location}: changed since it was read (expected {exp}, found {act}); not written")
+
+
+ANY = object()  # write_bytes(expect=ANY): no compare-and-swap
+
+
+@dataclass
+class RunResult(Result):
+    argv: list
+    rc: int
+    stdout: bytes = field(default=b"", repr=False)
+    stderr: bytes = field(default=b"", repr=False)
+    elapsed: float = 0.0
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", errors="replace")
+
+    def check(self, what: str = "") -> "RunResult":
+        if self.rc != 0:
+            tail = (self.err.strip() or self.out.strip()).splitlines()[-1:] or [""]
+            raise HostError(f"{what or shlex.join(self.argv)[:80]}: exit {self.rc}: {tail[0][:300]}")
+        return self
+
+    def to_dict(self) -> dict:
+        return {"argv": self.argv, "rc": self.rc, "stdout": self.out, "stderr": self.err,
+                "elapsed": self.elapsed}
+
+
+@dataclass
+class FileStat(Result):
+    size: int
+    mtime: float
+    mode: int
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def env_argv(env: Optional[Mapping[str, str]]) -> list[str]:
+    """``["env", "K=V", ...]`` so variables reach the command without sshd's AcceptEnv."""
+    if not env:
+        return []
+    out = ["env"]
+    for k, v in env.items():
+        if not _ENV_NAME.match(str(k)):
+            raise InputError(f"env: {k!r} is not a valid variable name")
+        out.append(f"{k}={v}")
+    return out
+
+
+def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
+                 cwd: Optional[str] = None) -> str:
+    """One shell command line for argv: every argument quoted."""
+    if not argv:
+        raise InputError("command: empty argv")
+    parts = [str(a) for a in argv]
+    line = " ".join(quote_arg(a) for a in env_argv(env) + parts)
+    if cwd:
+        line = f"cd {quote_arg(cwd)} && exec {line}"
+    return line
+
+
+def quote_arg(arg: str) -> str:
+    """shlex.quote, except that a leading ``~/`` stays the remote user's home (``"$HOME"/...``)."""
+    if arg.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(arg[2:])
+    return shlex.quote(arg)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Host:
+    """What the workbench needs from a machine. Subclasses: LocalHost, SSHHost."""
+
+    name: str = ""
+    python: str = "python3"
+    round_trips: int = 0   # remote requests made (exec, SFTP calls); a status refresh costs one
+
+    # -- commands ---------------------------------------------------------------------------------
+    def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
+            input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
+        """``idempotent``: safe to repeat after a dropped connection (SSH retries it once)."""
+        raise NotImplementedError
+
+    def python_run(self, script: str, args: Sequence[str] = (), *, timeout: float = 60.0,
+                   input: Optional[bytes] = None, env: Optional[Mapping[str, str]] = None) -> RunResult:
+        """Run a Python snippet with the host's python: ``python -c SCRIPT ARGS...``."""
+        return self.run([self.python, "-c", script, *args], timeout=timeout, input=input, env=env)
+
+    # -- files ------------------------------------------------------------------------------------
+    def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+        raise NotImplementedError
+
+    def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
+        """Atomic write (temp file + rename). ``expect``: the sha256 the current content must have,
+        or None for "must not exist"; raises CasConflict otherwise. Returns the new sha256."""
+        raise NotImplementedError
+
+    def stat(self, path: str) -> Optional[FileStat]:
+        raise NotImplementedError
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def exists(self, path: str) -> bool:
+        return self.stat(path) is not None
+
+    def location(self, path: str) -> str:
+        """How the journal names a file on this host: ``local:/abs`` or ``HOST:/abs``."""
+        return f"{self.name}:{path}"
+
+    # -- network ----------------------------------------------------------------------------------
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> "Tunnel":
+        raise NotImplementedError
+
+    def ping(self, timeout: float = 10.0) -> float:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Tunnel:
+    """A local port that reaches a port on the host. ``url`` is http://127.0.0.1:LOCAL."""
+
+    def __init__(self, local_port: int, closer=None):
+        self.local_port = local_port
+        self._closer = closer
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.local_port}"
+
+    def close(self) -> None:
+        if self._closer:
+            self._closer()
+            self._closer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

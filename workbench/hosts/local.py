@@ -1,0 +1,100 @@
+"""The machine the workbench runs on: subprocess without a shell, files through the OS."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Mapping, Optional, Sequence
+
+from workbench.hosts.base import (ANY, CasConflict, FileStat, Host, HostError, HostTimeout, RunResult,
+                                  Tunnel, env_argv, sha256)
+
+
+class LocalHost(Host):
+    def __init__(self, name: str = "local", python: Optional[str] = None):
+        self.name = name
+        self.python = python or sys.executable
+        self.round_trips = 0
+
+    def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
+            input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
+        argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in map(str, argv)]
+        env_argv(env)  # validates the names
+        full_env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}
+        t0 = time.monotonic()
+        self.round_trips += 1
+        try:
+            p = subprocess.run(argv, input=input, capture_output=True, timeout=timeout, env=full_env,
+                               cwd=cwd, stdin=None if input is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise HostTimeout(f"{self.name}: {argv[0]} did not finish within {timeout:g} s") from None
+        except FileNotFoundError:
+            return RunResult(argv, 127, b"", f"{argv[0]}: not found".encode(), time.monotonic() - t0)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot run {argv[0]}: {exc.strerror}") from None
+        return RunResult(argv, p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+
+    def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+        self.round_trips += 1
+        try:
+            with open(path, "rb") as fh:
+                if offset:
+                    fh.seek(offset)
+                return fh.read() if length is None else fh.read(length)
+        except FileNotFoundError:
+            raise HostError(f"{self.location(path)}: no such file") from None
+        except OSError as exc:
+            raise HostError(f"{self.location(path)}: cannot read: {exc.strerror}") from None
+
+    def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
+        self.round_trips += 1
+        path = os.path.abspath(path)
+        folder = os.path.dirname(path)
+        try:
+            # The lock file serialises workbench writers; rename keeps readers consistent.
+            with open(os.path.join(folder, f".{os.path.basename(path)}.wblock"), "a+b") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                current = None
+                if os.path.exists(path):
+                    with open(path, "rb") as fh:
+                        current = sha256(fh.read())
+                if expect is not ANY and expect != current:
+                    raise CasConflict(self.location(path), expect, current)
+                if mode is None:
+                    mode = os.stat(path).st_mode & 0o7777 if current is not None else 0o644
+                fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+                try:
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(data)
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                    os.chmod(tmp, mode)
+                    os.replace(tmp, path)
+                except BaseException:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+                    raise
+        except OSError as exc:
+            raise HostError(f"{self.location(path)}: cannot write: {exc.strerror}") from None
+        return sha256(data)
+
+    def stat(self, path: str) -> Optional[FileStat]:
+        self.round_trips += 1
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return FileStat(st.st_size, st.st_mtime, st.st_mode)
+
+    def location(self, path: str) -> str:
+        return f"local:{os.path.abspath(path)}"
+
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Tunnel:
+        return Tunnel(int(remote_port))  # the port is already here
+
+    def ping(self, timeout: float = 10.0) -> float:
+        return 0.0

@@ -1,0 +1,546 @@
+"""SSH hosts through paramiko: verified host keys, ~/.ssh/config, one reused transport per host.
+
+Host keys: a key missing from known_hosts is refused with its fingerprint (``trust`` adds it after
+the user says so); a key that differs from known_hosts is refused loudly, never replaced silently.
+Every call has a timeout; a dead transport is reconnected on the next call (idempotent calls are
+retried once). Commands are argv joined with ``shlex`` quoting; env goes through ``env K=V``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import posixpath
+import secrets
+import select
+import socket
+import stat as stat_mod
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+from workbench.errors import InputError
+from workbench.hosts.base import (ANY, CasConflict, ChangedHostKey, FileStat, Host, HostError,
+                                  HostTimeout, HostUnreachable, RunResult, Tunnel, UnknownHostKey,
+                                  command_line, sha256)
+
+
+@dataclass
+class SSHSettings:
+    name: str
+    address: str                       # hostname, IP or an alias from ~/.ssh/config
+    user: Optional[str] = None
+    port: Optional[int] = None
+    identity_file: Optional[str] = None
+    python: str = "python3"
+    known_hosts: Optional[str] = None
+    ssh_config: Optional[str] = None
+    proxy_jump: Optional[str] = None
+    connect_timeout: float = 10.0
+    command_timeout: float = 60.0
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Resolved:
+    """Where to connect, after ~/.ssh/config: the values a connection actually uses."""
+
+    hostname: str
+    port: int
+    user: str
+    identity_files: list
+    known_hosts: str
+    proxy_jump: Optional[str]
+    connect_timeout: float
+
+    @property
+    def known_hosts_name(self) -> str:
+        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+
+
+def fingerprint(key) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def _ssh_config_path(s: SSHSettings) -> Optional[str]:
+    path = s.ssh_config or os.environ.get("EAGLE_WORKBENCH_SSH_CONFIG") or "~/.ssh/config"
+    path = os.path.expanduser(path)
+    return path if os.path.exists(path) else None
+
+
+def resolve(s: SSHSettings) -> Resolved:
+    """Explicit workbench.toml values win; ~/.ssh/config fills the rest (HostName, User, Port,
+    IdentityFile, ProxyJump, UserKnownHostsFile, ConnectTimeout)."""
+    import getpass
+
+    import paramiko
+
+    cfg: dict[str, Any] = {}
+    path = _ssh_config_path(s)
+    if path:
+        try:
+            cfg = paramiko.SSHConfig.from_path(path).lookup(s.address)
+        except Exception as exc:  # a broken ssh config is the user's to fix; say where
+            raise InputError(f"{path}: cannot parse ssh config: {exc}") from None
+    hostname = cfg.get("hostname") or s.address
+    port = s.port or int(cfg.get("port") or 22)
+    user = s.user or cfg.get("user") or getpass.getuser()
+    ids = [s.identity_file] if s.identity_file else list(cfg.get("identityfile") or [])
+    ids = [os.path.expanduser(p) for p in ids]
+    kh = s.known_hosts or cfg.get("userknownhostsfile") or "~/.ssh/known_hosts"
+    if isinstance(kh, (list, tuple)):
+        kh = kh[0]
+    kh = os.path.expanduser(str(kh).split()[0])
+    jump = s.proxy_jump or cfg.get("proxyjump")
+    if jump and jump.lower() == "none":
+        jump = None
+    timeout = float(cfg.get("connecttimeout") or s.connect_timeout)
+    return Resolved(hostname, port, user, ids, kh, jump, timeout)
+
+
+class SSHHost(Host):
+    def __init__(self, settings: SSHSettings):
+        self.settings = settings
+        self.name = settings.name
+        self.python = settings.python or "python3"
+        self.round_trips = 0
+        self.connects = 0              # transports opened (reuse keeps this at 1)
+        self.bytes_sent = 0            # bytes written to / read from the SSH connection (encrypted,
+        self.bytes_received = 0        # framing included): what really crossed the network
+        self._lock = threading.RLock()
+        self._client = None
+        self._jump: Optional[SSHHost] = None
+        self._sftp_client = None
+        self._resolved: Optional[Resolved] = None
+
+    # -- connection -------------------------------------------------------------------------------
+    @property
+    def resolved(self) -> Resolved:
+        if self._resolved is None:
+            self._resolved = resolve(self.settings)
+        return self._resolved
+
+    def _open_sock(self, r: Resolved):
+        if r.proxy_jump:
+            hop = r.proxy_jump.split(",")[0].strip()
+            user, _, rest = hop.rpartition("@")
+            address, _, port = rest.partition(":")
+            jump_settings = SSHSettings(name=f"{self.name}-jump", address=address, user=user or None,
+                                        port=int(port) if port else None, known_hosts=r.known_hosts,
+                                        ssh_config=self.settings.ssh_config,
+                                        connect_timeout=self.settings.connect_timeout)
+            self._jump = SSHHost(jump_settings)
+            jt = self._jump._transport()
+            try:
+                return _Counted(jt.open_channel("direct-tcpip", (r.hostname, r.port), ("127.0.0.1", 0),
+                                                timeout=r.connect_timeout), self)
+            except Exception as exc:
+                raise HostUnreachable(f"host {self.name}: jump host {hop} cannot reach "
+                                      f"{r.hostname}:{r.port}: {exc}") from None
+        try:
+            return _Counted(socket.create_connection((r.hostname, r.port), timeout=r.connect_timeout), self)
+        except socket.gaierror:
+            raise HostUnreachable(f"host {self.name}: cannot resolve {r.hostname}") from None
+        except socket.timeout:
+            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port} did not answer within "
+                                  f"{r.connect_timeout:g} s") from None
+        except OSError as exc:
+            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc.strerror or exc}") from None
+
+    def _connect(self):
+        import paramiko
+
+        r = self.resolved
+        client = paramiko.SSHClient()
+        if os.path.exists(r.known_hosts):
+            try:
+                client.load_host_keys(r.known_hosts)
+            except Exception as exc:
+                raise InputError(f"{r.known_hosts}: cannot read known_hosts: {exc}") from None
+        host = self
+
+        class Refuse(paramiko.MissingHostKeyPolicy):
+            def missing_host_key(self, client, hostname, key):
+                raise UnknownHostKey(host.name, hostname, key.get_name(), fingerprint(key), r.known_hosts)
+
+        client.set_missing_host_key_policy(Refuse())
+        sock = self._open_sock(r)
+        ids = [p for p in r.identity_files if os.path.exists(p)]
+        try:
+            client.connect(r.hostname, port=r.port, username=r.user, key_filename=ids or None,
+                           look_for_keys=not ids, allow_agent=True, timeout=r.connect_timeout,
+                           banner_timeout=r.connect_timeout, auth_timeout=r.connect_timeout,
+                           sock=sock)
+        except UnknownHostKey:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise ChangedHostKey(self.name, r.known_hosts_name, exc.key.get_name(), fingerprint(exc.key),
+                                 fingerprint(exc.expected_key), r.known_hosts) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise HostError(f"host {self.name}: authentication as {r.user} failed ({exc}); "
+                            f"identity files tried: {', '.join(ids) or 'default keys and agent'}") from None
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            client.close()
+            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc}") from None
+        transport = client.get_transport()
+        transport.set_keepalive(15)
+        self._client = client
+        self._sftp_client = None
+        self.connects += 1
+
+    def _transport(self):
+        with self._lock:
+            t = self._client.get_transport() if self._client else None
+            if t is None or not t.is_active():
+                self._drop()
+                self._connect()
+                t = self._client.get_transport()
+            return t
+
+    def _drop(self) -> None:
+        for obj in (self._sftp_client, self._client):
+            try:
+                if obj is not None:
+                    obj.close()
+            except Exception:
+                pass
+        self._sftp_client = None
+        self._client = None
+        if self._jump is not None:
+            self._jump.close()
+            self._jump = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _retrying(self, fn, idempotent: bool = True):
+        """Run fn; a broken transport is reopened and fn retried once when it is safe to repeat."""
+        import paramiko
+
+        try:
+            return fn()
+        except (paramiko.SSHException, EOFError, ConnectionError, socket.error) as exc:
+            if isinstance(exc, socket.timeout):
+                raise HostTimeout(f"host {self.name}: timed out") from None
+            with self._lock:
+                self._drop()
+            if not idempotent:
+                raise HostUnreachable(f"host {self.name}: connection lost ({exc}); not retried") from None
+            try:
+                return fn()
+            except (paramiko.SSHException, EOFError, ConnectionError, socket.error) as exc2:
+                with self._lock:
+                    self._drop()
+                raise HostUnreachable(f"host {self.name}: connection lost: {exc2}") from None
+
+    # -- commands ---------------------------------------------------------------------------------
+    def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
+            input: Optional[bytes] = None, cwd: Optional[str] = None,
+            idempotent: bool = False) -> RunResult:
+        line = command_line(argv, env, cwd)
+        argv = [str(a) for a in argv]
+
+        def go():
+            t0 = time.monotonic()
+            chan = self._transport().open_session(timeout=self.resolved.connect_timeout)
+            self.round_trips += 1
+            try:
+                chan.exec_command(line)
+                if input:
+                    chan.sendall(input)
+                chan.shutdown_write()
+                out, err = bytearray(), bytearray()
+                deadline = t0 + timeout
+                while True:
+                    got = False
+                    while chan.recv_ready():
+                        out += chan.recv(1 << 16)
+                        got = True
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(1 << 16)
+                        got = True
+                    if chan.exit_status_ready() and chan.eof_received and not chan.recv_ready() \
+                            and not chan.recv_stderr_ready():
+                        break
+                    if chan.closed and not chan.recv_ready() and not chan.recv_stderr_ready():
+                        break
+                    if got:
+                        continue
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise HostTimeout(f"host {self.name}: {argv[0]} did not finish within {timeout:g} s")
+                    select.select([chan], [], [], min(remaining, 0.05))
+                rc = chan.recv_exit_status()
+                return RunResult(argv, rc, bytes(out), bytes(err), time.monotonic() - t0)
+            finally:
+                chan.close()
+
+        return self._retrying(go, idempotent=idempotent)
+
+    # -- files ------------------------------------------------------------------------------------
+    def _sftp(self):
+        with self._lock:
+            t = self._transport()
+            if self._sftp_client is None or self._sftp_client.sock.closed:
+                import paramiko
+
+                self._sftp_client = paramiko.SFTPClient.from_transport(t)
+                self._sftp_client.get_channel().settimeout(self.settings.command_timeout)
+                self.round_trips += 1
+            return self._sftp_client
+
+    def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+        def go():
+            sftp = self._sftp()
+            self.round_trips += 1
+            try:
+                with sftp.open(path, "rb") as fh:
+                    if offset:
+                        fh.seek(offset)
+                    if length is None:
+                        fh.prefetch()
+                        return fh.read()
+                    return fh.read(length)
+            except FileNotFoundError:
+                raise HostError(f"{self.location(path)}: no such file") from None
+            except PermissionError:
+                raise HostError(f"{self.location(path)}: permission denied") from None
+
+        return self._retrying(go)
+
+    def stat(self, path: str) -> Optional[FileStat]:
+        def go():
+            sftp = self._sftp()
+            self.round_trips += 1
+            try:
+                st = sftp.stat(path)
+            except FileNotFoundError:
+                return None
+            return FileStat(int(st.st_size or 0), float(st.st_mtime or 0), int(st.st_mode or 0))
+
+        return self._retrying(go)
+
+    def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
+        folder, base = posixpath.split(path)
+        lock = posixpath.join(folder, f".{base}.wblock")
+
+        def go():
+            sftp = self._sftp()
+            self._lock_dir(sftp, lock)
+            try:
+                try:
+                    self.round_trips += 1
+                    st = sftp.stat(path)
+                except FileNotFoundError:
+                    st = None
+                current = None
+                if st is not None:
+                    self.round_trips += 1
+                    with sftp.open(path, "rb") as fh:
+                        fh.prefetch()
+                        current = sha256(fh.read())
+                if expect is not ANY and expect != current:
+                    raise CasConflict(self.location(path), expect, current)
+                tmp = posixpath.join(folder, f".{base}.{secrets.token_hex(6)}.tmp")
+                self.round_trips += 3
+                with sftp.open(tmp, "wb") as fh:
+                    fh.set_pipelined(True)
+                    fh.write(data)
+                try:
+                    sftp.chmod(tmp, mode if mode is not None else
+                               (stat_mod.S_IMODE(st.st_mode) if st is not None else 0o644))
+                    sftp.posix_rename(tmp, path)
+                except BaseException:
+                    try:
+                        sftp.remove(tmp)
+                    except OSError:
+                        pass
+                    raise
+            finally:
+                try:
+                    sftp.rmdir(lock)
+                except OSError:
+                    pass
+            return sha256(data)
+
+        try:
+            return self._retrying(go, idempotent=False)
+        except PermissionError:
+            raise HostError(f"{self.location(path)}: permission denied") from None
+        except FileNotFoundError:
+            raise HostError(f"{self.location(path)}: folder {folder} does not exist") from None
+
+    def _lock_dir(self, sftp, lock: str, wait: float = 10.0, stale: float = 120.0) -> None:
+        """mkdir is atomic on the server: the workbench's writers of one file go one at a time."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.round_trips += 1
+                sftp.mkdir(lock, 0o700)
+                return
+            except OSError:
+                try:
+                    st = sftp.stat(lock)
+                    if time.time() - float(st.st_mtime or 0) > stale:
+                        sftp.rmdir(lock)
+                        continue
+                except FileNotFoundError:
+                    continue
+                if time.monotonic() > deadline:
+                    raise HostError(f"{self.location(lock)}: another writer holds the lock") from None
+                time.sleep(0.1)
+
+    # -- network ----------------------------------------------------------------------------------
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Tunnel:
+        return _Forwarder(self, remote_host, int(remote_port)).start()
+
+    def ping(self, timeout: float = 10.0) -> float:
+        r = self.run(["true"], timeout=timeout, idempotent=True)
+        if r.rc != 0:
+            raise HostError(f"host {self.name}: `true` exited {r.rc}")
+        return r.elapsed
+
+    # -- trust ------------------------------------------------------------------------------------
+    def scan_key(self):
+        """Fetch the host's key without authenticating (for ``trust``)."""
+        import paramiko
+
+        r = self.resolved
+        sock = self._open_sock(r)
+        t = paramiko.Transport(sock)
+        try:
+            t.start_client(timeout=r.connect_timeout)
+            return t.get_remote_server_key()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc}") from None
+        finally:
+            t.close()
+            if self._jump is not None:
+                self._jump.close()
+                self._jump = None
+
+
+class _Counted:
+    """A socket (or jump channel) that adds the bytes it moves to its host's counters."""
+
+    def __init__(self, sock, host: "SSHHost"):
+        self._sock, self._host = sock, host
+
+    def send(self, data) -> int:
+        n = self._sock.send(data)
+        self._host.bytes_sent += n
+        return n
+
+    def sendall(self, data) -> None:
+        self._sock.sendall(data)
+        self._host.bytes_sent += len(data)
+
+    def recv(self, n: int) -> bytes:
+        data = self._sock.recv(n)
+        self._host.bytes_received += len(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+class _Forwarder:
+    """127.0.0.1:LOCAL -> (through the SSH transport) remote_host:remote_port on the host."""
+
+    def __init__(self, host: SSHHost, remote_host: str, remote_port: int):
+        self.host, self.remote = host, (remote_host, remote_port)
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.stopped = threading.Event()
+
+    def start(self) -> Tunnel:
+        threading.Thread(target=self._accept, name=f"tunnel-{self.host.name}", daemon=True).start()
+        return Tunnel(self.server.getsockname()[1], self.stop)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        try:
+            self.server.close()
+        except OSError:
+            pass
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._pump, args=(client,), daemon=True).start()
+
+    def _pump(self, client: socket.socket) -> None:
+        chan = None
+        try:
+            transport = self.host._transport()
+            chan = transport.open_channel("direct-tcpip", self.remote, client.getpeername(),
+                                          timeout=self.host.resolved.connect_timeout)
+            self.host.round_trips += 1
+            while not self.stopped.is_set():
+                r, _, _ = select.select([client, chan], [], [], 0.5)
+                if client in r:
+                    data = client.recv(1 << 16)
+                    if not data:
+                        break
+                    chan.sendall(data)
+                if chan in r:
+                    data = chan.recv(1 << 16)
+                    if not data:
+                        break
+                    client.sendall(data)
+        except Exception:
+            pass  # the HTTP client sees a closed connection and reports it
+        finally:
+            for s in (chan, client):
+                try:
+                    if s is not None:
+                        s.close()
+                except Exception:
+                    pass
+
+
+def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict:
+    """Add the host's current key to its known_hosts, only when the key is unknown there. With
+    ``expected_fingerprint`` the key must be the one the user saw (no swap between look and trust)."""
+    import paramiko
+
+    from workbench.hosts.local import LocalHost
+
+    r = host.resolved
+    key = host.scan_key()
+    fp = fingerprint(key)
+    if expected_fingerprint and expected_fingerprint != fp:
+        raise HostError(f"host {host.name}: presents {fp}, not the {expected_fingerprint} you approved; "
+                        "not trusted")
+    known = paramiko.HostKeys()
+    if os.path.exists(r.known_hosts):
+        known.load(r.known_hosts)
+    have = known.lookup(r.known_hosts_name) or {}
+    if key.get_name() in have:
+        old = have[key.get_name()]
+        if old == key:
+            return {"host": host.name, "entry": r.known_hosts_name, "fingerprint": fp, "added": False,
+                    "known_hosts": r.known_hosts}
+        raise ChangedHostKey(host.name, r.known_hosts_name, key.get_name(), fp, fingerprint(old), r.known_hosts)
+    os.makedirs(os.path.dirname(os.path.abspath(r.known_hosts)), exist_ok=True)
+    local = LocalHost()
+    exists = os.path.exists(r.known_hosts)
+    raw = open(r.known_hosts, "rb").read() if exists else b""
+    sep = b"\n" if raw and not raw.endswith(b"\n") else b""
+    line = f"{r.known_hosts_name} {key.get_name()} {key.get_base64()}\n".encode()
+    local.write_bytes(r.known_hosts, raw + sep + line, expect=sha256(raw) if exists else None,
+                      mode=None if exists else 0o600)
+    return {"host": host.name, "entry": r.known_hosts_name, "fingerprint": fp, "added": True,
+            "known_hosts": r.known_hosts}

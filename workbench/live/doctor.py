@@ -1,0 +1,464 @@
+"""The doctor on a running server.
+
+What it checks, in order:
+
+1. **The config the server loaded**: the draft ``config.json`` bytes recorded at launch (the journal
+   keeps them by sha256; the file may have been edited since), the target's ``config.json`` and the
+   engine version from ``/server_info``; the static checks run on the host, near the weights.
+2. **Observed accept length**: the measurement protocol (flush, fixed prompt set, ``/server_info``).
+3. **Predicted accept length**: the drafter evaluated on training samples at the server's number of
+   steps (or accuracies the caller gives, through the predictor).
+4. **Hidden states**: training samples' ``input_ids`` sent to the server (cache flushed) with
+   ``return_hidden_states``; the packed features the engine feeds the drafter are aligned with the
+   training slots on the host. When a slot is not the engine's part at the same place, a short
+   relaunch of the same profile with a tensor dump (after asking) makes every residual-stream point
+   a candidate, names the trained points and gives ``layer-ids-engine-mismatch`` its recommended ids.
+   The drafter is evaluated again on the server's features: the difference to the training features
+   is the accept length the features cost, which ranks the finding against the observed gap.
+
+``ops`` is the Workbench (its server operations are journaled as when a user runs them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Optional, Sequence
+
+from workbench.confirm import Plan
+from workbench.doctor.findings import Finding
+from workbench.errors import InputError, WorkbenchError
+from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
+from workbench.progress import Progress, noop
+
+SAME_MAX = 1e-3           # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
+DUMP_MODES = ("ask", "yes", "no")
+
+
+def engine_of(version: Optional[str]) -> str:
+    from workbench.layers import parse_version, version_text
+
+    if not version:
+        return "sglang"
+    try:
+        return "sglang==" + version_text(parse_version(str(version)))
+    except InputError:
+        return "sglang"
+
+
+def _arg(argv: Sequence[str], flag: str) -> Optional[str]:
+    argv = list(argv)
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+class LiveDoctor:
+    def __init__(self, ops, server_id: int, *, progress=None):
+        self.ops = ops
+        self.sid = int(server_id)
+        self.progress = progress or noop
+        self.rec = ops.server(self.sid)
+        self.host = ops.host(self.rec.host)
+        self.steps: list[str] = []
+        self.notes: list[str] = []
+        self.transfers: list = []
+
+    # -- small helpers ------------------------------------------------------------------------------
+    def _step(self, stage: str, i: int, n: int, message: str) -> None:
+        self.steps.append(message)
+        self.progress(Progress(stage, i, n, message))
+
+    def location(self, path: str) -> str:
+        return path if self.rec.host == "local" else f"{self.rec.host}:{path}"
+
+    def _near(self):
+        from workbench.remote import NearCompute
+
+        python = self.ops.lifecycle.host_python(self.rec.host) if self.rec.host != "local" else None
+        return NearCompute(self.host, python=python)
+
+    def _job(self, job: str, args: dict, timeout: float = 1800.0) -> dict:
+        result, tr = self._near().run(job, args, timeout=timeout)
+        if tr.tensor_bytes or tr.moved_bytes:
+            self.transfers.append(tr)
+        return result
+
+    def _read_json(self, path: str) -> tuple[Optional[dict], Optional[bytes]]:
+        from workbench.hosts import HostError
+
+        try:
+            raw = self.host.read_bytes(path)
+        except HostError:
+            return None, None
+        try:
+            return json.loads(raw), raw
+        except ValueError:
+            return None, raw
+
+    # -- the server -----------------------------------------------------------------------------------
+    def server_facts(self) -> dict:
+        """Engine version, resolved speculative settings, model and draft paths, from the server."""
+        rec = self.rec
+        try:
+            got = self.ops.lifecycle.server_info(self.sid)
+        except WorkbenchError as exc:
+            raise WorkbenchError(f"server {self.sid}: /server_info does not answer ({exc}); is it ready?") from None
+        info, summary = got["info"], got["summary"]
+        facts = {
+            "version": info.get("version"),
+            "algorithm": summary.get("speculative_algorithm"),
+            "steps": summary.get("speculative_num_steps"),
+            "topk": summary.get("speculative_eagle_topk"),
+            "draft_tokens": summary.get("speculative_num_draft_tokens"),
+            "model": info.get("model_path") or _arg(rec.argv, "--model-path"),
+            "draft": summary.get("speculative_draft_model_path") or _arg(rec.argv, "--speculative-draft-model-path"),
+            "return_hidden_states": bool(info.get("enable_return_hidden_states")),
+            "context_length": info.get("context_length"),
+            "avg_spec_accept_length": summary.get("avg_spec_accept_length"),
+        }
+        return facts
+
+    def target_info(self, model: str) -> dict:
+        cfg, _ = self._read_json(model.rstrip("/") + "/config.json")
+        if cfg is None:
+            self.notes.append(f"cannot read {model}/config.json on {self.rec.host}: the layer count is unknown")
+            return {"path": model, "arch": None, "num_layers": None}
+        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        archs = cfg.get("architectures") or []
+        return {"path": model, "arch": archs[0] if archs else cfg.get("model_type"),
+                "num_layers": text.get("num_hidden_layers", cfg.get("num_hidden_layers")),
+                "context_length": text.get("max_position_embeddings")}
+
+    def draft_info(self, draft: str) -> dict:
+        from workbench.hosts.base import sha256
+
+        path = draft.rstrip("/") + "/config.json"
+        current, raw = self._read_json(path)
+        loaded_sha = self.rec.draft_config_sha256
+        loaded_raw = None
+        if loaded_sha:
+            row = self.ops.journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (loaded_sha,)).fetchone()
+            loaded_raw = bytes(row[0]) if row else None
+        if loaded_raw is None:
+            loaded_raw = raw
+            if loaded_sha:
+                self.notes.append("the config loaded at launch is not in the journal: checked the file as it is now")
+        loaded = json.loads(loaded_raw) if loaded_raw else None
+        cur_sha = sha256(raw) if raw is not None else None
+        changed = bool(loaded_sha and cur_sha and cur_sha != loaded_sha)
+        if changed:
+            self.notes.append(f"{path} changed since server {self.sid} loaded it: the server still runs the old "
+                              "version (relaunch to load the new one)")
+        ec = (loaded or {}).get("eagle_config") or {}
+        return {"path": draft, "config": path, "location": self.location(path), "loaded": loaded,
+                "loaded_text": loaded_raw.decode("utf-8") if loaded_raw else None,
+                "ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
+                "loaded_sha256": loaded_sha or cur_sha, "current_sha256": cur_sha, "changed_since_launch": changed}
+
+
+def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list] = None,
+             samples: int = 2, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
+             measure_concurrency: int = 4, dump: str = "ask", confirm=False, static: bool = True,
+             dump_alongside: bool = False, ready_timeout: Optional[float] = None, progress=None) -> LiveReport:
+    """``confirm``: True, False, or a callable taking the dump relaunch's Plan and answering it."""
+    t0 = time.perf_counter()
+    if dump not in DUMP_MODES:
+        raise InputError(f"dump: {dump!r} is not one of {', '.join(DUMP_MODES)}")
+    if samples < 1:
+        raise InputError("samples: expected at least 1 training sample")
+    d = LiveDoctor(ops, server_id, progress=progress)
+    st = ops.server_status([d.sid], gpus=False)[0]
+    if st.state != "ready":
+        raise WorkbenchError(f"server {d.sid}: is {st.state}; the live doctor needs a ready server")
+    n_steps = 6
+    d._step("live.doctor", 0, n_steps, "reading what the server loaded")
+    facts = d.server_facts()
+    engine = engine_of(facts["version"])
+    target = d.target_info(facts["model"]) if facts["model"] else {"path": None, "arch": None, "num_layers": None}
+    draft = d.draft_info(facts["draft"]) if facts["draft"] else None
+    if draft is None:
+        raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
+    spec = {k: facts[k] for k in ("algorithm", "steps", "topk", "draft_tokens")}
+    ranked: list[RankedFinding] = []
+
+    # 1. static checks on the loaded config, on the host (weights stay there)
+    if static:
+        d._step("live.doctor", 1, n_steps, f"static checks of the loaded config ({engine})")
+        rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
+                                "target_config": target["path"], "engine": engine,
+                                "algorithm": facts["algorithm"], "context_length": facts["context_length"]})
+        for f in rep["findings"]:
+            if f["severity"] == "info" and f["code"] in ("layer-ids-nondefault", "weights-not-checked"):
+                continue          # true of any non-default or remote draft; not a problem of this server
+            ranked.append(RankedFinding(finding_from_dict(f, d.location), "static"))
+
+    # 2. observed accept length
+    d._step("live.doctor", 2, n_steps, "measuring accept length (flush, fixed prompts)")
+    observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency)
+
+    # 3 and 4. hidden states and the drafter, near the data
+    predicted: dict = {"accept_length": None, "source": None}
+    features: dict = {}
+    alignment = None
+    pending = None
+    evals = None
+    if accuracies:
+        predicted = _from_accuracies(accuracies, spec)
+    if training_data:
+        part_points = _engine_points(engine, target, draft)
+        job = {"training_data": training_data, "count": samples, "part_points": part_points, "engine": engine,
+               "arch": target["arch"], "num_layers": target["num_layers"], "draft_config": draft["loaded"],
+               "draft_config_path": draft["config"], "draft": draft["path"], "target": target["path"],
+               "steps": spec["steps"], "eval_samples": 0 if accuracies else eval_samples}
+        res = None
+        if facts["return_hidden_states"]:
+            d._step("live.doctor", 3, n_steps, f"sending {samples} training samples with return_hidden_states")
+            url = f"http://127.0.0.1:{d.rec.port}"
+            res = d._job("live", {**job, "url": url, "mode": "payload"})
+            alignment = _compact(res, "payload")
+            evals = res.get("evals")
+            same = _same_as_engine(res["align"])
+            features["verdict"] = ("every training slot is the engine's part at its place (the server feeds "
+                                   "the drafter what it was trained on)" if same else
+                                   "the server's features differ from the training slots: " + _diff_text(res["align"]))
+        else:
+            same = None
+            features["verdict"] = "the server does not return hidden states (--enable-return-hidden-states is off)"
+        need_dump = res is None or not same
+        if need_dump and res is not None and _all_slots_matched(res["align"]):
+            need_dump = False           # every slot found among the engine's parts (a permutation): named already
+            _add_alignment_findings(ranked, res, d)
+        if need_dump:
+            plan = dump_plan(ops, d, samples, dump_alongside)
+            go = dump == "yes" or (dump == "ask" and (confirm(plan) if callable(confirm) else bool(confirm)))
+            if not go:
+                pending = plan if dump == "ask" else None
+                if res is not None:
+                    ranked.append(RankedFinding(_provisional(res, draft, engine), "hidden states"))
+                d.notes.append("the trained layers are not named yet: " + plan.summary +
+                               (" (confirm to run it)" if dump == "ask" else " (dump disabled)"))
+            else:
+                d._step("live.doctor", 4, n_steps, "relaunching with a tensor dump to name every layer")
+                dres = _dump_run(ops, d, {**job, "eval_samples": 0}, dump_alongside, ready_timeout)
+                if dres is not None:
+                    alignment = _compact(dres, "dump")
+                    evals = {**(evals or {}), **{k: v for k, v in (dres.get("evals") or {}).items()
+                                                 if k in ("train", "live")}} if dres.get("evals") else evals
+                    _add_alignment_findings(ranked, dres, d)
+        if evals:
+            tr, lv = evals.get("train") or {}, evals.get("live") or {}
+            features.update(train_accept_length=tr.get("accept_length"), live_accept_length=lv.get("accept_length"),
+                            samples=tr.get("samples"))
+            if tr.get("accept_length") is not None and lv.get("accept_length") is not None:
+                features["explains"] = tr["accept_length"] - lv["accept_length"]
+            if not accuracies:
+                head = evals.get("headline") or tr
+                predicted = {"accept_length": head.get("accept_length"), "acc": head.get("acc"),
+                             "source": f"drafter on {head.get('samples')} training samples, {spec['steps']} steps",
+                             "samples": head.get("samples")}
+        d.notes += [f"drafter evaluation: {n}" for n in (evals or {}).get("notes", [])]
+    elif not accuracies:
+        d.notes.append("no training data: predicted accept length and hidden states not checked "
+                       "(give training_data on the server's host, or accuracies)")
+
+    # 5. rank by the share of the gap each finding explains
+    d._step("live.doctor", 5, n_steps, "ranking findings")
+    gap = None
+    if predicted.get("accept_length") is not None and observed.get("accept_length") is not None:
+        gap = predicted["accept_length"] - observed["accept_length"]
+    for r in ranked:
+        if r.source == "hidden states" and r.code == "layer-ids-engine-mismatch" and features.get("explains") is not None:
+            r.explains = features["explains"]
+        elif r.code == "algorithm-mismatch" and gap is not None:
+            r.explains = gap            # an EAGLE3 draft under EAGLE sits at accept length 1: all of it
+        if r.explains is not None and gap and gap > 0:
+            r.share = max(0.0, min(1.0, r.explains / gap))
+    ranked = rank(_dedupe(ranked))
+    fix = next((r.fix for r in ranked if r.fix is not None and r.fix.applicable), None)
+    d._step("live.doctor", n_steps, n_steps, "done")
+    report = LiveReport(
+        d.sid, d.rec.profile, d.rec.host, "ready", engine, facts["version"], spec, target,
+        {k: v for k, v in draft.items() if k not in ("loaded", "loaded_text")}, observed, predicted, gap, features,
+        alignment, ranked, fix, pending, d.transfers, d.steps, d.notes, time.perf_counter() - t0)
+    return report
+
+
+# ------------------------------------------------------------------------------------------- parts
+def _observe(ops, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int) -> dict:
+    if measure:
+        m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, label="live doctor")
+        al = m.server_accept_len if m.server_accept_len is not None else m.accept_len.get("mean")
+        return {"accept_length": al, "tokens_per_s": m.tokens_per_s, "per_request": m.accept_len,
+                "source": f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"}
+    rows = [r for r in ops.measurements(d.sid) if r.get("kind") == "protocol"]
+    if rows:
+        r = rows[-1]
+        al = r.get("server_accept_len") or (r.get("accept_len") or {}).get("mean")
+        return {"accept_length": al, "tokens_per_s": r.get("tokens_per_s"),
+                "source": f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})"}
+    if facts.get("avg_spec_accept_length") is not None:
+        return {"accept_length": facts["avg_spec_accept_length"], "tokens_per_s": None,
+                "source": "/server_info avg_spec_accept_length (since the last flush)"}
+    return {"accept_length": None, "tokens_per_s": None, "source": "not measured"}
+
+
+def _from_accuracies(acc: list, spec: dict) -> dict:
+    from workbench.predict import predict
+
+    steps = int(spec.get("steps") or len(acc))
+    topk = int(spec.get("topk") or 1)
+    ndt = int(spec.get("draft_tokens") or steps + 1)
+    p = predict("acc", [float(a) for a in acc], steps, topk, ndt)
+    return {"accept_length": p.accept_length, "acc": list(acc),
+            "source": f"predictor from the given accuracies ({steps} steps, topk {topk}, {ndt} draft tokens)"}
+
+
+def _engine_points(engine: str, target: dict, draft: dict) -> Optional[list]:
+    """The points the engine captures for the loaded ids, in concatenation order (None: missing)."""
+    from workbench.layers import rule_for
+
+    if not target.get("num_layers"):
+        return None
+    rule = rule_for(engine, target.get("arch"))
+    ids, _ = rule.ids_from_config(draft["loaded"] or {})
+    try:
+        cap = rule.capture(ids, int(target["num_layers"]))
+    except InputError:
+        return None
+    return [None if p is None else str(p) for p in cap.points]
+
+
+def _same_as_engine(al: dict) -> bool:
+    """Every slot's best candidate is the engine's part at the same place, at numeric-noise level."""
+    cols = al.get("cols") or []
+    best = al.get("best") or []
+    if len(best) != len(cols):
+        return False
+    for i, b in enumerate(best):
+        if b.get("candidate") != cols[i] or b.get("verdict") != "match" or (b.get("value") or 1.0) > SAME_MAX:
+            return False
+    return True
+
+
+def _all_slots_matched(al: dict) -> bool:
+    rec = al.get("recommendation") or {}
+    return bool(rec.get("confident")) and all((b.get("value") or 1.0) <= SAME_MAX for b in al.get("best") or [])
+
+
+def _diff_text(al: dict) -> str:
+    parts = []
+    cols, phys = al.get("cols") or [], al.get("cols_physical") or []
+
+    def name(j: int) -> str:
+        return (phys[j] if j < len(phys) and phys[j] else cols[j]) if j < len(cols) else "?"
+
+    for i, b in enumerate(al.get("best") or []):
+        v = b.get("value")
+        vt = "-" if v is None else f"{v:.2g}"
+        j = cols.index(b["candidate"]) if b.get("candidate") in cols else None
+        if j == i and v is not None and v <= SAME_MAX:
+            continue
+        if j == i:
+            parts.append(f"slot {i} vs the engine's {name(i)}: rel_diff {vt}, not the same state")
+        else:
+            parts.append(f"slot {i} is closest to the engine's slot {j} {name(j) if j is not None else '?'} "
+                         f"(rel_diff {vt}), not its own {name(i)}")
+    return "; ".join(parts) or "margins too small to call"
+
+
+def _compact(res: dict, mode: str) -> dict:
+    al = res["align"]
+    keep = ("rows", "rows_physical", "cols", "cols_physical", "matrix", "best", "tokens_compared", "recommendation",
+            "device", "precision", "notes", "thresholds")
+    return {"mode": mode, **{k: al.get(k) for k in keep}, "samples": res.get("samples"),
+            "tensor_bytes": res.get("tensor_bytes")}
+
+
+def _add_alignment_findings(ranked: list, res: dict, d: LiveDoctor) -> None:
+    for f in (res["align"].get("findings") or []):
+        ranked.append(RankedFinding(finding_from_dict(f, d.location), "hidden states"))
+
+
+def _provisional(res: dict, draft: dict, engine: str) -> Finding:
+    """The mismatch seen in the packed features, before the dump names the trained layers."""
+    al = res["align"]
+    return Finding(
+        "layer-ids-engine-mismatch", "warning",
+        f"{engine} feeds the drafter other hidden states than it was trained on ({_diff_text(al)}); "
+        "a tensor dump names the trained layers and the ids to write.",
+        {"engine": engine, "config_ids": draft.get("ids"), "engine_points": al.get("cols_physical"),
+         "source": "numeric alignment (return_hidden_states)", "best": [b.get("physical") or b.get("candidate")
+                                                                        for b in al.get("best") or []],
+         "rel_diff": [b.get("value") for b in al.get("best") or []]})
+
+
+def _dedupe(ranked: list[RankedFinding]) -> list[RankedFinding]:
+    """One finding per code and source; an alignment finding with a fix replaces a provisional one."""
+    out: dict = {}
+    for r in ranked:
+        key = (r.code, r.source)
+        old = out.get(key)
+        if old is None or (r.fix is not None and old.fix is None):
+            out[key] = r
+    return list(out.values())
+
+
+# ------------------------------------------------------------------------------------- the dump
+def dump_profile(ops, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict, str]:
+    prof = ops.profile(d.rec.profile)
+    base = (prof.run_dir or "/tmp/eagle-workbench").rstrip("/")
+    dump_dir = f"{base}/dumps/server{d.sid}-{stamp}"
+    name = f"{d.rec.profile}@dump"
+    table = {"extends": d.rec.profile, "port": port, "log": f"{dump_dir}.log",
+             "args": ["--debug-tensor-dump-output-folder", dump_dir],
+             "description": f"tensor dump of {d.rec.profile} for the live doctor (server {d.sid})"}
+    return name, table, dump_dir
+
+
+def dump_plan(ops, d: LiveDoctor, samples: int, alongside: bool) -> Plan:
+    prof = ops.profile(d.rec.profile)
+    first = "" if alongside else f"stop server {d.sid}, then "
+    return Plan("relaunch", f"server {d.sid}",
+                f"{first}launch {d.rec.profile} again with --debug-tensor-dump-output-folder on another port, "
+                f"send {samples} training sample(s), stop it",
+                [f"profile {prof.name} on {prof.host}: the same command plus the tensor dump (CUDA graphs and "
+                 "warm-up are off in dump mode)",
+                 "the dump holds every layer's residual stream for those tokens; the alignment runs on the host",
+                 *([] if alongside else [f"server {d.sid} is stopped first (the GPUs cannot hold two copies); "
+                                         "relaunch it after the fix"])])
+
+
+def _free_port(host) -> int:
+    r = host.python_run("import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\n"
+                        "print(s.getsockname()[1])", timeout=30)
+    r.check("free port")
+    return int(r.out.strip().splitlines()[-1])
+
+
+def _dump_run(ops, d: LiveDoctor, job: dict, alongside: bool, ready_timeout: Optional[float]) -> Optional[dict]:
+    port = _free_port(d.host)
+    name, table, dump_dir = dump_profile(ops, d, port, time.strftime("%Y%m%d-%H%M%S"))
+    ops._overlay_profile(name, table)
+    if not alongside:
+        ops.server_stop(d.sid, confirm=True)
+        d.notes.append(f"server {d.sid} was stopped for the tensor dump")
+    rec = ops.launch(name, confirm=True)
+    d.notes.append(f"dump server {rec.id} ({name}) wrote {dump_dir} on {d.rec.host}")
+    try:
+        st = ops.server_wait(rec.id, timeout=ready_timeout)
+        if st.state != "ready":
+            fail = st.failure or {}
+            d.notes.append(f"the dump server did not become ready ({st.state}: {fail.get('class', '')} "
+                           f"{fail.get('hint', '')}); layers not named")
+            return None
+        return d._job("live", {**job, "url": f"http://127.0.0.1:{port}", "mode": "dump", "dump_dir": dump_dir})
+    finally:
+        try:
+            if ops.server(rec.id).state in ("launching", "starting", "ready", "failed"):
+                ops.server_stop(rec.id, confirm=True, gpu_wait=60)
+        except WorkbenchError as exc:
+            d.notes.append(f"stopping dump server {rec.id}: {exc}")

@@ -1,0 +1,135 @@
+"""One-key fix: write the fix through the config history, relaunch the same profile, measure again,
+and put before and after side by side.
+
+The relaunch uses the profile the server was launched from, so the only difference between the
+two servers is the config version the fix wrote (the journal shows both versions and both
+measurements, and which config each server loaded).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from workbench.confirm import Plan
+from workbench.errors import InputError, WorkbenchError
+from workbench.live.report import Comparison
+
+
+def last_fix(ops, server_id: int):
+    """The fix of the newest live doctor report on this server (journal), as a Fix."""
+    from workbench.live.report import fix_from_dict
+
+    for ev in reversed(ops.events(kind="live.doctor", subject=str(server_id))):
+        fix = (ev.payload or {}).get("fix")
+        if fix:
+            return fix_from_dict(fix)
+    raise InputError(f"server {server_id}: no live doctor report with a fix (run the doctor on it first)")
+
+
+def relaunch_plan(ops, server_id: int) -> Plan:
+    rec = ops.server(server_id)
+    running = rec.state in ("launching", "starting", "ready")
+    preview = ops.launch_preview(rec.profile)
+    details = [preview.display]
+    if running:
+        details.insert(0, f"stop server {rec.id}: SIGTERM to process group {rec.pgid or rec.pid}, grace, SIGKILL")
+    details += [f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info"]
+    return Plan("relaunch", f"server {rec.id}",
+                (f"stop server {rec.id} and " if running else "") + f"launch {rec.profile} again on {rec.host}",
+                details)
+
+
+def measure_settings(ops, server_id: int) -> dict:
+    """The protocol settings of the server's last measurement, so the next one is comparable."""
+    rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
+    if not rows:
+        return {}
+    r = rows[-1]
+    return {"concurrency": r.get("concurrency", 4), "max_new_tokens": r.get("max_new_tokens")}
+
+
+def relaunch(ops, server_id: int, *, measure: bool = True, measure_tokens: Optional[int] = None,
+             measure_concurrency: Optional[int] = None, timeout: Optional[float] = None, poll: float = 0.5):
+    """Stop the server if it runs, launch its profile, wait, measure like before. Returns
+    (new server record, status, measurement or None)."""
+    rec = ops.server(server_id)
+    if rec.state in ("launching", "starting", "ready"):
+        ops.server_stop(rec.id, confirm=True)
+    new = ops.launch(rec.profile, confirm=True)
+    st = ops.server_wait(new.id, timeout=timeout, poll=poll)
+    m = None
+    if st.state == "ready" and measure:
+        prev = measure_settings(ops, server_id)
+        m = ops.server_measure(new.id, concurrency=measure_concurrency or prev.get("concurrency") or 4,
+                               max_new_tokens=measure_tokens or prev.get("max_new_tokens"), label="after fix")
+    return ops.server(new.id), st, m
+
+
+def _loaded(ops, server_id: int) -> tuple[Optional[dict], Optional[str]]:
+    rec = ops.server(server_id)
+    if not rec.draft_config_sha256:
+        return None, None
+    row = ops.journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (rec.draft_config_sha256,)).fetchone()
+    try:
+        return (json.loads(bytes(row[0])) if row else None), rec.draft_config_sha256
+    except ValueError:
+        return None, rec.draft_config_sha256
+
+
+def _version_of(ops, sha: Optional[str]) -> Optional[int]:
+    if not sha:
+        return None
+    db = ops.journal.db
+    row = db.execute("SELECT config_id, id FROM config_versions WHERE sha256 = ? ORDER BY id DESC LIMIT 1",
+                     (sha,)).fetchone()
+    if row is None:
+        return None
+    return int(db.execute("SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?",
+                          (row["config_id"], row["id"])).fetchone()[0])
+
+
+def _side(ops, server_id: int) -> dict:
+    rec = ops.server(server_id)
+    rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
+    m = rows[-1] if rows else {}
+    cfg, sha = _loaded(ops, server_id)
+    ec = (cfg or {}).get("eagle_config") or {}
+    al = m.get("server_accept_len") if m.get("server_accept_len") is not None else (m.get("accept_len") or {}).get("mean")
+    return {"server": server_id, "profile": rec.profile, "state": rec.state, "accept_length": al,
+            "tokens_per_s": m.get("tokens_per_s"), "measurement": m.get("id"),
+            "layer_ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
+            "config_sha256": sha, "config_version": _version_of(ops, sha)}
+
+
+def compare(ops, before: int, after: int) -> Comparison:
+    b, a = _side(ops, before), _side(ops, after)
+
+    def ratio(x, y):
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x:
+            return f"x{y / x:.2f}"
+        return None
+
+    rows = [
+        {"name": "server", "before": f"#{b['server']} {b['profile']}", "after": f"#{a['server']} {a['profile']}",
+         "change": None},
+        {"name": "accept length", "before": b["accept_length"], "after": a["accept_length"],
+         "change": ratio(b["accept_length"], a["accept_length"])},
+        {"name": "tokens/s", "before": b["tokens_per_s"], "after": a["tokens_per_s"],
+         "change": ratio(b["tokens_per_s"], a["tokens_per_s"])},
+        {"name": "layer ids", "before": b["layer_ids"], "after": a["layer_ids"],
+         "change": None if b["layer_ids"] == a["layer_ids"] else "changed"},
+        {"name": "draft config", "before": _ver(b), "after": _ver(a), "change": None},
+    ]
+    return Comparison(before, after, rows, b, a)
+
+
+def _ver(side: dict) -> str:
+    v = side.get("config_version")
+    sha = side.get("config_sha256")
+    return (f"v{v} " if v else "") + (sha[:10] if sha else "-")
+
+
+def require_measured(ops, server_id: int) -> None:
+    if not [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]:
+        raise WorkbenchError(f"server {server_id}: no measurement to compare with (measure it first)")

@@ -1,0 +1,186 @@
+"""Results of the live loop: the doctor's report on a running server, a fix's outcome, and the
+before/after comparison (plain dataclasses; torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from workbench.doctor.findings import ConfigEdit, Finding, Fix
+from workbench.results import Result, jsonable
+
+
+def fix_from_dict(fd: dict, location=None) -> Fix:
+    file = fd.get("file")
+    if file and location:
+        file = location(file)
+    return Fix(fd.get("summary", ""), file,
+               [ConfigEdit(e["key"], e.get("value"), bool(e.get("delete", False))) for e in fd.get("edits", [])],
+               list(fd.get("launch", [])))
+
+
+def finding_from_dict(d: dict, location=None) -> Finding:
+    """A Finding back from its JSON form (a job's answer); ``location(path)`` rewrites fix files."""
+    fd = d.get("fix")
+    fix = fix_from_dict(fd, location) if fd else None
+    return Finding(d["code"], d["severity"], d["message"], dict(d.get("evidence") or {}), fix)
+
+
+@dataclass
+class RankedFinding(Result):
+    """A finding with where it came from and how much of the accept-length gap it accounts for."""
+
+    finding: Finding
+    source: str                          # "static", "hidden states"
+    explains: Optional[float] = None     # accept length this finding costs (measured offline)
+    share: Optional[float] = None        # explains / (predicted - observed)
+
+    @property
+    def code(self) -> str:
+        return self.finding.code
+
+    @property
+    def severity(self) -> str:
+        return self.finding.severity
+
+    @property
+    def message(self) -> str:
+        return self.finding.message
+
+    @property
+    def fix(self) -> Optional[Fix]:
+        return self.finding.fix
+
+    def to_dict(self) -> dict:
+        return {**self.finding.to_dict(), "source": self.source, "explains": jsonable(self.explains),
+                "share": jsonable(self.share)}
+
+
+_SEV = {"error": 0, "warning": 1, "info": 2}
+
+
+def rank(findings: list[RankedFinding]) -> list[RankedFinding]:
+    """Most of the gap first; findings without a measured share follow by severity."""
+    return sorted(findings, key=lambda r: (r.explains is None, -(r.explains or 0.0), _SEV.get(r.severity, 3),
+                                           r.code))
+
+
+@dataclass
+class LiveReport(Result):
+    server_id: int
+    profile: str
+    host: str
+    state: str
+    engine: str                       # the capture rule used: "sglang==0.5.23"
+    version: Optional[str]            # from /server_info
+    spec: dict                        # algorithm, steps, topk, draft_tokens (resolved, from the server)
+    target: dict                      # path, arch, num_layers
+    draft: dict                       # path, location, ids, loaded_sha256, current_sha256, changed_since_launch
+    observed: dict                    # accept_length, tokens_per_s, source
+    predicted: dict                   # accept_length, source, acc
+    gap: Optional[float]              # predicted - observed
+    features: dict                    # train_accept_length, live_accept_length, explains, verdict
+    alignment: Optional[dict]         # mode, rows, cols, cols_physical, matrix, best, recommendation
+    findings: list = field(default_factory=list)      # RankedFinding, most of the gap first
+    fix: Optional[Fix] = None                          # the top applicable fix
+    pending: Any = None                                # a Plan the caller must confirm (the dump relaunch)
+    transfers: list = field(default_factory=list)      # Transfer per job run on the host
+    steps: list = field(default_factory=list)          # what was done, in order
+    notes: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def codes(self) -> list[str]:
+        return [f.code for f in self.findings]
+
+    def text(self) -> str:
+        lines = [f"server {self.server_id} ({self.profile} on {self.host}, {self.engine}): {self.state}"]
+        o, p = self.observed.get("accept_length"), self.predicted.get("accept_length")
+        lines.append(f"  accept length: observed {_f(o)} ({self.observed.get('source', '-')}), predicted {_f(p)} "
+                     f"({self.predicted.get('source', '-')})" + (f", gap {_f(self.gap)}" if self.gap is not None else ""))
+        ft = self.features
+        if ft.get("live_accept_length") is not None:
+            lines.append(f"  drafter on the server's features: {_f(ft['live_accept_length'])} vs "
+                         f"{_f(ft.get('train_accept_length'))} on the training features "
+                         f"({ft.get('samples', '?')} samples): the features cost {_f(ft.get('explains'))}")
+        if ft.get("verdict"):
+            lines.append(f"  hidden states: {ft['verdict']}")
+        a = self.alignment
+        if a:
+            lines.append(f"  alignment ({a['mode']}, {a.get('tokens_compared', 0)} tokens):")
+            for b in a.get("best", []):
+                v = b.get("value")
+                lines.append(f"    {b['slot']:<8} -> {b.get('physical') or b.get('candidate') or '-':<16} rel_diff "
+                             f"{'-' if v is None else f'{v:.2g}':<8}  {b.get('verdict', '').upper()}")
+        if not self.findings:
+            lines.append("  no findings")
+        for i, r in enumerate(self.findings, 1):
+            share = f" (explains {_f(r.explains)}" + (f", {100 * r.share:.0f}% of the gap)" if r.share is not None
+                                                      else ")") if r.explains is not None else ""
+            lines.append(f"  {i}. {r.severity.upper():7} {r.code}{share}: {r.message}")
+            if r.fix:
+                lines.append(f"       fix: {r.fix.summary}")
+        if self.pending is not None:
+            lines.append(f"  needs confirmation: {self.pending.summary}")
+        for t in self.transfers:
+            if t.bundle != "in-process":
+                lines.append(f"  data: {t.text()}")
+        for n in self.notes:
+            lines.append(f"  note: {n}")
+        return "\n".join(lines)
+
+
+@dataclass
+class Comparison(Result):
+    """Before and after side by side: one row per quantity."""
+
+    before_server: int
+    after_server: int
+    rows: list                        # [{"name", "before", "after", "change"}]
+    before: dict
+    after: dict
+
+    def value(self, name: str, side: str = "after"):
+        for r in self.rows:
+            if r["name"] == name:
+                return r[side]
+        return None
+
+    def text(self) -> str:
+        w = max(len(r["name"]) for r in self.rows) if self.rows else 10
+        out = [f"{'':<{w}}  {'before':>20}  {'after':>20}  change"]
+        for r in self.rows:
+            out.append(f"{r['name']:<{w}}  {_s(r['before']):>20}  {_s(r['after']):>20}  {r.get('change') or ''}")
+        return "\n".join(out)
+
+
+@dataclass
+class FixOutcome(Result):
+    server_before: int
+    fix: Fix
+    change: Any                       # the ConfigChange written through the history
+    server_after: Optional[int] = None
+    ready: Optional[bool] = None
+    comparison: Optional[Comparison] = None
+    notes: list = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [f"fix applied to {self.change.location}: v{self.change.version.number} ({self.fix.summary})"]
+        if self.server_after is not None:
+            lines.append(f"relaunched as server {self.server_after}: {'ready' if self.ready else 'not ready'}")
+        if self.comparison is not None:
+            lines.append(self.comparison.text())
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _f(v, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _s(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)

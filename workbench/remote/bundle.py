@@ -1,0 +1,116 @@
+"""The code a host needs to run the remote jobs: the workbench modules they import, found by reading
+the imports (module level and inside functions), packed as a deterministic tar.gz whose sha256 over
+(path, content) names its cache directory on the host. Faces and the facade are never shipped: the
+jobs use the core alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import tarfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ENTRY = ("workbench.remote.runner", "workbench.remote.jobs")
+# Never shipped: faces, the facade, and the parts that run servers or build the lab.
+EXCLUDED = ("workbench.tui", "workbench.notebook", "workbench.cli", "workbench.api", "workbench.facade",
+            "workbench.lab", "workbench.sglang", "workbench.hosts", "workbench.configs", "workbench.journal",
+            "workbench.workspace", "workbench.timeline", "workbench.live", "workbench.remote.near",
+            "workbench.remote.bundle")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]          # .../workbench
+
+
+@dataclass(frozen=True)
+class Bundle:
+    files: tuple            # ((relative path, bytes), ...) sorted by path
+    digest: str             # sha256 over paths and contents
+
+    @property
+    def name(self) -> str:
+        return f"wb-{self.digest[:16]}"
+
+    @property
+    def source_bytes(self) -> int:
+        return sum(len(b) for _, b in self.files)
+
+    def modules(self) -> list[str]:
+        return [p[:-3].replace("/", ".").removesuffix(".__init__") for p, _ in self.files]
+
+    def tarball(self) -> bytes:
+        """A gzip'd tar with fixed metadata: the same code gives the same bytes."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
+            for rel, data in self.files:
+                info = tarfile.TarInfo(rel)
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                info.uname = info.gname = ""
+                tar.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+
+def _module_file(name: str) -> Path | None:
+    rel = Path(*name.split("."))
+    base = PACKAGE_ROOT.parent
+    for cand in (base / rel / "__init__.py", base / rel.with_suffix(".py")):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _excluded(name: str) -> bool:
+    return any(name == e or name.startswith(e + ".") for e in EXCLUDED)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every workbench module named by an import anywhere in the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "workbench")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] == "workbench":
+            found.add(node.module)
+            for a in node.names:      # ``from workbench.hidden import specforge`` names a module
+                sub = f"{node.module}.{a.name}"
+                if _module_file(sub) is not None:
+                    found.add(sub)
+    return found
+
+
+def closure(entries=ENTRY) -> dict[str, Path]:
+    """Module name -> file for the entries, what they import, and every parent package."""
+    todo, seen = list(entries), {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        parts = name.split(".")
+        for i in range(1, len(parts)):          # parent packages run first on import
+            parent = ".".join(parts[:i])
+            if parent not in seen:
+                todo.append(parent)
+        if _excluded(name) and name not in entries:
+            raise RuntimeError(f"the remote jobs reach {name}, which is not shipped to hosts")
+        f = _module_file(name)
+        if f is None:
+            raise RuntimeError(f"module {name}: no source file under {PACKAGE_ROOT}")
+        seen[name] = f
+        todo.extend(m for m in _imports(f) if m not in seen and not _excluded(m))
+    return seen
+
+
+@lru_cache(maxsize=1)
+def current() -> Bundle:
+    files = []
+    for name, f in closure().items():
+        rel = f.relative_to(PACKAGE_ROOT.parent).as_posix()
+        files.append((rel, f.read_bytes()))
+    files.sort()
+    h = hashlib.sha256()
+    for rel, data in files:
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    return Bundle(tuple(files), h.hexdigest())

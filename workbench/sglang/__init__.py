@@ -1,0 +1,1 @@
+"""SGLang servers: profiles, version-aware launch commands, validation, lifecycle, logs, metrics."""

@@ -1,0 +1,175 @@
+"""Profile -> the exact launch command for one SGLang version (argv + env + warnings).
+
+Version facts (sglang-internals.md §1.5): 0.5.23 deprecates ``--disable-cuda-graph`` for
+``--cuda-graph-backend-decode/prefill disabled``, ignores ``--num-continuous-decode-steps`` and
+rejects ``--cuda-graph-max-bs`` (ambiguous prefix); older versions know only the old spellings.
+0.5.23 is the first version read with the new flags, so it is the dividing line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Optional
+
+from workbench.errors import InputError
+from workbench.results import Result
+from workbench.sglang.profiles import Profile, join_flags, split_flags
+from workbench.sglang.version import Version
+
+NEW_FLAGS_SINCE = Version.parse("0.5.23")
+SPEC_FLAGS = {"algorithm": "--speculative-algorithm", "num_steps": "--speculative-num-steps",
+              "eagle_topk": "--speculative-eagle-topk", "num_draft_tokens": "--speculative-num-draft-tokens"}
+
+
+@dataclass
+class Command(Result):
+    profile: str
+    host: str
+    version: Optional[str]
+    argv: list
+    env: dict
+    log: str
+    port: int
+    run_dir: Optional[str] = None
+    warnings: list = field(default_factory=list)
+
+    @property
+    def sglang_args(self) -> list:
+        """The arguments SGLang's parser sees (after ``-m MODULE``)."""
+        return self.argv[self.argv.index("--model-path"):]
+
+    @property
+    def display(self) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return (f"{env} " if env else "") + " ".join(map(_show, self.argv)) + f" > {_show(self.log)} 2>&1"
+
+    def to_dict(self) -> dict:
+        return {"profile": self.profile, "host": self.host, "version": self.version, "argv": self.argv,
+                "env": self.env, "log": self.log, "port": self.port, "run_dir": self.run_dir,
+                "warnings": self.warnings, "display": self.display}
+
+
+def _show(arg: str) -> str:
+    """Quote for display; ``~/path`` stays readable (the remote shell expands it as $HOME)."""
+    if arg.startswith("~/") and shlex.quote(arg[2:]) == arg[2:]:
+        return arg
+    return shlex.quote(arg)
+
+
+def launcher_for(profile: Profile, python: str) -> list:
+    if profile.launcher:
+        return [python if a == "{python}" else a for a in profile.launcher]
+    return [python, "-m", "sglang.launch_server"]
+
+
+def build(profile: Profile, version: Optional[str], python: str) -> Command:
+    """The launch command. ``version`` None: the spelling as written, plus warnings saying what
+    0.5.23 would do with it."""
+    v = Version.parse(version) if version else None
+    where = f"[profiles.{profile.name}].args"
+    items = split_flags(list(profile.args), where)
+    warnings: list[str] = []
+    for flag, _ in items:
+        if flag in ("--port", "--model-path", "--model"):
+            raise InputError(f"{where}: {flag} is set by the profile's "
+                             f"{'port' if flag == '--port' else 'model'} field, not args")
+        if flag.startswith("--speculative-") and flag != "--speculative-draft-model-path" \
+                and flag in SPEC_FLAGS.values():
+            raise InputError(f"{where}: {flag} belongs in [profiles.{profile.name}].speculative")
+        if flag in ("--speculative-draft-model-path", "--speculative-draft-model"):
+            raise InputError(f"{where}: {flag} is set by the profile's draft field")
+    items = _respell(items, v, warnings)
+    general = join_flags(items)
+    # --port goes right after --host (where launch commands usually have it), else at the end
+    port = ["--port", str(profile.port)]
+    if "--host" in general:
+        i = general.index("--host") + 2
+        general = general[:i] + port + general[i:]
+    else:
+        general = general + port
+    spec = []
+    s = profile.speculative
+    if s.get("algorithm"):
+        spec += ["--speculative-algorithm", s["algorithm"]]
+    if profile.draft:
+        spec += ["--speculative-draft-model-path", profile.draft]
+    for key in ("eagle_topk", "num_draft_tokens", "num_steps"):
+        if key in s:
+            spec += [SPEC_FLAGS[key], str(s[key])]
+    argv = launcher_for(profile, python) + ["--model-path", profile.model] + general + spec
+    return Command(profile.name, profile.host, str(v) if v else None, argv, dict(profile.env),
+                   profile.log_path, profile.port, profile.run_dir, warnings)
+
+
+def _respell(items: list, v: Optional[Version], warnings: list) -> list:
+    out = []
+    new = v is not None and v >= NEW_FLAGS_SINCE
+    old = v is not None and v < NEW_FLAGS_SINCE
+    backends = {}
+    for flag, vals in items:
+        if flag == "--disable-cuda-graph":
+            if new:
+                warnings.append("0.5.23 deprecates --disable-cuda-graph: using --cuda-graph-backend-decode "
+                                "disabled --cuda-graph-backend-prefill disabled")
+                out += [("--cuda-graph-backend-decode", ["disabled"]), ("--cuda-graph-backend-prefill", ["disabled"])]
+                continue
+            if v is None:
+                warnings.append("on 0.5.23 --disable-cuda-graph is deprecated in favour of "
+                                "--cuda-graph-backend-decode/prefill disabled")
+        elif flag == "--cuda-graph-max-bs":
+            if new:
+                warnings.append("0.5.23 rejects --cuda-graph-max-bs (ambiguous): using --cuda-graph-max-bs-decode")
+                out.append(("--cuda-graph-max-bs-decode", vals))
+                continue
+            if v is None:
+                warnings.append("on 0.5.23 --cuda-graph-max-bs is rejected as ambiguous "
+                                "(--cuda-graph-max-bs-decode/prefill)")
+        elif flag == "--num-continuous-decode-steps":
+            if new or v is None:
+                warnings.append(("0.5.23" if new else "on 0.5.23") +
+                                " --num-continuous-decode-steps is accepted but ignored (read nowhere)")
+        elif flag in ("--cuda-graph-backend-decode", "--cuda-graph-backend-prefill") and not new:
+            if vals != ["disabled"]:
+                raise InputError(f"{flag} {' '.join(vals)}: only SGLang 0.5.23 and later have it"
+                                 + (f" (host has {v})" if v else ""))
+            if old:
+                backends[flag] = True
+                if "--disable-cuda-graph" not in [f for f, _ in out]:
+                    warnings.append(f"{v} predates {flag}: using --disable-cuda-graph")
+                    out.append(("--disable-cuda-graph", []))
+                continue
+        elif flag == "--cuda-graph-max-bs-decode" and old:
+            warnings.append(f"{v} predates --cuda-graph-max-bs-decode: using --cuda-graph-max-bs")
+            out.append(("--cuda-graph-max-bs", vals))
+            continue
+        elif flag == "--disable-decode-cuda-graph" and old:
+            warnings.append(f"{v} predates --disable-decode-cuda-graph: using --disable-cuda-graph")
+            out.append(("--disable-cuda-graph", []))
+            continue
+        out.append((flag, vals))
+    return out
+
+
+def diff_argv(old: Optional[list], new: list) -> list[str]:
+    """Flag-level difference between two launch commands: '+ --flag v', '- --flag v', '~ --flag a -> b'."""
+    if old is None:
+        return ["(first launch of this profile)"]
+
+    def flags(argv):
+        start = argv.index("--model-path") if "--model-path" in argv else 0
+        return {f: " ".join(v) for f, v in split_flags(argv[start:], "argv")}
+
+    a, b = flags(old), flags(new)
+    out = []
+    for f in b:
+        if f not in a:
+            out.append(f"+ {f} {b[f]}".rstrip())
+        elif a[f] != b[f]:
+            out.append(f"~ {f} {a[f]} -> {b[f]}")
+    for f in a:
+        if f not in b:
+            out.append(f"- {f} {a[f]}".rstrip())
+    if old[:old.index("--model-path")] != new[:new.index("--model-path")] if "--model-path" in old and "--model-path" in new else False:
+        out.append(f"~ launcher {shlex.join(old[:old.index('--model-path')])} -> {shlex.join(new[:new.index('--model-path')])}")
+    return out

@@ -1,0 +1,599 @@
+"""Parse SGLang server logs: decode and prefill lines, startup milestones, failures.
+
+Covers every log generation from 0.4.9 to 0.5.23 (``Decode batch.`` / ``Decode batch,`` /
+``Decode batch [N],``, with or without ``accept rate``, with or without the trailing ``, ``,
+hybrid-pool token fields, optional DP/TP/EP/PP rank tags and millisecond stamps).
+
+    scan = parse_text(text)                # or LogParser().feed(chunk) for a growing log
+    scan.decode.column("accept_len")       # numpy array, NaN where a line has no value
+    for rec in scan.records(): ...         # {"kind": "decode"|"prefill"|"milestone"|"failure", ...}
+    classify(scan.events, exit_code=1)     # the failure that explains a dead server, or None
+
+Bulk lines (decode/prefill) are parsed column-wise: a log of one server prints them in one
+shape, so all lines of a shape are split together and their numbers converted in one numpy call.
+Lines of an unexpected shape fall back to a tolerant per-line regex, so speed never costs a line.
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import re
+from dataclasses import dataclass, field
+from itertools import accumulate, compress, repeat
+from bisect import bisect_right
+from operator import not_
+from typing import Any, Iterable, Iterator, Optional
+
+FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "cuda-graph", "nccl",
+                   "scheduler-exception", "warmup-failed", "process-died")
+
+# When several classes show up in one log, the most specific explains the death.
+_PRIORITY = ("draft-context", "port-in-use", "cuda-graph", "oom", "nccl", "warmup-failed",
+             "scheduler-exception", "process-died")
+
+HINTS = {
+    "oom": "out of GPU memory: lower --mem-fraction-static (the draft's weights and KV pool share it) "
+           "or the CUDA-graph batch size, or free the GPUs",
+    "port-in-use": "the port is taken: stop whatever holds it or pick another --port",
+    "draft-context": "the draft's context is shorter than the target's: raise the draft's "
+                     "max_position_embeddings or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    "cuda-graph": "CUDA-graph capture failed: lower the decode CUDA-graph max batch size or "
+                  "--mem-fraction-static, try --disable-custom-all-reduce, or disable graphs to isolate it",
+    "nccl": "NCCL / custom all-reduce error: try --disable-custom-all-reduce or NCCL settings "
+            "(NCCL_P2P_LEVEL, NCCL_PROTO, NCCL_ALGO)",
+    "scheduler-exception": "a scheduler raised: read the traceback above the line",
+    "warmup-failed": "the warm-up request failed: read the traceback after the line",
+    "process-died": "the server process died: read the end of the log",
+}
+
+MILESTONES = ("server_args", "weights_begin", "weights_end", "kv_cache", "graph_begin",
+              "graph_end", "ready")
+
+_COMMON = ("] Decode batch", "] Prefill batch", "] INFO:  ")
+_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)([^\]]*)\] ")
+
+# Rare lines: milestones and failures. One alternation over the lines that are not bulk lines.
+_RARE = re.compile(
+    r"server_args=|Load weight (?:begin|end)|KV Cache is allocated|Capture [^\n]*?graph"
+    r"|The server is fired up and ready to roll"
+    r"|Not enough memory|out of memory|OutOfMemoryError|leaves no room for the full KV pool"
+    r"|address already in use|Errno 98|Port is already in use|is already in use"
+    r"|is not available in \d+ seconds"
+    r"|context_length \(\d+\) is greater than the derived context_length"
+    r"|NCCL error|nccl\w*Error|custom_all_reduce\S*:\d+: CUDA error|CustomAllreduce"
+    r"|Scheduler hit an exception|warmup error|Initialization failed"
+    r"|scheduler died|scheduler is dead|Received sigquit")
+
+_GRAPH_LINE = re.compile(
+    r"Capture (?:(target|draft) )?(?:(decode|verify|extend|prefill) )?(?:(draft) )?(?:(extend) )?"
+    r"(?:cuda|CUDA|cpu|npu|musa) graph (begin|end)")
+_KV_TOKENS = re.compile(r"#tokens: (\d+)")
+_ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )([\d.]+) ?s")
+_AVAIL = re.compile(r"avail mem=([\d.]+) GB")
+_TYPE = re.compile(r"type=(\w+)")
+_DRAFT_CLASS = re.compile(r"Eagle|Draft|MTP|NextN")
+_EXIT = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns of bulk lines (extracted lazily: a dashboard needs two columns, not twelve)
+# ---------------------------------------------------------------------------------------------
+# Each field: the literal that precedes its value. The first occurrence in a line is the field
+# (``block accept len`` and ``swa token usage`` come after ``accept len`` / ``token usage``).
+_FIELD_KEYS = {
+    "running_req": "#running-req: ", "queue_req": "#queue-req: ", "tokens": "#token: ",
+    "token_usage": "token usage: ", "accept_len": "accept len: ", "accept_rate": "accept rate: ",
+    "gen_throughput": "gen throughput (token/s): ", "input_throughput": "input throughput (token/s): ",
+    "new_seq": "#new-seq: ", "new_token": "#new-token: ", "cached_token": "#cached-token: ",
+    "pending_token": "#pending-token: ", "cap_len": "cap len: ", "block_accept_len": "block accept len: ",
+}
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_COL_BULK = {name: re.compile(re.escape(key) + _NUM + r"[^\n]*") for name, key in _FIELD_KEYS.items()}
+_COL_LINE = {name: re.compile(re.escape(key) + r"(?:full=)?" + _NUM) for name, key in _FIELD_KEYS.items()}
+_COL_LINE["tokens"] = re.compile(r"#(?:full )?token: (?:full=)?(\d+)")
+_COL_LINE["token_usage"] = re.compile(r"(?<!swa )token usage: (?:full=)?" + _NUM)
+_COL_LINE["accept_len"] = re.compile(r"(?<!block )accept len: " + _NUM)
+_DECODE_SHAPE = re.compile(
+    r"#running-req: (\d+), #token: (\d+), token usage: ([\d.]+), (?:accept len: ([\d.]+), "
+    r"(?:accept rate: ([\d.]+), )?)?(?:cuda|cpu|npu|musa) graph: (True|False), "
+    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)")
+_DECODE_SHAPE_COLS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate", "_graph",
+                      "gen_throughput", "queue_req")
+_GRAPH_BULK = re.compile(r" graph: (True|False)[^\n]*")
+_GRAPH_ONE = re.compile(r"(?:cuda|cpu|npu|musa) graph: (True|False)")
+_STAMP_BULK = re.compile(r"^\[([^\]\n]*)\] ", re.M)
+_ITER = re.compile(r"batch \[(\d+)\]")
+_INT_FIELDS = {"running_req", "queue_req", "tokens", "new_seq", "new_token", "cached_token",
+               "pending_token", "iter"}
+DECODE_FIELDS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate",
+                 "gen_throughput", "queue_req", "iter")
+PREFILL_FIELDS = ("new_seq", "new_token", "cached_token", "tokens", "token_usage", "running_req",
+                  "queue_req", "pending_token", "input_throughput", "iter")
+
+
+class Columns:
+    """Decode or prefill lines. The raw lines are kept; ``column(name)`` extracts one field for
+    every line at once (a numpy float array, NaN where a line lacks the field) and caches it."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.lines: list[str] = []
+        self._line: list[int] = []
+        self._pending: list = []           # callables making line numbers, run on first use
+        self._joined: Optional[str] = None
+        self._cache: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @property
+    def line(self) -> list[int]:
+        """1-based line numbers in the log."""
+        while self._pending:
+            self._line.extend(self._pending.pop(0)())
+        return self._line
+
+    def _add(self, lines: list, numbers) -> None:
+        self.lines.extend(lines)
+        if callable(numbers):
+            self._pending.append(numbers)
+        else:
+            self.line.extend(numbers)
+        self._joined = None
+        self._cache.clear()
+
+    def extend(self, other: "Columns") -> None:
+        self._add(other.lines, other.line)
+
+    @property
+    def joined(self) -> str:
+        if self._joined is None:
+            self._joined = "\n".join(self.lines)
+        return self._joined
+
+    def column(self, name: str):
+        import numpy as np
+
+        got = self._cache.get(name)
+        if got is not None:
+            return got
+        n = len(self.lines)
+        if self.kind == "decode" and name in _DECODE_SHAPE_COLS and "_shape" not in self._cache:
+            self._decode_shape()
+            got = self._cache.get(name)
+            if got is not None:
+                return got
+        if name == "iter":
+            vals = ([_ITER.search(s) for s in self.lines] if "batch [" in self.joined else [])
+            arr = np.array([float(m.group(1)) if m else np.nan for m in vals] or [np.nan] * n, dtype=float)
+        else:
+            found = _COL_BULK[name].findall(self.joined) if n else []
+            if len(found) == n:
+                arr = np.array(list(map(float, found)), dtype=float)
+            elif not found:
+                arr = np.full(n, np.nan)
+            else:  # some lines lack the field (a log spanning two servers): scatter
+                has = np.fromiter(map(str.__contains__, self.lines, repeat(_FIELD_KEYS[name])), bool, n)
+                sub = _COL_BULK[name].findall("\n".join(compress(self.lines, has)))
+                if len(sub) == int(has.sum()):
+                    arr = np.full(n, np.nan)
+                    arr[has] = np.array(list(map(float, sub)), dtype=float)
+                else:
+                    ms = map(_COL_LINE[name].search, self.lines)
+                    arr = np.array([float(m.group(1)) if m else np.nan for m in ms], dtype=float)
+            if name in ("tokens", "token_usage", "accept_len") and n and self._unusual():
+                # hybrid pools ("#full token", "token usage: full=") and DSpark need the exact form
+                ms = map(_COL_LINE[name].search, self.lines)
+                arr = np.array([float(m.group(1)) if m else np.nan for m in ms], dtype=float)
+        self._cache[name] = arr
+        return arr
+
+    def _decode_shape(self) -> None:
+        """The common decode shape (every generation, plain KV pool): all its columns in one scan."""
+        import numpy as np
+
+        self._cache["_shape"] = True
+        n = len(self.lines)
+        if not n or self._unusual():
+            return
+        found = _DECODE_SHAPE.findall(self.joined)
+        if len(found) != n:
+            return
+        cols = list(zip(*found))
+        for name, col in zip(_DECODE_SHAPE_COLS, cols):
+            if name == "_graph":
+                self._cache[name] = list(map("True".__eq__, col))
+            elif "" in col:
+                self._cache[name] = np.array([float(x) if x else np.nan for x in col], dtype=float)
+            else:
+                self._cache[name] = np.array(list(map(float, col)), dtype=float)
+
+    def _unusual(self) -> bool:
+        got = self._cache.get("_unusual")
+        if got is None:
+            j = self.joined
+            got = self._cache["_unusual"] = any(k in j for k in ("#full token", "usage: full=",
+                                                                  "block accept len"))
+        return got
+
+    def graph(self) -> list:
+        if self.kind == "decode" and "_shape" not in self._cache:
+            self._decode_shape()
+        got = self._cache.get("_graph")
+        if got is None:
+            found = _GRAPH_BULK.findall(self.joined) if self.lines else []
+            if len(found) == len(self.lines):
+                got = [v == "True" for v in found]
+            else:
+                got = [(m.group(1) == "True") if m else None for m in map(_GRAPH_ONE.search, self.lines)]
+            self._cache["_graph"] = got
+        return got
+
+    def stamps(self) -> list[str]:
+        got = self._cache.get("_stamp")
+        if got is None:
+            got = _STAMP_BULK.findall(self.joined) if self.lines else []
+            self._cache["_stamp"] = got
+        return got
+
+    def times(self) -> list[str]:
+        return [_split_stamp(s)[0] for s in self.stamps()]
+
+    def record(self, i: int) -> dict:
+        time, rank = _split_stamp(self.stamps()[i])
+        rec: dict[str, Any] = {"kind": self.kind, "time": time, "line": self.line[i]}
+        if rank:
+            rec["rank"] = rank
+        names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
+        for name in names:
+            v = self.column(name)[i]
+            rec[name] = None if v != v else (int(v) if name in _INT_FIELDS else float(v))
+        rec["cuda_graph"] = self.graph()[i]
+        return rec
+
+
+_STAMP_SPLIT = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)\s*(.*)")
+
+
+def _split_stamp(stamp: str) -> tuple[str, str]:
+    m = _STAMP_SPLIT.match(stamp)
+    return (m.group(1), m.group(2).strip()) if m else (stamp, "")
+
+
+# ---------------------------------------------------------------------------------------------
+# The result of parsing some text
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class LogScan:
+    lines: int = 0
+    decode: Columns = field(default_factory=lambda: Columns("decode"))
+    prefill: Columns = field(default_factory=lambda: Columns("prefill"))
+    events: list = field(default_factory=list)     # milestone and failure records (dicts), in order
+
+    def extend(self, other: "LogScan") -> None:
+        self.lines += other.lines
+        self.decode.extend(other.decode)
+        self.prefill.extend(other.prefill)
+        self.events.extend(other.events)
+
+    def records(self) -> list[dict]:
+        """Every recognised line as a record, in line order."""
+        out = [self.decode.record(i) for i in range(len(self.decode))]
+        out += [self.prefill.record(i) for i in range(len(self.prefill))]
+        out += [dict(e) for e in self.events]
+        out.sort(key=lambda r: r["line"])
+        return out
+
+    def milestones(self) -> list[dict]:
+        return [e for e in self.events if e["kind"] == "milestone"]
+
+    def failures(self) -> list[dict]:
+        return [e for e in self.events if e["kind"] == "failure"]
+
+    @property
+    def ready(self) -> bool:
+        return any(e.get("name") == "ready" for e in self.events)
+
+
+# ---------------------------------------------------------------------------------------------
+# The incremental parser
+# ---------------------------------------------------------------------------------------------
+class LogParser:
+    """Feed it the bytes of a growing log (by offset); it keeps the partial last line and the
+    startup state (which weight load is the target's, which the draft's) between calls."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+        self.lines = 0          # complete lines consumed so far
+        self.bytes = 0          # bytes fed so far (when fed bytes): the next read offset
+        self._weights_begin = 0
+        self._weights_end = 0
+        self._last_stamp = ""
+
+    def feed(self, data: "bytes | str", *, final: bool = False) -> LogScan:
+        if isinstance(data, bytes):
+            self.bytes += len(data)
+            data = data.decode("utf-8", errors="replace")
+        text = self._partial + data if self._partial else data
+        if final:
+            self._partial = ""
+            if text and not text.endswith("\n"):
+                text += "\n"
+        else:
+            cut = text.rfind("\n") + 1
+            self._partial = text[cut:]
+            text = text[:cut]
+        return self._parse(text)
+
+    def finish(self) -> LogScan:
+        return self.feed("", final=True)
+
+    # -- the work -----------------------------------------------------------------------------
+    def _parse(self, text: str) -> LogScan:
+        scan = LogScan()
+        if not text:
+            return scan
+        was = gc.isenabled()
+        gc.disable()  # millions of small tuples and strings, no cycles: the collector only costs time
+        try:
+            if "\r" in text:
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
+            lines = text.split("\n")
+            lines.pop()  # text ends with "\n": the last element is empty
+            base = self.lines
+            self.lines += len(lines)
+            scan.lines = len(lines)
+            # Sort lines by the start of their message (after the "[stamp] " prefix): decode and
+            # prefill lines, uvicorn INFO lines (an access line per request), and the rest.
+            at = list(map(str.find, lines, repeat("] ")))
+            common = list(map(str.startswith, lines, repeat(_COMMON), at))
+            numbers = range(base + 1, base + 1 + len(lines))
+            if any(common):
+                sel = list(compress(lines, common))
+                sel_at = list(compress(at, common))
+                for cols, prefix in ((scan.decode, "] Decode batch"), (scan.prefill, "] Prefill batch")):
+                    flags = list(map(str.startswith, sel, repeat(prefix), sel_at))
+                    if any(flags):
+                        # line numbers are made only when asked for (most uses never need them)
+                        cols._add(list(compress(sel, flags)),
+                                  lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
+                other = list(map(not_, common))
+            else:
+                other = [True] * len(lines)
+            if any(other):
+                self._rare(scan, lines, other, base)
+            for i in range(len(lines) - 1, -1, -1):
+                if lines[i].startswith("["):
+                    m = _STAMP.match(lines[i])
+                    if m:
+                        self._last_stamp = m.group(1)
+                        break
+        finally:
+            if was:
+                gc.enable()
+        return scan
+
+    def _rare(self, scan: LogScan, lines: list, other: list, base: int) -> None:
+        other_idx = list(compress(range(len(lines)), other))
+        others = list(compress(lines, other))
+        joined = "\n".join(others)
+        hits = [m.start() for m in _RARE.finditer(joined)]
+        if not hits:
+            return
+        # others[k] starts at sum(len(others[:k])) + k in joined
+        sums = list(accumulate(map(len, others), initial=0))
+        seen = set()
+        for pos in hits:
+            k = bisect_right(range(len(sums)), pos, key=lambda j: sums[j] + j) - 1
+            if k in seen:
+                continue
+            seen.add(k)
+            i = other_idx[k]
+            rec = self._classify_line(others[k], lines, i)
+            if rec is not None:
+                rec["line"] = base + i + 1
+                scan.events.append(rec)
+
+    def _stamp_before(self, lines: list, i: int) -> str:
+        for j in range(i, max(-1, i - 400), -1):
+            if lines[j].startswith("["):
+                m = _STAMP.match(lines[j])
+                if m:
+                    return m.group(1)
+        return self._last_stamp
+
+    def _classify_line(self, line: str, lines: list, i: int) -> Optional[dict]:
+        m = _STAMP.match(line)
+        time = m.group(1) if m else self._stamp_before(lines, i) or None
+        rank = m.group(2).strip() if m else ""
+        msg = line[m.end():] if m else line.strip()
+        rec: dict[str, Any] = {"kind": "", "time": time}
+        if rank:
+            rec["rank"] = rank
+        cls = failure_class(msg)
+        if cls is not None:
+            rec.update(kind="failure", **{"class": cls}, hint=HINTS[cls], text=_clip(msg))
+            if cls == "oom":
+                rec["what"] = ("kv-pool" if ("Not enough memory" in msg or "KV pool" in msg)
+                               else "cuda-alloc")
+            ec = _EXIT.search(msg)
+            if ec:
+                code = int(ec.group(1) or ec.group(2))
+                rec["exit_code"] = code
+                if code == -9:
+                    rec["hint"] += " (exit -9 is SIGKILL: often the OS OOM killer; check dmesg)"
+            if "custom_all_reduce" in msg or "CustomAllreduce" in msg:
+                rec["custom_all_reduce"] = True
+            return rec
+        name, extra = _milestone(msg)
+        if name is None:
+            return None
+        rec.update(kind="milestone", name=name, text=_clip(msg))
+        if name == "weights_begin":
+            self._weights_begin += 1
+            rec["role"] = "target" if self._weights_begin == 1 else "draft"
+        elif name == "weights_end":
+            self._weights_end += 1
+            t = _TYPE.search(msg)
+            if t:
+                rec["model_class"] = t.group(1)
+            drafty = bool(t) and _DRAFT_CLASS.search(t.group(1)) is not None
+            rec["role"] = "draft" if (drafty or self._weights_end > 1) else "target"
+        rec.update(extra)
+        return rec
+
+
+def _milestone(msg: str) -> tuple[Optional[str], dict]:
+    if msg.startswith("server_args=") or " server_args=" in msg[:40]:
+        return "server_args", {}
+    if "The server is fired up and ready to roll" in msg:
+        return "ready", {}
+    if msg.startswith("Load weight begin"):
+        return "weights_begin", _numbers(msg)
+    if msg.startswith("Load weight end"):
+        return "weights_end", _numbers(msg)
+    if "KV Cache is allocated" in msg:
+        t = _KV_TOKENS.search(msg)
+        return "kv_cache", ({"tokens": int(t.group(1))} if t else {})
+    g = _GRAPH_LINE.search(msg)
+    if g:
+        role = g.group(1) or g.group(3) or "target"
+        phase = g.group(2) or g.group(4) or "decode"
+        out = {"role": role, "phase": phase, **_numbers(msg)}
+        return ("graph_begin" if g.group(5) == "begin" else "graph_end"), out
+    return None, {}
+
+
+def _numbers(msg: str) -> dict:
+    out = {}
+    e = _ELAPSED.search(msg)
+    if e:
+        out["elapsed_s"] = float(e.group(1))
+    a = _AVAIL.search(msg)
+    if a:
+        out["avail_mem_gb"] = float(a.group(1))
+    return out
+
+
+_PORT_BUSY = re.compile(r"is not available in \d+ seconds|port \S*\s?is already in use|_port \d+ is already in use")
+_GRAPH_FAILED = re.compile(r"Capture [^:]*graph failed", re.I)
+_NCCL = re.compile(r"nccl\w*Error|custom_all_reduce\S*:\d+: CUDA error")
+
+
+def failure_class(msg: str) -> Optional[str]:
+    """The failure class of one log message, or None. Order: the most specific text first."""
+    if "is greater than the derived context_length" in msg:
+        return "draft-context"
+    if ("address already in use" in msg or "Errno 98" in msg or "Port is already in use" in msg
+            or _PORT_BUSY.search(msg)):
+        return "port-in-use"
+    if "graph failed" in msg and _GRAPH_FAILED.search(msg):
+        return "cuda-graph"
+    if ("Not enough memory" in msg or "out of memory" in msg or "OutOfMemoryError" in msg
+            or "leaves no room for the full KV pool" in msg):
+        return "oom"
+    if "NCCL error" in msg or "CustomAllreduce" in msg or _NCCL.search(msg):
+        return "nccl"
+    if "warmup error" in msg:
+        return "warmup-failed"
+    if "Scheduler hit an exception" in msg:
+        return "scheduler-exception"
+    if ("scheduler died" in msg or "scheduler is dead" in msg or "Received sigquit" in msg
+            or "Initialization failed" in msg):
+        return "process-died"
+    return None
+
+
+def _clip(s: str, n: int = 400) -> str:
+    s = s.rstrip()
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# Convenience
+# ---------------------------------------------------------------------------------------------
+def parse_text(text: "str | bytes") -> LogScan:
+    p = LogParser()
+    scan = p.feed(text, final=True)
+    return scan
+
+
+def parse_file(path, chunk: int = 1 << 24) -> LogScan:
+    p = LogParser()
+    scan = LogScan()
+    with open(path, "rb") as fh:
+        while True:
+            data = fh.read(chunk)
+            if not data:
+                break
+            scan.extend(p.feed(data))
+    scan.extend(p.finish())
+    return scan
+
+
+def iter_records(text: "str | bytes") -> Iterator[dict]:
+    yield from parse_text(text).records()
+
+
+def classify(events: Iterable[dict], exit_code: Optional[int] = None,
+             process_alive: bool = True) -> Optional[dict]:
+    """The failure that explains a failed start: the most specific class seen in the log, or
+    ``process-died`` when the process is gone (or exited non-zero) without a recognised line."""
+    found: dict[str, dict] = {}
+    for e in events:
+        if e.get("kind") == "failure":
+            found.setdefault(e["class"], e)
+    for cls in _PRIORITY:
+        if cls in found:
+            return dict(found[cls])
+    if not process_alive or (exit_code not in (None, 0)):
+        text = "the server process is gone" + (f" (exit code {exit_code})" if exit_code is not None else "")
+        return {"kind": "failure", "class": "process-died", "hint": HINTS["process-died"],
+                "text": text, "time": None, "line": None,
+                **({"exit_code": exit_code} if exit_code is not None else {})}
+    return None
+
+
+def parse_server_args(text: str) -> dict:
+    """The resolved server arguments from a ``server_args=`` line: a dict (0.5.23) or a
+    ``ServerArgs(...)`` repr (older). Values that are not plain literals are kept as strings."""
+    i = text.find("server_args=")
+    if i < 0:
+        return {}
+    body = text[i + len("server_args="):].strip()
+    try:
+        tree = ast.parse(body, mode="eval").body
+    except SyntaxError:
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(tree, ast.Dict):
+        for k, v in zip(tree.keys, tree.values):
+            if isinstance(k, ast.Constant):
+                out[str(k.value)] = _literal(v, body)
+    elif isinstance(tree, ast.Call):
+        for kw in tree.keywords:
+            if kw.arg:
+                out[kw.arg] = _literal(kw.value, body)
+    return out
+
+
+def _literal(node, src: str):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return ast.get_source_segment(src, node)
+
+
+def accept_rate_meaning(version: Optional[str]) -> str:
+    """What the ``accept rate`` of a decode line means for a given SGLang version."""
+    from workbench.sglang.version import Version
+
+    if not version:
+        return "unknown version"
+    v = Version.parse(version)
+    if v < Version.parse("0.5.4"):
+        return "not printed before 0.5.4"
+    if v < Version.parse("0.5.12"):
+        return "accept len / (num_steps + 1): counts the bonus token"
+    return "(accept len - 1) / (num_draft_tokens - 1): correct drafts only"

@@ -1,0 +1,110 @@
+"""The measurement protocol: flush the cache, send a fixed prompt set at a given concurrency,
+read accept length and tokens/s (with their spread) from the answers and from /server_info.
+
+Accept length per request = completion_tokens / spec_verify_ct (SGLang's per-request number,
+which counts the bonus token); the server's ``avg_spec_accept_length`` after the flush covers
+exactly this workload.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Optional
+
+from workbench.errors import InputError, WorkbenchError
+from workbench.results import Result
+
+
+@dataclass
+class Measurement(Result):
+    server_id: int
+    prompts: int
+    concurrency: int
+    max_new_tokens: int
+    rounds: int
+    completion_tokens: int
+    wall_s: float
+    tokens_per_s: float                 # all completion tokens / wall time
+    tokens_per_s_per_request: dict      # mean, stdev, min, max
+    accept_len: dict                    # per request: mean, stdev, min, max
+    server_accept_len: Optional[float]  # /server_info avg_spec_accept_length after the flush
+    rounds_tokens_per_s: list = field(default_factory=list)
+    spec: dict = field(default_factory=dict)
+    prompt_set: str = ""
+
+
+def prompt_set(name: Optional[str] = None) -> dict:
+    if name and name.endswith(".json"):
+        try:
+            with open(name) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{name}: cannot read a prompt set: {exc}") from None
+    else:
+        data = json.loads(resources.files("workbench.sglang").joinpath("prompts.json").read_text())
+    if not isinstance(data.get("prompts"), list) or not data["prompts"]:
+        raise InputError(f"{name or 'prompts.json'}: expected {{\"prompts\": [\"...\", ...]}}")
+    return data
+
+
+def _spread(xs: list) -> dict:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return {"mean": None, "stdev": None, "min": None, "max": None}
+    return {"mean": statistics.fmean(xs), "stdev": statistics.stdev(xs) if len(xs) > 1 else 0.0,
+            "min": min(xs), "max": max(xs)}
+
+
+def run_protocol(client, server_id: int, *, concurrency: int = 4, max_new_tokens: Optional[int] = None,
+                 rounds: int = 1, prompts: Optional[str] = None, flush_wait: float = 30.0,
+                 progress=None) -> Measurement:
+    ps = prompt_set(prompts)
+    texts = ps["prompts"]
+    m = int(max_new_tokens or ps.get("max_new_tokens", 256))
+    if concurrency < 1 or rounds < 1 or m < 1:
+        raise InputError("measure: concurrency, rounds and max_new_tokens must be positive")
+    deadline = time.monotonic() + flush_wait
+    while True:
+        ok, text = client.flush_cache()
+        if ok:
+            break
+        if time.monotonic() > deadline:
+            raise WorkbenchError(f"server {server_id}: /flush_cache refused for {flush_wait:g} s "
+                                 f"(requests still running): {text[:120]}")
+        time.sleep(1)
+    per_al, per_tps, round_tps = [], [], []
+    total_tokens, total_wall = 0, 0.0
+
+    def one(prompt: str):
+        t0 = time.monotonic()
+        out = client.generate(prompt, m)
+        dt = time.monotonic() - t0
+        meta = out.get("meta_info", {})
+        ct = int(meta.get("completion_tokens", 0))
+        vc = meta.get("spec_verify_ct")
+        return ct, dt, (ct / vc if vc else None)
+
+    for r in range(rounds):
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            results = list(pool.map(one, texts))
+        wall = time.monotonic() - t0
+        toks = sum(ct for ct, _, _ in results)
+        total_tokens += toks
+        total_wall += wall
+        round_tps.append(toks / wall if wall else 0.0)
+        per_tps += [ct / dt for ct, dt, _ in results if dt > 0]
+        per_al += [al for _, _, al in results]
+        if progress:
+            progress(r + 1, rounds)
+    from workbench.sglang.client import spec_summary
+
+    spec = spec_summary(client.server_info())
+    return Measurement(server_id, len(texts), concurrency, m, rounds, total_tokens, total_wall,
+                       total_tokens / total_wall if total_wall else 0.0, _spread(per_tps), _spread(per_al),
+                       spec.get("avg_spec_accept_length"), round_tps, spec, ps.get("name", ""))

@@ -1,0 +1,157 @@
+"""The timeline of a debugging effort: every journaled operation in time order.
+
+Answers "which config was live when accept length was 1.12?": a server loads its draft config at
+launch, so for anything tied to a server the live config is the version recorded at its launch
+(``servers.draft_config_sha256``); otherwise it is the latest stored version at that time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from workbench.journal import Journal
+from workbench.results import Result
+
+# Event kind prefix -> category shown and filtered by the faces.
+CATEGORIES = (
+    ("server.launch", "launch"),
+    ("server.stop", "launch"),
+    ("server.measure", "measurement"),
+    ("server.sweep", "measurement"),
+    ("live.measure", "measurement"),
+    ("config.", "config"),
+    ("doctor", "finding"),
+    ("live.doctor", "finding"),
+    ("align", "finding"),
+)
+
+
+def category_of(kind: str) -> str:
+    for prefix, cat in CATEGORIES:
+        if kind.startswith(prefix):
+            return cat
+    return "other"
+
+
+@dataclass
+class TimelineEntry(Result):
+    id: int
+    ts: float
+    time: str
+    kind: str
+    category: str
+    subject: str
+    summary: str
+    server: Optional[int] = None
+    profile: Optional[str] = None
+    config: Optional[str] = None
+    payload: dict = field(default_factory=dict)
+
+
+@dataclass
+class LiveConfig(Result):
+    """The draft config version that was live for an entry, and why we believe so."""
+
+    location: str
+    version: int
+    sha256: str
+    reason: str
+    basis: str                      # "loaded at launch of server N" | "latest version at that time"
+    content: str
+
+
+@dataclass
+class Timeline(Result):
+    entries: list[TimelineEntry]
+    filters: dict
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _server_rows(journal: Journal) -> dict[int, Any]:
+    return {r["id"]: r for r in journal.db.execute("SELECT * FROM servers")}
+
+
+def _summary(kind: str, payload: dict) -> str:
+    """One line a person reads: the numbers that matter for each kind, else the compact payload."""
+    p = payload
+    if "accept_length" in p and isinstance(p.get("accept_length"), (int, float)):
+        tail = f", {p['tokens_per_s']:.1f} tok/s" if isinstance(p.get("tokens_per_s"), (int, float)) else ""
+        return f"accept length {p['accept_length']:.2f}{tail}"
+    if kind.startswith("config.") and "version" in p:
+        reason = p.get("reason") or (p.get("fix") or {}).get("summary") or ""
+        return f"v{p['version']}" + (f": {reason}" if reason else "")
+    if "findings" in p and isinstance(p["findings"], list):
+        codes = [f.get("code", "?") if isinstance(f, dict) else str(f) for f in p["findings"]]
+        return f"{len(codes)} finding(s): " + ", ".join(codes[:4]) + ("…" if len(codes) > 4 else "")
+    text = json.dumps(p, sort_keys=True)
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+def _server_of(subject: str, payload: dict) -> Optional[int]:
+    for key in ("server_id", "server"):
+        v = payload.get(key)
+        if isinstance(v, int):
+            return v
+        if isinstance(v, str) and v.isdigit():
+            return int(v)
+    if subject.startswith("server:") and subject[7:].isdigit():
+        return int(subject[7:])
+    return None
+
+
+def build(journal: Journal, *, server: Optional[int] = None, profile: Optional[str] = None,
+          config: Optional[str] = None, category: Optional[str] = None) -> Timeline:
+    servers = _server_rows(journal)
+    entries = []
+    for ev in journal.events():
+        p = ev.payload if isinstance(ev.payload, dict) else {}
+        sid = _server_of(ev.subject, p)
+        prof = p.get("profile") or (servers[sid]["profile"] if sid in servers else None)
+        loc = ev.subject if ev.kind.startswith("config.") else (p.get("config") or p.get("location"))
+        entry = TimelineEntry(ev.id, ev.ts, _iso(ev.ts), ev.kind, category_of(ev.kind), ev.subject,
+                              _summary(ev.kind, p), sid, prof, loc, p)
+        if server is not None and entry.server != server:
+            continue
+        if profile is not None and entry.profile != profile:
+            continue
+        if config is not None and (entry.config is None or config not in entry.config):
+            continue
+        if category is not None and entry.category != category:
+            continue
+        entries.append(entry)
+    return Timeline(entries, {"server": server, "profile": profile, "config": config, "category": category})
+
+
+def live_config(journal: Journal, entry: TimelineEntry) -> Optional[LiveConfig]:
+    """The config version live for an entry: the one its server loaded, else the latest at that time."""
+    db = journal.db
+    if entry.server is not None:
+        srv = db.execute("SELECT * FROM servers WHERE id = ?", (entry.server,)).fetchone()
+        if srv is not None and srv["draft_config_sha256"]:
+            row = db.execute(
+                "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
+                "WHERE v.sha256 = ? AND v.ts <= ? ORDER BY v.id DESC LIMIT 1",
+                (srv["draft_config_sha256"], max(entry.ts, srv["launched"]))).fetchone()
+            if row is not None:
+                return _live(journal, row, f"loaded at launch of server {entry.server}")
+    if entry.config:
+        row = db.execute(
+            "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
+            "WHERE t.location = ? AND v.ts <= ? ORDER BY v.id DESC LIMIT 1", (entry.config, entry.ts)).fetchone()
+        if row is not None:
+            return _live(journal, row, "latest version at that time")
+    return None
+
+
+def _live(journal: Journal, row, basis: str) -> LiveConfig:
+    number = journal.db.execute("SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?",
+                                (row["config_id"], row["id"])).fetchone()[0]
+    content = journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (row["sha256"],)).fetchone()[0]
+    return LiveConfig(row["location"], int(number), row["sha256"], row["reason"], basis,
+                      bytes(content).decode("utf-8", errors="replace"))

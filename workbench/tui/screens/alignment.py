@@ -1,0 +1,272 @@
+"""Alignment: which capture point is each training slot.
+
+The candidate x slot matrix of rel_diff as a heat map (one row per candidate point, one column per
+training slot; the best cell of each slot in reverse video), the verdict per slot with its margin
+over the runner-up, the recommended layer ids with "apply to config" (through the config history,
+after a confirm that shows the diff), and the per-token rel_diff of the highlighted cell.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Iterable, Optional
+
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
+
+from workbench.errors import WorkbenchError
+from workbench.tui.base import WorkbenchScreen
+from workbench.tui.screens import ScreenSpec
+
+ENGINES = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.13", "sglang==0.5.13"),
+           ("sglang 0.5.12.post1", "sglang==0.5.12.post1"), ("vllm", "vllm")]
+VERDICT_STYLE = {"match": "bold green", "ambiguous": "bold yellow", "no-match": "bold red"}
+# log10(rel_diff) from -6 (identical up to bf16 noise) to 0 (unrelated): green -> red
+HEAT = ["#1b5e20", "#2e7d32", "#558b2f", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"]
+
+
+def heat_style(v: Optional[float]) -> str:
+    if v is None or not math.isfinite(v):
+        return "dim"
+    x = -6.0 if v <= 1e-6 else min(0.0, math.log10(v))
+    i = min(len(HEAT) - 1, int((x + 6.0) / 6.0 * (len(HEAT) - 1) + 0.5))
+    return f"white on {HEAT[i]}"
+
+
+def fmt(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if v == math.inf:
+        return "inf"
+    return f"{v:.2e}" if abs(v) < 1e-2 else f"{v:.3f}"
+
+
+class AlignmentScreen(WorkbenchScreen):
+    CSS_PATH = "alignment.tcss"
+    BINDINGS = [
+        Binding("ctrl+r", "run", "Align", id="alignment.run"),
+        Binding("a", "apply", "Apply to config", id="alignment.apply"),
+        Binding("ctrl+y", "copy_command", "Copy CLI", id="alignment.copy_cli"),
+    ]
+
+    def __init__(self, train: str = "", infer: str = "", engine: str = "sglang==0.5.23", draft: str = "",
+                 target: str = "", num_layers: str = "", autorun: Optional[bool] = None):
+        super().__init__()
+        self.initial = dict(train=train, infer=infer, engine=engine, draft=draft, target=target,
+                            num_layers=num_layers)
+        self.autorun = bool(train and infer) if autorun is None else autorun
+        self.result = None
+        self.error: Optional[str] = None
+
+    def compose_body(self) -> Iterable[Widget]:
+        v = self.initial
+        with Vertical(id="align-form"):
+            with Horizontal(classes="row"):
+                yield Input(v["train"], placeholder="training capture (data_0.ckpt, hs_0.safetensors, ...)",
+                            id="train", compact=True)
+                yield Input(v["infer"], placeholder="inference capture (payload .json, dump folder, stack)",
+                            id="infer", compact=True)
+            with Horizontal(classes="row"):
+                yield Select(ENGINES, value=v["engine"], allow_blank=False, id="engine", compact=True)
+                yield Input(v["draft"], placeholder="draft dir (optional)", id="draft", compact=True)
+                yield Input(v["target"], placeholder="target config (optional)", id="target", compact=True)
+                yield Input(v["num_layers"], placeholder="layers", id="num_layers", type="integer", compact=True)
+        yield Static("", id="align-error", classes="error-line", markup=False)
+        with Horizontal(id="align-body"):
+            with Vertical(id="matrix-pane"):
+                yield Label("rel_diff: candidates x training slots (best per slot reversed)", classes="title")
+                yield DataTable(id="matrix", cursor_type="cell", zebra_stripes=False)
+            with VerticalScroll(id="summary-pane"):
+                yield Label("Best match per slot", classes="title")
+                yield DataTable(id="best", cursor_type="none")
+                yield Static("Enter both captures and press ctrl+r.", id="recommendation")
+                yield Label("Per token (highlighted cell)", classes="title")
+                yield Static("", id="drill-title", markup=False)
+                yield Sparkline([], id="drill-spark")
+                yield Static("", id="drill", markup=False)
+                yield Static("", id="align-notes", classes="muted", markup=False)
+
+    def on_mount(self) -> None:
+        best = self.query_one("#best", DataTable)
+        best.add_columns("slot", "best", "point", "rel_diff", "runner-up", "margin", "verdict")
+        if self.autorun:
+            self.action_run()
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def fields(self) -> dict:
+        q = self.query_one
+        out = {k: q(f"#{k}", Input).value.strip() for k in ("train", "infer", "draft", "target", "num_layers")}
+        out["engine"] = q("#engine", Select).value
+        return out
+
+    @on(Input.Submitted)
+    def _submitted(self, _event) -> None:
+        self.action_run()
+
+    def action_run(self) -> None:
+        f = self.fields()
+        if not f["train"] or not f["infer"]:
+            self.show_error("enter the training capture and the inference capture")
+            return
+        self.align(f)
+
+    @work(thread=True, exclusive=True, group="alignment", exit_on_error=False)
+    def align(self, f: dict) -> None:
+        try:
+            n = int(f["num_layers"]) if f["num_layers"] else None
+            result = self.app.wb.align(f["train"], f["infer"], engine=f["engine"], draft=f["draft"] or None,
+                                       target=f["target"] or None, num_layers=n)
+        except WorkbenchError as exc:
+            self.app.call_from_thread(self.show_error, str(exc))
+            return
+        except Exception as exc:  # a bug must not take the screen down
+            self.app.call_from_thread(self.app.report, exc, what="alignment")
+            return
+        self.app.call_from_thread(self.show_result, result)
+
+    def show_error(self, message: str) -> None:
+        self.error = message
+        self.query_one("#align-error", Static).update(message)
+
+    # -- output -----------------------------------------------------------------------------------
+    def show_result(self, r) -> None:
+        from rich.text import Text
+
+        self.result, self.error = r, None
+        self.query_one("#align-error", Static).update("")
+        best_of = {i: r.cols.index(b.candidate) for i, b in enumerate(r.best) if b.candidate in r.cols}
+        m = self.query_one("#matrix", DataTable)
+        m.clear(columns=True)
+        m.add_columns("candidate", "point", *[f"{s}" + (f" {p}" if p else "") for s, p in zip(r.rows, r.rows_physical)])
+        for c, name in enumerate(r.cols):
+            cells = []
+            for s in range(len(r.rows)):
+                v = r.matrix[s][c]
+                style = heat_style(v) + (" bold reverse" if best_of.get(s) == c else "")
+                cells.append(Text(f" {fmt(v)} ", style=style))
+            m.add_row(name, r.cols_physical[c] or "?", *cells, key=str(c))
+        t = self.query_one("#best", DataTable)
+        t.clear()
+        for b in r.best:
+            t.add_row(b.slot, b.candidate or "-", b.physical or "?", fmt(b.value), b.runner_up or "-",
+                      "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
+                      Text(b.verdict, style=VERDICT_STYLE.get(b.verdict, "")))
+        self.query_one("#recommendation", Static).update(self._recommendation_text(r))
+        notes = [f"{r.tokens_compared} tokens compared ({r.tokens['method']}); dropped: "
+                 f"{r.tokens['dropped_ref']} training, {r.tokens['dropped_infer']} inference rows"]
+        notes += [f"{b.slot}: {b.reason}" for b in r.best]
+        notes += [f"non-finite: {n.side} {n.tensor}: {n.nan} nan, {n.inf} inf, first {n.first}" for n in r.nonfinite]
+        notes += list(r.notes)
+        self.query_one("#align-notes", Static).update("\n".join(notes))
+        if best_of:
+            m.move_cursor(row=best_of.get(0, 0), column=2)
+            self.drill(0, best_of.get(0, 0))
+        m.focus()
+
+    def _recommendation_text(self, r):
+        from rich.text import Text
+
+        out = Text()
+        rec = r.recommendation
+        if rec is None:
+            out.append("No engine given: no layer-id recommendation.", style="dim")
+            return out
+        if rec.layer_ids is not None:
+            out.append("Recommended ", style="bold")
+            out.append(f"{rec.key} = {rec.layer_ids}", style="bold cyan")
+            out.append(f"\nfor {rec.engine}: captures {', '.join(p or '?' for p in rec.points)}")
+            if not rec.confident:
+                out.append("\nnot every slot matched firmly: check the verdicts", style="yellow")
+        else:
+            out.append(f"No recommendation: {rec.reason}", style="yellow")
+        for f in r.findings:
+            out.append(f"\n{f.severity.upper()} {f.code}: ", style="bold red" if f.severity == "error" else "bold yellow")
+            out.append(f.message)
+            if f.fix and f.fix.applicable:
+                out.append("\npress a to apply to config (shows the diff first)", style="dim")
+        if rec.differs is False:
+            out.append(f"\nthe draft's config already captures these points ({rec.current_ids})", style="green")
+        return out
+
+    @on(DataTable.CellHighlighted, "#matrix")
+    def _cell(self, event: DataTable.CellHighlighted) -> None:
+        if self.result is None:
+            return
+        col = event.coordinate.column - 2
+        if 0 <= col < len(self.result.rows):
+            self.drill(col, event.coordinate.row)
+
+    def drill(self, slot: int, cand: int) -> None:
+        import numpy as np
+
+        r = self.result
+        if r is None or not (0 <= cand < len(r.cols)):
+            return
+        pt = r.per_token(slot, cand)
+        vals = np.asarray(pt["rel_diff"], dtype=float)
+        self.query_one("#drill-title", Static).update(
+            f"{r.rows[slot]} vs {r.cols[cand]} ({r.cols_physical[cand] or '?'})"
+            + ("" if pt["exact"] else "  [screen values]"))
+        self.query_one("#drill-spark", Sparkline).data = list(np.log10(np.maximum(vals, 1e-9))) if vals.size else []
+        if vals.size:
+            worst = np.argsort(vals)[::-1][:5]
+            pos = pt["positions"]
+            text = (f"median {fmt(float(np.median(vals)))}  p95 {fmt(float(np.percentile(vals, 95)))}  "
+                    f"max {fmt(float(vals.max()))}\nworst tokens: "
+                    + ", ".join(f"{pos[i]}:{fmt(float(vals[i]))}" for i in worst))
+        else:
+            text = "no tokens"
+        self.query_one("#drill", Static).update(text)
+
+    # -- actions ----------------------------------------------------------------------------------
+    def _fix(self):
+        if self.result is None:
+            return None
+        for f in self.result.findings:
+            if f.fix and f.fix.applicable:
+                return f.fix
+        return None
+
+    def action_apply(self) -> None:
+        fix = self._fix()
+        if fix is None:
+            self.notify("nothing to apply: give the draft dir, or the config already agrees",
+                        severity="warning")
+            return
+        try:
+            plan = self.app.wb.config_fix_plan(fix)
+        except WorkbenchError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.app.confirm(plan, lambda: self.apply(fix))
+
+    @work(thread=True, exclusive=True, group="alignment-apply", exit_on_error=False)
+    def apply(self, fix) -> None:
+        try:
+            change = self.app.wb.config_apply_fix(fix, confirm=True)
+        except WorkbenchError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
+        self.app.call_from_thread(self.action_run)
+
+    def action_copy_command(self) -> None:
+        self.app.copy_to_clipboard(cli_command(self.fields()))
+        self.notify(cli_command(self.fields()), title="copied", markup=False)
+
+
+def cli_command(f: dict) -> str:
+    argv = ["eagle-workbench", "align", "--train", f["train"], "--infer", f["infer"], "--engine", f["engine"]]
+    for key, flag in (("draft", "--draft"), ("target", "--target"), ("num_layers", "--num-layers")):
+        if f.get(key):
+            argv += [flag, f[key]]
+    return " ".join(shlex.quote(a) for a in argv) + " --json"
+
+
+SPEC = ScreenSpec("alignment", "Alignment", "f8", AlignmentScreen, order=40)

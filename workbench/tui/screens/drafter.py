@@ -1,0 +1,163 @@
+"""Drafter: a draft checkpoint run on its training data the way training measures it.
+
+Per-depth SpecForge acc_k, the chain view (full and conditional accuracy), top-k hit rates, the
+draft vocabulary's coverage, the strict weight check and the predicted accept length; one key sends
+the rates to the Predictor screen.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Label, Static
+
+from workbench.errors import WorkbenchError
+from workbench.tui.base import WorkbenchScreen
+from workbench.tui.screens import ScreenSpec
+
+
+def pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def predictor_fields(result) -> dict:
+    """The Predictor screen's form for this drafter: marginal rates P_k = full_acc (chain)."""
+    from workbench.drafter.evaluate import predict_inputs
+
+    p = predict_inputs(result)
+    return {"convention": "marginal", "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
+            "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
+            "steps": str(p["steps"]), "topk": "1", "draft_tokens": str(p["steps"] + 1)}
+
+
+class DrafterScreen(WorkbenchScreen):
+    CSS_PATH = "drafter.tcss"
+    BINDINGS = [
+        Binding("ctrl+r", "run", "Evaluate", id="drafter.run"),
+        Binding("p", "to_predictor", "To predictor", id="drafter.to_predictor"),
+    ]
+
+    def __init__(self, draft: str = "", data: str = "", target: str = "", depth: str = "3",
+                 autorun: Optional[bool] = None):
+        super().__init__()
+        self.initial = dict(draft=draft, data=data, target=target, depth=depth)
+        self.autorun = bool(draft and data and target) if autorun is None else autorun
+        self.result = None
+        self.error: Optional[str] = None
+
+    def compose_body(self) -> Iterable[Widget]:
+        v = self.initial
+        with Vertical(id="drafter-form"):
+            with Horizontal(classes="row"):
+                yield Input(v["draft"], placeholder="draft checkpoint dir", id="draft", compact=True)
+                yield Input(v["data"], placeholder="training data dir (rows_*/data_*.ckpt)", id="data", compact=True)
+            with Horizontal(classes="row"):
+                yield Input(v["target"], placeholder="target model dir (embedding + lm_head)", id="target",
+                            compact=True)
+                yield Input(v["depth"], placeholder="depth", id="depth", type="integer", compact=True)
+        yield Static("", id="drafter-error", classes="error-line", markup=False)
+        with Horizontal(id="drafter-body"):
+            with Vertical(id="depth-pane"):
+                yield Label("Per depth (teacher-forced, training-time test)", classes="title")
+                yield DataTable(id="depths", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="drafter-side"):
+                yield Static("Enter the draft, its data and the target, then ctrl+r.", id="drafter-summary")
+                yield Static("", id="drafter-weights")
+                yield Static("", id="drafter-notes", classes="muted", markup=False)
+
+    def on_mount(self) -> None:
+        if self.autorun:
+            self.action_run()
+
+    def fields(self) -> dict:
+        return {k: self.query_one(f"#{k}", Input).value.strip() for k in ("draft", "data", "target", "depth")}
+
+    @on(Input.Submitted)
+    def _submitted(self, _event) -> None:
+        self.action_run()
+
+    def action_run(self) -> None:
+        f = self.fields()
+        missing = [k for k in ("draft", "data", "target") if not f[k]]
+        if missing:
+            self.show_error(f"{missing[0]}: enter a directory")
+            return
+        self.evaluate(f)
+
+    @work(thread=True, exclusive=True, group="drafter", exit_on_error=False)
+    def evaluate(self, f: dict) -> None:
+        try:
+            depth = int(f["depth"]) if f["depth"] else None
+            result = self.app.wb.drafter_eval(f["draft"], f["data"], f["target"], depth=depth)
+        except WorkbenchError as exc:
+            self.app.call_from_thread(self.show_error, str(exc))
+            return
+        except Exception as exc:
+            self.app.call_from_thread(self.app.report, exc, what="drafter")
+            return
+        self.app.call_from_thread(self.show_result, result)
+
+    def show_error(self, message: str) -> None:
+        self.error = message
+        self.query_one("#drafter-error", Static).update(message)
+
+    def show_result(self, r) -> None:
+        from rich.text import Text
+
+        self.result, self.error = r, None
+        self.query_one("#drafter-error", Static).update("")
+        t = self.query_one("#depths", DataTable)
+        t.clear(columns=True)
+        t.add_columns("depth", "acc_k", "full_acc", "cond_acc", *[f"top{k}" for k in r.topk], "positions")
+        for d in range(r.depth):
+            t.add_row(str(d), pct(r.acc[d]), pct(r.full_acc[d]), pct(r.cond_acc[d]),
+                      *[pct(v) for v in r.topk_acc[d]], str(r.positions_per_depth[d]))
+        p = r.predicted
+        out = Text()
+        if p.get("accept_length") is not None:
+            out.append(f"{p['accept_length']:.3f}", style="bold")
+            out.append(f" predicted accept length ({p['steps']} steps, chain, bonus token included)\n")
+        if p.get("from_acc") is not None:
+            out.append(f"{p['from_acc']:.3f}", style="bold")
+            out.append(" from acc_k alone (SpecForge-style; ignores how depths correlate)\n")
+        out.append(f"{r.samples} samples, {r.positions} positions; draft vocabulary covers "
+                   f"{pct(r.vocab_coverage)} of the target's tokens\n")
+        out.append("press p to send the rates to the Predictor", style="dim")
+        self.query_one("#drafter-summary", Static).update(out)
+        w = r.weights
+        ok = not (w["missing"] or w["unexpected"] or w["mismatched"])
+        wt = Text("weights: ", style="bold")
+        wt.append("ok" if ok else "PROBLEMS", style="green" if ok else "bold red")
+        wt.append(f" ({w['present']} tensors, {w['naming']} names)")
+        for n in w["missing"]:
+            wt.append(f"\n  missing {n}", style="red")
+        for n in w["unexpected"]:
+            wt.append(f"\n  unexpected {n} (SGLang drops it silently)", style="red")
+        for m in w["mismatched"]:
+            wt.append(f"\n  {m['name']}: {m['actual']}, expected {m['expected']}", style="red")
+        self.query_one("#drafter-weights", Static).update(wt)
+        self.query_one("#drafter-notes", Static).update("\n".join(r.notes))
+        t.focus()       # keys act on the result (p sends it to the Predictor)
+
+    def action_to_predictor(self) -> None:
+        if self.result is None:
+            self.notify("evaluate a drafter first", severity="warning")
+            return
+        fields = predictor_fields(self.result)
+        if "predictor" not in [s.id for s in getattr(self.app, "specs", [])]:
+            self.notify("no Predictor screen", severity="error")
+            return
+        self.app.switch_mode("predictor")
+        self.app.call_after_refresh(lambda: fill_predictor(self.app.screen, fields))
+
+
+def fill_predictor(screen, fields: dict) -> None:
+    for name, value in fields.items():
+        screen.query_one(f"#{name}").value = value
+
+
+SPEC = ScreenSpec("drafter", "Drafter", "f9", DrafterScreen, order=45)

@@ -1,0 +1,132 @@
+"""Timeline: every launch, config version, measurement and finding in time order.
+
+Selecting an entry shows its payload and the draft config that was live for it (the version its
+server loaded at launch), which answers "what was the config when accept length was 1.12?".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Label, Select, Static
+
+from workbench.errors import WorkbenchError
+from workbench.tui.base import WorkbenchScreen
+from workbench.tui.screens import ScreenSpec
+
+CATEGORY_STYLE = {"launch": "bold cyan", "config": "bold magenta", "measurement": "bold green",
+                  "finding": "bold yellow", "other": "dim"}
+
+
+class TimelineScreen(WorkbenchScreen):
+    CSS_PATH = "timeline.tcss"
+    AUTO_FOCUS = "#entries"
+    BINDINGS = [
+        Binding("ctrl+r", "refresh", "Refresh", id="timeline.refresh"),
+        Binding("ctrl+f", "focus_filter", "Filter", id="timeline.filter"),
+    ]
+
+    def __init__(self):
+        super().__init__()
+        self.entries: list = []
+
+    def compose_body(self):
+        with Horizontal(id="timeline-filters"):
+            yield Select([(c, c) for c in CATEGORY_STYLE], prompt="all categories", id="category", compact=True)
+            yield Input(placeholder="server id", id="server", compact=True, restrict=r"\d*")
+            yield Input(placeholder="profile", id="profile", compact=True)
+            yield Input(placeholder="config path contains", id="config", compact=True)
+        with Horizontal(id="timeline-body"):
+            table = DataTable(id="entries", cursor_type="row", zebra_stripes=True)
+            table.add_columns("#", "time", "category", "kind", "server/profile", "summary")
+            yield table
+            with Vertical(id="detail-pane"):
+                yield Label("Entry", classes="title")
+                with VerticalScroll(id="detail-scroll"):
+                    yield Static("", id="detail", markup=False)
+                yield Label("Config live for it", classes="title")
+                with VerticalScroll(id="live-scroll"):
+                    yield Static("", id="live", markup=False)
+
+    def on_mount(self) -> None:
+        self.action_refresh()
+
+    def on_screen_resume(self) -> None:
+        self.action_refresh()
+
+    def _filters(self) -> dict:
+        server = self.query_one("#server", Input).value.strip()
+        cat = self.query_one("#category", Select).value
+        return {"server": int(server) if server else None,
+                "profile": self.query_one("#profile", Input).value.strip() or None,
+                "config": self.query_one("#config", Input).value.strip() or None,
+                "category": cat if isinstance(cat, str) else None}
+
+    def action_refresh(self) -> None:
+        self.load(self._filters())
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#category", Select).focus()
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _filters_changed(self, _event) -> None:
+        self.action_refresh()
+
+    @work(thread=True, exclusive=True, group="timeline")
+    def load(self, filters: dict) -> None:
+        try:
+            tl = self.app.wb.timeline(**filters)
+        except WorkbenchError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self._show, tl.entries)
+
+    def _show(self, entries: list) -> None:
+        self.entries = entries
+        table = self.query_one("#entries", DataTable)
+        table.clear()
+        for e in entries:
+            who = f"server {e.server}" if e.server is not None else (e.profile or e.subject or "")
+            table.add_row(str(e.id), e.time, Text(e.category, style=CATEGORY_STYLE.get(e.category, "")),
+                          e.kind, who, e.summary, key=str(e.id))
+        if entries:
+            table.move_cursor(row=len(entries) - 1)
+            self._select(entries[-1])
+        else:
+            self.query_one("#detail", Static).update("(no entries: everything the workbench does is recorded here)")
+            self.query_one("#live", Static).update("")
+
+    @on(DataTable.RowHighlighted, "#entries")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is None or event.row_key.value is None:
+            return
+        entry = next((e for e in self.entries if str(e.id) == event.row_key.value), None)
+        if entry is not None:
+            self._select(entry)
+
+    def _select(self, entry) -> None:
+        self.query_one("#detail", Static).update(
+            f"{entry.time}  {entry.kind}  {entry.subject}\n\n{json.dumps(entry.payload, indent=2)}")
+        self.live_config(entry.id)
+
+    @work(thread=True, exclusive=True, group="timeline-live")
+    def live_config(self, entry_id: int) -> None:
+        try:
+            live = self.app.wb.timeline_live_config(entry_id)
+        except WorkbenchError as exc:
+            text: Optional[str] = str(exc)
+        else:
+            text = ("(nothing ties this entry to a draft config)" if live is None else
+                    f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
+                    f"{live.basis}\n\n{live.content}")
+        self.app.call_from_thread(self.query_one("#live", Static).update, text)
+
+
+SPEC = ScreenSpec("timeline", "Timeline", "f10", TimelineScreen, order=90)
