@@ -83,3 +83,18 @@ def test_prefix_flags_parse_like_sglang():
     assert version == (0, 5, 12, 0)
     _, v = parse(["--model-path", "/m", "--lab-engine", "sglang-0.5.13"])
     assert v == (0, 5, 13, 0)
+
+
+def test_story_launch_flags_are_accepted():
+    from workbench.lab.serverargs import parse
+
+    argv = ("--model-path /shared/kimi-k2.5-int4 --trust-remote-code --tp-size 8 --mem-fraction-static 0.88 "
+            "--host 0.0.0.0 --port 8000 --num-continuous-decode-steps 4 --disable-custom-all-reduce "
+            "--disable-cuda-graph --speculative-algorithm EAGLE3 --speculative-draft-model-path /d/4 "
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 6 --speculative-num-steps 5").split()
+    args, _ = parse(argv)
+    assert (args.tp_size, args.speculative_num_steps, args.disable_cuda_graph) == (8, 5, True)
+    args, _ = parse(["--model-path", "/m", "--lab-engine", "sglang-0.5.23", "--cuda-graph-backend-decode", "disabled"])
+    assert args.cuda_graph_backend_decode == "disabled"
+    with pytest.raises(SystemExit):
+        parse(["--model-path", "/m", "--cuda-graph-backend-decode", "disabled"])   # 0.5.12 has no such flag

@@ -169,7 +169,7 @@ class LabEngine:
             logits, aux = self._target(prompt, cache, names)
             seq = prompt[0].tolist() + [int(logits[0, -1].argmax())]
             if self.on_prefill:
-                self.on_prefill(prompt.shape[1])
+                self.on_prefill(prompt.shape[1], time.time() - t0)
             if return_hidden and aux is not None:
                 hidden_rows.append(self._rows(aux[0]))
             if self.drafter is None:

@@ -275,14 +275,13 @@ class LabServer:
                                              "API call, so the stacktrace below might be incorrect."))
 
     # ----- scheduler bookkeeping -----
-    def _on_prefill(self, new_tokens: int) -> None:
-        a = self.args
+    def _on_prefill(self, new_tokens: int, seconds: float) -> None:
         self.seq_len = new_tokens
         with self.state_lock:
             running, waiting = self.running, max(0, self.waiting)
         self.log(self.fmt.prefill(1, new_tokens, 0, new_tokens, new_tokens / max(1, self.max_total_tokens),
                                   max(0, running - 1), waiting, self.forward_ct + 1,
-                                  cuda_graph=False, input_tps=0.0))
+                                  cuda_graph=False, input_tps=new_tokens / max(seconds, 1e-6)))
 
     def _on_round(self, accepted: Optional[int], emitted: int, seq_len: int) -> None:
         a = self.args
