@@ -219,3 +219,16 @@ def test_eval_bad_inputs(drafter_world, tmp_path, capture_files):
                     [torch.zeros(8, 64)] * 2)
     with pytest.raises(InputError, match="width 128 is not 3 slots"):
         evaluate(w["draft"], wrong.parent, w["target"])
+
+
+def test_cli_eval_json_contract_and_check(cli, drafter_world, workspace):
+    w = drafter_world
+    r = cli("drafter", "eval", "--draft", str(w["draft"]), "--data", str(w["data"]), "--target", str(w["target"]),
+            "--depth", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("acc", "cond_acc", "full_acc", "topk_acc", "positions", "predicted"):
+        assert key in out
+    assert len(out["acc"]) == 2 and out["positions"] == w["L"] - 6
+    ok = cli("drafter", "check", "--draft", str(w["draft"]))
+    assert ok.returncode == 0 and ok.stdout.startswith("ok:")

@@ -132,8 +132,8 @@ def test_bf16_screen_gives_the_same_answer(capture_files):
     """All-bf16 inputs through the CPU screening path: the refined values decide."""
     ref = open_capture(capture_files.speculators, num_layers=N_LAYERS)
     infer = open_capture(capture_files.hf_stack)
-    fine = align(ref, infer, screen="fp32")
-    fast = align(ref, infer, screen="bf16")
+    fine = align(ref, infer, screen="fp32", device="cpu")
+    fast = align(ref, infer, screen="bf16", device="cpu")
     assert fast.precision == "bf16-screen" and fine.precision == "fp32"
     assert [b.physical for b in fast.best] == [b.physical for b in fine.best] == TRUE
     for a, b in zip(fast.best, fine.best):

@@ -84,3 +84,15 @@ def server_ws(sshd, tmp_path_factory):
         except Exception:
             pass
     wb.close()
+
+
+@pytest.fixture
+def ssh_workspace(workspace, sshd):
+    sshd.write_known_hosts()
+    if sshd.proc is None:
+        sshd.start()
+    write_toml(workspace / "workbench.toml", {"hosts": {"test": sshd.host_table()},
+                                              "profiles": standin_profiles(workspace, sshd)})
+    return workspace
+
+

@@ -163,11 +163,14 @@ class H(BaseHTTPRequestHandler):
             verify = -(-m // per)
             STATE["verify"] += verify
             STATE["accepted"] += m
-            time.sleep(0.002 * verify)
+            # time per verify cycle follows the throughput model: verify(ndt) + steps * draft
+            ndt = args.speculative_num_draft_tokens or 1
+            cycle = 0.004 + 0.0005 * ndt + 0.002 * steps
+            time.sleep(cycle * verify)
             STATE["lines"] += 1
             log(f"Decode batch, #running-req: 1, #token: {100 + m}, token usage: 0.01, "
                 + (f"accept len: {m / verify:.2f}, accept rate: {(m / verify - 1) / max(1, steps):.2f}, " if steps else "")
-                + f"cuda graph: True, gen throughput (token/s): {m / (0.002 * verify):.2f}, #queue-req: 0")
+                + f"cuda graph: True, gen throughput (token/s): {m / (cycle * verify):.2f}, #queue-req: 0")
             return self._send(200, {"text": "x" * m, "meta_info": {"completion_tokens": m, "spec_verify_ct": verify,
                                                                    "prompt_tokens": 8}})
         self._send(404, {"detail": "Not Found"})

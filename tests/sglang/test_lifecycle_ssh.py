@@ -76,7 +76,7 @@ def test_lifecycle_launch_ready_status_metrics_measure_stop(server_ws, sshd):
     res = wb.server_stop(rec.id, confirm=True, gpu_wait=10)
     assert res.result == "stopped" and res.signals == ["TERM"] and res.gpus_idle is True
     assert wb.server(rec.id).state == "stopped"
-    kinds = [e.kind for e in wb.events(subject=str(rec.id))]
+    kinds = [e.kind for e in wb.events(subject=f"server:{rec.id}")]
     assert {"server.launch", "server.ready", "server.measure", "server.stopped"} <= set(kinds)
 
 
@@ -187,3 +187,16 @@ def test_follow_survives_a_connection_drop(server_ws, sshd, tmp_path):
     assert restarted
     assert bytes(got) == log.read_bytes()
     assert wb.host("test").connects >= 2
+
+
+def test_launch_records_the_draft_config_version_in_the_history(server_ws):
+    wb = server_ws
+    rec, st = _launch(wb, "standin")
+    prof = wb.profile("standin")
+    location = f"test:{prof.draft}/config.json"
+    hist = wb.config_history(location)
+    assert hist.versions[-1].sha256 == wb.server(rec.id).draft_config_sha256
+    live = wb.timeline_live_config(next(e.id for e in wb.timeline(server=rec.id).entries))
+    assert live is not None and live.sha256 == rec.draft_config_sha256
+    assert {e.category for e in wb.timeline(server=rec.id).entries} >= {"launch"}
+    wb.server_stop(rec.id, confirm=True, gpu_wait=5)

@@ -26,7 +26,7 @@ class ConfigsAPI:
 
         if host == LOCAL and "local" not in self.workspace.section("hosts"):
             return LocalFiles()
-        hosts = getattr(self, "hosts", None)
+        hosts = getattr(self, "hosts_registry", None) or getattr(self, "hosts", None)
         if hosts is None or not hasattr(hosts, "get"):
             hosts = getattr(self, "_config_hosts", None)
             if hosts is None:

@@ -102,7 +102,7 @@ class ServersAPI:
         try:
             out.latency_s = host.ping()
             out.reachable = True
-            python = self.lifecycle.host_python(name) if name != "local" else host.python
+            python = self.lifecycle.host_python(name)
             r = host.run([python, "-c", remote.PROBE, remote.as_arg({"argv": None})], timeout=60)
             probe = parse_probe(r.out) if r.rc == 0 else {}
             out.python = probe.get("python") or python
@@ -145,10 +145,15 @@ class ServersAPI:
     # -- profiles ---------------------------------------------------------------------------------
     def profiles(self) -> list[ProfileInfo]:
         tables = self.workspace.section("profiles")
-        return [ProfileInfo(n, t.get("host", "local") if isinstance(t, dict) else "?",
-                            t.get("extends") if isinstance(t, dict) else None,
-                            t.get("description", "") if isinstance(t, dict) else "")
-                for n, t in sorted(tables.items())]
+        out = []
+        for n, t in sorted(tables.items()):
+            try:
+                p = self.profile(n)
+                host, desc = p.host, p.description
+            except InputError as exc:  # listed anyway, with what is wrong
+                host, desc = "?", str(exc)
+            out.append(ProfileInfo(n, host, t.get("extends") if isinstance(t, dict) else None, desc))
+        return out
 
     def profile(self, name: str):
         return self.lifecycle.profile(name)
@@ -180,13 +185,30 @@ class ServersAPI:
                preview=None, poll: float = 1.0):
         preview = preview or self.launch_preview(name)
         require(self.launch_plan(preview), confirm)
+        self._track_draft_config(name, preview)
         rec = self.lifecycle.launch(name, preview)
-        self._record("server.launch", str(rec.id), {"profile": name, "host": rec.host, "pid": rec.pid,
+        self._record("server.launch", f"server:{rec.id}", {"profile": name, "host": rec.host, "pid": rec.pid,
                                                      "argv": rec.argv, "env": rec.env, "log": rec.log,
                                                      "draft_config_sha256": rec.draft_config_sha256})
         if wait:
             return self.server_wait(rec.id, timeout=timeout, poll=poll)
         return rec
+
+    def _track_draft_config(self, name: str, preview) -> None:
+        """Keep the draft's config.json in the config history, so the server's record points at a
+        stored version (the timeline then knows which config each server loaded)."""
+        prof = self.profile(name)
+        if not preview.draft_config_sha256 or not prof.draft or not prof.draft.startswith("/"):
+            return
+        path = prof.draft.rstrip("/") + "/config.json"
+        location = path if prof.host == "local" and "local" not in self.workspace.section("hosts") \
+            else f"{prof.host}:{path}"
+        try:
+            tracked = self.config_track(location, label=f"draft of {name}")
+        except WorkbenchError:
+            return  # the launch does not depend on the history
+        if getattr(tracked, "current_sha256", None):
+            preview.draft_config_sha256 = tracked.current_sha256
 
     def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0,
                     health: bool = True):
@@ -211,9 +233,17 @@ class ServersAPI:
                       stop: Optional[Callable[[], bool]] = None) -> Iterator[tuple[int, bytes]]:
         return self.lifecycle.follow_log(int(server_id), offset, poll=poll, stop=stop)
 
+    def server_lines(self, server_id: int, since: int = 0) -> list[tuple[int, str]]:
+        """Log lines fetched by status refreshes, numbered, after line ``since`` (no round trip)."""
+        return self.lifecycle.follower(int(server_id)).lines_since(since)
+
+    def server_events(self, server_id: int) -> list[dict]:
+        """Milestones and failures parsed from the log so far (no round trip)."""
+        return list(self.lifecycle.follower(int(server_id)).events)
+
     def server_metrics(self, server_id: int) -> dict:
         out = self.lifecycle.metrics(int(server_id))
-        self._record("server.metrics", str(server_id), out)
+        self._record("server.metrics", f"server:{server_id}", out)
         return out
 
     # -- stop -------------------------------------------------------------------------------------
@@ -231,7 +261,7 @@ class ServersAPI:
                     gpu_wait: float = 60.0, idle_mib: Optional[float] = None):
         require(self.stop_plan(server_id), confirm)
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
-        self._record("server.stopped", str(server_id), res)
+        self._record("server.stopped", f"server:{server_id}", res)
         return res
 
     # -- measurement ------------------------------------------------------------------------------
@@ -252,7 +282,7 @@ class ServersAPI:
             payload["label"] = label
         self.journal.db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
                                 (sid, time.time(), "protocol", json.dumps(payload)))
-        self._record("server.measure", str(sid), payload)
+        self._record("server.measure", f"server:{sid}", payload)
         return m
 
     def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:

@@ -13,10 +13,10 @@ token, and one batched matmul gives every per-token dot product of the group (fp
 over tokens are float64. Only the G candidates of a group are in memory. On a CPU with bf16 data
 and many candidates, the group products come from a bf16 matmul whose per-token outputs are
 rounded to bf16 (a screen, about +-1e-4 on an aggregate rel_diff); the ``refine_top`` best
-candidates of every slot are then recomputed exactly (fp32 differences, no cancellation), and
+candidates of every slot (kept from the stream, never read twice) are then recomputed exactly (fp32 differences, no cancellation), and
 only those exact values decide best, runner-up and verdict. ``precision`` in the result says which
 path ran; ``exact[s][c]`` marks refined pairs, which also carry max/mean absolute difference
-(``abs_stats="all"`` refines every pair, reading each candidate a second time).
+(``abs_stats="all"`` refines every pair, keeping every candidate until the end: small captures only).
 
 Verdict per slot, from the best candidate b and the runner-up r (the best candidate at another
 physical point; thresholds in ``Thresholds``):
@@ -48,9 +48,9 @@ from workbench.hidden.tokens import align_tokens
 from workbench.hidden.view import FINAL, LOGITS, Capture, HiddenTensor
 from workbench.progress import Progress, noop
 
-GROUP = 8                       # candidates per batched matmul
-BUFFER_BYTES = 256 << 20        # group buffer budget; longer sequences are processed in row blocks
-REFINE_ROWS = 512               # rows per chunk in the exact pass
+GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
+BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
+REFINE_ROWS = 256               # rows per chunk in the exact pass
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:
@@ -146,115 +146,128 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     cuda = dev.type == "cuda"
     esize = torch.tensor([], dtype=work).element_size()
     slot_bytes = max(1, T * H * esize)
-    budget = BUFFER_BYTES * (8 if cuda else 1)
-    # Candidates per group: as many as the buffer budget holds next to the S reference slots.
-    G = max(1, min(group * (2 if cuda else 1), C, budget // slot_bytes - S))
-    Tb = max(1, min(T, budget // ((S + G) * H * esize)))
+    if cuda:
+        # cuBLAS reads a [T, w, H] bf16 batched Gram at ~2.5 TB/s on an H200 when w is a multiple of 8
+        # and >= 24 (w = 19: a quarter of that), and its time grows with w: as few groups as the
+        # budget allows, each as wide as its candidates need, rounded up to a multiple of 8.
+        fit = max(S + 1, (8 * BUFFER_BYTES) // slot_bytes)
+        n_groups = -(-C // max(1, fit - S))
+        per = -(-C // n_groups)
+        w = min(max(8, -(-(S + per) // 8) * 8), max(8, fit // 8 * 8))
+        G = max(1, w - S)
+        Tb = max(1, min(T, (8 * BUFFER_BYTES) // ((S + G) * H * esize)))
+    else:
+        G = max(1, min(group, C, BUFFER_BYTES // slot_bytes - S))
+        Tb = max(1, min(T, BUFFER_BYTES // ((S + G) * H * esize)))
     # CUDA: slot-major [S+G, Tb, H] (a candidate lands contiguously); CPU: token-major.
-    W = torch.empty((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
+    W = torch.zeros((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
 
-    # Accumulators stay on the device until the end: no host round trip per group.
-    NUM = torch.zeros((S, C), dtype=torch.float64, device=dev)
-    DEN = torch.zeros_like(NUM)
-    DOT = torch.zeros_like(NUM)
-    YY = torch.zeros(C, dtype=torch.float64, device=dev)
-    PT = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
-    FIN = torch.ones((C, T), dtype=torch.bool, device=dev)
+    # Per-token products of every pair stay on the device ([S, C, T] floats: small); the
+    # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
+    XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
+    YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
+    xx_tot = xx.double().sum(1)                                                    # [S]
+    best: list[list] = [[] for _ in range(S)]        # per slot: [(screen value, c)], the refine_top best
+    kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
     bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
     timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
     events = []
-    zero = torch.zeros((), dtype=torch.float32, device=dev)
+    refine_k = C if abs_stats == "all" else max(1, refine_top)
+
+    def rows_of(c):
+        return _rows(cands[c].load(), tok.infer_index)
 
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         k = len(group_c)
-        tl = time.perf_counter()
-        ys = [_rows(cands[c].load(), tok.infer_index) for c in group_c]
-        bytes_read += sum(cands[c].rows * cands[c].width * _itemsize(cands[c].dtype) for c in group_c)
-        timing["load_s"] += time.perf_counter() - tl
+        kk = G                  # the whole buffer is multiplied (stale slots ignored): a partial view
+        # would make the matmul copy it (on a CPU a second buffer-sized allocation)
         td = time.perf_counter()
-        xy_t = torch.empty((S, k, T), dtype=torch.float32, device=dev)
-        yy_t = torch.empty((k, T), dtype=torch.float32, device=dev)
         for r0 in range(0, T, Tb):
             r1 = min(T, r0 + Tb)
             n = r1 - r0
+            for g, c in enumerate(group_c):     # each candidate mapped, copied in, and let go
+                dst = W[S + g, :n] if cuda else W[:n, S + g]
+                dst.copy_(rows_of(c)[r0:r1])
             if cuda:
-                for g, y in enumerate(ys):
-                    W[S + g, :n].copy_(y[r0:r1])
                 start = torch.cuda.Event(enable_timing=True)
                 start.record()
-                if g0 == 0 or Tb < T:
-                    W[:S, :n].copy_(X[:, r0:r1])
-                A = W[:S + k, :n].transpose(0, 1)                                # [n, S+k, H] view
-            else:
-                if g0 == 0 or Tb < T:
-                    W[:n, :S].copy_(X[:, r0:r1].transpose(0, 1))
-                for g, y in enumerate(ys):
-                    W[:n, S + g].copy_(y[r0:r1])
-                A = W[:n, :S + k]
-            gram = _gram(A)                                                      # fp32 [n, S+k, S+k]
-            xy_t[:, :, r0:r1] = gram[:, :S, S:].permute(1, 2, 0)
-            yy_t[:, r0:r1] = torch.diagonal(gram[:, S:, S:], dim1=1, dim2=2).transpose(0, 1)
-            if cuda and r1 < T:
+            if g0 == 0 or Tb < T:
+                (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
+            A = W[:S + kk, :n].transpose(0, 1) if cuda else W[:n, :S + kk]       # [n, S+kk, H]
+            gram = _gram(A)                                                      # fp32 [n, S+kk, S+kk]
+            XY[:, g0:g0 + k, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
+            YY[g0:g0 + k, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
+            if cuda:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 events.append((start, end))
-                start = None
-        if cuda and start is None:
-            start = torch.cuda.Event(enable_timing=True)
-            start.record()
-        finite = torch.isfinite(yy_t)
-        ok = (~bad_tok)[None, :] & finite                                         # [k, T]
-        d_t = xx[:, None, :] + yy_t[None]                                         # [S, k, T]
-        n_t = (d_t - 2 * xy_t).clamp_min_(0)
-        okb = ok[None].expand_as(n_t)
-        n_t = torch.where(okb, n_t, zero)
-        d_t = torch.where(okb, d_t, zero)
-        PT[:, g0:g0 + k] = torch.where(d_t > 0, n_t / d_t.clamp_min(1e-30), zero)
-        NUM[:, g0:g0 + k] = n_t.double().sum(-1)
-        DEN[:, g0:g0 + k] = d_t.double().sum(-1)
-        DOT[:, g0:g0 + k] = torch.where(okb, xy_t, zero).double().sum(-1)
-        YY[g0:g0 + k] = torch.where(ok, yy_t, zero).double().sum(-1)
-        FIN[g0:g0 + k] = finite
-        if cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            events.append((start, end))
+        # Rank this group by the aggregate rel_diff (non-finite rows make it nan: ranked last).
+        yy_tot = YY[g0:g0 + k].double().sum(1)
+        xy_tot = XY[:, g0:g0 + k].double().sum(2)
+        den_g = xx_tot[:, None] + yy_tot[None]
+        rel_g = ((den_g - 2 * xy_tot) / den_g).cpu().numpy()
         timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
-        del ys
+        for g, c in enumerate(group_c):
+            for s_i in range(S):
+                v = float(rel_g[s_i, g])
+                best[s_i].append((v if math.isfinite(v) else math.inf, c))
+                best[s_i].sort()
+                del best[s_i][refine_k:]
+        live = {c for b_ in best for _, c in b_}
+        for g, c in enumerate(group_c):
+            # CUDA: keep a device copy for the exact pass; a CPU maps the file again (no resident copy)
+            if c in live and cuda and Tb == T:
+                kept[c] = W[S + g, :T].clone()
+        for c in [c for c in kept if c not in live]:
+            del kept[c]
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
+    del W
+    bytes_read += int(cand_bytes)
 
-    num, den, dot, yy_sum = (t.cpu().numpy() for t in (NUM, DEN, DOT, YY))
-    per_token = PT.cpu().numpy()
-    fin_c = FIN.all(-1).cpu().numpy()
-    if cuda:
+    if cuda and events:
         torch.cuda.synchronize(dev)
-        timing["device_s"] = sum(a.elapsed_time(b) for a, b in events) / 1000.0
-    del W, PT
+        timing["device_s"] = sum(a_.elapsed_time(b_) for a_, b_ in events) / 1000.0
+
+    # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
+    td = time.perf_counter()
+    xy_n, yy_n = XY.cpu().numpy(), YY.cpu().numpy()
+    del XY, YY
+    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(yy_n)                                                 # [C, T]
+        fin_c = finite.all(-1)
+        ok = ~bad_n[None, :] & finite
+        d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
+        n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
+        if not ok.all():   # leave out the tokens where either side is not finite
+            d_t = np.where(ok[None], d_t, 0.0)
+            n_t = np.where(ok[None], n_t, 0.0)
+            xy_n = np.where(ok[None], xy_n, 0.0)
+            yy_n = np.where(ok, yy_n, 0.0)
+        per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
+        num, den = n_t.sum(-1), d_t.sum(-1)
+        dot = xy_n.sum(-1, dtype=np.float64)
+        yy_sum = yy_n.sum(-1, dtype=np.float64)
+    del d_t, n_t
+    timing["stats_s"] = time.perf_counter() - td
     exact = np.zeros((S, C), dtype=bool)
     max_abs = np.full((S, C), np.nan)
     mean_abs = np.full((S, C), np.nan)
+    fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
+    for c in fin_rows:
+        y = kept[c] if c in kept else rows_of(c)
+        nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
 
-    # Refinement: the few best candidates of each slot are read again and compared exactly;
-    # candidates with non-finite values are read again to count them.
+    # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
     tr = time.perf_counter()
-    screen_rel = _ratio(num, den)
-    wanted: dict[int, list[int]] = {}
-    for s_i in range(S):
-        order = np.argsort(screen_rel[s_i], kind="stable")
-        for c in order[:max(1, refine_top)]:
-            wanted.setdefault(int(c), []).append(s_i)
-    for c in np.flatnonzero(~fin_c):
-        wanted.setdefault(int(c), [])
-    for c, slots_for in sorted(wanted.items()):
-        y = _rows(cands[c].load(), tok.infer_index)
-        bytes_read += cands[c].rows * cands[c].width * _itemsize(cands[c].dtype)
-        ok = ~bad_tok & FIN[c]
-        if not fin_c[c]:
-            nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
-        if slots_for:
-            _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+    for c in sorted({c for b_ in best for _, c in b_}):
+        slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
+        ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
+        y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
+        _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+    kept.clear()
     timing["refine_s"] = time.perf_counter() - tr
     timing["candidate_bytes"] = int(cand_bytes)
 
@@ -345,7 +358,7 @@ def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, 
             a[0] += float(n_t.double().sum())
             a[1] += float(den_t.double().sum())
             a[2] = max(a[2], float(torch.linalg.vector_norm(d, ord=float("inf"))))
-            a[3] += float(torch.linalg.vector_norm(d, ord=1, dtype=torch.float64))
+            a[3] += float(torch.linalg.vector_norm(d, ord=1))
             a[4] += int(m.sum()) * d.shape[1]
     yy_sum[c] = yy_acc
     xx_m = {s: float(torch.where(ok, xx[s], torch.zeros((), device=dev)).double().sum()) for s in slot_ids}

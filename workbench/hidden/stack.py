@@ -81,8 +81,13 @@ def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
     for what, arr in (("token ids", token_ids), ("positions", positions)):
         if arr is not None and len(arr) != t_rows:
             raise InputError(f"{path}: {len(arr)} {what} for {t_rows} rows")
-    return Capture(str(path), fmt, tensors, token_ids=token_ids, positions=positions,
-                   meta={k: v for k, v in metadata.items() if k not in ID_KEYS + POS_KEYS})
+    meta = {k: v for k, v in metadata.items() if k not in ID_KEYS + POS_KEYS}
+    outs = [int(t.physical[4:-1]) for t in tensors if t.physical and t.physical.startswith("out(")]
+    if fmt.endswith("-hf"):
+        meta["num_layers"] = len(tensors) - 1
+    elif outs and any(t.physical == "final-postnorm" for t in tensors):
+        meta["num_layers"] = max(outs) + 1        # a stack with its final norm holds every layer
+    return Capture(str(path), fmt, tensors, token_ids=token_ids, positions=positions, meta=meta)
 
 
 def _order(t: HiddenTensor):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import deque
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from workbench.sglang.validate import (PROBE_KEYS, Finding, doctor_findings, par
 GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 READ_CAP = 1 << 22           # log bytes fetched per refresh
 SERIES_LEN = 240             # decode samples kept per server for sparklines
+TAIL_LINES = 5000            # raw log lines kept per server for log panes
 
 # ---------------------------------------------------------------------------------------------
 # Results
@@ -156,12 +158,21 @@ class Follower:
         self.last_decode: dict = {}
         self.series: dict[str, list] = {"time": [], "accept_len": [], "gen_throughput": []}
         self.decode_lines = 0
+        self.tail: deque = deque(maxlen=TAIL_LINES)   # (line number, text) for log panes
+        self.total_lines = 0
+        self._partial = b""
 
     def feed(self, data: bytes, offset: int) -> LogScan:
         if offset < self.offset:          # truncated or rotated: start again
             self.__init__()
         self.offset = offset + len(data)
         scan = self.parser.feed(data)
+        buf = self._partial + data
+        cut = buf.rfind(b"\n") + 1
+        self._partial = buf[cut:]
+        for line in buf[:cut].decode("utf-8", errors="replace").splitlines():
+            self.total_lines += 1
+            self.tail.append((self.total_lines, line))
         self.events.extend(scan.events)
         d = scan.decode
         if len(d):
@@ -174,6 +185,10 @@ class Follower:
                 self.series[key] = (self.series[key] + vals)[-SERIES_LEN:]
             self.last_decode = d.record(len(d) - 1)
         return scan
+
+    def lines_since(self, seen: int) -> list[tuple[int, str]]:
+        """Log lines numbered after ``seen`` that are still in the tail."""
+        return [(n, t) for n, t in self.tail if n > seen]
 
     def progress(self) -> list[str]:
         names = set()
@@ -228,6 +243,7 @@ class Lifecycle:
         self._followers: dict[int, Follower] = {}
         self._versions: dict[str, Optional[str]] = {}
         self._probes: dict[str, dict] = {}
+        self._host_locks: dict[str, threading.Lock] = {}
         self._tunnels: dict[int, object] = {}
         self._last: dict[int, ServerStatus] = {}
         self._gpus: dict[str, list] = {}
@@ -238,8 +254,8 @@ class Lifecycle:
         return load_profile(self._profiles(), name)
 
     def host_python(self, host_name: str) -> str:
-        return self.hosts.settings(host_name).get("python") or ("python3" if host_name != "local" else
-                                                                self.hosts.get("local").python)
+        """The host's python: [hosts.NAME].python, or python3 (this interpreter for local hosts)."""
+        return self.hosts.get(host_name).python
 
     def detect_version(self, host: Host, python: Optional[str] = None, refresh: bool = False) -> Optional[str]:
         key = f"{host.name}:{python or host.python}"
@@ -275,9 +291,21 @@ class Lifecycle:
         """Everything checked before anything starts: command, diff, host parser, rules."""
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
-        cmd = self.command(profile, version)
         findings: list[Finding] = []
-        python = _python_of(profile, host.python if profile.host == "local" else self.host_python(profile.host))
+        python = _python_of(profile, self.host_python(profile.host))
+        reachable = True
+        v = version or profile.sglang_version
+        if v is None:
+            try:
+                v = self.detect_version(host, python)
+            except HostKeyError:
+                raise
+            except HostError as exc:   # one failed contact is enough: nothing else is tried
+                reachable = False
+                findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
+        cmd = build(profile, v, python)
+        if v is None and reachable:
+            cmd.warnings.insert(0, f"SGLang is not installed for {python} on {profile.host}: flags spelled as written")
         probe = {}
         # the parser's verdict does not depend on the port number: one probe serves all ports
         args = list(cmd.sglang_args)
@@ -286,7 +314,7 @@ class Lifecycle:
         key = json.dumps([profile.host, python, args])
         try:
             probe = self._probes.get(key) or {}
-            if not probe:
+            if not probe and reachable:
                 r = host.run([python, "-c", remote.PROBE,
                               remote.as_arg({"argv": cmd.sglang_args, "keys": PROBE_KEYS})], timeout=120)
                 probe = parse_probe(r.out) if r.rc == 0 else {"version": None, "error": r.err.strip()[-300:]}
@@ -298,9 +326,12 @@ class Lifecycle:
             findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
         if probe:
             findings += parser_findings(probe)
-        draft_cfg, draft_sha = self._draft_config(host, profile)
-        findings += rule_findings(profile, cmd, draft_cfg)
-        findings += doctor_findings(draft_cfg, profile)
+        draft_cfg, draft_sha = self._draft_config(host, profile) if reachable else (None, None)
+        doctor = doctor_findings(host, profile, cmd.version or probe.get("version"), draft_cfg)
+        rules = rule_findings(profile, cmd, draft_cfg)
+        if any(f.code == "algorithm-mismatch" for f in doctor):
+            rules = [f for f in rules if f.code != "spec-eagle3-under-eagle"]
+        findings += rules + doctor
         findings += self._port_findings(profile)
         last = self.last_launch(name)
         return Preview(name, profile.host, cmd.version, cmd.to_dict(), cmd.display,
@@ -334,7 +365,7 @@ class Lifecycle:
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
         cmd = preview.command
-        python = _python_of(profile, self.host_python(profile.host) if profile.host != "local" else host.python)
+        python = _python_of(profile, self.host_python(profile.host))
         now = time.time()
         with self.journal.transaction() as db:
             cur = db.execute(
@@ -384,20 +415,23 @@ class Lifecycle:
     def servers(self, active: bool = False) -> list[ServerRecord]:
         sql = "SELECT * FROM servers"
         if active:
-            sql += " WHERE state IN ('launching', 'starting', 'ready')"
+            sql += " WHERE state IN ('launching', 'starting', 'ready', 'stopping')"
         return [_record_of(r) for r in self.journal.iter_rows(sql + " ORDER BY id")]
 
     def _set(self, sid: int, state: Optional[str] = None, extra: Optional[dict] = None,
-             stopped: Optional[float] = None) -> None:
+             stopped: Optional[float] = None, expect: Optional[str] = None) -> bool:
+        """Update a server row; with ``expect``, only if its state is still that (a stop and a
+        refresh may race: the refresh must not call a server the user is stopping "exited")."""
         with self.journal.transaction() as db:
             row = db.execute("SELECT state, extra FROM servers WHERE id = ?", (sid,)).fetchone()
-            if row is None:
-                return
+            if row is None or (expect is not None and row["state"] != expect):
+                return False
             ex = json.loads(row["extra"] or "{}")
             if extra:
                 ex.update(extra)
             db.execute("UPDATE servers SET state = ?, extra = ?, stopped = COALESCE(?, stopped) WHERE id = ?",
                        (state or row["state"], json.dumps(ex), stopped, sid))
+        return True
 
     def follower(self, sid: int) -> Follower:
         with self._lock:
@@ -411,7 +445,7 @@ class Lifecycle:
         """Status of servers (default: every server not known to be finished), one remote round
         trip per host: process state, new log bytes, GPUs."""
         recs = [self.get(i) for i in ids] if ids else [
-            r for r in self.servers() if r.state in ("launching", "starting", "ready")]
+            r for r in self.servers() if r.state in ("launching", "starting", "ready", "stopping")]
         by_host: dict[str, list[ServerRecord]] = {}
         for r in recs:
             by_host.setdefault(r.host, []).append(r)
@@ -421,16 +455,23 @@ class Lifecycle:
         return sorted(out, key=lambda s: s.id)
 
     def _refresh_host(self, host_name: str, recs: list[ServerRecord], gpus: bool) -> list[ServerStatus]:
+        # one refresh of a host at a time: followers advance by offset and must not see a chunk twice
+        with self._lock:
+            lock = self._host_locks.setdefault(host_name, threading.Lock())
+        with lock:
+            return self._refresh_host_locked(host_name, [self.get(r.id) for r in recs], gpus)
+
+    def _refresh_host_locked(self, host_name: str, recs: list[ServerRecord], gpus: bool) -> list[ServerStatus]:
         req = {"servers": [], "gpus": gpus}
         for r in recs:
             f = self.follower(r.id)
-            live = r.state in ("launching", "starting", "ready")
+            live = r.state in ("launching", "starting", "ready", "stopping")
             req["servers"].append({"id": r.id, "pid": r.pid if live else None, "starttime": r.starttime,
                                    "boot_id": r.extra.get("boot_id"), "log": r.log, "offset": f.offset,
                                    "cap": READ_CAP})
         try:
             host = self.hosts.get(host_name)
-            res = host.run([self.host_python(host_name) if host_name != "local" else host.python,
+            res = host.run([self.host_python(host_name),
                             "-c", remote.STATUS, remote.as_arg(req)], timeout=30, idempotent=True)
             if res.rc != 0:
                 raise HostError(f"host {host_name}: status script exit {res.rc}: {res.err.strip()[-200:]}")
@@ -469,17 +510,19 @@ class Lifecycle:
                 else:
                     state = "failed"
                 failure = verdict
-                self._set(r.id, state=state, extra={"failure": verdict}, stopped=time.time())
-                self._record("server.exited" if state == "exited" else "server.failed", str(r.id),
-                             {"failure": verdict, "profile": r.profile})
+                if self._set(r.id, state=state, extra={"failure": verdict}, stopped=time.time(), expect=r.state):
+                    self._record("server.exited" if state == "exited" else "server.failed", f"server:{r.id}",
+                                 {"failure": verdict, "profile": r.profile})
+                else:
+                    state, failure = self.get(r.id).state, None
             elif fails:
                 failure = classify(f.events)
                 state = "failing"
             elif f.ready:
                 state = "ready"
-                if r.state != "ready":
-                    self._set(r.id, state="ready", extra={"ready_at": time.time()})
-                    self._record("server.ready", str(r.id), {"profile": r.profile})
+                if r.state != "ready" and self._set(r.id, state="ready", extra={"ready_at": time.time()},
+                                                    expect=r.state):
+                    self._record("server.ready", f"server:{r.id}", {"profile": r.profile})
             else:
                 state = "starting"
         mine = set(r.extra.get("gpus") or [])
@@ -513,7 +556,7 @@ class Lifecycle:
                 if time.monotonic() - failing_since > failing_grace:
                     s.state = "failed"
                     self._set(sid, state="failed", extra={"failure": s.failure})
-                    self._record("server.failed", str(sid), {"failure": s.failure, "alive": True})
+                    self._record("server.failed", f"server:{sid}", {"failure": s.failure, "alive": True})
                     return s
             elif s.state == "ready":
                 if not health or self.health(sid):
@@ -522,7 +565,7 @@ class Lifecycle:
                 s.state = "timeout"
                 s.failure = {"class": "timeout", "hint": f"not ready after {timeout:g} s (stage: {s.stage})",
                              "text": s.stage}
-                self._record("server.timeout", str(sid), {"stage": s.stage})
+                self._record("server.timeout", f"server:{sid}", {"stage": s.stage})
                 return s
             time.sleep(poll)
 
@@ -577,7 +620,7 @@ class Lifecycle:
         connection is reopened and reading goes on from the last byte received."""
         r = self.get(sid)
         host = self.hosts.get(r.host)
-        python = self.host_python(r.host) if r.host != "local" else host.python
+        python = self.host_python(r.host)
         down_since = None
         while stop is None or not stop():
             req = {"servers": [{"id": sid, "pid": None, "log": r.log, "offset": offset, "cap": READ_CAP}],
@@ -624,15 +667,25 @@ class Lifecycle:
         if r.pid is None or r.starttime is None:
             raise WorkbenchError(f"server {sid}: no process identity recorded; nothing to stop")
         host = self.hosts.get(r.host)
-        python = self.host_python(r.host) if r.host != "local" else host.python
+        python = self.host_python(r.host)
         req = {"pid": r.pid, "pgid": r.pgid or r.pid, "starttime": r.starttime, "boot_id": r.extra.get("boot_id"),
                "grace": grace if grace is not None else float(r.extra.get("stop_grace", 30)), "kill_wait": 10}
-        res = host.run([python, "-c", remote.STOP, remote.as_arg(req)], timeout=req["grace"] + 40)
-        if res.rc != 0:
-            raise WorkbenchError(f"server {sid}: stop script failed (exit {res.rc}): {res.err.strip()[-300:]}")
-        out = json.loads(res.out.strip().splitlines()[-1])
-        self._record("server.stop", str(sid), out)
+        live = r.state in ("launching", "starting", "ready")
+        if live:
+            self._set(sid, state="stopping")
+        try:
+            res = host.run([python, "-c", remote.STOP, remote.as_arg(req)], timeout=req["grace"] + 40)
+            if res.rc != 0:
+                raise WorkbenchError(f"server {sid}: stop script failed (exit {res.rc}): {res.err.strip()[-300:]}")
+            out = json.loads(res.out.strip().splitlines()[-1])
+        except BaseException:
+            if live:
+                self._set(sid, state=r.state, expect="stopping")
+            raise
+        self._record("server.stop", f"server:{sid}", out)
         if out["result"] == "refused":
+            if live:
+                self._set(sid, state=r.state, expect="stopping")
             raise WorkbenchError(f"server {sid}: refused to signal: {out['reason']}")
         self.close_tunnel(sid)
         state = r.state if r.state in ("failed", "exited") else "stopped"
@@ -654,7 +707,7 @@ class Lifecycle:
         mine = set(r.extra.get("gpus") or [])
         deadline = time.monotonic() + wait
         host = self.hosts.get(r.host)
-        python = self.host_python(r.host) if r.host != "local" else host.python
+        python = self.host_python(r.host)
         while True:
             res = host.run([python, "-c", remote.STATUS, remote.as_arg({"servers": [], "gpus": True})],
                            timeout=30, idempotent=True)

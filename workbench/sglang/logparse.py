@@ -113,16 +113,27 @@ class Columns:
     def __init__(self, kind: str):
         self.kind = kind
         self.lines: list[str] = []
-        self.line: list[int] = []          # 1-based line numbers in the log
+        self._line: list[int] = []
+        self._pending: list = []           # callables making line numbers, run on first use
         self._joined: Optional[str] = None
         self._cache: dict[str, Any] = {}
 
     def __len__(self) -> int:
-        return len(self.line)
+        return len(self.lines)
 
-    def _add(self, lines: list, numbers: list) -> None:
+    @property
+    def line(self) -> list[int]:
+        """1-based line numbers in the log."""
+        while self._pending:
+            self._line.extend(self._pending.pop(0)())
+        return self._line
+
+    def _add(self, lines: list, numbers) -> None:
         self.lines.extend(lines)
-        self.line.extend(numbers)
+        if callable(numbers):
+            self._pending.append(numbers)
+        else:
+            self.line.extend(numbers)
         self._joined = None
         self._cache.clear()
 
@@ -308,11 +319,12 @@ class LogParser:
             if any(common):
                 sel = list(compress(lines, common))
                 sel_at = list(compress(at, common))
-                sel_no = list(compress(numbers, common))
                 for cols, prefix in ((scan.decode, "] Decode batch"), (scan.prefill, "] Prefill batch")):
                     flags = list(map(str.startswith, sel, repeat(prefix), sel_at))
                     if any(flags):
-                        cols._add(list(compress(sel, flags)), list(compress(sel_no, flags)))
+                        # line numbers are made only when asked for (most uses never need them)
+                        cols._add(list(compress(sel, flags)),
+                                  lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
                 other = list(map(not_, common))
             else:
                 other = [True] * len(lines)

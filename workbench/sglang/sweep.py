@@ -94,33 +94,56 @@ def fit_model(points: list) -> Optional[dict]:
             and p.tokens_per_s_per_request]
     if len({(p.num_steps, p.num_draft_tokens) for p in rows}) < 3:
         return None
-    try:
-        from workbench import predict  # the predictor's own fitter when it is there
-        fitter = getattr(predict, "fit_throughput_model", None)
-    except ImportError:
-        fitter = None
-    if fitter is not None:
-        try:
-            fitted = fitter([{"accept_len": p.accept_len, "tokens_per_s": p.tokens_per_s_per_request,
-                              "num_steps": p.num_steps, "num_draft_tokens": p.num_draft_tokens,
-                              "eagle_topk": p.eagle_topk} for p in rows])
-            return fitted.to_dict() if hasattr(fitted, "to_dict") else dict(fitted)
-        except Exception:
-            pass
     import numpy as np
 
     A = np.array([[1.0, p.num_draft_tokens, p.num_steps] for p in rows])
     y = np.array([p.accept_len / p.tokens_per_s_per_request for p in rows])
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    a, b, c = (float(x) for x in coef)
-    pred = A @ coef
+    note = None
+    if np.linalg.matrix_rank(A) < 3:
+        # chains only (ndt = steps + 1): the verify slope and the draft step cannot be told apart;
+        # fold both into t_draft (same predictions for chains)
+        A2 = A[:, [0, 2]]
+        coef2, *_ = np.linalg.lstsq(A2, y, rcond=None)
+        a, b, c = float(coef2[0]), 0.0, float(coef2[1])
+        pred = A2 @ coef2
+        note = "chains only: the verify-time slope is folded into t_draft (add topk > 1 points to separate them)"
+    else:
+        coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+        a, b, c = (float(x) for x in coef)
+        pred = A @ coef
     ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum()) or 1e-30
-    return {"form": "tokens/s per request = AL / (t_verify(ndt) + steps * t_draft), t_verify = a + b*ndt",
-            "t_verify_a_s": a, "t_verify_b_s_per_token": b, "t_draft_s": c, "r2": 1 - ss_res / ss_tot,
-            "points": len(rows),
-            "predicted_tokens_per_s": {p.key: (p.accept_len / float(pv)) if pv > 0 else None
-                                       for p, pv in zip(rows, pred)}}
+    out = {"form": "tokens/s per request = AL / (t_verify(ndt) + steps * t_draft), t_verify = a + b*ndt",
+           "t_verify_a_s": a, "t_verify_b_s_per_token": b, "t_draft_s": c, "r2": 1 - ss_res / ss_tot,
+           "points": len(rows),
+           "predicted_tokens_per_s": {p.key: (p.accept_len / float(pv)) if pv > 0 else None
+                                      for p, pv in zip(rows, pred)}}
+    if note:
+        out["note"] = note
+    out.update(_predictor_ranking(rows, a, b, c))
+    return out
+
+
+def _predictor_ranking(rows: list, a: float, b: float, t_draft: float) -> dict:
+    """Feed the fitted times and the chain accept lengths to the predictor: per-depth rates from
+    the measured ALs (predict.fit), then its ranking of chains by tokens/s (predict.sweep)."""
+    from workbench import predict
+
+    chain = {p.num_steps: p.accept_len for p in rows if p.eagle_topk == 1}
+    if not chain or t_draft < 0:
+        return {}
+    top = max(chain) + 2
+    verify = {n: (a + b * n) * 1000.0 for n in range(2, top + 2)}
+    if min(verify.values()) <= 0:
+        return {"predictor_note": "fitted verify times are not positive; no predicted ranking"}
+    try:
+        fitted = predict.fit({s: min(max(al, 1.0), s + 1.0) for s, al in chain.items()}, max_steps=top)
+        ranked = predict.sweep("conditional", fitted.conditional, verify_ms=verify, draft_ms=t_draft * 1000.0,
+                               steps=range(1, top + 1), topks=[1])
+    except Exception as exc:  # a degenerate fit must not lose the sweep's measurements
+        return {"predictor_note": f"predictor could not rank: {exc}"}
+    table = ranked.to_dict()["table"]
+    return {"conditional_rates": fitted.conditional, "predicted_best": table[0], "predicted_table": table[:8]}
 
 
 def rank(points: list) -> list:

@@ -89,26 +89,47 @@ def parser_findings(probe: dict) -> list[Finding]:
     return []
 
 
-def doctor_findings(draft_config: Optional[dict], profile: Profile) -> list[Finding]:
-    """The doctor's static findings for the draft, where the doctor is available."""
+def doctor_findings(host, profile: Profile, version: Optional[str], draft_config: Optional[dict]) -> list[Finding]:
+    """The doctor's static findings for the draft (and the target's config when readable), under
+    the rules of the host's SGLang version. A remote draft is checked from its config.json."""
     if draft_config is None:
         return []
-    try:
-        from workbench import doctor  # provided by the doctor area
-    except ImportError:
-        return []
-    check = getattr(doctor, "static_findings", None) or getattr(doctor, "check_draft_config", None)
-    if check is None:
-        return []
-    try:
-        found = check(draft_config)
-    except Exception as exc:  # a doctor bug must not block a launch
-        return [Finding("info", "doctor-error", f"the doctor could not check the draft: {exc}", "", "doctor")]
+    import os
+    import tempfile
+
+    from workbench.doctor import run_static
+    from workbench.hosts.local import LocalHost
+
+    algo = profile.speculative.get("algorithm")
+    engine = f"sglang=={version}" if version else "sglang"
+    local = isinstance(host, LocalHost)
+    with tempfile.TemporaryDirectory(prefix="wb-doctor-") as tmp:
+        draft = os.path.expanduser(profile.draft) if local else None
+        if draft is None or not os.path.isdir(draft):
+            draft = os.path.join(tmp, "draft")
+            os.makedirs(draft)
+            with open(os.path.join(draft, "config.json"), "w") as fh:
+                json.dump(draft_config, fh)
+        target = None
+        if profile.model.startswith(("/", "~", ".")):
+            try:
+                raw = host.read_bytes(profile.model.rstrip("/") + "/config.json")
+                target = os.path.join(tmp, "target")
+                os.makedirs(target)
+                with open(os.path.join(target, "config.json"), "wb") as fh:
+                    fh.write(raw)
+            except Exception:
+                target = None
+        try:
+            report = run_static(draft, target, engine=engine, algorithm=algo)
+        except Exception as exc:  # the doctor must never block a launch by crashing
+            return [Finding("info", "doctor-error", f"the doctor could not check the draft: {exc}", "", "doctor")]
     out = []
-    for f in found or []:
-        d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
-        out.append(Finding(str(d.get("severity", "warning")), str(d.get("code", "doctor")),
-                           str(d.get("message", d)), str(d.get("fix", "")), "doctor"))
+    for f in report.findings:
+        if f.code == "weights-not-checked" and not local:
+            continue  # only config.json travels for a remote draft
+        fix = f.fix.summary if getattr(f, "fix", None) is not None else ""
+        out.append(Finding(f.severity, f.code, f.message, fix, "doctor"))
     return out
 
 

@@ -1,0 +1,84 @@
+"""The whole lifecycle against the lab server (workbench.lab.serve) over the real sshd.
+
+Runs when the lab server and its ``lab_world`` fixture are present; until then it is skipped and
+the stand-in server covers the same paths."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.sglang.conftest import free_port, write_toml
+
+pytestmark = [pytest.mark.ssh, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def lab_wb(request, sshd, tmp_path_factory):
+    if importlib.util.find_spec("workbench.lab.serve") is None:
+        pytest.skip("the lab server (workbench.lab.serve) is not in this checkout")
+    try:
+        world = request.getfixturevalue("lab_world")
+    except pytest.FixtureLookupError:
+        pytest.skip("the lab_world fixture is not in this checkout")
+    from workbench.api import Workbench
+
+    root = tmp_path_factory.mktemp("lab-servers")
+    sshd.write_known_hosts()
+    if sshd.proc is None:
+        sshd.start()
+    base = {"host": "test", "launcher": [sys.executable, "-m", "workbench.lab.serve"],
+            "model": str(world["target"]), "draft": str(world["draft"]), "port": free_port(),
+            "log": str(root / "lab.log"), "args": ["--host", "127.0.0.1"],
+            "env": {"PYTHONPATH": str(ROOT)},
+            "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
+            "ready_timeout": 300, "stop_grace": 10}
+    profiles = {"lab": base}
+    for fail in ("oom", "port", "draft-context", "cuda-graph"):
+        profiles[f"lab-{fail}"] = {"extends": "lab", "env": {"LAB_FAIL": fail}, "port": free_port(),
+                                   "log": str(root / f"lab-{fail}.log")}
+    write_toml(root / "workbench.toml", {"hosts": {"test": sshd.host_table()}, "profiles": profiles})
+    wb = Workbench.open(root)
+    yield wb
+    for rec in wb.servers(active=True):
+        try:
+            wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0)
+        except Exception:
+            pass
+    wb.close()
+
+
+def test_lab_launch_ready_measure_stop(lab_wb):
+    wb = lab_wb
+    rec = wb.launch("lab", confirm=True)
+    st = wb.server_wait(rec.id, timeout=300, poll=0.5)
+    assert st.state == "ready", st
+    assert {"weights_target", "weights_draft", "ready"} <= set(st.progress)
+    m = wb.server_measure(rec.id, concurrency=2, max_new_tokens=16)
+    assert m.accept_len["mean"] and m.accept_len["mean"] >= 1.0
+    met = wb.server_metrics(rec.id)
+    assert met["server_info"]["speculative_num_steps"] == 3
+    assert wb.server_stop(rec.id, confirm=True, gpu_wait=5).result == "stopped"
+
+
+@pytest.mark.parametrize("fail, cls", [("oom", "oom"), ("port", "port-in-use"),
+                                       ("draft-context", "draft-context"), ("cuda-graph", "cuda-graph")])
+def test_lab_failures_are_classified(lab_wb, fail, cls):
+    import socket
+
+    wb = lab_wb
+    holder = None
+    if fail == "port":
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", wb.profile("lab-port").port))
+        holder.listen(1)
+    try:
+        rec = wb.launch(f"lab-{fail}", confirm=True)
+        st = wb.server_wait(rec.id, timeout=300, poll=0.5)
+    finally:
+        if holder:
+            holder.close()
+    assert st.state == "failed" and st.failure["class"] == cls, st

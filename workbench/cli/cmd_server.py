@@ -1,0 +1,238 @@
+"""``eagle-workbench server launch|status|logs|stop|measure|sweep|metrics``: SGLang servers on hosts."""
+
+from __future__ import annotations
+
+import sys
+
+from workbench.cli.common import add_json, confirm_or_yes, emit
+
+
+def register(sub) -> None:
+    p = sub.add_parser("server", help="SGLang servers: launch, status, logs, stop, measure, sweep")
+    ss = p.add_subparsers(dest="server_command", metavar="SUBCOMMAND")
+
+    la = ss.add_parser("launch", help="check and start a profile (shows the command and its diff first)")
+    la.add_argument("profile")
+    la.add_argument("--yes", action="store_true", help="start without asking")
+    la.add_argument("--wait", action="store_true", help="follow startup until ready or failed")
+    la.add_argument("--timeout", type=float, help="seconds to wait for readiness (default: the profile's)")
+    la.add_argument("--sglang-version", metavar="X", help="assume this SGLang version (default: detect)")
+    add_json(la)
+    la.set_defaults(func=_launch)
+
+    st = ss.add_parser("status", help="state, uptime, accept length, tokens/s, GPUs (one round trip per host)")
+    st.add_argument("ids", nargs="*", type=int)
+    st.add_argument("--all", action="store_true", help="include finished servers")
+    add_json(st)
+    st.set_defaults(func=_status)
+
+    lg = ss.add_parser("logs", help="print a server's log")
+    lg.add_argument("id", type=int)
+    lg.add_argument("--follow", "-f", action="store_true", help="keep printing as it grows (Ctrl+C stops)")
+    lg.add_argument("--offset", type=int, default=0, help="start at this byte")
+    lg.set_defaults(func=_logs)
+
+    sp = ss.add_parser("stop", help="TERM the server's process group, grace, KILL; then check GPUs idle")
+    sp.add_argument("id", type=int)
+    sp.add_argument("--yes", action="store_true", help="stop without asking")
+    sp.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL")
+    sp.add_argument("--gpu-wait", type=float, default=60.0, help="seconds to wait for the GPUs to be idle")
+    add_json(sp)
+    sp.set_defaults(func=_stop)
+
+    me = ss.add_parser("measure", help="flush, send the fixed prompt set, report accept length and tokens/s")
+    me.add_argument("id", type=int)
+    me.add_argument("--concurrency", type=int, default=4)
+    me.add_argument("--max-new-tokens", type=int)
+    me.add_argument("--rounds", type=int, default=1)
+    me.add_argument("--prompts", metavar="FILE.json", help="another prompt set ({\"prompts\": [...]})")
+    add_json(me)
+    me.set_defaults(func=_measure)
+
+    mt = ss.add_parser("metrics", help="accept length and throughput from the log and /server_info")
+    mt.add_argument("id", type=int)
+    add_json(mt)
+    mt.set_defaults(func=_metrics)
+
+    sw = ss.add_parser("sweep", help="relaunch over speculative triples and env variants; rank by tokens/s")
+    sw.add_argument("profile")
+    sw.add_argument("--steps", required=True, help="e.g. 1,2,3,5")
+    sw.add_argument("--topk", default="1", help="e.g. 1,4 (default 1)")
+    sw.add_argument("--draft-tokens", help="for topk > 1, e.g. 4,8 (chains use steps+1)")
+    sw.add_argument("--env", action="append", default=[], metavar="'K=V K2=V2'",
+                    help="an env variant (repeatable; each is one relaunch per point)")
+    sw.add_argument("--baseline", action="store_true", help="also run without speculation")
+    sw.add_argument("--concurrency", type=int, default=4)
+    sw.add_argument("--max-new-tokens", type=int)
+    sw.add_argument("--yes", action="store_true", help="run without asking")
+    add_json(sw)
+    sw.set_defaults(func=_sweep)
+
+
+def _ints(text: str, name: str) -> list[int]:
+    from workbench.errors import InputError
+
+    out = []
+    for part in text.replace(",", " ").split():
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise InputError(f"{name}: {part!r} is not an integer") from None
+    if not out:
+        raise InputError(f"{name}: expected integers like 1,2,3")
+    return out
+
+
+def _env(text: str) -> dict:
+    from workbench.errors import InputError
+
+    env = {}
+    for part in text.split():
+        k, eq, v = part.partition("=")
+        if not eq or not k:
+            raise InputError(f"--env: {part!r} is not NAME=VALUE")
+        env[k] = v
+    return env
+
+
+def _launch(args, ctx):
+    wb = ctx.wb
+    preview = wb.launch_preview(args.profile, args.sglang_version)
+    plan = wb.launch_plan(preview)
+    if not preview.ok:
+        for f in preview.findings:
+            if f.severity == "error":
+                print(f"error: {f.message}" + (f" (fix: {f.fix})" if f.fix else ""), file=sys.stderr)
+        from workbench.errors import WorkbenchError
+
+        raise WorkbenchError(f"profile {args.profile}: not launched ({sum(f.severity == 'error' for f in preview.findings)} problem(s))")
+    if not confirm_or_yes(plan, args.yes):
+        print("not launched")
+        return 1
+    rec = wb.launch(args.profile, confirm=True, preview=preview)
+    print(f"server {rec.id}: pid {rec.pid} on {rec.host}, log {rec.log}", file=sys.stderr)
+    if not args.wait:
+        emit(rec, args.json, lambda r: f"launched server {r.id} ({r.profile})")
+        return 0
+    from workbench.progress import Progress
+
+    wb.progress = lambda p: print(f"  [{int(p.done)}/{int(p.total or 0)}] {p.message}", file=sys.stderr) \
+        if isinstance(p, Progress) else None
+    st = wb.server_wait(rec.id, timeout=args.timeout)
+    emit(st, args.json, _status_line)
+    return 0 if st.state == "ready" else 1
+
+
+def _status_line(s) -> str:
+    m = s.metrics or {}
+    al = m.get("accept_len")
+    gt = m.get("gen_throughput")
+    gpu = ", ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}G" for g in s.gpus) or "-"
+    up = f"{s.uptime_s / 60:.0f}m" if s.uptime_s else "-"
+    line = (f"{s.id:>4} {s.profile:<18} {s.host:<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
+            f"AL {al if al is not None else '-':>5} {('%.1f' % gt) if gt else '-':>8} tok/s  GPU {gpu}")
+    if s.failure:
+        line += f"\n     {s.failure.get('class')}: {s.failure.get('hint', '')}"
+    elif s.state == "starting":
+        line += f"\n     {s.stage}"
+    return line
+
+
+def _status(args, ctx):
+    wb = ctx.wb
+    if args.all and not args.ids:
+        ids = [r.id for r in wb.servers()]
+        sts = wb.server_status(ids) if ids else []
+    else:
+        sts = wb.server_status(args.ids or None)
+    if args.json:
+        emit([s.to_dict() for s in sts], True)
+        return 0
+    if not sts:
+        print("no running servers (launch one: eagle-workbench server launch PROFILE)")
+    for s in sts:
+        print(_status_line(s))
+    return 0
+
+
+def _logs(args, ctx):
+    out = sys.stdout.buffer
+    if not args.follow:
+        out.write(ctx.wb.server_log(args.id, args.offset))
+        out.flush()
+        return 0
+    try:
+        for _, data in ctx.wb.server_follow(args.id, args.offset):
+            out.write(data)
+            out.flush()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _stop(args, ctx):
+    wb = ctx.wb
+    if not confirm_or_yes(wb.stop_plan(args.id), args.yes):
+        print("not stopped")
+        return 1
+    res = wb.server_stop(args.id, confirm=True, grace=args.grace, gpu_wait=args.gpu_wait)
+    emit(res, args.json, lambda r: f"server {r.id}: {r.message} (signals: {', '.join(r.signals) or 'none'}"
+                                   + (f", GPUs idle: {r.gpus_idle}" if r.gpus_idle is not None else "") + ")")
+    return 0 if res.result in ("stopped", "already-gone") else 1
+
+
+def _measure(args, ctx):
+    m = ctx.wb.server_measure(args.id, concurrency=args.concurrency, max_new_tokens=args.max_new_tokens,
+                              rounds=args.rounds, prompts=args.prompts)
+
+    def text(m):
+        al, tps = m.accept_len, m.tokens_per_s_per_request
+        return (f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}\n"
+                f"  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
+                f"server says {m.server_accept_len if m.server_accept_len is not None else '-'}\n"
+                f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
+                if al["mean"] is not None else f"server {m.server_id}: {m.tokens_per_s:.1f} tok/s (no speculation)")
+
+    emit(m, args.json, text)
+    return 0
+
+
+def _metrics(args, ctx):
+    emit(ctx.wb.server_metrics(args.id), True)
+    return 0
+
+
+def _sweep(args, ctx):
+    from workbench.errors import ConfirmationRequired
+
+    wb = ctx.wb
+    kw = dict(steps=_ints(args.steps, "--steps"), topks=_ints(args.topk, "--topk"),
+              draft_tokens=_ints(args.draft_tokens, "--draft-tokens") if args.draft_tokens else None,
+              envs=[_env(e) for e in args.env], baseline=args.baseline, concurrency=args.concurrency,
+              max_new_tokens=args.max_new_tokens)
+    try:
+        res = wb.server_sweep(args.profile, confirm=False, **kw)
+    except ConfirmationRequired as exc:
+        if not confirm_or_yes(exc.plan, args.yes):
+            print("not started")
+            return 1
+        wb.progress = lambda p: print(f"  [{int(p.done)}/{int(p.total or 0)}] {p.message}", file=sys.stderr)
+        res = wb.server_sweep(args.profile, confirm=True, **kw)
+
+    def text(r):
+        lines = [f"sweep {r.sweep_id} of {r.profile} ({r.resumed} point(s) resumed from the journal)",
+                 f"{'point':<40} {'tok/s':>9} {'AL':>6} {'state':<9}"]
+        for p in r.points:
+            tps = f"{p.tokens_per_s:.1f}" if p.tokens_per_s else "-"
+            al = f"{p.accept_len:.2f}" if p.accept_len else "-"
+            lines.append(f"{p.key:<40} {tps:>9} {al:>6} {p.state:<9}" + (f" {p.error}" if p.error else ""))
+        if r.best:
+            lines.append(f"best: {r.best['key']} at {r.best['tokens_per_s']:.1f} tok/s"
+                         + (f" ({(r.speedup_vs_baseline - 1) * 100:+.1f}% vs baseline)" if r.speedup_vs_baseline else ""))
+        if r.model:
+            lines.append(f"model: t_verify = {r.model['t_verify_a_s'] * 1000:.2f} + {r.model['t_verify_b_s_per_token'] * 1000:.3f}*ndt ms, "
+                         f"t_draft = {r.model['t_draft_s'] * 1000:.2f} ms (r2 {r.model['r2']:.2f})")
+        return "\n".join(lines)
+
+    emit(res, args.json, text)
+    return 0 if res.best else 1

@@ -1,0 +1,66 @@
+"""Polling for monitor screens: the next poll is armed when the last one finishes (polls never
+overlap), and a poll is skipped while the screen is not the one shown (a modal on top, another
+screen active). The remote work runs in a thread worker, never on the UI thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import work
+
+
+class PollingScreenMixin:
+    poll_interval: float = 2.0
+    polls: int = 0                # polls actually run (tests count them)
+    _poll_running: bool = False
+
+    def start_polling(self, first_delay: float = 0.0) -> None:
+        self._arm(first_delay)
+
+    def _arm(self, delay: float) -> None:
+        self.set_timer(max(0.01, delay), self._tick, name="poll")
+
+    def _tick(self) -> None:
+        if not self.is_attached:
+            return
+        if self.app.screen is not self or self._poll_running:
+            self._arm(self.poll_interval)     # paused: a modal or another screen is in front
+            return
+        self.poll_now()
+
+    def poll_now(self) -> None:
+        if self._poll_running:
+            return
+        self._poll_running = True
+        self.polls += 1
+        self._poll_worker()
+
+    @work(thread=True, exclusive=True, group="poll")
+    def _poll_worker(self) -> None:
+        try:
+            result: Any = self.poll()
+            error = None
+        except Exception as exc:  # shown inline; the next poll tries again
+            result, error = None, exc
+        self.app.call_from_thread(self._poll_done, result, error)
+
+    def _poll_done(self, result: Any, error) -> None:
+        self._poll_running = False
+        try:
+            if error is not None:
+                self.poll_failed(error)
+            else:
+                self.render_poll(result)
+        finally:
+            if self.is_attached:
+                self._arm(self.poll_interval)
+
+    # -- for subclasses ---------------------------------------------------------------------------
+    def poll(self) -> Any:            # worker thread: remote work
+        raise NotImplementedError
+
+    def render_poll(self, result: Any) -> None:    # UI thread
+        raise NotImplementedError
+
+    def poll_failed(self, error: BaseException) -> None:
+        self.app.report(error, what="refresh")

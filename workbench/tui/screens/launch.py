@@ -1,0 +1,138 @@
+"""Launch: pick a profile, see the exact command (for the host's SGLang version), its diff
+against the last launch of that profile, and every problem found before anything starts; then
+launch after confirming."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.text import Text
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, DataTable, Label, Select, Static
+
+from workbench.tui.base import WorkbenchScreen
+from workbench.tui.screens import ScreenSpec
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+class LaunchScreen(WorkbenchScreen):
+    CSS_PATH = "launch.tcss"
+    AUTO_FOCUS = "#profile"
+    BINDINGS = [
+        Binding("ctrl+r", "check", "Check", id="launch.check"),
+        Binding("ctrl+l", "launch", "Launch", id="launch.launch"),
+    ]
+
+    def __init__(self):
+        super().__init__()
+        self.preview = None
+
+    def compose_body(self):
+        with Horizontal(id="launch-form"):
+            yield Select([], prompt="profile", id="profile", compact=True)
+            yield Button("Check", id="check", compact=True)
+            yield Button("Launch", id="launch", variant="error", compact=True, disabled=True)
+        with VerticalScroll(id="launch-body"):
+            yield Label("Command", classes="title")
+            yield Static("(pick a profile)", id="command", markup=False)
+            yield Label("Against the last launch of this profile", classes="title")
+            yield Static("", id="diff", markup=False)
+            yield Label("Checks", classes="title")
+            table = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+            table.add_columns("severity", "code", "problem", "fix")
+            yield table
+            yield Static("", id="warnings", markup=False)
+
+    def on_mount(self) -> None:
+        self.load_profiles()
+
+    @work(thread=True, exclusive=True, group="launch-profiles")
+    def load_profiles(self) -> None:
+        try:
+            profiles = self.app.wb.profiles()
+        except Exception as exc:
+            self.app.call_from_thread(self.app.report, exc, what="profiles")
+            return
+        self.app.call_from_thread(self._set_profiles, profiles)
+
+    def _set_profiles(self, profiles) -> None:
+        sel = self.query_one("#profile", Select)
+        sel.set_options([(f"{p.name}  ({p.host})", p.name) for p in profiles])
+
+    def _profile(self) -> Optional[str]:
+        v = self.query_one("#profile", Select).value
+        return v if isinstance(v, str) else None
+
+    @on(Select.Changed, "#profile")
+    def _changed(self, _event) -> None:
+        if self._profile():
+            self.action_check()
+
+    @on(Button.Pressed, "#check")
+    def _check_pressed(self, _event) -> None:
+        self.action_check()
+
+    @on(Button.Pressed, "#launch")
+    def _launch_pressed(self, _event) -> None:
+        self.action_launch()
+
+    def action_check(self) -> None:
+        name = self._profile()
+        if not name:
+            self.notify("pick a profile first", severity="warning")
+            return
+        self.query_one("#command", Static).update(f"checking {name} (host, SGLang parser, rules)…")
+        self.query_one("#launch", Button).disabled = True
+        self.check(name)
+
+    @work(thread=True, exclusive=True, group="launch-check")
+    def check(self, name: str) -> None:
+        try:
+            preview = self.app.wb.launch_preview(name)
+        except Exception as exc:
+            self.app.call_from_thread(self.app.report, exc, what=f"check {name}")
+            self.app.call_from_thread(self.query_one("#command", Static).update, str(exc))
+            return
+        self.app.call_from_thread(self._show, preview)
+
+    def _show(self, p) -> None:
+        self.preview = p
+        version = f"SGLang {p.version}" if p.version else "SGLang version unknown"
+        self.query_one("#command", Static).update(f"on {p.host}, {version}:\n{p.display}")
+        self.query_one("#diff", Static).update("\n".join(p.diff) or "(same command as last time)")
+        t = self.query_one("#findings", DataTable)
+        t.clear()
+        for f in p.findings:
+            t.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code, f.message, f.fix)
+        self.query_one("#warnings", Static).update("\n".join(f"warning: {w}" for w in p.warnings))
+        self.query_one("#launch", Button).disabled = not p.ok
+
+    def action_launch(self) -> None:
+        p = self.preview
+        if p is None or p.profile != self._profile():
+            self.notify("check the profile first (ctrl+r)", severity="warning")
+            return
+        if not p.ok:
+            self.notify(f"{p.profile}: fix the errors first", severity="error")
+            return
+        self.app.confirm(self.app.wb.launch_plan(p), lambda: self.launch(p))
+
+    @work(thread=True, exclusive=True, group="launch-run")
+    def launch(self, preview) -> None:
+        try:
+            rec = self.app.wb.launch(preview.profile, confirm=True, preview=preview)
+        except Exception as exc:
+            self.app.call_from_thread(self.app.report, exc, what=f"launch {preview.profile}")
+            return
+        self.app.call_from_thread(self._launched, rec)
+
+    def _launched(self, rec) -> None:
+        self.notify(f"server {rec.id} ({rec.profile}) started: pid {rec.pid} on {rec.host}")
+        self.app.selected_server = rec.id
+        self.app.switch_mode("server")
+
+
+SPEC = ScreenSpec("launch", "Launch", "f7", LaunchScreen, order=42)

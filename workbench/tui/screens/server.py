@@ -1,0 +1,177 @@
+"""One server: a toolong-style log pane (tail by byte offset; milestones and failures
+highlighted) beside its state, startup progress, failure with its fix, and metrics."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.text import Text
+from textual import work
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Label, RichLog, Static
+
+from workbench.tui.base import WorkbenchScreen
+from workbench.tui.polling import PollingScreenMixin
+from workbench.tui.screens import ScreenSpec
+from workbench.tui.screens.servers import gpu_text, state_text
+from workbench.tui.widgets.sparkline import sparkline
+
+STAGE_NAMES = [("server_args", "arguments"), ("weights_target", "target weights"),
+               ("weights_draft", "draft weights"), ("kv_cache", "KV cache"),
+               ("graphs_target", "target CUDA graphs"), ("graphs_draft", "draft CUDA graphs"), ("ready", "ready")]
+
+
+class ServerScreen(PollingScreenMixin, WorkbenchScreen):
+    CSS_PATH = "server.tcss"
+    AUTO_FOCUS = "#log"
+    BINDINGS = [
+        Binding("ctrl+r", "refresh", "Refresh", id="server.refresh"),
+        Binding("ctrl+t", "tail", "Tail on/off", id="server.tail"),
+        Binding("ctrl+g", "measure", "Measure", id="server.measure"),
+        Binding("ctrl+k", "stop", "Stop", id="server.stop"),
+    ]
+
+    def __init__(self, server_id: Optional[int] = None, poll_interval: Optional[float] = None):
+        super().__init__()
+        self.server_id = server_id
+        if poll_interval is not None:
+            self.poll_interval = poll_interval
+        self.seen = 0
+        self.tail = True
+        self.status = None
+
+    def compose_body(self):
+        with Horizontal(id="server-body"):
+            with Vertical(id="log-pane"):
+                yield Label("Log", id="log-title", classes="title")
+                yield RichLog(id="log", max_lines=5000, wrap=False, highlight=False, markup=False)
+            with VerticalScroll(id="info-pane"):
+                yield Label("Server", classes="title")
+                yield Static("", id="state", markup=False)
+                yield Label("Startup", classes="title")
+                yield Static("", id="progress", markup=False)
+                yield Label("Metrics", classes="title")
+                yield Static("", id="metrics", markup=False)
+                yield Static("", id="failure", markup=False)
+
+    def on_mount(self) -> None:
+        self.start_polling()
+
+    def on_screen_resume(self) -> None:
+        sid = getattr(self.app, "selected_server", None)
+        if sid is not None and sid != self.server_id:
+            self.server_id = sid
+            self.seen = 0
+            self.query_one("#log", RichLog).clear()
+        self.poll_now()
+
+    def _sid(self) -> Optional[int]:
+        if self.server_id is None:
+            self.server_id = getattr(self.app, "selected_server", None)
+        if self.server_id is None:
+            servers = self.app.wb.servers()
+            self.server_id = servers[-1].id if servers else None
+        return self.server_id
+
+    # -- polling ----------------------------------------------------------------------------------
+    def poll(self):
+        sid = self._sid()
+        if sid is None:
+            return None
+        wb = self.app.wb
+        status = wb.server_status([sid])[0]              # one round trip: process, new log bytes, GPUs
+        lines = wb.server_lines(sid, self.seen)
+        marks = {e["line"]: e for e in wb.server_events(sid)}
+        return status, lines, marks, wb.server(sid)
+
+    def render_poll(self, result) -> None:
+        if result is None:
+            self.query_one("#state", Static).update("no server yet: launch one from the Launch screen")
+            return
+        status, lines, marks, rec = result
+        self.status = status
+        log = self.query_one("#log", RichLog)
+        for n, text in lines:
+            self.seen = max(self.seen, n)
+            mark = marks.get(n)
+            if mark is None:
+                style = "green" if "Decode batch" in text else ("dim" if "] INFO:" in text else "")
+            elif mark["kind"] == "failure":
+                style = "bold white on dark_red"
+            else:
+                style = "bold cyan"
+            log.write(Text(text, style=style), scroll_end=self.tail)
+        self.query_one("#log-title", Label).update(f"Log  {rec.log}  ({status.log_size or 0} bytes"
+                                                   f"{', tail' if self.tail else ''})")
+        self.query_one("#state", Static).update(Text.assemble(
+            f"{status.id} {status.profile} on {status.host}  ", state_text(status.state, status.stale),
+            f"\npid {status.pid}, port {status.port}, process {status.process}"
+            + (f"\n{status.error}" if status.error else "")))
+        reached = set(status.progress)
+        prog = Text()
+        for key, name in STAGE_NAMES:
+            prog.append(("✔ " if key in reached else "· ") + name + "\n", style="green" if key in reached else "dim")
+        if status.state == "starting":
+            prog.append(f"now: {status.stage}", style="yellow")
+        self.query_one("#progress", Static).update(prog)
+        m = status.metrics or {}
+        al = status.series.get("accept_len", [])
+        gt = status.series.get("gen_throughput", [])
+        self.query_one("#metrics", Static).update(
+            f"accept len  {m.get('accept_len', '-')}  {sparkline(al, 24)}\n"
+            f"accept rate {m.get('accept_rate', '-')}\n"
+            f"gen tok/s   {m.get('gen_throughput', '-')}  {sparkline(gt, 24)}\n"
+            f"running {m.get('running_req', '-')}  queued {m.get('queue_req', '-')}  "
+            f"token usage {m.get('token_usage', '-')}\n"
+            f"GPUs {gpu_text(status.gpus)}")
+        f = status.failure
+        self.query_one("#failure", Static).update(
+            Text(f"{f.get('class')}: {f.get('text', '')}\nfix: {f.get('hint', '')}", style="bold red") if f else "")
+
+    # -- actions ----------------------------------------------------------------------------------
+    def action_refresh(self) -> None:
+        self.poll_now()
+
+    def action_tail(self) -> None:
+        self.tail = not self.tail
+        if self.tail:
+            self.query_one("#log", RichLog).scroll_end(animate=False)
+        self.notify(f"tail {'on' if self.tail else 'off'}")
+
+    def action_stop(self) -> None:
+        sid = self._sid()
+        if sid is None:
+            return
+        self.app.confirm(self.app.wb.stop_plan(sid), lambda: self.stop_server(sid))
+
+    @work(thread=True, exclusive=True, group="server-stop")
+    def stop_server(self, sid: int) -> None:
+        try:
+            res = self.app.wb.server_stop(sid, confirm=True)
+        except Exception as exc:
+            self.app.call_from_thread(self.app.report, exc, what=f"stop server {sid}")
+            return
+        self.app.call_from_thread(self.notify, f"server {sid}: {res.message}")
+        self.app.call_from_thread(self.poll_now)
+
+    def action_measure(self) -> None:
+        sid = self._sid()
+        if sid is not None:
+            self.notify(f"measuring server {sid} (flush, fixed prompt set)…")
+            self.measure(sid)
+
+    @work(thread=True, exclusive=True, group="server-measure")
+    def measure(self, sid: int) -> None:
+        try:
+            m = self.app.wb.server_measure(sid)
+        except Exception as exc:
+            self.app.call_from_thread(self.app.report, exc, what=f"measure server {sid}")
+            return
+        al = m.accept_len
+        text = (f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else "") + \
+            f"{m.tokens_per_s:.1f} tok/s"
+        self.app.call_from_thread(self.notify, f"server {sid}: {text}", timeout=10)
+
+
+SPEC = ScreenSpec("server", "Server", "f6", ServerScreen, order=41)
