@@ -48,7 +48,11 @@ def run(args, ctx) -> int:
     with Workbench.open(root, progress=progress) as wb:
         setup = demo.prepare(wb, args.size, lab_dir=args.lab_dir, progress=progress)
         if not tui:
-            result = demo.run_story(wb, setup, measure_tokens=args.measure_tokens, progress=progress)
+            try:
+                result = demo.run_story(wb, setup, measure_tokens=args.measure_tokens, progress=progress)
+            finally:
+                if not args.keep:
+                    demo.stop_demo_servers(wb)
             if args.json:
                 import json
 
@@ -57,14 +61,12 @@ def run(args, ctx) -> int:
                 print(result.text())
             return 0
         rec = demo.launch_story(wb, setup, progress=progress)
-        demo.measure_story(wb, rec.id, args.measure_tokens)
-    from workbench.tui.app import SCREENS, run_app
+        m = demo.measure_story(wb, rec.id, args.measure_tokens)
+    from workbench.tui.demo import run_demo_app
 
-    ids = {s.id for s in SCREENS}
-    args_for = {"diagnose": {"server_id": rec.id, "guided": True, "measure_tokens": args.measure_tokens}}
+    al = m.server_accept_len if m.server_accept_len is not None else m.accept_len.get("mean")
     try:
-        return run_app(workspace=str(root), start="diagnose" if "diagnose" in ids else None,
-                       screen_args=args_for)
+        return run_demo_app(str(root), rec.id, accept_length=al, measure_tokens=args.measure_tokens)
     finally:
         if not args.keep:
             with Workbench.open(root) as wb:

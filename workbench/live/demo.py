@@ -137,7 +137,7 @@ log = {json.dumps(str(logs / (PROFILE + ".log")))}
 run_dir = {json.dumps(str(root))}
 args = ["--host", "127.0.0.1", "--enable-return-hidden-states", "--decode-log-interval", "10"]
 env = {{ PYTHONPATH = {json.dumps(_package_root())} }}
-speculative = {{ algorithm = "EAGLE3", num_steps = 3, eagle_topk = 1, num_draft_tokens = 4 }}
+speculative = {{ algorithm = "EAGLE3", num_steps = 5, eagle_topk = 1, num_draft_tokens = 6 }}
 ready_timeout = 300
 stop_grace = 5
 
