@@ -187,9 +187,9 @@ class DiagnoseScreen(WorkbenchScreen):
         report = wb.doctor_live(sid, training, samples=self.samples, measure=not measured,
                                 measure_tokens=self.measure_tokens, confirm=lambda plan: ask_from_thread(self.app, plan),
                                 dump_alongside=self.guided)
-        self.app.call_from_thread(self._show_report, report)
+        self.app.call_from_thread(self.show_report, report)
 
-    def _show_report(self, report) -> None:
+    def show_report(self, report) -> None:
         self.report = report
         self._mark("accept")
         self._mark("doctor")
@@ -359,9 +359,9 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def _compare(self, before: int, after: int) -> None:
         cmp = self.app.wb.live_compare(before, after)
-        self.app.call_from_thread(self._show_compare, cmp)
+        self.app.call_from_thread(self.show_comparison, cmp)
 
-    def _show_compare(self, cmp) -> None:
+    def show_comparison(self, cmp) -> None:
         self.comparison = cmp
         t = self.query_one("#compare", DataTable)
         t.clear()
