@@ -8,15 +8,25 @@ tensors are split) over the tokens both sides hold (``workbench.hidden.tokens``)
   comparator metric): 0 for identical tensors, 1 for orthogonal or zero-vs-nonzero;
 - cosine, max and mean absolute difference; per-token rel_diff for drill-down.
 
-Streaming: candidates are read one at a time into a group buffer ``W = [X_1..X_S, Y_1..Y_G]`` per
-token, and one batched matmul gives every per-token dot product of the group (fp32 output); sums
-over tokens are float64. Only the G candidates of a group are in memory. On a CPU with bf16 data
-and many candidates, the group products come from a bf16 matmul whose per-token outputs are
-rounded to bf16 (a screen, about +-1e-4 on an aggregate rel_diff); the ``refine_top`` best
-candidates of every slot (kept from the stream, never read twice) are then recomputed exactly (fp32 differences, no cancellation), and
-only those exact values decide best, runner-up and verdict. ``precision`` in the result says which
-path ran; ``exact[s][c]`` marks refined pairs, which also carry max/mean absolute difference
-(``abs_stats="all"`` refines every pair, keeping every candidate until the end: small captures only).
+Streaming: only a group of candidates is in memory at a time, and every candidate is read once.
+Per token, the dot products of every (slot, candidate) pair and each candidate's squared norm
+give the screen: a rel_diff per pair and per token, sums over tokens in float64.
+
+- On a CPU with numba (``workbench.hidden.pairstats``): compiled kernels read the slots and the
+  candidates where they lie (memory-mapped, no gathered copies), a group of ``CPU_GROUP`` at a
+  time; the products of bf16 values are exact in fp32 and are accumulated in fp32 (AVX512-BF16
+  dot instructions where the CPU has them), so the screen is good to about 1e-6 per token.
+- Otherwise (CUDA, or a CPU without numba) the candidates go into a group buffer
+  ``W = [X_1..X_S, Y_1..Y_G]`` and one batched matmul gives the group's per-token products (fp32
+  output on CUDA; on such a CPU with bf16 data and many candidates a bf16 matmul whose per-token
+  outputs are rounded to bf16: a screen good to about +-1e-4 on an aggregate rel_diff).
+
+The screen's ``refine_top`` best candidates of every slot, and always its best at another
+physical point than the leader's (the runner-up the verdict reads per token), are kept from the
+stream (never read twice) and recomputed exactly (fp32 differences, no cancellation); only those
+exact values decide best, runner-up and verdict. ``precision`` in the result says which path ran
+(``timing["kernel"]`` which CPU kernel); ``exact[s][c]`` marks refined pairs, which also carry
+max/mean absolute difference (``abs_stats="all"`` refines every pair: a second read).
 
 Verdict per slot, from the best candidate b and the runner-up r (the best candidate at another
 physical point; thresholds in ``Thresholds``):
@@ -51,6 +61,8 @@ from workbench.progress import Progress, noop
 GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
 BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
 REFINE_ROWS = 256               # rows per chunk in the exact pass
+CPU_GROUP = 16                  # candidates per pass of the compiled CPU kernels (each stays mapped
+# while its group runs: 16 Kimi-sized candidates are ~470 MB of mapped pages)
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:
@@ -63,6 +75,15 @@ def pick_device(device: Optional[str] = None) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError("device: cuda requested but no CUDA device is available")
     return dev
+
+
+def _pairstats():
+    """The compiled CPU kernels, or None where numba is missing."""
+    try:
+        from workbench.hidden import pairstats
+    except ImportError:
+        return None
+    return pairstats
 
 
 def reference_slots(train: Capture, include_final: bool = False) -> list[HiddenTensor]:
@@ -89,8 +110,8 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     th = thresholds or Thresholds()
     if abs_stats not in ("top", "all"):
         raise InputError(f"abs_stats: {abs_stats!r} is not 'top' or 'all'")
-    if screen not in ("auto", "fp32", "bf16"):
-        raise InputError(f"screen: {screen!r} is not auto, fp32 or bf16")
+    if screen not in ("auto", "kernel", "fp32", "bf16"):
+        raise InputError(f"screen: {screen!r} is not auto, kernel, fp32 or bf16")
     dev = pick_device(device)
     slots = reference_slots(train, include_final)
     H = slots[0].width
@@ -121,8 +142,14 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     dtypes = {s.dtype for s in slots} | {c.dtype for c in cands}
     cand_bytes = sum(c.rows * c.width * _itemsize(c.dtype) for c in cands)
     all_bf16 = dtypes == {"bfloat16"}
+    ps_mod = _pairstats() if dev.type == "cpu" and screen in ("auto", "kernel") else None
+    if screen == "kernel" and ps_mod is None:
+        raise InputError("screen: 'kernel' needs numba (pip install numba) and a CPU device")
     if dev.type == "cuda":
         work = torch.bfloat16 if all_bf16 else torch.float32
+        precision = "fp32"
+    elif ps_mod is not None:    # the compiled CPU pass: fp32 sums of exact products, refine exact
+        work = None
         precision = "fp32"
     else:
         use_bf16 = all_bf16 and (screen == "bf16" or (screen == "auto" and cand_bytes > (256 << 20)))
@@ -132,17 +159,184 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         refine_top = C
 
     # Reference: gathered rows, on the device, plus exact per-token squared norms.
-    X = torch.empty((S, T, H), dtype=work, device=dev)
-    for i, s in enumerate(slots):
-        X[i].copy_(_rows(s.load(), tok.ref_index))
-    xx = torch.stack([_sq_rows(X[i]) for i in range(S)])                      # fp32 [S, T]
+    # (The compiled CPU pass reads the slots where they lie: no gathered copy.)
+    ts = time.perf_counter()
+    ps = X = None
+    if ps_mod is not None:
+        ps = ps_mod.PairStats([s.load() for s in slots], tok.ref_positions(), _infer_rows(tok),
+                              threads=torch.get_num_threads())
+        xx = torch.from_numpy(ps.sq())                                             # fp32 [S, T]
+    else:
+        X = torch.empty((S, T, H), dtype=work, device=dev)
+        for i, s in enumerate(slots):
+            X[i].copy_(_rows(s.load(), tok.ref_index))
+        xx = torch.stack([_sq_rows(X[i]) for i in range(S)])                  # fp32 [S, T]
     nonfinite: list[NonFinite] = []
     bad_tok = ~torch.isfinite(xx).all(0)
     xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
     for i, s in enumerate(slots):
         if not torch.isfinite(xx[i]).all():
-            nonfinite.append(_count_nonfinite("train", s.name, X[i], tok.ref_positions()))
+            xi = X[i] if X is not None else _rows(ps.slots[i], tok.ref_index)
+            nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
 
+    tl = time.perf_counter()
+    bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
+    refine_k = C if abs_stats == "all" else max(1, refine_top)
+
+    def rows_of(c):
+        return _rows(cands[c].load(), tok.infer_index)
+
+    if ps is not None:
+        XY, YY, best, kept, timing = _stream_cpu(ps, cands, xx, refine_k, progress)
+    else:
+        XY, YY, best, kept, timing = _stream_torch(X, xx, cands, rows_of, refine_k, work, S, T, H, C, dev,
+                                                   group, progress)
+    bytes_read += int(cand_bytes)
+    timing["setup_s"] = tl - ts
+    timing["stream_s"] = time.perf_counter() - tl
+
+    # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
+    td = time.perf_counter()
+    xy_n, yy_n = XY.cpu().numpy(), YY.cpu().numpy()
+    del XY, YY
+    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(yy_n)                                                 # [C, T]
+        fin_c = finite.all(-1)
+        ok = ~bad_n[None, :] & finite
+        d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
+        n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
+        if not ok.all():   # leave out the tokens where either side is not finite
+            d_t = np.where(ok[None], d_t, 0.0)
+            n_t = np.where(ok[None], n_t, 0.0)
+            xy_n = np.where(ok[None], xy_n, 0.0)
+            yy_n = np.where(ok, yy_n, 0.0)
+        per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
+        num, den = n_t.sum(-1), d_t.sum(-1)
+        dot = xy_n.sum(-1, dtype=np.float64)
+        yy_sum = yy_n.sum(-1, dtype=np.float64)
+    del d_t, n_t
+    timing["stats_s"] = time.perf_counter() - td
+    exact = np.zeros((S, C), dtype=bool)
+    max_abs = np.full((S, C), np.nan)
+    mean_abs = np.full((S, C), np.nan)
+    fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
+    for c in fin_rows:
+        if ps is not None:          # kept whole (rows read in place): gather the compared rows
+            y = _rows(kept[c], tok.infer_index) if c in kept else rows_of(c)
+        else:
+            y = kept[c] if c in kept else rows_of(c)
+        nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
+
+    # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
+    tr = time.perf_counter()
+    if ps is not None:              # per slot, its candidates a group at a time
+        for s_i in range(S):
+            cs = sorted({c for _, c in best[s_i]})
+            for i in range(0, len(cs), CPU_GROUP):
+                part = cs[i:i + CPU_GROUP]
+                ys = [kept[c] if c in kept else ps.prepare(cands[c].load()) for c in part]
+                oks = [(~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok).cpu().numpy() for c in part]
+                _refine_cpu(ps, xx_n, yy_n, s_i, part, ys, oks, num, den, dot, yy_sum, per_token, exact,
+                            max_abs, mean_abs)
+                del ys
+    else:
+        for c in sorted({c for b_ in best for _, c in b_}):
+            slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
+            ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
+            y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
+            _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+    kept.clear()
+    timing["refine_s"] = time.perf_counter() - tr
+    timing["candidate_bytes"] = int(cand_bytes)
+    timing["total_s"] = time.perf_counter() - t0
+
+    rel = _ratio(num, den)
+    cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
+                   dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)), np.nan)
+    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th)
+            for s in range(S)]
+    tokens = tok.to_dict()
+    res = AlignResult(
+        train=train.path, infer=infer.path, rows=[s.name for s in slots],
+        rows_physical=[s.physical for s in slots], row_roles=[s.role for s in slots], cols=[c.name for c in cands],
+        cols_physical=[c.physical for c in cands], metric="rel_diff",
+        matrix=_clean(rel), cosine=_clean(cos), max_abs=_clean(max_abs), mean_abs=_clean(mean_abs),
+        exact=exact.tolist(), best=best, tokens_compared=T, tokens=tokens, recommendation=None,
+        nonfinite=nonfinite, thresholds=th, device=str(dev), precision=precision,
+        seconds=time.perf_counter() - t0, bytes_read=int(bytes_read), notes=notes + list(tok.notes),
+        timing=timing, per_token_values=per_token, token_positions=tok.ref_positions())
+    return res
+
+
+# ------------------------------------------------------------------------------------------- parts
+def _stream_cpu(ps, cands, xx, refine_k, progress):
+    """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
+    of every pair (fp32 sums of exact products), ranked per group. The refine candidates stay
+    mapped (no second read); the others are let go with their group."""
+    S, T, C = ps.S, ps.T, len(cands)
+    G = max(1, min(CPU_GROUP, C))
+    XY = np.empty((S, C, T), dtype=np.float32)
+    YY = np.empty((C, T), dtype=np.float32)
+    xx_tot = xx.double().sum(1).numpy()
+    top = _Top(S, refine_k, cands)
+    kept: dict = {}
+    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": T,
+              "kernel": ps.kernel, "threads": ps.threads}
+    for g0 in range(0, C, G):
+        group_c = list(range(g0, min(C, g0 + G)))
+        tl = time.perf_counter()
+        ys = [ps.prepare(cands[c].load()) for c in group_c]
+        td = time.perf_counter()
+        timing["load_s"] += td - tl
+        xy, yy = ps.dots(ys)
+        XY[:, g0:g0 + len(group_c)] = xy
+        YY[g0:g0 + len(group_c)] = yy
+        timing["device_s"] += time.perf_counter() - td
+        with np.errstate(invalid="ignore", over="ignore"):
+            den_g = xx_tot[:, None] + yy.astype(np.float64).sum(1)[None]
+            rel_g = (den_g - 2 * xy.astype(np.float64).sum(2)) / den_g
+        live = top.add(rel_g, group_c)
+        for g, c in enumerate(group_c):
+            if c in live and refine_k < C:      # (every pair refined: read again, a group at a time)
+                kept[c] = ys[g]
+        for c in [c for c in kept if c not in live]:
+            del kept[c]
+        del ys
+        timing["groups"] += 1
+        progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
+    return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing
+
+
+class _Top:
+    """Per slot, the candidates the screen ranks best, kept for the exact pass: the ``k`` lowest
+    values, and always the best one at another physical point than the leader's (the runner-up
+    whose per-token values the verdict reads), whatever ``k`` is."""
+
+    def __init__(self, S: int, k: int, cands):
+        self.k, self.cands = k, cands
+        self.lists: list[list] = [[] for _ in range(S)]      # per slot: sorted [(value, c)]
+
+    def _same(self, a: int, b: int) -> bool:
+        pa, pb = self.cands[a].physical, self.cands[b].physical
+        return pa is not None and pa == pb
+
+    def add(self, rel_g, group_c) -> set:
+        """Rank a group (``rel_g [S, len(group_c)]``); returns every candidate still kept."""
+        for s_i, lst in enumerate(self.lists):
+            for g, c in enumerate(group_c):
+                v = float(rel_g[s_i, g])
+                lst.append((v if math.isfinite(v) else math.inf, c))
+            lst.sort()
+            # the shortest prefix holding k entries and one at a point other than the leader's:
+            # whatever leads later, a kept entry at another point beats everything dropped
+            other = next((i for i, (_, c) in enumerate(lst) if i and not self._same(c, lst[0][1])), None)
+            del lst[max(self.k, other + 1 if other is not None else 0):]
+        return {c for lst in self.lists for _, c in lst}
+
+
+def _stream_torch(X, xx, cands, rows_of, refine_k, work, S, T, H, C, dev, group, progress):
+    """Candidates through a group buffer and batched matmuls (CUDA, or a CPU without numba)."""
     cuda = dev.type == "cuda"
     esize = torch.tensor([], dtype=work).element_size()
     slot_bytes = max(1, T * H * esize)
@@ -167,15 +361,10 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
     YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
     xx_tot = xx.double().sum(1)                                                    # [S]
-    best: list[list] = [[] for _ in range(S)]        # per slot: [(screen value, c)], the refine_top best
+    top = _Top(S, refine_k, cands)                   # per slot: the screen's best, to refine
     kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
-    bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
     timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
     events = []
-    refine_k = C if abs_stats == "all" else max(1, refine_top)
-
-    def rows_of(c):
-        return _rows(cands[c].load(), tok.infer_index)
 
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
@@ -208,13 +397,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         den_g = xx_tot[:, None] + yy_tot[None]
         rel_g = ((den_g - 2 * xy_tot) / den_g).cpu().numpy()
         timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
-        for g, c in enumerate(group_c):
-            for s_i in range(S):
-                v = float(rel_g[s_i, g])
-                best[s_i].append((v if math.isfinite(v) else math.inf, c))
-                best[s_i].sort()
-                del best[s_i][refine_k:]
-        live = {c for b_ in best for _, c in b_}
+        live = top.add(rel_g, group_c)
         for g, c in enumerate(group_c):
             # CUDA: keep a device copy for the exact pass; a CPU maps the file again (no resident copy)
             if c in live and cuda and Tb == T:
@@ -224,72 +407,13 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
     del W
-    bytes_read += int(cand_bytes)
 
     if cuda and events:
         torch.cuda.synchronize(dev)
         timing["device_s"] = sum(a_.elapsed_time(b_) for a_, b_ in events) / 1000.0
-
-    # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
-    td = time.perf_counter()
-    xy_n, yy_n = XY.cpu().numpy(), YY.cpu().numpy()
-    del XY, YY
-    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
-    with np.errstate(invalid="ignore", over="ignore"):
-        finite = np.isfinite(yy_n)                                                 # [C, T]
-        fin_c = finite.all(-1)
-        ok = ~bad_n[None, :] & finite
-        d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
-        n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
-        if not ok.all():   # leave out the tokens where either side is not finite
-            d_t = np.where(ok[None], d_t, 0.0)
-            n_t = np.where(ok[None], n_t, 0.0)
-            xy_n = np.where(ok[None], xy_n, 0.0)
-            yy_n = np.where(ok, yy_n, 0.0)
-        per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
-        num, den = n_t.sum(-1), d_t.sum(-1)
-        dot = xy_n.sum(-1, dtype=np.float64)
-        yy_sum = yy_n.sum(-1, dtype=np.float64)
-    del d_t, n_t
-    timing["stats_s"] = time.perf_counter() - td
-    exact = np.zeros((S, C), dtype=bool)
-    max_abs = np.full((S, C), np.nan)
-    mean_abs = np.full((S, C), np.nan)
-    fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
-    for c in fin_rows:
-        y = kept[c] if c in kept else rows_of(c)
-        nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
-
-    # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
-    tr = time.perf_counter()
-    for c in sorted({c for b_ in best for _, c in b_}):
-        slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
-        ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
-        y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
-        _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
-    kept.clear()
-    timing["refine_s"] = time.perf_counter() - tr
-    timing["candidate_bytes"] = int(cand_bytes)
-
-    rel = _ratio(num, den)
-    cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
-                   dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)), np.nan)
-    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th)
-            for s in range(S)]
-    tokens = tok.to_dict()
-    res = AlignResult(
-        train=train.path, infer=infer.path, rows=[s.name for s in slots],
-        rows_physical=[s.physical for s in slots], row_roles=[s.role for s in slots], cols=[c.name for c in cands],
-        cols_physical=[c.physical for c in cands], metric="rel_diff",
-        matrix=_clean(rel), cosine=_clean(cos), max_abs=_clean(max_abs), mean_abs=_clean(mean_abs),
-        exact=exact.tolist(), best=best, tokens_compared=T, tokens=tokens, recommendation=None,
-        nonfinite=nonfinite, thresholds=th, device=str(dev), precision=precision,
-        seconds=time.perf_counter() - t0, bytes_read=int(bytes_read), notes=notes + list(tok.notes),
-        timing=timing, per_token_values=per_token, token_positions=tok.ref_positions())
-    return res
+    return XY, YY, top.lists, kept, timing
 
 
-# ------------------------------------------------------------------------------------------- parts
 def _itemsize(dtype: str) -> int:
     return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}.get(dtype, 4)
 
@@ -368,6 +492,26 @@ def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, 
         exact[s, c] = True
         max_abs[s, c] = mx
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
+
+
+def _refine_cpu(ps, xx_n, yy_n, s, cs, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs):
+    """``_refine`` for slot ``s`` against candidates ``cs`` through the compiled kernels: the same
+    fp32 differences, the rows read in place. ``yy_n`` (the stream's per-token squared norms,
+    non-finite tokens zeroed) needs no refining: no cancellation there."""
+    n, sa, mx = ps.exact(s, ys)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j, c in enumerate(cs):
+            okn = oks[j]
+            xs = np.where(okn, xx_n[s], 0.0)
+            n_t = np.where(okn, n[j], 0.0)
+            den_t = xs + np.where(okn, yy_n[c], 0.0)
+            per_token[s, c] = np.where(den_t > 0, n_t / np.maximum(den_t, 1e-30), 0.0)
+            num[s, c], den[s, c] = n_t.sum(), den_t.sum()
+            dot[s, c] = (xs.sum() + yy_sum[c] - num[s, c]) / 2.0
+            exact[s, c] = True
+            cnt = int(okn.sum()) * ps.H
+            max_abs[s, c] = float(np.where(okn, mx[j], 0.0).max()) if len(okn) else 0.0
+            mean_abs[s, c] = float(np.where(okn, sa[j], 0.0).sum()) / cnt if cnt else np.nan
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
