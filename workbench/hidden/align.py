@@ -281,8 +281,8 @@ def _stream_cpu(ps, cands, xx, refine_k, progress):
     xx_tot = xx.double().sum(1).numpy()
     top = _Top(S, refine_k, cands)
     kept: dict = {}
-    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": T,
-              "kernel": ps.kernel, "threads": ps.threads}
+    timing = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G,
+              "row_block": T, "kernel": ps.kernel, "threads": ps.threads}
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         tl = time.perf_counter()
@@ -300,9 +300,11 @@ def _stream_cpu(ps, cands, xx, refine_k, progress):
         for g, c in enumerate(group_c):
             if c in live and refine_k < C:      # (every pair refined: read again, a group at a time)
                 kept[c] = ys[g]
+        tu = time.perf_counter()
         for c in [c for c in kept if c not in live]:
             del kept[c]
-        del ys
+        del ys                                  # the group's mappings go (unless kept)
+        timing["unmap_s"] += time.perf_counter() - tu
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
     return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing
