@@ -45,14 +45,14 @@ def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
                 X, Y = _ref(slots, ref_rows, y, infer_rows)
                 np.testing.assert_allclose(xy[:, g], (X * Y[None]).sum(-1).numpy(), rtol=2e-5, atol=2e-3)
                 np.testing.assert_allclose(yy[g], (Y * Y).sum(-1).numpy(), rtol=2e-6)
-        for slot in {0, S - 1}:
-            n, sa, mx = ps.exact(slot, ys)
-            for m, y in enumerate(ys):
-                X, Y = _ref(slots, ref_rows, y, infer_rows)
-                d = X[slot] - Y
-                np.testing.assert_allclose(n[m], (d * d).sum(-1).numpy(), rtol=2e-6)
-                np.testing.assert_allclose(sa[m], d.abs().sum(-1).numpy(), rtol=2e-6)
-                np.testing.assert_array_equal(mx[m], d.abs().amax(-1).float().numpy())
+        pairs = [(S - 1, 2), (0, 0), (0, 1), (S - 1, 3), (0, 3)]
+        n, sa, mx = ps.exact(pairs, ys)
+        for p, (slot, m) in enumerate(pairs):
+            X, Y = _ref(slots, ref_rows, ys[m], infer_rows)
+            d = X[slot] - Y
+            np.testing.assert_allclose(n[p], (d * d).sum(-1).numpy(), rtol=2e-6)
+            np.testing.assert_allclose(sa[p], d.abs().sum(-1).numpy(), rtol=2e-6)
+            np.testing.assert_array_equal(mx[p], d.abs().amax(-1).float().numpy())
         X, _ = _ref(slots, ref_rows, cands[0], infer_rows)
         np.testing.assert_allclose(ps.sq(), (X * X).sum(-1).numpy(), rtol=2e-6)
 
@@ -65,7 +65,7 @@ def test_exact_pass_keeps_digits_the_dot_products_lose():
     y = (x * (1 + 3e-4 * torch.randn(T, H, dtype=torch.float64))).float()
     xs = x.float()
     ps = ps_mod.PairStats([xs], np.arange(T), np.arange(T))
-    n, _, _ = ps.exact(0, [y])
+    n, _, _ = ps.exact([(0, 0)], [y])
     xy, yy = ps.dots([y])
     xx = ps.sq()[0].astype(np.float64)
     true = ((xs.double() - y.double()) ** 2).sum(-1).numpy()
@@ -84,7 +84,7 @@ def test_nonfinite_values_reach_the_sums():
     y[infer_rows[6], 1] = float("inf")
     ps = ps_mod.PairStats(slots, ref_rows, infer_rows)
     xy, yy = ps.dots([y])
-    n, sa, mx = ps.exact(2, [y, cands[0]])
+    n, sa, mx = ps.exact([(2, 0), (2, 1)], [y, cands[0]])
     assert np.isfinite(n[1]).all()
     for arr in (yy[0], n[0], mx[0], sa[0]):
         assert np.isnan(arr[4]) and not np.isfinite(arr[6])

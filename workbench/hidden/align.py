@@ -230,16 +230,16 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
     # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
     tr = time.perf_counter()
-    if ps is not None:              # per slot, its candidates a group at a time
-        for s_i in range(S):
-            cs = sorted({c for _, c in best[s_i]})
-            for i in range(0, len(cs), CPU_GROUP):
-                part = cs[i:i + CPU_GROUP]
-                ys = [kept[c] if c in kept else ps.prepare(cands[c].load()) for c in part]
-                oks = [(~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok).cpu().numpy() for c in part]
-                _refine_cpu(ps, xx_n, yy_n, s_i, part, ys, oks, num, den, dot, yy_sum, per_token, exact,
-                            max_abs, mean_abs)
-                del ys
+    if ps is not None:              # every pair in one pass, a group of candidates at a time
+        todo = sorted({c for b_ in best for _, c in b_})
+        for i in range(0, len(todo), CPU_GROUP):
+            part = todo[i:i + CPU_GROUP]
+            ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
+            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
+            oks = {c: (~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok).cpu().numpy() for c in part}
+            _refine_cpu(ps, xx_n, yy_n, pairs, part, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs,
+                        mean_abs)
+            del ys
     else:
         for c in sorted({c for b_ in best for _, c in b_}):
             slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
@@ -496,24 +496,26 @@ def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, 
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
-def _refine_cpu(ps, xx_n, yy_n, s, cs, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs):
-    """``_refine`` for slot ``s`` against candidates ``cs`` through the compiled kernels: the same
+def _refine_cpu(ps, xx_n, yy_n, pairs, part, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs,
+                mean_abs):
+    """``_refine`` through the compiled kernels for ``pairs`` ``[(slot, index into part)]``: the same
     fp32 differences, the rows read in place. ``yy_n`` (the stream's per-token squared norms,
     non-finite tokens zeroed) needs no refining: no cancellation there."""
-    n, sa, mx = ps.exact(s, ys)
+    n, sa, mx = ps.exact(pairs, ys)
     with np.errstate(invalid="ignore", over="ignore"):
-        for j, c in enumerate(cs):
-            okn = oks[j]
+        for p, (s, j) in enumerate(pairs):
+            c = part[j]
+            okn = oks[c]
             xs = np.where(okn, xx_n[s], 0.0)
-            n_t = np.where(okn, n[j], 0.0)
+            n_t = np.where(okn, n[p], 0.0)
             den_t = xs + np.where(okn, yy_n[c], 0.0)
             per_token[s, c] = np.where(den_t > 0, n_t / np.maximum(den_t, 1e-30), 0.0)
             num[s, c], den[s, c] = n_t.sum(), den_t.sum()
             dot[s, c] = (xs.sum() + yy_sum[c] - num[s, c]) / 2.0
             exact[s, c] = True
             cnt = int(okn.sum()) * ps.H
-            max_abs[s, c] = float(np.where(okn, mx[j], 0.0).max()) if len(okn) else 0.0
-            mean_abs[s, c] = float(np.where(okn, sa[j], 0.0).sum()) / cnt if cnt else np.nan
+            max_abs[s, c] = float(np.where(okn, mx[p], 0.0).max()) if len(okn) else 0.0
+            mean_abs[s, c] = float(np.where(okn, sa[p], 0.0).sum()) / cnt if cnt else np.nan
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

@@ -1,28 +1,32 @@
 """Per-token pair sums on a CPU, one pass over the candidate bytes (numba kernels).
 
-Reference slots ``X [S, T, H]`` (bf16 or fp32, contiguous) against candidates ``Y [rows, H]``
-(bf16 or fp32 with unit stride along H, read in place: a memory-mapped tensor is not copied;
-``rows[t]`` is the candidate row compared with reference token t):
+Reference slots and candidates are ``[rows, H]`` tensors (bf16 or fp32, unit stride along H) read
+where they lie: a memory-mapped tensor, a column slice of a packed ``[T, K*H]`` tensor or a token
+list that is not a plain range costs no copy (reference token t is row ``ref_rows[t]`` of every
+slot and row ``infer_rows[t]`` of every candidate).
 
 - ``dots``: per token, ``xy[s, g, t] = sum_h x*y`` and ``yy[g, t] = sum_h y^2`` for a group of
   candidates: the screen. The products of bf16 values are exact in fp32 and are accumulated in
   fp32 over one row, so a rel_diff rebuilt as ``(xx + yy - 2xy) / (xx + yy)`` is good to about
   1e-6 (cancellation), enough to rank every pair and to draw the far ones. All-bf16 data on a CPU
   with AVX512-BF16 uses ``vdpbf16ps`` (two products per lane, fp32 accumulate; subnormal inputs
-  count as zero); anything else converts to fp32 and uses fused multiply-adds.
-- ``exact``: one slot against chosen candidates, per token ``sum (x-y)^2`` from fp32 differences
-  (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
+  count as zero), four candidates per load of the slot rows, a block of tokens at a time so the
+  block's slot rows stay cached while the group streams past; anything else converts to fp32 and
+  uses fused multiply-adds.
+- ``exact``: chosen (slot, candidate) pairs in one pass, per token ``sum (x-y)^2`` from fp32
+  differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
 - ``sq``: per-token ``sum x^2`` of the slots.
 
-Kernels work a block of tokens at a time (the slot rows of the block stay in cache while every
-candidate of the group streams past), release the GIL and run on Python threads over token
-ranges. Fast-math allows reassociation and contraction only: NaN and Inf propagate, so a
-non-finite row shows as a non-finite sum. numba compiles on first use and caches the machine
-code on disk; this module imports numba, so the engine imports it only for the CPU path.
+Kernels release the GIL and run on a pool of Python threads over token ranges. Fast-math allows
+reassociation and contraction only: NaN and Inf propagate, so a non-finite row shows as a
+non-finite sum. numba compiles on first use and caches the machine code on disk; this module
+imports numba, so the engine imports it only for the CPU path.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
@@ -335,23 +339,34 @@ def _sq_row(y, H):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def exact_rows(xa, xs, xc, xr, H, slot, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
-    """One slot against M candidates: per token, the slot row is converted to fp32 once and every
-    candidate row is differenced against it."""
-    M = ya.shape[0]
-    buf = np.empty((1, H), np.float32)
-    one = np.array([xa[slot]])
-    one_s = np.array([xs[slot]])
-    one_c = np.array([xc[slot]])
+def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
+    """Pairs (slot ``p_slot[p]``, candidate ``p_cand[p]``): per token, each slot a pair uses is
+    converted to fp32 once, and every pair's candidate row is differenced against it."""
+    S = xa.shape[0]
+    P = p_slot.shape[0]
+    used = np.zeros(S, np.bool_)
+    for p in range(P):
+        used[p_slot[p]] = True
+    buf = np.empty((S, H), np.float32)
     for t in range(t0, t1):
-        _load_x(one, one_s, one_c, xr, H, t, buf)
-        x = buf[0]
-        for m in range(M):
+        for s in range(S):
+            if used[s]:
+                a = xa[s] + xr[t] * xs[s]
+                if xc[s] == BF16:
+                    src = numba.carray(_ptr_u16(a), (H,))
+                    for i in range(H):
+                        buf[s, i] = _cv(src[i])
+                else:
+                    srcf = numba.carray(_ptr_f32(a), (H,))
+                    for i in range(H):
+                        buf[s, i] = srcf[i]
+        for p in range(P):
+            m = p_cand[p]
             a = ya[m] + yr[t] * ys[m]
             if yc[m] == BF16:
-                n_out[m, t], sa_out[m, t], mx_out[m, t] = _diff_row(x, numba.carray(_ptr_u16(a), (H,)), H)
+                n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row(buf[p_slot[p]], numba.carray(_ptr_u16(a), (H,)), H)
             else:
-                n_out[m, t], sa_out[m, t], mx_out[m, t] = _diff_row(x, numba.carray(_ptr_f32(a), (H,)), H)
+                n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row(buf[p_slot[p]], numba.carray(_ptr_f32(a), (H,)), H)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
@@ -366,6 +381,21 @@ def sq_rows(xa, xs, xc, xr, H, t0, t1, out):
 
 
 # ------------------------------------------------------------------------------------- the driver
+_POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+    """A process-wide pool of ``n`` workers (starting threads per call costs more than a kernel
+    call on a many-core host); per process id, since a forked child has none of the threads."""
+    key = (os.getpid(), n)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix="pairstats")
+        return pool
+
+
 def _code(t) -> Optional[int]:
     import torch
 
@@ -400,9 +430,9 @@ class PairStats:
         if len(self.ranges) == 1:
             fn(*before, *self.ranges[0], *after)
             return
-        with ThreadPoolExecutor(len(self.ranges)) as pool:
-            for f in [pool.submit(fn, *before, t0, t1, *after) for t0, t1 in self.ranges]:
-                f.result()
+        pool = _pool(len(self.ranges))
+        for f in [pool.submit(fn, *before, t0, t1, *after) for t0, t1 in self.ranges]:
+            f.result()
 
     def _prepare(self, y, rows, what):
         import torch
@@ -451,14 +481,18 @@ class PairStats:
         self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy))
         return xy, yy
 
-    def exact(self, slot: int, ys: Sequence):
-        """fp32 differences of one slot against prepared candidates: per token ``n [M, T]`` (sum
-        of squares), ``sa [M, T]`` (sum of |d|) and ``mx [M, T]`` (max |d|)."""
-        n = np.empty((len(ys), self.T), np.float32)
+    def exact(self, pairs: Sequence, ys: Sequence):
+        """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
+        in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
+        ``mx [P, T]`` (max |d|)."""
+        n = np.empty((len(pairs), self.T), np.float32)
         sa = np.empty_like(n)
         mx = np.empty_like(n)
+        ps_ = np.array([int(p[0]) for p in pairs], np.int64)
+        pc = np.array([int(p[1]) for p in pairs], np.int64)
         ya = np.array([y.data_ptr() for y in ys], np.int64)
         yc = np.array([_code(y) for y in ys], np.int64)
         ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
-        self._run(exact_rows, self._x() + (int(slot), ya, yc, ys_, self.yr), (n, sa, mx))
+        if len(pairs):
+            self._run(exact_rows, self._x() + (ps_, pc, ya, yc, ys_, self.yr), (n, sa, mx))
         return n, sa, mx
