@@ -165,6 +165,34 @@ def test_nonfinite_values_are_counted_and_left_out(capture_files, train, tmp_pat
     assert nf.first == [[7, 3], [9, 0]]
     assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
     assert np.isfinite(np.asarray(res.matrix, dtype=float)).all()
+    assert all(b.exact for b in res.best)       # the NaN row does not take its layer out of the ranking
+
+
+@pytest.mark.parametrize("screen", ["auto", "fp32"])
+def test_nonfinite_training_value_leaves_the_ranking_whole(train, tiny_world, screen):
+    """A NaN in one training slot: its token is left out of every pair, and that slot's best
+    candidate is still found, refined and exact (float64 reference over the other tokens)."""
+    hs = tiny_world.infer_hs[:, 0]
+    T, H = hs.shape[1], hs.shape[-1]
+    slots = [t.load().clone() for t in train.slots()]
+    slots[1][9, 5] = float("nan")
+    ref = Capture("mem", "mem", [HiddenTensor(f"aux[{i}]", T, H, "float32", "slot", None, "mem",
+                                              (lambda t=t: t)) for i, t in enumerate(slots)],
+                  token_ids=train.token_ids, positions=train.positions)
+    cap = Capture("mem", "mem", [HiddenTensor(f"c{k}", T, H, "bfloat16", LAYER, f"out({k - 1})", "mem",
+                                              (lambda k=k: hs[k].bfloat16())) for k in range(1, N_LAYERS + 1)],
+                  token_ids=tiny_world.input_ids[0].numpy(), positions=np.arange(T))
+    res = align(ref, cap, screen=screen, device="cpu")
+    (nf,) = res.nonfinite
+    assert (nf.side, nf.tensor, nf.nan, nf.first) == ("train", "aux[1]", 1, [[9, 5]])
+    assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
+    keep = np.arange(T) != 9
+    for s, b in enumerate(res.best):
+        assert b.exact
+        x = slots[s].double()[keep]
+        y = hs[int(b.physical[4:-1]) + 1].bfloat16().double()[keep]      # c{k} holds out(k-1)
+        want = float(((x - y) ** 2).sum() / ((x ** 2).sum() + (y ** 2).sum()))
+        assert b.value == pytest.approx(want, rel=1e-5)
 
 
 def test_size_and_slot_mismatches_are_one_line(capture_files, train, tmp_path):

@@ -187,10 +187,10 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         return _rows(cands[c].load(), tok.infer_index)
 
     if ps is not None:
-        XY, YY, best, kept, timing = _stream_cpu(ps, cands, xx, refine_k, progress)
+        XY, YY, best, kept, timing = _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress)
     else:
-        XY, YY, best, kept, timing = _stream_torch(X, xx, cands, rows_of, refine_k, work, S, T, H, C, dev,
-                                                   group, progress)
+        XY, YY, best, kept, timing = _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C,
+                                                   dev, group, progress)
     bytes_read += int(cand_bytes)
     timing["setup_s"] = tl - ts
     timing["stream_s"] = time.perf_counter() - tl
@@ -270,7 +270,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
 
 # ------------------------------------------------------------------------------------------- parts
-def _stream_cpu(ps, cands, xx, refine_k, progress):
+def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
     of every pair (fp32 sums of exact products), ranked per group. The refine candidates stay
     mapped (no second read); the others are let go with their group."""
@@ -278,7 +278,6 @@ def _stream_cpu(ps, cands, xx, refine_k, progress):
     G = max(1, min(CPU_GROUP, C))
     XY = np.empty((S, C, T), dtype=np.float32)
     YY = np.empty((C, T), dtype=np.float32)
-    xx_tot = xx.double().sum(1).numpy()
     top = _Top(S, refine_k, cands)
     kept: dict = {}
     timing = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G,
@@ -293,10 +292,7 @@ def _stream_cpu(ps, cands, xx, refine_k, progress):
         XY[:, g0:g0 + len(group_c)] = xy
         YY[g0:g0 + len(group_c)] = yy
         timing["device_s"] += time.perf_counter() - td
-        with np.errstate(invalid="ignore", over="ignore"):
-            den_g = xx_tot[:, None] + yy.astype(np.float64).sum(1)[None]
-            rel_g = (den_g - 2 * xy.astype(np.float64).sum(2)) / den_g
-        live = top.add(rel_g, group_c)
+        live = top.add(_screen_rel(xx, bad_tok, torch.from_numpy(xy), torch.from_numpy(yy)).numpy(), group_c)
         for g, c in enumerate(group_c):
             if c in live and refine_k < C:      # (every pair refined: read again, a group at a time)
                 kept[c] = ys[g]
@@ -308,6 +304,19 @@ def _stream_cpu(ps, cands, xx, refine_k, progress):
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
     return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing
+
+
+def _screen_rel(xx, bad_tok, xy, yy):
+    """The screen's aggregate rel_diff ``[S, G]`` of a group from per-token sums (``xx [S, T]``,
+    ``xy [S, G, T]``, ``yy [G, T]``) over the tokens the final statistics keep: where every slot
+    and the candidate are finite. (Summing everything would make a single non-finite value in a
+    slot or a candidate rank a whole row or column last, and the exact pass miss the real best.)"""
+    ok = ~bad_tok[None, :] & torch.isfinite(yy)                                   # [G, T]
+    zero = torch.zeros((), dtype=torch.float64, device=yy.device)
+    xxm = torch.where(bad_tok[None, :], zero, xx.double())                         # [S, T]
+    den = xxm @ ok.double().T + torch.where(ok, yy.double(), zero).sum(1)[None]
+    xyd = torch.where(ok[None], xy.double(), zero).sum(2)
+    return (den - 2 * xyd) / den
 
 
 class _Top:
@@ -337,7 +346,7 @@ class _Top:
         return {c for lst in self.lists for _, c in lst}
 
 
-def _stream_torch(X, xx, cands, rows_of, refine_k, work, S, T, H, C, dev, group, progress):
+def _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C, dev, group, progress):
     """Candidates through a group buffer and batched matmuls (CUDA, or a CPU without numba)."""
     cuda = dev.type == "cuda"
     esize = torch.tensor([], dtype=work).element_size()
@@ -362,7 +371,6 @@ def _stream_torch(X, xx, cands, rows_of, refine_k, work, S, T, H, C, dev, group,
     # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
     XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
     YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
-    xx_tot = xx.double().sum(1)                                                    # [S]
     top = _Top(S, refine_k, cands)                   # per slot: the screen's best, to refine
     kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
     timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
@@ -393,11 +401,8 @@ def _stream_torch(X, xx, cands, rows_of, refine_k, work, S, T, H, C, dev, group,
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 events.append((start, end))
-        # Rank this group by the aggregate rel_diff (non-finite rows make it nan: ranked last).
-        yy_tot = YY[g0:g0 + k].double().sum(1)
-        xy_tot = XY[:, g0:g0 + k].double().sum(2)
-        den_g = xx_tot[:, None] + yy_tot[None]
-        rel_g = ((den_g - 2 * xy_tot) / den_g).cpu().numpy()
+        # Rank this group by the aggregate rel_diff over the tokens where both sides are finite.
+        rel_g = _screen_rel(xx, bad_tok, XY[:, g0:g0 + k], YY[g0:g0 + k]).cpu().numpy()
         timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
         live = top.add(rel_g, group_c)
         for g, c in enumerate(group_c):
