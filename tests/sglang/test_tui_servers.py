@@ -105,8 +105,12 @@ def test_launch_screen_snapshot(snap_compare, workspace):
 
         await wait_for(pilot, lambda: len(pilot.app.screen.query_one("#profile", Select)._options) > 1)
         pilot.app.screen.query_one("#profile", Select).value = "kimi-debug"
-        await wait_for(pilot, lambda: pilot.app.screen.query_one("#findings", DataTable).row_count > 0)
-        await settle(pilot)
+        table = pilot.app.screen.query_one("#findings", DataTable)
+        await wait_for(pilot, lambda: table.row_count > 0)
+        # the columns are sized on a later refresh: wait for it (a loaded machine renders late)
+        await wait_for(pilot, lambda: all(c.content_width >= len("host-unreachable")
+                                          for c in list(table.columns.values())[1:2]))
+        await settle(pilot, 0.2)
 
     assert snap_compare(WorkbenchApp(str(workspace), start="launch"), terminal_size=SIZE, run_before=run_before)
 

@@ -1,7 +1,92 @@
-"""Workbench methods for the miniature EAGLE-3 world."""
+"""Workbench methods for the miniature EAGLE-3 world.
+
+- ``lab_build(size="tiny", dir=None, force=False) -> LabWorld``: build or reuse the cached world.
+- ``lab_start(world=None, draft="draft", port=None, extra=(), env=None, steps=3) -> LabProcess``:
+  start the reference server locally (own process group, log file), wait until it is ready.
+- ``lab_stop(pid, pgid=None, confirm=False)``: TERM the group, then KILL after a grace period
+  (destructive: needs ``confirm=True``; only pids this workspace started are accepted).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from workbench.errors import InputError
+from workbench.results import Result
+
+DRAFTS = ("draft", "draft_broken", "draft_shifted")
+
+
+@dataclass
+class LabWorld(Result):
+    dir: str
+    size: str
+    target: str
+    draft: str
+    draft_broken: str
+    draft_shifted: str
+    training_data: str
+    heldout_data: str
+    acc: dict
+    layers: dict
+    accept_length: dict = field(default_factory=dict)
+    heldout: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    cached: bool = False
+
+    @classmethod
+    def from_manifest(cls, m: dict) -> "LabWorld":
+        fields = {k: m[k] for k in cls.__dataclass_fields__ if k in m}
+        fields["cached"] = bool(m.get("cached", False))
+        return cls(**fields)
+
 
 class LabAPI:
-    pass
+    def lab_build(self, size: str = "tiny", dir: Optional[str] = None, force: bool = False) -> LabWorld:
+        from workbench.lab.build import build
+
+        def prog(p):
+            self.progress(p)
+
+        manifest = build(size, root=Path(dir).expanduser() if dir else None, progress=prog, force=force)
+        world = LabWorld.from_manifest(manifest)
+        self._record("lab.build", world.dir, {"size": size, "cached": world.cached, "acc": world.acc,
+                                              "accept_length": world.accept_length})
+        return world
+
+    def lab_start(self, world: "LabWorld | str | None" = None, draft: Optional[str] = "draft", *,
+                  port: Optional[int] = None, host: str = "127.0.0.1", extra=(), env: Optional[dict] = None,
+                  steps: int = 3, log_path: Optional[str] = None, timeout: float = 180.0):
+        from workbench.lab.build import load_manifest
+        from workbench.lab.process import start_server
+
+        if world is None:
+            world = self.lab_build()
+        m = world.to_dict() if isinstance(world, LabWorld) else load_manifest(world)
+        if draft is not None and draft not in DRAFTS:
+            raise InputError(f"draft: {draft!r} is not one of {', '.join(DRAFTS)} (or None for no speculation)")
+        if log_path is None:
+            logs = Path(self.workspace.state_dir) / "lab-logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            log_path = str(logs / f"lab-{draft or 'plain'}-{port or 'auto'}.log")
+        proc = start_server(m["target"], m[draft] if draft else None, host=host, port=port, extra=extra,
+                            env=env, steps=steps, log_path=log_path, timeout=timeout)
+        self._record("lab.start", f"{host}:{proc.port}", proc.to_dict())
+        self._lab_pids = getattr(self, "_lab_pids", set()) | {proc.pid}
+        return proc
+
+    def lab_stop(self, pid: int, pgid: Optional[int] = None, confirm: bool = False) -> str:
+        from workbench.confirm import Plan, require
+        from workbench.lab.process import stop_server
+
+        if pid not in getattr(self, "_lab_pids", set()):
+            raise InputError(f"pid {pid}: not a lab server started by this workbench")
+        plan = Plan("stop", f"pid {pid}", f"stop the lab server (process group {pgid or pid})",
+                    ["SIGTERM to the process group", "SIGKILL after 5 s if still running"])
+        require(plan, confirm)
+        outcome = stop_server(pid, pgid)
+        self._lab_pids.discard(pid)
+        self._record("lab.stop", f"pid {pid}", {"outcome": outcome})
+        return outcome

@@ -21,14 +21,14 @@ class LabSettings:
     seed: int = 1234
     # target (transformers LlamaForCausalLM)
     hidden: int = 64
-    layers: int = 8
+    layers: int = 12
     heads: int = 4
     ffn: int = 192
     max_positions: int = 1024
-    target_steps: int = 180
+    target_steps: int = 300
     target_batch: int = 16
     target_seq: int = 128
-    target_lr: float = 3e-3
+    target_lr: float = 5e-3
     # self-distilled training data
     prompts: int = 320
     heldout: int = 48
@@ -38,12 +38,12 @@ class LabSettings:
     # drafter
     draft_vocab: int = 256
     ttt_steps: int = 3
-    draft_steps: int = 150
-    draft_batch: int = 16
+    draft_steps: int = 400
+    draft_batch: int = 32
     draft_lr: float = 3e-3
     loss_decay: float = 0.8
     # evaluation
-    eval_prompts: int = 24
+    eval_prompts: int = 16
     eval_new_tokens: int = 64
     eval_steps: int = 3
     threads: int = 2
@@ -59,9 +59,9 @@ class LabSettings:
 
 SIZES = {
     "tiny": LabSettings(size="tiny"),
-    "small": LabSettings(size="small", hidden=96, layers=10, ffn=288, target_steps=520,
-                         prompts=640, heldout=64, draft_steps=600, draft_batch=24,
-                         eval_prompts=40, eval_new_tokens=96),
+    "small": LabSettings(size="small", hidden=96, layers=12, ffn=288, target_steps=600, target_lr=4e-3,
+                         prompts=640, heldout=64, draft_steps=800, draft_batch=32,
+                         eval_prompts=32, eval_new_tokens=96),
 }
 
 

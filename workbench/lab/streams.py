@@ -59,7 +59,3 @@ class StreamTap:
             h.remove()
         self._handles = []
 
-
-def point_name(p) -> str:
-    """A ``workbench.layers.Point`` (or its text) -> the tap's stream name."""
-    return str(p)

@@ -75,9 +75,10 @@ def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
         if step % 20 == 0 or step == s.target_steps - 1:
-            losses.append([step, round(float(loss), 4)])
+            value = loss.item()
+            losses.append([step, round(value, 4)])
             if progress:
-                progress("target", step + 1, s.target_steps, f"loss {float(loss):.3f}")
+                progress("target", step + 1, s.target_steps, f"loss {value:.3f}")
     model.eval()
     model.save_pretrained(str(out_dir), safe_serialization=True)
     build_tokenizer(out_dir)
@@ -88,6 +89,8 @@ def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
 def load_target(path, dtype=None):
     import torch
     from transformers import LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     model = LlamaForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32)
     return model.eval()

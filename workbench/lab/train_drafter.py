@@ -143,7 +143,7 @@ def train_drafter(s, target, rows, layer_ids, progress=None):
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 0.5)
         opt.step()
         if step % 25 == 0 or step == s.draft_steps - 1:
-            entry = {"step": step, "loss": round(float(loss), 4)}
+            entry = {"step": step, "loss": round(loss.item(), 4)}
             entry.update({f"acc_{k}": round(a, 4) for k, a in enumerate(accs)})
             log.append(entry)
             if progress:

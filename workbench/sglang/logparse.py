@@ -94,6 +94,12 @@ _COL_LINE = {name: re.compile(re.escape(key) + r"(?:full=)?" + _NUM) for name, k
 _COL_LINE["tokens"] = re.compile(r"#(?:full )?token: (?:full=)?(\d+)")
 _COL_LINE["token_usage"] = re.compile(r"(?<!swa )token usage: (?:full=)?" + _NUM)
 _COL_LINE["accept_len"] = re.compile(r"(?<!block )accept len: " + _NUM)
+_DECODE_SHAPE = re.compile(
+    r"#running-req: (\d+), #token: (\d+), token usage: ([\d.]+), (?:accept len: ([\d.]+), "
+    r"(?:accept rate: ([\d.]+), )?)?(?:cuda|cpu|npu|musa) graph: (True|False), "
+    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)")
+_DECODE_SHAPE_COLS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate", "_graph",
+                      "gen_throughput", "queue_req")
 _GRAPH_BULK = re.compile(r" graph: (True|False)[^\n]*")
 _GRAPH_ONE = re.compile(r"(?:cuda|cpu|npu|musa) graph: (True|False)")
 _STAMP_BULK = re.compile(r"^\[([^\]\n]*)\] ", re.M)
@@ -153,6 +159,11 @@ class Columns:
         if got is not None:
             return got
         n = len(self.lines)
+        if self.kind == "decode" and name in _DECODE_SHAPE_COLS and "_shape" not in self._cache:
+            self._decode_shape()
+            got = self._cache.get(name)
+            if got is not None:
+                return got
         if name == "iter":
             vals = ([_ITER.search(s) for s in self.lines] if "batch [" in self.joined else [])
             arr = np.array([float(m.group(1)) if m else np.nan for m in vals] or [np.nan] * n, dtype=float)
@@ -178,6 +189,26 @@ class Columns:
         self._cache[name] = arr
         return arr
 
+    def _decode_shape(self) -> None:
+        """The common decode shape (every generation, plain KV pool): all its columns in one scan."""
+        import numpy as np
+
+        self._cache["_shape"] = True
+        n = len(self.lines)
+        if not n or self._unusual():
+            return
+        found = _DECODE_SHAPE.findall(self.joined)
+        if len(found) != n:
+            return
+        cols = list(zip(*found))
+        for name, col in zip(_DECODE_SHAPE_COLS, cols):
+            if name == "_graph":
+                self._cache[name] = list(map("True".__eq__, col))
+            elif "" in col:
+                self._cache[name] = np.array([float(x) if x else np.nan for x in col], dtype=float)
+            else:
+                self._cache[name] = np.array(list(map(float, col)), dtype=float)
+
     def _unusual(self) -> bool:
         got = self._cache.get("_unusual")
         if got is None:
@@ -187,6 +218,8 @@ class Columns:
         return got
 
     def graph(self) -> list:
+        if self.kind == "decode" and "_shape" not in self._cache:
+            self._decode_shape()
         got = self._cache.get("_graph")
         if got is None:
             found = _GRAPH_BULK.findall(self.joined) if self.lines else []

@@ -160,4 +160,4 @@ def fill_predictor(screen, fields: dict) -> None:
         screen.query_one(f"#{name}").value = value
 
 
-SPEC = ScreenSpec("drafter", "Drafter", "f6", DrafterScreen, order=45)
+SPEC = ScreenSpec("drafter", "Drafter", "f9", DrafterScreen, order=45)

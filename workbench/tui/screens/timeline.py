@@ -129,4 +129,4 @@ class TimelineScreen(WorkbenchScreen):
         self.app.call_from_thread(self.query_one("#live", Static).update, text)
 
 
-SPEC = ScreenSpec("timeline", "Timeline", "f9", TimelineScreen, order=90)
+SPEC = ScreenSpec("timeline", "Timeline", "f10", TimelineScreen, order=90)

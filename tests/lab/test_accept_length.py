@@ -1,0 +1,87 @@
+"""Accept length through /server_info: correct vs broken vs shifted, and predicted vs measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.lab import http
+
+pytestmark = pytest.mark.slow
+STEPS = 3
+
+
+def measure(proc, world, n=16, new=48) -> float:
+    """The measurement protocol: flush, a fixed prompt set, then avg_spec_accept_length."""
+    from workbench.lab.capture import make_prompts
+
+    s = world["settings"]
+    assert http(proc, "/flush_cache", method="POST")[0] == 200
+    for ids in make_prompts(s["prompt_len"], n, s["seed"] + 2, s["seed"]).tolist():
+        code, _ = http(proc, "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": new,
+                                                                                   "ignore_eos": True}})
+        assert code == 200
+    return http(proc, "/server_info")[1]["internal_states"][0]["avg_spec_accept_length"]
+
+
+@pytest.fixture(scope="module")
+def measured(lab_servers, lab_world):
+    from workbench.lab.process import wait_ready
+
+    extra = ["--lab-engine", "sglang-0.5.23", "--disable-cuda-graph"]
+    procs = {name: lab_servers.start(name, extra=extra, wait=False, steps=STEPS)
+             for name in ("draft", "draft_broken", "draft_shifted")}
+    out = {}
+    for name, p in procs.items():
+        wait_ready(p, 240)
+        assert p.ready, Path(p.log_path).read_text()[-2000:]
+        out[name] = measure(p, lab_world)
+        lab_servers.stop(p)
+    print(f"\naccept length (steps {STEPS}): " + ", ".join(f"{k} {v:.3f}" for k, v in out.items()))
+    return out
+
+
+def test_broken_config_is_well_below_and_shift_is_silent(measured):
+    correct, broken, shifted = measured["draft"], measured["draft_broken"], measured["draft_shifted"]
+    assert correct > 1.8
+    assert broken <= 0.8 * correct, measured
+    assert shifted >= 0.85 * correct, measured
+
+
+def test_predicted_matches_measured_within_ten_percent(measured, lab_world):
+    from workbench import predict
+
+    pred = predict.predict("conditional", lab_world["heldout"]["cond"], STEPS, 1, STEPS + 1).accept_length
+    print(f"\npredicted {pred:.3f} measured {measured['draft']:.3f}")
+    assert abs(pred - measured["draft"]) <= 0.10 * measured["draft"]
+
+
+def test_embedding_id_crashes_unpatched_old_sglang_and_runs_patched(lab_servers, lab_world):
+    """[-1, ...] on sglang 0.5.12 (llama) adds a None residual at layer 0: the warm-up fails as SGLang's
+    would; with the story's embedding-capture patch the same config serves (badly)."""
+    from workbench.lab.process import wait_exit, wait_ready
+
+    crash = lab_servers.start("draft_broken", extra=["--lab-engine", "sglang-0.5.12"], wait=False)
+    patched = lab_servers.start("draft_broken", extra=["--lab-engine", "sglang-0.5.12", "--lab-embed-patch"],
+                                wait=False)
+    assert wait_exit(crash, 240) is not None
+    text = Path(crash.log_path).read_text()
+    assert "Scheduler hit an exception: Traceback" in text
+    assert "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'" in text
+    assert "Received sigquit from a child process. It usually means the child failed." in text
+    assert "fired up" not in text
+    wait_ready(patched, 240)
+    assert patched.ready
+    code, out = http(patched, "/generate", {"input_ids": [1, 5, 6, 7], "sampling_params": {"max_new_tokens": 8}})
+    assert code == 200
+    lab_servers.stop(patched)
+
+
+def test_eagle3_draft_served_as_eagle_silently_collapses(lab_servers, lab_world):
+    """SGLang PR #21272: an EAGLE-3 draft under --speculative-algorithm EAGLE gets H-wide features,
+    skips fc without an error, and accept length falls to about 1."""
+    p = lab_servers.start("draft", extra=["--speculative-algorithm", "EAGLE", "--disable-cuda-graph"])
+    al = measure(p, lab_world, n=4, new=32)
+    lab_servers.stop(p)
+    assert al < 1.4

@@ -1,0 +1,76 @@
+"""lab build: the manifest, SpecForge-format rows, SGLang-format drafts, caching, the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_manifest_and_files(lab_world):
+    from workbench.drafter.checkpoint import check_weights, read_config, read_tensors
+
+    w = lab_world
+    for key in ("dir", "target", "draft", "draft_broken", "draft_shifted", "training_data", "acc", "layers"):
+        assert key in w
+    N = w["layers"]["num_layers"]
+    assert w["layers"]["trained"] == [1, N // 2 - 1, N - 4]
+    assert w["layers"]["draft_broken"] == [-1, 1, N // 2 - 1]
+    assert w["layers"]["draft_shifted"] == [2, N // 2, N - 3]
+    assert set(w["acc"]) == {"acc_0", "acc_1", "acc_2"} and all(0 < v <= 1 for v in w["acc"].values())
+    for name in ("draft", "draft_broken", "draft_shifted"):
+        cfg = read_config(w[name])
+        assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
+        assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == w["layers"][name]
+        assert cfg["draft_vocab_size"] < cfg["vocab_size"] and cfg["max_position_embeddings"] == 1024
+        rep = check_weights(cfg, read_tensors(w[name]))
+        assert rep.ok and rep.optional_missing == ["embed_tokens.weight"]
+    tcfg = json.loads((Path(w["target"]) / "config.json").read_text())
+    assert tcfg["architectures"] == ["LlamaForCausalLM"] and tcfg["num_hidden_layers"] == N
+    assert (Path(w["target"]) / "model.safetensors").exists() and (Path(w["target"]) / "tokenizer.json").exists()
+
+
+def test_training_rows_are_specforge_format(lab_world):
+    import torch
+
+    files = sorted(Path(lab_world["training_data"]).glob("rows_*/data_*.ckpt"))
+    assert files and files[0].parent.name == "rows_0-2000"
+    row = torch.load(str(files[0]), weights_only=True)
+    L = row["input_ids"].shape[0]
+    H = lab_world["settings"]["hidden"]
+    assert row["input_ids"].dtype == torch.int64 and row["loss_mask"].dtype == torch.int64
+    assert row["hidden_state"].shape == (1, L, H) and row["aux_hidden_state"].shape == (1, L, 3 * H)
+    assert int(row["loss_mask"].sum()) == lab_world["settings"]["response_len"]
+    # hidden_state is the final post-norm state: the target's lm_head on it gives the greedy next token
+    from workbench.lab.target import load_target
+
+    target = load_target(lab_world["target"])
+    with torch.no_grad():
+        pred = target.lm_head(row["hidden_state"][0]).argmax(-1)
+    P = lab_world["settings"]["prompt_len"]
+    agree = (pred[P - 1:-1] == row["input_ids"][P:]).float().mean()
+    assert agree > 0.97
+    vm = torch.load(str(Path(lab_world["training_data"]) / "vocab_mapping" / "vocab_mapping.pt"), weights_only=True)
+    assert bool(vm["t2d"][vm["d2t"] + torch.arange(vm["d2t"].numel())].all())
+
+
+def test_build_is_cached_and_cli_prints_json(lab_world, cli, workspace):
+    t = time.time()
+    r = cli("lab", "build", "--size", "tiny", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["dir"] == lab_world["dir"] and out["cached"] is True
+    assert set(out) >= {"dir", "target", "draft", "draft_broken", "draft_shifted", "training_data", "acc", "layers"}
+    assert time.time() - t < 30
+    r = cli("lab", "build", "--size", "huge")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_facade_build_journals(wb, lab_world):
+    world = wb.lab_build("tiny")
+    assert world.dir == lab_world["dir"] and world.cached
+    assert wb.events(kind="lab.build")

@@ -1,0 +1,63 @@
+"""``eagle-workbench lab``: build the miniature EAGLE-3 world and run its reference server."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.cli.common import add_json, emit
+
+
+def register(sub) -> None:
+    p = sub.add_parser("lab", help="the miniature EAGLE-3 world (CPU target, trained drafter, SGLang-like server)")
+    lab = p.add_subparsers(dest="lab_command", metavar="ACTION")
+
+    b = lab.add_parser("build", help="build (or reuse) the lab world; prints its paths and drafter accuracy")
+    b.add_argument("--dir", metavar="DIR", help="cache folder (default: $EAGLE_WORKBENCH_LAB_CACHE or "
+                                                "~/.cache/eagle-workbench/lab)")
+    b.add_argument("--size", choices=["tiny", "small"], default="tiny",
+                   help="tiny: about a minute (tests); small: a few minutes, a better drafter (demo)")
+    b.add_argument("--force", action="store_true", help="rebuild even when a cached world exists")
+    add_json(b)
+    b.set_defaults(func=_build)
+
+    # '+' as the prefix: every '--flag' is left to the server's own (SGLang-like) parser
+    s = lab.add_parser("serve", help="run the reference server: takes sglang.launch_server flags",
+                       add_help=False, prefix_chars="+")
+    s.add_argument("server_args", nargs=argparse.REMAINDER)
+    s.set_defaults(func=_serve)
+
+
+KEYS = ("dir", "target", "draft", "draft_broken", "draft_shifted", "training_data", "acc", "layers")
+
+
+def _build(args, ctx) -> int:
+    world = ctx.wb.lab_build(size=args.size, dir=args.dir, force=args.force)
+
+    def text(w) -> str:
+        al = w.accept_length or {}
+        meas = al.get("measured", {})
+        lines = [f"lab world ({w.size}{', cached' if w.cached else ''}): {w.dir}",
+                 f"  target        {w.target}",
+                 f"  draft         {w.draft}   ids {w.layers['draft']}",
+                 f"  draft_broken  {w.draft_broken}   ids {w.layers['draft_broken']}",
+                 f"  draft_shifted {w.draft_shifted}   ids {w.layers['draft_shifted']}",
+                 f"  training_data {w.training_data}",
+                 "  acc           " + "  ".join(f"{k} {v:.3f}" for k, v in w.acc.items())]
+        if meas:
+            lines.append(f"  accept length (steps {al.get('steps')}): predicted {al.get('predicted'):.2f}, "
+                         + ", ".join(f"{k} {v:.2f}" for k, v in meas.items()))
+        return "\n".join(lines)
+
+    if args.json:
+        data = world.to_dict()
+        emit({k: data[k] for k in KEYS} | {"size": data["size"], "cached": data["cached"],
+                                           "accept_length": data["accept_length"]}, True)
+    else:
+        emit(world, False, text)
+    return 0
+
+
+def _serve(args, ctx) -> int:
+    from workbench.lab.serve import main
+
+    return main(args.server_args)

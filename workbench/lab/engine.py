@@ -1,0 +1,282 @@
+"""The lab's inference engine: a target and an EAGLE-3 drafter doing real greedy chain speculation.
+
+The target captures aux hidden states where the chosen engine rule (``workbench.layers.rule_for``)
+says a real engine would, for the draft's ``eagle_config`` ids; wrong ids therefore feed the
+drafter wrong features and really lower accept length.
+
+Decoding invariant (chain, topk = 1): for a committed sequence ``x_0..x_{n-1}`` the target KV cache
+holds positions ``0..n-2`` and the drafter cache holds pairs ``(g_t, x_{t+1})`` for ``t = 0..n-2``.
+A round drafts ``d_1..d_K`` from the last pair, verifies ``[x_{n-1}, d_1..d_K]`` in one target
+forward, accepts the longest matching prefix (``a`` drafts) plus the target's bonus token, crops the
+target cache and extends the drafter with the ``a + 1`` new pairs built from the verified features.
+
+API: ``LabEngine(target_dir, draft_dir=None, dtype=..., engine=..., arch=None, num_steps=...)``;
+``engine.generate(input_ids, max_new_tokens, ignore_eos=False, return_hidden=False)`` -> ``GenOutput``;
+``engine.warmup()``; ``engine.capture`` (the ``CaptureResult``); ``engine.stats`` (running totals).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
+          "half": "float16", "fp16": "float16", "float32": "float32", "float": "float32", "fp32": "float32"}
+
+
+@dataclass
+class GenOutput:
+    output_ids: list
+    prompt_tokens: int
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    histogram: list = field(default_factory=list)
+    hidden_states: Optional[list] = None
+    finish_reason: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.output_ids)
+
+
+@dataclass
+class Stats:
+    """Totals since start or the last reset (``/flush_cache``)."""
+    verify_ct: int = 0
+    accept_tokens: int = 0          # accepted drafts + 1 bonus per verify
+    generated: int = 0
+    seconds: float = 0.0
+
+    @property
+    def avg_accept_length(self) -> Optional[float]:
+        return self.accept_tokens / self.verify_ct if self.verify_ct else None
+
+
+def torch_dtype(name: str):
+    import torch
+
+    try:
+        return getattr(torch, DTYPES[str(name).lower()])
+    except KeyError:
+        raise ValueError(f"unsupported dtype {name!r}") from None
+
+
+class LabEngine:
+    def __init__(self, target_dir, draft_dir=None, *, dtype: str = "bfloat16", engine: str = "sglang==0.5.12",
+                 arch: Optional[str] = None, num_steps: int = 3, embed_patch: bool = False,
+                 algorithm: str = "EAGLE3",
+                 dumper=None, threads: Optional[int] = None):
+        import torch
+
+        from workbench.lab.streams import StreamTap
+        from workbench.lab.target import load_target
+        from workbench.layers import rule_for
+
+        if threads:
+            torch.set_num_threads(threads)
+        # Served dtype: weights are rounded to it and returned/dumped tensors are cast to it, while the
+        # arithmetic stays fp32. The numerics differ from the fp32 capture as a bf16 deployment's do,
+        # but a verify over K+1 tokens and a one-token decode round alike, so speculation stays
+        # exactly equal to plain greedy (CPU bf16 matmuls would also be several times slower).
+        self.dtype = torch_dtype(dtype)
+        self.target_dir = Path(target_dir)
+        self.target = _rounded(load_target(self.target_dir), self.dtype)
+        self.num_layers = self.target.config.num_hidden_layers
+        self.hidden = self.target.config.hidden_size
+        self.eos = self.target.config.eos_token_id
+        self.arch = arch or (self.target.config.architectures or ["LlamaForCausalLM"])[0]
+        self.rule = rule_for(engine, self.arch)
+        self.embed_patch = embed_patch
+        # EAGLE (not EAGLE3) feeds the draft the target's last hidden state (H wide): an EAGLE-3
+        # draft then silently skips fc, as in SGLang, and accept length collapses to about 1
+        self.algorithm = str(algorithm or "EAGLE3").upper()
+        self.num_steps = int(num_steps)
+        self.tap = StreamTap(self.target)
+        self.dumper = dumper
+        self.lock = threading.RLock()
+        self.stats = Stats()
+        self.on_prefill = None          # callbacks for the server's scheduler log lines
+        self.on_round = None
+        self.drafter = None
+        self.capture = None
+        self.draft_config = None
+        if draft_dir is not None:
+            from workbench.drafter.checkpoint import load_drafter, read_config
+
+            self.draft_config = read_config(draft_dir)
+            ids, _where = self.rule.ids_from_config(self.draft_config)
+            rule = dataclasses.replace(self.rule, embed_at_zero=True) if embed_patch else self.rule
+            self.capture = rule.capture(ids, self.num_layers)
+            self.drafter, self.weight_report = load_drafter(
+                draft_dir, embed=self.target.model.embed_tokens.weight, strict=False)
+            _rounded(self.drafter, self.dtype)
+        if dumper is not None:
+            dumper.attach(self.target, "target")
+            if self.drafter is not None:
+                dumper.attach_drafter(self.drafter)
+
+    # ----- target forward with aux capture -----
+    def _aux_names(self) -> list:
+        """Stream names to concatenate, in the engine's order; raises what the engine would raise."""
+        cap = self.capture
+        if cap is None or self.algorithm != "EAGLE3":   # SGLang hands over the final hidden states
+            return ["final-postnorm"]
+        if cap.fatal and self.rule.plus_one != "unsupported":
+            if "+ None" in cap.fatal:
+                raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
+            raise RuntimeError(cap.fatal.split(" (")[0])
+        # a state that never fires is simply absent: the concatenation is narrower than fc expects
+        return [str(p) for p in cap.points if p is not None]
+
+    def _target(self, ids, cache, names):
+        store = self.tap.grab(names)
+        out = self.target(input_ids=ids, past_key_values=cache, use_cache=True)
+        self.tap.release()
+        if self.dumper is not None:
+            self.dumper.end_pass("target", ids, cache.get_seq_length() - ids.shape[1])
+        aux = None
+        if names:
+            import torch
+
+            aux = torch.cat([store[n] for n in names], dim=-1)
+        return out.logits, aux
+
+    def warmup(self) -> None:
+        """One short generation, as SGLang's warm-up request does (errors surface here)."""
+        self.generate([1, 4, 5], 4, ignore_eos=True, record=False)
+
+    # ----- generation -----
+    def generate(self, input_ids, max_new_tokens: int, *, ignore_eos: bool = False,
+                 return_hidden: bool = False, record: bool = True) -> GenOutput:
+        import torch
+        from transformers import DynamicCache
+
+        with self.lock, torch.inference_mode():
+            t0 = time.time()
+            prompt = torch.tensor([list(input_ids)], dtype=torch.long)
+            names = self._aux_names() if (self.drafter is not None or return_hidden) else []
+            if self.drafter is None and not return_hidden:
+                names = []
+            res = GenOutput([], prompt.shape[1], histogram=[0] * (self.num_steps + 1))
+            hidden_rows: list = []
+            cache = DynamicCache()
+            logits, aux = self._target(prompt, cache, names)
+            seq = prompt[0].tolist() + [int(logits[0, -1].argmax())]
+            if self.on_prefill:
+                self.on_prefill(prompt.shape[1])
+            if return_hidden and aux is not None:
+                hidden_rows.append(self._rows(aux[0]))
+            if self.drafter is None:
+                self._plain(seq, cache, max_new_tokens, ignore_eos, res, names, hidden_rows, return_hidden)
+            else:
+                self._spec(seq, cache, aux, max_new_tokens, ignore_eos, res, names, hidden_rows, return_hidden)
+            out = seq[res.prompt_tokens:]
+            reason = {"type": "length", "length": max_new_tokens}
+            if not ignore_eos and self.eos in out:
+                out = out[:out.index(self.eos) + 1]
+                reason = {"type": "stop", "matched": self.eos}
+            res.output_ids = out[:max_new_tokens]
+            if return_hidden:
+                # prefill rows, then one row per further output token (the row that produced it)
+                res.hidden_states = hidden_rows[:1] + hidden_rows[1:][:max(0, len(res.output_ids) - 1)]
+            res.finish_reason = reason
+            res.seconds = time.time() - t0
+            if record:
+                if self.drafter is not None:
+                    self.stats.verify_ct += res.verify_ct
+                    self.stats.accept_tokens += res.accepted_drafts + res.verify_ct
+                self.stats.generated += len(res.output_ids)
+                self.stats.seconds += res.seconds
+            return res
+
+    def _done(self, seq, start, max_new, ignore_eos) -> bool:
+        new = seq[start:]
+        return len(new) >= max_new or (not ignore_eos and self.eos in new)
+
+    def _plain(self, seq, cache, max_new, ignore_eos, res, names, rows, return_hidden):
+        import torch
+
+        while not self._done(seq, res.prompt_tokens, max_new, ignore_eos):
+            logits, aux = self._target(torch.tensor([[seq[-1]]]), cache, names)
+            if return_hidden and aux is not None:
+                rows.extend(self._rows(aux[0]))
+            seq.append(int(logits[0, -1].argmax()))
+            res.verify_ct += 1
+            res.histogram[0] += 1
+            if self.on_round:
+                self.on_round(None, 1, len(seq))
+
+    def _spec(self, seq, cache, aux, max_new, ignore_eos, res, names, rows, return_hidden):
+        import torch
+
+        d = self.drafter
+        K = self.num_steps
+        n = len(seq)
+        pairs = torch.tensor([seq[1:n]], dtype=torch.long)                  # x_1 .. x_{n-1}
+        last = self._draft_step(aux, pairs, torch.arange(n - 1), None)
+        dkv = last.kv
+        while not self._done(seq, res.prompt_tokens, max_new, ignore_eos):
+            n = len(seq)
+            drafts = d.draft_chain(last, dkv, n - 2, K)[0].tolist()
+            if self.dumper is not None:
+                self.dumper.end_pass("draft", torch.tensor([drafts]), n - 1)
+            x = torch.tensor([[seq[-1]] + drafts], dtype=torch.long)
+            logits, vaux = self._target(x, cache, names)
+            pred = logits[0].argmax(-1).tolist()
+            a = 0
+            while a < K and drafts[a] == pred[a]:
+                a += 1
+            new = drafts[:a] + [pred[a]]
+            seq.extend(new)
+            if K > a:                      # drop the rejected drafts' KV (this crop takes a count)
+                cache.crop(-(K - a))
+            res.verify_ct += 1
+            res.accepted_drafts += a
+            res.histogram[a] += 1
+            if self.on_round:
+                self.on_round(a, a + 1, len(seq))
+            if return_hidden:
+                rows.extend(self._rows(vaux[0, :a + 1]))
+            last = self._draft_step(vaux[:, :a + 1], torch.tensor([new]), torch.arange(n - 1, n + a), dkv)
+            dkv = last.kv
+
+    def _draft_step(self, aux, tokens, positions, past):
+        import torch
+
+        d = self.drafter
+        want = d.fc.in_features
+        if aux.shape[-1] != want and aux.shape[-1] != d.dims.hidden:
+            # what SGLang's fc matmul raises when fewer states were captured than the draft expects
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                                f"({aux.shape[1]}x{aux.shape[-1]} and {want}x{d.dims.hidden})")
+        out = d.step(aux.to(d.fc.weight.dtype), tokens, positions.to(torch.long), past=past)
+        if self.dumper is not None:
+            self.dumper.end_pass("draft", tokens, int(positions[0]))
+        return out
+
+    def _rows(self, t) -> list:
+        return t.to(self.dtype).float().tolist()
+
+    def reset_stats(self) -> None:
+        self.stats = Stats()
+
+    def close(self) -> None:
+        self.tap.close()
+
+
+def _rounded(model, dtype):
+    """Round every floating parameter to ``dtype`` in place, keeping fp32 storage for the arithmetic."""
+    import torch
+
+    if dtype != torch.float32:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(dtype).float())
+    return model
+

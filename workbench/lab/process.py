@@ -1,0 +1,144 @@
+"""Start and stop the lab server as a local process (for the demo, tests and the facade).
+
+``start_server(target, draft=None, port=None, ...) -> LabProcess`` launches
+``python -m workbench.lab.serve`` in its own session (so its group can be signalled), logging to a
+file, and waits for the ready line. ``stop_server(pid, pgid)`` sends SIGTERM to the group, waits,
+then SIGKILL. ``free_port()`` picks an unused loopback port.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from workbench.errors import WorkbenchError
+from workbench.results import Result
+
+READY = "The server is fired up and ready to roll!"
+
+
+@dataclass
+class LabProcess(Result):
+    pid: int
+    pgid: int
+    host: str
+    port: int
+    log_path: str
+    argv: list = field(default_factory=list)
+    ready: bool = False
+    returncode: Optional[int] = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def server_argv(target, draft=None, *, host="127.0.0.1", port=30000, steps=3, topk=1, draft_tokens=None,
+                extra=()) -> list:
+    argv = ["--model-path", str(target), "--host", host, "--port", str(port)]
+    if draft is not None:
+        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
+                 "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
+                 "--speculative-num-draft-tokens", str(draft_tokens or steps + 1)]
+    return argv + [str(x) for x in extra]
+
+
+def start_server(target, draft=None, *, host="127.0.0.1", port: Optional[int] = None, log_path=None,
+                 env: Optional[dict] = None, extra=(), steps=3, wait: bool = True, timeout: float = 120.0,
+                 python: Optional[str] = None) -> LabProcess:
+    port = port or free_port(host)
+    argv = server_argv(target, draft, host=host, port=port, steps=steps, extra=extra)
+    log_path = Path(log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"lab-server-{port}.log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    full_env["PYTHONPATH"] = root + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
+    full_env.update(env or {})
+    cmd = [python or sys.executable, "-m", "workbench.lab.serve", *argv]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
+    lp = LabProcess(proc.pid, proc.pid, host, port, str(log_path), cmd)
+    lp._popen = proc  # type: ignore[attr-defined]
+    if wait:
+        wait_ready(lp, timeout)
+    return lp
+
+
+def wait_ready(lp: LabProcess, timeout: float = 120.0) -> LabProcess:
+    """Poll the log for the ready line; stop early if the process exits."""
+    deadline = time.time() + timeout
+    proc = getattr(lp, "_popen", None)
+    while time.time() < deadline:
+        text = Path(lp.log_path).read_text(errors="replace") if Path(lp.log_path).exists() else ""
+        if READY in text:
+            lp.ready = True
+            return lp
+        rc = proc.poll() if proc is not None else (None if _alive(lp.pid) else -1)
+        if rc is not None:
+            lp.returncode = rc
+            return lp
+        time.sleep(0.2)
+    raise WorkbenchError(f"lab server on port {lp.port} not ready after {timeout:.0f} s (log {lp.log_path})")
+
+
+def wait_exit(lp: LabProcess, timeout: float = 60.0) -> Optional[int]:
+    proc = getattr(lp, "_popen", None)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rc = proc.poll() if proc is not None else (None if _alive(lp.pid) else -1)
+        if rc is not None:
+            lp.returncode = rc
+            return rc
+        time.sleep(0.1)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_server(pid: int, pgid: Optional[int] = None, grace: float = 5.0) -> str:
+    """TERM the process group, wait ``grace`` seconds, then KILL. Returns what it did."""
+    pgid = pgid or pid
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "not running"
+    deadline = time.time() + grace
+    while time.time() < deadline:
+        try:
+            waited, _ = os.waitpid(pid, os.WNOHANG)
+            if waited == pid:
+                return "stopped (TERM)"
+        except ChildProcessError:
+            if not _alive(pid):
+                return "stopped (TERM)"
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "stopped (TERM)"
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    return "killed (KILL after grace)"

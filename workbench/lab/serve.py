@@ -1,0 +1,528 @@
+"""The lab's reference server: ``python -m workbench.lab.serve <sglang.launch_server flags>``.
+
+It loads the lab target (and the EAGLE-3 draft when ``--speculative-algorithm EAGLE3`` is given),
+performs real greedy chain speculative decoding, writes SGLang-format logs for the emulated version
+(``--lab-engine``) to stderr, and answers SGLang's HTTP routes on ``--host``/``--port``:
+``/health``, ``/health_generate``, ``/server_info`` (+ ``/get_server_info``), ``/model_info``
+(+ ``/get_model_info``), ``/flush_cache`` and ``/generate``.
+
+Failure injection, ``LAB_FAIL=oom|port|draft-context|cuda-graph|crash-after-ready``, reproduces
+SGLang's log text and exit behaviour: failures inside the scheduler log ``Scheduler hit an
+exception: <traceback>``, then the main process logs ``Received sigquit from a child process...``
+and kills itself (SIGKILL, as ``kill_process_tree`` does); a busy port is uvicorn's bind error and
+exit status 1. ``LAB_FAIL_AFTER=<s>`` delays ``crash-after-ready`` to a timer instead of the first
+request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional
+from urllib.parse import urlparse
+
+from workbench.lab import serverargs
+from workbench.lab.logfmt import LogFormat
+
+FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
+GPU_GB = 79.11                       # what the emulated card reports as available at start
+CUDA_GRAPH_FAILED = (
+    "Possible solutions:\n"
+    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+    "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+    "3. disable torch compile by not using --enable-torch-compile\n"
+    "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n")
+
+
+class SchedulerFailure(Exception):
+    pass
+
+
+def _fake_traceback(where: str, exc: BaseException) -> str:
+    """A traceback in the shape SGLang prints (real frames from this process, then the error)."""
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    if len(frames) > 1:
+        return "".join(frames).rstrip()
+    return (f"Traceback (most recent call last):\n  File \"{where}\", line 1, in run_scheduler_process\n"
+            f"{type(exc).__name__}: {exc}")
+
+
+class LabServer:
+    def __init__(self, args, version: tuple):
+        self.args = args
+        self.version = version
+        self.fmt = LogFormat(version, tp_size=args.tp_size, log_ms=os.environ.get("SGLANG_LOG_MS") == "1",
+                             forward_iters=os.environ.get("SGLANG_LOG_FORWARD_ITERS") == "1")
+        self.fail = os.environ.get("LAB_FAIL", "").strip().lower() or None
+        self.ready = False
+        self.engine = None
+        self.tokenizer = None
+        self.spec = args.speculative_algorithm is not None
+        self.state_lock = threading.Lock()
+        self.running = 0
+        self.waiting = 0
+        self.forward_ct = 0
+        self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
+        self.last_gen_throughput = 0.0
+        self.startup_time = time.time()
+        self.crashed = False
+        self.seq_len = 0
+        self.max_total_tokens = 0
+        self.httpd: Optional[ThreadingHTTPServer] = None
+        self.dump = args.debug_tensor_dump_output_folder is not None
+
+    # ----- logging -----
+    def log(self, msg: str, scheduler: bool = True) -> None:
+        sys.stderr.write(self.fmt.prefix(scheduler) + msg + "\n")
+        sys.stderr.flush()
+
+    def uvicorn(self, level: str, msg: str) -> None:
+        sys.stderr.write(self.fmt.uvicorn(level, msg) + "\n")
+        sys.stderr.flush()
+
+    def die_from_scheduler(self, exc: BaseException) -> None:
+        """SGLang: the scheduler logs its traceback, the parent gets SIGQUIT and kills its process tree."""
+        self.log("Scheduler hit an exception: " + _fake_traceback("scheduler.py", exc))
+        self.log("Received sigquit from a child process. It usually means the child failed.", scheduler=False)
+        self._kill_self()
+
+    @staticmethod
+    def _kill_self() -> None:
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    # ----- startup -----
+    def start(self) -> int:
+        import torch
+
+        from workbench.lab.engine import LabEngine
+
+        a = self.args
+        if a.lab_threads:
+            torch.set_num_threads(a.lab_threads)
+        self.log(self.fmt.server_args(serverargs.server_args_dict(a)), scheduler=False)
+        if self.dump:
+            self.log("Cuda graph and server warmup are disabled because of using tensor dump mode",
+                     scheduler=False)
+            a.disable_cuda_graph = True
+        if self.fail and self.fail not in FAILURES:
+            self.log(f"LAB_FAIL={self.fail!r} is not one of {', '.join(FAILURES)}; ignored", scheduler=False)
+        try:
+            target_cfg = self._read_json(os.path.join(a.model_path, "config.json"))
+            arch = a.lab_arch or (target_cfg.get("architectures") or ["LlamaForCausalLM"])[0]
+            for note in serverargs.resolve_spec(a, arch):
+                self.log(note, scheduler=False)
+            context = a.context_length or int(target_cfg.get("max_position_embeddings", 2048))
+            # target worker: weights, KV pool, graphs
+            t0 = time.time()
+            self.log(self.fmt.load_begin(GPU_GB))
+            dumper = None
+            if self.dump:
+                from workbench.lab.dump import Dumper
+                from workbench.lab.engine import torch_dtype
+
+                dumper = Dumper(a.debug_tensor_dump_output_folder, a.debug_tensor_dump_layers, spec=self.spec,
+                                dtype=torch_dtype(a.dtype))
+            draft_path = a.speculative_draft_model_path if self.spec else None
+            if self.spec and draft_path is None:
+                raise ValueError("--speculative-draft-model-path is required for EAGLE3 in the lab")
+            if draft_path is not None:
+                self._check_draft_context(draft_path, context)
+            self.engine = LabEngine(a.model_path, draft_path, dtype=a.dtype, engine=a.lab_engine, arch=arch,
+                                    num_steps=a.speculative_num_steps or 1, embed_patch=a.lab_embed_patch,
+                                    algorithm=a.speculative_algorithm or "EAGLE3", dumper=dumper)
+            dtype_name = str(self.engine.dtype)
+            weights_gb = sum(p.numel() for p in self.engine.target.parameters()) * 2 / 1e9
+            self.log(self.fmt.load_end(arch, dtype_name, time.time() - t0, GPU_GB - weights_gb, weights_gb))
+            frac = a.mem_fraction_static or 0.88
+            if self.fail == "oom":
+                suffix = ("" if self.version <= (0, 4, 9, 0) else
+                          f" Current value: mem_fraction_static={frac}" if self.version >= (0, 5, 23, 0) else
+                          f" Current value: self.server_args.mem_fraction_static={frac}")
+                raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static." + suffix)
+            cfg = self.engine.target.config
+            self.max_total_tokens = a.max_total_tokens or int(frac * 600000)
+            kv_gb = self.max_total_tokens * cfg.num_hidden_layers * cfg.hidden_size * 2 / 1e9
+            self.log(self.fmt.kv_cache(dtype_name, self.max_total_tokens, kv_gb, kv_gb))
+            self.log(self.fmt.memory_pool_end(GPU_GB - weights_gb - 2 * kv_gb))
+            bs = a.cuda_graph_bs or [1, 2, 4, 8, 12, 16, 24, 32]
+            avail = GPU_GB - weights_gb - 2 * kv_gb
+            if not a.disable_cuda_graph:
+                ndt = a.speculative_num_draft_tokens or 1
+                self.log(self.fmt.graph_begin("target", avail, ndt))
+                if self.fail == "cuda-graph":
+                    raise Exception("Capture cuda graph failed: CUDA error: an illegal memory access was "
+                                    "encountered\n" + CUDA_GRAPH_FAILED)
+                self.log(self.fmt.graph_end("target", 0.41, 0.05, avail - 0.05, bs))
+            if self.engine.drafter is not None:
+                self._start_draft(avail, bs)
+            self.seq_len = 0
+        except SystemExit:
+            raise
+        except BaseException as exc:
+            self.die_from_scheduler(exc)
+            return 1
+        return self._serve()
+
+    def _check_draft_context(self, draft_path: str, context: int) -> None:
+        dcfg = self._read_json(os.path.join(draft_path, "config.json"))
+        derived = int(dcfg.get("max_position_embeddings") or 2048)
+        if self.fail == "draft-context":
+            derived = min(derived, max(1, context // 2))
+        if context > derived:
+            allow_default = "1" if self.version <= (0, 4, 9, 0) else "0"
+            allow = os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", allow_default).lower() in ("1", "true")
+            msg = (f"Warning: Target model's context_length ({context}) is greater than the derived "
+                   f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. "
+                   "Note that the derived context_length may differ from max_position_embeddings in the "
+                   "model's config.")
+            if not allow:
+                raise ValueError(msg + " To allow overriding this maximum, set the env var "
+                                       "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+            self.log(msg)
+            self.log(f"Overriding the draft model's max_position_embeddings to {context}.")
+
+    def _start_draft(self, avail: float, bs: list) -> None:
+        a = self.args
+        eng = self.engine
+        self.log(self.fmt.load_begin(avail))
+        dw = sum(p.numel() for p in eng.drafter.parameters()) * 2 / 1e9
+        self.log(self.fmt.load_end("LlamaForCausalLMEagle3", str(eng.dtype), 0.05, avail - dw, dw))
+        cap = eng.capture
+        if cap is not None and cap.fatal and eng.rule.plus_one == "unsupported":
+            raise ValueError(cap.fatal)     # the target model class has no EAGLE-3 capture at all
+        if not a.disable_cuda_graph:
+            if (a.speculative_num_steps or 1) > 1:
+                self.log(self.fmt.graph_begin("draft", avail - dw, a.speculative_eagle_topk or 1, bs))
+                self.log(self.fmt.graph_end("draft", 0.32, 0.02, avail - dw - 0.02, bs))
+            self.log(self.fmt.graph_begin("draft extend", avail - dw, a.speculative_num_draft_tokens or 1, bs))
+            self.log(self.fmt.graph_end("draft extend", 0.18, 0.01, avail - dw - 0.03, bs))
+
+    @staticmethod
+    def _read_json(path: str) -> dict:
+        with open(path) as f:
+            return json.load(f)
+
+    # ----- serving -----
+    def _serve(self) -> int:
+        a = self.args
+        try:
+            if self.fail == "port":
+                raise OSError(98, "error while attempting to bind on address "
+                                  f"('{a.host}', {a.port}): address already in use")
+            self.httpd = ThreadingHTTPServer((a.host, a.port), _handler(self))
+        except OSError as exc:
+            msg = exc.strerror if self.fail == "port" else (
+                f"error while attempting to bind on address ('{a.host}', {a.port}): {exc.strerror.lower()}")
+            self.uvicorn("ERROR", f"[Errno {exc.errno}] {msg}")
+            sys.stderr.flush()
+            os._exit(1)
+        self.httpd.daemon_threads = True
+        self.uvicorn("INFO", f"Started server process [{os.getpid()}]")
+        self.uvicorn("INFO", "Waiting for application startup.")
+        self.uvicorn("INFO", "Application startup complete.")
+        self.uvicorn("INFO", f"Uvicorn running on http://{a.host}:{self.httpd.server_address[1]} (Press CTRL+C to quit)")
+        threading.Thread(target=self._warmup_then_ready, daemon=True).start()
+        signal.signal(signal.SIGTERM, lambda *_: self._shutdown())
+        try:
+            self.httpd.serve_forever(poll_interval=0.2)
+        except KeyboardInterrupt:
+            pass
+        return 0
+
+    def _shutdown(self) -> None:
+        if self.httpd is not None:
+            threading.Thread(target=self.httpd.shutdown, daemon=True).start()
+
+    def _warmup_then_ready(self) -> None:
+        a = self.args
+        try:
+            if not (a.skip_server_warmup or self.dump):
+                ids = [1] + [5] * 7
+                self.generate_ids(ids, 8, ignore_eos=True, warmup=True)
+                self.uvicorn("INFO", f'127.0.0.1:{40000 + os.getpid() % 20000} - "POST /generate HTTP/1.1" 200 OK')
+            if a.debug_tensor_dump_input_file:
+                import numpy as np
+
+                ids = [int(x) for x in np.load(a.debug_tensor_dump_input_file).reshape(-1)]
+                self.generate_ids(ids, 1, ignore_eos=True, warmup=True)
+                self.log("Dump of the input file finished; the server exits.", scheduler=False)
+                self._kill_self()
+        except BaseException as exc:
+            self.log("Initialization failed. warmup error: " + _fake_traceback("http_server.py", exc),
+                     scheduler=False)
+            self.die_from_scheduler(exc)
+            return
+        self.ready = True
+        self.log("The server is fired up and ready to roll!", scheduler=False)
+        if self.fail == "crash-after-ready" and os.environ.get("LAB_FAIL_AFTER"):
+            delay = float(os.environ["LAB_FAIL_AFTER"])
+            threading.Timer(delay, self._crash).start()
+
+    def _crash(self) -> None:
+        self.crashed = True
+        self.die_from_scheduler(RuntimeError("CUDA error: an illegal memory access was encountered\n"
+                                             "CUDA kernel errors might be asynchronously reported at some other "
+                                             "API call, so the stacktrace below might be incorrect."))
+
+    # ----- scheduler bookkeeping -----
+    def _on_prefill(self, new_tokens: int) -> None:
+        a = self.args
+        self.seq_len = new_tokens
+        with self.state_lock:
+            running, waiting = self.running, max(0, self.waiting)
+        self.log(self.fmt.prefill(1, new_tokens, 0, new_tokens, new_tokens / max(1, self.max_total_tokens),
+                                  max(0, running - 1), waiting, self.forward_ct + 1,
+                                  cuda_graph=False, input_tps=0.0))
+
+    def _on_round(self, accepted: Optional[int], emitted: int, seq_len: int) -> None:
+        a = self.args
+        self.forward_ct += 1
+        self.seq_len = seq_len
+        w = self.window
+        w["ct"] += 1
+        w["tokens"] += emitted
+        if accepted is not None:
+            w["accept"] += accepted + 1
+        if w["ct"] >= max(1, a.decode_log_interval):
+            dt = max(1e-6, time.time() - w["t"])
+            gen = w["tokens"] / dt
+            self.last_gen_throughput = gen
+            al = rate = None
+            if self.spec:
+                al = w["accept"] / w["ct"]
+                rate = self.fmt.accept_rate(w["accept"], w["ct"], a.speculative_num_steps,
+                                            a.speculative_num_draft_tokens)
+            with self.state_lock:
+                running, waiting = self.running, self.waiting
+            self.log(self.fmt.decode(max(1, running), seq_len, seq_len / max(1, self.max_total_tokens), gen, waiting,
+                                     accept_len=al, accept_rate=rate, cuda_graph=not a.disable_cuda_graph,
+                                     forward_ct=self.forward_ct))
+            self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
+
+    def generate_ids(self, ids, max_new: int, ignore_eos: bool = False, return_hidden: bool = False,
+                     warmup: bool = False):
+        eng = self.engine
+        with self.state_lock:
+            self.waiting += 1
+        with eng.lock:
+            with self.state_lock:
+                self.waiting -= 1
+                self.running += 1
+            try:
+                eng.on_prefill = self._on_prefill
+                eng.on_round = self._on_round
+                return eng.generate(ids, max_new, ignore_eos=ignore_eos, return_hidden=return_hidden,
+                                    record=not warmup)
+            finally:
+                with self.state_lock:
+                    self.running -= 1
+
+    # ----- route payloads -----
+    def server_info(self) -> dict:
+        a = self.args
+        args = serverargs.server_args_dict(a)
+        internal = dict(args)
+        internal["last_gen_throughput"] = round(self.last_gen_throughput, 4)
+        internal["memory_usage"] = {"weight": 0.01, "kvcache": 0.1, "token_capacity": self.max_total_tokens,
+                                    "graph": 0.0 if a.disable_cuda_graph else 0.05}
+        if self.spec and self.engine is not None and self.engine.stats.verify_ct:
+            internal["avg_spec_accept_length"] = self.engine.stats.avg_accept_length
+        info = dict(args)
+        info.update({"status": "ready" if self.ready else "starting", "max_total_num_tokens": self.max_total_tokens,
+                     "max_req_input_len": (a.context_length or 1024) - 1, "internal_states": [internal],
+                     "version": _version_text(self.version)})
+        if self.version >= (0, 5, 23, 0):
+            info.update({"launch_command": " ".join(["python3", "-m", "sglang.launch_server"] + sys.argv[1:]),
+                         "startup_time": round(time.time() - self.startup_time, 3), "frontend": "python"})
+        return info
+
+    def model_info(self) -> dict:
+        a = self.args
+        info = {"model_path": a.model_path, "tokenizer_path": a.tokenizer_path or a.model_path,
+                "is_generation": True, "preferred_sampling_params": None}
+        if self.version > (0, 4, 9, 0):
+            info["weight_version"] = "default"
+        if self.version >= (0, 5, 23, 0):
+            info.update({"served_model_name": a.served_model_name or a.model_path, "model_type": "llama",
+                         "architectures": ["LlamaForCausalLM"]})
+        return info
+
+    def flush_cache(self) -> tuple:
+        with self.state_lock:
+            busy = self.running + self.waiting
+        if busy:
+            return 400, ("Cache not flushed. Please check backend logs for more details. (When there are running "
+                         "or waiting requests, the operation will not be performed.)")
+        if self.engine is not None:
+            self.engine.reset_stats()
+        self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
+        self.log("Cache flushed successfully!")
+        return 200, ("Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+                     "waiting requests, the operation will not be performed.)\n")
+
+    def generate(self, body: dict):
+        if self.fail == "crash-after-ready" and not os.environ.get("LAB_FAIL_AFTER"):
+            self._crash()
+        if not isinstance(body, dict):
+            raise ValueError("request body must be a JSON object")
+        text, ids = body.get("text"), body.get("input_ids")
+        if (text is None) == (ids is None):
+            raise ValueError("Either text or input_ids should be provided.")
+        sp = body.get("sampling_params") or {}
+        if not isinstance(sp, dict):
+            raise ValueError("sampling_params must be an object")
+        max_new = int(sp.get("max_new_tokens", 128))
+        ignore_eos = bool(sp.get("ignore_eos", False))
+        want_hidden = bool(body.get("return_hidden_states", False))
+        if want_hidden and not self.args.enable_return_hidden_states:
+            raise ValueError("The server is not configured to return the hidden states. Please set "
+                             "`--enable-return-hidden-states` to enable this feature.")
+        batch = isinstance(text, list) or (isinstance(ids, list) and ids and isinstance(ids[0], list))
+        prompts = []
+        for item in (text if isinstance(text, list) else [text]) if text is not None else \
+                (ids if batch else [ids]):
+            if text is not None:
+                if not isinstance(item, str):
+                    raise ValueError("text must be a string or a list of strings")
+                prompts.append(self.tokenizer(item)["input_ids"])
+            else:
+                if not isinstance(item, list) or not all(isinstance(t, int) for t in item) or not item:
+                    raise ValueError("input_ids must be a non-empty list of ints (or a list of such lists)")
+                vocab = self.engine.target.config.vocab_size
+                if any(t < 0 or t >= vocab for t in item):
+                    raise ValueError(f"input_ids: token id out of range 0..{vocab - 1}")
+                prompts.append(item)
+        outs = [self._one(p, max_new, ignore_eos, want_hidden) for p in prompts]
+        return outs if batch else outs[0]
+
+    def _one(self, prompt, max_new, ignore_eos, want_hidden) -> dict:
+        t0 = time.time()
+        res = self.generate_ids(prompt, max_new, ignore_eos=ignore_eos, return_hidden=want_hidden)
+        meta = {"id": uuid.uuid4().hex, "finish_reason": res.finish_reason, "prompt_tokens": res.prompt_tokens,
+                "completion_tokens": res.completion_tokens, "cached_tokens": 0,
+                "e2e_latency": round(time.time() - t0, 6)}
+        if self.spec:
+            a = self.args
+            vct = max(1, res.verify_ct)
+            meta.update({
+                "spec_verify_ct": res.verify_ct,
+                "spec_accept_length": res.completion_tokens / vct,
+                "spec_accept_rate": res.accepted_drafts / (vct * max(1, (a.speculative_num_draft_tokens or 2) - 1)),
+                "spec_num_correct_drafts": res.accepted_drafts,
+                "spec_num_proposed_drafts": res.verify_ct * a.speculative_num_steps,
+                "spec_correct_drafts_histogram": res.histogram,
+            })
+        if want_hidden:
+            meta["hidden_states"] = res.hidden_states
+        text = self.tokenizer.decode(res.output_ids, skip_special_tokens=True)
+        return {"text": text, "output_ids": res.output_ids, "meta_info": meta}
+
+
+def _version_text(v: tuple) -> str:
+    from workbench.layers import version_text
+
+    return version_text(v)
+
+
+def _handler(server: LabServer):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "uvicorn"
+        sys_version = ""
+
+        def log_message(self, fmt, *args):   # uvicorn's access-log line instead of http.server's
+            pass
+
+        def _send(self, code: int, payload, content_type="application/json"):
+            body = payload if isinstance(payload, bytes) else (
+                json.dumps(payload).encode() if content_type == "application/json" else str(payload).encode())
+            self.send_response(code)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}.get(code, "")
+            server.uvicorn("INFO", f'{self.client_address[0]}:{self.client_address[1]} - '
+                                   f'"{self.command} {self.path} HTTP/1.1" {code} {phrase}')
+
+        def _body(self):
+            n = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(n) if n else b""
+            if not raw:
+                return {}
+            return json.loads(raw)
+
+        def do_GET(self):
+            self._route("GET")
+
+        def do_POST(self):
+            self._route("POST")
+
+        def _route(self, method: str):
+            path = urlparse(self.path).path
+            v = server.version
+            new_routes = v >= (0, 5, 6, 0)
+            try:
+                if path in ("/health", "/health_generate"):
+                    if not server.ready:
+                        return self._send(503, b"", "text/plain")
+                    if path == "/health_generate" or v >= (0, 5, 23, 0):
+                        server.generate_ids([0], 1, ignore_eos=True, warmup=True)
+                    return self._send(200, b"", "text/plain")
+                if path in ("/get_server_info", "/server_info"):
+                    if path == "/server_info" and not new_routes:
+                        return self._send(404, {"detail": "Not Found"})
+                    if path == "/get_server_info" and new_routes:
+                        server.log("Endpoint '/get_server_info' is deprecated and will be removed in a future "
+                                   "version. Please use '/server_info' instead.", scheduler=False)
+                    return self._send(200, server.server_info())
+                if path in ("/get_model_info", "/model_info"):
+                    if path == "/model_info" and not new_routes:
+                        return self._send(404, {"detail": "Not Found"})
+                    if path == "/get_model_info" and new_routes:
+                        server.log("Endpoint '/get_model_info' is deprecated and will be removed in a future "
+                                   "version. Please use '/model_info' instead.", scheduler=False)
+                    return self._send(200, server.model_info())
+                if path == "/flush_cache":
+                    code, text = server.flush_cache()
+                    return self._send(code, text, "text/plain")
+                if path == "/generate" and method == "POST":
+                    if not server.ready:
+                        return self._send(503, {"error": {"message": "server is starting"}})
+                    try:
+                        body = self._body()
+                    except ValueError as exc:
+                        return self._send(400, {"error": {"message": f"invalid JSON body: {exc}"}})
+                    try:
+                        return self._send(200, server.generate(body))
+                    except ValueError as exc:
+                        return self._send(400, {"error": {"message": str(exc)}})
+                return self._send(404, {"detail": "Not Found"})
+            except BrokenPipeError:
+                return None
+
+    return Handler
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, version = serverargs.parse(argv)
+    server = LabServer(args, version)
+    from transformers import AutoTokenizer
+
+    server.tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_path or args.model_path)
+    return server.start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
