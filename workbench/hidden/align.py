@@ -280,6 +280,7 @@ def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
     YY = np.empty((C, T), dtype=np.float32)
     top = _Top(S, refine_k, cands)
     kept: dict = {}
+    xx_np, bad_np = xx.numpy(), bad_tok.numpy()
     timing = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G,
               "row_block": T, "kernel": ps.kernel, "threads": ps.threads}
     for g0 in range(0, C, G):
@@ -292,7 +293,7 @@ def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
         XY[:, g0:g0 + len(group_c)] = xy
         YY[g0:g0 + len(group_c)] = yy
         timing["device_s"] += time.perf_counter() - td
-        live = top.add(_screen_rel(xx, bad_tok, torch.from_numpy(xy), torch.from_numpy(yy)).numpy(), group_c)
+        live = top.add(_screen_rel_np(xx_np, bad_np, xy, yy), group_c)
         for g, c in enumerate(group_c):
             if c in live and refine_k < C:      # (every pair refined: read again, a group at a time)
                 kept[c] = ys[g]
@@ -317,6 +318,17 @@ def _screen_rel(xx, bad_tok, xy, yy):
     den = xxm @ ok.double().T + torch.where(ok, yy.double(), zero).sum(1)[None]
     xyd = torch.where(ok[None], xy.double(), zero).sum(2)
     return (den - 2 * xyd) / den
+
+
+def _screen_rel_np(xx, bad_tok, xy, yy):
+    """``_screen_rel`` in numpy, for the CPU pass (torch's small float64 operations cost more than
+    the whole group there, parallel and under load)."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        ok = ~bad_tok[None, :] & np.isfinite(yy)                                   # [G, T]
+        xxm = np.where(bad_tok[None, :], 0.0, xx.astype(np.float64))                # [S, T]
+        den = xxm @ ok.T.astype(np.float64) + np.where(ok, yy, 0.0).sum(1, dtype=np.float64)[None]
+        xyd = np.where(ok[None], xy, 0.0).sum(2, dtype=np.float64)
+        return (den - 2 * xyd) / den
 
 
 class _Top:
