@@ -93,8 +93,8 @@ def test_bad_input_exits_2_with_one_line(cli, workspace, args, needle):
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
-def test_demo_without_a_terminal_prints_the_predictor(cli, workspace):
-    r = cli("demo")
+def test_demo_predictor_prints_the_predictor(cli, workspace):
+    r = cli("demo", "--predictor")
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "accept length   3.288" in out and "accept-length-gap" in out

@@ -1,8 +1,11 @@
-"""``eagle-workbench demo``: the Predictor on the numbers of a real debugging session.
+"""``eagle-workbench demo``: the whole diagnosis loop on this machine, no GPU.
 
-Training showed ~75% per-token accuracy; the server ran 5 steps, topk 1, 6 draft tokens and
-logged accept length 1.12. In a terminal this opens the TUI on the Predictor; otherwise it prints
-the same prediction, table and plot as text.
+Builds the lab world (cached), writes a demo workspace (the local host, a lab profile serving the
+story's draft config), launches it and, in a terminal, opens the TUI with a guided path: accept
+length -> Doctor -> Alignment -> apply fix -> relaunch -> compare. ``--no-tui`` (and no terminal)
+runs the same story scripted and prints before/after; ``--json`` prints
+``{"before": {"accept_length"}, "findings": [...], "fix": {...}, "after": {"accept_length"}}``.
+``--predictor`` prints the Predictor on the numbers of the original story instead.
 """
 
 from __future__ import annotations
@@ -13,20 +16,71 @@ STORY = {"acc": [0.75], "steps": 5, "topk": 1, "draft_tokens": 6, "observed_acce
 
 
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="the Predictor on a real case (TUI in a terminal, text otherwise)",
-                       description="Predicted vs observed accept length for a drafter with ~75%% training "
-                                   "accuracy served at 5/1/6 that logged 1.12.")
-    p.add_argument("--text", action="store_true", help="print the text version even in a terminal")
+    p = sub.add_parser("demo", help="the diagnosis loop in the lab: TUI in a terminal, scripted otherwise",
+                       description="Build the lab (cached), launch its server with the story's broken draft "
+                                   "config, and walk the loop: accept length, doctor, alignment, fix, relaunch, "
+                                   "compare. The workspace defaults to ~/.eagle-workbench/demo.")
+    p.add_argument("--no-tui", action="store_true", help="run the story scripted and print the outcome")
+    p.add_argument("--size", choices=["tiny", "small"], default="small",
+                   help="lab world: small (default; a few minutes to build once) or tiny (tests)")
+    p.add_argument("--lab-dir", metavar="DIR", help="lab cache folder (default: ~/.cache/eagle-workbench/lab)")
+    p.add_argument("--measure-tokens", type=int, default=32, metavar="N",
+                   help="tokens per prompt in each measurement (default 32; the lab runs on a CPU)")
+    p.add_argument("--keep", action="store_true", help="leave the lab servers running when the TUI exits")
+    p.add_argument("--predictor", action="store_true",
+                   help="print the Predictor on the original story's numbers (75%% accuracy, 5/1/6, 1.12)")
+    p.add_argument("--json", action="store_true", help="with --no-tui: print the outcome as JSON")
     p.set_defaults(func=run)
 
 
 def run(args, ctx) -> int:
-    if sys.stdout.isatty() and sys.stdin.isatty() and not args.text:
-        from workbench.tui.app import run_app
+    if args.predictor:
+        print(demo_text(ctx.wb.predict(**STORY)))
+        return 0
+    from pathlib import Path
 
-        return run_app(workspace=args.workspace, start="predictor")
-    print(demo_text(ctx.wb.predict(**STORY)))
-    return 0
+    from workbench.api import Workbench
+    from workbench.live import demo
+
+    root = Path(args.workspace).expanduser() if args.workspace else demo.default_dir()
+    tui = not args.no_tui and not args.json and sys.stdout.isatty() and sys.stdin.isatty()
+    progress = None if args.json else _lines()
+    with Workbench.open(root, progress=progress) as wb:
+        setup = demo.prepare(wb, args.size, lab_dir=args.lab_dir, progress=progress)
+        if not tui:
+            try:
+                result = demo.run_story(wb, setup, measure_tokens=args.measure_tokens, progress=progress)
+            finally:
+                if not args.keep:
+                    demo.stop_demo_servers(wb)
+            if args.json:
+                import json
+
+                print(json.dumps(result.to_dict(), indent=2))
+            else:
+                print(result.text())
+            return 0
+        rec = demo.launch_story(wb, setup, progress=progress)
+        m = demo.measure_story(wb, rec.id, args.measure_tokens)
+    from workbench.tui.demo import run_demo_app
+
+    al = m.server_accept_len if m.server_accept_len is not None else m.accept_len.get("mean")
+    try:
+        return run_demo_app(str(root), rec.id, accept_length=al, measure_tokens=args.measure_tokens)
+    finally:
+        if not args.keep:
+            with Workbench.open(root) as wb:
+                demo.stop_demo_servers(wb)
+
+
+def _lines():
+    last = [None]
+
+    def show(p) -> None:
+        if p.message and p.message != last[0] and p.stage in ("demo", "live.doctor", "server.start"):
+            last[0] = p.message
+            print(f"  .. {p.message}", file=sys.stderr, flush=True)
+    return show
 
 
 def demo_text(result) -> str:

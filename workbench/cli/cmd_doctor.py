@@ -1,4 +1,5 @@
-"""``eagle-workbench doctor``: static checks of a draft checkpoint against its target and engine."""
+"""``eagle-workbench doctor``: static checks of a draft checkpoint against its target and engine, or
+the whole diagnosis of a running server (``--server ID``), and its one-key fix (``--apply-fix``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from workbench.cli.common import add_json, emit
 
 
 def register(sub) -> None:
-    p = sub.add_parser("doctor", help="find silent EAGLE-3 deployment faults from the files",
+    p = sub.add_parser("doctor", help="find silent EAGLE-3 deployment faults (files, or a running server)",
                        description="Check a draft directory (config.json + safetensors headers) against the "
-                                   "target config, the engine and what the drafter was trained on. "
+                                   "target config, the engine and what the drafter was trained on; or, with "
+                                   "--server, a running server: the config it loaded, observed vs predicted "
+                                   "accept length, and its hidden states against the training data. "
                                    "Exit 1 when any finding is an error.")
-    p.add_argument("--draft", required=True, metavar="DIR", help="draft checkpoint directory (or its config.json)")
+    p.add_argument("--draft", metavar="DIR", help="draft checkpoint directory (or its config.json)")
     p.add_argument("--target-config", metavar="FILE", help="the target's HF config.json (or its directory)")
     p.add_argument("--engine", metavar="ENGINE", help="sglang==X.Y.Z, sglang (latest) or vllm (default: sglang)")
     p.add_argument("--algorithm", metavar="ALGO", help="--speculative-algorithm of the launch (EAGLE3, EAGLE, ...)")
@@ -21,6 +24,25 @@ def register(sub) -> None:
                    help="convention of --trained-layers: output-of-layer (default), capture-before, hf-index")
     p.add_argument("--context-length", type=int, metavar="N", help="the server's context length")
     p.add_argument("--num-layers", type=int, metavar="N", help="target layers, when no target config is given")
+    live = p.add_argument_group("a running server")
+    live.add_argument("--server", type=int, metavar="ID", help="diagnose this server (see `server status`)")
+    live.add_argument("--training-data", metavar="PATH",
+                      help="SpecForge training data on the server's host (default: [live] training_data)")
+    live.add_argument("--acc", metavar="A0,A1,..", help="per-depth accuracies instead of evaluating the drafter")
+    live.add_argument("--samples", type=int, default=2, metavar="N", help="training samples sent to the server")
+    live.add_argument("--eval-samples", type=int, default=32, metavar="N",
+                      help="training samples for the predicted accept length (default 32)")
+    live.add_argument("--measure-tokens", type=int, metavar="N", help="max_new_tokens of the measurement protocol")
+    live.add_argument("--no-measure", action="store_true", help="use the last measurement instead of measuring")
+    live.add_argument("--no-static", action="store_true", help="skip the static checks (hidden states alone)")
+    live.add_argument("--dump", choices=["ask", "yes", "no"], default="ask",
+                      help="relaunch with a tensor dump when the layers must be named (default: ask)")
+    live.add_argument("--alongside", action="store_true",
+                      help="run the dump server next to the live one instead of stopping it first")
+    live.add_argument("--apply-fix", action="store_true",
+                      help="apply the last report's fix through the config history, relaunch, measure, compare")
+    live.add_argument("--no-relaunch", action="store_true", help="with --apply-fix: only write the config")
+    live.add_argument("--yes", action="store_true", help="do not ask before a relaunch or a config write")
     add_json(p)
     p.set_defaults(func=run)
 
@@ -38,6 +60,16 @@ def parse_ids(text: str, name: str) -> list[int]:
 
 
 def run(args: argparse.Namespace, ctx) -> int:
+    from workbench.errors import InputError
+
+    if args.server is not None:
+        if args.draft:
+            raise InputError("--draft and --server: give one (a draft folder, or a running server)")
+        return run_live(args, ctx)
+    if args.apply_fix:
+        raise InputError("--apply-fix needs --server ID")
+    if not args.draft:
+        raise InputError("doctor: give --draft DIR (static checks) or --server ID (a running server)")
     trained = parse_ids(args.trained_layers, "--trained-layers") if args.trained_layers else None
     report = ctx.wb.doctor(args.draft, args.target_config, engine=args.engine, algorithm=args.algorithm,
                            trained_layers=trained, trained_convention=args.trained_convention,
@@ -49,6 +81,54 @@ def run(args: argparse.Namespace, ctx) -> int:
     else:
         print(render_text(report))
     return 1 if report.errors else 0
+
+
+def run_live(args, ctx) -> int:
+    import sys
+
+    from workbench.cli.common import confirm_or_yes, parse_floats
+
+    wb = ctx.wb
+    if not args.json:
+        wb.progress = _progress_lines()
+    if args.apply_fix:
+        plan = wb.live_fix_plan(args.server)
+        if not args.no_relaunch:
+            plan.summary += f"; then relaunch {wb.server(args.server).profile} and measure"
+        if not confirm_or_yes(plan, args.yes):
+            print("cancelled", file=sys.stderr)
+            return 3
+        out = wb.live_fix(args.server, confirm=True, relaunch=not args.no_relaunch)
+        emit(out, args.json, lambda o: o.text())
+        return 0
+
+    def ask(plan) -> bool:
+        if args.yes:
+            return True
+        if not sys.stdin or not sys.stdin.isatty():
+            return False          # reported as pending: run again with --yes or --dump yes
+        return confirm_or_yes(plan, False)
+
+    acc = parse_floats(args.acc, "--acc") if args.acc else None
+    report = wb.doctor_live(args.server, args.training_data, accuracies=acc, samples=args.samples,
+                            eval_samples=args.eval_samples, measure=not args.no_measure,
+                            measure_tokens=args.measure_tokens, dump=args.dump, confirm=ask,
+                            static=not args.no_static, dump_alongside=args.alongside)
+    emit(report, args.json, lambda r: r.text())
+    return 1 if any(f.severity == "error" for f in report.findings) else 0
+
+
+def _progress_lines():
+    """Progress as short lines on stderr (each message once)."""
+    import sys
+
+    last = [None]
+
+    def show(p) -> None:
+        if p.message and p.message != last[0]:
+            last[0] = p.message
+            print(f"  .. {p.message}", file=sys.stderr, flush=True)
+    return show
 
 
 def render_text(report) -> str:

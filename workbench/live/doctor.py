@@ -281,7 +281,7 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
     fix = next((r.fix for r in ranked if r.fix is not None and r.fix.applicable), None)
     d._step("live.doctor", n_steps, n_steps, "done")
     report = LiveReport(
-        d.sid, d.rec.profile, d.rec.host, "ready", engine, facts["version"], spec, target,
+        d.sid, d.rec.profile, d.rec.host, ops.server(d.sid).state, engine, facts["version"], spec, target,
         {k: v for k, v in draft.items() if k not in ("loaded", "loaded_text")}, observed, predicted, gap, features,
         alignment, ranked, fix, pending, d.transfers, d.steps, d.notes, time.perf_counter() - t0)
     return report

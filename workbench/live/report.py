@@ -93,6 +93,21 @@ class LiveReport(Result):
     def codes(self) -> list[str]:
         return [f.code for f in self.findings]
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "LiveReport":
+        """The report back from its JSON form (a journal entry or a saved ``--json`` answer)."""
+        from workbench.confirm import Plan
+
+        findings = [RankedFinding(finding_from_dict(f), f.get("source", ""), f.get("explains"), f.get("share"))
+                    for f in d.get("findings") or []]
+        p = d.get("pending")
+        return cls(d["server_id"], d["profile"], d["host"], d.get("state", "ready"), d["engine"], d.get("version"),
+                   d.get("spec") or {}, d.get("target") or {}, d.get("draft") or {}, d.get("observed") or {},
+                   d.get("predicted") or {}, d.get("gap"), d.get("features") or {}, d.get("alignment"), findings,
+                   fix_from_dict(d["fix"]) if d.get("fix") else None,
+                   Plan(**p) if isinstance(p, dict) else None, [], list(d.get("steps") or []),
+                   list(d.get("notes") or []), float(d.get("seconds") or 0.0))
+
     def text(self) -> str:
         lines = [f"server {self.server_id} ({self.profile} on {self.host}, {self.engine}): {self.state}"]
         o, p = self.observed.get("accept_length"), self.predicted.get("accept_length")

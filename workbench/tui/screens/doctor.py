@@ -1,5 +1,7 @@
 """Doctor: findings by severity with their evidence, the capture report, and "apply fix" through the
-config history (a confirm shows the diff first)."""
+config history (a confirm shows the diff first). With a server id it diagnoses that running server:
+the config it loaded, observed vs predicted accept length, and its hidden states against the
+training data (findings ranked by the accept length they cost; the Diagnose screen has the loop)."""
 
 from __future__ import annotations
 
@@ -34,11 +36,12 @@ class DoctorScreen(WorkbenchScreen):
 
     def __init__(self, draft: str = "", target: str = "", engine: str = "sglang==0.5.23",
                  algorithm: str = "EAGLE3", trained: str = "", convention: str = "output-of-layer",
-                 autorun: Optional[bool] = None):
+                 autorun: Optional[bool] = None, server: str = ""):
         super().__init__()
         self.initial = dict(draft=draft, target=target, engine=engine, algorithm=algorithm, trained=trained,
-                            convention=convention)
-        self.autorun = bool(draft) if autorun is None else autorun
+                            convention=convention, server=str(server or ""))
+        self.autorun = bool(draft or server) if autorun is None else autorun
+        self.live = None
         self.report = None
         self.error: Optional[str] = None
 
@@ -48,6 +51,7 @@ class DoctorScreen(WorkbenchScreen):
             with Horizontal(classes="row"):
                 yield Input(v["draft"], placeholder="draft directory", id="draft", compact=True)
                 yield Input(v["target"], placeholder="target config.json (optional)", id="target", compact=True)
+                yield Input(v["server"], placeholder="or a server id", id="server", compact=True, restrict=r"\d*")
             with Horizontal(classes="row"):
                 yield Select(ENGINES, value=v["engine"], allow_blank=False, id="engine", compact=True)
                 yield Select(ALGORITHMS, value=v["algorithm"], allow_blank=False, id="algorithm", compact=True)
@@ -77,7 +81,8 @@ class DoctorScreen(WorkbenchScreen):
         q = self.query_one
         return {"draft": q("#draft", Input).value.strip(), "target": q("#target", Input).value.strip(),
                 "engine": q("#engine", Select).value, "algorithm": q("#algorithm", Select).value,
-                "trained": q("#trained", Input).value.strip(), "convention": q("#convention", Select).value}
+                "trained": q("#trained", Input).value.strip(), "convention": q("#convention", Select).value,
+                "server": q("#server", Input).value.strip()}
 
     @on(Input.Submitted)
     def _submitted(self, _event) -> None:
@@ -85,10 +90,56 @@ class DoctorScreen(WorkbenchScreen):
 
     def action_run(self) -> None:
         f = self.fields()
+        if f["server"]:
+            self._show_error("")
+            self.query_one("#detail", Static).update(f"diagnosing server {f['server']}: measuring, sending "
+                                                     "training samples, evaluating the drafter...")
+            self.run_live(int(f["server"]))
+            return
         if not f["draft"]:
-            self._show_error("draft: enter the draft checkpoint directory")
+            self._show_error("draft: enter the draft checkpoint directory (or a server id)")
             return
         self.run_checks(f)
+
+    @work(thread=True, exclusive=True, group="doctor")
+    def run_live(self, sid: int) -> None:
+        from workbench.tui.widgets.live import ask_from_thread
+
+        try:
+            report = self.app.wb.doctor_live(sid, confirm=lambda plan: ask_from_thread(self.app, plan))
+        except WorkbenchError as exc:
+            self.app.call_from_thread(self._show_error, str(exc))
+            return
+        self.app.call_from_thread(self._show_live, report)
+
+    def _show_live(self, live) -> None:
+        """A live report in the same panes: findings ranked, the capture table from the alignment."""
+        from types import SimpleNamespace
+
+        from rich.text import Text
+
+        self.live = live
+        self._show(SimpleNamespace(findings=[r.finding for r in live.findings], capture=None))
+        table = self.query_one("#capture", DataTable)
+        table.clear()
+        al = live.alignment or {}
+        ids = live.draft.get("ids") or []
+        rec = al.get("recommendation") or {}
+        engine_points = rec.get("current_points") or al.get("cols_physical") or []
+        for i, b in enumerate(al.get("best") or []):
+            trained = b.get("physical") or "?"
+            have = engine_points[i] if i < len(engine_points) else None
+            ok = have == trained and b.get("verdict") == "match"
+            table.add_row(str(i), _s(ids[i] if i < len(ids) else None), "-", have or Text("missing", style="red"),
+                          trained, Text("ok", style="green") if ok else Text("MISMATCH", style="bold red"))
+        o, p = live.observed.get("accept_length"), live.predicted.get("accept_length")
+        lines = [f"server {live.server_id} ({live.profile}, {live.engine}): accept length observed "
+                 f"{'-' if o is None else f'{o:.2f}'}, predicted {'-' if p is None else f'{p:.2f}'}",
+                 f"trained on: numeric alignment of the training slots ({al.get('mode', 'no hidden states')})"]
+        for r in live.findings:
+            if r.explains is not None:
+                lines.append(f"{r.code} costs {r.explains:.2f} accept length")
+        self.query_one("#capture-notes", Static).update(Text("\n".join(lines)))
 
     @work(thread=True, exclusive=True, group="doctor")
     def run_checks(self, f: dict) -> None:

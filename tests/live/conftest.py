@@ -1,0 +1,74 @@
+"""Workspaces whose profile serves the tiny lab world: on the sshd fixture's host (the lab server
+started over SSH with the test venv's python) or on this machine. The draft is copied into the
+test folder, so fixes edit the copy and never the lab cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def toml_value(v) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v))
+
+
+def write_toml(path: Path, data: dict) -> None:
+    lines = []
+    for section, tables in data.items():
+        for name, table in tables.items():
+            lines.append(f"[{section}.{json.dumps(name)}]" if name else f"[{section}]")
+            lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
+            lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def copy_draft(world: dict, which: str, dest: Path) -> Path:
+    shutil.copytree(world[which], dest)
+    return dest
+
+
+def lab_profile(world: dict, draft: Path, root: Path, host: str, steps: int = 3) -> dict:
+    return {"host": host,
+            "launcher": [sys.executable, "-m", "workbench.lab.serve", "--lab-engine", "sglang==0.5.23"],
+            "model": world["target"], "draft": str(draft), "port": free_port(), "run_dir": str(root),
+            "log": str(root / "logs" / "lab.log"),
+            "args": ["--host", "127.0.0.1", "--enable-return-hidden-states", "--decode-log-interval", "10"],
+            "env": {"PYTHONPATH": str(ROOT)},
+            "speculative": {"algorithm": "EAGLE3", "num_steps": steps, "eagle_topk": 1,
+                            "num_draft_tokens": steps + 1},
+            "ready_timeout": 240, "stop_grace": 5}
+
+
+@pytest.fixture
+def stop_servers():
+    """Stops every server the test's Workbench still runs (identity-checked, by process group)."""
+    opened = []
+    yield opened.append
+    for wb in opened:
+        for rec in wb.servers(active=True):
+            try:
+                wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0)
+            except Exception:
+                pass
+        wb.close()

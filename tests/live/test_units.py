@@ -1,0 +1,123 @@
+"""The live loop's pure parts: ranking, the payload verdict, engine names, report JSON, the
+comparison from the journal, and the CLI's argument rules."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from workbench.doctor.findings import ConfigEdit, Finding, Fix
+from workbench.live.doctor import SAME_MAX, _diff_text, _same_as_engine, engine_of
+from workbench.live.report import LiveReport, RankedFinding, rank
+
+
+def _f(code, sev="error", fix=None):
+    return Finding(code, sev, f"{code} happened", {"x": 1}, fix)
+
+
+def test_rank_puts_the_biggest_share_of_the_gap_first():
+    r = rank([RankedFinding(_f("layer-ids-embedding"), "static"),
+              RankedFinding(_f("tied-embeddings", "warning"), "static"),
+              RankedFinding(_f("layer-ids-engine-mismatch"), "hidden states", explains=0.8, share=0.9),
+              RankedFinding(_f("draft-context-too-short"), "static", explains=0.1)])
+    assert [x.code for x in r] == ["layer-ids-engine-mismatch", "draft-context-too-short", "layer-ids-embedding",
+                                   "tied-embeddings"]
+
+
+def _al(values, cands, cols=("p[0]", "p[1]", "p[2]"), phys=("out(2)", "out(5)", "out(7)"), verdict="match"):
+    return {"cols": list(cols), "cols_physical": list(phys),
+            "best": [{"slot": f"aux[{i}]", "candidate": c, "value": v, "verdict": verdict,
+                      "physical": phys[list(cols).index(c)]} for i, (v, c) in enumerate(zip(values, cands))]}
+
+
+def test_payload_verdict_needs_each_slot_at_its_own_part_at_noise_level():
+    assert _same_as_engine(_al([2e-5, 3e-5, 4e-5], ["p[0]", "p[1]", "p[2]"]))
+    # an adjacent layer below the generic match threshold is still not the same state
+    near = _al([2e-5, 3e-5, 4.1e-3], ["p[0]", "p[1]", "p[2]"])
+    assert 4.1e-3 > SAME_MAX and not _same_as_engine(near)
+    assert "slot 2 vs the engine's out(7): rel_diff 0.0041" in _diff_text(near)
+    moved = _al([2e-5, 3e-5, 4e-5], ["p[1]", "p[2]", "p[2]"])
+    assert not _same_as_engine(moved)
+    assert "slot 0 is closest to the engine's slot 1 out(5)" in _diff_text(moved)
+
+
+def test_engine_names_from_server_info_versions():
+    assert engine_of("0.5.23") == "sglang==0.5.23"
+    assert engine_of("0.5.12.post1") == "sglang==0.5.12.post1"
+    assert engine_of(None) == "sglang" and engine_of("weird") == "sglang"
+
+
+def test_report_json_round_trip_and_text():
+    fix = Fix("set ids", "gpu:/d/config.json", [ConfigEdit("eagle_config.eagle_aux_hidden_state_layer_ids",
+                                                           [1, 4, 6])])
+    rf = RankedFinding(_f("layer-ids-engine-mismatch", fix=fix), "hidden states", 0.85, 1.0)
+    rep = LiveReport(3, "story", "gpu", "ready", "sglang==0.5.23", "0.5.23", {"steps": 5}, {"num_layers": 10},
+                     {"ids": [-1, 1, 4]}, {"accept_length": 2.2, "source": "protocol"},
+                     {"accept_length": 2.9, "source": "drafter"}, 0.7,
+                     {"train_accept_length": 3.2, "live_accept_length": 2.35, "explains": 0.85, "samples": 2},
+                     {"mode": "dump", "best": [{"slot": "aux[0]", "physical": "out(1)", "value": 2e-6,
+                                                "verdict": "match"}], "tokens_compared": 256},
+                     [rf], fix)
+    d = json.loads(json.dumps(rep.to_dict()))
+    assert d["findings"][0]["explains"] == 0.85 and d["findings"][0]["fix"]["edits"][0]["value"] == [1, 4, 6]
+    back = LiveReport.from_dict(d)
+    assert back.findings[0].code == "layer-ids-engine-mismatch" and back.fix.file == "gpu:/d/config.json"
+    text = rep.text()
+    assert "observed 2.20" in text and "predicted 2.90" in text and "the features cost 0.85" in text
+    assert "1. ERROR   layer-ids-engine-mismatch (explains 0.85, 100% of the gap)" in text
+
+
+def test_compare_reads_measurements_and_loaded_configs(wb):
+    from workbench.live.fix import compare
+
+    db = wb.journal.db
+    shas = []
+    for ids in ([-1, 1, 4], [1, 4, 6]):
+        raw = json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}).encode()
+        import hashlib
+
+        sha = hashlib.sha256(raw).hexdigest()
+        db.execute("INSERT INTO blobs(sha256, content) VALUES (?, ?)", (sha, raw))
+        shas.append(sha)
+    ids = []
+    for sha, al in zip(shas, (2.0, 3.1)):
+        cur = db.execute("INSERT INTO servers(profile, host, port, log_path, argv, env, draft_config_sha256, state, "
+                         "launched, extra) VALUES ('story', 'local', 1, '/x', '[]', '{}', ?, 'stopped', ?, '{}')",
+                         (sha, time.time()))
+        sid = cur.lastrowid
+        ids.append(sid)
+        db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, 'protocol', ?)",
+                   (sid, time.time(), json.dumps({"server_accept_len": al, "accept_len": {"mean": al},
+                                                  "tokens_per_s": 10.0 * al})))
+    cmp = compare(wb, *ids)
+    assert cmp.value("accept length", "before") == 2.0 and cmp.value("accept length", "after") == 3.1
+    assert [r for r in cmp.rows if r["name"] == "accept length"][0]["change"] == "x1.55"
+    assert cmp.value("layer ids", "before") == [-1, 1, 4] and cmp.value("layer ids", "after") == [1, 4, 6]
+    assert "accept length" in cmp.text()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["doctor"], "give --draft DIR"),
+    (["doctor", "--server", "1", "--draft", "x"], "give one"),
+    (["doctor", "--apply-fix", "--draft", "x"], "--apply-fix needs --server"),
+    (["doctor", "--server", "7"], "server 7: no such server"),
+    (["doctor", "--server", "1", "--dump", "maybe"], "invalid choice"),
+])
+def test_cli_rules_are_one_line(cli, workspace, args, needle):
+    r = cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_live_api_without_a_server_is_one_line(wb):
+    from workbench.errors import InputError
+
+    with pytest.raises(InputError, match="server 5: no such server"):
+        wb.doctor_live(5)
+    with pytest.raises(InputError, match="no live doctor report with a fix"):
+        from workbench.live.fix import last_fix
+
+        last_fix(wb, 5)

@@ -1,0 +1,406 @@
+"""Diagnose: the loop on a running server, one key per step.
+
+accept length (``m`` measures) -> doctor (``d``: findings ranked by the accept length they cost; a
+tensor-dump relaunch is asked in a modal) -> alignment (``a``: each training slot's best capture
+point) -> apply fix (``f``: the diff in a modal, written through the config history, then the
+relaunch is offered) -> relaunch (``r``: same profile, measured like before) -> compare (``c``:
+before and after side by side). With ``guided=True`` (the demo) a bar names the next key.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Label, Static
+
+from workbench.errors import WorkbenchError
+from workbench.tui.base import WorkbenchScreen
+from workbench.tui.screens import ScreenSpec
+
+STEPS = [("accept", "accept length", "m"), ("doctor", "doctor", "d"), ("alignment", "alignment", "a"),
+         ("fix", "apply fix", "f"), ("relaunch", "relaunch", "r"), ("compare", "compare", "c")]
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+VERDICT_STYLE = {"match": "green", "ambiguous": "yellow", "no-match": "bold red"}
+
+
+class DiagnoseScreen(WorkbenchScreen):
+    CSS_PATH = "diagnose.tcss"
+    AUTO_FOCUS = "#findings"          # letters are the step keys; an Input would swallow them
+    BINDINGS = [
+        Binding("m", "measure", "Measure", id="diagnose.measure"),
+        Binding("d", "doctor", "Doctor", id="diagnose.doctor"),
+        Binding("a", "alignment", "Alignment", id="diagnose.alignment"),
+        Binding("f", "apply_fix", "Apply fix", id="diagnose.apply_fix"),
+        Binding("r", "relaunch", "Relaunch", id="diagnose.relaunch"),
+        Binding("c", "compare", "Compare", id="diagnose.compare"),
+    ]
+
+    def __init__(self, server_id: Optional[int] = None, guided: bool = False, training_data: str = "",
+                 measure_tokens: Optional[int] = None, samples: int = 2):
+        super().__init__()
+        self.server_id = server_id
+        self.before_id: Optional[int] = None
+        self.guided = guided
+        self.training_data = training_data
+        self.measure_tokens = measure_tokens
+        self.samples = samples
+        self.done: set[str] = set()
+        self.report = None
+        self.comparison = None
+        self.busy: Optional[str] = None
+
+    # -- layout --------------------------------------------------------------------------------
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="diag-form"):
+            yield Input(str(self.server_id or ""), placeholder="server id", id="server", compact=True,
+                        restrict=r"\d*")
+            yield Input(self.training_data, placeholder="training data on the server's host (default: "
+                        "[live] training_data)", id="training", compact=True)
+        yield Static("", id="guide")
+        yield Static("", id="status")
+        yield Static("", id="numbers")
+        with Horizontal(id="diag-body"):
+            with Vertical(id="left"):
+                yield Label("Findings, most of the gap first", classes="title")
+                t = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+                t.add_columns("#", "severity", "code", "costs", "share", "from")
+                yield t
+                yield Label("Alignment: training slot -> point the server captures", classes="title",
+                            id="alignment-title")
+                a = DataTable(id="alignment", cursor_type="row")
+                a.add_columns("slot", "best point", "rel_diff", "runner-up", "margin", "verdict")
+                yield a
+            with Vertical(id="right"):
+                with VerticalScroll(id="detail-scroll"):
+                    yield Static("", id="detail")
+                yield Label("Before / after", classes="title")
+                c = DataTable(id="compare", cursor_type="none")
+                c.add_columns("", "before", "after", "change")
+                yield c
+
+    def on_mount(self) -> None:
+        for node in self.query(Input):
+            node.cursor_blink = False
+        self._render_guide()
+        if self.server_id is not None:
+            self.load_server(self.server_id)
+        else:
+            self._status("Enter a server id (see the Servers screen), then press d for the doctor.")
+
+    # -- state ---------------------------------------------------------------------------------
+    def current_server(self) -> Optional[int]:
+        text = self.query_one("#server", Input).value.strip()
+        return int(text) if text.isdigit() else None
+
+    def _status(self, text: str, style: str = "") -> None:
+        self.query_one("#status", Static).update(Text(text, style=style))
+
+    def _mark(self, step: str) -> None:
+        self.done.add(step)
+        self._render_guide()
+
+    def next_step(self) -> Optional[tuple]:
+        for s in STEPS:
+            if s[0] not in self.done:
+                return s
+        return None
+
+    def _render_guide(self) -> None:
+        g = self.query_one("#guide", Static)
+        if not self.guided:
+            g.display = False
+            return
+        out = Text("Guided path: ", style="bold")
+        nxt = self.next_step()
+        for i, (sid, title, key) in enumerate(STEPS, 1):
+            style = "green" if sid in self.done else ("bold reverse" if nxt and sid == nxt[0] else "dim")
+            out.append(f"{i} {title} [{key}]", style=style)
+            if i < len(STEPS):
+                out.append("  >  ", style="dim")
+        if nxt is None:
+            out.append("   done: the Timeline (F9) holds every step", style="green")
+        else:
+            out.append(f"   next: press {nxt[2]}", style="bold")
+        g.update(out)
+
+    # -- step 1: accept length ---------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="diagnose-load")
+    def load_server(self, sid: int) -> None:
+        wb = self.app.wb
+        try:
+            rec = wb.server(sid)
+            rows = [r for r in wb.measurements(sid) if r.get("kind") == "protocol"]
+            td = self.training_data or wb.live_training_data(rec.profile) or ""
+        except WorkbenchError as exc:
+            self.app.call_from_thread(self._status, str(exc), "bold red")
+            return
+        self.app.call_from_thread(self._loaded, rec, rows[-1] if rows else None, td)
+
+    def _loaded(self, rec, last, td: str) -> None:
+        if not self.query_one("#training", Input).value and td:
+            self.query_one("#training", Input).value = td
+        text = Text()
+        text.append(f"server {rec.id}  ", style="bold")
+        text.append(f"{rec.profile} on {rec.host}, {rec.state}")
+        if last:
+            al = last.get("server_accept_len") or (last.get("accept_len") or {}).get("mean")
+            text.append(f"   accept length {al:.2f}" if al is not None else "", style="bold")
+            text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured)")
+            self._mark("accept")
+        else:
+            text.append("   not measured yet: press m (or d: the doctor measures first)", style="dim")
+        self.query_one("#numbers", Static).update(text)
+        self._status("Press d to ask the doctor why accept length is what it is." if self.guided else "")
+
+    def action_measure(self) -> None:
+        sid = self.current_server()
+        if sid is None:
+            self._status("server id: enter the id of a running server", "bold red")
+            return
+        self._run("measuring", self._measure, sid)
+
+    def _measure(self, sid: int) -> None:
+        m = self.app.wb.server_measure(sid, max_new_tokens=self.measure_tokens, label="diagnose screen")
+        self.app.call_from_thread(self.load_server, sid)
+        return m
+
+    # -- step 2: doctor --------------------------------------------------------------------------
+    def action_doctor(self) -> None:
+        sid = self.current_server()
+        if sid is None:
+            self._status("server id: enter the id of a running server", "bold red")
+            return
+        self._run("the doctor is working (measure, hidden states, drafter)", self._doctor, sid,
+                  self.query_one("#training", Input).value.strip() or None)
+
+    def _doctor(self, sid: int, training: Optional[str]) -> None:
+        from workbench.tui.widgets.live import ask_from_thread
+
+        wb = self.app.wb
+        measured = any(r.get("kind") == "protocol" for r in wb.measurements(sid))
+        report = wb.doctor_live(sid, training, samples=self.samples, measure=not measured,
+                                measure_tokens=self.measure_tokens, confirm=lambda plan: ask_from_thread(self.app, plan),
+                                dump_alongside=self.guided)
+        self.app.call_from_thread(self.show_report, report)
+
+    def show_report(self, report) -> None:
+        self.report = report
+        self._mark("accept")
+        self._mark("doctor")
+        o, p = report.observed.get("accept_length"), report.predicted.get("accept_length")
+        text = Text()
+        text.append(f"server {report.server_id}  ", style="bold")
+        text.append(f"{report.profile}, {report.engine}   ")
+        text.append("accept length observed ", style="")
+        text.append("-" if o is None else f"{o:.2f}", style="bold red" if o and p and o < p - 0.25 else "bold")
+        text.append("   predicted ")
+        text.append("-" if p is None else f"{p:.2f}", style="bold")
+        if report.gap is not None:
+            text.append(f"   gap {report.gap:+.2f}")
+        ft = report.features
+        if ft.get("live_accept_length") is not None:
+            text.append(f"\nthe drafter on the server's features: {ft['live_accept_length']:.2f} "
+                        f"(on the training features {ft.get('train_accept_length', 0):.2f})")
+        self.query_one("#numbers", Static).update(text)
+        table = self.query_one("#findings", DataTable)
+        table.clear()
+        for i, r in enumerate(report.findings, 1):
+            table.add_row(str(i), Text(r.severity, style=SEVERITY_STYLE.get(r.severity, "")), r.code,
+                          "-" if r.explains is None else f"{r.explains:.2f}",
+                          "-" if r.share is None else f"{100 * r.share:.0f}%", r.source, key=str(i - 1))
+        self._show_alignment(report.alignment)
+        if report.findings:
+            table.move_cursor(row=0)
+            self._detail(0)
+            table.focus()
+        else:
+            self.query_one("#detail", Static).update(Text(ft.get("verdict") or "No findings.", style="green"))
+        pending = f"  Not done: {report.pending.summary}." if report.pending else ""
+        nxt = "press a for the alignment, f to apply the fix" if report.fix else "no config fix to apply"
+        self._status(f"Doctor: {len(report.findings)} finding(s). {nxt}.{pending}")
+
+    @on(DataTable.RowHighlighted, "#findings")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._detail(event.cursor_row)
+
+    def _detail(self, index: int) -> None:
+        if self.report is None or not 0 <= index < len(self.report.findings):
+            return
+        r = self.report.findings[index]
+        out = Text()
+        out.append(f"{r.code}  ", style="bold")
+        out.append(r.severity, style=SEVERITY_STYLE.get(r.severity, ""))
+        out.append(f"  (from {r.source})\n\n")
+        out.append(r.message + "\n")
+        if r.explains is not None:
+            out.append(f"\ncosts {r.explains:.2f} accept length", style="bold")
+            if r.share is not None:
+                out.append(f" ({100 * r.share:.0f}% of the gap)")
+            out.append("\n")
+        ev = {k: v for k, v in r.finding.evidence.items() if k not in ("verdicts",)}
+        if ev:
+            out.append("\nevidence\n", style="bold")
+            for k, v in list(ev.items())[:10]:
+                out.append(f"  {k}: ", style="dim")
+                out.append((v if isinstance(v, str) else json.dumps(v, default=str)) + "\n")
+        if r.fix:
+            out.append("\nfix\n", style="bold")
+            out.append(r.fix.summary + "\n")
+            for e in r.fix.edits:
+                out.append(f"  {e.text()}\n", style="cyan")
+            if r.fix.applicable:
+                out.append("press f to apply it (through the config history; the relaunch is offered next)\n",
+                           style="dim")
+        self.query_one("#detail", Static).update(out)
+
+    # -- step 3: alignment ---------------------------------------------------------------------
+    def _show_alignment(self, al: Optional[dict]) -> None:
+        table = self.query_one("#alignment", DataTable)
+        table.clear()
+        if not al:
+            return
+        for b in al.get("best") or []:
+            v, m = b.get("value"), b.get("margin")
+            table.add_row(b["slot"], b.get("physical") or b.get("candidate") or "-",
+                          "-" if v is None else f"{v:.2g}",
+                          b.get("runner_up_physical") or b.get("runner_up") or "-",
+                          "-" if m is None else ("inf" if m == float("inf") else f"x{m:.3g}"),
+                          Text(b.get("verdict", ""), style=VERDICT_STYLE.get(b.get("verdict"), "")))
+        rec = al.get("recommendation") or {}
+        title = f"Alignment ({al['mode']}, {al.get('tokens_compared', 0)} tokens)"
+        if rec.get("layer_ids") is not None:
+            title += f": write {rec['layer_ids']} (now {rec.get('current_ids')})"
+        self.query_one("#alignment-title", Label).update(title)
+
+    def action_alignment(self) -> None:
+        if self.report is None or not self.report.alignment:
+            self._status("no alignment yet: press d (the doctor needs training data)", "yellow")
+            return
+        self._mark("alignment")
+        self.query_one("#alignment", DataTable).focus()
+        rec = self.report.alignment.get("recommendation") or {}
+        points = rec.get("points") or []
+        self._status(f"Each training slot matches {', '.join(p or '?' for p in points)} in the server's own "
+                     f"capture; {rec.get('reason', '')}. Press f to apply the fix.")
+
+    # -- step 4-5: fix and relaunch ------------------------------------------------------------------
+    def action_apply_fix(self) -> None:
+        if self.report is None or self.report.fix is None:
+            self._status("no fix to apply: run the doctor (d) first", "yellow")
+            return
+        try:
+            plan = self.app.wb.config_fix_plan(self.report.fix)
+        except WorkbenchError as exc:
+            self.app.report(exc)
+            return
+        self.app.confirm(plan, lambda: self._run("writing the fix", self._apply, self.report.server_id,
+                                                 self.report.fix))
+
+    def _apply(self, sid: int, fix) -> None:
+        change = self.app.wb.live_apply_fix(sid, fix, confirm=True)
+        self.app.call_from_thread(self._applied, sid, change)
+
+    def _applied(self, sid: int, change) -> None:
+        self._mark("alignment")
+        self._mark("fix")
+        self._status(f"{change.location} is now v{change.version.number}; the server still runs the old "
+                     "config until it is relaunched (press r).")
+        self.action_relaunch()
+
+    def action_relaunch(self) -> None:
+        sid = self.current_server()
+        if sid is None:
+            return
+        try:
+            plan = self.app.wb.live_relaunch_plan(sid)
+        except WorkbenchError as exc:
+            self.app.report(exc)
+            return
+        self.app.confirm(plan, lambda: self._run("relaunching and measuring", self._relaunch, sid))
+
+    def _relaunch(self, sid: int) -> None:
+        wb = self.app.wb
+        rec = wb.live_relaunch(sid, confirm=True, measure_tokens=self.measure_tokens)
+        cmp = wb.live_compare(sid, rec.id) if rec.state == "ready" else None
+        self.app.call_from_thread(self._relaunched, sid, rec, cmp)
+
+    def _relaunched(self, old: int, rec, cmp) -> None:
+        self.before_id = old
+        self.server_id = rec.id
+        self.query_one("#server", Input).value = str(rec.id)
+        self._mark("relaunch")
+        text = Text()
+        text.append(f"server {rec.id}  ", style="bold")
+        text.append(f"{rec.profile} on {rec.host}, {rec.state} (relaunched from server {old})")
+        if cmp is not None:
+            b, a = cmp.value("accept length", "before"), cmp.value("accept length", "after")
+            text.append("\naccept length ")
+            text.append("-" if a is None else f"{a:.2f}", style="bold green")
+            text.append(f" now, {b:.2f} before" if b is not None else "")
+            p = self.report.predicted.get("accept_length") if self.report else None
+            text.append(f"; the drafter predicts {p:.2f}" if p is not None else "")
+        self.query_one("#numbers", Static).update(text)
+        self._status(f"server {rec.id} ({rec.profile}) is {rec.state}" +
+                     (": press c to compare with the old one" if cmp is not None else ""))
+
+    # -- step 6: compare -----------------------------------------------------------------------
+    def action_compare(self) -> None:
+        after = self.current_server()
+        if self.before_id is None or after is None:
+            self._status("nothing to compare yet: apply a fix and relaunch first", "yellow")
+            return
+        self._run("comparing", self._compare, self.before_id, after)
+
+    def _compare(self, before: int, after: int) -> None:
+        cmp = self.app.wb.live_compare(before, after)
+        self.app.call_from_thread(self.show_comparison, cmp)
+
+    def show_comparison(self, cmp) -> None:
+        self.comparison = cmp
+        t = self.query_one("#compare", DataTable)
+        t.clear()
+        for r in cmp.rows:
+            t.add_row(r["name"], _cell(r["before"]), _cell(r["after"]),
+                      Text(r.get("change") or "", style="bold green" if (r.get("change") or "").startswith("x") and
+                           r["name"] == "accept length" else ""))
+        self._mark("compare")
+        b, a = cmp.value("accept length", "before"), cmp.value("accept length", "after")
+        if a is not None and b:
+            self._status(f"accept length {b:.2f} -> {a:.2f} (x{a / b:.2f}); the Timeline (F9) shows every step")
+
+    # -- running work -----------------------------------------------------------------------------
+    def _run(self, what: str, fn, *args) -> None:
+        if self.busy:
+            self.notify(f"busy: {self.busy}", severity="warning")
+            return
+        self.busy = what
+        self._status(f"{what}...", "italic")
+        self._worker(what, fn, *args)
+
+    @work(thread=True, exclusive=True, group="diagnose")
+    def _worker(self, what: str, fn, *args) -> None:
+        try:
+            fn(*args)
+        except WorkbenchError as exc:
+            self.app.call_from_thread(self._status, str(exc).splitlines()[0], "bold red")
+        except Exception as exc:  # never a traceback on screen
+            self.app.call_from_thread(self.app.report, exc, what=what)
+        finally:
+            self.busy = None
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+SPEC = ScreenSpec("diagnose", "Diagnose", "f8", DiagnoseScreen, order=45)
