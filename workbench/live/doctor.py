@@ -163,7 +163,8 @@ class LiveDoctor:
 def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list] = None,
              samples: int = 2, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
              measure_concurrency: int = 4, dump: str = "ask", confirm=False, static: bool = True,
-             dump_alongside: bool = False, ready_timeout: Optional[float] = None, progress=None) -> LiveReport:
+             dump_alongside: bool = False, ready_timeout: Optional[float] = None, prompts: Optional[str] = None,
+             progress=None) -> LiveReport:
     """``confirm``: True, False, or a callable taking the dump relaunch's Plan and answering it."""
     t0 = time.perf_counter()
     if dump not in DUMP_MODES:
@@ -198,7 +199,7 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
 
     # 2. observed accept length
     d._step("live.doctor", 2, n_steps, "measuring accept length (flush, fixed prompts)")
-    observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency)
+    observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency, prompts)
 
     # 3 and 4. hidden states and the drafter, near the data
     predicted: dict = {"accept_length": None, "source": None}
@@ -277,7 +278,7 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
             r.explains = gap            # an EAGLE3 draft under EAGLE sits at accept length 1: all of it
         if r.explains is not None and gap and gap > 0:
             r.share = max(0.0, min(1.0, r.explains / gap))
-    ranked = rank(_dedupe(ranked))
+    ranked = rank(_dedupe(_settle_fixes(ranked, draft["loaded"])))
     fix = next((r.fix for r in ranked if r.fix is not None and r.fix.applicable), None)
     d._step("live.doctor", n_steps, n_steps, "done")
     report = LiveReport(
@@ -288,9 +289,11 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
 
 
 # ------------------------------------------------------------------------------------------- parts
-def _observe(ops, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int) -> dict:
+def _observe(ops, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int,
+             prompts: Optional[str]) -> dict:
     if measure:
-        m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, label="live doctor")
+        m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts,
+                               label="live doctor")
         al = m.server_accept_len if m.server_accept_len is not None else m.accept_len.get("mean")
         return {"accept_length": al, "tokens_per_s": m.tokens_per_s, "per_request": m.accept_len,
                 "source": f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"}
@@ -394,6 +397,24 @@ def _provisional(res: dict, draft: dict, engine: str) -> Finding:
          "source": "numeric alignment (return_hidden_states)", "best": [b.get("physical") or b.get("candidate")
                                                                         for b in al.get("best") or []],
          "rel_diff": [b.get("value") for b in al.get("best") or []]})
+
+
+def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict]) -> list[RankedFinding]:
+    """A static layer finding knows no trained layers here, so its fix can only restate the config;
+    the alignment's fix (from the layers the training data really holds) replaces it."""
+    from workbench.configs.jsonedit import get_key
+
+    def noop(fix) -> bool:
+        if fix is None or not fix.edits or loaded is None:
+            return False
+        missing = object()
+        return all(not e.delete and get_key(loaded, e.key, missing) == e.value for e in fix.edits)
+
+    named = next((r.fix for r in ranked if r.source == "hidden states" and r.fix is not None), None)
+    for r in ranked:
+        if r.source == "static" and r.code.startswith("layer-ids-") and (noop(r.fix) or named is not None):
+            r.finding.fix = named
+    return ranked
 
 
 def _dedupe(ranked: list[RankedFinding]) -> list[RankedFinding]:
