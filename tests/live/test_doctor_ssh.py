@@ -85,15 +85,20 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     data = json.loads(r.stdout)
     assert data["findings"][0]["code"] == "layer-ids-engine-mismatch" and data["pending"] is None
 
-    # one-key fix: through the history on the host (atomic, CAS, reason), relaunch, measure, compare
-    out = wb.live_fix(rec.id, confirm=True, measure_tokens=16)
-    assert out.change.version.number == 2 and out.change.location == f"gpu:{draft}/config.json"
+    # one-key fix from the CLI: through the history on the host (atomic, CAS, reason), relaunch the
+    # same profile, measure like before, compare
+    r = cli("--workspace", str(wb.workspace.root), "doctor", "--server", str(rec.id), "--apply-fix", "--yes",
+            "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-1500:]
+    out = json.loads(r.stdout)
+    assert out["change"]["version"]["number"] == 2 and out["change"]["location"] == f"gpu:{draft}/config.json"
     cfg = json.loads(wb.host("gpu").read_bytes(f"{draft}/config.json"))
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == trained
-    assert out.ready and out.server_after != rec.id and wb.server(rec.id).state == "stopped"
-    cmp = out.comparison
-    assert cmp.value("layer ids", "before") == shifted and cmp.value("layer ids", "after") == trained
-    assert cmp.value("accept length", "after") > 1.0
+    assert out["ready"] and out["server_after"] != rec.id and wb.server(rec.id).state == "stopped"
+    rows = {row["name"]: row for row in out["comparison"]["rows"]}
+    assert rows["layer ids"]["before"] == shifted and rows["layer ids"]["after"] == trained
+    assert rows["accept length"]["after"] > 1.0
+    assert wb.measurements(out["server_after"])[-1]["max_new_tokens"] == 16     # measured like before
     versions = wb.config_history(f"gpu:{draft}/config.json").versions
     assert [v.reason.split(":")[0] for v in versions] == ["tracked", "doctor fix"]
     kinds = [e.kind for e in wb.events()]
@@ -101,6 +106,6 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
         assert k in kinds
 
     # the fixed server feeds the drafter what it was trained on: no finding, no dump needed
-    after = wb.doctor_live(out.server_after, static=False, measure=False, eval_samples=4, dump="no")
+    after = wb.doctor_live(out["server_after"], static=False, measure=False, eval_samples=4, dump="no")
     assert after.findings == [] and after.pending is None
     assert "every training slot is the engine's part" in after.features["verdict"]

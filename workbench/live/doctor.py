@@ -187,7 +187,11 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
     ranked: list[RankedFinding] = []
 
     # 1. static checks on the loaded config, on the host (weights stay there)
-    if static:
+    readable = draft["loaded"] is not None
+    if not readable:
+        d.notes.append(f"{draft['config']} cannot be read on {d.rec.host} (a hub id, or no access): static "
+                       "checks and the drafter evaluation skipped")
+    if static and readable:
         d._step("live.doctor", 1, n_steps, f"static checks of the loaded config ({engine})")
         rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
                                 "target_config": target["path"], "engine": engine,
@@ -213,7 +217,8 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
         part_points = _engine_points(engine, target, draft)
         job = {"training_data": training_data, "count": samples, "part_points": part_points, "engine": engine,
                "arch": target["arch"], "num_layers": target["num_layers"], "draft_config": draft["loaded"],
-               "draft_config_path": draft["config"], "draft": draft["path"], "target": target["path"],
+               "draft_config_path": draft["config"], "draft": draft["path"] if readable else None,
+               "target": target["path"] if target.get("num_layers") else None,
                "steps": spec["steps"], "eval_samples": 0 if accuracies else eval_samples}
         res = None
         if facts["return_hidden_states"]:
