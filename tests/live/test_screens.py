@@ -93,3 +93,31 @@ def test_diagnose_after_the_loop(snap_compare, workspace):
 
     app = WorkbenchApp(str(workspace), start="diagnose", screen_args={"diagnose": {"guided": True}})
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+async def test_doctor_screen_shows_a_live_report(workspace):
+    from workbench.tui.screens.doctor import DoctorScreen
+
+    report, _ = story()
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DoctorScreen)
+        from textual.widgets import Input
+
+        screen.query_one("#server", Input).value = "7"
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert screen.error and "server 7: no such server" in screen.error and "\n" not in screen.error
+        screen._show_live(report)
+        await pilot.pause()
+        table = screen.query_one("#findings", DataTable)
+        assert [str(table.get_row_at(i)[1]) for i in range(table.row_count)] == [f.code for f in report.findings]
+        cap = screen.query_one("#capture", DataTable)
+        rows = [[str(c) for c in cap.get_row_at(i)] for i in range(cap.row_count)]
+        ids = report.draft["ids"]
+        assert [r[1] for r in rows] == [str(i) for i in ids]
+        assert [r[4] for r in rows] == [b["physical"] for b in report.alignment["best"]]
+        assert all(r[5] == "MISMATCH" for r in rows)
+        notes = str(screen.query_one("#capture-notes", Static).render())
+        assert f"observed {report.observed['accept_length']:.2f}" in notes and "costs" in notes
