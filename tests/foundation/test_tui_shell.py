@@ -40,19 +40,19 @@ async def test_help_is_built_from_the_live_bindings(tui_app):
 
 
 async def test_keymap_file_remaps_by_binding_id(tui_app, workspace):
-    (workspace / "keymap.toml").write_text('"app.help" = "f12"\n"predictor.reset" = "ctrl+o"\n')
+    (workspace / "keymap.toml").write_text('"app.help" = "f19"\n"predictor.reset" = "ctrl+o"\n')
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, 0.3)
         await pilot.press("f1")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
-        await pilot.press("f12")
+        await pilot.press("f19")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one(DataTable)
         rows = {table.get_row_at(i)[2]: table.get_row_at(i)[0] for i in range(table.row_count)}
-        assert rows["app.help"] == "f12" and rows["predictor.reset"] == "^o"
+        assert rows["app.help"] == "f19" and rows["predictor.reset"] == "^o"
 
 
 async def test_bad_keymap_is_a_warning_not_a_crash(tui_app, workspace):

@@ -165,6 +165,34 @@ def test_nonfinite_values_are_counted_and_left_out(capture_files, train, tmp_pat
     assert nf.first == [[7, 3], [9, 0]]
     assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
     assert np.isfinite(np.asarray(res.matrix, dtype=float)).all()
+    assert all(b.exact for b in res.best)       # the NaN row does not take its layer out of the ranking
+
+
+@pytest.mark.parametrize("screen", ["auto", "fp32"])
+def test_nonfinite_training_value_leaves_the_ranking_whole(train, tiny_world, screen):
+    """A NaN in one training slot: its token is left out of every pair, and that slot's best
+    candidate is still found, refined and exact (float64 reference over the other tokens)."""
+    hs = tiny_world.infer_hs[:, 0]
+    T, H = hs.shape[1], hs.shape[-1]
+    slots = [t.load().clone() for t in train.slots()]
+    slots[1][9, 5] = float("nan")
+    ref = Capture("mem", "mem", [HiddenTensor(f"aux[{i}]", T, H, "float32", "slot", None, "mem",
+                                              (lambda t=t: t)) for i, t in enumerate(slots)],
+                  token_ids=train.token_ids, positions=train.positions)
+    cap = Capture("mem", "mem", [HiddenTensor(f"c{k}", T, H, "bfloat16", LAYER, f"out({k - 1})", "mem",
+                                              (lambda k=k: hs[k].bfloat16())) for k in range(1, N_LAYERS + 1)],
+                  token_ids=tiny_world.input_ids[0].numpy(), positions=np.arange(T))
+    res = align(ref, cap, screen=screen, device="cpu")
+    (nf,) = res.nonfinite
+    assert (nf.side, nf.tensor, nf.nan, nf.first) == ("train", "aux[1]", 1, [[9, 5]])
+    assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
+    keep = np.arange(T) != 9
+    for s, b in enumerate(res.best):
+        assert b.exact
+        x = slots[s].double()[keep]
+        y = hs[int(b.physical[4:-1]) + 1].bfloat16().double()[keep]      # c{k} holds out(k-1)
+        want = float(((x - y) ** 2).sum() / ((x ** 2).sum() + (y ** 2).sum()))
+        assert b.value == pytest.approx(want, rel=1e-5)
 
 
 def test_size_and_slot_mismatches_are_one_line(capture_files, train, tmp_path):
@@ -252,3 +280,41 @@ def test_verdict_rules(value, runner, win, tm, verdict):
     got, reason = _verdict(b, 2048, Thresholds())
     assert got == verdict, reason
     assert reason and "\n" not in reason
+
+
+def test_compiled_cpu_pass_agrees_with_the_matmul_pass(capture_files, train):
+    """The numba kernels and the torch matmul path give the same table, verdicts and drill-down."""
+    pytest.importorskip("workbench.hidden.pairstats")
+    infer = open_capture(capture_files.hf_stack)
+    fast = align(train, infer, screen="kernel", device="cpu")
+    ref = align(train, infer, screen="fp32", device="cpu")
+    assert fast.timing["kernel"] in ("vdpbf16ps", "fma") and "kernel" not in ref.timing
+    assert [b.physical for b in fast.best] == [b.physical for b in ref.best] == TRUE
+    assert fast.verdicts() == ref.verdicts() == ["match"] * 3
+    np.testing.assert_allclose(np.asarray(fast.matrix), np.asarray(ref.matrix), rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(fast.cosine), np.asarray(ref.cosine), atol=1e-6)
+    for a, b in zip(fast.best, ref.best):
+        assert a.exact and b.exact and a.value == pytest.approx(b.value, rel=1e-4)
+        assert a.max_abs == pytest.approx(b.max_abs, rel=1e-6) and a.mean_abs == pytest.approx(b.mean_abs, rel=1e-5)
+        assert a.win_rate == b.win_rate and a.token_margin == pytest.approx(b.token_margin, rel=1e-3)
+    for s in range(3):
+        c = fast.cols.index(fast.best[s].candidate)
+        np.testing.assert_allclose(fast.per_token(s, c)["rel_diff"], ref.per_token(s, c)["rel_diff"], rtol=1e-3)
+
+
+@pytest.mark.parametrize("screen", ["auto", "fp32"])
+def test_runner_up_at_another_point_is_refined(train, tiny_world, screen):
+    """Each true layer captured twice (same physical point): the two copies fill refine_top=2,
+    and the runner-up the verdict reads per token (the adjacent layer) is still refined."""
+    hs = tiny_world.infer_hs[:, 0]
+    T = hs.shape[1]
+    tensors = [HiddenTensor(f"c{k}", T, hs.shape[-1], "bfloat16", LAYER, f"out({k - 1})", "mem",
+                            (lambda k=k: hs[k].bfloat16())) for k in range(1, N_LAYERS)]
+    tensors += [HiddenTensor(f"dup{k}", T, hs.shape[-1], "bfloat16", LAYER, f"out({k})", "mem",
+                             (lambda k=k: hs[k + 1].bfloat16())) for k in (1, 4, 6)]
+    cap = Capture("mem", "mem", tensors, token_ids=tiny_world.input_ids[0].numpy(), positions=np.arange(T))
+    res = align(train, cap, screen=screen, device="cpu")
+    assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
+    for s, b in enumerate(res.best):
+        assert b.runner_up_physical != b.physical
+        assert res.exact[s][res.cols.index(b.runner_up)] and res.per_token(s, b.runner_up)["exact"]

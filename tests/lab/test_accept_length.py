@@ -79,9 +79,11 @@ def test_embedding_id_crashes_unpatched_old_sglang_and_runs_patched(lab_servers,
 
 
 def test_eagle3_draft_served_as_eagle_silently_collapses(lab_servers, lab_world):
-    """SGLang PR #21272: an EAGLE-3 draft under --speculative-algorithm EAGLE gets H-wide features,
-    skips fc without an error, and accept length falls to about 1."""
+    """SGLang PR #21272: an EAGLE-3 draft under --speculative-algorithm EAGLE gets the H-wide final
+    hidden state, skips fc without an error, and accept length drops (to about 1 on real models; the
+    lab's small drafter still guesses from tokens alone)."""
     p = lab_servers.start("draft", extra=["--speculative-algorithm", "EAGLE", "--disable-cuda-graph"])
     al = measure(p, lab_world, n=4, new=32)
     lab_servers.stop(p)
-    assert al < 1.4
+    assert 1.0 <= al < 0.75 * lab_world["accept_length"]["measured"]["draft"]
+    assert "Scheduler hit an exception" not in open(p.log_path).read()

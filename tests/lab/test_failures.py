@@ -11,6 +11,8 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
+CLASS = {"oom": "oom", "draft-context": "draft-context", "cuda-graph": "cuda-graph", "port": "port-in-use",
+         "crash-after-ready": "scheduler-exception"}
 EXPECT = {
     "oom": ["Scheduler hit an exception: Traceback",
             "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
@@ -51,6 +53,9 @@ def test_each_injected_failure(lab_servers):
             assert rc == -signal.SIGKILL                           # kill_process_tree on SIGQUIT
         if fail != "crash-after-ready":
             assert "fired up" not in text
+        from workbench.sglang.logparse import classify, parse_text
+
+        assert classify(parse_text(text).events, exit_code=rc)["class"] == CLASS[fail]
         lab_servers.procs.remove(p)
 
 

@@ -135,8 +135,13 @@ def test_logs_have_milestones_and_parse(servers):
         al, rate = float(m.group(2)), float(m.group(3))
         assert 1.0 <= al <= 4.0
         assert abs(rate - (al - 1) / 3) <= 0.006        # 0.5.12's accept rate: (AL - 1) / (draft tokens - 1)
-    try:
-        from workbench.sglang import logparse  # the workbench's own parser, once it exists
-    except ImportError:
-        return
-    assert logparse is not None
+    # the workbench's own parser reads the same lines, milestones and the ready marker
+    from workbench.sglang.logparse import parse_text
+
+    scan = parse_text(text)
+    assert scan.ready and len(scan.decode) == len(lines)
+    assert list(scan.decode.column("accept_len")) == [float(m.group(2)) for m in parsed]
+    names = [e["name"] for e in scan.milestones()]
+    for name in ("server_args", "weights_begin", "weights_end", "kv_cache", "graph_begin", "graph_end", "ready"):
+        assert name in names, name
+    assert not scan.failures()

@@ -106,7 +106,8 @@ def test_launch_screen_snapshot(snap_compare, workspace):
         await wait_for(pilot, lambda: len(pilot.app.screen.query_one("#profile", Select)._options) > 1)
         pilot.app.screen.query_one("#profile", Select).value = "kimi-debug"
         table = pilot.app.screen.query_one("#findings", DataTable)
-        await wait_for(pilot, lambda: table.row_count > 0)
+        await wait_for(pilot, lambda: getattr(pilot.app.screen.preview, "profile", None) == "kimi-debug"
+                       and table.row_count > 0)
         # the columns are sized on a later refresh: wait for it (a loaded machine renders late)
         await wait_for(pilot, lambda: all(c.content_width >= len("host-unreachable")
                                           for c in list(table.columns.values())[1:2]))

@@ -8,15 +8,25 @@ tensors are split) over the tokens both sides hold (``workbench.hidden.tokens``)
   comparator metric): 0 for identical tensors, 1 for orthogonal or zero-vs-nonzero;
 - cosine, max and mean absolute difference; per-token rel_diff for drill-down.
 
-Streaming: candidates are read one at a time into a group buffer ``W = [X_1..X_S, Y_1..Y_G]`` per
-token, and one batched matmul gives every per-token dot product of the group (fp32 output); sums
-over tokens are float64. Only the G candidates of a group are in memory. On a CPU with bf16 data
-and many candidates, the group products come from a bf16 matmul whose per-token outputs are
-rounded to bf16 (a screen, about +-1e-4 on an aggregate rel_diff); the ``refine_top`` best
-candidates of every slot (kept from the stream, never read twice) are then recomputed exactly (fp32 differences, no cancellation), and
-only those exact values decide best, runner-up and verdict. ``precision`` in the result says which
-path ran; ``exact[s][c]`` marks refined pairs, which also carry max/mean absolute difference
-(``abs_stats="all"`` refines every pair, keeping every candidate until the end: small captures only).
+Streaming: only a group of candidates is in memory at a time, and every candidate is read once.
+Per token, the dot products of every (slot, candidate) pair and each candidate's squared norm
+give the screen: a rel_diff per pair and per token, sums over tokens in float64.
+
+- On a CPU with numba (``workbench.hidden.pairstats``): compiled kernels read the slots and the
+  candidates where they lie (memory-mapped, no gathered copies), a group of ``CPU_GROUP`` at a
+  time; the products of bf16 values are exact in fp32 and are accumulated in fp32 (AVX512-BF16
+  dot instructions where the CPU has them), so the screen is good to about 1e-6 per token.
+- Otherwise (CUDA, or a CPU without numba) the candidates go into a group buffer
+  ``W = [X_1..X_S, Y_1..Y_G]`` and one batched matmul gives the group's per-token products (fp32
+  output on CUDA; on such a CPU with bf16 data and many candidates a bf16 matmul whose per-token
+  outputs are rounded to bf16: a screen good to about +-1e-4 on an aggregate rel_diff).
+
+The screen's ``refine_top`` best candidates of every slot, and always its best at another
+physical point than the leader's (the runner-up the verdict reads per token), are kept from the
+stream (never read twice) and recomputed exactly (fp32 differences, no cancellation); only those
+exact values decide best, runner-up and verdict. ``precision`` in the result says which path ran
+(``timing["kernel"]`` which CPU kernel); ``exact[s][c]`` marks refined pairs, which also carry
+max/mean absolute difference (``abs_stats="all"`` refines every pair: a second read).
 
 Verdict per slot, from the best candidate b and the runner-up r (the best candidate at another
 physical point; thresholds in ``Thresholds``):
@@ -51,6 +61,8 @@ from workbench.progress import Progress, noop
 GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
 BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
 REFINE_ROWS = 256               # rows per chunk in the exact pass
+CPU_GROUP = 16                  # candidates per pass of the compiled CPU kernels (each stays mapped
+# while its group runs: 16 Kimi-sized candidates are ~470 MB of mapped pages)
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:
@@ -63,6 +75,15 @@ def pick_device(device: Optional[str] = None) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError("device: cuda requested but no CUDA device is available")
     return dev
+
+
+def _pairstats():
+    """The compiled CPU kernels, or None where numba is missing."""
+    try:
+        from workbench.hidden import pairstats
+    except ImportError:
+        return None
+    return pairstats
 
 
 def reference_slots(train: Capture, include_final: bool = False) -> list[HiddenTensor]:
@@ -89,8 +110,8 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     th = thresholds or Thresholds()
     if abs_stats not in ("top", "all"):
         raise InputError(f"abs_stats: {abs_stats!r} is not 'top' or 'all'")
-    if screen not in ("auto", "fp32", "bf16"):
-        raise InputError(f"screen: {screen!r} is not auto, fp32 or bf16")
+    if screen not in ("auto", "kernel", "fp32", "bf16"):
+        raise InputError(f"screen: {screen!r} is not auto, kernel, fp32 or bf16")
     dev = pick_device(device)
     slots = reference_slots(train, include_final)
     H = slots[0].width
@@ -121,8 +142,14 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     dtypes = {s.dtype for s in slots} | {c.dtype for c in cands}
     cand_bytes = sum(c.rows * c.width * _itemsize(c.dtype) for c in cands)
     all_bf16 = dtypes == {"bfloat16"}
+    ps_mod = _pairstats() if dev.type == "cpu" and screen in ("auto", "kernel") else None
+    if screen == "kernel" and ps_mod is None:
+        raise InputError("screen: 'kernel' needs numba (pip install numba) and a CPU device")
     if dev.type == "cuda":
         work = torch.bfloat16 if all_bf16 else torch.float32
+        precision = "fp32"
+    elif ps_mod is not None:    # the compiled CPU pass: fp32 sums of exact products, refine exact
+        work = None
         precision = "fp32"
     else:
         use_bf16 = all_bf16 and (screen == "bf16" or (screen == "auto" and cand_bytes > (256 << 20)))
@@ -132,103 +159,41 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         refine_top = C
 
     # Reference: gathered rows, on the device, plus exact per-token squared norms.
-    X = torch.empty((S, T, H), dtype=work, device=dev)
-    for i, s in enumerate(slots):
-        X[i].copy_(_rows(s.load(), tok.ref_index))
-    xx = torch.stack([_sq_rows(X[i]) for i in range(S)])                      # fp32 [S, T]
+    # (The compiled CPU pass reads the slots where they lie: no gathered copy.)
+    ts = time.perf_counter()
+    ps = X = None
+    if ps_mod is not None:
+        ps = ps_mod.PairStats([s.load() for s in slots], tok.ref_positions(), _infer_rows(tok),
+                              threads=torch.get_num_threads())
+        xx = torch.from_numpy(ps.sq())                                             # fp32 [S, T]
+    else:
+        X = torch.empty((S, T, H), dtype=work, device=dev)
+        for i, s in enumerate(slots):
+            X[i].copy_(_rows(s.load(), tok.ref_index))
+        xx = torch.stack([_sq_rows(X[i]) for i in range(S)])                  # fp32 [S, T]
     nonfinite: list[NonFinite] = []
     bad_tok = ~torch.isfinite(xx).all(0)
     xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
     for i, s in enumerate(slots):
         if not torch.isfinite(xx[i]).all():
-            nonfinite.append(_count_nonfinite("train", s.name, X[i], tok.ref_positions()))
+            xi = X[i] if X is not None else _rows(ps.slots[i], tok.ref_index)
+            nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
 
-    cuda = dev.type == "cuda"
-    esize = torch.tensor([], dtype=work).element_size()
-    slot_bytes = max(1, T * H * esize)
-    if cuda:
-        # cuBLAS reads a [T, w, H] bf16 batched Gram at ~2.5 TB/s on an H200 when w is a multiple of 8
-        # and >= 24 (w = 19: a quarter of that), and its time grows with w: as few groups as the
-        # budget allows, each as wide as its candidates need, rounded up to a multiple of 8.
-        fit = max(S + 1, (8 * BUFFER_BYTES) // slot_bytes)
-        n_groups = -(-C // max(1, fit - S))
-        per = -(-C // n_groups)
-        w = min(max(8, -(-(S + per) // 8) * 8), max(8, fit // 8 * 8))
-        G = max(1, w - S)
-        Tb = max(1, min(T, (8 * BUFFER_BYTES) // ((S + G) * H * esize)))
-    else:
-        G = max(1, min(group, C, BUFFER_BYTES // slot_bytes - S))
-        Tb = max(1, min(T, BUFFER_BYTES // ((S + G) * H * esize)))
-    # CUDA: slot-major [S+G, Tb, H] (a candidate lands contiguously); CPU: token-major.
-    W = torch.zeros((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
-
-    # Per-token products of every pair stay on the device ([S, C, T] floats: small); the
-    # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
-    XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
-    YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
-    xx_tot = xx.double().sum(1)                                                    # [S]
-    best: list[list] = [[] for _ in range(S)]        # per slot: [(screen value, c)], the refine_top best
-    kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
+    tl = time.perf_counter()
     bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
-    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
-    events = []
     refine_k = C if abs_stats == "all" else max(1, refine_top)
 
     def rows_of(c):
         return _rows(cands[c].load(), tok.infer_index)
 
-    for g0 in range(0, C, G):
-        group_c = list(range(g0, min(C, g0 + G)))
-        k = len(group_c)
-        kk = G                  # the whole buffer is multiplied (stale slots ignored): a partial view
-        # would make the matmul copy it (on a CPU a second buffer-sized allocation)
-        td = time.perf_counter()
-        for r0 in range(0, T, Tb):
-            r1 = min(T, r0 + Tb)
-            n = r1 - r0
-            for g, c in enumerate(group_c):     # each candidate mapped, copied in, and let go
-                dst = W[S + g, :n] if cuda else W[:n, S + g]
-                dst.copy_(rows_of(c)[r0:r1])
-            if cuda:
-                start = torch.cuda.Event(enable_timing=True)
-                start.record()
-            if g0 == 0 or Tb < T:
-                (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
-            A = W[:S + kk, :n].transpose(0, 1) if cuda else W[:n, :S + kk]       # [n, S+kk, H]
-            gram = _gram(A)                                                      # fp32 [n, S+kk, S+kk]
-            XY[:, g0:g0 + k, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
-            YY[g0:g0 + k, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
-            if cuda:
-                end = torch.cuda.Event(enable_timing=True)
-                end.record()
-                events.append((start, end))
-        # Rank this group by the aggregate rel_diff (non-finite rows make it nan: ranked last).
-        yy_tot = YY[g0:g0 + k].double().sum(1)
-        xy_tot = XY[:, g0:g0 + k].double().sum(2)
-        den_g = xx_tot[:, None] + yy_tot[None]
-        rel_g = ((den_g - 2 * xy_tot) / den_g).cpu().numpy()
-        timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
-        for g, c in enumerate(group_c):
-            for s_i in range(S):
-                v = float(rel_g[s_i, g])
-                best[s_i].append((v if math.isfinite(v) else math.inf, c))
-                best[s_i].sort()
-                del best[s_i][refine_k:]
-        live = {c for b_ in best for _, c in b_}
-        for g, c in enumerate(group_c):
-            # CUDA: keep a device copy for the exact pass; a CPU maps the file again (no resident copy)
-            if c in live and cuda and Tb == T:
-                kept[c] = W[S + g, :T].clone()
-        for c in [c for c in kept if c not in live]:
-            del kept[c]
-        timing["groups"] += 1
-        progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
-    del W
+    if ps is not None:
+        XY, YY, best, kept, timing = _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress)
+    else:
+        XY, YY, best, kept, timing = _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C,
+                                                   dev, group, progress)
     bytes_read += int(cand_bytes)
-
-    if cuda and events:
-        torch.cuda.synchronize(dev)
-        timing["device_s"] = sum(a_.elapsed_time(b_) for a_, b_ in events) / 1000.0
+    timing["setup_s"] = tl - ts
+    timing["stream_s"] = time.perf_counter() - tl
 
     # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
     td = time.perf_counter()
@@ -257,19 +222,34 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     mean_abs = np.full((S, C), np.nan)
     fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
     for c in fin_rows:
-        y = kept[c] if c in kept else rows_of(c)
+        if ps is not None:          # kept whole (rows read in place): gather the compared rows
+            y = _rows(kept[c], tok.infer_index) if c in kept else rows_of(c)
+        else:
+            y = kept[c] if c in kept else rows_of(c)
         nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
 
     # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
     tr = time.perf_counter()
-    for c in sorted({c for b_ in best for _, c in b_}):
-        slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
-        ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
-        y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
-        _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+    if ps is not None:              # every pair in one pass, a group of candidates at a time
+        todo = sorted({c for b_ in best for _, c in b_})
+        for i in range(0, len(todo), CPU_GROUP):
+            part = todo[i:i + CPU_GROUP]
+            ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
+            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
+            oks = {c: (~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok).cpu().numpy() for c in part}
+            _refine_cpu(ps, xx_n, yy_n, pairs, part, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs,
+                        mean_abs)
+            del ys
+    else:
+        for c in sorted({c for b_ in best for _, c in b_}):
+            slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
+            ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
+            y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
+            _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
     kept.clear()
     timing["refine_s"] = time.perf_counter() - tr
     timing["candidate_bytes"] = int(cand_bytes)
+    timing["total_s"] = time.perf_counter() - t0
 
     rel = _ratio(num, den)
     cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
@@ -290,6 +270,169 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
 
 # ------------------------------------------------------------------------------------------- parts
+def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
+    """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
+    of every pair (fp32 sums of exact products), ranked per group. The refine candidates stay
+    mapped (no second read); the others are let go with their group."""
+    S, T, C = ps.S, ps.T, len(cands)
+    G = max(1, min(CPU_GROUP, C))
+    XY = np.empty((S, C, T), dtype=np.float32)
+    YY = np.empty((C, T), dtype=np.float32)
+    top = _Top(S, refine_k, cands)
+    kept: dict = {}
+    xx_np, bad_np = xx.numpy(), bad_tok.numpy()
+    timing = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G,
+              "row_block": T, "kernel": ps.kernel, "threads": ps.threads}
+    for g0 in range(0, C, G):
+        group_c = list(range(g0, min(C, g0 + G)))
+        tl = time.perf_counter()
+        ys = [ps.prepare(cands[c].load()) for c in group_c]
+        td = time.perf_counter()
+        timing["load_s"] += td - tl
+        xy, yy = ps.dots(ys)
+        XY[:, g0:g0 + len(group_c)] = xy
+        YY[g0:g0 + len(group_c)] = yy
+        timing["device_s"] += time.perf_counter() - td
+        live = top.add(_screen_rel_np(xx_np, bad_np, xy, yy), group_c)
+        for g, c in enumerate(group_c):
+            if c in live and refine_k < C:      # (every pair refined: read again, a group at a time)
+                kept[c] = ys[g]
+        tu = time.perf_counter()
+        for c in [c for c in kept if c not in live]:
+            del kept[c]
+        del ys                                  # the group's mappings go (unless kept)
+        timing["unmap_s"] += time.perf_counter() - tu
+        timing["groups"] += 1
+        progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
+    return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing
+
+
+def _screen_rel(xx, bad_tok, xy, yy):
+    """The screen's aggregate rel_diff ``[S, G]`` of a group from per-token sums (``xx [S, T]``,
+    ``xy [S, G, T]``, ``yy [G, T]``) over the tokens the final statistics keep: where every slot
+    and the candidate are finite. (Summing everything would make a single non-finite value in a
+    slot or a candidate rank a whole row or column last, and the exact pass miss the real best.)"""
+    ok = ~bad_tok[None, :] & torch.isfinite(yy)                                   # [G, T]
+    zero = torch.zeros((), dtype=torch.float64, device=yy.device)
+    xxm = torch.where(bad_tok[None, :], zero, xx.double())                         # [S, T]
+    den = xxm @ ok.double().T + torch.where(ok, yy.double(), zero).sum(1)[None]
+    xyd = torch.where(ok[None], xy.double(), zero).sum(2)
+    return (den - 2 * xyd) / den
+
+
+def _screen_rel_np(xx, bad_tok, xy, yy):
+    """``_screen_rel`` in numpy, for the CPU pass (torch's small float64 operations cost more than
+    the whole group there, parallel and under load)."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        ok = ~bad_tok[None, :] & np.isfinite(yy)                                   # [G, T]
+        xxm = np.where(bad_tok[None, :], 0.0, xx.astype(np.float64))                # [S, T]
+        den = xxm @ ok.T.astype(np.float64) + np.where(ok, yy, 0.0).sum(1, dtype=np.float64)[None]
+        xyd = np.where(ok[None], xy, 0.0).sum(2, dtype=np.float64)
+        return (den - 2 * xyd) / den
+
+
+class _Top:
+    """Per slot, the candidates the screen ranks best, kept for the exact pass: the ``k`` lowest
+    values, and always the best one at another physical point than the leader's (the runner-up
+    whose per-token values the verdict reads), whatever ``k`` is."""
+
+    def __init__(self, S: int, k: int, cands):
+        self.k, self.cands = k, cands
+        self.lists: list[list] = [[] for _ in range(S)]      # per slot: sorted [(value, c)]
+
+    def _same(self, a: int, b: int) -> bool:
+        pa, pb = self.cands[a].physical, self.cands[b].physical
+        return pa is not None and pa == pb
+
+    def add(self, rel_g, group_c) -> set:
+        """Rank a group (``rel_g [S, len(group_c)]``); returns every candidate still kept."""
+        for s_i, lst in enumerate(self.lists):
+            for g, c in enumerate(group_c):
+                v = float(rel_g[s_i, g])
+                lst.append((v if math.isfinite(v) else math.inf, c))
+            lst.sort()
+            # the shortest prefix holding k entries and one at a point other than the leader's:
+            # whatever leads later, a kept entry at another point beats everything dropped
+            other = next((i for i, (_, c) in enumerate(lst) if i and not self._same(c, lst[0][1])), None)
+            del lst[max(self.k, other + 1 if other is not None else 0):]
+        return {c for lst in self.lists for _, c in lst}
+
+
+def _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C, dev, group, progress):
+    """Candidates through a group buffer and batched matmuls (CUDA, or a CPU without numba)."""
+    cuda = dev.type == "cuda"
+    esize = torch.tensor([], dtype=work).element_size()
+    slot_bytes = max(1, T * H * esize)
+    if cuda:
+        # cuBLAS reads a [T, w, H] bf16 batched Gram at ~2.5 TB/s on an H200 when w is a multiple of 8
+        # and >= 24 (w = 19: a quarter of that), and its time grows with w: as few groups as the
+        # budget allows, each as wide as its candidates need, rounded up to a multiple of 8.
+        fit = max(S + 1, (8 * BUFFER_BYTES) // slot_bytes)
+        n_groups = -(-C // max(1, fit - S))
+        per = -(-C // n_groups)
+        w = min(max(8, -(-(S + per) // 8) * 8), max(8, fit // 8 * 8))
+        G = max(1, w - S)
+        Tb = max(1, min(T, (8 * BUFFER_BYTES) // ((S + G) * H * esize)))
+    else:
+        G = max(1, min(group, C, BUFFER_BYTES // slot_bytes - S))
+        Tb = max(1, min(T, BUFFER_BYTES // ((S + G) * H * esize)))
+    # CUDA: slot-major [S+G, Tb, H] (a candidate lands contiguously); CPU: token-major.
+    W = torch.zeros((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
+
+    # Per-token products of every pair stay on the device ([S, C, T] floats: small); the
+    # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
+    XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
+    YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
+    top = _Top(S, refine_k, cands)                   # per slot: the screen's best, to refine
+    kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
+    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
+    events = []
+
+    for g0 in range(0, C, G):
+        group_c = list(range(g0, min(C, g0 + G)))
+        k = len(group_c)
+        kk = G                  # the whole buffer is multiplied (stale slots ignored): a partial view
+        # would make the matmul copy it (on a CPU a second buffer-sized allocation)
+        td = time.perf_counter()
+        for r0 in range(0, T, Tb):
+            r1 = min(T, r0 + Tb)
+            n = r1 - r0
+            for g, c in enumerate(group_c):     # each candidate mapped, copied in, and let go
+                dst = W[S + g, :n] if cuda else W[:n, S + g]
+                dst.copy_(rows_of(c)[r0:r1])
+            if cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                start.record()
+            if g0 == 0 or Tb < T:
+                (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
+            A = W[:S + kk, :n].transpose(0, 1) if cuda else W[:n, :S + kk]       # [n, S+kk, H]
+            gram = _gram(A)                                                      # fp32 [n, S+kk, S+kk]
+            XY[:, g0:g0 + k, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
+            YY[g0:g0 + k, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
+            if cuda:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                events.append((start, end))
+        # Rank this group by the aggregate rel_diff over the tokens where both sides are finite.
+        rel_g = _screen_rel(xx, bad_tok, XY[:, g0:g0 + k], YY[g0:g0 + k]).cpu().numpy()
+        timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
+        live = top.add(rel_g, group_c)
+        for g, c in enumerate(group_c):
+            # CUDA: keep a device copy for the exact pass; a CPU maps the file again (no resident copy)
+            if c in live and cuda and Tb == T:
+                kept[c] = W[S + g, :T].clone()
+        for c in [c for c in kept if c not in live]:
+            del kept[c]
+        timing["groups"] += 1
+        progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
+    del W
+
+    if cuda and events:
+        torch.cuda.synchronize(dev)
+        timing["device_s"] = sum(a_.elapsed_time(b_) for a_, b_ in events) / 1000.0
+    return XY, YY, top.lists, kept, timing
+
+
 def _itemsize(dtype: str) -> int:
     return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}.get(dtype, 4)
 
@@ -368,6 +511,28 @@ def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, 
         exact[s, c] = True
         max_abs[s, c] = mx
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
+
+
+def _refine_cpu(ps, xx_n, yy_n, pairs, part, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs,
+                mean_abs):
+    """``_refine`` through the compiled kernels for ``pairs`` ``[(slot, index into part)]``: the same
+    fp32 differences, the rows read in place. ``yy_n`` (the stream's per-token squared norms,
+    non-finite tokens zeroed) needs no refining: no cancellation there."""
+    n, sa, mx = ps.exact(pairs, ys)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for p, (s, j) in enumerate(pairs):
+            c = part[j]
+            okn = oks[c]
+            xs = np.where(okn, xx_n[s], 0.0)
+            n_t = np.where(okn, n[p], 0.0)
+            den_t = xs + np.where(okn, yy_n[c], 0.0)
+            per_token[s, c] = np.where(den_t > 0, n_t / np.maximum(den_t, 1e-30), 0.0)
+            num[s, c], den[s, c] = n_t.sum(), den_t.sum()
+            dot[s, c] = (xs.sum() + yy_sum[c] - num[s, c]) / 2.0
+            exact[s, c] = True
+            cnt = int(okn.sum()) * ps.H
+            max_abs[s, c] = float(np.where(okn, mx[p], 0.0).max()) if len(okn) else 0.0
+            mean_abs[s, c] = float(np.where(okn, sa[p], 0.0).sum()) / cnt if cnt else np.nan
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

@@ -269,4 +269,4 @@ def cli_command(f: dict) -> str:
     return " ".join(shlex.quote(a) for a in argv) + " --json"
 
 
-SPEC = ScreenSpec("alignment", "Alignment", "f8", AlignmentScreen, order=40)
+SPEC = ScreenSpec("alignment", "Alignment", "f12", AlignmentScreen, order=40)

@@ -99,6 +99,8 @@ class LaunchScreen(WorkbenchScreen):
         self.app.call_from_thread(self._show, preview)
 
     def _show(self, p) -> None:
+        if p.profile != self._profile():
+            return  # a check of a profile no longer selected finished late: not what is on screen
         self.preview = p
         version = f"SGLang {p.version}" if p.version else "SGLang version unknown"
         self.query_one("#command", Static).update(f"on {p.host}, {version}:\n{p.display}")

@@ -1,0 +1,101 @@
+"""The compiled CPU kernels of the alignment engine against float64 references: dot products of
+every slot/candidate pair per token, the exact fp32-difference pass, and non-finite values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+ps_mod = pytest.importorskip("workbench.hidden.pairstats")
+
+
+def _world(S, T, H, seed=0, slot_dtype=torch.bfloat16):
+    g = torch.Generator().manual_seed(seed)
+    packed = torch.randn(T + 9, S * H, generator=g).to(slot_dtype)      # slots side by side, like SpecForge aux
+    slots = [packed[:, i * H:(i + 1) * H] for i in range(S)]
+    cands = [torch.randn(T + 5, H, generator=g).bfloat16(),
+             torch.randn(T + 5, H, generator=g),                               # fp32
+             torch.randn(T + 5, 2 * H, generator=g).bfloat16()[:, H:],          # a column slice (row stride 2H)
+             torch.randn(T + 5, H, generator=g).half()]                         # converted to fp32
+    ref_rows = np.arange(T) + 9 - (np.arange(T) % 3 == 0)                      # not a plain range: gathered
+    infer_rows = np.arange(T) + 2
+    return slots, cands, ref_rows, infer_rows
+
+
+def _ref(slots, ref_rows, y, infer_rows):
+    X = torch.stack([x[torch.as_tensor(ref_rows)].double() for x in slots])   # [S, T, H]
+    return X, y[torch.as_tensor(infer_rows)].double()
+
+
+@pytest.mark.parametrize("S,H", [(1, 64), (2, 200), (3, 128), (4, 96), (5, 160), (3, 7168 // 56)])
+@pytest.mark.parametrize("kernel,slot_dtype", [("auto", torch.bfloat16), ("fma", torch.bfloat16),
+                                               ("auto", torch.float32)])
+def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
+    T = 70
+    slots, cands, ref_rows, infer_rows = _world(S, T, H, slot_dtype=slot_dtype)
+    for threads in (1, 2):
+        ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=threads)
+        if kernel == "fma":
+            ps.kernel = "fma"
+        ys = [ps.prepare(y) for y in cands]
+        for group in (ys, ys[:1], [ys[0], ys[2]]):
+            xy, yy = ps.dots(group)
+            for g, y in enumerate(group):
+                X, Y = _ref(slots, ref_rows, y, infer_rows)
+                np.testing.assert_allclose(xy[:, g], (X * Y[None]).sum(-1).numpy(), rtol=2e-5, atol=2e-3)
+                np.testing.assert_allclose(yy[g], (Y * Y).sum(-1).numpy(), rtol=2e-6)
+        pairs = [(S - 1, 2), (0, 0), (0, 1), (S - 1, 3), (0, 3)]
+        n, sa, mx = ps.exact(pairs, ys)
+        for p, (slot, m) in enumerate(pairs):
+            X, Y = _ref(slots, ref_rows, ys[m], infer_rows)
+            d = X[slot] - Y
+            np.testing.assert_allclose(n[p], (d * d).sum(-1).numpy(), rtol=2e-6)
+            np.testing.assert_allclose(sa[p], d.abs().sum(-1).numpy(), rtol=2e-6)
+            np.testing.assert_array_equal(mx[p], d.abs().amax(-1).float().numpy())
+        X, _ = _ref(slots, ref_rows, cands[0], infer_rows)
+        np.testing.assert_allclose(ps.sq(), (X * X).sum(-1).numpy(), rtol=2e-6)
+
+
+def test_exact_pass_keeps_digits_the_dot_products_lose():
+    """A candidate with rel_diff ~1e-8 from its slot: rebuilt from dot products the per-token
+    value is cancellation noise; the difference pass has it to fp32 accuracy."""
+    T, H = 32, 4096
+    x = torch.randn(T, H, dtype=torch.float64)
+    y = (x * (1 + 3e-4 * torch.randn(T, H, dtype=torch.float64))).float()
+    xs = x.float()
+    ps = ps_mod.PairStats([xs], np.arange(T), np.arange(T))
+    n, _, _ = ps.exact([(0, 0)], [y])
+    xy, yy = ps.dots([y])
+    xx = ps.sq()[0].astype(np.float64)
+    true = ((xs.double() - y.double()) ** 2).sum(-1).numpy()
+    den = xx + yy[0].astype(np.float64)
+    assert np.median(true / den) < 1e-7
+    err_exact = np.abs(n[0] - true) / den
+    err_screen = np.abs(xx + yy[0] - 2.0 * xy[0, 0] - true) / den
+    assert err_exact.max() < 1e-12 and err_screen.max() > 100 * err_exact.max()
+
+
+def test_nonfinite_values_reach_the_sums():
+    T, H = 20, 128
+    slots, cands, ref_rows, infer_rows = _world(3, T, H)
+    y = cands[0].clone()
+    y[infer_rows[4], 7] = float("nan")
+    y[infer_rows[6], 1] = float("inf")
+    ps = ps_mod.PairStats(slots, ref_rows, infer_rows)
+    xy, yy = ps.dots([y])
+    n, sa, mx = ps.exact([(2, 0), (2, 1)], [y, cands[0]])
+    assert np.isfinite(n[1]).all()
+    for arr in (yy[0], n[0], mx[0], sa[0]):
+        assert np.isnan(arr[4]) and not np.isfinite(arr[6])
+        assert np.isfinite(np.delete(arr, [4, 6])).all()
+    assert np.isnan(xy[0, 0, 4]) and not np.isfinite(xy[1, 0, 6])
+
+
+def test_rows_outside_a_candidate_are_refused():
+    slots, cands, ref_rows, infer_rows = _world(2, 10, 64)
+    ps = ps_mod.PairStats(slots, ref_rows, infer_rows)
+    with pytest.raises(ValueError, match="outside"):
+        ps.prepare(cands[0][:5])
+    with pytest.raises(ValueError, match="expected"):
+        ps.prepare(cands[0][:, :32])

@@ -1,0 +1,498 @@
+"""Per-token pair sums on a CPU, one pass over the candidate bytes (numba kernels).
+
+Reference slots and candidates are ``[rows, H]`` tensors (bf16 or fp32, unit stride along H) read
+where they lie: a memory-mapped tensor, a column slice of a packed ``[T, K*H]`` tensor or a token
+list that is not a plain range costs no copy (reference token t is row ``ref_rows[t]`` of every
+slot and row ``infer_rows[t]`` of every candidate).
+
+- ``dots``: per token, ``xy[s, g, t] = sum_h x*y`` and ``yy[g, t] = sum_h y^2`` for a group of
+  candidates: the screen. The products of bf16 values are exact in fp32 and are accumulated in
+  fp32 over one row, so a rel_diff rebuilt as ``(xx + yy - 2xy) / (xx + yy)`` is good to about
+  1e-6 (cancellation), enough to rank every pair and to draw the far ones. All-bf16 data on a CPU
+  with AVX512-BF16 uses ``vdpbf16ps`` (two products per lane, fp32 accumulate; subnormal inputs
+  count as zero), four candidates per load of the slot rows, a block of tokens at a time so the
+  block's slot rows stay cached while the group streams past; anything else converts to fp32 and
+  uses fused multiply-adds.
+- ``exact``: chosen (slot, candidate) pairs in one pass, per token ``sum (x-y)^2`` from fp32
+  differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
+- ``sq``: per-token ``sum x^2`` of the slots.
+
+Kernels release the GIL and run on a pool of Python threads over token ranges. Fast-math allows
+reassociation and contraction only: NaN and Inf propagate, so a non-finite row shows as a
+non-finite sum. numba compiles on first use and caches the machine code on disk; this module
+imports numba, so the engine imports it only for the CPU path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional, Sequence
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+BF16, F32 = 1, 2
+FM = {"reassoc", "contract", "nsz", "arcp"}       # no nnan/ninf: NaN and Inf must reach the sums
+BLOCK = 64                                        # tokens per block (slot rows of a block stay cached)
+
+
+def _host_has_bf16_dot() -> bool:
+    try:
+        from llvmlite import binding
+
+        return bool(binding.get_host_cpu_features().get("avx512bf16", False))
+    except Exception:  # noqa: BLE001 - no feature list: take the portable kernel
+        return False
+
+
+HAS_BF16_DOT = _host_has_bf16_dot()
+
+
+# ------------------------------------------------------------------------------------ intrinsics
+@intrinsic
+def _ptr_u16(typingctx, addr):
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.uint16)))
+    return types.CPointer(types.uint16)(types.int64), codegen
+
+
+@intrinsic
+def _ptr_f32(typingctx, addr):
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.float32)))
+    return types.CPointer(types.float32)(types.int64), codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, v):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    return types.float32(types.uint32), codegen
+
+
+@intrinsic
+def _f32_bits(typingctx, v):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.uint32))
+    return types.uint32(types.float32), codegen
+
+
+def _cv(v):
+    """An element as fp32 (compiled only: see the overload below)."""
+    raise NotImplementedError
+
+
+@overload(_cv, inline="always")
+def _cv_impl(v):
+    if v == types.uint16:                 # bf16 bits: the high half of an fp32
+        return lambda v: _bits_f32(np.uint32(v) << np.uint32(16))
+    if v == types.float32:
+        return lambda v: v
+
+
+def _bf16_operand():
+    """The intrinsic's operand type: ``<32 x bfloat>`` since LLVM 17 (llvmlite has no ``bfloat``:
+    a small type class spells it), ``<16 x i32>`` before. None where neither can be made."""
+    try:
+        from llvmlite import binding
+
+        if tuple(binding.llvm_version_info) < (17,):
+            return ir.VectorType(ir.IntType(32), 16)
+
+        class BFloat(ir.types._BaseFloatType):
+            null = "0.0"
+            intrinsic_name = "bf16"
+
+            def __str__(self):
+                return "bfloat"
+
+        BFloat._create_instance()
+        return ir.VectorType(BFloat(), 32)
+    except Exception:  # noqa: BLE001 - an llvmlite without these internals: the portable kernel
+        return None
+
+
+_BF16_OPERAND = _bf16_operand()
+HAS_BF16_DOT = HAS_BF16_DOT and _BF16_OPERAND is not None
+
+
+@intrinsic
+def _dot_km(typingctx, xs, ys, nb):
+    """``(x_0..x_{K-1}), (y_0..y_{M-1}), nblocks -> (x_0.y_0 .. x_{K-1}.y_0, y_0.y_0, x_0.y_1 ..)``:
+    K bf16 slot rows against M bf16 candidate rows (addresses) over ``32 * nblocks`` elements with
+    ``vdpbf16ps``. Each slot vector loaded serves all M candidates: the loop is bound by loads, and
+    M = 4 needs 2.3x fewer than one candidate at a time."""
+    K, M = len(xs), len(ys)
+    sig = types.UniTuple(types.float32, M * (K + 1))(xs, ys, nb)
+    f32x16 = ir.VectorType(ir.FloatType(), 16)
+    i32x16 = ir.VectorType(ir.IntType(32), 16)
+    bf32 = _BF16_OPERAND
+    i64 = ir.IntType(64)
+
+    def codegen(context, builder, sig, args):
+        xt, yt, n = args
+        xaddr = [builder.extract_value(xt, k) for k in range(K)]
+        yaddr = [builder.extract_value(yt, m) for m in range(M)]
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32x16, [f32x16, bf32, bf32]),
+                                            "llvm.x86.avx512bf16.dpbf16ps.512")
+        zero = ir.Constant(f32x16, None)
+        accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(K + 1)] for _ in range(M)]
+        vp = i32x16.as_pointer()
+
+        def vec(addr):
+            return builder.bitcast(builder.load(builder.inttoptr(addr, vp), align=2), bf32)
+
+        def acc(slot, u, v):
+            builder.store(builder.call(fn, [builder.load(slot), u, v]), slot)
+
+        with cgutils.for_range(builder, n) as loop:
+            off = builder.mul(loop.index, ir.Constant(i64, 64))
+            xv = [vec(builder.add(xaddr[k], off)) for k in range(K)]
+            for m in range(M):
+                yv = vec(builder.add(yaddr[m], off))
+                acc(accs[m][K], yv, yv)
+                for k in range(K):
+                    acc(accs[m][k], xv[k], yv)
+        outs = []
+        for m in range(M):
+            for k in range(K + 1):
+                v = builder.load(accs[m][k])
+                sm = builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
+                for j in range(1, 16):
+                    sm = builder.fadd(sm, builder.extract_element(v, ir.Constant(ir.IntType(32), j)))
+                outs.append(sm)
+        return context.make_tuple(builder, sig.return_type, outs)
+    return sig, codegen
+
+
+# --------------------------------------------------------------------------- screen: dot products
+# Slots and candidates are described by row addresses: slot s, reference token t lives at
+# ``xa[s] + xr[t] * xs[s]`` (bytes), candidate g at ``ya[g] + yr[t] * ys[g]``: rows are read where
+# they lie (a packed [T, K*H] tensor or a gathered token list costs no copy).
+@njit(nogil=True, fastmath=FM, cache=True)
+def _tail_dots(xrow, s0, k, y, lo, H, out, base):
+    """Elements ``lo..H`` of slot rows ``xrow[s0..s0+k)`` against bf16 ``y``, added into ``out[base..]``."""
+    for i in range(lo, H):
+        v = _cv(y[i])
+        out[base + k] += v * v
+        for j in range(k):
+            out[base + j] += _cv(numba.carray(_ptr_u16(xrow[s0 + j]), (H,))[i]) * v
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def _store(r, out):
+    for i in range(len(r)):
+        out[i] = r[i]
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
+    """All-bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16): per token, slots
+    four at a time against candidates four at a time (a short last quad repeats its last one)."""
+    S = xa.shape[0]
+    G = ya.shape[0]
+    nb = H // 32
+    lo = nb * 32
+    out = np.zeros(20, np.float32)
+    xrow = np.empty(S, np.int64)
+    q = np.empty(4, np.int64)
+    for b0 in range(t0, t1, block):
+        b1 = min(t1, b0 + block)
+        for g0 in range(0, G, 4):
+            for t in range(b0, b1):
+                for s in range(S):
+                    xrow[s] = xa[s] + xr[t] * xs[s]
+                for m in range(4):
+                    g = min(g0 + m, G - 1)
+                    q[m] = ya[g] + yr[t] * ys[g]
+                yq = (q[0], q[1], q[2], q[3])
+                s0 = 0
+                while s0 < S:
+                    k = min(4, S - s0)
+                    if k == 4:
+                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2], xrow[s0 + 3]), yq, nb), out)
+                    elif k == 3:
+                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2]), yq, nb), out)
+                    elif k == 2:
+                        _store(_dot_km((xrow[s0], xrow[s0 + 1]), yq, nb), out)
+                    else:
+                        _store(_dot_km((xrow[s0],), yq, nb), out)
+                    for m in range(min(4, G - g0)):
+                        base = m * (k + 1)
+                        if lo < H:
+                            _tail_dots(xrow, s0, k, numba.carray(_ptr_u16(q[m]), (H,)), lo, H, out, base)
+                        for j in range(k):
+                            xy_out[s0 + j, g0 + m, t] = out[base + j]
+                        yy_out[g0 + m, t] = out[base + k]
+                    s0 += k
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def _load_x(xa, xs, xc, xr, H, t, buf):
+    """Slot rows of reference token t as fp32 into ``buf [S, H]``."""
+    for s in range(xa.shape[0]):
+        a = xa[s] + xr[t] * xs[s]
+        if xc[s] == BF16:
+            src = numba.carray(_ptr_u16(a), (H,))
+            for i in range(H):
+                buf[s, i] = _cv(src[i])
+        else:
+            srcf = numba.carray(_ptr_f32(a), (H,))
+            for i in range(H):
+                buf[s, i] = srcf[i]
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def _fdot(xs, s0, k, y, H, out):
+    """fp32 slot rows ``xs[s0..s0+k)`` against ``y`` (bf16 or fp32): ``out[0..k)`` and yy in ``out[k]``."""
+    if k == 4:
+        x0, x1, x2, x3 = xs[s0], xs[s0 + 1], xs[s0 + 2], xs[s0 + 3]
+        a0 = a1 = a2 = a3 = yy = np.float32(0.0)
+        for i in range(H):
+            v = _cv(y[i])
+            yy += v * v
+            a0 += x0[i] * v
+            a1 += x1[i] * v
+            a2 += x2[i] * v
+            a3 += x3[i] * v
+        out[0], out[1], out[2], out[3], out[4] = a0, a1, a2, a3, yy
+    elif k == 3:
+        x0, x1, x2 = xs[s0], xs[s0 + 1], xs[s0 + 2]
+        a0 = a1 = a2 = yy = np.float32(0.0)
+        for i in range(H):
+            v = _cv(y[i])
+            yy += v * v
+            a0 += x0[i] * v
+            a1 += x1[i] * v
+            a2 += x2[i] * v
+        out[0], out[1], out[2], out[3] = a0, a1, a2, yy
+    elif k == 2:
+        x0, x1 = xs[s0], xs[s0 + 1]
+        a0 = a1 = yy = np.float32(0.0)
+        for i in range(H):
+            v = _cv(y[i])
+            yy += v * v
+            a0 += x0[i] * v
+            a1 += x1[i] * v
+        out[0], out[1], out[2] = a0, a1, yy
+    else:
+        x0 = xs[s0]
+        a0 = yy = np.float32(0.0)
+        for i in range(H):
+            v = _cv(y[i])
+            yy += v * v
+            a0 += x0[i] * v
+        out[0], out[1] = a0, yy
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, t0, t1, xy_out, yy_out):
+    """Portable screen: slot rows converted to fp32 once per token, fused multiply-adds."""
+    S = xa.shape[0]
+    G = ya.shape[0]
+    buf = np.empty((S, H), np.float32)
+    out = np.zeros(5, np.float32)
+    for t in range(t0, t1):
+        _load_x(xa, xs, xc, xr, H, t, buf)
+        for g in range(G):
+            a = ya[g] + yr[t] * ys[g]
+            s0 = 0
+            while s0 < S:
+                k = min(4, S - s0)
+                if yc[g] == BF16:
+                    _fdot(buf, s0, k, numba.carray(_ptr_u16(a), (H,)), H, out)
+                else:
+                    _fdot(buf, s0, k, numba.carray(_ptr_f32(a), (H,)), H, out)
+                for j in range(k):
+                    xy_out[s0 + j, g, t] = out[j]
+                yy_out[g, t] = out[k]
+                s0 += k
+
+
+# --------------------------------------------------------------------- refine: fp32 differences
+@njit(nogil=True, fastmath=FM, cache=True)
+def _diff_row(x, y, H):
+    n = np.float32(0.0)
+    sa = np.float32(0.0)
+    mx = np.uint32(0)
+    for i in range(H):
+        d = _cv(x[i]) - _cv(y[i])
+        n += d * d
+        sa += abs(d)
+        mx = max(mx, _f32_bits(d) & np.uint32(0x7FFFFFFF))   # on the bits: NaN orders above Inf
+    return n, sa, _bits_f32(mx)
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def _sq_row(y, H):
+    acc = np.float32(0.0)
+    for i in range(H):
+        v = _cv(y[i])
+        acc += v * v
+    return acc
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
+    """Pairs (slot ``p_slot[p]``, candidate ``p_cand[p]``): per token, each slot a pair uses is
+    converted to fp32 once, and every pair's candidate row is differenced against it."""
+    S = xa.shape[0]
+    P = p_slot.shape[0]
+    used = np.zeros(S, np.bool_)
+    for p in range(P):
+        used[p_slot[p]] = True
+    buf = np.empty((S, H), np.float32)
+    for t in range(t0, t1):
+        for s in range(S):
+            if used[s]:
+                a = xa[s] + xr[t] * xs[s]
+                if xc[s] == BF16:
+                    src = numba.carray(_ptr_u16(a), (H,))
+                    for i in range(H):
+                        buf[s, i] = _cv(src[i])
+                else:
+                    srcf = numba.carray(_ptr_f32(a), (H,))
+                    for i in range(H):
+                        buf[s, i] = srcf[i]
+        for p in range(P):
+            m = p_cand[p]
+            a = ya[m] + yr[t] * ys[m]
+            if yc[m] == BF16:
+                n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row(buf[p_slot[p]], numba.carray(_ptr_u16(a), (H,)), H)
+            else:
+                n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row(buf[p_slot[p]], numba.carray(_ptr_f32(a), (H,)), H)
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def sq_rows(xa, xs, xc, xr, H, t0, t1, out):
+    for t in range(t0, t1):
+        for s in range(xa.shape[0]):
+            a = xa[s] + xr[t] * xs[s]
+            if xc[s] == BF16:
+                out[s, t] = _sq_row(numba.carray(_ptr_u16(a), (H,)), H)
+            else:
+                out[s, t] = _sq_row(numba.carray(_ptr_f32(a), (H,)), H)
+
+
+# ------------------------------------------------------------------------------------- the driver
+_POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+    """A process-wide pool of ``n`` workers (starting threads per call costs more than a kernel
+    call on a many-core host); per process id, since a forked child has none of the threads."""
+    key = (os.getpid(), n)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix="pairstats")
+        return pool
+
+
+def _code(t) -> Optional[int]:
+    import torch
+
+    return {torch.bfloat16: BF16, torch.float32: F32}.get(t.dtype)
+
+
+class PairStats:
+    """Reference slots (each ``[rows, H]``, reference token t at row ``ref_rows[t]``) against
+    candidates whose compared rows are ``infer_rows``; work split over ``threads`` token ranges."""
+
+    def __init__(self, slots: Sequence, ref_rows: np.ndarray, infer_rows: np.ndarray, threads: int = 1):
+        self.xr = np.ascontiguousarray(ref_rows, dtype=np.int64)
+        self.yr = np.ascontiguousarray(infer_rows, dtype=np.int64)
+        self.T = len(self.xr)
+        if self.yr.shape != (self.T,):
+            raise ValueError(f"{len(self.yr)} inference rows for {self.T} reference tokens")
+        self.H = int(slots[0].shape[1])
+        self.lo, self.hi = (int(self.yr.min()), int(self.yr.max())) if self.T else (0, -1)
+        self.slots = [self._prepare(x, self.xr, "reference slot") for x in slots]
+        self.S = len(self.slots)
+        self.xa = np.array([x.data_ptr() for x in self.slots], np.int64)
+        self.xs = np.array([x.stride(0) * x.element_size() for x in self.slots], np.int64)
+        self.xc = np.array([_code(x) for x in self.slots], np.int64)
+        self.threads = max(1, min(int(threads), max(1, self.T // BLOCK)))
+        cuts = [round(self.T * i / self.threads) for i in range(self.threads + 1)]
+        self.ranges = [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+        self.block = BLOCK
+        self.kernel = "vdpbf16ps" if HAS_BF16_DOT and (self.xc == BF16).all() else "fma"
+
+    def _run(self, fn, before: tuple, after: tuple) -> None:
+        """``fn(*before, t0, t1, *after)`` over the token ranges, one per thread."""
+        if len(self.ranges) == 1:
+            fn(*before, *self.ranges[0], *after)
+            return
+        pool = _pool(len(self.ranges))
+        for f in [pool.submit(fn, *before, t0, t1, *after) for t0, t1 in self.ranges]:
+            f.result()
+
+    def _prepare(self, y, rows, what):
+        import torch
+
+        if y.dim() != 2 or y.shape[1] != self.H:
+            raise ValueError(f"{what} of shape {tuple(y.shape)}, expected [rows, {self.H}]")
+        if len(rows) and not (0 <= int(rows.min()) and int(rows.max()) < y.shape[0]):
+            raise ValueError(f"compared rows up to {int(rows.max())} fall outside a {what} of {y.shape[0]} rows")
+        if _code(y) is None:
+            y = y.to(torch.float32)
+        if y.stride(1) != 1 or (y.shape[0] > 1 and y.stride(0) < self.H):
+            y = y.contiguous()
+        return y
+
+    def prepare(self, y):
+        """A candidate as the kernels read it: bf16 or fp32, unit stride along H (else a copy)."""
+        return self._prepare(y, self.yr, "candidate")
+
+    def _x(self):
+        return (self.xa, self.xs, self.xc, self.xr, self.H)
+
+    def sq(self) -> np.ndarray:
+        """Per-token squared norms of the slots, fp32 [S, T]."""
+        out = np.zeros((self.S, self.T), np.float32)
+        self._run(sq_rows, self._x(), (out,))
+        return out
+
+    def dots(self, ys: Sequence) -> tuple[np.ndarray, np.ndarray]:
+        """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32)."""
+        G = len(ys)
+        xy = np.empty((self.S, G, self.T), np.float32)
+        yy = np.empty((G, self.T), np.float32)
+        ya = np.array([y.data_ptr() for y in ys], np.int64)
+        yc = np.array([_code(y) for y in ys], np.int64)
+        ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
+        if self.kernel == "vdpbf16ps" and (yc == BF16).all():
+            try:
+                self._run(dots_bf16, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block), (xy, yy))
+                return xy, yy
+            except Exception:  # noqa: BLE001
+                if dots_bf16.signatures:                 # it ran before: a real error
+                    raise
+                global HAS_BF16_DOT                      # this numba/LLVM cannot build it: portable from now on
+                HAS_BF16_DOT = False
+                self.kernel = "fma"
+        self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy))
+        return xy, yy
+
+    def exact(self, pairs: Sequence, ys: Sequence):
+        """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
+        in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
+        ``mx [P, T]`` (max |d|)."""
+        n = np.empty((len(pairs), self.T), np.float32)
+        sa = np.empty_like(n)
+        mx = np.empty_like(n)
+        ps_ = np.array([int(p[0]) for p in pairs], np.int64)
+        pc = np.array([int(p[1]) for p in pairs], np.int64)
+        ya = np.array([y.data_ptr() for y in ys], np.int64)
+        yc = np.array([_code(y) for y in ys], np.int64)
+        ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
+        if len(pairs):
+            self._run(exact_rows, self._x() + (ps_, pc, ya, yc, ys_, self.yr), (n, sa, mx))
+        return n, sa, mx
