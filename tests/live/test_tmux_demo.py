@@ -66,7 +66,7 @@ def test_demo_tui_guided_path(tmux, lab_world, tmp_path):
     tmux("new-session", "-d", "-s", "demo", "-x", "160", "-y", "50", cmd)
     try:
         tmux.wait_for(r"Demo: server \d+ shows accept length", 600, "the Dashboard with the demo note")
-        tmux.keys("F12")
+        tmux.keys("F8")
         tmux.wait_for(r"Guided path:.*next: press d", 30, "the guided bar on Diagnose")
         tmux.keys("d")
         screen = tmux.wait_for(r"debug-tensor-dump-output-folder", 300, "the dump relaunch confirmation")

@@ -15,7 +15,7 @@ class DemoApp(WorkbenchApp):
         start = "servers" if "servers" in ids else "diagnose"
         super().__init__(workspace, start=start, screen_args={
             "diagnose": {"server_id": server_id, "guided": True, "measure_tokens": measure_tokens}})
-        key = next((s.key for s in SCREENS if s.id == "diagnose"), "f12").upper()
+        key = next((s.key for s in SCREENS if s.id == "diagnose"), "f8").upper()
         al = f" shows accept length {accept_length:.2f}" if accept_length is not None else " runs"
         self.demo_note = (f"Demo: server {server_id}{al} with the story's draft config. Press {key} (Diagnose) "
                           f"and follow the guided path: doctor, alignment, fix, relaunch, compare.")

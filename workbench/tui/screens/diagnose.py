@@ -405,4 +405,4 @@ def _cell(v) -> str:
     return str(v)
 
 
-SPEC = ScreenSpec("diagnose", "Diagnose", "f12", DiagnoseScreen, order=46)
+SPEC = ScreenSpec("diagnose", "Diagnose", "f8", DiagnoseScreen, order=45)
