@@ -255,6 +255,12 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
                     evals = {**(evals or {}), **{k: v for k, v in (dres.get("evals") or {}).items()
                                                  if k in ("train", "live")}} if dres.get("evals") else evals
                     _add_alignment_findings(ranked, dres, d)
+        if not accuracies and job["draft"] and job["target"] and spec["steps"] and \
+                (evals is None or "headline" not in evals):
+            d._step("live.doctor", 4, n_steps, f"evaluating the drafter on {eval_samples} training samples")
+            evals = {**(evals or {}), **d._job("drafter", {"draft": job["draft"], "target": job["target"],
+                                                         "training_data": training_data, "steps": spec["steps"],
+                                                         "samples": eval_samples})}
         if evals:
             tr, lv = evals.get("train") or {}, evals.get("live") or {}
             features.update(train_accept_length=tr.get("accept_length"), live_accept_length=lv.get("accept_length"),
