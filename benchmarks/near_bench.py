@@ -80,7 +80,8 @@ def main() -> int:
             best = [b["physical"] for b in result["align"]["best"]]
             assert best == [f"out({k})" for k in trained], best
             out[phase] = {"moved_bytes": tr.moved_bytes, "shipped_bytes": tr.shipped_bytes,
-                          "ratio": tr.ratio, "seconds": round(time.perf_counter() - t0, 2)}
+                          "ratio": tr.ratio, "seconds": round(time.perf_counter() - t0, 2),
+                          "device": result["device"], "align_s": round(result["align"]["seconds"], 3)}
         tensor_bytes = tr.tensor_bytes
     print(json.dumps({"bench": "near", "tensor_bytes": tensor_bytes, "bundle_bytes": len(current().tarball()),
                       **out, "floor": FLOOR, "ok": out["cold"]["ratio"] <= FLOOR,

@@ -121,3 +121,19 @@ def test_live_api_without_a_server_is_one_line(wb):
         from workbench.live.fix import last_fix
 
         last_fix(wb, 5)
+
+
+def test_static_layer_fixes_give_way_to_the_alignment():
+    from workbench.live.doctor import _settle_fixes
+
+    key = "eagle_config.eagle_aux_hidden_state_layer_ids"
+    cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 1, 3]}}
+    restating = Fix("keep", "/d/config.json", [ConfigEdit(key, [-1, 1, 3])])
+    alone = _settle_fixes([RankedFinding(_f("layer-ids-embedding", "warning", restating), "static")], cfg)
+    assert alone[0].fix is None                     # a fix that writes what is there is no fix
+    named = Fix("set", "/d/config.json", [ConfigEdit(key, [1, 3, 4])])
+    both = _settle_fixes([RankedFinding(_f("layer-ids-embedding", "warning", restating), "static"),
+                          RankedFinding(_f("layer-ids-engine-mismatch", fix=named), "hidden states")], cfg)
+    assert both[0].fix is named and both[1].fix is named
+    other = _settle_fixes([RankedFinding(_f("tied-embeddings", fix=restating), "static")], cfg)
+    assert other[0].fix is restating                # only layer findings

@@ -26,6 +26,15 @@ class LiveAPI:
             raise InputError("workbench.toml/[live].training_data: expected a path on the server's host")
         return value
 
+    def live_prompts(self) -> Optional[str]:
+        """``[live] prompts``: the measurement protocol's prompt set (a JSON file), default the
+        package's mixed set."""
+        live = self.workspace.section("live")
+        value = live.get("prompts") if isinstance(live, dict) else None
+        if value is not None and not isinstance(value, str):
+            raise InputError("workbench.toml/[live].prompts: expected the path of a prompt-set JSON file")
+        return value
+
     def _overlay_profile(self, name: str, table: dict) -> None:
         """A profile that lives for this session only (the doctor's tensor-dump relaunch)."""
         _ = self.lifecycle            # creates the overlay the lifecycle reads
@@ -59,7 +68,8 @@ class LiveAPI:
         report = diagnose(self, sid, training_data=training_data, accuracies=accuracies, samples=samples,
                           eval_samples=eval_samples, measure=measure, measure_tokens=measure_tokens,
                           measure_concurrency=measure_concurrency, dump=dump, confirm=confirm, static=static,
-                          dump_alongside=dump_alongside, ready_timeout=ready_timeout, progress=self.progress)
+                          dump_alongside=dump_alongside, ready_timeout=ready_timeout, prompts=self.live_prompts(),
+                          progress=self.progress)
         self._record("live.doctor", str(sid), {
             "server_id": sid, "profile": report.profile, "engine": report.engine, "training_data": training_data,
             "observed": report.observed, "predicted": {k: v for k, v in report.predicted.items() if k != "acc"},
@@ -110,7 +120,7 @@ class LiveAPI:
         sid = int(server_id)
         require(self.live_relaunch_plan(sid), confirm)
         rec, st, m = relaunch(self, sid, measure=measure, measure_tokens=measure_tokens,
-                              measure_concurrency=measure_concurrency, timeout=timeout)
+                              measure_concurrency=measure_concurrency, timeout=timeout, prompts=self.live_prompts())
         self._record("live.relaunch", str(rec.id), {"server_id": rec.id, "from_server": sid, "profile": rec.profile,
                                                     "state": st.state, "measured": m is not None})
         return rec

@@ -143,13 +143,34 @@ stop_grace = 5
 
 [live]
 training_data = {json.dumps(world["training_data"])}
+prompts = {json.dumps(str(root / "prompts.json"))}
 
 [configs]
 story-draft = {json.dumps(str(draft / "config.json"))}
 """
     cfg_path.write_text(toml)
+    write_prompts(world, root / "prompts.json")
     return DemoSetup(str(root), PROFILE, world["dir"], str(draft), str(draft / "config.json"),
                      world["training_data"], story_ids, world["layers"]["trained"], port, size)
+
+
+def write_prompts(world: dict, path: Path, count: int = 16) -> None:
+    """The measurement prompts in the lab's own language: held-out documents of its corpus (the
+    package's English prompt set is mostly unknown words to the lab's word-level tokenizer)."""
+    if path.exists():
+        return
+    from transformers import AutoTokenizer
+
+    from workbench.lab.capture import make_prompts
+    from workbench.lab.settings import settings_for
+
+    s = settings_for(world.get("size") or "tiny")
+    ids = make_prompts(s.prompt_len, count, s.seed + 7, s.seed)
+    tok = AutoTokenizer.from_pretrained(world["target"])
+    texts = [tok.decode(row.tolist(), skip_special_tokens=True) for row in ids]
+    path.write_text(json.dumps({"name": f"lab-{s.size}-{count}", "max_new_tokens": 64,
+                                "description": "held-out documents of the lab corpus (greedy)",
+                                "prompts": texts}, indent=1) + "\n")
 
 
 def reset_story_config(wb, setup: DemoSetup, world: dict) -> None:
@@ -209,7 +230,8 @@ def launch_story(wb, setup: DemoSetup, timeout: float = 300.0, progress=None):
 
 def measure_story(wb, server_id: int, measure_tokens: int):
     """Step 1 of the story: the accept length the server shows with the story's config."""
-    return wb.server_measure(server_id, max_new_tokens=measure_tokens, label="demo: the story's config")
+    return wb.server_measure(server_id, max_new_tokens=measure_tokens, prompts=wb.live_prompts(),
+                             label="demo: the story's config")
 
 
 def run_story(wb, setup: DemoSetup, *, measure_tokens: int = 48, samples: int = 2, progress=None,

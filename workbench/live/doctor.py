@@ -163,7 +163,8 @@ class LiveDoctor:
 def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list] = None,
              samples: int = 2, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
              measure_concurrency: int = 4, dump: str = "ask", confirm=False, static: bool = True,
-             dump_alongside: bool = False, ready_timeout: Optional[float] = None, progress=None) -> LiveReport:
+             dump_alongside: bool = False, ready_timeout: Optional[float] = None, prompts: Optional[str] = None,
+             progress=None) -> LiveReport:
     """``confirm``: True, False, or a callable taking the dump relaunch's Plan and answering it."""
     t0 = time.perf_counter()
     if dump not in DUMP_MODES:
@@ -186,7 +187,11 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
     ranked: list[RankedFinding] = []
 
     # 1. static checks on the loaded config, on the host (weights stay there)
-    if static:
+    readable = draft["loaded"] is not None
+    if not readable:
+        d.notes.append(f"{draft['config']} cannot be read on {d.rec.host} (a hub id, or no access): static "
+                       "checks and the drafter evaluation skipped")
+    if static and readable:
         d._step("live.doctor", 1, n_steps, f"static checks of the loaded config ({engine})")
         rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
                                 "target_config": target["path"], "engine": engine,
@@ -198,7 +203,7 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
 
     # 2. observed accept length
     d._step("live.doctor", 2, n_steps, "measuring accept length (flush, fixed prompts)")
-    observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency)
+    observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency, prompts)
 
     # 3 and 4. hidden states and the drafter, near the data
     predicted: dict = {"accept_length": None, "source": None}
@@ -212,7 +217,8 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
         part_points = _engine_points(engine, target, draft)
         job = {"training_data": training_data, "count": samples, "part_points": part_points, "engine": engine,
                "arch": target["arch"], "num_layers": target["num_layers"], "draft_config": draft["loaded"],
-               "draft_config_path": draft["config"], "draft": draft["path"], "target": target["path"],
+               "draft_config_path": draft["config"], "draft": draft["path"] if readable else None,
+               "target": target["path"] if target.get("num_layers") else None,
                "steps": spec["steps"], "eval_samples": 0 if accuracies else eval_samples}
         res = None
         if facts["return_hidden_states"]:
@@ -249,6 +255,12 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
                     evals = {**(evals or {}), **{k: v for k, v in (dres.get("evals") or {}).items()
                                                  if k in ("train", "live")}} if dres.get("evals") else evals
                     _add_alignment_findings(ranked, dres, d)
+        if not accuracies and job["draft"] and job["target"] and spec["steps"] and \
+                (evals is None or "headline" not in evals):
+            d._step("live.doctor", 4, n_steps, f"evaluating the drafter on {eval_samples} training samples")
+            evals = {**(evals or {}), **d._job("drafter", {"draft": job["draft"], "target": job["target"],
+                                                         "training_data": training_data, "steps": spec["steps"],
+                                                         "samples": eval_samples})}
         if evals:
             tr, lv = evals.get("train") or {}, evals.get("live") or {}
             features.update(train_accept_length=tr.get("accept_length"), live_accept_length=lv.get("accept_length"),
@@ -277,7 +289,7 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
             r.explains = gap            # an EAGLE3 draft under EAGLE sits at accept length 1: all of it
         if r.explains is not None and gap and gap > 0:
             r.share = max(0.0, min(1.0, r.explains / gap))
-    ranked = rank(_dedupe(ranked))
+    ranked = rank(_dedupe(_settle_fixes(ranked, draft["loaded"])))
     fix = next((r.fix for r in ranked if r.fix is not None and r.fix.applicable), None)
     d._step("live.doctor", n_steps, n_steps, "done")
     report = LiveReport(
@@ -288,9 +300,11 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
 
 
 # ------------------------------------------------------------------------------------------- parts
-def _observe(ops, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int) -> dict:
+def _observe(ops, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int,
+             prompts: Optional[str]) -> dict:
     if measure:
-        m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, label="live doctor")
+        m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts,
+                               label="live doctor")
         al = m.server_accept_len if m.server_accept_len is not None else m.accept_len.get("mean")
         return {"accept_length": al, "tokens_per_s": m.tokens_per_s, "per_request": m.accept_len,
                 "source": f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"}
@@ -394,6 +408,24 @@ def _provisional(res: dict, draft: dict, engine: str) -> Finding:
          "source": "numeric alignment (return_hidden_states)", "best": [b.get("physical") or b.get("candidate")
                                                                         for b in al.get("best") or []],
          "rel_diff": [b.get("value") for b in al.get("best") or []]})
+
+
+def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict]) -> list[RankedFinding]:
+    """A static layer finding knows no trained layers here, so its fix can only restate the config;
+    the alignment's fix (from the layers the training data really holds) replaces it."""
+    from workbench.configs.jsonedit import get_key
+
+    def noop(fix) -> bool:
+        if fix is None or not fix.edits or loaded is None:
+            return False
+        missing = object()
+        return all(not e.delete and get_key(loaded, e.key, missing) == e.value for e in fix.edits)
+
+    named = next((r.fix for r in ranked if r.source == "hidden states" and r.fix is not None), None)
+    for r in ranked:
+        if r.source == "static" and r.code.startswith("layer-ids-") and (noop(r.fix) or named is not None):
+            r.finding.fix = named
+    return ranked
 
 
 def _dedupe(ranked: list[RankedFinding]) -> list[RankedFinding]:

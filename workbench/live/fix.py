@@ -50,7 +50,8 @@ def measure_settings(ops, server_id: int) -> dict:
 
 
 def relaunch(ops, server_id: int, *, measure: bool = True, measure_tokens: Optional[int] = None,
-             measure_concurrency: Optional[int] = None, timeout: Optional[float] = None, poll: float = 0.5):
+             measure_concurrency: Optional[int] = None, timeout: Optional[float] = None, poll: float = 0.5,
+             prompts: Optional[str] = None):
     """Stop the server if it runs, launch its profile, wait, measure like before. Returns
     (new server record, status, measurement or None)."""
     rec = ops.server(server_id)
@@ -62,7 +63,8 @@ def relaunch(ops, server_id: int, *, measure: bool = True, measure_tokens: Optio
     if st.state == "ready" and measure:
         prev = measure_settings(ops, server_id)
         m = ops.server_measure(new.id, concurrency=measure_concurrency or prev.get("concurrency") or 4,
-                               max_new_tokens=measure_tokens or prev.get("max_new_tokens"), label="after fix")
+                               max_new_tokens=measure_tokens or prev.get("max_new_tokens"), prompts=prompts,
+                               label="after fix")
     return ops.server(new.id), st, m
 
 

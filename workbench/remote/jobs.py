@@ -204,11 +204,6 @@ def _evaluate(files, trains, infers, mode, part_points, draft, target, steps, tr
     from workbench.drafter.evaluate import evaluate
     from workbench.hidden.pt_io import load_pt
 
-    def summary(r) -> dict:
-        return {"samples": r.samples, "positions": r.positions, "acc": r.acc, "full_acc": r.full_acc,
-                "cond_acc": r.cond_acc, "accept_length": r.predicted.get("accept_length"),
-                "from_acc": r.predicted.get("from_acc"), "steps": r.depth, "notes": r.notes}
-
     out: dict = {"steps": steps, "notes": []}
     with tempfile.TemporaryDirectory(prefix="wb-eval-") as tmp:
         tdir, ldir = Path(tmp) / "train", Path(tmp) / "live"
@@ -244,11 +239,26 @@ def _evaluate(files, trains, infers, mode, part_points, draft, target, steps, tr
         elif mode == "dump" and not part_points:
             out["notes"].append("the engine's capture points are unknown: live features not evaluated")
     if eval_samples and eval_samples > len(files):
-        with tempfile.TemporaryDirectory(prefix="wb-eval-") as tmp:
-            for i, f in enumerate(sample_files(training_data, None, eval_samples)):
-                os.symlink(f, Path(tmp) / f"data_{i}{''.join(f.suffixes)}")
-            out["headline"] = summary(evaluate(draft, tmp, target, depth=steps, device=device))
+        out["headline"] = drafter(draft, target, training_data, steps=steps, samples=eval_samples,
+                                  device=device)["headline"]
     return out
+
+
+def summary(r) -> dict:
+    return {"samples": r.samples, "positions": r.positions, "acc": r.acc, "full_acc": r.full_acc,
+            "cond_acc": r.cond_acc, "accept_length": r.predicted.get("accept_length"),
+            "from_acc": r.predicted.get("from_acc"), "steps": r.depth, "notes": r.notes}
+
+
+def drafter(draft: str, target: str, training_data: str, *, steps: int, samples: int = 32,
+            device: Optional[str] = None) -> dict:
+    """The drafter on the first ``samples`` training samples at ``steps`` (the predicted accept length)."""
+    from workbench.drafter.evaluate import evaluate
+
+    with tempfile.TemporaryDirectory(prefix="wb-eval-") as tmp:
+        for i, f in enumerate(sample_files(training_data, None, samples)):
+            os.symlink(f, Path(tmp) / f"data_{i}{''.join(f.suffixes)}")
+        return {"headline": summary(evaluate(draft, tmp, target, depth=int(steps), device=device))}
 
 
 # ------------------------------------------------------------------------------------ static checks
@@ -284,4 +294,4 @@ def _replace_paths(value, old: str, new: str):
     return value
 
 
-JOBS = {"probe": probe, "align": align_files, "live": live, "static": static}
+JOBS = {"probe": probe, "align": align_files, "live": live, "static": static, "drafter": drafter}

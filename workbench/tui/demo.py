@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Optional
 
@@ -23,6 +24,9 @@ class DemoApp(WorkbenchApp):
     def on_mount(self) -> None:
         super().on_mount()
         self.notify(self.demo_note, title="eagle-workbench demo", timeout=60)
+        # a closed terminal ends the app the normal way, so the demo still stops its lab servers
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.exit())
 
 
 def run_demo_app(workspace: str, server_id: int, **kw) -> int:

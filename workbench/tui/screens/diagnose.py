@@ -124,7 +124,7 @@ class DiagnoseScreen(WorkbenchScreen):
             if i < len(STEPS):
                 out.append("  >  ", style="dim")
         if nxt is None:
-            out.append("   done: the Timeline (F9) holds every step", style="green")
+            out.append("   all done", style="green")
         else:
             out.append(f"   next: press {nxt[2]}", style="bold")
         g.update(out)
@@ -166,7 +166,9 @@ class DiagnoseScreen(WorkbenchScreen):
         self._run("measuring", self._measure, sid)
 
     def _measure(self, sid: int) -> None:
-        m = self.app.wb.server_measure(sid, max_new_tokens=self.measure_tokens, label="diagnose screen")
+        wb = self.app.wb
+        m = wb.server_measure(sid, max_new_tokens=self.measure_tokens, prompts=wb.live_prompts(),
+                              label="diagnose screen")
         self.app.call_from_thread(self.load_server, sid)
         return m
 
@@ -372,7 +374,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self._mark("compare")
         b, a = cmp.value("accept length", "before"), cmp.value("accept length", "after")
         if a is not None and b:
-            self._status(f"accept length {b:.2f} -> {a:.2f} (x{a / b:.2f}); the Timeline (F9) shows every step")
+            self._status(f"accept length {b:.2f} -> {a:.2f} (x{a / b:.2f}); the Timeline (F10) shows every step")
 
     # -- running work -----------------------------------------------------------------------------
     def _run(self, what: str, fn, *args) -> None:
