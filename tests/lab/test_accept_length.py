@@ -15,10 +15,11 @@ STEPS = 3
 def measure(proc, world, n=16, new=48) -> float:
     """The measurement protocol: flush, a fixed prompt set, then avg_spec_accept_length."""
     from workbench.lab.capture import make_prompts
+    from workbench.lab.settings import corpus_style
 
     s = world["settings"]
     assert http(proc, "/flush_cache", method="POST")[0] == 200
-    for ids in make_prompts(s["prompt_len"], n, s["seed"] + 2, s["seed"]).tolist():
+    for ids in make_prompts(s["prompt_len"], n, s["seed"] + 2, s["seed"], corpus_style(s)).tolist():
         code, _ = http(proc, "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": new,
                                                                                    "ignore_eos": True}})
         assert code == 200
@@ -45,8 +46,21 @@ def measured(lab_servers, lab_world):
 def test_broken_config_is_well_below_and_shift_is_silent(measured):
     correct, broken, shifted = measured["draft"], measured["draft_broken"], measured["draft_shifted"]
     assert correct > 1.8
-    assert broken <= 0.8 * correct, measured
-    assert shifted >= 0.85 * correct, measured
+    assert broken <= 0.7 * correct, measured
+    assert shifted >= 0.9 * correct, measured
+
+
+def test_world_lands_where_real_eagle3_drafters_do(lab_world):
+    """The build's own figures: the correct drafter's held-out acc_0 and its accept length at 3 steps
+    (real chain speculation over the build's prompts) in the band real EAGLE-3 drafters reach, the
+    story's mistake costing at least 30 %, the one-layer shift at most 10 %."""
+    acc0 = lab_world["acc"]["acc_0"]
+    al = lab_world["accept_length"]["measured"]
+    assert 0.70 <= acc0 <= 0.85, lab_world["heldout"]
+    assert 2.3 <= al["draft"] <= 3.2, al
+    assert al["draft_broken"] <= 0.7 * al["draft"], al
+    assert al["draft_shifted"] >= 0.9 * al["draft"], al
+    assert abs(lab_world["accept_length"]["predicted"] - al["draft"]) <= 0.10 * al["draft"]
 
 
 def test_predicted_matches_measured_within_ten_percent(measured, lab_world):

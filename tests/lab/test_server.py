@@ -30,9 +30,10 @@ def servers(lab_servers):
 
 def prompts(world, n=8):
     from workbench.lab.capture import make_prompts
+    from workbench.lab.settings import corpus_style
 
     s = world["settings"]
-    return make_prompts(s["prompt_len"], n, s["seed"] + 3, s["seed"]).tolist()
+    return make_prompts(s["prompt_len"], n, s["seed"] + 3, s["seed"], corpus_style(s)).tolist()
 
 
 def test_routes(servers, lab_world):

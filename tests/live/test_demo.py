@@ -15,7 +15,7 @@ STEPS = ["lab.build", "demo.prepare", "server.launch", "server.ready", "server.m
 
 def test_scripted_demo_json(lab_world, tmp_path, cli):
     ws = tmp_path / "demo"
-    r = cli("--workspace", str(ws), "demo", "--no-tui", "--json", "--size", "tiny", "--measure-tokens", "24",
+    r = cli("--workspace", str(ws), "demo", "--no-tui", "--json", "--size", "tiny", "--measure-tokens", "48",
             timeout=1200)
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)

@@ -22,7 +22,7 @@ def register(sub) -> None:
                                    "compare. The workspace defaults to ~/.eagle-workbench/demo.")
     p.add_argument("--no-tui", action="store_true", help="run the story scripted and print the outcome")
     p.add_argument("--size", choices=["tiny", "small"], default="small",
-                   help="lab world: small (default; a few minutes to build once) or tiny (tests)")
+                   help="lab world: small (default; about two minutes to build once) or tiny (tests)")
     p.add_argument("--lab-dir", metavar="DIR", help="lab cache folder (default: ~/.cache/eagle-workbench/lab)")
     p.add_argument("--measure-tokens", type=int, default=32, metavar="N",
                    help="tokens per prompt in each measurement (default 32; the lab runs on a CPU)")

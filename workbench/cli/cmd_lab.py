@@ -15,7 +15,7 @@ def register(sub) -> None:
     b.add_argument("--dir", metavar="DIR", help="cache folder (default: $EAGLE_WORKBENCH_LAB_CACHE or "
                                                 "~/.cache/eagle-workbench/lab)")
     b.add_argument("--size", choices=["tiny", "small"], default="tiny",
-                   help="tiny: about a minute (tests); small: a few minutes, a better drafter (demo)")
+                   help="tiny: about a minute (tests); small: about two minutes, a better drafter (demo)")
     b.add_argument("--force", action="store_true", help="rebuild even when a cached world exists")
     add_json(b)
     b.set_defaults(func=_build)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from workbench.lab.settings import LabSettings, settings_for
+from workbench.lab.settings import LabSettings, corpus_style, settings_for
 
 MANIFEST = "lab.json"
 MEASURE_ENGINE = "sglang==0.5.23"
@@ -130,7 +130,7 @@ def _build_into(s: LabSettings, out: Path, progress=None) -> dict:
     target = T.load_target(out / "target")
     N = target.config.num_hidden_layers
     layers = trained_layers(N)
-    prompts = C.make_prompts(s.prompt_len, s.prompts + s.heldout, s.seed + 1, s.seed)
+    prompts = C.make_prompts(s.prompt_len, s.prompts + s.heldout, s.seed + 1, s.seed, corpus_style(s))
     seqs = C.greedy(target, prompts, s.response_len)
     finals, auxes = C.capture_rows(target, seqs, layers)
     C.write_rows(out / "training_data", seqs[:s.prompts], s.prompt_len, finals[:s.prompts], auxes[:s.prompts],
@@ -165,7 +165,7 @@ def _build_into(s: LabSettings, out: Path, progress=None) -> dict:
     depth = max(s.eval_steps, s.ttt_steps) + 2
     metrics = D.offline_metrics(drafter, target, held, depth)
     predicted = predict_al(metrics["cond"], s.eval_steps)
-    eval_prompts = C.make_prompts(s.prompt_len, s.eval_prompts, s.seed + 2, s.seed).tolist()
+    eval_prompts = C.make_prompts(s.prompt_len, s.eval_prompts, s.seed + 2, s.seed, corpus_style(s)).tolist()
     measured = {name: measure_accept_length(out / "target", out / name, eval_prompts, s.eval_new_tokens,
                                             s.eval_steps)
                 for name in ("draft", "draft_broken", "draft_shifted")}

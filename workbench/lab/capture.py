@@ -15,16 +15,18 @@ API: ``greedy(model, ids, n)``, ``make_prompts(settings, count, seed)``,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from workbench.lab import corpus
 
 
-def make_prompts(prompt_len: int, count: int, seed: int, world: int):
-    """``count`` prompts of ``prompt_len`` tokens, each starting at a document's ``<bos>``."""
+def make_prompts(prompt_len: int, count: int, seed: int, world: int, style: Optional[dict] = None):
+    """``count`` prompts of ``prompt_len`` tokens, each starting at a document's ``<bos>``;
+    ``style``: the world's corpus style (``settings.corpus_style``)."""
     import torch
 
     vocab_index = {w: i for i, w in enumerate(corpus.vocabulary())}
-    gen = corpus.Generator(seed, world)
+    gen = corpus.Generator(seed, world, **(style or {}))
     rows = []
     while len(rows) < count:
         toks: list = []

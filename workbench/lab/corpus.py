@@ -20,7 +20,7 @@ Document sections (mixed and repeated at random):
 from __future__ import annotations
 
 import random
-from typing import Iterator
+from typing import Iterator, Optional, Sequence
 
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 PUNCT = [".", "?", "=", "+", ":", ","]
@@ -42,6 +42,8 @@ LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 NUMBERS = [str(i) for i in range(100)]
 NUM_KEYS = 48
 KEYS = [f"K{i:02d}" for i in range(NUM_KEYS)]
+# default weights of the sections: story, ask, sums, count, says, records
+MIX = (0.30, 0.22, 0.16, 0.10, 0.10, 0.12)
 
 
 def vocabulary() -> list[str]:
@@ -58,8 +60,18 @@ def vocabulary() -> list[str]:
 class Generator:
     """Deterministic document stream for a seed."""
 
-    def __init__(self, seed: int, world: int = 0):
+    def __init__(self, seed: int, world: int = 0, pref: float = 0.6, succ: float = 0.8,
+                 mix: Optional[Sequence[float]] = None, ordered: bool = False, code_len: int = 3,
+                 file_keys: Sequence[int] = (2, 4)):
         self.rng = random.Random(seed)
+        self.pref, self.succ_p = pref, succ
+        # ordered: asks recall keys in the order they were filed (a greedy reader must track
+        # which came next instead of falling back on one favourite key)
+        self.ordered, self.code_len, self.file_keys = ordered, code_len, tuple(file_keys)
+        self._asked = 0
+        # cumulative thresholds of story, ask, sums, count, says (records take the rest)
+        w = list(mix or MIX)
+        self.cuts = [sum(w[:i + 1]) / sum(w) for i in range(len(w) - 1)]
         prefs = random.Random(world * 7919 + 17)   # the world's fixed preferences, shared by its streams
         self.adj_of = {n: prefs.sample(ADJS, 2) for n in NOUNS}
         self.verb_of = {n: prefs.sample(VERBS, 2) for n in NOUNS}
@@ -71,7 +83,7 @@ class Generator:
     # -- sections ------------------------------------------------------------------------------
     def _np(self, noun: str) -> list[str]:
         r = self.rng
-        adj = r.choice(self.adj_of[noun]) if r.random() < 0.6 else r.choice(ADJS)
+        adj = r.choice(self.adj_of[noun]) if r.random() < self.pref else r.choice(ADJS)
         return ["the", adj, noun]
 
     def story(self, subject: str | None = None, n: int | None = None) -> tuple[list[str], str]:
@@ -79,8 +91,8 @@ class Generator:
         subject = subject or r.choice(NOUNS)
         out: list[str] = []
         for _ in range(n or r.randint(1, 3)):
-            obj = self.succ[subject] if r.random() < 0.8 else r.choice(NOUNS)
-            verb = r.choice(self.verb_of[subject]) if r.random() < 0.6 else r.choice(VERBS)
+            obj = self.succ[subject] if r.random() < self.succ_p else r.choice(NOUNS)
+            verb = r.choice(self.verb_of[subject]) if r.random() < self.pref else r.choice(VERBS)
             out += self._np(subject) + [verb] + self._np(obj)
             if r.random() < 0.5:
                 place = self.place_of[obj] if r.random() < 0.5 else r.choice(PLACES)
@@ -92,15 +104,20 @@ class Generator:
     def records(self, table: dict) -> list[str]:
         r = self.rng
         out = ["file", ":"]
-        for _ in range(r.randint(2, 4)):
+        for _ in range(r.randint(*self.file_keys)):
             key = r.choice(KEYS)
-            code = [r.choice(LETTERS) for _ in range(3)]
+            code = [r.choice(LETTERS) for _ in range(self.code_len)]
             table[key] = code
             out += [key, "is", *code, "."]
         return out
 
     def ask(self, table: dict) -> list[str]:
-        key = self.rng.choice(sorted(table))
+        if self.ordered:
+            keys = list(table)
+            key = keys[self._asked % len(keys)]
+            self._asked += 1
+        else:
+            key = self.rng.choice(sorted(table))
         return ["ask", key, "?", *table[key], "."]
 
     def sums(self) -> list[str]:
@@ -130,19 +147,20 @@ class Generator:
         """One document: records first, then a mix in which asks recall earlier records."""
         r = self.rng
         table: dict = {}
+        self._asked = 0
         out = ["<bos>"] + self.records(table)
         subject = None
         for _ in range(r.randint(6, 12)):
-            x = r.random()
-            if x < 0.30:
+            x, c = r.random(), self.cuts
+            if x < c[0]:
                 part, subject = self.story(subject)
-            elif x < 0.52:
+            elif x < c[1]:
                 part = self.ask(table)
-            elif x < 0.68:
+            elif x < c[2]:
                 part = self.sums()
-            elif x < 0.78:
+            elif x < c[3]:
                 part = self.count()
-            elif x < 0.88:
+            elif x < c[4]:
                 part = self.says()
             else:
                 part = self.records(table)
@@ -154,7 +172,7 @@ class Generator:
             yield from self.document()
 
 
-def token_stream(seed: int, n_tokens: int, vocab_index: dict, world: int = 0) -> list[int]:
+def token_stream(seed: int, n_tokens: int, vocab_index: dict, world: int = 0, **style) -> list[int]:
     """``n_tokens`` ids from the document stream of ``seed`` in world ``world``."""
-    gen = Generator(seed, world).stream()
+    gen = Generator(seed, world, **style).stream()
     return [vocab_index[next(gen)] for _ in range(n_tokens)]

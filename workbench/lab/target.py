@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from workbench.lab import corpus
-from workbench.lab.settings import LabSettings
+from workbench.lab.settings import LabSettings, corpus_style
 
 
 def build_tokenizer(out_dir: Path):
@@ -39,7 +39,7 @@ def target_config(s: LabSettings):
         vocab_size=len(vocab), hidden_size=s.hidden, intermediate_size=s.ffn,
         num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.heads,
         max_position_embeddings=s.max_positions, rms_norm_eps=1e-6, tie_word_embeddings=False,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0, torch_dtype="float32",
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, torch_dtype="float32", initializer_range=s.init_std,
     )
 
 
@@ -58,7 +58,8 @@ def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
     torch.manual_seed(s.seed)
     vocab_index = {w: i for i, w in enumerate(corpus.vocabulary())}
     n_tokens = s.target_steps * s.target_batch * s.target_seq // 2 + 10 * s.target_seq
-    data = torch.tensor(corpus.token_stream(s.seed, n_tokens, vocab_index, world=s.seed), dtype=torch.long)
+    data = torch.tensor(corpus.token_stream(s.seed, n_tokens, vocab_index, world=s.seed, **corpus_style(s)),
+                        dtype=torch.long)
     model = LlamaForCausalLM(target_config(s))
     opt = torch.optim.AdamW(model.parameters(), lr=s.target_lr, weight_decay=0.01, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(s.seed)
@@ -80,17 +81,28 @@ def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
             if progress:
                 progress("target", step + 1, s.target_steps, f"loss {value:.3f}")
     model.eval()
+    quiet_transformers()
     model.save_pretrained(str(out_dir), safe_serialization=True)
     build_tokenizer(out_dir)
     return {"steps": s.target_steps, "tokens": s.target_steps * s.target_batch * s.target_seq,
             "seconds": round(time.time() - t0, 2), "loss": losses}
 
 
-def load_target(path, dtype=None):
-    import torch
-    from transformers import LlamaForCausalLM
+def quiet_transformers() -> None:
+    """No progress bars and no deprecation chatter from transformers on the lab's output: the
+    KV-cache keyword is spelled the way every supported transformers accepts."""
+    import warnings
+
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", message=r".*past_key_values.* is deprecated", category=FutureWarning)
+
+
+def load_target(path, dtype=None):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    quiet_transformers()
     model = LlamaForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32)
     return model.eval()

@@ -162,10 +162,10 @@ def write_prompts(world: dict, path: Path, count: int = 16) -> None:
     from transformers import AutoTokenizer
 
     from workbench.lab.capture import make_prompts
-    from workbench.lab.settings import settings_for
+    from workbench.lab.settings import corpus_style, settings_for
 
     s = settings_for(world.get("size") or "tiny")
-    ids = make_prompts(s.prompt_len, count, s.seed + 7, s.seed)
+    ids = make_prompts(s.prompt_len, count, s.seed + 7, s.seed, corpus_style(world.get("settings") or s))
     tok = AutoTokenizer.from_pretrained(world["target"])
     texts = [tok.decode(row.tolist(), skip_special_tokens=True) for row in ids]
     path.write_text(json.dumps({"name": f"lab-{s.size}-{count}", "max_new_tokens": 64,
