@@ -29,7 +29,8 @@ def register(sub) -> None:
     live.add_argument("--training-data", metavar="PATH",
                       help="SpecForge training data on the server's host (default: [live] training_data)")
     live.add_argument("--acc", metavar="A0,A1,..", help="per-depth accuracies instead of evaluating the drafter")
-    live.add_argument("--samples", type=int, default=2, metavar="N", help="training samples sent to the server")
+    live.add_argument("--samples", type=int, default=4, metavar="N",
+                      help="training samples sent to the server (their tokens are aligned together)")
     live.add_argument("--eval-samples", type=int, default=32, metavar="N",
                       help="training samples for the predicted accept length (default 32)")
     live.add_argument("--measure-tokens", type=int, metavar="N", help="max_new_tokens of the measurement protocol")

@@ -41,7 +41,7 @@ class LiveAPI:
         self.__dict__.setdefault("_profile_overlay", {})[name] = table
 
     # -- the doctor ---------------------------------------------------------------------------------
-    def live_dump_plan(self, server_id: int, samples: int = 2, alongside: bool = False) -> Plan:
+    def live_dump_plan(self, server_id: int, samples: int = 4, alongside: bool = False) -> Plan:
         """What the doctor's tensor-dump relaunch will do (confirm it, then call doctor_live with
         confirm=True)."""
         from workbench.live.doctor import LiveDoctor, dump_plan
@@ -49,7 +49,7 @@ class LiveAPI:
         return dump_plan(self, LiveDoctor(self, server_id), samples, alongside)
 
     def doctor_live(self, server_id: int, training_data: Optional[str] = None, *,
-                    accuracies: Optional[list] = None, samples: int = 2, eval_samples: int = 32,
+                    accuracies: Optional[list] = None, samples: int = 4, eval_samples: int = 32,
                     measure: bool = True, measure_tokens: Optional[int] = None, measure_concurrency: int = 4,
                     dump: str = "ask", confirm=False, static: bool = True, dump_alongside: bool = False,
                     ready_timeout: Optional[float] = None):

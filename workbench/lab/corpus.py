@@ -15,6 +15,13 @@ Document sections (mixed and repeated at random):
 - running sums: ``sum 3 + 4 = 7 + 9 = 16 .`` (numbers 0..99, the state only the target computes);
 - counting runs: ``count 34 35 36 37 .``;
 - ``name says w w w .`` repeats.
+
+The style knobs (``LabSettings``: ``pref``, ``succ``, ``mix``, ``ordered``, ``code_len``,
+``file_keys``) set how often the preferred words and successors are used, the section weights,
+and whether asks recall keys in the order they were filed. Greedy decoding turns every free
+choice into the target's favourite, so what keeps a drafter honest is the share of sections whose
+continuation depends on state (asks, sums, records): the defaults weight those and make the ask
+order a rule the target has to track.
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def measure_story(wb, server_id: int, measure_tokens: int):
                              label="demo: the story's config")
 
 
-def run_story(wb, setup: DemoSetup, *, measure_tokens: int = 48, samples: int = 2, progress=None,
+def run_story(wb, setup: DemoSetup, *, measure_tokens: int = 48, samples: int = 4, progress=None,
               server_id: Optional[int] = None) -> DemoResult:
     """The scripted story on a launched (or to-be-launched) server."""
     t0 = time.perf_counter()

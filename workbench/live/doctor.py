@@ -161,7 +161,7 @@ class LiveDoctor:
 
 
 def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list] = None,
-             samples: int = 2, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
+             samples: int = 4, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
              measure_concurrency: int = 4, dump: str = "ask", confirm=False, static: bool = True,
              dump_alongside: bool = False, ready_timeout: Optional[float] = None, prompts: Optional[str] = None,
              progress=None) -> LiveReport:

@@ -42,7 +42,7 @@ class DiagnoseScreen(WorkbenchScreen):
     ]
 
     def __init__(self, server_id: Optional[int] = None, guided: bool = False, training_data: str = "",
-                 measure_tokens: Optional[int] = None, samples: int = 2):
+                 measure_tokens: Optional[int] = None, samples: int = 4):
         super().__init__()
         self.server_id = server_id
         self.before_id: Optional[int] = None
