@@ -4,43 +4,14 @@ test folder, so fixes edit the copy and never the lab cache."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def toml_value(v) -> str:
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    return json.dumps(str(v))
-
-
-def write_toml(path: Path, data: dict) -> None:
-    lines = []
-    for section, tables in data.items():
-        for name, table in tables.items():
-            lines.append(f"[{section}.{json.dumps(name)}]" if name else f"[{section}]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
-            lines.append("")
-    path.write_text("\n".join(lines))
+from workbench.lab.process import free_port
 
 
 def copy_draft(world: dict, which: str, dest: Path) -> Path:

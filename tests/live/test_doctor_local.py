@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.live.conftest import copy_draft, lab_profile, write_toml
+from tests.fixtures.toml_files import write_toml
+from tests.live.conftest import copy_draft, lab_profile
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tests.live.conftest import copy_draft, lab_profile, write_toml
+from tests.fixtures.toml_files import write_toml
+from tests.live.conftest import copy_draft, lab_profile
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 

@@ -4,41 +4,15 @@ launch the stand-in server (tests/sglang/standin_server.py) with the test venv's
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.toml_files import write_toml
+from workbench.lab.process import free_port
+
 STANDIN = Path(__file__).with_name("standin_server.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def toml_value(v) -> str:
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    return json.dumps(str(v))
-
-
-def write_toml(path: Path, data: dict) -> None:
-    lines = []
-    for section, tables in data.items():
-        for name, table in tables.items():
-            lines.append(f"[{section}.{json.dumps(name)}]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
-            lines.append("")
-    path.write_text("\n".join(lines))
 
 
 def standin_profiles(root: Path, sshd, n_fail_ports: int = 0) -> dict:

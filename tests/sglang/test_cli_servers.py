@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.sglang.conftest import write_toml
+from tests.fixtures.toml_files import write_toml
 
 pytestmark = pytest.mark.ssh
 

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from tests.sglang.conftest import free_port, write_toml
+from tests.fixtures.toml_files import write_toml
+from workbench.lab.process import free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 

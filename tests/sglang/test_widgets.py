@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from tests.sglang.conftest import STANDIN, free_port, write_toml
+from tests.fixtures.toml_files import write_toml
+from tests.sglang.conftest import STANDIN
+from workbench.lab.process import free_port
 
 
 @pytest.fixture

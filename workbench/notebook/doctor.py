@@ -18,9 +18,8 @@ import ipywidgets as w
 
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
+from workbench.layers import ENGINE_CHOICES as ENGINES
 
-ENGINES = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.13", "sglang==0.5.13"),
-           ("sglang 0.5.12.post1", "sglang==0.5.12.post1"), ("vllm", "vllm")]
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]
 COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#666"}

@@ -17,30 +17,17 @@ from typing import Optional
 
 import ipywidgets as w
 
+from workbench.display import fmt_rel as fmt
+from workbench.display import heat_colour
 from workbench.errors import InputError, WorkbenchError
+from workbench.layers import ENGINE_CHOICES as ENGINES
 from workbench.notebook._arm import ArmButton
 
-ENGINES = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.13", "sglang==0.5.13"),
-           ("sglang 0.5.12.post1", "sglang==0.5.12.post1"), ("vllm", "vllm")]
 VERDICT_COLOUR = {"match": "#2e7d32", "ambiguous": "#b26a00", "no-match": "#c62828"}
-HEAT = ["#1b5e20", "#2e7d32", "#558b2f", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"]
 
 
 def heat(v: Optional[float]) -> str:
-    if v is None or not math.isfinite(v):
-        return "#999"
-    x = -6.0 if v <= 1e-6 else min(0.0, math.log10(v))
-    return HEAT[min(len(HEAT) - 1, int((x + 6.0) / 6.0 * (len(HEAT) - 1) + 0.5))]
-
-
-def fmt(v: Optional[float]) -> str:
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    if v == math.inf:
-        return "inf"
-    return f"{v:.2e}" if abs(v) < 1e-2 else f"{v:.3f}"
+    return heat_colour(v) or "#999"
 
 
 def matrix_html(r) -> str:

@@ -18,33 +18,19 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
+from workbench.display import fmt_rel as fmt
+from workbench.display import heat_colour
 from workbench.errors import WorkbenchError
+from workbench.layers import ENGINE_CHOICES as ENGINES
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 
-ENGINES = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.13", "sglang==0.5.13"),
-           ("sglang 0.5.12.post1", "sglang==0.5.12.post1"), ("vllm", "vllm")]
 VERDICT_STYLE = {"match": "bold green", "ambiguous": "bold yellow", "no-match": "bold red"}
-# log10(rel_diff) from -6 (identical up to bf16 noise) to 0 (unrelated): green -> red
-HEAT = ["#1b5e20", "#2e7d32", "#558b2f", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"]
 
 
 def heat_style(v: Optional[float]) -> str:
-    if v is None or not math.isfinite(v):
-        return "dim"
-    x = -6.0 if v <= 1e-6 else min(0.0, math.log10(v))
-    i = min(len(HEAT) - 1, int((x + 6.0) / 6.0 * (len(HEAT) - 1) + 0.5))
-    return f"white on {HEAT[i]}"
-
-
-def fmt(v: Optional[float]) -> str:
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    if v == math.inf:
-        return "inf"
-    return f"{v:.2e}" if abs(v) < 1e-2 else f"{v:.3f}"
+    colour = heat_colour(v)
+    return f"white on {colour}" if colour else "dim"
 
 
 class AlignmentScreen(WorkbenchScreen):

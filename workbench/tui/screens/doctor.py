@@ -17,9 +17,8 @@ from textual.widgets import DataTable, Input, Label, Select, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.layers import ENGINE_CHOICES as ENGINES
 
-ENGINES = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.13", "sglang==0.5.13"),
-           ("sglang 0.5.12.post1", "sglang==0.5.12.post1"), ("vllm", "vllm")]
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"),
                ("hf-index", "hf-index")]
