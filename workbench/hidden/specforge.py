@@ -20,7 +20,8 @@ import numpy as np
 
 from workbench.errors import InputError
 from workbench.hidden.pt_io import load_pt
-from workbench.hidden.view import FINAL, LOGITS, SLOT, Capture, HiddenTensor, as_int_array, dtype_name
+from workbench.hidden.view import (FINAL, LOGITS, SLOT, Capture, HiddenTensor, as_int_array, dtype_name,
+                                   indexed_files)
 
 REQUIRED = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 FILE_RE = re.compile(r"^data_(\d+)\.ckpt(\.gz)?$")
@@ -28,16 +29,7 @@ FILE_RE = re.compile(r"^data_(\d+)\.ckpt(\.gz)?$")
 
 def sample_files(root) -> list[Path]:
     """All ``data_{i}.ckpt[.gz]`` under ``root`` (a file or a folder), in index order."""
-    root = Path(root)
-    if root.is_file():
-        return [root]
-    if not root.is_dir():
-        raise InputError(f"{root}: no such file or folder")
-    found = [p for p in root.rglob("data_*.ckpt*") if FILE_RE.match(p.name)]
-    found.sort(key=lambda p: (int(FILE_RE.match(p.name).group(1)), p.name))
-    if not found:
-        raise InputError(f"{root}: no SpecForge data_{{i}}.ckpt files found")
-    return found
+    return indexed_files(root, "data_*.ckpt*", FILE_RE, "SpecForge data_{i}.ckpt")
 
 
 def is_specforge(path) -> bool:

@@ -17,22 +17,14 @@ import numpy as np
 
 from workbench.errors import InputError
 from workbench.hidden.st_io import SafetensorsFile
-from workbench.hidden.view import FINAL, SLOT, Capture, HiddenTensor, as_int_array
+from workbench.hidden.view import FINAL, SLOT, Capture, HiddenTensor, as_int_array, indexed_files
 
 FILE_RE = re.compile(r"^hs_(\d+)\.safetensors$")
 
 
 def sample_files(root) -> list[Path]:
-    root = Path(root)
-    if root.is_file():
-        return [root]
-    if not root.is_dir():
-        raise InputError(f"{root}: no such file or folder")
-    found = sorted((p for p in root.rglob("hs_*.safetensors") if FILE_RE.match(p.name)),
-                   key=lambda p: int(FILE_RE.match(p.name).group(1)))
-    if not found:
-        raise InputError(f"{root}: no speculators hs_{{i}}.safetensors files found")
-    return found
+    """All ``hs_{i}.safetensors`` under ``root`` (a file or a folder), in index order."""
+    return indexed_files(root, "hs_*.safetensors", FILE_RE, "speculators hs_{i}.safetensors")
 
 
 def is_speculators(path) -> bool:

@@ -130,6 +130,23 @@ def dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def indexed_files(root, pattern: str, name_re, what: str) -> list:
+    """The files matching ``name_re`` (its group 1 is the index) under ``root`` (a file or a folder),
+    in index order; a clear error naming ``what`` when there are none."""
+    from workbench.errors import InputError
+
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise InputError(f"{root}: no such file or folder")
+    found = [p for p in root.rglob(pattern) if name_re.match(p.name)]
+    found.sort(key=lambda p: (int(name_re.match(p.name).group(1)), p.name))
+    if not found:
+        raise InputError(f"{root}: no {what} files found")
+    return found
+
+
 def as_int_array(values, where: str) -> np.ndarray:
     """Token ids / positions as int64 numpy (from torch, numpy or lists); 1-D."""
     from workbench.errors import InputError
