@@ -31,6 +31,9 @@ def standin_profiles(root: Path, sshd, n_fail_ports: int = 0) -> dict:
                 "crash", "crash-after-ready"):
         profiles[f"fail-{cls}"] = {"extends": "standin", "env": {"STANDIN_FAIL": cls},
                                    "log": str(root / "logs" / f"{cls}.log"), "port": free_port()}
+    profiles["hang-scheduler-exception"] = {
+        "extends": "standin", "env": {"STANDIN_FAIL": "scheduler-exception", "STANDIN_HANG": "1"},
+        "log": str(root / "logs" / "hang.log"), "port": free_port()}
     profiles["stubborn"] = {"extends": "standin", "env": {"STANDIN_IGNORE_TERM": "1"},
                             "log": str(root / "logs" / "stubborn.log"), "port": free_port(), "stop_grace": 1}
     profiles["quoted"] = {"extends": "standin", "args": ["--served-model-name", "my model; $(id) 'q' \"d\""],

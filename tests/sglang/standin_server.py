@@ -3,7 +3,8 @@ SGLang 0.5.23-format log lines to stdout, answers SGLang's HTTP routes.
 
 STANDIN_FAIL: oom | port | draft-context | cuda-graph | nccl | scheduler-exception |
               warmup-failed | crash | crash-after-ready
-STANDIN_IGNORE_TERM=1: survive SIGTERM (to exercise SIGKILL). STANDIN_GPU_FILE: rows for the
+STANDIN_IGNORE_TERM=1: survive SIGTERM (to exercise SIGKILL). STANDIN_HANG=1: after a failure,
+hang on instead of exiting. STANDIN_GPU_FILE: rows for the
 nvidia-smi double while alive. STANDIN_SLOW: seconds per startup milestone.
 """
 
@@ -50,8 +51,11 @@ def gpus(used):
 
 
 def die(code):
-    gpus(0)
     sys.stdout.flush()
+    if os.environ.get("STANDIN_HANG"):       # SGLang hanging on after a scheduler exception
+        while True:
+            time.sleep(1)
+    gpus(0)
     os._exit(code)
 
 

@@ -126,6 +126,41 @@ def test_failures_are_classified(server_ws, fail, cls):
     assert wb.server(rec.id).extra["failure"]["class"] == cls
 
 
+def test_a_failed_server_that_hangs_on_stays_active_until_stopped(server_ws):
+    """SGLang can hang after a scheduler exception: the server is failed, but its process still holds
+    the port and the GPUs, so it is listed as active (teardowns and sweeps stop it), its port is
+    taken for a new launch, and it is finished only once it is stopped or its process is gone."""
+    wb = server_ws
+    rec, st = _launch(wb, "hang-scheduler-exception")
+    assert st.state == "failed" and st.failure["class"] == "scheduler-exception"
+    assert st.process == "running"
+    assert rec.id in [r.id for r in wb.servers(active=True)]
+    s = wb.server_status([rec.id])[0]
+    assert s.state == "failed" and s.process == "running"
+    port = wb.profile("hang-scheduler-exception").port
+    taken = [f for f in wb.launch_preview("hang-scheduler-exception").findings if f.code == "port-taken"]
+    assert taken and str(port) in taken[0].message
+    res = wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0)
+    assert res.result == "stopped"
+    assert wb.server(rec.id).state == "failed" and wb.server(rec.id).stopped
+    assert rec.id not in [r.id for r in wb.servers(active=True)]
+
+    # the same hang, its process then killed from outside: the next status notices it is gone
+    rec2, st2 = _launch(wb, "hang-scheduler-exception")
+    assert st2.state == "failed" and rec2.id in [r.id for r in wb.servers(active=True)]
+    import os
+    import signal
+
+    os.killpg(wb.server(rec2.id).pgid, signal.SIGKILL)      # sshd is on this machine: same pids
+    for _ in range(50):
+        if rec2.id not in [r.id for r in wb.servers(active=True)]:
+            break
+        wb.server_status()
+        time.sleep(0.1)
+    assert rec2.id not in [r.id for r in wb.servers(active=True)]
+    assert wb.server(rec2.id).state == "failed" and wb.events(kind="server.gone", subject=f"server:{rec2.id}")
+
+
 def test_crash_after_ready_is_an_exit(server_ws):
     wb = server_ws
     rec, st = _launch(wb, "fail-crash-after-ready")

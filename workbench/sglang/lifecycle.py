@@ -107,6 +107,11 @@ class ServerRecord(Result):
     extra: dict = field(default_factory=dict)
 
 
+def _failed_alive(r: "ServerRecord") -> bool:
+    """Failed while its process lived on (a hang after an exception): not finished until it is gone."""
+    return r.state == "failed" and r.stopped is None and r.pid is not None
+
+
 @dataclass
 class ServerStatus(Result):
     id: int
@@ -413,9 +418,12 @@ class Lifecycle:
         return _record_of(rows[0])
 
     def servers(self, active: bool = False) -> list[ServerRecord]:
+        """Every server, or (``active``) those whose process may still run: the live states, and a
+        server that failed while its process hung on (it still holds its port and GPUs)."""
         sql = "SELECT * FROM servers"
         if active:
-            sql += " WHERE state IN ('launching', 'starting', 'ready', 'stopping')"
+            sql += (" WHERE state IN ('launching', 'starting', 'ready', 'stopping')"
+                    " OR (state = 'failed' AND stopped IS NULL AND pid IS NOT NULL)")
         return [_record_of(r) for r in self.journal.iter_rows(sql + " ORDER BY id")]
 
     def _set(self, sid: int, state: Optional[str] = None, extra: Optional[dict] = None,
@@ -444,8 +452,7 @@ class Lifecycle:
     def refresh(self, ids: Optional[list] = None, gpus: bool = True) -> list[ServerStatus]:
         """Status of servers (default: every server not known to be finished), one remote round
         trip per host: process state, new log bytes, GPUs."""
-        recs = [self.get(i) for i in ids] if ids else [
-            r for r in self.servers() if r.state in ("launching", "starting", "ready", "stopping")]
+        recs = [self.get(i) for i in ids] if ids else self.servers(active=True)
         by_host: dict[str, list[ServerRecord]] = {}
         for r in recs:
             by_host.setdefault(r.host, []).append(r)
@@ -465,7 +472,7 @@ class Lifecycle:
         req = {"servers": [], "gpus": gpus}
         for r in recs:
             f = self.follower(r.id)
-            live = r.state in ("launching", "starting", "ready", "stopping")
+            live = r.state in ("launching", "starting", "ready", "stopping") or _failed_alive(r)
             req["servers"].append({"id": r.id, "pid": r.pid if live else None, "starttime": r.starttime,
                                    "boot_id": r.extra.get("boot_id"), "log": r.log, "offset": f.offset,
                                    "cap": READ_CAP})
@@ -525,6 +532,10 @@ class Lifecycle:
                     self._record("server.ready", f"server:{r.id}", {"profile": r.profile})
             else:
                 state = "starting"
+        elif _failed_alive(r) and proc in ("gone", "zombie", "replaced"):
+            # the failed server's process is gone at last: it no longer holds anything
+            if self._set(r.id, stopped=time.time(), expect="failed"):
+                self._record("server.gone", f"server:{r.id}", {"profile": r.profile, "process": proc})
         mine = set(r.extra.get("gpus") or [])
         gpus = [g for g in gpu_rows if not mine or g.index in mine]
         s = ServerStatus(
