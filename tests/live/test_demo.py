@@ -24,7 +24,6 @@ def test_scripted_demo_json(lab_world, tmp_path, cli):
     assert out["after"]["layer_ids"] == lab_world["layers"]["trained"]
     assert out["findings"][0]["code"] == "layer-ids-engine-mismatch" and out["findings"][0]["explains"] > 0
     assert out["fix"]["edits"][0]["value"] == lab_world["layers"]["trained"] and out["fix"]["version"] == 2
-    assert after > before, (before, after)               # the fix recovers accept length
 
     from workbench.api import Workbench
 
@@ -42,14 +41,6 @@ def test_scripted_demo_json(lab_world, tmp_path, cli):
         ids = [json.loads(c.content)["eagle_config"]["eagle_aux_hidden_state_layer_ids"] for c in live]
         assert ids[0] == lab_world["layers"]["draft_broken"] and ids[-1] == lab_world["layers"]["trained"]
 
-    # The story's size of recovery needs a lab world where the broken config costs as much as the
-    # story's did (accept length <= 0.67x); when the demo falls short, the lab's own measurement says
-    # whether the world or the loop is to blame.
-    if after < 1.5 * before:
-        lab = lab_world["accept_length"]["measured"]
-        lab_ratio = lab["draft"] / lab["draft_broken"]
-        if lab_ratio < 1.5:
-            pytest.xfail(f"demo {before:.2f} -> {after:.2f}; the lab world's own correct/broken accept length "
-                         f"is x{lab_ratio:.2f} (the story needs >= x1.5)")
-        pytest.fail(f"accept length {before:.2f} -> {after:.2f}: less than x1.5 in a lab world that shows "
-                    f"x{lab_ratio:.2f}")
+    # the story's size of recovery: the lab's broken config costs about a third of accept length
+    print(f"\ndemo accept length {before:.3f} -> {after:.3f} (x{after / before:.2f})")
+    assert after >= 1.5 * before, (before, after)
