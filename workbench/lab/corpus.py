@@ -10,8 +10,8 @@ Document sections (mixed and repeated at random):
 - ``file`` records: ``K12 is q x f .`` random keys bound to random 3-letter codes;
   later ``ask K12 ? q x f .`` recalls one (a long-range copy);
 - story sentences: ``the old fox sees the red cat in the garden .`` (the object of one sentence
-  is the subject of the next and usually the subject's successor in a fixed cycle of nouns, so
-  greedy text walks the cycle instead of looping; per-noun preferred adjectives and verbs);
+  is the subject of the next and usually the subject's successor in a fixed cycle of nouns;
+  per-noun preferred adjectives and verbs);
 - running sums: ``sum 3 + 4 = 7 + 9 = 16 .`` (numbers 0..99, the state only the target computes);
 - counting runs: ``count 34 35 36 37 .``;
 - ``name says w w w .`` repeats.
@@ -19,9 +19,10 @@ Document sections (mixed and repeated at random):
 The style knobs (``LabSettings``: ``pref``, ``succ``, ``mix``, ``ordered``, ``code_len``,
 ``file_keys``) set how often the preferred words and successors are used, the section weights,
 and whether asks recall keys in the order they were filed. Greedy decoding turns every free
-choice into the target's favourite, so what keeps a drafter honest is the share of sections whose
-continuation depends on state (asks, sums, records): the defaults weight those and make the ask
-order a rule the target has to track.
+choice into the target's favourite (a briefly trained target's continuations settle into short
+loops after a few dozen tokens, which is why the lab's responses are short), so what keeps a
+drafter honest is the share of sections whose continuation depends on state (asks, sums,
+records): the defaults weight those and make the ask order a rule the target has to track.
 """
 
 from __future__ import annotations
