@@ -137,3 +137,23 @@ def test_static_layer_fixes_give_way_to_the_alignment():
     assert both[0].fix is named and both[1].fix is named
     other = _settle_fixes([RankedFinding(_f("tied-embeddings", fix=restating), "static")], cfg)
     assert other[0].fix is restating                # only layer findings
+
+
+def test_demo_prompts_follow_the_lab_world(lab_world, tmp_path):
+    """The demo's measurement prompts are held-out documents of the world's own corpus; a prompt
+    file left by another world is written again, one of this world is kept."""
+    from transformers import AutoTokenizer
+
+    from workbench.live.demo import write_prompts
+
+    path = tmp_path / "prompts.json"
+    path.write_text(json.dumps({"name": "lab-tiny-0000000000000000-16", "prompts": ["stale"]}))
+    write_prompts(lab_world, path)
+    data = json.loads(path.read_text())
+    assert data["name"].endswith(lab_world["dir"].rsplit("/", 1)[-1] + "-16") and len(data["prompts"]) == 16
+    tok = AutoTokenizer.from_pretrained(lab_world["target"])
+    for text in data["prompts"]:          # every word is in the lab's vocabulary
+        assert tok.unk_token_id not in tok(text)["input_ids"], text
+    stamp = path.stat().st_mtime_ns
+    write_prompts(lab_world, path)
+    assert path.stat().st_mtime_ns == stamp

@@ -156,19 +156,26 @@ story-draft = {json.dumps(str(draft / "config.json"))}
 
 def write_prompts(world: dict, path: Path, count: int = 16) -> None:
     """The measurement prompts in the lab's own language: held-out documents of its corpus (the
-    package's English prompt set is mostly unknown words to the lab's word-level tokenizer)."""
-    if path.exists():
-        return
+    package's English prompt set is mostly unknown words to the lab's word-level tokenizer).
+    Written again when the workspace's file came from another lab world."""
+    name = f"lab-{Path(world['dir']).name}-{count}"
+    try:
+        if json.loads(path.read_text()).get("name") == name:
+            return
+    except (OSError, ValueError):
+        pass
     from transformers import AutoTokenizer
 
+    from workbench.lab.build import load_manifest
     from workbench.lab.capture import make_prompts
     from workbench.lab.settings import corpus_style, settings_for
 
     s = settings_for(world.get("size") or "tiny")
-    ids = make_prompts(s.prompt_len, count, s.seed + 7, s.seed, corpus_style(world.get("settings") or s))
+    built = load_manifest(world["dir"]).get("settings") or s.to_dict()
+    ids = make_prompts(built["prompt_len"], count, built["seed"] + 7, built["seed"], corpus_style(built))
     tok = AutoTokenizer.from_pretrained(world["target"])
     texts = [tok.decode(row.tolist(), skip_special_tokens=True) for row in ids]
-    path.write_text(json.dumps({"name": f"lab-{s.size}-{count}", "max_new_tokens": 64,
+    path.write_text(json.dumps({"name": name, "max_new_tokens": 64,
                                 "description": "held-out documents of the lab corpus (greedy)",
                                 "prompts": texts}, indent=1) + "\n")
 
