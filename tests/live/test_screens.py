@@ -1,6 +1,7 @@
 """The Diagnose screen through Textual's pilot on a recorded run of the demo (tests/live/data/
-story.json: the live doctor's report and the before/after comparison of the tiny lab), so the
-rendering is exact and needs no server; the snapshot is the README's screenshot."""
+story.json, recorded by tests/live/record_story.py: the live doctor's report and the before/after
+comparison of the small lab), so the rendering is exact and needs no server; the snapshot is the
+README's screenshot."""
 
 from __future__ import annotations
 
