@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# issue #5's calibration: a realistic drafter, a story-sized break, a silent one-layer shift
+# the lab's calibration: a realistic drafter, a story-sized break, a silent one-layer shift
 TARGETS = {
     "acc_0": [0.70, 0.85],
     "accept_length": [2.3, 3.2],
