@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 TARGETS = {
     "acc_0": [0.70, 0.85],
     "accept_length": [2.3, 3.2],
-    "broken_ratio_max": 0.67,
+    "broken_ratio_max": 0.70,
     "shifted_ratio_min": 0.90,
     "predicted_error_max": 0.10,
     "demo_recovery_min": 1.5,
