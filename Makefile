@@ -26,7 +26,7 @@ sshd-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client tmux) >/dev/null; \
 	fi
 	@if ! command -v tmux >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
 	fi
 
 test: venv sshd-deps
