@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.fixtures.teardown import stop_active_servers
 from workbench.lab.process import free_port
 
 
@@ -37,9 +38,5 @@ def stop_servers():
     opened = []
     yield opened.append
     for wb in opened:
-        for rec in wb.servers(active=True):
-            try:
-                wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0)
-            except Exception:
-                pass
+        stop_active_servers(wb, grace=2)
         wb.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.teardown import stop_active_servers
 from tests.fixtures.toml_files import write_toml
 from workbench.lab.process import free_port
 
@@ -55,11 +56,7 @@ def server_ws(sshd, tmp_path_factory):
                                          "profiles": standin_profiles(root, sshd)})
     wb = Workbench.open(root)
     yield wb
-    for rec in wb.servers(active=True):
-        try:
-            wb.server_stop(rec.id, confirm=True, grace=1, gpu_wait=0)
-        except Exception:
-            pass
+    stop_active_servers(wb, grace=1)
     wb.close()
 
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.fixtures.teardown import stop_active_servers
 from tests.fixtures.toml_files import write_toml
 from workbench.lab.process import free_port
 
@@ -44,11 +45,7 @@ def lab_wb(request, sshd, tmp_path_factory):
     write_toml(root / "workbench.toml", {"hosts": {"test": sshd.host_table()}, "profiles": profiles})
     wb = Workbench.open(root)
     yield wb
-    for rec in wb.servers(active=True):
-        try:
-            wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0)
-        except Exception:
-            pass
+    stop_active_servers(wb, grace=2)
     wb.close()
 
 
