@@ -11,6 +11,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 
+from workbench.lab import corpus
+
 # Bump when the build's code changes in a way that changes its outputs.
 BUILD_VERSION = 4
 
@@ -34,7 +36,7 @@ class LabSettings:
     # probabilities, and section weights (story, ask, sums, count, says, records)
     pref: float = 0.6
     succ: float = 0.8
-    mix: tuple = (0.20, 0.35, 0.20, 0.05, 0.05, 0.15)
+    mix: tuple = corpus.MIX
     ordered: bool = True
     code_len: int = 3
     file_keys: tuple = (2, 4)
