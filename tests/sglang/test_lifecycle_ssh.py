@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +162,14 @@ def test_a_failed_server_that_hangs_on_stays_active_until_stopped(server_ws):
     assert wb.server(rec2.id).state == "failed" and wb.events(kind="server.gone", subject=f"server:{rec2.id}")
 
 
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a reaper."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def test_crash_after_ready_is_an_exit(server_ws):
     wb = server_ws
     rec, st = _launch(wb, "fail-crash-after-ready")
@@ -171,6 +180,16 @@ def test_crash_after_ready_is_an_exit(server_ws):
             break
         time.sleep(0.1)
     assert s.state == "exited" and s.failure["class"] == "process-died"
+    # the stand-in's child (like SGLang's scheduler processes) outlives the leader: the server is not
+    # finished, its status names the leftover, and a stop ends the group
+    left = wb.server(rec.id).extra["leftover"]
+    assert s.process == "leftover" and left and wb.server(rec.id).stopped is None
+    assert rec.id in [r.id for r in wb.servers(active=True)]
+    res = wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0)
+    assert res.result == "stopped" and res.signals[0] == "TERM"
+    assert not [p for p in left if _alive(p)]          # sshd is on this machine: same pids
+    assert rec.id not in [r.id for r in wb.servers(active=True)]
+    assert wb.server(rec.id).state == "exited"
 
 
 def test_quoted_args_and_env_reach_the_server_unchanged(server_ws):

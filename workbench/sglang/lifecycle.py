@@ -108,8 +108,9 @@ class ServerRecord(Result):
 
 
 def _failed_alive(r: "ServerRecord") -> bool:
-    """Failed while its process lived on (a hang after an exception): not finished until it is gone."""
-    return r.state == "failed" and r.stopped is None and r.pid is not None
+    """Failed or exited while processes of it live on (a hang after an exception, or the children of a
+    dead leader, like SGLang's scheduler processes): not finished until they are gone."""
+    return r.state in ("failed", "exited") and r.stopped is None and r.pid is not None
 
 
 @dataclass
@@ -118,7 +119,7 @@ class ServerStatus(Result):
     profile: str
     host: str
     state: str                    # starting, ready, failed, exited, stopped, unknown
-    process: str                  # running, zombie, gone, replaced, unknown
+    process: str                  # running, zombie, gone, replaced, leftover (leader gone, children live), unknown
     pid: Optional[int]
     port: Optional[int]
     uptime_s: Optional[float]
@@ -418,12 +419,13 @@ class Lifecycle:
         return _record_of(rows[0])
 
     def servers(self, active: bool = False) -> list[ServerRecord]:
-        """Every server, or (``active``) those whose process may still run: the live states, and a
-        server that failed while its process hung on (it still holds its port and GPUs)."""
+        """Every server, or (``active``) those whose processes may still run: the live states, and a
+        server that failed or exited while processes of it live on (they still hold its port and
+        GPUs): ``_failed_alive``."""
         sql = "SELECT * FROM servers"
         if active:
             sql += (" WHERE state IN ('launching', 'starting', 'ready', 'stopping')"
-                    " OR (state = 'failed' AND stopped IS NULL AND pid IS NOT NULL)")
+                    " OR (state IN ('failed', 'exited') AND stopped IS NULL AND pid IS NOT NULL)")
         return [_record_of(r) for r in self.journal.iter_rows(sql + " ORDER BY id")]
 
     def _set(self, sid: int, state: Optional[str] = None, extra: Optional[dict] = None,
@@ -473,7 +475,8 @@ class Lifecycle:
         for r in recs:
             f = self.follower(r.id)
             live = r.state in ("launching", "starting", "ready", "stopping") or _failed_alive(r)
-            req["servers"].append({"id": r.id, "pid": r.pid if live else None, "starttime": r.starttime,
+            req["servers"].append({"id": r.id, "pid": r.pid if live else None, "pgid": r.pgid if live else None,
+                                   "starttime": r.starttime,
                                    "boot_id": r.extra.get("boot_id"), "log": r.log, "offset": f.offset,
                                    "cap": READ_CAP})
         try:
@@ -506,6 +509,7 @@ class Lifecycle:
         if row.get("data"):
             f.feed(base64.b64decode(row["data"]), row.get("offset", 0))
         proc = row["state"] if r.pid else "gone"
+        leftover = row.get("leftover") or []
         state = r.state
         failure = r.extra.get("failure")
         fails = f.failures()
@@ -517,7 +521,9 @@ class Lifecycle:
                 else:
                     state = "failed"
                 failure = verdict
-                if self._set(r.id, state=state, extra={"failure": verdict}, stopped=time.time(), expect=r.state):
+                # children that outlive the leader keep the server unfinished (and stoppable)
+                if self._set(r.id, state=state, extra={"failure": verdict, "leftover": leftover},
+                             stopped=None if leftover else time.time(), expect=r.state):
                     self._record("server.exited" if state == "exited" else "server.failed", f"server:{r.id}",
                                  {"failure": verdict, "profile": r.profile})
                 else:
@@ -533,9 +539,14 @@ class Lifecycle:
             else:
                 state = "starting"
         elif _failed_alive(r) and proc in ("gone", "zombie", "replaced"):
-            # the failed server's process is gone at last: it no longer holds anything
-            if self._set(r.id, stopped=time.time(), expect="failed"):
-                self._record("server.gone", f"server:{r.id}", {"profile": r.profile, "process": proc})
+            if not leftover:
+                # the server's last process is gone at last: it no longer holds anything
+                if self._set(r.id, stopped=time.time(), extra={"leftover": []}, expect=r.state):
+                    self._record("server.gone", f"server:{r.id}", {"profile": r.profile, "process": proc})
+            elif leftover != r.extra.get("leftover"):
+                self._set(r.id, extra={"leftover": leftover}, expect=r.state)
+        if leftover and proc in ("gone", "zombie"):
+            proc = "leftover"
         mine = set(r.extra.get("gpus") or [])
         gpus = [g for g in gpu_rows if not mine or g.index in mine]
         s = ServerStatus(

@@ -79,6 +79,15 @@ def stat(pid):
         return None
     r = s.rsplit(")", 1)[1].split()
     return {"state": r[0], "pgid": int(r[2]), "sid": int(r[3]), "starttime": int(r[19])}
+def members(pgid, start):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = stat(int(d))
+            if st and st["pgid"] == pgid and st["sid"] == pgid and st["starttime"] >= start \
+                    and st["state"] not in ("Z", "X"):
+                out.append(int(d))
+    return out
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 uptime = float(open("/proc/uptime").read().split()[0])
 tck = os.sysconf("SC_CLK_TCK")
@@ -95,6 +104,10 @@ for s in req.get("servers", []):
         state = "running"
     row = {"id": s["id"], "state": state, "proc_state": st and st["state"],
            "age_s": (uptime - st["starttime"] / tck) if st and state == "running" else None}
+    if state in ("gone", "zombie") and s.get("pgid") and s.get("starttime") is not None \
+            and s.get("boot_id") in (None, boot):
+        # the leader is dead; its children (same group and session, started no earlier) may live on
+        row["leftover"] = members(s["pgid"], s["starttime"])
     log = s.get("log")
     if log:
         try:
