@@ -42,6 +42,10 @@ class Tmux:
             time.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what or pattern!r}; screen:\n{text}")
 
+    def wait_all(self, patterns: list, timeout: float, what: str = "") -> str:
+        """Until every pattern is on the screen at once (a screen repaints in parts)."""
+        return self.wait_for("(?s)" + "".join(f"(?=.*{p})" for p in patterns), timeout, what)
+
     def keys(self, *keys: str) -> None:
         for k in keys:
             self("send-keys", "-t", "demo", k)
@@ -69,24 +73,22 @@ def test_demo_tui_guided_path(tmux, lab_world, tmp_path):
         tmux.keys("F8")
         tmux.wait_for(r"Guided path:.*next: press d", 30, "the guided bar on Diagnose")
         tmux.keys("d")
-        screen = tmux.wait_for(r"debug-tensor-dump-output-folder", 300, "the dump relaunch confirmation")
-        assert "Yes" in screen and "No" in screen
+        tmux.wait_all([r"debug-tensor-dump-output-folder", "Yes", "No"], 300, "the dump relaunch confirmation")
         tmux.keys("y")
-        screen = tmux.wait_for(r"Doctor: \d+ finding", 600, "the doctor's findings")
-        assert "layer-ids-engine-mismatch" in screen and "accept length observed" in screen
+        tmux.wait_all([r"Doctor: \d+ finding", "layer-ids-engine-mismatch", "accept length observed"], 600,
+                      "the doctor's findings")
         tmux.keys("a")
-        screen = tmux.wait_for(r"Alignment \(dump", 30, "the alignment table")
-        assert screen.count("match") >= 3 and "next: press f" in screen
+        screen = tmux.wait_all([r"Alignment \(dump", "next: press f"], 30, "the alignment table")
+        assert screen.count("match") >= 3
         tmux.keys("f")
-        screen = tmux.wait_for(r"apply fix to", 30, "the fix's diff")
-        assert "eagle_aux_hidden_state_layer_ids" in screen
+        tmux.wait_all([r"apply fix to", "eagle_aux_hidden_state_layer_ids"], 30, "the fix's diff")
         tmux.keys("y")
         tmux.wait_for(r"launch lab-story again", 60, "the relaunch offer")
         tmux.keys("y")
         screen = tmux.wait_for(r"press c to compare", 600, "the relaunched server")
         tmux.keys("c")
-        screen = tmux.wait_for(r"accept length\s+\d\.\d\d\s+\d\.\d\d\s+x\d", 60, "before/after")
-        assert "layer ids" in screen and "changed" in screen and "all done" in screen
+        tmux.wait_all([r"accept length\s+\d\.\d\d\s+\d\.\d\d\s+x\d", "layer ids", "changed", "all done"], 60,
+                      "before/after")
         tmux.keys("C-q")
         deadline = time.monotonic() + 60          # the demo stops its servers, then the session ends
         while time.monotonic() < deadline and subprocess.run(
