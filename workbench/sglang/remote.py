@@ -68,10 +68,9 @@ boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf("SC_CLK_TCK")}))
 '''
 
-# -- status of all servers on a host + GPUs, in one round trip -------------------------------------
-STATUS = r'''
-import base64, json, os, subprocess, sys
-req = json.loads(sys.argv[1])
+# /proc readers shared by the status and stop scripts: a process's state and identity, and the live
+# members of a server's group (same group and session, started no earlier than the server)
+_PROCFS = r'''
 def stat(pid):
     try:
         s = open("/proc/%d/stat" % pid).read()
@@ -88,6 +87,13 @@ def members(pgid, start):
                     and st["state"] not in ("Z", "X"):
                 out.append(int(d))
     return out
+'''
+
+# -- status of all servers on a host + GPUs, in one round trip -------------------------------------
+STATUS = r'''
+import base64, json, os, subprocess, sys
+req = json.loads(sys.argv[1])
+''' + _PROCFS + r'''
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 uptime = float(open("/proc/uptime").read().split()[0])
 tck = os.sysconf("SC_CLK_TCK")
@@ -144,23 +150,7 @@ STOP = r'''
 import json, os, signal, sys, time
 req = json.loads(sys.argv[1])
 pid, pgid, start = req["pid"], req["pgid"], req["starttime"]
-def stat(pid):
-    try:
-        s = open("/proc/%d/stat" % pid).read()
-    except OSError:
-        return None
-    r = s.rsplit(")", 1)[1].split()
-    return {"state": r[0], "pgid": int(r[2]), "sid": int(r[3]), "starttime": int(r[19])}
-def members():
-    # processes of our group and session that started no earlier than the server: its children
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            st = stat(int(d))
-            if st and st["pgid"] == pgid and st["sid"] == pgid and st["starttime"] >= start \
-                    and st["state"] not in ("Z", "X"):
-                out.append(int(d))
-    return out
+''' + _PROCFS + r'''
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 lead = stat(pid)
 res = {"pid": pid, "pgid": pgid, "signals": []}
@@ -174,7 +164,7 @@ if lead is not None and lead["starttime"] != start:
 if lead is not None and lead["state"] not in ("Z", "X") and (lead["pgid"] != pgid or lead["sid"] != pgid):
     res.update(result="refused", reason="pid %d is no longer the leader of group %d" % (pid, pgid))
     print(json.dumps(res)); sys.exit(0)
-if not members():
+if not members(pgid, start):
     res.update(result="already-gone"); print(json.dumps(res)); sys.exit(0)
 t0 = time.time()
 def signal_group(sig):
@@ -183,14 +173,14 @@ def signal_group(sig):
     except ProcessLookupError:
         pass
 signal_group(signal.SIGTERM); res["signals"].append("TERM")
-while members() and time.time() - t0 < req.get("grace", 30):
+while members(pgid, start) and time.time() - t0 < req.get("grace", 30):
     time.sleep(0.1)
-if members():
+if members(pgid, start):
     signal_group(signal.SIGKILL); res["signals"].append("KILL")
     t1 = time.time()
-    while members() and time.time() - t1 < req.get("kill_wait", 10):
+    while members(pgid, start) and time.time() - t1 < req.get("kill_wait", 10):
         time.sleep(0.1)
-left = members()
+left = members(pgid, start)
 res.update(result="stopped" if not left else "survivors", remaining=left, elapsed=round(time.time() - t0, 3))
 print(json.dumps(res))
 '''
