@@ -7,7 +7,7 @@ SGLANG_VERSION := 0.5.23
 # What sglang.srt.server_args needs to import (sglang itself is installed --no-deps: we only parse).
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
 
-.PHONY: venv test demo bench clean sshd-deps
+.PHONY: venv test demo bench clean sshd-deps lint
 
 venv: $(STAMP)
 
@@ -34,6 +34,12 @@ test: venv sshd-deps
 
 demo: venv
 	$(BIN)/eagle-workbench demo
+
+# ruff (pyflakes, bugbear, import order), the import contracts (layers, faces), mypy.
+lint: venv
+	$(BIN)/ruff check workbench tests benchmarks
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # Every benchmarks/*_bench.py prints JSON with its figures and floors.
 bench: venv

@@ -26,6 +26,6 @@ from workbench.facade.timeline import TimelineAPI
 __all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired"]
 
 
-class Workbench(PredictAPI, DoctorAPI, ConfigsAPI, HiddenAPI, DrafterAPI, LabAPI, ServersAPI, LiveAPI,
+class Workbench(PredictAPI, DoctorAPI, HiddenAPI, DrafterAPI, LabAPI, LiveAPI, ServersAPI, ConfigsAPI,
                 TimelineAPI, WorkbenchBase):
     """Open a workspace and operate on it."""

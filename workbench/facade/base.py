@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from workbench.journal import Journal
 from workbench.progress import ProgressCallback, noop
 from workbench.workspace import Workspace
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from workbench.hosts import Hosts
 
 
 class WorkbenchBase:
@@ -18,8 +23,18 @@ class WorkbenchBase:
         self.progress: ProgressCallback = progress or noop
 
     @classmethod
-    def open(cls, workspace: "str | os.PathLike | None" = None, **kw) -> "WorkbenchBase":
+    def open(cls, workspace: "str | os.PathLike | None" = None, **kw: Any) -> "Self":
         return cls(workspace, **kw)
+
+    @property
+    def hosts_registry(self) -> "Hosts":
+        """The workspace's hosts (local and SSH), one registry for every area of the facade."""
+        reg = self.__dict__.get("_hosts_registry")
+        if reg is None:
+            from workbench.hosts import Hosts
+
+            reg = self.__dict__["_hosts_registry"] = Hosts(lambda: self.workspace.section("hosts"))
+        return reg
 
     def _record(self, kind: str, subject: str = "", payload: Any = None) -> int:
         """Every operation is journaled: kind like 'predict', 'config.set', 'server.launch'."""
@@ -29,9 +44,12 @@ class WorkbenchBase:
         return self.journal.events(kind=kind, subject=subject, limit=limit)
 
     def close(self) -> None:
+        reg = self.__dict__.pop("_hosts_registry", None)
+        if reg is not None:
+            reg.close()
         self.journal.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Self":
         return self
 
     def __exit__(self, *exc):

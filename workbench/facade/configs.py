@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Optional, Union
 
 from workbench.confirm import Plan, require
+from workbench.facade.base import WorkbenchBase
 
 
-class ConfigsAPI:
+class ConfigsAPI(WorkbenchBase):
     """Every version of a tracked config is kept in the journal; writes are atomic and
     compare-and-swap; an edit made outside the workbench is stored before any write."""
 
@@ -15,9 +16,9 @@ class ConfigsAPI:
     def configs(self):
         from workbench.configs import ConfigStore
 
-        store = getattr(self, "_config_store", None)
+        store = self.__dict__.get("_config_store")
         if store is None:
-            store = self._config_store = ConfigStore(self.journal, self._config_access)
+            store = self.__dict__["_config_store"] = ConfigStore(self.journal, self._config_access)
         return store
 
     def _config_access(self, host: str):
@@ -26,14 +27,7 @@ class ConfigsAPI:
 
         if host == LOCAL and "local" not in self.workspace.section("hosts"):
             return LocalFiles()
-        hosts = getattr(self, "hosts_registry", None) or getattr(self, "hosts", None)
-        if hosts is None or not hasattr(hosts, "get"):
-            hosts = getattr(self, "_config_hosts", None)
-            if hosts is None:
-                from workbench.hosts import Hosts
-
-                hosts = self._config_hosts = Hosts(lambda: self.workspace.section("hosts"))
-        return HostFiles(hosts.get(host))
+        return HostFiles(self.hosts_registry.get(host))
 
     def config_track(self, path: str, label: str = ""):
         result = self.configs.track(path, label)

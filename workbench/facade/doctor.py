@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from typing import Optional, Sequence
+from workbench.facade.base import WorkbenchBase
 
 
-class DoctorAPI:
+class DoctorAPI(WorkbenchBase):
     def doctor(self, draft: str, target_config: Optional[str] = None, *, engine: Optional[str] = None,
                algorithm: Optional[str] = None, trained_layers: Optional[Sequence[int]] = None,
                trained_convention: str = "output-of-layer", context_length: Optional[int] = None,

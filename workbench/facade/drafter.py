@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from typing import Optional
+from workbench.facade.base import WorkbenchBase
 
 
-class DrafterAPI:
+class DrafterAPI(WorkbenchBase):
     def drafter_check(self, draft: str):
         """Strict weight check of a draft checkpoint: missing, unexpected (SGLang would silently drop
         them) and mis-shaped tensors against what its config.json implies. Returns a WeightReport."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from typing import Optional, Sequence
+from workbench.facade.base import WorkbenchBase
 
 
-class HiddenAPI:
+class HiddenAPI(WorkbenchBase):
     def hidden_open(self, path: str, *, format: Optional[str] = None, sample: Optional[int] = None, **hints):
         """Open a capture (any supported format) and describe it: tensors, roles, points, tokens."""
         from workbench.hidden import open_capture

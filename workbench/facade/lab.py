@@ -15,6 +15,7 @@ from typing import Optional
 
 from workbench.errors import InputError
 from workbench.results import Result
+from workbench.facade.base import WorkbenchBase
 
 DRAFTS = ("draft", "draft_broken", "draft_shifted")
 
@@ -43,7 +44,7 @@ class LabWorld(Result):
         return cls(**fields)
 
 
-class LabAPI:
+class LabAPI(WorkbenchBase):
     def lab_build(self, size: str = "tiny", dir: Optional[str] = None, force: bool = False) -> LabWorld:
         from workbench.lab.build import build
 
@@ -74,19 +75,19 @@ class LabAPI:
         proc = start_server(m["target"], m[draft] if draft else None, host=host, port=port, extra=extra,
                             env=env, steps=steps, log_path=log_path, timeout=timeout)
         self._record("lab.start", f"{host}:{proc.port}", proc.to_dict())
-        self._lab_pids = getattr(self, "_lab_pids", set()) | {proc.pid}
+        self.__dict__.setdefault("_lab_pids", set()).add(proc.pid)
         return proc
 
     def lab_stop(self, pid: int, pgid: Optional[int] = None, confirm: bool = False) -> str:
         from workbench.confirm import Plan, require
         from workbench.lab.process import stop_server
 
-        if pid not in getattr(self, "_lab_pids", set()):
+        if pid not in self.__dict__.get("_lab_pids", set()):
             raise InputError(f"pid {pid}: not a lab server started by this workbench")
         plan = Plan("stop", f"pid {pid}", f"stop the lab server (process group {pgid or pid})",
                     ["SIGTERM to the process group", "SIGKILL after 5 s if still running"])
         require(plan, confirm)
         outcome = stop_server(pid, pgid)
-        self._lab_pids.discard(pid)
+        self.__dict__["_lab_pids"].discard(pid)
         self._record("lab.stop", f"pid {pid}", {"outcome": outcome})
         return outcome

@@ -14,9 +14,10 @@ from typing import Optional
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError
+from workbench.facade.servers import ServersAPI
 
 
-class LiveAPI:
+class LiveAPI(ServersAPI):
     # -- settings -----------------------------------------------------------------------------------
     def live_training_data(self, profile: Optional[str] = None) -> Optional[str]:
         live = self.workspace.section("live") if hasattr(self.workspace, "section") else {}

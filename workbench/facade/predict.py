@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from workbench.errors import InputError
+from workbench.facade.base import WorkbenchBase
 
 _CONVENTIONS = ("acc", "conditional", "marginal", "alpha")
 
@@ -21,7 +22,7 @@ def _one_convention(acc, conditional, marginal, alpha) -> tuple[str, Any]:
     return given[0]
 
 
-class PredictAPI:
+class PredictAPI(WorkbenchBase):
     def predict(self, acc: Any = None, *, conditional: Any = None, marginal: Any = None, alpha: Any = None,
                 steps: Optional[int] = None, topk: Optional[int] = None, draft_tokens: Optional[int] = None,
                 topk_hits: Any = None, observed_accept_length: Optional[float] = None,

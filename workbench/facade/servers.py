@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError, WorkbenchError
 from workbench.progress import Progress
 from workbench.results import Result
+from workbench.facade.configs import ConfigsAPI
 
 
 @dataclass
@@ -45,19 +46,10 @@ class ProfileInfo(Result):
     description: str
 
 
-class ServersAPI:
+class ServersAPI(ConfigsAPI):
     """Hosts, profiles and servers. Every operation is journaled; stop needs confirm=True."""
 
     # -- plumbing ---------------------------------------------------------------------------------
-    @property
-    def hosts_registry(self):
-        reg = self.__dict__.get("_hosts_registry")
-        if reg is None:
-            from workbench.hosts import Hosts
-
-            reg = self.__dict__["_hosts_registry"] = Hosts(lambda: self.workspace.section("hosts"))
-        return reg
-
     @property
     def lifecycle(self):
         lc = self.__dict__.get("_lifecycle")
@@ -74,9 +66,6 @@ class ServersAPI:
         lc = self.__dict__.pop("_lifecycle", None)
         if lc is not None:
             lc.close()
-        reg = self.__dict__.pop("_hosts_registry", None)
-        if reg is not None:
-            reg.close()
         super().close()
 
     # -- hosts ------------------------------------------------------------------------------------
@@ -286,7 +275,7 @@ class ServersAPI:
         return m
 
     def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:
-        sql, args = "SELECT * FROM measurements WHERE 1=1", []
+        sql, args = "SELECT * FROM measurements WHERE 1=1", list[object]()
         if server_id is not None:
             sql += " AND server_id = ?"; args.append(int(server_id))
         if kind is not None:
@@ -300,7 +289,7 @@ class ServersAPI:
                     "measure, stop with SIGTERM/SIGKILL of its process group)",
                     [f"{p.key}" for p in points])
 
-    def server_sweep(self, profile: str, *, steps: list, topks: list = (1,), draft_tokens: Optional[list] = None,
+    def server_sweep(self, profile: str, *, steps: Sequence[int], topks: Sequence[int] = (1,), draft_tokens: Optional[list] = None,
                      envs: Optional[list] = None, baseline: bool = False, confirm: bool = False,
                      concurrency: int = 4, max_new_tokens: Optional[int] = None, rounds: int = 1,
                      prompts: Optional[str] = None, ready_timeout: Optional[float] = None, poll: float = 1.0,
@@ -328,7 +317,7 @@ class ServersAPI:
                 resumed += 1
                 continue
             name = f"{profile}@{p.key}"
-            table = {"extends": profile, "description": f"sweep {sid_} point {p.key}"}
+            table: dict[str, Any] = {"extends": profile, "description": f"sweep {sid_} point {p.key}"}
             if p.env:
                 table["env"] = {k: str(v) for k, v in p.env.items()}
             if p.num_steps:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from typing import Optional
+from workbench.facade.base import WorkbenchBase
 
 
-class TimelineAPI:
+class TimelineAPI(WorkbenchBase):
     def timeline(self, *, server: Optional[int] = None, profile: Optional[str] = None,
                  config: Optional[str] = None, category: Optional[str] = None):
         """Every launch, config version, measurement and finding in time order, filtered."""
