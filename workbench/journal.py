@@ -162,6 +162,49 @@ class Journal:
         return [Event(r["id"], r["ts"], r["kind"], r["subject"], json.loads(r["payload"]))
                 for r in self.db.execute(sql, args)]
 
+    # -- content-addressed blobs (config files as they were) ----------------------------------------
+    def put_blob(self, sha256: str, content: bytes) -> None:
+        self.db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (sha256, content))
+
+    def blob(self, sha256: Optional[str]) -> Optional[bytes]:
+        if not sha256:
+            return None
+        row = self.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
+        return bytes(row[0]) if row is not None else None
+
+    def config_version_number(self, sha256: Optional[str]) -> Optional[int]:
+        """The version number (1-based, per tracked config) of the latest version with this content."""
+        if not sha256:
+            return None
+        row = self.db.execute("SELECT config_id, id FROM config_versions WHERE sha256 = ? ORDER BY id DESC LIMIT 1",
+                              (sha256,)).fetchone()
+        if row is None:
+            return None
+        return self.version_number(row["config_id"], row["id"])
+
+    def version_number(self, config_id: int, version_row_id: int) -> int:
+        return int(self.db.execute("SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?",
+                                   (config_id, version_row_id)).fetchone()[0])
+
+    # -- measurements ------------------------------------------------------------------------------
+    def add_measurement(self, server_id: Optional[int], kind: str, payload: Any, *,
+                        ts: Optional[float] = None) -> int:
+        cur = self.db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
+                              (server_id, ts if ts is not None else time.time(), kind,
+                               json.dumps(jsonable(payload))))
+        return int(cur.lastrowid)
+
+    def measurement_rows(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:
+        sql, args = "SELECT * FROM measurements WHERE 1=1", list[object]()
+        if server_id is not None:
+            sql += " AND server_id = ?"
+            args.append(int(server_id))
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        return [{"id": r["id"], "server_id": r["server_id"], "ts": r["ts"], "kind": r["kind"],
+                 **json.loads(r["payload"])} for r in self.db.execute(sql + " ORDER BY id", args)]
+
     def iter_rows(self, sql: str, args: tuple = ()) -> Iterator[sqlite3.Row]:
         yield from self.db.execute(sql, args)
 

@@ -150,8 +150,6 @@ def live_config(journal: Journal, entry: TimelineEntry) -> Optional[LiveConfig]:
 
 
 def _live(journal: Journal, row, basis: str) -> LiveConfig:
-    number = journal.db.execute("SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?",
-                                (row["config_id"], row["id"])).fetchone()[0]
-    content = journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (row["sha256"],)).fetchone()[0]
-    return LiveConfig(row["location"], int(number), row["sha256"], row["reason"], basis,
-                      bytes(content).decode("utf-8", errors="replace"))
+    content = journal.blob(row["sha256"]) or b""
+    return LiveConfig(row["location"], journal.version_number(row["config_id"], row["id"]), row["sha256"],
+                      row["reason"], basis, content.decode("utf-8", errors="replace"))

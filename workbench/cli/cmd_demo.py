@@ -64,9 +64,8 @@ def run(args, ctx) -> int:
         m = demo.measure_story(wb, rec.id, args.measure_tokens)
     from workbench.tui.demo import run_demo_app
 
-    al = m.server_accept_len if m.server_accept_len is not None else m.accept_len.get("mean")
     try:
-        return run_demo_app(str(root), rec.id, accept_length=al, measure_tokens=args.measure_tokens)
+        return run_demo_app(str(root), rec.id, accept_length=m.accept_length, measure_tokens=args.measure_tokens)
     finally:
         if not args.keep:
             with Workbench.open(root) as wb:

@@ -36,7 +36,7 @@ class LiveAPI(ServersAPI):
             raise InputError("workbench.toml/[live].prompts: expected the path of a prompt-set JSON file")
         return value
 
-    def _overlay_profile(self, name: str, table: dict) -> None:
+    def session_profile(self, name: str, table: dict) -> None:
         """A profile that lives for this session only (the doctor's tensor-dump relaunch)."""
         _ = self.lifecycle            # creates the overlay the lifecycle reads
         self.__dict__.setdefault("_profile_overlay", {})[name] = table

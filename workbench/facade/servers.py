@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError, WorkbenchError
 from workbench.progress import Progress
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    from workbench.sglang.measure import Measurement
 from workbench.facade.configs import ConfigsAPI
 
 
@@ -255,7 +256,7 @@ class ServersAPI(ConfigsAPI):
 
     # -- measurement ------------------------------------------------------------------------------
     def server_measure(self, server_id: int, *, concurrency: int = 4, max_new_tokens: Optional[int] = None,
-                       rounds: int = 1, prompts: Optional[str] = None, label: str = ""):
+                       rounds: int = 1, prompts: Optional[str] = None, label: str = "") -> "Measurement":
         from workbench.sglang.measure import run_protocol
 
         sid = int(server_id)
@@ -269,19 +270,17 @@ class ServersAPI(ConfigsAPI):
         payload = m.to_dict()
         if label:
             payload["label"] = label
-        self.journal.db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
-                                (sid, time.time(), "protocol", json.dumps(payload)))
+        self.journal.add_measurement(sid, "protocol", payload)
         self._record("server.measure", f"server:{sid}", payload)
         return m
 
     def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:
-        sql, args = "SELECT * FROM measurements WHERE 1=1", list[object]()
-        if server_id is not None:
-            sql += " AND server_id = ?"; args.append(int(server_id))
-        if kind is not None:
-            sql += " AND kind = ?"; args.append(kind)
-        return [{"id": r["id"], "server_id": r["server_id"], "ts": r["ts"], "kind": r["kind"],
-                 **json.loads(r["payload"])} for r in self.journal.iter_rows(sql + " ORDER BY id", tuple(args))]
+        from workbench.sglang.measure import accept_length
+
+        rows = self.journal.measurement_rows(server_id, kind)
+        for row in rows:
+            row["accept_length"] = accept_length(row)
+        return rows
 
     # -- sweeps -----------------------------------------------------------------------------------
     def sweep_plan(self, profile: str, points: list) -> Plan:
@@ -352,9 +351,7 @@ class ServersAPI(ConfigsAPI):
                             self.server_stop(sid, confirm=True, grace=stop_grace, gpu_wait=gpu_wait)
                     except WorkbenchError as exc:
                         p.error = (p.error + "; " if p.error else "") + f"stop: {exc}"
-            self.journal.db.execute(
-                "INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, 'sweep', ?)",
-                (p.server_id, time.time(), json.dumps({"sweep_id": sid_, "profile": profile, **p.to_dict()})))
+            self.journal.add_measurement(p.server_id, "sweep", {"sweep_id": sid_, "profile": profile, **p.to_dict()})
         self.progress(Progress("server.sweep", len(points), len(points), "done"))
         ranked = sw.rank(points)
         best = next((p for p in ranked if p.state == "measured" and p.num_steps), None)

@@ -28,8 +28,10 @@ from typing import Optional, Sequence
 from workbench.confirm import Plan
 from workbench.doctor.findings import Finding
 from workbench.errors import InputError, WorkbenchError
+from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
 from workbench.progress import Progress, noop
+from workbench.sglang.measure import accept_length
 
 SAME_MAX = 1e-3           # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
 DUMP_MODES = ("ask", "yes", "no")
@@ -57,7 +59,7 @@ def _arg(argv: Sequence[str], flag: str) -> Optional[str]:
 
 
 class LiveDoctor:
-    def __init__(self, ops, server_id: int, *, progress=None):
+    def __init__(self, ops: LiveOps, server_id: int, *, progress=None):
         self.ops = ops
         self.sid = int(server_id)
         self.progress = progress or noop
@@ -141,8 +143,7 @@ class LiveDoctor:
         loaded_sha = self.rec.draft_config_sha256
         loaded_raw = None
         if loaded_sha:
-            row = self.ops.journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (loaded_sha,)).fetchone()
-            loaded_raw = bytes(row[0]) if row else None
+            loaded_raw = self.ops.journal.blob(loaded_sha)
         if loaded_raw is None:
             loaded_raw = raw
             if loaded_sha:
@@ -160,7 +161,7 @@ class LiveDoctor:
                 "loaded_sha256": loaded_sha or cur_sha, "current_sha256": cur_sha, "changed_since_launch": changed}
 
 
-def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list] = None,
+def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list] = None,
              samples: int = 4, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
              measure_concurrency: int = 4, dump: str = "ask", confirm=False, static: bool = True,
              dump_alongside: bool = False, ready_timeout: Optional[float] = None, prompts: Optional[str] = None,
@@ -300,19 +301,17 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
 
 
 # ------------------------------------------------------------------------------------------- parts
-def _observe(ops, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int,
+def _observe(ops: LiveOps, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int,
              prompts: Optional[str]) -> dict:
     if measure:
         m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts,
                                label="live doctor")
-        al = m.server_accept_len if m.server_accept_len is not None else m.accept_len.get("mean")
-        return {"accept_length": al, "tokens_per_s": m.tokens_per_s, "per_request": m.accept_len,
+        return {"accept_length": m.accept_length, "tokens_per_s": m.tokens_per_s, "per_request": m.accept_len,
                 "source": f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"}
     rows = [r for r in ops.measurements(d.sid) if r.get("kind") == "protocol"]
     if rows:
         r = rows[-1]
-        al = r.get("server_accept_len") or (r.get("accept_len") or {}).get("mean")
-        return {"accept_length": al, "tokens_per_s": r.get("tokens_per_s"),
+        return {"accept_length": accept_length(r), "tokens_per_s": r.get("tokens_per_s"),
                 "source": f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})"}
     if facts.get("avg_spec_accept_length") is not None:
         return {"accept_length": facts["avg_spec_accept_length"], "tokens_per_s": None,
@@ -440,7 +439,7 @@ def _dedupe(ranked: list[RankedFinding]) -> list[RankedFinding]:
 
 
 # ------------------------------------------------------------------------------------- the dump
-def dump_profile(ops, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict, str]:
+def dump_profile(ops: LiveOps, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict, str]:
     prof = ops.profile(d.rec.profile)
     base = (prof.run_dir or "/tmp/eagle-workbench").rstrip("/")
     dump_dir = f"{base}/dumps/server{d.sid}-{stamp}"
@@ -451,7 +450,7 @@ def dump_profile(ops, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict, 
     return name, table, dump_dir
 
 
-def dump_plan(ops, d: LiveDoctor, samples: int, alongside: bool) -> Plan:
+def dump_plan(ops: LiveOps, d: LiveDoctor, samples: int, alongside: bool) -> Plan:
     prof = ops.profile(d.rec.profile)
     first = "" if alongside else f"stop server {d.sid}, then "
     return Plan("relaunch", f"server {d.sid}",
@@ -471,10 +470,10 @@ def _free_port(host) -> int:
     return int(r.out.strip().splitlines()[-1])
 
 
-def _dump_run(ops, d: LiveDoctor, job: dict, alongside: bool, ready_timeout: Optional[float]) -> Optional[dict]:
+def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict, alongside: bool, ready_timeout: Optional[float]) -> Optional[dict]:
     port = _free_port(d.host)
     name, table, dump_dir = dump_profile(ops, d, port, time.strftime("%Y%m%d-%H%M%S"))
-    ops._overlay_profile(name, table)
+    ops.session_profile(name, table)
     if not alongside:
         ops.server_stop(d.sid, confirm=True)
         d.notes.append(f"server {d.sid} was stopped for the tensor dump")

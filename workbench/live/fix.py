@@ -13,10 +13,12 @@ from typing import Optional
 
 from workbench.confirm import Plan
 from workbench.errors import InputError, WorkbenchError
+from workbench.live.ops import LiveOps
 from workbench.live.report import Comparison
+from workbench.sglang.measure import accept_length
 
 
-def last_fix(ops, server_id: int):
+def last_fix(ops: LiveOps, server_id: int):
     """The fix of the newest live doctor report on this server (journal), as a Fix."""
     from workbench.live.report import fix_from_dict
 
@@ -27,7 +29,7 @@ def last_fix(ops, server_id: int):
     raise InputError(f"server {server_id}: no live doctor report with a fix (run the doctor on it first)")
 
 
-def relaunch_plan(ops, server_id: int) -> Plan:
+def relaunch_plan(ops: LiveOps, server_id: int) -> Plan:
     rec = ops.server(server_id)
     running = rec.state in ("launching", "starting", "ready")
     preview = ops.launch_preview(rec.profile)
@@ -40,7 +42,7 @@ def relaunch_plan(ops, server_id: int) -> Plan:
                 details)
 
 
-def measure_settings(ops, server_id: int) -> dict:
+def measure_settings(ops: LiveOps, server_id: int) -> dict:
     """The protocol settings of the server's last measurement, so the next one is comparable."""
     rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
     if not rows:
@@ -49,7 +51,7 @@ def measure_settings(ops, server_id: int) -> dict:
     return {"concurrency": r.get("concurrency", 4), "max_new_tokens": r.get("max_new_tokens")}
 
 
-def relaunch(ops, server_id: int, *, measure: bool = True, measure_tokens: Optional[int] = None,
+def relaunch(ops: LiveOps, server_id: int, *, measure: bool = True, measure_tokens: Optional[int] = None,
              measure_concurrency: Optional[int] = None, timeout: Optional[float] = None, poll: float = 0.5,
              prompts: Optional[str] = None):
     """Stop the server if it runs, launch its profile, wait, measure like before. Returns
@@ -68,43 +70,34 @@ def relaunch(ops, server_id: int, *, measure: bool = True, measure_tokens: Optio
     return ops.server(new.id), st, m
 
 
-def _loaded(ops, server_id: int) -> tuple[Optional[dict], Optional[str]]:
+def _loaded(ops: LiveOps, server_id: int) -> tuple[Optional[dict], Optional[str]]:
     rec = ops.server(server_id)
     if not rec.draft_config_sha256:
         return None, None
-    row = ops.journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (rec.draft_config_sha256,)).fetchone()
+    raw = ops.journal.blob(rec.draft_config_sha256)
     try:
-        return (json.loads(bytes(row[0])) if row else None), rec.draft_config_sha256
+        return (json.loads(raw) if raw is not None else None), rec.draft_config_sha256
     except ValueError:
         return None, rec.draft_config_sha256
 
 
-def _version_of(ops, sha: Optional[str]) -> Optional[int]:
-    if not sha:
-        return None
-    db = ops.journal.db
-    row = db.execute("SELECT config_id, id FROM config_versions WHERE sha256 = ? ORDER BY id DESC LIMIT 1",
-                     (sha,)).fetchone()
-    if row is None:
-        return None
-    return int(db.execute("SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?",
-                          (row["config_id"], row["id"])).fetchone()[0])
+def _version_of(ops: LiveOps, sha: Optional[str]) -> Optional[int]:
+    return ops.journal.config_version_number(sha)
 
 
-def _side(ops, server_id: int) -> dict:
+def _side(ops: LiveOps, server_id: int) -> dict:
     rec = ops.server(server_id)
     rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
     m = rows[-1] if rows else {}
     cfg, sha = _loaded(ops, server_id)
     ec = (cfg or {}).get("eagle_config") or {}
-    al = m.get("server_accept_len") if m.get("server_accept_len") is not None else (m.get("accept_len") or {}).get("mean")
-    return {"server": server_id, "profile": rec.profile, "state": rec.state, "accept_length": al,
+    return {"server": server_id, "profile": rec.profile, "state": rec.state, "accept_length": accept_length(m),
             "tokens_per_s": m.get("tokens_per_s"), "measurement": m.get("id"),
             "layer_ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
             "config_sha256": sha, "config_version": _version_of(ops, sha)}
 
 
-def compare(ops, before: int, after: int) -> Comparison:
+def compare(ops: LiveOps, before: int, after: int) -> Comparison:
     b, a = _side(ops, before), _side(ops, after)
 
     def ratio(x, y):
@@ -132,6 +125,6 @@ def _ver(side: dict) -> str:
     return (f"v{v} " if v else "") + (sha[:10] if sha else "-")
 
 
-def require_measured(ops, server_id: int) -> None:
+def require_measured(ops: LiveOps, server_id: int) -> None:
     if not [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]:
         raise WorkbenchError(f"server {server_id}: no measurement to compare with (measure it first)")

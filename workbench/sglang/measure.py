@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
@@ -36,6 +36,22 @@ class Measurement(Result):
     rounds_tokens_per_s: list = field(default_factory=list)
     spec: dict = field(default_factory=dict)
     prompt_set: str = ""
+
+    @property
+    def accept_length(self) -> Optional[float]:
+        """The measurement's accept length: the server's own average over exactly this workload when
+        it reports one, else the mean of the per-request figures."""
+        return accept_length(self.to_dict())
+
+
+def accept_length(row: "Mapping[str, Any]") -> Optional[float]:
+    """Accept length of a stored measurement row (``Measurement.to_dict()`` or a journal row): one rule
+    for every reader. ``server_accept_len`` wins when present (0.0 included); else the per-request mean."""
+    server = row.get("server_accept_len")
+    if server is not None:
+        return float(server)
+    mean = (row.get("accept_len") or {}).get("mean")
+    return float(mean) if mean is not None else None
 
 
 def prompt_set(name: Optional[str] = None) -> dict:

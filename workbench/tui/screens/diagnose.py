@@ -149,7 +149,7 @@ class DiagnoseScreen(WorkbenchScreen):
         text.append(f"server {rec.id}  ", style="bold")
         text.append(f"{rec.profile} on {rec.host}, {rec.state}")
         if last:
-            al = last.get("server_accept_len") or (last.get("accept_len") or {}).get("mean")
+            al = last.get("accept_length")
             text.append(f"   accept length {al:.2f}" if al is not None else "", style="bold")
             text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured)")
             self._mark("accept")
