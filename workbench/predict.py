@@ -61,7 +61,8 @@ CONVENTIONS: dict[str, str] = {
     "alpha": "one acceptance rate for every depth",
 }
 
-#: SGLang's logged ``accept rate``, by version (sglang-versions.md §3). 0.4.9 logs none.
+#: SGLang's logged ``accept rate``, by version (the decode log line of each release's scheduler metrics,
+#: e.g. 0.5.23 ``srt/managers/scheduler_components/metrics_reporter.py``). 0.4.9 logs none.
 SGLANG_ACCEPT_RATE_FORMULAS: dict[str, str] = {
     ">=0.5.12": "(AL - 1) / (draft_tokens - 1)",
     "0.5.5": "AL / (steps + 1)",

@@ -1,4 +1,4 @@
-"""The log parser against SGLang's own line formats (verbatim from sglang-versions.md §3-4)."""
+"""The log parser against SGLang's own line formats (as each release's scheduler and server code prints them)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Profile -> the exact launch command for one SGLang version (argv + env + warnings).
 
-Version facts (sglang-internals.md §1.5): 0.5.23 deprecates ``--disable-cuda-graph`` for
+Version facts (each release's ``srt/server_args.py``): 0.5.23 deprecates ``--disable-cuda-graph`` for
 ``--cuda-graph-backend-decode/prefill disabled``, ignores ``--num-continuous-decode-steps`` and
 rejects ``--cuda-graph-max-bs`` (ambiguous prefix); older versions know only the old spellings.
 0.5.23 is the first version read with the new flags, so it is the dividing line.
