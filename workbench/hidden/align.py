@@ -203,7 +203,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     with np.errstate(invalid="ignore", over="ignore"):
         finite = np.isfinite(yy_n)                                                 # [C, T]
         fin_c = finite.all(-1)
-        ok = ~bad_n[None, :] & finite
+        ok = ok_ct = ~bad_n[None, :] & finite                                     # [C, T]
         d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
         n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
         if not ok.all():   # leave out the tokens where either side is not finite
@@ -252,10 +252,17 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     timing["total_s"] = time.perf_counter() - t0
 
     rel = _ratio(num, den)
+    if not ok_ct.all():     # a left-out token has no value (0 would read as identical)
+        per_token[:, ~ok_ct] = np.nan
+    # Tokens where both sides are finite, per candidate (a token non-finite in any slot is left out
+    # of every pair): a pair with none has no value at all, never "identical" (0 / 0).
+    n_ok = ok_ct.sum(-1)
+    rel[:, n_ok == 0] = np.nan
+    notes += _nonfinite_notes(nonfinite, n_ok, T, int(bad_n.sum()), cands)
     cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
                    dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)), np.nan)
-    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th)
-            for s in range(S)]
+    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th,
+                   n_ok) for s in range(S)]
     tokens = tok.to_dict()
     res = AlignResult(
         train=train.path, infer=infer.path, rows=[s.name for s in slots],
@@ -557,14 +564,32 @@ def _count_nonfinite(side: str, name: str, t: torch.Tensor, rows: np.ndarray) ->
     return NonFinite(side, name, int(nan.sum()), int(inf.sum()), int(bad.any(-1).sum()), first)
 
 
+def _nonfinite_notes(nonfinite, n_ok, T: int, bad_ref: int, cands) -> list[str]:
+    """What the non-finite values cost, said where the verdicts are read."""
+    out = []
+    for nf in nonfinite:
+        out.append(f"{nf.side} {nf.tensor}: {nf.nan} NaN and {nf.inf} Inf value(s) on {nf.tokens} token(s); "
+                   "those tokens are left out of its comparisons")
+    if bad_ref:
+        out.append(f"{bad_ref} of {T} tokens are non-finite in a reference slot: left out of every pair")
+    dead = [cands[c].name for c in np.flatnonzero(n_ok == 0)]
+    if dead and T:
+        out.append(f"{len(dead)} candidate(s) have no token where both sides are finite, so no value: "
+                   f"{', '.join(dead[:4])}{' ...' if len(dead) > 4 else ''}")
+    return out
+
+
 def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.ndarray, per_tok: np.ndarray,
            exact: np.ndarray, cos: np.ndarray, max_abs: np.ndarray, mean_abs: np.ndarray, T: int,
-           th: Thresholds) -> SlotBest:
+           th: Thresholds, n_ok: Optional[np.ndarray] = None) -> SlotBest:
     order = [c for c in np.argsort(rel, kind="stable") if math.isfinite(rel[c])]
     if not order:
+        why = ("no token where this slot and a candidate are both finite (NaN/Inf): nothing was compared"
+               if T and n_ok is not None and not n_ok.any() else "no finite comparison")
         return SlotBest(slot.name, slot.physical, None, None, None, None, None, None, None, None, None,
-                        NO_MATCH, "no finite comparison")
+                        AMBIGUOUS if T else NO_MATCH, why)
     b = int(order[0])
+    T_all, T = T, (int(n_ok[b]) if n_ok is not None else T)     # the best's compared tokens decide
     bc = cands[b]
     r = None
     for c in order[1:]:
@@ -577,17 +602,23 @@ def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.nd
     out = SlotBest(slot.name, slot.physical, bc.name, bc.physical, bv, None, None, None, None, None, None,
                    AMBIGUOUS, "", exact=bool(exact[b]), cosine=_num(cos[b]), max_abs=_num(max_abs[b]),
                    mean_abs=_num(mean_abs[b]))
-    if T:
-        out.median_token = float(np.median(per_tok[b]))
-        out.p95_token = float(np.percentile(per_tok[b], 95))
+    pb = per_tok[b][np.isfinite(per_tok[b])]          # left-out tokens carry NaN
+    if pb.size:
+        out.median_token = float(np.median(pb))
+        out.p95_token = float(np.percentile(pb, 95))
     if r is not None:
         rv = float(rel[r])
         out.runner_up, out.runner_up_physical, out.runner_up_value = cands[r].name, cands[r].physical, rv
         out.margin = float("inf") if bv == 0 else rv / bv
-        mb, mr = float(np.median(per_tok[b])), float(np.median(per_tok[r]))
-        out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
-        out.win_rate = float(np.mean(per_tok[b] < per_tok[r])) if T else None
+        both = np.isfinite(per_tok[b]) & np.isfinite(per_tok[r])
+        xb, xr = per_tok[b][both], per_tok[r][both]
+        if xb.size:
+            mb, mr = float(np.median(xb)), float(np.median(xr))
+            out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
+            out.win_rate = float(np.mean(xb < xr))
     out.verdict, out.reason = _verdict(out, T, th)
+    if T < T_all:
+        out.reason += f" ({T_all - T} of {T_all} tokens left out: NaN/Inf)"
     return out
 
 
