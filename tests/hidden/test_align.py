@@ -387,3 +387,24 @@ def test_mostly_nonfinite_candidate_rests_on_its_finite_tokens(train, tiny_world
     pt = res.per_token(0, res.cols.index(f"c{k0}"))
     assert len(pt["rel_diff"]) == 20 and len(pt["left_out"]) == T - 20
     assert all(np.isfinite(pt["rel_diff"])) and max(pt["rel_diff"]) > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("which", ["hf_stack", "payload", "dump"])
+def test_cuda_streaming_path_agrees_with_the_cpu(capture_files, train, which):
+    """The pinned, streamed GPU path and the compiled CPU path give the same pairs and verdicts."""
+    infer = open_capture(getattr(capture_files, which))
+    gpu = align(train, infer, device="cuda")
+    cpu = align(train, infer, device="cpu")
+    assert gpu.timing.get("path") == "cuda-resident"
+    assert [b.candidate for b in gpu.best] == [b.candidate for b in cpu.best]
+    assert gpu.verdicts() == cpu.verdicts()
+    np.testing.assert_allclose(np.asarray(gpu.matrix, float), np.asarray(cpu.matrix, float), rtol=1e-3, atol=1e-6)
+
+
+def test_auto_device_names_its_reason(capture_files, train):
+    res = align(train, open_capture(capture_files.hf_stack))
+    choice = res.timing["device_choice"]
+    assert choice["device"] == res.device.split(":")[0] and choice["reason"]
+    if not torch.cuda.is_available():
+        assert res.device == "cpu" and choice["reason"] == "no CUDA device"
