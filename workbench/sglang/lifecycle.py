@@ -33,6 +33,7 @@ GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 READ_CAP = 1 << 22           # log bytes fetched per refresh
 SERIES_LEN = 240             # decode samples kept per server for sparklines
 TAIL_LINES = 5000            # raw log lines kept per server for log panes
+EVENTS_KEPT = 2000           # milestone/failure events kept per server (see _compact_events)
 
 # ---------------------------------------------------------------------------------------------
 # Results
@@ -156,7 +157,23 @@ STAGES = [("server_args", "arguments"), ("weights_target", "target weights"),
 # ---------------------------------------------------------------------------------------------
 # Per-server log follower (in memory; the log itself is the source of truth)
 # ---------------------------------------------------------------------------------------------
+def _compact_events(events: list) -> list:
+    """A bounded event list that still tells the story: the startup's milestones, the first
+    failure of each class (what ``classify`` reads) and the most recent events."""
+    head = [e for e in events[:EVENTS_KEPT // 4] if e["kind"] == "milestone"]
+    first: dict = {}
+    for e in events:
+        if e["kind"] == "failure":
+            first.setdefault(e["class"], e)
+    tail = events[-EVENTS_KEPT // 2:]
+    keep = {id(e): e for e in head + list(first.values()) + tail}
+    return sorted(keep.values(), key=lambda e: e["line"] or 0)
+
+
 class Follower:
+    """What a server's log says so far, in memory that does not grow with the log: parsed by
+    offset, the last lines, a bounded decode series and a bounded list of events."""
+
     def __init__(self):
         self.offset = 0
         self.parser = LogParser()
@@ -180,6 +197,8 @@ class Follower:
             self.total_lines += 1
             self.tail.append((self.total_lines, line))
         self.events.extend(scan.events)
+        if len(self.events) > EVENTS_KEPT:
+            self.events = _compact_events(self.events)
         d = scan.decode
         if len(d):
             self.decode_lines += len(d)
