@@ -83,9 +83,9 @@ _RARE = re.compile(
     r"|NCCL error|nccl\w*Error|custom_all_reduce\S*:\d+: CUDA error|CustomAllreduce"
     r"|Scheduler hit an exception|warmup error|Initialization failed"
     r"|scheduler died|scheduler is dead|Received sigquit"
-    r"|(?i:address already in use)|EADDRINUSE|stream is capturing|cudaErrorStreamCapture"
+    r"|Address already in use|EADDRINUSE|stream is capturing|cudaErrorStreamCapture"
     r"|Overriding the draft model's max_position_embeddings"
-    r"|(?:Decode|Prefill) batch(?: \[\d+\])?[.,] #")
+    r"|Decode batch|Prefill batch")       # plain literals: the engine's first-character scan stays on
 
 _GRAPH_LINE = re.compile(
     r"Capture (?:(target|draft) )?(?:(decode|verify|extend|prefill) )?(?:(draft) )?(?:(extend) )?"
@@ -410,20 +410,27 @@ class LogParser:
             # comes back from there and joins the bulk lines in its place.
             extra = self._rare(scan, lines, other, base) if any(other) else {}
             numbers = range(base + 1, base + 1 + len(lines))
-            for cols, prefix, kind in ((scan.decode, "] Decode batch", "decode"),
-                                       (scan.prefill, "] Prefill batch", "prefill")):
-                flags = list(map(str.startswith, lines, repeat(prefix), at))
-                if extra:
-                    for i, k in extra.items():
-                        if k == kind:
-                            flags[i] = True
-                if not any(flags):
-                    continue
-                sel = list(compress(lines, flags))
-                if not all(map(str.startswith, sel, repeat("[2"))):     # "[<year>-": a stamp first
-                    sel = [_from_stamp(x) for x in sel]
-                # line numbers are made only when asked for (most uses never need them)
-                cols._add(sel, lambda n=numbers, f=flags: list(compress(n, f)))
+            if extra:                                   # bulk lines from the rare path join in place
+                for i in extra:
+                    common[i] = True
+                    at[i] = lines[i].find("] ") if lines[i].startswith("[") else -1
+            if any(common):
+                sel = list(compress(lines, common))
+                sel_at = list(compress(at, common))
+                for cols, prefix, kind in ((scan.decode, "] Decode batch", "decode"),
+                                           (scan.prefill, "] Prefill batch", "prefill")):
+                    flags = list(map(str.startswith, sel, repeat(prefix), sel_at))
+                    if extra:
+                        for j, i in enumerate(compress(range(len(lines)), common)):
+                            if extra.get(i) == kind:
+                                flags[j] = True
+                    if not any(flags):
+                        continue
+                    part = list(compress(sel, flags))
+                    if not all(map(str.startswith, part, repeat("[2"))):    # "[<year>-": a stamp first
+                        part = [_from_stamp(x) for x in part]
+                    # line numbers are made only when asked for (most uses never need them)
+                    cols._add(part, lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
             for i in range(len(lines) - 1, -1, -1):
                 if "[" in lines[i]:
                     m = _STAMP.search(lines[i])
@@ -658,7 +665,7 @@ def parse_file(path, chunk: int = 1 << 24) -> LogScan:
     return scan
 
 
-STREAM_CHUNK = 1 << 22       # bytes parsed at a time when streaming (memory stays near this)
+STREAM_CHUNK = 1 << 21       # bytes parsed at a time when streaming (memory stays near this)
 
 
 def iter_scans(fh, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
@@ -668,20 +675,29 @@ def iter_scans(fh, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
         data = fh.read(chunk)
         if not data:
             break
-        yield p.feed(data)
+        scan = p.feed(data)
+        del data                  # one chunk alive at a time (its bytes go before the next read)
+        yield scan
+        del scan
     yield p.finish()
 
 
 def stream_records(source, kinds: Optional[Iterable[str]] = None, chunk: int = STREAM_CHUNK) -> Iterator[dict]:
     """Records of a log file (a path or a binary file object) in line order, in memory that does
     not grow with the log."""
-    if hasattr(source, "read"):
-        for scan in iter_scans(source, chunk):
-            yield from scan.iter_records(kinds)
+    if not hasattr(source, "read"):
+        with open(source, "rb") as fh:
+            yield from stream_records(fh, kinds, chunk)
         return
-    with open(source, "rb") as fh:
-        for scan in iter_scans(fh, chunk):
-            yield from scan.iter_records(kinds)
+    scans = iter_scans(source, chunk)
+    while True:
+        scan = next(scans, None)          # (a loop variable would keep the last chunk alive
+        if scan is None:                  # while the next one is parsed)
+            return
+        recs = scan.iter_records(kinds)
+        del scan
+        yield from recs
+        del recs
 
 
 def iter_records(text: "str | bytes") -> Iterator[dict]:
