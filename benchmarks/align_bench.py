@@ -163,7 +163,6 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", help="generate here instead of a temporary folder (kept; reused when present)")
     ap.add_argument("--abs-stats", default="top", choices=["top", "all"])
     ap.add_argument("--repeat", type=int, default=3, help="runs per device (the fastest is reported)")
-    ap.add_argument("--stage", choices=["copy", "register"], help="host-to-device staging (default: the engine's)")
     ap.add_argument("--block", type=int, help="tokens per block of the CPU kernels (default: the engine's)")
     args = ap.parse_args(argv)
     if args.small:
@@ -173,9 +172,7 @@ def main(argv=None) -> int:
     cuda = torch.cuda.is_available()
     devices = (args.devices or ("auto,cpu,cuda" if cuda else "auto,cpu")).split(",")
 
-    from workbench.hidden import open_capture, placement
-    if args.stage:
-        placement.STAGE_MODE = args.stage
+    from workbench.hidden import open_capture
     if args.block:
         from workbench.hidden import pairstats
         pairstats.BLOCK = args.block
@@ -256,7 +253,7 @@ def main(argv=None) -> int:
                 agree[f"{d}_vs_cpu_max_abs"] = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
         out = {"agreement": agree, "bytes": int(nbytes), "slots": 3, "candidates": n + 1, "tokens": args.tokens,
                "hidden": args.hidden, "threads": torch.get_num_threads(),
-               "stage": placement.STAGE_MODE, "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK, "cpus": os.cpu_count(),
+               "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK, "cpus": os.cpu_count(),
                "floors": floors, "runs": runs, "goals": goals, "generate_s": round(gen_s, 2),
                "correct": all(r["correct"] for r in runs.values()) and all(v < 1e-4 for v in agree.values())}
         print(json.dumps(out))

@@ -6,10 +6,16 @@ bytes lie and from bandwidths measured on this machine (once per process):
 - bytes already on a CUDA device: that device (nothing to move);
 - no CUDA, or ``--device cpu``: the CPU;
 - otherwise the estimated time of each path: the CPU path reads every byte once from host memory
-  at ``min(host pass, kernel rate x threads)``; the GPU path copies every byte into pinned memory
-  and over the bus (``Stager``, both overlapped: the slower of a host copy and pinned host-to-device
-  sets its pace). The kernel rate is the table's until a CPU pass in this process measured it. Small inputs never start CUDA for
-  the probe: below ``SMALL_BYTES`` the CPU wins on the start alone.
+  at ``min(CPU_SHARE x an all-core host pass, kernel rate x threads)``; the GPU path copies every
+  byte into pinned memory and over the bus (``Stager``): the host copy and the DMA share the
+  host's memory bandwidth, so their times add. The kernel rate is the table's until a CPU pass in
+  this process measured it, and a path this process already ran is taken at its measured rate.
+  Small inputs never start CUDA for the probe: below ``SMALL_BYTES`` the CPU wins on the start.
+
+On the H200 host (16 cores, bf16 Kimi-sized input, page cache 14-18 ms, pinned H2D 33 ms) the CPU
+kernels (~50 ms) beat the staged GPU path (~70 ms): the host copy into pinned memory costs about
+as much as the DMA, and both read host memory. The GPU path wins where the bytes are already on
+the device, or where the CPU kernels are slow (no numba, few cores against a fast bus).
 
 ``Stager`` copies host tensors to the device through a ring of pinned buffers: the host copy into
 buffer k+1 overlaps the DMA out of buffer k (a side stream), and compute waits on per-copy events,
@@ -25,17 +31,14 @@ from typing import Optional
 
 CPU_SHARE = 0.45                 # the CPU kernels' share of an all-core memory pass (see choose)
 SMALL_BYTES = 256 << 20          # below this a CUDA start costs more than the whole CPU pass
-CUDA_START_S = 0.5               # a first CUDA context (typical; measured when it happens)
 # Bytes of bf16 candidates one core screens per second with the compiled kernels (S = 3 slots),
 # measured on the H200 host's CPU (vdpbf16ps) and on this project's 2-core CI machine (fma).
 KERNEL_BPS = {"vdpbf16ps": 6.0e9, "fma": 1.5e9, "torch": 0.5e9}
 STAGE_BYTES = 32 << 20           # one pinned buffer
 STAGE_COUNT = 4                  # buffers in the ring
-# "copy": through the pinned ring; "register": the source pages themselves are pinned for the DMA
-# (cudaHostRegister, read-only: page-cache pages of a mapped file are not copied on the host)
-STAGE_MODE = os.environ.get("WB_STAGE_MODE", "copy")
-_REGISTER_RO = 8                 # cudaHostRegisterReadOnly
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# The host copy into pinned memory is slower than a copy between warm buffers (the source pages
+# of a mapped file fault in): about this share of it, measured on the H200 host (48 of 69 GB/s).
+COPY_SHARE = 0.7
 
 _MEASURED: dict = {}
 
@@ -171,17 +174,12 @@ def choose(device: Optional[str], tensors, nbytes: int, kernel: str = "vdpbf16ps
     start_s = 0.0 if started else time.perf_counter() - t0
     host = host_pass_bps(threads)
     copy = host_copy_bps(threads)
-    # The compiled kernels reach about half an all-core memory pass (slot rows re-read per group);
-    # the pinned ring's host copy and the DMA share the host's memory bandwidth: their times add
-    # (both measured on the H200 host). A path this process already ran is taken at its measure.
-    cpu_s = nbytes / min(CPU_SHARE * host, cpu_rate)
-    gpu_s = nbytes / bus * (1.3 if STAGE_MODE == "register" else 1.0) + (nbytes / copy if STAGE_MODE == "copy"
-                                                                           else 0.0)
+    # The compiled kernels reach about half an all-core memory pass when many cores share the
+    # memory (slot rows re-read per group), and their per-core rate with few; the pinned ring's host
+    # copy and the DMA share the host's memory bandwidth, so their times add (all measured on the
+    # H200 host). A path this process already ran is taken at its measure.
     learned = {p: _MEASURED.get(("path", p, threads)) for p in ("cpu", "cuda")}
-    if learned["cpu"]:
-        cpu_s = nbytes / learned["cpu"]
-    if learned["cuda"]:
-        gpu_s = nbytes / learned["cuda"]
+    cpu_s, gpu_s = estimate(nbytes, cpu_rate, host_pass_bps(os.cpu_count() or threads), copy, bus, learned)
     figures = {"bytes": nbytes, "host_pass_gbps": round(host / 1e9, 1), "host_copy_gbps": round(copy / 1e9, 1),
                "h2d_pinned_gbps": round(bus / 1e9, 1),
                "cpu_kernel_gbps": round(cpu_rate / 1e9, 1), "threads": threads,
@@ -190,6 +188,18 @@ def choose(device: Optional[str], tensors, nbytes: int, kernel: str = "vdpbf16ps
     if gpu_s < cpu_s:
         return Choice("cuda", f"GPU {gpu_s * 1e3:.0f} ms vs CPU {cpu_s * 1e3:.0f} ms (estimated)", figures)
     return Choice("cpu", f"CPU {cpu_s * 1e3:.0f} ms vs GPU {gpu_s * 1e3:.0f} ms (estimated)", figures)
+
+
+def estimate(nbytes: int, cpu_rate: float, host_all: float, copy: float, bus: float,
+             learned: Optional[dict] = None) -> tuple[float, float]:
+    """Seconds of the CPU path and of the staged GPU path for ``nbytes`` from host memory: the
+    kernels at ``min(CPU_SHARE x host_all, cpu_rate)``; the host copy (at ``COPY_SHARE x copy``)
+    plus the DMA (``bus``), which share the memory; a path's ``learned`` rate wins over both."""
+    learned = learned or {}
+    cpu_s = nbytes / learned["cpu"] if learned.get("cpu") else nbytes / min(CPU_SHARE * host_all, cpu_rate)
+    gpu_s = (nbytes / learned["cuda"] if learned.get("cuda")
+             else nbytes / (COPY_SHARE * copy) + nbytes / bus)
+    return cpu_s, gpu_s
 
 
 # ------------------------------------------------------------------------------ pinned streaming
@@ -220,47 +230,17 @@ class Stager:
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         self.bytes = 0
         self.host_s = 0.0
-        self.mode = STAGE_MODE
-        self.registered: list = []
-
-    def _register(self, src, dst) -> bool:
-        """DMA straight from ``src``'s pages, pinned for the copy (unpinned in ``finish``)."""
-        import torch
-
-        if not src.is_contiguous() or src.numel() == 0:
-            return False
-        ptr = src.data_ptr()
-        lo = ptr // _PAGE * _PAGE
-        hi = -(-(ptr + src.numel() * src.element_size()) // _PAGE) * _PAGE
-        t0 = time.perf_counter()
-        rc = torch.cuda.cudart().cudaHostRegister(lo, hi - lo, _REGISTER_RO)
-        self.host_s += time.perf_counter() - t0
-        if int(getattr(rc, "value", rc)) != 0:
-            torch.cuda.cudart().cudaGetLastError() if hasattr(torch.cuda.cudart(), "cudaGetLastError") else None
-            return False
-        self.registered.append((lo, src))
-        with torch.cuda.stream(self.stream):
-            dst.copy_(src, non_blocking=True)
-        self.bytes += src.numel() * src.element_size()
-        return True
+        self.mode = "copy"
 
     def finish(self) -> None:
-        """Wait for the copies, then unpin what was registered."""
-        import torch
-
-        if self.registered:
-            self.stream.synchronize()
-            for lo, _ in self.registered:
-                torch.cuda.cudart().cudaHostUnregister(lo)
-            self.registered.clear()
+        """Wait for every copy put so far (the ring is free again)."""
+        self.stream.synchronize()
 
     def put(self, src, dst) -> None:
         import torch
 
         if src.is_cuda:
             dst.copy_(src)
-            return
-        if self.mode == "register" and self._register(src, dst):
             return
         rows = src.shape[0]
         row_bytes = max(1, src[0].numel() * src.element_size()) if rows else 1
