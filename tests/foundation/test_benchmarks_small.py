@@ -38,10 +38,11 @@ def test_log_bench_small_reports_speed_and_flat_memory():
     d = _run("log_bench.py", "--small")
     assert d["lines_per_s"] > 0 and d["machine_split_lines_per_s"] > 0
     for label in ("small", "large"):
-        for mode in ("stream_parse", "stream_json"):
+        for mode in ("stream_parse", "stream_follow", "stream_json"):
             got = d["stream"][label][mode]
             assert got["lines"] > 0 and got["records"] > 0 and got["lines_per_s"] > 0
     # memory does not follow the log's size (4x longer: same peak within a margin)
     assert d["goals"]["rss_independent_of_size"], d["stream"]
     assert set(d["goals"]) == {"parse_1m_lines_per_s", "stream_parse_1m_lines_per_s_one_core",
+                               "stream_follow_1m_lines_per_s_one_core", "stream_json_1m_lines_per_s_one_core",
                                "stream_rss_le_64mb", "rss_independent_of_size"}

@@ -541,3 +541,34 @@ def test_follower_events_stay_bounded_and_keep_the_first_of_each_class():
     assert len(f.events) <= EVENTS_KEPT
     assert classify(f.events)["class"] == "port-in-use" and f.ready
     assert "server_args" in f.progress()
+
+
+def test_follower_counts_and_tails_lines_alike_at_any_chunking():
+    from workbench.sglang.lifecycle import TAIL_LINES, Follower
+
+    rnd = random.Random(5)
+    shapes = [DECODE_0523, "tqdm 10%\rtqdm 20%", "plain", "", "crlf\r\nnext", PREFILL_0523]
+    data = ("\n".join(rnd.choice(shapes) for _ in range(3 * TAIL_LINES)) + "\n").encode()
+    whole = Follower()
+    whole.feed(data, 0)
+    parts, off = Follower(), 0
+    while off < len(data):
+        step = rnd.randint(1, 30000)
+        parts.feed(data[off:off + step], off)
+        off += step
+    ref = data.decode().splitlines()
+    assert whole.total_lines == parts.total_lines == len(ref)
+    assert list(whole.tail) == list(parts.tail) == list(enumerate(ref, 1))[-TAIL_LINES:]
+    assert whole.decode_lines == parts.decode_lines == sum(1 for x in ref if "Decode batch" in x)
+    assert whole.series["accept_len"][-1] == 3.05 and len(whole.series["accept_len"]) <= 240
+
+
+def test_streamed_records_equal_record_by_record():
+    """The column-wise record stream and ``record(i)`` agree on every kind of bulk line."""
+    lines = [PREFIXES[p] + line for p in PREFIXES for line, _, _ in CORPUS]
+    lines += [DECODE_0523.replace("accept len: 3.05", f"accept len: {v}") for v in ("1e999", "nan", "-inf", "2")]
+    lines += [DECODE_049, DECODE_HYBRID_049, DECODE_DSPARK, PREFILL_049, PREFILL_055, DECODE_NOSPEC]
+    scan = parse_text("\n".join(lines) + "\n")
+    for cols in (scan.decode, scan.prefill):
+        assert list(cols.iter_records()) == [cols.record(i) for i in range(len(cols))]
+    assert len(scan.records()) == len(lines)

@@ -9,6 +9,7 @@ holds what was launched (pid, group, start time, boot id, argv, env, log, draft 
 from __future__ import annotations
 
 import base64
+import math
 import json
 from collections import deque
 import threading
@@ -193,7 +194,17 @@ class Follower:
         buf = self._partial + data
         cut = buf.rfind(b"\n") + 1
         self._partial = buf[cut:]
-        for line in buf[:cut].decode("utf-8", errors="replace").splitlines():
+        # Only the chunk's last TAIL_LINES lines can stay in the tail: the lines before them are
+        # counted (newlines, and lone carriage returns as the parser counts them), not decoded.
+        head = cut - 1
+        for _ in range(TAIL_LINES):
+            if head <= 0:
+                break
+            head = buf.rfind(b"\n", 0, head)
+        head = max(0, head + 1)
+        if head:
+            self.total_lines += buf.count(b"\n", 0, head) + buf.count(b"\r", 0, head) - buf.count(b"\r\n", 0, head)
+        for line in buf[head:cut].decode("utf-8", errors="replace").splitlines():
             self.total_lines += 1
             self.tail.append((self.total_lines, line))
         self.events.extend(scan.events)
@@ -202,10 +213,11 @@ class Follower:
         d = scan.decode
         if len(d):
             self.decode_lines += len(d)
-            tail = max(0, len(d) - SERIES_LEN)
-            times = d.times()[tail:]
-            al = d.column("accept_len")[tail:].tolist()
-            gt = d.column("gen_throughput")[tail:].tolist()
+            if len(d) > SERIES_LEN:       # only the series' tail is read: its columns, not the chunk's
+                d = d.tail(SERIES_LEN)
+            times = d.times()
+            al = [x if x - x == 0 else math.nan for x in d.column("accept_len").tolist()]
+            gt = [x if x - x == 0 else math.nan for x in d.column("gen_throughput").tolist()]
             for key, vals in (("time", times), ("accept_len", al), ("gen_throughput", gt)):
                 self.series[key] = (self.series[key] + vals)[-SERIES_LEN:]
             self.last_decode = d.record(len(d) - 1)

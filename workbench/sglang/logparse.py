@@ -168,6 +168,13 @@ class Columns:
         self._joined = None
         self._cache.clear()
 
+    def tail(self, n: int) -> "Columns":
+        """The last ``n`` lines as their own columns (a follower reads only those)."""
+        out = Columns(self.kind)
+        k = max(0, len(self.lines) - n)
+        out._add(self.lines[k:], self.line[k:])
+        return out
+
     def extend(self, other: "Columns") -> None:
         self._add(other.lines, other.line)
 
@@ -213,6 +220,46 @@ class Columns:
                 arr = np.array([float(m.group(1)) if m else np.nan for m in ms], dtype=float)
         self._cache[name] = arr
         return arr
+
+    def iter_records(self) -> Iterator[dict]:
+        """``record(i)`` for every line, made column by column (what a stream of records costs)."""
+        n = len(self.lines)
+        if not n:
+            return iter(())
+        names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
+        lists = self._lists()
+        cols, bad_rows = [], {}
+        for name in names:
+            col = lists[name]
+            if all(x - x == 0.0 for x in col):                # all finite: the common case
+                cols.append(list(map(int, col)) if name in _INT_FIELDS else col)
+                continue
+            key = _FIELD_KEYS.get(name, "\0") + "nan"
+            out = []
+            for i, x in enumerate(col):
+                if x - x == 0.0:
+                    out.append(int(x) if name in _INT_FIELDS else x)
+                else:
+                    out.append(None)
+                    if x == x or key in self.lines[i]:
+                        bad_rows.setdefault(i, []).append(name)
+            cols.append(out)
+        split = [_split_stamp(x) for x in self.stamps()]
+        times = [t or None for t, _ in split]
+        ranks = [r for _, r in split]
+        graph = self.graph()
+        keys = ("kind", "time", "line") + names + ("cuda_graph",)
+        keys_r = keys + ("rank",)
+        kinds = repeat(self.kind, n)
+
+        def gen():
+            for i, row in enumerate(zip(kinds, times, self.line, *cols, graph)):
+                rank = ranks[i]
+                rec = dict(zip(keys_r, row + (rank,))) if rank else dict(zip(keys, row))
+                if bad_rows and i in bad_rows:
+                    rec["nonfinite"] = bad_rows[i]
+                yield rec
+        return gen()
 
     def _lists(self) -> dict:
         """Every record field's column as a Python list (records are made one by one)."""
@@ -333,7 +380,7 @@ class LogScan:
         parts = []
         for cols in (self.decode, self.prefill):
             if len(cols) and (want is None or cols.kind in want):
-                parts.append(map(cols.record, range(len(cols))))
+                parts.append(cols.iter_records())
         ev = [dict(e) for e in self.events if want is None or e["kind"] in want]
         if ev:
             parts.append(iter(ev))
