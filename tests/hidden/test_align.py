@@ -318,3 +318,111 @@ def test_runner_up_at_another_point_is_refined(train, tiny_world, screen):
     for s, b in enumerate(res.best):
         assert b.runner_up_physical != b.physical
         assert res.exact[s][res.cols.index(b.runner_up)] and res.per_token(s, b.runner_up)["exact"]
+
+
+def _mem_captures(train, tiny_world, slot_edit=None, cand_edit=None):
+    hs = tiny_world.infer_hs[:, 0]
+    T, H = hs.shape[1], hs.shape[-1]
+    slots = [t.load().clone() for t in train.slots()]
+    if slot_edit:
+        slot_edit(slots)
+    cands = [hs[k].bfloat16().clone() for k in range(1, N_LAYERS + 1)]
+    if cand_edit:
+        cand_edit(cands)
+    ref = Capture("mem", "mem", [HiddenTensor(f"aux[{i}]", T, H, "float32", "slot", None, "mem",
+                                              (lambda t=t: t)) for i, t in enumerate(slots)],
+                  token_ids=train.token_ids, positions=train.positions)
+    cap = Capture("mem", "mem", [HiddenTensor(f"c{k}", T, H, "bfloat16", LAYER, f"out({k - 1})", "mem",
+                                              (lambda k=k: cands[k - 1])) for k in range(1, N_LAYERS + 1)],
+                  token_ids=tiny_world.input_ids[0].numpy(), positions=np.arange(T))
+    return ref, cap
+
+
+@pytest.mark.parametrize("screen", ["auto", "fp32"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_wholly_nonfinite_candidate_is_never_a_match(train, tiny_world, screen, value):
+    """Every row of the true candidate of slot 0 is NaN/Inf: nothing of it can be compared, so it
+    has no value (not 0 = identical), slot 0 is not called a match with it, and a note says why."""
+    k0 = int(TRUE[0][4:-1]) + 1                                 # c{k} holds out(k-1)
+
+    def poison(cands):
+        cands[k0 - 1][:] = value
+    ref, cap = _mem_captures(train, tiny_world, cand_edit=poison)
+    res = align(ref, cap, screen=screen, device="cpu")
+    col = res.cols.index(f"c{k0}")
+    assert all(row[col] is None for row in res.matrix)
+    assert res.best[0].candidate != f"c{k0}" and res.best[0].verdict != "match"
+    assert [b.physical for b in res.best[1:]] == TRUE[1:] and res.verdicts()[1:] == ["match"] * 2
+    assert any("no token where both sides are finite" in n for n in res.notes)
+    assert any(nf.tensor == f"c{k0}" and nf.tokens == res.tokens_compared for nf in res.nonfinite)
+
+
+@pytest.mark.parametrize("screen", ["auto", "fp32"])
+def test_a_wholly_nonfinite_slot_is_undecided_not_matched(train, tiny_world, screen):
+    """A training slot of NaN only leaves no token to compare for any pair: every verdict says so."""
+    def poison(slots):
+        slots[1][:] = float("nan")
+    ref, cap = _mem_captures(train, tiny_world, slot_edit=poison)
+    res = align(ref, cap, screen=screen, device="cpu")
+    assert all(v is None for row in res.matrix for v in row)
+    assert res.verdicts() == ["ambiguous"] * 3 and all(b.candidate is None for b in res.best)
+    assert all("nothing was compared" in b.reason for b in res.best)
+    assert any("non-finite in a reference slot" in n for n in res.notes)
+
+
+def test_mostly_nonfinite_candidate_rests_on_its_finite_tokens(train, tiny_world):
+    """NaN on all but 20 tokens of the true candidate: its per-token values hold no zeros for the
+    left-out tokens, the verdict counts only the 20 compared (below min_tokens: undecided) and the
+    reason says how many were left out."""
+    k0 = int(TRUE[0][4:-1]) + 1
+    T = tiny_world.infer_hs.shape[2]
+
+    def poison(cands):
+        cands[k0 - 1][20:] = float("nan")
+    ref, cap = _mem_captures(train, tiny_world, cand_edit=poison)
+    res = align(ref, cap, device="cpu", thresholds=Thresholds(min_tokens=32))
+    b = res.best[0]
+    assert b.candidate == f"c{k0}" and b.verdict == "ambiguous"
+    assert f"{T - 20} of {T} tokens left out" in b.reason
+    pt = res.per_token(0, res.cols.index(f"c{k0}"))
+    assert len(pt["rel_diff"]) == 20 and len(pt["left_out"]) == T - 20
+    assert all(np.isfinite(pt["rel_diff"])) and max(pt["rel_diff"]) > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("which", ["hf_stack", "payload", "dump"])
+def test_cuda_streaming_path_agrees_with_the_cpu(capture_files, train, which):
+    """The pinned, streamed GPU path and the compiled CPU path give the same pairs and verdicts."""
+    infer = open_capture(getattr(capture_files, which))
+    gpu = align(train, infer, device="cuda")
+    cpu = align(train, infer, device="cpu")
+    assert gpu.timing.get("path") == "cuda-resident"
+    assert [b.candidate for b in gpu.best] == [b.candidate for b in cpu.best]
+    assert gpu.verdicts() == cpu.verdicts()
+    np.testing.assert_allclose(np.asarray(gpu.matrix, float), np.asarray(cpu.matrix, float), rtol=1e-3, atol=1e-6)
+
+
+def test_auto_device_names_its_reason(capture_files, train):
+    res = align(train, open_capture(capture_files.hf_stack))
+    choice = res.timing["device_choice"]
+    assert choice["device"] == res.device.split(":")[0] and choice["reason"]
+    if not torch.cuda.is_available():
+        assert res.device == "cpu" and choice["reason"] == "no CUDA device"
+
+
+@pytest.mark.parametrize("threads, copy_gbps, kernel, want", [
+    (16, 68.7, "vdpbf16ps", "cpu"),      # H200 host, all cores: CPU ~50 ms, staged GPU ~70 ms (measured)
+    (2, 14.0, "vdpbf16ps", "cpu"),       # two threads: CPU 175 ms, staged GPU 240 ms (measured)
+    (2, 14.0, "torch", "gpu"),           # no numba: torch's CPU matmuls are far slower than the bus
+])
+def test_the_device_rule_on_the_h200_hosts_measured_bandwidths(threads, copy_gbps, kernel, want):
+    """The choice from the figures the benchmark measured on the H200 host (1.82 GB, host pass
+    138 GB/s on all cores, pinned H2D 55 GB/s) matches which path ran faster there."""
+    from workbench.hidden.placement import estimate, kernel_bps
+
+    nbytes = 1_820_327_936
+    cpu_s, gpu_s = estimate(nbytes, kernel_bps(kernel, threads), 138e9, copy_gbps * 1e9, 55e9)
+    assert ("cpu" if cpu_s <= gpu_s else "gpu") == want
+    cpu_l, gpu_l = estimate(nbytes, kernel_bps(kernel, threads), 138e9, copy_gbps * 1e9, 55e9,
+                            learned={"cpu": nbytes / 0.30, "cuda": nbytes / 0.07})
+    assert gpu_l < cpu_l                 # measured rates, where a path ran, decide over the model

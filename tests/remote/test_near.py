@@ -38,6 +38,8 @@ def test_align_near_the_data_over_ssh_moves_under_one_percent(ssh_host, host_dat
     near = NearCompute(ssh_host, cache_root=str(tmp_path / "cache"))
     result, cold = near.run("align", _job(host_data))
     al = result["align"]
+    # the host chose where to run, by the engine's own rule, and says why
+    assert result["device_choice"]["device"] == result["device"].split(":")[0] and result["device_choice"]["reason"]
     assert [b["physical"] for b in al["best"]] == ["out(1)", "out(5)", "out(8)"]
     assert [b["verdict"] for b in al["best"]] == ["match"] * 3
     assert al["tokens_compared"] == 4 * 512

@@ -180,7 +180,8 @@ FAILURES = [
                       "context_length (2048). This may lead to incorrect model outputs or CUDA errors. Note that "
                       "the derived context_length may differ from max_position_embeddings in the model's config. "
                       "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"),
-    ("draft-context", "ValueError: User-specified context_length (8192) is greater than the derived "
+    # SGLang says "User-specified" when the model is not the draft (model_config._derive_context_length)
+    ("context-length", "ValueError: User-specified context_length (8192) is greater than the derived "
                       "context_length (2048). Please use a shorter context length."),
     ("cuda-graph", "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered"),
     ("cuda-graph", "Exception: Capture cuda graph failed: custom_all_reduce.cuh:37: CUDA error: invalid argument"),
@@ -302,3 +303,272 @@ def test_cli_logs_parse_json_lines(cli, tmp_path):
     assert text.returncode == 0 and "port-in-use" in text.stdout and "decode" not in text.stdout
     missing = cli("logs", "parse", str(tmp_path / "nope.log"))
     assert missing.returncode == 2 and "nope.log: no such file" in missing.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Real logs as they reach us: SGLang's lines (their shapes from 0.4.x to 0.5.23 releases, modelled
+# on logs pasted in SGLang's own issue tracker: multi-rank TP0/TP1 starts, DP attention ranks,
+# NPU servers, tqdm capture bars) behind whatever the deployment puts in front of them.
+# ---------------------------------------------------------------------------------------------
+PREFIXES = {
+    "plain": "",
+    "indented": "    ",
+    "tab": "\t",
+    "compose": "sglang-1  | ",
+    "compose-long": "deepseek-router-sglang-worker-12  | ",
+    "kubectl": "2025-08-11T21:13:51.123456789Z ",
+    "journald": "Aug 11 21:13:51 gpu-node-3 python3[21734]: ",
+    "ray": "(SGLangEngine pid=4411, ip=10.0.0.2) ",
+    "bracketed-tag": "[worker-0] ",
+    "tqdm-glued": "Capturing batches (bs=1 avail_mem=10.01 GB): 100%|██████████| 52/52 [00:05<00:00,  9.50it/s]",
+}
+
+CORPUS = [
+    # (line, kind, expected fields)
+    ("[2025-03-04 00:36:47 TP1] Decode batch. #running-req: 3, #token: 1290, token usage: 0.00, "
+     "gen throughput (token/s): 88.12, #queue-req: 0", "decode",
+     dict(running_req=3, tokens=1290, gen_throughput=88.12, accept_len=None, rank="TP1")),
+    ("[2025-08-11 21:13:56 DP1 TP1] Decode batch. #running-req: 12, #token: 30312, token usage: 0.04, "
+     "accept len: 2.71, cuda graph: True, gen throughput (token/s): 1422.90, #queue-req: 0", "decode",
+     dict(running_req=12, accept_len=2.71, cuda_graph=True, rank="DP1 TP1")),
+    ("[2026-05-28 02:59:59 TP0] Decode batch, #running-req: 45, #token: 44672, token usage: 0.33, "
+     "accept len: 2.10, accept rate: 0.32, npu graph: False, gen throughput (token/s): 863.65, "
+     "#queue-req: 81, ", "decode", dict(running_req=45, accept_rate=0.32, cuda_graph=False, queue_req=81)),
+    ("[2026-05-28 02:59:59 TP0] Prefill batch, #new-seq: 1, #new-token: 896, #cached-token: 0, "
+     "token usage: 0.33, #running-req: 45, #queue-req: 81, #pending-token: 70187, npu graph: False, "
+     "input throughput (token/s): 23512.07", "prefill",
+     dict(new_token=896, running_req=45, pending_token=70187, input_throughput=23512.07)),
+    ("[2026-11-02 10:00:13.250 PP1 TP3] Decode batch [88], #running-req: 1, #token: 100, "
+     "token usage: 0.00, accept len: 1.12, accept rate: 0.02, cuda graph: False, "
+     "gen throughput (token/s): 51.20, #queue-req: 0", "decode",
+     dict(iter=88, accept_len=1.12, time="2026-11-02 10:00:13.250", rank="PP1 TP3")),
+    ("[2025-11-10 09:00:00 DP1 TP8 EP8] Decode batch, #running-req: 8, #full token: 10536, "
+     "full token usage: 0.05, #swa token: 100, swa token usage: 0.01, accept len: 3.12, "
+     "accept rate: 0.62, cuda graph: True, gen throughput (token/s): 1234.56, #queue-req: 0, ", "decode",
+     dict(tokens=10536, token_usage=0.05, accept_len=3.12, rank="DP1 TP8 EP8")),
+]
+
+
+def _fields(rec, expect):
+    return {k: rec.get(k) for k in expect}
+
+
+@pytest.mark.parametrize("prefix", list(PREFIXES), ids=list(PREFIXES))
+@pytest.mark.parametrize("n", range(len(CORPUS)))
+def test_bulk_lines_behind_any_prefix_parse_as_plain(prefix, n):
+    line, kind, expect = CORPUS[n]
+    rec = one(PREFIXES[prefix] + line)
+    assert rec["kind"] == kind and _fields(rec, expect) == expect
+    plain = one(line)
+    assert {k: v for k, v in rec.items() if k != "line"} == {k: v for k, v in plain.items() if k != "line"}
+
+
+@pytest.mark.parametrize("prefix", list(PREFIXES), ids=list(PREFIXES))
+def test_a_mixed_prefixed_log_keeps_every_line_in_order(prefix):
+    """Prefixed bulk lines among prefixed startup lines: nothing dropped, nothing raised, line
+    numbers and order kept (the old parser crashed here with IndexError)."""
+    p = PREFIXES[prefix]
+    log = "".join(p + x + "\n" for x in STARTUP_0523.splitlines()[:6])
+    log += "".join(p + line + "\n" for line, _, _ in CORPUS)
+    recs = parse_text(log).records()
+    assert [r["kind"] for r in recs][-len(CORPUS):] == [k for _, k, _ in CORPUS]
+    assert [r["line"] for r in recs] == sorted(r["line"] for r in recs)
+    ms = [(r["name"], r.get("role")) for r in recs if r["kind"] == "milestone"]
+    assert ms[:5] == [("server_args", None), ("weights_begin", "target"), ("weights_end", "target"),
+                      ("weights_begin", "draft"), ("weights_end", "draft")]
+
+
+def test_a_bulk_line_without_any_stamp_is_still_read():
+    rec = one("Decode batch. #running-req: 2, #token: 90, token usage: 0.00, accept len: 2.00, "
+              "cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0")
+    assert rec["kind"] == "decode" and rec["accept_len"] == 2.0 and rec["time"] is None
+
+
+def test_tqdm_bar_glued_before_a_milestone():
+    log = ("[2026-01-20 02:40:20 DP1 TP1] Load weight begin. avail mem=70.00 GB\n"
+           "Capturing batches (bs=8 avail_mem=9.10 GB):  40%|████      | 21/52 [00:03<00:04,  7.40it/s]\r"
+           "Capturing batches (bs=1 avail_mem=9.01 GB): 100%|██████████| 52/52 [00:05<00:00,  9.50it/s]"
+           "[2026-01-20 02:40:29 DP1 TP1] Load weight end. elapsed=9.20 s, type=Qwen3ForCausalLM, "
+           "avail mem=40.00 GB, mem usage=30.00 GB.\n")
+    ms = parse_text(log).milestones()
+    assert [(m["name"], m["role"], m["time"], m["rank"]) for m in ms] == [
+        ("weights_begin", "target", "2026-01-20 02:40:20", "DP1 TP1"),
+        ("weights_end", "target", "2026-01-20 02:40:29", "DP1 TP1")]
+
+
+def test_every_rank_loads_its_target_first():
+    """TP0 and TP1 each print the target's load, then the draft's: the second rank's target load
+    is the target's (a count over the whole log called it the draft)."""
+    log = "".join(f"[2026-11-02 10:00:0{i} TP{r}] {msg}\n" for i, (r, msg) in enumerate([
+        (0, "Load weight begin. avail mem=78.00 GB"), (1, "Load weight begin. avail mem=78.00 GB"),
+        (1, "Load weight end. elapsed=3.20 s, avail mem=20.00 GB, mem usage=58.00 GB."),
+        (0, "Load weight end. elapsed=3.20 s, avail mem=20.00 GB, mem usage=58.00 GB."),
+        (0, "Load weight begin. avail mem=20.00 GB"), (1, "Load weight begin. avail mem=20.00 GB"),
+        (0, "Load weight end. elapsed=0.50 s, avail mem=19.00 GB, mem usage=1.00 GB."),
+        (1, "Load weight end. elapsed=0.50 s, avail mem=19.00 GB, mem usage=1.00 GB.")]))
+    got = [(m["rank"], m["name"], m["role"]) for m in parse_text(log).milestones()]
+    assert got == [("TP0", "weights_begin", "target"), ("TP1", "weights_begin", "target"),
+                   ("TP1", "weights_end", "target"), ("TP0", "weights_end", "target"),
+                   ("TP0", "weights_begin", "draft"), ("TP1", "weights_begin", "draft"),
+                   ("TP0", "weights_end", "draft"), ("TP1", "weights_end", "draft")]
+
+
+def test_a_restart_in_the_same_log_counts_weight_loads_afresh():
+    first = STARTUP_055.splitlines()[:5]
+    log = "\n".join(first + first) + "\n"
+    roles = [m["role"] for m in parse_text(log).milestones() if m["name"] == "weights_end"]
+    assert roles == ["target", "draft", "target", "draft"]
+
+
+@pytest.mark.parametrize("text, value", [("1e999", None), ("inf", None), ("nan", None), ("1e+30", 1e30),
+                                         ("3.", 3.0), ("2.50", 2.5)])
+def test_accept_len_is_never_cut_to_its_leading_digits(text, value):
+    rec = one(DECODE_0523.replace("accept len: 3.05", f"accept len: {text}"))
+    assert rec["accept_len"] == value
+    if value is None:
+        assert rec["nonfinite"] == ["accept_len"]
+    else:
+        assert "nonfinite" not in rec
+    assert rec["accept_rate"] == 0.68 and rec["gen_throughput"] == 239.06
+
+
+def test_a_missing_field_is_not_called_nonfinite():
+    rec = one(DECODE_049)
+    assert rec["accept_rate"] is None and "nonfinite" not in rec
+
+
+SERVER_ARGS = ("[2025-03-16 09:55:55] server_args=ServerArgs(model_path='/m', host='0.0.0.0', port=30000, "
+               "nccl_port=None, tp_size=2, dist_init_addr=None)")
+
+
+@pytest.mark.parametrize("line, which, port", [
+    ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:30005')", "internal", 30005),
+    ("zmq.error.ZMQError: Address already in use", "internal", None),
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+     "address. port: 42173, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use",
+     "internal", 42173),
+    ("[W socket.cpp:426] [c10d] The server socket has failed to bind to 0.0.0.0:25641 (errno: 98 - "
+     "Address already in use).", "internal", 25641),
+    ("[2025-03-16 09:56:10] ERROR:    [Errno 98] error while attempting to bind on address "
+     "('0.0.0.0', 30000): address already in use", "server", 30000),
+])
+@pytest.mark.parametrize("with_args", [True, False])
+def test_whose_port_is_taken(line, which, port, with_args):
+    log = (SERVER_ARGS + "\n" if with_args else "") + line + "\n"
+    (f,) = parse_text(log).failures()
+    assert f["class"] == "port-in-use" and f["what"] == which and f.get("port") == port
+    if which == "internal":
+        assert "not --port" in f["hint"]
+    else:
+        assert "--port is taken" in f["hint"]
+
+
+def test_cuda_error_while_capturing_is_a_graph_failure():
+    log = ("[2026-11-02 10:00:04 TP0] Capture cuda graph begin. This can take up to several minutes. "
+           "avail mem=8.00 GB\nTraceback (most recent call last):\n"
+           "RuntimeError: CUDA error: operation not permitted when stream is capturing\n")
+    v = classify(parse_text(log).events, exit_code=1)
+    assert v["class"] == "cuda-graph"
+
+
+def test_context_length_warning_is_not_a_failure():
+    """With SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set, SGLang logs the message and goes on
+    (model_config._derive_context_length); only the raised ValueError is a failure."""
+    log = ("[2026-11-02 10:00:01 TP0] Warning: Target model's context_length (262144) is greater than the "
+           "derived context_length (2048). This may lead to incorrect model outputs or CUDA errors. Note that "
+           "the derived context_length may differ from max_position_embeddings in the model's config.\n"
+           "[2026-11-02 10:00:01 TP0] Overriding the draft model's max_position_embeddings to 262144.\n")
+    scan = parse_text(log)
+    assert scan.failures() == [] and classify(scan.events) is None
+    assert [(r["kind"], r["name"], r["role"]) for r in scan.records()] == [
+        ("warning", "context-override", "draft")] * 2
+
+
+def test_kv_pool_oom_says_increase():
+    (f,) = parse_text(FAILURES[0][1] + "\n").failures()
+    assert f["what"] == "kv-pool" and "increase --mem-fraction-static" in f["hint"]
+    (g,) = parse_text(FAILURES[2][1] + "\n").failures()
+    assert g["what"] == "cuda-alloc" and "lower --mem-fraction-static" in g["hint"]
+
+
+def test_streaming_memory_does_not_grow_with_the_log(tmp_path):
+    """``stream_records`` over a log 4x longer allocates no more at its peak (tracemalloc)."""
+    import tracemalloc
+
+    from workbench.sglang.logparse import stream_records
+
+    block = "\n".join([PREFILL_0523, DECODE_0523, '[2026-11-02 10:00:13] INFO:     127.0.0.1:40000 - '
+                       '"POST /generate HTTP/1.1" 200 OK'] * 2000) + "\n"
+    peaks = []
+    for reps in (4, 16):
+        p = tmp_path / f"log{reps}"
+        p.write_text(STARTUP_0523 + block * reps)
+        tracemalloc.start()
+        n = sum(1 for _ in stream_records(p, chunk=1 << 20))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert n == 4000 * reps + len(parse_text(STARTUP_0523).records())
+    assert peaks[1] < 1.3 * peaks[0] and peaks[1] < 48 << 20
+
+
+def test_cli_streams_prefixed_logs_as_strict_json_lines(cli, tmp_path):
+    import json
+
+    log = tmp_path / "compose.log"
+    log.write_text("".join("sglang-1  | " + x + "\n" for x in STARTUP_055.splitlines())
+                   + "sglang-1  | " + DECODE_055.replace("accept len: 3.12", "accept len: 1e999") + "\n"
+                   + "sglang-1  | zmq.error.ZMQError: Address already in use\n")
+    r = cli("logs", "parse", str(log), "--json")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+            for x in r.stdout.splitlines()]
+    assert [x["kind"] for x in recs][-2:] == ["decode", "failure"]
+    assert recs[-2]["accept_len"] is None and recs[-2]["nonfinite"] == ["accept_len"]
+    assert recs[-1]["what"] == "internal"
+    assert [x["line"] for x in recs] == sorted(x["line"] for x in recs)
+
+
+def test_follower_events_stay_bounded_and_keep_the_first_of_each_class():
+    from workbench.sglang.lifecycle import EVENTS_KEPT, Follower
+
+    f = Follower()
+    f.feed((STARTUP_0523 + FAILURES[3][1] + "\n").encode(), 0)
+    off = f.offset
+    chunk = ("".join(f"[2026-11-02 10:00:14 TP0] Scheduler hit an exception: {i}\n" for i in range(1000))).encode()
+    for _ in range(10):
+        f.feed(chunk, off)
+        off = f.offset
+    assert len(f.events) <= EVENTS_KEPT
+    assert classify(f.events)["class"] == "port-in-use" and f.ready
+    assert "server_args" in f.progress()
+
+
+def test_follower_counts_and_tails_lines_alike_at_any_chunking():
+    from workbench.sglang.lifecycle import TAIL_LINES, Follower
+
+    rnd = random.Random(5)
+    shapes = [DECODE_0523, "tqdm 10%\rtqdm 20%", "plain", "", "crlf\r\nnext", PREFILL_0523]
+    data = ("\n".join(rnd.choice(shapes) for _ in range(3 * TAIL_LINES)) + "\n").encode()
+    whole = Follower()
+    whole.feed(data, 0)
+    parts, off = Follower(), 0
+    while off < len(data):
+        step = rnd.randint(1, 30000)
+        parts.feed(data[off:off + step], off)
+        off += step
+    ref = data.decode().splitlines()
+    assert whole.total_lines == parts.total_lines == len(ref)
+    assert list(whole.tail) == list(parts.tail) == list(enumerate(ref, 1))[-TAIL_LINES:]
+    assert whole.decode_lines == parts.decode_lines == sum(1 for x in ref if "Decode batch" in x)
+    assert whole.series["accept_len"][-1] == 3.05 and len(whole.series["accept_len"]) <= 240
+
+
+def test_streamed_records_equal_record_by_record():
+    """The column-wise record stream and ``record(i)`` agree on every kind of bulk line."""
+    lines = [PREFIXES[p] + line for p in PREFIXES for line, _, _ in CORPUS]
+    lines += [DECODE_0523.replace("accept len: 3.05", f"accept len: {v}") for v in ("1e999", "nan", "-inf", "2")]
+    lines += [DECODE_049, DECODE_HYBRID_049, DECODE_DSPARK, PREFILL_049, PREFILL_055, DECODE_NOSPEC]
+    scan = parse_text("\n".join(lines) + "\n")
+    for cols in (scan.decode, scan.prefill):
+        assert list(cols.iter_records()) == [cols.record(i) for i in range(len(cols))]
+    assert len(scan.records()) == len(lines)

@@ -26,7 +26,9 @@ def register(sub) -> None:
     p.add_argument("--sample", type=int, metavar="I", help="training sample data_I / hs_I in a folder")
     p.add_argument("--train-layers", metavar="IDS", help="SpecForge (output-of-layer) ids the training used, "
                                                           "to label the slots")
-    p.add_argument("--device", metavar="DEV", help="torch device: cpu, cuda (default: cuda when present)")
+    p.add_argument("--device", metavar="DEV", default="auto",
+                   help="auto (default: the CPU kernels or the GPU, whichever is faster for where the bytes are), "
+                        "cpu, cuda, cuda:N")
     p.add_argument("--with-final", action="store_true", help="also align the training file's final hidden state")
     p.add_argument("--abs-stats", choices=["top", "all"], default="top",
                    help="max/mean abs difference for the best pairs only (default) or every pair")

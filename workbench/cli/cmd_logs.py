@@ -12,7 +12,7 @@ def register(sub) -> None:
     s = p.add_subparsers(dest="logs_cmd", metavar="SUBCOMMAND")
     parse = s.add_parser("parse", help="one record per recognised line: decode, prefill, milestone, failure")
     parse.add_argument("file", help="an SGLang server log ('-' for stdin)")
-    parse.add_argument("--kind", choices=["decode", "prefill", "milestone", "failure"], action="append",
+    parse.add_argument("--kind", choices=["decode", "prefill", "milestone", "warning", "failure"], action="append",
                        help="only these kinds (repeatable)")
     add_json(parse)
     parse.set_defaults(func=cmd_parse)
@@ -23,13 +23,13 @@ def cmd_parse(args: argparse.Namespace, ctx) -> int:
     import sys
 
     from workbench.errors import InputError
-    from workbench.sglang.logparse import parse_file, parse_text
+    from workbench.sglang.logparse import stream_records
 
     if args.file == "-":
-        scan = parse_text(sys.stdin.buffer.read())
+        source = sys.stdin.buffer
     else:
         try:
-            scan = parse_file(args.file)
+            source = open(args.file, "rb")
         except FileNotFoundError:
             raise InputError(f"{args.file}: no such file") from None
         except IsADirectoryError:
@@ -37,13 +37,18 @@ def cmd_parse(args: argparse.Namespace, ctx) -> int:
         except OSError as exc:
             raise InputError(f"{args.file}: cannot read: {exc.strerror}") from None
     out = sys.stdout
-    for rec in scan.records():
-        if args.kind and rec["kind"] not in args.kind:
-            continue
-        if args.json:
-            out.write(json.dumps(rec) + "\n")
-        else:
-            out.write(format_record(rec) + "\n")
+    dumps = json.JSONEncoder(check_circular=False, allow_nan=False).encode
+    try:
+        # streamed: each record is written as its chunk of the log is parsed (memory stays flat)
+        for rec in stream_records(source, args.kind):
+            out.write((dumps(rec) if args.json else format_record(rec)) + "\n")
+    except IsADirectoryError:
+        raise InputError(f"{args.file}: is a directory, expected a log file") from None
+    except OSError as exc:
+        raise InputError(f"{args.file}: cannot read: {exc.strerror}") from None
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
     return 0
 
 
@@ -62,6 +67,8 @@ def format_record(rec: dict) -> str:
     if kind == "milestone":
         role = f" ({rec['role']})" if rec.get("role") else ""
         return head + f"{rec['name']}{role}"
+    if kind == "warning":
+        return head + f"{rec['name']}: {rec['text']}"
     return head + f"{rec['class']}: {rec['text']}"
 
 

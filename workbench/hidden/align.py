@@ -66,6 +66,8 @@ CPU_GROUP = 16                  # candidates per pass of the compiled CPU kernel
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:
+    """A torch device for a name; ``None``/``auto``: CUDA where there is one (the alignment itself
+    chooses by where the bytes lie: ``workbench.hidden.placement``)."""
     if device in (None, "", "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -112,7 +114,6 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         raise InputError(f"abs_stats: {abs_stats!r} is not 'top' or 'all'")
     if screen not in ("auto", "kernel", "fp32", "bf16"):
         raise InputError(f"screen: {screen!r} is not auto, kernel, fp32 or bf16")
-    dev = pick_device(device)
     slots = reference_slots(train, include_final)
     H = slots[0].width
     cands = [c for c in infer.candidates(H)]
@@ -142,6 +143,8 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     dtypes = {s.dtype for s in slots} | {c.dtype for c in cands}
     cand_bytes = sum(c.rows * c.width * _itemsize(c.dtype) for c in cands)
     all_bf16 = dtypes == {"bfloat16"}
+    choice = _choose(device, cands, cand_bytes, all_bf16, screen)
+    dev = pick_device(choice.device)
     ps_mod = _pairstats() if dev.type == "cpu" and screen in ("auto", "kernel") else None
     if screen == "kernel" and ps_mod is None:
         raise InputError("screen: 'kernel' needs numba (pip install numba) and a CPU device")
@@ -161,15 +164,22 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     # Reference: gathered rows, on the device, plus exact per-token squared norms.
     # (The compiled CPU pass reads the slots where they lie: no gathered copy.)
     ts = time.perf_counter()
-    ps = X = None
+    ps = X = stager = None
     if ps_mod is not None:
         ps = ps_mod.PairStats([s.load() for s in slots], tok.ref_positions(), _infer_rows(tok),
                               threads=torch.get_num_threads())
         xx = torch.from_numpy(ps.sq())                                             # fp32 [S, T]
     else:
         X = torch.empty((S, T, H), dtype=work, device=dev)
+        stager = _stager(dev)
         for i, s in enumerate(slots):
-            X[i].copy_(_rows(s.load(), tok.ref_index))
+            src = _rows(s.load(), tok.ref_index)
+            if stager is not None and not src.is_cuda:
+                stager.put(src.to(work), X[i])
+            else:
+                X[i].copy_(src)
+        if stager is not None:
+            stager.ready()
         xx = torch.stack([_sq_rows(X[i]) for i in range(S)])                  # fp32 [S, T]
     nonfinite: list[NonFinite] = []
     bad_tok = ~torch.isfinite(xx).all(0)
@@ -180,6 +190,8 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
             nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
 
     tl = time.perf_counter()
+    warm = dev.type == "cuda" and _CUDA_WARM.get(str(dev), False)
+    _CUDA_WARM[str(dev)] = dev.type == "cuda"
     bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
     refine_k = C if abs_stats == "all" else max(1, refine_top)
 
@@ -187,10 +199,20 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         return _rows(cands[c].load(), tok.infer_index)
 
     if ps is not None:
+        warm = _compiled(ps_mod)
         XY, YY, best, kept, timing = _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress)
+        if warm:
+            from workbench.hidden.placement import note_kernel_rate
+
+            note_kernel_rate(ps.kernel, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - tl)
+    elif dev.type == "cuda" and _fits_on_device(dev, C * T * H * _esize(work)):
+        XY, YY, best, kept, timing = _stream_cuda(X, xx, bad_tok, cands, tok, refine_k, work, stager, dev,
+                                                  progress)
     else:
         XY, YY, best, kept, timing = _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C,
                                                    dev, group, progress)
+    if stager is not None:
+        stager.finish()
     bytes_read += int(cand_bytes)
     timing["setup_s"] = tl - ts
     timing["stream_s"] = time.perf_counter() - tl
@@ -203,7 +225,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     with np.errstate(invalid="ignore", over="ignore"):
         finite = np.isfinite(yy_n)                                                 # [C, T]
         fin_c = finite.all(-1)
-        ok = ~bad_n[None, :] & finite
+        ok = ok_ct = ~bad_n[None, :] & finite                                     # [C, T]
         d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
         n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
         if not ok.all():   # leave out the tokens where either side is not finite
@@ -241,21 +263,34 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
                         mean_abs)
             del ys
     else:
+        refine = _refine_whole if dev.type == "cuda" and T * H * 4 <= (1 << 29) else _refine
         for c in sorted({c for b_ in best for _, c in b_}):
             slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
             ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
             y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
-            _refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+            refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
     kept.clear()
     timing["refine_s"] = time.perf_counter() - tr
     timing["candidate_bytes"] = int(cand_bytes)
+    timing["device_choice"] = choice.to_dict()
+    if warm:            # what this path achieved, for later choices (not a first compile)
+        from workbench.hidden.placement import note_path_rate
+
+        note_path_rate(dev.type, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - t0)
     timing["total_s"] = time.perf_counter() - t0
 
     rel = _ratio(num, den)
+    if not ok_ct.all():     # a left-out token has no value (0 would read as identical)
+        per_token[:, ~ok_ct] = np.nan
+    # Tokens where both sides are finite, per candidate (a token non-finite in any slot is left out
+    # of every pair): a pair with none has no value at all, never "identical" (0 / 0).
+    n_ok = ok_ct.sum(-1)
+    rel[:, n_ok == 0] = np.nan
+    notes += _nonfinite_notes(nonfinite, n_ok, T, int(bad_n.sum()), cands)
     cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
                    dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)), np.nan)
-    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th)
-            for s in range(S)]
+    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th,
+                   n_ok) for s in range(S)]
     tokens = tok.to_dict()
     res = AlignResult(
         train=train.path, infer=infer.path, rows=[s.name for s in slots],
@@ -270,6 +305,145 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
 
 # ------------------------------------------------------------------------------------------- parts
+def _choose(device, cands, cand_bytes: int, all_bf16: bool, screen: str):
+    """CPU kernels or the GPU (``workbench.hidden.placement``); which CPU kernel would run."""
+    from workbench.hidden import placement
+
+    if device not in (None, "", "auto"):
+        return placement.Choice(str(device), "asked for")
+    ps_mod = _pairstats() if screen in ("auto", "kernel") else None
+    kernel = "torch" if ps_mod is None else ("vdpbf16ps" if ps_mod.HAS_BF16_DOT and all_bf16 else "fma")
+    if screen == "kernel":
+        return placement.Choice("cpu", "the compiled CPU kernels were asked for")
+    return placement.choose(None, cands, cand_bytes, kernel=kernel)
+
+
+_CUDA_WARM: dict = {}          # devices an alignment already ran on in this process (kernels loaded)
+
+
+def _compiled(ps_mod) -> bool:
+    """The CPU kernels were compiled or loaded before (a first call's time is mostly that)."""
+    return bool(ps_mod.dots_bf16.signatures or ps_mod.dots_any.signatures)
+
+
+def _stager(dev):
+    if dev.type != "cuda":
+        return None
+    from workbench.hidden.placement import Stager
+
+    return Stager(dev)
+
+
+def _esize(dtype) -> int:
+    return torch.tensor([], dtype=dtype).element_size()
+
+
+def _fits_on_device(dev, nbytes: int) -> bool:
+    """Every candidate's compared rows fit in half the device's free memory."""
+    try:
+        free, _ = torch.cuda.mem_get_info(dev)
+    except (RuntimeError, AssertionError):
+        return False
+    return nbytes <= free // 2
+
+
+def _bmm32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` batched, fp32 output (bf16 inputs: fp32 accumulate)."""
+    if a.dtype == torch.float32:
+        return torch.bmm(a, b)
+    key = a.device.index
+    if _OUT_DTYPE_OK.get(key, True):
+        try:
+            return torch.bmm(a, b, out_dtype=torch.float32)
+        except (TypeError, RuntimeError, NotImplementedError):
+            _OUT_DTYPE_OK[key] = False
+    return torch.bmm(a.float(), b.float())
+
+
+def _stream_cuda(X, xx, bad_tok, cands, tok, refine_k, work, stager, dev, progress):
+    """Every candidate onto the device once (pinned ring, the host copy of one piece overlapping
+    the bus transfer of the last and the kernels of the candidate before; rows already on the
+    device are read where they are), its per-token products computed as it lands. The candidates
+    stay resident, so the exact pass reads them again from device memory, not from the host."""
+    S, T, H = X.shape
+    C = len(cands)
+    XY = torch.empty((S, C, T), dtype=torch.float32, device=dev)
+    YY = torch.empty((C, T), dtype=torch.float32, device=dev)
+    Y = None
+    ys: list = [None] * C
+    Xt = X.transpose(0, 1).contiguous()                                          # [T, S, H]
+    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": C, "group_size": 1, "row_block": T,
+              "path": "cuda-resident", "stage": stager.mode if stager is not None else None}
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for c in range(C):
+        src = cands[c].load()
+        if src.is_cuda:
+            y = _rows(src, tok.infer_index if isinstance(tok.infer_index, slice)
+                      else torch.as_tensor(tok.infer_index, device=src.device))
+            y = y if y.dtype == work else y.to(work)
+        else:
+            if Y is None:
+                Y = torch.empty((C, T, H), dtype=work, device=dev)
+            src = _rows(src, tok.infer_index)
+            stager.put(src if src.dtype == work else src.to(work), Y[c])
+            stager.ready()
+            y = Y[c]
+        ys[c] = y
+        XY[:, c] = _bmm32(Xt, y.unsqueeze(-1)).squeeze(-1).T
+        YY[c] = _bmm32(y.unsqueeze(1), y.unsqueeze(-1)).reshape(T)
+        if c % 8 == 7 or c == C - 1:
+            progress(Progress("align", c + 1, C, cands[c].name))
+    end.record()
+    rel = _screen_rel(xx, bad_tok, XY, YY).cpu().numpy()       # waits for the last kernels
+    if stager is not None:
+        stager.finish()
+    timing["load_s"] = stager.host_s if stager is not None else 0.0
+    timing["stream_wall_s"] = time.perf_counter() - t0
+    timing["device_s"] = start.elapsed_time(end) / 1000.0
+    timing["h2d_bytes"] = stager.bytes if stager is not None else 0
+    top = _Top(S, refine_k, cands)
+    live = top.add(rel, list(range(C)))
+    kept = {c: ys[c] for c in live}
+    return XY, YY, top.lists, kept, timing
+
+
+def _refine_whole(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs):
+    """``_refine`` over all rows at once, every sum kept on the device until one copy back (on a
+    GPU each host read of a scalar is a synchronisation)."""
+    dev = X.device
+    y = y.to(dev)
+    ok = ok.to(dev)
+    zero = torch.zeros((), device=dev)
+    yf = torch.where(ok[:, None], y.float(), zero)
+    y_t = torch.linalg.vecdot(yf, yf)
+    xx_ok = torch.where(ok[None], xx, zero)                                       # [S, T]
+    rows, sums = [], []
+    for s in slot_ids:
+        d = torch.where(ok[:, None], X[s].float() - yf, zero)
+        n_t = torch.linalg.vecdot(d, d)
+        den_t = xx_ok[s] + y_t
+        rows.append(torch.where(den_t > 0, n_t / den_t.clamp_min(1e-30), zero))
+        sums.append(torch.stack([n_t.double().sum(), den_t.double().sum(),
+                                 torch.linalg.vector_norm(d, ord=float("inf")).double(),
+                                 torch.linalg.vector_norm(d, ord=1).double(), xx_ok[s].double().sum()]))
+    rel_t = torch.stack(rows).cpu().numpy()
+    got = torch.stack(sums).cpu().numpy()
+    yy_acc = float(y_t.double().sum())
+    cnt = int(ok.sum()) * X.shape[2]
+    yy_sum[c] = yy_acc
+    for i, s in enumerate(slot_ids):
+        n_acc, d_acc, mx, sabs, xs = got[i]
+        per_token[s, c] = rel_t[i]
+        num[s, c], den[s, c] = n_acc, d_acc
+        dot[s, c] = (xs + yy_acc - n_acc) / 2.0
+        exact[s, c] = True
+        max_abs[s, c] = mx
+        mean_abs[s, c] = sabs / cnt if cnt else np.nan
+
+
 def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
     of every pair (fp32 sums of exact products), ranked per group. The refine candidates stay
@@ -557,14 +731,32 @@ def _count_nonfinite(side: str, name: str, t: torch.Tensor, rows: np.ndarray) ->
     return NonFinite(side, name, int(nan.sum()), int(inf.sum()), int(bad.any(-1).sum()), first)
 
 
+def _nonfinite_notes(nonfinite, n_ok, T: int, bad_ref: int, cands) -> list[str]:
+    """What the non-finite values cost, said where the verdicts are read."""
+    out = []
+    for nf in nonfinite:
+        out.append(f"{nf.side} {nf.tensor}: {nf.nan} NaN and {nf.inf} Inf value(s) on {nf.tokens} token(s); "
+                   "those tokens are left out of its comparisons")
+    if bad_ref:
+        out.append(f"{bad_ref} of {T} tokens are non-finite in a reference slot: left out of every pair")
+    dead = [cands[c].name for c in np.flatnonzero(n_ok == 0)]
+    if dead and T:
+        out.append(f"{len(dead)} candidate(s) have no token where both sides are finite, so no value: "
+                   f"{', '.join(dead[:4])}{' ...' if len(dead) > 4 else ''}")
+    return out
+
+
 def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.ndarray, per_tok: np.ndarray,
            exact: np.ndarray, cos: np.ndarray, max_abs: np.ndarray, mean_abs: np.ndarray, T: int,
-           th: Thresholds) -> SlotBest:
+           th: Thresholds, n_ok: Optional[np.ndarray] = None) -> SlotBest:
     order = [c for c in np.argsort(rel, kind="stable") if math.isfinite(rel[c])]
     if not order:
+        why = ("no token where this slot and a candidate are both finite (NaN/Inf): nothing was compared"
+               if T and n_ok is not None and not n_ok.any() else "no finite comparison")
         return SlotBest(slot.name, slot.physical, None, None, None, None, None, None, None, None, None,
-                        NO_MATCH, "no finite comparison")
+                        AMBIGUOUS if T else NO_MATCH, why)
     b = int(order[0])
+    T_all, T = T, (int(n_ok[b]) if n_ok is not None else T)     # the best's compared tokens decide
     bc = cands[b]
     r = None
     for c in order[1:]:
@@ -577,17 +769,23 @@ def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.nd
     out = SlotBest(slot.name, slot.physical, bc.name, bc.physical, bv, None, None, None, None, None, None,
                    AMBIGUOUS, "", exact=bool(exact[b]), cosine=_num(cos[b]), max_abs=_num(max_abs[b]),
                    mean_abs=_num(mean_abs[b]))
-    if T:
-        out.median_token = float(np.median(per_tok[b]))
-        out.p95_token = float(np.percentile(per_tok[b], 95))
+    pb = per_tok[b][np.isfinite(per_tok[b])]          # left-out tokens carry NaN
+    if pb.size:
+        out.median_token = float(np.median(pb))
+        out.p95_token = float(np.percentile(pb, 95))
     if r is not None:
         rv = float(rel[r])
         out.runner_up, out.runner_up_physical, out.runner_up_value = cands[r].name, cands[r].physical, rv
         out.margin = float("inf") if bv == 0 else rv / bv
-        mb, mr = float(np.median(per_tok[b])), float(np.median(per_tok[r]))
-        out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
-        out.win_rate = float(np.mean(per_tok[b] < per_tok[r])) if T else None
+        both = np.isfinite(per_tok[b]) & np.isfinite(per_tok[r])
+        xb, xr = per_tok[b][both], per_tok[r][both]
+        if xb.size:
+            mb, mr = float(np.median(xb)), float(np.median(xr))
+            out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
+            out.win_rate = float(np.mean(xb < xr))
     out.verdict, out.reason = _verdict(out, T, th)
+    if T < T_all:
+        out.reason += f" ({T_all - T} of {T_all} tokens left out: NaN/Inf)"
     return out
 
 

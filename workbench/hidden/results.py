@@ -112,8 +112,11 @@ class AlignResult(Result):
         s = slot if isinstance(slot, int) else self.rows.index(slot)
         c = candidate if isinstance(candidate, int) else self.cols.index(candidate)
         vals = np.asarray(self.per_token_values[s, c], dtype=np.float64)
+        pos = np.asarray(self.token_positions)
+        ok = np.isfinite(vals)          # tokens left out (NaN/Inf on either side) have no value
         return {"slot": self.rows[s], "candidate": self.cols[c], "exact": bool(self.exact[s][c]),
-                "positions": np.asarray(self.token_positions).tolist(), "rel_diff": vals.tolist()}
+                "positions": pos[ok].tolist(), "rel_diff": vals[ok].tolist(),
+                "left_out": pos[~ok].tolist()}
 
     def verdicts(self) -> list:
         return [b.verdict for b in self.best]

@@ -3,7 +3,9 @@ dict; only numpy, torch and safetensors (and the shipped workbench core) are imp
 
 - ``probe``: the host's python, library versions and accelerators;
 - ``align``: training samples against an inference capture already on the host (a tensor dump, a
-  saved payload, a layer stack), with the engine's recommendation;
+  saved payload, a layer stack), with the engine's recommendation; ``device`` None or "auto" lets
+  the engine choose the CPU kernels or the GPU there (``workbench.hidden.placement``), and the
+  answer says which and why (``device_choice``);
 - ``live``: training samples sent to a live server on the host (``return_hidden_states``, or a tensor
   dump), aligned with the training slots; optionally the drafter evaluated on the training features
   and on the features the server feeds it, so the difference says how much accept length the
@@ -98,7 +100,9 @@ def _align(train, infer, *, engine=None, arch=None, num_layers=None, draft_confi
                                   draft_config_path=draft_config_path)
         res.recommendation = rec
         res.findings.extend(findings)
-    return {"align": res.to_dict(), "tensor_bytes": tensor_bytes(slots, cands), "device": res.device}
+    # device None/"auto": the engine's choice on this host (where the bytes are, measured bandwidths)
+    return {"align": res.to_dict(), "tensor_bytes": tensor_bytes(slots, cands), "device": res.device,
+            "device_choice": res.timing.get("device_choice")}
 
 
 def align_files(train: str, infer: str, *, samples: Optional[list] = None, count: int = 1,

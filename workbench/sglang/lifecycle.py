@@ -9,6 +9,7 @@ holds what was launched (pid, group, start time, boot id, argv, env, log, draft 
 from __future__ import annotations
 
 import base64
+import math
 import json
 from collections import deque
 import threading
@@ -33,6 +34,7 @@ GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 READ_CAP = 1 << 22           # log bytes fetched per refresh
 SERIES_LEN = 240             # decode samples kept per server for sparklines
 TAIL_LINES = 5000            # raw log lines kept per server for log panes
+EVENTS_KEPT = 2000           # milestone/failure events kept per server (see _compact_events)
 
 # ---------------------------------------------------------------------------------------------
 # Results
@@ -156,7 +158,23 @@ STAGES = [("server_args", "arguments"), ("weights_target", "target weights"),
 # ---------------------------------------------------------------------------------------------
 # Per-server log follower (in memory; the log itself is the source of truth)
 # ---------------------------------------------------------------------------------------------
+def _compact_events(events: list) -> list:
+    """A bounded event list that still tells the story: the startup's milestones, the first
+    failure of each class (what ``classify`` reads) and the most recent events."""
+    head = [e for e in events[:EVENTS_KEPT // 4] if e["kind"] == "milestone"]
+    first: dict = {}
+    for e in events:
+        if e["kind"] == "failure":
+            first.setdefault(e["class"], e)
+    tail = events[-EVENTS_KEPT // 2:]
+    keep = {id(e): e for e in head + list(first.values()) + tail}
+    return sorted(keep.values(), key=lambda e: e["line"] or 0)
+
+
 class Follower:
+    """What a server's log says so far, in memory that does not grow with the log: parsed by
+    offset, the last lines, a bounded decode series and a bounded list of events."""
+
     def __init__(self):
         self.offset = 0
         self.parser = LogParser()
@@ -176,17 +194,30 @@ class Follower:
         buf = self._partial + data
         cut = buf.rfind(b"\n") + 1
         self._partial = buf[cut:]
-        for line in buf[:cut].decode("utf-8", errors="replace").splitlines():
+        # Only the chunk's last TAIL_LINES lines can stay in the tail: the lines before them are
+        # counted (newlines, and lone carriage returns as the parser counts them), not decoded.
+        head = cut - 1
+        for _ in range(TAIL_LINES):
+            if head <= 0:
+                break
+            head = buf.rfind(b"\n", 0, head)
+        head = max(0, head + 1)
+        if head:
+            self.total_lines += buf.count(b"\n", 0, head) + buf.count(b"\r", 0, head) - buf.count(b"\r\n", 0, head)
+        for line in buf[head:cut].decode("utf-8", errors="replace").splitlines():
             self.total_lines += 1
             self.tail.append((self.total_lines, line))
         self.events.extend(scan.events)
+        if len(self.events) > EVENTS_KEPT:
+            self.events = _compact_events(self.events)
         d = scan.decode
         if len(d):
             self.decode_lines += len(d)
-            tail = max(0, len(d) - SERIES_LEN)
-            times = d.times()[tail:]
-            al = d.column("accept_len")[tail:].tolist()
-            gt = d.column("gen_throughput")[tail:].tolist()
+            if len(d) > SERIES_LEN:       # only the series' tail is read: its columns, not the chunk's
+                d = d.tail(SERIES_LEN)
+            times = d.times()
+            al = [x if x - x == 0 else math.nan for x in d.column("accept_len").tolist()]
+            gt = [x if x - x == 0 else math.nan for x in d.column("gen_throughput").tolist()]
             for key, vals in (("time", times), ("accept_len", al), ("gen_throughput", gt)):
                 self.series[key] = (self.series[key] + vals)[-SERIES_LEN:]
             self.last_decode = d.record(len(d) - 1)

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import ast
 import gc
+import heapq
 import re
+from operator import itemgetter
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
 from bisect import bisect_right
 from operator import not_
 from typing import Any, Iterable, Iterator, Optional
 
-FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "cuda-graph", "nccl",
+FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "context-length", "cuda-graph", "nccl",
                    "scheduler-exception", "warmup-failed", "process-died")
 
 # When several classes show up in one log, the most specific explains the death.
-_PRIORITY = ("draft-context", "port-in-use", "cuda-graph", "oom", "nccl", "warmup-failed",
+_PRIORITY = ("draft-context", "context-length", "port-in-use", "cuda-graph", "oom", "nccl", "warmup-failed",
              "scheduler-exception", "process-died")
 
 HINTS = {
@@ -38,6 +40,8 @@ HINTS = {
     "port-in-use": "the port is taken: stop whatever holds it or pick another --port",
     "draft-context": "the draft's context is shorter than the target's: raise the draft's "
                      "max_position_embeddings or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    "context-length": "--context-length is longer than the model's own: lower it, or set "
+                      "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the model really supports it",
     "cuda-graph": "CUDA-graph capture failed: lower the decode CUDA-graph max batch size or "
                   "--mem-fraction-static, try --disable-custom-all-reduce, or disable graphs to isolate it",
     "nccl": "NCCL / custom all-reduce error: try --disable-custom-all-reduce or NCCL settings "
@@ -46,12 +50,27 @@ HINTS = {
     "warmup-failed": "the warm-up request failed: read the traceback after the line",
     "process-died": "the server process died: read the end of the log",
 }
+# Hints that depend on what exactly failed (the record's "what"), over the class's own.
+HINTS_WHAT = {
+    ("oom", "kv-pool"): "no room left for the KV cache pool after the weights (SGLang: 'Not enough memory'): "
+                        "increase --mem-fraction-static, or lower --max-running-requests / --context-length, "
+                        "or spread the model over more GPUs",
+    ("port-in-use", "server"): "the server's --port is taken: stop whatever holds it or pick another --port",
+    ("port-in-use", "internal"): "an internal port SGLang opens for its own processes (ZMQ, NCCL, the "
+                                 "distributed-init TCPStore) is taken, not --port: another server or a "
+                                 "leftover of one on this host holds it; stop it, or give this server its "
+                                 "own --nccl-port / --dist-init-addr",
+}
+WARNINGS = ("context-override",)
 
 MILESTONES = ("server_args", "weights_begin", "weights_end", "kv_cache", "graph_begin",
               "graph_end", "ready")
 
 _COMMON = ("] Decode batch", "] Prefill batch", "] INFO:  ")
-_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)([^\]]*)\] ")
+# SGLang's prefix: "[%(asctime)s(.%(msecs)03d)?( DPn)?( TPn)?( EPn)?( PPn)?] " (configure_logger).
+# It may follow anything: indentation, a docker-compose "svc-1  | " tag, a glued progress bar.
+_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)([^\]\[\n]*)\] ?")
+_BULK_ANY = re.compile(r"(?:Decode|Prefill) batch(?: \[\d+\])?[.,] #")
 
 # Rare lines: milestones and failures. One alternation over the lines that are not bulk lines.
 _RARE = re.compile(
@@ -63,7 +82,10 @@ _RARE = re.compile(
     r"|context_length \(\d+\) is greater than the derived context_length"
     r"|NCCL error|nccl\w*Error|custom_all_reduce\S*:\d+: CUDA error|CustomAllreduce"
     r"|Scheduler hit an exception|warmup error|Initialization failed"
-    r"|scheduler died|scheduler is dead|Received sigquit")
+    r"|scheduler died|scheduler is dead|Received sigquit"
+    r"|Address already in use|EADDRINUSE|stream is capturing|cudaErrorStreamCapture"
+    r"|Overriding the draft model's max_position_embeddings"
+    r"|Decode batch|Prefill batch")       # plain literals: the engine's first-character scan stays on
 
 _GRAPH_LINE = re.compile(
     r"Capture (?:(target|draft) )?(?:(decode|verify|extend|prefill) )?(?:(draft) )?(?:(extend) )?"
@@ -88,7 +110,9 @@ _FIELD_KEYS = {
     "new_seq": "#new-seq: ", "new_token": "#new-token: ", "cached_token": "#cached-token: ",
     "pending_token": "#pending-token: ", "cap_len": "cap len: ", "block_accept_len": "block accept len: ",
 }
-_NUM = r"(-?\d+(?:\.\d+)?)"
+# Numbers as Python prints them: 3.05, 1e+30, inf, nan (a value that is not finite is kept as
+# such in the columns and reported as missing, never cut to its leading digits).
+_NUM = r"(-?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|inf|nan))"
 _COL_BULK = {name: re.compile(re.escape(key) + _NUM + r"[^\n]*") for name, key in _FIELD_KEYS.items()}
 _COL_LINE = {name: re.compile(re.escape(key) + r"(?:full=)?" + _NUM) for name, key in _FIELD_KEYS.items()}
 _COL_LINE["tokens"] = re.compile(r"#(?:full )?token: (?:full=)?(\d+)")
@@ -103,6 +127,7 @@ _DECODE_SHAPE_COLS = ("running_req", "tokens", "token_usage", "accept_len", "acc
 _GRAPH_BULK = re.compile(r" graph: (True|False)[^\n]*")
 _GRAPH_ONE = re.compile(r"(?:cuda|cpu|npu|musa) graph: (True|False)")
 _STAMP_BULK = re.compile(r"^\[([^\]\n]*)\] ", re.M)
+_STAMP_HEAD = re.compile(r"\[([^\]\n]*)\] ")
 _ITER = re.compile(r"batch \[(\d+)\]")
 _INT_FIELDS = {"running_req", "queue_req", "tokens", "new_seq", "new_token", "cached_token",
                "pending_token", "iter"}
@@ -142,6 +167,13 @@ class Columns:
             self.line.extend(numbers)
         self._joined = None
         self._cache.clear()
+
+    def tail(self, n: int) -> "Columns":
+        """The last ``n`` lines as their own columns (a follower reads only those)."""
+        out = Columns(self.kind)
+        k = max(0, len(self.lines) - n)
+        out._add(self.lines[k:], self.line[k:])
+        return out
 
     def extend(self, other: "Columns") -> None:
         self._add(other.lines, other.line)
@@ -189,6 +221,54 @@ class Columns:
         self._cache[name] = arr
         return arr
 
+    def iter_records(self) -> Iterator[dict]:
+        """``record(i)`` for every line, made column by column (what a stream of records costs)."""
+        n = len(self.lines)
+        if not n:
+            return iter(())
+        names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
+        lists = self._lists()
+        cols, bad_rows = [], {}
+        for name in names:
+            col = lists[name]
+            if all(x - x == 0.0 for x in col):                # all finite: the common case
+                cols.append(list(map(int, col)) if name in _INT_FIELDS else col)
+                continue
+            key = _FIELD_KEYS.get(name, "\0") + "nan"
+            out = []
+            for i, x in enumerate(col):
+                if x - x == 0.0:
+                    out.append(int(x) if name in _INT_FIELDS else x)
+                else:
+                    out.append(None)
+                    if x == x or key in self.lines[i]:
+                        bad_rows.setdefault(i, []).append(name)
+            cols.append(out)
+        split = [_split_stamp(x) for x in self.stamps()]
+        times = [t or None for t, _ in split]
+        ranks = [r for _, r in split]
+        graph = self.graph()
+        keys = ("kind", "time", "line") + names + ("cuda_graph",)
+        keys_r = keys + ("rank",)
+        kinds = repeat(self.kind, n)
+
+        def gen():
+            for i, row in enumerate(zip(kinds, times, self.line, *cols, graph)):
+                rank = ranks[i]
+                rec = dict(zip(keys_r, row + (rank,))) if rank else dict(zip(keys, row))
+                if bad_rows and i in bad_rows:
+                    rec["nonfinite"] = bad_rows[i]
+                yield rec
+        return gen()
+
+    def _lists(self) -> dict:
+        """Every record field's column as a Python list (records are made one by one)."""
+        got = self._cache.get("_lists")
+        if got is None:
+            names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
+            got = self._cache["_lists"] = {n: self.column(n).tolist() for n in names}
+        return got
+
     def _decode_shape(self) -> None:
         """The common decode shape (every generation, plain KV pool): all its columns in one scan."""
         import numpy as np
@@ -231,9 +311,12 @@ class Columns:
         return got
 
     def stamps(self) -> list[str]:
+        """The "[...]" prefix of each line ("" for a line that had none)."""
         got = self._cache.get("_stamp")
         if got is None:
             got = _STAMP_BULK.findall(self.joined) if self.lines else []
+            if len(got) != len(self.lines):
+                got = [m.group(1) if m else "" for m in map(_STAMP_HEAD.match, self.lines)]
             self._cache["_stamp"] = got
         return got
 
@@ -242,17 +325,27 @@ class Columns:
 
     def record(self, i: int) -> dict:
         time, rank = _split_stamp(self.stamps()[i])
-        rec: dict[str, Any] = {"kind": self.kind, "time": time, "line": self.line[i]}
+        rec: dict[str, Any] = {"kind": self.kind, "time": time or None, "line": self.line[i]}
         if rank:
             rec["rank"] = rank
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
+        bad = None
+        cols = self._lists()
         for name in names:
-            v = self.column(name)[i]
-            rec[name] = None if v != v else (int(v) if name in _INT_FIELDS else float(v))
+            v = cols[name][i]
+            if v - v != 0.0:             # NaN (missing, or printed "nan") or +-inf
+                if v == v or (_FIELD_KEYS.get(name, "\0") + "nan") in self.lines[i]:
+                    bad = (bad or []) + [name]
+                rec[name] = None
+            else:
+                rec[name] = int(v) if name in _INT_FIELDS else float(v)
+        if bad:
+            rec["nonfinite"] = bad       # printed, but not a finite number: reported as missing
         rec["cuda_graph"] = self.graph()[i]
         return rec
 
 
+_line_of = itemgetter("line")
 _STAMP_SPLIT = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)\s*(.*)")
 
 
@@ -279,11 +372,21 @@ class LogScan:
 
     def records(self) -> list[dict]:
         """Every recognised line as a record, in line order."""
-        out = [self.decode.record(i) for i in range(len(self.decode))]
-        out += [self.prefill.record(i) for i in range(len(self.prefill))]
-        out += [dict(e) for e in self.events]
-        out.sort(key=lambda r: r["line"])
-        return out
+        return list(self.iter_records())
+
+    def iter_records(self, kinds: Optional[Iterable[str]] = None) -> Iterator[dict]:
+        """The records one at a time, in line order (``kinds``: only these), made as they are read."""
+        want = set(kinds) if kinds else None
+        parts = []
+        for cols in (self.decode, self.prefill):
+            if len(cols) and (want is None or cols.kind in want):
+                parts.append(cols.iter_records())
+        ev = [dict(e) for e in self.events if want is None or e["kind"] in want]
+        if ev:
+            parts.append(iter(ev))
+        if len(parts) == 1:
+            return parts[0]
+        return heapq.merge(*parts, key=_line_of)
 
     def milestones(self) -> list[dict]:
         return [e for e in self.events if e["kind"] == "milestone"]
@@ -307,9 +410,10 @@ class LogParser:
         self._partial = ""
         self.lines = 0          # complete lines consumed so far
         self.bytes = 0          # bytes fed so far (when fed bytes): the next read offset
-        self._weights_begin = 0
-        self._weights_end = 0
+        self._weights_begin: dict[str, int] = {}     # per rank tag: weight loads seen (target first)
+        self._weights_end: dict[str, int] = {}
         self._last_stamp = ""
+        self.server_port: Optional[int] = None       # from the server_args line
 
     def feed(self, data: "bytes | str", *, final: bool = False) -> LogScan:
         if isinstance(data, bytes):
@@ -348,24 +452,35 @@ class LogParser:
             # prefill lines, uvicorn INFO lines (an access line per request), and the rest.
             at = list(map(str.find, lines, repeat("] ")))
             common = list(map(str.startswith, lines, repeat(_COMMON), at))
+            other = list(map(not_, common)) if any(common) else [True] * len(lines)
+            # Rare lines first: a bulk line the fast sort missed (no stamp, or a "] " in a prefix)
+            # comes back from there and joins the bulk lines in its place.
+            extra = self._rare(scan, lines, other, base) if any(other) else {}
             numbers = range(base + 1, base + 1 + len(lines))
+            if extra:                                   # bulk lines from the rare path join in place
+                for i in extra:
+                    common[i] = True
+                    at[i] = lines[i].find("] ") if lines[i].startswith("[") else -1
             if any(common):
                 sel = list(compress(lines, common))
                 sel_at = list(compress(at, common))
-                for cols, prefix in ((scan.decode, "] Decode batch"), (scan.prefill, "] Prefill batch")):
+                for cols, prefix, kind in ((scan.decode, "] Decode batch", "decode"),
+                                           (scan.prefill, "] Prefill batch", "prefill")):
                     flags = list(map(str.startswith, sel, repeat(prefix), sel_at))
-                    if any(flags):
-                        # line numbers are made only when asked for (most uses never need them)
-                        cols._add(list(compress(sel, flags)),
-                                  lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
-                other = list(map(not_, common))
-            else:
-                other = [True] * len(lines)
-            if any(other):
-                self._rare(scan, lines, other, base)
+                    if extra:
+                        for j, i in enumerate(compress(range(len(lines)), common)):
+                            if extra.get(i) == kind:
+                                flags[j] = True
+                    if not any(flags):
+                        continue
+                    part = list(compress(sel, flags))
+                    if not all(map(str.startswith, part, repeat("[2"))):    # "[<year>-": a stamp first
+                        part = [_from_stamp(x) for x in part]
+                    # line numbers are made only when asked for (most uses never need them)
+                    cols._add(part, lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
             for i in range(len(lines) - 1, -1, -1):
-                if lines[i].startswith("["):
-                    m = _STAMP.match(lines[i])
+                if "[" in lines[i]:
+                    m = _STAMP.search(lines[i])
                     if m:
                         self._last_stamp = m.group(1)
                         break
@@ -374,13 +489,16 @@ class LogParser:
                 gc.enable()
         return scan
 
-    def _rare(self, scan: LogScan, lines: list, other: list, base: int) -> None:
+    def _rare(self, scan: LogScan, lines: list, other: list, base: int) -> dict:
+        """Milestones and failures among the lines not sorted as bulk; returns {index: "decode" |
+        "prefill"} for bulk lines found there."""
         other_idx = list(compress(range(len(lines)), other))
         others = list(compress(lines, other))
         joined = "\n".join(others)
         hits = [m.start() for m in _RARE.finditer(joined)]
+        bulk: dict[int, str] = {}
         if not hits:
-            return
+            return bulk
         # others[k] starts at sum(len(others[:k])) + k in joined
         sums = list(accumulate(map(len, others), initial=0))
         seen = set()
@@ -390,33 +508,52 @@ class LogParser:
                 continue
             seen.add(k)
             i = other_idx[k]
-            rec = self._classify_line(others[k], lines, i)
+            line = lines[i]
+            b = _BULK_ANY.search(line)
+            if b is not None and not line.lstrip().startswith(("File ", "Traceback")):
+                bulk[i] = "decode" if line.startswith("Decode", b.start()) else "prefill"
+                m = _STAMP.search(line, 0, b.start())
+                lines[i] = line[m.start():] if m else line[b.start():]   # no stamp: the message alone
+                continue
+            rec = self._classify_line(line, lines, i)
             if rec is not None:
                 rec["line"] = base + i + 1
                 scan.events.append(rec)
+        return bulk
 
     def _stamp_before(self, lines: list, i: int) -> str:
         for j in range(i, max(-1, i - 400), -1):
-            if lines[j].startswith("["):
-                m = _STAMP.match(lines[j])
+            if "[" in lines[j]:
+                m = _STAMP.search(lines[j])
                 if m:
                     return m.group(1)
         return self._last_stamp
 
     def _classify_line(self, line: str, lines: list, i: int) -> Optional[dict]:
-        m = _STAMP.match(line)
+        m = _STAMP.search(line)
         time = m.group(1) if m else self._stamp_before(lines, i) or None
         rank = m.group(2).strip() if m else ""
         msg = line[m.end():] if m else line.strip()
         rec: dict[str, Any] = {"kind": "", "time": time}
         if rank:
             rec["rank"] = rank
+        warn = warning_name(msg)
+        if warn is not None:
+            rec.update(kind="warning", name=warn, text=_clip(msg))
+            if "Target model's" in msg or "draft model's" in msg:
+                rec["role"] = "draft"
+            return rec
         cls = failure_class(msg)
         if cls is not None:
             rec.update(kind="failure", **{"class": cls}, hint=HINTS[cls], text=_clip(msg))
             if cls == "oom":
                 rec["what"] = ("kv-pool" if ("Not enough memory" in msg or "KV pool" in msg)
                                else "cuda-alloc")
+            elif cls == "port-in-use":
+                rec["what"], port = _which_port(msg, self.server_port)
+                if port is not None:
+                    rec["port"] = port
+            rec["hint"] = HINTS_WHAT.get((cls, rec.get("what")), rec["hint"])
             ec = _EXIT.search(msg)
             if ec:
                 code = int(ec.group(1) or ec.group(2))
@@ -430,18 +567,57 @@ class LogParser:
         if name is None:
             return None
         rec.update(kind="milestone", name=name, text=_clip(msg))
-        if name == "weights_begin":
-            self._weights_begin += 1
-            rec["role"] = "target" if self._weights_begin == 1 else "draft"
+        if name == "server_args":           # a (re)start: weight loads count afresh
+            self._weights_begin.clear()
+            self._weights_end.clear()
+            port = _ARG_PORT.search(msg)
+            self.server_port = int(port.group(1)) if port else None
+        elif name == "weights_begin":
+            n = self._weights_begin[rank] = self._weights_begin.get(rank, 0) + 1
+            rec["role"] = "target" if n == 1 else "draft"
         elif name == "weights_end":
-            self._weights_end += 1
+            n = self._weights_end[rank] = self._weights_end.get(rank, 0) + 1
             t = _TYPE.search(msg)
             if t:
                 rec["model_class"] = t.group(1)
             drafty = bool(t) and _DRAFT_CLASS.search(t.group(1)) is not None
-            rec["role"] = "draft" if (drafty or self._weights_end > 1) else "target"
+            # each rank loads the target first, then the draft (the class name says it when it can)
+            rec["role"] = "draft" if (drafty or n > 1) else "target"
         rec.update(extra)
         return rec
+
+
+def _from_stamp(line: str) -> str:
+    """A bulk line from its "[stamp] " on (whatever was pasted or glued before it)."""
+    m = _STAMP.search(line)
+    return line[m.start():] if m else line
+
+
+_ARG_PORT = re.compile(r"""(?:'port': |\bport=)(\d+)""")
+_PORT_NUM = re.compile(r"(?:\bport\s*[:=]?\s*|_port at |\d\.\d{1,3}:|\]:|localhost:|', )(\d{3,5})\b", re.I)
+_INTERNAL_PORT = re.compile(r"TCPStore|DistNetworkError|dist_init|nccl_port|port_base|detokenizer_port|rpc_port"
+                            r"|metrics_port|scheduler_input_port|load_collector_port|zmq|ZMQ|Port is already in use"
+                            r"|bootstrap_port|c10d", re.I)
+
+
+def _which_port(msg: str, server_port: Optional[int]) -> tuple[str, Optional[int]]:
+    """Whose port is taken: "server" (the HTTP --port) or "internal" (SGLang's own ZMQ / NCCL /
+    TCPStore ports), with the number where the line gives one."""
+    m = _PORT_NUM.search(msg)
+    port = int(m.group(1)) if m else None
+    if port is not None and server_port is not None:
+        return ("server" if port == server_port else "internal"), port
+    if _INTERNAL_PORT.search(msg):
+        return "internal", port
+    return "server", port
+
+
+def warning_name(msg: str) -> Optional[str]:
+    """A logged warning the server survives (it goes on), or None."""
+    if ("is greater than the derived context_length" in msg and msg.startswith("Warning:")) \
+            or msg.startswith("Overriding the draft model's max_position_embeddings"):
+        return "context-override"     # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set: logged, not raised
+    return None
 
 
 def _milestone(msg: str) -> tuple[Optional[str], dict]:
@@ -484,11 +660,15 @@ _NCCL = re.compile(r"nccl\w*Error|custom_all_reduce\S*:\d+: CUDA error")
 def failure_class(msg: str) -> Optional[str]:
     """The failure class of one log message, or None. Order: the most specific text first."""
     if "is greater than the derived context_length" in msg:
-        return "draft-context"
-    if ("address already in use" in msg or "Errno 98" in msg or "Port is already in use" in msg
-            or _PORT_BUSY.search(msg)):
+        if warning_name(msg) is not None:
+            return None                   # the logged warning: the server overrides and goes on
+        return "draft-context" if "Target model's" in msg else "context-length"
+    low = msg.lower()
+    if ("address already in use" in low or "Errno 98" in msg or "EADDRINUSE" in msg
+            or "Port is already in use" in msg or _PORT_BUSY.search(msg)):
         return "port-in-use"
-    if "graph failed" in msg and _GRAPH_FAILED.search(msg):
+    if ("graph failed" in msg and _GRAPH_FAILED.search(msg)) or "stream is capturing" in msg \
+            or "cudaErrorStreamCapture" in msg:
         return "cuda-graph"
     if ("Not enough memory" in msg or "out of memory" in msg or "OutOfMemoryError" in msg
             or "leaves no room for the full KV pool" in msg):
@@ -532,8 +712,43 @@ def parse_file(path, chunk: int = 1 << 24) -> LogScan:
     return scan
 
 
+STREAM_CHUNK = 1 << 21       # bytes parsed at a time when streaming (memory stays near this)
+
+
+def iter_scans(fh, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
+    """A binary file object's log, a chunk at a time: what is parsed is let go as the next comes."""
+    p = LogParser()
+    while True:
+        data = fh.read(chunk)
+        if not data:
+            break
+        scan = p.feed(data)
+        del data                  # one chunk alive at a time (its bytes go before the next read)
+        yield scan
+        del scan
+    yield p.finish()
+
+
+def stream_records(source, kinds: Optional[Iterable[str]] = None, chunk: int = STREAM_CHUNK) -> Iterator[dict]:
+    """Records of a log file (a path or a binary file object) in line order, in memory that does
+    not grow with the log."""
+    if not hasattr(source, "read"):
+        with open(source, "rb") as fh:
+            yield from stream_records(fh, kinds, chunk)
+        return
+    scans = iter_scans(source, chunk)
+    while True:
+        scan = next(scans, None)          # (a loop variable would keep the last chunk alive
+        if scan is None:                  # while the next one is parsed)
+            return
+        recs = scan.iter_records(kinds)
+        del scan
+        yield from recs
+        del recs
+
+
 def iter_records(text: "str | bytes") -> Iterator[dict]:
-    yield from parse_text(text).records()
+    yield from parse_text(text).iter_records()
 
 
 def classify(events: Iterable[dict], exit_code: Optional[int] = None,

@@ -1,0 +1,48 @@
+"""The benchmarks' cheap versions run in CI, so a regression in what they measure shows: each
+prints its JSON figures and floors, and the alignment it times still finds the planted layers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(name: str, *args: str) -> dict:
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+@pytest.mark.timeout(300)
+def test_align_bench_small_reports_floors_and_finds_the_layers():
+    d = _run("align_bench.py", "--small", "--repeat", "2")
+    assert d["correct"], d
+    assert d["floors"]["page_cache_s"] > 0 and d["floors"]["page_cache_gbps"] > 0
+    for dev in ("auto", "cpu"):
+        run = d["runs"][dev]
+        assert run["correct"] and run["seconds"] > 0 and run["ratio_page_cache"] > 0
+        assert run["timing"]["device_choice"]["reason"]
+    assert "cpu_within_1.5x_page_cache" in d["goals"]
+    assert all(v < 1e-4 for v in d["agreement"].values())
+
+
+@pytest.mark.timeout(300)
+def test_log_bench_small_reports_speed_and_flat_memory():
+    d = _run("log_bench.py", "--small")
+    assert d["lines_per_s"] > 0 and d["machine_split_lines_per_s"] > 0
+    for label in ("small", "large"):
+        for mode in ("stream_parse", "stream_follow", "stream_json"):
+            got = d["stream"][label][mode]
+            assert got["lines"] > 0 and got["records"] > 0 and got["lines_per_s"] > 0
+    # memory does not follow the log's size (4x longer: same peak within a margin)
+    assert d["goals"]["rss_independent_of_size"], d["stream"]
+    assert set(d["goals"]) == {"parse_1m_lines_per_s", "stream_parse_1m_lines_per_s_one_core",
+                               "stream_follow_1m_lines_per_s_one_core", "stream_json_1m_lines_per_s_one_core",
+                               "stream_rss_le_64mb", "rss_independent_of_size"}
