@@ -172,7 +172,7 @@ def _logs(args, ctx):
 
 def _stop(args, ctx):
     wb = ctx.wb
-    if not confirm_or_yes(wb.stop_plan(args.id), args.yes):
+    if not confirm_or_yes(wb.stop_plan(args.id, args.grace), args.yes):   # a bad --grace is refused first
         print("not stopped")
         return 1
     res = wb.server_stop(args.id, confirm=True, grace=args.grace, gpu_wait=args.gpu_wait)

@@ -247,9 +247,9 @@ class ServersAPI:
         return out
 
     # -- stop -------------------------------------------------------------------------------------
-    def stop_plan(self, server_id: int) -> Plan:
+    def stop_plan(self, server_id: int, grace: Optional[float] = None) -> Plan:
         r = self.server(server_id)
-        grace = r.extra.get("stop_grace", 30)
+        grace = self.lifecycle.stop_grace(r, grace)
         return Plan("stop", f"server {r.id}",
                     f"stop server {r.id} ({r.profile}) on {r.host}: SIGTERM to process group {r.pgid or r.pid}, "
                     f"{grace:g} s grace, then SIGKILL",
@@ -259,7 +259,7 @@ class ServersAPI:
 
     def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
                     gpu_wait: float = 60.0, idle_mib: Optional[float] = None):
-        require(self.stop_plan(server_id), confirm)
+        require(self.stop_plan(server_id, grace), confirm)   # a grace that never ends is refused first
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
         self._record("server.stopped", f"server:{server_id}", res)
         return res

@@ -102,16 +102,26 @@ class FileStat(Result):
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def check_argv(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, what: str = "command") -> None:
+    """Refuse what no exec can carry: a NUL byte in an argument or a variable, a bad variable name
+    (before anything is recorded or started, so nothing is left half-launched)."""
+    for i, a in enumerate(argv):
+        if "\0" in str(a):
+            raise InputError(f"{what}: argument {i} ({str(a)[:40]!r}) contains a NUL byte; "
+                             "no program can receive it")
+    for k, v in (env or {}).items():
+        if not _ENV_NAME.match(str(k)):
+            raise InputError(f"env: {k!r} is not a valid variable name")
+        if "\0" in str(v):
+            raise InputError(f"env.{k}: the value contains a NUL byte; no program can receive it")
+
+
 def env_argv(env: Optional[Mapping[str, str]]) -> list[str]:
     """``["env", "K=V", ...]`` so variables reach the command without sshd's AcceptEnv."""
     if not env:
         return []
-    out = ["env"]
-    for k, v in env.items():
-        if not _ENV_NAME.match(str(k)):
-            raise InputError(f"env: {k!r} is not a valid variable name")
-        out.append(f"{k}={v}")
-    return out
+    check_argv([], env)
+    return ["env"] + [f"{k}={v}" for k, v in env.items()]
 
 
 def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
@@ -119,6 +129,7 @@ def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
     """One shell command line for argv: every argument quoted."""
     if not argv:
         raise InputError("command: empty argv")
+    check_argv(argv, env)
     parts = [str(a) for a in argv]
     line = " ".join(quote_arg(a) for a in env_argv(env) + parts)
     if cwd:

@@ -11,7 +11,7 @@ import time
 from typing import Mapping, Optional, Sequence
 
 from workbench.hosts.base import (ANY, CasConflict, FileStat, Host, HostError, HostTimeout, RunResult,
-                                  Tunnel, env_argv, sha256)
+                                  Tunnel, check_argv, sha256)
 
 
 class LocalHost(Host):
@@ -23,7 +23,7 @@ class LocalHost(Host):
     def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
             input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
         argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in map(str, argv)]
-        env_argv(env)  # validates the names
+        check_argv(argv, env)  # NUL bytes, variable names
         full_env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}
         t0 = time.monotonic()
         self.round_trips += 1
