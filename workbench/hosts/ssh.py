@@ -9,13 +9,13 @@ retried once). Commands are argv joined with ``shlex`` quoting; env goes through
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
+import json
 import os
 import posixpath
-import secrets
 import select
 import socket
-import stat as stat_mod
 import threading
 import time
 from dataclasses import dataclass, field
@@ -328,74 +328,31 @@ class SSHHost(Host):
         return self._retrying(go)
 
     def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
-        folder, base = posixpath.split(path)
-        lock = posixpath.join(folder, f".{base}.wblock")
+        """One round trip: the host's python runs the same compare-and-swap as local writes
+        (``workbench.hosts.casfile``: flock that dies with its holder, check, exchange), the bytes on
+        stdin with their sha256 so a transfer cut short writes nothing."""
+        from workbench.hosts import casfile
 
-        def go():
-            sftp = self._sftp()
-            self._lock_dir(sftp, lock)
-            try:
-                try:
-                    self.round_trips += 1
-                    st = sftp.stat(path)
-                except FileNotFoundError:
-                    st = None
-                current = None
-                if st is not None:
-                    self.round_trips += 1
-                    with sftp.open(path, "rb") as fh:
-                        fh.prefetch()
-                        current = sha256(fh.read())
-                if expect is not ANY and expect != current:
-                    raise CasConflict(self.location(path), expect, current)
-                tmp = posixpath.join(folder, f".{base}.{secrets.token_hex(6)}.tmp")
-                self.round_trips += 3
-                with sftp.open(tmp, "wb") as fh:
-                    fh.set_pipelined(True)
-                    fh.write(data)
-                try:
-                    sftp.chmod(tmp, mode if mode is not None else
-                               (stat_mod.S_IMODE(st.st_mode) if st is not None else 0o644))
-                    sftp.posix_rename(tmp, path)
-                except BaseException:
-                    try:
-                        sftp.remove(tmp)
-                    except OSError:
-                        pass
-                    raise
-            finally:
-                try:
-                    sftp.rmdir(lock)
-                except OSError:
-                    pass
-            return sha256(data)
-
+        req = {"path": path, "expect": casfile.ANY if expect is ANY else expect, "mode": mode,
+               "size": len(data), "sha256": sha256(data),
+               "pause": {k: os.environ[k] for k in (casfile.PAUSE_AT, casfile.PAUSE_DIR) if k in os.environ}}
+        r = self.run([self.python, "-c", _casfile_source(), json.dumps(req)], input=data,
+                     timeout=max(self.settings.command_timeout, casfile.LOCK_WAIT + 30))
         try:
-            return self._retrying(go, idempotent=False)
-        except PermissionError:
-            raise HostError(f"{self.location(path)}: permission denied") from None
-        except FileNotFoundError:
-            raise HostError(f"{self.location(path)}: folder {folder} does not exist") from None
-
-    def _lock_dir(self, sftp, lock: str, wait: float = 10.0, stale: float = 120.0) -> None:
-        """mkdir is atomic on the server: the workbench's writers of one file go one at a time."""
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                self.round_trips += 1
-                sftp.mkdir(lock, 0o700)
-                return
-            except OSError:
-                try:
-                    st = sftp.stat(lock)
-                    if time.time() - float(st.st_mtime or 0) > stale:
-                        sftp.rmdir(lock)
-                        continue
-                except FileNotFoundError:
-                    continue
-                if time.monotonic() > deadline:
-                    raise HostError(f"{self.location(lock)}: another writer holds the lock") from None
-                time.sleep(0.1)
+            out = json.loads(r.out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise HostError(f"{self.location(path)}: write failed (exit {r.rc}): {r.err.strip()[-300:]}") from None
+        if "ok" in out:
+            return sha256(data)
+        if out.get("conflict"):
+            raise CasConflict(self.location(path), out.get("expected"), out.get("actual"))
+        if "busy" in out:
+            raise HostError(f"{self.location(path)}: {out['busy']}")
+        if out.get("oserror") == errno.ENOENT:
+            raise HostError(f"{self.location(path)}: folder {posixpath.dirname(path)} does not exist")
+        if out.get("oserror") in (errno.EACCES, errno.EPERM):
+            raise HostError(f"{self.location(path)}: permission denied")
+        raise HostError(f"{self.location(path)}: cannot write: {out.get('strerror') or out.get('error')}")
 
     # -- network ----------------------------------------------------------------------------------
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Tunnel:
@@ -509,6 +466,13 @@ class _Forwarder:
                         s.close()
                 except Exception:
                     pass
+
+
+def _casfile_source() -> str:
+    from workbench.hosts import casfile
+
+    with open(casfile.__file__, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict:
