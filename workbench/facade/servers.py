@@ -119,7 +119,8 @@ class ServersAPI:
         except UnknownHostKey as exc:
             out.error, out.host_key, out.fingerprint = str(exc), "unknown", exc.fingerprint
         except ChangedHostKey as exc:
-            out.error, out.host_key, out.fingerprint = str(exc), "changed", exc.fingerprint
+            out.error, out.fingerprint = str(exc), exc.fingerprint
+            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKey" else "changed"
         except HostError as exc:
             out.error = str(exc)
         self._record("host.check", name, out)

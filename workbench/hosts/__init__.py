@@ -13,11 +13,11 @@ from typing import Any, Optional
 
 from workbench.errors import InputError
 from workbench.hosts.base import (ANY, CasConflict, ChangedHostKey, FileStat, Host, HostError,
-                                  HostKeyError, HostTimeout, HostUnreachable, RunResult, Tunnel,
-                                  UnknownHostKey)
+                                  HostKeyError, HostTimeout, HostUnreachable, RevokedHostKey, RunResult,
+                                  Tunnel, UnknownHostKey)
 
 __all__ = ["Host", "Hosts", "HostError", "HostUnreachable", "HostTimeout", "HostKeyError", "UnknownHostKey",
-           "ChangedHostKey", "CasConflict", "RunResult", "FileStat", "Tunnel", "ANY", "host_settings"]
+           "ChangedHostKey", "RevokedHostKey", "CasConflict", "RunResult", "FileStat", "Tunnel", "ANY", "host_settings"]
 
 _KEYS = {"address", "user", "port", "identity_file", "python", "known_hosts", "proxy_jump", "ssh_config",
          "connect_timeout", "command_timeout", "kind", "gpu_idle_mib", "description"}

@@ -52,6 +52,17 @@ class ChangedHostKey(HostKeyError):
             f"(ssh-keygen -R '{where}' -f {known_hosts}).")
 
 
+class RevokedHostKey(ChangedHostKey):
+    """The host presents a key that known_hosts marks ``@revoked``: never accepted, never trusted."""
+
+    def __init__(self, host: str, where: str, key_type: str, fingerprint: str, known_hosts: str):
+        self.host, self.where, self.key_type, self.fingerprint = host, where, key_type, fingerprint
+        self.expected, self.known_hosts = "", known_hosts
+        HostKeyError.__init__(
+            self, f"REVOKED HOST KEY for {host} ({where}): it presents {key_type} {fingerprint}, which "
+                  f"{known_hosts} marks @revoked. Refusing to connect; it cannot be trusted.")
+
+
 class CasConflict(HostError):
     """A compare-and-swap write found content other than the expected version."""
 

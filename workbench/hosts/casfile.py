@@ -29,6 +29,7 @@ LOCK_WAIT = 30.0           # seconds to wait for a live writer to finish
 RENAME_EXCHANGE = 2
 PAUSE_AT = "EAGLE_WORKBENCH_PAUSE_AT"     # test hook: point[,point] where a writer pauses
 PAUSE_DIR = "EAGLE_WORKBENCH_PAUSE_DIR"   # ... announcing itself as DIR/POINT.PID until DIR/POINT.go
+PAUSE_MAX = "EAGLE_WORKBENCH_PAUSE_MAX"   # ... for at most this many seconds (default 60)
 
 
 class Conflict(Exception):
@@ -49,7 +50,7 @@ def pause(point):
         return
     with open(os.path.join(folder, "%s.%d" % (point, os.getpid())), "w") as fh:
         fh.write(str(os.getpid()))
-    parent, deadline = os.getppid(), time.time() + 60
+    parent, deadline = os.getppid(), time.time() + float(os.environ.get(PAUSE_MAX) or 60)
     go = os.path.join(folder, point + ".go")
     while not os.path.exists(go) and time.time() < deadline and os.getppid() == parent:
         time.sleep(0.01)
