@@ -103,3 +103,13 @@ def test_cli_stop_refuses_grace_that_never_ends(cli, ssh_workspace, grace):
         assert [s["process"] for s in st if s["id"] == sid] == ["running"]
     finally:
         assert cli("server", "stop", str(sid), "--yes", "--grace", "2", "--gpu-wait", "0").returncode == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_cli_launch_refuses_a_wait_that_never_ends_before_launching(cli, workspace, value):
+    write_toml(workspace / "workbench.toml", {"profiles": {"p": {
+        "host": "local", "launcher": [sys.executable, str(STANDIN)], "model": str(workspace / "m"),
+        "log": str(workspace / "logs" / "p.log"), "sglang_version": "0.5.23"}}})
+    r = cli("server", "launch", "p", "--yes", "--wait", f"--timeout={value}")
+    assert r.returncode == 2 and "--timeout" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (workspace / "logs").exists()
