@@ -123,3 +123,15 @@ def test_unknown_host_with_marker_lines_can_still_be_trusted(sshd, tmp_path):
     host = _host(sshd, kh)
     assert host.run(["true"]).rc == 0 and kh.read_text().startswith("@cert-authority")
     host.close()
+
+
+@pytest.mark.parametrize("key, value", [("connect_timeout", float("inf")), ("command_timeout", float("nan")),
+                                        ("connect_timeout", -1), ("gpu_idle_mib", float("inf")),
+                                        ("command_timeout", True)])
+def test_host_timeouts_must_be_finite_and_positive(key, value):
+    from workbench.errors import InputError
+    from workbench.hosts import host_settings
+
+    with pytest.raises(InputError, match=rf"\[hosts\.gpu\]\.{key}") as err:
+        host_settings({"gpu": {"address": "x", key: value}}, "gpu")
+    assert "\n" not in str(err.value)
