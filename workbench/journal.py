@@ -76,6 +76,19 @@ MIGRATIONS: dict[str, str] = {
         );
         CREATE INDEX measurements_server ON measurements(server_id, ts);
     """,
+    # a config write announced before the file is written: a writer killed between its rename and its
+    # version row is recognised by the hash on the next look (not taken for an external edit)
+    "0004_config_write_intents": """
+        CREATE TABLE config_write_intents (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            location TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            parent_sha256 TEXT,
+            reason TEXT NOT NULL,
+            ts REAL NOT NULL
+        );
+        CREATE INDEX config_write_intents_location ON config_write_intents(location, id);
+    """,
 }
 
 

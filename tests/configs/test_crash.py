@@ -18,18 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 WRITER = textwrap.dedent("""
     import os, sys, time
-    import workbench.configs.access as access
     from workbench.api import Workbench
+    from workbench.hosts import casfile
 
     ws, path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-    access._CHUNK = 1 << 14                       # many small writes: a wide window to be killed in
     wb = Workbench.open(ws)
     if mode == "stall":
-        real_fsync = os.fsync
-        def stalled(fd):                          # the temp file is written; the rename has not happened
-            print("STALLED", flush=True)
-            time.sleep(60)
-        access.os.fsync = stalled
+        def stalled(point):                       # the temp file is written; the swap has not happened
+            if point == "window":
+                print("STALLED", flush=True)
+                time.sleep(60)
+        casfile.HOOK = stalled
         print("START", flush=True)
         wb.config_set(path, {"payload": "new" * 400000})
     else:
@@ -109,7 +108,9 @@ def test_killed_at_random_moments_never_leaves_a_partial_file(tracked):
         assert json.loads(p.read_text())["payload"] == ""
 
 
-def test_stale_temp_files_of_killed_writers_are_cleaned(tmp_path):
+def test_temp_files_of_killed_writers_are_cleaned_by_the_next_write(tmp_path):
+    """Temp files are only made under the file's lock, so any the next lock holder finds are a dead
+    writer's, however young."""
     from workbench.configs import LocalFiles, sha256
 
     p = tmp_path / "config.json"
@@ -119,4 +120,4 @@ def test_stale_temp_files_of_killed_writers_are_cleaned(tmp_path):
     fresh.write_bytes(b"{partial")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
     LocalFiles().write_cas(str(p), b'{"a": 1}', sha256(b"{}"))
-    assert not stale.exists() and fresh.exists()
+    assert not stale.exists() and not fresh.exists()

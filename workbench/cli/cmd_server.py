@@ -97,6 +97,11 @@ def _env(text: str) -> dict:
 
 def _launch(args, ctx):
     wb = ctx.wb
+    if args.timeout is not None:        # refused before anything starts (nan/inf would wait for ever)
+        from workbench.numbers import number
+        from workbench.sglang.profiles import TIMEOUT
+
+        number(args.timeout, "--timeout", TIMEOUT)
     preview = wb.launch_preview(args.profile, args.sglang_version)
     plan = wb.launch_plan(preview)
     if not preview.ok:
@@ -172,7 +177,7 @@ def _logs(args, ctx):
 
 def _stop(args, ctx):
     wb = ctx.wb
-    if not confirm_or_yes(wb.stop_plan(args.id), args.yes):
+    if not confirm_or_yes(wb.stop_plan(args.id, args.grace), args.yes):   # a bad --grace is refused first
         print("not stopped")
         return 1
     res = wb.server_stop(args.id, confirm=True, grace=args.grace, gpu_wait=args.gpu_wait)

@@ -7,17 +7,13 @@ compare-and-swap write that refuses when the file no longer has the content the 
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 
 from workbench.errors import InputError, WorkbenchError
 
 LOCAL = "local"
-_CHUNK = 1 << 20
 
 
 def sha256(data: bytes) -> str:
@@ -40,7 +36,10 @@ class FileAccess(Protocol):
 
 
 class LocalFiles:
-    """Atomic writes: a temp file in the same directory, fsync, rename, fsync the directory."""
+    """Compare-and-swap writes through the one write discipline of every path
+    (``workbench.hosts.casfile``): the same flock as ``LocalHost`` and SSH hosts take, the check
+    made under it, the swap an exchange that hands back what it replaced (a hand edit saved between
+    the check and the swap is put back and reported as a conflict, never overwritten)."""
 
     host = LOCAL
 
@@ -55,74 +54,24 @@ class LocalFiles:
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
 
-    def _check(self, path: str, expected: Optional[str]) -> None:
-        current = self.read_bytes(path)
-        found = None if current is None else sha256(current)
-        if found != expected:
-            raise ConflictError(
-                f"{path}: changed on disk since it was read (expected "
-                f"{'no file' if expected is None else expected[:12]}, found "
-                f"{'no file' if found is None else found[:12]}); nothing written")
-
     def write_cas(self, path: str, data: bytes, expected_sha256: Optional[str]) -> None:
-        target = Path(path)
-        directory = target.parent
+        from workbench.hosts import casfile
+
+        directory = Path(path).parent
         if not directory.is_dir():
             raise InputError(f"{path}: directory {directory} does not exist")
-        self._check(path, expected_sha256)
         try:
-            mode = os.stat(path).st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
-        _clean_stale_temps(directory, target.name)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                view = memoryview(data)
-                for start in range(0, len(view), _CHUNK):
-                    fh.write(view[start:start + _CHUNK])
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, mode)
-            self._check(path, expected_sha256)   # narrow the window before the swap
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        _fsync_dir(directory)
-
-
-STALE_TEMP_S = 600
-
-
-def _clean_stale_temps(directory: Path, name: str) -> None:
-    """Temp files of writers killed mid-write; old enough that no live writer owns them."""
-    import time
-
-    now = time.time()
-    for p in directory.glob(f".{name}.*.tmp"):
-        try:
-            if now - p.stat().st_mtime > STALE_TEMP_S:
-                p.unlink()
-        except OSError:
-            pass
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError as exc:  # some filesystems refuse fsync on directories
-        if exc.errno not in (errno.EINVAL, errno.EBADF):
-            raise
-    finally:
-        os.close(dfd)
+            casfile.cas_write(path, data, expected_sha256)
+        except casfile.Conflict as c:
+            raise ConflictError(
+                f"{path}: changed on disk since it was read (expected "
+                f"{'no file' if c.expected is None else c.expected[:12]}, found "
+                f"{'no file' if c.actual is None else c.actual[:12]}); nothing written"
+                + (f" ({c.note})" if c.note else "")) from None
+        except casfile.Busy as b:
+            raise WorkbenchError(f"{path}: {b}; nothing written") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write: {exc.strerror}") from None
 
 
 # -- locations ----------------------------------------------------------------------------------

@@ -6,7 +6,13 @@ Rules that make "nothing is ever lost" true:
 - the new content's blob is stored before the file is written, and the version row after, so a
   crash in between leaves a file whose content is already in the blobs table (and is recorded as
   an external edit on the next look);
-- writes are compare-and-swap: the file must still hold what was read, or nothing is written.
+- writes are compare-and-swap: the file must still hold what was read, or nothing is written
+  (``workbench.hosts.casfile``: one lock and one check-and-exchange for every write path);
+- the intent (new sha, parent, reason) is journalled before the file is written, so a writer killed
+  after the rename but before its version row is recognised on the next look by the hash: its
+  version is recorded with its own reason, not as an "external edit";
+- a version row is added only if it is not already the latest (checked inside the insert's
+  transaction), so concurrent writers and syncs never store one write twice.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from workbench.configs.access import ConflictError, FileAccess, access_for, parse_location, sha256
+from workbench.hosts import casfile
 from workbench.configs.jsonedit import delete_key, get_key, parse, set_key
 from workbench.errors import InputError, WorkbenchError
 from workbench.journal import Journal
@@ -148,12 +155,41 @@ class ConfigStore:
             raise WorkbenchError(f"blob {digest[:12]} missing from the journal")
         return bytes(row[0])
 
-    def _add_version(self, config_id: int, data: bytes, reason: str, parent: Optional[str]) -> None:
+    def _add_version(self, config_id: int, data: bytes, reason: Optional[str], parent: Optional[str] = None,
+                     location: Optional[str] = None, sync: bool = False) -> Optional[str]:
+        """Add a version unless it is already the latest (one write is never stored twice); decided
+        inside the insert's transaction. With ``sync``: the parent is the latest version
+        and the reason that of a journalled write of these bytes over it, else ``reason``. Returns the
+        reason stored, or None when nothing was added."""
+        digest = sha256(data)
         with self.journal.transaction() as db:
-            digest = sha256(data)
+            row = db.execute("SELECT sha256 FROM config_versions WHERE config_id = ? ORDER BY id DESC LIMIT 1",
+                             (config_id,)).fetchone()
+            latest = row["sha256"] if row is not None else None
+            if latest == digest:
+                return None
+            if sync:
+                parent = latest
+                reason = self._intent(db, location, digest, latest) or reason
             db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (digest, data))
             db.execute("INSERT INTO config_versions(config_id, sha256, ts, reason, parent_sha256) "
                        "VALUES (?, ?, ?, ?, ?)", (config_id, digest, time.time(), reason, parent))
+            if location is not None:
+                db.execute("DELETE FROM config_write_intents WHERE location = ? AND sha256 = ?", (location, digest))
+        return reason
+
+    @staticmethod
+    def _intent(db, location: str, digest: str, parent: Optional[str]) -> Optional[str]:
+        """The reason of an announced write of ``digest`` over ``parent`` at ``location``, if any."""
+        row = db.execute("SELECT reason FROM config_write_intents WHERE location = ? AND sha256 = ? "
+                         "AND parent_sha256 IS ? ORDER BY id DESC LIMIT 1", (location, digest, parent)).fetchone()
+        return row["reason"] if row is not None else None
+
+    def _announce(self, location: str, digest: str, parent: Optional[str], reason: str) -> None:
+        with self.journal.transaction() as db:
+            db.execute("DELETE FROM config_write_intents WHERE ts < ?", (time.time() - 30 * 86400,))
+            db.execute("INSERT INTO config_write_intents(location, sha256, parent_sha256, reason, ts) "
+                       "VALUES (?, ?, ?, ?, ?)", (location, digest, parent, reason, time.time()))
 
     def _versions(self, config_id: int) -> list[ConfigVersion]:
         rows = self.journal.db.execute(
@@ -211,10 +247,8 @@ class ConfigStore:
         data = acc.read_bytes(path)
         if data is None:
             return self._tracked(row, None, "missing")
-        versions = self._versions(row["id"])
-        latest = versions[-1].sha256 if versions else None
-        if sha256(data) != latest:
-            self._add_version(row["id"], data, REASON_EXTERNAL, latest)
+        # a workbench write whose writer died before its version row keeps its own reason (by hash)
+        if self._add_version(row["id"], data, REASON_EXTERNAL, location=loc, sync=True) == REASON_EXTERNAL:
             return self._tracked(row, data, REASON_EXTERNAL + " stored")
         return self._tracked(row, data)
 
@@ -276,7 +310,7 @@ class ConfigStore:
         tracked = self.sync(loc)
         external = None
         after_sync = self._versions(row["id"])
-        if len(after_sync) > len(before):
+        if len(after_sync) > len(before) and tracked.state != "clean":
             external = after_sync[-1]
         current = acc.read_bytes(path)
         if current is None and not allow_missing:
@@ -290,13 +324,17 @@ class ConfigStore:
         if new == current:
             return ConfigChange(loc, after_sync[-1], prev_sha, "", external, changed=False)
         self._store_blob(new)
+        self._announce(loc, sha256(new), prev_sha, reason)
+        casfile.hook("read")
         try:
             acc.write_cas(path, new, prev_sha)
         except ConflictError:
-            self.sync(loc)  # keep what the other writer put there
+            self.sync(loc)  # keep what the other writer (or a hand edit) put there
             raise
-        self._add_version(row["id"], new, reason, prev_sha)
-        return ConfigChange(loc, self._versions(row["id"])[-1], prev_sha, diff, external)
+        casfile.hook("renamed")                 # written; the version row not yet added
+        self._add_version(row["id"], new, reason, prev_sha, location=loc)
+        mine = [v for v in self._versions(row["id"]) if v.sha256 == sha256(new) and v.parent_sha256 == prev_sha]
+        return ConfigChange(loc, mine[-1], prev_sha, diff, external)
 
     def set(self, location: str, assignments: list[tuple[str, Any]], *, reason: Optional[str] = None,
             force: bool = False, deletions: Optional[list[str]] = None) -> ConfigChange:

@@ -109,7 +109,8 @@ class ServersAPI(ConfigsAPI):
         except UnknownHostKey as exc:
             out.error, out.host_key, out.fingerprint = str(exc), "unknown", exc.fingerprint
         except ChangedHostKey as exc:
-            out.error, out.host_key, out.fingerprint = str(exc), "changed", exc.fingerprint
+            out.error, out.fingerprint = str(exc), exc.fingerprint
+            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKey" else "changed"
         except HostError as exc:
             out.error = str(exc)
         self._record("host.check", name, out)
@@ -237,9 +238,9 @@ class ServersAPI(ConfigsAPI):
         return out
 
     # -- stop -------------------------------------------------------------------------------------
-    def stop_plan(self, server_id: int) -> Plan:
+    def stop_plan(self, server_id: int, grace: Optional[float] = None) -> Plan:
         r = self.server(server_id)
-        grace = r.extra.get("stop_grace", 30)
+        grace = self.lifecycle.stop_grace(r, grace)
         return Plan("stop", f"server {r.id}",
                     f"stop server {r.id} ({r.profile}) on {r.host}: SIGTERM to process group {r.pgid or r.pid}, "
                     f"{grace:g} s grace, then SIGKILL",
@@ -249,7 +250,7 @@ class ServersAPI(ConfigsAPI):
 
     def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
                     gpu_wait: float = 60.0, idle_mib: Optional[float] = None):
-        require(self.stop_plan(server_id), confirm)
+        require(self.stop_plan(server_id, grace), confirm)   # a grace that never ends is refused first
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
         self._record("server.stopped", f"server:{server_id}", res)
         return res

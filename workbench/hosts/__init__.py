@@ -12,15 +12,20 @@ import threading
 from typing import Any, Optional
 
 from workbench.errors import InputError
+from workbench.numbers import Range, number
 from workbench.hosts.base import (ANY, CasConflict, ChangedHostKey, FileStat, Host, HostError,
-                                  HostKeyError, HostTimeout, HostUnreachable, RunResult, Tunnel,
-                                  UnknownHostKey)
+                                  HostKeyError, HostTimeout, HostUnreachable, RevokedHostKey, RunResult,
+                                  Tunnel, UnknownHostKey)
 
 __all__ = ["Host", "Hosts", "HostError", "HostUnreachable", "HostTimeout", "HostKeyError", "UnknownHostKey",
-           "ChangedHostKey", "CasConflict", "RunResult", "FileStat", "Tunnel", "ANY", "host_settings"]
+           "ChangedHostKey", "RevokedHostKey", "CasConflict", "RunResult", "FileStat", "Tunnel", "ANY", "host_settings"]
 
 _KEYS = {"address", "user", "port", "identity_file", "python", "known_hosts", "proxy_jump", "ssh_config",
          "connect_timeout", "command_timeout", "kind", "gpu_idle_mib", "description"}
+
+
+_SECONDS = Range(0, 86400, lo_open=True)      # finite: a call with an infinite timeout never ends
+_MIB = Range(0, 10 ** 7, lo_open=True)
 
 
 def host_settings(hosts: dict, name: str, source: str = "workbench.toml") -> dict:
@@ -45,9 +50,9 @@ def host_settings(hosts: dict, name: str, source: str = "workbench.toml") -> dic
     for key in ("port",):
         if key in table and (not isinstance(table[key], int) or not 0 < table[key] < 65536):
             raise InputError(f"{where}.{key}: expected a port number, got {table[key]!r}")
-    for key in ("connect_timeout", "command_timeout", "gpu_idle_mib"):
-        if key in table and (not isinstance(table[key], (int, float)) or table[key] <= 0):
-            raise InputError(f"{where}.{key}: expected a positive number, got {table[key]!r}")
+    for key, bounds in (("connect_timeout", _SECONDS), ("command_timeout", _SECONDS), ("gpu_idle_mib", _MIB)):
+        if key in table:
+            number(table[key], f"{where}.{key}", bounds, allow_str=False)
     for key in ("address", "user", "identity_file", "python", "known_hosts", "proxy_jump", "ssh_config"):
         if key in table and not isinstance(table[key], str):
             raise InputError(f"{where}.{key}: expected a string, got {table[key]!r}")

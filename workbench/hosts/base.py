@@ -52,6 +52,17 @@ class ChangedHostKey(HostKeyError):
             f"(ssh-keygen -R '{where}' -f {known_hosts}).")
 
 
+class RevokedHostKey(ChangedHostKey):
+    """The host presents a key that known_hosts marks ``@revoked``: never accepted, never trusted."""
+
+    def __init__(self, host: str, where: str, key_type: str, fingerprint: str, known_hosts: str):
+        self.host, self.where, self.key_type, self.fingerprint = host, where, key_type, fingerprint
+        self.expected, self.known_hosts = "", known_hosts
+        HostKeyError.__init__(
+            self, f"REVOKED HOST KEY for {host} ({where}): it presents {key_type} {fingerprint}, which "
+                  f"{known_hosts} marks @revoked. Refusing to connect; it cannot be trusted.")
+
+
 class CasConflict(HostError):
     """A compare-and-swap write found content other than the expected version."""
 
@@ -102,16 +113,26 @@ class FileStat(Result):
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def check_argv(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, what: str = "command") -> None:
+    """Refuse what no exec can carry: a NUL byte in an argument or a variable, a bad variable name
+    (before anything is recorded or started, so nothing is left half-launched)."""
+    for i, a in enumerate(argv):
+        if "\0" in str(a):
+            raise InputError(f"{what}: argument {i} ({str(a)[:40]!r}) contains a NUL byte; "
+                             "no program can receive it")
+    for k, v in (env or {}).items():
+        if not _ENV_NAME.match(str(k)):
+            raise InputError(f"env: {k!r} is not a valid variable name")
+        if "\0" in str(v):
+            raise InputError(f"env.{k}: the value contains a NUL byte; no program can receive it")
+
+
 def env_argv(env: Optional[Mapping[str, str]]) -> list[str]:
     """``["env", "K=V", ...]`` so variables reach the command without sshd's AcceptEnv."""
     if not env:
         return []
-    out = ["env"]
-    for k, v in env.items():
-        if not _ENV_NAME.match(str(k)):
-            raise InputError(f"env: {k!r} is not a valid variable name")
-        out.append(f"{k}={v}")
-    return out
+    check_argv([], env)
+    return ["env"] + [f"{k}={v}" for k, v in env.items()]
 
 
 def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
@@ -119,6 +140,7 @@ def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
     """One shell command line for argv: every argument quoted."""
     if not argv:
         raise InputError("command: empty argv")
+    check_argv(argv, env)
     parts = [str(a) for a in argv]
     line = " ".join(quote_arg(a) for a in env_argv(env) + parts)
     if cwd:

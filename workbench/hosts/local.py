@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Mapping, Optional, Sequence
 
 from workbench.hosts.base import (ANY, CasConflict, FileStat, Host, HostError, HostTimeout, RunResult,
-                                  Tunnel, env_argv, sha256)
+                                  Tunnel, check_argv, sha256)
 
 
 class LocalHost(Host):
@@ -23,7 +21,7 @@ class LocalHost(Host):
     def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
             input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
         argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in map(str, argv)]
-        env_argv(env)  # validates the names
+        check_argv(argv, env)  # NUL bytes, variable names
         full_env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}
         t0 = time.monotonic()
         self.round_trips += 1
@@ -51,33 +49,17 @@ class LocalHost(Host):
             raise HostError(f"{self.location(path)}: cannot read: {exc.strerror}") from None
 
     def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
+        """The one write discipline (``workbench.hosts.casfile``): flock, check, exchange."""
+        from workbench.hosts import casfile
+
         self.round_trips += 1
         path = os.path.abspath(path)
-        folder = os.path.dirname(path)
         try:
-            # The lock file serialises workbench writers; rename keeps readers consistent.
-            with open(os.path.join(folder, f".{os.path.basename(path)}.wblock"), "a+b") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                current = None
-                if os.path.exists(path):
-                    with open(path, "rb") as fh:
-                        current = sha256(fh.read())
-                if expect is not ANY and expect != current:
-                    raise CasConflict(self.location(path), expect, current)
-                if mode is None:
-                    mode = os.stat(path).st_mode & 0o7777 if current is not None else 0o644
-                fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-                try:
-                    with os.fdopen(fd, "wb") as fh:
-                        fh.write(data)
-                        fh.flush()
-                        os.fsync(fh.fileno())
-                    os.chmod(tmp, mode)
-                    os.replace(tmp, path)
-                except BaseException:
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-                    raise
+            casfile.cas_write(path, data, casfile.ANY if expect is ANY else expect, mode)
+        except casfile.Conflict as c:
+            raise CasConflict(self.location(path), c.expected, c.actual) from None
+        except casfile.Busy as b:
+            raise HostError(f"{self.location(path)}: {b}") from None
         except OSError as exc:
             raise HostError(f"{self.location(path)}: cannot write: {exc.strerror}") from None
         return sha256(data)

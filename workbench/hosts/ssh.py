@@ -9,22 +9,23 @@ retried once). Commands are argv joined with ``shlex`` quoting; env goes through
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
+import json
 import os
 import posixpath
-import secrets
 import select
 import socket
-import stat as stat_mod
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from workbench.errors import InputError
+from workbench.hosts import known_hosts
 from workbench.hosts.base import (ANY, CasConflict, ChangedHostKey, FileStat, Host, HostError,
-                                  HostTimeout, HostUnreachable, RunResult, Tunnel, UnknownHostKey,
-                                  command_line, sha256)
+                                  HostKeyError, HostTimeout, HostUnreachable, RevokedHostKey, RunResult, Tunnel,
+                                  UnknownHostKey, command_line, sha256)
 
 
 @dataclass
@@ -155,16 +156,15 @@ class SSHHost(Host):
 
         r = self.resolved
         client = paramiko.SSHClient()
-        if os.path.exists(r.known_hosts):
-            try:
-                client.load_host_keys(r.known_hosts)
-            except Exception as exc:
-                raise InputError(f"{r.known_hosts}: cannot read known_hosts: {exc}") from None
+        kh = known_hosts.load(r.known_hosts)
+        for name, kind, key in kh.entries:      # paramiko's own reader stops at marker lines
+            if not kh.is_revoked(key):
+                client.get_host_keys().add(name, kind, key)
         host = self
 
         class Refuse(paramiko.MissingHostKeyPolicy):
             def missing_host_key(self, client, hostname, key):
-                raise UnknownHostKey(host.name, hostname, key.get_name(), fingerprint(key), r.known_hosts)
+                _refuse_unless_trusted(host.name, r, kh, key)
 
         client.set_missing_host_key_policy(Refuse())
         sock = self._open_sock(r)
@@ -174,11 +174,14 @@ class SSHHost(Host):
                            look_for_keys=not ids, allow_agent=True, timeout=r.connect_timeout,
                            banner_timeout=r.connect_timeout, auth_timeout=r.connect_timeout,
                            sock=sock)
-        except UnknownHostKey:
+        except HostKeyError:             # refused by the policy: unknown, changed type, revoked
             client.close()
             raise
         except paramiko.BadHostKeyException as exc:
             client.close()
+            if kh.is_revoked(exc.key):
+                raise RevokedHostKey(self.name, r.known_hosts_name, exc.key.get_name(), fingerprint(exc.key),
+                                     r.known_hosts) from None
             raise ChangedHostKey(self.name, r.known_hosts_name, exc.key.get_name(), fingerprint(exc.key),
                                  fingerprint(exc.expected_key), r.known_hosts) from None
         except paramiko.AuthenticationException as exc:
@@ -328,74 +331,32 @@ class SSHHost(Host):
         return self._retrying(go)
 
     def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
-        folder, base = posixpath.split(path)
-        lock = posixpath.join(folder, f".{base}.wblock")
+        """One round trip: the host's python runs the same compare-and-swap as local writes
+        (``workbench.hosts.casfile``: flock that dies with its holder, check, exchange), the bytes on
+        stdin with their sha256 so a transfer cut short writes nothing."""
+        from workbench.hosts import casfile
 
-        def go():
-            sftp = self._sftp()
-            self._lock_dir(sftp, lock)
-            try:
-                try:
-                    self.round_trips += 1
-                    st = sftp.stat(path)
-                except FileNotFoundError:
-                    st = None
-                current = None
-                if st is not None:
-                    self.round_trips += 1
-                    with sftp.open(path, "rb") as fh:
-                        fh.prefetch()
-                        current = sha256(fh.read())
-                if expect is not ANY and expect != current:
-                    raise CasConflict(self.location(path), expect, current)
-                tmp = posixpath.join(folder, f".{base}.{secrets.token_hex(6)}.tmp")
-                self.round_trips += 3
-                with sftp.open(tmp, "wb") as fh:
-                    fh.set_pipelined(True)
-                    fh.write(data)
-                try:
-                    sftp.chmod(tmp, mode if mode is not None else
-                               (stat_mod.S_IMODE(st.st_mode) if st is not None else 0o644))
-                    sftp.posix_rename(tmp, path)
-                except BaseException:
-                    try:
-                        sftp.remove(tmp)
-                    except OSError:
-                        pass
-                    raise
-            finally:
-                try:
-                    sftp.rmdir(lock)
-                except OSError:
-                    pass
-            return sha256(data)
-
+        req = {"path": path, "expect": casfile.ANY if expect is ANY else expect, "mode": mode,
+               "size": len(data), "sha256": sha256(data),
+               "pause": {k: os.environ[k] for k in (casfile.PAUSE_AT, casfile.PAUSE_DIR, casfile.PAUSE_MAX)
+                         if k in os.environ}}
+        r = self.run([self.python, "-c", _casfile_source(), json.dumps(req)], input=data,
+                     timeout=max(self.settings.command_timeout, casfile.LOCK_WAIT + 30))
         try:
-            return self._retrying(go, idempotent=False)
-        except PermissionError:
-            raise HostError(f"{self.location(path)}: permission denied") from None
-        except FileNotFoundError:
-            raise HostError(f"{self.location(path)}: folder {folder} does not exist") from None
-
-    def _lock_dir(self, sftp, lock: str, wait: float = 10.0, stale: float = 120.0) -> None:
-        """mkdir is atomic on the server: the workbench's writers of one file go one at a time."""
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                self.round_trips += 1
-                sftp.mkdir(lock, 0o700)
-                return
-            except OSError:
-                try:
-                    st = sftp.stat(lock)
-                    if time.time() - float(st.st_mtime or 0) > stale:
-                        sftp.rmdir(lock)
-                        continue
-                except FileNotFoundError:
-                    continue
-                if time.monotonic() > deadline:
-                    raise HostError(f"{self.location(lock)}: another writer holds the lock") from None
-                time.sleep(0.1)
+            out = json.loads(r.out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise HostError(f"{self.location(path)}: write failed (exit {r.rc}): {r.err.strip()[-300:]}") from None
+        if "ok" in out:
+            return sha256(data)
+        if out.get("conflict"):
+            raise CasConflict(self.location(path), out.get("expected"), out.get("actual"))
+        if "busy" in out:
+            raise HostError(f"{self.location(path)}: {out['busy']}")
+        if out.get("oserror") == errno.ENOENT:
+            raise HostError(f"{self.location(path)}: folder {posixpath.dirname(path)} does not exist")
+        if out.get("oserror") in (errno.EACCES, errno.EPERM):
+            raise HostError(f"{self.location(path)}: permission denied")
+        raise HostError(f"{self.location(path)}: cannot write: {out.get('strerror') or out.get('error')}")
 
     # -- network ----------------------------------------------------------------------------------
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Tunnel:
@@ -511,11 +472,32 @@ class _Forwarder:
                     pass
 
 
-def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict:
-    """Add the host's current key to its known_hosts, only when the key is unknown there. With
-    ``expected_fingerprint`` the key must be the one the user saw (no swap between look and trust)."""
-    import paramiko
+def _casfile_source() -> str:
+    from workbench.hosts import casfile
 
+    with open(casfile.__file__, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _refuse_unless_trusted(name: str, r: Resolved, kh: "known_hosts.KnownHosts", key) -> None:
+    """A key known_hosts does not list for the host is refused: revoked, changed (the host is known
+    with keys of another type: a changed key type is a changed key), or unknown (trust it explicitly)."""
+    fp = fingerprint(key)
+    if kh.is_revoked(key):
+        raise RevokedHostKey(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
+    have = kh.lookup(r.known_hosts_name)
+    if have and all(k != key for k in have.values()):
+        expected = ", ".join(f"{t} {fingerprint(k)}" for t, k in sorted(have.items()))
+        raise ChangedHostKey(name, r.known_hosts_name, key.get_name(), fp, expected, r.known_hosts)
+    if not have:
+        raise UnknownHostKey(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
+
+
+def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict:
+    """Add the host's current key to its known_hosts, only when the host has no key there at all
+    (of any type) and the key is not revoked. With ``expected_fingerprint`` the key must be the one
+    the user saw (no swap between look and trust). A known host's key is never replaced or joined by
+    another: that is a changed key, removed by hand (ssh-keygen -R) after checking it out of band."""
     from workbench.hosts.local import LocalHost
 
     r = host.resolved
@@ -524,16 +506,15 @@ def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict
     if expected_fingerprint and expected_fingerprint != fp:
         raise HostError(f"host {host.name}: presents {fp}, not the {expected_fingerprint} you approved; "
                         "not trusted")
-    known = paramiko.HostKeys()
-    if os.path.exists(r.known_hosts):
-        known.load(r.known_hosts)
-    have = known.lookup(r.known_hosts_name) or {}
-    if key.get_name() in have:
-        old = have[key.get_name()]
-        if old == key:
-            return {"host": host.name, "entry": r.known_hosts_name, "fingerprint": fp, "added": False,
-                    "known_hosts": r.known_hosts}
-        raise ChangedHostKey(host.name, r.known_hosts_name, key.get_name(), fp, fingerprint(old), r.known_hosts)
+    kh = known_hosts.load(r.known_hosts)
+    have = kh.lookup(r.known_hosts_name)
+    if not kh.is_revoked(key) and any(k == key for k in have.values()):
+        return {"host": host.name, "entry": r.known_hosts_name, "fingerprint": fp, "added": False,
+                "known_hosts": r.known_hosts}
+    try:
+        _refuse_unless_trusted(host.name, r, kh, key)
+    except UnknownHostKey:
+        pass                        # the one case trust is for
     os.makedirs(os.path.dirname(os.path.abspath(r.known_hosts)), exist_ok=True)
     local = LocalHost()
     exists = os.path.exists(r.known_hosts)

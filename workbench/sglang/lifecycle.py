@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import math
 import json
+import os
+import secrets
 from collections import deque
 import threading
 import time
@@ -19,17 +21,19 @@ from typing import Callable, Iterator, Optional
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.hosts import Host, HostError, HostKeyError, Hosts
-from workbench.hosts.base import sha256
+from workbench.hosts.base import check_argv, sha256
+from workbench.numbers import Range, number
 from workbench.journal import Journal
 from workbench.progress import Progress
 from workbench.results import Result
 from workbench.sglang import remote
 from workbench.sglang.command import Command, build, diff_argv
 from workbench.sglang.logparse import HINTS, LogParser, LogScan, classify
-from workbench.sglang.profiles import Profile, load_profile, split_flags
+from workbench.sglang.profiles import GRACE, TIMEOUT, Profile, load_profile, split_flags
 from workbench.sglang.validate import (PROBE_KEYS, Finding, doctor_findings, parse_probe,
                                        parser_findings, rule_findings)
 
+POLL = Range(0.01, 3600)     # seconds between readiness checks
 GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 READ_CAP = 1 << 22           # log bytes fetched per refresh
 SERIES_LEN = 240             # decode samples kept per server for sparklines
@@ -402,8 +406,10 @@ class Lifecycle:
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
         cmd = preview.command
+        check_argv(cmd["argv"], cmd["env"], f"profile {name}")   # before anything is recorded
         python = _python_of(profile, self.host_python(profile.host))
         now = time.time()
+        token = secrets.token_hex(16)
         with self.journal.transaction() as db:
             cur = db.execute(
                 "INSERT INTO servers(profile, host, port, log_path, argv, env, draft_config_sha256, state, "
@@ -411,12 +417,17 @@ class Lifecycle:
                 (name, profile.host, profile.port, cmd["log"], json.dumps(cmd["argv"]), json.dumps(cmd["env"]),
                  preview.draft_config_sha256, now,
                  json.dumps({"version": preview.version, "display": preview.display, "gpus": _gpus_of(profile, cmd),
-                             "stop_grace": profile.stop_grace, "ready_timeout": profile.ready_timeout})))
+                             "stop_grace": profile.stop_grace, "ready_timeout": profile.ready_timeout,
+                             "launch_token": token})))
             sid = int(cur.lastrowid)
-        argv = remote.launch_line(python, cmd["argv"], cmd["env"], cmd["log"], cmd.get("run_dir"))
+            # one log per launch: two servers of a profile (or a relaunch) never share a log, so each
+            # server's metrics come from its own lines only
+            log = unique_log(cmd["log"], sid, token)
+            db.execute("UPDATE servers SET log_path = ? WHERE id = ?", (log, sid))
+        argv = remote.launch_line(python, cmd["argv"], cmd["env"], log, cmd.get("run_dir"), token)
         try:
             r = host.run(argv, timeout=60)
-        except HostError as exc:
+        except BaseException as exc:
             self._set(sid, state="failed", extra={"failure": {"class": "launch", "text": str(exc)}})
             raise
         if r.rc != 0 or not r.out.strip():
@@ -507,7 +518,7 @@ class Lifecycle:
             f = self.follower(r.id)
             live = r.state in ("launching", "starting", "ready", "stopping") or _failed_alive(r)
             req["servers"].append({"id": r.id, "pid": r.pid if live else None, "pgid": r.pgid if live else None,
-                                   "starttime": r.starttime,
+                                   "starttime": r.starttime, "token": r.extra.get("launch_token"),
                                    "boot_id": r.extra.get("boot_id"), "log": r.log, "offset": f.offset,
                                    "cap": READ_CAP})
         try:
@@ -593,7 +604,8 @@ class Lifecycle:
                    progress: Optional[Callable[[Progress], None]] = None,
                    failing_grace: float = 10.0, health: bool = True) -> ServerStatus:
         r = self.get(sid)
-        timeout = timeout if timeout is not None else float(r.extra.get("ready_timeout", 1200))
+        timeout = number(timeout if timeout is not None else r.extra.get("ready_timeout", 1200), "timeout", TIMEOUT)
+        poll = number(poll, "poll", POLL)
         deadline = time.monotonic() + timeout
         failing_since = None
         last_stage = None
@@ -719,15 +731,16 @@ class Lifecycle:
         r = self.get(sid)
         if r.pid is None or r.starttime is None:
             raise WorkbenchError(f"server {sid}: no process identity recorded; nothing to stop")
+        grace = self.stop_grace(r, grace)
         host = self.hosts.get(r.host)
         python = self.host_python(r.host)
         req = {"pid": r.pid, "pgid": r.pgid or r.pid, "starttime": r.starttime, "boot_id": r.extra.get("boot_id"),
-               "grace": grace if grace is not None else float(r.extra.get("stop_grace", 30)), "kill_wait": 10}
+               "token": r.extra.get("launch_token"), "grace": grace, "kill_wait": 10}
         live = r.state in ("launching", "starting", "ready")
         if live:
             self._set(sid, state="stopping")
         try:
-            res = host.run([python, "-c", remote.STOP, remote.as_arg(req)], timeout=req["grace"] + 40)
+            res = host.run([python, "-c", remote.STOP, remote.as_arg(req)], timeout=req["grace"] + req["kill_wait"] + 40)
             if res.rc != 0:
                 raise WorkbenchError(f"server {sid}: stop script failed (exit {res.rc}): {res.err.strip()[-300:]}")
             out = json.loads(res.out.strip().splitlines()[-1])
@@ -751,6 +764,11 @@ class Lifecycle:
                                                             if g.used_mib and g.used_mib > (idle_mib or 0))
         return StopResult(sid, out["result"], out.get("signals", []), out.get("remaining", []), out.get("elapsed"),
                           idle, gpus, msg)
+
+    @staticmethod
+    def stop_grace(r: ServerRecord, grace: Optional[float] = None) -> float:
+        """The seconds between SIGTERM and SIGKILL: the caller's, else the profile's at launch; finite."""
+        return number(grace if grace is not None else r.extra.get("stop_grace", 30), "grace", GRACE)
 
     def gpus_idle(self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None,
                   poll: float = 1.0) -> tuple[Optional[bool], list]:
@@ -783,6 +801,16 @@ class Lifecycle:
             ids = list(self._tunnels)
         for i in ids:
             self.close_tunnel(i)
+
+
+def unique_log(path: str, sid: int, token: str) -> str:
+    """The profile's log path made this launch's own: ``/logs/debug.log`` -> ``/logs/debug.7-1a2b3c.log``
+    (server id, and a piece of the launch token so two workspaces launching one profile never meet)."""
+    folder, base = os.path.split(path)
+    stem, ext = os.path.splitext(base)
+    if not stem:                      # ".log" or a name that is only an extension
+        stem, ext = base, ""
+    return os.path.join(folder, f"{stem}.{sid}-{token[:6]}{ext}")
 
 
 def _mean(xs: list) -> Optional[float]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from workbench.errors import InputError
+from workbench.numbers import Range, number
 from workbench.results import Result
 
 SPEC_KEYS = ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
@@ -24,6 +25,10 @@ _KEYS = {"extends", "host", "launcher", "model", "draft", "port", "log", "run_di
          "remove_args", "speculative", "sglang_version", "gpus", "description", "ready_timeout",
          "stop_grace", "draft_config_version"}
 DEFAULT_PORT = 30000
+# seconds, finite and bounded, so a stop or a readiness wait always ends (an infinite grace would
+# hang a stop over SSH for ever); used for profile keys and for the matching flags alike
+GRACE = Range(0, 86400)                      # stop_grace / --grace: 0 = SIGKILL right after SIGTERM
+TIMEOUT = Range(0, 7 * 86400, lo_open=True)  # ready_timeout / --timeout
 
 
 @dataclass
@@ -51,6 +56,11 @@ class Profile(Result):
         return self.log or f"/tmp/eagle-workbench/{self.name}.log"
 
 
+class Attached(str):
+    """A value written as ``--flag=value``: it is joined back in that form, because a value that
+    starts with ``-`` (``--x=-1``, ``--opts=-v``) would be read as another option once separated."""
+
+
 def split_flags(args: list, where: str) -> list[tuple[str, list]]:
     """["--tp-size", "8", "--trust-remote-code", "--x=1"] -> [("--tp-size", ["8"]), ...]."""
     items: list[tuple[str, list]] = []
@@ -59,7 +69,7 @@ def split_flags(args: list, where: str) -> list[tuple[str, list]]:
             raise InputError(f"{where}: every argument must be a string, got {tok!r}")
         if tok.startswith("--"):
             flag, eq, val = tok.partition("=")
-            items.append((flag, [val] if eq else []))
+            items.append((flag, [Attached(val)] if eq else []))
         elif items:
             items[-1][1].append(tok)
         else:
@@ -70,8 +80,12 @@ def split_flags(args: list, where: str) -> list[tuple[str, list]]:
 def join_flags(items: list[tuple[str, list]]) -> list[str]:
     out: list[str] = []
     for flag, vals in items:
-        out.append(flag)
-        out.extend(vals)
+        if vals and isinstance(vals[0], Attached):
+            out.append(f"{flag}={vals[0]}")
+            out.extend(vals[1:])
+        else:
+            out.append(flag)
+            out.extend(vals)
     return out
 
 
@@ -174,6 +188,6 @@ def _check_table(t: dict, where: str) -> None:
                 raise InputError(f"{where}.speculative.{k}: expected a positive integer, got {v!r}")
     if "gpus" in t and (not isinstance(t["gpus"], list) or not all(isinstance(g, int) for g in t["gpus"])):
         raise InputError(f"{where}.gpus: expected a list of GPU indices like [0, 1]")
-    for key in ("ready_timeout", "stop_grace"):
-        if key in t and (not isinstance(t[key], (int, float)) or t[key] <= 0):
-            raise InputError(f"{where}.{key}: expected a positive number of seconds")
+    for key, where_range in (("ready_timeout", TIMEOUT), ("stop_grace", GRACE)):
+        if key in t:
+            number(t[key], f"{where}.{key} (seconds)", where_range, allow_str=False)

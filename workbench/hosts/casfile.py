@@ -1,0 +1,273 @@
+"""Compare-and-swap file writes: the one write discipline of every path (local files, ``LocalHost``, and
+SSH hosts, where this same file runs under the host's python with the bytes on stdin).
+
+- One lock per file, ``.NAME.wblock`` beside it, taken with ``flock``: the kernel releases it when
+  its holder dies, so a killed writer never blocks the next one, and a live one is waited for.
+- Temp files are created only under the lock, so any found by the next holder belong to a writer
+  that died: they are removed then.
+- The check is made under the lock, and the swap is ``renameat2(RENAME_EXCHANGE)``: whatever was at
+  the path at the instant of the swap comes back to us and is hashed. If a hand edit (an editor does
+  not take our lock) landed between the check and the swap, it is swapped back into place and the
+  write is refused as a conflict, so the edit is never overwritten and the caller stores it. Where
+  the filesystem has no exchange, a hard link to the checked file is re-hashed just before the
+  rename (the window shrinks to that one rename).
+- "Must not exist" is ``link(tmp, path)``, which never replaces a file that appeared meanwhile.
+
+Standard library only: the file is sent as it is to a host's python (``python -c SOURCE JSON``).
+"""
+
+import errno
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+
+ANY = "*"                  # expect: write whatever is there now (no compare)
+LOCK_WAIT = 30.0           # seconds to wait for a live writer to finish
+RENAME_EXCHANGE = 2
+PAUSE_AT = "EAGLE_WORKBENCH_PAUSE_AT"     # test hook: point[,point] where a writer pauses
+PAUSE_DIR = "EAGLE_WORKBENCH_PAUSE_DIR"   # ... announcing itself as DIR/POINT.PID until DIR/POINT.go
+PAUSE_MAX = "EAGLE_WORKBENCH_PAUSE_MAX"   # ... for at most this many seconds (default 60)
+
+
+class Conflict(Exception):
+    def __init__(self, expected, actual, note=""):
+        super().__init__(expected, actual)
+        self.expected, self.actual, self.note = expected, actual, note
+
+
+class Busy(Exception):
+    """A live writer held the lock for the whole wait."""
+
+
+def pause(point):
+    """Stop at ``point`` when the environment asks (tests kill a writer exactly there)."""
+    at = os.environ.get(PAUSE_AT, "")
+    folder = os.environ.get(PAUSE_DIR)
+    if not folder or point not in at.split(","):
+        return
+    with open(os.path.join(folder, "%s.%d" % (point, os.getpid())), "w") as fh:
+        fh.write(str(os.getpid()))
+    parent, deadline = os.getppid(), time.time() + float(os.environ.get(PAUSE_MAX) or 60)
+    go = os.path.join(folder, point + ".go")
+    while not os.path.exists(go) and time.time() < deadline and os.getppid() == parent:
+        time.sleep(0.01)
+
+
+HOOK = pause
+
+
+def hook(point):
+    HOOK(point)
+
+
+def sha256_of(path):
+    """The file's sha256, or None when there is none."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except FileNotFoundError:
+        return None
+    return h.hexdigest()
+
+
+def lock_path(path):
+    folder, base = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, ".%s.wblock" % base)
+
+
+def _lock(path, wait):
+    """The file's lock, held by this process until ``_unlock``. The lock file is removed on release
+    (nothing is left beside the file): a waiter that then locks the removed file sees that it is no
+    longer the one at the path and tries again."""
+    import fcntl
+
+    lp = lock_path(path)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o600)
+        except IsADirectoryError:          # a lock directory left by an older workbench
+            try:
+                os.rmdir(lp)
+                continue
+            except OSError:
+                raise Busy("%s: a lock directory of an older writer is in the way" % lp) from None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise Busy("%s: another writer (alive) held the lock for %g s" % (lp, wait)) from None
+                time.sleep(0.005)
+        mine = os.fstat(fd)
+        try:
+            now = os.stat(lp)
+        except FileNotFoundError:
+            now = None
+        if now is not None and (now.st_ino, now.st_dev) == (mine.st_ino, mine.st_dev):
+            return fd, lp
+        os.close(fd)                       # its holder removed it as we waited: take the new one
+
+
+def _unlock(lock):
+    fd, lp = lock
+    try:
+        os.unlink(lp)
+    except OSError:
+        pass
+    os.close(fd)
+
+
+def _exchange(a, b):
+    """Swap two paths atomically; False when the system or filesystem cannot."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    AT_FDCWD = -100
+    if fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+def clean_temps(folder, base):
+    """Temp files of writers that died (only a lock holder creates them, and we hold the lock)."""
+    removed = 0
+    prefix = ".%s." % base
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for n in names:
+        if n.startswith(prefix) and (n.endswith(".tmp") or n.endswith(".tmp.old")):
+            try:
+                os.unlink(os.path.join(folder, n))
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
+def _fsync_dir(folder):
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def cas_write(path, data, expect, mode=None, wait=LOCK_WAIT):
+    """Replace ``path`` with ``data`` iff its sha256 is ``expect`` (None: it must not exist; ANY: no
+    check). Raises Conflict (nothing written), Busy, or OSError. Returns what happened."""
+    path = os.path.abspath(path)
+    folder, base = os.path.split(path)
+    new_sha = hashlib.sha256(data).hexdigest()
+    lock = _lock(path, wait)
+    try:
+        removed = clean_temps(folder, base)
+        hook("locked")
+        current = sha256_of(path)
+        if expect != ANY and current != expect:
+            raise Conflict(expect, current)
+        if mode is None:
+            try:
+                mode = os.stat(path).st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o644
+        tmp = os.path.join(folder, ".%s.%d-%s.tmp" % (base, os.getpid(), secrets.token_hex(4)))
+        try:
+            with open(tmp, "xb") as fh:
+                view = memoryview(data)
+                for i in range(0, len(view), 1 << 20):
+                    fh.write(view[i:i + (1 << 20)])
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+            hook("window")                     # checked; not swapped yet
+            if expect == ANY:
+                os.replace(tmp, path)
+            elif current is None:
+                try:
+                    os.link(tmp, path)         # never replaces a file that appeared meanwhile
+                except FileExistsError:
+                    raise Conflict(expect, sha256_of(path)) from None
+                os.unlink(tmp)
+            elif _exchange(tmp, path):
+                was = sha256_of(tmp)           # what the path held at the instant of the swap
+                if was != current:
+                    _exchange(tmp, path)       # a hand edit came in between: put it back
+                    note = ""
+                    if sha256_of(tmp) != new_sha:
+                        keep = os.path.join(folder, "%s.conflict-%d" % (base, int(time.time())))
+                        os.replace(tmp, keep)
+                        note = "a further edit was kept in " + keep
+                    raise Conflict(expect, was, note)
+                os.unlink(tmp)
+            else:
+                aside = tmp + ".old"
+                try:
+                    os.link(path, aside)
+                except FileNotFoundError:
+                    raise Conflict(expect, None) from None
+                try:
+                    if sha256_of(aside) != current:
+                        raise Conflict(expect, sha256_of(aside))
+                    os.rename(tmp, path)
+                finally:
+                    try:
+                        os.unlink(aside)
+                    except OSError:
+                        pass
+        finally:
+            if os.path.exists(tmp):
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        _fsync_dir(folder)
+        return {"sha256": new_sha, "previous": current, "removed_temps": removed}
+    finally:
+        _unlock(lock)
+
+
+def main():
+    """``python -c SOURCE JSON`` on a host, the bytes on stdin; prints one JSON object."""
+    req = json.loads(sys.argv[1])
+    for k, v in (req.get("pause") or {}).items():
+        os.environ[k] = v
+    data = sys.stdin.buffer.read()
+    out = {}
+    if len(data) != req["size"] or hashlib.sha256(data).hexdigest() != req["sha256"]:
+        out = {"error": "truncated", "got": len(data)}      # the sender died mid-transfer: nothing written
+    else:
+        try:
+            out = {"ok": cas_write(req["path"], data, req["expect"], req.get("mode"), req.get("wait", LOCK_WAIT))}
+        except Conflict as c:
+            out = {"conflict": True, "expected": c.expected, "actual": c.actual, "note": c.note}
+        except Busy as b:
+            out = {"busy": str(b)}
+        except OSError as e:
+            out = {"oserror": e.errno, "strerror": e.strerror, "filename": e.filename}
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
