@@ -45,6 +45,9 @@ def _check(args: argparse.Namespace, ctx) -> int:
 
     def text(r) -> str:
         lines = [f"{'ok' if r.ok else 'PROBLEMS'}: {r.present} tensors as expected ({r.naming} names)"]
+        if r.unsupported:
+            lines.append(f"  not evaluated: {r.unsupported}")
+        lines += [f"  variant: {v}" for v in r.variants]
         lines += [f"  missing     {n}" for n in r.missing]
         lines += [f"  unexpected  {n} (SGLang would silently drop it)" for n in r.unexpected]
         lines += [f"  mis-shaped  {m['name']}: {m['actual']}, expected {m['expected']}" for m in r.mismatched]

@@ -78,7 +78,7 @@ class _Attention(nn.Module):
         self.q_proj = nn.Linear(in_dim, heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(in_dim, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(in_dim, kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=False)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)    # HF: o_proj follows attention_bias
         if qk_norm:                  # Qwen3: per-head RMSNorm on q and k before RoPE
             self.q_norm = RMSNorm(head_dim, eps)
             self.k_norm = RMSNorm(head_dim, eps)

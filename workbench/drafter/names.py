@@ -155,7 +155,7 @@ def expected_weights(config: dict, naming: str = SGLANG) -> dict:
                       for x in ("q", "k")]
         if d.attention_bias:
             specs += [WeightSpec(p + f"self_attn.{x}_proj.bias", (n,), note="attention_bias")
-                      for x, n in (("q", q_out), ("k", kv_out), ("v", kv_out))]
+                      for x, n in (("q", q_out), ("k", kv_out), ("v", kv_out), ("o", H))]
     specs += [
         WeightSpec("norm.weight", (H,)),
         WeightSpec("lm_head.weight", (d.draft_vocab, H), required=not d.tie_word_embeddings,

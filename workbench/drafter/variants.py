@@ -191,6 +191,11 @@ def unsupported(config: dict, convention: Optional[str] = None) -> Optional[str]
     if layout(config) == SPECULATORS_LAYOUT and mt not in _SPECULATORS_LAYERS:
         return (f"transformer_layer_config.model_type={mt!r}: speculators 0.9.0 builds EAGLE-3 layers for "
                 f"{', '.join(sorted(_SPECULATORS_LAYERS))} only")
+    conv = convention or default_convention(config)
+    if conv == "specforge" and rope["rope_type"] == "dynamic":
+        return (f"{pre}rope_scaling dynamic: SpecForge 0.2.0 builds its dynamic-NTK table for "
+                f"max_position_embeddings+20 positions, which already rescales the base; transformers and "
+                f"SGLang do not: not evaluated under the SpecForge reading")
     if convention is not None and convention not in CONVENTIONS:
         return f"convention {convention!r}: expected one of {', '.join(CONVENTIONS)}"
     return None
