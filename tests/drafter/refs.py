@@ -265,6 +265,12 @@ def run_speculators(out: Path, case: dict) -> None:
     lm = torch.randn(V, H, generator=g)
     norm = 1.0 + 0.1 * torch.randn(H, generator=g)
     use_mask = mask if case.get("loss_mask", True) else None
+    # a teacher that agrees with the draft's step-0 top-1 on every other position (hits to count)
+    seen, _ = speculators_run(model, aux, ids, last, use_mask, K, lm, norm)
+    hot = (torch.arange(VD) + model.d2t) if model.d2t is not None else torch.arange(V)
+    pred = seen[0][0].argmax(-1)
+    for i in range(0, L - 1, 2):
+        last[i + 1] = lm[hot[pred[i]]] * 3.0
     if case.get("fp8"):
         # hs_connectors' FP8 connector format; the reference reads it back through hs_connectors
         from safetensors.torch import save_file

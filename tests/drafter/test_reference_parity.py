@@ -157,6 +157,7 @@ def test_speculators_logits_and_metrics(speculators_runs, case):
         assert sc.full[k] == m[f"full_acc_{k}_sum"], (case, k)
         assert sc.total[k] == m[f"full_acc_{k}_total"], (case, k)
         assert sc.cond_total[k] == m[f"cond_acc_{k}_total"], (case, k)
+    assert m["full_acc_0_sum"] > 0                      # the teacher agrees somewhere: counts can differ
 
 
 def test_speculators_fp8_checkpoint_through_cli(speculators_runs, cli):
