@@ -262,6 +262,8 @@ def run_speculators(out: Path, case: dict) -> None:
     n_aux = len(kw.get("layer_ids", (1, 2, 3)))
     g, aux, ids, mask = _inputs(seed, L, n_aux * H)
     last = torch.randn(L, H, generator=g) * 2.0
+    if case.get("aux_final"):        # the last aux slot is the verifier's final (pre-norm) state itself
+        aux[:, -H:] = last
     lm = torch.randn(V, H, generator=g)
     norm = 1.0 + 0.1 * torch.randn(H, generator=g)
     use_mask = mask if case.get("loss_mask", True) else None
@@ -271,6 +273,8 @@ def run_speculators(out: Path, case: dict) -> None:
     pred = seen[0][0].argmax(-1)
     for i in range(0, L - 1, 2):
         last[i + 1] = lm[hot[pred[i]]] * 3.0
+    if case.get("aux_final"):
+        aux[:, -H:] = last
     if case.get("fp8"):
         # hs_connectors' FP8 connector format; the reference reads it back through hs_connectors
         from safetensors.torch import save_file
