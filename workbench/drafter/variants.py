@@ -166,6 +166,13 @@ ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 def unsupported(config: dict, convention: Optional[str] = None) -> Optional[str]:
     """The first variant the forward does not implement, as a one-line refusal; else None."""
     try:
+        return _unsupported(config, convention)
+    except (TypeError, KeyError, AttributeError) as exc:
+        return f"config: cannot read the variant flags ({exc!s})"
+
+
+def _unsupported(config: dict, convention: Optional[str]) -> Optional[str]:
+    try:
         cfg = flat_config(config)
     except ValueError as exc:
         return str(exc)
@@ -201,13 +208,18 @@ def unsupported(config: dict, convention: Optional[str] = None) -> Optional[str]
     return None
 
 
-def explain(config: dict, convention: Optional[str] = None) -> list[str]:
-    """One sentence per variant the config selects (plain drafters get none)."""
+def explain(config: dict, convention: Optional[str] = None, rope: bool = True) -> list[str]:
+    """One sentence per variant the config selects (plain drafters get none); ``rope=False``
+    leaves out the RoPE line (a scaling copied from the target is no drafter variant)."""
     try:
-        cfg = flat_config(config)
-        v = resolve(config, convention)
-    except ValueError as exc:
-        return [str(exc)]
+        return _explain(config, convention, rope)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []           # a config too malformed to read: the config checks say why
+
+
+def _explain(config: dict, convention: Optional[str], with_rope: bool = True) -> list[str]:
+    cfg = flat_config(config)
+    v = resolve(config, convention)
     out: list[str] = []
     lay = layout(config)
     if lay == SPECULATORS_LAYOUT:
@@ -259,7 +271,7 @@ def explain(config: dict, convention: Optional[str] = None) -> list[str]:
     if k != 3:
         out.append(f"{k} aux hidden states: fc reads {k} slots (SpecForge 0.2.0 trains exactly 3)")
     rope = v.rope
-    if rope.get("rope_type") not in (None, "default"):
+    if with_rope and rope.get("rope_type") not in (None, "default"):
         keys = ", ".join(f"{a}={b}" for a, b in sorted(rope.items()) if a not in ("rope_type",))
         out.append(f"rope_scaling {rope['rope_type']}: RoPE frequencies from transformers' "
                    f"ROPE_INIT_FUNCTIONS ({keys})")
