@@ -70,25 +70,41 @@ SPECULATORS_CASES = {
 }
 
 
-def _run(which: str, cases: dict, out: Path) -> Path:
+def _start(which: str, cases: dict, out: Path):
     spec = out / "cases.json"
     out.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps(cases))
-    r = subprocess.run([sys.executable, "-m", "tests.drafter.refs", which, str(out / "runs"), str(spec)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out / "runs"
+    return subprocess.Popen([sys.executable, "-m", "tests.drafter.refs", which, str(out / "runs"), str(spec)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture(scope="module")
-def specforge_runs(tmp_path_factory):
-    cases = dict(SPECFORGE_CASES, **{k: v[0] for k, v in SPECFORGE_REFUSED.items()})
-    return _run("specforge", cases, tmp_path_factory.mktemp("specforge"))
+def reference_runs(tmp_path_factory):
+    """Both references at once (each is mostly import time on one core)."""
+    root = tmp_path_factory.mktemp("refs")
+    specforge_cases = dict(SPECFORGE_CASES, **{k: v[0] for k, v in SPECFORGE_REFUSED.items()})
+    procs = {"specforge": _start("specforge", specforge_cases, root / "specforge"),
+             "speculators": _start("speculators", SPECULATORS_CASES, root / "speculators")}
+    out = {}
+    for name, p in procs.items():
+        try:
+            _, err = p.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        assert p.returncode == 0, f"{name}: {err[-3000:]}"
+        out[name] = root / name / "runs"
+    return out
 
 
 @pytest.fixture(scope="module")
-def speculators_runs(tmp_path_factory):
-    return _run("speculators", SPECULATORS_CASES, tmp_path_factory.mktemp("speculators"))
+def specforge_runs(reference_runs):
+    return reference_runs["specforge"]
+
+
+@pytest.fixture(scope="module")
+def speculators_runs(reference_runs):
+    return reference_runs["speculators"]
 
 
 def _ref(d: Path) -> dict:
