@@ -121,7 +121,7 @@ def specforge_run(model, aux, ids, target_logits, loss_mask, K):
 # ------------------------------------------------------------------ speculators
 def speculators_drafter(tmp: Path, seed: int = 0, model_type: str = "qwen3", layer_ids=(1, 2, 3),
                         rope=None, attention_bias: bool = False, max_position_embeddings: int = 2048,
-                        **flags):
+                        num_layers: int = 1, std: float = 0.3, **flags):
     """A speculators ``Eagle3DraftModel`` with random weights and the target's lm_head[t2d] as
     ``verifier_lm_head``, saved by its save_pretrained."""
     from transformers import LlamaConfig, Qwen3Config
@@ -132,7 +132,7 @@ def speculators_drafter(tmp: Path, seed: int = 0, model_type: str = "qwen3", lay
 
     cls = {"qwen3": Qwen3Config, "llama": LlamaConfig}[model_type]
     kw = dict(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV, head_dim=HD,
-              intermediate_size=INTER, vocab_size=V, num_hidden_layers=1, rms_norm_eps=1e-6,
+              intermediate_size=INTER, vocab_size=V, num_hidden_layers=num_layers, rms_norm_eps=1e-6,
               attention_bias=attention_bias, max_position_embeddings=max_position_embeddings)
     if rope is not None:
         kw["rope_parameters"] = rope
@@ -147,7 +147,7 @@ def speculators_drafter(tmp: Path, seed: int = 0, model_type: str = "qwen3", lay
         **flags)
     with eager():
         model = Eagle3DraftModel(cfg).float().eval()
-    randomize(model, seed)
+    randomize(model, seed, std)
     d2t, t2d = vocab()
     model.load_vocab_mappings(t2d, d2t)
     out = tmp / "draft"

@@ -66,6 +66,11 @@ SPECULATORS_CASES = {
         "original_max_position_embeddings": 64, "rope_theta": 10000.0}}},
     "fp8_file": {"loss_mask": False, "fp8": True},
     # a drafter fed the verifier's final state as its last aux slot (layer id N, e.g. [..., 36] of 36)
+    "two_layers": {"config": {"num_layers": 2}},
+    # three layers of std-0.3 random weights are chaotic enough to lift fp32 rounding past 2e-6 by step 2
+    # (in fp64 too: speculators' eager softmax stays fp32); std 0.15 keeps it at the rounding level
+    "three_layers_llama_norm_output": {"config": {"num_layers": 3, "model_type": "llama", "norm_output": True,
+                                                  "std": 0.15}},
     "aux_includes_final": {"config": {"layer_ids": [2, 3, 4]}, "aux_final": True},
 }
 

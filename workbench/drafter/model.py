@@ -96,13 +96,18 @@ class _MLP(nn.Module):
 
 
 class _MidLayer(nn.Module):
-    def __init__(self, d, eps: float, v):
+    """The first decoder layer (``first``: reads cat[norm(embed), norm(h)], 2H wide) or one of the
+    plain decoder layers speculators stacks after it (reads ``input_layernorm(h)``)."""
+
+    def __init__(self, d, eps: float, v, first: bool = True):
         super().__init__()
-        self.self_attn = _Attention(2 * d.hidden, d.hidden, d.num_heads, d.num_kv_heads, d.head_dim,
-                                    v.attention_bias, v.qk_norm, eps)
+        self.first = first
+        self.self_attn = _Attention((2 if first else 1) * d.hidden, d.hidden, d.num_heads, d.num_kv_heads,
+                                    d.head_dim, v.attention_bias, v.qk_norm, eps)
         self.mlp = _MLP(d.hidden, d.intermediate)
         self.input_layernorm = RMSNorm(d.hidden, eps)
-        self.hidden_norm = RMSNorm(d.hidden, eps)
+        if first:
+            self.hidden_norm = RMSNorm(d.hidden, eps)
         self.post_attention_layernorm = RMSNorm(d.hidden, eps)
 
 
@@ -110,7 +115,8 @@ class _MidLayer(nn.Module):
 class StepOut:
     hidden: torch.Tensor           # [B, T, H] the state fed to the next step (pre-norm unless norm_output)
     logits: torch.Tensor           # [B, T, Vd] draft-vocab logits
-    kv: tuple                      # (K, V) [B, kv_heads, S, d]: past + new keys
+    kv: tuple                      # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
+                                   # per layer, for a multi-layer drafter)
 
 
 def _rotate_half(x):
@@ -135,7 +141,10 @@ class Eagle3Drafter(nn.Module):
             self.input_norm = RMSNorm(d.num_aux * d.target_hidden, eps)
         if v.fc_norm:
             self.fc_norm = nn.ModuleList(RMSNorm(d.target_hidden, eps) for _ in range(d.num_aux))
-        self.midlayer = _MidLayer(d, eps, v)
+        if d.num_layers == 1:
+            self.midlayer = _MidLayer(d, eps, v)
+        else:                       # names follow names.layer_prefix: midlayers.{i}.*
+            self.midlayers = nn.ModuleList(_MidLayer(d, eps, v, first=i == 0) for i in range(d.num_layers))
         self.norm = RMSNorm(d.hidden, eps)
         self.lm_head = nn.Linear(d.hidden, d.draft_vocab, bias=False)
         self.register_buffer("d2t", torch.zeros(d.draft_vocab, dtype=torch.long))
@@ -205,12 +214,23 @@ class Eagle3Drafter(nn.Module):
             raise Unsupported(str(exc)) from None
         return x * cos + _rotate_half(x) * sin
 
-    def _qkv(self, hidden, tokens, positions):
-        d, layer = self.dims, self.midlayer
-        h = self.project(hidden)
-        e = layer.input_layernorm(self.embed(tokens))
-        hn = layer.hidden_norm(h)
-        x = torch.cat([e, hn], dim=-1)
+    def _layers(self) -> list:
+        return [self.midlayer] if self.dims.num_layers == 1 else list(self.midlayers)
+
+    def _qkv(self, hidden, tokens, positions, layer=None):
+        """(residual, q, k, v) of one layer; ``hidden`` is the previous layer's output for the
+        plain layers, the target features or the previous step's state for the first."""
+        d = self.dims
+        layer = layer if layer is not None else self._layers()[0]
+        if layer.first:
+            h = self.project(hidden)
+            e = layer.input_layernorm(self.embed(tokens))
+            hn = layer.hidden_norm(h)
+            x = torch.cat([e, hn], dim=-1)
+            residual = hn if self.variant.norm_before_residual else h
+        else:
+            x = layer.input_layernorm(hidden)
+            residual = hidden
         B, T, _ = x.shape
         att = layer.self_attn
         q = att.q_proj(x).view(B, T, d.num_heads, d.head_dim)
@@ -219,7 +239,6 @@ class Eagle3Drafter(nn.Module):
             q, k = att.q_norm(q), att.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = att.v_proj(x).view(B, T, d.num_kv_heads, d.head_dim).transpose(1, 2)
-        residual = hn if self.variant.norm_before_residual else h
         positions = positions + self.variant.position_offset
         return residual, self._rope(q, positions), self._rope(k, positions), v
 
@@ -227,9 +246,9 @@ class Eagle3Drafter(nn.Module):
         rep = self.dims.num_heads // self.dims.num_kv_heads
         return t if rep == 1 else t.repeat_interleave(rep, dim=1)
 
-    def _finish(self, residual, attn):                                        # attn [B, nh, T, d]
+    def _finish(self, residual, attn, layer=None):                            # attn [B, nh, T, d]
         B, _, T, _ = attn.shape
-        layer = self.midlayer
+        layer = layer if layer is not None else self._layers()[0]
         h1 = residual + layer.self_attn.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
         return h1 + layer.mlp(layer.post_attention_layernorm(h1))
 
@@ -239,16 +258,21 @@ class Eagle3Drafter(nn.Module):
         """One draft forward over T new positions (see the module docstring)."""
         if positions.dim() == 1:
             positions = positions[None].expand(tokens.shape[0], -1)
-        residual, q, k, v = self._qkv(hidden, tokens, positions)
-        if past is not None:
-            k = torch.cat([past[0], k], dim=2)
-            v = torch.cat([past[1], v], dim=2)
-        T, S = q.shape[2], k.shape[2]
-        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
-        out = F.scaled_dot_product_attention(q, self._expand_kv(k), self._expand_kv(v), attn_mask=mask)
-        h2 = self._finish(residual, out)
-        nxt, logits = self._outputs(h2)
-        return StepOut(nxt, logits, (k, v))
+        layers = self._layers()
+        pasts = [None] * len(layers) if past is None else ([past] if len(layers) == 1 else list(past))
+        x, kvs = hidden, []
+        for layer, pk in zip(layers, pasts):
+            residual, q, k, v = self._qkv(x, tokens, positions, layer)
+            if pk is not None:
+                k = torch.cat([pk[0], k], dim=2)
+                v = torch.cat([pk[1], v], dim=2)
+            T, S = q.shape[2], k.shape[2]
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+            out = F.scaled_dot_product_attention(q, self._expand_kv(k), self._expand_kv(v), attn_mask=mask)
+            x = self._finish(residual, out, layer)
+            kvs.append((k, v))
+        nxt, logits = self._outputs(x)
+        return StepOut(nxt, logits, kvs[0] if len(layers) == 1 else kvs)
 
     @torch.no_grad()
     def draft_chain(self, last: StepOut, past: tuple, position: int, num_steps: int) -> torch.Tensor:
@@ -279,20 +303,25 @@ class Eagle3Drafter(nn.Module):
             positions = torch.arange(T, device=aux.device)[None].expand(B, T)
         scale = 1.0 / math.sqrt(self.dims.head_dim)
         causal = torch.ones(T, T, dtype=torch.bool, device=aux.device).tril()
-        hidden, keys, values, outs = aux, [], [], []
+        layers = self._layers()
+        hidden, outs = aux, []
+        keys, values = [[] for _ in layers], [[] for _ in layers]
         for k, tok in enumerate(step_tokens):
-            residual, q, kk, vv = self._qkv(hidden, tok, positions + k)
-            keys.append(self._expand_kv(kk))
-            values.append(self._expand_kv(vv))
-            s0 = (q @ keys[0].transpose(-1, -2)) * scale
-            s0 = s0.masked_fill(~causal, float("-inf"))
-            diag = [(q * kj).sum(-1, keepdim=True) * scale for kj in keys[1:]]
-            p = torch.softmax(torch.cat([s0] + diag, dim=-1), dim=-1)
-            attn = p[..., :T] @ values[0]
-            for j, vj in enumerate(values[1:]):
-                attn = attn + p[..., T + j:T + j + 1] * vj
-            h2 = self._finish(residual, attn)
-            hidden, logits = self._outputs(h2)
+            x = hidden
+            for li, layer in enumerate(layers):
+                residual, q, kk, vv = self._qkv(x, tok, positions + k, layer)
+                keys[li].append(self._expand_kv(kk))
+                values[li].append(self._expand_kv(vv))
+                ks, vs = keys[li], values[li]
+                s0 = (q @ ks[0].transpose(-1, -2)) * scale
+                s0 = s0.masked_fill(~causal, float("-inf"))
+                diag = [(q * kj).sum(-1, keepdim=True) * scale for kj in ks[1:]]
+                p = torch.softmax(torch.cat([s0] + diag, dim=-1), dim=-1)
+                attn = p[..., :T] @ vs[0]
+                for j, vj in enumerate(vs[1:]):
+                    attn = attn + p[..., T + j:T + j + 1] * vj
+                x = self._finish(residual, attn, layer)
+            hidden, logits = self._outputs(x)
             outs.append(logits)
         return outs
 

@@ -178,9 +178,11 @@ def _unsupported(config: dict, convention: Optional[str]) -> Optional[str]:
         return str(exc)
     pre = "transformer_layer_config." if layout(config) == SPECULATORS_LAYOUT else ""
     n = int(cfg.get("num_hidden_layers") or 1)
-    if n != 1:
-        return (f"{pre}num_hidden_layers={n}: only single-layer drafters are evaluated (speculators stacks "
-                f"plain decoder layers after the first, SGLang feeds them through hidden_norm)")
+    conv = convention or default_convention(config)
+    if n != 1 and conv != "speculators":
+        return (f"{pre}num_hidden_layers={n}: multi-layer drafters are evaluated under the speculators reading "
+                f"only (SpecForge 0.2.0 trains one layer; SGLang feeds the later layers through hidden_norm "
+                f"instead of input_layernorm)")
     rope = rope_parameters(cfg)
     if rope["rope_type"] not in ROPE_TYPES or "mrope_section" in rope:
         return f"{pre}rope_scaling: rope_type {rope['rope_type']!r} (multimodal or unknown) is not evaluated"
@@ -198,7 +200,6 @@ def _unsupported(config: dict, convention: Optional[str]) -> Optional[str]:
     if layout(config) == SPECULATORS_LAYOUT and mt not in _SPECULATORS_LAYERS:
         return (f"transformer_layer_config.model_type={mt!r}: speculators 0.9.0 builds EAGLE-3 layers for "
                 f"{', '.join(sorted(_SPECULATORS_LAYERS))} only")
-    conv = convention or default_convention(config)
     if conv == "specforge" and rope["rope_type"] == "dynamic":
         return (f"{pre}rope_scaling dynamic: SpecForge 0.2.0 builds its dynamic-NTK table for "
                 f"max_position_embeddings+20 positions, which already rescales the base; transformers and "
@@ -264,6 +265,11 @@ def _explain(config: dict, convention: Optional[str], with_rope: bool = True) ->
     th, h = cfg.get("target_hidden_size"), cfg.get("hidden_size")
     if lay == SGLANG_LAYOUT and th not in (None, h):
         out.append(f"target_hidden_size={th}: fc maps the target's {th}-wide slots to the draft's hidden {h}")
+    layers = int(cfg.get("num_hidden_layers") or 1)
+    if layers > 1:
+        out.append(f"num_hidden_layers={layers}: after the EAGLE-3 first layer, {layers - 1} plain decoder "
+                   f"layer(s) (input_layernorm, attention, MLP) with their own KV per draft step (speculators; "
+                   f"SGLang normalises their input with hidden_norm instead)")
     n_aux = cfg.get("num_aux_hidden_states")
     ids = ((cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
            if isinstance(cfg.get("eagle_config"), dict) else None) or cfg.get("eagle_aux_hidden_state_layer_ids")
