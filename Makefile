@@ -6,6 +6,11 @@ STAMP := $(VENV)/.stamp
 SGLANG_VERSION := 0.5.23
 # What sglang.srt.server_args needs to import (sglang itself is installed --no-deps: we only parse).
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
+# The reference trainers the drafter parity tests run (--no-deps: only their model code is imported).
+# speculators' package import reaches speculators.train.data (openai, datasets -> pyarrow, pandas);
+# hs-connectors writes its FP8 hidden-state files. ~300 MB, ~7 s from the wheel cache.
+REFERENCE_TRAINERS := specforge==0.2.0 speculators==0.9.0 hs-connectors==0.9.0
+REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.70.19 pandas==3.1.1 pyarrow==26.0.1 dill==0.4.1 xxhash==4.1.0
 
 .PHONY: venv test demo bench clean sshd-deps lint
 
@@ -18,6 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	$(BIN)/pip install -q $(SGLANG_PARSE_DEPS)
 	$(BIN)/pip install -q --no-deps sglang==$(SGLANG_VERSION)
+	$(BIN)/pip install -q --no-deps $(REFERENCE_TRAINERS) $(REFERENCE_DEPS)
 	touch $(STAMP)
 
 # openssh-server for the SSH tests (a real sshd on 127.0.0.1); skipped when not root.

@@ -13,7 +13,8 @@ def register(sub) -> None:
                                    "measures it, or check its weights strictly.")
     ds = p.add_subparsers(dest="drafter_command", metavar="SUBCOMMAND")
 
-    e = ds.add_parser("eval", help="per-depth acc_k (SpecForge), full/conditional accuracy, top-k, predicted AL")
+    e = ds.add_parser("eval", help="per-depth SpecForge acc_k, speculators full/cond_acc, chain rates, top-k, "
+                                   "predicted AL")
     e.add_argument("--draft", required=True, metavar="DIR", help="draft checkpoint (config.json + weights)")
     e.add_argument("--data", required=True, metavar="DIR", help="training data: SpecForge rows_*/data_{i}.ckpt[.gz] "
                                                                  "or speculators hs_{i}.safetensors")
@@ -24,6 +25,9 @@ def register(sub) -> None:
     e.add_argument("--max-samples", type=int, metavar="N", help="evaluate the first N samples")
     e.add_argument("--device", metavar="DEV", help="torch device (default: cuda when present)")
     e.add_argument("--lenient", action="store_true", help="run despite a failed weight check (reported)")
+    e.add_argument("--reading", choices=("specforge", "speculators", "sglang"), metavar="TOOL",
+                   help="read the draft's flags as this tool does (default: the trainer of its layout; "
+                        "norm_output means different things in SpecForge and in speculators/SGLang)")
     add_json(e)
     e.set_defaults(func=_eval)
 
@@ -35,7 +39,8 @@ def register(sub) -> None:
 
 def _eval(args: argparse.Namespace, ctx) -> int:
     res = ctx.wb.drafter_eval(args.draft, args.data, args.target, depth=args.depth, topk=args.topk,
-                              max_samples=args.max_samples, device=args.device, strict=not args.lenient)
+                              max_samples=args.max_samples, device=args.device, strict=not args.lenient,
+                              convention=args.reading)
     emit(res, args.json, lambda r: r.text())
     return 0
 
@@ -45,6 +50,9 @@ def _check(args: argparse.Namespace, ctx) -> int:
 
     def text(r) -> str:
         lines = [f"{'ok' if r.ok else 'PROBLEMS'}: {r.present} tensors as expected ({r.naming} names)"]
+        if r.unsupported:
+            lines.append(f"  not evaluated: {r.unsupported}")
+        lines += [f"  variant: {v}" for v in r.variants]
         lines += [f"  missing     {n}" for n in r.missing]
         lines += [f"  unexpected  {n} (SGLang would silently drop it)" for n in r.unexpected]
         lines += [f"  mis-shaped  {m['name']}: {m['actual']}, expected {m['expected']}" for m in r.mismatched]

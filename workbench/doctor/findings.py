@@ -30,6 +30,7 @@ CODES: dict[str, str] = {
     "config-invalid": "a config field has the wrong type",
     "weights-unreadable": "the weight files cannot be read (corrupt header, missing shard)",
     "weights-not-checked": "no weight files found: weight checks skipped",
+    "draft-variant": "a drafter variant the config selects, and where the engines read it differently",
 }
 
 

@@ -339,6 +339,10 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
     ck.check_context()
     ck.check_tied()
     ck.check_hidden()
+    from workbench.drafter.variants import explain
+
+    for line in explain(d.config, rope=False):  # the sentences live with the forward that implements them
+        ck.add("draft-variant", "info", line[0].upper() + line[1:] + ".", {"path": d.path})
     from workbench.doctor.weights import check_weights
 
     fc_in = check_weights(ck)

@@ -42,12 +42,17 @@ class WeightReport(Result):
     unexpected: list = field(default_factory=list)         # present, not expected (SGLang drops them)
     mismatched: list = field(default_factory=list)         # {"name", "expected", "actual"}
     present: int = 0
+    layout: str = N.SGLANG                                  # config layout: "sglang" or "speculators"
+    variants: list = field(default_factory=list)           # variants.explain: one line per variant
+    unsupported: Optional[str] = None                       # a flag the forward does not implement
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.unexpected or self.mismatched)
+        return not (self.missing or self.unexpected or self.mismatched or self.unsupported)
 
     def first_problem(self) -> str:
+        if self.unsupported:
+            return self.unsupported
         if self.missing:
             return f"missing weight {self.missing[0]}"
         if self.mismatched:
@@ -148,8 +153,11 @@ def check_weights(config: dict, tensors: Mapping[str, Any]) -> WeightReport:
         expected = N.expected_weights(config)
     except (KeyError, ValueError, TypeError) as exc:
         raise InputError(f"{CONFIG}: cannot derive weight shapes ({exc!s})") from None
+    from workbench.drafter import variants as V
+
     layers = N.draft_dims(config).num_layers
-    rep = WeightReport(naming=N.detect_naming(tensors.keys()))
+    rep = WeightReport(naming=N.detect_naming(tensors.keys()), layout=V.layout(config),
+                       variants=V.explain(config), unsupported=V.unsupported(config))
     seen = set()
     for raw, t in tensors.items():
         name = N.to_sglang(raw, layers)
@@ -172,18 +180,22 @@ def check_weights(config: dict, tensors: Mapping[str, Any]) -> WeightReport:
     return rep
 
 
-def load_drafter(path: "str | os.PathLike", embed=None, strict: bool = True, dtype=None):
+def load_drafter(path: "str | os.PathLike", embed=None, strict: bool = True, dtype=None,
+                 convention: Optional[str] = None):
     """Build an ``Eagle3Drafter`` from an SGLang- or speculators-named checkpoint directory."""
     import torch
 
-    from workbench.drafter.model import Eagle3Drafter
+    from workbench.drafter.model import Eagle3Drafter, Unsupported
 
     config = read_config(path)
     tensors = read_tensors(path)
     report = check_weights(config, tensors)
     if strict and not report.ok:
         raise InputError(f"{path}: {report.first_problem()}")
-    model = Eagle3Drafter(config)
+    try:
+        model = Eagle3Drafter(config, convention=convention)
+    except Unsupported as exc:
+        raise InputError(f"{Path(path) / CONFIG}: {exc}") from None
     layers = N.draft_dims(config).num_layers
     state = {N.to_sglang(k, layers): v for k, v in tensors.items()}
     own_embed = state.pop("embed_tokens.weight", None)

@@ -8,13 +8,29 @@ features ``g_t`` and token ``x_{t+1}``; step k reads step k-1's output at the sa
 last state through the target's final norm, or the stored logits of the logits variant). Step k at
 index t predicts ``a_{t+1+k}``.
 
-Metrics per depth k (offline SpecForge alignment: ``loss_mask[-1] = 0``, the mask shifted left by
-one per step, ``m_k[t] = loss_mask[t+k]``):
+Each number is named by its definition; a tool's name is on it only when it is that tool's metric
+computed that tool's way.
 
-- ``acc_k`` exactly as SpecForge/EAGLE: ``sum_t m_k[t] * [draft top-1 == a_{t+1+k}] / sum_t m_k[t]``
-  (unconditional, teacher-forced; a target token outside the draft vocabulary counts as wrong);
-- ``full_acc_k`` (speculators): steps 0..k all right, over the same denominator;
-- ``cond_acc_k``: right at k given steps 0..k-1 right;
+SpecForge 0.2.0 (``OnlineEagle3Model``; offline alignment ``loss_mask[-1] = 0``, the mask shifted
+left by one per step, ``m_k[t] = loss_mask[t+k]``; teacher = argmax over the full target vocab):
+
+- ``acc`` = SpecForge ``acc_k``: ``sum_t m_k[t] * [draft top-1 == a_{t+1+k}] / sum_t m_k[t]``
+  (unconditional, teacher-forced; a target token outside the draft vocabulary counts as wrong).
+
+speculators 0.9.0 (``Eagle3DraftModel.forward`` + ``compute_accuracy_single_step`` after
+``shift_batch``: teacher = argmax over the draft vocabulary, ``verifier_lm_head = lm_head[t2d]``;
+the loss mask aligned one position later, ``l_k[t] = loss_mask[t+1+k]``; every position when the
+data has no mask), summed over samples before the ratio:
+
+- ``speculators_full_acc`` = ``full_acc_k``: ``sum_t l_k[t] * [steps 0..k right and loss_mask[t+1]]
+  / sum_t l_k[t]``;
+- ``speculators_cond_acc`` = ``cond_acc_k``: the same numerator over ``sum_t [loss_mask[t+1] and
+  steps 0..k-1 right]`` (not restricted to ``l_k``, as speculators counts it).
+
+The workbench's chain metrics (SpecForge's mask and teacher; no tool computes them this way):
+
+- ``full_acc`` (chain): steps 0..k all right, over ``sum_t m_k[t]``;
+- ``cond_acc`` (chain): right at k given steps 0..k-1 right;
 - ``topk_acc[k][i-1]``: the target token among the draft's top-i (unconditional), and
   ``topk_cond`` the same given steps 0..k-1 right (the predictor's tree input);
 - vocabulary coverage: the share of step-0 target tokens inside the draft vocabulary (an upper
@@ -52,14 +68,20 @@ class DrafterEval(Result):
     positions: int                    # loss-masked positions at step 0
     positions_per_depth: list
     acc: list                         # SpecForge acc_k, k = 0..depth-1
-    full_acc: list
-    cond_acc: list
+    full_acc: list                    # workbench chain: steps 0..k right (SpecForge mask and teacher)
+    cond_acc: list                    # workbench chain: right at k given 0..k-1 right
     topk: list                        # the k of the top-k columns
     topk_acc: list                    # [depth][i] cumulative top-(i+1) hit rate
     topk_cond: list
     vocab_coverage: Optional[float]
     predicted: dict
     weights: dict
+    speculators_full_acc: list = field(default_factory=list)   # speculators full_acc_k, its way
+    speculators_cond_acc: list = field(default_factory=list)   # speculators cond_acc_k, its way
+    speculators_positions: list = field(default_factory=list)  # speculators' full_acc_k totals
+    variant: dict = field(default_factory=dict)                # the forward's switches (variants.Variant)
+    explanations: list = field(default_factory=list)           # variants.explain: one line per variant
+    labels: dict = field(default_factory=lambda: dict(LABELS))
     device: str = "cpu"
     seconds: float = 0.0
     notes: list = field(default_factory=list)
@@ -67,10 +89,18 @@ class DrafterEval(Result):
     def text(self) -> str:
         lines = [f"drafter {self.draft} on {self.data}: {self.samples} samples, {self.positions} positions, "
                  f"depth {self.depth}"]
-        lines.append("  depth  acc_k   full_acc  cond_acc  " + "  ".join(f"top{k}" for k in self.topk))
+        for e in self.explanations:
+            lines.append(f"  variant: {e}")
+        lines.append("  depth  SpecForge  chain     chain     speculators  speculators  "
+                     + "  ".join(f"top{k}" for k in self.topk))
+        lines.append("         acc_k      full      cond      full_acc     cond_acc")
+        sf = self.speculators_full_acc or [None] * self.depth
+        sc = self.speculators_cond_acc or [None] * self.depth
         for d in range(self.depth):
-            lines.append(f"  {d:>5}  {_pct(self.acc[d])}  {_pct(self.full_acc[d])}    {_pct(self.cond_acc[d])}   "
-                         + "  ".join(_pct(v) for v in self.topk_acc[d]))
+            lines.append(f"  {d:>5}  {_pct(self.acc[d])}     {_pct(self.full_acc[d])}    {_pct(self.cond_acc[d])}    "
+                         f"{_pct(sf[d])}       {_pct(sc[d])}       " + "  ".join(_pct(v) for v in self.topk_acc[d]))
+        lines.append("  SpecForge acc_k and speculators full/cond_acc are computed as those tools compute them; "
+                     "chain = the workbench's (SpecForge mask and teacher)")
         if self.vocab_coverage is not None:
             lines.append(f"  draft vocabulary covers {_pct(self.vocab_coverage)} of the target's tokens")
         p = self.predicted
@@ -80,6 +110,15 @@ class DrafterEval(Result):
         for n in self.notes:
             lines.append(f"  note: {n}")
         return "\n".join(lines)
+
+
+LABELS = {
+    "acc": "SpecForge acc_k (teacher-forced top-1; full-vocab teacher; out-of-vocab = wrong)",
+    "full_acc": "chain full (workbench: steps 0..k right; SpecForge mask and teacher)",
+    "cond_acc": "chain cond (workbench: right at k given 0..k-1 right)",
+    "speculators_full_acc": "speculators full_acc_k (draft-vocab teacher lm_head[t2d], mask one later)",
+    "speculators_cond_acc": "speculators cond_acc_k (as speculators counts it)",
+}
 
 
 def _pct(v) -> str:
@@ -144,6 +183,44 @@ class Counts:
         }
 
 
+class SpeculatorsCounts:
+    """speculators 0.9.0's ``full_acc_k`` / ``cond_acc_k`` counts, summed over samples.
+
+    Written from speculators' definition (``shift_batch``, ``align_for_step``,
+    ``compute_accuracy_single_step``) in our unshifted indexing: speculators' position i holds
+    ``g_i``, token ``x_{i+1}``, mask ``loss_mask[i+1]``; step k at i is compared with the
+    draft-vocab teacher of position ``i+1+k`` under ``loss_mask[i+1+k]``; ``prev_correct`` starts
+    as ``loss_mask[i+1]`` and keeps only positions right at every step so far."""
+
+    def __init__(self, depth: int):
+        self.full = np.zeros(depth)
+        self.total = np.zeros(depth)
+        self.cond_total = np.zeros(depth)
+
+    def add(self, pred: np.ndarray, teacher: np.ndarray, loss_mask: Optional[np.ndarray]) -> None:
+        """``pred [K, L]`` draft ids per step; ``teacher [L]`` draft-vocab argmax of the target at
+        each position; ``loss_mask [L]`` or None (every position)."""
+        K, L = pred.shape
+        n = L - 1
+        if n <= 0:
+            return
+        tgt = teacher[1:]
+        lm = np.ones(n, dtype=bool) if loss_mask is None else np.asarray(loss_mask[1:]).astype(bool)
+        prev = lm.copy()
+        for k in range(min(K, n)):
+            m = n - k
+            correct = pred[k][:m] == tgt[k:k + m]
+            self.cond_total[k] += prev[:m].sum()
+            prev[:m] &= correct
+            mk = lm[k:k + m]
+            self.full[k] += prev[:m][mk].sum()
+            self.total[k] += mk.sum()
+
+    def rates(self) -> dict:
+        return {"speculators_full_acc": _list(Counts._div(self.full, self.total)),
+                "speculators_cond_acc": _list(Counts._div(self.full, self.cond_total))}
+
+
 def _list(a) -> list:
     return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, dtype=float)]
 
@@ -161,11 +238,14 @@ def samples(data) -> tuple[str, list[Path]]:
 
 def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DEFAULT_TOPK,
              max_samples: Optional[int] = None, device: Optional[str] = None, strict: bool = True,
-             progress=None) -> DrafterEval:
+             progress=None, convention: Optional[str] = None) -> DrafterEval:
+    """``convention``: how the draft's flags are read (``variants.CONVENTIONS``; default: the
+    training tool of the checkpoint's layout)."""
     import torch
 
+    from workbench.drafter import variants as V
     from workbench.drafter.checkpoint import load_drafter
-    from workbench.drafter.model import ttt_tokens
+    from workbench.drafter.model import Unsupported, ttt_tokens
     from workbench.drafter.target import read_target_head
     from workbench.hidden.align import pick_device
 
@@ -181,7 +261,7 @@ def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DE
     if max_samples is not None:
         files = files[:max(1, int(max_samples))]
     head = read_target_head(target)
-    model, report = load_drafter(draft, strict=strict)
+    model, report = load_drafter(draft, strict=strict, convention=convention)
     d = model.dims
     if (head.vocab, head.hidden) != (d.vocab, d.hidden) and model.embed_tokens is None:
         raise InputError(f"{target}: embedding is {head.vocab}x{head.hidden}, the draft expects "
@@ -206,6 +286,8 @@ def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DE
     norm_w = head.norm.to(dev).float() if head.norm is not None else None
     kmax = min(topk, d.draft_vocab)
     counts = Counts(K, kmax)
+    spec_counts = SpeculatorsCounts(K)
+    hot_rows = hot.to(dev)                      # draft id i <-> target id i + d2t[i]
     width = d.num_aux * d.target_hidden
     n_samples = 0
 
@@ -219,14 +301,20 @@ def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DE
         if L < 2:
             continue
         aux = torch.cat([s.load().float() for s in slots], dim=-1).to(dev)
-        greedy = _greedy(cap, lm, norm_w, head.eps, dev, L)
+        greedy, teacher_d = _greedy(cap, lm, norm_w, head.eps, dev, L, hot_rows)
         mask = cap.loss_mask if cap.loss_mask is not None else np.ones(L, dtype=np.int64)
         ids = torch.as_tensor(cap.token_ids, dtype=torch.long, device=dev)
         nxt = torch.cat([ids[1:], ids.new_zeros(1)])[None]
         with torch.no_grad():
-            logits = model.unroll(aux[None].to(model.fc.weight.dtype), ttt_tokens(nxt, K))
+            try:
+                logits = model.unroll(aux[None].to(model.fc.weight.dtype), ttt_tokens(nxt, K))
+            except Unsupported as exc:
+                raise InputError(f"{f}: {exc}") from None
             tk = torch.stack([model.to_target(lg[0].topk(kmax, dim=-1).indices) for lg in logits])
+            pred_d = torch.stack([lg[0].argmax(-1) for lg in logits])
         counts.add(tk.cpu().numpy(), greedy, np.asarray(mask), in_vocab_np)
+        spec_counts.add(pred_d.cpu().numpy(), teacher_d,
+                        None if cap.loss_mask is None else np.asarray(cap.loss_mask))
         n_samples += 1
         progress(Progress("drafter-eval", i + 1, len(files), f.name))
     if fmt == "speculators":
@@ -235,6 +323,7 @@ def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DE
         raise InputError(f"{data}: no sample with at least 2 tokens")
 
     r = counts.rates()
+    rs = spec_counts.rates()
     predicted = _predict(r, K)
     return DrafterEval(
         draft=str(draft), data=str(data), target=str(target), depth=K, samples=n_samples,
@@ -242,6 +331,9 @@ def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DE
         acc=r["acc"], full_acc=r["full_acc"], cond_acc=r["cond_acc"], topk=list(range(1, kmax + 1)),
         topk_acc=r["topk_acc"], topk_cond=r["topk_cond"], vocab_coverage=r["vocab_coverage"],
         predicted=predicted, weights=report.to_dict(), device=str(dev),
+        speculators_full_acc=rs["speculators_full_acc"], speculators_cond_acc=rs["speculators_cond_acc"],
+        speculators_positions=[int(x) for x in spec_counts.total], variant=model.variant.to_dict(),
+        explanations=V.explain(model.config, model.variant.convention),
         seconds=time.perf_counter() - t0, notes=notes)
 
 
@@ -255,19 +347,25 @@ def _open(fmt: str, f: Path, num_aux: int):
     return read_speculators(f)
 
 
-def _greedy(cap, lm, norm_w, eps: float, dev, L: int) -> np.ndarray:
-    """a_t for t = 0..L-1 (-1 where the file cannot tell)."""
+def _greedy(cap, lm, norm_w, eps: float, dev, L: int, hot_rows=None):
+    """``(a, a_d)`` for t = 0..L-1: the target's greedy token over its full vocabulary (-1 where the
+    file cannot tell) and the draft id of its argmax over the draft vocabulary only (``lm_head``
+    rows ``hot_rows``, speculators' ``verifier_lm_head``)."""
     import torch
 
     from workbench.hidden.view import FINAL, LOGITS
 
     out = np.full(L, -1, dtype=np.int64)
+    out_d = np.full(L, -1, dtype=np.int64)
     logit_t = [t for t in cap.tensors if t.role == LOGITS]
     if logit_t:                          # stored[t] = target logits at t+1 (left-shifted)
         stored = logit_t[0].load()
         n = min(L - 1, stored.shape[0])
-        out[1:1 + n] = stored[:n].float().argmax(-1).numpy()
-        return out
+        full = stored[:n].float()
+        out[1:1 + n] = full.argmax(-1).numpy()
+        if hot_rows is not None:
+            out_d[1:1 + n] = full[:, hot_rows.cpu()].argmax(-1).numpy()
+        return out, out_d
     final = [t for t in cap.tensors if t.role == FINAL]
     if not final:
         raise InputError(f"{cap.path}: no final hidden state or logits to build the teacher from")
@@ -279,8 +377,11 @@ def _greedy(cap, lm, norm_w, eps: float, dev, L: int) -> np.ndarray:
             if norm_w is None:
                 raise InputError(f"{cap.path}: the last state is pre-norm and the target has no final norm weight")
             h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * norm_w
-        out[r0:r0 + h.shape[0]] = (h.to(lm.dtype) @ lm.T).float().argmax(-1).cpu().numpy()
-    return out
+        h = h.to(lm.dtype)
+        out[r0:r0 + h.shape[0]] = (h @ lm.T).float().argmax(-1).cpu().numpy()
+        if hot_rows is not None:
+            out_d[r0:r0 + h.shape[0]] = (h @ lm[hot_rows].T).float().argmax(-1).cpu().numpy()
+    return out, out_d
 
 
 def _predict(r: dict, K: int) -> dict:

@@ -26,6 +26,11 @@ API:
   1..k (exactly what the inference chain sees).
 - ``ttt_tokens(next_ids, steps)``: the shifted token rows for ``unroll`` (pad 0 at the end).
 - ``to_target(draft_ids)``, ``logits(h2)``.
+- ``Eagle3Drafter(config, embed, convention=None)``: the variant switches come from
+  ``variants.resolve`` (``norm_output`` as the training tool reads it, ``norm_before_residual``,
+  ``norm_before_fc``, ``fc_norm``, Qwen3 ``q_norm``/``k_norm``, ``attention_bias``, any number of aux
+  slots of ``target_hidden_size``, every transformers ``rope_scaling`` type); an unsupported one
+  raises ``Unsupported`` (a one-line ``ValueError`` naming the flag).
 - ``vocab_mapping(counts, draft_vocab_size) -> (d2t, t2d)``: the SpecForge/EAGLE mapping from
   token frequencies (top ids sorted ascending; ``d2t[i] = ids[i] - i``; ``t2d`` membership mask).
 """
@@ -40,14 +45,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from workbench.drafter import rope as R
+from workbench.drafter import variants as V
 from workbench.drafter.names import draft_dims
 
 
+class Unsupported(ValueError):
+    """A variant the forward does not implement (one line, naming the flag)."""
+
+
 def rope_theta(config: dict) -> float:
-    rp = config.get("rope_parameters")
-    if isinstance(rp, dict) and rp.get("rope_theta"):
-        return float(rp["rope_theta"])
-    return float(config.get("rope_theta") or 10000.0)
+    return float(V.rope_parameters(V.flat_config(config))["rope_theta"])
 
 
 class RMSNorm(nn.Module):
@@ -64,12 +72,16 @@ class RMSNorm(nn.Module):
 
 
 class _Attention(nn.Module):
-    def __init__(self, in_dim: int, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool):
+    def __init__(self, in_dim: int, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool,
+                 qk_norm: bool = False, eps: float = 1e-6):
         super().__init__()
         self.q_proj = nn.Linear(in_dim, heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(in_dim, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(in_dim, kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=False)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)    # HF: o_proj follows attention_bias
+        if qk_norm:                  # Qwen3: per-head RMSNorm on q and k before RoPE
+            self.q_norm = RMSNorm(head_dim, eps)
+            self.k_norm = RMSNorm(head_dim, eps)
 
 
 class _MLP(nn.Module):
@@ -84,21 +96,27 @@ class _MLP(nn.Module):
 
 
 class _MidLayer(nn.Module):
-    def __init__(self, d, eps: float):
+    """The first decoder layer (``first``: reads cat[norm(embed), norm(h)], 2H wide) or one of the
+    plain decoder layers speculators stacks after it (reads ``input_layernorm(h)``)."""
+
+    def __init__(self, d, eps: float, v, first: bool = True):
         super().__init__()
-        self.self_attn = _Attention(2 * d.hidden, d.hidden, d.num_heads, d.num_kv_heads, d.head_dim,
-                                    d.attention_bias)
+        self.first = first
+        self.self_attn = _Attention((2 if first else 1) * d.hidden, d.hidden, d.num_heads, d.num_kv_heads,
+                                    d.head_dim, v.attention_bias, v.qk_norm, eps)
         self.mlp = _MLP(d.hidden, d.intermediate)
         self.input_layernorm = RMSNorm(d.hidden, eps)
-        self.hidden_norm = RMSNorm(d.hidden, eps)
+        if first:
+            self.hidden_norm = RMSNorm(d.hidden, eps)
         self.post_attention_layernorm = RMSNorm(d.hidden, eps)
 
 
 @dataclass
 class StepOut:
-    hidden: torch.Tensor           # [B, T, H] pre-norm output, fed to the next step
+    hidden: torch.Tensor           # [B, T, H] the state fed to the next step (pre-norm unless norm_output)
     logits: torch.Tensor           # [B, T, Vd] draft-vocab logits
-    kv: tuple                      # (K, V) [B, kv_heads, S, d]: past + new keys
+    kv: tuple                      # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
+                                   # per layer, for a multi-layer drafter)
 
 
 def _rotate_half(x):
@@ -107,20 +125,26 @@ def _rotate_half(x):
 
 
 class Eagle3Drafter(nn.Module):
-    def __init__(self, config: dict, embed: Optional[torch.Tensor] = None):
+    def __init__(self, config: dict, embed: Optional[torch.Tensor] = None, convention: Optional[str] = None):
         super().__init__()
+        why = V.unsupported(config, convention)
+        if why:
+            raise Unsupported(why)
         d = draft_dims(config)
-        if d.num_layers != 1:
-            raise ValueError(f"num_hidden_layers={d.num_layers}: only single-layer drafters are supported")
+        flat = V.flat_config(config)
         self.config = dict(config)
         self.dims = d
-        eps = float(config.get("rms_norm_eps") or 1e-6)
+        self.variant = v = V.resolve(config, convention)
+        eps = float(flat.get("rms_norm_eps") or 1e-6)
         self.fc = nn.Linear(d.num_aux * d.target_hidden, d.hidden, bias=d.bias)
-        if d.norm_before_fc:
+        if v.norm_before_fc:
             self.input_norm = RMSNorm(d.num_aux * d.target_hidden, eps)
-        if d.fc_norm:
+        if v.fc_norm:
             self.fc_norm = nn.ModuleList(RMSNorm(d.target_hidden, eps) for _ in range(d.num_aux))
-        self.midlayer = _MidLayer(d, eps)
+        if d.num_layers == 1:
+            self.midlayer = _MidLayer(d, eps, v)
+        else:                       # names follow names.layer_prefix: midlayers.{i}.*
+            self.midlayers = nn.ModuleList(_MidLayer(d, eps, v, first=i == 0) for i in range(d.num_layers))
         self.norm = RMSNorm(d.hidden, eps)
         self.lm_head = nn.Linear(d.hidden, d.draft_vocab, bias=False)
         self.register_buffer("d2t", torch.zeros(d.draft_vocab, dtype=torch.long))
@@ -129,8 +153,10 @@ class Eagle3Drafter(nn.Module):
         self._shared_embed: Optional[torch.Tensor] = None
         if embed is not None:
             self.set_embed(embed)
-        inv = 1.0 / (rope_theta(config) ** (torch.arange(0, d.head_dim, 2, dtype=torch.float32) / d.head_dim))
-        self.register_buffer("_inv_freq", inv, persistent=False)
+        try:
+            self._rope_spec = R.build({**flat, "head_dim": d.head_dim}, v.rope)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise Unsupported(f"rope_scaling: {exc}") from None
 
     # ----- embeddings and vocab -----
     def set_embed(self, weight: torch.Tensor) -> None:
@@ -159,7 +185,14 @@ class Eagle3Drafter(nn.Module):
         return draft_ids + self.d2t[draft_ids]
 
     def logits(self, h2: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(self.norm(h2))
+        return self.lm_head(self.norm(h2) if self.variant.logits_norm else h2)
+
+    def _outputs(self, h2: torch.Tensor):
+        """(state fed to the next step, logits) from the layer output."""
+        if self.variant.feed_normed:
+            n = self.norm(h2)
+            return n, self.lm_head(n)
+        return h2, self.logits(h2)
 
     # ----- the layer, split so step() and unroll() share it -----
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -167,38 +200,55 @@ class Eagle3Drafter(nn.Module):
         if hidden.shape[-1] == self.dims.hidden:
             return hidden
         x = hidden
-        if self.dims.norm_before_fc:
+        if self.variant.norm_before_fc:
             x = self.input_norm(x)
-        if self.dims.fc_norm:
+        if self.variant.fc_norm:
             chunks = x.split(self.dims.target_hidden, dim=-1)
             x = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], dim=-1)
         return self.fc(x)
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        freqs = positions.to(torch.float32)[..., None] * self._inv_freq      # [B, T, d/2]
-        emb = torch.cat((freqs, freqs), dim=-1)[:, None]                      # [B, 1, T, d]
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        try:
+            cos, sin = R.cos_sin(self._rope_spec, positions, x.dtype)           # [B, 1, T, d]
+        except R.RopeRefused as exc:
+            raise Unsupported(str(exc)) from None
         return x * cos + _rotate_half(x) * sin
 
-    def _qkv(self, hidden, tokens, positions):
-        d, layer = self.dims, self.midlayer
-        h = self.project(hidden)
-        e = layer.input_layernorm(self.embed(tokens))
-        x = torch.cat([e, layer.hidden_norm(h)], dim=-1)
+    def _layers(self) -> list:
+        return [self.midlayer] if self.dims.num_layers == 1 else list(self.midlayers)
+
+    def _qkv(self, hidden, tokens, positions, layer=None):
+        """(residual, q, k, v) of one layer; ``hidden`` is the previous layer's output for the
+        plain layers, the target features or the previous step's state for the first."""
+        d = self.dims
+        layer = layer if layer is not None else self._layers()[0]
+        if layer.first:
+            h = self.project(hidden)
+            e = layer.input_layernorm(self.embed(tokens))
+            hn = layer.hidden_norm(h)
+            x = torch.cat([e, hn], dim=-1)
+            residual = hn if self.variant.norm_before_residual else h
+        else:
+            x = layer.input_layernorm(hidden)
+            residual = hidden
         B, T, _ = x.shape
         att = layer.self_attn
-        q = att.q_proj(x).view(B, T, d.num_heads, d.head_dim).transpose(1, 2)
-        k = att.k_proj(x).view(B, T, d.num_kv_heads, d.head_dim).transpose(1, 2)
+        q = att.q_proj(x).view(B, T, d.num_heads, d.head_dim)
+        k = att.k_proj(x).view(B, T, d.num_kv_heads, d.head_dim)
+        if self.variant.qk_norm:
+            q, k = att.q_norm(q), att.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = att.v_proj(x).view(B, T, d.num_kv_heads, d.head_dim).transpose(1, 2)
-        return h, self._rope(q, positions), self._rope(k, positions), v
+        positions = positions + self.variant.position_offset
+        return residual, self._rope(q, positions), self._rope(k, positions), v
 
     def _expand_kv(self, t: torch.Tensor) -> torch.Tensor:
         rep = self.dims.num_heads // self.dims.num_kv_heads
         return t if rep == 1 else t.repeat_interleave(rep, dim=1)
 
-    def _finish(self, residual, attn):                                        # attn [B, nh, T, d]
+    def _finish(self, residual, attn, layer=None):                            # attn [B, nh, T, d]
         B, _, T, _ = attn.shape
-        layer = self.midlayer
+        layer = layer if layer is not None else self._layers()[0]
         h1 = residual + layer.self_attn.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
         return h1 + layer.mlp(layer.post_attention_layernorm(h1))
 
@@ -208,15 +258,21 @@ class Eagle3Drafter(nn.Module):
         """One draft forward over T new positions (see the module docstring)."""
         if positions.dim() == 1:
             positions = positions[None].expand(tokens.shape[0], -1)
-        residual, q, k, v = self._qkv(hidden, tokens, positions)
-        if past is not None:
-            k = torch.cat([past[0], k], dim=2)
-            v = torch.cat([past[1], v], dim=2)
-        T, S = q.shape[2], k.shape[2]
-        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
-        out = F.scaled_dot_product_attention(q, self._expand_kv(k), self._expand_kv(v), attn_mask=mask)
-        h2 = self._finish(residual, out)
-        return StepOut(h2, self.logits(h2), (k, v))
+        layers = self._layers()
+        pasts = [None] * len(layers) if past is None else ([past] if len(layers) == 1 else list(past))
+        x, kvs = hidden, []
+        for layer, pk in zip(layers, pasts):
+            residual, q, k, v = self._qkv(x, tokens, positions, layer)
+            if pk is not None:
+                k = torch.cat([pk[0], k], dim=2)
+                v = torch.cat([pk[1], v], dim=2)
+            T, S = q.shape[2], k.shape[2]
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+            out = F.scaled_dot_product_attention(q, self._expand_kv(k), self._expand_kv(v), attn_mask=mask)
+            x = self._finish(residual, out, layer)
+            kvs.append((k, v))
+        nxt, logits = self._outputs(x)
+        return StepOut(nxt, logits, kvs[0] if len(layers) == 1 else kvs)
 
     @torch.no_grad()
     def draft_chain(self, last: StepOut, past: tuple, position: int, num_steps: int) -> torch.Tensor:
@@ -247,21 +303,26 @@ class Eagle3Drafter(nn.Module):
             positions = torch.arange(T, device=aux.device)[None].expand(B, T)
         scale = 1.0 / math.sqrt(self.dims.head_dim)
         causal = torch.ones(T, T, dtype=torch.bool, device=aux.device).tril()
-        hidden, keys, values, outs = aux, [], [], []
+        layers = self._layers()
+        hidden, outs = aux, []
+        keys, values = [[] for _ in layers], [[] for _ in layers]
         for k, tok in enumerate(step_tokens):
-            residual, q, kk, vv = self._qkv(hidden, tok, positions + k)
-            keys.append(self._expand_kv(kk))
-            values.append(self._expand_kv(vv))
-            s0 = (q @ keys[0].transpose(-1, -2)) * scale
-            s0 = s0.masked_fill(~causal, float("-inf"))
-            diag = [(q * kj).sum(-1, keepdim=True) * scale for kj in keys[1:]]
-            p = torch.softmax(torch.cat([s0] + diag, dim=-1), dim=-1)
-            attn = p[..., :T] @ values[0]
-            for j, vj in enumerate(values[1:]):
-                attn = attn + p[..., T + j:T + j + 1] * vj
-            h2 = self._finish(residual, attn)
-            outs.append(self.logits(h2))
-            hidden = h2
+            x = hidden
+            for li, layer in enumerate(layers):
+                residual, q, kk, vv = self._qkv(x, tok, positions + k, layer)
+                keys[li].append(self._expand_kv(kk))
+                values[li].append(self._expand_kv(vv))
+                ks, vs = keys[li], values[li]
+                s0 = (q @ ks[0].transpose(-1, -2)) * scale
+                s0 = s0.masked_fill(~causal, float("-inf"))
+                diag = [(q * kj).sum(-1, keepdim=True) * scale for kj in ks[1:]]
+                p = torch.softmax(torch.cat([s0] + diag, dim=-1), dim=-1)
+                attn = p[..., :T] @ vs[0]
+                for j, vj in enumerate(vs[1:]):
+                    attn = attn + p[..., T + j:T + j + 1] * vj
+                x = self._finish(residual, attn, layer)
+            hidden, logits = self._outputs(x)
+            outs.append(logits)
         return outs
 
 

@@ -57,6 +57,7 @@ class DraftDims:
     norm_before_fc: bool
     fc_norm: bool
     tie_word_embeddings: bool
+    qk_norm: bool = False          # Qwen3-style q_norm/k_norm (speculators' default layer)
 
 
 def _get(config: dict, key: str, default=None):
@@ -78,7 +79,12 @@ def _flag(config: dict, key: str) -> bool:
 
 
 def draft_dims(config: dict) -> DraftDims:
-    """Derive tensor dimensions the way SGLang's ``llama_eagle3.py`` does. Raises KeyError/ValueError."""
+    """Derive tensor dimensions the way SGLang's ``llama_eagle3.py`` does (a speculators config is
+    unnested first, as speculators reads it). Raises KeyError/ValueError."""
+    from workbench.drafter.variants import SPECULATORS_LAYOUT, flat_config, layout
+
+    speculators = layout(config) == SPECULATORS_LAYOUT
+    config = flat_config(config)
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])
     kv = int(_get(config, "num_key_value_heads", heads))
@@ -105,6 +111,7 @@ def draft_dims(config: dict) -> DraftDims:
         norm_before_fc=_flag(config, "norm_before_fc"),
         fc_norm=_flag(config, "fc_norm") or _flag(config, "use_aux_norm"),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        qk_norm=speculators and config.get("model_type") == "qwen3",
     )
 
 
@@ -143,9 +150,12 @@ def expected_weights(config: dict, naming: str = SGLANG) -> dict:
         ]
         if i == 0:
             specs.append(WeightSpec(p + "hidden_norm.weight", (H,), note="applied to the fc output"))
+        if d.qk_norm:
+            specs += [WeightSpec(p + f"self_attn.{x}_norm.weight", (d.head_dim,), note="Qwen3 layer")
+                      for x in ("q", "k")]
         if d.attention_bias:
             specs += [WeightSpec(p + f"self_attn.{x}_proj.bias", (n,), note="attention_bias")
-                      for x, n in (("q", q_out), ("k", kv_out), ("v", kv_out))]
+                      for x, n in (("q", q_out), ("k", kv_out), ("v", kv_out), ("o", H))]
     specs += [
         WeightSpec("norm.weight", (H,)),
         WeightSpec("lm_head.weight", (d.draft_vocab, H), required=not d.tie_word_embeddings,

@@ -19,15 +19,18 @@ class DrafterAPI(WorkbenchBase):
         return report
 
     def drafter_eval(self, draft: str, data: str, target: str, *, depth: Optional[int] = None, topk: int = 4,
-                     max_samples: Optional[int] = None, device: Optional[str] = None, strict: bool = True):
-        """Evaluate a drafter on training data the way training measures it (SpecForge acc_k,
-        full/conditional accuracy, top-k per depth, vocabulary coverage) and predict its accept
-        length. ``target`` is the target model folder: only its embedding, lm_head and final norm
-        are read, memory-mapped."""
+                     max_samples: Optional[int] = None, device: Optional[str] = None, strict: bool = True,
+                     convention: Optional[str] = None):
+        """Evaluate a drafter on training data the way training measures it (SpecForge acc_k and
+        speculators' full/cond_acc, each computed as that tool computes it; the workbench's chain
+        rates; top-k per depth, vocabulary coverage) and predict its accept length. ``target`` is
+        the target model folder: only its embedding, lm_head and final norm are read,
+        memory-mapped. ``convention``: read the draft's flags as "specforge", "speculators" or
+        "sglang" does (default: the trainer of the checkpoint's layout)."""
         from workbench.drafter.evaluate import evaluate
 
         result = evaluate(draft, data, target, depth=depth, topk=topk, max_samples=max_samples, device=device,
-                          strict=strict, progress=self.progress)
+                          strict=strict, progress=self.progress, convention=convention)
         self._record("drafter.eval", str(draft), {
             "data": str(data), "target": str(target), "depth": result.depth, "samples": result.samples,
             "positions": result.positions, "acc": result.acc, "full_acc": result.full_acc,

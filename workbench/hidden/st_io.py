@@ -18,9 +18,11 @@ from typing import Optional
 from workbench.errors import InputError
 
 DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
-          "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+          "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
+          "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-            "BOOL": 1}
+            "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+FP8 = ("F8_E4M3", "F8_E5M2")   # stored scaled: a reader applies the file's scales (never the raw codes)
 MAX_HEADER = 100 * 1024 * 1024
 
 

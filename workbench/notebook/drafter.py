@@ -25,11 +25,15 @@ def pct(v) -> str:
 
 def table_html(r) -> str:
     head = "".join(f"<th>top{k}</th>" for k in r.topk)
+    sf = r.speculators_full_acc or [None] * r.depth
+    sc = r.speculators_cond_acc or [None] * r.depth
     rows = "".join(
         f"<tr><td>{d}</td><td>{pct(r.acc[d])}</td><td>{pct(r.full_acc[d])}</td><td>{pct(r.cond_acc[d])}</td>"
+        f"<td>{pct(sf[d])}</td><td>{pct(sc[d])}</td>"
         + "".join(f"<td>{pct(v)}</td>" for v in r.topk_acc[d]) + f"<td>{r.positions_per_depth[d]}</td></tr>"
         for d in range(r.depth))
-    return ("<table><tr><th>depth</th><th>acc_k</th><th>full_acc</th><th>cond_acc</th>" + head
+    return ("<table><tr><th>depth</th><th>SpecForge acc_k</th><th>chain full</th><th>chain cond</th>"
+            "<th>speculators full_acc</th><th>speculators cond_acc</th>" + head
             + f"<th>positions</th></tr>{rows}</table>")
 
 
@@ -38,7 +42,7 @@ def summary_html(r) -> str:
     out = []
     if p.get("accept_length") is not None:
         out.append(f"<b style='font-size:120%'>{p['accept_length']:.3f}</b> predicted accept length "
-                   f"({p['steps']} steps, chain, bonus token included, from full_acc)")
+                   f"({p['steps']} steps, chain, bonus token included, from chain full)")
     if p.get("from_acc") is not None:
         out.append(f"<b>{p['from_acc']:.3f}</b> from acc_k alone (SpecForge-style)")
     out.append(f"{r.samples} samples, {r.positions} positions; the draft vocabulary covers "

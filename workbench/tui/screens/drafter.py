@@ -112,15 +112,19 @@ class DrafterScreen(WorkbenchScreen):
         self.query_one("#drafter-error", Static).update("")
         t = self.query_one("#depths", DataTable)
         t.clear(columns=True)
-        t.add_columns("depth", "acc_k", "full_acc", "cond_acc", *[f"top{k}" for k in r.topk], "positions")
+        t.add_columns("depth", "SpecForge acc_k", "chain full", "chain cond", "speculators full_acc",
+                      "speculators cond_acc", *[f"top{k}" for k in r.topk], "positions")
+        sf = r.speculators_full_acc or [None] * r.depth
+        sc = r.speculators_cond_acc or [None] * r.depth
         for d in range(r.depth):
-            t.add_row(str(d), pct(r.acc[d]), pct(r.full_acc[d]), pct(r.cond_acc[d]),
+            t.add_row(str(d), pct(r.acc[d]), pct(r.full_acc[d]), pct(r.cond_acc[d]), pct(sf[d]), pct(sc[d]),
                       *[pct(v) for v in r.topk_acc[d]], str(r.positions_per_depth[d]))
         p = r.predicted
         out = Text()
         if p.get("accept_length") is not None:
             out.append(f"{p['accept_length']:.3f}", style="bold")
-            out.append(f" predicted accept length ({p['steps']} steps, chain, bonus token included)\n")
+            out.append(f" predicted accept length ({p['steps']} steps, chain, bonus token included, "
+                       f"from chain full)\n")
         if p.get("from_acc") is not None:
             out.append(f"{p['from_acc']:.3f}", style="bold")
             out.append(" from acc_k alone (SpecForge-style; ignores how depths correlate)\n")
