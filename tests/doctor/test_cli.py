@@ -13,7 +13,7 @@ def test_doctor_json_contract_and_exit_codes(cli, workspace):
     data = json.loads(r.stdout)
     assert set(data) >= {"findings", "capture"}
     f = data["findings"][0]
-    assert set(f) == {"code", "severity", "message", "evidence", "fix"}
+    assert set(f) == {"code", "severity", "message", "evidence", "fix", "evidence_class"}
     assert f["code"] == "layer-ids-embedding"
     assert data["capture"]["engine_points"] == ["out(2)", "out(30)", None]
     ok = cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET),

@@ -115,8 +115,12 @@ def test_layer_ids_unsorted(tiny):
     r = run_static(d, t, engine="sglang==0.5.12.post1")
     f = find(r, "layer-ids-unsorted")
     assert f.fix.edits[0].value == [1, 3, 4]
-    # training in list order (out(3), out(1), out(4)) vs engine in layer order: a permutation
-    assert "layer-ids-engine-mismatch" in codes(r)
+    # SpecForge captures through SGLang, which concatenates in layer order too: no mismatch from the file
+    assert "layer-ids-engine-mismatch" not in codes(r)
+    # a trainer that kept list order (given) against the engine's layer order: a permutation
+    r = run_static(d, t, engine="sglang==0.5.12.post1", trained_layers=[3, 1, 4])
+    f = find(r, "layer-ids-engine-mismatch")
+    assert f.severity == "error" and f.evidence_class == "provenance"
 
 
 def test_layer_ids_count_mismatch_against_fc(tiny):

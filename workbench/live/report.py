@@ -23,7 +23,8 @@ def finding_from_dict(d: dict, location=None) -> Finding:
     """A Finding back from its JSON form (a job's answer); ``location(path)`` rewrites fix files."""
     fd = d.get("fix")
     fix = fix_from_dict(fd, location) if fd else None
-    return Finding(d["code"], d["severity"], d["message"], dict(d.get("evidence") or {}), fix)
+    return Finding(d["code"], d["severity"], d["message"], dict(d.get("evidence") or {}), fix,
+                   d.get("evidence_class") or "")
 
 
 @dataclass

@@ -1,0 +1,121 @@
+"""Which architectures an SGLang release can load, and which of them capture EAGLE-3 aux states.
+
+SGLang's model registry (``sglang/srt/models/registry.py``, ``import_model_classes``) imports every
+module of ``sglang.srt.models`` and registers each class named by its ``EntryClass`` under the class
+``__name__``: that name is what a config's ``architectures`` must say. Importing every model needs
+CUDA; the same names are read here from the modules' source (``EntryClass = X`` / ``[X, Y]``), and a
+class captures EAGLE-3 aux states when it, or a class it inherits from, defines
+``set_eagle3_layers_to_capture``.
+
+The installed sglang is read when there is one; otherwise the table generated from it
+(``sglang_registry.json``, ``python -m workbench.doctor.sglang_loaders regenerate``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+TABLE = Path(__file__).with_name("sglang_registry.json")
+_MODELS = "sglang/srt/models"
+
+
+def _installed_models_dir() -> Optional[Path]:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "srt" / "models"
+    return d if d.is_dir() else None
+
+
+def _installed_version() -> Optional[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sglang")
+    except PackageNotFoundError:
+        return None
+
+
+def read_registry(models_dir: Path, version: str) -> dict:
+    """{"version", "architectures": {name: {"file", "line", "eagle3_capture"}}} from the model sources."""
+    classes: dict[str, tuple[list[str], bool]] = {}
+    entries: dict[str, tuple[str, int]] = {}
+    for path in sorted(models_dir.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        aliases: dict[str, str] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b).split(".")[-1].split("[")[0] for b in node.bases]
+                has = any(isinstance(b, ast.FunctionDef) and b.name == "set_eagle3_layers_to_capture"
+                          for b in node.body)
+                if node.name not in classes or has:
+                    classes[node.name] = (bases, has)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                if name == "EntryClass":
+                    vals = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+                    for v in vals:
+                        if isinstance(v, ast.Name):
+                            entries[aliases.get(v.id, v.id)] = (f"{_MODELS}/{path.name}", node.lineno)
+                elif isinstance(node.value, ast.Name):
+                    aliases[name] = node.value.id
+
+    def captures(name: str, seen=()) -> bool:
+        if name in seen or name not in classes:
+            return False
+        bases, has = classes[name]
+        return has or any(captures(b, seen + (name,)) for b in bases)
+
+    archs = {name: {"file": f, "line": line, "eagle3_capture": captures(name)}
+             for name, (f, line) in sorted(entries.items())}
+    return {"engine": "sglang", "version": version, "architectures": archs}
+
+
+@lru_cache(maxsize=4)
+def registry(version: Optional[str] = None) -> Optional[dict]:
+    """The registry of ``version`` (None: the installed one): read from the installed sglang when it
+    is that version, else from the generated table; None when neither has it."""
+    inst = _installed_version()
+    d = _installed_models_dir()
+    if d is not None and inst and (version is None or version == inst):
+        return read_registry(d, inst)
+    if TABLE.is_file():
+        table = json.loads(TABLE.read_text(encoding="utf-8"))
+        rel = table.get("releases", {})
+        if version is None and rel:
+            return rel[sorted(rel)[-1]]
+        return rel.get(version)
+    return None
+
+
+def regenerate(out: Path = TABLE) -> dict:
+    d, v = _installed_models_dir(), _installed_version()
+    if d is None or v is None:
+        raise SystemExit("no installed sglang to read")
+    table = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"releases": {}}
+    table["generated_by"] = "python -m workbench.doctor.sglang_loaders regenerate (reads the installed sglang)"
+    table["releases"][v] = read_registry(d, v)
+    out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    return table
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["regenerate"]:
+        t = regenerate()
+        print(f"wrote {TABLE} ({', '.join(t['releases'])})")
+    else:
+        print("usage: python -m workbench.doctor.sglang_loaders regenerate", file=sys.stderr)
+        raise SystemExit(2)
