@@ -144,6 +144,16 @@ def read_speculators_wheel(path: Path) -> dict:
             "evidence": [f"{rel}:{line}: default target_layer_ids [2, N//2, N-3], ids within [0, N]"] if line else []}
 
 
+def cached_wheel(name: str, version: str) -> tuple[Optional[Path], Optional[str]]:
+    """The release's wheel from the wheel cache, downloaded there first when missing."""
+    from workbench.engine.vllm_rules import wheel_cache
+
+    dest = wheel_cache() / name
+    dest.mkdir(parents=True, exist_ok=True)
+    found = sorted(dest.glob(f"{name}-{version}-*.whl"))
+    return (found[0], None) if found else _download(name, version, dest)
+
+
 def _download(name: str, version: str, dest: Path) -> tuple[Optional[Path], Optional[str]]:
     r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                         f"{name}=={version}", "-d", str(dest)], capture_output=True, text=True)

@@ -8,7 +8,8 @@ class captures EAGLE-3 aux states when it, or a class it inherits from, defines
 ``set_eagle3_layers_to_capture``.
 
 The installed sglang is read when there is one; otherwise the table generated from it
-(``sglang_registry.json``, ``python -m workbench.doctor.sglang_loaders regenerate``).
+(``sglang_registry.json``, ``python -m workbench.doctor.sglang_loaders regenerate 0.5.12.post1 ...``,
+which reads the installed sglang and those releases' wheels).
 """
 
 from __future__ import annotations
@@ -46,14 +47,33 @@ def _installed_version() -> Optional[str]:
         return None
 
 
+def _sources(where: Path):
+    """(file name, text) of each module of sglang/srt/models, from a folder or a wheel."""
+    if where.is_file():
+        import zipfile
+
+        with zipfile.ZipFile(where) as z:
+            prefix = "sglang/srt/models/"
+            for n in sorted(z.namelist()):
+                if n.startswith(prefix) and n.endswith(".py") and "/" not in n[len(prefix):]:
+                    yield n[len(prefix):], z.read(n).decode("utf-8", "replace")
+        return
+    for path in sorted(where.glob("*.py")):
+        try:
+            yield path.name, path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+
+
 def read_registry(models_dir: Path, version: str) -> dict:
-    """{"version", "architectures": {name: {"file", "line", "eagle3_capture"}}} from the model sources."""
+    """{"version", "architectures": {name: {"file", "line", "eagle3_capture"}}} from the model sources
+    (an installed ``sglang/srt/models`` folder, or a release's wheel)."""
     classes: dict[str, tuple[list[str], bool]] = {}
     entries: dict[str, tuple[str, int]] = {}
-    for path in sorted(models_dir.glob("*.py")):
+    for fname, text in _sources(Path(models_dir)):
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
+            tree = ast.parse(text)
+        except SyntaxError:
             continue
         aliases: dict[str, str] = {}
         for node in tree.body:
@@ -69,7 +89,7 @@ def read_registry(models_dir: Path, version: str) -> dict:
                     vals = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
                     for v in vals:
                         if isinstance(v, ast.Name):
-                            entries[aliases.get(v.id, v.id)] = (f"{_MODELS}/{path.name}", node.lineno)
+                            entries[aliases.get(v.id, v.id)] = (f"{_MODELS}/{fname}", node.lineno)
                 elif isinstance(node.value, ast.Name):
                     aliases[name] = node.value.id
 
@@ -101,21 +121,40 @@ def registry(version: Optional[str] = None) -> Optional[dict]:
     return None
 
 
-def regenerate(out: Path = TABLE) -> dict:
-    d, v = _installed_models_dir(), _installed_version()
-    if d is None or v is None:
-        raise SystemExit("no installed sglang to read")
+def regenerate(versions: list[str], out: Path = TABLE) -> dict:
+    """The installed sglang, and each of ``versions`` from its wheel in the wheel cache
+    (``pip download --no-deps sglang==X`` when it is not there yet)."""
+    import re
+    import subprocess
+
+    from workbench.engine.vllm_rules import wheel_cache
+
     table = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"releases": {}}
-    table["generated_by"] = "python -m workbench.doctor.sglang_loaders regenerate (reads the installed sglang)"
-    table["releases"][v] = read_registry(d, v)
-    out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    d, v = _installed_models_dir(), _installed_version()
+    if d is not None and v is not None:
+        table["releases"][v] = read_registry(d, v)
+    cache = wheel_cache()
+    for ver in versions:
+        found = sorted(cache.glob(f"sglang-{ver}-*.whl"))
+        if not found:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"sglang=={ver}",
+                            "-d", str(cache)], check=True)
+            found = sorted(cache.glob(f"sglang-{ver}-*.whl"))
+        if not found:
+            raise SystemExit(f"no wheel of sglang=={ver} in {cache}")
+        table["releases"][ver] = read_registry(found[0], ver)
+    table["releases"] = dict(sorted(table["releases"].items(),
+                                    key=lambda kv: [int(x) if x.isdigit() else 0 for x in re.split(r"[.post]+", kv[0])]))
+    table["generated_by"] = ("python -m workbench.doctor.sglang_loaders regenerate " + " ".join(versions)
+                             + " (the installed sglang and those releases' wheels)")
+    out.write_text(json.dumps(table, separators=(",", ":")) + "\n", encoding="utf-8")
     return table
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["regenerate"]:
-        t = regenerate()
+    if sys.argv[1:2] == ["regenerate"]:
+        t = regenerate(sys.argv[2:])
         print(f"wrote {TABLE} ({', '.join(t['releases'])})")
     else:
-        print("usage: python -m workbench.doctor.sglang_loaders regenerate", file=sys.stderr)
+        print("usage: python -m workbench.doctor.sglang_loaders regenerate [VERSION...]", file=sys.stderr)
         raise SystemExit(2)

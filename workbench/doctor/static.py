@@ -268,6 +268,10 @@ class _Checker:
         if d.top_level_layer_ids is not None and d.layer_ids is None and d.layout != "speculators" and \
                 "eagle_config.eagle_aux_hidden_state_layer_ids" not in d.bad_fields():
             self.check_misplaced()
+        if self.trained_layers is None and self.provenance is None:
+            self.skip("which engine captured the training data", "--trained-engine (sglang==X, specforge==V, "
+                      "speculators) or --trained-layers", "the training data's provenance (the config's ids "
+                      "are read through every known capture instead)")
         if n is None:
             self.skip("layer capture vs training (ids, range, the engine's rule)",
                       "--target-config FILE or --num-layers N", "the target's layer count")
@@ -282,10 +286,6 @@ class _Checker:
                 self.check_unsorted(ids, source, ev)
             return
         self.trained, why_settled = self.settled_points()
-        if self.trained_layers is None and self.provenance is None:
-            self.skip("which engine captured the training data", "--trained-engine (sglang==X, specforge==V, "
-                      "speculators) or --trained-layers", "the training data's provenance (the config's ids "
-                      "are read through every known capture instead)")
         shown = self.trained if self.trained is not None else next(
             (r.points for r in self.readings if r.points is not None), None)
         src = self.readings[0].label if len(self.readings) == 1 else (
