@@ -266,3 +266,23 @@ def test_without_a_layer_count_the_embedding_and_order_are_still_checked(tmp_pat
     r = run_static(d)
     assert codes(r, "error") == ["layer-ids-embedding"] and codes(r, "warning") == ["layer-ids-unsorted"]
     assert r.capture is None
+
+
+@pytest.mark.parametrize("engine,arch", [("sglang==0.5.23", "MixtralForCausalLM"),
+                                         ("vllm==0.11.0", "Qwen3MoeForCausalLM")])
+def test_target_eagle3_unsupported(tiny, engine, arch):
+    d, t = tiny(target_changes={"architectures": [arch]})
+    f = find(run_static(d, t, engine=engine, algorithm="EAGLE3"), "target-eagle3-unsupported")
+    assert f.severity == "error" and f.evidence_class == "engine-code" and arch in f.message
+    d2, t2 = tiny(name="llama")
+    assert "target-eagle3-unsupported" not in codes(run_static(d2, t2, engine=engine))
+
+
+def test_every_finding_has_a_class_and_convention_is_never_an_error():
+    from workbench.doctor import Finding
+
+    with pytest.raises(ValueError):
+        Finding("layer-ids-engine-mismatch", "error", "m", {}, None, "convention")
+    with pytest.raises(ValueError):
+        Finding("layer-ids-engine-mismatch", "warning", "m", {}, None, "guesswork")
+    assert Finding("hidden-size-mismatch", "error", "m").evidence_class == "static-file"

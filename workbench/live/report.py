@@ -133,7 +133,9 @@ class LiveReport(Result):
         for i, r in enumerate(self.findings, 1):
             share = f" (explains {_f(r.explains)}" + (f", {100 * r.share:.0f}% of the gap)" if r.share is not None
                                                       else ")") if r.explains is not None else ""
-            lines.append(f"  {i}. {r.severity.upper():7} {r.code}{share}: {r.message}")
+            cls = r.finding.evidence_class
+            lines.append(f"  {i}. {r.severity.upper():7} {r.code} [{'unsettled' if cls == 'convention' else cls}]"
+                         f"{share}: {r.message}")
             if r.fix:
                 lines.append(f"       fix: {r.fix.summary}")
         if self.pending is not None:

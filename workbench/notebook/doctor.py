@@ -23,6 +23,8 @@ from workbench.layers import ENGINE_CHOICES as ENGINES
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]
 COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#666"}
+CLASS_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
+               "numbers": "numbers", "convention": "unsettled"}
 
 
 class DoctorWidget(w.VBox):
@@ -98,10 +100,17 @@ class DoctorWidget(w.VBox):
                              for k, v in f.evidence.items())
             fix = html.escape(f.fix.summary) if f.fix else ""
             rows.append(f"<tr><td style='color:{COLOURS[f.severity]};font-weight:bold'>{f.severity}</td>"
+                        f"<td class='evidence-class'>{CLASS_LABEL.get(f.evidence_class, f.evidence_class)}</td>"
                         f"<td><code>{f.code}</code></td><td>{html.escape(f.message)}"
                         f"<details><summary>evidence</summary><small>{ev}</small></details></td><td>{fix}</td></tr>")
-        self.findings.value = ("<table><tr><th>severity</th><th>code</th><th>finding</th><th>fix</th></tr>"
-                               + "".join(rows) + "</table>") if rows else "<b style='color:#2e7d32'>No findings.</b>"
+        skipped = getattr(r, "skipped", [])
+        skipped_html = ("<details><summary>skipped " + str(len(skipped)) + " checks for lack of inputs (not an "
+                        "all-clear)</summary><small>" + "<br>".join(html.escape(f"{s.check}: needs {s.needs}")
+                                                                   for s in skipped) + "</small></details>"
+                        if skipped else "")
+        self.findings.value = (("<table><tr><th>severity</th><th>evidence</th><th>code</th><th>finding</th>"
+                                "<th>fix</th></tr>" + "".join(rows) + "</table>") if rows else
+                               "<b style='color:#2e7d32'>No findings in the checks that ran.</b>") + skipped_html
         self.capture.value = capture_html(r.capture)
         fixes = [(f"{f.code}: {f.fix.summary}", i) for i, f in enumerate(r.findings) if f.fix and f.fix.applicable]
         self.fix_choice.options = fixes
