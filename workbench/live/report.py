@@ -134,8 +134,8 @@ class LiveReport(Result):
             share = f" (explains {_f(r.explains)}" + (f", {100 * r.share:.0f}% of the gap)" if r.share is not None
                                                       else ")") if r.explains is not None else ""
             cls = r.finding.evidence_class
-            lines.append(f"  {i}. {r.severity.upper():7} {r.code} [{'unsettled' if cls == 'convention' else cls}]"
-                         f"{share}: {r.message}")
+            lines.append(f"  {i}. {r.severity.upper():7} {r.code}{share} [{'unsettled' if cls == 'convention' else cls}]"
+                         f": {r.message}")
             if r.fix:
                 lines.append(f"       fix: {r.fix.summary}")
         if self.pending is not None:
