@@ -7,7 +7,7 @@ SGLANG_VERSION := 0.5.23
 # What sglang.srt.server_args needs to import (sglang itself is installed --no-deps: we only parse).
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
 
-.PHONY: venv test demo bench clean sshd-deps
+.PHONY: venv test demo bench clean sshd-deps engine-rules
 
 venv: $(STAMP)
 
@@ -34,6 +34,11 @@ test: venv sshd-deps
 
 demo: venv
 	$(BIN)/eagle-workbench demo
+
+# Regenerate workbench/engine/rules.json: the capture-rule extractor over every sglang release's wheel
+# from 0.4.9 to the newest on PyPI (wheels cached in ~/.cache/eagle-workbench).
+engine-rules: venv
+	$(BIN)/python -m workbench.engine.build_table
 
 # Every benchmarks/*_bench.py prints JSON with its figures and floors.
 bench: venv
