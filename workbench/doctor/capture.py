@@ -107,7 +107,7 @@ def _through(rule: EngineRule, ids: list[int], n: int, label: str, basis: str) -
 
 def trained_readings(draft, num_layers: int, arch: Optional[str], trained_layers: Optional[list[int]],
                      trained_convention: str, provenance=None) -> list[Reading]:
-    from workbench.doctor.engines import SGLANG_RELEASES, engine_rule, sglang_rule
+    from workbench.doctor.engines import engine_rule, sglang_releases, sglang_rule
     from workbench.layers import parse_version
 
     n = num_layers
@@ -130,7 +130,7 @@ def trained_readings(draft, num_layers: int, arch: Optional[str], trained_layers
     # SpecForge format: each SGLang release that may have captured the data, grouped by what it yields
     groups: dict[tuple, Reading] = {}
     impossible: list[Reading] = []
-    for v in SGLANG_RELEASES:
+    for v in sglang_releases():
         rule = sglang_rule(parse_version(v), arch)
         if rule.plus_one == "unsupported":
             continue
@@ -158,7 +158,7 @@ def trained_readings(draft, num_layers: int, arch: Optional[str], trained_layers
 
 
 def _span(engines: list[str]) -> str:
-    return engines[0] if len(engines) == 1 else f"{engines[0]} .. {engines[-1]}"
+    return engines[0] if len(engines) == 1 else f"{engines[0]} .. {engines[-1]} ({len(engines)} releases read)"
 
 
 def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layers: int,

@@ -17,12 +17,26 @@ from typing import Optional, Sequence
 from workbench.errors import InputError
 from workbench.layers import EngineRule, parse_engine, parse_version, rule_for, version_text
 
-# SGLang releases whose rule the doctor compares when the capturing release is unknown.
-SGLANG_RELEASES = ("0.4.9", "0.5.4.post2", "0.5.12.post1", "0.5.13", "0.5.14", "0.5.23")
+# SGLang releases whose rule the doctor compares when the capturing release is unknown, when the
+# generated table (workbench.engine) is missing.
+_FALLBACK_RELEASES = ("0.4.9", "0.5.4.post2", "0.5.12.post1", "0.5.13", "0.5.14", "0.5.23")
+
+
+def sglang_releases() -> list[str]:
+    """Every SGLang release whose capture code was read (the generated table), oldest first."""
+    try:
+        from workbench.engine import table
+
+        vs = table.versions()
+    except ImportError:
+        vs = []
+    return sorted(vs, key=parse_version) if vs else list(_FALLBACK_RELEASES)
 
 
 def sglang_rule(version: Optional[tuple], arch: Optional[str]) -> EngineRule:
-    """SGLang's capture rule for a release and target architecture (the one SGLang lookup)."""
+    """SGLang's capture rule for a release and target architecture: the one SGLang lookup of the
+    doctor. ``workbench.layers.rule_for`` answers from the table ``workbench.engine`` generated from
+    each release's own code (and its hand-read rules where the table has no row)."""
     return rule_for("sglang" if version is None else f"sglang=={version_text(version)}", arch)
 
 
