@@ -93,3 +93,19 @@ def test_an_uncached_vllm_release_takes_the_nearest_older_rule_as_an_assumption(
     assert f.severity == "warning" and f.evidence_class == "convention" and "assumed" in f.message
     exact = next(f for f in run_static(d, t, engine="vllm==0.11.0").findings if f.code == "layer-ids-engine-mismatch")
     assert exact.severity == "error" and exact.evidence_class == "engine-code"
+
+
+def test_a_vllm_release_that_ignores_config_ids_says_no_edit_helps(tmp_path):
+    from tests.fixtures.drafts import LLAMA_DRAFT, LLAMA_TARGET
+
+    cfg = json.loads((LLAMA_DRAFT / "config.json").read_text())
+    cfg.setdefault("eagle_config", {})["eagle_aux_hidden_state_layer_ids"] = [3, 16, 28]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    old = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.11.0")
+    f = next(f for f in old.findings if f.code == "layer-ids-engine-mismatch")
+    assert f.fix is None and "ignores the config's layer ids" in f.message
+    new = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.33.0")
+    f = next(f for f in new.findings if f.code == "layer-ids-engine-mismatch")
+    # vLLM reads the top-level key first and SGLang ignores it: the fix writes there
+    assert f.fix.edits[0].key == "eagle_aux_hidden_state_layer_ids" and f.fix.edits[0].value == [4, 17, 29]
+    assert run_static(tmp_path, LLAMA_TARGET, engine="sglang==0.5.23").ok

@@ -222,7 +222,8 @@ class _Checker:
     # -- layer ids -----------------------------------------------------------------------------
     def ids_edit_key(self) -> str:
         """The key the chosen engine reads ids from (where a fix must write)."""
-        if self.rule.reads_top_level_first and (self.d.top_level_layer_ids is not None or self.d.layout == "speculators"):
+        if self.rule.reads_top_level_first:
+            # vLLM reads the top-level key first and SGLang ignores it: a fix there leaves SGLang's reading alone
             return "eagle_aux_hidden_state_layer_ids"
         return "eagle_config.eagle_aux_hidden_state_layer_ids"
 
@@ -384,6 +385,10 @@ class _Checker:
         msg += "."
         if res.fatal:
             msg = msg[:-1] + f"; the engine also fails: {res.fatal}."
+        if getattr(self.rule, "config_ids", "") == "ignored" and (self.d.layer_ids or self.d.top_level_layer_ids):
+            msg += (f" {self.rule.name} ignores the config's layer ids (its runner asks the model for its defaults), "
+                    "so no config edit changes what it captures: serve it with a release that reads them, "
+                    "or train on its defaults.")
         cls = {"given": "provenance", "provenance": "provenance"}.get(r.basis, "engine-code")
         why = {"given": "the given trained layers", "provenance": "the training capture given"}.get(
             r.basis, "what every known capture of the config's ids yields")
