@@ -130,9 +130,52 @@ def read_specforge_wheel(path: Path) -> dict:
     out = {"sglang": pin, "pin_source": f"{path.name} {meta_name.split('/')[0]}/METADATA: {pin_line}" if pin else None,
            "capture_call": call, "evidence": [e for e in (pin_line, call and f"{call}: set_eagle3_layers_to_capture")
                                               if e]}
+    out.update(_resolver_facts(z))
     if pin is None:
         out["reason"] = f"{path.name} METADATA pins no sglang release: the capturing SGLang is unknown"
     return out
+
+
+def _resolver_facts(z: zipfile.ZipFile) -> dict:
+    """Run SpecForge's own ``resolve_eagle_capture_layers`` on stubs: its default ids and whether it
+    accepts a negative (embedding) id."""
+    from types import SimpleNamespace
+
+    for n in sorted(z.namelist()):
+        if not n.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(z.read(n).decode("utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        fn = next((x for x in tree.body if isinstance(x, ast.FunctionDef) and x.name == "resolve_eagle_capture_layers"),
+                  None)
+        if fn is None:
+            continue
+        fn.decorator_list, fn.returns = [], None
+        for a in fn.args.args:
+            a.annotation = None
+        ns: dict = {"List": list, "Any": object, "Optional": object}
+        exec(compile(ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[])), n, "exec"), ns)
+
+        def run(ids):
+            cfg = SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layer_ids=None))
+            draft = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}} if ids is not None else {}
+            return ns[fn.name](cfg, draft, SimpleNamespace(num_hidden_layers=61))
+        try:
+            default = run(None)
+        except Exception:  # noqa: BLE001 - an unrecognised body says nothing
+            return {}
+        try:
+            run([-1, 2, 30])
+            rejects = False
+        except ValueError:
+            rejects = True
+        except Exception:  # noqa: BLE001
+            rejects = None
+        return {"resolver": f"{n}:{fn.lineno}", "default_ids_at_61_layers": list(default),
+                "rejects_negative_ids": rejects}
+    return {}
 
 
 def read_speculators_wheel(path: Path) -> dict:

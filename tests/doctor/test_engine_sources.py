@@ -55,6 +55,8 @@ def test_specforge_pin_is_read_from_its_wheel():
     got = provenance.read_specforge_wheel(whl)
     assert got == provenance.load_table()["specforge"]["releases"]["0.2.0"]
     assert got["sglang"] == "0.5.14" and got["capture_call"].startswith("specforge/offline_capture/")
+    # its own resolver, run on stubs: the default [1, N//2-1, N-4] and no negative (embedding) ids
+    assert got["default_ids_at_61_layers"] == [1, 29, 57] and got["rejects_negative_ids"] is True
     p = provenance.parse_provenance("specforge==0.2.0")
     assert p.engine == "sglang==0.5.14" and "METADATA" in p.how
 

@@ -342,8 +342,10 @@ class _Checker:
         live = [r for r in self.readings if r.points is not None]
         if not live:
             r0 = self.readings[0]
+            trainer = _specforge_rejects_negative() if self.d.layout != "speculators" and \
+                any(i < 0 for i in (report.config_ids or [])) else ""
             self.add("training-capture-impossible", "error" if r0.basis != "assumed" else "warning",
-                     f"No known capture of the training data yields these ids ({r0.problem}): the config does not "
+                     f"No known capture of the training data yields these ids ({r0.problem}{trainer}): the config does not "
                      "say what the drafter was trained on (were the ids edited after training? `config log` shows "
                      "the history); --trained-layers or an alignment against the training data settles it.",
                      {**base_ev, "readings": [r.to_dict() for r in self.readings]}, None,
@@ -509,6 +511,17 @@ class _Checker:
                       "target_config_hidden_size": t.hidden_size},
                      self.config_fix(f"set target_hidden_size to {t.hidden_size}",
                                      [ConfigEdit("target_hidden_size", t.hidden_size)]))
+
+
+def _specforge_rejects_negative() -> str:
+    """What SpecForge's own id resolver (run on stubs when trainers.json was generated) says of -1."""
+    from workbench.provenance import load_table
+
+    rel = load_table().get("specforge", {}).get("releases", {})
+    for v, r in sorted(rel.items(), reverse=True):
+        if r.get("rejects_negative_ids"):
+            return f"; specforge=={v} itself rejects negative ids ({r['resolver']})"
+    return ""
 
 
 def _shift(engine_pts, trained, n) -> Optional[int]:
