@@ -30,7 +30,7 @@ CLASS_LABEL = {"engine-code": "engine code", "static-file": "static file", "prov
 class DoctorWidget(w.VBox):
     def __init__(self, wb=None, *, workspace: Optional[str] = None, draft: str = "", target: str = "",
                  engine: str = "sglang==0.5.23", algorithm: str = "EAGLE3", trained: str = "",
-                 convention: str = "output-of-layer", run: Optional[bool] = None):
+                 convention: str = "output-of-layer", trained_engine: str = "", run: Optional[bool] = None):
         if wb is None:
             from workbench.api import Workbench
 
@@ -46,6 +46,8 @@ class DoctorWidget(w.VBox):
             "algorithm": w.Dropdown(options=ALGORITHMS, value=algorithm, description="algorithm", **box),
             "trained": w.Text(value=trained, description="trained layers", placeholder="2,30,58", **box),
             "convention": w.Dropdown(options=CONVENTIONS, value=convention, description="convention", **box),
+            "trained_engine": w.Text(value=trained_engine, description="trained engine",
+                                     placeholder="specforge==0.2.0 or sglang==0.5.14", **box),
         }
         self.run_button = w.Button(description="Run checks", button_style="primary")
         self.run_button.on_click(lambda _b: self.run())
@@ -79,7 +81,8 @@ class DoctorWidget(w.VBox):
             trained = parse_ids(f["trained"], "trained layers") if f["trained"].strip() else None
             report = self.wb.doctor(f["draft"].strip(), f["target"].strip() or None, engine=f["engine"],
                                     algorithm=f["algorithm"] or None, trained_layers=trained,
-                                    trained_convention=f["convention"])
+                                    trained_convention=f["convention"],
+                                    trained_engine=f["trained_engine"].strip() or None)
         except WorkbenchError as exc:
             self._show_error(str(exc))
             return None
