@@ -12,7 +12,7 @@ SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette 
 REFERENCE_TRAINERS := specforge==0.2.0 speculators==0.9.0 hs-connectors==0.9.0
 REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.70.19 pandas==3.1.1 pyarrow==26.0.1 dill==0.4.1 xxhash==4.1.0
 
-.PHONY: venv test demo bench clean sshd-deps lint
+.PHONY: venv test demo bench clean sshd-deps lint engine-rules
 
 venv: $(STAMP)
 
@@ -46,6 +46,11 @@ lint: venv
 	$(BIN)/ruff check workbench tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+
+# Regenerate workbench/engine/rules.json: the capture-rule extractor over every sglang release's wheel
+# from 0.4.9 to the newest on PyPI (wheels cached in ~/.cache/eagle-workbench).
+engine-rules: venv
+	$(BIN)/python -m workbench.engine.build_table
 
 # Every benchmarks/*_bench.py prints JSON with its figures and floors.
 bench: venv

@@ -16,6 +16,7 @@ from workbench.facade.base import WorkbenchBase
 from workbench.facade.configs import ConfigsAPI
 from workbench.facade.doctor import DoctorAPI
 from workbench.facade.drafter import DrafterAPI
+from workbench.facade.engine import EngineAPI
 from workbench.facade.hidden import HiddenAPI
 from workbench.facade.lab import LabAPI
 from workbench.facade.live import LiveAPI
@@ -26,6 +27,6 @@ from workbench.facade.timeline import TimelineAPI
 __all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired"]
 
 
-class Workbench(PredictAPI, DoctorAPI, HiddenAPI, DrafterAPI, LabAPI, LiveAPI, ServersAPI, ConfigsAPI,
+class Workbench(PredictAPI, DoctorAPI, EngineAPI, HiddenAPI, DrafterAPI, LabAPI, LiveAPI, ServersAPI, ConfigsAPI,
                 TimelineAPI, WorkbenchBase):
     """Open a workspace and operate on it."""

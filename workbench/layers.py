@@ -260,12 +260,12 @@ LATEST_SGLANG = (0, 5, 23, 0)
 
 
 def parse_version(text: str) -> tuple[int, int, int, int]:
-    """'0.5.12.post1' -> (0, 5, 12, 2); a plain release sorts before its post releases."""
-    m = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?(?:\+[\w.]+)?\s*", str(text))
-    if not m:
-        raise InputError(f"engine version: {text!r} is not like 0.5.12 or 0.5.12.post1")
-    post = int(m.group(4)) + 1 if m.group(4) is not None else 0
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), post)
+    """'0.5.12.post1' -> (0, 5, 12, 2); a plain release sorts before its post releases.
+    Parsed by ``workbench.sglang.version`` (the one version parser: .postN, rc, dev)."""
+    from workbench.sglang.version import Version
+
+    v = Version.parse(text)
+    return (v.major, v.minor, v.patch, v.post + 1 if v.post else 0)
 
 
 def version_text(v: tuple[int, int, int, int]) -> str:
@@ -541,7 +541,42 @@ def rule_for(engine: str, arch: Optional[str] = None) -> EngineRule:
         return EngineRule("vllm", version, family, "never", True, True,
                           "vLLM gpu_model_runner._get_eagle3_aux_layers_from_config: verbatim, "
                           "top-level key first", reads_top_level_first=True)
-    return _sglang_rule(version or LATEST_SGLANG, family)
+    return _table_rule(version or LATEST_SGLANG, arch, family) or _sglang_rule(version or LATEST_SGLANG, family)
+
+
+# The arch the table is asked for when only a family is known (the class that family's targets run).
+_FAMILY_ARCH = {"deepseek_v2": "DeepseekV3ForCausalLM", "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
+                "gpt_oss": "GptOssForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
+_ID_MAP_TO_PLUS_ONE = {"plus-one": "always", "plus-one-if-first-is-1": "first-is-1",
+                       "as-is-if-max-is-n": "boundary-or-always", "as-is": "never", "unsupported": "unsupported"}
+
+
+def _table_rule(version, arch: Optional[str], family: Optional[str]) -> Optional[EngineRule]:
+    """This module's rule as a cache of the generated table (``workbench.engine``): what the release's
+    own code does; None when the table lacks the release or the code left the id mapping unknown."""
+    from workbench.engine import table
+    from workbench.engine.lookup import _norm
+
+    rows = table.release(version_text(version))
+    if rows is None:
+        return None
+    by = {_norm(r.arch): r for r in rows}
+    r = by.get(_norm(arch)) if arch else None
+    if r is None and family in _FAMILY_ARCH:
+        r = by.get(_norm(_FAMILY_ARCH[family]))
+        if arch and _norm(arch) not in by and family != "llama":
+            r = r  # a class of the family the release serves under another name
+    if r is None:
+        return EngineRule("sglang", version, family, "unsupported", False, False,
+                          f"sglang {version_text(version)}: no {arch or family} class with "
+                          "set_eagle3_layers_to_capture (generated table)")
+    plus = _ID_MAP_TO_PLUS_ONE.get(r.id_map)
+    if plus is None:
+        return None
+    ev = next((e for e in r.evidence if e.what == "id_map"), None)
+    return EngineRule("sglang", version, family, plus, r.index0 == "embed", r.boundary == "final-prenorm",
+                      f"sglang {version_text(version)} (generated table): "
+                      + (f"{ev.file}:{ev.line}" if ev else r.file))
 
 
 KNOWN_ENGINES = ("sglang==0.5.4.post2", "sglang==0.5.12.post1", "sglang==0.5.13", "sglang==0.5.23", "vllm")

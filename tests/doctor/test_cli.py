@@ -13,7 +13,7 @@ def test_doctor_json_contract_and_exit_codes(cli, workspace):
     data = json.loads(r.stdout)
     assert set(data) >= {"findings", "capture"}
     f = data["findings"][0]
-    assert set(f) == {"code", "severity", "message", "evidence", "fix"}
+    assert set(f) == {"code", "severity", "message", "evidence", "fix", "evidence_class"}
     assert f["code"] == "layer-ids-embedding"
     assert data["capture"]["engine_points"] == ["out(2)", "out(30)", None]
     ok = cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET),
@@ -84,3 +84,48 @@ def test_core_modules_stay_headless():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT)})
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_draft_alone_lists_what_it_skipped_and_is_no_all_clear(cli):
+    r = cli("doctor", "--draft", str(KIMI_DRAFT))
+    assert r.returncode == 0
+    assert "not an all-clear" in r.stdout
+    for needs in ("--target-config FILE or --num-layers N", "--algorithm ALGO", "--trained-engine",
+                  "doctor --server ID --training-data PATH"):
+        assert needs in r.stdout, needs
+    data = json.loads(cli("doctor", "--draft", str(KIMI_DRAFT), "--json").stdout)
+    checks = {s["check"] for s in data["skipped"]}
+    assert any(c.startswith("layer capture vs training") for c in checks)
+    assert all(set(s) == {"check", "needs", "why"} for s in data["skipped"])
+    full = json.loads(cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET), "--algorithm",
+                          "EAGLE3", "--trained-engine", "specforge==0.2.0", "--json").stdout)
+    assert not any(s["check"].startswith("layer capture") for s in full["skipped"])
+
+
+def test_text_shows_each_findings_evidence_class(cli):
+    r = cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET), "--engine", "sglang==0.5.23")
+    assert r.returncode == 0, r.stdout        # a convention-dependent difference alone is no error
+    assert "WARNING layer-ids-engine-mismatch [unsettled]" in r.stdout
+    assert "INFO    layer-ids-nondefault [static file]" in r.stdout
+    e = cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET), "--engine", "sglang==0.5.23",
+            "--trained-engine", "sglang==0.5.12.post1")
+    assert e.returncode == 1 and "ERROR   layer-ids-engine-mismatch [provenance]" in e.stdout
+    bad = cli("doctor", "--draft", str(KIMI_DRAFT), "--trained-engine", "specforge==9.9")
+    assert bad.returncode == 2 and "specforge==9.9 is not in trainers.json" in bad.stderr
+
+
+def test_the_fix_never_contradicts_itself(cli):
+    """The broken Kimi sample ([-1, 2, 30]) on 0.5.23: without the trained layers no ids are proposed
+    (which points training holds is unknown); with them the fix says what it captures and why."""
+    r = json.loads(cli("doctor", "--draft", str(KIMI_BROKEN), "--target-config", str(KIMI_TARGET), "--engine",
+                       "sglang==0.5.23", "--json").stdout)
+    emb = next(f for f in r["findings"] if f["code"] == "layer-ids-embedding")
+    assert emb["fix"] is None
+    assert any(f["code"] == "training-capture-impossible" for f in r["findings"])
+    given = json.loads(cli("doctor", "--draft", str(KIMI_BROKEN), "--target-config", str(KIMI_TARGET), "--engine",
+                           "sglang==0.5.23", "--trained-layers", "2,30,58", "--json").stdout)
+    fixes = [f["fix"] for f in given["findings"] if f["fix"]]
+    assert fixes and all(fx["edits"][0]["value"] == [3, 31, 59] for fx in fixes)
+    for fx in fixes:
+        assert "captures out(2), out(30), out(58) (the given trained layers)" in fx["summary"]
+        assert "embed" not in fx["summary"]

@@ -98,3 +98,17 @@ def test_snapshot(snap_compare, workspace, broken):
         await fill(pilot, "sample_configs/drafts/kimi-k2.5-eagle3-broken")
 
     assert snap_compare(WorkbenchApp(str(workspace), start="doctor"), terminal_size=SIZE, run_before=run_before)
+
+
+async def test_the_evidence_class_is_a_column_and_in_the_detail(workspace, broken):
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=SIZE) as pilot:
+        await fill(pilot, broken, trained="", engine="sglang==0.5.23")
+        screen = app.screen
+        table = screen.query_one("#findings", DataTable)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        by_code = {r[2]: r[1] for r in rows}
+        assert by_code["layer-ids-embedding"] == "engine code"
+        assert by_code["training-capture-impossible"] == "unsettled"
+        assert by_code["layer-ids-nondefault"] == "static file"
+        assert "rests on: engine code" in str(screen.query_one("#detail", Static).render())

@@ -115,8 +115,12 @@ def test_layer_ids_unsorted(tiny):
     r = run_static(d, t, engine="sglang==0.5.12.post1")
     f = find(r, "layer-ids-unsorted")
     assert f.fix.edits[0].value == [1, 3, 4]
-    # training in list order (out(3), out(1), out(4)) vs engine in layer order: a permutation
-    assert "layer-ids-engine-mismatch" in codes(r)
+    # SpecForge captures through SGLang, which concatenates in layer order too: no mismatch from the file
+    assert "layer-ids-engine-mismatch" not in codes(r)
+    # a trainer that kept list order (given) against the engine's layer order: a permutation
+    r = run_static(d, t, engine="sglang==0.5.12.post1", trained_layers=[3, 1, 4])
+    f = find(r, "layer-ids-engine-mismatch")
+    assert f.severity == "error" and f.evidence_class == "provenance"
 
 
 def test_layer_ids_count_mismatch_against_fc(tiny):
@@ -262,3 +266,23 @@ def test_without_a_layer_count_the_embedding_and_order_are_still_checked(tmp_pat
     r = run_static(d)
     assert codes(r, "error") == ["layer-ids-embedding"] and codes(r, "warning") == ["layer-ids-unsorted"]
     assert r.capture is None
+
+
+@pytest.mark.parametrize("engine,arch", [("sglang==0.5.23", "MixtralForCausalLM"),
+                                         ("vllm==0.11.0", "Qwen3MoeForCausalLM")])
+def test_target_eagle3_unsupported(tiny, engine, arch):
+    d, t = tiny(target_changes={"architectures": [arch]})
+    f = find(run_static(d, t, engine=engine, algorithm="EAGLE3"), "target-eagle3-unsupported")
+    assert f.severity == "error" and f.evidence_class == "engine-code" and arch in f.message
+    d2, t2 = tiny(name="llama")
+    assert "target-eagle3-unsupported" not in codes(run_static(d2, t2, engine=engine))
+
+
+def test_every_finding_has_a_class_and_convention_is_never_an_error():
+    from workbench.doctor import Finding
+
+    with pytest.raises(ValueError):
+        Finding("layer-ids-engine-mismatch", "error", "m", {}, None, "convention")
+    with pytest.raises(ValueError):
+        Finding("layer-ids-engine-mismatch", "warning", "m", {}, None, "guesswork")
+    assert Finding("hidden-size-mismatch", "error", "m").evidence_class == "static-file"

@@ -37,11 +37,29 @@ def test_new_sglang_flags_the_original_as_a_one_layer_shift(engine):
     assert "layer-ids-embedding" in layer_codes(broken)
 
 
-def test_without_trained_layers_the_assumption_is_stated():
+def test_without_provenance_the_convention_is_a_warning_naming_both_readings():
     r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.13")
     f = next(f for f in r.findings if f.code == "layer-ids-engine-mismatch")
-    assert "assumed: SpecForge read eagle_config ids" in f.evidence["trained_source"]
+    assert f.severity == "warning" and f.evidence_class == "convention" and r.ok
+    by_engines = {tuple(rd["points"]): rd["engines"] for rd in f.evidence["readings"]}
+    assert "sglang==0.5.4.post2" in by_engines[("out(2)", "out(30)", "out(58)")]            # always +1
+    assert {"sglang==0.5.14", "sglang==0.5.23"} <= set(by_engines[("out(1)", "out(29)", "out(57)")])
+    assert "--trained-engine" in f.message and "--training-data" in f.message
+    assert f.fix is None            # no edit is right under both readings
     assert run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.12.post1").ok
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.23", "sglang==0.5.13"])
+def test_provenance_settles_it(engine):
+    # SpecForge 0.2.0 pins sglang==0.5.14: its capture of [2, 30, 58] is what 0.5.13+ serves
+    r = run_static(KIMI_DRAFT, KIMI_TARGET, engine=engine, trained_engine="specforge==0.2.0")
+    assert "layer-ids-engine-mismatch" not in r.codes() and r.capture.match is True
+    assert r.inputs["provenance"]["engine"] == "sglang==0.5.14"
+    # captured by an always-+1 release: trained on out(2), out(30), out(58), a one-layer shift here
+    old = run_static(KIMI_DRAFT, KIMI_TARGET, engine=engine, trained_engine="sglang==0.5.12.post1")
+    f = next(f for f in old.findings if f.code == "layer-ids-engine-mismatch")
+    assert f.severity == "error" and f.evidence_class == "provenance" and f.evidence["shift"] == -1
+    assert f.fix.edits[0].value == [3, 31, 59]
 
 
 def test_capture_report_side_by_side():
@@ -51,7 +69,8 @@ def test_capture_report_side_by_side():
     assert [(row["config_id"], row["engine_point"], row["trained_point"]) for row in cap["rows"]] == \
         [(2, "out(2)", "out(2)"), (30, "out(30)", "out(30)"), (-1, None, "out(58)")]
     assert cap["fatal"] and "TypeError" in cap["fatal"]
-    assert cap["across_engines"]["vllm"] == ["out(1)", "out(29)", None]
+    assert cap["across_engines"]["vllm==0.33.0"] == ["out(1)", "out(29)", None]    # ids verbatim
+    assert cap["across_engines"]["vllm==0.11.0"] == ["out(1)", "out(29)", "out(57)"]  # ids ignored: defaults
     json.dumps(r.to_dict())   # JSON-serialisable all the way down
 
 

@@ -17,11 +17,15 @@ def register(sub) -> None:
                                    "Exit 1 when any finding is an error.")
     p.add_argument("--draft", metavar="DIR", help="draft checkpoint directory (or its config.json)")
     p.add_argument("--target-config", metavar="FILE", help="the target's HF config.json (or its directory)")
-    p.add_argument("--engine", metavar="ENGINE", help="sglang==X.Y.Z, sglang (latest) or vllm (default: sglang)")
+    p.add_argument("--engine", metavar="ENGINE",
+                   help="the serving engine: sglang==X.Y.Z, sglang (latest), vllm==X.Y.Z or vllm (default: sglang)")
     p.add_argument("--algorithm", metavar="ALGO", help="--speculative-algorithm of the launch (EAGLE3, EAGLE, ...)")
     p.add_argument("--trained-layers", metavar="IDS", help="layers the drafter was trained on, e.g. 2,30,58")
     p.add_argument("--trained-convention", default="output-of-layer", metavar="CONV",
                    help="convention of --trained-layers: output-of-layer (default), capture-before, hf-index")
+    p.add_argument("--trained-engine", metavar="ENGINE",
+                   help="what captured the training data: sglang==X.Y.Z, vllm==X.Y.Z, specforge==V (its pinned "
+                        "SGLang) or speculators; without it a convention-dependent difference is only a warning")
     p.add_argument("--context-length", type=int, metavar="N", help="the server's context length")
     p.add_argument("--num-layers", type=int, metavar="N", help="target layers, when no target config is given")
     live = p.add_argument_group("a running server")
@@ -74,11 +78,12 @@ def run(args: argparse.Namespace, ctx) -> int:
     trained = parse_ids(args.trained_layers, "--trained-layers") if args.trained_layers else None
     report = ctx.wb.doctor(args.draft, args.target_config, engine=args.engine, algorithm=args.algorithm,
                            trained_layers=trained, trained_convention=args.trained_convention,
-                           context_length=args.context_length, num_layers=args.num_layers)
+                           context_length=args.context_length, num_layers=args.num_layers,
+                           trained_engine=args.trained_engine)
     if args.json:
         emit({"findings": [f.to_dict() for f in report.findings],
               "capture": report.capture.to_dict() if report.capture else None,
-              "inputs": report.inputs}, True)
+              "inputs": report.inputs, "skipped": [s.to_dict() for s in report.skipped]}, True)
     else:
         print(render_text(report))
     return 1 if report.errors else 0
@@ -132,15 +137,27 @@ def _progress_lines():
     return show
 
 
+CLASS_TAG = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
+             "numbers": "numbers", "convention": "unsettled"}
+
+
 def render_text(report) -> str:
     lines = []
     if not report.findings:
-        lines.append("no findings")
+        lines.append("no findings in the checks that ran")
     for f in report.findings:
-        lines.append(f"{f.severity.upper():7} {f.code}: {f.message}")
+        lines.append(f"{f.severity.upper():7} {f.code} [{CLASS_TAG.get(f.evidence_class, f.evidence_class)}]: "
+                     f"{f.message}")
         if f.fix:
             lines.append(f"        fix: {f.fix.summary}")
     if report.capture:
         lines.append("")
         lines.append(report.capture.text())
+    skipped = getattr(report, "skipped", [])
+    if skipped:
+        lines.append("")
+        lines.append(f"skipped {len(skipped)} check{'s' if len(skipped) > 1 else ''} for lack of inputs "
+                     "(not an all-clear):")
+        for s in skipped:
+            lines.append(f"  - {s.check}: needs {s.needs} ({s.why})")
     return "\n".join(lines)

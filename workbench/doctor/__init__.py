@@ -1,8 +1,8 @@
 """The doctor: named, evidenced findings about an EAGLE-3 deployment, from the files alone."""
 
 from workbench.doctor.capture import CaptureReport, CaptureRow
-from workbench.doctor.findings import CODES, SEVERITIES, ConfigEdit, Finding, Fix, sort_findings
+from workbench.doctor.findings import CODES, EVIDENCE_CLASSES, SEVERITIES, ConfigEdit, Finding, Fix, sort_findings
 from workbench.doctor.static import ALGORITHMS, DoctorReport, normalize_algorithm, run_static
 
-__all__ = ["CODES", "SEVERITIES", "ALGORITHMS", "CaptureReport", "CaptureRow", "ConfigEdit", "DoctorReport",
+__all__ = ["CODES", "EVIDENCE_CLASSES", "SEVERITIES", "ALGORITHMS", "CaptureReport", "CaptureRow", "ConfigEdit", "DoctorReport",
            "Finding", "Fix", "normalize_algorithm", "run_static", "sort_findings"]

@@ -1,4 +1,10 @@
-"""The capture report: config ids -> what this engine captures -> what training used."""
+"""The capture report: config ids -> what this engine captures -> what training used.
+
+What a drafter was trained on is what the engine that *captured its training data* made of the ids.
+``trained_readings`` returns every reading the evidence allows: one when the trained layers or the
+capturing engine are given (provenance), else one per distinct capture among the SGLang releases a
+SpecForge-format drafter may have been captured with (speculators-format: vLLM's capture indices).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,23 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from workbench.errors import InputError
-from workbench.layers import (KNOWN_ENGINES, CaptureResult, EngineRule, Point, default_points, point_str,
-                              rule_for, to_points)
+from workbench.layers import CaptureResult, EngineRule, Point, default_ids, point_str, to_points
 from workbench.results import Result
+
+
+@dataclass
+class Reading(Result):
+    """One account of what the training data holds."""
+
+    label: str                       # "captured by sglang==0.5.14 (+1 only if the first id is 1)"
+    points: Optional[list[Point]]    # None: this capture path cannot produce training data for the ids
+    basis: str                       # "given" (--trained-layers), "provenance" (--trained-engine), "assumed"
+    engines: list[str] = field(default_factory=list)
+    problem: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "points": None if self.points is None else [str(p) for p in self.points],
+                "basis": self.basis, "engines": self.engines, "problem": self.problem}
 
 
 @dataclass
@@ -33,12 +53,14 @@ class CaptureReport(Result):
     engine_indices: list[int]
     engine_points: list[Optional[str]]
     trained_points: Optional[list[str]]
-    trained_source: str              # "given (output-of-layer)" or the assumption made
+    trained_source: str              # how the trained points are known (or which reading is shown)
     match: Optional[bool]
     rows: list[CaptureRow]
     notes: list[str] = field(default_factory=list)
     fatal: Optional[str] = None
     across_engines: dict[str, list[Optional[str]]] = field(default_factory=dict)
+    readings: list[dict] = field(default_factory=list)   # every reading of the training capture
+    settled: bool = True             # False: the readings disagree and nothing given settles them
 
     def text(self) -> str:
         lines = [f"capture under {self.engine} ({self.arch or 'unknown target'}, "
@@ -50,6 +72,10 @@ class CaptureReport(Result):
             lines.append(f"  {r.slot:>4}  {_s(r.config_id):>9}  {_s(r.engine_index):>12}  "
                          f"{_s(r.engine_point, 'missing'):<16}  {_s(r.trained_point):<16}  {mark}")
         lines.append(f"  training: {self.trained_source}")
+        if len(self.readings) > 1:
+            for rd in self.readings:
+                pts = "cannot capture them" if rd["points"] is None else ", ".join(rd["points"])
+                lines.append(f"    reading: {rd['label']}: {pts}")
         if self.fatal:
             lines.append(f"  engine fails: {self.fatal}")
         return "\n".join(lines)
@@ -59,38 +85,87 @@ def _s(v, none="-") -> str:
     return none if v is None else str(v)
 
 
-def trained_points(draft, num_layers: int, trained_layers: Optional[list[int]],
-                   trained_convention: str) -> tuple[Optional[list[Point]], str]:
-    """What the drafter was trained on: given explicitly, or assumed from the config and layout."""
-    if trained_layers is not None:
-        pts = to_points(trained_layers, trained_convention, num_layers)
-        return pts, f"given: {trained_layers} ({trained_convention})"
+def _trainer_ids(draft, num_layers: int) -> tuple[Optional[list[int]], str]:
+    """The ids a trainer hands its capture engine: SpecForge's eagle_config ids (or its default
+    [1, N//2-1, N-4], resolve_eagle_capture_layers), speculators' top-level ids (default [2, N//2, N-3])."""
     if draft.layout == "speculators":
         ids = draft.top_level_layer_ids
-        if ids is None:
-            return default_points(num_layers), ("assumed: speculators default [2, N//2, N-3] "
-                                                "(capture-before); pass --trained-layers if not")
-        try:
-            return to_points(ids, "capture-before", num_layers), (
-                f"assumed: speculators read the top-level ids {ids} as capture-before; "
-                "pass --trained-layers if not")
-        except InputError:
-            return None, f"unknown: top-level ids {ids} are out of range for {num_layers} layers"
+        return (ids if ids is not None else [2, num_layers // 2, num_layers - 3]), \
+            "top-level ids" if ids is not None else "speculators default ids"
     ids = draft.layer_ids
-    if ids is None:
-        return default_points(num_layers), ("assumed: SpecForge default [1, N//2-1, N-4] (output-of-layer) "
-                                            "since the config has no eagle_config ids; pass --trained-layers if not")
-    try:
-        return to_points(ids, "output-of-layer", num_layers), (
-            f"assumed: SpecForge read eagle_config ids {ids} as output-of-layer (a capture run on "
-            "SGLang >= 0.5.13 with a DeepSeek/Kimi target follows that engine's rule instead); "
-            "pass --trained-layers if not")
-    except InputError:
-        return None, f"unknown: eagle_config ids {ids} are out of range for {num_layers} layers"
+    return (ids if ids is not None else default_ids(num_layers)), \
+        "eagle_config ids" if ids is not None else "SpecForge default ids"
+
+
+def _through(rule: EngineRule, ids: list[int], n: int, label: str, basis: str) -> Reading:
+    res = rule.capture(ids, n)
+    if not res.complete:
+        why = res.fatal or "; ".join(c.problem for c in res.by_id if c.problem) or "a state is missing"
+        return Reading(label, None, basis, [rule.name], why)
+    return Reading(label, list(res.captured), basis, [rule.name])
+
+
+def trained_readings(draft, num_layers: int, arch: Optional[str], trained_layers: Optional[list[int]],
+                     trained_convention: str, provenance=None) -> list[Reading]:
+    from workbench.doctor.engines import engine_rule, sglang_releases, sglang_rule
+    from workbench.layers import parse_version
+
+    n = num_layers
+    if trained_layers is not None:
+        pts = to_points(trained_layers, trained_convention, n)
+        return [Reading(f"given: {trained_layers} ({trained_convention})", pts, "given")]
+    ids, where = _trainer_ids(draft, n)
+    if provenance is not None and provenance.engine:
+        rule = engine_rule(provenance.engine, arch)
+        label = f"{provenance.how}; {where} {ids} through {rule.name}"
+        return [_through(rule, list(ids), n, label, "provenance")]
+    if draft.layout == "speculators":
+        try:
+            pts = to_points(ids, "capture-before", n)
+        except InputError:
+            return [Reading(f"assumed: speculators ({where})", None, "assumed", [],
+                            f"ids {ids} are outside speculators' 0..{n}")]
+        return [Reading(f"assumed: speculators read the {where} {ids} as vLLM capture indices", pts, "assumed",
+                        ["vllm"])]
+    # SpecForge format: each SGLang release that may have captured the data, grouped by what it yields
+    groups: dict[tuple, Reading] = {}
+    impossible: list[Reading] = []
+    for v in sglang_releases():
+        rule = sglang_rule(parse_version(v), arch)
+        if rule.plus_one == "unsupported":
+            continue
+        rd = _through(rule, list(ids), n, "", "assumed")
+        if rd.points is None:
+            impossible.append(rd)
+            continue
+        key = tuple(str(p.canonical(n)) for p in rd.points)
+        if key in groups:
+            groups[key].engines += rd.engines
+        else:
+            groups[key] = rd
+    out = []
+    for rd in groups.values():
+        rd.label = f"assumed: SpecForge captured the {where} {list(ids)} through {_span(rd.engines)}"
+        out.append(rd)
+    if not out:
+        by_why: dict[str, list[str]] = {}
+        for r in impossible:
+            by_why.setdefault(r.problem or "a state is missing", []).extend(r.engines)
+        why = "; ".join(f"{_span(e)}: {w}" for w, e in by_why.items())
+        return [Reading(f"assumed: SpecForge captured the {where} {list(ids)} through SGLang", None, "assumed",
+                        [e for r in impossible for e in r.engines], why or "no SGLang release captures them")]
+    return out
+
+
+def _span(engines: list[str]) -> str:
+    return engines[0] if len(engines) == 1 else f"{engines[0]} .. {engines[-1]} ({len(engines)} releases read)"
 
 
 def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layers: int,
-                 arch: Optional[str], trained: Optional[list[Point]], trained_source: str) -> tuple[CaptureReport, CaptureResult]:
+                 arch: Optional[str], trained: Optional[list[Point]], trained_source: str,
+                 readings: Optional[list[Reading]] = None, settled: bool = True) -> tuple[CaptureReport, CaptureResult]:
+    from workbench.doctor.engines import engine_rule, known_engines
+
     res = rule.capture(ids, num_layers)
     engine_pts = res.points
     by_index = {c.index: c.id for c in res.by_id}
@@ -109,13 +184,20 @@ def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layer
             if 0 <= j < len(missing):
                 cid, idx = missing[j].id, missing[j].index
         match = None
-        if trained is not None:
+        shown = point_str(tp)
+        if trained is not None and settled:
             match = ep is not None and tp is not None and ep.same_stream(tp, n)
-        rows.append(CaptureRow(k, cid, idx, point_str(ep), point_str(tp), match))
-    match = None if trained is None else (all(r.match for r in rows) and res.fatal is None)
+        elif not settled and readings:
+            alts = []
+            for rd in readings:
+                if rd.points is not None and k < len(rd.points) and str(rd.points[k]) not in alts:
+                    alts.append(str(rd.points[k]))
+            shown = " | ".join(alts) or None
+        rows.append(CaptureRow(k, cid, idx, point_str(ep), shown, match))
+    match = None if trained is None or not settled else (all(r.match for r in rows) and res.fatal is None)
     across = {}
-    for eng in KNOWN_ENGINES:
-        other = rule_for(eng, arch)
+    for eng in known_engines():
+        other = engine_rule(eng, arch)
         o_ids, _ = other.ids_from_config(config)
         if o_ids is not None and not (isinstance(o_ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in o_ids)):
             continue
@@ -127,5 +209,6 @@ def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layer
         ids_source=ids_source, config_ids=None if ids is None else list(ids), engine_indices=res.indices,
         engine_points=[point_str(p) for p in engine_pts],
         trained_points=None if trained is None else [str(p) for p in trained], trained_source=trained_source,
-        match=match, rows=rows, notes=res.notes, fatal=res.fatal, across_engines=across)
+        match=match, rows=rows, notes=res.notes, fatal=res.fatal, across_engines=across,
+        readings=[r.to_dict() for r in readings or []], settled=settled)
     return report, res

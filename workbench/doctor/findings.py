@@ -9,6 +9,18 @@ from workbench.results import Result
 
 SEVERITIES = ("error", "warning", "info")
 
+# What a finding rests on. Its severity follows from it: a finding that rests on a convention nobody
+# has settled (no provenance, no numbers) is at most a warning and says what would settle it.
+EVIDENCE_CLASSES: dict[str, str] = {
+    "engine-code": "what the engine's own code does with these files (capture rule, registry, start-up checks)",
+    "static-file": "the files alone (types, shapes, sizes, vocabulary mapping)",
+    "provenance": "how the training data was captured, as given (--trained-layers, --trained-engine)",
+    "numbers": "hidden states compared numerically (training data against the server)",
+    "convention": "a reading of the ids that no evidence settles yet",
+}
+MAX_SEVERITY = {"engine-code": "error", "static-file": "error", "provenance": "error", "numbers": "error",
+                "convention": "warning"}
+
 # Every code the static doctor emits, with what it means. Tests pin these names.
 CODES: dict[str, str] = {
     "algorithm-mismatch": "an Eagle3 draft launched with another algorithm, or EAGLE3 with a non-Eagle3 draft",
@@ -31,6 +43,25 @@ CODES: dict[str, str] = {
     "weights-unreadable": "the weight files cannot be read (corrupt header, missing shard)",
     "weights-not-checked": "no weight files found: weight checks skipped",
     "draft-variant": "a drafter variant the config selects, and where the engines read it differently",
+    "draft-arch-unsupported": "the engine's model registry has no loader for the draft's architecture",
+    "target-eagle3-unsupported": "the engine cannot capture EAGLE-3 aux hidden states on this target",
+    "unknown-config-key": "a config key no engine or trainer reads (a typo is silently ignored)",
+    "training-capture-impossible": "no known capture path could have produced training data for these ids",
+}
+
+# The class a code's finding rests on unless the check says otherwise.
+CODE_CLASS: dict[str, str] = {
+    "algorithm-mismatch": "engine-code", "layer-ids-engine-mismatch": "engine-code",
+    "layer-ids-embedding": "engine-code", "layer-ids-out-of-range": "engine-code",
+    "layer-ids-final-uncaptured": "engine-code", "layer-ids-unsorted": "convention",
+    "layer-ids-count-mismatch": "static-file", "layer-ids-nondefault": "static-file",
+    "eagle-config-misplaced": "engine-code", "draft-context-too-short": "engine-code",
+    "tied-embeddings": "engine-code", "missing-weight": "static-file", "unexpected-weight": "engine-code",
+    "weight-shape-mismatch": "static-file", "d2t-invalid": "static-file", "hidden-size-mismatch": "static-file",
+    "config-invalid": "static-file", "weights-unreadable": "static-file", "weights-not-checked": "static-file",
+    "draft-arch-unsupported": "engine-code", "target-eagle3-unsupported": "engine-code",
+    "unknown-config-key": "static-file", "training-capture-impossible": "engine-code",
+    "draft-variant": "static-file",
 }
 
 
@@ -69,12 +100,20 @@ class Finding(Result):
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     fix: Optional[Fix] = None
+    evidence_class: str = ""
 
     def __post_init__(self):
         if self.code not in CODES:
             raise ValueError(f"unknown finding code {self.code!r}")
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
+        if not self.evidence_class:
+            self.evidence_class = CODE_CLASS[self.code]
+        if self.evidence_class not in EVIDENCE_CLASSES:
+            raise ValueError(f"unknown evidence class {self.evidence_class!r}")
+        cap = MAX_SEVERITY[self.evidence_class]
+        if SEVERITIES.index(self.severity) < SEVERITIES.index(cap):
+            raise ValueError(f"{self.code}: a finding resting on {self.evidence_class} is at most a {cap}")
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

@@ -79,7 +79,7 @@ def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
             {"engine": rule.name, "rule": rule.source, "num_layers": num_layers, "config_ids": current,
              "ids_key": source, "engine_points": rec.current_points, "trained_points": points,
              "source": "numeric alignment", "shift": shift, "recommended_ids": ids,
-             "verdicts": [b.verdict for b in bests]}, fix))
+             "verdicts": [b.verdict for b in bests]}, fix, "numbers"))
     return rec, findings
 
 

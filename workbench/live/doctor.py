@@ -278,6 +278,15 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
         d.notes.append("no training data: predicted accept length and hidden states not checked "
                        "(give training_data on the server's host, or accuracies)")
 
+    if alignment is not None:
+        # numbers settle what the files could only read two ways
+        unsettled = [r for r in ranked if r.source == "static" and r.code == "layer-ids-engine-mismatch"
+                     and r.finding.evidence_class == "convention"]
+        if unsettled:
+            ranked = [r for r in ranked if r not in unsettled]
+            d.notes.append("the layer-id reading the files left open is settled by the hidden states: "
+                           + (features.get("verdict") or "see the alignment"))
+
     # 5. rank by the share of the gap each finding explains
     d._step("live.doctor", 5, n_steps, "ranking findings")
     gap = None
@@ -332,11 +341,11 @@ def _from_accuracies(acc: list, spec: dict) -> dict:
 
 def _engine_points(engine: str, target: dict, draft: dict) -> Optional[list]:
     """The points the engine captures for the loaded ids, in concatenation order (None: missing)."""
-    from workbench.layers import rule_for
+    from workbench.doctor.engines import engine_rule
 
     if not target.get("num_layers"):
         return None
-    rule = rule_for(engine, target.get("arch"))
+    rule = engine_rule(engine, target.get("arch"))
     ids, _ = rule.ids_from_config(draft["loaded"] or {})
     try:
         cap = rule.capture(ids, int(target["num_layers"]))
@@ -406,7 +415,7 @@ def _provisional(res: dict, draft: dict, engine: str) -> Finding:
         {"engine": engine, "config_ids": draft.get("ids"), "engine_points": al.get("cols_physical"),
          "source": "numeric alignment (return_hidden_states)", "best": [b.get("physical") or b.get("candidate")
                                                                         for b in al.get("best") or []],
-         "rel_diff": [b.get("value") for b in al.get("best") or []]})
+         "rel_diff": [b.get("value") for b in al.get("best") or []]}, None, "numbers")
 
 
 def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict]) -> list[RankedFinding]:

@@ -23,7 +23,8 @@ def finding_from_dict(d: dict, location=None) -> Finding:
     """A Finding back from its JSON form (a job's answer); ``location(path)`` rewrites fix files."""
     fd = d.get("fix")
     fix = fix_from_dict(fd, location) if fd else None
-    return Finding(d["code"], d["severity"], d["message"], dict(d.get("evidence") or {}), fix)
+    return Finding(d["code"], d["severity"], d["message"], dict(d.get("evidence") or {}), fix,
+                   d.get("evidence_class") or "")
 
 
 @dataclass
@@ -132,7 +133,9 @@ class LiveReport(Result):
         for i, r in enumerate(self.findings, 1):
             share = f" (explains {_f(r.explains)}" + (f", {100 * r.share:.0f}% of the gap)" if r.share is not None
                                                       else ")") if r.explains is not None else ""
-            lines.append(f"  {i}. {r.severity.upper():7} {r.code}{share}: {r.message}")
+            cls = r.finding.evidence_class
+            lines.append(f"  {i}. {r.severity.upper():7} {r.code}{share} [{'unsettled' if cls == 'convention' else cls}]"
+                         f": {r.message}")
             if r.fix:
                 lines.append(f"       fix: {r.fix.summary}")
         if self.pending is not None:

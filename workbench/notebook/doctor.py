@@ -23,12 +23,14 @@ from workbench.layers import ENGINE_CHOICES as ENGINES
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]
 COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#666"}
+CLASS_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
+               "numbers": "numbers", "convention": "unsettled"}
 
 
 class DoctorWidget(w.VBox):
     def __init__(self, wb=None, *, workspace: Optional[str] = None, draft: str = "", target: str = "",
                  engine: str = "sglang==0.5.23", algorithm: str = "EAGLE3", trained: str = "",
-                 convention: str = "output-of-layer", run: Optional[bool] = None):
+                 convention: str = "output-of-layer", trained_engine: str = "", run: Optional[bool] = None):
         if wb is None:
             from workbench.api import Workbench
 
@@ -44,6 +46,8 @@ class DoctorWidget(w.VBox):
             "algorithm": w.Dropdown(options=ALGORITHMS, value=algorithm, description="algorithm", **box),
             "trained": w.Text(value=trained, description="trained layers", placeholder="2,30,58", **box),
             "convention": w.Dropdown(options=CONVENTIONS, value=convention, description="convention", **box),
+            "trained_engine": w.Text(value=trained_engine, description="trained engine",
+                                     placeholder="specforge==0.2.0 or sglang==0.5.14", **box),
         }
         self.run_button = w.Button(description="Run checks", button_style="primary")
         self.run_button.on_click(lambda _b: self.run())
@@ -77,7 +81,8 @@ class DoctorWidget(w.VBox):
             trained = parse_ids(f["trained"], "trained layers") if f["trained"].strip() else None
             report = self.wb.doctor(f["draft"].strip(), f["target"].strip() or None, engine=f["engine"],
                                     algorithm=f["algorithm"] or None, trained_layers=trained,
-                                    trained_convention=f["convention"])
+                                    trained_convention=f["convention"],
+                                    trained_engine=f["trained_engine"].strip() or None)
         except WorkbenchError as exc:
             self._show_error(str(exc))
             return None
@@ -98,10 +103,17 @@ class DoctorWidget(w.VBox):
                              for k, v in f.evidence.items())
             fix = html.escape(f.fix.summary) if f.fix else ""
             rows.append(f"<tr><td style='color:{COLOURS[f.severity]};font-weight:bold'>{f.severity}</td>"
+                        f"<td class='evidence-class'>{CLASS_LABEL.get(f.evidence_class, f.evidence_class)}</td>"
                         f"<td><code>{f.code}</code></td><td>{html.escape(f.message)}"
                         f"<details><summary>evidence</summary><small>{ev}</small></details></td><td>{fix}</td></tr>")
-        self.findings.value = ("<table><tr><th>severity</th><th>code</th><th>finding</th><th>fix</th></tr>"
-                               + "".join(rows) + "</table>") if rows else "<b style='color:#2e7d32'>No findings.</b>"
+        skipped = getattr(r, "skipped", [])
+        skipped_html = ("<details><summary>skipped " + str(len(skipped)) + " checks for lack of inputs (not an "
+                        "all-clear)</summary><small>" + "<br>".join(html.escape(f"{s.check}: needs {s.needs}")
+                                                                   for s in skipped) + "</small></details>"
+                        if skipped else "")
+        self.findings.value = (("<table><tr><th>severity</th><th>evidence</th><th>code</th><th>finding</th>"
+                                "<th>fix</th></tr>" + "".join(rows) + "</table>") if rows else
+                               "<b style='color:#2e7d32'>No findings in the checks that ran.</b>") + skipped_html
         self.capture.value = capture_html(r.capture)
         fixes = [(f"{f.code}: {f.fix.summary}", i) for i, f in enumerate(r.findings) if f.fix and f.fix.applicable]
         self.fix_choice.options = fixes

@@ -298,4 +298,12 @@ def _replace_paths(value, old: str, new: str):
     return value
 
 
-JOBS = {"probe": probe, "align": align_files, "live": live, "static": static, "drafter": drafter}
+def engine_rules() -> dict:
+    """The host's own SGLang read by the capture-rule extractor (``workbench.engine``)."""
+    from workbench.engine.host import job
+
+    return job()
+
+
+JOBS = {"probe": probe, "align": align_files, "live": live, "static": static, "drafter": drafter,
+        "engine_rules": engine_rules}

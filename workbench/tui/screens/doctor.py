@@ -23,6 +23,9 @@ ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"),
                ("hf-index", "hf-index")]
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+# What a finding rests on, as the findings table and the detail pane name it.
+CLASS_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
+               "numbers": "numbers", "convention": "unsettled"}
 
 
 class DoctorScreen(WorkbenchScreen):
@@ -61,7 +64,7 @@ class DoctorScreen(WorkbenchScreen):
             with Vertical(id="findings-pane"):
                 yield Label("Findings", classes="title")
                 table = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
-                table.add_columns("severity", "code", "fix")
+                table.add_columns("severity", "evidence", "code", "fix")
                 yield table
                 yield Label("Capture: config ids -> engine -> training", classes="title")
                 cap = DataTable(id="capture", cursor_type="none")
@@ -168,9 +171,16 @@ class DoctorScreen(WorkbenchScreen):
         table.clear()
         for i, f in enumerate(report.findings):
             fix = "config" if f.fix and f.fix.applicable else ("launch" if f.fix else "")
-            table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, fix, key=str(i))
+            table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]),
+                          Text(CLASS_LABEL.get(f.evidence_class, f.evidence_class), style="dim"), f.code, fix,
+                          key=str(i))
         if not report.findings:
-            self.query_one("#detail", Static).update("[green]No findings.[/green]")
+            skipped = getattr(report, "skipped", [])
+            self.query_one("#detail", Static).update(
+                Text("No findings in the checks that ran." + (
+                    f"\nSkipped {len(skipped)} for lack of inputs (not an all-clear):\n"
+                    + "\n".join(f"  {s.check}: needs {s.needs}" for s in skipped) if skipped else ""),
+                     style="green"))
         self._show_capture(report.capture)
         if report.findings:
             table.move_cursor(row=0)
@@ -204,7 +214,8 @@ class DoctorScreen(WorkbenchScreen):
         f = self.report.findings[index]
         out = Text()
         out.append(f"{f.code}  ", style="bold")
-        out.append(f.severity + "\n\n", style=SEVERITY_STYLE[f.severity])
+        out.append(f.severity, style=SEVERITY_STYLE[f.severity])
+        out.append(f"  rests on: {CLASS_LABEL.get(f.evidence_class, f.evidence_class)}\n\n", style="dim")
         out.append(f.message + "\n\n")
         out.append("evidence\n", style="bold")
         for key, value in f.evidence.items():

@@ -1,0 +1,113 @@
+"""The doctor's engine and trainer facts are caches of what the engines' and trainers' own code says:
+each cache is checked against the real release (wheels from PyPI, kept in the wheel cache)."""
+
+import json
+import zipfile
+
+import pytest
+
+from workbench.doctor import run_static
+from workbench.doctor import sglang_loaders
+from workbench.engine import vllm_rules
+from workbench import provenance
+
+
+@pytest.mark.parametrize("version", ["0.9.2", "0.33.0"])
+def test_vllm_table_is_what_the_release_says(version):
+    whl = vllm_rules.download(version)
+    assert vllm_rules.extract(whl) == vllm_rules.load_table()["releases"][version]
+
+
+def test_vllm_rules_read_from_the_code():
+    t = vllm_rules.load_table()["releases"]
+    # 0.9-0.11: the runner asks the model for its defaults; the capture adds a None residual at index 0
+    for v in ("0.9.2", "0.10.2", "0.11.0"):
+        assert (t[v]["config_ids"], t[v]["index0"], t[v]["boundary"]) == ("ignored", "type-error", "none")
+    assert t["0.33.0"]["config_ids"] == "top-level-then-eagle_config"
+    assert (t["0.33.0"]["index0"], t["0.33.0"]["boundary"]) == ("embed", "final-prenorm")
+    assert all(r["default"] == ["2", "N//2", "N-3"] for r in t.values())
+    assert t["0.9.2"]["arch_map"] == {"prefix": "Eagle3", "keeps_prefixed": True, "keeps_suffixed": False}
+    assert "LlamaForCausalLMEagle3" not in t["0.9.2"]["draft_archs"] and t["0.9.2"]["speculators"] is None
+    assert t["0.11.0"]["speculators"] == "Eagle3LlamaForCausalLM"
+    assert all(r["draft_len"] == "min" for r in t.values())
+    assert all(e["file"] and e["line"] > 0 for r in t.values() for e in r["evidence"])
+
+
+def test_vllm_reader_says_unknown_for_code_it_does_not_recognise(tmp_path):
+    whl = vllm_rules.download("0.11.0")
+    with zipfile.ZipFile(whl) as z:
+        for n in ("vllm/__init__.py", "vllm/model_executor/models/llama.py", "vllm/v1/worker/gpu_model_runner.py",
+                  "vllm/transformers_utils/configs/eagle.py"):
+            (tmp_path / n).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / n).write_bytes(z.read(n))
+    llama = tmp_path / "vllm/model_executor/models/llama.py"
+    text = llama.read_text()
+    assert "if idx in self.aux_hidden_state_layers:" in text
+    llama.write_text(text.replace("if idx in self.aux_hidden_state_layers:", "if self.wants(idx):"))
+    facts = vllm_rules.extract(tmp_path / "vllm")
+    assert facts["index0"] == "unknown" and facts["boundary"] == "unknown"
+    assert facts["config_ids"] == "ignored" and facts["default"] == ["2", "N//2", "N-3"]
+
+
+def test_specforge_pin_is_read_from_its_wheel():
+    whl, err = provenance.cached_wheel("specforge", "0.2.0")
+    assert err is None
+    got = provenance.read_specforge_wheel(whl)
+    assert got == provenance.load_table()["specforge"]["releases"]["0.2.0"]
+    assert got["sglang"] == "0.5.14" and got["capture_call"].startswith("specforge/offline_capture/")
+    # its own resolver, run on stubs: the default [1, N//2-1, N-4] and no negative (embedding) ids
+    assert got["default_ids_at_61_layers"] == [1, 29, 57] and got["rejects_negative_ids"] is True
+    p = provenance.parse_provenance("specforge==0.2.0")
+    assert p.engine == "sglang==0.5.14" and "METADATA" in p.how
+
+
+def test_sglang_registry_table_is_the_installed_release():
+    inst = sglang_loaders._installed_models_dir()
+    ver = sglang_loaders._installed_version()
+    table = json.loads(sglang_loaders.TABLE.read_text())["releases"]
+    assert sglang_loaders.read_registry(inst, ver) == table[ver]
+    assert "LlamaForCausalLMEagle3" in table[ver]["architectures"]
+    assert not any(a in table[ver]["architectures"] for a in ("Eagle3Speculator", "Eagle3DraftModel"))
+
+
+def test_a_speculators_format_draft_has_no_sglang_loader(tmp_path):
+    cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "draft_vocab_size": 32000,
+           "transformer_layer_config": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 1,
+                                        "vocab_size": 128256, "max_position_embeddings": 2048},
+           "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B"}}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    from tests.fixtures.drafts import LLAMA_TARGET
+
+    s = run_static(tmp_path, LLAMA_TARGET, engine="sglang==0.5.23", algorithm="EAGLE3")
+    f = next(f for f in s.findings if f.code == "draft-arch-unsupported")
+    assert f.severity == "error" and f.evidence_class == "engine-code" and "vLLM" in f.message
+    v = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.11.0", algorithm="EAGLE3")
+    assert v.ok, [x.message for x in v.errors]                       # vLLM reads speculators configs
+    assert not run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.9.2").ok   # ... from 0.10 on
+
+
+def test_an_uncached_vllm_release_takes_the_nearest_older_rule_as_an_assumption(tiny):
+    d, t = tiny(config_changes={"eagle_config.eagle_aux_hidden_state_layer_ids": [0, 3, 4]})
+    r = run_static(d, t, engine="vllm==0.12.0")
+    assert r.inputs["engine_rule_assumed_from"] == "0.12.0" and r.inputs["engine"] == "vllm==0.11.0"
+    # 0.11 ignores config ids (its defaults out(1), out(3), out(4)); every SGLang capture of [0, 3, 4] has out(0)
+    f = next(f for f in r.findings if f.code == "layer-ids-engine-mismatch")
+    assert f.severity == "warning" and f.evidence_class == "convention" and "assumed" in f.message
+    exact = next(f for f in run_static(d, t, engine="vllm==0.11.0").findings if f.code == "layer-ids-engine-mismatch")
+    assert exact.severity == "error" and exact.evidence_class == "engine-code"
+
+
+def test_a_vllm_release_that_ignores_config_ids_says_no_edit_helps(tmp_path):
+    from tests.fixtures.drafts import LLAMA_DRAFT, LLAMA_TARGET
+
+    cfg = json.loads((LLAMA_DRAFT / "config.json").read_text())
+    cfg.setdefault("eagle_config", {})["eagle_aux_hidden_state_layer_ids"] = [3, 16, 28]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    old = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.11.0")
+    f = next(f for f in old.findings if f.code == "layer-ids-engine-mismatch")
+    assert f.fix is None and "ignores the config's layer ids" in f.message
+    new = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.33.0")
+    f = next(f for f in new.findings if f.code == "layer-ids-engine-mismatch")
+    # vLLM reads the top-level key first and SGLang ignores it: the fix writes there
+    assert f.fix.edits[0].key == "eagle_aux_hidden_state_layer_ids" and f.fix.edits[0].value == [4, 17, 29]
+    assert run_static(tmp_path, LLAMA_TARGET, engine="sglang==0.5.23").ok

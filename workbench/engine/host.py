@@ -1,0 +1,45 @@
+"""The host's own SGLang asked: the extractor runs there as a remote job (``engine_rules``) over the
+installation its python finds, without importing SGLang."""
+
+from __future__ import annotations
+
+from workbench.engine.rule import CaptureRule
+from workbench.errors import WorkbenchError
+
+
+def local_installation() -> tuple[str, str]:
+    """(directory holding sglang/, version) of the SGLang this python would import."""
+    import importlib.metadata as md
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        raise WorkbenchError("no sglang installed for this python")
+    root = Path(list(spec.submodule_search_locations)[0]).parent
+    try:
+        version = md.version("sglang")
+    except md.PackageNotFoundError:
+        version = None
+    if not version:
+        from workbench.engine.source import Source
+
+        version = Source(root).version() or "unknown"
+    return str(root), version
+
+
+def job() -> dict:
+    """The remote job: every EAGLE-3 rule of the host's installation."""
+    from workbench.engine.extract import extract
+
+    root, version = local_installation()
+    return {"version": version, "root": root, "rules": [r.to_dict() for r in extract(root, version=version)]}
+
+
+def host_rules(host) -> tuple[list[CaptureRule], str]:
+    from workbench.remote.near import NearCompute
+
+    result, _tr = NearCompute(host).run("engine_rules", {}, timeout=600)
+    if not isinstance(result, dict) or "rules" not in result:
+        raise WorkbenchError(f"host {getattr(host, 'name', host)}: engine_rules gave no rules")
+    return [CaptureRule.from_dict(r) for r in result["rules"]], str(result["version"])

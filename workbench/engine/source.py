@@ -1,0 +1,173 @@
+"""An SGLang installation read as source: parsed files, classes resolved through imports and bases.
+
+Nothing here imports SGLang; the files are parsed with ``ast`` (a release's model code imports torch,
+triton and CUDA kernels at module level, so it cannot be imported on a CPU host without them).
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Optional
+
+from workbench.errors import InputError
+
+
+class Source:
+    """``root`` is the directory that holds ``sglang/`` (or the ``sglang`` directory itself)."""
+
+    def __init__(self, root):
+        root = Path(root).expanduser()
+        if (root / "sglang" / "srt").is_dir():
+            self.root = root
+        elif (root / "srt").is_dir() and root.name == "sglang":
+            self.root = root.parent
+        else:
+            raise InputError(f"{root}: not an SGLang installation (expected sglang/srt/ in it)")
+        self._trees: dict[str, Optional[ast.Module]] = {}
+        self._lines: dict[str, list[str]] = {}
+        self.memo: dict = {}          # per-installation caches of the extractor's lookups
+
+    # -- files --------------------------------------------------------------------------------------
+    def exists(self, rel: str) -> bool:
+        return (self.root / rel).is_file()
+
+    def tree(self, rel: str) -> Optional[ast.Module]:
+        if rel not in self._trees:
+            try:
+                text = (self.root / rel).read_text(encoding="utf-8")
+                self._trees[rel] = ast.parse(text, rel)
+                self._lines[rel] = text.splitlines()
+            except (OSError, SyntaxError, ValueError):
+                self._trees[rel] = None
+        return self._trees[rel]
+
+    def line(self, rel: str, lineno: int) -> str:
+        self.tree(rel)
+        lines = self._lines.get(rel) or []
+        return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+
+    def files(self, under: str) -> Iterator[str]:
+        base = self.root / under
+        if base.is_dir():
+            for p in sorted(base.rglob("*.py")):
+                yield p.relative_to(self.root).as_posix()
+
+    def module_file(self, module: str) -> Optional[str]:
+        rel = module.replace(".", "/")
+        for cand in (rel + ".py", rel + "/__init__.py"):
+            if self.exists(cand):
+                return cand
+        return None
+
+    def version(self) -> Optional[str]:
+        """The release, from ``sglang/version.py`` (every release has one)."""
+        t = self.tree("sglang/version.py")
+        for node in (t.body if t else []):
+            if isinstance(node, ast.Assign) and any(getattr(x, "id", None) == "__version__" for x in node.targets):
+                if isinstance(node.value, ast.Constant):
+                    return str(node.value.value)
+        return None
+
+    # -- classes ------------------------------------------------------------------------------------
+    def find_class(self, rel: str, name: str, depth: int = 0) -> Optional[tuple[str, ast.ClassDef]]:
+        """The class ``name`` as seen from file ``rel``: defined there or imported (followed)."""
+        key = ("class", rel, name)
+        if key not in self.memo:
+            self.memo[key] = self._find_class(rel, name, depth)
+        return self.memo[key]
+
+    def imports(self, rel: str) -> list:
+        key = ("imports", rel)
+        if key not in self.memo:
+            t = self.tree(rel)
+            self.memo[key] = [n for n in ast.walk(t) if isinstance(n, ast.ImportFrom)] if t else []
+        return self.memo[key]
+
+    def _find_class(self, rel: str, name: str, depth: int) -> Optional[tuple[str, ast.ClassDef]]:
+        t = self.tree(rel)
+        if t is None or depth > 6:
+            return None
+        for node in t.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return rel, node
+        for node in self.imports(rel):
+            if node.module and node.level == 0:
+                for a in node.names:
+                    if (a.asname or a.name) == name:
+                        f = self.module_file(node.module)
+                        if f:
+                            return self.find_class(f, a.name, depth + 1)
+        return None
+
+    def mro(self, rel: str, cls: ast.ClassDef, depth: int = 0) -> list[tuple[str, ast.ClassDef]]:
+        out = [(rel, cls)]
+        if depth > 8:
+            return out
+        for b in cls.bases:
+            name = b.id if isinstance(b, ast.Name) else (b.attr if isinstance(b, ast.Attribute) else None)
+            if not name:
+                continue
+            found = self.find_class(rel, name)
+            if found:
+                for item in self.mro(found[0], found[1], depth + 1):
+                    if item not in out:
+                        out.append(item)
+        return out
+
+    def find_method(self, rel: str, cls: ast.ClassDef, meth: str) -> Optional[tuple[str, ast.ClassDef, ast.FunctionDef]]:
+        for f, c in self.mro(rel, cls):
+            for node in c.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == meth:
+                    return f, c, node
+        return None
+
+    def attr_classes(self, rel: str, cls: ast.ClassDef) -> dict[str, tuple[str, ast.ClassDef, int]]:
+        """``self.<attr> = Name(...)`` in the class's ``__init__`` (first along the MRO): attr -> class."""
+        key = ("attrs", rel, cls.name, cls.lineno)
+        if key in self.memo:
+            return self.memo[key]
+        out: dict[str, tuple[str, ast.ClassDef, int]] = {}
+        for f, c in self.mro(rel, cls):
+            init = next((n for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            if init is None:
+                continue
+            for node in ast.walk(init):
+                if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+                    continue
+                fn = node.value.func
+                name = fn.id if isinstance(fn, ast.Name) else None
+                ff = f
+                if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id == "self":
+                    # ``self.model = self._init_model(...)``: the class the factory method returns
+                    got = self.find_method(rel, cls, fn.attr)
+                    if got:
+                        rets = [r.value.func.id for r in ast.walk(got[2]) if isinstance(r, ast.Return)
+                                and isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Name)]
+                        if len(set(rets)) == 1:
+                            name, ff = rets[0], got[0]
+                if not name:
+                    continue
+                for tgt in node.targets:
+                    if isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) and tgt.value.id == "self":
+                        found = self.find_class(ff, name)
+                        if found and tgt.attr not in out:
+                            out[tgt.attr] = (found[0], found[1], node.lineno)
+        self.memo[key] = out
+        return out
+
+    def entry_classes(self, rel: str) -> list[str]:
+        """``EntryClass = X`` or ``[X, Y]``: the architectures a model file serves."""
+        t = self.tree(rel)
+        out: list[str] = []
+        for node in (t.body if t else []):
+            if isinstance(node, ast.Assign) and any(getattr(x, "id", None) == "EntryClass" for x in node.targets):
+                vals = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+                out += [v.id for v in vals if isinstance(v, ast.Name)]
+        return out
+
+
+@lru_cache(maxsize=64)
+def open_source(root: str) -> Source:
+    return Source(root)

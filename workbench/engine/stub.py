@@ -1,0 +1,159 @@
+"""Run a release's own ``set_eagle3_layers_to_capture`` on a stub model, without importing SGLang.
+
+The method's source is compiled alone (annotations and decorators dropped: they name torch types)
+under its own file name, so tracebacks point at the release's lines. ``self`` is a ``Stub``: any
+attribute is another stub (``self.pp_group.is_last_rank`` is truthy), ``num_hidden_layers`` anywhere
+is N, ``layers`` is a list of N stubs (so ``self.layers[N]`` raises IndexError as a real ModuleList
+does), and attributes that ``__init__`` builds from a class with its own hook (``self.model``,
+``self.language_model``) carry that class's compiled hook. Every attribute write is recorded.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Optional
+
+HOOK = "set_eagle3_layers_to_capture"
+
+
+class Stub:
+    def __init__(self, path: str, run: "Run", cls: Optional[str] = None):
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_run", run)
+        object.__setattr__(self, "_cls", cls)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        run = object.__getattribute__(self, "_run")
+        if name == "num_hidden_layers":
+            return run.n
+        if name == "layers":
+            value = [Stub(f"{self._path}.layers[{i}]", run) for i in range(run.n)]
+        else:
+            value = Stub(f"{self._path}.{name}", run)
+        object.__setattr__(self, name, value)
+        return value
+
+    def __setattr__(self, name, value):
+        self._run.writes.append((self._path, name, _copy(value)))
+        object.__setattr__(self, name, value)
+
+    def __call__(self, *args, **kwargs):
+        self._run.calls.append((self._path, args, kwargs))
+        return Stub(self._path + "()", self._run)
+
+    def __getitem__(self, key):
+        return Stub(f"{self._path}[{key!r}]", self._run)
+
+    def __bool__(self):
+        return True
+
+    def __iter__(self):
+        return iter(())
+
+    def __repr__(self):
+        return f"<stub {self._path}>"
+
+
+def _copy(v):
+    try:
+        return copy.deepcopy(v) if isinstance(v, (list, tuple, dict)) else v
+    except Exception:
+        return v
+
+
+@dataclass
+class Run:
+    n: int
+    writes: list = field(default_factory=list)
+    calls: list = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    indices: Optional[list]            # the last ``layers_to_capture`` written
+    where: Optional[str]               # the stub path it was written on ("self.model")
+    error: Optional[str] = None        # "IndexError: ..." raised by the hook
+    error_line: Optional[tuple] = None  # (file, line) of the raising statement
+    capture_flag: bool = False         # capture_aux_hidden_states = True was written
+
+
+def compile_hook(src_text_tree: ast.FunctionDef, filename: str, module_tree: Optional[ast.Module] = None):
+    """The hook as a plain function, compiled under ``filename`` with its original line numbers."""
+    fn = copy.deepcopy(src_text_tree)
+    fn.decorator_list = []
+    fn.returns = None
+    for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs:
+        a.annotation = None
+    for a in (fn.args.vararg, fn.args.kwarg):
+        if a is not None:
+            a.annotation = None
+    for node in ast.walk(fn):       # annotated assignments would evaluate torch types
+        if isinstance(node, ast.AnnAssign):
+            node.annotation = ast.Constant(None)
+    mod = ast.Module(body=[fn], type_ignores=[])
+    ast.fix_missing_locations(mod)
+    code = compile(mod, filename, "exec")
+    names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    glb: dict = {"__builtins__": builtins, "__name__": "wb_engine_stub"}
+    for name in names:
+        if not hasattr(builtins, name):
+            glb[name] = Stub(name, Run(0))     # module globals the hook names (a logger, a helper)
+    exec(code, glb)
+    return glb[fn.name]
+
+
+def build(source, rel: str, cls: ast.ClassDef, path: str, run: Run, depth: int = 0) -> Stub:
+    """A stub instance of ``cls``: its hook, and the hooks of the parts ``__init__`` builds."""
+    s = Stub(path, run, cls.name)
+    found = source.find_method(rel, cls, HOOK)
+    if found is not None:
+        f, _c, node = found
+        key = ("hook", f, node.lineno)
+        if key not in source.memo:
+            source.memo[key] = compile_hook(node, f)
+        object.__setattr__(s, HOOK, types.MethodType(source.memo[key], s))
+    if depth < 3:
+        for attr, (f, c, _line) in source.attr_classes(rel, cls).items():
+            if source.find_method(f, c, HOOK) is not None:
+                object.__setattr__(s, attr, build(source, f, c, f"{path}.{attr}", run, depth + 1))
+    return s
+
+
+def run_hook(source, rel: str, cls: ast.ClassDef, ids, n: int) -> Outcome:
+    run = Run(n)
+    s = build(source, rel, cls, "self", run)
+    hook = getattr(s, HOOK, None)
+    if not isinstance(hook, types.MethodType):
+        return Outcome(None, None, error="no hook")
+    err = None
+    err_line = None
+    try:
+        if ids is None:
+            hook()
+        else:
+            hook(list(ids))
+    except Exception as exc:  # the release's own code raised: that is the finding
+        err = f"{type(exc).__name__}: {exc}"
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            err_line = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+    writes = [(p, v) for p, name, v in run.writes if name == "layers_to_capture"]
+    flag = any(name == "capture_aux_hidden_states" and v is True for _p, name, v in run.writes)
+    if writes:
+        p, v = writes[-1]
+        idx = list(v) if isinstance(v, (list, tuple)) else None
+        return Outcome(idx, p, err, err_line, flag)
+    return Outcome(None, None, err, err_line, flag)
+
+
+def _selftest() -> None:  # pragma: no cover - a manual check
+    print(sys.version)

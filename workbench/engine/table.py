@@ -1,0 +1,53 @@
+"""The generated rule table (package data ``rules.json``), read offline."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from workbench.engine.rule import CaptureRule
+from workbench.errors import InputError
+
+TABLE = Path(__file__).with_name("rules.json")
+_ALIASES = {"sglang-new": "sglang==0.5.23", "sglang-old": "sglang==0.5.12.post1"}
+
+
+def parse_engine(engine: str) -> str:
+    """'sglang==0.5.4.post2' / 'sglang-0.5.13' / 'sglang 0.5.13' / 'sglang' -> '0.5.4.post2' (or 'latest')."""
+    from workbench.sglang.version import Version
+
+    if not isinstance(engine, str) or not engine.strip():
+        raise InputError(f"engine: expected 'sglang==X.Y.Z', got {engine!r}")
+    text = _ALIASES.get(engine.strip().lower(), engine.strip().lower())
+    m = re.fullmatch(r"sglang(?:\s*(?:==|=|-|@|\s)\s*(.+))?", text)
+    if not m:
+        raise InputError(f"engine: {engine!r} is not 'sglang' or 'sglang==X.Y.Z'")
+    if not m.group(1):
+        return "latest"
+    return str(Version.parse(m.group(1)))
+
+
+@lru_cache(maxsize=1)
+def load() -> dict:
+    if not TABLE.is_file():
+        return {}
+    return json.loads(TABLE.read_text()).get("releases") or {}
+
+
+def versions() -> list[str]:
+    return list(load())
+
+
+def latest() -> Optional[str]:
+    from workbench.sglang.version import Version
+
+    vs = versions()
+    return max(vs, key=Version.parse) if vs else None
+
+
+def release(version: str) -> Optional[list[CaptureRule]]:
+    rows = load().get(version)
+    return None if rows is None else [CaptureRule.from_dict(r) for r in rows]

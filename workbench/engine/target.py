@@ -1,0 +1,42 @@
+"""A target's architecture and layer count from its HF config dir (multimodal wrappers included)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from workbench.errors import InputError
+
+_TEXT_KEYS = ("text_config", "language_config", "llm_config")
+
+
+def read_target(path) -> tuple[str, int, Optional[str]]:
+    """(architecture, num_hidden_layers, text architecture or None) from ``config.json`` in ``path``."""
+    p = Path(path).expanduser()
+    f = p / "config.json" if p.is_dir() else p
+    try:
+        cfg = json.loads(f.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{f}: no such file (expected an HF config dir with config.json)") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{f}: not valid JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"{f}: expected a JSON object")
+    archs = cfg.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise InputError(f"{f}: field 'architectures' must be a non-empty list of class names")
+    n = cfg.get("num_hidden_layers")
+    text_arch = None
+    if n is None:
+        for k in _TEXT_KEYS:
+            sub = cfg.get(k)
+            if isinstance(sub, dict) and sub.get("num_hidden_layers") is not None:
+                n = sub["num_hidden_layers"]
+                ta = sub.get("architectures")
+                text_arch = ta[0] if isinstance(ta, list) and ta and isinstance(ta[0], str) else None
+                break
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise InputError(f"{f}: field 'num_hidden_layers' (or text_config.num_hidden_layers) must be a "
+                         f"positive integer, got {n!r}")
+    return archs[0], n, text_arch

@@ -1,0 +1,25 @@
+"""Workbench methods for engine capture rules (read from SGLang's own code)."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from workbench.facade.base import WorkbenchBase
+
+
+class EngineAPI(WorkbenchBase):
+    def engine_capture(self, engine: str, *, target_config=None, arch: Optional[str] = None,
+                       num_layers: Optional[int] = None, ids: Optional[Sequence[int]] = None,
+                       cuda_graph: bool = True, host=None, source: str = "auto"):
+        """What ``engine`` captures for ``ids`` (None: the config has none) on a target: points, fatal,
+        CUDA-graph decode points, evidence, and the source used (host | table | wheel)."""
+        from workbench.engine import capture
+
+        return capture(engine, target_config=target_config, arch=arch, num_layers=num_layers, ids=ids,
+                       cuda_graph=cuda_graph, host=host, source=source)
+
+    def engine_rules(self, engine: str, *, source: str = "auto", host=None):
+        """(rules, version, source) of one release."""
+        from workbench.engine.lookup import release_rules
+
+        return release_rules(engine, source=source, host=host)
