@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import work
+from workbench.tui.workers import background
 
 
 class PollingScreenMixin:
@@ -35,7 +35,7 @@ class PollingScreenMixin:
         self.polls += 1
         self._poll_worker()
 
-    @work(thread=True, exclusive=True, group="poll")
+    @background("poll")
     def _poll_worker(self) -> None:
         try:
             result: Any = self.poll()

@@ -12,7 +12,7 @@ import math
 import shlex
 from typing import Iterable, Optional
 
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
@@ -24,6 +24,7 @@ from workbench.errors import WorkbenchError
 from workbench.layers import ENGINE_CHOICES as ENGINES
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
 VERDICT_STYLE = {"match": "bold green", "ambiguous": "bold yellow", "no-match": "bold red"}
 
@@ -102,7 +103,7 @@ class AlignmentScreen(WorkbenchScreen):
             return
         self.align(f)
 
-    @work(thread=True, exclusive=True, group="alignment", exit_on_error=False)
+    @background("alignment")
     def align(self, f: dict) -> None:
         try:
             n = int(f["num_layers"]) if f["num_layers"] else None
@@ -232,7 +233,7 @@ class AlignmentScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.apply(fix))
 
-    @work(thread=True, exclusive=True, group="alignment-apply", exit_on_error=False)
+    @background("alignment-apply")
     def apply(self, fix) -> None:
         try:
             change = self.app.wb.config_apply_fix(fix, confirm=True)

@@ -9,7 +9,7 @@ import datetime as dt
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
 
 class ConfigsScreen(WorkbenchScreen):
@@ -62,7 +63,7 @@ class ConfigsScreen(WorkbenchScreen):
     def action_refresh(self) -> None:
         self.load_files()
 
-    @work(thread=True, exclusive=True, group="configs")
+    @background("configs")
     def load_files(self) -> None:
         try:
             tracked = self.app.wb.config_list()
@@ -93,7 +94,7 @@ class ConfigsScreen(WorkbenchScreen):
         self.location = location
         self.load_history(location)
 
-    @work(thread=True, exclusive=True, group="configs-history")
+    @background("configs-history")
     def load_history(self, location: str) -> None:
         try:
             hist = self.app.wb.config_history(location)
@@ -173,7 +174,7 @@ class ConfigsScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.revert(self.location, number))
 
-    @work(thread=True, exclusive=True, group="configs-write")
+    @background("configs-write")
     def revert(self, location: str, number: int) -> None:
         try:
             change = self.app.wb.config_revert(location, number, confirm=True)
@@ -192,7 +193,7 @@ class ConfigsScreen(WorkbenchScreen):
         if path:
             self.track(path)
 
-    @work(thread=True, exclusive=True, group="configs-write")
+    @background("configs-write")
     def track(self, path: str) -> None:
         try:
             t = self.app.wb.config_track(path)

@@ -13,7 +13,7 @@ import json
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
 STEPS = [("accept", "accept length", "m"), ("doctor", "doctor", "d"), ("alignment", "alignment", "a"),
          ("fix", "apply fix", "f"), ("relaunch", "relaunch", "r"), ("compare", "compare", "c")]
@@ -130,7 +131,7 @@ class DiagnoseScreen(WorkbenchScreen):
         g.update(out)
 
     # -- step 1: accept length ---------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="diagnose-load")
+    @background("diagnose-load")
     def load_server(self, sid: int) -> None:
         wb = self.app.wb
         try:
@@ -385,7 +386,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self._status(f"{what}...", "italic")
         self._worker(what, fn, *args)
 
-    @work(thread=True, exclusive=True, group="diagnose")
+    @background("diagnose")
     def _worker(self, what: str, fn, *args) -> None:
         try:
             fn(*args)

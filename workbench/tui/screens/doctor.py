@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -18,6 +18,7 @@ from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.tui.workers import background
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"),
@@ -100,7 +101,7 @@ class DoctorScreen(WorkbenchScreen):
             return
         self.run_checks(f)
 
-    @work(thread=True, exclusive=True, group="doctor")
+    @background("doctor")
     def run_live(self, sid: int) -> None:
         from workbench.tui.widgets.live import ask_from_thread
 
@@ -140,7 +141,7 @@ class DoctorScreen(WorkbenchScreen):
                 lines.append(f"{r.code} costs {r.explains:.2f} accept length")
         self.query_one("#capture-notes", Static).update(Text("\n".join(lines)))
 
-    @work(thread=True, exclusive=True, group="doctor")
+    @background("doctor")
     def run_checks(self, f: dict) -> None:
         from workbench.cli.cmd_doctor import parse_ids
 
@@ -248,7 +249,7 @@ class DoctorScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.apply_fix(finding.fix))
 
-    @work(thread=True, exclusive=True, group="doctor-fix")
+    @background("doctor-fix")
     def apply_fix(self, fix) -> None:
         try:
             change = self.app.wb.config_apply_fix(fix, confirm=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
 
 def pct(v) -> str:
@@ -88,7 +89,7 @@ class DrafterScreen(WorkbenchScreen):
             return
         self.evaluate(f)
 
-    @work(thread=True, exclusive=True, group="drafter", exit_on_error=False)
+    @background("drafter")
     def evaluate(self, f: dict) -> None:
         try:
             depth = int(f["depth"]) if f["depth"] else None

@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Label, Select, Static
 
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -49,7 +50,7 @@ class LaunchScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.load_profiles()
 
-    @work(thread=True, exclusive=True, group="launch-profiles")
+    @background("launch-profiles")
     def load_profiles(self) -> None:
         try:
             profiles = self.app.wb.profiles()
@@ -88,7 +89,7 @@ class LaunchScreen(WorkbenchScreen):
         self.query_one("#launch", Button).disabled = True
         self.check(name)
 
-    @work(thread=True, exclusive=True, group="launch-check")
+    @background("launch-check")
     def check(self, name: str) -> None:
         try:
             preview = self.app.wb.launch_preview(name)
@@ -122,7 +123,7 @@ class LaunchScreen(WorkbenchScreen):
             return
         self.app.confirm(self.app.wb.launch_plan(p), lambda: self.launch(p))
 
-    @work(thread=True, exclusive=True, group="launch-run")
+    @background("launch-run")
     def launch(self, preview) -> None:
         try:
             rec = self.app.wb.launch(preview.profile, confirm=True, preview=preview)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.text import Text
-from textual import work
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, RichLog, Static
@@ -16,6 +15,7 @@ from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.screens.servers import gpu_text, state_text
 from workbench.tui.widgets.sparkline import sparkline
+from workbench.tui.workers import background
 
 STAGE_NAMES = [("server_args", "arguments"), ("weights_target", "target weights"),
                ("weights_draft", "draft weights"), ("kv_cache", "KV cache"),
@@ -145,7 +145,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             return
         self.app.confirm(self.app.wb.stop_plan(sid), lambda: self.stop_server(sid))
 
-    @work(thread=True, exclusive=True, group="server-stop")
+    @background("server-stop")
     def stop_server(self, sid: int) -> None:
         try:
             res = self.app.wb.server_stop(sid, confirm=True)
@@ -161,7 +161,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             self.notify(f"measuring server {sid} (flush, fixed prompt set)…")
             self.measure(sid)
 
-    @work(thread=True, exclusive=True, group="server-measure")
+    @background("server-measure")
     def measure(self, sid: int) -> None:
         try:
             m = self.app.wb.server_measure(sid)

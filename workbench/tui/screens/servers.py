@@ -1,4 +1,4 @@
-"""Servers dashboard: hosts and servers with state, uptime, accept length and tokens/s (with
+"""The Dashboard: hosts and servers with state, uptime, accept length and tokens/s (with
 sparklines) and GPU memory. Stale and unreachable states are shown as such. One remote round
 trip per host per refresh, in a worker; refreshes pause while a dialog is open."""
 
@@ -8,7 +8,7 @@ import time
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label, Static
@@ -17,6 +17,7 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.sparkline import sparkline
+from workbench.tui.workers import background
 
 STATE_STYLE = {"ready": "bold green", "starting": "yellow", "failing": "bold red", "failed": "bold red",
                "exited": "red", "stopped": "dim", "unknown": "dim italic", "timeout": "red"}
@@ -154,7 +155,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.stop_server(sid))
 
-    @work(thread=True, exclusive=True, group="servers-stop")
+    @background("servers-stop")
     def stop_server(self, sid: int) -> None:
         try:
             res = self.app.wb.server_stop(sid, confirm=True)
@@ -166,4 +167,4 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         self.app.call_from_thread(self.poll_now)
 
 
-SPEC = ScreenSpec("servers", "Servers", "f5", ServersScreen, order=40)
+SPEC = ScreenSpec("servers", "Dashboard", "f5", ServersScreen, order=40)

@@ -10,7 +10,7 @@ import json
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Input, Label, Select, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
 CATEGORY_STYLE = {"launch": "bold cyan", "config": "bold magenta", "measurement": "bold green",
                   "finding": "bold yellow", "other": "dim"}
@@ -79,7 +80,7 @@ class TimelineScreen(WorkbenchScreen):
     def _filters_changed(self, _event) -> None:
         self.action_refresh()
 
-    @work(thread=True, exclusive=True, group="timeline")
+    @background("timeline")
     def load(self, filters: dict) -> None:
         try:
             tl = self.app.wb.timeline(**filters)
@@ -116,7 +117,7 @@ class TimelineScreen(WorkbenchScreen):
             f"{entry.time}  {entry.kind}  {entry.subject}\n\n{json.dumps(entry.payload, indent=2)}")
         self.live_config(entry.id)
 
-    @work(thread=True, exclusive=True, group="timeline-live")
+    @background("timeline-live")
     def live_config(self, entry_id: int) -> None:
         try:
             live = self.app.wb.timeline_live_config(entry_id)
