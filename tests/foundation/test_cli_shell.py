@@ -27,3 +27,58 @@ def test_closed_pipe_is_not_a_traceback(workspace):
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
     assert "Traceback" not in err and proc.returncode == 141  # the output is far larger than a pipe buffer
+
+
+def test_global_options_work_after_the_subcommand_too(cli, tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    r1 = cli("--workspace", str(before), "--json", "timeline")
+    r2 = cli("timeline", "--workspace", str(after), "--json")
+    assert r1.returncode == 0 and r2.returncode == 0, (r1.stderr, r2.stderr)
+    import json
+
+    assert json.loads(r1.stdout) == json.loads(r2.stdout)
+    assert (before / "journal.sqlite").exists() or any(before.iterdir())
+    assert any(after.iterdir())
+    # nested groups too, and a value before the subcommand is not lost
+    r3 = cli("--workspace", str(after), "config", "list", "--json")
+    r4 = cli("config", "list", "--workspace", str(after), "--json")
+    assert r3.returncode == r4.returncode == 0 and r3.stdout == r4.stdout
+
+
+def test_every_argument_has_help():
+    import argparse
+
+    from workbench.cli import build_parser, leaf_parsers
+
+    parser = build_parser()
+    missing = [f"{leaf.prog} {a.option_strings or a.dest}" for leaf in [parser, *leaf_parsers(parser)]
+               for a in leaf._actions
+               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+               and (not a.help or a.help == argparse.SUPPRESS)]
+    assert missing == []
+
+
+def test_progress_printer_names_stage_step_and_time():
+    import io
+
+    from workbench.cli.common import ProgressPrinter
+    from workbench.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    t = [0.0]
+    plain = io.StringIO()
+    pp = ProgressPrinter(plain, clock=lambda: t[0])
+    for i in range(3):
+        pp(Progress("server.measure", i, 3, "round"))   # same message: one line
+    pp(Progress("lab.train", 1, 4, "training the drafter"))
+    assert plain.getvalue().splitlines() == ["[server.measure 0/3] round", "[lab.train 1/4] training the drafter"]
+    tty = Tty()
+    pp = ProgressPrinter(tty, clock=lambda: t[0])
+    pp(Progress("demo", 1, 4, "launching"))
+    t[0] = 42.0
+    pp(Progress("demo", 1, 4, "launching"))
+    pp.finish()
+    assert "[demo 1/4] launching  (42 s)" in tty.getvalue() and tty.getvalue().endswith("\r\x1b[2K")
