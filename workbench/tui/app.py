@@ -247,6 +247,14 @@ class WorkbenchApp(App):
         yield SystemCommand("Help", "Show every key binding", self.action_help)
 
 
+def screen_keys_markdown() -> str:
+    """The README's table of screen keys, from the bindings (tests/foundation/test_readme.py)."""
+    from workbench.tui.widgets.screen_bar import _key_order
+
+    rows = sorted(SCREENS, key=lambda s: _key_order(s.key))
+    return "\n".join(["| key | screen |", "|---|---|", *(f"| `{s.key.upper()}` | {s.title} |" for s in rows)])
+
+
 def _help_order(row: tuple[str, str, str]) -> tuple:
     """Screens first, by key (F2, F3, ... F12), then the app's keys, then the screen's own."""
     from workbench.tui.widgets.screen_bar import _key_order
