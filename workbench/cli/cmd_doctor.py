@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from workbench.cli.common import add_json, emit
+from workbench.parsing import parse_ids
 
 
 def register(sub) -> None:
@@ -46,18 +47,6 @@ def register(sub) -> None:
     live.add_argument("--yes", action="store_true", help="do not ask before a relaunch or a config write")
     add_json(p)
     p.set_defaults(func=run)
-
-
-def parse_ids(text: str, name: str) -> list[int]:
-    from workbench.errors import InputError
-
-    parts = [x for x in text.replace(",", " ").replace("[", " ").replace("]", " ").split() if x]
-    if not parts:
-        raise InputError(f"{name}: empty; expected integers like 2,30,58")
-    try:
-        return [int(x) for x in parts]
-    except ValueError:
-        raise InputError(f"{name}: {text!r} is not a list of integers like 2,30,58") from None
 
 
 def run(args: argparse.Namespace, ctx) -> int:

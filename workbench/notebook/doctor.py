@@ -66,7 +66,7 @@ class DoctorWidget(w.VBox):
             self.controls[k].value = v
 
     def run(self):
-        from workbench.cli.cmd_doctor import parse_ids
+        from workbench.parsing import parse_ids
 
         f = {k: c.value for k, c in self.controls.items()}
         try:

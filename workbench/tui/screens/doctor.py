@@ -143,7 +143,7 @@ class DoctorScreen(WorkbenchScreen):
 
     @background("doctor")
     def run_checks(self, f: dict) -> None:
-        from workbench.cli.cmd_doctor import parse_ids
+        from workbench.parsing import parse_ids
 
         try:
             trained = parse_ids(f["trained"], "trained layers") if f["trained"] else None

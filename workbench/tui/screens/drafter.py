@@ -25,14 +25,15 @@ def pct(v) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def predictor_fields(result) -> dict:
-    """The Predictor screen's form for this drafter: marginal rates P_k = full_acc (chain)."""
-    from workbench.drafter.evaluate import predict_inputs
-
-    p = predict_inputs(result)
+def predictor_fields(wb, result) -> dict:
+    """The Predictor screen's form for this drafter: marginal rates P_k = full_acc (chain), and no
+    observed accept length (an offline evaluation has none: the field is cleared, not kept)."""
+    p = wb.drafter_predictor_inputs(result)
+    obs = p["observed_accept_length"]
     return {"convention": "marginal", "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
             "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
-            "steps": str(p["steps"]), "topk": "1", "draft_tokens": str(p["steps"] + 1)}
+            "steps": str(p["steps"]), "topk": "1", "draft_tokens": str(p["steps"] + 1),
+            "observed": "" if obs is None else f"{obs:.2f}"}
 
 
 class DrafterScreen(WorkbenchScreen):
@@ -148,7 +149,7 @@ class DrafterScreen(WorkbenchScreen):
         if self.result is None:
             self.notify("evaluate a drafter first", severity="warning")
             return
-        fields = predictor_fields(self.result)
+        fields = predictor_fields(self.app.wb, self.result)
         if "predictor" not in [s.id for s in getattr(self.app, "specs", [])]:
             self.notify("no Predictor screen", severity="error")
             return

@@ -14,7 +14,7 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.screens.servers import gpu_text, state_text
-from workbench.tui.widgets.sparkline import sparkline
+from workbench.display import sparkline
 from workbench.tui.workers import background
 
 STAGE_NAMES = [("server_args", "arguments"), ("weights_target", "target weights"),

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Label, Static
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
-from workbench.tui.widgets.sparkline import sparkline
+from workbench.display import sparkline
 from workbench.tui.workers import background
 
 STATE_STYLE = {"ready": "bold green", "starting": "yellow", "failing": "bold red", "failed": "bold red",
