@@ -77,6 +77,11 @@ async def test_guided_keys_on_a_recorded_report(workspace, tmp_path):
         assert "live.fix" in [e.kind for e in app.wb.events()]
         # the recorded server does not exist here: the relaunch offer fails as one line, no traceback
         assert "next: press r" in text(screen, "#guide")
+        # the panes say the fix is written, not "press f" / "(the server runs ...)" as before it
+        detail = text(screen, "#detail")
+        assert "press f" not in detail and f"is v{versions[-1].number}" in detail
+        title = str(screen.query_one("#alignment-title").render())
+        assert f"written as v{versions[-1].number}" in title and "until relaunched" in title
 
 
 @pytest.mark.filterwarnings("ignore")

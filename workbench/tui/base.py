@@ -66,6 +66,10 @@ class ErrorLine(Static):
         self.set_class(bool(text), "-shown")
 
 
+#: Below this many columns a screen carries the ``-narrow`` class: its tcss can stack panes.
+NARROW_WIDTH = 120
+
+
 class WorkbenchScreen(Screen):
     """Subclasses implement ``compose_body``; the footer lists their bindings (with keymap applied)."""
 
@@ -86,6 +90,10 @@ class WorkbenchScreen(Screen):
         title = self.app.title_of(self) if hasattr(self.app, "title_of") else None
         if title:
             self.sub_title = title
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
 
     # -- the shared frame ---------------------------------------------------------------------------
     def show_failure(self, text: str) -> None:

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.diff import DiffView
 from workbench.tui.workers import background
 
 
@@ -54,7 +55,7 @@ class ConfigsScreen(WorkbenchScreen):
                 yield hist
                 yield Label("Diff", classes="title", id="diff-title")
                 with VerticalScroll(id="diff-pane"):
-                    yield Static("", id="diff")
+                    yield DiffView("", id="diff")
 
     def on_mount(self) -> None:
         self.action_refresh()
@@ -149,7 +150,10 @@ class ConfigsScreen(WorkbenchScreen):
             diff_widget.update(str(exc))
             return
         title.update(f"Diff v{a} -> v{number}" + ("  (marked base)" if self.base is not None else ""))
-        diff_widget.update(diff_text(diff.diff) if diff.diff else "identical")
+        if diff.diff:
+            self.query_one("#diff", DiffView).show_diff(diff.diff)
+        else:
+            diff_widget.update("identical")
 
     def action_mark(self) -> None:
         number = self.selected_version()
@@ -208,16 +212,6 @@ class ConfigsScreen(WorkbenchScreen):
         self.query_one("#track-path", Input).value = ""
         self.query_one("#files", DataTable).focus()
         self.load_files()
-
-
-def diff_text(diff: str) -> Text:
-    """A unified diff coloured by line kind."""
-    out = Text()
-    for line in diff.splitlines(keepends=True):
-        style = ("bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+")
-                 else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
-        out.append(line, style=style)
-    return out
 
 
 def _short(location: str) -> str:

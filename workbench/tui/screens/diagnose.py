@@ -22,12 +22,11 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
 from workbench.tui.workers import background
 
 STEPS = [("accept", "accept length", "m"), ("doctor", "doctor", "d"), ("alignment", "alignment", "a"),
          ("fix", "apply fix", "f"), ("relaunch", "relaunch", "r"), ("compare", "compare", "c")]
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
-VERDICT_STYLE = {"match": "green", "ambiguous": "yellow", "no-match": "bold red"}
 
 
 class DiagnoseScreen(WorkbenchScreen):
@@ -53,33 +52,36 @@ class DiagnoseScreen(WorkbenchScreen):
         self.samples = samples
         self.done: set[str] = set()
         self.report = None
+        self.fix_applied = None          # the config change written by f (the panes say so)
+        self.relaunched = False
         self.comparison = None
         self.busy: Optional[str] = None
 
     # -- layout --------------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="diag-form"):
-            yield Input(str(self.server_id or ""), placeholder="server id", id="server", compact=True,
+            yield Label("server", classes="field-label")
+            yield Input(str(self.server_id or ""), placeholder="id", id="server", compact=True,
                         restrict=r"\d*")
-            yield Input(self.training_data, placeholder="training data on the server's host (default: "
-                        "[live] training_data)", id="training", compact=True)
+            yield Label("training data", classes="field-label")
+            yield Input(self.training_data, placeholder="on the server's host (default: [live] training_data)",
+                        id="training", compact=True)
         yield Static("", id="guide")
         yield Static("", id="status")
         yield Static("", id="numbers")
         with Horizontal(id="diag-body"):
             with Vertical(id="left"):
                 yield Label("Findings, most of the gap first", classes="title")
-                t = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
-                t.add_columns("#", "severity", "code", "costs", "share", "from")
-                yield t
+                yield FindingsView(["code", "costs", "share", "from"], numbered=True, detail="detail",
+                                   id="findings")
                 yield Label("Alignment: training slot -> point the server captures", classes="title",
                             id="alignment-title")
-                a = DataTable(id="alignment", cursor_type="row")
+                a = VerdictTable(id="alignment", cursor_type="row")
                 a.add_columns("slot", "best point", "rel_diff", "runner-up", "margin", "verdict")
                 yield a
             with Vertical(id="right"):
                 with VerticalScroll(id="detail-scroll"):
-                    yield Static("", id="detail")
+                    yield FindingDetail("", id="detail", skip=("verdicts",), evidence_limit=10)
                 yield Label("Before / after", classes="title")
                 c = DataTable(id="compare", cursor_type="none")
                 c.add_columns("", "before", "after", "change")
@@ -211,60 +213,30 @@ class DiagnoseScreen(WorkbenchScreen):
             text.append(f"\nthe drafter on the server's features: {ft['live_accept_length']:.2f} "
                         f"(on the training features {ft.get('train_accept_length', 0):.2f})")
         self.query_one("#numbers", Static).update(text)
-        table = self.query_one("#findings", DataTable)
-        table.clear()
-        for i, r in enumerate(report.findings, 1):
-            table.add_row(str(i), Text(r.severity, style=SEVERITY_STYLE.get(r.severity, "")), r.code,
-                          "-" if r.explains is None else f"{r.explains:.2f}",
-                          "-" if r.share is None else f"{100 * r.share:.0f}%", r.source, key=str(i - 1))
+        self.fix_applied, self.relaunched = None, False
+        items = [FindingItem(r.finding, (r.code, "-" if r.explains is None else f"{r.explains:.2f}",
+                                         "-" if r.share is None else f"{100 * r.share:.0f}%", r.source),
+                             source=r.source, cost=r.explains, share=r.share) for r in report.findings]
         self._show_alignment(report.alignment)
-        if report.findings:
-            table.move_cursor(row=0)
-            self._detail(0)
-            table.focus()
-        else:
-            self.query_one("#detail", Static).update(Text(ft.get("verdict") or "No findings.", style="green"))
+        self.query_one("#findings", FindingsView).show(items, hint=self._hint)
+        if not report.findings:
+            self.query_one("#detail", FindingDetail).show_text(ft.get("verdict") or "No findings.", "ok")
         pending = f"  Not done: {report.pending.summary}." if report.pending else ""
         nxt = "press a for the alignment, f to apply the fix" if report.fix else "no config fix to apply"
         self._status(f"Doctor: {len(report.findings)} finding(s). {nxt}.{pending}")
 
-    @on(DataTable.RowHighlighted, "#findings")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._detail(event.cursor_row)
-
-    def _detail(self, index: int) -> None:
-        if self.report is None or not 0 <= index < len(self.report.findings):
-            return
-        r = self.report.findings[index]
-        out = Text()
-        out.append(f"{r.code}  ", style="bold")
-        out.append(r.severity, style=SEVERITY_STYLE.get(r.severity, ""))
-        out.append(f"  (from {r.source})\n\n")
-        out.append(r.message + "\n")
-        if r.explains is not None:
-            out.append(f"\ncosts {r.explains:.2f} accept length", style="bold")
-            if r.share is not None:
-                out.append(f" ({100 * r.share:.0f}% of the gap)")
-            out.append("\n")
-        ev = {k: v for k, v in r.finding.evidence.items() if k not in ("verdicts",)}
-        if ev:
-            out.append("\nevidence\n", style="bold")
-            for k, v in list(ev.items())[:10]:
-                out.append(f"  {k}: ", style="dim")
-                out.append((v if isinstance(v, str) else json.dumps(v, default=str)) + "\n")
-        if r.fix:
-            out.append("\nfix\n", style="bold")
-            out.append(r.fix.summary + "\n")
-            for e in r.fix.edits:
-                out.append(f"  {e.text()}\n", style="cyan")
-            if r.fix.applicable:
-                out.append("press f to apply it (through the config history; the relaunch is offered next)\n",
-                           style="dim")
-        self.query_one("#detail", Static).update(out)
+    def _hint(self, item) -> Optional[str]:
+        fix = item.finding.fix
+        if not (fix and fix.applicable):
+            return None
+        if self.fix_applied is not None:
+            return (f"applied: {self.fix_applied.location} is v{self.fix_applied.version.number}; "
+                    "the server loads it when relaunched (r)")
+        return "press f to apply it (through the config history; the relaunch is offered next)"
 
     # -- step 3: alignment ---------------------------------------------------------------------
     def _show_alignment(self, al: Optional[dict]) -> None:
-        table = self.query_one("#alignment", DataTable)
+        table = self.query_one("#alignment", VerdictTable)
         table.clear()
         if not al:
             return
@@ -274,11 +246,22 @@ class DiagnoseScreen(WorkbenchScreen):
                           "-" if v is None else f"{v:.2g}",
                           b.get("runner_up_physical") or b.get("runner_up") or "-",
                           "-" if m is None else ("inf" if m == float("inf") else f"x{m:.3g}"),
-                          Text(b.get("verdict", ""), style=VERDICT_STYLE.get(b.get("verdict"), "")))
+                          table.mark(b.get("verdict", "")))
+        self._alignment_title()
+
+    def _alignment_title(self) -> None:
+        al = (self.report.alignment if self.report else None) or {}
+        if not al:
+            return
         rec = al.get("recommendation") or {}
         title = f"Alignment ({al['mode']}, {al.get('tokens_compared', 0)} tokens)"
-        if rec.get("layer_ids") is not None:
-            title += f": write {rec['layer_ids']} (now {rec.get('current_ids')})"
+        ids, now = rec.get("layer_ids"), rec.get("current_ids")
+        if ids is not None and self.relaunched:
+            title += f": {ids} live since the relaunch"
+        elif ids is not None and self.fix_applied is not None:
+            title += f": {ids} written as v{self.fix_applied.version.number}; the server runs {now} until relaunched"
+        elif ids is not None:
+            title += f": write {ids} (the server runs {now})"
         self.query_one("#alignment-title", Label).update(title)
 
     def action_alignment(self) -> None:
@@ -312,6 +295,9 @@ class DiagnoseScreen(WorkbenchScreen):
     def _applied(self, sid: int, change) -> None:
         self._mark("alignment")
         self._mark("fix")
+        self.fix_applied = change
+        self.query_one("#findings", FindingsView).refresh_detail(self._hint)
+        self._alignment_title()
         self._status(f"{change.location} is now v{change.version.number}; the server still runs the old "
                      "config until it is relaunched (press r).")
         self.action_relaunch()
@@ -338,6 +324,12 @@ class DiagnoseScreen(WorkbenchScreen):
         self.server_id = rec.id
         self.query_one("#server", Input).value = str(rec.id)
         self._mark("relaunch")
+        if rec.state == "ready" and self.fix_applied is not None:
+            self.relaunched = True
+            self._alignment_title()
+            self.query_one("#findings", FindingsView).refresh_detail(
+                lambda item: f"fixed: server {rec.id} runs v{self.fix_applied.version.number}; press c to compare"
+                if item.finding.fix and item.finding.fix.applicable else None)
         text = Text()
         text.append(f"server {rec.id}  ", style="bold")
         text.append(f"{rec.profile} on {rec.host}, {rec.state} (relaunched from server {old})")

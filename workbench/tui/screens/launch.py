@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rich.text import Text
 from textual import on
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, DataTable, Label, Select, Static
+from textual.widgets import Button, Label, Select, Static
 
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.findings import FindingItem, FindingsView
 from workbench.tui.workers import background
 
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
 class LaunchScreen(WorkbenchScreen):
@@ -42,9 +41,7 @@ class LaunchScreen(WorkbenchScreen):
             yield Label("Against the last launch of this profile", classes="title")
             yield Static("", id="diff", markup=False)
             yield Label("Checks", classes="title")
-            table = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
-            table.add_columns("severity", "code", "problem", "fix")
-            yield table
+            yield FindingsView(["code", "problem", "fix"], id="findings")
             yield Static("", id="warnings", markup=False)
 
     def on_mount(self) -> None:
@@ -106,10 +103,8 @@ class LaunchScreen(WorkbenchScreen):
         version = f"SGLang {p.version}" if p.version else "SGLang version unknown"
         self.query_one("#command", Static).update(f"on {p.host}, {version}:\n{p.display}")
         self.query_one("#diff", Static).update("\n".join(p.diff) or "(same command as last time)")
-        t = self.query_one("#findings", DataTable)
-        t.clear()
-        for f in p.findings:
-            t.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code, f.message, f.fix)
+        self.query_one("#findings", FindingsView).show(
+            [FindingItem(f, (f.code, f.message, f.fix or "")) for f in p.findings], focus=False)
         self.query_one("#warnings", Static).update("\n".join(f"warning: {w}" for w in p.warnings))
         self.query_one("#launch", Button).disabled = not p.ok
 

@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from workbench.confirm import Plan
+from workbench.tui.widgets.diff import DiffView, is_diff
 
 #: Seconds an unanswered confirmation waits before it cancels.
 CONFIRM_TIMEOUT_S = 120.0
@@ -48,7 +49,7 @@ class ConfirmModal(ModalScreen[bool]):
             yield Static(self.plan.summary, id="confirm-summary", markup=False)
             if self.plan.details:
                 with VerticalScroll(id="confirm-scroll"):
-                    yield Static("\n".join(self.plan.details), id="confirm-details", markup=False)
+                    yield DiffView("\n".join(self.plan.details), id="confirm-details", markup=False)
             with Horizontal(id="confirm-buttons"):
                 hint = "y yes, n or Esc no"
                 if self.timeout:
@@ -58,6 +59,8 @@ class ConfirmModal(ModalScreen[bool]):
                 yield Button("Yes [y]", id="yes", variant="error", compact=True)
 
     def on_mount(self) -> None:
+        if is_diff(list(self.plan.details)):     # a fix or a revert: coloured like the Configs screen
+            self.query_one("#confirm-details", DiffView).show_diff("\n".join(self.plan.details))
         if self.timeout:
             self.set_timer(self.timeout, self._expire, name="confirm-timeout")
 
