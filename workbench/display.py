@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Optional
 
@@ -43,3 +44,63 @@ def sparkline(values, width: int = 16, lo=None, hi=None) -> str:
     hi = max(vals) if hi is None else hi
     span = (hi - lo) or 1.0
     return "".join(BARS[min(len(BARS) - 1, max(0, int((v - lo) / span * (len(BARS) - 1) + 0.5)))] for v in vals)
+
+
+def round_sig(v: float, digits: int = 4) -> float:
+    """A float to ``digits`` significant digits (491.6834 -> 491.7, 2.0e-06 stays 2e-06)."""
+    if v == 0 or not math.isfinite(v):
+        return v
+    return round(v, digits - 1 - int(math.floor(math.log10(abs(v)))))
+
+
+def payload_lines(payload, indent: int = 0, digits: int = 4) -> list[str]:
+    """A journal payload as ``key: value`` lines (floats rounded, short lists inline) instead of raw
+    JSON: what an entry says, readable in a pane."""
+    pad = "  " * indent
+
+    def scalar(v) -> str:
+        if isinstance(v, bool) or v is None:
+            return json.dumps(v)
+        if isinstance(v, float):
+            return f"{round_sig(v, digits):g}"
+        if isinstance(v, (int, str)):
+            return str(v)
+        return json.dumps(v, default=str)
+
+    def inline(v) -> Optional[str]:
+        if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+            text = "[" + ", ".join(scalar(x) for x in v) + "]"
+            return text if len(text) <= 80 else None
+        if not isinstance(v, (dict, list)):
+            return scalar(v)
+        return None
+
+    if not isinstance(payload, (dict, list)):
+        return [pad + scalar(payload)]
+    items = payload.items() if isinstance(payload, dict) else ((f"[{i}]", v) for i, v in enumerate(payload))
+    out = []
+    for key, value in items:
+        one = inline(value)
+        if one is not None:
+            out.append(f"{pad}{key}: {one}")
+        elif isinstance(value, (dict, list)) and not value:
+            out.append(f"{pad}{key}: {'{}' if isinstance(value, dict) else '[]'}")
+        else:
+            out.append(f"{pad}{key}:")
+            out += payload_lines(value, indent + 1, digits)
+    return out
+
+
+def collapse_runs(items: list, key) -> list[tuple[object, int]]:
+    """Consecutive items with the same ``key(item)`` as one (the last of the run, and the run's
+    length): ten identical previews are one row "x10", not ten."""
+    out: list[tuple[object, int]] = []
+    last = object()
+    for item in items:
+        k = key(item)
+        if out and k == last:
+            out[-1] = (item, out[-1][1] + 1)
+        else:
+            out.append((item, 1))
+        last = k
+    return out

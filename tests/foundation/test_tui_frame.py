@@ -224,3 +224,14 @@ async def test_keymap_names_unknown_ids_and_taken_keys(workspace):
         notes = [m.notification.message for m in messages if type(m).__name__ == "Notify"]
     assert any("'screen.predicter'" in n and "did you mean 'screen.predictor'" in n for n in notes)
     assert any("f5" in n and "'screen.servers'" in n for n in notes)
+
+
+@pytest.mark.parametrize("screen_id", [s.id for s in SCREENS])
+async def test_the_footer_is_not_cut_at_80_columns(workspace, screen_id):
+    """The app's own keys come last in the footer: when "Help" shows, nothing before it was cut."""
+    app = WorkbenchApp(str(workspace), start=screen_id,
+                       screen_args={screen_id: {"poll_interval": 30.0}} if screen_id in ("servers", "server") else {})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, 0.2)
+        last = "".join(seg.text for seg in app.screen._compositor.render_strips()[-1])
+        assert "f1 Help" in last, last

@@ -81,7 +81,7 @@ class WorkbenchScreen(Screen):
         yield from self.compose_body()
         yield BusyBar()
         yield ErrorLine(markup=False)
-        yield Footer()
+        yield Footer(compact=True)
 
     def compose_body(self) -> Iterable[Widget]:
         return ()
@@ -90,10 +90,16 @@ class WorkbenchScreen(Screen):
         title = self.app.title_of(self) if hasattr(self.app, "title_of") else None
         if title:
             self.sub_title = title
-        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
+        self._fit_width(self.app.size.width)
 
     def on_resize(self, event) -> None:
-        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+        self._fit_width(event.size.width)
+
+    def _fit_width(self, width: int) -> None:
+        self.set_class(width < NARROW_WIDTH, "-narrow")
+        # at 80 columns the screen's keys need the room of the "^p palette" hint (F1 lists it)
+        for footer in self.query(Footer):
+            footer.show_command_palette = width >= 100
 
     # -- the shared frame ---------------------------------------------------------------------------
     def show_failure(self, text: str) -> None:

@@ -26,10 +26,10 @@ class ConfigsScreen(WorkbenchScreen):
     CSS_PATH = "configs.tcss"
     AUTO_FOCUS = "#versions"
     BINDINGS = [
-        Binding("r", "revert", "Revert to version", id="configs.revert"),
-        Binding("m", "mark", "Mark diff base", id="configs.mark"),
+        Binding("r", "revert", "Revert", id="configs.revert", tooltip="revert to the selected version"),
+        Binding("m", "mark", "Mark base", id="configs.mark", tooltip="mark the selected version as the diff base"),
         Binding("ctrl+r", "refresh", "Refresh", id="configs.refresh"),
-        Binding("ctrl+t", "focus_track", "Track a file", id="configs.track"),
+        Binding("ctrl+t", "focus_track", "Track", id="configs.track", tooltip="track another config file"),
     ]
 
     def __init__(self):

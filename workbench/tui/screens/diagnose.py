@@ -35,8 +35,8 @@ class DiagnoseScreen(WorkbenchScreen):
     BINDINGS = [
         Binding("m", "measure", "Measure", id="diagnose.measure"),
         Binding("d", "doctor", "Doctor", id="diagnose.doctor"),
-        Binding("a", "alignment", "Alignment", id="diagnose.alignment"),
-        Binding("f", "apply_fix", "Apply fix", id="diagnose.apply_fix"),
+        Binding("a", "alignment", "Align", id="diagnose.alignment", tooltip="each training slot's best capture point"),
+        Binding("f", "apply_fix", "Fix", id="diagnose.apply_fix", tooltip="apply the fix (shows the diff first)"),
         Binding("r", "relaunch", "Relaunch", id="diagnose.relaunch"),
         Binding("c", "compare", "Compare", id="diagnose.compare"),
     ]
