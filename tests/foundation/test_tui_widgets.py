@@ -84,3 +84,28 @@ async def test_a_fix_in_the_confirm_dialog_is_a_coloured_diff(workspace):
         assert isinstance(app.screen, ConfirmModal)
         styles = {k.strip(): fg(v) for k, v in spans(app.screen.query_one("#confirm-details", DiffView).render()).items()}
         assert styles['+  "ids": [1, 5, 8]'] and styles['+  "ids": [1, 5, 8]'] != styles['-  "ids": [-1, 1, 5]']
+
+
+async def test_server_log_keeps_a_decode_lines_numbers_at_80_columns(workspace):
+    """SGLang's decode line puts accept len past column 100: the pane wraps instead of cutting it."""
+    from textual.widgets import RichLog
+
+    from workbench.tui.app import WorkbenchApp
+
+    line = ("[2026-12-01 10:00:00 TP0] Decode batch. #running-req: 1, #token: 98, token usage: 0.00, "
+            "cuda graph: True, accept len: 2.55, gen throughput (token/s): 123.45, #queue-req: 0,")
+    status = SimpleNamespace(id=1, profile="lab", host="local", state="ready", stale=False, pid=42, port=30123,
+                             process="alive", error=None, log_size=len(line), progress=["ready"], stage="ready",
+                             metrics={"accept_len": 2.55}, series={}, gpus=[], failure=None)
+    rec = SimpleNamespace(log="/tmp/lab.log")
+    app = WorkbenchApp(str(workspace), start="server", screen_args={"server": {"poll_interval": 3600.0}})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        app.screen.render_poll((status, [(1, line)], {}, rec))
+        await pilot.pause(0.2)
+        log = app.screen.query_one("#log", RichLog)
+        region = log.content_region
+        rows = ["".join(seg.text for seg in strip)[region.x:region.right]
+                for strip in app.screen._compositor.render_strips()[region.y:region.bottom]]
+        shown = " ".join(" ".join(rows).split())           # what is on screen, wrapped lines joined
+        assert "accept len: 2.55" in shown and "2026-12-01" not in shown

@@ -3,6 +3,7 @@ highlighted) beside its state, startup progress, failure with its fix, and metri
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from rich.text import Text
@@ -20,6 +21,15 @@ from workbench.tui.workers import background
 STAGE_NAMES = [("server_args", "arguments"), ("weights_target", "target weights"),
                ("weights_draft", "draft weights"), ("kv_cache", "KV cache"),
                ("graphs_target", "target CUDA graphs"), ("graphs_draft", "draft CUDA graphs"), ("ready", "ready")]
+
+
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)")
+
+
+def short_time(line: str) -> str:
+    """'[2026-12-01 10:00:00 TP0] Decode ...' -> '[10:00:00 TP0] Decode ...': the date is the same
+    on every line of a run, and its columns are the ones the numbers need."""
+    return _STAMP.sub(r"[\2", line, count=1)
 
 
 class ServerScreen(PollingScreenMixin, WorkbenchScreen):
@@ -45,7 +55,8 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         with Horizontal(id="server-body"):
             with Vertical(id="log-pane"):
                 yield Label("Log", id="log-title", classes="title")
-                yield RichLog(id="log", max_lines=5000, wrap=False, highlight=False, markup=False)
+                # wrapped: a decode line's numbers (accept len, gen throughput) sit past 100 columns
+                yield RichLog(id="log", max_lines=5000, wrap=True, highlight=False, markup=False)
             with VerticalScroll(id="info-pane"):
                 yield Label("Server", classes="title")
                 yield Static("", id="state", markup=False)
@@ -101,7 +112,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
                 style = "bold white on dark_red"
             else:
                 style = "bold cyan"
-            log.write(Text(text, style=style), scroll_end=self.tail)
+            log.write(Text(short_time(text), style=style), scroll_end=self.tail)
         self.query_one("#log-title", Label).update(f"Log  {rec.log}  ({status.log_size or 0} bytes"
                                                    f"{', tail' if self.tail else ''})")
         self.query_one("#state", Static).update(Text.assemble(
