@@ -23,6 +23,18 @@ def heat_colour(v: Optional[float]) -> Optional[str]:
     return HEAT[min(len(HEAT) - 1, int((x + 6.0) / 6.0 * (len(HEAT) - 1) + 0.5))]
 
 
+def text_on(background: str) -> str:
+    """Black or white, whichever reads better on ``background`` (#rrggbb): WCAG contrast from the
+    relative luminance, so a heat cell's number stays legible on yellow as on dark green."""
+    r, g, b = (int(background[i:i + 2], 16) / 255 for i in (1, 3, 5))
+
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+    return "#000000" if (lum + 0.05) / 0.05 > 1.05 / (lum + 0.05) else "#ffffff"
+
+
 def fmt_rel(v: Optional[float]) -> str:
     if v is None:
         return "-"

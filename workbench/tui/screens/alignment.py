@@ -19,19 +19,19 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from workbench.display import fmt_rel as fmt
-from workbench.display import heat_colour
+from workbench.display import heat_colour, text_on
 from workbench.errors import WorkbenchError
 from workbench.layers import ENGINE_CHOICES as ENGINES
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.findings import VerdictTable
 from workbench.tui.workers import background
 
-VERDICT_STYLE = {"match": "bold green", "ambiguous": "bold yellow", "no-match": "bold red"}
 
 
 def heat_style(v: Optional[float]) -> str:
     colour = heat_colour(v)
-    return f"white on {colour}" if colour else "dim"
+    return f"{text_on(colour)} on {colour}" if colour else "dim"
 
 
 class AlignmentScreen(WorkbenchScreen):
@@ -65,13 +65,14 @@ class AlignmentScreen(WorkbenchScreen):
                 yield Input(v["target"], placeholder="target config (optional)", id="target", compact=True)
                 yield Input(v["num_layers"], placeholder="layers", id="num_layers", type="integer", compact=True)
         yield Static("", id="align-error", classes="error-line", markup=False)
+        # the verdicts first, the whole width: runner-up, margin and verdict are never cut off
+        yield Label("Best match per slot", classes="title")
+        yield VerdictTable(id="best", cursor_type="none")
         with Horizontal(id="align-body"):
             with Vertical(id="matrix-pane"):
                 yield Label("rel_diff: candidates x training slots (best per slot reversed)", classes="title")
                 yield DataTable(id="matrix", cursor_type="cell", zebra_stripes=False)
             with VerticalScroll(id="summary-pane"):
-                yield Label("Best match per slot", classes="title")
-                yield DataTable(id="best", cursor_type="none")
                 yield Static("Enter both captures and press ctrl+r.", id="recommendation")
                 yield Label("Per token (highlighted cell)", classes="title")
                 yield Static("", id="drill-title", markup=False)
@@ -138,12 +139,12 @@ class AlignmentScreen(WorkbenchScreen):
                 style = heat_style(v) + (" bold reverse" if best_of.get(s) == c else "")
                 cells.append(Text(f" {fmt(v)} ", style=style))
             m.add_row(name, r.cols_physical[c] or "?", *cells, key=str(c))
-        t = self.query_one("#best", DataTable)
+        t = self.query_one("#best", VerdictTable)
         t.clear()
         for b in r.best:
             t.add_row(b.slot, b.candidate or "-", b.physical or "?", fmt(b.value), b.runner_up or "-",
                       "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
-                      Text(b.verdict, style=VERDICT_STYLE.get(b.verdict, "")))
+                      t.mark(b.verdict))
         self.query_one("#recommendation", Static).update(self._recommendation_text(r))
         notes = [f"{r.tokens_compared} tokens compared ({r.tokens['method']}); dropped: "
                  f"{r.tokens['dropped_ref']} training, {r.tokens['dropped_infer']} inference rows"]
