@@ -47,8 +47,11 @@ def test_path_sensitive_notebook_runs_with_the_kernel_anywhere(tmp_path, monkeyp
     home.mkdir()
     for k, v in _env(home).items():
         monkeypatch.setenv(k, v)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))          # the notebook's scratch copies land here
     monkeypatch.delenv("EAGLE_WORKBENCH_HOME", raising=False)
     nb = nbformat.read(ROOT / "notebooks" / "02_doctor_and_reverts.ipynb", as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
+    assert not errors, errors
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "layer-ids-embedding" in text and "1-layer shift" in text
