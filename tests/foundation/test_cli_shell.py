@@ -82,3 +82,17 @@ def test_progress_printer_names_stage_step_and_time():
     pp(Progress("demo", 1, 4, "launching"))
     pp.finish()
     assert "[demo 1/4] launching  (42 s)" in tty.getvalue() and tty.getvalue().endswith("\r\x1b[2K")
+
+
+def test_config_set_refuses_an_unknown_key_with_the_closest_one(cli, tmp_path):
+    cfg = tmp_path / "config.json"
+    original = '{\n  "eagle_config": {\n    "eagle_aux_hidden_state_layer_ids": [-1, 2, 30]\n  }\n}\n'
+    cfg.write_text(original)
+    typo = "eagle_config.eagle_aux_hidden_state_layers_ids=[2,30,58]"
+    r = cli("config", "set", str(cfg), typo, "--workspace", str(tmp_path / "ws"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "did you mean 'eagle_config.eagle_aux_hidden_state_layer_ids'" in r.stderr and "--add" in r.stderr
+    assert cfg.read_text() == original
+    r = cli("config", "set", str(cfg), typo, "--add", "--workspace", str(tmp_path / "ws"))
+    assert r.returncode == 0, r.stderr
+    assert "eagle_aux_hidden_state_layers_ids" in cfg.read_text()

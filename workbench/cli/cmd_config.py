@@ -39,7 +39,10 @@ def register(sub) -> None:
                     help="e.g. eagle_config.eagle_aux_hidden_state_layer_ids=[2,30,58] (VALUE is JSON)")
     st.add_argument("--delete", action="append", default=[], metavar="KEY", help="remove a key")
     st.add_argument("--reason", help="why (stored with the version)")
-    st.add_argument("--force", action="store_true", help="write a value of an unexpected type anyway")
+    st.add_argument("--force", action="store_true",
+                    help="write a value of an unexpected type, or a key the file lacks, anyway")
+    st.add_argument("--add", action="store_true", help="the keys may be new (otherwise a missing key is "
+                                                       "refused with the closest existing ones)")
     add_json(st)
     st.set_defaults(func=_set)
 
@@ -98,7 +101,7 @@ def _set(args, ctx):
     if not args.assignments and not args.delete:
         raise InputError("config set: give at least one KEY=VALUE or --delete KEY")
     res = ctx.wb.config_set(args.path, args.assignments, reason=args.reason, force=args.force,
-                            delete=args.delete or None)
+                            delete=args.delete or None, add=args.add)
     emit(res, args.json, _change_text)
 
 
