@@ -154,7 +154,8 @@ class DiagnoseScreen(WorkbenchScreen):
         if last:
             al = last.get("server_accept_len") or (last.get("accept_len") or {}).get("mean")
             text.append(f"   accept length {al:.2f}" if al is not None else "", style="bold")
-            text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured)")
+            text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured with the protocol: cache "
+                        "flushed, fixed prompts; the Dashboard shows the log's last window)")
             self._mark("accept")
         else:
             text.append("   not measured yet: press m (or d: the doctor measures first)", style="dim")

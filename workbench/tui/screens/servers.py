@@ -35,6 +35,11 @@ def gpu_text(gpus) -> str:
     return " ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}/{(g.total_mib or 0) / 1024:.0f}G" for g in gpus)
 
 
+#: Why this accept length is not the one Diagnose shows: two windows over different traffic.
+ACCEPT_WINDOW = ("accept len (log): the server's own decode log, last window over whatever traffic it had; "
+                 "Diagnose and `server measure` measure with the protocol (cache flushed, fixed prompts).")
+
+
 class ServersScreen(PollingScreenMixin, WorkbenchScreen):
     CSS_PATH = "servers.tcss"
     AUTO_FOCUS = "#servers"
@@ -61,7 +66,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             yield hosts
             yield Label("Servers", classes="title")
             table = DataTable(id="servers", cursor_type="row", zebra_stripes=True)
-            table.add_columns("id", "profile", "host", "state", "uptime", "accept len", "", "tok/s", "",
+            table.add_columns("id", "profile", "host", "state", "uptime", "accept len (log)", "", "tok/s", "",
                               "GPU mem", "stage / problem")
             yield table
             yield Static("", id="servers-note", markup=False)
@@ -111,7 +116,8 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         if statuses and keep is not None:
             st.move_cursor(row=min(keep, len(statuses) - 1))
         note = ("no servers running: ctrl+l opens the Launch screen" if not statuses else
-                f"{len(statuses)} server(s); ctrl+o opens the selected one, ctrl+k stops it")
+                f"{len(statuses)} server(s); ctrl+o opens the selected one, ctrl+k stops it.  "
+                f"{ACCEPT_WINDOW}")
         self.query_one("#servers-note", Static).update(note)
 
     # -- actions ----------------------------------------------------------------------------------
