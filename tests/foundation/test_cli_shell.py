@@ -96,3 +96,41 @@ def test_config_set_refuses_an_unknown_key_with_the_closest_one(cli, tmp_path):
     r = cli("config", "set", str(cfg), typo, "--add", "--workspace", str(tmp_path / "ws"))
     assert r.returncode == 0, r.stderr
     assert "eagle_aux_hidden_state_layers_ids" in cfg.read_text()
+
+
+def test_a_destructive_command_asks_in_a_terminal(tmp_path):
+    """Without --yes: in a terminal it asks (and n keeps the file); without one it says how to confirm."""
+    import pty
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"a": 1}\n')
+    ws = str(tmp_path / "ws")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "workbench", "config", "track", str(cfg), "--workspace", ws],
+                   check=True, env=env, capture_output=True)
+    subprocess.run([sys.executable, "-m", "workbench", "config", "set", str(cfg), "a=2", "--workspace", ws],
+                   check=True, env=env, capture_output=True)
+    argv = [sys.executable, "-m", "workbench", "config", "revert", str(cfg), "--to", "1", "--workspace", ws]
+    piped = subprocess.run(argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert piped.returncode == 2 and "confirm with --yes" in piped.stderr
+    pid, fd = pty.fork()
+    if pid == 0:                                    # the child: a command in a terminal
+        os.execve(sys.executable, argv, env)
+    out = b""
+    import time
+
+    deadline = time.time() + 60
+    while b"[y/N]" not in out and time.time() < deadline:
+        out += os.read(fd, 1024)
+    os.write(fd, b"n\n")
+    while True:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert b"revert" in out and b"[y/N]" in out and os.waitstatus_to_exitcode(status) == 1
+    assert cfg.read_text() == '{"a": 2}\n'

@@ -67,6 +67,13 @@ class ProgressPrinter:
             print(line, file=self.out, flush=True)
         self._last = (p.stage, p.message)
 
+    @staticmethod
+    def clear_line(stream) -> None:
+        """Before a prompt: no progress line left under the cursor."""
+        if getattr(stream, "isatty", lambda: False)():
+            stream.write("\r\x1b[2K")
+            stream.flush()
+
     def finish(self) -> None:
         if self._live:
             self.out.write("\r\x1b[2K")
@@ -94,11 +101,15 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def confirm_or_yes(plan, yes: bool) -> bool:
-    """Show a destructive plan; proceed with --yes or an interactive 'y'."""
+    """Show exactly what will happen; proceed with --yes, or ask in a terminal (y/N)."""
     print(plan.text(), file=sys.stderr)
     if yes:
         return True
     if not sys.stdin or not sys.stdin.isatty():
-        raise InputError("refusing a destructive action without --yes (no terminal to ask)")
-    answer = input("Proceed? [y/N] ").strip().lower()
+        raise InputError(f"{plan.action} {plan.target}: not done; confirm with --yes (no terminal here to ask)")
+    ProgressPrinter.clear_line(sys.stderr)
+    try:
+        answer = input(f"{plan.action} {plan.target}? [y/N] ").strip().lower()
+    except EOFError:
+        answer = ""
     return answer in ("y", "yes")
