@@ -134,3 +134,17 @@ def test_a_destructive_command_asks_in_a_terminal(tmp_path):
     _, status = os.waitpid(pid, 0)
     assert b"revert" in out and b"[y/N]" in out and os.waitstatus_to_exitcode(status) == 1
     assert cfg.read_text() == '{"a": 2}\n'
+
+
+def test_a_measurement_says_when_it_cannot_be_trusted():
+    from workbench.sglang.measure import stability
+
+    steady = {"mean": 120.0, "stdev": 6.0, "min": 110.0, "max": 130.0}
+    assert stability(12.0, [118.0, 121.0, 120.0], steady) == []
+    # the relaunched server measured for about a second while still warming: 491 -> 20.6 tok/s
+    warming = stability(1.1, [20.6], {"mean": 20.6, "stdev": 1.0, "min": 19.0, "max": 22.0})
+    assert len(warming) == 1 and "timed for 1.1 s" in warming[0]
+    rounds = stability(30.0, [20.6, 480.0, 491.0], steady)
+    assert any("rounds spread" in w for w in rounds)
+    ragged = stability(30.0, [100.0], {"mean": 100.0, "stdev": 80.0, "min": 5.0, "max": 300.0})
+    assert any("requests spread" in w for w in ragged)

@@ -184,11 +184,14 @@ def _measure(args, ctx):
 
     def text(m):
         al, tps = m.accept_len, m.tokens_per_s_per_request
-        return (f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}\n"
-                f"  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
+        head = (f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}, "
+                f"{m.wall_s:.1f} s timed after a {m.warmup_s:.1f} s warm-up")
+        body = (f"\n  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
                 f"server says {m.server_accept_len if m.server_accept_len is not None else '-'}\n"
                 f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
-                if al["mean"] is not None else f"server {m.server_id}: {m.tokens_per_s:.1f} tok/s (no speculation)")
+                if al["mean"] is not None else f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)")
+        flags = "".join(f"\n  UNSTABLE: {w}" for w in m.unstable)
+        return head + body + flags
 
     emit(m, args.json, text)
     return 0

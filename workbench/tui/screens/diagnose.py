@@ -156,6 +156,8 @@ class DiagnoseScreen(WorkbenchScreen):
             text.append(f"   accept length {al:.2f}" if al is not None else "", style="bold")
             text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured with the protocol: cache "
                         "flushed, fixed prompts; the Dashboard shows the log's last window)")
+            for why in last.get("unstable") or []:
+                text.append(f"\nUNSTABLE: {why} (press m to measure again)", style="bold yellow")
             self._mark("accept")
         else:
             text.append("   not measured yet: press m (or d: the doctor measures first)", style="dim")
