@@ -109,3 +109,26 @@ async def test_server_log_keeps_a_decode_lines_numbers_at_80_columns(workspace):
                 for strip in app.screen._compositor.render_strips()[region.y:region.bottom]]
         shown = " ".join(" ".join(rows).split())           # what is on screen, wrapped lines joined
         assert "accept len: 2.55" in shown and "2026-12-01" not in shown
+
+
+def test_relaunch_plan_does_not_call_its_own_port_taken():
+    """The plan stops server 1 before it launches again: server 1's port is not a conflict then."""
+    from workbench.live.fix import relaunch_plan
+    from workbench.sglang.lifecycle import Preview
+    from workbench.sglang.validate import Finding
+
+    class Ops:  # the two facade calls relaunch_plan makes, with the lifecycle's real result types
+        def server(self, sid):
+            return SimpleNamespace(id=sid, state="ready", profile="lab", host="local", port=30123, pgid=4242,
+                                   pid=4242)
+
+        def launch_preview(self, name):
+            return Preview(name, "local", "0.5.23", {}, "python -m sglang.launch_server ...", [], [
+                Finding("error", "port-taken", "server 1 (lab) already uses port 30123 on local",
+                        "stop it or change the profile's port"),
+                Finding("error", "port-taken", "server 7 (other) already uses port 30123 on local", "")], [])
+
+    plan = relaunch_plan(Ops(), 1)
+    text = "\n".join(plan.details)
+    assert "server 1 (lab) already uses port" not in text and "freed when server 1 stops" in text
+    assert "server 7 (other) already uses port" in text       # another server's is still a conflict
