@@ -67,6 +67,8 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     """``--workspace`` (and ``--json`` where a command prints a result) after the subcommand too:
     ``eagle-workbench demo --workspace /tmp/x`` means what ``eagle-workbench --workspace /tmp/x demo``
     does. The copies default to SUPPRESS, so a value given before the subcommand is kept."""
+    if "-" not in parser.prefix_chars:      # `lab serve`: every flag belongs to the server's own parser
+        return
     if "--workspace" not in parser._option_string_actions:
         parser.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS, help=WORKSPACE_HELP)
     json_action = parser._option_string_actions.get("--json")
