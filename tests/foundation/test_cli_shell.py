@@ -148,3 +148,24 @@ def test_a_measurement_says_when_it_cannot_be_trusted():
     assert any("rounds spread" in w for w in rounds)
     ragged = stability(30.0, [100.0], {"mean": 100.0, "stdev": 80.0, "min": 5.0, "max": 300.0})
     assert any("requests spread" in w for w in ragged)
+
+
+def test_launch_checks_name_a_missing_model_or_draft_folder(workspace):
+    from tests.fixtures.toml_files import write_toml
+    from workbench.api import Workbench
+
+    draft = workspace / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    spec = {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3}
+    write_toml(workspace / "workbench.toml", {"profiles": {
+        "gone": {"host": "local", "model": str(workspace / "no-such-target"), "draft": str(draft),
+                 "sglang_version": "0.5.23", "speculative": spec},
+        "hub": {"host": "local", "model": "meta-llama/Llama-3.1-8B-Instruct", "draft": str(workspace / "nodraft"),
+                "sglang_version": "0.5.23", "speculative": spec}}})
+    with Workbench.open(workspace) as wb:
+        gone = {f.code: f for f in wb.launch_preview("gone").findings}
+        assert "model-missing" in gone and "no-such-target" in gone["model-missing"].message
+        assert "draft-missing" not in gone and not wb.launch_preview("gone").ok
+        hub = {f.code for f in wb.launch_preview("hub").findings}
+        assert "model-missing" not in hub and "draft-missing" in hub      # a hub id is not a path
