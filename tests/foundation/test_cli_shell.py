@@ -112,7 +112,7 @@ def test_a_destructive_command_asks_in_a_terminal(tmp_path):
                    check=True, env=env, capture_output=True)
     argv = [sys.executable, "-m", "workbench", "config", "revert", str(cfg), "--to", "1", "--workspace", ws]
     piped = subprocess.run(argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    assert piped.returncode == 2 and "confirm with --yes" in piped.stderr
+    assert piped.returncode == 2 and "not done without --yes" in piped.stderr
     pid, fd = pty.fork()
     if pid == 0:                                    # the child: a command in a terminal
         os.execve(sys.executable, argv, env)

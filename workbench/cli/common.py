@@ -106,7 +106,7 @@ def confirm_or_yes(plan, yes: bool) -> bool:
     if yes:
         return True
     if not sys.stdin or not sys.stdin.isatty():
-        raise InputError(f"{plan.action} {plan.target}: not done; confirm with --yes (no terminal here to ask)")
+        raise InputError(f"{plan.action} {plan.target}: not done without --yes (no terminal here to ask)")
     ProgressPrinter.clear_line(sys.stderr)
     try:
         answer = input(f"{plan.action} {plan.target}? [y/N] ").strip().lower()
