@@ -4,12 +4,23 @@
 - ``heat_colour(rel_diff)``: a hex colour on a log scale from 1e-6 (identical up to bf16 noise,
   green) to 1 (unrelated, red); ``None`` for a missing or non-finite value.
 - ``fmt_rel(v)``: a rel_diff for a table cell (``2.00e-06``, ``0.056``, ``inf``, ``-``).
+- ``sparkline(values)``: a one-line text sparkline for a table cell, NaN-tolerant.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Optional
+
+#: What a finding rests on (its evidence class), as every face names it.
+EVIDENCE_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
+                  "numbers": "numbers", "convention": "unsettled"}
+
+
+def evidence_label(evidence_class: Optional[str]) -> str:
+    return EVIDENCE_LABEL.get(evidence_class or "", evidence_class or "")
+
 
 HEAT = ["#1b5e20", "#2e7d32", "#558b2f", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"]
 
@@ -21,6 +32,18 @@ def heat_colour(v: Optional[float]) -> Optional[str]:
     return HEAT[min(len(HEAT) - 1, int((x + 6.0) / 6.0 * (len(HEAT) - 1) + 0.5))]
 
 
+def text_on(background: str) -> str:
+    """Black or white, whichever reads better on ``background`` (#rrggbb): WCAG contrast from the
+    relative luminance, so a heat cell's number stays legible on yellow as on dark green."""
+    r, g, b = (int(background[i:i + 2], 16) / 255 for i in (1, 3, 5))
+
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+    return "#000000" if (lum + 0.05) / 0.05 > 1.05 / (lum + 0.05) else "#ffffff"
+
+
 def fmt_rel(v: Optional[float]) -> str:
     if v is None:
         return "-"
@@ -29,3 +52,76 @@ def fmt_rel(v: Optional[float]) -> str:
     if v == math.inf:
         return "inf"
     return f"{v:.2e}" if abs(v) < 1e-2 else f"{v:.3f}"
+
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values, width: int = 16, lo=None, hi=None) -> str:
+    vals = [v for v in list(values)[-width:] if v is not None and v == v]
+    if not vals:
+        return ""
+    lo = min(vals) if lo is None else lo
+    hi = max(vals) if hi is None else hi
+    span = (hi - lo) or 1.0
+    return "".join(BARS[min(len(BARS) - 1, max(0, int((v - lo) / span * (len(BARS) - 1) + 0.5)))] for v in vals)
+
+
+def round_sig(v: float, digits: int = 4) -> float:
+    """A float to ``digits`` significant digits (491.6834 -> 491.7, 2.0e-06 stays 2e-06)."""
+    if v == 0 or not math.isfinite(v):
+        return v
+    return round(v, digits - 1 - int(math.floor(math.log10(abs(v)))))
+
+
+def payload_lines(payload, indent: int = 0, digits: int = 4) -> list[str]:
+    """A journal payload as ``key: value`` lines (floats rounded, short lists inline) instead of raw
+    JSON: what an entry says, readable in a pane."""
+    pad = "  " * indent
+
+    def scalar(v) -> str:
+        if isinstance(v, bool) or v is None:
+            return json.dumps(v)
+        if isinstance(v, float):
+            return f"{round_sig(v, digits):g}"
+        if isinstance(v, (int, str)):
+            return str(v)
+        return json.dumps(v, default=str)
+
+    def inline(v) -> Optional[str]:
+        if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+            text = "[" + ", ".join(scalar(x) for x in v) + "]"
+            return text if len(text) <= 80 else None
+        if not isinstance(v, (dict, list)):
+            return scalar(v)
+        return None
+
+    if not isinstance(payload, (dict, list)):
+        return [pad + scalar(payload)]
+    items = payload.items() if isinstance(payload, dict) else ((f"[{i}]", v) for i, v in enumerate(payload))
+    out = []
+    for key, value in items:
+        one = inline(value)
+        if one is not None:
+            out.append(f"{pad}{key}: {one}")
+        elif isinstance(value, (dict, list)) and not value:
+            out.append(f"{pad}{key}: {'{}' if isinstance(value, dict) else '[]'}")
+        else:
+            out.append(f"{pad}{key}:")
+            out += payload_lines(value, indent + 1, digits)
+    return out
+
+
+def collapse_runs(items: list, key) -> list[tuple[object, int]]:
+    """Consecutive items with the same ``key(item)`` as one (the last of the run, and the run's
+    length): ten identical previews are one row "x10", not ten."""
+    out: list[tuple[object, int]] = []
+    last = object()
+    for item in items:
+        k = key(item)
+        if out and k == last:
+            out[-1] = (item, out[-1][1] + 1)
+        else:
+            out.append((item, 1))
+        last = k
+    return out

@@ -78,3 +78,15 @@ def parse_float_rows(text: str, name: str, sep: str = "/") -> list[list[float]]:
 def optional(text: str) -> "str | None":
     """An empty or blank text field means 'not given'."""
     return text.strip() or None
+
+
+def parse_ids(text: str, name: str) -> list[int]:
+    """'2,30,58', '[2, 30, 58]' or '2 30 58' -> [2, 30, 58] in the order given (layer ids may be
+    negative: -1 is the embedding)."""
+    parts = [x for x in text.replace(",", " ").replace("[", " ").replace("]", " ").split() if x]
+    if not parts:
+        raise InputError(f"{name}: empty; expected integers like 2,30,58")
+    try:
+        return [int(x) for x in parts]
+    except ValueError:
+        raise InputError(f"{name}: {text!r} is not a list of integers like 2,30,58") from None

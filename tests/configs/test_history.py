@@ -117,7 +117,7 @@ def test_formatting_kept_for_other_styles(wb, tmp_path):
     p = tmp_path / "c.json"
     text = '{\n    "a": [1, 2, 3],\n    "name": "caf\u00e9",\n    "x": {"y": 1e-06}\n}'   # 4 spaces, no final newline
     p.write_text(text, encoding="utf-8")
-    wb.config_set(str(p), ["a=[4,5]", "x.z=true", 'name="bar"'])
+    wb.config_set(str(p), ["a=[4,5]", "x.z=true", 'name="bar"'], add=True)
     assert p.read_text() == '{\n    "a": [4, 5],\n    "name": "bar",\n    "x": {"y": 1e-06, "z": true}\n}'
     wb.config_revert(str(p), 1, confirm=True)
     assert p.read_text(encoding="utf-8") == text

@@ -43,6 +43,8 @@ async def test_eval_table_and_send_to_predictor(workspace, drafter_world):
         rates = [float(x) for x in p.query_one("#rates", Input).value.split(",")]
         assert rates[0] == round(s.result.full_acc[0], 4)
         assert p.result is not None and abs(p.result.accept_length - s.result.predicted["accept_length"]) < 1e-3
+        # no other run's observed accept length (the story's 1.12) judges this drafter
+        assert p.query_one("#observed", Input).value == "" and p.result.verdict is None
 
 
 async def test_bad_input_inline(workspace, tmp_path, drafter_world):

@@ -32,3 +32,37 @@ def test_cli_help_imports_no_textual_and_no_torch():
     code = ("from workbench.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "try:\n    main(['predict', '--help'])\nexcept SystemExit:\n    pass")
     assert _loaded_after(code) == []
+
+
+def _imports(path) -> set[str]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+FACES = {"tui": "workbench.tui", "notebook": "workbench.notebook", "cli": "workbench.cli"}
+#: The one crossing allowed: the command line opens the terminal UI (no subcommand, ``demo``).
+ENTRY_POINTS = {("cli", "workbench.tui.app"), ("cli", "workbench.tui.demo")}
+#: Core functions a face must reach through ``workbench.api`` instead (each has an API method).
+PAST_THE_API = {"workbench.drafter.evaluate"}
+
+
+def test_faces_do_not_import_each_other_nor_reach_past_the_api():
+    crossings = []
+    for face, pkg in FACES.items():
+        for path in (ROOT / "workbench" / face).rglob("*.py"):
+            for mod in _imports(path):
+                for other, other_pkg in FACES.items():
+                    if other != face and (mod == other_pkg or mod.startswith(other_pkg + ".")) \
+                            and (face, mod) not in ENTRY_POINTS:
+                        crossings.append(f"{path.relative_to(ROOT)} imports {mod}")
+                if mod in PAST_THE_API:
+                    crossings.append(f"{path.relative_to(ROOT)} imports {mod} (use workbench.api)")
+    assert crossings == []

@@ -99,3 +99,31 @@ def test_snapshot(snap_compare, workspace, capture_files, monkeypatch):
         await fill(pilot, "specforge/rows_0-2000/data_0.ckpt", "infer_hf.safetensors", "draft")
 
     assert snap_compare(WorkbenchApp(str(workspace), start="alignment"), terminal_size=SIZE, run_before=run_before)
+
+
+async def test_best_match_table_agrees_with_the_cli_and_stays_legible(workspace, capture_files, cli):
+    from workbench.display import HEAT, text_on
+
+    app = WorkbenchApp(str(workspace), start="alignment")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await fill(pilot, capture_files.specforge, capture_files.hf_stack)
+        best = app.screen.query_one("#best", DataTable)
+        rows = [[str(c) for c in best.get_row_at(i)] for i in range(best.row_count)]
+        # runner-up, margin and verdict are on screen at 80 columns, above the matrix
+        region = best.region
+        assert region.width >= 70 and sum(w.width for w in best.columns.values()) <= region.width
+    r = cli("align", "--train", str(capture_files.specforge), "--infer", str(capture_files.hf_stack),
+            "--engine", "sglang==0.5.12.post1", "--num-layers", str(N_LAYERS), "--json")
+    cli_best = json.loads(r.stdout)["best"]
+    assert [row[5] for row in rows] == [("inf" if b["margin"] is None or b["margin"] == float("inf")
+                                         else f"x{b['margin']:.3g}") for b in cli_best]
+    assert [row[4] for row in rows] == [b["runner_up"] or "-" for b in cli_best]
+    for colour in HEAT:        # every heat cell's number at WCAG AA contrast or better
+
+        def lum(h):
+            def f(c):
+                return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+            r_, g_, b_ = (int(h[i:i + 2], 16) / 255 for i in (1, 3, 5))
+            return 0.2126 * f(r_) + 0.7152 * f(g_) + 0.0722 * f(b_)
+        lo, hi = sorted([lum(colour), lum(text_on(colour))])
+        assert (hi + 0.05) / (lo + 0.05) >= 4.5, colour

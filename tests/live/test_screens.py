@@ -77,6 +77,11 @@ async def test_guided_keys_on_a_recorded_report(workspace, tmp_path):
         assert "live.fix" in [e.kind for e in app.wb.events()]
         # the recorded server does not exist here: the relaunch offer fails as one line, no traceback
         assert "next: press r" in text(screen, "#guide")
+        # the panes say the fix is written, not "press f" / "(the server runs ...)" as before it
+        detail = text(screen, "#detail")
+        assert "press f" not in detail and f"is v{versions[-1].number}" in detail
+        title = str(screen.query_one("#alignment-title").render())
+        assert f"written as v{versions[-1].number}" in title and "until relaunched" in title
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -122,3 +127,23 @@ async def test_doctor_screen_shows_a_live_report(workspace):
         assert all(r[5] == "MISMATCH" for r in rows)
         notes = str(screen.query_one("#capture-notes", Static).render())
         assert f"observed {report.observed['accept_length']:.2f}" in notes and "costs" in notes
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_diagnose_after_the_loop_at_80x24(snap_compare, workspace):
+    """The smallest terminal: the panes stack and scroll; scrolled down, before/after is whole."""
+    report, cmp = story()
+
+    async def run_before(pilot):
+        screen = pilot.app.screen
+        screen.show_report(report)
+        screen.done |= {"alignment", "fix", "relaunch"}
+        screen.show_comparison(cmp)
+        await pilot.pause()
+        screen.query_one("#diag-body").scroll_end(animate=False)
+        await pilot.pause(0.2)
+        table = screen.query_one("#compare", DataTable)
+        assert table.region.height >= table.row_count + 1 and table.region.bottom <= 23
+
+    app = WorkbenchApp(str(workspace), start="diagnose", screen_args={"diagnose": {"guided": True}})
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

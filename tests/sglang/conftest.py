@@ -19,6 +19,7 @@ STANDIN = Path(__file__).with_name("standin_server.py")
 def standin_profiles(root: Path, sshd, n_fail_ports: int = 0) -> dict:
     draft = root / "draft"
     draft.mkdir(exist_ok=True)
+    (root / "target").mkdir(exist_ok=True)          # the pre-launch checks look for the model folder
     (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
                                                    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}))
     base = {"host": "test", "launcher": [sys.executable, str(STANDIN)], "model": str(root / "target"),

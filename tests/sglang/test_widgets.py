@@ -18,6 +18,7 @@ def local_wb(workspace, tmp_path):
 
     draft = tmp_path / "draft"
     draft.mkdir()
+    (tmp_path / "target").mkdir()                    # the pre-launch checks look for the model folder
     (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
     write_toml(workspace / "workbench.toml", {"profiles": {"demo": {
         "host": "local", "launcher": [sys.executable, str(STANDIN)], "model": str(tmp_path / "target"),

@@ -104,3 +104,26 @@ def test_widget(story, wb):
     assert [e.kind for e in widget.entries] == ["server.launch"]
     widget.server.value = "x"
     assert "not a server id" in widget.error_line.value
+
+
+async def test_screen_collapses_repeats_rounds_numbers_and_keeps_config_calm(workspace, tui_app):
+    from textual.widgets import DataTable, Static
+
+    from workbench.api import Workbench
+
+    with Workbench.open(workspace) as wb:
+        for _ in range(3):
+            wb._record("server.preview", "lab", {"profile": "lab", "ok": True})
+        wb._record("server.measure", "server 1", {"tokens_per_s": 491.683412345, "accept_len": {"mean": 2.5512345}})
+    app = tui_app(start="timeline")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, 0.3)
+        table = app.screen.query_one("#entries", DataTable)
+        kinds = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]
+        assert kinds == ["server.preview x3", "server.measure"]
+        detail = str(app.screen.query_one("#detail", Static).render())
+        assert "tokens_per_s: 491.7" in detail and "mean: 2.551" in detail and "491.683" not in detail
+        cfg = app.screen.query_one("#entries").category("config")
+        err = app.screen.query_one("#entries").category("finding")
+        assert cfg.style.color is not None and cfg.style.color != err.style.color
+        assert "red" not in str(cfg.style)

@@ -37,13 +37,43 @@ def build_parser() -> argparse.ArgumentParser:
         description="Diagnose EAGLE-3 speculative decoding served by SGLang. "
                     "Without a command, opens the terminal UI.",
     )
-    parser.add_argument("--workspace", metavar="DIR",
-                        help="workspace folder (default: $EAGLE_WORKBENCH_HOME or ~/.eagle-workbench)")
+    parser.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    parser.add_argument("--json", action="store_true", default=False, help=JSON_HELP)
     parser.add_argument("--version", action="version", version=f"eagle-workbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_modules():
         import_module(f"workbench.cli.{name}").register(sub)
+    for leaf in leaf_parsers(parser):
+        add_global_options(leaf)
     return parser
+
+
+WORKSPACE_HELP = "workspace folder (default: $EAGLE_WORKBENCH_HOME or ~/.eagle-workbench)"
+JSON_HELP = "print machine-readable JSON (for commands that print a result)"
+
+
+def leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand's parser, nested groups included (``config set``, ``server launch``)."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                out.append(child)
+                out += leaf_parsers(child)
+    return out
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """``--workspace`` (and ``--json`` where a command prints a result) after the subcommand too:
+    ``eagle-workbench demo --workspace /tmp/x`` means what ``eagle-workbench --workspace /tmp/x demo``
+    does. The copies default to SUPPRESS, so a value given before the subcommand is kept."""
+    if "-" not in parser.prefix_chars:      # `lab serve`: every flag belongs to the server's own parser
+        return
+    if "--workspace" not in parser._option_string_actions:
+        parser.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS, help=WORKSPACE_HELP)
+    json_action = parser._option_string_actions.get("--json")
+    if json_action is not None:
+        json_action.default = argparse.SUPPRESS
 
 
 def command_modules() -> list[str]:

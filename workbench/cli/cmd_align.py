@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace, ctx) -> int:
-    from workbench.cli.cmd_doctor import parse_ids
+    from workbench.parsing import parse_ids
 
     layers = parse_ids(args.train_layers, "--train-layers") if args.train_layers else None
     res = ctx.wb.align(args.train, args.infer, engine=args.engine, target=args.target, num_layers=args.num_layers,

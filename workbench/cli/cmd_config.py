@@ -13,8 +13,8 @@ def register(sub) -> None:
     cs = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
 
     t = cs.add_parser("track", help="start tracking a file (stores its current content as version 1)")
-    t.add_argument("path")
-    t.add_argument("--label", default="")
+    t.add_argument("path", help="config.json to track: a local path or HOST:/path")
+    t.add_argument("--label", default="", help="a name for it in listings (default: none)")
     add_json(t)
     t.set_defaults(func=_track)
 
@@ -23,36 +23,41 @@ def register(sub) -> None:
     ls.set_defaults(func=_list)
 
     h = cs.add_parser("history", help="versions of a tracked file")
-    h.add_argument("path")
+    h.add_argument("path", help="a tracked config (local path or HOST:/path)")
     add_json(h)
     h.set_defaults(func=_history)
 
     s = cs.add_parser("show", help="print a stored version (default: latest)")
-    s.add_argument("path")
+    s.add_argument("path", help="a tracked config (local path or HOST:/path)")
     s.add_argument("--version", "-v", default=None, help="number, 'latest', 'previous' or a sha256 prefix")
     add_json(s)
     s.set_defaults(func=_show)
 
     st = cs.add_parser("set", help="set dotted keys, keeping key order and indentation")
-    st.add_argument("path")
+    st.add_argument("path", help="the config.json to edit (local path or HOST:/path)")
     st.add_argument("assignments", nargs="*", metavar="KEY=VALUE",
                     help="e.g. eagle_config.eagle_aux_hidden_state_layer_ids=[2,30,58] (VALUE is JSON)")
     st.add_argument("--delete", action="append", default=[], metavar="KEY", help="remove a key")
     st.add_argument("--reason", help="why (stored with the version)")
-    st.add_argument("--force", action="store_true", help="write a value of an unexpected type anyway")
+    st.add_argument("--force", action="store_true",
+                    help="write a value of an unexpected type, or a key the file lacks, anyway")
+    st.add_argument("--add", action="store_true", help="the keys may be new (otherwise a missing key is "
+                                                       "refused with the closest existing ones)")
     add_json(st)
     st.set_defaults(func=_set)
 
     d = cs.add_parser("diff", help="unified diff between two versions (default: previous -> latest)")
-    d.add_argument("path")
-    d.add_argument("a", nargs="?", default=None)
-    d.add_argument("b", nargs="?", default=None)
+    d.add_argument("path", help="a tracked config (local path or HOST:/path)")
+    d.add_argument("a", nargs="?", default=None, metavar="FROM",
+                   help="version number to diff from (default: the one before TO)")
+    d.add_argument("b", nargs="?", default=None, metavar="TO",
+                   help="version number to diff to (default: the newest)")
     add_json(d)
     d.set_defaults(func=_diff)
 
     r = cs.add_parser("revert", help="write a stored version back, byte for byte")
-    r.add_argument("path")
-    r.add_argument("--to", required=True, metavar="VERSION")
+    r.add_argument("path", help="a tracked config (local path or HOST:/path)")
+    r.add_argument("--to", required=True, metavar="VERSION", help="the version to restore, byte for byte")
     r.add_argument("--yes", action="store_true", help="do it without asking")
     add_json(r)
     r.set_defaults(func=_revert)
@@ -96,7 +101,7 @@ def _set(args, ctx):
     if not args.assignments and not args.delete:
         raise InputError("config set: give at least one KEY=VALUE or --delete KEY")
     res = ctx.wb.config_set(args.path, args.assignments, reason=args.reason, force=args.force,
-                            delete=args.delete or None)
+                            delete=args.delete or None, add=args.add)
     emit(res, args.json, _change_text)
 
 

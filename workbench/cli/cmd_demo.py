@@ -44,7 +44,7 @@ def run(args, ctx) -> int:
 
     root = Path(args.workspace).expanduser() if args.workspace else demo.default_dir()
     tui = not args.no_tui and not args.json and sys.stdout.isatty() and sys.stdin.isatty()
-    progress = None if args.json else _lines()
+    progress = ctx.progress
     with Workbench.open(root, progress=progress) as wb:
         setup = demo.prepare(wb, args.size, lab_dir=args.lab_dir, progress=progress)
         if not tui:
@@ -64,22 +64,14 @@ def run(args, ctx) -> int:
         m = demo.measure_story(wb, rec.id, args.measure_tokens)
     from workbench.tui.demo import run_demo_app
 
+    progress.finish()   # the TUI takes the terminal from here
+
     try:
         return run_demo_app(str(root), rec.id, accept_length=m.accept_length, measure_tokens=args.measure_tokens)
     finally:
         if not args.keep:
             with Workbench.open(root) as wb:
                 demo.stop_demo_servers(wb)
-
-
-def _lines():
-    last = [None]
-
-    def show(p) -> None:
-        if p.message and p.message != last[0] and p.stage in ("demo", "live.doctor", "server.start"):
-            last[0] = p.message
-            print(f"  .. {p.message}", file=sys.stderr, flush=True)
-    return show
 
 
 def demo_text(result) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 from workbench.cli.common import add_json, emit
+from workbench.display import evidence_label
+from workbench.parsing import parse_ids
 
 
 def register(sub) -> None:
@@ -50,18 +52,6 @@ def register(sub) -> None:
     live.add_argument("--yes", action="store_true", help="do not ask before a relaunch or a config write")
     add_json(p)
     p.set_defaults(func=run)
-
-
-def parse_ids(text: str, name: str) -> list[int]:
-    from workbench.errors import InputError
-
-    parts = [x for x in text.replace(",", " ").replace("[", " ").replace("]", " ").split() if x]
-    if not parts:
-        raise InputError(f"{name}: empty; expected integers like 2,30,58")
-    try:
-        return [int(x) for x in parts]
-    except ValueError:
-        raise InputError(f"{name}: {text!r} is not a list of integers like 2,30,58") from None
 
 
 def run(args: argparse.Namespace, ctx) -> int:
@@ -137,8 +127,6 @@ def _progress_lines():
     return show
 
 
-CLASS_TAG = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
-             "numbers": "numbers", "convention": "unsettled"}
 
 
 def render_text(report) -> str:
@@ -146,7 +134,7 @@ def render_text(report) -> str:
     if not report.findings:
         lines.append("no findings in the checks that ran")
     for f in report.findings:
-        lines.append(f"{f.severity.upper():7} {f.code} [{CLASS_TAG.get(f.evidence_class, f.evidence_class)}]: "
+        lines.append(f"{f.severity.upper():7} {f.code} [{evidence_label(f.evidence_class)}]: "
                      f"{f.message}")
         if f.fix:
             lines.append(f"        fix: {f.fix.summary}")

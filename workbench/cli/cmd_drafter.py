@@ -32,7 +32,8 @@ def register(sub) -> None:
     e.set_defaults(func=_eval)
 
     c = ds.add_parser("check", help="strict weight check: missing, unexpected, mis-shaped (exit 1 on a problem)")
-    c.add_argument("--draft", required=True, metavar="DIR")
+    c.add_argument("--draft", required=True, metavar="DIR",
+                   help="the draft checkpoint directory (config.json + safetensors)")
     add_json(c)
     c.set_defaults(func=_check)
 

@@ -23,7 +23,8 @@ def register(sub) -> None:
     # '+' as the prefix: every '--flag' is left to the server's own (SGLang-like) parser
     s = lab.add_parser("serve", help="run the reference server: takes sglang.launch_server flags",
                        add_help=False, prefix_chars="+")
-    s.add_argument("server_args", nargs=argparse.REMAINDER)
+    s.add_argument("server_args", nargs=argparse.REMAINDER,
+                   help="sglang.launch_server flags (--model-path, --speculative-*, --port, ...)")
     s.set_defaults(func=_serve)
 
 

@@ -12,7 +12,7 @@ def register(sub) -> None:
     add_json(ls)
     ls.set_defaults(func=_list)
     s = ps.add_parser("show", help="the resolved profile and its launch command")
-    s.add_argument("name")
+    s.add_argument("name", help="a profile of workbench.toml ([profiles.NAME])")
     s.add_argument("--sglang-version", metavar="X", help="spell flags for this version (no host contacted)")
     s.add_argument("--argv", action="store_true", help="only the command: argv, env and warnings")
     s.add_argument("--offline", action="store_true", help="never contact the host (version unknown: flags as written)")

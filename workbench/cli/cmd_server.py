@@ -12,7 +12,7 @@ def register(sub) -> None:
     ss = p.add_subparsers(dest="server_command", metavar="SUBCOMMAND")
 
     la = ss.add_parser("launch", help="check and start a profile (shows the command and its diff first)")
-    la.add_argument("profile")
+    la.add_argument("profile", help="a profile of workbench.toml ([profiles.NAME])")
     la.add_argument("--yes", action="store_true", help="start without asking")
     la.add_argument("--wait", action="store_true", help="follow startup until ready or failed")
     la.add_argument("--timeout", type=float, help="seconds to wait for readiness (default: the profile's)")
@@ -21,19 +21,19 @@ def register(sub) -> None:
     la.set_defaults(func=_launch)
 
     st = ss.add_parser("status", help="state, uptime, accept length, tokens/s, GPUs (one round trip per host)")
-    st.add_argument("ids", nargs="*", type=int)
+    st.add_argument("ids", nargs="*", type=int, help="server ids (default: every active server)")
     st.add_argument("--all", action="store_true", help="include finished servers")
     add_json(st)
     st.set_defaults(func=_status)
 
     lg = ss.add_parser("logs", help="print a server's log")
-    lg.add_argument("id", type=int)
+    lg.add_argument("id", type=int, help="server id (see `server status`)")
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing as it grows (Ctrl+C stops)")
     lg.add_argument("--offset", type=int, default=0, help="start at this byte")
     lg.set_defaults(func=_logs)
 
     sp = ss.add_parser("stop", help="TERM the server's process group, grace, KILL; then check GPUs idle")
-    sp.add_argument("id", type=int)
+    sp.add_argument("id", type=int, help="server id (see `server status`)")
     sp.add_argument("--yes", action="store_true", help="stop without asking")
     sp.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL")
     sp.add_argument("--gpu-wait", type=float, default=60.0, help="seconds to wait for the GPUs to be idle")
@@ -41,29 +41,30 @@ def register(sub) -> None:
     sp.set_defaults(func=_stop)
 
     me = ss.add_parser("measure", help="flush, send the fixed prompt set, report accept length and tokens/s")
-    me.add_argument("id", type=int)
-    me.add_argument("--concurrency", type=int, default=4)
-    me.add_argument("--max-new-tokens", type=int)
-    me.add_argument("--rounds", type=int, default=1)
+    me.add_argument("id", type=int, help="server id (see `server status`)")
+    me.add_argument("--concurrency", type=int, default=4, help="requests in flight at once (default 4)")
+    me.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default: the protocol's)")
+    me.add_argument("--rounds", type=int, default=1,
+                    help="timed rounds over the prompt set (default 1)")
     me.add_argument("--prompts", metavar="FILE.json", help="another prompt set ({\"prompts\": [...]})")
     add_json(me)
     me.set_defaults(func=_measure)
 
     mt = ss.add_parser("metrics", help="accept length and throughput from the log and /server_info")
-    mt.add_argument("id", type=int)
+    mt.add_argument("id", type=int, help="server id (see `server status`)")
     add_json(mt)
     mt.set_defaults(func=_metrics)
 
     sw = ss.add_parser("sweep", help="relaunch over speculative triples and env variants; rank by tokens/s")
-    sw.add_argument("profile")
+    sw.add_argument("profile", help="the profile whose speculative settings are swept")
     sw.add_argument("--steps", required=True, help="e.g. 1,2,3,5")
     sw.add_argument("--topk", default="1", help="e.g. 1,4 (default 1)")
     sw.add_argument("--draft-tokens", help="for topk > 1, e.g. 4,8 (chains use steps+1)")
     sw.add_argument("--env", action="append", default=[], metavar="'K=V K2=V2'",
                     help="an env variant (repeatable; each is one relaunch per point)")
     sw.add_argument("--baseline", action="store_true", help="also run without speculation")
-    sw.add_argument("--concurrency", type=int, default=4)
-    sw.add_argument("--max-new-tokens", type=int)
+    sw.add_argument("--concurrency", type=int, default=4, help="requests in flight at once (default 4)")
+    sw.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default: the protocol's)")
     sw.add_argument("--yes", action="store_true", help="run without asking")
     add_json(sw)
     sw.set_defaults(func=_sweep)
@@ -119,10 +120,6 @@ def _launch(args, ctx):
     if not args.wait:
         emit(rec, args.json, lambda r: f"launched server {r.id} ({r.profile})")
         return 0
-    from workbench.progress import Progress
-
-    wb.progress = lambda p: print(f"  [{int(p.done)}/{int(p.total or 0)}] {p.message}", file=sys.stderr) \
-        if isinstance(p, Progress) else None
     st = wb.server_wait(rec.id, timeout=args.timeout)
     emit(st, args.json, _status_line)
     return 0 if st.state == "ready" else 1
@@ -192,11 +189,14 @@ def _measure(args, ctx):
 
     def text(m):
         al, tps = m.accept_len, m.tokens_per_s_per_request
-        return (f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}\n"
-                f"  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
+        head = (f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}, "
+                f"{m.wall_s:.1f} s timed after a {m.warmup_s:.1f} s warm-up")
+        body = (f"\n  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
                 f"server says {m.server_accept_len if m.server_accept_len is not None else '-'}\n"
                 f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
-                if al["mean"] is not None else f"server {m.server_id}: {m.tokens_per_s:.1f} tok/s (no speculation)")
+                if al["mean"] is not None else f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)")
+        flags = "".join(f"\n  UNSTABLE: {w}" for w in m.unstable)
+        return head + body + flags
 
     emit(m, args.json, text)
     return 0
@@ -221,7 +221,6 @@ def _sweep(args, ctx):
         if not confirm_or_yes(exc.plan, args.yes):
             print("not started")
             return 1
-        wb.progress = lambda p: print(f"  [{int(p.done)}/{int(p.total or 0)}] {p.message}", file=sys.stderr)
         res = wb.server_sweep(args.profile, confirm=True, **kw)
 
     def text(r):

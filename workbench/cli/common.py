@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable, Optional
+import time
+from typing import Any, Callable, Optional, TextIO
 
 from workbench.errors import InputError
 from workbench.parsing import parse_floats, parse_ints, parse_pairs  # noqa: F401 (re-exported)
@@ -17,18 +18,67 @@ class Context:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self._wb = None
+        self.progress = ProgressPrinter()
 
     @property
     def wb(self):
         if self._wb is None:
             from workbench.api import Workbench
 
-            self._wb = Workbench.open(self.args.workspace)
+            self._wb = Workbench.open(self.args.workspace, progress=self.progress)
         return self._wb
 
     def close(self) -> None:
+        self.progress.finish()
         if self._wb is not None:
             self._wb.close()
+
+
+class ProgressPrinter:
+    """Core ``Progress`` events on stderr, so a long command is never silent: in a terminal one
+    line rewritten in place (stage, step of steps, what runs, seconds in the stage); otherwise a
+    line each time the stage or its message changes (stdout stays the result, JSON included)."""
+
+    def __init__(self, stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic):
+        self.stream = stream
+        self.clock = clock
+        self._last: Optional[tuple] = None
+        self._stage_start: dict[str, float] = {}
+        self._live = False
+
+    @property
+    def out(self) -> TextIO:
+        return self.stream or sys.stderr
+
+    def __call__(self, p) -> None:
+        now = self.clock()
+        start = self._stage_start.setdefault(p.stage, now)
+        step = ""
+        if p.total:
+            step = f" {p.done:.0f}/{p.total:.0f}" if float(p.done).is_integer() else f" {p.done:.1f}/{p.total:.0f}"
+        line = f"[{p.stage}{step}] {p.message}".rstrip()
+        tty = getattr(self.out, "isatty", lambda: False)()
+        if tty:
+            text = f"{line}  ({now - start:.0f} s)"
+            self.out.write("\r\x1b[2K" + text[:200])
+            self.out.flush()
+            self._live = True
+        elif (p.stage, p.message) != self._last:
+            print(line, file=self.out, flush=True)
+        self._last = (p.stage, p.message)
+
+    @staticmethod
+    def clear_line(stream) -> None:
+        """Before a prompt: no progress line left under the cursor."""
+        if getattr(stream, "isatty", lambda: False)():
+            stream.write("\r\x1b[2K")
+            stream.flush()
+
+    def finish(self) -> None:
+        if self._live:
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
+            self._live = False
 
 
 def fail(message: str, code: int = 2) -> int:
@@ -51,11 +101,15 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def confirm_or_yes(plan, yes: bool) -> bool:
-    """Show a destructive plan; proceed with --yes or an interactive 'y'."""
+    """Show exactly what will happen; proceed with --yes, or ask in a terminal (y/N)."""
     print(plan.text(), file=sys.stderr)
     if yes:
         return True
     if not sys.stdin or not sys.stdin.isatty():
-        raise InputError("refusing a destructive action without --yes (no terminal to ask)")
-    answer = input("Proceed? [y/N] ").strip().lower()
+        raise InputError(f"{plan.action} {plan.target}: not done without --yes (no terminal here to ask)")
+    ProgressPrinter.clear_line(sys.stderr)
+    try:
+        answer = input(f"{plan.action} {plan.target}? [y/N] ").strip().lower()
+    except EOFError:
+        answer = ""
     return answer in ("y", "yes")

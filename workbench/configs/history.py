@@ -337,7 +337,9 @@ class ConfigStore:
         return ConfigChange(loc, mine[-1], prev_sha, diff, external)
 
     def set(self, location: str, assignments: list[tuple[str, Any]], *, reason: Optional[str] = None,
-            force: bool = False, deletions: Optional[list[str]] = None) -> ConfigChange:
+            force: bool = False, deletions: Optional[list[str]] = None, add: bool = False) -> ConfigChange:
+        """``add``: the keys may be new (otherwise a key the file does not have is refused with the
+        closest ones it has: a typo must not add a key SGLang then ignores)."""
         if not assignments and not deletions:
             raise InputError("config set: nothing to set (give KEY=VALUE)")
         for key, value in assignments:
@@ -350,6 +352,8 @@ class ConfigStore:
                 text = current.decode("utf-8")
             except UnicodeDecodeError:
                 raise InputError(f"{path}: not UTF-8 text") from None
+            if not (add or force):
+                unknown_keys(text, [k for k, _ in assignments], path)
             for key, value in assignments:
                 text = set_key(text, key, value, name=path)
             for key in deletions or []:
@@ -382,3 +386,28 @@ class ConfigStore:
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise InputError(f"{location} v{v.number}: not valid JSON") from None
         return get_key(data, key)
+
+
+def dotted_keys(obj: Any, prefix: str = "") -> list[str]:
+    """Every key of a JSON object as a dotted path (``eagle_config.eagle_aux_hidden_state_layer_ids``)."""
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            full = f"{prefix}{k}"
+            out.append(full)
+            out += dotted_keys(v, full + ".")
+    return out
+
+
+def unknown_keys(text: str, keys: list[str], name: str) -> None:
+    """Refuse a key the file does not have, naming the closest keys it has (did-you-mean)."""
+    try:
+        have = dotted_keys(json.loads(text))
+    except ValueError:
+        return      # not JSON: the edit itself reports it
+    for key in keys:
+        if key in have:
+            continue
+        close = difflib.get_close_matches(key, have, n=2, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        raise InputError(f"{name}: no key {key!r} ({hint}add it on purpose with --add)")

@@ -67,16 +67,17 @@ class ConfigsAPI(WorkbenchBase):
         return self.configs.diff(path, a, b)
 
     def config_set(self, path: str, assignments: "dict[str, Any] | list", *, reason: Optional[str] = None,
-                   force: bool = False, delete: Optional[list[str]] = None):
+                   force: bool = False, delete: Optional[list[str]] = None, add: bool = False):
         """Set dotted keys, e.g. ``{"eagle_config.eagle_aux_hidden_state_layer_ids": [2, 30, 58]}``
-        or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away."""
+        or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away. A key
+        the file does not have is refused with a did-you-mean unless ``add`` (or ``force``)."""
         from workbench.configs import parse_assignment
 
         if isinstance(assignments, dict):
             pairs = list(assignments.items())
         else:
             pairs = [parse_assignment(a) if isinstance(a, str) else tuple(a) for a in assignments]
-        change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete)
+        change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete, add=add)
         self._record("config.set", change.location, {"version": change.version.number, "reason": change.version.reason,
                                                      "changed": change.changed,
                                                      "external_edit": change.external_edit is not None})
@@ -122,7 +123,8 @@ class ConfigsAPI(WorkbenchBase):
         require(self.config_fix_plan(fix), confirm)
         sets = [(e.key, e.value) for e in fix.edits if not e.delete]
         dels = [e.key for e in fix.edits if e.delete]
-        change = self.configs.set(fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels)
+        change = self.configs.set(fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels,
+                                  add=True)   # a fix may add the key a config lacks
         self._record("config.fix", change.location, {"fix": fix.to_dict(), "version": change.version.number})
         return change
 

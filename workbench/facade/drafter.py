@@ -36,3 +36,12 @@ class DrafterAPI(WorkbenchBase):
             "positions": result.positions, "acc": result.acc, "full_acc": result.full_acc,
             "cond_acc": result.cond_acc, "accept_length": result.predicted.get("accept_length")})
         return result
+
+    def drafter_predictor_inputs(self, result) -> dict:
+        """What the Predictor takes for this drafter: ``marginal`` rates P_k (full_acc, made
+        non-increasing), ``topk_hits`` for trees (or None), ``steps`` (the evaluated depth), and
+        ``observed_accept_length`` None: an offline evaluation observed no server, so a verdict
+        against some other run's observed value would say nothing about this drafter."""
+        from workbench.drafter.evaluate import predict_inputs
+
+        return {**predict_inputs(result), "observed_accept_length": None}

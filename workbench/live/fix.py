@@ -36,7 +36,11 @@ def relaunch_plan(ops: LiveOps, server_id: int) -> Plan:
     details = [preview.display]
     if running:
         details.insert(0, f"stop server {rec.id}: SIGTERM to process group {rec.pgid or rec.pid}, grace, SIGKILL")
-    details += [f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info"]
+    # the port this server holds is free by the time the plan launches: not a problem of the plan
+    freed = [f for f in preview.findings if running and f.code == "port-taken"
+             and f.message.startswith(f"server {rec.id} (")]
+    details += [f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info" and f not in freed]
+    details += [f"port {rec.port}: freed when server {rec.id} stops, then reused" for _ in freed[:1]]
     return Plan("relaunch", f"server {rec.id}",
                 (f"stop server {rec.id} and " if running else "") + f"launch {rec.profile} again on {rec.host}",
                 details)

@@ -16,6 +16,7 @@ from typing import Optional
 
 import ipywidgets as w
 
+from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
 from workbench.layers import ENGINE_CHOICES as ENGINES
@@ -23,8 +24,6 @@ from workbench.layers import ENGINE_CHOICES as ENGINES
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]
 COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#666"}
-CLASS_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
-               "numbers": "numbers", "convention": "unsettled"}
 
 
 class DoctorWidget(w.VBox):
@@ -70,7 +69,7 @@ class DoctorWidget(w.VBox):
             self.controls[k].value = v
 
     def run(self):
-        from workbench.cli.cmd_doctor import parse_ids
+        from workbench.parsing import parse_ids
 
         f = {k: c.value for k, c in self.controls.items()}
         try:
@@ -103,7 +102,7 @@ class DoctorWidget(w.VBox):
                              for k, v in f.evidence.items())
             fix = html.escape(f.fix.summary) if f.fix else ""
             rows.append(f"<tr><td style='color:{COLOURS[f.severity]};font-weight:bold'>{f.severity}</td>"
-                        f"<td class='evidence-class'>{CLASS_LABEL.get(f.evidence_class, f.evidence_class)}</td>"
+                        f"<td class='evidence-class'>{evidence_label(f.evidence_class)}</td>"
                         f"<td><code>{f.code}</code></td><td>{html.escape(f.message)}"
                         f"<details><summary>evidence</summary><small>{ev}</small></details></td><td>{fix}</td></tr>")
         skipped = getattr(r, "skipped", [])

@@ -102,14 +102,14 @@ class DrafterWidget(w.VBox):
         return r
 
     def predictor_fields(self) -> dict:
-        from workbench.drafter.evaluate import predict_inputs
-
         if self.result is None:
             raise InputError("evaluate a drafter first")
-        p = predict_inputs(self.result)
+        p = self.wb.drafter_predictor_inputs(self.result)
+        obs = p["observed_accept_length"]
         return {"convention": "marginal", "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
                 "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
-                "steps": p["steps"], "topk": 1, "draft_tokens": p["steps"] + 1, "observed": ""}
+                "steps": p["steps"], "topk": 1, "draft_tokens": p["steps"] + 1,
+                "observed": "" if obs is None else f"{obs:.2f}"}
 
     def to_predictor(self, widget=None):
         """Feed a PredictorWidget (a new one unless given) with this drafter's rates."""

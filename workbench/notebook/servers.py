@@ -35,7 +35,7 @@ def _err(text: str) -> str:
 
 
 def _spark(values, width: int = 16) -> str:
-    from workbench.tui.widgets.sparkline import sparkline
+    from workbench.display import sparkline
 
     return sparkline(values, width)
 

@@ -374,6 +374,8 @@ class Lifecycle:
             rules = [f for f in rules if f.code != "spec-eagle3-under-eagle"]
         findings += rules + doctor
         findings += self._port_findings(profile)
+        if reachable:
+            findings += self._path_findings(host, profile)
         last = self.last_launch(name)
         return Preview(name, profile.host, cmd.version, cmd.to_dict(), cmd.display,
                        diff_argv(last.argv if last else None, cmd.argv), findings, cmd.warnings, draft_sha)
@@ -390,6 +392,36 @@ class Lifecycle:
             return json.loads(raw), sha256(raw)
         except ValueError:
             return None, sha256(raw)
+
+    def _path_findings(self, host: Host, profile: Profile) -> list[Finding]:
+        """A model or draft folder that is not there fails minutes into a launch (as a transformers
+        OSError, ``process-died``): name it before anything starts. Hub ids (``org/name``) are not
+        paths and are left to the engine."""
+        import os
+        import posixpath
+
+        from workbench.hosts.local import LocalHost
+
+        local = isinstance(host, LocalHost)
+        out = []
+        for what, path in (("model", profile.model), ("draft", profile.draft)):
+            if not path or not path.startswith(("/", "~", ".")):
+                continue
+            p = path
+            if p.startswith("~"):
+                p = os.path.expanduser(p) if local else p[2:] if p.startswith("~/") else p
+            elif not p.startswith("/"):
+                base = profile.run_dir or (os.getcwd() if local else "")
+                p = posixpath.join(base, p) if base else p     # ssh: relative to the login's home
+            try:
+                there = host.exists(p)
+            except HostError:
+                continue
+            if not there:
+                out.append(Finding("error", f"{what}-missing", f"{what} {path}: no such file or folder on "
+                                   f"{profile.host}" + (f" (looked at {p})" if p != path else ""),
+                                   f"fix [profiles.{profile.name}].{what} in workbench.toml", "workbench"))
+        return out
 
     def _port_findings(self, profile: Profile) -> list[Finding]:
         busy = [s for s in self.servers(active=True) if s.host == profile.host and s.port == profile.port]

@@ -36,6 +36,32 @@ class Measurement(Result):
     rounds_tokens_per_s: list = field(default_factory=list)
     spec: dict = field(default_factory=dict)
     prompt_set: str = ""
+    warmup_s: float = 0.0               # untimed requests first: a fresh server compiles and captures
+    stable: bool = True                 # False: the numbers should not be trusted (see ``unstable``)
+    unstable: list = field(default_factory=list)   # why, one line each
+
+
+#: A measurement shorter than this, or whose rounds or requests spread more than this (stdev over
+#: mean), is flagged: a server measured for a second while still warming read 20.6 tok/s against 491.
+MIN_TIMED_S = 2.0
+MAX_ROUND_CV = 0.15
+MAX_REQUEST_CV = 0.5
+
+
+def stability(wall_s: float, round_tps: list, per_request: dict) -> list:
+    """Reasons not to trust a measurement (empty: stable)."""
+    out = []
+    if wall_s < MIN_TIMED_S:
+        out.append(f"timed for {wall_s:.1f} s (< {MIN_TIMED_S:g} s): use more rounds or --max-new-tokens")
+    if len(round_tps) > 1:
+        mean = statistics.fmean(round_tps)
+        cv = statistics.stdev(round_tps) / mean if mean else 0.0
+        if cv > MAX_ROUND_CV:
+            out.append(f"rounds spread {100 * cv:.0f}% ({min(round_tps):.1f}..{max(round_tps):.1f} tok/s)")
+    mean, sd = per_request.get("mean"), per_request.get("stdev")
+    if mean and sd is not None and sd / mean > MAX_REQUEST_CV:
+        out.append(f"requests spread {100 * sd / mean:.0f}% (tok/s {per_request['min']:.1f}..{per_request['max']:.1f})")
+    return out
 
     @property
     def accept_length(self) -> Optional[float]:
@@ -78,12 +104,19 @@ def _spread(xs: list) -> dict:
 
 def run_protocol(client, server_id: int, *, concurrency: int = 4, max_new_tokens: Optional[int] = None,
                  rounds: int = 1, prompts: Optional[str] = None, flush_wait: float = 30.0,
-                 progress=None) -> Measurement:
+                 progress=None, warmup: int = 1) -> Measurement:
+    """Warm-up (``warmup`` untimed requests per concurrency slot, short), flush, then ``rounds``
+    timed passes over the prompt set; the result says whether it is stable enough to compare."""
     ps = prompt_set(prompts)
     texts = ps["prompts"]
     m = int(max_new_tokens or ps.get("max_new_tokens", 256))
-    if concurrency < 1 or rounds < 1 or m < 1:
-        raise InputError("measure: concurrency, rounds and max_new_tokens must be positive")
+    if concurrency < 1 or rounds < 1 or m < 1 or warmup < 0:
+        raise InputError("measure: concurrency, rounds and max_new_tokens must be positive (warmup >= 0)")
+    w0 = time.monotonic()
+    if warmup:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            list(pool.map(lambda t: client.generate(t, min(m, 32)), (texts * concurrency)[:warmup * concurrency]))
+    warmup_s = time.monotonic() - w0
     deadline = time.monotonic() + flush_wait
     while True:
         ok, text = client.flush_cache()
@@ -121,6 +154,9 @@ def run_protocol(client, server_id: int, *, concurrency: int = 4, max_new_tokens
     from workbench.sglang.client import spec_summary
 
     spec = spec_summary(client.server_info())
+    per_request = _spread(per_tps)
+    why = stability(total_wall, round_tps, per_request)
     return Measurement(server_id, len(texts), concurrency, m, rounds, total_tokens, total_wall,
-                       total_tokens / total_wall if total_wall else 0.0, _spread(per_tps), _spread(per_al),
-                       spec.get("avg_spec_accept_length"), round_tps, spec, ps.get("name", ""))
+                       total_tokens / total_wall if total_wall else 0.0, per_request, _spread(per_al),
+                       spec.get("avg_spec_accept_length"), round_tps, spec, ps.get("name", ""),
+                       warmup_s=warmup_s, stable=not why, unstable=why)

@@ -105,8 +105,14 @@ def _merge_args(parent: list, child: list, remove: list, where: str) -> list:
 
 def load_profile(profiles: dict, name: str, source: str = "workbench.toml") -> Profile:
     if name not in profiles:
-        known = ", ".join(sorted(profiles)) or "none defined"
-        raise InputError(f"{source}: no profile {name!r} (known: {known})")
+        if not profiles:
+            raise InputError(f"{source}: no profile {name!r}: no profiles are defined yet (to start from the "
+                             "samples, copy sample_configs/workbench.toml into the workspace folder)")
+        import difflib
+
+        close = difflib.get_close_matches(name, list(profiles), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise InputError(f"{source}: no profile {name!r} ({hint}known: {', '.join(sorted(profiles))})")
     chain: list[str] = []
     cur: Optional[str] = name
     while cur is not None:

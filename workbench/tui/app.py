@@ -20,6 +20,7 @@ from textual.screen import Screen
 from workbench.confirm import Plan
 from workbench.tui.screens import ScreenSpec, discover
 from workbench.tui.widgets.confirm import ConfirmModal
+from workbench.tui.workers import ProgressMessage
 
 KEYMAP_FILE = "keymap.toml"
 
@@ -91,7 +92,34 @@ class WorkbenchApp(App):
                 from workbench.api import Workbench
 
                 self._wb = Workbench.open(self._workspace_arg)
+            if not getattr(self._wb, "_tui_progress", False):
+                self._wire_progress(self._wb)
         return self._wb
+
+    def _wire_progress(self, wb) -> None:
+        """Core progress events become messages to the app (thread-safe), then the busy bar."""
+        before = wb.progress
+
+        def forward(p) -> None:
+            before(p)
+            self.post_message(ProgressMessage(p))
+
+        wb.progress = forward
+        wb._tui_progress = True
+
+    def on_progress_message(self, message: ProgressMessage) -> None:
+        from workbench.tui.base import WorkbenchScreen
+
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, WorkbenchScreen):
+                screen.on_progress_message(message)
+                return
+
+    def title_of(self, screen: Screen) -> Optional[str]:
+        for spec in self.specs:
+            if isinstance(spec.factory, type) and isinstance(screen, spec.factory):
+                return spec.title
+        return None
 
     @property
     def workspace_root(self) -> Path:
@@ -122,16 +150,35 @@ class WorkbenchApp(App):
         """User remapping: ``keymap.toml`` in the workspace maps binding ids to keys."""
         from workbench.workspace import tomllib
 
+        from workbench.tui.keymap import check_keymap
+
         path = self.workspace_root / KEYMAP_FILE
         if not path.exists():
             return
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
+            bad = [k for k, v in data.items() if not isinstance(v, str)]
+            if bad:
+                raise ValueError(f"{bad[0]}: expected a key name in quotes, e.g. \"f5\"")
             keymap = {str(k): str(v) for k, v in data.items()}
             self.set_keymap(keymap)
         except Exception as exc:  # a bad keymap must not stop the UI
             self.notify(f"{path}: ignored ({' '.join(str(exc).split())})", severity="warning", markup=False)
+            return
+        for warning in check_keymap(keymap, self.known_bindings()):
+            self.notify(f"{path.name}: {warning}", severity="warning", markup=False, timeout=10)
+
+    def known_bindings(self):
+        """Every binding with an id, with where it is active (for the keymap's checks)."""
+        from workbench.tui.keymap import APP_SCOPE, bindings_of
+        from workbench.tui.screens.help import HelpScreen
+
+        known = bindings_of(APP_SCOPE, self.BINDINGS)
+        for cls in [s.factory for s in self.specs if isinstance(s.factory, type)] + [ConfirmModal, HelpScreen]:
+            for klass in cls.__mro__:
+                known += bindings_of(cls.__name__, klass.__dict__.get("BINDINGS", ()))
+        return known
 
     # -- confirmations and notifications --------------------------------------------------------
     def confirm(self, plan: Plan, then: Callable[[], None]) -> None:
@@ -149,12 +196,19 @@ class WorkbenchApp(App):
         """Turn an exception from the core into one notification line (never a traceback)."""
         from workbench.errors import WorkbenchError
 
+        from workbench.tui.base import WorkbenchScreen
+
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if isinstance(exc, WorkbenchError):
+            line = first
             self.notify(first, title=what, severity="error", markup=False)
         else:
-            self.notify(f"{type(exc).__name__}: {first}", title=what or "internal error",
-                        severity="error", markup=False)
+            line = f"{type(exc).__name__}: {first}"
+            self.notify(line, title=what or "internal error", severity="error", markup=False)
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, WorkbenchScreen):
+                screen.show_failure(f"{what}: {line}" if what else line)
+                break
 
     # -- help and palette -----------------------------------------------------------------------
     def current_actions(self, screen: Optional[Screen] = None) -> Iterable[tuple[str, str, str, object]]:
@@ -179,7 +233,7 @@ class WorkbenchApp(App):
             display = self.get_key_display(b)
             if display not in keys:
                 keys.append(display)
-        return sorted(((" ".join(k), d, i) for i, (k, d) in by_id.items()), key=lambda r: r[2])
+        return sorted(((" ".join(k), d, i) for i, (k, d) in by_id.items()), key=_help_order)
 
     def action_help(self) -> None:
         from workbench.tui.screens.help import HelpScreen
@@ -191,6 +245,24 @@ class WorkbenchApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help", "Show every key binding", self.action_help)
+
+
+def screen_keys_markdown() -> str:
+    """The README's table of screen keys, from the bindings (tests/foundation/test_readme.py)."""
+    from workbench.tui.widgets.screen_bar import _key_order
+
+    rows = sorted(SCREENS, key=lambda s: _key_order(s.key))
+    return "\n".join(["| key | screen |", "|---|---|", *(f"| `{s.key.upper()}` | {s.title} |" for s in rows)])
+
+
+def _help_order(row: tuple[str, str, str]) -> tuple:
+    """Screens first, by key (F2, F3, ... F12), then the app's keys, then the screen's own."""
+    from workbench.tui.widgets.screen_bar import _key_order
+
+    keys, _desc, ident = row
+    if ident.startswith("screen."):
+        return (0, _key_order(keys.split()[0] if keys else ""), ident)
+    return (1 if ident.startswith("app.") else 2, (), ident)
 
 
 def run_app(workspace: Optional[str] = None, start: Optional[str] = None,

@@ -1,22 +1,151 @@
-"""The frame every screen shares: header, the screen's body, and a footer built from the bindings."""
+"""The frame every screen shares: header (with the screen's title), the bar of screen keys, the
+screen's body, a busy bar for work in progress, the error line, and a footer built from the
+bindings."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from textual.app import ComposeResult
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, Label, ProgressBar, Static
+from textual.worker import Worker, WorkerState
+
+from workbench.tui.widgets.screen_bar import ScreenBar
+from workbench.tui.workers import QUIET_GROUPS, Deliver, ProgressMessage
+
+if TYPE_CHECKING:
+    from workbench.tui.app import WorkbenchApp
+
+
+class BusyBar(Horizontal):
+    """What runs now (a worker's label, or the core's stage) with a bar: a fraction when the core
+    says how far it is, an indeterminate pulse otherwise. Hidden when nothing runs."""
+
+    DEFAULT_CSS = """
+    BusyBar { height: 1; padding: 0 1; display: none; background: $boost; }
+    BusyBar.-busy { display: block; }
+    BusyBar > Label { width: 1fr; color: $text-muted; }
+    BusyBar > ProgressBar { width: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="busy-label", markup=False)
+        yield ProgressBar(total=None, show_eta=False, id="busy-progress")
+
+    def start(self, label: str) -> None:
+        self.query_one("#busy-label", Label).update(f"{label}…")
+        self.query_one("#busy-progress", ProgressBar).update(total=None, progress=0)
+        self.add_class("-busy")
+
+    def progress(self, p) -> None:
+        text = f"{p.stage}: {p.message}" if p.message else p.stage
+        if p.total:
+            text += f"  ({_num(p.done)}/{_num(p.total)})"
+        self.query_one("#busy-label", Label).update(text)
+        bar = self.query_one("#busy-progress", ProgressBar)
+        bar.update(total=p.total if p.total else None, progress=p.done if p.total else 0)
+        self.add_class("-busy")
+
+    def stop(self) -> None:
+        self.remove_class("-busy")
+
+
+class ErrorLine(Static):
+    """The screen's last failure in one line (the notification says it too, and fades)."""
+
+    DEFAULT_CSS = """
+    ErrorLine { height: auto; max-height: 2; padding: 0 1; color: $error; text-style: bold; display: none; }
+    ErrorLine.-shown { display: block; }
+    """
+
+    def show(self, text: str) -> None:
+        self.update(text)
+        self.set_class(bool(text), "-shown")
+
+
+#: Below this many columns a screen carries the ``-narrow`` class: its tcss can stack panes.
+NARROW_WIDTH = 120
 
 
 class WorkbenchScreen(Screen):
     """Subclasses implement ``compose_body``; the footer lists their bindings (with keymap applied)."""
 
+    app: "WorkbenchApp"  # type: ignore[assignment]
+
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")
+        yield ScreenBar()
         yield from self.compose_body()
-        yield Footer()
+        yield BusyBar()
+        yield ErrorLine(markup=False)
+        yield Footer(compact=True)
 
     def compose_body(self) -> Iterable[Widget]:
         return ()
+
+    def on_mount(self) -> None:
+        title = self.app.title_of(self) if hasattr(self.app, "title_of") else None
+        if title:
+            self.sub_title = title
+        self._fit_width(self.app.size.width)
+
+    def on_resize(self, event) -> None:
+        self._fit_width(event.size.width)
+
+    def _fit_width(self, width: int) -> None:
+        self.set_class(width < NARROW_WIDTH, "-narrow")
+        # at 80 columns the screen's keys need the room of the "^p palette" hint (F1 lists it)
+        for footer in self.query(Footer):
+            footer.show_command_palette = width >= 100
+
+    # -- the shared frame ---------------------------------------------------------------------------
+    def show_failure(self, text: str) -> None:
+        for line in self.query(ErrorLine):
+            line.show(text)
+
+    def _busy(self) -> Optional[BusyBar]:
+        found = self.query(BusyBar)
+        return found.first() if found else None
+
+    def _loud_workers(self) -> list[Worker]:
+        return [w for w in self.workers if w.node is self and w.group not in QUIET_GROUPS
+                and w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a worker's end is handled: failures go to the error line (never a
+        crash), the busy bar follows what still runs."""
+        worker, state = event.worker, event.state
+        if state == WorkerState.ERROR and worker.error is not None:
+            self.app.report(worker.error, what=worker.name)
+        elif state == WorkerState.RUNNING and worker.group not in QUIET_GROUPS:
+            self.show_failure("")   # the last failure stays on screen until new work starts
+        bar = self._busy()
+        if bar is None or worker.group in QUIET_GROUPS:
+            return
+        running = self._loud_workers()
+        if state == WorkerState.RUNNING:
+            bar.start(worker.name)
+        elif not running:
+            bar.stop()
+
+    def deliver(self, handler, *args, **kwargs) -> None:
+        """From a worker: run ``handler(*args, **kwargs)`` on the UI thread, as a message."""
+        self.post_message(Deliver(handler, args, kwargs))
+
+    def on_deliver(self, message: Deliver) -> None:
+        try:
+            message.handler(*message.args, **message.kwargs)
+        except Exception as exc:        # a rendering bug is reported like a failed worker
+            self.app.report(exc, what=getattr(message.handler, "__name__", "update"))
+
+    def on_progress_message(self, message: ProgressMessage) -> None:
+        bar = self._busy()
+        if bar is not None:
+            bar.progress(message.progress)
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"

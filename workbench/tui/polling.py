@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import work
+from workbench.tui.workers import background
 
 
 class PollingScreenMixin:
@@ -35,14 +35,14 @@ class PollingScreenMixin:
         self.polls += 1
         self._poll_worker()
 
-    @work(thread=True, exclusive=True, group="poll")
+    @background("poll")
     def _poll_worker(self) -> None:
         try:
             result: Any = self.poll()
             error = None
         except Exception as exc:  # shown inline; the next poll tries again
             result, error = None, exc
-        self.app.call_from_thread(self._poll_done, result, error)
+        self.deliver(self._poll_done, result, error)
 
     def _poll_done(self, result: Any, error) -> None:
         self._poll_running = False

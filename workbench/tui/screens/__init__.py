@@ -1,9 +1,10 @@
 """Screens of the TUI. Each module defines ``SPEC = ScreenSpec(...)``; the app discovers them and
 binds ``key`` to the screen with binding id ``screen.<id>`` (remappable in ``keymap.toml``).
 
-Subclass ``workbench.tui.base.WorkbenchScreen`` for the shared header and footer; keep long work in
-``@work(thread=True, exclusive=True, group=...)`` workers calling ``self.app.wb``, and report
-failures with ``self.app.report(exc)`` or inline.
+Subclass ``workbench.tui.base.WorkbenchScreen`` for the shared frame (header, screen keys, busy bar,
+error line, footer); keep long work in ``@background("group")`` workers (``workbench.tui.workers``)
+calling ``self.app.wb``: a worker that raises is reported in the error line, never a crash. Scope
+every rule of the screen's ``.tcss`` to its class (``DoctorScreen #findings``): sheets are global.
 """
 
 from __future__ import annotations

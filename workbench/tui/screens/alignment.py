@@ -12,25 +12,26 @@ import math
 import shlex
 from typing import Iterable, Optional
 
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from workbench.display import fmt_rel as fmt
-from workbench.display import heat_colour
+from workbench.display import heat_colour, text_on
 from workbench.errors import WorkbenchError
 from workbench.layers import ENGINE_CHOICES as ENGINES
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.findings import VerdictTable
+from workbench.tui.workers import background
 
-VERDICT_STYLE = {"match": "bold green", "ambiguous": "bold yellow", "no-match": "bold red"}
 
 
 def heat_style(v: Optional[float]) -> str:
     colour = heat_colour(v)
-    return f"white on {colour}" if colour else "dim"
+    return f"{text_on(colour)} on {colour}" if colour else "dim"
 
 
 class AlignmentScreen(WorkbenchScreen):
@@ -64,13 +65,14 @@ class AlignmentScreen(WorkbenchScreen):
                 yield Input(v["target"], placeholder="target config (optional)", id="target", compact=True)
                 yield Input(v["num_layers"], placeholder="layers", id="num_layers", type="integer", compact=True)
         yield Static("", id="align-error", classes="error-line", markup=False)
+        # the verdicts first, the whole width: runner-up, margin and verdict are never cut off
+        yield Label("Best match per slot", classes="title")
+        yield VerdictTable(id="best", cursor_type="none")
         with Horizontal(id="align-body"):
             with Vertical(id="matrix-pane"):
                 yield Label("rel_diff: candidates x training slots (best per slot reversed)", classes="title")
                 yield DataTable(id="matrix", cursor_type="cell", zebra_stripes=False)
             with VerticalScroll(id="summary-pane"):
-                yield Label("Best match per slot", classes="title")
-                yield DataTable(id="best", cursor_type="none")
                 yield Static("Enter both captures and press ctrl+r.", id="recommendation")
                 yield Label("Per token (highlighted cell)", classes="title")
                 yield Static("", id="drill-title", markup=False)
@@ -102,19 +104,19 @@ class AlignmentScreen(WorkbenchScreen):
             return
         self.align(f)
 
-    @work(thread=True, exclusive=True, group="alignment", exit_on_error=False)
+    @background("alignment")
     def align(self, f: dict) -> None:
         try:
             n = int(f["num_layers"]) if f["num_layers"] else None
             result = self.app.wb.align(f["train"], f["infer"], engine=f["engine"], draft=f["draft"] or None,
                                        target=f["target"] or None, num_layers=n)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.show_error, str(exc))
+            self.deliver(self.show_error, str(exc))
             return
         except Exception as exc:  # a bug must not take the screen down
-            self.app.call_from_thread(self.app.report, exc, what="alignment")
+            self.deliver(self.app.report, exc, what="alignment")
             return
-        self.app.call_from_thread(self.show_result, result)
+        self.deliver(self.show_result, result)
 
     def show_error(self, message: str) -> None:
         self.error = message
@@ -137,12 +139,12 @@ class AlignmentScreen(WorkbenchScreen):
                 style = heat_style(v) + (" bold reverse" if best_of.get(s) == c else "")
                 cells.append(Text(f" {fmt(v)} ", style=style))
             m.add_row(name, r.cols_physical[c] or "?", *cells, key=str(c))
-        t = self.query_one("#best", DataTable)
+        t = self.query_one("#best", VerdictTable)
         t.clear()
         for b in r.best:
             t.add_row(b.slot, b.candidate or "-", b.physical or "?", fmt(b.value), b.runner_up or "-",
                       "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
-                      Text(b.verdict, style=VERDICT_STYLE.get(b.verdict, "")))
+                      t.mark(b.verdict))
         self.query_one("#recommendation", Static).update(self._recommendation_text(r))
         notes = [f"{r.tokens_compared} tokens compared ({r.tokens['method']}); dropped: "
                  f"{r.tokens['dropped_ref']} training, {r.tokens['dropped_infer']} inference rows"]
@@ -232,15 +234,15 @@ class AlignmentScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.apply(fix))
 
-    @work(thread=True, exclusive=True, group="alignment-apply", exit_on_error=False)
+    @background("alignment-apply")
     def apply(self, fix) -> None:
         try:
             change = self.app.wb.config_apply_fix(fix, confirm=True)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            self.deliver(self.notify, str(exc), severity="error")
             return
-        self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
-        self.app.call_from_thread(self.action_run)
+        self.deliver(self.notify, f"applied: {change.location} is now v{change.version.number}")
+        self.deliver(self.action_run)
 
     def action_copy_command(self) -> None:
         self.app.copy_to_clipboard(cli_command(self.fields()))

@@ -9,7 +9,7 @@ import datetime as dt
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -18,16 +18,18 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.diff import DiffView
+from workbench.tui.workers import background
 
 
 class ConfigsScreen(WorkbenchScreen):
     CSS_PATH = "configs.tcss"
     AUTO_FOCUS = "#versions"
     BINDINGS = [
-        Binding("r", "revert", "Revert to version", id="configs.revert"),
-        Binding("m", "mark", "Mark diff base", id="configs.mark"),
+        Binding("r", "revert", "Revert", id="configs.revert", tooltip="revert to the selected version"),
+        Binding("m", "mark", "Mark base", id="configs.mark", tooltip="mark the selected version as the diff base"),
         Binding("ctrl+r", "refresh", "Refresh", id="configs.refresh"),
-        Binding("ctrl+t", "focus_track", "Track a file", id="configs.track"),
+        Binding("ctrl+t", "focus_track", "Track", id="configs.track", tooltip="track another config file"),
     ]
 
     def __init__(self):
@@ -53,7 +55,7 @@ class ConfigsScreen(WorkbenchScreen):
                 yield hist
                 yield Label("Diff", classes="title", id="diff-title")
                 with VerticalScroll(id="diff-pane"):
-                    yield Static("", id="diff")
+                    yield DiffView("", id="diff")
 
     def on_mount(self) -> None:
         self.action_refresh()
@@ -62,14 +64,14 @@ class ConfigsScreen(WorkbenchScreen):
     def action_refresh(self) -> None:
         self.load_files()
 
-    @work(thread=True, exclusive=True, group="configs")
+    @background("configs")
     def load_files(self) -> None:
         try:
             tracked = self.app.wb.config_list()
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            self.deliver(self.app.report, exc)
             return
-        self.app.call_from_thread(self._show_files, tracked)
+        self.deliver(self._show_files, tracked)
 
     def _show_files(self, tracked) -> None:
         self.tracked = tracked
@@ -93,14 +95,14 @@ class ConfigsScreen(WorkbenchScreen):
         self.location = location
         self.load_history(location)
 
-    @work(thread=True, exclusive=True, group="configs-history")
+    @background("configs-history")
     def load_history(self, location: str) -> None:
         try:
             hist = self.app.wb.config_history(location)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            self.deliver(self.app.report, exc)
             return
-        self.app.call_from_thread(self._show_history, hist)
+        self.deliver(self._show_history, hist)
 
     def _show_history(self, hist) -> None:
         self.versions = hist.versions
@@ -148,7 +150,10 @@ class ConfigsScreen(WorkbenchScreen):
             diff_widget.update(str(exc))
             return
         title.update(f"Diff v{a} -> v{number}" + ("  (marked base)" if self.base is not None else ""))
-        diff_widget.update(diff_text(diff.diff) if diff.diff else "identical")
+        if diff.diff:
+            self.query_one("#diff", DiffView).show_diff(diff.diff)
+        else:
+            diff_widget.update("identical")
 
     def action_mark(self) -> None:
         number = self.selected_version()
@@ -173,15 +178,15 @@ class ConfigsScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.revert(self.location, number))
 
-    @work(thread=True, exclusive=True, group="configs-write")
+    @background("configs-write")
     def revert(self, location: str, number: int) -> None:
         try:
             change = self.app.wb.config_revert(location, number, confirm=True)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            self.deliver(self.app.report, exc)
             return
-        self.app.call_from_thread(self.notify, f"reverted to v{number}: now v{change.version.number}")
-        self.app.call_from_thread(self.load_files)
+        self.deliver(self.notify, f"reverted to v{number}: now v{change.version.number}")
+        self.deliver(self.load_files)
 
     def action_focus_track(self) -> None:
         self.query_one("#track-path", Input).focus()
@@ -192,31 +197,21 @@ class ConfigsScreen(WorkbenchScreen):
         if path:
             self.track(path)
 
-    @work(thread=True, exclusive=True, group="configs-write")
+    @background("configs-write")
     def track(self, path: str) -> None:
         try:
             t = self.app.wb.config_track(path)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            self.deliver(self.app.report, exc)
             return
         self.location = t.location
-        self.app.call_from_thread(self.notify, f"tracking {t.location}")
-        self.app.call_from_thread(self._tracked_done)
+        self.deliver(self.notify, f"tracking {t.location}")
+        self.deliver(self._tracked_done)
 
     def _tracked_done(self) -> None:
         self.query_one("#track-path", Input).value = ""
         self.query_one("#files", DataTable).focus()
         self.load_files()
-
-
-def diff_text(diff: str) -> Text:
-    """A unified diff coloured by line kind."""
-    out = Text()
-    for line in diff.splitlines(keepends=True):
-        style = ("bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+")
-                 else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
-        out.append(line, style=style)
-    return out
 
 
 def _short(location: str) -> str:

@@ -13,7 +13,7 @@ import json
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -22,11 +22,11 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
+from workbench.tui.workers import background
 
 STEPS = [("accept", "accept length", "m"), ("doctor", "doctor", "d"), ("alignment", "alignment", "a"),
          ("fix", "apply fix", "f"), ("relaunch", "relaunch", "r"), ("compare", "compare", "c")]
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
-VERDICT_STYLE = {"match": "green", "ambiguous": "yellow", "no-match": "bold red"}
 
 
 class DiagnoseScreen(WorkbenchScreen):
@@ -35,8 +35,8 @@ class DiagnoseScreen(WorkbenchScreen):
     BINDINGS = [
         Binding("m", "measure", "Measure", id="diagnose.measure"),
         Binding("d", "doctor", "Doctor", id="diagnose.doctor"),
-        Binding("a", "alignment", "Alignment", id="diagnose.alignment"),
-        Binding("f", "apply_fix", "Apply fix", id="diagnose.apply_fix"),
+        Binding("a", "alignment", "Align", id="diagnose.alignment", tooltip="each training slot's best capture point"),
+        Binding("f", "apply_fix", "Fix", id="diagnose.apply_fix", tooltip="apply the fix (shows the diff first)"),
         Binding("r", "relaunch", "Relaunch", id="diagnose.relaunch"),
         Binding("c", "compare", "Compare", id="diagnose.compare"),
     ]
@@ -52,33 +52,36 @@ class DiagnoseScreen(WorkbenchScreen):
         self.samples = samples
         self.done: set[str] = set()
         self.report = None
+        self.fix_applied = None          # the config change written by f (the panes say so)
+        self.relaunched = False
         self.comparison = None
         self.busy: Optional[str] = None
 
     # -- layout --------------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="diag-form"):
-            yield Input(str(self.server_id or ""), placeholder="server id", id="server", compact=True,
+            yield Label("server", classes="field-label")
+            yield Input(str(self.server_id or ""), placeholder="id", id="server", compact=True,
                         restrict=r"\d*")
-            yield Input(self.training_data, placeholder="training data on the server's host (default: "
-                        "[live] training_data)", id="training", compact=True)
+            yield Label("training data", classes="field-label")
+            yield Input(self.training_data, placeholder="on the server's host (default: [live] training_data)",
+                        id="training", compact=True)
         yield Static("", id="guide")
         yield Static("", id="status")
         yield Static("", id="numbers")
         with Horizontal(id="diag-body"):
             with Vertical(id="left"):
                 yield Label("Findings, most of the gap first", classes="title")
-                t = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
-                t.add_columns("#", "severity", "code", "costs", "share", "from")
-                yield t
+                yield FindingsView(["code", "costs", "share", "from"], numbered=True, detail="detail",
+                                   id="findings")
                 yield Label("Alignment: training slot -> point the server captures", classes="title",
                             id="alignment-title")
-                a = DataTable(id="alignment", cursor_type="row")
+                a = VerdictTable(id="alignment", cursor_type="row")
                 a.add_columns("slot", "best point", "rel_diff", "runner-up", "margin", "verdict")
                 yield a
             with Vertical(id="right"):
                 with VerticalScroll(id="detail-scroll"):
-                    yield Static("", id="detail")
+                    yield FindingDetail("", id="detail", skip=("verdicts",), evidence_limit=10)
                 yield Label("Before / after", classes="title")
                 c = DataTable(id="compare", cursor_type="none")
                 c.add_columns("", "before", "after", "change")
@@ -130,7 +133,7 @@ class DiagnoseScreen(WorkbenchScreen):
         g.update(out)
 
     # -- step 1: accept length ---------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="diagnose-load")
+    @background("diagnose-load")
     def load_server(self, sid: int) -> None:
         wb = self.app.wb
         try:
@@ -138,9 +141,9 @@ class DiagnoseScreen(WorkbenchScreen):
             rows = [r for r in wb.measurements(sid) if r.get("kind") == "protocol"]
             td = self.training_data or wb.live_training_data(rec.profile) or ""
         except WorkbenchError as exc:
-            self.app.call_from_thread(self._status, str(exc), "bold red")
+            self.deliver(self._status, str(exc), "bold red")
             return
-        self.app.call_from_thread(self._loaded, rec, rows[-1] if rows else None, td)
+        self.deliver(self._loaded, rec, rows[-1] if rows else None, td)
 
     def _loaded(self, rec, last, td: str) -> None:
         if not self.query_one("#training", Input).value and td:
@@ -151,7 +154,10 @@ class DiagnoseScreen(WorkbenchScreen):
         if last:
             al = last.get("accept_length")
             text.append(f"   accept length {al:.2f}" if al is not None else "", style="bold")
-            text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured)")
+            text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured with the protocol: cache "
+                        "flushed, fixed prompts; the Dashboard shows the log's last window)")
+            for why in last.get("unstable") or []:
+                text.append(f"\nUNSTABLE: {why} (press m to measure again)", style="bold yellow")
             self._mark("accept")
         else:
             text.append("   not measured yet: press m (or d: the doctor measures first)", style="dim")
@@ -169,7 +175,7 @@ class DiagnoseScreen(WorkbenchScreen):
         wb = self.app.wb
         m = wb.server_measure(sid, max_new_tokens=self.measure_tokens, prompts=wb.live_prompts(),
                               label="diagnose screen")
-        self.app.call_from_thread(self.load_server, sid)
+        self.deliver(self.load_server, sid)
         return m
 
     # -- step 2: doctor --------------------------------------------------------------------------
@@ -189,7 +195,7 @@ class DiagnoseScreen(WorkbenchScreen):
         report = wb.doctor_live(sid, training, samples=self.samples, measure=not measured,
                                 measure_tokens=self.measure_tokens, confirm=lambda plan: ask_from_thread(self.app, plan),
                                 dump_alongside=self.guided)
-        self.app.call_from_thread(self.show_report, report)
+        self.deliver(self.show_report, report)
 
     def show_report(self, report) -> None:
         self.report = report
@@ -210,60 +216,30 @@ class DiagnoseScreen(WorkbenchScreen):
             text.append(f"\nthe drafter on the server's features: {ft['live_accept_length']:.2f} "
                         f"(on the training features {ft.get('train_accept_length', 0):.2f})")
         self.query_one("#numbers", Static).update(text)
-        table = self.query_one("#findings", DataTable)
-        table.clear()
-        for i, r in enumerate(report.findings, 1):
-            table.add_row(str(i), Text(r.severity, style=SEVERITY_STYLE.get(r.severity, "")), r.code,
-                          "-" if r.explains is None else f"{r.explains:.2f}",
-                          "-" if r.share is None else f"{100 * r.share:.0f}%", r.source, key=str(i - 1))
+        self.fix_applied, self.relaunched = None, False
+        items = [FindingItem(r.finding, (r.code, "-" if r.explains is None else f"{r.explains:.2f}",
+                                         "-" if r.share is None else f"{100 * r.share:.0f}%", r.source),
+                             source=r.source, cost=r.explains, share=r.share) for r in report.findings]
         self._show_alignment(report.alignment)
-        if report.findings:
-            table.move_cursor(row=0)
-            self._detail(0)
-            table.focus()
-        else:
-            self.query_one("#detail", Static).update(Text(ft.get("verdict") or "No findings.", style="green"))
+        self.query_one("#findings", FindingsView).show(items, hint=self._hint)
+        if not report.findings:
+            self.query_one("#detail", FindingDetail).show_text(ft.get("verdict") or "No findings.", "ok")
         pending = f"  Not done: {report.pending.summary}." if report.pending else ""
         nxt = "press a for the alignment, f to apply the fix" if report.fix else "no config fix to apply"
         self._status(f"Doctor: {len(report.findings)} finding(s). {nxt}.{pending}")
 
-    @on(DataTable.RowHighlighted, "#findings")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._detail(event.cursor_row)
-
-    def _detail(self, index: int) -> None:
-        if self.report is None or not 0 <= index < len(self.report.findings):
-            return
-        r = self.report.findings[index]
-        out = Text()
-        out.append(f"{r.code}  ", style="bold")
-        out.append(r.severity, style=SEVERITY_STYLE.get(r.severity, ""))
-        out.append(f"  (from {r.source})\n\n")
-        out.append(r.message + "\n")
-        if r.explains is not None:
-            out.append(f"\ncosts {r.explains:.2f} accept length", style="bold")
-            if r.share is not None:
-                out.append(f" ({100 * r.share:.0f}% of the gap)")
-            out.append("\n")
-        ev = {k: v for k, v in r.finding.evidence.items() if k not in ("verdicts",)}
-        if ev:
-            out.append("\nevidence\n", style="bold")
-            for k, v in list(ev.items())[:10]:
-                out.append(f"  {k}: ", style="dim")
-                out.append((v if isinstance(v, str) else json.dumps(v, default=str)) + "\n")
-        if r.fix:
-            out.append("\nfix\n", style="bold")
-            out.append(r.fix.summary + "\n")
-            for e in r.fix.edits:
-                out.append(f"  {e.text()}\n", style="cyan")
-            if r.fix.applicable:
-                out.append("press f to apply it (through the config history; the relaunch is offered next)\n",
-                           style="dim")
-        self.query_one("#detail", Static).update(out)
+    def _hint(self, item) -> Optional[str]:
+        fix = item.finding.fix
+        if not (fix and fix.applicable):
+            return None
+        if self.fix_applied is not None:
+            return (f"applied: {self.fix_applied.location} is v{self.fix_applied.version.number}; "
+                    "the server loads it when relaunched (r)")
+        return "press f to apply it (through the config history; the relaunch is offered next)"
 
     # -- step 3: alignment ---------------------------------------------------------------------
     def _show_alignment(self, al: Optional[dict]) -> None:
-        table = self.query_one("#alignment", DataTable)
+        table = self.query_one("#alignment", VerdictTable)
         table.clear()
         if not al:
             return
@@ -273,11 +249,22 @@ class DiagnoseScreen(WorkbenchScreen):
                           "-" if v is None else f"{v:.2g}",
                           b.get("runner_up_physical") or b.get("runner_up") or "-",
                           "-" if m is None else ("inf" if m == float("inf") else f"x{m:.3g}"),
-                          Text(b.get("verdict", ""), style=VERDICT_STYLE.get(b.get("verdict"), "")))
+                          table.mark(b.get("verdict", "")))
+        self._alignment_title()
+
+    def _alignment_title(self) -> None:
+        al = (self.report.alignment if self.report else None) or {}
+        if not al:
+            return
         rec = al.get("recommendation") or {}
         title = f"Alignment ({al['mode']}, {al.get('tokens_compared', 0)} tokens)"
-        if rec.get("layer_ids") is not None:
-            title += f": write {rec['layer_ids']} (now {rec.get('current_ids')})"
+        ids, now = rec.get("layer_ids"), rec.get("current_ids")
+        if ids is not None and self.relaunched:
+            title += f": {ids} live since the relaunch"
+        elif ids is not None and self.fix_applied is not None:
+            title += f": {ids} written as v{self.fix_applied.version.number}; the server runs {now} until relaunched"
+        elif ids is not None:
+            title += f": write {ids} (the server runs {now})"
         self.query_one("#alignment-title", Label).update(title)
 
     def action_alignment(self) -> None:
@@ -306,11 +293,14 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def _apply(self, sid: int, fix) -> None:
         change = self.app.wb.live_apply_fix(sid, fix, confirm=True)
-        self.app.call_from_thread(self._applied, sid, change)
+        self.deliver(self._applied, sid, change)
 
     def _applied(self, sid: int, change) -> None:
         self._mark("alignment")
         self._mark("fix")
+        self.fix_applied = change
+        self.query_one("#findings", FindingsView).refresh_detail(self._hint)
+        self._alignment_title()
         self._status(f"{change.location} is now v{change.version.number}; the server still runs the old "
                      "config until it is relaunched (press r).")
         self.action_relaunch()
@@ -330,13 +320,19 @@ class DiagnoseScreen(WorkbenchScreen):
         wb = self.app.wb
         rec = wb.live_relaunch(sid, confirm=True, measure_tokens=self.measure_tokens)
         cmp = wb.live_compare(sid, rec.id) if rec.state == "ready" else None
-        self.app.call_from_thread(self._relaunched, sid, rec, cmp)
+        self.deliver(self._relaunched, sid, rec, cmp)
 
     def _relaunched(self, old: int, rec, cmp) -> None:
         self.before_id = old
         self.server_id = rec.id
         self.query_one("#server", Input).value = str(rec.id)
         self._mark("relaunch")
+        if rec.state == "ready" and self.fix_applied is not None:
+            self.relaunched = True
+            self._alignment_title()
+            self.query_one("#findings", FindingsView).refresh_detail(
+                lambda item: f"fixed: server {rec.id} runs v{self.fix_applied.version.number}; press c to compare"
+                if item.finding.fix and item.finding.fix.applicable else None)
         text = Text()
         text.append(f"server {rec.id}  ", style="bold")
         text.append(f"{rec.profile} on {rec.host}, {rec.state} (relaunched from server {old})")
@@ -361,7 +357,7 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def _compare(self, before: int, after: int) -> None:
         cmp = self.app.wb.live_compare(before, after)
-        self.app.call_from_thread(self.show_comparison, cmp)
+        self.deliver(self.show_comparison, cmp)
 
     def show_comparison(self, cmp) -> None:
         self.comparison = cmp
@@ -385,14 +381,14 @@ class DiagnoseScreen(WorkbenchScreen):
         self._status(f"{what}...", "italic")
         self._worker(what, fn, *args)
 
-    @work(thread=True, exclusive=True, group="diagnose")
+    @background("diagnose")
     def _worker(self, what: str, fn, *args) -> None:
         try:
             fn(*args)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self._status, str(exc).splitlines()[0], "bold red")
+            self.deliver(self._status, str(exc).splitlines()[0], "bold red")
         except Exception as exc:  # never a traceback on screen
-            self.app.call_from_thread(self.app.report, exc, what=what)
+            self.deliver(self.app.report, exc, what=what)
         finally:
             self.busy = None
 

@@ -5,27 +5,25 @@ training data (findings ranked by the accept length they cost; the Diagnose scre
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Input, Label, Select, Static
+from textual.widgets import Input, Label, Select, Static
 
+from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
+from workbench.tui.workers import background
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"),
                ("hf-index", "hf-index")]
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
-# What a finding rests on, as the findings table and the detail pane name it.
-CLASS_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
-               "numbers": "numbers", "convention": "unsettled"}
 
 
 class DoctorScreen(WorkbenchScreen):
@@ -63,16 +61,14 @@ class DoctorScreen(WorkbenchScreen):
         with Horizontal(id="doctor-body"):
             with Vertical(id="findings-pane"):
                 yield Label("Findings", classes="title")
-                table = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
-                table.add_columns("severity", "evidence", "code", "fix")
-                yield table
+                yield FindingsView(["evidence", "code", "fix"], detail="detail", id="findings")
                 yield Label("Capture: config ids -> engine -> training", classes="title")
-                cap = DataTable(id="capture", cursor_type="none")
+                cap = VerdictTable(id="capture", cursor_type="none")
                 cap.add_columns("slot", "config id", "index", "engine captures", "trained on", "")
                 yield cap
                 yield Static("", id="capture-notes", classes="muted")
             with VerticalScroll(id="detail-pane"):
-                yield Static("Enter a draft directory and press ctrl+r.", id="detail", markup=True)
+                yield FindingDetail("Enter a draft directory (or a server id) and press ctrl+r.", id="detail")
 
     def on_mount(self) -> None:
         if self.autorun:
@@ -103,16 +99,16 @@ class DoctorScreen(WorkbenchScreen):
             return
         self.run_checks(f)
 
-    @work(thread=True, exclusive=True, group="doctor")
+    @background("doctor")
     def run_live(self, sid: int) -> None:
         from workbench.tui.widgets.live import ask_from_thread
 
         try:
             report = self.app.wb.doctor_live(sid, confirm=lambda plan: ask_from_thread(self.app, plan))
         except WorkbenchError as exc:
-            self.app.call_from_thread(self._show_error, str(exc))
+            self.deliver(self._show_error, str(exc))
             return
-        self.app.call_from_thread(self._show_live, report)
+        self.deliver(self._show_live, report)
 
     def _show_live(self, live) -> None:
         """A live report in the same panes: findings ranked, the capture table from the alignment."""
@@ -121,8 +117,10 @@ class DoctorScreen(WorkbenchScreen):
         from rich.text import Text
 
         self.live = live
-        self._show(SimpleNamespace(findings=[r.finding for r in live.findings], capture=None))
-        table = self.query_one("#capture", DataTable)
+        self._show(SimpleNamespace(findings=[r.finding for r in live.findings], capture=None),
+                   [FindingItem(r.finding, _cells(r.finding), source=r.source,
+                                cost=r.explains, share=r.share) for r in live.findings])
+        table = self.query_one("#capture", VerdictTable)
         table.clear()
         al = live.alignment or {}
         ids = live.draft.get("ids") or []
@@ -132,8 +130,8 @@ class DoctorScreen(WorkbenchScreen):
             trained = b.get("physical") or "?"
             have = engine_points[i] if i < len(engine_points) else None
             ok = have == trained and b.get("verdict") == "match"
-            table.add_row(str(i), _s(ids[i] if i < len(ids) else None), "-", have or Text("missing", style="red"),
-                          trained, Text("ok", style="green") if ok else Text("MISMATCH", style="bold red"))
+            table.add_row(str(i), _s(ids[i] if i < len(ids) else None), "-", have or table.mark("missing"),
+                          trained, table.mark("ok" if ok else "MISMATCH"))
         o, p = live.observed.get("accept_length"), live.predicted.get("accept_length")
         lines = [f"server {live.server_id} ({live.profile}, {live.engine}): accept length observed "
                  f"{'-' if o is None else f'{o:.2f}'}, predicted {'-' if p is None else f'{p:.2f}'}",
@@ -143,9 +141,9 @@ class DoctorScreen(WorkbenchScreen):
                 lines.append(f"{r.code} costs {r.explains:.2f} accept length")
         self.query_one("#capture-notes", Static).update(Text("\n".join(lines)))
 
-    @work(thread=True, exclusive=True, group="doctor")
+    @background("doctor")
     def run_checks(self, f: dict) -> None:
-        from workbench.cli.cmd_doctor import parse_ids
+        from workbench.parsing import parse_ids
 
         try:
             trained = parse_ids(f["trained"], "trained layers") if f["trained"] else None
@@ -153,95 +151,53 @@ class DoctorScreen(WorkbenchScreen):
                                         algorithm=f["algorithm"] or None, trained_layers=trained,
                                         trained_convention=f["convention"])
         except WorkbenchError as exc:
-            self.app.call_from_thread(self._show_error, str(exc))
+            self.deliver(self._show_error, str(exc))
             return
-        self.app.call_from_thread(self._show, report)
+        self.deliver(self._show, report)
 
     def _show_error(self, message: str) -> None:
         self.error = message
         self.query_one("#doctor-error", Static).update(message)
 
     # -- rendering -----------------------------------------------------------------------------
-    def _show(self, report) -> None:
-        from rich.text import Text
-
+    def _show(self, report, items: Optional[list] = None) -> None:
         self.error, self.report = None, report
         self.query_one("#doctor-error", Static).update("")
-        table = self.query_one("#findings", DataTable)
-        table.clear()
-        for i, f in enumerate(report.findings):
-            fix = "config" if f.fix and f.fix.applicable else ("launch" if f.fix else "")
-            table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]),
-                          Text(CLASS_LABEL.get(f.evidence_class, f.evidence_class), style="dim"), f.code, fix,
-                          key=str(i))
+        if items is None:
+            items = [FindingItem(f, _cells(f)) for f in report.findings]
+        # arrows walk the findings, f applies a fix
+        self.query_one("#findings", FindingsView).show(items, hint=_hint)
         if not report.findings:
-            skipped = getattr(report, "skipped", [])
-            self.query_one("#detail", Static).update(
-                Text("No findings in the checks that ran." + (
-                    f"\nSkipped {len(skipped)} for lack of inputs (not an all-clear):\n"
-                    + "\n".join(f"  {s.check}: needs {s.needs}" for s in skipped) if skipped else ""),
-                     style="green"))
+            skipped = getattr(report, "skipped", None) or []
+            text = "No findings in the checks that ran."
+            if skipped:
+                text += (f"\nSkipped {len(skipped)} for lack of inputs (not an all-clear):\n"
+                         + "\n".join(f"  {s.check}: needs {s.needs}" for s in skipped))
+            self.query_one("#detail", FindingDetail).show_text(text, "ok" if not skipped else "")
         self._show_capture(report.capture)
-        if report.findings:
-            table.move_cursor(row=0)
-            self._show_detail(0)
-            table.focus()       # arrows walk the findings, f applies a fix
 
     def _show_capture(self, cap) -> None:
         from rich.text import Text
 
-        table = self.query_one("#capture", DataTable)
+        table = self.query_one("#capture", VerdictTable)
         table.clear()
         notes = self.query_one("#capture-notes", Static)
         if cap is None:
             notes.update("no capture report (give a target config for the layer count)")
             return
         for r in cap.rows:
-            mark = "" if r.match is None else (Text("ok", style="green") if r.match else Text("MISMATCH", style="bold red"))
+            mark = "" if r.match is None else table.mark("ok" if r.match else "MISMATCH")
             table.add_row(str(r.slot), _s(r.config_id), _s(r.engine_index),
-                          r.engine_point or Text("missing", style="red"), _s(r.trained_point), mark)
+                          r.engine_point or table.mark("missing"), _s(r.trained_point), mark)
         lines = [f"{cap.engine} on {cap.arch or 'unknown target'} ({cap.num_layers} layers); ids from {cap.ids_source}",
                  f"training: {cap.trained_source}"]
         if cap.fatal:
             lines.append(f"engine fails: {cap.fatal}")
         notes.update(Text("\n".join(lines)))
 
-    def _show_detail(self, index: int) -> None:
-        from rich.text import Text
-
-        if self.report is None or not 0 <= index < len(self.report.findings):
-            return
-        f = self.report.findings[index]
-        out = Text()
-        out.append(f"{f.code}  ", style="bold")
-        out.append(f.severity, style=SEVERITY_STYLE[f.severity])
-        out.append(f"  rests on: {CLASS_LABEL.get(f.evidence_class, f.evidence_class)}\n\n", style="dim")
-        out.append(f.message + "\n\n")
-        out.append("evidence\n", style="bold")
-        for key, value in f.evidence.items():
-            out.append(f"  {key}: ", style="dim")
-            out.append((value if isinstance(value, str) else json.dumps(value, default=str)) + "\n")
-        out.append("\n")
-        if f.fix:
-            out.append("fix\n", style="bold")
-            out.append(f.fix.summary + "\n")
-            for e in f.fix.edits:
-                out.append(f"  {e.text()}\n", style="cyan")
-            for l in f.fix.launch:
-                out.append(f"  {l}\n", style="cyan")
-            if f.fix.applicable:
-                out.append("press f to apply it (goes through the config history)\n", style="dim")
-        self.query_one("#detail", Static).update(out)
-
-    @on(DataTable.RowHighlighted, "#findings")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._show_detail(event.cursor_row)
-
     def selected(self):
-        if self.report is None or not self.report.findings:
-            return None
-        row = self.query_one("#findings", DataTable).cursor_row
-        return self.report.findings[row] if 0 <= row < len(self.report.findings) else None
+        item = self.query_one("#findings", FindingsView).selected()
+        return item.finding if item is not None else None
 
     # -- actions -------------------------------------------------------------------------------
     def action_apply_fix(self) -> None:
@@ -259,15 +215,15 @@ class DoctorScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.apply_fix(finding.fix))
 
-    @work(thread=True, exclusive=True, group="doctor-fix")
+    @background("doctor-fix")
     def apply_fix(self, fix) -> None:
         try:
             change = self.app.wb.config_apply_fix(fix, confirm=True)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            self.deliver(self.app.report, exc)
             return
-        self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
-        self.app.call_from_thread(self.action_run)
+        self.deliver(self.notify, f"applied: {change.location} is now v{change.version.number}")
+        self.deliver(self.action_run)
 
     def action_copy_command(self) -> None:
         import shlex
@@ -283,6 +239,19 @@ class DoctorScreen(WorkbenchScreen):
         cmd = " ".join(shlex.quote(a) for a in argv) + " --json"
         self.app.copy_to_clipboard(cmd)
         self.notify(cmd)
+
+
+def _cells(f) -> tuple:
+    return (evidence_label(getattr(f, "evidence_class", None)), f.code, _fix_kind(f))
+
+
+def _fix_kind(f) -> str:
+    return "config" if f.fix and f.fix.applicable else ("launch" if f.fix else "")
+
+
+def _hint(item) -> Optional[str]:
+    fix = item.finding.fix
+    return "press f to apply it (goes through the config history)" if fix and fix.applicable else None
 
 
 def _s(v) -> str:

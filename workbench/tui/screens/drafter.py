@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
@@ -18,20 +18,22 @@ from textual.widgets import DataTable, Input, Label, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
 
 def pct(v) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def predictor_fields(result) -> dict:
-    """The Predictor screen's form for this drafter: marginal rates P_k = full_acc (chain)."""
-    from workbench.drafter.evaluate import predict_inputs
-
-    p = predict_inputs(result)
+def predictor_fields(wb, result) -> dict:
+    """The Predictor screen's form for this drafter: marginal rates P_k = full_acc (chain), and no
+    observed accept length (an offline evaluation has none: the field is cleared, not kept)."""
+    p = wb.drafter_predictor_inputs(result)
+    obs = p["observed_accept_length"]
     return {"convention": "marginal", "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
             "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
-            "steps": str(p["steps"]), "topk": "1", "draft_tokens": str(p["steps"] + 1)}
+            "steps": str(p["steps"]), "topk": "1", "draft_tokens": str(p["steps"] + 1),
+            "observed": "" if obs is None else f"{obs:.2f}"}
 
 
 class DrafterScreen(WorkbenchScreen):
@@ -88,18 +90,18 @@ class DrafterScreen(WorkbenchScreen):
             return
         self.evaluate(f)
 
-    @work(thread=True, exclusive=True, group="drafter", exit_on_error=False)
+    @background("drafter")
     def evaluate(self, f: dict) -> None:
         try:
             depth = int(f["depth"]) if f["depth"] else None
             result = self.app.wb.drafter_eval(f["draft"], f["data"], f["target"], depth=depth)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.show_error, str(exc))
+            self.deliver(self.show_error, str(exc))
             return
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what="drafter")
+            self.deliver(self.app.report, exc, what="drafter")
             return
-        self.app.call_from_thread(self.show_result, result)
+        self.deliver(self.show_result, result)
 
     def show_error(self, message: str) -> None:
         self.error = message
@@ -151,7 +153,7 @@ class DrafterScreen(WorkbenchScreen):
         if self.result is None:
             self.notify("evaluate a drafter first", severity="warning")
             return
-        fields = predictor_fields(self.result)
+        fields = predictor_fields(self.app.wb, self.result)
         if "predictor" not in [s.id for s in getattr(self.app, "specs", [])]:
             self.notify("no Predictor screen", severity="error")
             return

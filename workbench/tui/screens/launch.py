@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, DataTable, Label, Select, Static
+from textual.widgets import Button, Label, Select, Static
 
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.findings import FindingItem, FindingsView
+from workbench.tui.workers import background
 
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
 class LaunchScreen(WorkbenchScreen):
@@ -41,22 +41,20 @@ class LaunchScreen(WorkbenchScreen):
             yield Label("Against the last launch of this profile", classes="title")
             yield Static("", id="diff", markup=False)
             yield Label("Checks", classes="title")
-            table = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
-            table.add_columns("severity", "code", "problem", "fix")
-            yield table
+            yield FindingsView(["code", "problem", "fix"], id="findings")
             yield Static("", id="warnings", markup=False)
 
     def on_mount(self) -> None:
         self.load_profiles()
 
-    @work(thread=True, exclusive=True, group="launch-profiles")
+    @background("launch-profiles")
     def load_profiles(self) -> None:
         try:
             profiles = self.app.wb.profiles()
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what="profiles")
+            self.deliver(self.app.report, exc, what="profiles")
             return
-        self.app.call_from_thread(self._set_profiles, profiles)
+        self.deliver(self._set_profiles, profiles)
 
     def _set_profiles(self, profiles) -> None:
         sel = self.query_one("#profile", Select)
@@ -88,15 +86,15 @@ class LaunchScreen(WorkbenchScreen):
         self.query_one("#launch", Button).disabled = True
         self.check(name)
 
-    @work(thread=True, exclusive=True, group="launch-check")
+    @background("launch-check")
     def check(self, name: str) -> None:
         try:
             preview = self.app.wb.launch_preview(name)
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"check {name}")
-            self.app.call_from_thread(self.query_one("#command", Static).update, str(exc))
+            self.deliver(self.app.report, exc, what=f"check {name}")
+            self.deliver(self.query_one("#command", Static).update, str(exc))
             return
-        self.app.call_from_thread(self._show, preview)
+        self.deliver(self._show, preview)
 
     def _show(self, p) -> None:
         if p.profile != self._profile():
@@ -105,10 +103,8 @@ class LaunchScreen(WorkbenchScreen):
         version = f"SGLang {p.version}" if p.version else "SGLang version unknown"
         self.query_one("#command", Static).update(f"on {p.host}, {version}:\n{p.display}")
         self.query_one("#diff", Static).update("\n".join(p.diff) or "(same command as last time)")
-        t = self.query_one("#findings", DataTable)
-        t.clear()
-        for f in p.findings:
-            t.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code, f.message, f.fix)
+        self.query_one("#findings", FindingsView).show(
+            [FindingItem(f, (f.code, f.message, f.fix or "")) for f in p.findings], focus=False)
         self.query_one("#warnings", Static).update("\n".join(f"warning: {w}" for w in p.warnings))
         self.query_one("#launch", Button).disabled = not p.ok
 
@@ -122,14 +118,14 @@ class LaunchScreen(WorkbenchScreen):
             return
         self.app.confirm(self.app.wb.launch_plan(p), lambda: self.launch(p))
 
-    @work(thread=True, exclusive=True, group="launch-run")
+    @background("launch-run")
     def launch(self, preview) -> None:
         try:
             rec = self.app.wb.launch(preview.profile, confirm=True, preview=preview)
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"launch {preview.profile}")
+            self.deliver(self.app.report, exc, what=f"launch {preview.profile}")
             return
-        self.app.call_from_thread(self._launched, rec)
+        self.deliver(self._launched, rec)
 
     def _launched(self, rec) -> None:
         self.notify(f"server {rec.id} ({rec.profile}) started: pid {rec.pid} on {rec.host}")

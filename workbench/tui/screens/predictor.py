@@ -10,7 +10,6 @@ from __future__ import annotations
 import shlex
 from typing import Any, Iterable, Optional
 
-from textual import work
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
@@ -22,6 +21,7 @@ from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.curve_plot import CurvePlot
+from workbench.tui.workers import background
 
 CONVENTIONS = [
     ("acc: SpecForge/EAGLE training acc_k", "acc"),
@@ -177,20 +177,20 @@ class PredictorScreen(WorkbenchScreen):
             return
         self.predict(request)
 
-    @work(thread=True, exclusive=True, group="predictor", exit_on_error=False)
+    @background("predictor")
     def predict(self, request: dict[str, Any]) -> None:
         worker = get_current_worker()
         try:
             result = self.app.wb.predict(**request)
         except WorkbenchError as exc:
             if not worker.is_cancelled:
-                self.app.call_from_thread(self.show_error, str(exc))
+                self.deliver(self.show_error, str(exc))
             return
         except Exception as exc:  # a bug must not take the screen down; say what happened
-            self.app.call_from_thread(self.app.report, exc, what="predictor")
+            self.deliver(self.app.report, exc, what="predictor")
             return
         if not worker.is_cancelled:
-            self.app.call_from_thread(self.show_result, result)
+            self.deliver(self.show_result, result)
 
     # -- output -----------------------------------------------------------------------------------
     def show_error(self, message: str) -> None:

@@ -3,10 +3,10 @@ highlighted) beside its state, startup progress, failure with its fix, and metri
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from rich.text import Text
-from textual import work
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, RichLog, Static
@@ -15,11 +15,21 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.screens.servers import gpu_text, state_text
-from workbench.tui.widgets.sparkline import sparkline
+from workbench.display import sparkline
+from workbench.tui.workers import background
 
 STAGE_NAMES = [("server_args", "arguments"), ("weights_target", "target weights"),
                ("weights_draft", "draft weights"), ("kv_cache", "KV cache"),
                ("graphs_target", "target CUDA graphs"), ("graphs_draft", "draft CUDA graphs"), ("ready", "ready")]
+
+
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)")
+
+
+def short_time(line: str) -> str:
+    """'[2026-12-01 10:00:00 TP0] Decode ...' -> '[10:00:00 TP0] Decode ...': the date is the same
+    on every line of a run, and its columns are the ones the numbers need."""
+    return _STAMP.sub(r"[\2", line, count=1)
 
 
 class ServerScreen(PollingScreenMixin, WorkbenchScreen):
@@ -45,7 +55,8 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         with Horizontal(id="server-body"):
             with Vertical(id="log-pane"):
                 yield Label("Log", id="log-title", classes="title")
-                yield RichLog(id="log", max_lines=5000, wrap=False, highlight=False, markup=False)
+                # wrapped: a decode line's numbers (accept len, gen throughput) sit past 100 columns
+                yield RichLog(id="log", max_lines=5000, wrap=True, highlight=False, markup=False)
             with VerticalScroll(id="info-pane"):
                 yield Label("Server", classes="title")
                 yield Static("", id="state", markup=False)
@@ -101,7 +112,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
                 style = "bold white on dark_red"
             else:
                 style = "bold cyan"
-            log.write(Text(text, style=style), scroll_end=self.tail)
+            log.write(Text(short_time(text), style=style), scroll_end=self.tail)
         self.query_one("#log-title", Label).update(f"Log  {rec.log}  ({status.log_size or 0} bytes"
                                                    f"{', tail' if self.tail else ''})")
         self.query_one("#state", Static).update(Text.assemble(
@@ -145,15 +156,15 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             return
         self.app.confirm(self.app.wb.stop_plan(sid), lambda: self.stop_server(sid))
 
-    @work(thread=True, exclusive=True, group="server-stop")
+    @background("server-stop")
     def stop_server(self, sid: int) -> None:
         try:
             res = self.app.wb.server_stop(sid, confirm=True)
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"stop server {sid}")
+            self.deliver(self.app.report, exc, what=f"stop server {sid}")
             return
-        self.app.call_from_thread(self.notify, f"server {sid}: {res.message}")
-        self.app.call_from_thread(self.poll_now)
+        self.deliver(self.notify, f"server {sid}: {res.message}")
+        self.deliver(self.poll_now)
 
     def action_measure(self) -> None:
         sid = self._sid()
@@ -161,17 +172,17 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             self.notify(f"measuring server {sid} (flush, fixed prompt set)…")
             self.measure(sid)
 
-    @work(thread=True, exclusive=True, group="server-measure")
+    @background("server-measure")
     def measure(self, sid: int) -> None:
         try:
             m = self.app.wb.server_measure(sid)
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"measure server {sid}")
+            self.deliver(self.app.report, exc, what=f"measure server {sid}")
             return
         al = m.accept_len
         text = (f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else "") + \
             f"{m.tokens_per_s:.1f} tok/s"
-        self.app.call_from_thread(self.notify, f"server {sid}: {text}", timeout=10)
+        self.deliver(self.notify, f"server {sid}: {text}", timeout=10)
 
 
 SPEC = ScreenSpec("server", "Server", "f6", ServerScreen, order=41)

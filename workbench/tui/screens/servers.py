@@ -1,4 +1,4 @@
-"""Servers dashboard: hosts and servers with state, uptime, accept length and tokens/s (with
+"""The Dashboard: hosts and servers with state, uptime, accept length and tokens/s (with
 sparklines) and GPU memory. Stale and unreachable states are shown as such. One remote round
 trip per host per refresh, in a worker; refreshes pause while a dialog is open."""
 
@@ -8,7 +8,7 @@ import time
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label, Static
@@ -16,7 +16,8 @@ from textual.widgets import DataTable, Label, Static
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
-from workbench.tui.widgets.sparkline import sparkline
+from workbench.display import sparkline
+from workbench.tui.workers import background
 
 STATE_STYLE = {"ready": "bold green", "starting": "yellow", "failing": "bold red", "failed": "bold red",
                "exited": "red", "stopped": "dim", "unknown": "dim italic", "timeout": "red"}
@@ -32,6 +33,11 @@ def gpu_text(gpus) -> str:
     if not gpus:
         return "-"
     return " ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}/{(g.total_mib or 0) / 1024:.0f}G" for g in gpus)
+
+
+#: Why this accept length is not the one Diagnose shows: two windows over different traffic.
+ACCEPT_WINDOW = ("accept len (log): the server's own decode log, last window over whatever traffic it had; "
+                 "Diagnose and `server measure` measure with the protocol (cache flushed, fixed prompts).")
 
 
 class ServersScreen(PollingScreenMixin, WorkbenchScreen):
@@ -60,7 +66,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             yield hosts
             yield Label("Servers", classes="title")
             table = DataTable(id="servers", cursor_type="row", zebra_stripes=True)
-            table.add_columns("id", "profile", "host", "state", "uptime", "accept len", "", "tok/s", "",
+            table.add_columns("id", "profile", "host", "state", "uptime", "accept len (log)", "", "tok/s", "",
                               "GPU mem", "stage / problem")
             yield table
             yield Static("", id="servers-note", markup=False)
@@ -110,7 +116,8 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         if statuses and keep is not None:
             st.move_cursor(row=min(keep, len(statuses) - 1))
         note = ("no servers running: ctrl+l opens the Launch screen" if not statuses else
-                f"{len(statuses)} server(s); ctrl+o opens the selected one, ctrl+k stops it")
+                f"{len(statuses)} server(s); ctrl+o opens the selected one, ctrl+k stops it.  "
+                f"{ACCEPT_WINDOW}")
         self.query_one("#servers-note", Static).update(note)
 
     # -- actions ----------------------------------------------------------------------------------
@@ -154,16 +161,16 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.stop_server(sid))
 
-    @work(thread=True, exclusive=True, group="servers-stop")
+    @background("servers-stop")
     def stop_server(self, sid: int) -> None:
         try:
             res = self.app.wb.server_stop(sid, confirm=True)
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"stop server {sid}")
+            self.deliver(self.app.report, exc, what=f"stop server {sid}")
             return
-        self.app.call_from_thread(self.notify, f"server {sid}: {res.message}",
+        self.deliver(self.notify, f"server {sid}: {res.message}",
                                   severity="information" if res.gpus_idle is not False else "warning")
-        self.app.call_from_thread(self.poll_now)
+        self.deliver(self.poll_now)
 
 
-SPEC = ScreenSpec("servers", "Servers", "f5", ServersScreen, order=40)
+SPEC = ScreenSpec("servers", "Dashboard", "f5", ServersScreen, order=40)

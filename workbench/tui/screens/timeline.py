@@ -6,22 +6,39 @@ server loaded at launch), which answers "what was the config when accept length 
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, Select, Static
 
+from workbench.display import collapse_runs, payload_lines
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.workers import background
 
-CATEGORY_STYLE = {"launch": "bold cyan", "config": "bold magenta", "measurement": "bold green",
-                  "finding": "bold yellow", "other": "dim"}
+CATEGORIES = ("launch", "config", "measurement", "finding", "other")
+
+
+class EntriesTable(DataTable):
+    """Timeline rows, a colour per category from tcss (a config change is news, not an error)."""
+
+    DEFAULT_CSS = """
+    EntriesTable > .timeline--launch { color: $text-primary; text-style: bold; }
+    EntriesTable > .timeline--config { color: $text-secondary; }
+    EntriesTable > .timeline--measurement { color: $text-success; }
+    EntriesTable > .timeline--finding { color: $text-warning; }
+    EntriesTable > .timeline--other { color: $text-muted; }
+    """
+    COMPONENT_CLASSES = {f"timeline--{c}" for c in CATEGORIES}
+
+    def category(self, name: str) -> Text:
+        return Text(name, style=self.get_component_rich_style(f"timeline--{name}", partial=True)
+                    if name in CATEGORIES else "")
 
 
 class TimelineScreen(WorkbenchScreen):
@@ -38,12 +55,12 @@ class TimelineScreen(WorkbenchScreen):
 
     def compose_body(self):
         with Horizontal(id="timeline-filters"):
-            yield Select([(c, c) for c in CATEGORY_STYLE], prompt="all categories", id="category", compact=True)
+            yield Select([(c, c) for c in CATEGORIES], prompt="all categories", id="category", compact=True)
             yield Input(placeholder="server id", id="server", compact=True, restrict=r"\d*")
             yield Input(placeholder="profile", id="profile", compact=True)
             yield Input(placeholder="config path contains", id="config", compact=True)
         with Horizontal(id="timeline-body"):
-            table = DataTable(id="entries", cursor_type="row", zebra_stripes=True)
+            table = EntriesTable(id="entries", cursor_type="row", zebra_stripes=True)
             table.add_columns("#", "time", "category", "kind", "server/profile", "summary")
             yield table
             with Vertical(id="detail-pane"):
@@ -79,25 +96,26 @@ class TimelineScreen(WorkbenchScreen):
     def _filters_changed(self, _event) -> None:
         self.action_refresh()
 
-    @work(thread=True, exclusive=True, group="timeline")
+    @background("timeline")
     def load(self, filters: dict) -> None:
         try:
             tl = self.app.wb.timeline(**filters)
         except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            self.deliver(self.notify, str(exc), severity="error")
             return
-        self.app.call_from_thread(self._show, tl.entries)
+        self.deliver(self._show, tl.entries)
 
     def _show(self, entries: list) -> None:
         self.entries = entries
-        table = self.query_one("#entries", DataTable)
+        table = self.query_one("#entries", EntriesTable)
         table.clear()
-        for e in entries:
+        rows = collapse_runs(entries, key=lambda e: (e.kind, e.server, e.profile, e.subject, e.summary))
+        for e, n in rows:
             who = f"server {e.server}" if e.server is not None else (e.profile or e.subject or "")
-            table.add_row(str(e.id), e.time, Text(e.category, style=CATEGORY_STYLE.get(e.category, "")),
-                          e.kind, who, e.summary, key=str(e.id))
+            kind = e.kind if n == 1 else f"{e.kind} x{n}"
+            table.add_row(str(e.id), e.time, table.category(e.category), kind, who, e.summary, key=str(e.id))
         if entries:
-            table.move_cursor(row=len(entries) - 1)
+            table.move_cursor(row=len(rows) - 1)
             self._select(entries[-1])
         else:
             self.query_one("#detail", Static).update("(no entries: everything the workbench does is recorded here)")
@@ -113,10 +131,10 @@ class TimelineScreen(WorkbenchScreen):
 
     def _select(self, entry) -> None:
         self.query_one("#detail", Static).update(
-            f"{entry.time}  {entry.kind}  {entry.subject}\n\n{json.dumps(entry.payload, indent=2)}")
+            f"{entry.time}  {entry.kind}  {entry.subject}\n\n" + "\n".join(payload_lines(entry.payload)))
         self.live_config(entry.id)
 
-    @work(thread=True, exclusive=True, group="timeline-live")
+    @background("timeline-live")
     def live_config(self, entry_id: int) -> None:
         try:
             live = self.app.wb.timeline_live_config(entry_id)
@@ -126,7 +144,7 @@ class TimelineScreen(WorkbenchScreen):
             text = ("(nothing ties this entry to a draft config)" if live is None else
                     f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
                     f"{live.basis}\n\n{live.content}")
-        self.app.call_from_thread(self.query_one("#live", Static).update, text)
+        self.deliver(self.query_one("#live", Static).update, text)
 
 
 SPEC = ScreenSpec("timeline", "Timeline", "f10", TimelineScreen, order=90)

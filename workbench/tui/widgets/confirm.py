@@ -1,24 +1,36 @@
-"""A modal screen for confirming a destructive action: it names exactly what will happen."""
+"""A modal screen for confirming a destructive action: it names exactly what will happen.
+
+Yes and No stay on screen at any terminal size (the details scroll instead), and an unanswered
+dialog cancels itself after ``timeout`` seconds: nothing destructive happens without an answer.
+"""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from workbench.confirm import Plan
+from workbench.tui.widgets.diff import DiffView, is_diff
+
+#: Seconds an unanswered confirmation waits before it cancels.
+CONFIRM_TIMEOUT_S = 120.0
 
 
 class ConfirmModal(ModalScreen[bool]):
     DEFAULT_CSS = """
     ConfirmModal { align: center middle; }
-    ConfirmModal > Vertical { width: 80%; max-width: 100; height: auto; max-height: 80%;
-        border: thick $error; background: $surface; padding: 1 2; }
-    ConfirmModal #confirm-summary { text-style: bold; margin-bottom: 1; }
-    ConfirmModal #confirm-details { height: auto; max-height: 20; overflow-y: auto; color: $text-muted; }
-    ConfirmModal Horizontal { height: auto; align: right middle; margin-top: 1; }
+    ConfirmModal > Vertical { width: 90%; max-width: 110; height: auto; max-height: 100%;
+        border: thick $error; background: $surface; padding: 0 1; }
+    ConfirmModal #confirm-summary { text-style: bold; margin-bottom: 1; height: auto; max-height: 6; }
+    ConfirmModal #confirm-scroll { height: auto; max-height: 50vh; }
+    ConfirmModal #confirm-details { height: auto; color: $text-muted; }
+    ConfirmModal #confirm-buttons { height: 1; align: right middle; margin-top: 1; }
+    ConfirmModal #confirm-hint { width: 1fr; color: $text-muted; }
     ConfirmModal Button { margin-left: 2; }
     """
     BINDINGS = [
@@ -26,18 +38,37 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("n,escape", "cancel", "No", id="confirm.no"),
     ]
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, timeout: Optional[float] = CONFIRM_TIMEOUT_S):
         super().__init__()
         self.plan = plan
+        self.timeout = timeout
+        self.timed_out = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.plan.summary, id="confirm-summary", markup=False)
             if self.plan.details:
-                yield Static("\n".join(self.plan.details), id="confirm-details", markup=False)
-            with Horizontal():
-                yield Button("No [n]", id="no", variant="primary")
-                yield Button("Yes [y]", id="yes", variant="error")
+                with VerticalScroll(id="confirm-scroll"):
+                    yield DiffView("\n".join(self.plan.details), id="confirm-details", markup=False)
+            with Horizontal(id="confirm-buttons"):
+                hint = "y yes, n or Esc no"
+                if self.timeout:
+                    hint += f"; no answer in {self.timeout:.0f} s is a no"
+                yield Static(hint, id="confirm-hint", markup=False)
+                yield Button("No [n]", id="no", variant="primary", compact=True)
+                yield Button("Yes [y]", id="yes", variant="error", compact=True)
+
+    def on_mount(self) -> None:
+        if is_diff(list(self.plan.details)):     # a fix or a revert: coloured like the Configs screen
+            self.query_one("#confirm-details", DiffView).show_diff("\n".join(self.plan.details))
+        if self.timeout:
+            self.set_timer(self.timeout, self._expire, name="confirm-timeout")
+
+    def _expire(self) -> None:
+        if self.is_attached and self.app.screen is self:
+            self.timed_out = True
+            self.app.notify(f"no answer: {self.plan.action} {self.plan.target} not done", severity="warning")
+            self.dismiss(False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")

@@ -1,0 +1,238 @@
+"""The frame every screen shares: a failing worker is reported (never a crash), screens' styles do
+not depend on what was visited before, the screen keys and title are always on screen, the
+confirm dialog fits, core progress reaches the busy bar, the keymap is checked."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.tui import settle
+from workbench.confirm import Plan
+from workbench.progress import Progress
+from workbench.tui.app import SCREENS, WorkbenchApp
+from workbench.tui.base import BusyBar, ErrorLine
+from workbench.tui.widgets.confirm import ConfirmModal
+from workbench.tui.widgets.screen_bar import ScreenBar, fit
+
+SCREENS_DIR = Path(__file__).resolve().parents[2] / "workbench" / "tui"
+
+#: What makes each screen start work on open (its own inputs, as a user would type them).
+TRIGGERS = {
+    "doctor": {"draft": "/nowhere/draft"},
+    "alignment": {"train": "/nowhere/train.ckpt", "infer": "/nowhere/dump"},
+    "drafter": {"draft": "/nowhere/d", "data": "/nowhere/rows", "target": "/nowhere/t"},
+    "diagnose": {"server_id": 1},
+    "servers": {"poll_interval": 30.0},
+    "server": {"poll_interval": 30.0},
+}
+
+
+class Exploding:
+    """A Workbench whose every call raises a bug-like error (not a WorkbenchError)."""
+
+    progress = staticmethod(lambda _p: None)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Member(name)
+
+    def close(self) -> None:
+        pass
+
+
+class _Member:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, *_a, **_k):
+        raise KeyError(f"boom in {self.name}")
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Member(f"{self.name}.{name}")
+
+
+def _error_line(app) -> str:
+    return str(app.screen.query_one(ErrorLine).render())
+
+
+@pytest.mark.parametrize("screen_id", [s.id for s in SCREENS])
+async def test_a_worker_that_raises_is_reported_and_the_app_lives(workspace, screen_id):
+    app = WorkbenchApp(str(workspace), start=screen_id, wb=Exploding(),
+                       screen_args={screen_id: TRIGGERS.get(screen_id, {})})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, 0.3)
+        assert app.is_running and app.current_mode == screen_id
+        assert "KeyError" in _error_line(app) and "boom in" in _error_line(app)
+        # still usable: the keys work, another screen opens
+        await pilot.press("f1")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "HelpScreen"
+    assert app.return_code in (None, 0)
+
+
+def test_every_worker_goes_through_background():
+    """``@work`` directly would default to exit_on_error=True: one bug would end the app."""
+    offenders = [str(p.relative_to(SCREENS_DIR)) for p in SCREENS_DIR.rglob("*.py")
+                 if p.name != "workers.py" and re.search(r"@work\b|run_worker\(", p.read_text())]
+    assert offenders == []
+
+
+def test_screen_styles_are_scoped_to_their_screen():
+    for spec in SCREENS:
+        cls = spec.factory
+        css = (Path(__import__(cls.__module__, fromlist=["x"]).__file__).parent / cls.CSS_PATH).read_text()
+        css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+        for rule in re.findall(r"([^{}]+)\{", css):
+            for selector in rule.split(","):
+                head = re.match(r"[\w-]+", selector.split()[0]).group(0)     # DiagnoseScreen.-narrow too
+                assert head == cls.__name__, f"{cls.CSS_PATH}: {selector.strip()!r} is not scoped"
+
+
+def _styles(screen) -> dict:
+    """Every node's computed styles, by its place in the tree (what the CSS decides)."""
+    out = {}
+    for node in screen.walk_children(with_self=False):
+        path = "/".join(f"{type(n).__name__}#{n.id or ''}" for n in reversed(list(node.ancestors_with_self))
+                        if n is not screen.app)
+        out[path] = node.styles.css
+    return out
+
+
+@pytest.mark.parametrize("screen_id", [s.id for s in SCREENS])
+async def test_a_screen_looks_the_same_after_every_other_was_visited(workspace, screen_id):
+    args = {s.id: {"poll_interval": 30.0} for s in SCREENS if s.id in ("servers", "server")}
+    fresh = WorkbenchApp(str(workspace), start=screen_id, screen_args=args)
+    async with fresh.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, 0.2)
+        before = _styles(fresh.screen)
+    app = WorkbenchApp(str(workspace), start=screen_id, screen_args=args)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for other in SCREENS:
+            app.show_screen(other.id)
+            await settle(pilot, 0.1)
+        app.show_screen(screen_id)
+        await settle(pilot, 0.2)
+        after = _styles(app.screen)
+    assert after == before
+
+
+async def test_title_and_every_screen_key_are_on_screen_at_80x24(workspace):
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, 0.2)
+        bar = app.screen.query_one(ScreenBar)
+        line = str(bar.render())
+        assert len(line) <= 80
+        for spec in SCREENS:
+            assert spec.key.upper() + " " in line + " "
+        assert app.screen.sub_title == "Doctor"
+        # a click on a key opens that screen
+        x = line.index("F4")
+        await pilot.click(ScreenBar, offset=(x + 1, 0))
+        await pilot.pause()
+        assert app.current_mode == "configs"
+
+
+def test_screen_names_shorten_evenly_and_keep_every_key():
+    entries = [("a", "F2", "Predictor"), ("b", "F3", "Doctor"), ("c", "F10", "Timeline")]
+    assert fit(entries, 200) == ["F2 Predictor", "F3 Doctor", "F10 Timeline"]
+    short = fit(entries, 24)
+    assert len(" ".join(short)) <= 24 and [s.split()[0] for s in short] == ["F2", "F3", "F10"]
+
+
+async def test_the_bar_follows_the_keymap(workspace):
+    (workspace / "keymap.toml").write_text('"screen.timeline" = "f11"\n')
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot, 0.2)
+        line = str(app.screen.query_one(ScreenBar).render())
+        assert "F11 Timeline" in line and "F10" not in line
+
+
+async def test_help_lists_screens_by_key_first(workspace):
+    app = WorkbenchApp(str(workspace))
+    async with app.run_test(size=(120, 40)):
+        rows = app.help_rows()
+        screens = [r for r in rows if r[2].startswith("screen.")]
+        assert rows[:len(screens)] == screens
+        keys = [int(r[0].split()[0][1:]) for r in screens]
+        assert keys == sorted(keys)
+
+
+async def test_confirm_dialog_shows_yes_and_no_at_80x24(workspace):
+    plan = Plan("relaunch", "server 1", "Relaunch server 1: stop it, then start the same profile " * 3,
+                [f"step {i}: something that happens" for i in range(40)])
+    done = []
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.confirm(plan, lambda: done.append(1))
+        await pilot.pause(0.2)
+        modal = app.screen
+        assert isinstance(modal, ConfirmModal)
+        for button in ("#yes", "#no"):
+            region = modal.query_one(button).region
+            assert region.height >= 1 and region.bottom <= 24 and region.right <= 80
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert done == [1]
+
+
+async def test_an_unanswered_confirmation_cancels_itself(workspace):
+    from workbench.tui.widgets.live import ask_from_thread
+
+    plan = Plan("relaunch", "server 1", "Relaunch server 1", [])
+    answers = []
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=(80, 24)) as pilot:
+        import threading
+
+        t = threading.Thread(target=lambda: answers.append(ask_from_thread(app, plan, timeout=0.5)))
+        t.start()
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.pause(1.0)
+        t.join(5)
+        assert answers == [False] and not isinstance(app.screen, ConfirmModal)
+
+
+async def test_core_progress_reaches_the_busy_bar(workspace):
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, 0.1)
+        import threading
+
+        wb = app.wb
+        t = threading.Thread(target=lambda: wb.progress(Progress("server.measure", 2, 5, "round 2/5")))
+        t.start()
+        t.join()
+        await pilot.pause(0.2)
+        bar = app.screen.query_one(BusyBar)
+        assert bar.has_class("-busy") and "round 2/5" in str(bar.query_one("#busy-label").render())
+
+
+async def test_keymap_names_unknown_ids_and_taken_keys(workspace):
+    (workspace / "keymap.toml").write_text('"screen.predicter" = "f19"\n"screen.predictor" = "f5"\n')
+    messages = []
+    app = WorkbenchApp(str(workspace))
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.pause()
+        notes = [m.notification.message for m in messages if type(m).__name__ == "Notify"]
+    assert any("'screen.predicter'" in n and "did you mean 'screen.predictor'" in n for n in notes)
+    assert any("f5" in n and "'screen.servers'" in n for n in notes)
+
+
+@pytest.mark.parametrize("screen_id", [s.id for s in SCREENS])
+async def test_the_footer_is_not_cut_at_80_columns(workspace, screen_id):
+    """The app's own keys come last in the footer: when "Help" shows, nothing before it was cut."""
+    app = WorkbenchApp(str(workspace), start=screen_id,
+                       screen_args={screen_id: {"poll_interval": 30.0}} if screen_id in ("servers", "server") else {})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, 0.2)
+        last = "".join(seg.text for seg in app.screen._compositor.render_strips()[-1])
+        assert "f1 Help" in last, last
