@@ -107,3 +107,51 @@ def test_a_transfer_cut_short_writes_nothing(ssh_host, tmp_path):
     with pytest.raises(CasConflict):
         ssh_host.write_bytes(str(p), full, expect=sha256(b"other"))
     assert ssh_host.write_bytes(str(p), full, expect=sha256(b"{}")) == sha256(full) and p.read_bytes() == full
+
+
+@pytest.mark.parametrize("style", ["in place", "rename"])
+def test_a_hand_edit_inside_the_hosts_window_is_put_back(sshd, tmp_path, style):
+    """The host's writer pauses between its check and its swap (its hook); a hand edit is saved on the
+    host right then; the swap hands the edit back, it is put in place again and the write refused."""
+    import threading
+
+    from workbench.hosts import make_host
+
+    p = tmp_path / "conf.json"
+    p.write_bytes(b'{"a": 1}\n')
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    hand = b'{"a": "by hand"}\n'
+    os.environ.update({casfile.PAUSE_AT: "window", casfile.PAUSE_DIR: str(pause)})
+    host = make_host("test", {"kind": "ssh", **sshd.host_table()})
+    box = {}
+    try:
+        t = threading.Thread(target=lambda: box.setdefault("r", _try(host, p)))
+        t.start()
+        deadline = time.monotonic() + 30
+        while not any(f.name.startswith("window.") for f in pause.iterdir()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        for k in (casfile.PAUSE_AT, casfile.PAUSE_DIR):
+            os.environ.pop(k, None)
+    if style == "in place":
+        with open(p, "r+b") as fh:
+            fh.truncate(0)
+            fh.write(hand)
+    else:
+        (tmp_path / "conf.json.swp").write_bytes(hand)
+        os.replace(tmp_path / "conf.json.swp", p)
+    (pause / "window.go").write_text("")
+    t.join(30)
+    host.close()
+    assert isinstance(box["r"], CasConflict) and box["r"].actual == sha256(hand)
+    assert p.read_bytes() == hand
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["conf.json", "pause"]
+
+
+def _try(host, p):
+    try:
+        return host.write_bytes(str(p), b'{"a": 2}\n', expect=sha256(b'{"a": 1}\n'))
+    except CasConflict as exc:
+        return exc

@@ -75,13 +75,16 @@ def test_flag_equals_value_is_parsed_by_sglang_as_one_value():
     assert not probe(["--model-path", "/m", "--served-model-name", "-dash"])["ok"]
 
 
-def test_a_nul_byte_in_a_local_launch_arg_is_refused_and_nothing_is_left_launching(workspace):
+@pytest.mark.parametrize("where", ["args", "env", "log", "run_dir"])
+def test_a_nul_byte_in_a_local_launch_arg_is_refused_and_nothing_is_left_launching(workspace, where):
     from workbench.api import Workbench
 
-    write_toml(workspace / "workbench.toml", {"profiles": {"nul": {
-        "host": "local", "launcher": [sys.executable, str(STANDIN)], "model": str(workspace / "m"),
-        "port": 1, "log": str(workspace / "logs" / "nul.log"), "args": ["--served-model-name", "a\0b"],
-        "sglang_version": "0.5.23"}}})
+    table = {"host": "local", "launcher": [sys.executable, str(STANDIN)], "model": str(workspace / "m"),
+             "port": 1, "log": str(workspace / "logs" / "nul.log"), "sglang_version": "0.5.23"}
+    table.update({"args": {"args": ["--served-model-name", "a\0b"]}, "env": {"env": {"X": "a\0b"}},
+                  "log": {"log": str(workspace / "logs" / "n\0ul.log")},
+                  "run_dir": {"run_dir": str(workspace) + "/\0"}}[where])
+    write_toml(workspace / "workbench.toml", {"profiles": {"nul": table}})
     with Workbench.open(workspace) as wb:
         with pytest.raises(InputError, match="NUL byte"):
             wb.lifecycle.launch("nul", wb.lifecycle.preview("nul"))

@@ -242,9 +242,11 @@ class ServersAPI(ConfigsAPI):
         r = self.server(server_id)
         grace = self.lifecycle.stop_grace(r, grace)
         return Plan("stop", f"server {r.id}",
-                    f"stop server {r.id} ({r.profile}) on {r.host}: SIGTERM to process group {r.pgid or r.pid}, "
-                    f"{grace:g} s grace, then SIGKILL",
+                    f"stop server {r.id} ({r.profile}) on {r.host}: SIGTERM to its processes (group "
+                    f"{r.pgid or r.pid}), {grace:g} s grace, then SIGKILL",
                     [f"pid {r.pid}, start time {r.starttime} (checked again on the host before signalling)",
+                     "its other processes only if proven its own: same group and session, started after it, "
+                     "the launch token in their environment",
                      f"port {r.port}, log {r.log}",
                      f"then wait for GPUs {r.extra.get('gpus') or 'all'} to be idle"])
 

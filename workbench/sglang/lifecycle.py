@@ -439,6 +439,9 @@ class Lifecycle:
         host = self.hosts.get(profile.host)
         cmd = preview.command
         check_argv(cmd["argv"], cmd["env"], f"profile {name}")   # before anything is recorded
+        for key in ("log", "run_dir"):
+            if "\0" in (cmd.get(key) or ""):
+                raise InputError(f"profile {name}: {key} contains a NUL byte; no path can")
         python = _python_of(profile, self.host_python(profile.host))
         now = time.time()
         token = secrets.token_hex(16)
