@@ -77,11 +77,15 @@ class ConfigsAPI:
         """Set dotted keys, e.g. ``{"eagle_config.eagle_aux_hidden_state_layer_ids": [2, 30, 58]}``
         or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away."""
         from workbench.configs import parse_assignment
+        from workbench.errors import InputError
 
-        if isinstance(assignments, dict):
-            pairs = list(assignments.items())
-        else:
-            pairs = [parse_assignment(a) if isinstance(a, str) else tuple(a) for a in assignments]
+        try:
+            if isinstance(assignments, dict):
+                pairs = list(assignments.items())
+            else:
+                pairs = [parse_assignment(a) if isinstance(a, str) else tuple(a) for a in assignments]
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
         change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete)
         self._record("config.set", change.location, {"version": change.version.number, "reason": change.version.reason,
                                                      "changed": change.changed,

@@ -120,16 +120,13 @@ class WorkbenchApp(App):
     # -- keymap ---------------------------------------------------------------------------------
     def load_keymap(self) -> None:
         """User remapping: ``keymap.toml`` in the workspace maps binding ids to keys."""
-        from workbench.workspace import tomllib
+        from workbench.workspace import load_keymap
 
         path = self.workspace_root / KEYMAP_FILE
         if not path.exists():
             return
         try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-            keymap = {str(k): str(v) for k, v in data.items()}
-            self.set_keymap(keymap)
+            self.set_keymap(load_keymap(path))
         except Exception as exc:  # a bad keymap must not stop the UI
             self.notify(f"{path}: ignored ({' '.join(str(exc).split())})", severity="warning", markup=False)
 
