@@ -40,7 +40,7 @@ def _constant(name: str) -> _Bad:          # NaN, Infinity, -Infinity
 
 def _int(text: str):
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        return _Bad(f"a {len(text.lstrip('-'))}-digit integer is out of range")
+        return _Bad(f"a {len(text.lstrip('-'))}-digit integer is out of range (at most {MAX_INT_DIGITS} digits)")
     return int(text)
 
 
@@ -52,8 +52,9 @@ def field_path(parts) -> str:
     return out
 
 
-def loads(text: "str | bytes", where: str) -> Any:
-    """Parse ``text``; an ``InputError`` starting with ``where`` (a file name, ``--flag``, ``key``)."""
+def loads(text: "str | bytes", where: str, *, as_field: bool = False) -> Any:
+    """Parse ``text``; an ``InputError`` starting with ``where`` (a file name, ``--flag``, ``key``).
+    ``as_field``: ``where`` is itself a field, so inner fields read ``key[1]``, ``key.a``."""
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
@@ -65,11 +66,11 @@ def loads(text: "str | bytes", where: str) -> Any:
         raise JSONSyntaxError(f"{where}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
     except RecursionError:
         raise InputError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels") from None
-    check(doc, where)
+    check(doc, where, as_field=as_field)
     return doc
 
 
-def check(doc: Any, where: str) -> None:
+def check(doc: Any, where: str, *, as_field: bool = False) -> None:
     """Refuse non-finite numbers, the markers :func:`loads` left, and nesting beyond ``MAX_DEPTH``;
     the error names the first offending field. Iterative: safe on any depth."""
     stack: list = [(doc, ())]
@@ -82,27 +83,47 @@ def check(doc: Any, where: str) -> None:
         elif isinstance(node, list):
             items = enumerate(node)
         else:
-            _leaf(node, path, where)
+            _leaf(node, path, where, as_field)
             continue
         for k, v in items:
+            if type(k) is str and not _unicode(k):
+                _leaf(_Bad("a key that is not valid Unicode (a lone surrogate)"), path, where, as_field)
             t = type(v)
             if t is dict or t is list:
                 stack.append((v, path + (k,)))
             elif t is float:
                 if v - v != 0.0:                    # inf or nan
-                    _leaf(v, path + (k,), where)
+                    _leaf(v, path + (k,), where, as_field)
             elif t is _Bad:
-                _leaf(v, path + (k,), where)
+                _leaf(v, path + (k,), where, as_field)
             elif t is int and not -_INT_LIMIT < v < _INT_LIMIT:
-                _leaf(v, path + (k,), where)
+                _leaf(v, path + (k,), where, as_field)
+            elif t is str and not _unicode(v):
+                _leaf(v, path + (k,), where, as_field)
 
 
-def _leaf(v: Any, path: tuple, where: str) -> None:
-    at = f"{where}: {field_path(path)}" if path else where
+def _unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _leaf(v: Any, path: tuple, where: str, as_field: bool = False) -> None:
+    if not path:
+        at = where
+    elif as_field:
+        inner = field_path(path)
+        at = where + (inner if inner.startswith("[") else "." + inner)
+    else:
+        at = f"{where}: {field_path(path)}"
     if isinstance(v, _Bad):
         raise InputError(f"{at}: {v.what}")
     if type(v) is int and not -_INT_LIMIT < v < _INT_LIMIT:
         raise InputError(f"{at}: an integer of more than {MAX_INT_DIGITS} digits is out of range")
+    if isinstance(v, str) and not _unicode(v):
+        raise InputError(f"{at}: text that is not valid Unicode (a lone surrogate)")
     if isinstance(v, float) and not math.isfinite(v):
         raise InputError(f"{at}: {v} is not finite (NaN, Infinity, or a number beyond the float range); "
                          "expected a finite number")

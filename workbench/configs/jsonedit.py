@@ -267,11 +267,17 @@ def delete_key(text: str, key: str, *, name: str = "JSON") -> str:
 
 
 def _edit(text: str, key: str, value: Any, name: str) -> str:
-    if value is not _DELETE:
-        try:
-            strictjson.check(value, key)
-        except InputError as exc:
-            raise InputError(f"{name}: {exc}") from None
+    try:
+        if value is not _DELETE:
+            strictjson.check(value, key, as_field=True)
+        return _edit_checked(text, key, value, name)
+    except InputError as exc:
+        if str(exc).startswith(f"{name}: "):
+            raise
+        raise InputError(f"{name}: {exc}") from None
+
+
+def _edit_checked(text: str, key: str, value: Any, name: str) -> str:
     root = parse(text, name)
     if root.kind != "object":
         raise InputError(f"{name}: the top level is not a JSON object")
@@ -390,7 +396,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     split_key(key)
     raw = raw.strip()
     try:
-        return key, strictjson.loads(raw, key)
+        return key, strictjson.loads(raw, key, as_field=True)
     except strictjson.JSONSyntaxError:
         if raw.lstrip("+-") in ("NaN", "Infinity", "inf", "nan", "Inf"):
             raise InputError(f"{key}: {raw} is not a JSON number; expected a finite number "
