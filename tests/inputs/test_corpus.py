@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import json
 import sqlite3
+import warnings
 from pathlib import Path
 
 import pytest
@@ -44,12 +45,17 @@ def journal(ws: Path) -> list:
 
 
 def run_in_process(argv, capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:          # argparse's usage errors
-        rc = exc.code if isinstance(exc.code, int) else 1
+    """main() as the console runs it; a warning Python would print counts as a second stderr line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            rc = main(list(argv))
+        except SystemExit as exc:          # argparse's usage errors
+            rc = exc.code if isinstance(exc.code, int) else 1
     cap = capsys.readouterr()
-    return rc, cap.out, cap.err
+    shown = [f"{w.category.__name__}: {w.message}" for w in caught
+             if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
+    return rc, cap.out, cap.err + "".join(line + "\n" for line in shown)
 
 
 def check_outcome(spec: Spec, rc: int, out: str, err: str) -> None:

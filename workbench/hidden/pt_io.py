@@ -15,9 +15,17 @@ from workbench.errors import InputError
 
 
 def load_pt(path, *, mmap: bool = True):
-    import torch
+    import warnings
 
     path = Path(path)
+    with warnings.catch_warnings():   # torch warns about pickle protocols: noise beside the one line
+        warnings.simplefilter("ignore")
+        return _load(path, mmap)
+
+
+def _load(path: Path, mmap: bool):
+    import torch
+
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as fh:

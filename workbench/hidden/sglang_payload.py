@@ -94,7 +94,8 @@ def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
     widths = {b.shape[1] for b in blocks}
     if len(widths) != 1:
         raise InputError(f"{path}: meta_info.hidden_states rows have different widths {sorted(widths)}")
-    data = np.concatenate(blocks).astype(np.float32)  # values came from bf16/fp32: exact in fp32
+    with np.errstate(over="ignore"):   # a value beyond float32 is refused just below
+        data = np.concatenate(blocks).astype(np.float32)  # values came from bf16/fp32: exact in fp32
     if not np.isfinite(data).all():
         raise InputError(f"{path}: meta_info.hidden_states holds values beyond the float32 range")
     rows, width = data.shape
