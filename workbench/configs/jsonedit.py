@@ -220,7 +220,8 @@ def _render(value: Any, text: str, base: str, multiline: bool, unit: Optional[st
     """``value`` as JSON in the document's style; ``base`` is the indentation of its line."""
     ascii_only = _ensure_ascii(text)
     if not multiline or unit is None or not isinstance(value, (dict, list)) or not value:
-        sep = (", ", ": ") if unit is not None or re.search(r",\s", text) else (",", ":")
+        spaced = unit is not None or re.search(r",\s", text) or re.search(r'":\s', text)
+        sep = (", ", ": ") if spaced else (",", ":")
         return strictjson.dumps(value, "value", ensure_ascii=ascii_only, separators=sep)
     body = strictjson.dumps(value, "value", ensure_ascii=ascii_only, indent=unit)
     return body.replace("\n", "\n" + base)
