@@ -203,6 +203,8 @@ def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], Opt
                 if not shard.is_file():
                     return {}, files, f"{index}: shard {f} is missing"
                 infos, _ = read_header(shard)
+                for info in infos.values():
+                    info.file = f            # relative to the checkpoint, as the index names it
                 tensors.update(infos)
             missing = sorted(n for n, f in wmap.items() if n not in tensors or tensors[n].file != f)
             if missing:

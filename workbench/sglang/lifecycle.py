@@ -351,10 +351,14 @@ class Lifecycle:
             raw = host.read_bytes(path)
         except HostError:
             return None, None
-        try:
-            return json.loads(raw), sha256(raw)
-        except ValueError:
+        from workbench import strictjson
+        from workbench.errors import InputError
+
+        try:    # strict: a hostile config (deep nesting, NaN, a top-level list) is "unreadable", not a crash
+            cfg = strictjson.loads(raw, path)
+        except InputError:
             return None, sha256(raw)
+        return (cfg if isinstance(cfg, dict) else None), sha256(raw)
 
     def _port_findings(self, profile: Profile) -> list[Finding]:
         busy = [s for s in self.servers(active=True) if s.host == profile.host and s.port == profile.port]
