@@ -40,11 +40,13 @@ def int_flag(lo: int = 1, hi: "int | None" = None) -> Callable[[str], int]:
     from workbench.numbers import Range, integer
 
     def convert(text: str) -> int:
+        if not text.strip().lstrip("+-").isdigit():
+            raise ValueError(text)          # argparse: "invalid int value: 'three'"
         try:
             return integer(text, "value", Range(lo, hi))
         except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
-    convert.__name__ = "integer"
+            raise argparse.ArgumentTypeError(str(exc).partition(': ')[2]) from None
+    convert.__name__ = "int"
     return convert
 
 
@@ -56,8 +58,8 @@ def float_flag(lo: "float | None" = 0.0, hi: "float | None" = None, *, lo_open: 
         try:
             return number(text, "value", Range(lo, hi, lo_open=lo_open))
         except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
-    convert.__name__ = "number"
+            raise argparse.ArgumentTypeError(str(exc).partition(': ')[2]) from None
+    convert.__name__ = "float"
     return convert
 
 
