@@ -218,3 +218,20 @@ def test_target_config_bounded_in_align_target_info(tmp_path):
     p.write_text(json.dumps({**TINY_TARGET, **HUGE}))
     with pytest.raises(InputError, match="num_hidden_layers"):
         target_info(p)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[1, 2]", "prompts"), ('{"prompts": ' + "[" * 100000 + "]" * 100000 + "}", "nested"),
+    ('{"prompts": ["a", NaN]}', "NaN"), ('{"prompts": [1, 2]}', "strings"), ('{"prompts": []}', "prompts"),
+    ('{"prompts": ["a"], "max_new_tokens": 1e400}', "not finite"),
+    ('{"prompts": ["a"], "max_new_tokens": "256"}', "max_new_tokens"),
+    ('{"prompts": ["a"], "max_new_tokens": 100000000000}', "max_new_tokens"),
+])
+def test_prompt_sets_are_read_strictly(tmp_path, text, needle):
+    from workbench.sglang.measure import prompt_set
+
+    p = tmp_path / "prompts.json"
+    p.write_text(text)
+    with pytest.raises(InputError) as err:
+        prompt_set(str(p))
+    assert "prompts.json" in str(err.value) and needle in str(err.value) and "\n" not in str(err.value)
