@@ -27,9 +27,9 @@ from typing import Optional
 import numpy as np
 
 from workbench.errors import InputError
-from workbench.numbers import NON_NEGATIVE, integer
 from workbench.hidden.pt_io import load_pt
 from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array, dtype_name
+from workbench.numbers import NON_NEGATIVE, integer
 
 RANK_DIR = re.compile(r"^TP(\d+)_PP(\d+)_Rank(\d+)_pid(\d+)$")
 PASS_FILE = re.compile(r"^Pass(\d+)\.pt$")

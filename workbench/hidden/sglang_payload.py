@@ -13,7 +13,6 @@ Tokens served from the prefix cache have no prefill rows: pass ``offset`` (or fl
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -21,8 +20,8 @@ import numpy as np
 
 from workbench import strictjson
 from workbench.errors import InputError
-from workbench.numbers import NON_NEGATIVE, integer
 from workbench.hidden.view import PACKED, Capture, HiddenTensor, as_int_array
+from workbench.numbers import NON_NEGATIVE, integer
 
 
 def _rows(entry, where: str) -> np.ndarray:

@@ -20,8 +20,8 @@ from typing import Optional
 from workbench import strictjson
 from workbench.draftconfig.schema import MAX_LAYERS
 from workbench.errors import InputError
-from workbench.numbers import Range, integer
 from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array
+from workbench.numbers import Range, integer
 
 LAYER_KEY = re.compile(r"^(?:model\.)?layers\.(\d+)$")
 ID_KEYS = ("token_ids", "input_ids")
