@@ -85,7 +85,9 @@ class SafetensorsFile:
 
     def read_into(self, name: str, out) -> None:
         """Copy one tensor's bytes into a preallocated torch tensor (e.g. pinned host memory)."""
-        ent = self.entries[name]
+        ent = self.entries.get(name)
+        if ent is None:
+            raise InputError(f"{self.path}: no tensor {name!r}")
         buf = out.view(-1).view(__import__("torch").uint8).numpy()
         if buf.nbytes != ent.end - ent.begin:
             raise InputError(f"{self.path}: {name}: buffer of {buf.nbytes} bytes for {ent.end - ent.begin}")
