@@ -8,6 +8,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from workbench.errors import InputError
+from workbench.numbers import integer, number
+
+MAX_ITEMS = 4096    # values in one list flag; far more than any sweep or per-depth list needs
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -15,13 +18,9 @@ def parse_floats(text: str, name: str) -> list[float]:
     parts = [p for p in text.replace(",", " ").split() if p]
     if not parts:
         raise InputError(f"{name}: empty list; expected numbers like 0.8,0.7,0.6")
-    out = []
-    for p in parts:
-        try:
-            out.append(float(p))
-        except ValueError:
-            raise InputError(f"{name}: {p!r} is not a number") from None
-    return out
+    if len(parts) > MAX_ITEMS:
+        raise InputError(f"{name}: {len(parts)} numbers; expected at most {MAX_ITEMS}")
+    return [number(p, name) for p in parts]   # finite: NaN, inf and 1e400 are refused
 
 
 def parse_pairs(text: str, name: str, key: Callable[[str], Any] = int,
@@ -36,13 +35,13 @@ def parse_pairs(text: str, name: str, key: Callable[[str], Any] = int,
         if not sep:
             raise InputError(f"{name}: {p!r} is not a KEY:VALUE pair like 4:22.5")
         try:
-            kk = key(k)
-        except ValueError:
-            raise InputError(f"{name}: {k!r} in {p!r} is not a {key.__name__}") from None
+            kk = integer(k, name) if key is int else key(k)
+        except (ValueError, InputError):
+            raise InputError(f"{name}: {k[:40]!r} in {p[:60]!r} is not a {key.__name__}") from None
         try:
-            vv = value(v)
-        except ValueError:
-            raise InputError(f"{name}: {v!r} in {p!r} is not a number") from None
+            vv = number(v, name) if value is float else value(v)
+        except (ValueError, InputError):
+            raise InputError(f"{name}: {v[:40]!r} in {p[:60]!r} is not a finite number") from None
         if kk in out:
             raise InputError(f"{name}: {kk} given twice")
         out[kk] = vv
@@ -55,12 +54,14 @@ def parse_ints(text: str, name: str) -> list[int]:
     for p in [p for p in text.replace(",", " ").split() if p]:
         lo, sep, hi = p.replace("..", "-").partition("-")
         try:
-            a = int(lo)
-            b = int(hi) if sep else a
-        except ValueError:
-            raise InputError(f"{name}: {p!r} is not an integer or a range like 1..8") from None
+            a = integer(lo, name)
+            b = integer(hi, name) if sep else a
+        except InputError:
+            raise InputError(f"{name}: {p[:40]!r} is not an integer or a range like 1..8") from None
         if b < a:
             raise InputError(f"{name}: range {p!r} is empty")
+        if b - a + 1 + len(out) > MAX_ITEMS:   # never build a set sized by an unchecked range
+            raise InputError(f"{name}: {p[:40]!r} holds more than {MAX_ITEMS} values")
         out.update(range(a, b + 1))
     if not out:
         raise InputError(f"{name}: empty; expected integers like 1..8 or 1,2,4")

@@ -63,19 +63,51 @@ class Workspace:
         return self.settings.get(name, {})
 
 
+def load_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict; one ``InputError`` naming the file (and the key) for anything wrong:
+    invalid TOML, bytes that are not UTF-8, nesting too deep, NaN/inf or 5000-digit numbers."""
+    from workbench import strictjson
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}, line {line})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise InputError(f"{path}: invalid TOML: nested deeper than {strictjson.MAX_DEPTH} levels") from None
+    except ValueError as exc:   # e.g. an integer of thousands of digits
+        raise InputError(f"{path}: invalid TOML: {' '.join(str(exc).split())[:120]}") from None
+    strictjson.check(data, str(path))   # no NaN/inf anywhere, bounded nesting and integers
+    return data
+
+
 def load_settings(path: Path) -> dict[str, Any]:
     """Read workbench.toml; a missing file is an empty workspace."""
     if not path.exists():
         return {name: {} for name in SECTIONS}
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: invalid TOML: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    data = load_toml(path)
     for name in SECTIONS:
         value = data.setdefault(name, {})
         if not isinstance(value, dict):
             raise InputError(f"{path}: [{name}] must be a table, got {type(value).__name__}")
     return data
+
+
+def load_keymap(path: Path) -> dict[str, str]:
+    """``keymap.toml``: binding id -> key, both strings; one ``InputError`` naming the entry otherwise."""
+    data = load_toml(path)
+    out: dict[str, str] = {}
+    for k, v in data.items():
+        if not isinstance(v, str) or not v.strip() or len(v) > 64:
+            raise InputError(f"{path}: {k}: expected a key name like \"ctrl+d\", got {type(v).__name__} "
+                             f"{str(v)[:40]!r}")
+        out[k] = v
+    return out

@@ -82,10 +82,26 @@ def command_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name.startswith("cmd_"))
 
 
+DEBUG_ENV = "EAGLE_WORKBENCH_DEBUG"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     ctx = Context(args)
+    try:
+        return _run(parser, args, ctx)
+    except Exception as exc:  # a bug, not bad input: still one line, the traceback on request
+        import os
+
+        if os.environ.get(DEBUG_ENV):
+            raise
+        what = " ".join(str(exc).split())[:200]
+        return fail(f"internal error: {type(exc).__name__}{': ' + what if what else ''} "
+                    f"(rerun with {DEBUG_ENV}=1 for the traceback)", 1)
+
+
+def _run(parser, args, ctx) -> int:
     if not getattr(args, "func", None):
         if args.command:  # a group without its subcommand
             parser.parse_args([args.command, "--help"])
@@ -106,7 +122,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
-        ctx.close()
+        try:
+            ctx.close()
+        except Exception:  # closing must not replace the command's own outcome
+            pass
 
 
 def entry() -> None:  # pragma: no cover

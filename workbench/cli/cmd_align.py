@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_json, emit
+from workbench.cli.common import add_json, emit, int_flag
+from workbench.draftconfig.schema import MAX_LAYERS
 
 
 def register(sub) -> None:
@@ -20,10 +21,10 @@ def register(sub) -> None:
     p.add_argument("--engine", metavar="ENGINE", help="sglang==X.Y.Z, sglang (latest) or vllm: recommend its ids")
     p.add_argument("--draft", metavar="DIR", help="draft checkpoint (its config.json is checked)")
     p.add_argument("--target", metavar="CONFIG", help="target config.json (layer count and architecture)")
-    p.add_argument("--num-layers", type=int, metavar="N", help="target layers, when no --target is given")
+    p.add_argument("--num-layers", type=int_flag(1, MAX_LAYERS), metavar="N", help="target layers, when no --target is given")
     p.add_argument("--train-format", metavar="FMT", help="force the training format (default: detected)")
     p.add_argument("--infer-format", metavar="FMT", help="force the inference format (default: detected)")
-    p.add_argument("--sample", type=int, metavar="I", help="training sample data_I / hs_I in a folder")
+    p.add_argument("--sample", type=int_flag(0), metavar="I", help="training sample data_I / hs_I in a folder")
     p.add_argument("--train-layers", metavar="IDS", help="SpecForge (output-of-layer) ids the training used, "
                                                           "to label the slots")
     p.add_argument("--device", metavar="DEV", default="auto",

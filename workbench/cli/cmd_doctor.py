@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_json, emit
+from workbench.cli.common import MAX_ID, add_json, emit, int_flag
 from workbench.display import evidence_label
+from workbench.draftconfig.schema import MAX_CONTEXT, MAX_LAYERS
 from workbench.parsing import parse_ids
 
 
@@ -28,18 +29,19 @@ def register(sub) -> None:
     p.add_argument("--trained-engine", metavar="ENGINE",
                    help="what captured the training data: sglang==X.Y.Z, vllm==X.Y.Z, specforge==V (its pinned "
                         "SGLang) or speculators; without it a convention-dependent difference is only a warning")
-    p.add_argument("--context-length", type=int, metavar="N", help="the server's context length")
-    p.add_argument("--num-layers", type=int, metavar="N", help="target layers, when no target config is given")
+    p.add_argument("--context-length", type=int_flag(1, MAX_CONTEXT), metavar="N", help="the server's context length")
+    p.add_argument("--num-layers", type=int_flag(1, MAX_LAYERS), metavar="N",
+                   help="target layers, when no target config is given")
     live = p.add_argument_group("a running server")
-    live.add_argument("--server", type=int, metavar="ID", help="diagnose this server (see `server status`)")
+    live.add_argument("--server", type=int_flag(1, MAX_ID), metavar="ID", help="diagnose this server (see `server status`)")
     live.add_argument("--training-data", metavar="PATH",
                       help="SpecForge training data on the server's host (default: [live] training_data)")
     live.add_argument("--acc", metavar="A0,A1,..", help="per-depth accuracies instead of evaluating the drafter")
-    live.add_argument("--samples", type=int, default=4, metavar="N",
+    live.add_argument("--samples", type=int_flag(1, 100000), default=4, metavar="N",
                       help="training samples sent to the server (their tokens are aligned together)")
-    live.add_argument("--eval-samples", type=int, default=32, metavar="N",
+    live.add_argument("--eval-samples", type=int_flag(1, 1000000), default=32, metavar="N",
                       help="training samples for the predicted accept length (default 32)")
-    live.add_argument("--measure-tokens", type=int, metavar="N", help="max_new_tokens of the measurement protocol")
+    live.add_argument("--measure-tokens", type=int_flag(1, 1 << 20), metavar="N", help="max_new_tokens of the measurement protocol")
     live.add_argument("--no-measure", action="store_true", help="use the last measurement instead of measuring")
     live.add_argument("--no-static", action="store_true", help="skip the static checks (hidden states alone)")
     live.add_argument("--dump", choices=["ask", "yes", "no"], default="ask",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_json, emit
+from workbench.cli.common import add_json, emit, int_flag
 
 
 def register(sub) -> None:
@@ -20,9 +20,9 @@ def register(sub) -> None:
                                                                  "or speculators hs_{i}.safetensors")
     e.add_argument("--target", required=True, metavar="DIR", help="target model folder (embedding and lm_head "
                                                                    "are read, memory-mapped)")
-    e.add_argument("--depth", type=int, metavar="K", help="unrolled steps (default 3)")
-    e.add_argument("--topk", type=int, default=4, metavar="K", help="top-k columns (default 4)")
-    e.add_argument("--max-samples", type=int, metavar="N", help="evaluate the first N samples")
+    e.add_argument("--depth", type=int_flag(1, 64), metavar="K", help="unrolled steps (default 3)")
+    e.add_argument("--topk", type=int_flag(1, 1024), default=4, metavar="K", help="top-k columns (default 4)")
+    e.add_argument("--max-samples", type=int_flag(1), metavar="N", help="evaluate the first N samples")
     e.add_argument("--device", metavar="DEV", help="torch device (default: cuda when present)")
     e.add_argument("--lenient", action="store_true", help="run despite a failed weight check (reported)")
     e.add_argument("--reading", choices=("specforge", "speculators", "sglang"), metavar="TOOL",

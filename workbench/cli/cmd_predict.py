@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_json, emit, parse_floats, parse_ints, parse_pairs
+from workbench.cli.common import add_json, emit, float_flag, int_flag, parse_floats, parse_ints, parse_pairs
 from workbench.errors import InputError
 
 CONVENTION_FLAGS = ("acc", "conditional", "marginal", "alpha")
@@ -24,10 +24,10 @@ def register(sub) -> None:
                "--conditional = c_1..c_K; --marginal = vLLM per-position rates P(first k accepted); "
                "--alpha = one rate for every depth. A shorter list reuses its last value.")
     _rates(p)
-    p.add_argument("--steps", type=int, metavar="N", help="--speculative-num-steps")
-    p.add_argument("--topk", type=int, metavar="K", help="--speculative-eagle-topk")
-    p.add_argument("--draft-tokens", type=int, metavar="M", help="--speculative-num-draft-tokens")
-    p.add_argument("--observed-accept-length", type=float, metavar="X",
+    p.add_argument("--steps", type=int_flag(0, 64), metavar="N", help="--speculative-num-steps")
+    p.add_argument("--topk", type=int_flag(0, 1024), metavar="K", help="--speculative-eagle-topk")
+    p.add_argument("--draft-tokens", type=int_flag(0, 1 << 16), metavar="M", help="--speculative-num-draft-tokens")
+    p.add_argument("--observed-accept-length", type=float_flag(0, 1e6), metavar="X",
                    help="accept len the server logs: adds a verdict")
     _timings(p, required=False)
     add_json(p)
@@ -42,7 +42,7 @@ def register(sub) -> None:
     _timings(s, required=True)
     s.add_argument("--steps", default="1..8", metavar="RANGE", help="step counts, e.g. 1..8 or 2,3,5 (default 1..8)")
     s.add_argument("--topk", metavar="LIST", help="topk values (default 1, or 1..len(--topk-hits))")
-    s.add_argument("--top", type=int, metavar="N", help="print only the N fastest (JSON: table truncated too)")
+    s.add_argument("--top", type=int_flag(1), metavar="N", help="print only the N fastest (JSON: table truncated too)")
     add_json(s)
     s.set_defaults(func=run_sweep)
 
@@ -50,7 +50,7 @@ def register(sub) -> None:
                           description="Recover per-depth conditional rates from chain accept lengths measured "
                                       "at several --speculative-num-steps, and extrapolate.")
     f.add_argument("--measured", required=True, metavar="STEPS:AL,...", help="e.g. 1:1.83,2:2.45,3:2.94")
-    f.add_argument("--max-steps", type=int, default=8, metavar="N", help="extrapolate to N steps (default 8)")
+    f.add_argument("--max-steps", type=int_flag(1, 64), default=8, metavar="N", help="extrapolate to N steps (default 8)")
     add_json(f)
     f.set_defaults(func=run_fit)
 
@@ -68,8 +68,8 @@ def _rates(p: argparse.ArgumentParser) -> None:
 def _timings(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--verify-ms", required=required, metavar="NDT:MS,...",
                    help="measured target verify time per draft-token count, e.g. 2:20,4:22.5")
-    p.add_argument("--draft-ms", required=required, type=float, metavar="MS", help="time of one draft step")
-    p.add_argument("--baseline-ms", type=float, metavar="MS", help="decode step time without speculation")
+    p.add_argument("--draft-ms", required=required, type=float_flag(0, 1e9), metavar="MS", help="time of one draft step")
+    p.add_argument("--baseline-ms", type=float_flag(0, 1e9), metavar="MS", help="decode step time without speculation")
 
 
 def _rates_kw(args) -> dict:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from workbench.cli.common import add_json, emit
+from workbench.cli.common import MAX_ID, add_json, emit, int_flag
 
 
 def register(sub) -> None:
     p = sub.add_parser("timeline", help="the journal in time order: launches, configs, measurements, findings",
                        description="Filter by server, profile, config or category; --live-config ID shows the "
                                    "draft config that was live for an entry (what its server loaded at launch).")
-    p.add_argument("--server", type=int, metavar="ID", help="only this server's entries")
+    p.add_argument("--server", type=int_flag(1, MAX_ID), metavar="ID", help="only this server's entries")
     p.add_argument("--profile", help="only this profile's entries")
     p.add_argument("--config", metavar="PATH", help="a tracked config (substring of its location)")
     p.add_argument("--category", choices=["launch", "config", "measurement", "finding", "other"],
                    help="only entries of this kind")
-    p.add_argument("--live-config", type=int, metavar="ENTRY", help="show the config live for this entry")
+    p.add_argument("--live-config", type=int_flag(1, MAX_ID), metavar="ENTRY", help="show the config live for this entry")
     add_json(p)
     p.set_defaults(func=_run)
 

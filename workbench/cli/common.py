@@ -79,6 +79,36 @@ class ProgressPrinter:
             self.out.write("\r\x1b[2K")
             self.out.flush()
             self._live = False
+MAX_ID = 2 ** 63 - 1    # journal ids are SQLite integers
+
+
+def int_flag(lo: int = 1, hi: "int | None" = None) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer flag in [lo, hi] (``workbench.numbers``: no 5000-digit
+    values, no floats); a bad value is argparse's one-line usage error, exit 2."""
+    from workbench.numbers import Range, integer
+
+    def convert(text: str) -> int:
+        if not text.strip().lstrip("+-").isdigit():
+            raise ValueError(text)          # argparse: "invalid int value: 'three'"
+        try:
+            return integer(text, "value", Range(lo, hi))
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc).partition(': ')[2]) from None
+    convert.__name__ = "int"
+    return convert
+
+
+def float_flag(lo: "float | None" = 0.0, hi: "float | None" = None, *, lo_open: bool = False) -> Callable[[str], float]:
+    """An argparse ``type`` for a finite number flag in range (NaN, inf and 1e400 refused)."""
+    from workbench.numbers import Range, number
+
+    def convert(text: str) -> float:
+        try:
+            return number(text, "value", Range(lo, hi, lo_open=lo_open))
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc).partition(': ')[2]) from None
+    convert.__name__ = "float"
+    return convert
 
 
 def fail(message: str, code: int = 2) -> int:

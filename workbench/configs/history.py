@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from workbench.configs.access import ConflictError, FileAccess, access_for, parse_location, sha256
+from workbench.configs.jsonedit import apply_edits, get_key
 from workbench.hosts import casfile
-from workbench.configs.jsonedit import delete_key, get_key, parse, set_key
 from workbench.errors import InputError, WorkbenchError
 from workbench.journal import Journal
 from workbench.results import Result
@@ -96,37 +96,14 @@ def unified_diff(a: bytes, b: bytes, a_name: str, b_name: str) -> str:
     return "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)
 
 
-# High-risk keys get their type checked before a write (the doctor's config-invalid otherwise).
-_TYPED_KEYS = {
-    "eagle_config.eagle_aux_hidden_state_layer_ids": "int-list",
-    "eagle_aux_hidden_state_layer_ids": "int-list",
-    "max_position_embeddings": "int",
-    "draft_vocab_size": "int",
-    "vocab_size": "int",
-    "hidden_size": "int",
-    "target_hidden_size": "int",
-    "num_hidden_layers": "int",
-    "tie_word_embeddings": "bool",
-    "eagle_config.use_aux_hidden_state": "bool",
-    "norm_before_fc": "bool",
-    "architectures": "str-list",
-}
-
-
 def check_type(key: str, value: Any) -> None:
-    kind = _TYPED_KEYS.get(key) or _TYPED_KEYS.get(key.split(".", 1)[-1] if key.startswith("transformer_layer_config.") else "")
-    if kind is None:
-        return
-    ok = {
-        "int-list": isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
-        "int": isinstance(value, int) and not isinstance(value, bool) and value > 0,
-        "bool": isinstance(value, bool),
-        "str-list": isinstance(value, list) and all(isinstance(v, str) for v in value),
-    }[kind]
-    if not ok:
-        expected = {"int-list": "a list of integers like [2, 30, 58]", "int": "a positive integer",
-                    "bool": "true or false", "str-list": "a list of strings"}[kind]
-        raise InputError(f"{key}: expected {expected}, got {json.dumps(value)} (use force to write it anyway)")
+    """A value for a typed draft-config key (``workbench.draftconfig.schema``); InputError otherwise."""
+    from workbench.draftconfig.schema import validate
+
+    try:
+        validate(key, value)
+    except InputError as exc:
+        raise InputError(f"{exc} (use force to write it anyway)") from None
 
 
 class ConfigStore:
@@ -342,10 +319,7 @@ class ConfigStore:
         closest ones it has: a typo must not add a key SGLang then ignores)."""
         if not assignments and not deletions:
             raise InputError("config set: nothing to set (give KEY=VALUE)")
-        for key, value in assignments:
-            if not force:
-                check_type(key, value)
-        loc, _, path = self._open(location)
+        loc, acc, path = self._open(location)
 
         def make(current: bytes) -> bytes:
             try:
@@ -354,13 +328,13 @@ class ConfigStore:
                 raise InputError(f"{path}: not UTF-8 text") from None
             if not (add or force):
                 unknown_keys(text, [k for k, _ in assignments], path)
-            for key, value in assignments:
-                text = set_key(text, key, value, name=path)
-            for key in deletions or []:
-                text = delete_key(text, key, name=path)
-            parse(text, path)
-            return text.encode("utf-8")
+            return apply_edits(text, assignments, deletions or [], name=path, check_types=not force).encode("utf-8")
 
+        # Every check runs on the file as it is now before anything is stored: bad input leaves the
+        # file and the journal as they were. _write repeats the edit on what it reads under CAS.
+        current = acc.read_bytes(path)
+        if current is not None:
+            make(current)
         why = reason or "set " + ", ".join([f"{k}={json.dumps(v)}" for k, v in assignments] +
                                            [f"delete {k}" for k in deletions or []])
         return self._write(loc, make, why)

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from workbench import strictjson
 from workbench.errors import InputError
 
 _WS = " \t\r\n"
@@ -36,6 +37,12 @@ class Member:
 class _Parser:
     def __init__(self, text: str, name: str):
         self.s, self.name, self.i = text, name, 0
+        self.depth = 0
+
+    def enter(self):
+        self.depth += 1
+        if self.depth > strictjson.MAX_DEPTH:
+            self.fail(f"nested deeper than {strictjson.MAX_DEPTH} levels")
 
     def fail(self, msg: str):
         line = self.s.count("\n", 0, self.i) + 1
@@ -87,15 +94,21 @@ class _Parser:
                 k -= 1
             self.i = j + 1
             if backslashes % 2 == 0:
-                return json.loads(self.s[start:self.i])
+                try:
+                    return json.loads(self.s[start:self.i])
+                except json.JSONDecodeError as exc:
+                    self.i = start + exc.pos
+                    self.fail(f"bad string: {exc.msg}")
 
     def obj(self) -> Node:
+        self.enter()
         node = Node("object", self.i, -1)
         self.i += 1
         self.ws()
         if self.s.startswith("}", self.i):
             self.i += 1
             node.end = self.i
+            self.depth -= 1
             return node
         while True:
             self.ws()
@@ -115,16 +128,19 @@ class _Parser:
             if self.s.startswith("}", self.i):
                 self.i += 1
                 node.end = self.i
+                self.depth -= 1
                 return node
             self.fail("expected ',' or '}'")
 
     def arr(self) -> Node:
+        self.enter()
         node = Node("array", self.i, -1)
         self.i += 1
         self.ws()
         if self.s.startswith("]", self.i):
             self.i += 1
             node.end = self.i
+            self.depth -= 1
             return node
         while True:
             node.items.append(self.value())
@@ -135,6 +151,7 @@ class _Parser:
             if self.s.startswith("]", self.i):
                 self.i += 1
                 node.end = self.i
+                self.depth -= 1
                 return node
             self.fail("expected ',' or ']'")
 
@@ -152,7 +169,18 @@ def split_key(key: str) -> list[str]:
     parts = [p for p in str(key).split(".")]
     if not key or any(p == "" for p in parts):
         raise InputError(f"key {key!r}: expected a dotted key like eagle_config.eagle_aux_hidden_state_layer_ids")
+    if len(parts) > strictjson.MAX_DEPTH or not _utf8(str(key)):
+        raise InputError(f"key {str(key)[:60]!r}: expected a dotted key of at most {strictjson.MAX_DEPTH} "
+                         "parts, in valid Unicode")
     return parts
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:      # lone surrogates (e.g. undecodable bytes of a command line)
+        return False
 
 
 # -- style ------------------------------------------------------------------------------------------
@@ -192,9 +220,10 @@ def _render(value: Any, text: str, base: str, multiline: bool, unit: Optional[st
     """``value`` as JSON in the document's style; ``base`` is the indentation of its line."""
     ascii_only = _ensure_ascii(text)
     if not multiline or unit is None or not isinstance(value, (dict, list)) or not value:
-        sep = (", ", ": ") if unit is not None or re.search(r",\s", text) else (",", ":")
-        return json.dumps(value, ensure_ascii=ascii_only, separators=sep)
-    body = json.dumps(value, ensure_ascii=ascii_only, indent=unit)
+        spaced = unit is not None or re.search(r",\s", text) or re.search(r'":\s', text)
+        sep = (", ", ": ") if spaced else (",", ":")
+        return strictjson.dumps(value, "value", ensure_ascii=ascii_only, separators=sep)
+    body = strictjson.dumps(value, "value", ensure_ascii=ascii_only, indent=unit)
     return body.replace("\n", "\n" + base)
 
 
@@ -239,6 +268,17 @@ def delete_key(text: str, key: str, *, name: str = "JSON") -> str:
 
 
 def _edit(text: str, key: str, value: Any, name: str) -> str:
+    try:
+        if value is not _DELETE:
+            strictjson.check(value, key, as_field=True)
+        return _edit_checked(text, key, value, name)
+    except InputError as exc:
+        if str(exc).startswith(f"{name}: "):
+            raise
+        raise InputError(f"{name}: {exc}") from None
+
+
+def _edit_checked(text: str, key: str, value: Any, name: str) -> str:
     root = parse(text, name)
     if root.kind != "object":
         raise InputError(f"{name}: the top level is not a JSON object")
@@ -315,8 +355,41 @@ def get_key(data: Any, key: str, default: Any = None) -> Any:
     return node
 
 
+def apply_edits(text: str, sets: "list[tuple[str, Any]]", deletions: "list[str] | tuple" = (), *,
+                name: str = "JSON", check_types: bool = True) -> str:
+    """``text`` with every ``KEY=VALUE`` set and every key deleted, checked as a whole: the result is
+    JSON, valid Unicode, and (unless ``check_types`` is off) every typed field the edits changed,
+    however they reached it (``ids.0="abc"``, a whole ``eagle_config={...}``), has its type."""
+    from workbench.draftconfig import schema
+
+    new = text
+    for key, value in sets:
+        new = set_key(new, key, value, name=name)
+    for key in deletions:
+        new = delete_key(new, key, name=name)
+    parse(new, name)
+    if not _utf8(new):
+        raise InputError(f"{name}: a value holds text that is not valid Unicode (a lone surrogate)")
+    if check_types:
+        schema.check_changes(_values(text, name), _values(new, name), name)
+    return new
+
+
+def _values(text: str, name: str) -> Any:
+    """The document's values for comparing before and after (NaN and long integers already in the
+    file kept as they are: only what an edit changes is judged)."""
+    def big_int(s: str):
+        return int(s) if len(s) <= 4000 else ("<integer>", s)
+
+    try:
+        return json.loads(text, parse_int=big_int)
+    except (ValueError, RecursionError):
+        raise InputError(f"{name}: not valid JSON") from None
+
+
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """'a.b=[2,30,58]' -> ('a.b', [2, 30, 58]). The value is JSON; a bare word is taken as a string."""
+    """'a.b=[2,30,58]' -> ('a.b', [2, 30, 58]). The value is standard JSON (finite numbers, bounded
+    nesting); a bare word is taken as a string, except NaN/Infinity, which are refused."""
     if "=" not in text:
         raise InputError(f"{text!r}: expected KEY=VALUE, e.g. eagle_config.eagle_aux_hidden_state_layer_ids=[2,30,58]")
     key, _, raw = text.partition("=")
@@ -324,8 +397,11 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     split_key(key)
     raw = raw.strip()
     try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        if re.fullmatch(r"[A-Za-z_][\w./-]*", raw) and raw not in ("true", "false", "null"):
+        return key, strictjson.loads(raw, key, as_field=True)
+    except strictjson.JSONSyntaxError:
+        if raw.lstrip("+-") in ("NaN", "Infinity", "inf", "nan", "Inf"):
+            raise InputError(f"{key}: {raw} is not a JSON number; expected a finite number "
+                             "(quote it as '\"text\"' to set a string)") from None
+        if re.fullmatch(r"[A-Za-z_][\w./-]*", raw) and raw not in ("true", "false", "null") and _utf8(raw):
             return key, raw
-        raise InputError(f"{key}: value {raw!r} is not JSON (lists like [2,30,58]; quote text as '\"text\"')") from None
+        raise InputError(f"{key}: value {raw[:60]!r} is not JSON (lists like [2,30,58]; quote text as '\"text\"')") from None

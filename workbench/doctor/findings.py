@@ -39,7 +39,7 @@ CODES: dict[str, str] = {
     "weight-shape-mismatch": "a weight's shape disagrees with the config",
     "d2t-invalid": "d2t does not map draft ids to increasing target ids in the vocabulary, or disagrees with t2d",
     "hidden-size-mismatch": "the draft's target_hidden_size/hidden_size disagree with the target's hidden size",
-    "config-invalid": "a config field has the wrong type",
+    "config-invalid": "a config field has the wrong type or an implausible value",
     "weights-unreadable": "the weight files cannot be read (corrupt header, missing shard)",
     "weights-not-checked": "no weight files found: weight checks skipped",
     "draft-variant": "a drafter variant the config selects, and where the engines read it differently",

@@ -111,7 +111,7 @@ class _Checker:
     # -- inputs ------------------------------------------------------------------------------
     def check_types(self):
         for p in self.d.problems + (self.t.problems if self.t else []):
-            self.add("config-invalid", "error", f"{p.field} in {p.file} has the wrong type: {p.message}.",
+            self.add("config-invalid", "error", f"{p.field} in {p.file} has the wrong type or value: {p.message}.",
                      {"file": p.file, "field": p.field, "problem": p.message})
         if self.d.weights_error:
             no_files = not self.d.weight_files or "pytorch_model.bin" in self.d.weights_error

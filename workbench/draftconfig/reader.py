@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from workbench import strictjson
+from workbench.draftconfig import schema
 from workbench.draftconfig.safetensors_header import TensorInfo, read_header, read_tensor
 from workbench.errors import InputError
 from workbench.results import Result
@@ -24,22 +26,9 @@ _MISSING = object()
 
 
 def load_json(path: "str | Path", what: str = "JSON") -> Any:
-    """Parse a JSON file; a one-line InputError naming the file and the position otherwise."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a {what} file") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    """Parse a JSON file strictly (finite numbers, bounded nesting); a one-line InputError naming
+    the file, and the field or position, otherwise."""
+    return strictjson.load_file(path, what)
 
 
 @dataclass
@@ -71,70 +60,43 @@ class _Fields:
             node = node[part]
         return node
 
-    def _bad(self, key: str, expected: str, value: Any) -> None:
-        self.problems.append(FieldProblem(self.file, key, f"expected {expected}, got {_describe(value)}"))
+    def _bad(self, key: str, message: str) -> None:
+        self.problems.append(FieldProblem(self.file, key, message))
 
-    def int(self, key: str, *, minimum: int = 0) -> Optional[int]:
+    def typed(self, key: str) -> Any:
+        """The value at ``key`` checked against its schema field; None (and a problem) otherwise."""
         v = self.raw(key, None)
         if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            self._bad(key, f"an integer >= {minimum}", v)
+        try:
+            return schema.validate(key, v)
+        except InputError as exc:
+            text = str(exc)
+            self._bad(key, text[len(key) + 2:] if text.startswith(key + ": ") else text)
             return None
-        return v
-
-    def bool(self, key: str) -> Optional[bool]:
-        v = self.raw(key, None)
-        if v is None:
-            return None
-        if not isinstance(v, bool):
-            self._bad(key, "true or false", v)
-            return None
-        return v
-
-    def str_list(self, key: str) -> Optional[list[str]]:
-        v = self.raw(key, None)
-        if v is None:
-            return None
-        if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
-            self._bad(key, "a list of strings", v)
-            return None
-        return v
-
-    def int_list(self, key: str) -> Optional[list[int]]:
-        v = self.raw(key, None)
-        if v is None:
-            return None
-        if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
-            self._bad(key, "a list of integers like [2, 30, 58]", v)
-            return None
-        return v
-
-    def dict(self, key: str) -> Optional[dict]:
-        v = self.raw(key, None)
-        if v is None:
-            return None
-        if not isinstance(v, dict):
-            self._bad(key, "an object", v)
-            return None
-        return v
 
 
 def derived_context_length(cfg: dict) -> Optional[int]:
     """SGLang's ``get_context_length``: first of the length keys, times the rope factor unless the
-    scaling carries ``original_max_position_embeddings`` or is llama3-style."""
+    scaling carries ``original_max_position_embeddings`` or is llama3-style. None when the value
+    there is not a plausible length (the reader reports that field)."""
     factor = 1.0
     rs = cfg.get("rope_scaling")
     if isinstance(rs, dict) and rs:
-        f = rs.get("factor", 1)
-        factor = f if isinstance(f, (int, float)) and not isinstance(f, bool) else 1
+        try:
+            factor = schema.validate("rope_scaling.factor", rs.get("factor", 1))
+        except InputError:
+            return None
         if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
             factor = 1
     for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
                 "max_position_embeddings"):
         v = cfg.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return int(factor * v)
+        if v is not None:
+            try:
+                return int(factor * schema.validate(key, v))
+            except InputError:
+                return None
     return None
 
 
@@ -205,6 +167,22 @@ def _find_config(path: Path) -> Path:
     return cfg
 
 
+def shard_name_problem(name: str) -> Optional[str]:
+    """Why an index's shard entry may not be opened (None when it is a file inside the checkpoint).
+
+    Entries are file names relative to the checkpoint; an absolute path or a ``..`` would make the
+    reader open any file on the host. Judged on the text, not the resolved path: shards are often
+    symlinks into a download cache, which is fine once the name itself stays inside."""
+    if not name or "\0" in name:
+        return "is not a file name"
+    pure = Path(name)
+    if pure.is_absolute() or name.startswith(("/", "\\")) or ":" in pure.parts[0]:
+        return "is an absolute path; expected a file name inside the checkpoint folder"
+    if any(part == ".." for part in pure.parts) or "\\" in name:
+        return "leaves the checkpoint folder; expected a file name inside it"
+    return None
+
+
 def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], Optional[str]]:
     """Headers of the draft's safetensors: (tensors, files, error). Never raises for bad weights."""
     index = directory / INDEX_NAME
@@ -217,10 +195,16 @@ def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], Opt
             tensors: dict[str, TensorInfo] = {}
             files = sorted(set(wmap.values()))
             for f in files:
+                bad = shard_name_problem(f)
+                if bad:
+                    return {}, files, f"{index}: weight_map: shard {f[:80]!r} {bad}"
+            for f in files:
                 shard = directory / f
                 if not shard.is_file():
                     return {}, files, f"{index}: shard {f} is missing"
                 infos, _ = read_header(shard)
+                for info in infos.values():
+                    info.file = f            # relative to the checkpoint, as the index names it
                 tensors.update(infos)
             missing = sorted(n for n, f in wmap.items() if n not in tensors or tensors[n].file != f)
             if missing:
@@ -263,7 +247,7 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
     layout = "speculators" if speculators else "sglang"
     text_prefix = "transformer_layer_config." if speculators else ""
     if speculators:
-        f.dict("transformer_layer_config")
+        f.typed("transformer_layer_config")
 
     def tkey(name: str) -> str:
         return text_prefix + name
@@ -282,8 +266,8 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
         "num_aux_hidden_states": "num_aux_hidden_states",
         "norm_before_fc": "norm_before_fc", "fc_norm": "fc_norm", "bias": "bias",
     }
-    f.dict("eagle_config")
-    archs = f.str_list("architectures") or []
+    f.typed("eagle_config")
+    archs = f.typed("architectures") or []
     spec_type = cfg.get("speculators_model_type")
     algo = None
     sc = cfg.get("speculators_config")
@@ -295,39 +279,46 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
     text_cfg = text_cfg if isinstance(text_cfg, dict) else {}
 
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    nbf = f.bool("eagle_config.norm_before_fc") if "norm_before_fc" in ec else f.bool("norm_before_fc")
+    nbf = f.typed("eagle_config.norm_before_fc") if "norm_before_fc" in ec else f.typed("norm_before_fc")
     if "norm_before_fc" in ec:
         key_for["norm_before_fc"] = "eagle_config.norm_before_fc"
-    fc_norm = f.bool("fc_norm")
+    fc_norm = f.typed("fc_norm")
     if fc_norm is None and "use_aux_norm" in cfg:
-        fc_norm = f.bool("use_aux_norm")
+        fc_norm = f.typed("use_aux_norm")
         key_for["fc_norm"] = "use_aux_norm"
 
     tensors, files, werr = read_weights(directory)
     mt = f.raw(tkey("model_type"), None)
+    _check_all(f, cfg)
     return DraftCheckpoint(
         path=str(directory), config_file=str(cfg_path), layout=layout, architectures=archs,
         model_type=mt if isinstance(mt, str) else None, is_eagle3=is_eagle3,
-        hidden_size=f.int(tkey("hidden_size"), minimum=1),
-        target_hidden_size=f.int("target_hidden_size", minimum=1),
-        num_hidden_layers=f.int(tkey("num_hidden_layers"), minimum=1),
-        num_attention_heads=f.int(tkey("num_attention_heads"), minimum=1),
-        num_key_value_heads=f.int(tkey("num_key_value_heads"), minimum=1),
-        head_dim=f.int(tkey("head_dim"), minimum=1),
-        intermediate_size=f.int(tkey("intermediate_size"), minimum=1),
-        vocab_size=f.int(tkey("vocab_size"), minimum=1),
-        draft_vocab_size=f.int("draft_vocab_size", minimum=1),
-        max_position_embeddings=f.int(tkey("max_position_embeddings"), minimum=1),
+        hidden_size=f.typed(tkey("hidden_size")),
+        target_hidden_size=f.typed("target_hidden_size"),
+        num_hidden_layers=f.typed(tkey("num_hidden_layers")),
+        num_attention_heads=f.typed(tkey("num_attention_heads")),
+        num_key_value_heads=f.typed(tkey("num_key_value_heads")),
+        head_dim=f.typed(tkey("head_dim")),
+        intermediate_size=f.typed(tkey("intermediate_size")),
+        vocab_size=f.typed(tkey("vocab_size")),
+        draft_vocab_size=f.typed("draft_vocab_size"),
+        max_position_embeddings=f.typed(tkey("max_position_embeddings")),
         context_length=derived_context_length(text_cfg),
-        tie_word_embeddings=f.bool(key_for["tie_word_embeddings"]),
-        layer_ids=f.int_list("eagle_config.eagle_aux_hidden_state_layer_ids"),
-        top_level_layer_ids=f.int_list("eagle_aux_hidden_state_layer_ids"),
-        use_aux_hidden_state=f.bool("eagle_config.use_aux_hidden_state"),
-        num_aux_hidden_states=f.int("num_aux_hidden_states", minimum=1),
-        norm_before_fc=nbf, fc_norm=fc_norm, bias=f.bool("bias"),
+        tie_word_embeddings=f.typed(key_for["tie_word_embeddings"]),
+        layer_ids=f.typed("eagle_config.eagle_aux_hidden_state_layer_ids"),
+        top_level_layer_ids=f.typed("eagle_aux_hidden_state_layer_ids"),
+        use_aux_hidden_state=f.typed("eagle_config.use_aux_hidden_state"),
+        num_aux_hidden_states=f.typed("num_aux_hidden_states"),
+        norm_before_fc=nbf, fc_norm=fc_norm, bias=f.typed("bias"),
         weight_files=files, weights_error=werr, problems=_dedupe(problems), key_for=key_for,
         tensors=tensors, config=cfg,
     )
+
+
+def _check_all(f: _Fields, cfg: dict) -> None:
+    """Every typed field present is checked, also those no check reads (they would mislead SGLang)."""
+    for key in schema.keys_in(cfg):
+        f.typed(key)
 
 
 def _dedupe(problems: list[FieldProblem]) -> list[FieldProblem]:
@@ -365,18 +356,20 @@ def read_target(path: "str | Path") -> TargetInfo:
     problems: list[FieldProblem] = []
     f = _Fields(cfg, str(cfg_path), problems)
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
-    f.dict("text_config")
+    f.typed("text_config")
 
     def pick_int(name: str) -> Optional[int]:
         if text is not None and name in text:
-            return f.int(f"text_config.{name}", minimum=1)
-        return f.int(name, minimum=1)
+            return f.typed(f"text_config.{name}")
+        return f.typed(name)
 
-    archs = f.str_list("architectures") or []
+    archs = f.typed("architectures") or []
     mt = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None
-    if not archs and text is not None:
-        archs = [a for a in (text.get("architectures") or []) if isinstance(a, str)]
-    arch = archs[0] if archs else (mt or (text or {}).get("model_type"))
+    if not archs and text is not None and isinstance(text.get("architectures"), list):
+        archs = [a for a in text["architectures"] if isinstance(a, str)]
+    text_mt = (text or {}).get("model_type")
+    arch = archs[0] if archs else (mt or (text_mt if isinstance(text_mt, str) else None))
+    _check_all(f, cfg)
     ctx_src = text if text is not None and any(
         k in text for k in ("max_position_embeddings", "max_sequence_length", "seq_length")) else cfg
     return TargetInfo(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from workbench import strictjson
 from workbench.errors import InputError
 from workbench.results import Result
 
@@ -33,8 +34,15 @@ class TensorInfo(Result):
     nbytes: int
 
 
+MAX_DIMS = 16          # tensors have a few dimensions; a longer shape is a corrupt header
+
+
 def read_header(path: "str | Path") -> tuple[dict[str, TensorInfo], dict]:
-    """Tensor infos and ``__metadata__`` of one safetensors file; InputError naming the file."""
+    """Tensor infos and ``__metadata__`` of one safetensors file; InputError naming the file.
+
+    Everything the header says is checked before it is used: standard JSON, known dtypes, shapes
+    of non-negative integers, offsets inside the data section that match the shape, metadata an
+    object of strings (as the safetensors format defines it)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -51,35 +59,53 @@ def read_header(path: "str | Path") -> tuple[dict[str, TensorInfo], dict]:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        header = strictjson.loads(raw, "header")
+    except InputError as exc:
         raise InputError(f"{path}: corrupt safetensors header (not JSON: {exc})") from None
     if not isinstance(header, dict):
         raise InputError(f"{path}: corrupt safetensors header (expected a JSON object)")
     data_start = 8 + n
     data_len = size - data_start
-    meta = header.pop("__metadata__", {}) or {}
+    meta = header.pop("__metadata__", None)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise InputError(f"{path}: __metadata__: expected an object of strings, got {type(meta).__name__}"
+                         + ("" if not isinstance(meta, dict) else " values"))
     out: dict[str, TensorInfo] = {}
     for name, entry in header.items():
-        where = f"{path}: tensor {name!r}"
-        if not isinstance(entry, dict):
-            raise InputError(f"{where}: corrupt header entry (expected an object)")
-        dtype, shape, offs = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if dtype not in DTYPE_BYTES:
-            raise InputError(f"{where}: unknown dtype {dtype!r}")
-        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
-            raise InputError(f"{where}: shape must be a list of non-negative integers, got {shape!r}")
-        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)
-                and 0 <= offs[0] <= offs[1] <= data_len):
-            raise InputError(f"{where}: data_offsets {offs!r} outside the {data_len}-byte data section")
-        count = 1
-        for d in shape:
-            count *= d
-        if offs[1] - offs[0] != count * DTYPE_BYTES[dtype]:
-            raise InputError(f"{where}: {offs[1] - offs[0]} bytes for shape {shape} {dtype} "
-                             f"(expected {count * DTYPE_BYTES[dtype]})")
-        out[name] = TensorInfo(name, dtype, list(shape), path.name, data_start + offs[0], offs[1] - offs[0])
-    return out, meta if isinstance(meta, dict) else {}
+        out[name] = _entry(path, name, entry, data_start, data_len)
+    return out, meta
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _entry(path: Path, name: str, entry, data_start: int, data_len: int) -> TensorInfo:
+    where = f"{path}: tensor {name[:80]!r}"
+    if not isinstance(entry, dict):
+        raise InputError(f"{where}: corrupt header entry (expected an object)")
+    dtype, shape, offs = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        raise InputError(f"{where}: unknown dtype {str(dtype)[:20]!r} (expected one of {', '.join(DTYPE_BYTES)})")
+    if not (isinstance(shape, list) and len(shape) <= MAX_DIMS and all(_is_int(d) and d >= 0 for d in shape)):
+        raise InputError(f"{where}: shape must be a list of at most {MAX_DIMS} non-negative integers, "
+                         f"got {str(shape)[:60]}")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)
+            and 0 <= offs[0] <= offs[1] <= data_len):
+        raise InputError(f"{where}: truncated or malformed: data_offsets {str(offs)[:60]} outside the "
+                         f"{data_len}-byte data section")
+    count = 0 if 0 in shape else 1
+    for d in shape if count else ():
+        count *= d
+        if count > data_len:       # it cannot fit: no need to multiply a huge product out
+            break
+    expected = count * DTYPE_BYTES[dtype]
+    if offs[1] - offs[0] != expected:
+        raise InputError(f"{where}: truncated or malformed: {offs[1] - offs[0]} bytes for shape {shape} {dtype} "
+                         f"(expected {expected if count <= data_len else 'more than the file holds'})")
+    return TensorInfo(name, dtype, list(shape), path.name, data_start + offs[0], offs[1] - offs[0])
 
 
 def read_tensor(directory: "str | Path", info: TensorInfo, *, limit: int = SMALL_TENSOR_LIMIT):

@@ -97,13 +97,12 @@ def make_config(target_config: Mapping[str, Any], layer_ids: list, draft_vocab_s
 
 
 def read_config(path: "str | os.PathLike") -> dict:
+    from workbench import strictjson
+
     p = Path(path) / CONFIG if Path(path).is_dir() else Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file; expected a draft config.json") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: not valid JSON ({exc})") from None
+    if not p.exists():
+        raise InputError(f"{p}: no such file; expected a draft config.json")
+    data = strictjson.load_file(p, "draft config")   # standard JSON, finite numbers, bounded nesting
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a JSON object")
     return data
@@ -118,14 +117,17 @@ def read_tensors(path: "str | os.PathLike") -> dict:
         try:
             return dict(load_file(str(st)))
         except Exception as exc:  # corrupt / truncated file
-            raise InputError(f"{st}: cannot read safetensors ({exc})") from None
+            raise InputError(f"{st}: cannot read safetensors ({' '.join(str(exc).split())[:160]})") from None
     shards = sorted(d.glob("model-*.safetensors"))
     if shards:
         from safetensors.torch import load_file
 
         out: dict = {}
         for s in shards:
-            out.update(load_file(str(s)))
+            try:
+                out.update(load_file(str(s)))
+            except Exception as exc:  # corrupt / truncated shard
+                raise InputError(f"{s}: cannot read safetensors ({' '.join(str(exc).split())[:160]})") from None
         return out
     binf = d / "pytorch_model.bin"
     if binf.exists():
@@ -134,7 +136,7 @@ def read_tensors(path: "str | os.PathLike") -> dict:
         try:
             return dict(torch.load(str(binf), map_location="cpu", weights_only=True))
         except Exception as exc:
-            raise InputError(f"{binf}: cannot read ({exc})") from None
+            raise InputError(f"{binf}: cannot read ({' '.join(str(exc).split())[:160]})") from None
     raise InputError(f"{d}: no model.safetensors or pytorch_model.bin")
 
 
@@ -147,12 +149,15 @@ def _kind(t) -> str:
     return "float"
 
 
-def check_weights(config: dict, tensors: Mapping[str, Any]) -> WeightReport:
-    """Compare tensors (or ``{name: shape}``) with what the config implies; names normalised to SGLang."""
+def check_weights(config: dict, tensors: Mapping[str, Any], source: str = CONFIG) -> WeightReport:
+    """Compare tensors (or ``{name: shape}``) with what the config implies; names normalised to SGLang.
+    ``source`` names the config file in errors."""
     try:
         expected = N.expected_weights(config)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise InputError(f"{CONFIG}: cannot derive weight shapes ({exc!s})") from None
+    except KeyError as exc:
+        raise InputError(f"{source}: cannot derive weight shapes (no {exc.args[0]})") from None
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{source}: cannot derive weight shapes ({exc!s})") from None
     from workbench.drafter import variants as V
 
     layers = N.draft_dims(config).num_layers

@@ -65,6 +65,22 @@ def _get(config: dict, key: str, default=None):
     return default if value is None else value
 
 
+_REQUIRED = object()
+
+
+def _field(config: dict, key: str, default=_REQUIRED):
+    """A config value checked against the draft-config schema (type and plausible range): a string
+    "16", 16.5 or 30000000 layers is refused here, before any shape or loop is sized by it."""
+    from workbench.draftconfig.schema import validate
+
+    value = config.get(key)
+    if value is None:
+        if default is _REQUIRED:
+            raise KeyError(key)
+        return default
+    return validate(key, value)
+
+
 def aux_layer_ids(config: dict) -> Optional[list]:
     """The draft's ``eagle_config.eagle_aux_hidden_state_layer_ids`` (the key SGLang reads), else None."""
     ec = config.get("eagle_config")
@@ -74,43 +90,50 @@ def aux_layer_ids(config: dict) -> Optional[list]:
 
 
 def _flag(config: dict, key: str) -> bool:
+    from workbench.draftconfig.schema import validate
+
     ec = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
-    return bool(config.get(key) or ec.get(key))
+    return bool(validate(key, config.get(key) or False) or validate(key, ec.get(key) or False))
 
 
 def draft_dims(config: dict) -> DraftDims:
     """Derive tensor dimensions the way SGLang's ``llama_eagle3.py`` does (a speculators config is
-    unnested first, as speculators reads it). Raises KeyError/ValueError."""
+    unnested first, as speculators reads it). Raises KeyError for a missing field and ValueError
+    (``schema.FieldError``, an InputError too) for a wrong one."""
+    from workbench.draftconfig.schema import validate
     from workbench.drafter.variants import SPECULATORS_LAYOUT, flat_config, layout
 
     speculators = layout(config) == SPECULATORS_LAYOUT
     config = flat_config(config)
-    hidden = int(config["hidden_size"])
-    heads = int(config["num_attention_heads"])
-    kv = int(_get(config, "num_key_value_heads", heads))
-    head_dim = int(_get(config, "head_dim", hidden // heads))
-    vocab = int(config["vocab_size"])
-    draft_vocab = int(_get(config, "draft_vocab_size", vocab))
+    hidden = _field(config, "hidden_size")
+    heads = _field(config, "num_attention_heads")
+    kv = _field(config, "num_key_value_heads", heads)
+    head_dim = _field(config, "head_dim", hidden // heads)
+    vocab = _field(config, "vocab_size")
+    draft_vocab = _field(config, "draft_vocab_size", vocab)
+    ec = config.get("eagle_config")
+    if ec is not None:
+        validate("eagle_config", ec)
+        if ec.get("eagle_aux_hidden_state_layer_ids") is not None:
+            validate("eagle_config.eagle_aux_hidden_state_layer_ids", ec["eagle_aux_hidden_state_layer_ids"])
     ids = aux_layer_ids(config)
-    num_aux = int(_get(config, "num_aux_hidden_states", len(ids) if ids else 3))
-    if min(hidden, heads, kv, head_dim, vocab, draft_vocab, num_aux) <= 0:
-        raise ValueError("non-positive dimension in draft config")
+    num_aux = _field(config, "num_aux_hidden_states", len(ids) if ids else 3)
     return DraftDims(
         hidden=hidden,
-        target_hidden=int(_get(config, "target_hidden_size", hidden)),
+        target_hidden=_field(config, "target_hidden_size", hidden),
         num_aux=num_aux,
         num_heads=heads,
         num_kv_heads=kv,
         head_dim=head_dim,
-        intermediate=int(config["intermediate_size"]),
+        intermediate=_field(config, "intermediate_size"),
         vocab=vocab,
         draft_vocab=draft_vocab,
-        num_layers=int(_get(config, "num_hidden_layers", 1)),
-        bias=bool(config.get("bias", False)),
-        attention_bias=bool(config.get("attention_bias", False)),
+        num_layers=_field(config, "num_hidden_layers", 1),
+        bias=_field(config, "bias", False),
+        attention_bias=_field(config, "attention_bias", False),
         norm_before_fc=_flag(config, "norm_before_fc"),
         fc_norm=_flag(config, "fc_norm") or _flag(config, "use_aux_norm"),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        tie_word_embeddings=_field(config, "tie_word_embeddings", False),
         qk_norm=speculators and config.get("model_type") == "qwen3",
     )
 

@@ -7,7 +7,6 @@ opened, only these tensors are mapped, and the embedding rows used are the only 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -52,12 +51,19 @@ def tensor_files(root: Path) -> dict[str, Path]:
     """name -> file, from the shard index or by reading the headers of the safetensors files."""
     from workbench.hidden.st_io import SafetensorsFile
 
+    from workbench import strictjson
+    from workbench.draftconfig.reader import shard_name_problem
+
     idx = root / INDEX
     if idx.exists():
-        try:
-            wm = json.loads(idx.read_text())["weight_map"]
-        except (ValueError, KeyError, TypeError):
-            raise InputError(f"{idx}: not a shard index (expected a weight_map object)") from None
+        doc = strictjson.load_file(idx, "shard index")
+        wm = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+            raise InputError(f"{idx}: weight_map: expected an object of tensor name -> shard file")
+        for v in set(wm.values()):
+            bad = shard_name_problem(v)
+            if bad:
+                raise InputError(f"{idx}: weight_map: shard {v[:80]!r} {bad}")
         return {k: root / v for k, v in wm.items()}
     files = sorted(root.glob("*.safetensors"))
     if not files:
@@ -75,12 +81,12 @@ def read_target_head(path) -> TargetHead:
     root = Path(path)
     if not root.is_dir():
         raise InputError(f"{root}: expected the target model folder (config.json + safetensors)")
-    try:
-        cfg = _text_config(json.loads((root / "config.json").read_text()))
-    except FileNotFoundError:
-        raise InputError(f"{root}/config.json: no such file") from None
-    except ValueError as exc:
-        raise InputError(f"{root}/config.json: not valid JSON ({exc})") from None
+    from workbench import strictjson
+
+    raw = strictjson.load_file(root / "config.json", "target config")
+    if not isinstance(raw, dict):
+        raise InputError(f"{root}/config.json: expected a JSON object at the top level")
+    cfg = _text_config(raw)
     where = tensor_files(root)
     embed_n = _pick(where, "embed_tokens.weight") or _pick(where, "wte.weight")
     head_n = _pick(where, "lm_head.weight")
@@ -106,6 +112,8 @@ def read_target_head(path) -> TargetHead:
     if head.shape[1] != embed.shape[1]:
         raise InputError(f"{root}: lm_head {list(head.shape)} and embedding {list(embed.shape)} disagree")
     norm = load(norm_n) if norm_n else None
-    eps = float(cfg.get("rms_norm_eps") or 1e-6)
+    from workbench.draftconfig.schema import validate
+
+    eps = float(validate("rms_norm_eps", cfg.get("rms_norm_eps") or 1e-6))
     return TargetHead(str(root), cfg, embed, head, norm, eps,
                       {"embed": embed_n, "lm_head": head_n or embed_n + " (tied)", "norm": norm_n})

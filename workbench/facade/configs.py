@@ -72,11 +72,15 @@ class ConfigsAPI(WorkbenchBase):
         or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away. A key
         the file does not have is refused with a did-you-mean unless ``add`` (or ``force``)."""
         from workbench.configs import parse_assignment
+        from workbench.errors import InputError
 
-        if isinstance(assignments, dict):
-            pairs = list(assignments.items())
-        else:
-            pairs = [parse_assignment(a) if isinstance(a, str) else tuple(a) for a in assignments]
+        try:
+            if isinstance(assignments, dict):
+                pairs = list(assignments.items())
+            else:
+                pairs = [parse_assignment(a) if isinstance(a, str) else tuple(a) for a in assignments]
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
         change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete, add=add)
         self._record("config.set", change.location, {"version": change.version.number, "reason": change.version.reason,
                                                      "changed": change.changed,

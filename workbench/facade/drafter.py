@@ -12,7 +12,11 @@ class DrafterAPI(WorkbenchBase):
         them) and mis-shaped tensors against what its config.json implies. Returns a WeightReport."""
         from workbench.drafter.checkpoint import check_weights, read_config, read_tensors
 
-        report = check_weights(read_config(draft), read_tensors(draft))
+        from pathlib import Path
+
+        config = read_config(draft)
+        source = Path(draft) / "config.json" if Path(draft).is_dir() else Path(draft)
+        report = check_weights(config, read_tensors(draft), source=str(source))
         self._record("drafter.check", str(draft), {"ok": report.ok, "missing": report.missing,
                                                   "unexpected": report.unexpected,
                                                   "mismatched": len(report.mismatched)})

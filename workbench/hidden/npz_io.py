@@ -8,6 +8,7 @@ ml_dtypes' bfloat16) is taken as raw bf16 bits and viewed as torch.bfloat16, bit
 from __future__ import annotations
 
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,7 @@ class NpzFile:
                         offset = self._data_offset(info) + header_len
                     self.members[info.filename[:-4]] = Member(info.filename[:-4], dtype, tuple(shape),
                                                               bool(fortran), offset)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error, SyntaxError) as exc:
             raise InputError(f"{self.path}: not a readable .npz archive ({exc})") from None
 
     def _data_offset(self, info: zipfile.ZipInfo) -> int:
@@ -66,11 +67,14 @@ class NpzFile:
         m = self.members.get(name)
         if m is None:
             raise InputError(f"{self.path}: no array {name!r}")
-        if m.offset >= 0 and not m.fortran and m.dtype.itemsize > 0:
-            arr = np.memmap(self.path, dtype=m.dtype, mode="c", offset=m.offset, shape=m.shape)
-        else:
-            with zipfile.ZipFile(self.path) as zf, zf.open(name + ".npy") as fh:
-                arr = np.lib.format.read_array(fh, allow_pickle=False)
+        try:
+            if m.offset >= 0 and not m.fortran and m.dtype.itemsize > 0:
+                arr = np.memmap(self.path, dtype=m.dtype, mode="c", offset=m.offset, shape=m.shape)
+            else:
+                with zipfile.ZipFile(self.path) as zf, zf.open(name + ".npy") as fh:
+                    arr = np.lib.format.read_array(fh, allow_pickle=False)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, MemoryError) as exc:
+            raise InputError(f"{self.path}: array {name!r} is truncated or corrupt ({str(exc)[:100]})") from None
         return to_torch(arr, f"{self.path}:{name}")
 
 

@@ -6,16 +6,26 @@ from __future__ import annotations
 import gzip
 import io
 import pickle
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 from workbench.errors import InputError
 
 
 def load_pt(path, *, mmap: bool = True):
-    import torch
+    import warnings
 
     path = Path(path)
+    with warnings.catch_warnings():   # torch warns about pickle protocols: noise beside the one line
+        warnings.simplefilter("ignore")
+        return _load(path, mmap)
+
+
+def _load(path: Path, mmap: bool):
+    import torch
+
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as fh:
@@ -29,7 +39,9 @@ def load_pt(path, *, mmap: bool = True):
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unsafe pickle"
         raise InputError(f"{path}: refused to unpickle (weights_only): {first[:160]}") from None
-    except (EOFError, gzip.BadGzipFile, zipfile.BadZipFile, OSError) as exc:
+    except (EOFError, gzip.BadGzipFile, zipfile.BadZipFile, OSError, zlib.error, struct.error,
+            ValueError, KeyError, IndexError, TypeError, AttributeError, MemoryError, RecursionError) as exc:
+        # a damaged stream fails inside gzip/zlib/zipfile or torch's unpickler, in many ways
         raise InputError(f"{path}: truncated or corrupt file ({type(exc).__name__}: {str(exc)[:120]})") from None
     except RuntimeError as exc:
         raise InputError(f"{path}: truncated or corrupt torch file ({str(exc).splitlines()[0][:160]})") from None

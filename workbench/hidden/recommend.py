@@ -100,22 +100,27 @@ def _fmt(points) -> str:
 
 def target_info(path) -> tuple[Optional[str], Optional[int]]:
     """(architecture, num_hidden_layers) of a target ``config.json`` (file or folder)."""
-    import json
+    from workbench import strictjson
+    from workbench.draftconfig.schema import validate
 
     p = Path(path)
     p = p / "config.json" if p.is_dir() else p
-    try:
-        cfg = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file; expected the target's config.json") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: not valid JSON ({exc})") from None
+    if not p.exists():
+        raise InputError(f"{p}: no such file; expected the target's config.json")
+    cfg = strictjson.load_file(p, "target config")
+    if not isinstance(cfg, dict):
+        raise InputError(f"{p}: expected a JSON object at the top level")
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     n = text.get("num_hidden_layers", cfg.get("num_hidden_layers"))
-    archs = cfg.get("architectures") or []
-    arch = archs[0] if archs else (cfg.get("model_type") or text.get("model_type"))
-    if n is not None and not isinstance(n, int):
-        raise InputError(f"{p}: num_hidden_layers is {n!r}, expected an integer")
+    if n is not None:
+        try:
+            n = validate("num_hidden_layers", n)
+        except InputError as exc:
+            raise InputError(f"{p}: {exc}") from None
+    archs = cfg.get("architectures")
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    mt = cfg.get("model_type") or text.get("model_type")
+    arch = archs[0] if archs else (mt if isinstance(mt, str) else None)
     return arch, n
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from workbench.errors import InputError
 from workbench.hidden.pt_io import load_pt
 from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array, dtype_name
+from workbench.numbers import NON_NEGATIVE, integer
 
 RANK_DIR = re.compile(r"^TP(\d+)_PP(\d+)_Rank(\d+)_pid(\d+)$")
 PASS_FILE = re.compile(r"^Pass(\d+)\.pt$")
@@ -54,6 +55,9 @@ def is_dumper(path) -> bool:
 def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: bool = False,
                    passes: Optional[slice] = None) -> Capture:
     root = Path(path)
+    tp_rank = integer(tp_rank, "tp_rank", NON_NEGATIVE)
+    if side not in ("target", "draft"):
+        raise InputError(f"side: {side!r}; expected target or draft")
     if (root / side).is_dir():
         root = root / side
     rank_dirs = [p for p in root.iterdir() if p.is_dir() and RANK_DIR.match(p.name)] if root.is_dir() else []
@@ -89,6 +93,8 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
             if not isinstance(d, dict):
                 raise InputError(f"{files[i]}: expected a dict of tensors, got {type(d).__name__}")
             for name, v in d.items():
+                if not isinstance(name, str):
+                    raise InputError(f"{files[i]}: expected tensor names as keys, got {type(name).__name__}")
                 if name.endswith(BATCH_INFO + "input_ids"):
                     ids = as_int_array(v, f"{files[i]}:{name}")
                 elif name.endswith(BATCH_INFO + "positions"):
@@ -159,13 +165,25 @@ def _pass_loader(files, name, part, counts):
 
         chunks = []
         for f, n in zip(files, counts):
-            v = load_pt(f)[name]
-            t = v[part] if part is not None else v
+            d = load_pt(f)
+            v = d.get(name) if isinstance(d, dict) else None
+            t = _part(v, part)
+            if t is None or not hasattr(t, "dim") or t.dim() != 2:
+                raise InputError(f"{f}: {name}{'' if part is None else f'[{part}]'} is missing or not a "
+                                 "[rows, width] tensor in this pass")
             if t.shape[0] != n:
                 raise InputError(f"{f}: {name} has {t.shape[0]} rows for {n} tokens in this pass")
+            if chunks and t.shape[1] != chunks[0].shape[1]:
+                raise InputError(f"{f}: {name} is {t.shape[1]} wide here, {chunks[0].shape[1]} in the first pass")
             chunks.append(t)
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
     return load
+
+
+def _part(v, part):
+    if part is None:
+        return v
+    return v[part] if isinstance(v, (list, tuple)) and isinstance(part, int) and part < len(v) else None
 
 
 def _order(t: HiddenTensor):
@@ -188,6 +206,7 @@ def _tags(name: str) -> dict:
 
 def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
     root = Path(path)
+    rank = integer(rank, "rank", NON_NEGATIVE)
     files = [root] if root.is_file() else sorted(root.rglob("step=*.pt"))
     if not files:
         raise InputError(f"{path}: no DUMPER step=*.pt files")
@@ -196,10 +215,12 @@ def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
         tags = _tags(f.name)
         if "name" not in tags or "step" not in tags:
             continue
-        if int(tags.get("rank", 0)) != rank:
+        num = {k: integer(tags.get(k, "0"), f"{f}: file name tag {k}", NON_NEGATIVE)
+               for k in ("rank", "step", "dump_index")}
+        if num["rank"] != rank:
             continue
         key = tuple(sorted((k, v) for k, v in tags.items() if k not in ("step", "rank", "dump_index")))
-        groups[key].append((int(tags["step"]), int(tags.get("dump_index", 0)), f))
+        groups[key].append((num["step"], num["dump_index"], f))
     if not groups:
         raise InputError(f"{path}: no DUMPER files for rank {rank}")
     for g in groups.values():
@@ -260,22 +281,35 @@ def _value(f: Path):
     raise InputError(f"{f}: expected a DUMPER dict with 'value' and 'meta'")
 
 
-def _pick(v, part):
+def _pick(v, part, f=None):
+    """The tensor ``part`` of a DUMPER value, as [rows, width]; one line naming the file otherwise."""
     if part == "sum":
-        return v[0] + v[1]
-    return v[part] if part is not None else v
+        a, b = _part(v, 0), _part(v, 1)
+        t = a + b if _tensor(a) and _tensor(b) and a.shape == b.shape else None
+    else:
+        t = _part(v, part)
+    if not _tensor(t) or t.dim() < 2:
+        raise InputError(f"{f}: value{'' if part is None else f'[{part}]'} is not a tensor of rows like "
+                         "the first file of its series")
+    return t.reshape(-1, t.shape[-1])
+
+
+def _tensor(t) -> bool:
+    return hasattr(t, "dim") and hasattr(t, "reshape") and getattr(t, "dtype", None) is not None \
+        and t.dtype.is_floating_point
 
 
 def _value_rows(f, part) -> int:
-    t = _pick(_value(f), part)
-    return int(t.reshape(-1, t.shape[-1]).shape[0])
+    return int(_pick(_value(f), part, f).shape[0])
 
 
 def _dumper_loader(files, part):
     def load():
         import torch
 
-        chunks = [_pick(_value(f), part) for f in files]
-        chunks = [c.reshape(-1, c.shape[-1]) for c in chunks]
+        chunks = [_pick(_value(f), part, f) for f in files]
+        if len({c.shape[1] for c in chunks}) > 1:
+            raise InputError(f"{files[0].parent}: the files of one series differ in width "
+                             f"{sorted({c.shape[1] for c in chunks})}")
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
     return load

@@ -13,14 +13,26 @@ Tokens served from the prefix cache have no prefill rows: pass ``offset`` (or fl
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
+from workbench import strictjson
 from workbench.errors import InputError
 from workbench.hidden.view import PACKED, Capture, HiddenTensor, as_int_array
+from workbench.numbers import NON_NEGATIVE, integer
+
+
+def _rows(entry, where: str) -> np.ndarray:
+    """One entry of ``hidden_states`` as float64 rows; ragged rows, strings or objects are refused."""
+    try:
+        arr = np.asarray(entry, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        raise InputError(f"{where}: expected rows of numbers of one width (got ragged rows or non-numbers)") from None
+    if arr.ndim == 0:
+        raise InputError(f"{where}: expected a row or a list of rows, got one number")
+    return arr
 
 
 def is_payload(path) -> bool:
@@ -35,15 +47,15 @@ def is_payload(path) -> bool:
 def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
                  slot_points: Optional[Sequence[str]] = None) -> Capture:
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    doc = strictjson.load_file(path, "response JSON")   # finite numbers, bounded nesting
+    sample = integer(sample, "sample", NON_NEGATIVE)
+    if offset is not None:
+        offset = integer(offset, "offset", NON_NEGATIVE)
     request: dict = {}
     if isinstance(doc, dict) and "response" in doc:
         request = doc.get("request") or {}
+        if not isinstance(request, dict):
+            raise InputError(f"{path}: request: expected an object, got {type(request).__name__}")
         doc = doc["response"]
     if isinstance(doc, list):
         if not doc:
@@ -57,13 +69,15 @@ def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a /generate response object")
     meta = doc.get("meta_info") or {}
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: meta_info: expected an object, got {type(meta).__name__}")
     hs = meta.get("hidden_states", doc.get("hidden_states"))
     if not isinstance(hs, list) or not hs:
         raise InputError(f"{path}: no meta_info.hidden_states (was the request sent with return_hidden_states?)")
 
     blocks = []
     for i, entry in enumerate(hs):
-        arr = np.asarray(entry, dtype=np.float64) if entry is not None else None
+        arr = _rows(entry, f"{path}: meta_info.hidden_states[{i}]") if entry is not None else None
         if arr is None or arr.size == 0:
             continue
         if arr.ndim == 1:
@@ -74,16 +88,25 @@ def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
             raise InputError(f"{path}: meta_info.hidden_states[{i}] has shape {list(arr.shape)}; "
                              "expected rows of one width")
         blocks.append(arr)
+    if not blocks:
+        raise InputError(f"{path}: meta_info.hidden_states holds no rows")
     widths = {b.shape[1] for b in blocks}
     if len(widths) != 1:
         raise InputError(f"{path}: meta_info.hidden_states rows have different widths {sorted(widths)}")
-    data = np.concatenate(blocks).astype(np.float32)  # values came from bf16/fp32: exact in fp32
+    with np.errstate(over="ignore"):   # a value beyond float32 is refused just below
+        data = np.concatenate(blocks).astype(np.float32)  # values came from bf16/fp32: exact in fp32
+    if not np.isfinite(data).all():
+        raise InputError(f"{path}: meta_info.hidden_states holds values beyond the float32 range")
     rows, width = data.shape
 
     notes = []
     prompt_tokens = meta.get("prompt_tokens")
-    if offset is None and isinstance(prompt_tokens, int) and blocks[0].shape[0] < prompt_tokens:
-        offset = int(meta.get("cached_tokens") or (prompt_tokens - blocks[0].shape[0]))
+    if prompt_tokens is not None:
+        prompt_tokens = integer(prompt_tokens, f"{path}: meta_info.prompt_tokens", NON_NEGATIVE, allow_str=False)
+    if offset is None and prompt_tokens is not None and blocks[0].shape[0] < prompt_tokens:
+        cached = meta.get("cached_tokens")
+        offset = integer(cached, f"{path}: meta_info.cached_tokens", NON_NEGATIVE, allow_str=False) \
+            if cached else prompt_tokens - blocks[0].shape[0]
         notes.append(f"prefill rows cover {blocks[0].shape[0]} of {prompt_tokens} prompt tokens "
                      f"(prefix cache): rows start at position {offset}")
     start = int(offset or 0)

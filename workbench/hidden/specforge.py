@@ -18,10 +18,12 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from workbench.draftconfig.schema import MAX_AUX, MAX_VOCAB
 from workbench.errors import InputError
 from workbench.hidden.pt_io import load_pt
 from workbench.hidden.view import (FINAL, LOGITS, SLOT, Capture, HiddenTensor, as_int_array, dtype_name,
                                    indexed_files)
+from workbench.numbers import Range, integer
 
 REQUIRED = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 FILE_RE = re.compile(r"^data_(\d+)\.ckpt(\.gz)?$")
@@ -51,6 +53,7 @@ def read_specforge(path, *, sample: Optional[int] = None, slots: Optional[int] =
     if sample is None:
         f = files[0]
     else:
+        sample = integer(sample, "sample", Range(0, None))
         match = [p for p in files if int(FILE_RE.match(p.name).group(1)) == sample]
         if not match:
             raise InputError(f"{path}: no sample data_{sample}.ckpt (have {len(files)} files)")
@@ -83,6 +86,16 @@ def read_file(f, *, slots: Optional[int] = None, layer_ids: Optional[Sequence[in
         raise InputError(f"{f}: loss_mask has {len(mask)} entries for {len(ids)} input_ids")
     aux = _rows2d(raw["aux_hidden_state"], f, "aux_hidden_state")
     last = _rows2d(raw["hidden_state"], f, "hidden_state")
+    for key, t in (("aux_hidden_state", aux), ("hidden_state", last)):
+        if t.shape[1] == 0 or not t.dtype.is_floating_point:
+            raise InputError(f"{f}: {key} is {str(t.dtype).replace('torch.', '')} {list(t.shape)}; "
+                             "expected floating-point rows of a non-zero width")
+    if slots is not None:
+        slots = integer(slots, "slots", Range(1, MAX_AUX))
+    if layer_ids is not None:
+        layer_ids = [integer(i, f"layer_ids[{j}]") for j, i in enumerate(layer_ids)]
+    if vocab_size is not None:
+        vocab_size = integer(vocab_size, "vocab_size", Range(1, MAX_VOCAB))
     notes: list[str] = []
 
     k = slots if slots is not None else (len(layer_ids) if layer_ids else None)
@@ -99,6 +112,9 @@ def read_file(f, *, slots: Optional[int] = None, layer_ids: Optional[Sequence[in
         notes.append(f"hidden_state holds logits ({last.shape[1]} wide): the HF-capture variant; "
                      "no final hidden state in this file")
     k = k or 3
+    if k > MAX_AUX:
+        raise InputError(f"{f}: aux_hidden_state {a_w} wide over hidden_state {l_w} wide makes {k} slots; "
+                         f"expected at most {MAX_AUX}")
     if aux.shape[1] % k:
         raise InputError(f"{f}: aux_hidden_state width {aux.shape[1]} is not {k} slots of equal width")
     h = aux.shape[1] // k

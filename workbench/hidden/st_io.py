@@ -19,11 +19,11 @@ from workbench.errors import InputError
 
 DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
           "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
-          "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+          "U16": "uint16", "U32": "uint32", "U64": "uint64",
+          "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu"}
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-            "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
-FP8 = ("F8_E4M3", "F8_E5M2")   # stored scaled: a reader applies the file's scales (never the raw codes)
-MAX_HEADER = 100 * 1024 * 1024
+            "BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
+FP8 = ("F8_E4M3", "F8_E5M2", "F8_E8M0")   # stored scaled: a reader applies the file's scales, never the raw codes
 
 
 @dataclass
@@ -43,39 +43,12 @@ class SafetensorsFile:
     """Header of one safetensors file; ``load(name)`` maps that tensor only."""
 
     def __init__(self, path):
+        from workbench.draftconfig.safetensors_header import read_header
+
         self.path = Path(path)
-        try:
-            size = self.path.stat().st_size
-            with open(self.path, "rb") as fh:
-                raw = fh.read(8)
-                if len(raw) < 8:
-                    raise InputError(f"{self.path}: truncated safetensors file (no header)")
-                n = int.from_bytes(raw, "little")
-                if n <= 0 or n > MAX_HEADER or 8 + n > size:
-                    raise InputError(f"{self.path}: not a safetensors file (header length {n})")
-                header = json.loads(fh.read(n))
-        except OSError as exc:
-            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise InputError(f"{self.path}: not a safetensors file (bad JSON header)") from None
-        if not isinstance(header, dict):
-            raise InputError(f"{self.path}: not a safetensors file (header is not an object)")
-        self.metadata: dict = header.pop("__metadata__", None) or {}
-        base = 8 + n
-        self.entries: dict[str, Entry] = {}
-        for name, info in header.items():
-            try:
-                b, e = (int(x) for x in info["data_offsets"])
-                ent = Entry(name, str(info["dtype"]), tuple(int(s) for s in info["shape"]), base + b, base + e)
-            except (KeyError, TypeError, ValueError):
-                raise InputError(f"{self.path}: tensor {name!r} has a malformed header entry") from None
-            count = 1
-            for s in ent.shape:
-                count *= s
-            if ent.end - ent.begin != count * ITEMSIZE.get(ent.dtype, 0) or ent.end > size:
-                raise InputError(f"{self.path}: tensor {name!r} is truncated or malformed "
-                                 f"({ent.end - ent.begin} bytes for {ent.dtype}{list(ent.shape)})")
-            self.entries[name] = ent
+        infos, self.metadata = read_header(self.path)   # every header field validated there
+        self.entries: dict[str, Entry] = {
+            name: Entry(name, i.dtype, tuple(i.shape), i.offset, i.offset + i.nbytes) for name, i in infos.items()}
 
     def names(self) -> list[str]:
         return list(self.entries)
@@ -87,7 +60,9 @@ class SafetensorsFile:
         ent = self.entries.get(name)
         if ent is None:
             raise InputError(f"{self.path}: no tensor {name!r}")
-        dtype = getattr(torch, ent.torch_dtype_name)
+        dtype = getattr(torch, ent.torch_dtype_name, None)
+        if not isinstance(dtype, torch.dtype):
+            raise InputError(f"{self.path}: tensor {name!r} has dtype {ent.dtype}, which this torch cannot read")
         shape = list(ent.shape)
         begin, end = ent.begin, ent.end
         if rows is not None and shape:
@@ -111,7 +86,9 @@ class SafetensorsFile:
 
     def read_into(self, name: str, out) -> None:
         """Copy one tensor's bytes into a preallocated torch tensor (e.g. pinned host memory)."""
-        ent = self.entries[name]
+        ent = self.entries.get(name)
+        if ent is None:
+            raise InputError(f"{self.path}: no tensor {name!r}")
         buf = out.view(-1).view(__import__("torch").uint8).numpy()
         if buf.nbytes != ent.end - ent.begin:
             raise InputError(f"{self.path}: {name}: buffer of {buf.nbytes} bytes for {ent.end - ent.begin}")

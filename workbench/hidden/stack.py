@@ -13,13 +13,15 @@ A leading batch dimension of 1 is dropped. Each tensor is mapped and loaded on i
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Optional
 
+from workbench import strictjson
+from workbench.draftconfig.schema import MAX_LAYERS
 from workbench.errors import InputError
 from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array
+from workbench.numbers import Range, integer
 
 LAYER_KEY = re.compile(r"^(?:model\.)?layers\.(\d+)$")
 ID_KEYS = ("token_ids", "input_ids")
@@ -58,6 +60,8 @@ def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
             shape = _squeeze(shape)
             if len(shape) != 2:
                 continue
+            if shape[1] == 0:
+                raise InputError(f"{path}: tensor {name!r} has shape {list(shape)}; expected [T, H] with H > 0")
             m = LAYER_KEY.match(name)
             if name in ("embed", "embed_tokens", "embedding"):
                 physical, role = "embed", LAYER
@@ -119,9 +123,10 @@ def _ids(f, shapes, metadata, keys, path):
             return as_int_array(f.load(k), f"{path}:{k}")
         if k in metadata:
             try:
-                return as_int_array(json.loads(metadata[k]), f"{path}:metadata.{k}")
-            except json.JSONDecodeError:
-                raise InputError(f"{path}: metadata {k} is not a JSON list of integers") from None
+                values = strictjson.loads(metadata[k], f"{path}: __metadata__.{k}")
+            except InputError as exc:
+                raise InputError(f"{exc} (expected a JSON list of integers)") from None
+            return as_int_array(values, f"{path}: __metadata__.{k}")
     return None
 
 
@@ -132,7 +137,10 @@ def _hf_stack(f, path, shape, dtype, num_layers):
     if len(shape) != 3:
         raise InputError(f"{path}: hidden_states has shape {list(shape)}; expected [N+1, T, H]")
     n1, rows, width = shape
-    n = n1 - 1 if num_layers is None else num_layers
+    if not 2 <= n1 <= MAX_LAYERS + 1 or width == 0:
+        raise InputError(f"{path}: hidden_states has shape {list(shape)}; expected [N+1, T, H] with "
+                         f"1 <= N <= {MAX_LAYERS} layers and H > 0")
+    n = n1 - 1 if num_layers is None else integer(num_layers, "hf_num_layers", Range(1, MAX_LAYERS))
     if n1 != n + 1:
         raise InputError(f"{path}: hidden_states holds {n1} entries, expected N+1 = {n + 1}")
     out = []

@@ -152,18 +152,36 @@ def as_int_array(values, where: str) -> np.ndarray:
     from workbench.errors import InputError
 
     if hasattr(values, "detach"):
-        values = values.detach().cpu().numpy()
-    arr = np.asarray(values)
+        if values.is_floating_point() and values.element_size() < 4:
+            # bf16 / fp16 hold integers exactly only up to 256 / 2048: such ids are already rounded
+            raise InputError(f"{where}: token ids stored as {str(values.dtype).replace('torch.', '')} "
+                             "are not exact; expected an integer tensor")
+        try:
+            values = values.detach().cpu().numpy()
+        except (TypeError, RuntimeError):
+            raise InputError(f"{where}: token ids stored as {values.dtype}; expected an integer tensor") from None
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        raise InputError(f"{where}: expected a 1-D list of integers (rows of unequal length or "
+                         "non-numbers)") from None
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise InputError(f"{where}: expected integers, got {_kind(arr)}")
     if arr.ndim == 2 and arr.shape[0] == 1:
         arr = arr[0]
     if arr.ndim != 1:
         raise InputError(f"{where}: expected a 1-D list of integers, got shape {list(arr.shape)}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)) \
+                and float(np.abs(arr).max()) < 2.0 ** 53:
             arr = arr.astype(np.int64)
         else:
             raise InputError(f"{where}: expected integers, got {arr.dtype}")
     return arr.astype(np.int64, copy=False)
+
+
+def _kind(arr: np.ndarray) -> str:
+    return {"U": "strings", "S": "bytes", "V": "raw bytes"}.get(arr.dtype.kind, "mixed values")
 
 
 def short(path) -> str:

@@ -388,10 +388,14 @@ class Lifecycle:
             raw = host.read_bytes(path)
         except HostError:
             return None, None
-        try:
-            return json.loads(raw), sha256(raw)
-        except ValueError:
+        from workbench import strictjson
+        from workbench.errors import InputError
+
+        try:    # strict: a hostile config (deep nesting, NaN, a top-level list) is "unreadable", not a crash
+            cfg = strictjson.loads(raw, path)
+        except InputError:
             return None, sha256(raw)
+        return (cfg if isinstance(cfg, dict) else None), sha256(raw)
 
     def _path_findings(self, host: Host, profile: Profile) -> list[Finding]:
         """A model or draft folder that is not there fails minutes into a launch (as a transformers

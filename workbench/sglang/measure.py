@@ -82,15 +82,18 @@ def accept_length(row: "Mapping[str, Any]") -> Optional[float]:
 
 def prompt_set(name: Optional[str] = None) -> dict:
     if name and name.endswith(".json"):
-        try:
-            with open(name) as fh:
-                data = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{name}: cannot read a prompt set: {exc}") from None
+        from workbench import strictjson
+
+        data = strictjson.load_file(name, "prompt set")
     else:
         data = json.loads(resources.files("workbench.sglang").joinpath("prompts.json").read_text())
-    if not isinstance(data.get("prompts"), list) or not data["prompts"]:
-        raise InputError(f"{name or 'prompts.json'}: expected {{\"prompts\": [\"...\", ...]}}")
+    prompts = data.get("prompts") if isinstance(data, dict) else None
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(x, str) for x in prompts):
+        raise InputError(f"{name or 'prompts.json'}: prompts: expected {{\"prompts\": [\"...\", ...]}} (strings)")
+    if data.get("max_new_tokens") is not None:
+        from workbench.numbers import Range, integer
+
+        integer(data["max_new_tokens"], f"{name or 'prompts.json'}: max_new_tokens", Range(1, 1 << 20), allow_str=False)
     return data
 
 

@@ -148,20 +148,14 @@ class WorkbenchApp(App):
     # -- keymap ---------------------------------------------------------------------------------
     def load_keymap(self) -> None:
         """User remapping: ``keymap.toml`` in the workspace maps binding ids to keys."""
-        from workbench.workspace import tomllib
-
         from workbench.tui.keymap import check_keymap
+        from workbench.workspace import load_keymap
 
         path = self.workspace_root / KEYMAP_FILE
         if not path.exists():
             return
         try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-            bad = [k for k, v in data.items() if not isinstance(v, str)]
-            if bad:
-                raise ValueError(f"{bad[0]}: expected a key name in quotes, e.g. \"f5\"")
-            keymap = {str(k): str(v) for k, v in data.items()}
+            keymap = load_keymap(path)
             self.set_keymap(keymap)
         except Exception as exc:  # a bad keymap must not stop the UI
             self.notify(f"{path}: ignored ({' '.join(str(exc).split())})", severity="warning", markup=False)
