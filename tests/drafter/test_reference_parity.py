@@ -28,6 +28,7 @@ SPECFORGE_CASES = {
     "norm_output_false": {"config": {"norm_output": False}},
     "fc_norm": {"config": {"fc_norm": True}},
     "target_hidden_24": {"target_hidden": 24},
+    "e2e_fc_norm": {"config": {"fc_norm": True}, "e2e": True, "L": 32, "K": 4},
     "rope_linear": {"config": {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}}},
     "rope_llama3": {"config": {"max_position_embeddings": 64, "rope_parameters": {
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -181,6 +182,26 @@ def test_speculators_logits_and_metrics(speculators_runs, case):
         assert sc.total[k] == m[f"full_acc_{k}_total"], (case, k)
         assert sc.cond_total[k] == m[f"cond_acc_{k}_total"], (case, k)
     assert m["full_acc_0_sum"] > 0                      # the teacher agrees somewhere: counts can differ
+
+
+def test_specforge_checkpoint_and_data_through_cli(specforge_runs, cli):
+    """SpecForge's own checkpoint and an offline sample in its format: drafter check explains the
+    variant, drafter eval's SpecForge acc_k equals SpecForge's own counts."""
+    run = specforge_runs / "e2e_fc_norm"
+    ref = _ref(run / "draft")
+    ok = cli("drafter", "check", "--draft", str(run / "draft"))
+    assert ok.returncode == 0 and "fc_norm: each aux slot is RMS-normalised" in ok.stdout, ok.stdout
+    r = cli("drafter", "eval", "--draft", str(run / "draft"), "--data", str(run / "data"), "--target",
+            str(run / "target"), "--depth", str(ref["K"]), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["acc"] == [c / d for c, d in zip(ref["corrects"], ref["denoms"])]
+    assert out["positions_per_depth"] == [int(x) for x in ref["denoms"]]
+    assert out["variant"]["convention"] == "specforge" and out["variant"]["fc_norm"]
+    assert out["labels"]["acc"].startswith("SpecForge acc_k")
+    text = cli("drafter", "eval", "--draft", str(run / "draft"), "--data", str(run / "data"), "--target",
+               str(run / "target"), "--depth", "2")
+    assert "SpecForge" in text.stdout and "speculators" in text.stdout and "variant: fc_norm" in text.stdout
 
 
 def test_speculators_fp8_checkpoint_through_cli(speculators_runs, cli):
