@@ -224,7 +224,7 @@ def test_speculators_fp8_checkpoint_through_cli(speculators_runs, cli):
     assert out["speculators_cond_acc"] == pytest.approx(cond, abs=1e-12)
     assert out["variant"]["convention"] == "speculators" and out["variant"]["qk_norm"]
     a = cli("align", "--train", str(run / "data" / "hs_0.safetensors"), "--infer",
-            str(run / "data" / "hs_0.safetensors"), "--json")
+            str(run / "data" / "hs_0.safetensors"), "--draft", str(run / "draft"), "--json")
     assert a.returncode == 0, a.stderr
 
 
