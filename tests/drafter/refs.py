@@ -243,11 +243,27 @@ def run_specforge(out: Path, case: dict) -> None:
     model, d = specforge_drafter(out, case.get("seed", 0), target_hidden=th, **cfg)
     g, aux, ids, mask = _inputs(case.get("seed", 0), L, 3 * th)
     # a teacher that agrees with the draft's step-0 top-1 on every other position (hits to count)
-    logits = torch.randn(L, V, generator=g)
-    seen, corrects, denoms = specforge_run(model, aux, ids, logits, mask, K)
-    step0 = seen[0][0].argmax(-1) + model.d2t[seen[0][0].argmax(-1)]
-    for t in range(0, L - 1, 2):
-        logits[t + 1, step0[t]] += 50.0
+    if case.get("e2e"):
+        # an offline sample as SpecForge stores it: the post-norm final state, projected by the
+        # target's lm_head into the teacher (TargetHead); the files go through drafter eval
+        lm = torch.randn(V, H, generator=g)
+        final = torch.randn(L, H, generator=g)
+        seen, _, _ = specforge_run(model, aux, ids, final @ lm.T, mask, K)
+        step0 = seen[0][0].argmax(-1) + model.d2t[seen[0][0].argmax(-1)]
+        for t in range(0, L - 1, 2):
+            final[t + 1] = lm[step0[t]] * 3.0
+        logits = final @ lm.T
+        data = {"input_ids": ids.clone(), "loss_mask": mask.clone(), "hidden_state": final[None].clone(),
+                "aux_hidden_state": aux[None].clone()}
+        (d.parent / "data" / "rows_0-2000").mkdir(parents=True)
+        torch.save(data, str(d.parent / "data" / "rows_0-2000" / "data_0.ckpt"))
+        write_target(d.parent / "target", model.embed_tokens.weight.detach(), lm, torch.ones(H))
+    else:
+        logits = torch.randn(L, V, generator=g)
+        seen, corrects, denoms = specforge_run(model, aux, ids, logits, mask, K)
+        step0 = seen[0][0].argmax(-1) + model.d2t[seen[0][0].argmax(-1)]
+        for t in range(0, L - 1, 2):
+            logits[t + 1, step0[t]] += 50.0
     seen, corrects, denoms = specforge_run(model, aux, ids, logits, mask, K)
     torch.save({"aux": aux, "ids": ids, "target_logits": logits, "mask": mask, "K": K,
                 "logits": [x[0] for x in seen], "corrects": corrects, "denoms": denoms}, d / "ref.pt")

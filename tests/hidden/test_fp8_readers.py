@@ -78,3 +78,13 @@ def test_cli_align_on_an_fp8_file_and_a_malformed_one(tmp_path, cli, workspace):
     r = cli("align", "--train", str(bad), "--infer", str(good))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "hidden_states_scales is missing" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_fp8_tensors_are_refused_where_no_reader_knows_their_scales(tmp_path):
+    from workbench.hidden.st_io import SafetensorsFile
+
+    f = tmp_path / "w.safetensors"
+    q, _ = quantize_tensor_to_fp8(torch.randn(4, 8))
+    save_file({"embed_tokens.weight": q}, str(f))
+    with pytest.raises(InputError, match="scaled FP8"):
+        SafetensorsFile(f).load("embed_tokens.weight")

@@ -301,7 +301,18 @@ class Eagle3Drafter(nn.Module):
         B, T = step_tokens[0].shape
         if positions is None:
             positions = torch.arange(T, device=aux.device)[None].expand(B, T)
-        scale = 1.0 / math.sqrt(self.dims.head_dim)
+        # SpecForge divides the scores by sqrt(head_dim); transformers (speculators) multiplies by
+        # head_dim ** -0.5: the two round differently, and each reading keeps its tool's bits.
+        if self.variant.convention == "specforge":
+            root = math.sqrt(self.dims.head_dim)
+
+            def scaled(x):
+                return x / root
+        else:
+            inv = self.dims.head_dim ** -0.5
+
+            def scaled(x):
+                return x * inv
         causal = torch.ones(T, T, dtype=torch.bool, device=aux.device).tril()
         layers = self._layers()
         hidden, outs = aux, []
@@ -313,9 +324,9 @@ class Eagle3Drafter(nn.Module):
                 keys[li].append(self._expand_kv(kk))
                 values[li].append(self._expand_kv(vv))
                 ks, vs = keys[li], values[li]
-                s0 = (q @ ks[0].transpose(-1, -2)) * scale
+                s0 = scaled(q @ ks[0].transpose(-1, -2))
                 s0 = s0.masked_fill(~causal, float("-inf"))
-                diag = [(q * kj).sum(-1, keepdim=True) * scale for kj in ks[1:]]
+                diag = [scaled((q * kj).sum(-1, keepdim=True)) for kj in ks[1:]]
                 p = torch.softmax(torch.cat([s0] + diag, dim=-1), dim=-1)
                 attn = p[..., :T] @ vs[0]
                 for j, vj in enumerate(vs[1:]):

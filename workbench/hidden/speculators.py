@@ -112,4 +112,4 @@ def _scales(st: SafetensorsFile, f: Path, ent, length: int):
 def _slot(st: SafetensorsFile, j: int, scales=None):
     if scales is None:
         return lambda: st.load("hidden_states")[:, j, :]
-    return lambda: st.load("hidden_states")[:, j, :].float() * scales
+    return lambda: st.load("hidden_states", fp8=True)[:, j, :].float() * scales

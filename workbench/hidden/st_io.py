@@ -53,13 +53,17 @@ class SafetensorsFile:
     def names(self) -> list[str]:
         return list(self.entries)
 
-    def load(self, name: str, rows: Optional[slice] = None):
-        """Zero-copy torch view of one tensor (optionally a range of its first dimension)."""
+    def load(self, name: str, rows: Optional[slice] = None, fp8: bool = False):
+        """Zero-copy torch view of one tensor (optionally a range of its first dimension). FP8
+        tensors are refused unless ``fp8`` (a reader that applies their scales) asks for the codes."""
         import torch
 
         ent = self.entries.get(name)
         if ent is None:
             raise InputError(f"{self.path}: no tensor {name!r}")
+        if ent.dtype in FP8 and not fp8:
+            raise InputError(f"{self.path}: tensor {name!r} is {ent.dtype} (scaled FP8); this reader does not "
+                             f"know its scales")
         dtype = getattr(torch, ent.torch_dtype_name, None)
         if not isinstance(dtype, torch.dtype):
             raise InputError(f"{self.path}: tensor {name!r} has dtype {ent.dtype}, which this torch cannot read")
