@@ -572,3 +572,28 @@ def test_streamed_records_equal_record_by_record():
     for cols in (scan.decode, scan.prefill):
         assert list(cols.iter_records()) == [cols.record(i) for i in range(len(cols))]
     assert len(scan.records()) == len(lines)
+
+
+@pytest.mark.parametrize("args, after_target, cls", [
+    ("context_length=8192", False, "context-length"),   # the target's own check, before any weights
+    ("context_length=8192", True, "draft-context"),     # after the target's weights: the draft's config
+    ("context_length=None", False, "draft-context"),    # no --context-length: only the draft can exceed
+])
+def test_049_user_specified_context_failure_is_placed_by_the_log(args, after_target, cls):
+    """SGLang 0.4.9 raises "User-specified context_length ..." for the target and the draft alike
+    (model_config.py there); where it falls in the start says whose it is."""
+    log = f"[2025-07-10 08:15:00] server_args=ServerArgs(model_path='/m', port=30000, {args})\n"
+    if after_target:
+        log += ("[2025-07-10 08:15:01] Load weight begin. avail mem=78.00 GB\n"
+                "[2025-07-10 08:15:02] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+                "avail mem=62.00 GB, mem usage=16.00 GB.\n")
+    log += ("ValueError: User-specified context_length (8192) is greater than the derived context_length (2048). "
+            "This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the "
+            "env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n")
+    assert classify(parse_text(log).events, exit_code=1)["class"] == cls
+
+
+def test_049_logged_context_warning_is_a_warning():
+    rec = one("[2025-07-10 08:15:00] Warning: User-specified context_length (8192) is greater than the derived "
+              "context_length (2048). This may lead to incorrect model outputs or CUDA errors.")
+    assert (rec["kind"], rec["name"]) == ("warning", "context-override") and "role" not in rec

@@ -414,6 +414,7 @@ class LogParser:
         self._weights_end: dict[str, int] = {}
         self._last_stamp = ""
         self.server_port: Optional[int] = None       # from the server_args line
+        self._no_context_arg = False                 # server_args says context_length=None
 
     def feed(self, data: "bytes | str", *, final: bool = False) -> LogScan:
         if isinstance(data, bytes):
@@ -544,6 +545,10 @@ class LogParser:
                 rec["role"] = "draft"
             return rec
         cls = failure_class(msg)
+        if cls == "context-length" and (any(self._weights_end.values()) or self._no_context_arg):
+            # SGLang < 0.5 says "User-specified" for the draft too; the draft's config is built
+            # after the target's weights (or, with no --context-length, only the draft can fail)
+            cls = "draft-context"
         if cls is not None:
             rec.update(kind="failure", **{"class": cls}, hint=HINTS[cls], text=_clip(msg))
             if cls == "oom":
@@ -572,6 +577,7 @@ class LogParser:
             self._weights_end.clear()
             port = _ARG_PORT.search(msg)
             self.server_port = int(port.group(1)) if port else None
+            self._no_context_arg = _NO_CONTEXT_ARG.search(msg) is not None
         elif name == "weights_begin":
             n = self._weights_begin[rank] = self._weights_begin.get(rank, 0) + 1
             rec["role"] = "target" if n == 1 else "draft"
@@ -593,6 +599,7 @@ def _from_stamp(line: str) -> str:
     return line[m.start():] if m else line
 
 
+_NO_CONTEXT_ARG = re.compile(r"""(?:'context_length': |\bcontext_length=)None\b""")
 _ARG_PORT = re.compile(r"""(?:'port': |\bport=)(\d+)""")
 _PORT_NUM = re.compile(r"(?:\bport\s*[:=]?\s*|_port at |\d\.\d{1,3}:|\]:|localhost:|', )(\d{3,5})\b", re.I)
 _INTERNAL_PORT = re.compile(r"TCPStore|DistNetworkError|dist_init|nccl_port|port_base|detokenizer_port|rpc_port"
