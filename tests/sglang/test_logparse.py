@@ -597,3 +597,20 @@ def test_049_logged_context_warning_is_a_warning():
     rec = one("[2025-07-10 08:15:00] Warning: User-specified context_length (8192) is greater than the derived "
               "context_length (2048). This may lead to incorrect model outputs or CUDA errors.")
     assert (rec["kind"], rec["name"]) == ("warning", "context-override") and "role" not in rec
+
+
+def test_json_lines_are_json_dumps_of_the_records_byte_for_byte():
+    import io
+    import json
+
+    from workbench.sglang.logparse import stream_json_lines, stream_records
+
+    lines = [PREFIXES[p] + line for p in PREFIXES for line, _, _ in CORPUS]
+    lines += [DECODE_0523.replace("accept len: 3.05", f"accept len: {v}") for v in ("1e999", "nan", "-inf", "2")]
+    lines += [DECODE_049, DECODE_HYBRID_049, DECODE_DSPARK, PREFILL_049, PREFILL_055, DECODE_NOSPEC,
+              "[2026-11-02 10:00:13 odd\\\"rank] " + DECODE_0523.split("] ", 1)[1]]
+    log = (STARTUP_0523 + "\n".join(lines) + "\n" + FAILURES[3][1] + "\n").encode()
+    want = [json.dumps(r) for r in stream_records(io.BytesIO(log), chunk=700)]
+    assert list(stream_json_lines(io.BytesIO(log), chunk=700)) == want
+    assert list(stream_json_lines(io.BytesIO(log), ["decode", "failure"], chunk=700)) == [
+        w for w in want if json.loads(w)["kind"] in ("decode", "failure")]
