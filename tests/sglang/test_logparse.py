@@ -614,3 +614,49 @@ def test_json_lines_are_json_dumps_of_the_records_byte_for_byte():
     assert list(stream_json_lines(io.BytesIO(log), chunk=700)) == want
     assert list(stream_json_lines(io.BytesIO(log), ["decode", "failure"], chunk=700)) == [
         w for w in want if json.loads(w)["kind"] in ("decode", "failure")]
+
+
+_RECORDS = [DECODE_0523, DECODE_049, PREFILL_0523, FAILURES[3][1], STARTUP_055.splitlines()[2],
+            "[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 1, accept len: 1e999, #queue-req: 21e999"]
+_NOISE = ["[", "] ", "] Decode batch", "Decode batch. #", "accept len: ", "1e999", "nan", "\r", "\r\n", "|",
+          "[2026-11-02 ", "server_args=", "Load weight end", "\x00", "é", "\ufffd", "sglang-1  | ", "    "]
+
+
+def _log_text():
+    """Lines of noise around at most one SGLang record each (two records glued on one line are
+    out of scope: which of them the line gives is not defined)."""
+    from hypothesis import strategies as st
+
+    noise = st.lists(st.one_of(st.sampled_from(_NOISE), st.text(max_size=12)), max_size=3).map("".join)
+    record = st.one_of(st.just(""), st.sampled_from(_RECORDS))
+    line = st.tuples(noise, record, noise).map(lambda t: t[0] + t[1] + (t[2] if t[1] else ""))
+    return st.lists(line, max_size=30).map(lambda ls: "\n".join(ls) + "\n")
+
+
+def test_no_log_text_breaks_the_parser():
+    """Fuzzed lines built from SGLang's own fragments and noise: parsing never raises, records come
+    in line order, each line gives at most one record, any chunking gives the same records, and the
+    JSON lines are strict JSON. (It found a character split across two reads decoded as two.)"""
+    import io
+    import json
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from workbench.sglang.logparse import stream_json_lines
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_log_text(), st.integers(5, 300))
+    def check(text, step):
+        data = text.encode("utf-8", "surrogatepass")
+        recs = parse_text(data).records()
+        lines = [r["line"] for r in recs]
+        assert lines == sorted(set(lines))
+        p, got = LogParser(), []
+        for i in range(0, len(data), step):
+            got += p.feed(data[i:i + step]).records()
+        got += p.finish().records()
+        assert got == recs
+        for x in stream_json_lines(io.BytesIO(data), chunk=step * 7):
+            json.loads(x, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    check()

@@ -121,13 +121,12 @@ _COL_LINE["accept_len"] = re.compile(r"(?<!block )accept len: " + _NUM)
 _DECODE_SHAPE = re.compile(
     r"#running-req: (\d+), #token: (\d+), token usage: ([\d.]+), (?:accept len: ([\d.]+), "
     r"(?:accept rate: ([\d.]+), )?)?(?:cuda|cpu|npu|musa) graph: (True|False), "
-    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)")
+    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)(?![\w.+-])[^\n]*")   # one match per line
 _DECODE_SHAPE_COLS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate", "_graph",
                       "gen_throughput", "queue_req")
 _GRAPH_BULK = re.compile(r" graph: (True|False)[^\n]*")
 _GRAPH_ONE = re.compile(r"(?:cuda|cpu|npu|musa) graph: (True|False)")
-_STAMP_BULK = re.compile(r"^\[([^\]\n]*)\] ", re.M)
-_STAMP_HEAD = re.compile(r"\[([^\]\n]*)\] ")
+_STAMP_BULK = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?[^\]\[\n]*)\] ?", re.M)   # = _STAMP
 _ITER = re.compile(r"batch \[(\d+)\]")
 _INT_FIELDS = {"running_req", "queue_req", "tokens", "new_seq", "new_token", "cached_token",
                "pending_token", "iter"}
@@ -368,8 +367,8 @@ class Columns:
         got = self._cache.get("_stamp")
         if got is None:
             got = _STAMP_BULK.findall(self.joined) if self.lines else []
-            if len(got) != len(self.lines):
-                got = [m.group(1) if m else "" for m in map(_STAMP_HEAD.match, self.lines)]
+            if len(got) != len(self.lines):       # a line with another "[...]" first: its stamp
+                got = [m.group(1) + m.group(2) if m else "" for m in map(_STAMP.search, self.lines)]
             self._cache["_stamp"] = got
         return got
 
@@ -474,6 +473,9 @@ class LogParser:
     startup state (which weight load is the target's, which the draft's) between calls."""
 
     def __init__(self) -> None:
+        import codecs
+
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._partial = ""
         self.lines = 0          # complete lines consumed so far
         self.bytes = 0          # bytes fed so far (when fed bytes): the next read offset
@@ -486,7 +488,10 @@ class LogParser:
     def feed(self, data: "bytes | str", *, final: bool = False) -> LogScan:
         if isinstance(data, bytes):
             self.bytes += len(data)
-            data = data.decode("utf-8", errors="replace")
+            # incremental: a character split across two reads is decoded whole
+            data = self._decoder.decode(data, final=final)
+        elif final and self._decoder is not None:
+            data = self._decoder.decode(b"", final=True) + data
         text = self._partial + data if self._partial else data
         if final:
             self._partial = ""
@@ -544,6 +549,8 @@ class LogParser:
                     part = list(compress(sel, flags))
                     if not all(map(str.startswith, part, repeat("[2"))):    # "[<year>-": a stamp first
                         part = [_from_stamp(x) for x in part]
+                    if sum(map(str.count, part, repeat(" batch"))) > len(part):
+                        part = [_first_record(x) for x in part]             # records glued on one line
                     # line numbers are made only when asked for (most uses never need them)
                     cols._add(part, lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
             for i in range(len(lines) - 1, -1, -1):
@@ -578,9 +585,12 @@ class LogParser:
             i = other_idx[k]
             line = lines[i]
             b = _BULK_ANY.search(line)
-            if b is not None and not line.lstrip().startswith(("File ", "Traceback")):
+            m = _STAMP.search(line, 0, b.start()) if b is not None else None
+            # a bulk record is the line's message when nothing but a prefix comes before it (a line
+            # whose first record is another message is that message: glued records give their first)
+            if b is not None and (m.end() == b.start() if m else "[2" not in line[:b.start()]) \
+                    and not line.lstrip().startswith(("File ", "Traceback")):
                 bulk[i] = "decode" if line.startswith("Decode", b.start()) else "prefill"
-                m = _STAMP.search(line, 0, b.start())
                 lines[i] = line[m.start():] if m else line[b.start():]   # no stamp: the message alone
                 continue
             rec = self._classify_line(line, lines, i)
@@ -658,6 +668,16 @@ class LogParser:
             rec["role"] = "draft" if (drafty or n > 1) else "target"
         rec.update(extra)
         return rec
+
+
+_NEXT_STAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def _first_record(line: str) -> str:
+    """A line holding two records (a missing newline between writers) gives its first."""
+    own = _STAMP.search(line)
+    m = _NEXT_STAMP.search(line, own.end() if own else 1)
+    return line[:m.start()] if m else line
 
 
 def _from_stamp(line: str) -> str:
