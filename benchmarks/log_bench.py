@@ -8,7 +8,7 @@ The in-memory parse of each is timed (lines/s). Then a serving log of ``--stream
 default) is written to a file and streamed, each in a fresh process pinned to one core:
   stream_parse - ``iter_scans`` + the dashboard's decode columns (what the log follower does)
   stream_follow - ``Follower.feed`` in the status reads' chunks (what a server's row follows)
-  stream_json  - ``stream_records`` + one JSON line per record (what ``logs parse --json`` does)
+  stream_json  - ``stream_json_lines``: one JSON line per record (what ``logs parse --json`` writes)
 with the process's peak resident-memory growth over its start. Goals: >= 1M lines/s for the
 serving log and the streamed parse on one core; <= 64 MB growth for the 1 GB log. A small log of
 the same kind is streamed too, so the growth is seen not to follow the log's size. ``--small``: a
@@ -143,7 +143,7 @@ def _hwm() -> int:
 
 def child(mode: str, path: str) -> None:
     """One streamed run (in its own process, pinned to one core): lines/s and peak RSS growth."""
-    from workbench.sglang.logparse import iter_scans, stream_records
+    from workbench.sglang.logparse import iter_scans, stream_json_lines
 
     import numpy  # noqa: F401 - the parser's columns import it; a fixed cost, not the log's
 
@@ -174,10 +174,9 @@ def child(mode: str, path: str) -> None:
                 del data
         lines, records = f.total_lines, f.decode_lines + len(f.events)
     else:
-        dumps = json.JSONEncoder(check_circular=False, allow_nan=False).encode
         with open(os.devnull, "w") as out:
-            for rec in stream_records(path):
-                out.write(dumps(rec) + "\n")
+            for text in stream_json_lines(path):
+                out.write(text + "\n")
                 records += 1
     dt = time.perf_counter() - t0
     if mode == "stream_json":

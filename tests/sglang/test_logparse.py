@@ -572,3 +572,91 @@ def test_streamed_records_equal_record_by_record():
     for cols in (scan.decode, scan.prefill):
         assert list(cols.iter_records()) == [cols.record(i) for i in range(len(cols))]
     assert len(scan.records()) == len(lines)
+
+
+@pytest.mark.parametrize("args, after_target, cls", [
+    ("context_length=8192", False, "context-length"),   # the target's own check, before any weights
+    ("context_length=8192", True, "draft-context"),     # after the target's weights: the draft's config
+    ("context_length=None", False, "draft-context"),    # no --context-length: only the draft can exceed
+])
+def test_049_user_specified_context_failure_is_placed_by_the_log(args, after_target, cls):
+    """SGLang 0.4.9 raises "User-specified context_length ..." for the target and the draft alike
+    (model_config.py there); where it falls in the start says whose it is."""
+    log = f"[2025-07-10 08:15:00] server_args=ServerArgs(model_path='/m', port=30000, {args})\n"
+    if after_target:
+        log += ("[2025-07-10 08:15:01] Load weight begin. avail mem=78.00 GB\n"
+                "[2025-07-10 08:15:02] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+                "avail mem=62.00 GB, mem usage=16.00 GB.\n")
+    log += ("ValueError: User-specified context_length (8192) is greater than the derived context_length (2048). "
+            "This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the "
+            "env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n")
+    assert classify(parse_text(log).events, exit_code=1)["class"] == cls
+
+
+def test_049_logged_context_warning_is_a_warning():
+    rec = one("[2025-07-10 08:15:00] Warning: User-specified context_length (8192) is greater than the derived "
+              "context_length (2048). This may lead to incorrect model outputs or CUDA errors.")
+    assert (rec["kind"], rec["name"]) == ("warning", "context-override") and "role" not in rec
+
+
+def test_json_lines_are_json_dumps_of_the_records_byte_for_byte():
+    import io
+    import json
+
+    from workbench.sglang.logparse import stream_json_lines, stream_records
+
+    lines = [PREFIXES[p] + line for p in PREFIXES for line, _, _ in CORPUS]
+    lines += [DECODE_0523.replace("accept len: 3.05", f"accept len: {v}") for v in ("1e999", "nan", "-inf", "2")]
+    lines += [DECODE_049, DECODE_HYBRID_049, DECODE_DSPARK, PREFILL_049, PREFILL_055, DECODE_NOSPEC,
+              "[2026-11-02 10:00:13 odd\\\"rank] " + DECODE_0523.split("] ", 1)[1]]
+    log = (STARTUP_0523 + "\n".join(lines) + "\n" + FAILURES[3][1] + "\n").encode()
+    want = [json.dumps(r) for r in stream_records(io.BytesIO(log), chunk=700)]
+    assert list(stream_json_lines(io.BytesIO(log), chunk=700)) == want
+    assert list(stream_json_lines(io.BytesIO(log), ["decode", "failure"], chunk=700)) == [
+        w for w in want if json.loads(w)["kind"] in ("decode", "failure")]
+
+
+_RECORDS = [DECODE_0523, DECODE_049, PREFILL_0523, FAILURES[3][1], STARTUP_055.splitlines()[2],
+            "[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 1, accept len: 1e999, #queue-req: 21e999"]
+_NOISE = ["[", "] ", "] Decode batch", "Decode batch. #", "accept len: ", "1e999", "nan", "\r", "\r\n", "|",
+          "[2026-11-02 ", "server_args=", "Load weight end", "\x00", "é", "\ufffd", "sglang-1  | ", "    "]
+
+
+def _log_text():
+    """Lines of noise around at most one SGLang record each (two records glued on one line are
+    out of scope: which of them the line gives is not defined)."""
+    from hypothesis import strategies as st
+
+    noise = st.lists(st.one_of(st.sampled_from(_NOISE), st.text(max_size=12)), max_size=3).map("".join)
+    record = st.one_of(st.just(""), st.sampled_from(_RECORDS))
+    line = st.tuples(noise, record, noise).map(lambda t: t[0] + t[1] + (t[2] if t[1] else ""))
+    return st.lists(line, max_size=30).map(lambda ls: "\n".join(ls) + "\n")
+
+
+def test_no_log_text_breaks_the_parser():
+    """Fuzzed lines built from SGLang's own fragments and noise: parsing never raises, records come
+    in line order, each line gives at most one record, any chunking gives the same records, and the
+    JSON lines are strict JSON. (It found a character split across two reads decoded as two.)"""
+    import io
+    import json
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from workbench.sglang.logparse import stream_json_lines
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_log_text(), st.integers(5, 300))
+    def check(text, step):
+        data = text.encode("utf-8", "surrogatepass")
+        recs = parse_text(data).records()
+        lines = [r["line"] for r in recs]
+        assert lines == sorted(set(lines))
+        p, got = LogParser(), []
+        for i in range(0, len(data), step):
+            got += p.feed(data[i:i + step]).records()
+        got += p.finish().records()
+        assert got == recs
+        for x in stream_json_lines(io.BytesIO(data), chunk=step * 7):
+            json.loads(x, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    check()

@@ -19,11 +19,10 @@ def register(sub) -> None:
 
 
 def cmd_parse(args: argparse.Namespace, ctx) -> int:
-    import json
     import sys
 
     from workbench.errors import InputError
-    from workbench.sglang.logparse import stream_records
+    from workbench.sglang.logparse import stream_json_lines, stream_records
 
     if args.file == "-":
         source = sys.stdin.buffer
@@ -37,11 +36,14 @@ def cmd_parse(args: argparse.Namespace, ctx) -> int:
         except OSError as exc:
             raise InputError(f"{args.file}: cannot read: {exc.strerror}") from None
     out = sys.stdout
-    dumps = json.JSONEncoder(check_circular=False, allow_nan=False).encode
     try:
         # streamed: each record is written as its chunk of the log is parsed (memory stays flat)
-        for rec in stream_records(source, args.kind):
-            out.write((dumps(rec) if args.json else format_record(rec)) + "\n")
+        if args.json:
+            for text in stream_json_lines(source, args.kind):
+                out.write(text + "\n")
+        else:
+            for rec in stream_records(source, args.kind):
+                out.write(format_record(rec) + "\n")
     except IsADirectoryError:
         raise InputError(f"{args.file}: is a directory, expected a log file") from None
     except OSError as exc:

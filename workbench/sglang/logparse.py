@@ -22,7 +22,7 @@ import heapq
 import re
 from operator import itemgetter
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from bisect import bisect_right
 from operator import not_
 from typing import Any, Iterable, Iterator, Optional
@@ -121,13 +121,12 @@ _COL_LINE["accept_len"] = re.compile(r"(?<!block )accept len: " + _NUM)
 _DECODE_SHAPE = re.compile(
     r"#running-req: (\d+), #token: (\d+), token usage: ([\d.]+), (?:accept len: ([\d.]+), "
     r"(?:accept rate: ([\d.]+), )?)?(?:cuda|cpu|npu|musa) graph: (True|False), "
-    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)")
+    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)(?![\w.+-])[^\n]*")   # one match per line
 _DECODE_SHAPE_COLS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate", "_graph",
                       "gen_throughput", "queue_req")
 _GRAPH_BULK = re.compile(r" graph: (True|False)[^\n]*")
 _GRAPH_ONE = re.compile(r"(?:cuda|cpu|npu|musa) graph: (True|False)")
-_STAMP_BULK = re.compile(r"^\[([^\]\n]*)\] ", re.M)
-_STAMP_HEAD = re.compile(r"\[([^\]\n]*)\] ")
+_STAMP_BULK = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?[^\]\[\n]*)\] ?", re.M)   # = _STAMP
 _ITER = re.compile(r"batch \[(\d+)\]")
 _INT_FIELDS = {"running_req", "queue_req", "tokens", "new_seq", "new_token", "cached_token",
                "pending_token", "iter"}
@@ -229,9 +228,11 @@ class Columns:
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
         lists = self._lists()
         cols, bad_rows = [], {}
+        import numpy as np
+
         for name in names:
             col = lists[name]
-            if all(x - x == 0.0 for x in col):                # all finite: the common case
+            if np.isfinite(self.column(name)).all():         # all finite: the common case
                 cols.append(list(map(int, col)) if name in _INT_FIELDS else col)
                 continue
             key = _FIELD_KEYS.get(name, "\0") + "nan"
@@ -244,7 +245,7 @@ class Columns:
                     if x == x or key in self.lines[i]:
                         bad_rows.setdefault(i, []).append(name)
             cols.append(out)
-        split = [_split_stamp(x) for x in self.stamps()]
+        split = _split_stamps(self.stamps())
         times = [t or None for t, _ in split]
         ranks = [r for _, r in split]
         graph = self.graph()
@@ -259,6 +260,57 @@ class Columns:
                 if bad_rows and i in bad_rows:
                     rec["nonfinite"] = bad_rows[i]
                 yield rec
+        return gen()
+
+    def iter_json(self) -> Iterator[tuple]:
+        """``(line, json_text)`` per line: ``json.dumps(record(i))`` byte for byte, made from
+        per-column text (a record dict and its encoding per line cost more than the parse)."""
+        import json
+
+        n = len(self.lines)
+        if not n:
+            return iter(())
+        names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
+        lists = self._lists()
+        cols, bad_rows = [], {}
+        import numpy as np
+
+        for name in names:
+            col = lists[name]
+            isint = name in _INT_FIELDS
+            if np.isfinite(self.column(name)).all():
+                cols.append(list(map(str, map(int, col))) if isint else list(map(float.__repr__, col)))
+                continue
+            key = _FIELD_KEYS.get(name, "\0") + "nan"
+            out = []
+            for i, x in enumerate(col):
+                if x - x == 0.0:
+                    out.append(str(int(x)) if isint else repr(x))
+                else:
+                    out.append("null")
+                    if x == x or key in self.lines[i]:
+                        bad_rows.setdefault(i, []).append(name)
+            cols.append(out)
+        quoted: dict = {}
+
+        def q(v):
+            got = quoted.get(v)
+            if got is None:
+                got = quoted[v] = json.dumps(v)
+            return got
+        split = _split_stamps(self.stamps())
+        times = ['"' + t + '"' if _SAFE_TIME.fullmatch(t) else ("null" if not t else json.dumps(t))
+                 for t, _ in split]
+        ranks = ["" if not r else ', "rank": ' + q(r) for _, r in split]
+        graph = ["true" if g else ("null" if g is None else "false") for g in self.graph()]
+        head = '{"kind": "%s", "time": %%s, "line": %%s, ' % self.kind
+        tmpl = head + ", ".join(f'"{name}": %s' for name in names) + ', "cuda_graph": %s%s%s}'
+        lines = self.line
+        bad = {i: ', "nonfinite": ' + json.dumps(v) for i, v in bad_rows.items()}
+
+        def gen():
+            for i, row in enumerate(zip(times, lines, *cols, graph, ranks)):
+                yield row[1], tmpl % (row + (bad.get(i, ""),) if bad else row + ("",))
         return gen()
 
     def _lists(self) -> dict:
@@ -315,8 +367,8 @@ class Columns:
         got = self._cache.get("_stamp")
         if got is None:
             got = _STAMP_BULK.findall(self.joined) if self.lines else []
-            if len(got) != len(self.lines):
-                got = [m.group(1) if m else "" for m in map(_STAMP_HEAD.match, self.lines)]
+            if len(got) != len(self.lines):       # a line with another "[...]" first: its stamp
+                got = [m.group(1) + m.group(2) if m else "" for m in map(_STAMP.search, self.lines)]
             self._cache["_stamp"] = got
         return got
 
@@ -346,12 +398,26 @@ class Columns:
 
 
 _line_of = itemgetter("line")
+_SAFE_TIME = re.compile(r"[0-9 :.,-]*")
 _STAMP_SPLIT = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)\s*(.*)")
 
 
 def _split_stamp(stamp: str) -> tuple[str, str]:
     m = _STAMP_SPLIT.match(stamp)
     return (m.group(1), m.group(2).strip()) if m else (stamp, "")
+
+
+def _split_stamps(stamps: list) -> list:
+    """``_split_stamp`` of many: the plain "YYYY-MM-DD HH:MM:SS[ RANK]" shape by slicing."""
+    out = []
+    for st in stamps:
+        if len(st) == 19 and st[4] == "-":
+            out.append((st, ""))
+        elif len(st) > 20 and st[19] == " " and st[4] == "-" and st[20] != " ":
+            out.append((st[:19], st[20:].strip()))
+        else:
+            out.append(_split_stamp(st))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,6 +473,9 @@ class LogParser:
     startup state (which weight load is the target's, which the draft's) between calls."""
 
     def __init__(self) -> None:
+        import codecs
+
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._partial = ""
         self.lines = 0          # complete lines consumed so far
         self.bytes = 0          # bytes fed so far (when fed bytes): the next read offset
@@ -414,11 +483,15 @@ class LogParser:
         self._weights_end: dict[str, int] = {}
         self._last_stamp = ""
         self.server_port: Optional[int] = None       # from the server_args line
+        self._no_context_arg = False                 # server_args says context_length=None
 
     def feed(self, data: "bytes | str", *, final: bool = False) -> LogScan:
         if isinstance(data, bytes):
             self.bytes += len(data)
-            data = data.decode("utf-8", errors="replace")
+            # incremental: a character split across two reads is decoded whole
+            data = self._decoder.decode(data, final=final)
+        elif final and self._decoder is not None:
+            data = self._decoder.decode(b"", final=True) + data
         text = self._partial + data if self._partial else data
         if final:
             self._partial = ""
@@ -476,6 +549,8 @@ class LogParser:
                     part = list(compress(sel, flags))
                     if not all(map(str.startswith, part, repeat("[2"))):    # "[<year>-": a stamp first
                         part = [_from_stamp(x) for x in part]
+                    if sum(map(str.count, part, repeat(" batch"))) > len(part):
+                        part = [_first_record(x) for x in part]             # records glued on one line
                     # line numbers are made only when asked for (most uses never need them)
                     cols._add(part, lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
             for i in range(len(lines) - 1, -1, -1):
@@ -510,9 +585,12 @@ class LogParser:
             i = other_idx[k]
             line = lines[i]
             b = _BULK_ANY.search(line)
-            if b is not None and not line.lstrip().startswith(("File ", "Traceback")):
+            m = _STAMP.search(line, 0, b.start()) if b is not None else None
+            # a bulk record is the line's message when nothing but a prefix comes before it (a line
+            # whose first record is another message is that message: glued records give their first)
+            if b is not None and (m.end() == b.start() if m else "[2" not in line[:b.start()]) \
+                    and not line.lstrip().startswith(("File ", "Traceback")):
                 bulk[i] = "decode" if line.startswith("Decode", b.start()) else "prefill"
-                m = _STAMP.search(line, 0, b.start())
                 lines[i] = line[m.start():] if m else line[b.start():]   # no stamp: the message alone
                 continue
             rec = self._classify_line(line, lines, i)
@@ -544,6 +622,10 @@ class LogParser:
                 rec["role"] = "draft"
             return rec
         cls = failure_class(msg)
+        if cls == "context-length" and (any(self._weights_end.values()) or self._no_context_arg):
+            # SGLang < 0.5 says "User-specified" for the draft too; the draft's config is built
+            # after the target's weights (or, with no --context-length, only the draft can fail)
+            cls = "draft-context"
         if cls is not None:
             rec.update(kind="failure", **{"class": cls}, hint=HINTS[cls], text=_clip(msg))
             if cls == "oom":
@@ -572,6 +654,7 @@ class LogParser:
             self._weights_end.clear()
             port = _ARG_PORT.search(msg)
             self.server_port = int(port.group(1)) if port else None
+            self._no_context_arg = _NO_CONTEXT_ARG.search(msg) is not None
         elif name == "weights_begin":
             n = self._weights_begin[rank] = self._weights_begin.get(rank, 0) + 1
             rec["role"] = "target" if n == 1 else "draft"
@@ -587,12 +670,23 @@ class LogParser:
         return rec
 
 
+_NEXT_STAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def _first_record(line: str) -> str:
+    """A line holding two records (a missing newline between writers) gives its first."""
+    own = _STAMP.search(line)
+    m = _NEXT_STAMP.search(line, own.end() if own else 1)
+    return line[:m.start()] if m else line
+
+
 def _from_stamp(line: str) -> str:
     """A bulk line from its "[stamp] " on (whatever was pasted or glued before it)."""
     m = _STAMP.search(line)
     return line[m.start():] if m else line
 
 
+_NO_CONTEXT_ARG = re.compile(r"""(?:'context_length': |\bcontext_length=)None\b""")
 _ARG_PORT = re.compile(r"""(?:'port': |\bport=)(\d+)""")
 _PORT_NUM = re.compile(r"(?:\bport\s*[:=]?\s*|_port at |\d\.\d{1,3}:|\]:|localhost:|', )(\d{3,5})\b", re.I)
 _INTERNAL_PORT = re.compile(r"TCPStore|DistNetworkError|dist_init|nccl_port|port_base|detokenizer_port|rpc_port"
@@ -745,6 +839,35 @@ def stream_records(source, kinds: Optional[Iterable[str]] = None, chunk: int = S
         del scan
         yield from recs
         del recs
+
+
+def stream_json_lines(source, kinds: Optional[Iterable[str]] = None, chunk: int = STREAM_CHUNK) -> Iterator[str]:
+    """``json.dumps`` of every record of ``stream_records``, in line order, made column-wise."""
+    import json
+
+    if not hasattr(source, "read"):
+        with open(source, "rb") as fh:
+            yield from stream_json_lines(fh, kinds, chunk)
+        return
+    want = set(kinds) if kinds else None
+    dumps = json.JSONEncoder(check_circular=False, allow_nan=False).encode
+    scans = iter_scans(source, chunk)
+    first = itemgetter(0)
+    while True:
+        scan = next(scans, None)
+        if scan is None:
+            return
+        parts = [cols.iter_json() for cols in (scan.decode, scan.prefill)
+                 if len(cols) and (want is None or cols.kind in want)]
+        ev = [(e["line"], dumps(e)) for e in scan.events if want is None or e["kind"] in want]
+        if ev:
+            parts.append(iter(ev))
+        del scan
+        # one chunk's records, in line order (a sort of a few sorted runs runs in C)
+        rows = parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=first)
+        for _, text in rows:
+            yield text
+        del parts, rows
 
 
 def iter_records(text: "str | bytes") -> Iterator[dict]:
