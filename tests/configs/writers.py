@@ -19,7 +19,7 @@ def config_writer(name: str, ws: str, path: str, rounds: int, start, read, resul
         for i in range(rounds):
             start.wait(30)
             try:
-                wb.config_set(path, {f"writer_{name}": i})
+                wb.config_set(path, {f"writer_{name}": i}, add=True)   # a key of its own, on purpose
                 results.put((i, name, "ok"))
             except ConflictError:
                 results.put((i, name, "conflict"))

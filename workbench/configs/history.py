@@ -326,9 +326,11 @@ class ConfigStore:
                 text = current.decode("utf-8")
             except UnicodeDecodeError:
                 raise InputError(f"{path}: not UTF-8 text") from None
+            # the file and the values first (a malformed file or value is the real problem), then the keys
+            new = apply_edits(text, assignments, deletions or [], name=path, check_types=not force)
             if not (add or force):
                 unknown_keys(text, [k for k, _ in assignments], path)
-            return apply_edits(text, assignments, deletions or [], name=path, check_types=not force).encode("utf-8")
+            return new.encode("utf-8")
 
         # Every check runs on the file as it is now before anything is stored: bad input leaves the
         # file and the journal as they were. _write repeats the edit on what it reads under CAS.
@@ -374,14 +376,27 @@ def dotted_keys(obj: Any, prefix: str = "") -> list[str]:
 
 
 def unknown_keys(text: str, keys: list[str], name: str) -> None:
-    """Refuse a key the file does not have, naming the closest keys it has (did-you-mean)."""
+    """Refuse a key the file does not have, naming the closest keys it has (did-you-mean).
+
+    Only a missing object member is "unknown": an index into a list, or a path through a value that
+    is not an object, is left to the edit itself, which names what is wrong with it."""
     try:
-        have = dotted_keys(json.loads(text))
-    except ValueError:
-        return      # not JSON: the edit itself reports it
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return      # not (plain) JSON: the edit itself reports it
+    have = None
     for key in keys:
-        if key in have:
-            continue
-        close = difflib.get_close_matches(key, have, n=2, cutoff=0.6)
-        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-        raise InputError(f"{name}: no key {key!r} ({hint}add it on purpose with --add)")
+        node, parts = doc, key.split(".")
+        for depth, part in enumerate(parts):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+                continue
+            if isinstance(node, dict):
+                if have is None:
+                    have = dotted_keys(doc)
+                close = difflib.get_close_matches(key, have, n=2, cutoff=0.6)
+                hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+                missing = ".".join(parts[:depth + 1])
+                where = f" ({missing!r} is not in the file)" if missing != key else ""
+                raise InputError(f"{name}: no key {key!r}{where}: {hint}add it on purpose with --add")
+            break       # a list index or a scalar: the edit checks it
