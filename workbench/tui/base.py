@@ -14,7 +14,7 @@ from textual.widgets import Footer, Header, Label, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from workbench.tui.widgets.screen_bar import ScreenBar
-from workbench.tui.workers import QUIET_GROUPS, Deliver, ProgressMessage
+from workbench.tui.workers import QUIET_GROUPS, ProgressMessage
 
 if TYPE_CHECKING:
     from workbench.tui.app import WorkbenchApp
@@ -130,16 +130,6 @@ class WorkbenchScreen(Screen):
             bar.start(worker.name)
         elif not running:
             bar.stop()
-
-    def deliver(self, handler, *args, **kwargs) -> None:
-        """From a worker: run ``handler(*args, **kwargs)`` on the UI thread, as a message."""
-        self.post_message(Deliver(handler, args, kwargs))
-
-    def on_deliver(self, message: Deliver) -> None:
-        try:
-            message.handler(*message.args, **message.kwargs)
-        except Exception as exc:        # a rendering bug is reported like a failed worker
-            self.app.report(exc, what=getattr(message.handler, "__name__", "update"))
 
     def on_progress_message(self, message: ProgressMessage) -> None:
         bar = self._busy()

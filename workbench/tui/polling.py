@@ -42,7 +42,7 @@ class PollingScreenMixin:
             error = None
         except Exception as exc:  # shown inline; the next poll tries again
             result, error = None, exc
-        self.deliver(self._poll_done, result, error)
+        self.app.call_from_thread(self._poll_done, result, error)
 
     def _poll_done(self, result: Any, error) -> None:
         self._poll_running = False

@@ -1,11 +1,10 @@
 """How screens run work off the UI thread, and the messages that bring its news back.
 
 Every worker goes through ``background``: a thread worker that never takes the app down
-(``exit_on_error=False``). A worker that raises ends in ``WorkerState.ERROR``; the screens' one
-``Worker.StateChanged`` handler (``WorkbenchScreen``) reports it in the error line
-(``WorkbenchApp.report``), and the busy bar shows what runs meanwhile. Results come back as
-``Deliver`` messages (``screen.deliver(handler, *args)``) and core ``Progress`` events as
-``ProgressMessage``; ``post_message`` is thread-safe, so no worker calls into a widget.
+(``exit_on_error=False``). A worker that raises ends in ``WorkerState.ERROR``; the app's one
+``Worker.StateChanged`` handler reports it in the screen's error line (``WorkbenchApp.report``),
+and the screen's busy bar shows what runs meanwhile. Core ``Progress`` events reach the UI thread
+as ``ProgressMessage`` (``post_message`` is thread-safe), never by a call into a widget.
 """
 
 from __future__ import annotations
@@ -28,18 +27,6 @@ def background(group: str, label: str = "", *, exclusive: bool = True) -> Callab
     stays up."""
     return work(thread=True, exclusive=exclusive, group=group, exit_on_error=False,  # type: ignore[return-value]
                 name=label or group)
-
-
-class Deliver(Message):
-    """A worker's result for the UI thread: ``handler(*args)`` runs there (the screen's
-    ``on_deliver``). Unlike ``call_from_thread`` the worker does not wait, and a handler that
-    raises is reported like a failed worker instead of ending the app."""
-
-    def __init__(self, handler: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-        super().__init__()
-        self.handler = handler
-        self.args = args
-        self.kwargs = kwargs
 
 
 class ProgressMessage(Message):

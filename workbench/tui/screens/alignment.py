@@ -111,12 +111,12 @@ class AlignmentScreen(WorkbenchScreen):
             result = self.app.wb.align(f["train"], f["infer"], engine=f["engine"], draft=f["draft"] or None,
                                        target=f["target"] or None, num_layers=n)
         except WorkbenchError as exc:
-            self.deliver(self.show_error, str(exc))
+            self.app.call_from_thread(self.show_error, str(exc))
             return
         except Exception as exc:  # a bug must not take the screen down
-            self.deliver(self.app.report, exc, what="alignment")
+            self.app.call_from_thread(self.app.report, exc, what="alignment")
             return
-        self.deliver(self.show_result, result)
+        self.app.call_from_thread(self.show_result, result)
 
     def show_error(self, message: str) -> None:
         self.error = message
@@ -239,10 +239,10 @@ class AlignmentScreen(WorkbenchScreen):
         try:
             change = self.app.wb.config_apply_fix(fix, confirm=True)
         except WorkbenchError as exc:
-            self.deliver(self.notify, str(exc), severity="error")
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
-        self.deliver(self.notify, f"applied: {change.location} is now v{change.version.number}")
-        self.deliver(self.action_run)
+        self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
+        self.app.call_from_thread(self.action_run)
 
     def action_copy_command(self) -> None:
         self.app.copy_to_clipboard(cli_command(self.fields()))

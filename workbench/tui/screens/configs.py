@@ -69,9 +69,9 @@ class ConfigsScreen(WorkbenchScreen):
         try:
             tracked = self.app.wb.config_list()
         except WorkbenchError as exc:
-            self.deliver(self.app.report, exc)
+            self.app.call_from_thread(self.app.report, exc)
             return
-        self.deliver(self._show_files, tracked)
+        self.app.call_from_thread(self._show_files, tracked)
 
     def _show_files(self, tracked) -> None:
         self.tracked = tracked
@@ -100,9 +100,9 @@ class ConfigsScreen(WorkbenchScreen):
         try:
             hist = self.app.wb.config_history(location)
         except WorkbenchError as exc:
-            self.deliver(self.app.report, exc)
+            self.app.call_from_thread(self.app.report, exc)
             return
-        self.deliver(self._show_history, hist)
+        self.app.call_from_thread(self._show_history, hist)
 
     def _show_history(self, hist) -> None:
         self.versions = hist.versions
@@ -183,10 +183,10 @@ class ConfigsScreen(WorkbenchScreen):
         try:
             change = self.app.wb.config_revert(location, number, confirm=True)
         except WorkbenchError as exc:
-            self.deliver(self.app.report, exc)
+            self.app.call_from_thread(self.app.report, exc)
             return
-        self.deliver(self.notify, f"reverted to v{number}: now v{change.version.number}")
-        self.deliver(self.load_files)
+        self.app.call_from_thread(self.notify, f"reverted to v{number}: now v{change.version.number}")
+        self.app.call_from_thread(self.load_files)
 
     def action_focus_track(self) -> None:
         self.query_one("#track-path", Input).focus()
@@ -202,11 +202,11 @@ class ConfigsScreen(WorkbenchScreen):
         try:
             t = self.app.wb.config_track(path)
         except WorkbenchError as exc:
-            self.deliver(self.app.report, exc)
+            self.app.call_from_thread(self.app.report, exc)
             return
         self.location = t.location
-        self.deliver(self.notify, f"tracking {t.location}")
-        self.deliver(self._tracked_done)
+        self.app.call_from_thread(self.notify, f"tracking {t.location}")
+        self.app.call_from_thread(self._tracked_done)
 
     def _tracked_done(self) -> None:
         self.query_one("#track-path", Input).value = ""

@@ -141,9 +141,9 @@ class DiagnoseScreen(WorkbenchScreen):
             rows = [r for r in wb.measurements(sid) if r.get("kind") == "protocol"]
             td = self.training_data or wb.live_training_data(rec.profile) or ""
         except WorkbenchError as exc:
-            self.deliver(self._status, str(exc), "bold red")
+            self.app.call_from_thread(self._status, str(exc), "bold red")
             return
-        self.deliver(self._loaded, rec, rows[-1] if rows else None, td)
+        self.app.call_from_thread(self._loaded, rec, rows[-1] if rows else None, td)
 
     def _loaded(self, rec, last, td: str) -> None:
         if not self.query_one("#training", Input).value and td:
@@ -175,7 +175,7 @@ class DiagnoseScreen(WorkbenchScreen):
         wb = self.app.wb
         m = wb.server_measure(sid, max_new_tokens=self.measure_tokens, prompts=wb.live_prompts(),
                               label="diagnose screen")
-        self.deliver(self.load_server, sid)
+        self.app.call_from_thread(self.load_server, sid)
         return m
 
     # -- step 2: doctor --------------------------------------------------------------------------
@@ -195,7 +195,7 @@ class DiagnoseScreen(WorkbenchScreen):
         report = wb.doctor_live(sid, training, samples=self.samples, measure=not measured,
                                 measure_tokens=self.measure_tokens, confirm=lambda plan: ask_from_thread(self.app, plan),
                                 dump_alongside=self.guided)
-        self.deliver(self.show_report, report)
+        self.app.call_from_thread(self.show_report, report)
 
     def show_report(self, report) -> None:
         self.report = report
@@ -293,7 +293,7 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def _apply(self, sid: int, fix) -> None:
         change = self.app.wb.live_apply_fix(sid, fix, confirm=True)
-        self.deliver(self._applied, sid, change)
+        self.app.call_from_thread(self._applied, sid, change)
 
     def _applied(self, sid: int, change) -> None:
         self._mark("alignment")
@@ -320,7 +320,7 @@ class DiagnoseScreen(WorkbenchScreen):
         wb = self.app.wb
         rec = wb.live_relaunch(sid, confirm=True, measure_tokens=self.measure_tokens)
         cmp = wb.live_compare(sid, rec.id) if rec.state == "ready" else None
-        self.deliver(self._relaunched, sid, rec, cmp)
+        self.app.call_from_thread(self._relaunched, sid, rec, cmp)
 
     def _relaunched(self, old: int, rec, cmp) -> None:
         self.before_id = old
@@ -357,7 +357,7 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def _compare(self, before: int, after: int) -> None:
         cmp = self.app.wb.live_compare(before, after)
-        self.deliver(self.show_comparison, cmp)
+        self.app.call_from_thread(self.show_comparison, cmp)
 
     def show_comparison(self, cmp) -> None:
         self.comparison = cmp
@@ -386,9 +386,9 @@ class DiagnoseScreen(WorkbenchScreen):
         try:
             fn(*args)
         except WorkbenchError as exc:
-            self.deliver(self._status, str(exc).splitlines()[0], "bold red")
+            self.app.call_from_thread(self._status, str(exc).splitlines()[0], "bold red")
         except Exception as exc:  # never a traceback on screen
-            self.deliver(self.app.report, exc, what=what)
+            self.app.call_from_thread(self.app.report, exc, what=what)
         finally:
             self.busy = None
 

@@ -106,9 +106,9 @@ class DoctorScreen(WorkbenchScreen):
         try:
             report = self.app.wb.doctor_live(sid, confirm=lambda plan: ask_from_thread(self.app, plan))
         except WorkbenchError as exc:
-            self.deliver(self._show_error, str(exc))
+            self.app.call_from_thread(self._show_error, str(exc))
             return
-        self.deliver(self._show_live, report)
+        self.app.call_from_thread(self._show_live, report)
 
     def _show_live(self, live) -> None:
         """A live report in the same panes: findings ranked, the capture table from the alignment."""
@@ -151,9 +151,9 @@ class DoctorScreen(WorkbenchScreen):
                                         algorithm=f["algorithm"] or None, trained_layers=trained,
                                         trained_convention=f["convention"])
         except WorkbenchError as exc:
-            self.deliver(self._show_error, str(exc))
+            self.app.call_from_thread(self._show_error, str(exc))
             return
-        self.deliver(self._show, report)
+        self.app.call_from_thread(self._show, report)
 
     def _show_error(self, message: str) -> None:
         self.error = message
@@ -220,10 +220,10 @@ class DoctorScreen(WorkbenchScreen):
         try:
             change = self.app.wb.config_apply_fix(fix, confirm=True)
         except WorkbenchError as exc:
-            self.deliver(self.app.report, exc)
+            self.app.call_from_thread(self.app.report, exc)
             return
-        self.deliver(self.notify, f"applied: {change.location} is now v{change.version.number}")
-        self.deliver(self.action_run)
+        self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
+        self.app.call_from_thread(self.action_run)
 
     def action_copy_command(self) -> None:
         import shlex

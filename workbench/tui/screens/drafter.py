@@ -96,12 +96,12 @@ class DrafterScreen(WorkbenchScreen):
             depth = int(f["depth"]) if f["depth"] else None
             result = self.app.wb.drafter_eval(f["draft"], f["data"], f["target"], depth=depth)
         except WorkbenchError as exc:
-            self.deliver(self.show_error, str(exc))
+            self.app.call_from_thread(self.show_error, str(exc))
             return
         except Exception as exc:
-            self.deliver(self.app.report, exc, what="drafter")
+            self.app.call_from_thread(self.app.report, exc, what="drafter")
             return
-        self.deliver(self.show_result, result)
+        self.app.call_from_thread(self.show_result, result)
 
     def show_error(self, message: str) -> None:
         self.error = message

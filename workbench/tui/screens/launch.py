@@ -52,9 +52,9 @@ class LaunchScreen(WorkbenchScreen):
         try:
             profiles = self.app.wb.profiles()
         except Exception as exc:
-            self.deliver(self.app.report, exc, what="profiles")
+            self.app.call_from_thread(self.app.report, exc, what="profiles")
             return
-        self.deliver(self._set_profiles, profiles)
+        self.app.call_from_thread(self._set_profiles, profiles)
 
     def _set_profiles(self, profiles) -> None:
         sel = self.query_one("#profile", Select)
@@ -91,10 +91,10 @@ class LaunchScreen(WorkbenchScreen):
         try:
             preview = self.app.wb.launch_preview(name)
         except Exception as exc:
-            self.deliver(self.app.report, exc, what=f"check {name}")
-            self.deliver(self.query_one("#command", Static).update, str(exc))
+            self.app.call_from_thread(self.app.report, exc, what=f"check {name}")
+            self.app.call_from_thread(self.query_one("#command", Static).update, str(exc))
             return
-        self.deliver(self._show, preview)
+        self.app.call_from_thread(self._show, preview)
 
     def _show(self, p) -> None:
         if p.profile != self._profile():
@@ -123,9 +123,9 @@ class LaunchScreen(WorkbenchScreen):
         try:
             rec = self.app.wb.launch(preview.profile, confirm=True, preview=preview)
         except Exception as exc:
-            self.deliver(self.app.report, exc, what=f"launch {preview.profile}")
+            self.app.call_from_thread(self.app.report, exc, what=f"launch {preview.profile}")
             return
-        self.deliver(self._launched, rec)
+        self.app.call_from_thread(self._launched, rec)
 
     def _launched(self, rec) -> None:
         self.notify(f"server {rec.id} ({rec.profile}) started: pid {rec.pid} on {rec.host}")

@@ -184,13 +184,13 @@ class PredictorScreen(WorkbenchScreen):
             result = self.app.wb.predict(**request)
         except WorkbenchError as exc:
             if not worker.is_cancelled:
-                self.deliver(self.show_error, str(exc))
+                self.app.call_from_thread(self.show_error, str(exc))
             return
         except Exception as exc:  # a bug must not take the screen down; say what happened
-            self.deliver(self.app.report, exc, what="predictor")
+            self.app.call_from_thread(self.app.report, exc, what="predictor")
             return
         if not worker.is_cancelled:
-            self.deliver(self.show_result, result)
+            self.app.call_from_thread(self.show_result, result)
 
     # -- output -----------------------------------------------------------------------------------
     def show_error(self, message: str) -> None:

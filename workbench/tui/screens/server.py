@@ -161,10 +161,10 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         try:
             res = self.app.wb.server_stop(sid, confirm=True)
         except Exception as exc:
-            self.deliver(self.app.report, exc, what=f"stop server {sid}")
+            self.app.call_from_thread(self.app.report, exc, what=f"stop server {sid}")
             return
-        self.deliver(self.notify, f"server {sid}: {res.message}")
-        self.deliver(self.poll_now)
+        self.app.call_from_thread(self.notify, f"server {sid}: {res.message}")
+        self.app.call_from_thread(self.poll_now)
 
     def action_measure(self) -> None:
         sid = self._sid()
@@ -177,12 +177,12 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         try:
             m = self.app.wb.server_measure(sid)
         except Exception as exc:
-            self.deliver(self.app.report, exc, what=f"measure server {sid}")
+            self.app.call_from_thread(self.app.report, exc, what=f"measure server {sid}")
             return
         al = m.accept_len
         text = (f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else "") + \
             f"{m.tokens_per_s:.1f} tok/s"
-        self.deliver(self.notify, f"server {sid}: {text}", timeout=10)
+        self.app.call_from_thread(self.notify, f"server {sid}: {text}", timeout=10)
 
 
 SPEC = ScreenSpec("server", "Server", "f6", ServerScreen, order=41)

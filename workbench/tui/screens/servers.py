@@ -166,11 +166,11 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         try:
             res = self.app.wb.server_stop(sid, confirm=True)
         except Exception as exc:
-            self.deliver(self.app.report, exc, what=f"stop server {sid}")
+            self.app.call_from_thread(self.app.report, exc, what=f"stop server {sid}")
             return
-        self.deliver(self.notify, f"server {sid}: {res.message}",
+        self.app.call_from_thread(self.notify, f"server {sid}: {res.message}",
                                   severity="information" if res.gpus_idle is not False else "warning")
-        self.deliver(self.poll_now)
+        self.app.call_from_thread(self.poll_now)
 
 
 SPEC = ScreenSpec("servers", "Dashboard", "f5", ServersScreen, order=40)

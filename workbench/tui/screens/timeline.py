@@ -101,9 +101,9 @@ class TimelineScreen(WorkbenchScreen):
         try:
             tl = self.app.wb.timeline(**filters)
         except WorkbenchError as exc:
-            self.deliver(self.notify, str(exc), severity="error")
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
-        self.deliver(self._show, tl.entries)
+        self.app.call_from_thread(self._show, tl.entries)
 
     def _show(self, entries: list) -> None:
         self.entries = entries
@@ -144,7 +144,7 @@ class TimelineScreen(WorkbenchScreen):
             text = ("(nothing ties this entry to a draft config)" if live is None else
                     f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
                     f"{live.basis}\n\n{live.content}")
-        self.deliver(self.query_one("#live", Static).update, text)
+        self.app.call_from_thread(self.query_one("#live", Static).update, text)
 
 
 SPEC = ScreenSpec("timeline", "Timeline", "f10", TimelineScreen, order=90)
