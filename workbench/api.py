@@ -10,6 +10,8 @@ Destructive methods take ``confirm=True`` (see ``workbench.confirm``).
 
 from __future__ import annotations
 
+from typing import Any, BinaryIO, Iterator, Optional, Sequence
+
 from workbench.confirm import Plan
 from workbench.errors import ConfirmationRequired, InputError, WorkbenchError
 from workbench.facade.base import WorkbenchBase
@@ -24,7 +26,35 @@ from workbench.facade.predict import PredictAPI
 from workbench.facade.servers import ServersAPI
 from workbench.facade.timeline import TimelineAPI
 
-__all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired"]
+from workbench.draftconfig.schema import MAX_CONTEXT, MAX_LAYERS
+from workbench.layers import ENGINE_CHOICES
+from workbench.sglang.profiles import GRACE, TIMEOUT
+from workbench.workspace import default_root, load_keymap
+
+__all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired", "ENGINE_CHOICES",
+           "MAX_CONTEXT", "MAX_LAYERS", "GRACE", "TIMEOUT", "default_root", "load_keymap", "parse_log",
+           "parse_log_json", "lab_serve"]
+
+
+def parse_log(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[Any]":
+    """SGLang log records from a binary stream, as they are parsed (memory stays flat)."""
+    from workbench.sglang.logparse import stream_records
+
+    return stream_records(source, kinds)
+
+
+def parse_log_json(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[str]":
+    """The same records as JSON Lines text, one per record."""
+    from workbench.sglang.logparse import stream_json_lines
+
+    return stream_json_lines(source, kinds)
+
+
+def lab_serve(argv: "Sequence[str]") -> int:
+    """Run the lab's reference server in this process (``sglang.launch_server`` flags)."""
+    from workbench.lab.serve import main
+
+    return int(main(list(argv)) or 0)
 
 
 class Workbench(PredictAPI, DoctorAPI, EngineAPI, HiddenAPI, DrafterAPI, LabAPI, LiveAPI, ServersAPI, ConfigsAPI,

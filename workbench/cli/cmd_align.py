@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from workbench.cli.common import add_json, emit, int_flag
-from workbench.draftconfig.schema import MAX_LAYERS
+from workbench.api import MAX_LAYERS
 
 
 def register(sub) -> None:

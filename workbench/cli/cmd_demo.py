@@ -40,19 +40,18 @@ def run(args, ctx) -> int:
     from pathlib import Path
 
     from workbench.api import Workbench
-    from workbench.live import demo
 
-    root = Path(args.workspace).expanduser() if args.workspace else demo.default_dir()
+    root = Path(args.workspace).expanduser() if args.workspace else Path(Workbench.demo_default_dir())
     tui = not args.no_tui and not args.json and sys.stdout.isatty() and sys.stdin.isatty()
     progress = ctx.progress
     with Workbench.open(root, progress=progress) as wb:
-        setup = demo.prepare(wb, args.size, lab_dir=args.lab_dir, progress=progress)
+        setup = wb.demo_prepare(args.size, lab_dir=args.lab_dir, progress=progress)
         if not tui:
             try:
-                result = demo.run_story(wb, setup, measure_tokens=args.measure_tokens, progress=progress)
+                result = wb.demo_run(setup, measure_tokens=args.measure_tokens, progress=progress)
             finally:
                 if not args.keep:
-                    demo.stop_demo_servers(wb)
+                    wb.demo_stop_servers()
             if args.json:
                 import json
 
@@ -60,8 +59,8 @@ def run(args, ctx) -> int:
             else:
                 print(result.text())
             return 0
-        rec = demo.launch_story(wb, setup, progress=progress)
-        m = demo.measure_story(wb, rec.id, args.measure_tokens)
+        rec = wb.demo_launch(setup, progress=progress)
+        m = wb.demo_measure(rec.id, args.measure_tokens)
     from workbench.tui.demo import run_demo_app
 
     progress.finish()   # the TUI takes the terminal from here
@@ -71,7 +70,7 @@ def run(args, ctx) -> int:
     finally:
         if not args.keep:
             with Workbench.open(root) as wb:
-                demo.stop_demo_servers(wb)
+                wb.demo_stop_servers()
 
 
 def demo_text(result) -> str:

@@ -7,7 +7,7 @@ import argparse
 
 from workbench.cli.common import MAX_ID, add_json, emit, int_flag
 from workbench.display import evidence_label
-from workbench.draftconfig.schema import MAX_CONTEXT, MAX_LAYERS
+from workbench.api import MAX_CONTEXT, MAX_LAYERS
 from workbench.parsing import parse_ids
 
 

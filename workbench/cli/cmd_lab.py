@@ -59,6 +59,6 @@ def _build(args, ctx) -> int:
 
 
 def _serve(args, ctx) -> int:
-    from workbench.lab.serve import main
+    from workbench.api import lab_serve
 
-    return main(args.server_args)
+    return lab_serve(args.server_args)

@@ -22,7 +22,7 @@ def cmd_parse(args: argparse.Namespace, ctx) -> int:
     import sys
 
     from workbench.errors import InputError
-    from workbench.sglang.logparse import stream_json_lines, stream_records
+    from workbench.api import parse_log, parse_log_json
 
     if args.file == "-":
         source = sys.stdin.buffer
@@ -39,10 +39,10 @@ def cmd_parse(args: argparse.Namespace, ctx) -> int:
     try:
         # streamed: each record is written as its chunk of the log is parsed (memory stays flat)
         if args.json:
-            for text in stream_json_lines(source, args.kind):
+            for text in parse_log_json(source, args.kind):
                 out.write(text + "\n")
         else:
-            for rec in stream_records(source, args.kind):
+            for rec in parse_log(source, args.kind):
                 out.write(format_record(rec) + "\n")
     except IsADirectoryError:
         raise InputError(f"{args.file}: is a directory, expected a log file") from None

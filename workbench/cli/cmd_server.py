@@ -100,7 +100,7 @@ def _launch(args, ctx):
     wb = ctx.wb
     if args.timeout is not None:        # refused before anything starts (nan/inf would wait for ever)
         from workbench.numbers import number
-        from workbench.sglang.profiles import TIMEOUT
+        from workbench.api import TIMEOUT
 
         number(args.timeout, "--timeout", TIMEOUT)
     preview = wb.launch_preview(args.profile, args.sglang_version)

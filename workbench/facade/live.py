@@ -164,3 +164,38 @@ class LiveAPI(ServersAPI):
             if measure and out.ready:
                 out.comparison = self.live_compare(sid, rec.id)
         return out
+
+    # -- the demo (the story in the lab) ------------------------------------------------------------
+    @staticmethod
+    def demo_default_dir() -> str:
+        from workbench.live import demo
+
+        return str(demo.default_dir())
+
+    def demo_prepare(self, size: str = "small", *, lab_dir: Optional[str] = None, progress=None):
+        """Build (or reuse) the lab world and write the demo workspace around this workbench's folder."""
+        from workbench.live import demo
+
+        return demo.prepare(self, size, lab_dir=lab_dir, progress=progress)
+
+    def demo_run(self, setup, *, measure_tokens: int = 48, progress=None):
+        """The scripted story: launch with the story's config, measure, doctor, fix, relaunch, compare."""
+        from workbench.live import demo
+
+        return demo.run_story(self, setup, measure_tokens=measure_tokens, progress=progress)
+
+    def demo_launch(self, setup, *, progress=None):
+        from workbench.live import demo
+
+        return demo.launch_story(self, setup, progress=progress)
+
+    def demo_measure(self, server_id: int, measure_tokens: int = 48):
+        from workbench.live import demo
+
+        return demo.measure_story(self, server_id, measure_tokens)
+
+    def demo_stop_servers(self) -> list[int]:
+        """Stop the servers this workspace still runs (identity-checked by the lifecycle)."""
+        from workbench.live import demo
+
+        return demo.stop_demo_servers(self)

@@ -19,7 +19,7 @@ import ipywidgets as w
 from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
-from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.api import ENGINE_CHOICES as ENGINES
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]

@@ -20,7 +20,7 @@ import ipywidgets as w
 from workbench.display import fmt_rel as fmt
 from workbench.display import heat_colour
 from workbench.errors import InputError, WorkbenchError
-from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.api import ENGINE_CHOICES as ENGINES
 from workbench.notebook._arm import ArmButton
 
 VERDICT_COLOUR = {"match": "#2e7d32", "ambiguous": "#b26a00", "no-match": "#c62828"}

@@ -123,7 +123,7 @@ class WorkbenchApp(App):
 
     @property
     def workspace_root(self) -> Path:
-        from workbench.workspace import default_root
+        from workbench.api import default_root
 
         return Path(self._workspace_arg).expanduser() if self._workspace_arg else default_root()
 
@@ -149,7 +149,7 @@ class WorkbenchApp(App):
     def load_keymap(self) -> None:
         """User remapping: ``keymap.toml`` in the workspace maps binding ids to keys."""
         from workbench.tui.keymap import check_keymap
-        from workbench.workspace import load_keymap
+        from workbench.api import load_keymap
 
         path = self.workspace_root / KEYMAP_FILE
         if not path.exists():

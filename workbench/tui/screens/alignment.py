@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 from workbench.display import fmt_rel as fmt
 from workbench.display import heat_colour, text_on
 from workbench.errors import WorkbenchError
-from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.api import ENGINE_CHOICES as ENGINES
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import VerdictTable

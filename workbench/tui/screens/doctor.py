@@ -17,7 +17,7 @@ from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
-from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.api import ENGINE_CHOICES as ENGINES
 from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
 from workbench.tui.workers import background
 
