@@ -24,6 +24,8 @@ def register(sub) -> None:
                    help="convention of --trained-layers: output-of-layer (default), capture-before, hf-index")
     p.add_argument("--context-length", type=int, metavar="N", help="the server's context length")
     p.add_argument("--num-layers", type=int, metavar="N", help="target layers, when no target config is given")
+    p.add_argument("--disable-cuda-graph", action="store_true",
+                   help="the server runs with --disable-cuda-graph (default: CUDA graphs on, as in production)")
     live = p.add_argument_group("a running server")
     live.add_argument("--server", type=int, metavar="ID", help="diagnose this server (see `server status`)")
     live.add_argument("--training-data", metavar="PATH",
@@ -74,7 +76,8 @@ def run(args: argparse.Namespace, ctx) -> int:
     trained = parse_ids(args.trained_layers, "--trained-layers") if args.trained_layers else None
     report = ctx.wb.doctor(args.draft, args.target_config, engine=args.engine, algorithm=args.algorithm,
                            trained_layers=trained, trained_convention=args.trained_convention,
-                           context_length=args.context_length, num_layers=args.num_layers)
+                           context_length=args.context_length, num_layers=args.num_layers,
+                           cuda_graph=not args.disable_cuda_graph)
     if args.json:
         emit({"findings": [f.to_dict() for f in report.findings],
               "capture": report.capture.to_dict() if report.capture else None,

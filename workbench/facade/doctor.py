@@ -9,7 +9,7 @@ class DoctorAPI:
     def doctor(self, draft: str, target_config: Optional[str] = None, *, engine: Optional[str] = None,
                algorithm: Optional[str] = None, trained_layers: Optional[Sequence[int]] = None,
                trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
-               num_layers: Optional[int] = None):
+               num_layers: Optional[int] = None, cuda_graph: bool = True):
         """Static checks of a draft directory (and the target config, engine, algorithm, what the
         drafter was trained on). Returns a DoctorReport: findings + the capture report."""
         from workbench.doctor import run_static
@@ -17,7 +17,7 @@ class DoctorAPI:
         report = run_static(draft, target_config, engine=engine, algorithm=algorithm,
                             trained_layers=list(trained_layers) if trained_layers is not None else None,
                             trained_convention=trained_convention, context_length=context_length,
-                            num_layers=num_layers)
+                            num_layers=num_layers, cuda_graph=cuda_graph)
         self._record("doctor", report.inputs.get("draft", str(draft)),
                      {"inputs": report.inputs, "codes": report.codes(),
                       "errors": len(report.errors)})
