@@ -71,7 +71,7 @@ def test_capture_0523_kimi_llama_gptoss(tmp_path):
     assert r.cuda_graph_points == r.points
     # -1 -> index -1 never fires; the packer then raises at the first forward
     r = capture("sglang==0.5.23", target_config=kimi, ids=[-1, 2, 30], source="table")
-    assert r.fatal and "RuntimeError" in r.fatal
+    assert r.fatal and "AuxHiddenStatePacker" in r.fatal
     llama = _cfg(tmp_path, "LlamaForCausalLM", 32)
     r = capture("sglang==0.5.23", target_config=llama, ids=[-1, 2, 30], source="table")
     assert r.points == ["embed", "out(2)", "out(30)"] and r.fatal is None
