@@ -558,8 +558,8 @@ def _table_rule(version, arch: Optional[str], family: Optional[str]) -> Optional
     from workbench.engine.lookup import _norm
 
     rows = table.release(version_text(version))
-    if rows is None:
-        return None
+    if rows is None or not arch:
+        return None          # no release in the table, or no target: the assumed rule (with its note)
     by = {_norm(r.arch): r for r in rows}
     r = by.get(_norm(arch)) if arch else None
     # a model class the release's code does not give the hook is unsupported; a model_type (or no
