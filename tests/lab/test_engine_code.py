@@ -6,6 +6,16 @@ from __future__ import annotations
 import pytest
 
 
+def _release(version):
+    """The release's wheel from PyPI (cached under ~/.cache/eagle-workbench); skip when offline."""
+    from workbench.engine.wheels import unpacked
+
+    try:
+        unpacked(version)
+    except Exception as exc:
+        pytest.skip(f"sglang=={version} wheel not available: {exc}")
+
+
 def _engine(world, draft, engine, **kw):
     from workbench.lab.engine import LabEngine
 
@@ -40,10 +50,7 @@ def test_installed_release_is_read_from_its_code(world, monkeypatch):
 
 
 def test_old_release_crashes_on_index0_from_its_wheel(world):
-    from workbench.engine.wheels import wheel_path
-
-    if wheel_path("0.5.12") is None:
-        pytest.skip("sglang==0.5.12 wheel not cached")
+    _release("0.5.12")
     eng = _engine(world, "draft_broken", "sglang==0.5.12")
     try:
         assert eng.capture.source == "wheel"
@@ -56,10 +63,7 @@ def test_old_release_crashes_on_index0_from_its_wheel(world):
 def test_cuda_graph_decode_uses_the_defaults_on_0510(world):
     """0.5.10's graph runner resets the ids to the defaults before capturing: verify rounds with CUDA
     graphs on capture out(1), out(5), out(8) whatever the config says; prefill keeps the config's."""
-    from workbench.engine.wheels import wheel_path
-
-    if wheel_path("0.5.10") is None:
-        pytest.skip("sglang==0.5.10 wheel not cached")
+    _release("0.5.10")
     on = _engine(world, "draft_shifted", "sglang==0.5.10")
     off = _engine(world, "draft_shifted", "sglang==0.5.10", cuda_graph=False)
     try:

@@ -5,6 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+
+def _release(version):
+    """The release's wheel from PyPI (cached under ~/.cache/eagle-workbench); skip when offline."""
+    from workbench.engine.wheels import unpacked
+
+    try:
+        unpacked(version)
+    except Exception as exc:
+        pytest.skip(f"sglang=={version} wheel not available: {exc}")
+
 from tests.fixtures.toml_files import write_toml
 from tests.live.conftest import copy_draft, lab_profile
 
@@ -13,10 +23,7 @@ pytestmark = pytest.mark.slow
 
 def _launch(lab_world, tmp_path, stop_servers, name, extra, version=None):
     from workbench.api import Workbench
-    from workbench.engine.wheels import wheel_path
-
-    if wheel_path("0.5.10") is None:
-        pytest.skip("sglang==0.5.10 wheel not cached")
+    _release("0.5.10")
     root = tmp_path / name
     draft = copy_draft(lab_world, "draft_shifted", root / "drafts" / "shifted")   # ids [2, 6, 9]
     prof = lab_profile(lab_world, draft, root, "local")
