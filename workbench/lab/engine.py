@@ -16,7 +16,8 @@ target cache and extends the drafter with the ``a + 1`` new pairs built from the
 
 API: ``LabEngine(target_dir, draft_dir=None, dtype=..., engine=..., arch=None, num_steps=...)``;
 ``engine.generate(input_ids, max_new_tokens, ignore_eos=False, return_hidden=False)`` -> ``GenOutput``;
-``engine.warmup()``; ``engine.capture`` (the ``CaptureResult``); ``engine.stats`` (running totals).
+``engine.warmup()``; ``engine.capture`` (an ``EngineCapture`` for SGLang, a ``CaptureResult`` for vLLM);
+``engine.stats`` (running totals).
 """
 
 from __future__ import annotations
@@ -141,6 +142,13 @@ class LabEngine:
             dumper.attach(self.target, "target")
             if self.drafter is not None:
                 dumper.attach_drafter(self.drafter)
+
+    @property
+    def unsupported(self) -> bool:
+        """The target class has no EAGLE-3 capture in this engine (its code has no hook)."""
+        if self.sglang:
+            return self.code_rule is not None and not self.code_rule.supported
+        return self.rule.plus_one == "unsupported"
 
     # ----- target forward with aux capture -----
     def _aux_names(self, graph: bool = False) -> list:

@@ -199,7 +199,7 @@ class LabServer:
         dw = sum(p.numel() for p in eng.drafter.parameters()) * 2 / 1e9
         self.log(self.fmt.load_end("LlamaForCausalLMEagle3", str(eng.dtype), 0.05, avail - dw, dw))
         cap = eng.capture
-        if cap is not None and cap.fatal and eng.rule.plus_one == "unsupported":
+        if cap is not None and cap.fatal and eng.unsupported:
             raise ValueError(cap.fatal)     # the target model class has no EAGLE-3 capture at all
         if not a.disable_cuda_graph:
             if (a.speculative_num_steps or 1) > 1:
