@@ -544,10 +544,9 @@ def _forwarded(fn, param):
                     yield name, kw.arg, n.lineno
 
 
-def _chase(src, rel, param, depth=0):
+def _chase(src, rel, param):
     """Index 0 of an in-layer capture: the input stage that handles the first layer's missing residual."""
-    layer_fns = [(f, n) for f, n in _functions_with_param(src, [rel], param) if n.name != "forward" or True]
-    layer_fns = [(f, n) for f, n in layer_fns if any(True for _ in _forwarded(n, param))]
+    layer_fns = [(f, n) for f, n in _functions_with_param(src, [rel], param) if any(True for _ in _forwarded(n, param))]
     layer_files = _layer_files(src)
     for f, fn in layer_fns:
         for callee, kw, line in _forwarded(fn, param):

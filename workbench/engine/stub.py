@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-import sys
 import types
 from dataclasses import dataclass, field
 from typing import Optional
@@ -159,7 +158,3 @@ def run_hook(source, rel: str, cls: ast.ClassDef, ids, n: int) -> Outcome:
         p, a = handed[-1]
         return Outcome(list(a[0]), p[: -len(HOOK) - 1], err, err_line, flag)
     return Outcome(None, None, err, err_line, flag)
-
-
-def _selftest() -> None:  # pragma: no cover - a manual check
-    print(sys.version)
