@@ -20,23 +20,13 @@ convention          id j means                                     used by
 ==================  =============================================  ==============================
 
 Engine rules (``rule_for``) turn the ids a draft's ``config.json`` carries into the points an engine
-really captures, per engine version and target architecture. Sources, all read in released code:
+really captures, per engine version and target architecture:
 
-- SGLang wheels 0.4.9, 0.5.4, 0.5.4.post1..post3, 0.5.5, 0.5.12, 0.5.12.post1, 0.5.13, 0.5.23
-  (``set_eagle3_layers_to_capture`` in ``models/llama.py``, ``qwen*.py``, ``deepseek_v2.py``,
-  ``glm4_moe_lite.py``, ``gpt_oss.py``):
-  * default (no ids): capture-before ``[2, N//2, N-3]`` = ``out(1), out(N//2-1), out(N-4)``;
-  * llama / qwen families: always ``+1`` (all versions);
-  * deepseek_v2 (DeepSeek V2/V3, Kimi K2/K2.5): no EAGLE-3 support before 0.5.4.post2 (PR #12319);
-    always ``+1`` from 0.5.4.post2 through 0.5.12.post1; from 0.5.13 (PR #25454) ``+1`` only if the
-    first id is 1, otherwise the ids are capture-before indices used as-is; glm4_moe_lite likewise;
-  * gpt_oss (0.5.23, PR #32334): if ``max(ids) == N`` the ids are boundaries used as-is and the final
-    boundary is captured before the final norm; otherwise ``+1``;
-  * capture happens before layer i for i in ``range(N)`` and is appended in loop order (ascending),
-    whatever the list order; an index outside ``0..N-1`` never fires (the state is missing);
-  * index 0 (the embedding): 0.5.23 captures the embedding output ("Embeddings precede enter");
-    earlier versions compute ``hidden_states + residual`` with ``residual = None`` (TypeError; inferred);
-  * only ``eagle_config.eagle_aux_hidden_state_layer_ids`` is read for capture.
+- SGLang: a cache of the generated table of ``workbench.engine`` (every release from 0.4.9, read
+  from each release's own code by the extractor; ``make engine-rules`` regenerates it). The hand
+  rule below (``_sglang_rule``) only answers for a release the table lacks or when no target
+  architecture is known (then it says it assumed the llama/qwen rule). ``workbench.engine.capture``
+  is the full answer (index 0, index N, start-up and first-forward failures, CUDA-graph decode).
 - vLLM (``gpu_model_runner._get_eagle3_aux_layers_from_config``, llama aux loop): ids read verbatim as
   capture-before indices, top-level ``eagle_aux_hidden_state_layer_ids`` first, then ``eagle_config``;
   default ``(2, N//2, N-3)``; boundary N gives the pre-norm final stream.
