@@ -369,7 +369,9 @@ class EngineRule:
         default_used = ids is None
         if self.family is None and self.engine == "sglang":
             notes.append("target architecture unknown: assumed the always-+1 rule of llama/qwen")
-        if self.plus_one == "unsupported":
+        if self.plus_one == "unsupported" and "generated table" in self.source:
+            fatal = f"{self.name} has no EAGLE-3 capture for this target ({self.source})"
+        elif self.plus_one == "unsupported":
             fatal = (f"{self.name} has no EAGLE-3 capture for {self.family} targets "
                      "(DeepSeek/Kimi support starts at sglang 0.5.4.post2)" if self.family == "deepseek_v2"
                      else f"{self.name} has no EAGLE-3 capture for {self.family} targets")
