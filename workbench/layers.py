@@ -20,23 +20,13 @@ convention          id j means                                     used by
 ==================  =============================================  ==============================
 
 Engine rules (``rule_for``) turn the ids a draft's ``config.json`` carries into the points an engine
-really captures, per engine version and target architecture. Sources, all read in released code:
+really captures, per engine version and target architecture:
 
-- SGLang wheels 0.4.9, 0.5.4, 0.5.4.post1..post3, 0.5.5, 0.5.12, 0.5.12.post1, 0.5.13, 0.5.23
-  (``set_eagle3_layers_to_capture`` in ``models/llama.py``, ``qwen*.py``, ``deepseek_v2.py``,
-  ``glm4_moe_lite.py``, ``gpt_oss.py``):
-  * default (no ids): capture-before ``[2, N//2, N-3]`` = ``out(1), out(N//2-1), out(N-4)``;
-  * llama / qwen families: always ``+1`` (all versions);
-  * deepseek_v2 (DeepSeek V2/V3, Kimi K2/K2.5): no EAGLE-3 support before 0.5.4.post2 (PR #12319);
-    always ``+1`` from 0.5.4.post2 through 0.5.12.post1; from 0.5.13 (PR #25454) ``+1`` only if the
-    first id is 1, otherwise the ids are capture-before indices used as-is; glm4_moe_lite likewise;
-  * gpt_oss (0.5.23, PR #32334): if ``max(ids) == N`` the ids are boundaries used as-is and the final
-    boundary is captured before the final norm; otherwise ``+1``;
-  * capture happens before layer i for i in ``range(N)`` and is appended in loop order (ascending),
-    whatever the list order; an index outside ``0..N-1`` never fires (the state is missing);
-  * index 0 (the embedding): 0.5.23 captures the embedding output ("Embeddings precede enter");
-    earlier versions compute ``hidden_states + residual`` with ``residual = None`` (TypeError; inferred);
-  * only ``eagle_config.eagle_aux_hidden_state_layer_ids`` is read for capture.
+- SGLang: a cache of the generated table of ``workbench.engine`` (every release from 0.4.9, read
+  from each release's own code by the extractor; ``make engine-rules`` regenerates it). The hand
+  rule below (``_sglang_rule``) only answers for a release the table lacks or when no target
+  architecture is known (then it says it assumed the llama/qwen rule). ``workbench.engine.capture``
+  is the full answer (index 0, index N, start-up and first-forward failures, CUDA-graph decode).
 - vLLM (``gpu_model_runner._get_eagle3_aux_layers_from_config``, llama aux loop): ids read verbatim as
   capture-before indices, top-level ``eagle_aux_hidden_state_layer_ids`` first, then ``eagle_config``;
   default ``(2, N//2, N-3)``; boundary N gives the pre-norm final stream.
@@ -262,7 +252,7 @@ LATEST_SGLANG = (0, 5, 23, 0)
 def parse_version(text: str) -> tuple[int, int, int, int]:
     """'0.5.12.post1' -> (0, 5, 12, 2); a plain release sorts before its post releases.
     Parsed by ``workbench.sglang.version`` (the one version parser: .postN, rc, dev)."""
-    from workbench.sglang.version import Version
+    from workbench.engine.version import Version
 
     v = Version.parse(text)
     return (v.major, v.minor, v.patch, v.post + 1 if v.post else 0)
@@ -379,7 +369,9 @@ class EngineRule:
         default_used = ids is None
         if self.family is None and self.engine == "sglang":
             notes.append("target architecture unknown: assumed the always-+1 rule of llama/qwen")
-        if self.plus_one == "unsupported":
+        if self.plus_one == "unsupported" and "generated table" in self.source:
+            fatal = f"{self.name} has no EAGLE-3 capture for this target ({self.source})"
+        elif self.plus_one == "unsupported":
             fatal = (f"{self.name} has no EAGLE-3 capture for {self.family} targets "
                      "(DeepSeek/Kimi support starts at sglang 0.5.4.post2)" if self.family == "deepseek_v2"
                      else f"{self.name} has no EAGLE-3 capture for {self.family} targets")
@@ -558,14 +550,15 @@ def _table_rule(version, arch: Optional[str], family: Optional[str]) -> Optional
     from workbench.engine.lookup import _norm
 
     rows = table.release(version_text(version))
-    if rows is None:
-        return None
+    if rows is None or not arch:
+        return None          # no release in the table, or no target: the assumed rule (with its note)
     by = {_norm(r.arch): r for r in rows}
     r = by.get(_norm(arch)) if arch else None
-    if r is None and family in _FAMILY_ARCH:
+    # a model class the release's code does not give the hook is unsupported; a model_type (or no
+    # architecture) is read as its family's class
+    is_class = bool(arch) and re.search(r"For[A-Z]\w*$", str(arch)) is not None
+    if r is None and not is_class and family in _FAMILY_ARCH:
         r = by.get(_norm(_FAMILY_ARCH[family]))
-        if arch and _norm(arch) not in by and family != "llama":
-            r = r  # a class of the family the release serves under another name
     if r is None:
         return EngineRule("sglang", version, family, "unsupported", False, False,
                           f"sglang {version_text(version)}: no {arch or family} class with "

@@ -32,6 +32,8 @@ def register(sub) -> None:
     p.add_argument("--context-length", type=int_flag(1, MAX_CONTEXT), metavar="N", help="the server's context length")
     p.add_argument("--num-layers", type=int_flag(1, MAX_LAYERS), metavar="N",
                    help="target layers, when no target config is given")
+    p.add_argument("--disable-cuda-graph", action="store_true",
+                   help="the server runs with --disable-cuda-graph (default: CUDA graphs on, as in production)")
     live = p.add_argument_group("a running server")
     live.add_argument("--server", type=int_flag(1, MAX_ID), metavar="ID", help="diagnose this server (see `server status`)")
     live.add_argument("--training-data", metavar="PATH",
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace, ctx) -> int:
     report = ctx.wb.doctor(args.draft, args.target_config, engine=args.engine, algorithm=args.algorithm,
                            trained_layers=trained, trained_convention=args.trained_convention,
                            context_length=args.context_length, num_layers=args.num_layers,
-                           trained_engine=args.trained_engine)
+                           trained_engine=args.trained_engine, cuda_graph=not args.disable_cuda_graph)
     if args.json:
         emit({"findings": [f.to_dict() for f in report.findings],
               "capture": report.capture.to_dict() if report.capture else None,

@@ -42,8 +42,8 @@ _CANDIDATES = {
 }
 
 
-def extract(root, version: Optional[str] = None) -> list[CaptureRule]:
-    """Every EAGLE-3-capable architecture of the installation at ``root``, as typed rules."""
+def extract(root, version: Optional[str] = None, archs=None) -> list[CaptureRule]:
+    """Every EAGLE-3-capable architecture of the installation at ``root`` (or those in ``archs``)."""
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
     graph = graph_order(src)
@@ -51,6 +51,8 @@ def extract(root, version: Optional[str] = None) -> list[CaptureRule]:
     out: list[CaptureRule] = []
     for rel in src.files(MODELS):
         for arch in src.entry_classes(rel):
+            if archs is not None and arch not in archs:
+                continue
             found = src.find_class(rel, arch)
             if found is None:
                 continue
@@ -134,6 +136,11 @@ def _fit_hook(src, rel, cls, ev):
         ev.append(Evidence("id_map", f, line, f"hook raised for ids {ids}, N={n}: {o.error}"))
         if startup == "none":
             id_map = UNKNOWN
+    if where and where.count(".") >= 2:      # a wrapper: the ids are mapped by its part's own hook
+        owner = _resolve_path(src, rel, cls, where.rsplit(".", 1)[0])
+        inner = src.find_method(owner[0], owner[1], HOOK) if owner else None
+        if inner is not None:
+            hook_file, _c, hook_node = inner
     if id_map != UNKNOWN:
         line = _assign_line(src, hook_file, hook_node) or hook_node.lineno
         ev.append(Evidence("id_map", hook_file, line, f"{id_map}: {src.line(hook_file, line)}"
@@ -259,8 +266,7 @@ def _appends(node) -> list[ast.Call]:
 
 def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> dict:
     par = _parents(fwd)
-    loops = [n for n in ast.walk(fwd) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
-             and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "range" and isinstance(n.target, ast.Name)]
+    loops = [n for n in ast.walk(fwd) if isinstance(n, ast.For) and _loop_var(n)]
     tests = [(n, _membership(n)) for n in ast.walk(fwd)]
     tests = sorted([(n, m) for n, m in tests if m], key=lambda t: t[0].lineno)
     out = {"membership": UNKNOWN, "index0": UNKNOWN, "boundary": UNKNOWN, "missing": UNKNOWN}
@@ -277,7 +283,7 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
     if loop is None:
         ev.append(Evidence("forward", rel, tests[0][0].lineno, "unknown: the capture test is not in a layer loop"))
         return out
-    var = loop.target.id
+    var = _loop_var(loop)
     node, (kind, left) = in_loop[0]
     out["membership"] = kind
     # after layer i (``i + 1 in``): a boundary loop
@@ -308,9 +314,20 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
         ev.append(Evidence("boundary", rel, node.lineno, "index N fires after the last layer, before the final norm"))
     elif offset == 0 and site[0] == "if":
         body = site[1]
-        apps = _appends(body)
+        apps = [_resolved_arg(a, body) for a in _appends(body)]
         ev.append(Evidence("loop", rel, node.lineno, f"before layer i: {text}"))
-        if apps and all(_guarded(body) or _guarded(a) for a in apps):
+        helper = _helper(src, rel, apps)
+        if helper is not None:        # ``append(snapshot(hidden_states, residual))``: read the helper
+            hf, hfn = helper
+            g = next((n for n in ast.walk(hfn) if isinstance(n, ast.Compare) and _guarded(n)), None)
+            if g is not None and _adds_residual(hfn):
+                out["index0"] = "embed"
+                ev.append(Evidence("index0", hf, g.lineno, f"embed ({hfn.name} handles residual None): "
+                                   + src.line(hf, g.lineno)))
+                apps = []
+        if not apps and out["index0"] == "embed":
+            pass
+        elif apps and all(_guarded(body) or _guarded(a) for a in apps):
             out["index0"] = "embed"
             ev.append(Evidence("index0", rel, apps[0].lineno, "embed (guarded residual is not None): "
                                + src.line(rel, apps[0].lineno)))
@@ -341,6 +358,44 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
         out["boundary"] = _boundary(src, rel, fwd, loop, tests, par, ev)
     out["missing"] = _missing(src, rel, fwd, ev)
     return out
+
+
+def _helper(src, rel, apps) -> Optional[tuple]:
+    """The module-level function every appended value is a call of, resolved through the imports."""
+    names = {a.func.id for a in apps if isinstance(a, ast.Call) and isinstance(a.func, ast.Name)}
+    if len(names) != 1 or len(apps) == 0 or not all(isinstance(a, ast.Call) for a in apps):
+        return None
+    name = names.pop()
+    for f in [rel] + [src.module_file(n.module) for n in src.imports(rel)
+                      if n.module and n.level == 0 and any((x.asname or x.name) == name for x in n.names)]:
+        t = src.tree(f) if f else None
+        for node in (t.body if t else []):
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return f, node
+    return None
+
+
+def _loop_var(n: ast.For) -> Optional[str]:
+    """The layer index of ``for i in range(...)`` or ``for i, layer in enumerate(...)``."""
+    if not (isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name)):
+        return None
+    if n.iter.func.id == "range" and isinstance(n.target, ast.Name):
+        return n.target.id
+    if n.iter.func.id == "enumerate" and isinstance(n.target, ast.Tuple) and n.target.elts \
+            and isinstance(n.target.elts[0], ast.Name):
+        return n.target.elts[0].id
+    return None
+
+
+def _resolved_arg(call: ast.Call, body) -> ast.AST:
+    """An appended value: the expression itself, or what a local name was assigned in the same block."""
+    arg = call.args[0]
+    if isinstance(arg, ast.Name):
+        for n in ast.walk(body):
+            if isinstance(n, ast.Assign) and n.lineno < call.lineno and any(
+                    isinstance(t, ast.Name) and t.id == arg.id for t in n.targets):
+                return n.value
+    return arg
 
 
 def _within(node, anc, par) -> bool:
@@ -381,8 +436,9 @@ def _residual_none_before(fwd, loop) -> Optional[int]:
 
 
 def _boundary(src, rel, fwd, loop, tests, par, ev) -> str:
-    after = sorted([(n, m) for n, m in tests if n.lineno > (loop.end_lineno or loop.lineno) and m[0] == "index"],
-                   key=lambda t: t[0].lineno)
+    loops = [x for x in ast.walk(fwd) if isinstance(x, ast.For) and _loop_var(x)]
+    after = sorted([(n, m) for n, m in tests if n.lineno > (loop.end_lineno or loop.lineno) and m[0] == "index"
+                    and not any(_within(n, lp, par) for lp in loops)], key=lambda t: t[0].lineno)
     if not after:
         ev.append(Evidence("boundary", rel, loop.lineno, "none: no test of layers_to_capture after the layer loop "
                            "(index N never fires)"))
@@ -402,9 +458,10 @@ def _boundary(src, rel, fwd, loop, tests, par, ev) -> str:
                 ev.append(e)
                 return kind
     if site[0] == "if":
-        apps = _appends(site[1])
+        apps = [_resolved_arg(a, site[1]) for a in _appends(site[1])]
         norm_line = _norm_line(fwd, node.lineno)
-        if apps and norm_line is None:
+        # the residual stream itself (hidden_states + residual), taken before any final norm
+        if apps and norm_line is None and all(_adds_residual(a) for a in apps):
             ev.append(Evidence("boundary", rel, node.lineno, f"final-prenorm (no final norm before it): {text}"))
             return "final-prenorm"
     ev.append(Evidence("boundary", rel, node.lineno, f"unknown: {text}"))
@@ -445,7 +502,7 @@ def _packer_raise(src) -> Optional[Evidence]:
                 for f in c.body:
                     if isinstance(f, ast.FunctionDef) and f.name == "finalize":
                         for n in ast.walk(f):
-                            if isinstance(n, ast.Raise):
+                            if isinstance(n, (ast.Raise, ast.Assert)):   # RuntimeError, or AssertionError
                                 return Evidence("missing", rel, n.lineno, src.line(rel, n.lineno))
     return None
 
@@ -487,10 +544,9 @@ def _forwarded(fn, param):
                     yield name, kw.arg, n.lineno
 
 
-def _chase(src, rel, param, depth=0):
+def _chase(src, rel, param):
     """Index 0 of an in-layer capture: the input stage that handles the first layer's missing residual."""
-    layer_fns = [(f, n) for f, n in _functions_with_param(src, [rel], param) if n.name != "forward" or True]
-    layer_fns = [(f, n) for f, n in layer_fns if any(True for _ in _forwarded(n, param))]
+    layer_fns = [(f, n) for f, n in _functions_with_param(src, [rel], param) if any(True for _ in _forwarded(n, param))]
     layer_files = _layer_files(src)
     for f, fn in layer_fns:
         for callee, kw, line in _forwarded(fn, param):
@@ -603,7 +659,8 @@ def _graph_order(src: Source) -> dict:
         elif config_line is None:
             config_line = (f, call, fn)
     if reset is None:
-        graph_files = [f for f in src.files("sglang/srt/model_executor") if "cuda_graph_runner" in f]
+        graph_files = sorted((f for f in src.files("sglang/srt/model_executor") if "cuda_graph_runner" in f),
+                             key=lambda f: (not f.endswith("/cuda_graph_runner.py"), f))
         if graph_files:
             reset = False
             ev.append(Evidence("graph_reset", graph_files[0], 1,

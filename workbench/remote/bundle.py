@@ -41,8 +41,12 @@ class Bundle:
 
     def tarball(self) -> bytes:
         """A gzip'd tar with fixed metadata: the same code gives the same bytes."""
+        import gzip
+
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
+        # the gzip header's mtime fixed too (tarfile's "w:gz" stamps the current time)
+        with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w") as tar:
             for rel, data in self.files:
                 info = tarfile.TarInfo(rel)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0
