@@ -436,6 +436,18 @@ class _Checker:
         k = len(ids) if ids is not None else 3
         h_t = d.target_hidden_size or (self.t.hidden_size if self.t else None) or d.hidden_size
         ev = {"ids": ids, "ids_key": source, "k": k, "target_hidden_size": h_t}
+        if self.is_vllm and self.rule.facts.get("fc_states") == "3":
+            # this release sizes fc for 3 states whatever the config says (llama_eagle3.py)
+            given = [x for x in (d.layer_ids, d.top_level_layer_ids) if x]
+            n_cfg = len(given[0]) if given else None
+            width = fc_in // h_t if fc_in is not None and h_t and fc_in % h_t == 0 else None
+            bad = next((x for x in (n_cfg, width) if x is not None and x != 3), None)
+            if bad is not None:
+                self.add("layer-ids-count-mismatch", "error",
+                         f"{self.rule.name} builds the draft's fc for 3 target states (hidden_size * 3), but this "
+                         f"draft has {bad}: its fc weight does not load.",
+                         {**ev, "fc_in": fc_in, "engine": self.rule.name, "code": self.rule.evidence("fc_states")})
+                return
         if fc_in is not None and h_t:
             if fc_in != k * h_t:
                 k_fc = fc_in / h_t
