@@ -27,6 +27,8 @@ def register(sub) -> None:
                    help="what captured the training data: sglang==X.Y.Z, vllm==X.Y.Z, specforge==V (its pinned "
                         "SGLang) or speculators; without it a convention-dependent difference is only a warning")
     p.add_argument("--context-length", type=int, metavar="N", help="the server's context length")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="the launch's environment (repeatable), e.g. SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
     p.add_argument("--num-layers", type=int, metavar="N", help="target layers, when no target config is given")
     live = p.add_argument_group("a running server")
     live.add_argument("--server", type=int, metavar="ID", help="diagnose this server (see `server status`)")
@@ -64,6 +66,18 @@ def parse_ids(text: str, name: str) -> list[int]:
         raise InputError(f"{name}: {text!r} is not a list of integers like 2,30,58") from None
 
 
+def parse_env(pairs: list[str]) -> dict:
+    from workbench.errors import InputError
+
+    out = {}
+    for p in pairs:
+        name, sep, value = p.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--env: {p!r} is not NAME=VALUE")
+        out[name.strip()] = value
+    return out
+
+
 def run(args: argparse.Namespace, ctx) -> int:
     from workbench.errors import InputError
 
@@ -79,7 +93,7 @@ def run(args: argparse.Namespace, ctx) -> int:
     report = ctx.wb.doctor(args.draft, args.target_config, engine=args.engine, algorithm=args.algorithm,
                            trained_layers=trained, trained_convention=args.trained_convention,
                            context_length=args.context_length, num_layers=args.num_layers,
-                           trained_engine=args.trained_engine)
+                           trained_engine=args.trained_engine, env=parse_env(args.env))
     if args.json:
         emit({"findings": [f.to_dict() for f in report.findings],
               "capture": report.capture.to_dict() if report.capture else None,

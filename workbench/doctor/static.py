@@ -77,7 +77,8 @@ def _fmt(points) -> str:
 class _Checker:
     def __init__(self, draft: DraftCheckpoint, target: Optional[TargetInfo], rule: EngineRule,
                  algorithm: Optional[str], trained_layers, trained_convention: str,
-                 context_length: Optional[int], num_layers: Optional[int], arch: Optional[str], provenance=None):
+                 context_length: Optional[int], num_layers: Optional[int], arch: Optional[str], provenance=None,
+                 env: Optional[dict] = None):
         self.d, self.t, self.rule = draft, target, rule
         self.algorithm = algorithm
         self.trained_layers, self.trained_convention = trained_layers, trained_convention
@@ -92,6 +93,7 @@ class _Checker:
         self.readings: list[Reading] = []
         self.cfg_file = draft.config_file
         self.is_vllm = isinstance(rule, VllmRule)
+        self.env = dict(env or {})
 
     def add(self, code, severity, message, evidence=None, fix=None, cls: str = ""):
         ev = dict(evidence or {})
@@ -482,11 +484,20 @@ class _Checker:
                          f"takes the smaller, {draft_ctx}), and a short draft RoPE range can lower accept length on "
                          "long prompts.", {**ev, "code": self.rule.evidence("draft_len")})
             return
+        fix = self.config_fix(f"set {key} to {target_ctx}", [ConfigEdit(key, target_ctx)])
+        if _env_true(self.env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")):
+            self.add("draft-context-too-short", "warning",
+                     f"The draft's context length {draft_ctx} is below the target's {target_ctx}; with "
+                     "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set, SGLang starts and overrides the draft's "
+                     f"max_position_embeddings to {target_ctx} (ModelConfig._derive_context_length), so positions "
+                     f"past {draft_ctx} use a RoPE range the drafter never saw: accept length can drop on long prompts.",
+                     {**ev, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":
+                                    self.env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"]}}, fix)
+            return
         self.add("draft-context-too-short", "error",
                  f"The draft's context length {draft_ctx} is below the target's {target_ctx}: SGLang refuses to "
-                 "start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, and a short draft RoPE range "
-                 "lowers accept length on long prompts.", ev,
-                 self.config_fix(f"set {key} to {target_ctx}", [ConfigEdit(key, target_ctx)]))
+                 "start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (ModelConfig._derive_context_length "
+                 "raises), and a short draft RoPE range lowers accept length on long prompts.", ev, fix)
 
     def check_tied(self):
         d = self.d
@@ -523,6 +534,11 @@ class _Checker:
                       "target_config_hidden_size": t.hidden_size},
                      self.config_fix(f"set target_hidden_size to {t.hidden_size}",
                                      [ConfigEdit("target_hidden_size", t.hidden_size)]))
+
+
+def _env_true(value: Optional[str]) -> bool:
+    """SGLang's EnvBool (sglang/srt/environ.py): true, 1, yes, y (any case)."""
+    return value is not None and value.strip().lower() in ("true", "1", "yes", "y")
 
 
 def _specforge_rejects_negative() -> str:
@@ -562,7 +578,7 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
                algorithm: Optional[str] = None, trained_layers: Optional[list[int]] = None,
                trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
                num_layers: Optional[int] = None, arch: Optional[str] = None,
-               trained_engine: Optional[str] = None) -> DoctorReport:
+               trained_engine: Optional[str] = None, env: Optional[dict] = None) -> DoctorReport:
     """Every static check that the given inputs allow; checks lacking an input are listed as skipped."""
     from workbench.provenance import parse_provenance
 
@@ -578,8 +594,11 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
     prov = parse_provenance(trained_engine)
     target_arch = arch or (t.arch if t else None) or _arch_from_draft(d)
     rule = engine_rule(engine_text, target_arch)
+    if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                              for k, v in env.items())):
+        raise InputError(f"env: expected NAME=VALUE pairs, got {env!r}")
     ck = _Checker(d, t, rule, alg, trained_layers, conv, context_length, num_layers,
-                  arch or (t.arch if t else None), prov if prov and prov.engine else None)
+                  arch or (t.arch if t else None), prov if prov and prov.engine else None, env)
     if prov is not None and not prov.engine:
         ck.skip("training capture from provenance", "--trained-engine sglang==X", prov.how)
     ck.check_types()
@@ -600,7 +619,7 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
               "engine_given": engine, "target_arch": target_arch, "arch_family": arch_family(target_arch),
               "algorithm": alg, "trained_layers": trained_layers, "trained_convention": conv,
               "trained_engine": trained_engine, "provenance": prov.to_dict() if prov else None,
-              "context_length": context_length, "num_layers": ck.n,
+              "context_length": context_length, "num_layers": ck.n, "env": dict(env or {}),
               "engine_rule_assumed_from": getattr(rule, "assumed_from", None)}
     return DoctorReport(sort_findings(ck.findings), ck.capture, inputs, d.summary(), ck.skipped)
 

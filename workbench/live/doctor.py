@@ -195,7 +195,8 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
         d._step("live.doctor", 1, n_steps, f"static checks of the loaded config ({engine})")
         rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
                                 "target_config": target["path"], "engine": engine,
-                                "algorithm": facts["algorithm"], "context_length": facts["context_length"]})
+                                "algorithm": facts["algorithm"], "context_length": facts["context_length"],
+                                "env": dict(getattr(d.rec, "env", None) or {})})
         for f in rep["findings"]:
             if f["severity"] == "info" and f["code"] in ("layer-ids-nondefault", "weights-not-checked"):
                 continue          # true of any non-default or remote draft; not a problem of this server
