@@ -30,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="the launch's environment (repeatable), e.g. SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
     p.add_argument("--num-layers", type=int, metavar="N", help="target layers, when no target config is given")
+    p.add_argument("--disable-cuda-graph", action="store_true",
+                   help="the server runs with --disable-cuda-graph (default: CUDA graphs on, as in production)")
     live = p.add_argument_group("a running server")
     live.add_argument("--server", type=int, metavar="ID", help="diagnose this server (see `server status`)")
     live.add_argument("--training-data", metavar="PATH",
@@ -93,7 +95,8 @@ def run(args: argparse.Namespace, ctx) -> int:
     report = ctx.wb.doctor(args.draft, args.target_config, engine=args.engine, algorithm=args.algorithm,
                            trained_layers=trained, trained_convention=args.trained_convention,
                            context_length=args.context_length, num_layers=args.num_layers,
-                           trained_engine=args.trained_engine, env=parse_env(args.env))
+                           trained_engine=args.trained_engine, env=parse_env(args.env),
+                           cuda_graph=not args.disable_cuda_graph)
     if args.json:
         emit({"findings": [f.to_dict() for f in report.findings],
               "capture": report.capture.to_dict() if report.capture else None,

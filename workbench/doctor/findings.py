@@ -31,6 +31,7 @@ CODES: dict[str, str] = {
     "layer-ids-unsorted": "ids not ascending: engines concatenate in layer order",
     "layer-ids-count-mismatch": "number of ids disagrees with the fc input width (K * target hidden size)",
     "layer-ids-nondefault": "ids differ from the default [1, N//2-1, N-4] (output-of-layer)",
+    "layer-ids-cuda-graph-defaults": "CUDA-graph decode captures the release's default layers, not the config's",
     "eagle-config-misplaced": "ids only at the top level of config.json, where SGLang ignores them",
     "draft-context-too-short": "the draft's context length is below the target's",
     "tied-embeddings": "tie_word_embeddings with a draft vocabulary smaller than the target's",
@@ -60,6 +61,7 @@ CODE_CLASS: dict[str, str] = {
     "config-invalid": "static-file", "weights-unreadable": "static-file", "weights-not-checked": "static-file",
     "draft-arch-unsupported": "engine-code", "target-eagle3-unsupported": "engine-code",
     "unknown-config-key": "static-file", "training-capture-impossible": "engine-code",
+    "layer-ids-cuda-graph-defaults": "engine-code",
 }
 
 

@@ -400,6 +400,39 @@ class _Checker:
                  {**ev, "trained_points": [str(p) for p in r.points], "shift": shift},
                  self.ids_fix(r.points, why) if same else None, cls)
 
+    def check_cuda_graph(self, engine_text: str, arch: Optional[str], cuda_graph: bool) -> None:
+        """Releases whose CUDA-graph runner resets the ids to the defaults before capturing decode graphs
+        (read from the release's code by ``workbench.engine``): production decode captures other points."""
+        if not cuda_graph or self.capture is None or self.rule.engine != "sglang" or self.n is None:
+            return
+        from workbench.engine import capture as engine_capture
+        from workbench.errors import WorkbenchError
+
+        ids, _source = self.rule.ids_from_config(self.d.config)
+        try:
+            res = engine_capture(engine_text, arch=arch, num_layers=self.n, ids=ids, cuda_graph=True,
+                                 source="table")
+        except WorkbenchError:
+            return                       # a release the table lacks: said by `engine capture --source wheel`
+        if not res.graph_differs:
+            return
+        n = self.n
+        trained = [str(p.canonical(n)) for p in self.trained] if self.trained else None
+
+        def canon(points):
+            return [str(Point.parse(p).canonical(n)) if p not in ("missing", "unknown") else p for p in points]
+        bad = trained is not None and canon(res.cuda_graph_points) != trained
+        self.add("layer-ids-cuda-graph-defaults", "error" if bad else "warning",
+                 f"{res.engine} decodes with CUDA graphs that capture {', '.join(res.cuda_graph_points)} (its "
+                 f"defaults), not the config's {', '.join(res.points)}: its graph runner calls "
+                 "set_eagle3_layers_to_capture() without ids before capturing. Prefill and --disable-cuda-graph "
+                 "use the config's ids, so a check with CUDA graphs off cannot see this"
+                 + (f"; the drafter was trained on {', '.join(trained)}." if bad else "."),
+                 {"engine": res.engine, "engine_points": res.points, "cuda_graph_points": res.cuda_graph_points,
+                  "trained_points": trained, "source": res.source,
+                  "code": [e for e in res.evidence if e.split(":", 1)[0] in ("graph_reset", "config_ids",
+                                                                            "config_before_graphs")]})
+
     def check_unsorted(self, ids: list, source: str, ev: dict) -> None:
         if not any(b <= a for a, b in zip(ids, ids[1:])):
             return
@@ -578,8 +611,10 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
                algorithm: Optional[str] = None, trained_layers: Optional[list[int]] = None,
                trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
                num_layers: Optional[int] = None, arch: Optional[str] = None,
-               trained_engine: Optional[str] = None, env: Optional[dict] = None) -> DoctorReport:
-    """Every static check that the given inputs allow; checks lacking an input are listed as skipped."""
+               trained_engine: Optional[str] = None, env: Optional[dict] = None,
+               cuda_graph: bool = True) -> DoctorReport:
+    """Every static check that the given inputs allow; checks lacking an input are listed as skipped.
+    ``cuda_graph``: the server decodes with CUDA graphs (SGLang's default; False = --disable-cuda-graph)."""
     from workbench.provenance import parse_provenance
 
     d = draft if isinstance(draft, DraftCheckpoint) else read_draft(draft)
@@ -606,6 +641,7 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
     ck.check_loaders()
     ck.check_algorithm()
     ck.check_layers()
+    ck.check_cuda_graph(engine_text, target_arch, cuda_graph)
     ck.check_context()
     ck.check_tied()
     ck.check_hidden()
@@ -619,7 +655,7 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
               "engine_given": engine, "target_arch": target_arch, "arch_family": arch_family(target_arch),
               "algorithm": alg, "trained_layers": trained_layers, "trained_convention": conv,
               "trained_engine": trained_engine, "provenance": prov.to_dict() if prov else None,
-              "context_length": context_length, "num_layers": ck.n, "env": dict(env or {}),
+              "context_length": context_length, "num_layers": ck.n, "env": dict(env or {}), "cuda_graph": cuda_graph,
               "engine_rule_assumed_from": getattr(rule, "assumed_from", None)}
     return DoctorReport(sort_findings(ck.findings), ck.capture, inputs, d.summary(), ck.skipped)
 

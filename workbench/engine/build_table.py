@@ -30,7 +30,7 @@ def build(versions, out: Path = TABLE, log=sys.stderr) -> dict:
             data["releases"].update(old.get("releases") or {})
     for v in versions:
         rules = extract(unpacked(v), version=v)
-        data["releases"][v] = [r.to_dict() for r in rules]
+        data["releases"][v] = pack([r.to_dict() for r in rules])
         print(f"{v}: {len(rules)} EAGLE-3 classes", file=log, flush=True)
         _write(data, out)
     data["releases"] = dict(sorted(data["releases"].items(), key=lambda kv: Version.parse(kv[0])))
@@ -38,9 +38,41 @@ def build(versions, out: Path = TABLE, log=sys.stderr) -> dict:
     return data
 
 
+RELEASE_WIDE = ("graph_reset", "config_before_graphs", "id_source")
+_RELEASE_EVIDENCE = ("graph_reset", "config_ids", "config_before_graphs", "id_source")
+
+
+def pack(rows: list) -> dict:
+    """One release's rules with what the runner files say (the same for every class) stored once."""
+    if not rows:
+        return {"common": {}, "rules": []}
+    common = {k: rows[0][k] for k in RELEASE_WIDE}
+    common["evidence"] = [e for e in rows[0]["evidence"] if e["what"] in _RELEASE_EVIDENCE]
+    out = []
+    for r in rows:
+        if {k: r[k] for k in RELEASE_WIDE} != {k: common[k] for k in RELEASE_WIDE} or \
+                [e for e in r["evidence"] if e["what"] in _RELEASE_EVIDENCE] != common["evidence"]:
+            raise ValueError(f"{r['arch']}: runner facts differ from the release's")
+        out.append({**{k: v for k, v in r.items() if k not in RELEASE_WIDE},
+                    "evidence": [e for e in r["evidence"] if e["what"] not in _RELEASE_EVIDENCE]})
+    return {"common": common, "rules": out}
+
+
+def unpack(entry) -> list:
+    if isinstance(entry, list):
+        return entry
+    common = entry.get("common") or {}
+    return [{**r, **{k: common.get(k) for k in RELEASE_WIDE},
+             "evidence": list(r.get("evidence") or []) + list(common.get("evidence") or [])}
+            for r in entry.get("rules") or []]
+
+
 def _write(data: dict, out: Path) -> None:
+    # one release per line: a regenerated release shows as one changed line
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=0, sort_keys=False) + "\n")
+    lines = [f"{json.dumps(v)}: {json.dumps(rows, separators=(',', ':'))}" for v, rows in data["releases"].items()]
+    tmp.write_text('{"generator": ' + json.dumps(data["generator"]) + ', "releases": {\n'
+                   + ",\n".join(lines) + "\n}}\n")
     os.replace(tmp, out)
 
 

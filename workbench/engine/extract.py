@@ -42,8 +42,8 @@ _CANDIDATES = {
 }
 
 
-def extract(root, version: Optional[str] = None) -> list[CaptureRule]:
-    """Every EAGLE-3-capable architecture of the installation at ``root``, as typed rules."""
+def extract(root, version: Optional[str] = None, archs=None) -> list[CaptureRule]:
+    """Every EAGLE-3-capable architecture of the installation at ``root`` (or those in ``archs``)."""
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
     graph = graph_order(src)
@@ -51,6 +51,8 @@ def extract(root, version: Optional[str] = None) -> list[CaptureRule]:
     out: list[CaptureRule] = []
     for rel in src.files(MODELS):
         for arch in src.entry_classes(rel):
+            if archs is not None and arch not in archs:
+                continue
             found = src.find_class(rel, arch)
             if found is None:
                 continue
@@ -259,8 +261,7 @@ def _appends(node) -> list[ast.Call]:
 
 def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> dict:
     par = _parents(fwd)
-    loops = [n for n in ast.walk(fwd) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
-             and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "range" and isinstance(n.target, ast.Name)]
+    loops = [n for n in ast.walk(fwd) if isinstance(n, ast.For) and _loop_var(n)]
     tests = [(n, _membership(n)) for n in ast.walk(fwd)]
     tests = sorted([(n, m) for n, m in tests if m], key=lambda t: t[0].lineno)
     out = {"membership": UNKNOWN, "index0": UNKNOWN, "boundary": UNKNOWN, "missing": UNKNOWN}
@@ -277,7 +278,7 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
     if loop is None:
         ev.append(Evidence("forward", rel, tests[0][0].lineno, "unknown: the capture test is not in a layer loop"))
         return out
-    var = loop.target.id
+    var = _loop_var(loop)
     node, (kind, left) = in_loop[0]
     out["membership"] = kind
     # after layer i (``i + 1 in``): a boundary loop
@@ -308,7 +309,7 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
         ev.append(Evidence("boundary", rel, node.lineno, "index N fires after the last layer, before the final norm"))
     elif offset == 0 and site[0] == "if":
         body = site[1]
-        apps = _appends(body)
+        apps = [_resolved_arg(a, body) for a in _appends(body)]
         ev.append(Evidence("loop", rel, node.lineno, f"before layer i: {text}"))
         if apps and all(_guarded(body) or _guarded(a) for a in apps):
             out["index0"] = "embed"
@@ -341,6 +342,29 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
         out["boundary"] = _boundary(src, rel, fwd, loop, tests, par, ev)
     out["missing"] = _missing(src, rel, fwd, ev)
     return out
+
+
+def _loop_var(n: ast.For) -> Optional[str]:
+    """The layer index of ``for i in range(...)`` or ``for i, layer in enumerate(...)``."""
+    if not (isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name)):
+        return None
+    if n.iter.func.id == "range" and isinstance(n.target, ast.Name):
+        return n.target.id
+    if n.iter.func.id == "enumerate" and isinstance(n.target, ast.Tuple) and n.target.elts \
+            and isinstance(n.target.elts[0], ast.Name):
+        return n.target.elts[0].id
+    return None
+
+
+def _resolved_arg(call: ast.Call, body) -> ast.AST:
+    """An appended value: the expression itself, or what a local name was assigned in the same block."""
+    arg = call.args[0]
+    if isinstance(arg, ast.Name):
+        for n in ast.walk(body):
+            if isinstance(n, ast.Assign) and n.lineno < call.lineno and any(
+                    isinstance(t, ast.Name) and t.id == arg.id for t in n.targets):
+                return n.value
+    return arg
 
 
 def _within(node, anc, par) -> bool:
@@ -381,8 +405,9 @@ def _residual_none_before(fwd, loop) -> Optional[int]:
 
 
 def _boundary(src, rel, fwd, loop, tests, par, ev) -> str:
-    after = sorted([(n, m) for n, m in tests if n.lineno > (loop.end_lineno or loop.lineno) and m[0] == "index"],
-                   key=lambda t: t[0].lineno)
+    loops = [x for x in ast.walk(fwd) if isinstance(x, ast.For) and _loop_var(x)]
+    after = sorted([(n, m) for n, m in tests if n.lineno > (loop.end_lineno or loop.lineno) and m[0] == "index"
+                    and not any(_within(n, lp, par) for lp in loops)], key=lambda t: t[0].lineno)
     if not after:
         ev.append(Evidence("boundary", rel, loop.lineno, "none: no test of layers_to_capture after the layer loop "
                            "(index N never fires)"))
@@ -402,9 +427,10 @@ def _boundary(src, rel, fwd, loop, tests, par, ev) -> str:
                 ev.append(e)
                 return kind
     if site[0] == "if":
-        apps = _appends(site[1])
+        apps = [_resolved_arg(a, site[1]) for a in _appends(site[1])]
         norm_line = _norm_line(fwd, node.lineno)
-        if apps and norm_line is None:
+        # the residual stream itself (hidden_states + residual), taken before any final norm
+        if apps and norm_line is None and all(_adds_residual(a) for a in apps):
             ev.append(Evidence("boundary", rel, node.lineno, f"final-prenorm (no final norm before it): {text}"))
             return "final-prenorm"
     ev.append(Evidence("boundary", rel, node.lineno, f"unknown: {text}"))

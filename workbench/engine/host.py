@@ -43,3 +43,23 @@ def host_rules(host) -> tuple[list[CaptureRule], str]:
     if not isinstance(result, dict) or "rules" not in result:
         raise WorkbenchError(f"host {getattr(host, 'name', host)}: engine_rules gave no rules")
     return [CaptureRule.from_dict(r) for r in result["rules"]], str(result["version"])
+
+
+def capture_job(engine: str, arch, num_layers: int, ids=None, cuda_graph: bool = True) -> dict:
+    """The remote job: what ``engine`` captures, from this host's own SGLang when it is that release
+    (source ``host``), else from the table (``table``)."""
+    from workbench.engine.code import code_rule
+    from workbench.engine.lookup import engine_capture
+    from workbench.engine.rule import apply
+    from workbench.engine.table import parse_engine
+
+    version = parse_engine(engine)
+    try:
+        _root, local = local_installation()
+    except WorkbenchError:
+        local = None
+    if local is not None and version in ("latest", local):
+        rule, _src = code_rule(local, arch)
+        return apply(rule, ids, num_layers, cuda_graph=cuda_graph, source="host").to_dict()
+    return engine_capture(engine, arch=arch, num_layers=num_layers, ids=ids, cuda_graph=cuda_graph,
+                          source="table").to_dict()

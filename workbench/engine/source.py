@@ -140,13 +140,25 @@ class Source:
                 name = fn.id if isinstance(fn, ast.Name) else None
                 ff = f
                 if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id == "self":
+                    # ``self.model = self.model_cls(...)`` with ``model_cls = X`` in a class body, or
                     # ``self.model = self._init_model(...)``: the class the factory method returns
                     got = self.find_method(rel, cls, fn.attr)
-                    if got:
+                    attr_cls = self.class_attr(rel, cls, fn.attr)
+                    if attr_cls:
+                        name, ff = attr_cls[1], attr_cls[0]
+                    elif got:
                         rets = [r.value.func.id for r in ast.walk(got[2]) if isinstance(r, ast.Return)
                                 and isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Name)]
                         if len(set(rets)) == 1:
                             name, ff = rets[0], got[0]
+                if name and self.find_class(ff, name) is None:
+                    # a class passed in: ``def __init__(..., language_model_cls=Qwen3LLMModel)``
+                    args = init.args.args + init.args.kwonlyargs
+                    defaults = dict(zip([a.arg for a in init.args.args][::-1], init.args.defaults[::-1]))
+                    defaults.update({a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d})
+                    d = defaults.get(name) if name in [a.arg for a in args] else None
+                    if isinstance(d, ast.Name):
+                        name = d.id
                 if not name:
                     continue
                 for tgt in node.targets:
@@ -156,6 +168,15 @@ class Source:
                             out[tgt.attr] = (found[0], found[1], node.lineno)
         self.memo[key] = out
         return out
+
+    def class_attr(self, rel: str, cls: ast.ClassDef, attr: str) -> Optional[tuple[str, str]]:
+        """``attr = Name`` in a class body along the MRO (the most derived first): (file, Name)."""
+        for f, c in self.mro(rel, cls):
+            for node in c.body:
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and any(
+                        isinstance(t, ast.Name) and t.id == attr for t in node.targets):
+                    return f, node.value.id
+        return None
 
     def entry_classes(self, rel: str) -> list[str]:
         """``EntryClass = X`` or ``[X, Y]``: the architectures a model file serves."""

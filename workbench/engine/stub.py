@@ -152,6 +152,12 @@ def run_hook(source, rel: str, cls: ast.ClassDef, ids, n: int) -> Outcome:
         p, v = writes[-1]
         idx = list(v) if isinstance(v, (list, tuple)) else None
         return Outcome(idx, p, err, err_line, flag)
+    # the indices handed to the hook of a part whose class was not resolved (``self.model``)
+    handed = [(p, a) for p, a, _k in run.calls if p.endswith("." + HOOK) and len(a) == 1
+              and isinstance(a[0], (list, tuple))]
+    if handed:
+        p, a = handed[-1]
+        return Outcome(list(a[0]), p[: -len(HOOK) - 1], err, err_line, flag)
     return Outcome(None, None, err, err_line, flag)
 
 

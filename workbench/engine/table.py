@@ -49,5 +49,7 @@ def latest() -> Optional[str]:
 
 
 def release(version: str) -> Optional[list[CaptureRule]]:
-    rows = load().get(version)
-    return None if rows is None else [CaptureRule.from_dict(r) for r in rows]
+    from workbench.engine.build_table import unpack
+
+    entry = load().get(version)
+    return None if entry is None else [CaptureRule.from_dict(r) for r in unpack(entry)]

@@ -1,8 +1,12 @@
 """The lab's inference engine: a target and an EAGLE-3 drafter doing real greedy chain speculation.
 
-The target captures aux hidden states where the chosen engine rule (``workbench.layers.rule_for``)
-says a real engine would, for the draft's ``eagle_config`` ids; wrong ids therefore feed the
-drafter wrong features and really lower accept length.
+The target captures aux hidden states where the chosen SGLang release's own code does, for the
+draft's ``eagle_config`` ids: the rule comes from the extractor run on that release's code
+(``workbench.engine.code``: the installed SGLang or the release's wheel, never the table), the
+CUDA-graph default override included: with CUDA graphs on, the verify rounds capture what the
+release's decode graphs capture, the prefill what its eager path does. Wrong ids therefore feed
+the drafter wrong features and really lower accept length. ``vllm`` keeps the hand rule of
+``workbench.layers`` (no vLLM code is read here).
 
 Decoding invariant (chain, topk = 1): for a committed sequence ``x_0..x_{n-1}`` the target KV cache
 holds positions ``0..n-2`` and the drafter cache holds pairs ``(g_t, x_{t+1})`` for ``t = 0..n-2``.
@@ -70,7 +74,7 @@ def torch_dtype(name: str):
 class LabEngine:
     def __init__(self, target_dir, draft_dir=None, *, dtype: str = "bfloat16", engine: str = "sglang==0.5.12",
                  arch: Optional[str] = None, num_steps: int = 3, embed_patch: bool = False,
-                 algorithm: str = "EAGLE3",
+                 algorithm: str = "EAGLE3", cuda_graph: bool = True,
                  dumper=None, threads: Optional[int] = None):
         import torch
 
@@ -91,7 +95,12 @@ class LabEngine:
         self.hidden = self.target.config.hidden_size
         self.eos = self.target.config.eos_token_id
         self.arch = arch or (self.target.config.architectures or ["LlamaForCausalLM"])[0]
-        self.rule = rule_for(engine, self.arch)
+        self.engine_spec = engine
+        self.cuda_graph = bool(cuda_graph)
+        self.sglang = not str(engine).strip().lower().startswith("vllm")
+        self.rule = None if self.sglang else rule_for(engine, self.arch)
+        self.code_rule = None           # the CaptureRule read from the release's code (SGLang)
+        self.graph_capture = None       # what CUDA-graph verify rounds capture (None: as the eager path)
         self.embed_patch = embed_patch
         # EAGLE (not EAGLE3) feeds the draft the target's last hidden state (H wide): an EAGLE-3
         # draft then silently skips fc, as in SGLang, and accept length collapses to about 1
@@ -110,9 +119,21 @@ class LabEngine:
             from workbench.drafter.checkpoint import load_drafter, read_config
 
             self.draft_config = read_config(draft_dir)
-            ids, _where = self.rule.ids_from_config(self.draft_config)
-            rule = dataclasses.replace(self.rule, embed_at_zero=True) if embed_patch else self.rule
-            self.capture = rule.capture(ids, self.num_layers)
+            if self.sglang:
+                from workbench.engine.code import code_capture, code_rule, ids_from_config
+                from workbench.engine.table import parse_engine
+
+                rule, _src = code_rule(parse_engine(engine), self.arch)
+                ids, _where = ids_from_config(rule, self.draft_config)
+                self.capture, self.code_rule = code_capture(engine, arch=self.arch, num_layers=self.num_layers,
+                                                            ids=ids, cuda_graph=self.cuda_graph,
+                                                            index0="embed" if embed_patch else None)
+                if self.capture.cuda_graph_points is not None and self.capture.graph_differs:
+                    self.graph_capture = self.capture.cuda_graph_points
+            else:
+                ids, _where = self.rule.ids_from_config(self.draft_config)
+                rule = dataclasses.replace(self.rule, embed_at_zero=True) if embed_patch else self.rule
+                self.capture = rule.capture(ids, self.num_layers)
             self.drafter, self.weight_report = load_drafter(
                 draft_dir, embed=self.target.model.embed_tokens.weight, strict=False)
             _rounded(self.drafter, self.dtype)
@@ -122,17 +143,31 @@ class LabEngine:
                 dumper.attach_drafter(self.drafter)
 
     # ----- target forward with aux capture -----
-    def _aux_names(self) -> list:
-        """Stream names to concatenate, in the engine's order; raises what the engine would raise."""
+    def _aux_names(self, graph: bool = False) -> list:
+        """Stream names to concatenate, in the engine's order; raises what the engine would raise.
+        ``graph``: a verify round, which runs in the release's CUDA graph when graphs are on."""
         cap = self.capture
         if cap is None or self.algorithm != "EAGLE3":   # SGLang hands over the final hidden states
             return ["final-postnorm"]
-        if cap.fatal and self.rule.plus_one != "unsupported":
-            if "+ None" in cap.fatal:
-                raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
-            raise RuntimeError(cap.fatal.split(" (")[0])
+        if not self.sglang:
+            if cap.fatal and self.rule.plus_one != "unsupported":
+                if "+ None" in cap.fatal:
+                    raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
+                raise RuntimeError(cap.fatal.split(" (")[0])
+            return [str(p) for p in cap.points if p is not None]
+        if not self.code_rule.supported:     # the release's runner calls the missing hook at start-up
+            raise AttributeError(f"'{self.arch}' object has no attribute 'set_eagle3_layers_to_capture'")
+        if graph and self.graph_capture is not None:
+            points = self.graph_capture
+        else:
+            if cap.fatal:
+                _raise(cap.fatal)
+            points = cap.points
+        if "unknown" in points:
+            raise RuntimeError(f"{cap.engine}: what {self.arch} captures is not settled by its code "
+                               f"({', '.join(cap.unknown)}); see `eagle-workbench engine capture`")
         # a state that never fires is simply absent: the concatenation is narrower than fc expects
-        return [str(p) for p in cap.points if p is not None]
+        return [p for p in points if p != "missing"]
 
     def _target(self, ids, cache, names):
         store = self.tap.grab(names)
@@ -218,6 +253,7 @@ class LabEngine:
         d = self.drafter
         K = self.num_steps
         n = len(seq)
+        gnames = self._aux_names(graph=True) if names else names
         pairs = torch.tensor([seq[1:n]], dtype=torch.long)                  # x_1 .. x_{n-1}
         last = self._draft_step(aux, pairs, torch.arange(n - 1), None)
         dkv = last.kv
@@ -227,7 +263,7 @@ class LabEngine:
             if self.dumper is not None:
                 self.dumper.end_pass("draft", torch.tensor([drafts]), n - 1)
             x = torch.tensor([[seq[-1]] + drafts], dtype=torch.long)
-            logits, vaux = self._target(x, cache, names)
+            logits, vaux = self._target(x, cache, gnames)
             pred = logits[0].argmax(-1).tolist()
             a = 0
             while a < K and drafts[a] == pred[a]:
@@ -268,6 +304,15 @@ class LabEngine:
 
     def close(self) -> None:
         self.tap.close()
+
+
+def _raise(fatal: str):
+    """What the release raises for a fatal capture (the message its code would print)."""
+    if fatal.startswith("TypeError"):
+        raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
+    if fatal.startswith("IndexError"):
+        raise IndexError("list index out of range")
+    raise RuntimeError(fatal.split(": ", 1)[-1].split(" (")[0] if fatal.startswith("RuntimeError") else fatal)
 
 
 def _rounded(model, dtype):

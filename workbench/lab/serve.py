@@ -139,7 +139,8 @@ class LabServer:
                 self._check_draft_context(draft_path, context)
             self.engine = LabEngine(a.model_path, draft_path, dtype=a.dtype, engine=a.lab_engine, arch=arch,
                                     num_steps=a.speculative_num_steps or 1, embed_patch=a.lab_embed_patch,
-                                    algorithm=a.speculative_algorithm or "EAGLE3", dumper=dumper)
+                                    algorithm=a.speculative_algorithm or "EAGLE3",
+                                    cuda_graph=not a.disable_cuda_graph, dumper=dumper)
             dtype_name = str(self.engine.dtype)
             weights_gb = sum(p.numel() for p in self.engine.target.parameters()) * 2 / 1e9
             self.log(self.fmt.load_end(arch, dtype_name, time.time() - t0, GPU_GB - weights_gb, weights_gb))

@@ -185,6 +185,9 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
         raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
     spec = {k: facts[k] for k in ("algorithm", "steps", "topk", "draft_tokens")}
     ranked: list[RankedFinding] = []
+    from workbench.engine.flags import cuda_graph_on
+
+    production_graphs = cuda_graph_on(d.rec.argv)
 
     # 1. static checks on the loaded config, on the host (weights stay there)
     readable = draft["loaded"] is not None
@@ -196,11 +199,16 @@ def diagnose(ops, server_id: int, *, training_data: Optional[str] = None, accura
         rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
                                 "target_config": target["path"], "engine": engine,
                                 "algorithm": facts["algorithm"], "context_length": facts["context_length"],
-                                "env": dict(getattr(d.rec, "env", None) or {})})
+                                "env": dict(getattr(d.rec, "env", None) or {}), "cuda_graph": production_graphs})
         for f in rep["findings"]:
             if f["severity"] == "info" and f["code"] in ("layer-ids-nondefault", "weights-not-checked"):
                 continue          # true of any non-default or remote draft; not a problem of this server
             ranked.append(RankedFinding(finding_from_dict(f, d.location), "static"))
+
+    # 1b. the production configuration: what CUDA-graph decode captures, asked of the host's own SGLang.
+    # The hidden-state checks below see prefill and a dump taken with graphs off, never decode graphs.
+    if readable and draft["loaded"] is not None and target.get("num_layers"):
+        _check_decode_graphs(d, ranked, engine, target, draft, production_graphs)
 
     # 2. observed accept length
     d._step("live.doctor", 2, n_steps, "measuring accept length (flush, fixed prompts)")
@@ -354,6 +362,37 @@ def _engine_points(engine: str, target: dict, draft: dict) -> Optional[list]:
     except InputError:
         return None
     return [None if p is None else str(p) for p in cap.points]
+
+
+def _check_decode_graphs(d, ranked: list, engine: str, target: dict, draft: dict, graphs: bool) -> None:
+    """A server is only healthy if its decode graphs capture what its prefill does (source: host|table)."""
+    from workbench.engine.code import ids_from_config
+    from workbench.engine.rule import CaptureRule
+
+    if not graphs:
+        d.notes.append("the server runs with CUDA graphs off: decode captures what prefill does "
+                       "(production launches with graphs on may differ on some releases)")
+        return
+    ids, _key = ids_from_config(CaptureRule("sglang", "", "", ""), draft["loaded"])
+    try:
+        res = d._job("engine_capture", {"engine": engine, "arch": target.get("arch"),
+                                        "num_layers": int(target["num_layers"]), "ids": ids, "cuda_graph": True})
+    except WorkbenchError as exc:
+        d.notes.append(f"CUDA-graph decode capture not checked ({exc})")
+        return
+    gp, pts = res.get("cuda_graph_points"), res.get("points")
+    d.notes.append(f"CUDA-graph decode capture read from {res.get('source')}: "
+                   + (", ".join(gp) if gp is not None else "not settled by the code"))
+    if gp is None or gp == pts or any(r.code == "layer-ids-cuda-graph-defaults" for r in ranked):
+        return
+    f = Finding("layer-ids-cuda-graph-defaults", "error",
+                f"{res.get('engine')} decodes with CUDA graphs that capture {', '.join(gp)}, not the config's "
+                f"{', '.join(pts)} (its graph runner resets the ids to the defaults): prefill and a dump with "
+                "graphs off look right while production decode feeds the drafter other layers.",
+                {"engine_points": pts, "cuda_graph_points": gp, "source": res.get("source"),
+                 "code": [e for e in res.get("evidence", []) if e.split(":", 1)[0] in ("graph_reset", "config_ids",
+                                                                                      "config_before_graphs")]})
+    ranked.append(RankedFinding(f, "production"))
 
 
 def _same_as_engine(al: dict) -> bool:

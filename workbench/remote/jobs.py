@@ -264,13 +264,14 @@ def drafter(draft: str, target: str, training_data: str, *, steps: int, samples:
 # ------------------------------------------------------------------------------------ static checks
 def static(draft: str, *, config_text: Optional[str] = None, target_config: Optional[str] = None,
            engine: Optional[str] = None, algorithm: Optional[str] = None,
-           context_length: Optional[int] = None, env: Optional[dict] = None) -> dict:
+           context_length: Optional[int] = None, env: Optional[dict] = None,
+           cuda_graph: bool = True) -> dict:
     """The doctor's static checks of a draft folder on this host. ``config_text``: check this
     config.json (the one a server loaded) next to the folder's weights instead of the file there;
     ``env``: the launch's environment (SGLang reads some of its checks' switches there)."""
     from workbench.doctor import run_static
 
-    kw = dict(engine=engine, algorithm=algorithm, context_length=context_length,
+    kw = dict(engine=engine, algorithm=algorithm, context_length=context_length, cuda_graph=cuda_graph,
               env={str(k): str(v) for k, v in (env or {}).items()})
     if config_text is None:
         return run_static(draft, target_config, **kw).to_dict()
@@ -303,5 +304,12 @@ def engine_rules() -> dict:
     return job()
 
 
+def engine_capture(engine: str, arch=None, num_layers: int = 0, ids=None, cuda_graph: bool = True) -> dict:
+    """What ``engine`` captures here: this host's SGLang when it is that release, else the table."""
+    from workbench.engine.host import capture_job
+
+    return capture_job(engine, arch, int(num_layers), ids, cuda_graph)
+
+
 JOBS = {"probe": probe, "align": align_files, "live": live, "static": static, "drafter": drafter,
-        "engine_rules": engine_rules}
+        "engine_rules": engine_rules, "engine_capture": engine_capture}

@@ -45,6 +45,7 @@ class DoctorScreen(WorkbenchScreen):
         self.autorun = bool(draft or server) if autorun is None else autorun
         self.live = None
         self.report = None
+        self.code = None          # the release code's capture (workbench.engine), for the notes
         self.error: Optional[str] = None
 
     def compose_body(self) -> ComposeResult:
@@ -155,17 +156,27 @@ class DoctorScreen(WorkbenchScreen):
         except WorkbenchError as exc:
             self.app.call_from_thread(self._show_error, str(exc))
             return
-        self.app.call_from_thread(self._show, report)
+        self.app.call_from_thread(self._show, report, self._code_capture(report.capture))
+
+    def _code_capture(self, cap):
+        """What the release's own code says (the generated table): its evidence lines for the notes."""
+        if cap is None or not str(cap.engine).startswith("sglang") or not cap.num_layers:
+            return None
+        try:
+            return self.app.wb.engine_capture(cap.engine, arch=cap.arch, num_layers=cap.num_layers,
+                                              ids=cap.config_ids, source="table")
+        except WorkbenchError:
+            return None
 
     def _show_error(self, message: str) -> None:
         self.error = message
         self.query_one("#doctor-error", Static).update(message)
 
     # -- rendering -----------------------------------------------------------------------------
-    def _show(self, report) -> None:
+    def _show(self, report, code=None) -> None:
         from rich.text import Text
 
-        self.error, self.report = None, report
+        self.error, self.report, self.code = None, report, code
         self.query_one("#doctor-error", Static).update("")
         table = self.query_one("#findings", DataTable)
         table.clear()
@@ -204,6 +215,13 @@ class DoctorScreen(WorkbenchScreen):
                  f"training: {cap.trained_source}"]
         if cap.fatal:
             lines.append(f"engine fails: {cap.fatal}")
+        code = getattr(self, "code", None)
+        if code is not None:
+            if code.cuda_graph_points is not None and code.graph_differs:
+                lines.append(f"CUDA-graph decode captures {', '.join(code.cuda_graph_points)}")
+            lines.append(f"SGLang code ({code.source}):")
+            lines += ["  " + e for e in code.evidence
+                      if e.split(":", 1)[0] in ("id_map", "index0", "boundary", "missing", "startup", "graph_reset")]
         notes.update(Text("\n".join(lines)))
 
     def _show_detail(self, index: int) -> None:
