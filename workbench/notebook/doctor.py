@@ -18,7 +18,9 @@ import ipywidgets as w
 
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
-from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.doctor.engines import engine_choices
+
+ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]

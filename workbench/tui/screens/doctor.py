@@ -17,7 +17,9 @@ from textual.widgets import DataTable, Input, Label, Select, Static
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
-from workbench.layers import ENGINE_CHOICES as ENGINES
+from workbench.doctor.engines import engine_choices
+
+ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"),
