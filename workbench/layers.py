@@ -262,7 +262,7 @@ LATEST_SGLANG = (0, 5, 23, 0)
 def parse_version(text: str) -> tuple[int, int, int, int]:
     """'0.5.12.post1' -> (0, 5, 12, 2); a plain release sorts before its post releases.
     Parsed by ``workbench.sglang.version`` (the one version parser: .postN, rc, dev)."""
-    from workbench.sglang.version import Version
+    from workbench.engine.version import Version
 
     v = Version.parse(text)
     return (v.major, v.minor, v.patch, v.post + 1 if v.post else 0)
@@ -558,14 +558,15 @@ def _table_rule(version, arch: Optional[str], family: Optional[str]) -> Optional
     from workbench.engine.lookup import _norm
 
     rows = table.release(version_text(version))
-    if rows is None:
-        return None
+    if rows is None or not arch:
+        return None          # no release in the table, or no target: the assumed rule (with its note)
     by = {_norm(r.arch): r for r in rows}
     r = by.get(_norm(arch)) if arch else None
-    if r is None and family in _FAMILY_ARCH:
+    # a model class the release's code does not give the hook is unsupported; a model_type (or no
+    # architecture) is read as its family's class
+    is_class = bool(arch) and re.search(r"For[A-Z]\w*$", str(arch)) is not None
+    if r is None and not is_class and family in _FAMILY_ARCH:
         r = by.get(_norm(_FAMILY_ARCH[family]))
-        if arch and _norm(arch) not in by and family != "llama":
-            r = r  # a class of the family the release serves under another name
     if r is None:
         return EngineRule("sglang", version, family, "unsupported", False, False,
                           f"sglang {version_text(version)}: no {arch or family} class with "

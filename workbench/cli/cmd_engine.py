@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import re
+
 from workbench.cli.common import add_json, emit
 from workbench.errors import InputError
 
@@ -23,6 +25,9 @@ def register(sub) -> None:
     c.add_argument("--disable-cuda-graph", action="store_true", help="the server runs without CUDA graphs")
     c.add_argument("--source", choices=("auto", "table", "wheel"), default="auto")
     add_json(c)
+    # "--ids -1,2,30": a value starting with a negative id is a value, not an option
+    c._negative_number_matcher = re.compile(r"^-\d[\d,\s-]*$")
+    c._has_negative_number_optionals = []
     c.set_defaults(func=run_capture)
     r = g.add_parser("rules", help="every EAGLE-3 rule of a release")
     r.add_argument("--engine", required=True, metavar="SPEC")

@@ -136,6 +136,11 @@ def _fit_hook(src, rel, cls, ev):
         ev.append(Evidence("id_map", f, line, f"hook raised for ids {ids}, N={n}: {o.error}"))
         if startup == "none":
             id_map = UNKNOWN
+    if where and where.count(".") >= 2:      # a wrapper: the ids are mapped by its part's own hook
+        owner = _resolve_path(src, rel, cls, where.rsplit(".", 1)[0])
+        inner = src.find_method(owner[0], owner[1], HOOK) if owner else None
+        if inner is not None:
+            hook_file, _c, hook_node = inner
     if id_map != UNKNOWN:
         line = _assign_line(src, hook_file, hook_node) or hook_node.lineno
         ev.append(Evidence("id_map", hook_file, line, f"{id_map}: {src.line(hook_file, line)}"
@@ -311,7 +316,18 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
         body = site[1]
         apps = [_resolved_arg(a, body) for a in _appends(body)]
         ev.append(Evidence("loop", rel, node.lineno, f"before layer i: {text}"))
-        if apps and all(_guarded(body) or _guarded(a) for a in apps):
+        helper = _helper(src, rel, apps)
+        if helper is not None:        # ``append(snapshot(hidden_states, residual))``: read the helper
+            hf, hfn = helper
+            g = next((n for n in ast.walk(hfn) if isinstance(n, ast.Compare) and _guarded(n)), None)
+            if g is not None and _adds_residual(hfn):
+                out["index0"] = "embed"
+                ev.append(Evidence("index0", hf, g.lineno, f"embed ({hfn.name} handles residual None): "
+                                   + src.line(hf, g.lineno)))
+                apps = []
+        if not apps and out["index0"] == "embed":
+            pass
+        elif apps and all(_guarded(body) or _guarded(a) for a in apps):
             out["index0"] = "embed"
             ev.append(Evidence("index0", rel, apps[0].lineno, "embed (guarded residual is not None): "
                                + src.line(rel, apps[0].lineno)))
@@ -342,6 +358,21 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
         out["boundary"] = _boundary(src, rel, fwd, loop, tests, par, ev)
     out["missing"] = _missing(src, rel, fwd, ev)
     return out
+
+
+def _helper(src, rel, apps) -> Optional[tuple]:
+    """The module-level function every appended value is a call of, resolved through the imports."""
+    names = {a.func.id for a in apps if isinstance(a, ast.Call) and isinstance(a.func, ast.Name)}
+    if len(names) != 1 or len(apps) == 0 or not all(isinstance(a, ast.Call) for a in apps):
+        return None
+    name = names.pop()
+    for f in [rel] + [src.module_file(n.module) for n in src.imports(rel)
+                      if n.module and n.level == 0 and any((x.asname or x.name) == name for x in n.names)]:
+        t = src.tree(f) if f else None
+        for node in (t.body if t else []):
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return f, node
+    return None
 
 
 def _loop_var(n: ast.For) -> Optional[str]:
@@ -471,7 +502,7 @@ def _packer_raise(src) -> Optional[Evidence]:
                 for f in c.body:
                     if isinstance(f, ast.FunctionDef) and f.name == "finalize":
                         for n in ast.walk(f):
-                            if isinstance(n, ast.Raise):
+                            if isinstance(n, (ast.Raise, ast.Assert)):   # RuntimeError, or AssertionError
                                 return Evidence("missing", rel, n.lineno, src.line(rel, n.lineno))
     return None
 
@@ -629,7 +660,8 @@ def _graph_order(src: Source) -> dict:
         elif config_line is None:
             config_line = (f, call, fn)
     if reset is None:
-        graph_files = [f for f in src.files("sglang/srt/model_executor") if "cuda_graph_runner" in f]
+        graph_files = sorted((f for f in src.files("sglang/srt/model_executor") if "cuda_graph_runner" in f),
+                             key=lambda f: (not f.endswith("/cuda_graph_runner.py"), f))
         if graph_files:
             reset = False
             ev.append(Evidence("graph_reset", graph_files[0], 1,

@@ -28,18 +28,19 @@ def local_installation() -> tuple[str, str]:
     return str(root), version
 
 
-def job() -> dict:
-    """The remote job: every EAGLE-3 rule of the host's installation."""
+def job(archs=None) -> dict:
+    """The remote job: every EAGLE-3 rule of the host's installation (or those of ``archs``)."""
     from workbench.engine.extract import extract
 
     root, version = local_installation()
-    return {"version": version, "root": root, "rules": [r.to_dict() for r in extract(root, version=version)]}
+    rules = extract(root, version=version, archs=set(archs) if archs else None)
+    return {"version": version, "root": root, "rules": [r.to_dict() for r in rules]}
 
 
-def host_rules(host) -> tuple[list[CaptureRule], str]:
+def host_rules(host, archs=None) -> tuple[list[CaptureRule], str]:
     from workbench.remote.near import NearCompute
 
-    result, _tr = NearCompute(host).run("engine_rules", {}, timeout=600)
+    result, _tr = NearCompute(host).run("engine_rules", {"archs": list(archs) if archs else None}, timeout=600)
     if not isinstance(result, dict) or "rules" not in result:
         raise WorkbenchError(f"host {getattr(host, 'name', host)}: engine_rules gave no rules")
     return [CaptureRule.from_dict(r) for r in result["rules"]], str(result["version"])

@@ -10,8 +10,8 @@ from workbench.errors import InputError, WorkbenchError
 SOURCES = ("auto", "host", "table", "wheel")
 
 
-def release_rules(engine: str, *, source: str = "auto", host=None) -> tuple[list[CaptureRule], str, str]:
-    """(rules, version, source used)."""
+def release_rules(engine: str, *, source: str = "auto", host=None, archs=None) -> tuple[list[CaptureRule], str, str]:
+    """(rules, version, source used); ``archs`` narrows what a host reads (the table has them all)."""
     from workbench.engine import table
     from workbench.engine.table import parse_engine
 
@@ -22,7 +22,7 @@ def release_rules(engine: str, *, source: str = "auto", host=None) -> tuple[list
         try:
             from workbench.engine.host import host_rules
 
-            got = host_rules(host)
+            got = host_rules(host, archs)
             if version in ("latest", got[1]):
                 return got[0], got[1], "host"
             if source == "host":
@@ -56,7 +56,10 @@ def find_rule(engine: str, arch: Optional[str], *, source: str = "auto", host=No
               text_arch: Optional[str] = None) -> tuple[CaptureRule, str]:
     from workbench.engine.extract import unsupported
 
-    rules, version, used = release_rules(engine, source=source, host=host)
+    if not arch:
+        raise InputError("target architecture: unknown (give --target-config DIR or arch=...)")
+    rules, version, used = release_rules(engine, source=source, host=host,
+                                         archs=[a for a in (arch, text_arch) if a])
     if not arch:
         raise InputError("target architecture: unknown (give --target-config DIR or arch=...)")
     by = {_norm(r.arch): r for r in rules}

@@ -283,7 +283,7 @@ def _eager(rule: CaptureRule, ids, n: int, notes: list) -> tuple[list, Optional[
     points = [p for _, p in captured] + ["missing"] * missing + [UNKNOWN] * unknown
     if missing and fatal is None:
         if rule.missing == "fatal":
-            fatal = (f"RuntimeError at the first forward: captured {len(captured)} of {len(indices)} aux hidden "
+            fatal = (f"fails at the first forward: captured {len(captured)} of {len(indices)} aux hidden "
                      "states (AuxHiddenStatePacker.finalize)")
         elif rule.missing == UNKNOWN:
             notes.append(f"{missing} state(s) never fire; whether that is fatal is unknown (see evidence)")

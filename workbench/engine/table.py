@@ -17,7 +17,7 @@ _ALIASES = {"sglang-new": "sglang==0.5.23", "sglang-old": "sglang==0.5.12.post1"
 
 def parse_engine(engine: str) -> str:
     """'sglang==0.5.4.post2' / 'sglang-0.5.13' / 'sglang 0.5.13' / 'sglang' -> '0.5.4.post2' (or 'latest')."""
-    from workbench.sglang.version import Version
+    from workbench.engine.version import Version
 
     if not isinstance(engine, str) or not engine.strip():
         raise InputError(f"engine: expected 'sglang==X.Y.Z', got {engine!r}")
@@ -42,7 +42,7 @@ def versions() -> list[str]:
 
 
 def latest() -> Optional[str]:
-    from workbench.sglang.version import Version
+    from workbench.engine.version import Version
 
     vs = versions()
     return max(vs, key=Version.parse) if vs else None

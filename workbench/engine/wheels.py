@@ -77,7 +77,7 @@ def unpacked(version: str) -> Path:
 
 def releases(minimum: str = "0.4.9") -> list[str]:
     """Every sglang release on the index from ``minimum`` (``pip index versions sglang``)."""
-    from workbench.sglang.version import Version
+    from workbench.engine.version import Version
 
     r = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "sglang"], capture_output=True,
                        text=True, timeout=120)

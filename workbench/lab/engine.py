@@ -312,7 +312,9 @@ def _raise(fatal: str):
         raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
     if fatal.startswith("IndexError"):
         raise IndexError("list index out of range")
-    raise RuntimeError(fatal.split(": ", 1)[-1].split(" (")[0] if fatal.startswith("RuntimeError") else fatal)
+    if "AuxHiddenStatePacker" in fatal:
+        raise RuntimeError(fatal.split(": ", 1)[-1].split(" (")[0])
+    raise RuntimeError(fatal)
 
 
 def _rounded(model, dtype):

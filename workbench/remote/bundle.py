@@ -55,7 +55,7 @@ class Bundle:
         import gzip
 
         buf = io.BytesIO()
-        # the gzip header carries a time stamp too: fixed at 0
+        # the gzip header's mtime fixed too (tarfile's "w:gz" stamps the current time)
         with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as gz, \
                 tarfile.open(fileobj=gz, mode="w") as tar:
             for rel, data in self.files:

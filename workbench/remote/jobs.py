@@ -297,11 +297,11 @@ def _replace_paths(value, old: str, new: str):
     return value
 
 
-def engine_rules() -> dict:
+def engine_rules(archs=None) -> dict:
     """The host's own SGLang read by the capture-rule extractor (``workbench.engine``)."""
     from workbench.engine.host import job
 
-    return job()
+    return job(archs)
 
 
 def engine_capture(engine: str, arch=None, num_layers: int = 0, ids=None, cuda_graph: bool = True) -> dict:

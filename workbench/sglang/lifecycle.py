@@ -333,7 +333,10 @@ class Lifecycle:
         if probe:
             findings += parser_findings(probe)
         draft_cfg, draft_sha = self._draft_config(host, profile) if reachable else (None, None)
-        doctor = doctor_findings(host, profile, cmd.version or probe.get("version"), draft_cfg)
+        from workbench.engine.flags import cuda_graph_on
+
+        doctor = doctor_findings(host, profile, cmd.version or probe.get("version"), draft_cfg,
+                                 cuda_graph=cuda_graph_on(cmd.argv))
         rules = rule_findings(profile, cmd, draft_cfg)
         if any(f.code == "algorithm-mismatch" for f in doctor):
             rules = [f for f in rules if f.code != "spec-eagle3-under-eagle"]

@@ -89,9 +89,11 @@ def parser_findings(probe: dict) -> list[Finding]:
     return []
 
 
-def doctor_findings(host, profile: Profile, version: Optional[str], draft_config: Optional[dict]) -> list[Finding]:
+def doctor_findings(host, profile: Profile, version: Optional[str], draft_config: Optional[dict],
+                    cuda_graph: bool = True) -> list[Finding]:
     """The doctor's static findings for the draft (and the target's config when readable), under
-    the rules of the host's SGLang version. A remote draft is checked from its config.json."""
+    the rules of the host's SGLang version. A remote draft is checked from its config.json.
+    ``cuda_graph``: the launch decodes with CUDA graphs (no --disable-cuda-graph)."""
     if draft_config is None:
         return []
     import os
@@ -121,7 +123,7 @@ def doctor_findings(host, profile: Profile, version: Optional[str], draft_config
             except Exception:
                 target = None
         try:
-            report = run_static(draft, target, engine=engine, algorithm=algo)
+            report = run_static(draft, target, engine=engine, algorithm=algo, cuda_graph=cuda_graph)
         except Exception as exc:  # the doctor must never block a launch by crashing
             return [Finding("info", "doctor-error", f"the doctor could not check the draft: {exc}", "", "doctor")]
     out = []
