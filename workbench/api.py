@@ -27,13 +27,19 @@ from workbench.facade.servers import ServersAPI
 from workbench.facade.timeline import TimelineAPI
 
 from workbench.draftconfig.schema import MAX_CONTEXT, MAX_LAYERS
-from workbench.layers import ENGINE_CHOICES
 from workbench.sglang.profiles import GRACE, TIMEOUT
 from workbench.workspace import default_root, load_keymap
 
-__all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired", "ENGINE_CHOICES",
-           "MAX_CONTEXT", "MAX_LAYERS", "GRACE", "TIMEOUT", "default_root", "load_keymap", "parse_log",
+__all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired",
+           "MAX_CONTEXT", "MAX_LAYERS", "engine_choices", "GRACE", "TIMEOUT", "default_root", "load_keymap", "parse_log",
            "parse_log_json", "lab_serve"]
+
+
+def engine_choices() -> "list[tuple[str, str]]":
+    """(label, engine) for the faces' engine pickers: SGLang releases, then every vLLM release read."""
+    from workbench.doctor.engines import engine_choices as choices
+
+    return choices()
 
 
 def parse_log(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[Any]":

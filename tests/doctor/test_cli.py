@@ -129,3 +129,17 @@ def test_the_fix_never_contradicts_itself(cli):
     for fx in fixes:
         assert "captures out(2), out(30), out(58) (the given trained layers)" in fx["summary"]
         assert "embed" not in fx["summary"]
+
+
+def test_the_launch_environment_turns_sglangs_refusal_into_its_override(cli):
+    short = "tests/doctor/corpus/drafts/specforge-qwen3-30b-a3b"
+    target = "tests/doctor/corpus/targets/qwen3-30b-a3b.json"
+    r = cli("doctor", "--draft", short, "--target-config", target, "--engine", "sglang==0.5.23", "--json")
+    f = next(f for f in json.loads(r.stdout)["findings"] if f["code"] == "draft-context-too-short")
+    assert r.returncode == 1 and f["severity"] == "error"
+    ok = cli("doctor", "--draft", short, "--target-config", target, "--engine", "sglang==0.5.23", "--json",
+             "--env", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    f = next(f for f in json.loads(ok.stdout)["findings"] if f["code"] == "draft-context-too-short")
+    assert ok.returncode == 0 and f["severity"] == "warning" and "overrides" in f["message"]
+    bad = cli("doctor", "--draft", short, "--env", "NOPE")
+    assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr

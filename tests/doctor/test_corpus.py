@@ -85,10 +85,10 @@ def test_planted_faults_are_named(tmp_path):
         return lambda c: c.setdefault("eagle_config", {}).__setitem__("eagle_aux_hidden_state_layer_ids", v)
 
     d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([-1, 31, 60]))
-    # 0.5.12 adds +1 and computes hidden_states + None at index 0: the engine fails
-    assert "layer-ids-embedding" in run_static(d, str(t), engine="sglang==0.5.12.post1").codes("error")
-    # 0.5.23 captures the embedding at index 0: only data captured by 0.5.23 itself fits, a warning
+    # SGLang's qwen3 capture (+1) takes index 0 as the embedding output: only data captured that way fits
     assert "layer-ids-embedding" in run_static(d, str(t), engine="sglang==0.5.23").codes("warning")
+    d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([1, 31, 64]))       # beyond the 64 layers
+    assert "layer-ids-out-of-range" in run_static(d, str(t), engine="sglang==0.5.12.post1").codes("error")
     d, t = _plant(tmp_path, "sample-kimi-k2.5", ids([-1, 2, 30]))      # the story's wrong "fix"
     r = run_static(d, str(t), engine="sglang==0.5.23")
     assert {"layer-ids-embedding"} <= set(r.codes("error"))

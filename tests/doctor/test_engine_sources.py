@@ -34,7 +34,7 @@ def test_vllm_rules_read_from_the_code():
 
 
 def test_vllm_reader_says_unknown_for_code_it_does_not_recognise(tmp_path):
-    whl = vllm_rules.download("0.11.0")
+    whl = vllm_rules.download("0.9.2")          # one of the two wheels the cache test fetches
     with zipfile.ZipFile(whl) as z:
         for n in ("vllm/__init__.py", "vllm/model_executor/models/llama.py", "vllm/v1/worker/gpu_model_runner.py",
                   "vllm/transformers_utils/configs/eagle.py"):
@@ -111,3 +111,18 @@ def test_a_vllm_release_that_ignores_config_ids_says_no_edit_helps(tmp_path):
     # vLLM reads the top-level key first and SGLang ignores it: the fix writes there
     assert f.fix.edits[0].key == "eagle_aux_hidden_state_layer_ids" and f.fix.edits[0].value == [4, 17, 29]
     assert run_static(tmp_path, LLAMA_TARGET, engine="sglang==0.5.23").ok
+
+
+def test_vllm_before_0_33_sizes_fc_for_three_states(tiny):
+    t = vllm_rules.load_table()["releases"]
+    assert [t[v]["fc_states"] for v in ("0.9.2", "0.11.0", "0.20.0", "0.33.0")] == ["3", "3", "3", "config"]
+    from tests.fixtures.drafts import TINY_DRAFT, tiny_tensors
+
+    cfg = json.loads(json.dumps(TINY_DRAFT))
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 2, 3, 4]
+    ts = tiny_tensors(cfg)
+    ts["fc.weight"] = __import__("numpy").zeros((16, 64), "float32")        # 4 * 16 inputs
+    d, tgt = tiny(config_changes={"eagle_config.eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, tensors=ts)
+    f = next(f for f in run_static(d, tgt, engine="vllm==0.11.0").findings if f.code == "layer-ids-count-mismatch")
+    assert f.severity == "error" and "3 target states" in f.message and f.evidence["code"]
+    assert "layer-ids-count-mismatch" not in run_static(d, tgt, engine="vllm==0.33.0").codes()

@@ -49,7 +49,7 @@ def test_without_provenance_the_convention_is_a_warning_naming_both_readings():
     f = next(f for f in r.findings if f.code == "layer-ids-engine-mismatch")
     assert f.severity == "warning" and f.evidence_class == "convention" and r.ok
     by_engines = {tuple(rd["points"]): rd["engines"] for rd in f.evidence["readings"]}
-    assert "sglang==0.5.4.post2" in by_engines[("out(2)", "out(30)", "out(58)")]            # always +1
+    assert "sglang==0.5.12.post1" in by_engines[("out(2)", "out(30)", "out(58)")]           # always +1
     assert {"sglang==0.5.14", "sglang==0.5.23"} <= set(by_engines[("out(1)", "out(29)", "out(57)")])
     assert "--trained-engine" in f.message and "--training-data" in f.message
     assert f.fix is None            # no edit is right under both readings
@@ -90,3 +90,9 @@ def test_vllm_reads_top_level_first(tmp_path):
     r = run_static(d, KIMI_TARGET, engine="vllm", trained_layers=TRAINED)
     assert r.capture.ids_source == "eagle_aux_hidden_state_layer_ids" and r.ok
     assert run_static(d, KIMI_TARGET, engine="sglang==0.5.12.post1", trained_layers=TRAINED).ok
+
+
+def test_a_release_without_the_targets_class_cannot_serve_it():
+    # sglang 0.5.4.post2's code has no KimiK25ForConditionalGeneration with set_eagle3_layers_to_capture
+    r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.4.post2", algorithm="EAGLE3", trained_layers=TRAINED)
+    assert not r.ok and r.capture.fatal and "no EAGLE-3 capture" in r.capture.fatal

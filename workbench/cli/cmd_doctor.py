@@ -30,6 +30,8 @@ def register(sub) -> None:
                    help="what captured the training data: sglang==X.Y.Z, vllm==X.Y.Z, specforge==V (its pinned "
                         "SGLang) or speculators; without it a convention-dependent difference is only a warning")
     p.add_argument("--context-length", type=int_flag(1, MAX_CONTEXT), metavar="N", help="the server's context length")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="the launch's environment (repeatable), e.g. SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
     p.add_argument("--num-layers", type=int_flag(1, MAX_LAYERS), metavar="N",
                    help="target layers, when no target config is given")
     p.add_argument("--disable-cuda-graph", action="store_true",
@@ -58,6 +60,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def parse_env(pairs: list[str]) -> dict:
+    from workbench.errors import InputError
+
+    out = {}
+    for p in pairs:
+        name, sep, value = p.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--env: {p!r} is not NAME=VALUE")
+        out[name.strip()] = value
+    return out
+
+
 def run(args: argparse.Namespace, ctx) -> int:
     from workbench.errors import InputError
 
@@ -73,7 +87,8 @@ def run(args: argparse.Namespace, ctx) -> int:
     report = ctx.wb.doctor(args.draft, args.target_config, engine=args.engine, algorithm=args.algorithm,
                            trained_layers=trained, trained_convention=args.trained_convention,
                            context_length=args.context_length, num_layers=args.num_layers,
-                           trained_engine=args.trained_engine, cuda_graph=not args.disable_cuda_graph)
+                           trained_engine=args.trained_engine, env=parse_env(args.env),
+                           cuda_graph=not args.disable_cuda_graph)
     if args.json:
         emit({"findings": [f.to_dict() for f in report.findings],
               "capture": report.capture.to_dict() if report.capture else None,

@@ -165,7 +165,7 @@ def known_engines() -> list[str]:
 
 def engine_choices() -> list[tuple[str, str]]:
     """(label, engine) for the faces' pickers, newest first per engine."""
-    out = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.14", "sglang==0.5.14"),
+    out = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.14 (SpecForge 0.2.0's)", "sglang==0.5.14"),
            ("sglang 0.5.13", "sglang==0.5.13"), ("sglang 0.5.12.post1", "sglang==0.5.12.post1")]
     rel = sorted(vllm_releases(), key=_vkey, reverse=True)
     out += [(f"vllm {v}" + (" (latest read)" if i == 0 else ""), f"vllm=={v}") for i, v in enumerate(rel)]

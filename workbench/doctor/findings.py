@@ -63,6 +63,7 @@ CODE_CLASS: dict[str, str] = {
     "draft-arch-unsupported": "engine-code", "target-eagle3-unsupported": "engine-code",
     "unknown-config-key": "static-file", "training-capture-impossible": "engine-code",
     "draft-variant": "static-file",
+    "layer-ids-cuda-graph-defaults": "engine-code",
 }
 
 

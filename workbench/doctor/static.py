@@ -77,7 +77,8 @@ def _fmt(points) -> str:
 class _Checker:
     def __init__(self, draft: DraftCheckpoint, target: Optional[TargetInfo], rule: EngineRule,
                  algorithm: Optional[str], trained_layers, trained_convention: str,
-                 context_length: Optional[int], num_layers: Optional[int], arch: Optional[str], provenance=None):
+                 context_length: Optional[int], num_layers: Optional[int], arch: Optional[str], provenance=None,
+                 env: Optional[dict] = None):
         self.d, self.t, self.rule = draft, target, rule
         self.algorithm = algorithm
         self.trained_layers, self.trained_convention = trained_layers, trained_convention
@@ -92,6 +93,7 @@ class _Checker:
         self.readings: list[Reading] = []
         self.cfg_file = draft.config_file
         self.is_vllm = isinstance(rule, VllmRule)
+        self.env = dict(env or {})
 
     def add(self, code, severity, message, evidence=None, fix=None, cls: str = ""):
         ev = dict(evidence or {})
@@ -469,6 +471,18 @@ class _Checker:
         k = len(ids) if ids is not None else 3
         h_t = d.target_hidden_size or (self.t.hidden_size if self.t else None) or d.hidden_size
         ev = {"ids": ids, "ids_key": source, "k": k, "target_hidden_size": h_t}
+        if self.is_vllm and self.rule.facts.get("fc_states") == "3":
+            # this release sizes fc for 3 states whatever the config says (llama_eagle3.py)
+            given = [x for x in (d.layer_ids, d.top_level_layer_ids) if x]
+            n_cfg = len(given[0]) if given else None
+            width = fc_in // h_t if fc_in is not None and h_t and fc_in % h_t == 0 else None
+            bad = next((x for x in (n_cfg, width) if x is not None and x != 3), None)
+            if bad is not None:
+                self.add("layer-ids-count-mismatch", "error",
+                         f"{self.rule.name} builds the draft's fc for 3 target states (hidden_size * 3), but this "
+                         f"draft has {bad}: its fc weight does not load.",
+                         {**ev, "fc_in": fc_in, "engine": self.rule.name, "code": self.rule.evidence("fc_states")})
+                return
         if fc_in is not None and h_t:
             if fc_in != k * h_t:
                 k_fc = fc_in / h_t
@@ -503,11 +517,20 @@ class _Checker:
                          f"takes the smaller, {draft_ctx}), and a short draft RoPE range can lower accept length on "
                          "long prompts.", {**ev, "code": self.rule.evidence("draft_len")})
             return
+        fix = self.config_fix(f"set {key} to {target_ctx}", [ConfigEdit(key, target_ctx)])
+        if _env_true(self.env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")):
+            self.add("draft-context-too-short", "warning",
+                     f"The draft's context length {draft_ctx} is below the target's {target_ctx}; with "
+                     "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set, SGLang starts and overrides the draft's "
+                     f"max_position_embeddings to {target_ctx} (ModelConfig._derive_context_length), so positions "
+                     f"past {draft_ctx} use a RoPE range the drafter never saw: accept length can drop on long prompts.",
+                     {**ev, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":
+                                    self.env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"]}}, fix)
+            return
         self.add("draft-context-too-short", "error",
                  f"The draft's context length {draft_ctx} is below the target's {target_ctx}: SGLang refuses to "
-                 "start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, and a short draft RoPE range "
-                 "lowers accept length on long prompts.", ev,
-                 self.config_fix(f"set {key} to {target_ctx}", [ConfigEdit(key, target_ctx)]))
+                 "start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (ModelConfig._derive_context_length "
+                 "raises), and a short draft RoPE range lowers accept length on long prompts.", ev, fix)
 
     def check_tied(self):
         d = self.d
@@ -544,6 +567,11 @@ class _Checker:
                       "target_config_hidden_size": t.hidden_size},
                      self.config_fix(f"set target_hidden_size to {t.hidden_size}",
                                      [ConfigEdit("target_hidden_size", t.hidden_size)]))
+
+
+def _env_true(value: Optional[str]) -> bool:
+    """SGLang's EnvBool (sglang/srt/environ.py): true, 1, yes, y (any case)."""
+    return value is not None and value.strip().lower() in ("true", "1", "yes", "y")
 
 
 def _specforge_rejects_negative() -> str:
@@ -583,7 +611,8 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
                algorithm: Optional[str] = None, trained_layers: Optional[list[int]] = None,
                trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
                num_layers: Optional[int] = None, arch: Optional[str] = None,
-               trained_engine: Optional[str] = None, cuda_graph: bool = True) -> DoctorReport:
+               trained_engine: Optional[str] = None, env: Optional[dict] = None,
+               cuda_graph: bool = True) -> DoctorReport:
     """Every static check that the given inputs allow; checks lacking an input are listed as skipped.
     ``cuda_graph``: the server decodes with CUDA graphs (SGLang's default; False = --disable-cuda-graph)."""
     from workbench.provenance import parse_provenance
@@ -600,8 +629,11 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
     prov = parse_provenance(trained_engine)
     target_arch = arch or (t.arch if t else None) or _arch_from_draft(d)
     rule = engine_rule(engine_text, target_arch)
+    if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                              for k, v in env.items())):
+        raise InputError(f"env: expected NAME=VALUE pairs, got {env!r}")
     ck = _Checker(d, t, rule, alg, trained_layers, conv, context_length, num_layers,
-                  arch or (t.arch if t else None), prov if prov and prov.engine else None)
+                  arch or (t.arch if t else None), prov if prov and prov.engine else None, env)
     if prov is not None and not prov.engine:
         ck.skip("training capture from provenance", "--trained-engine sglang==X", prov.how)
     ck.check_types()
@@ -627,7 +659,7 @@ def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Op
               "engine_given": engine, "target_arch": target_arch, "arch_family": arch_family(target_arch),
               "algorithm": alg, "trained_layers": trained_layers, "trained_convention": conv,
               "trained_engine": trained_engine, "provenance": prov.to_dict() if prov else None,
-              "context_length": context_length, "num_layers": ck.n,
+              "context_length": context_length, "num_layers": ck.n, "env": dict(env or {}), "cuda_graph": cuda_graph,
               "engine_rule_assumed_from": getattr(rule, "assumed_from", None)}
     return DoctorReport(sort_findings(ck.findings), ck.capture, inputs, d.summary(), ck.skipped)
 

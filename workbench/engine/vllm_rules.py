@@ -19,7 +19,10 @@ evidence, each part of the rule the doctor needs; a part whose code it does not 
                    or None when the release has no speculators config reader;
 - ``eagle3_targets`` target architectures whose class implements ``set_aux_hidden_state_layers``;
 - ``draft_len``    what ``SpeculativeConfig._maybe_override_draft_max_model_len`` makes of a draft shorter
-                   than the target: ``min`` (the draft is served with its own length) or ``unknown``.
+                   than the target: ``min`` (the draft is served with its own length) or ``unknown``;
+- ``fc_states``    how many target states the EAGLE-3 draft's ``fc`` takes (``llama_eagle3.py``): ``"3"``
+                   (``hidden_size * 3``, whatever the config says) or ``"config"`` (``num_aux_hidden_states`` or
+                   the number of ids).
 
 ``python -m workbench.engine.vllm_rules regenerate 0.9.2 0.10.2 0.11.0`` downloads those wheels
 (``pip download --no-deps``) into the wheel cache and rewrites ``vllm_table.json`` beside this file.
@@ -407,6 +410,24 @@ def _draft_len(s: Source, ev: _Ev) -> str:
     return UNKNOWN
 
 
+def _fc_states(s: Source, ev: _Ev) -> str:
+    rel = _MODELS + "llama_eagle3.py"
+    src = s.read(rel)
+    if src is None:
+        return UNKNOWN
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) in ("self.fc", "self.fc_input_size", "fc_input_size")
+                                                for t in node.targets):
+            text = ast.unparse(node.value)
+            if re.search(r"hidden_size \* 3\b", text):
+                ev.add("fc_states", rel, node.lineno, _line(src, node))
+                return "3"
+            if "num_aux_hidden_states" in text:
+                ev.add("fc_states", rel, node.lineno, _line(src, node))
+                return "config"
+    return UNKNOWN
+
+
 def extract(path: "str | Path") -> dict:
     """Every rule part of one vLLM release (a wheel or an installed vllm folder)."""
     s = Source(path)
@@ -421,6 +442,7 @@ def extract(path: "str | Path") -> dict:
     facts["speculators"] = _speculators(s, ev)
     facts["eagle3_targets"] = _eagle3_targets(s, ev, targets) if targets else UNKNOWN
     facts["draft_len"] = _draft_len(s, ev)
+    facts["fc_states"] = _fc_states(s, ev)
     facts["evidence"] = ev.items
     return facts
 

@@ -10,7 +10,8 @@ class DoctorAPI(WorkbenchBase):
     def doctor(self, draft: str, target_config: Optional[str] = None, *, engine: Optional[str] = None,
                algorithm: Optional[str] = None, trained_layers: Optional[Sequence[int]] = None,
                trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
-               num_layers: Optional[int] = None, trained_engine: Optional[str] = None, cuda_graph: bool = True):
+               num_layers: Optional[int] = None, trained_engine: Optional[str] = None,
+               env: Optional[dict] = None, cuda_graph: bool = True):
         """Static checks of a draft directory (and the target config, engine, algorithm, what the
         drafter was trained on, and ``trained_engine``: what captured its training data, e.g.
         'specforge==0.2.0'). Returns a DoctorReport: findings (each with its evidence class), the
@@ -20,7 +21,8 @@ class DoctorAPI(WorkbenchBase):
         report = run_static(draft, target_config, engine=engine, algorithm=algorithm,
                             trained_layers=list(trained_layers) if trained_layers is not None else None,
                             trained_convention=trained_convention, context_length=context_length,
-                            num_layers=num_layers, trained_engine=trained_engine, cuda_graph=cuda_graph)
+                            num_layers=num_layers, trained_engine=trained_engine, env=env,
+                            cuda_graph=cuda_graph)
         self._record("doctor", report.inputs.get("draft", str(draft)),
                      {"inputs": report.inputs, "codes": report.codes(),
                       "errors": len(report.errors)})

@@ -200,7 +200,7 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
         rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
                                 "target_config": target["path"], "engine": engine,
                                 "algorithm": facts["algorithm"], "context_length": facts["context_length"],
-                                "cuda_graph": production_graphs})
+                                "env": dict(getattr(d.rec, "env", None) or {}), "cuda_graph": production_graphs})
         for f in rep["findings"]:
             if f["severity"] == "info" and f["code"] in ("layer-ids-nondefault", "weights-not-checked"):
                 continue          # true of any non-default or remote draft; not a problem of this server

@@ -19,7 +19,9 @@ import ipywidgets as w
 from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
-from workbench.api import ENGINE_CHOICES as ENGINES
+from workbench.api import engine_choices
+
+ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]

@@ -20,8 +20,10 @@ import ipywidgets as w
 from workbench.display import fmt_rel as fmt
 from workbench.display import heat_colour
 from workbench.errors import InputError, WorkbenchError
-from workbench.api import ENGINE_CHOICES as ENGINES
+from workbench.api import engine_choices
 from workbench.notebook._arm import ArmButton
+
+ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
 
 VERDICT_COLOUR = {"match": "#2e7d32", "ambiguous": "#b26a00", "no-match": "#c62828"}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 import io
 import tarfile
 from dataclasses import dataclass
@@ -20,7 +21,14 @@ EXCLUDED = ("workbench.tui", "workbench.notebook", "workbench.cli", "workbench.a
             "workbench.lab", "workbench.sglang", "workbench.hosts", "workbench.configs", "workbench.journal",
             "workbench.workspace", "workbench.timeline", "workbench.live", "workbench.remote.near",
             "workbench.remote.bundle")
+# Pure modules inside an excluded package that the core imports (they import nothing heavy).
+ALLOWED = ("workbench.sglang", "workbench.sglang.version")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]          # .../workbench
+# A shipped module's data file, named next to it: ``Path(__file__).with_name("vllm_table.json")``.
+_DATA_REF = re.compile(r"""with_name\(\s*["']([\w.-]+\.json)["']\s*\)""")
+# Not shipped: the SGLang rule table (2 MB); a host answers from its installed SGLang, and without
+# the table ``workbench.layers`` falls back on its own rules, as before the table existed.
+DATA_NOT_SHIPPED = ("workbench/engine/rules.json",)
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,10 @@ class Bundle:
         return sum(len(b) for _, b in self.files)
 
     def modules(self) -> list[str]:
-        return [p[:-3].replace("/", ".").removesuffix(".__init__") for p, _ in self.files]
+        return [p[:-3].replace("/", ".").removesuffix(".__init__") for p, _ in self.files if p.endswith(".py")]
+
+    def data_files(self) -> list[str]:
+        return [p for p, _ in self.files if not p.endswith(".py")]
 
     def tarball(self) -> bytes:
         """A gzip'd tar with fixed metadata: the same code gives the same bytes."""
@@ -65,7 +76,7 @@ def _module_file(name: str) -> Path | None:
 
 
 def _excluded(name: str) -> bool:
-    return any(name == e or name.startswith(e + ".") for e in EXCLUDED)
+    return name not in ALLOWED and any(name == e or name.startswith(e + ".") for e in EXCLUDED)
 
 
 def _imports(path: Path) -> set[str]:
@@ -112,8 +123,14 @@ def current() -> Bundle:
     files = []
     for name, f in closure().items():
         rel = f.relative_to(PACKAGE_ROOT.parent).as_posix()
-        files.append((rel, f.read_bytes()))
-    files.sort()
+        data = f.read_bytes()
+        files.append((rel, data))
+        for ref in sorted(set(_DATA_REF.findall(data.decode("utf-8", "replace")))):
+            dfile = f.with_name(ref)
+            drel = dfile.relative_to(PACKAGE_ROOT.parent).as_posix()
+            if dfile.is_file() and drel not in DATA_NOT_SHIPPED:   # the doctor's tables, read on the host
+                files.append((drel, dfile.read_bytes()))
+    files = sorted(set(files))
     h = hashlib.sha256()
     for rel, data in files:
         h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())

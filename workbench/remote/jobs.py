@@ -268,12 +268,15 @@ def drafter(draft: str, target: str, training_data: str, *, steps: int, samples:
 # ------------------------------------------------------------------------------------ static checks
 def static(draft: str, *, config_text: Optional[str] = None, target_config: Optional[str] = None,
            engine: Optional[str] = None, algorithm: Optional[str] = None,
-           context_length: Optional[int] = None, cuda_graph: bool = True) -> dict:
+           context_length: Optional[int] = None, env: Optional[dict] = None,
+           cuda_graph: bool = True) -> dict:
     """The doctor's static checks of a draft folder on this host. ``config_text``: check this
-    config.json (the one a server loaded) next to the folder's weights instead of the file there."""
+    config.json (the one a server loaded) next to the folder's weights instead of the file there;
+    ``env``: the launch's environment (SGLang reads some of its checks' switches there)."""
     from workbench.doctor import run_static
 
-    kw = dict(engine=engine, algorithm=algorithm, context_length=context_length, cuda_graph=cuda_graph)
+    kw = dict(engine=engine, algorithm=algorithm, context_length=context_length, cuda_graph=cuda_graph,
+              env={str(k): str(v) for k, v in (env or {}).items()})
     if config_text is None:
         return run_static(draft, target_config, **kw).to_dict()
     src = Path(draft)

@@ -21,11 +21,13 @@ from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 from workbench.display import fmt_rel as fmt
 from workbench.display import heat_colour, text_on
 from workbench.errors import WorkbenchError
-from workbench.api import ENGINE_CHOICES as ENGINES
+from workbench.api import engine_choices
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import VerdictTable
 from workbench.tui.workers import background
+
+ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
 
 
 

@@ -17,9 +17,11 @@ from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
-from workbench.api import ENGINE_CHOICES as ENGINES
+from workbench.api import engine_choices
 from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
 from workbench.tui.workers import background
+
+ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"),
