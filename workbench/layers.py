@@ -499,10 +499,6 @@ def _sglang_rule(version: tuple[int, int, int, int], family: Optional[str]) -> E
                       src + ": llama.py / qwen*.py always +1")
 
 
-# The engines a face offers in its picker: (label, engine spec), newest SGLang first.
-ENGINE_CHOICES = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.13", "sglang==0.5.13"),
-                  ("sglang 0.5.12.post1", "sglang==0.5.12.post1"), ("vllm", "vllm")]
-
 ENGINE_ALIASES = {
     "sglang-0.5.12": "sglang==0.5.12",
     "sglang-0.5.13": "sglang==0.5.13",
