@@ -7,7 +7,7 @@ SGLANG_VERSION := 0.5.23
 # What sglang.srt.server_args needs to import (sglang itself is installed --no-deps: we only parse).
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
 
-.PHONY: venv test demo bench clean sshd-deps
+.PHONY: venv test test-fast demo bench clean sshd-deps
 
 venv: $(STAMP)
 
@@ -29,8 +29,13 @@ sshd-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
 	fi
 
+# --durations=25: the slowest tests, printed in CI's output so a slow one shows
 test: venv sshd-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
+
+# everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh)
+test-fast: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" --durations=10 $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/eagle-workbench demo

@@ -57,7 +57,7 @@ def summarize(name: str, manifest_dir: Path) -> dict:
         "drafter_steps": m["drafter_training"]["steps"],
         "acc": m["heldout"]["acc"][:s["ttt_steps"]], "cond": m["heldout"]["cond"],
         "accept_length": m["accept_length"]["measured"], "predicted": m["accept_length"]["predicted"],
-        "demo": m["demo"]["measured"], "figures": fig, "in_band": cal["in_band"],
+        "demo": m["demo"]["measured"], "figures": fig, "in_band": cal["in_band"], "layers": m["layers"],
         "build_seconds_ok": m["timings"]["total"] <= BUILD_SECONDS_MAX.get(m["size"], 75),
     }
 
