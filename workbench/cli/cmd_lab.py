@@ -15,7 +15,7 @@ def register(sub) -> None:
     b.add_argument("--dir", metavar="DIR", help="cache folder (default: $EAGLE_WORKBENCH_LAB_CACHE or "
                                                 "~/.cache/eagle-workbench/lab)")
     b.add_argument("--size", choices=["tiny", "small"], default="tiny",
-                   help="tiny: about a minute (tests); small: about two minutes, a better drafter (demo)")
+                   help="tiny: the tests' world; small: the demo's (the same target, half again the data)")
     b.add_argument("--force", action="store_true", help="rebuild even when a cached world exists")
     b.add_argument("--seed", type=_count("--seed", 0), metavar="N",
                    help="the world's seed (default: the size's); a build outside the calibration bands "

@@ -13,7 +13,16 @@ Layout of ``{cache}/{size}-{hash}/``:
 
 Accept lengths in the manifest are measured by real speculative decoding (``LabEngine``, served
 dtype bf16, engine rule ``sglang==0.5.23``, which captures the embedding at index 0) on prompts
-the drafter never saw; ``predicted`` comes from the held-out conditional accuracies.
+the drafter never saw, with the tests' protocol (3 steps) and the demo's (5 steps, correct and
+broken); ``predicted`` comes from the held-out conditional accuracies.
+
+Calibration (``workbench.lab.calibration``): the drafter's training stops at the first held-out
+check inside the bands (``HeldoutCheck``), the build then measures every figure, and a world outside
+the bands is rebuilt with the next seed, at most ``max_retries`` times. ``lab.json`` records it:
+``calibration`` (bands, figures, ``ok``, ``seed`` asked, ``seed_used``, ``retries``, every attempt's
+figures and misses) and ``machine`` (torch version, thread count, CPU model); ``settings`` are the
+settings of the world on disk (its ``seed`` is ``seed_used``), ``hash`` names the folder (the
+settings asked for).
 """
 
 from __future__ import annotations
@@ -302,6 +311,7 @@ class HeldoutCheck:
 
 
 def torch_cat(parts):
+    """Features side by side, as the engine concatenates its captured states."""
     import torch
 
     return torch.cat(parts, dim=-1)
