@@ -33,9 +33,11 @@ sshd-deps:
 test: venv sshd-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
-# everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh)
+# everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on
+# two pytest-xdist workers: these tests share no server, port or cache, and half of their wall time
+# is waiting (subprocesses, the TUI, notebooks), so two workers overlap it
 test-fast: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" -n 2 --durations=10 $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/eagle-workbench demo
