@@ -126,7 +126,8 @@ def render_worlds(rec: dict) -> str:
         "These figures vary by CPU, torch version and thread count, always within the calibration bands "
         "(`workbench/lab/calibration.py`: acc_0 0.70-0.85, accept length 2.3-3.2, broken at most 0.7x, "
         "shifted at least 0.9x, predicted within 10 %, the demo's fix at least x1.5). A build lands there by "
-        "construction: the drafter's training stops at the first held-out check inside the bands, the end "
+        "construction: the drafter (trained with half of its input tokens hidden, so that it leans on the "
+        "target's features) stops training at the first held-out check inside the bands, the end "
         "of the build measures every figure as the tests do, and a world outside them is rebuilt with the "
         "next seed (at most three times; `lab.json` records the seed, the retries, torch, the thread count "
         "and the CPU). `eagle-workbench lab build --seed N` builds the world of another seed.",

@@ -11,6 +11,10 @@ Metrics per depth k (teacher-forced, only where the step's input token is a resp
 - ``cond_k`` = P(correct at k | correct at 0..k-1) (what greedy chain acceptance uses);
 - ``full_k`` = P(correct at 0..k) (speculators' ``full_acc``).
 
+Token drop: a share ``settings.token_drop`` of the input tokens is hidden (``<pad>``) in training, so
+the drafter leans on the target's features as drafters of real models do; on the lab's small language
+a drafter left alone predicts most tokens from the tokens and barely notices wrong features.
+
 Stopping: every ``settings.eval_every`` steps ``check(drafter)`` (the build's: held-out figures, see
 ``workbench.lab.build.HeldoutCheck``) returns ``(figures, stop)``; training stops at the first check
 that says stop, so a world lands where the check wants it on any CPU, thread count and seed, where a
