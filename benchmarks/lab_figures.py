@@ -129,7 +129,7 @@ def render_worlds(rec: dict) -> str:
         "construction: the drafter (trained with half of its input tokens hidden, so that it leans on the "
         "target's features) stops training at the first held-out check inside the bands, the end "
         "of the build measures every figure as the tests do, and a world outside them is rebuilt with the "
-        "next seed (at most three times; `lab.json` records the seed, the retries, torch, the thread count "
+        f"next seed (at most {_retries()} times; `lab.json` records the seed, the retries, torch, the thread count "
         "and the CPU). `eagle-workbench lab build --seed N` builds the world of another seed.",
     ])
 
@@ -143,6 +143,12 @@ def _wrap(lines: list) -> str:
         keep = not line or line.startswith(("|", "```", "{", " ", "`--"))
         out.append(line if keep else textwrap.fill(line, 100, break_on_hyphens=False))
     return "\n".join(out)
+
+
+def _retries() -> int:
+    from workbench.lab.settings import settings_for
+
+    return settings_for("tiny").max_retries
 
 
 def _default_layers() -> dict:

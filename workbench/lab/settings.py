@@ -69,7 +69,7 @@ class LabSettings:
     eval_steps: int = 3
     threads: int = 2
     # a build outside the calibration bands (``workbench.lab.calibration``) rebuilds with seed + 1
-    max_retries: int = 3
+    max_retries: int = 5
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
