@@ -12,7 +12,7 @@ SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette 
 REFERENCE_TRAINERS := specforge==0.2.0 speculators==0.9.0 hs-connectors==0.9.0
 REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.70.19 pandas==3.1.1 pyarrow==26.0.1 dill==0.4.1 xxhash==4.1.0
 
-.PHONY: venv test demo bench clean sshd-deps lint engine-rules
+.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules
 
 venv: $(STAMP)
 
@@ -35,8 +35,15 @@ sshd-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
 	fi
 
+# --durations=25: the slowest tests, printed in CI's output so a slow one shows
 test: venv sshd-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
+
+# everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on
+# two pytest-xdist workers: these tests share no server, port or cache, and half of their wall time
+# is waiting (subprocesses, the TUI, notebooks), so two workers overlap it
+test-fast: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" -n 2 --durations=10 $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/eagle-workbench demo

@@ -29,6 +29,15 @@ def test_manifest_and_files(lab_world):
         assert cfg["draft_vocab_size"] < cfg["vocab_size"] and cfg["max_position_embeddings"] == 1024
         rep = check_weights(cfg, read_tensors(w[name]))
         assert rep.ok and rep.optional_missing == ["embed_tokens.weight"]
+    # how it was built: the seed asked and the one that landed, the retries, torch, threads, the CPU
+    cal = w["calibration"]
+    assert cal["seed_used"] == cal["seed"] + cal["retries"] == w["settings"]["seed"]
+    assert [a["seed"] for a in cal["attempts"]] == list(range(cal["seed"], cal["seed_used"] + 1))
+    assert 0 <= cal["retries"] <= w["settings"]["max_retries"]
+    assert w["machine"]["threads"] == w["settings"]["threads"] and w["machine"]["torch"] and w["machine"]["cpu"]
+    dt = w["drafter_training"]
+    assert dt["steps"] <= dt["max_steps"] and dt["checks"] and dt["checks"][-1]["step"] == dt["steps"] or \
+        not dt["stopped_by_check"]
     tcfg = json.loads((Path(w["target"]) / "config.json").read_text())
     assert tcfg["architectures"] == ["LlamaForCausalLM"] and tcfg["num_hidden_layers"] == N
     assert (Path(w["target"]) / "model.safetensors").exists() and (Path(w["target"]) / "tokenizer.json").exists()

@@ -1,6 +1,7 @@
 """Workbench methods for the miniature EAGLE-3 world.
 
-- ``lab_build(size="tiny", dir=None, force=False) -> LabWorld``: build or reuse the cached world.
+- ``lab_build(size="tiny", dir=None, force=False, seed=None, threads=None) -> LabWorld``: build or
+  reuse the cached world (``seed``/``threads`` override the size's settings).
 - ``lab_start(world=None, draft="draft", port=None, extra=(), env=None, steps=3) -> LabProcess``:
   start the reference server locally (own process group, log file), wait until it is ready.
 - ``lab_stop(pid, pgid=None, confirm=False)``: TERM the group, then KILL after a grace period
@@ -35,6 +36,8 @@ class LabWorld(Result):
     accept_length: dict = field(default_factory=dict)
     heldout: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
     cached: bool = False
 
     @classmethod
@@ -45,16 +48,21 @@ class LabWorld(Result):
 
 
 class LabAPI(WorkbenchBase):
-    def lab_build(self, size: str = "tiny", dir: Optional[str] = None, force: bool = False) -> LabWorld:
+    def lab_build(self, size: str = "tiny", dir: Optional[str] = None, force: bool = False,
+                  seed: Optional[int] = None, threads: Optional[int] = None) -> LabWorld:
         from workbench.lab.build import build
 
         def prog(p):
             self.progress(p)
 
-        manifest = build(size, root=Path(dir).expanduser() if dir else None, progress=prog, force=force)
+        overrides = {k: v for k, v in (("seed", seed), ("threads", threads)) if v is not None}
+        manifest = build(size, root=Path(dir).expanduser() if dir else None, progress=prog, force=force,
+                         **overrides)
         world = LabWorld.from_manifest(manifest)
         self._record("lab.build", world.dir, {"size": size, "cached": world.cached, "acc": world.acc,
-                                              "accept_length": world.accept_length})
+                                              "accept_length": world.accept_length,
+                                              "seed": world.calibration.get("seed_used"),
+                                              "retries": world.calibration.get("retries")})
         return world
 
     def lab_start(self, world: "LabWorld | str | None" = None, draft: Optional[str] = "draft", *,

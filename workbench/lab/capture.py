@@ -77,6 +77,26 @@ def capture_rows(model, ids, layer_ids, batch: int = 64):
     return torch.cat(finals), torch.cat(auxes)
 
 
+def capture_points(model, ids, names, batch: int = 64) -> dict:
+    """fp32 capture of named stream points (``embed``, ``out(k)``, ...): ``{name: [R, L, H]}``."""
+    import torch
+
+    from workbench.lab.streams import StreamTap
+
+    tap = StreamTap(model)
+    got: dict = {n: [] for n in names}
+    try:
+        with torch.no_grad():
+            for b in range(0, ids.shape[0], batch):
+                store = tap.grab(names)
+                model(input_ids=ids[b:b + batch], use_cache=False)
+                for n in names:
+                    got[n].append(store[n].float())
+    finally:
+        tap.close()
+    return {n: torch.cat(v) for n, v in got.items()}
+
+
 def group_dir(i: int, group: int) -> str:
     g = (i // group) * group
     return f"rows_{g}-{g + group}"

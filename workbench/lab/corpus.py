@@ -70,7 +70,7 @@ class Generator:
 
     def __init__(self, seed: int, world: int = 0, pref: float = 0.6, succ: float = 0.8,
                  mix: Optional[Sequence[float]] = None, ordered: bool = True, code_len: int = 3,
-                 file_keys: Sequence[int] = (2, 4)):
+                 file_keys: Sequence[int] = (2, 4), language: Optional[int] = None):
         self.rng = random.Random(seed)
         self.pref, self.succ_p = pref, succ
         # ordered: asks recall keys in the order they were filed (a greedy reader must track
@@ -80,7 +80,10 @@ class Generator:
         # cumulative thresholds of story, ask, sums, count, says (records take the rest)
         w = list(mix or MIX)
         self.cuts = [sum(w[:i + 1]) / sum(w) for i in range(len(w) - 1)]
-        prefs = random.Random(world * 7919 + 17)   # the world's fixed preferences, shared by its streams
+        # the language's fixed preferences, shared by its streams: ``language`` when given (the lab's
+        # settings fix it, so a seed changes the sampling, not the language), else ``world``
+        lang = world if language is None else language
+        prefs = random.Random(lang * 7919 + 17)
         self.adj_of = {n: prefs.sample(ADJS, 2) for n in NOUNS}
         self.verb_of = {n: prefs.sample(VERBS, 2) for n in NOUNS}
         self.place_of = {n: prefs.choice(PLACES) for n in NOUNS}

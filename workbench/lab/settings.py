@@ -1,8 +1,9 @@
 """Lab world sizes and their content hash (pure Python).
 
 Budgets are step counts, not seconds, so a build is the same on a busy and an idle machine
-(the cache key is a hash of these settings). ``tiny`` is sized for tests (about a minute on two
-cores), ``small`` for the demo (the same target, a better drafter; about two minutes).
+(the cache key is a hash of these settings). The drafter's training stops at the first held-out
+check inside the calibration bands (``workbench.lab.calibration``), ``draft_steps`` being the cap.
+``tiny`` is sized for tests, ``small`` for the demo (the same target, half again the data).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from workbench.lab import corpus
 
 # Bump when the build's code changes in a way that changes its outputs.
-BUILD_VERSION = 4
+BUILD_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class LabSettings:
     heads: int = 4
     ffn: int = 192
     max_positions: int = 1024
-    target_steps: int = 150
+    target_steps: int = 100
     target_batch: int = 16
     target_seq: int = 128
     target_lr: float = 5e-3
@@ -40,6 +41,9 @@ class LabSettings:
     ordered: bool = True
     code_len: int = 3
     file_keys: tuple = (2, 4)
+    # the language (its preferred words and successor cycle): fixed, so that a seed changes the
+    # weights' initialisation and the sampled data, not how predictable the language is
+    language: int = 1234
     # self-distilled training data
     prompts: int = 640
     heldout: int = 64
@@ -49,15 +53,23 @@ class LabSettings:
     # drafter
     draft_vocab: int = 256
     ttt_steps: int = 3
-    draft_steps: int = 200
+    draft_steps: int = 200          # the cap: training stops at the first held-out check in the bands
     draft_batch: int = 32
     draft_lr: float = 3e-3
     loss_decay: float = 0.8
+    token_drop: float = 0.5         # share of the drafter's input tokens hidden in training
+    # held-out checks during training (``build.HeldoutCheck``): every eval_every steps from check_from;
+    # stop_rule "bands" stops at the first check inside the bands, "never" only records them
+    eval_every: int = 10
+    check_from: int = 40
+    stop_rule: str = "bands"
     # evaluation
-    eval_prompts: int = 32
-    eval_new_tokens: int = 32
+    eval_prompts: int = 16
+    eval_new_tokens: int = 48
     eval_steps: int = 3
     threads: int = 2
+    # a build outside the calibration bands (``workbench.lab.calibration``) rebuilds with seed + 1
+    max_retries: int = 5
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -71,7 +83,7 @@ class LabSettings:
 SIZES = {
     "tiny": LabSettings(size="tiny"),
     # the same target and language; three times the drafter training on half again the data
-    "small": LabSettings(size="small", prompts=960, heldout=96, draft_steps=600),
+    "small": LabSettings(size="small", prompts=960, heldout=96, draft_steps=400),
 }
 
 
@@ -79,7 +91,10 @@ def corpus_style(s) -> dict:
     """The corpus keyword arguments of settings (a ``LabSettings`` or its dict from ``lab.json``)."""
     d = s.to_dict() if isinstance(s, LabSettings) else dict(s)
     defaults = LabSettings(size="tiny")
-    return {k: d.get(k, getattr(defaults, k)) for k in ("pref", "succ", "mix", "ordered", "code_len", "file_keys")}
+    style = {k: d.get(k, getattr(defaults, k)) for k in ("pref", "succ", "mix", "ordered", "code_len", "file_keys")}
+    # worlds built before the language was a setting drew it from their seed (``world``)
+    style["language"] = d.get("language")
+    return style
 
 
 def settings_for(size: str, **overrides) -> LabSettings:

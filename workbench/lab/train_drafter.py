@@ -11,7 +11,16 @@ Metrics per depth k (teacher-forced, only where the step's input token is a resp
 - ``cond_k`` = P(correct at k | correct at 0..k-1) (what greedy chain acceptance uses);
 - ``full_k`` = P(correct at 0..k) (speculators' ``full_acc``).
 
-API: ``train_drafter(settings, target, rows, layer_ids, progress) -> (drafter, log)``;
+Token drop: a share ``settings.token_drop`` of the input tokens is hidden (``<pad>``) in training, so
+the drafter leans on the target's features as drafters of real models do; on the lab's small language
+a drafter left alone predicts most tokens from the tokens and barely notices wrong features.
+
+Stopping: every ``settings.eval_every`` steps ``check(drafter)`` (the build's: held-out figures, see
+``workbench.lab.build.HeldoutCheck``) returns ``(figures, stop)``; training stops at the first check
+that says stop, so a world lands where the check wants it on any CPU, thread count and seed, where a
+fixed step budget lands wherever the float kernels take it. ``draft_steps`` is the cap.
+
+API: ``train_drafter(settings, target, rows, layer_ids, progress, check) -> (drafter, log)``;
 ``offline_metrics(drafter, target, rows, steps) -> dict``.
 """
 
@@ -87,7 +96,7 @@ def predicted_accept_length(cond, num_steps: int) -> float:
     return total
 
 
-def train_drafter(s, target, rows, layer_ids, progress=None):
+def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
     import torch
     import torch.nn.functional as F
 
@@ -116,7 +125,8 @@ def train_drafter(s, target, rows, layer_ids, progress=None):
                             weight_decay=0.0, betas=(0.9, 0.95))
     gen = torch.Generator().manual_seed(s.seed + 2)
     n = ids.shape[0]
-    log, t0 = [], time.time()
+    log, checks, t0 = [], [], time.time()
+    stopped = None
     drafter.train()
     for step in range(s.draft_steps):
         lr = s.draft_lr * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / s.draft_steps)))
@@ -126,6 +136,10 @@ def train_drafter(s, target, rows, layer_ids, progress=None):
         with torch.no_grad():
             tl = _target_logits(target, rows["hidden_state"][pick].float())
         tokens, targets, valid = _batch_views(ids[pick], mask[pick], tl, s.ttt_steps)
+        if s.token_drop > 0:
+            # hide a share of the input tokens (as <pad>): the drafter learns to lean on the target's
+            # features, as drafters of real models do, instead of on a tiny language's grammar
+            tokens = [tok.masked_fill(torch.rand(tok.shape, generator=gen) < s.token_drop, 0) for tok in tokens]
         outs = drafter.unroll(rows["aux_hidden_state"][pick].float(), tokens)
         loss = 0.0
         accs = []
@@ -149,6 +163,16 @@ def train_drafter(s, target, rows, layer_ids, progress=None):
             if progress:
                 progress("drafter", step + 1, s.draft_steps,
                          " ".join(f"acc_{k} {a:.2f}" for k, a in enumerate(accs)))
+        if check is not None and step + 1 >= s.check_from and (step + 1) % s.eval_every == 0:
+            drafter.eval()
+            figures, stop = check(drafter)
+            drafter.train()
+            checks.append({"step": step + 1, **figures})
+            if stop:
+                stopped = step + 1
+                break
     drafter.eval()
-    return drafter, {"steps": s.draft_steps, "seconds": round(time.time() - t0, 2), "log": log,
+    return drafter, {"steps": stopped or s.draft_steps, "max_steps": s.draft_steps,
+                     "stopped_by_check": stopped is not None, "checks": checks,
+                     "seconds": round(time.time() - t0, 2), "log": log,
                      "coverage": round(float(counts[used].sum()) / max(1, int(counts.sum())), 4)}

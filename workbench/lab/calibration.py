@@ -1,0 +1,96 @@
+"""The lab's calibration: the bands a world must land in, and the end-of-build check (pure Python).
+
+The product relies on these properties of a lab world (``tests/lab`` and the demo assert them):
+
+- the correct drafter's held-out ``acc_0`` is where real EAGLE-3 drafters are (``ACC_BAND``);
+- its accept length at 3 steps is realistic (``ACCEPT_BAND``) and the held-out conditional rates
+  predict it (``PREDICTED_ERROR_MAX``, relative);
+- the story's mistake (ids ``[-1, a, b]``) costs at least 30 % (``BROKEN_RATIO_MAX``), the one-layer
+  shift at most 10 % (``SHIFTED_RATIO_MIN``), and the demo's fix (5 steps) recovers at least
+  ``DEMO_RECOVERY_MIN`` times the broken accept length.
+
+How a world lands there on any CPU, thread count and seed (``workbench.lab.build``):
+
+1. drafter training stops at the first held-out check (every ``eval_every`` steps) whose figures,
+   predicted offline from the drafter's conditional rates on held-out rows with each variant's
+   features, are inside the bands shrunk by ``MARGINS`` (``acc_0`` needs none: the tests read the
+   build's own held-out figure);
+2. the end of the build measures every figure by real speculative decoding, over the prompts the
+   tests and the demo use, and accepts the world inside the bands shrunk by ``FINAL_MARGINS`` (the
+   tests measure the same protocol through the server, in another process and thread count: a
+   figure moves by a little, never across that margin);
+3. a miss rebuilds with the next seed, at most ``max_retries`` times, every attempt recorded.
+"""
+
+from __future__ import annotations
+
+ACC_BAND = (0.70, 0.85)
+ACCEPT_BAND = (2.3, 3.2)
+BROKEN_RATIO_MAX = 0.70
+SHIFTED_RATIO_MIN = 0.90
+PREDICTED_ERROR_MAX = 0.10
+DEMO_RECOVERY_MIN = 1.5
+DEMO_STEPS = 5
+
+# how far inside each band (absolute, in the figure's own unit) training stops (offline prediction)
+MARGINS = {"acc_0": 0.0, "accept_length": 0.1, "broken_ratio": 0.03, "shifted_ratio": 0.02,
+           "predicted_error": 0.03, "demo_recovery": 0.05}
+# ... and the end of the build accepts a world (measured as the tests measure it)
+FINAL_MARGINS = {"acc_0": 0.0, "accept_length": 0.03, "broken_ratio": 0.01, "shifted_ratio": 0.01,
+                 "predicted_error": 0.01, "demo_recovery": 0.02}
+
+
+def bands() -> dict:
+    """The bands as ``lab.json`` and the benchmark print them."""
+    return {"acc_0": list(ACC_BAND), "accept_length": list(ACCEPT_BAND), "broken_ratio_max": BROKEN_RATIO_MAX,
+            "shifted_ratio_min": SHIFTED_RATIO_MIN, "predicted_error_max": PREDICTED_ERROR_MAX,
+            "demo_recovery_min": DEMO_RECOVERY_MIN, "demo_steps": DEMO_STEPS, "stop_margins": dict(MARGINS),
+            "accept_margins": dict(FINAL_MARGINS)}
+
+
+def figures(acc0: float, predicted: float, measured: dict, demo: dict) -> dict:
+    """The checked figures of a world from its raw measurements."""
+    ok = measured["draft"]
+    return {
+        "acc_0": round(acc0, 4),
+        "accept_length": round(ok, 4),
+        "broken_ratio": round(measured["draft_broken"] / ok, 4),
+        "shifted_ratio": round(measured["draft_shifted"] / ok, 4),
+        "predicted_error": round(abs(predicted - ok) / ok, 4),
+        "demo_recovery": round(demo["draft"] / demo["draft_broken"], 4),
+    }
+
+
+def misses(fig: dict, margins: dict = FINAL_MARGINS) -> list:
+    """One line per figure outside its band shrunk by ``margins`` (empty: the world is accepted)."""
+    m = margins
+    out = []
+    lo, hi = ACC_BAND
+    if not lo + m["acc_0"] <= fig["acc_0"] <= hi - m["acc_0"]:
+        out.append(f"acc_0 {fig['acc_0']:.3f} outside [{lo + m['acc_0']:.2f}, {hi - m['acc_0']:.2f}]")
+    lo, hi = ACCEPT_BAND
+    if not lo + m["accept_length"] <= fig["accept_length"] <= hi - m["accept_length"]:
+        out.append(f"accept length {fig['accept_length']:.3f} outside "
+                   f"[{lo + m['accept_length']:.2f}, {hi - m['accept_length']:.2f}]")
+    if fig["broken_ratio"] > BROKEN_RATIO_MAX - m["broken_ratio"]:
+        out.append(f"broken ratio {fig['broken_ratio']:.3f} > {BROKEN_RATIO_MAX - m['broken_ratio']:.2f}")
+    if fig["shifted_ratio"] < SHIFTED_RATIO_MIN + m["shifted_ratio"]:
+        out.append(f"shifted ratio {fig['shifted_ratio']:.3f} < {SHIFTED_RATIO_MIN + m['shifted_ratio']:.2f}")
+    if fig["predicted_error"] > PREDICTED_ERROR_MAX - m["predicted_error"]:
+        out.append(f"predicted error {fig['predicted_error']:.3f} > "
+                   f"{PREDICTED_ERROR_MAX - m['predicted_error']:.2f}")
+    if fig["demo_recovery"] < DEMO_RECOVERY_MIN + m["demo_recovery"]:
+        out.append(f"demo recovery {fig['demo_recovery']:.3f} < {DEMO_RECOVERY_MIN + m['demo_recovery']:.2f}")
+    return out
+
+
+def in_band(fig: dict) -> dict:
+    """Which of the (unshrunk) bands a world's figures meet: what the tests assert."""
+    return {
+        "acc_0": ACC_BAND[0] <= fig["acc_0"] <= ACC_BAND[1],
+        "accept_length": ACCEPT_BAND[0] <= fig["accept_length"] <= ACCEPT_BAND[1],
+        "broken_ratio": fig["broken_ratio"] <= BROKEN_RATIO_MAX,
+        "shifted_ratio": fig["shifted_ratio"] >= SHIFTED_RATIO_MIN,
+        "predicted_error": fig["predicted_error"] <= PREDICTED_ERROR_MAX,
+        "demo_recovery": fig["demo_recovery"] >= DEMO_RECOVERY_MIN,
+    }
