@@ -23,8 +23,10 @@ from workbench.facade.live import LiveAPI
 from workbench.facade.predict import PredictAPI
 from workbench.facade.servers import ServersAPI
 from workbench.facade.timeline import TimelineAPI
+from workbench.sglang.registry import STAGES as SERVER_STAGES
+from workbench.sglang.registry import ServerState
 
-__all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired"]
+__all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired", "ServerState", "SERVER_STAGES"]
 
 
 class Workbench(PredictAPI, DoctorAPI, EngineAPI, HiddenAPI, DrafterAPI, LabAPI, LiveAPI, ServersAPI, ConfigsAPI,

@@ -23,6 +23,7 @@ from typing import Optional
 from workbench.errors import WorkbenchError
 from workbench.progress import Progress, noop
 from workbench.results import Result
+from workbench.sglang.registry import ServerState
 
 PROFILE = "lab-story"
 MARKER = "# written by `eagle-workbench demo`"
@@ -228,7 +229,7 @@ def launch_story(wb, setup: DemoSetup, timeout: float = 300.0, progress=None):
     progress(Progress("demo", 1, 4, f"launching {setup.profile} with the story's config {setup.story_ids}"))
     rec = wb.launch(setup.profile, confirm=True)
     st = wb.server_wait(rec.id, timeout=timeout, poll=0.5)
-    if st.state != "ready":
+    if st.state != ServerState.READY:
         fail = st.failure or {}
         raise WorkbenchError(f"the lab server did not start ({st.state}: {fail.get('class', '')} "
                              f"{fail.get('text', '') or fail.get('hint', '')}); log {rec.log}")

@@ -32,6 +32,7 @@ from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
 from workbench.progress import Progress, noop
 from workbench.sglang.measure import accept_length
+from workbench.sglang.registry import STOPPABLE, ServerState
 
 SAME_MAX = 1e-3           # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
 DUMP_MODES = ("ask", "yes", "no")
@@ -174,7 +175,7 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
         raise InputError("samples: expected at least 1 training sample")
     d = LiveDoctor(ops, server_id, progress=progress)
     st = ops.server_status([d.sid], gpus=False)[0]
-    if st.state != "ready":
+    if st.state != ServerState.READY:
         raise WorkbenchError(f"server {d.sid}: is {st.state}; the live doctor needs a ready server")
     n_steps = 6
     d._step("live.doctor", 0, n_steps, "reading what the server loaded")
@@ -490,7 +491,7 @@ def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict, alongside: bool, ready_tim
     d.notes.append(f"dump server {rec.id} ({name}) wrote {dump_dir} on {d.rec.host}")
     try:
         st = ops.server_wait(rec.id, timeout=ready_timeout)
-        if st.state != "ready":
+        if st.state != ServerState.READY:
             fail = st.failure or {}
             d.notes.append(f"the dump server did not become ready ({st.state}: {fail.get('class', '')} "
                            f"{fail.get('hint', '')}); layers not named")
@@ -498,7 +499,7 @@ def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict, alongside: bool, ready_tim
         return d._job("live", {**job, "url": f"http://127.0.0.1:{port}", "mode": "dump", "dump_dir": dump_dir})
     finally:
         try:
-            if ops.server(rec.id).state in ("launching", "starting", "ready", "failed"):
+            if ops.server(rec.id).state in STOPPABLE:
                 ops.server_stop(rec.id, confirm=True, gpu_wait=60)
         except WorkbenchError as exc:
             d.notes.append(f"stopping dump server {rec.id}: {exc}")

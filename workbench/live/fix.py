@@ -16,6 +16,7 @@ from workbench.errors import InputError, WorkbenchError
 from workbench.live.ops import LiveOps
 from workbench.live.report import Comparison
 from workbench.sglang.measure import accept_length
+from workbench.sglang.registry import LIVE, ServerState
 
 
 def last_fix(ops: LiveOps, server_id: int):
@@ -31,7 +32,7 @@ def last_fix(ops: LiveOps, server_id: int):
 
 def relaunch_plan(ops: LiveOps, server_id: int) -> Plan:
     rec = ops.server(server_id)
-    running = rec.state in ("launching", "starting", "ready")
+    running = rec.state in LIVE
     preview = ops.launch_preview(rec.profile)
     details = [preview.display]
     if running:
@@ -61,12 +62,12 @@ def relaunch(ops: LiveOps, server_id: int, *, measure: bool = True, measure_toke
     """Stop the server if it runs, launch its profile, wait, measure like before. Returns
     (new server record, status, measurement or None)."""
     rec = ops.server(server_id)
-    if rec.state in ("launching", "starting", "ready"):
+    if rec.state in LIVE:
         ops.server_stop(rec.id, confirm=True)
     new = ops.launch(rec.profile, confirm=True)
     st = ops.server_wait(new.id, timeout=timeout, poll=poll)
     m = None
-    if st.state == "ready" and measure:
+    if st.state == ServerState.READY and measure:
         prev = measure_settings(ops, server_id)
         m = ops.server_measure(new.id, concurrency=measure_concurrency or prev.get("concurrency") or 4,
                                max_new_tokens=measure_tokens or prev.get("max_new_tokens"), prompts=prompts,

@@ -20,11 +20,10 @@ import ast
 import gc
 import heapq
 import re
-from operator import itemgetter
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
-from bisect import bisect_right
-from operator import not_
+from operator import itemgetter, not_
 from typing import Any, Iterable, Iterator, Optional
 
 FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "context-length", "cuda-graph", "nccl",

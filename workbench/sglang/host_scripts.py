@@ -7,8 +7,11 @@ here (not imported by the workbench itself).
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Optional
+import os
+import signal
+from typing import Any, Optional
 
 # -- SGLang version and argument validation with the host's own parser ------------------------------
 PROBE = r'''
@@ -321,6 +324,15 @@ def launch_line(python: str, argv: list, env: dict, log: str, run_dir: Optional[
     check_argv(argv, env, "launch")
     return [python, "-c", LAUNCH, as_arg({"argv": [str(a) for a in argv], "env": {k: str(v) for k, v in env.items()},
                                           "log": log, "run_dir": run_dir, "token": token})]
+
+
+@functools.cache
+def local_procfs() -> dict[str, Any]:
+    """The /proc readers of the status and stop scripts (``stat``, ``members``, ``send``, ...),
+    for processes on this machine: the lab server's stop proves its processes the same way."""
+    ns: dict[str, Any] = {"os": os, "signal": signal}
+    exec(_PROCFS, ns)  # our own source above, so both stops share one implementation
+    return ns
 
 
 def as_arg(obj) -> str:
