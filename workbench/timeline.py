@@ -10,10 +10,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from workbench.journal import Journal
 from workbench.results import Result
+from workbench.sglang.registry import Registry, ServerRecord
 
 # Event kind prefix -> category shown and filtered by the faces.
 CATEGORIES = (
@@ -73,8 +74,8 @@ def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _server_rows(journal: Journal) -> dict[int, Any]:
-    return {r["id"]: r for r in journal.db.execute("SELECT * FROM servers")}
+def _server_rows(journal: Journal) -> dict[int, ServerRecord]:
+    return Registry(journal).by_id()
 
 
 def _summary(kind: str, payload: dict) -> str:
@@ -112,7 +113,7 @@ def build(journal: Journal, *, server: Optional[int] = None, profile: Optional[s
     for ev in journal.events():
         p = ev.payload if isinstance(ev.payload, dict) else {}
         sid = _server_of(ev.subject, p)
-        prof = p.get("profile") or (servers[sid]["profile"] if sid in servers else None)
+        prof = p.get("profile") or (servers[sid].profile if sid in servers else None)
         loc = ev.subject if ev.kind.startswith("config.") else (p.get("config") or p.get("location"))
         entry = TimelineEntry(ev.id, ev.ts, _iso(ev.ts), ev.kind, category_of(ev.kind), ev.subject,
                               _summary(ev.kind, p), sid, prof, loc, p)
@@ -130,20 +131,14 @@ def build(journal: Journal, *, server: Optional[int] = None, profile: Optional[s
 
 def live_config(journal: Journal, entry: TimelineEntry) -> Optional[LiveConfig]:
     """The config version live for an entry: the one its server loaded, else the latest at that time."""
-    db = journal.db
     if entry.server is not None:
-        srv = db.execute("SELECT * FROM servers WHERE id = ?", (entry.server,)).fetchone()
-        if srv is not None and srv["draft_config_sha256"]:
-            row = db.execute(
-                "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
-                "WHERE v.sha256 = ? AND v.ts <= ? ORDER BY v.id DESC LIMIT 1",
-                (srv["draft_config_sha256"], max(entry.ts, srv["launched"]))).fetchone()
+        srv = Registry(journal).find(entry.server)
+        if srv is not None and srv.draft_config_sha256:
+            row = journal.config_version_before(max(entry.ts, srv.launched), sha256=srv.draft_config_sha256)
             if row is not None:
                 return _live(journal, row, f"loaded at launch of server {entry.server}")
     if entry.config:
-        row = db.execute(
-            "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
-            "WHERE t.location = ? AND v.ts <= ? ORDER BY v.id DESC LIMIT 1", (entry.config, entry.ts)).fetchone()
+        row = journal.config_version_before(entry.ts, location=entry.config)
         if row is not None:
             return _live(journal, row, "latest version at that time")
     return None
