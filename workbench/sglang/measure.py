@@ -40,6 +40,12 @@ class Measurement(Result):
     stable: bool = True                 # False: the numbers should not be trusted (see ``unstable``)
     unstable: list = field(default_factory=list)   # why, one line each
 
+    @property
+    def accept_length(self) -> Optional[float]:
+        """The measurement's accept length: the server's own average over exactly this workload when
+        it reports one, else the mean of the per-request figures."""
+        return accept_length(self.to_dict())
+
 
 #: A measurement shorter than this, or whose rounds or requests spread more than this (stdev over
 #: mean), is flagged: a server measured for a second while still warming read 20.6 tok/s against 491.
@@ -63,21 +69,17 @@ def stability(wall_s: float, round_tps: list, per_request: dict) -> list:
         out.append(f"requests spread {100 * sd / mean:.0f}% (tok/s {per_request['min']:.1f}..{per_request['max']:.1f})")
     return out
 
-    @property
-    def accept_length(self) -> Optional[float]:
-        """The measurement's accept length: the server's own average over exactly this workload when
-        it reports one, else the mean of the per-request figures."""
-        return accept_length(self.to_dict())
-
 
 def accept_length(row: "Mapping[str, Any]") -> Optional[float]:
     """Accept length of a stored measurement row (``Measurement.to_dict()`` or a journal row): one rule
-    for every reader. ``server_accept_len`` wins when present (0.0 included); else the per-request mean."""
+    for every reader. ``server_accept_len`` wins when present (0.0 included); else the per-request mean
+    (``accept_len``: the protocol's {mean, stdev, ...}, or a sweep point's mean itself)."""
     server = row.get("server_accept_len")
     if server is not None:
         return float(server)
-    mean = (row.get("accept_len") or {}).get("mean")
-    return float(mean) if mean is not None else None
+    per_request = row.get("accept_len")
+    mean = per_request.get("mean") if isinstance(per_request, Mapping) else per_request
+    return float(mean) if isinstance(mean, (int, float)) else None
 
 
 def prompt_set(name: Optional[str] = None) -> dict:
