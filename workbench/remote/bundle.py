@@ -106,7 +106,7 @@ def closure(entries=ENTRY) -> dict[str, Path]:
 @lru_cache(maxsize=1)
 def current() -> Bundle:
     files = []
-    for name, f in closure().items():
+    for f in closure().values():
         rel = f.relative_to(PACKAGE_ROOT.parent).as_posix()
         files.append((rel, f.read_bytes()))
     files.sort()
