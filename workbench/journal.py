@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from workbench.results import Result, jsonable
 
@@ -98,7 +98,7 @@ class Event(Result):
     ts: float
     kind: str
     subject: str
-    payload: dict
+    payload: dict[str, Any]
 
 
 class Journal:
@@ -129,7 +129,7 @@ class Journal:
             conn.close()
             self._local.conn = None
 
-    def transaction(self):
+    def transaction(self) -> "_Transaction":
         return _Transaction(self.db)
 
     def _migrate(self) -> None:
@@ -155,11 +155,11 @@ class Journal:
             "INSERT INTO events(ts, kind, subject, payload) VALUES (?, ?, ?, ?)",
             (ts if ts is not None else time.time(), kind, subject, body),
         )
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
     def events(self, kind: Optional[str] = None, subject: Optional[str] = None,
                since: Optional[float] = None, limit: Optional[int] = None) -> list[Event]:
-        sql, args = "SELECT * FROM events WHERE 1=1", []
+        sql, args = "SELECT * FROM events WHERE 1=1", list[object]()
         if kind is not None:
             if kind.endswith("*"):
                 sql += " AND kind LIKE ?"; args.append(kind[:-1] + "%")
@@ -201,7 +201,9 @@ class Journal:
 
     # -- tracked configs and their versions (the store is workbench.configs.history) ------------------
     def tracked_config(self, location: str) -> Optional[sqlite3.Row]:
-        return self.db.execute("SELECT * FROM tracked_configs WHERE location = ?", (location,)).fetchone()
+        row: Optional[sqlite3.Row] = self.db.execute("SELECT * FROM tracked_configs WHERE location = ?",
+                                                     (location,)).fetchone()
+        return row
 
     def tracked_configs(self) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM tracked_configs ORDER BY id").fetchall()
@@ -261,9 +263,10 @@ class Journal:
         if (sha256 is None) == (location is None):
             raise ValueError("config_version_before: give sha256 or location")
         where, key = ("v.sha256 = ?", sha256) if sha256 is not None else ("t.location = ?", location)
-        return self.db.execute(
+        row: Optional[sqlite3.Row] = self.db.execute(
             "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
             f"WHERE {where} AND v.ts <= ? ORDER BY v.id DESC LIMIT 1", (key, ts)).fetchone()
+        return row
 
     # -- measurements ------------------------------------------------------------------------------
     def add_measurement(self, server_id: Optional[int], kind: str, payload: Any, *,
@@ -271,9 +274,9 @@ class Journal:
         cur = self.db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
                               (server_id, ts if ts is not None else time.time(), kind,
                                json.dumps(jsonable(payload))))
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
-    def measurement_rows(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:
+    def measurement_rows(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]:
         sql, args = "SELECT * FROM measurements WHERE 1=1", list[object]()
         if server_id is not None:
             sql += " AND server_id = ?"
@@ -284,21 +287,17 @@ class Journal:
         return [{"id": r["id"], "server_id": r["server_id"], "ts": r["ts"], "kind": r["kind"],
                  **json.loads(r["payload"])} for r in self.db.execute(sql + " ORDER BY id", args)]
 
-    def iter_rows(self, sql: str, args: tuple = ()) -> Iterator[sqlite3.Row]:
-        yield from self.db.execute(sql, args)
-
 
 class _Transaction:
     def __init__(self, db: sqlite3.Connection):
         self.db = db
 
-    def __enter__(self):
+    def __enter__(self) -> sqlite3.Connection:
         self.db.execute("BEGIN IMMEDIATE")
         return self.db
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
-        return False
 
 
 def _statements(script: str) -> list[str]:

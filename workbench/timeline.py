@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import sqlite3
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.journal import Journal
 from workbench.results import Result
@@ -49,7 +50,7 @@ class TimelineEntry(Result):
     server: Optional[int] = None
     profile: Optional[str] = None
     config: Optional[str] = None
-    payload: dict = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,7 +68,7 @@ class LiveConfig(Result):
 @dataclass
 class Timeline(Result):
     entries: list[TimelineEntry]
-    filters: dict
+    filters: dict[str, Any]
 
 
 def _iso(ts: float) -> str:
@@ -78,7 +79,7 @@ def _server_rows(journal: Journal) -> dict[int, ServerRecord]:
     return Registry(journal).by_id()
 
 
-def _summary(kind: str, payload: dict) -> str:
+def _summary(kind: str, payload: dict[str, Any]) -> str:
     """One line a person reads: the numbers that matter for each kind, else the compact payload."""
     p = payload
     if "accept_length" in p and isinstance(p.get("accept_length"), (int, float)):
@@ -94,7 +95,7 @@ def _summary(kind: str, payload: dict) -> str:
     return text if len(text) <= 100 else text[:99] + "…"
 
 
-def _server_of(subject: str, payload: dict) -> Optional[int]:
+def _server_of(subject: str, payload: dict[str, Any]) -> Optional[int]:
     for key in ("server_id", "server"):
         v = payload.get(key)
         if isinstance(v, int):
@@ -144,7 +145,7 @@ def live_config(journal: Journal, entry: TimelineEntry) -> Optional[LiveConfig]:
     return None
 
 
-def _live(journal: Journal, row, basis: str) -> LiveConfig:
+def _live(journal: Journal, row: sqlite3.Row, basis: str) -> LiveConfig:
     content = journal.blob(row["sha256"]) or b""
     return LiveConfig(row["location"], journal.version_number(row["config_id"], row["id"]), row["sha256"],
                       row["reason"], basis, content.decode("utf-8", errors="replace"))

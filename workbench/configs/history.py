@@ -17,6 +17,7 @@ Rules that make "nothing is ever lost" true:
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import json
 import re
@@ -192,7 +193,7 @@ class ConfigStore:
             row = self._row(loc)
         return self.sync(loc)
 
-    def require(self, location: str):
+    def require(self, location: str) -> sqlite3.Row:
         loc, _, _ = self._open(location)
         row = self._row(loc)
         if row is None:
@@ -273,7 +274,7 @@ class ConfigStore:
         row = self._row(loc)
         if row is None:
             self.track(loc)
-            row = self._row(loc)
+            row = self.require(loc)
         before = self._versions(row["id"])
         tracked = self.sync(loc)
         external = None
@@ -304,8 +305,8 @@ class ConfigStore:
         mine = [v for v in self._versions(row["id"]) if v.sha256 == sha256(new) and v.parent_sha256 == prev_sha]
         return ConfigChange(loc, mine[-1], prev_sha, diff, external)
 
-    def set(self, location: str, assignments: list[tuple[str, Any]], *, reason: Optional[str] = None,
-            force: bool = False, deletions: Optional[list[str]] = None, add: bool = False) -> ConfigChange:
+    def set(self, location: str, assignments: builtins.list[tuple[str, Any]], *, reason: Optional[str] = None,
+            force: bool = False, deletions: Optional[builtins.list[str]] = None, add: bool = False) -> ConfigChange:
         """``add``: the keys may be new (otherwise a key the file does not have is refused with the
         closest ones it has: a typo must not add a key SGLang then ignores)."""
         if not assignments and not deletions:

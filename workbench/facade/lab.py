@@ -34,11 +34,11 @@ class LabWorld(Result):
     draft_shifted: str
     training_data: str
     heldout_data: str
-    acc: dict
-    layers: dict
-    accept_length: dict = field(default_factory=dict)
-    heldout: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
+    acc: dict[str, Any]
+    layers: dict[str, Any]
+    accept_length: dict[str, Any] = field(default_factory=dict)
+    heldout: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
 
     @classmethod

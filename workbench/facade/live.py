@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError
+from workbench.facade.configs import _as_fix
 from workbench.facade.servers import ServersAPI
 from workbench.sglang.registry import ServerState
 
@@ -108,9 +109,8 @@ class LiveAPI(ServersAPI):
         fix = fix if fix is not None else last_fix(self, int(server_id))
         change = self.config_apply_fix(fix, confirm=confirm)
         self._record("live.fix", str(server_id), {"server_id": int(server_id), "location": change.location,
-                                                  "version": change.version.number, "summary": getattr(
-                                                      fix, "summary", None) or (fix.fix.summary if hasattr(
-                                                          fix, "fix") else "")})
+                                                  "version": change.version.number,
+                                                  "summary": _as_fix(fix).summary})
         return change
 
     def live_relaunch_plan(self, server_id: int) -> Plan:
@@ -157,7 +157,7 @@ class LiveAPI(ServersAPI):
                     fix_plan.details)
         require(plan, confirm)
         change = self.live_apply_fix(sid, fix, confirm=True)
-        fx = getattr(fix, "fix", None) or fix
+        fx: Any = getattr(fix, "fix", None) or fix
         if isinstance(fx, dict):
             from workbench.live.report import fix_from_dict
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional, Sequence, overload
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError, WorkbenchError
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from workbench.sglang.measure import Measurement
     from workbench.sglang.profiles import Profile
     from workbench.sglang.registry import ServerRecord
-    from workbench.sglang.status import ServerStatus
+    from workbench.sglang.status import GPU, ServerStatus
     from workbench.sglang.stop import StopResult
     from workbench.sglang.sweep import SweepPoint, SweepResult
 
@@ -41,7 +41,7 @@ class HostCheck(Result):
     python: Optional[str] = None
     python_version: Optional[str] = None
     sglang_version: Optional[str] = None
-    gpus: list = field(default_factory=list)
+    gpus: list[GPU] = field(default_factory=list)
     gpu_error: Optional[str] = None
     error: Optional[str] = None
     host_key: Optional[str] = None        # "unknown" / "changed" when refused
@@ -182,8 +182,20 @@ class ServersAPI(ConfigsAPI):
                    *[f"warning: {w}" for w in preview.warnings]]
         return Plan("launch", preview.profile, f"start {preview.profile} on {preview.host}", details)
 
+    @overload
+    def launch(self, name: str, *, confirm: bool = False, wait: Literal[False] = False,
+               timeout: Optional[float] = None, preview: "Optional[Preview]" = None,
+               poll: float = 1.0) -> "ServerRecord": ...
+
+    @overload
+    def launch(self, name: str, *, confirm: bool = False, wait: Literal[True],
+               timeout: Optional[float] = None, preview: "Optional[Preview]" = None,
+               poll: float = 1.0) -> "ServerStatus": ...
+
     def launch(self, name: str, *, confirm: bool = False, wait: bool = False, timeout: Optional[float] = None,
                preview: "Optional[Preview]" = None, poll: float = 1.0) -> "ServerRecord | ServerStatus":
+        """Start the profile's server (after its preview's checks); with ``wait``, its status once
+        ready (or failed)."""
         preview = preview or self.launch_preview(name)
         require(self.launch_plan(preview), confirm)
         self._track_draft_config(name, preview)

@@ -7,7 +7,7 @@ import base64
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.hosts import HostError, Hosts
@@ -21,6 +21,7 @@ from workbench.sglang.status import Recorder, ServerStatus, Status
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Tunnel
+    from workbench.sglang.client import SGLangClient
 
 POLL = Range(0.01, 3600)     # seconds between readiness checks
 
@@ -68,11 +69,13 @@ class Follow:
                 return s
             time.sleep(poll)
 
-    def tunnel(self, sid: int):
+    def tunnel(self, sid: int) -> "Tunnel":
         with self._lock:
             t = self._tunnels.get(sid)
             if t is None:
                 r = self.registry.get(sid)
+                if r.port is None:
+                    raise WorkbenchError(f"server {sid}: no port recorded; nothing to connect to")
                 t = self._tunnels[sid] = self.hosts.get(r.host).forward(r.port)
             return t
 
@@ -82,7 +85,7 @@ class Follow:
         if t is not None:
             t.close()
 
-    def client(self, sid: int, timeout: float = 60.0):
+    def client(self, sid: int, timeout: float = 60.0) -> "SGLangClient":
         from workbench.sglang.client import SGLangClient
 
         return SGLangClient(self.tunnel(sid).url, timeout=timeout)
@@ -95,7 +98,7 @@ class Follow:
         except ServerHTTPError:
             return False
 
-    def server_info(self, sid: int) -> dict:
+    def server_info(self, sid: int) -> dict[str, Any]:
         from workbench.sglang.client import spec_summary
 
         info = self.client(sid).server_info()
@@ -142,7 +145,7 @@ class Follow:
             else:
                 time.sleep(poll)
 
-    def metrics(self, sid: int, with_server_info: bool = True) -> dict:
+    def metrics(self, sid: int, with_server_info: bool = True) -> dict[str, Any]:
         s = self.status.refresh([sid], gpus=False)[0]
         f = self.status.follower(sid)
         al = [x for x in f.series["accept_len"] if x == x]
@@ -163,5 +166,5 @@ class Follow:
             self.close_tunnel(i)
 
 
-def _mean(xs: list) -> Optional[float]:
+def _mean(xs: list[Any]) -> Optional[float]:
     return sum(xs) / len(xs) if xs else None

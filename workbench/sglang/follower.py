@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any
 
 from workbench.sglang.logparse import LogParser, LogScan
 from workbench.sglang.registry import STAGES
@@ -16,11 +17,11 @@ TAIL_LINES = 5000            # raw log lines kept per server for log panes
 EVENTS_KEPT = 2000           # milestone/failure events kept per server (see _compact_events)
 
 
-def _compact_events(events: list) -> list:
+def _compact_events(events: list[Any]) -> list[Any]:
     """A bounded event list that still tells the story: the startup's milestones, the first
     failure of each class (what ``classify`` reads) and the most recent events."""
     head = [e for e in events[:EVENTS_KEPT // 4] if e["kind"] == "milestone"]
-    first: dict = {}
+    first: dict[str, Any] = {}
     for e in events:
         if e["kind"] == "failure":
             first.setdefault(e["class"], e)
@@ -33,20 +34,23 @@ class Follower:
     """What a server's log says so far, in memory that does not grow with the log: parsed by
     offset, the last lines, a bounded decode series and a bounded list of events."""
 
-    def __init__(self):
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self.offset = 0
         self.parser = LogParser()
-        self.events: list[dict] = []
-        self.last_decode: dict = {}
-        self.series: dict[str, list] = {"time": [], "accept_len": [], "gen_throughput": []}
+        self.events: list[dict[str, Any]] = []
+        self.last_decode: dict[str, Any] = {}
+        self.series: dict[str, list[Any]] = {"time": [], "accept_len": [], "gen_throughput": []}
         self.decode_lines = 0
-        self.tail: deque = deque(maxlen=TAIL_LINES)   # (line number, text) for log panes
+        self.tail: deque[Any] = deque(maxlen=TAIL_LINES)   # (line number, text) for log panes
         self.total_lines = 0
         self._partial = b""
 
     def feed(self, data: bytes, offset: int) -> LogScan:
         if offset < self.offset:          # truncated or rotated: start again
-            self.__init__()
+            self._reset()
         self.offset = offset + len(data)
         scan = self.parser.feed(data)
         buf = self._partial + data
@@ -112,14 +116,14 @@ class Follower:
         if last is None:
             return "starting"
         role = last.get("role", "")
-        return {"server_args": "loading", "weights_begin": f"loading {role} weights",
+        return str({"server_args": "loading", "weights_begin": f"loading {role} weights",
                 "weights_end": f"{role} weights loaded", "kv_cache": "KV cache allocated",
                 "graph_begin": f"capturing {role} CUDA graphs", "graph_end": f"{role} CUDA graphs captured",
-                "ready": "ready"}.get(last["name"], last["name"])
+                "ready": "ready"}.get(last["name"], last["name"]))
 
     @property
     def ready(self) -> bool:
         return any(e.get("name") == "ready" for e in self.events)
 
-    def failures(self) -> list[dict]:
+    def failures(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] == "failure"]

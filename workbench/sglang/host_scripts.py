@@ -314,8 +314,8 @@ print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf
 """
 
 
-def launch_line(python: str, argv: list, env: dict, log: str, run_dir: Optional[str],
-                token: Optional[str] = None) -> list:
+def launch_line(python: str, argv: list[Any], env: dict[str, Any], log: str, run_dir: Optional[str],
+                token: Optional[str] = None) -> list[Any]:
     """argv for the host: the host's python starts the server detached (new session, no terminal,
     default signal dispositions, all output in the log, the previous log kept as .prev) and prints its
     identity. Arguments travel as JSON: nothing passes through a shell."""
@@ -335,5 +335,5 @@ def local_procfs() -> dict[str, Any]:
     return ns
 
 
-def as_arg(obj) -> str:
+def as_arg(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))

@@ -26,18 +26,18 @@ class Preview(Result):
     profile: str
     host: str
     version: Optional[str]
-    command: dict
+    command: dict[str, Any]
     display: str
-    diff: list
-    findings: list
-    warnings: list
+    diff: list[Any]
+    findings: list[Any]
+    warnings: list[Any]
     draft_config_sha256: Optional[str] = None
 
     @property
     def ok(self) -> bool:
         return not any(f.severity == "error" for f in self.findings)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
         d["ok"] = self.ok
         return d
@@ -136,7 +136,7 @@ class Launcher:
         return Preview(name, profile.host, cmd.version, cmd.to_dict(), cmd.display,
                        diff_argv(last.argv if last else None, cmd.argv), findings, cmd.warnings, draft_sha)
 
-    def _draft_config(self, host: Host, profile: Profile):
+    def _draft_config(self, host: Host, profile: Profile) -> tuple[Optional[dict[str, Any]], Optional[str]]:
         if not profile.draft or not (profile.draft.startswith(("/", "~", "."))):
             return None, None
         path = profile.draft.rstrip("/") + "/config.json"
@@ -227,6 +227,8 @@ class Launcher:
 
     def _keep_draft_blob(self, host: Host, profile: Profile, sha: str) -> None:
         """The launched draft config's bytes, content-addressed like the config history's."""
+        if not profile.draft:
+            return
         try:
             raw = host.read_bytes(profile.draft.rstrip("/") + "/config.json")
         except HostError:
@@ -249,11 +251,11 @@ def _python_of(profile: Profile, default: str) -> str:
     """The python that runs SGLang: the launcher's when it is ``PY -m sglang...``, else the host's."""
     if profile.launcher and len(profile.launcher) >= 3 and profile.launcher[1] == "-m" \
             and profile.launcher[0] != "{python}":
-        return profile.launcher[0]
+        return str(profile.launcher[0])
     return default
 
 
-def _gpus_of(profile: Profile, cmd: dict) -> list:
+def _gpus_of(profile: Profile, cmd: dict[str, Any]) -> list[Any]:
     if profile.gpus is not None:
         return list(profile.gpus)
     vis = cmd.get("env", {}).get("CUDA_VISIBLE_DEVICES")

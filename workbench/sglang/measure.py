@@ -33,12 +33,12 @@ class Measurement(Result):
     tokens_per_s_per_request: dict      # mean, stdev, min, max
     accept_len: dict                    # per request: mean, stdev, min, max
     server_accept_len: Optional[float]  # /server_info avg_spec_accept_length after the flush
-    rounds_tokens_per_s: list = field(default_factory=list)
-    spec: dict = field(default_factory=dict)
+    rounds_tokens_per_s: list[Any] = field(default_factory=list)
+    spec: dict[str, Any] = field(default_factory=dict)
     prompt_set: str = ""
     warmup_s: float = 0.0               # untimed requests first: a fresh server compiles and captures
     stable: bool = True                 # False: the numbers should not be trusted (see ``unstable``)
-    unstable: list = field(default_factory=list)   # why, one line each
+    unstable: list[Any] = field(default_factory=list)   # why, one line each
 
     @property
     def accept_length(self) -> Optional[float]:
@@ -54,14 +54,14 @@ MAX_ROUND_CV = 0.15
 MAX_REQUEST_CV = 0.5
 
 
-def stability(wall_s: float, round_tps: list, per_request: dict) -> list:
+def stability(wall_s: float, round_tps: list[Any], per_request: dict[str, Any]) -> list[Any]:
     """Reasons not to trust a measurement (empty: stable)."""
     out = []
     if wall_s < MIN_TIMED_S:
         out.append(f"timed for {wall_s:.1f} s (< {MIN_TIMED_S:g} s): use more rounds or --max-new-tokens")
     if len(round_tps) > 1:
-        mean = statistics.fmean(round_tps)
-        cv = statistics.stdev(round_tps) / mean if mean else 0.0
+        round_mean = statistics.fmean(round_tps)
+        cv = statistics.stdev(round_tps) / round_mean if round_mean else 0.0
         if cv > MAX_ROUND_CV:
             out.append(f"rounds spread {100 * cv:.0f}% ({min(round_tps):.1f}..{max(round_tps):.1f} tok/s)")
     mean, sd = per_request.get("mean"), per_request.get("stdev")
@@ -82,7 +82,7 @@ def accept_length(row: "Mapping[str, Any]") -> Optional[float]:
     return float(mean) if isinstance(mean, (int, float)) else None
 
 
-def prompt_set(name: Optional[str] = None) -> dict:
+def prompt_set(name: Optional[str] = None) -> dict[str, Any]:
     if name and name.endswith(".json"):
         try:
             with open(name) as fh:
@@ -96,7 +96,7 @@ def prompt_set(name: Optional[str] = None) -> dict:
     return data
 
 
-def _spread(xs: list) -> dict:
+def _spread(xs: list[Any]) -> dict[str, Any]:
     xs = [x for x in xs if x is not None]
     if not xs:
         return {"mean": None, "stdev": None, "min": None, "max": None}

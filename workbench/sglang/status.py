@@ -41,7 +41,7 @@ def parse_gpus(csv: str) -> list[GPU]:
         if len(parts) != 4 or not parts[0].isdigit():
             continue
 
-        def num(s):
+        def num(s: str) -> Optional[float]:
             try:
                 return float(s)
             except ValueError:
@@ -64,12 +64,12 @@ class ServerStatus(Result):
     log_size: Optional[int]
     stale: bool = False
     error: Optional[str] = None
-    progress: list = field(default_factory=list)     # milestone names reached, in order
+    progress: list[Any] = field(default_factory=list)     # milestone names reached, in order
     stage: str = ""
-    failure: Optional[dict] = None
-    metrics: dict = field(default_factory=dict)      # last decode line
-    series: dict = field(default_factory=dict)       # accept_len / gen_throughput history
-    gpus: list = field(default_factory=list)
+    failure: Optional[dict[str, Any]] = None
+    metrics: dict[str, Any] = field(default_factory=dict)      # last decode line
+    series: dict[str, Any] = field(default_factory=dict)       # accept_len / gen_throughput history
+    gpus: list[Any] = field(default_factory=list)
     checked: float = 0.0
 
 
@@ -94,7 +94,7 @@ class Status:
                 f = self._followers[sid] = Follower()
             return f
 
-    def refresh(self, ids: Optional[list] = None, gpus: bool = True) -> list[ServerStatus]:
+    def refresh(self, ids: Optional[list[Any]] = None, gpus: bool = True) -> list[ServerStatus]:
         """Status of servers (default: every server not known to be finished), one remote round
         trip per host: process state, new log bytes, GPUs."""
         recs = [self.registry.get(i) for i in ids] if ids else self.registry.all(active=True)
@@ -114,7 +114,7 @@ class Status:
             return self._refresh_host_locked(host_name, [self.registry.get(r.id) for r in recs], gpus)
 
     def _refresh_host_locked(self, host_name: str, recs: list[ServerRecord], gpus: bool) -> list[ServerStatus]:
-        req = {"servers": [], "gpus": gpus}
+        req: dict[str, Any] = {"servers": [], "gpus": gpus}
         for r in recs:
             f = self.follower(r.id)
             live = r.state in RUNNING or failed_alive(r)
@@ -147,7 +147,7 @@ class Status:
                              else r.state, "unknown", r.pid, r.port, None, None, stale=True, error=error)
         return s
 
-    def _derive(self, r: ServerRecord, row: dict, gpu_rows: list, gpu_error: Optional[str]) -> ServerStatus:
+    def _derive(self, r: ServerRecord, row: dict[str, Any], gpu_rows: list[Any], gpu_error: Optional[str]) -> ServerStatus:
         f = self.follower(r.id)
         if row.get("data"):
             f.feed(base64.b64decode(row["data"]), row.get("offset", 0))
@@ -200,5 +200,5 @@ class Status:
         self._last[r.id] = s
         return s
 
-    def host_gpus(self, host_name: str) -> list:
+    def host_gpus(self, host_name: str) -> list[Any]:
         return self._gpus.get(host_name, [])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.hosts import Hosts
@@ -16,18 +16,18 @@ from workbench.sglang import host_scripts
 from workbench.sglang.follow import Follow
 from workbench.sglang.profiles import GRACE
 from workbench.sglang.registry import ENDED, LIVE, Registry, ServerRecord, ServerState
-from workbench.sglang.status import Recorder, parse_gpus
+from workbench.sglang.status import GPU, Recorder, parse_gpus
 
 
 @dataclass
 class StopResult(Result):
     id: int
     result: str
-    signals: list
-    remaining: list
+    signals: list[Any]
+    remaining: list[Any]
     elapsed: Optional[float]
     gpus_idle: Optional[bool]
-    gpus: list
+    gpus: list[Any]
     message: str = ""
 
 
@@ -46,13 +46,14 @@ class Stopper:
         grace = self.stop_grace(r, grace)
         host = self.hosts.get(r.host)
         python = self.hosts.get(r.host).python
+        kill_wait = 10
         req = {"pid": r.pid, "pgid": r.pgid or r.pid, "starttime": r.starttime, "boot_id": r.extra.get("boot_id"),
-               "token": r.extra.get("launch_token"), "grace": grace, "kill_wait": 10}
+               "token": r.extra.get("launch_token"), "grace": grace, "kill_wait": kill_wait}
         live = r.state in LIVE
         if live:
             self.registry.set(sid, state=ServerState.STOPPING)
         try:
-            res = host.run([python, "-c", host_scripts.STOP, host_scripts.as_arg(req)], timeout=req["grace"] + req["kill_wait"] + 40)
+            res = host.run([python, "-c", host_scripts.STOP, host_scripts.as_arg(req)], timeout=grace + kill_wait + 40)
             if res.rc != 0:
                 raise WorkbenchError(f"server {sid}: stop script failed (exit {res.rc}): {res.err.strip()[-300:]}")
             out = json.loads(res.out.strip().splitlines()[-1])
@@ -83,7 +84,7 @@ class Stopper:
         return number(grace if grace is not None else r.extra.get("stop_grace", 30), "grace", GRACE)
 
     def gpus_idle(self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None,
-                  poll: float = 1.0) -> tuple[Optional[bool], list]:
+                  poll: float = 1.0) -> tuple[Optional[bool], list[GPU]]:
         """Poll nvidia-smi until the server's GPUs use at most ``idle_mib`` (the driver frees
         memory a little after the processes exit)."""
         threshold = idle_mib if idle_mib is not None else float(self.hosts.settings(r.host).get("gpu_idle_mib", 500))

@@ -33,7 +33,7 @@ class SweepPoint(Result):
     num_steps: int              # 0: the baseline without speculation
     eagle_topk: int
     num_draft_tokens: int
-    env: dict
+    env: dict[str, Any]
     server_id: Optional[int] = None
     state: str = "pending"      # measured, failed, pending
     tokens_per_s: Optional[float] = None
@@ -48,19 +48,19 @@ class SweepPoint(Result):
 class SweepResult(Result):
     sweep_id: str
     profile: str
-    points: list                 # ranked, best first (failed last)
-    best: Optional[dict]
-    model: Optional[dict]
+    points: list[SweepPoint]     # ranked, best first (failed last)
+    best: Optional[dict[str, Any]]
+    model: Optional[dict[str, Any]]
     resumed: int = 0
     baseline_tokens_per_s: Optional[float] = None
     speedup_vs_baseline: Optional[float] = None
 
 
-def env_label(env: dict) -> str:
+def env_label(env: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "-"
 
 
-def expand(steps: list, topks: list, ndts: Optional[list], envs: list, baseline: bool) -> list[SweepPoint]:
+def expand(steps: list[Any], topks: list[Any], ndts: Optional[list[Any]], envs: list[Any], baseline: bool) -> list[SweepPoint]:
     """The grid; invalid triples (topk 1 needs ndt = steps+1; ndt <= steps*topk+1) are left out."""
     if any(not isinstance(x, int) or x < 1 for x in [*steps, *topks, *(ndts or [])]):
         raise InputError("sweep: steps, topk and draft tokens must be positive integers")
@@ -88,16 +88,16 @@ def expand(steps: list, topks: list, ndts: Optional[list], envs: list, baseline:
     return out
 
 
-def _key(s: int, k: int, n: int, env: dict) -> str:
+def _key(s: int, k: int, n: int, env: dict[str, Any]) -> str:
     return (f"s{s}-k{k}-n{n}" if s else "baseline") + ("" if not env else "|" + env_label(env))
 
 
-def sweep_id(profile: str, points: list, measure: dict) -> str:
+def sweep_id(profile: str, points: list[Any], measure: dict[str, Any]) -> str:
     blob = json.dumps({"profile": profile, "points": [p.key for p in points], "measure": measure}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def fit_model(points: list) -> Optional[dict]:
+def fit_model(points: list[Any]) -> Optional[dict[str, Any]]:
     """Fit the cycle-time model to measured speculative points (needs 3 distinct ones)."""
     rows = [p for p in points if p.state == "measured" and p.num_steps and p.accept_len
             and p.tokens_per_s_per_request]
@@ -133,7 +133,7 @@ def fit_model(points: list) -> Optional[dict]:
     return out
 
 
-def _predictor_ranking(rows: list, a: float, b: float, t_draft: float) -> dict:
+def _predictor_ranking(rows: list[Any], a: float, b: float, t_draft: float) -> dict[str, Any]:
     """Feed the fitted times and the chain accept lengths to the predictor: per-depth rates from
     the measured ALs (predict.fit), then its ranking of chains by tokens/s (predict.sweep)."""
     from workbench import predict
@@ -155,7 +155,7 @@ def _predictor_ranking(rows: list, a: float, b: float, t_draft: float) -> dict:
     return {"conditional_rates": fitted.conditional, "predicted_best": table[0], "predicted_table": table[:8]}
 
 
-def rank(points: list) -> list:
+def rank(points: list[Any]) -> list[Any]:
     ok = sorted([p for p in points if p.state == "measured" and p.tokens_per_s], key=lambda p: -p.tokens_per_s)
     return ok + [p for p in points if p not in ok]
 
