@@ -163,7 +163,7 @@ def child(mode: str, path: str) -> None:
                 records += len(scan.decode) + len(scan.prefill) + len(scan.events)
                 del scan
     elif mode == "stream_follow":
-        from workbench.sglang.lifecycle import READ_CAP, Follower
+        from workbench.sglang.follower import READ_CAP, Follower
 
         f = Follower()
         with open(path, "rb") as fh:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workbench.confirm import Plan
+
 
 class WorkbenchError(Exception):
     """Something the user can act on. ``str(err)`` is one line naming the input and the rule."""
@@ -20,6 +25,6 @@ class ConfirmationRequired(WorkbenchError):
 
     exit_code = 3
 
-    def __init__(self, plan):
+    def __init__(self, plan: "Plan") -> None:
         self.plan = plan
         super().__init__(f"{plan.summary} (not done: pass confirm=True / --yes)")

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from workbench.results import Result, jsonable
 
@@ -98,7 +98,7 @@ class Event(Result):
     ts: float
     kind: str
     subject: str
-    payload: dict
+    payload: dict[str, Any]
 
 
 class Journal:
@@ -129,7 +129,7 @@ class Journal:
             conn.close()
             self._local.conn = None
 
-    def transaction(self):
+    def transaction(self) -> "_Transaction":
         return _Transaction(self.db)
 
     def _migrate(self) -> None:
@@ -155,11 +155,11 @@ class Journal:
             "INSERT INTO events(ts, kind, subject, payload) VALUES (?, ?, ?, ?)",
             (ts if ts is not None else time.time(), kind, subject, body),
         )
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
     def events(self, kind: Optional[str] = None, subject: Optional[str] = None,
                since: Optional[float] = None, limit: Optional[int] = None) -> list[Event]:
-        sql, args = "SELECT * FROM events WHERE 1=1", []
+        sql, args = "SELECT * FROM events WHERE 1=1", list[object]()
         if kind is not None:
             if kind.endswith("*"):
                 sql += " AND kind LIKE ?"; args.append(kind[:-1] + "%")
@@ -199,15 +199,84 @@ class Journal:
         return int(self.db.execute("SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?",
                                    (config_id, version_row_id)).fetchone()[0])
 
+    # -- tracked configs and their versions (the store is workbench.configs.history) ------------------
+    def tracked_config(self, location: str) -> Optional[sqlite3.Row]:
+        row: Optional[sqlite3.Row] = self.db.execute("SELECT * FROM tracked_configs WHERE location = ?",
+                                                     (location,)).fetchone()
+        return row
+
+    def tracked_configs(self) -> list[sqlite3.Row]:
+        return self.db.execute("SELECT * FROM tracked_configs ORDER BY id").fetchall()
+
+    def add_tracked_config(self, location: str, label: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO tracked_configs(location, added, label) VALUES (?, ?, ?)",
+                       (location, time.time(), label))
+
+    def set_tracked_label(self, config_id: int, label: str) -> None:
+        self.db.execute("UPDATE tracked_configs SET label = ? WHERE id = ?", (label, config_id))
+
+    def config_versions(self, config_id: int) -> list[sqlite3.Row]:
+        """A tracked config's versions in order: sha256, ts, reason, parent_sha256, size."""
+        return self.db.execute(
+            "SELECT v.sha256, v.ts, v.reason, v.parent_sha256, length(b.content) AS size "
+            "FROM config_versions v JOIN blobs b ON b.sha256 = v.sha256 WHERE v.config_id = ? ORDER BY v.id",
+            (config_id,)).fetchall()
+
+    def add_config_version(self, config_id: int, digest: str, content: bytes, reason: Optional[str],
+                           parent: Optional[str] = None, *, location: Optional[str] = None,
+                           sync: bool = False) -> Optional[str]:
+        """Add a version unless it is already the latest (one write is never stored twice); decided
+        inside the insert's transaction. With ``sync``: the parent is the latest version and the
+        reason that of an announced write of these bytes over it (``announce_config_write``), else
+        ``reason``. Returns the reason stored, or None when nothing was added."""
+        with self.transaction() as db:
+            row = db.execute("SELECT sha256 FROM config_versions WHERE config_id = ? ORDER BY id DESC LIMIT 1",
+                             (config_id,)).fetchone()
+            latest = row["sha256"] if row is not None else None
+            if latest == digest:
+                return None
+            if sync:
+                parent = latest
+                intent = db.execute(
+                    "SELECT reason FROM config_write_intents WHERE location = ? AND sha256 = ? "
+                    "AND parent_sha256 IS ? ORDER BY id DESC LIMIT 1", (location, digest, latest)).fetchone()
+                reason = (intent["reason"] if intent is not None else None) or reason
+            db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (digest, content))
+            db.execute("INSERT INTO config_versions(config_id, sha256, ts, reason, parent_sha256) "
+                       "VALUES (?, ?, ?, ?, ?)", (config_id, digest, time.time(), reason, parent))
+            if location is not None:
+                db.execute("DELETE FROM config_write_intents WHERE location = ? AND sha256 = ?", (location, digest))
+        return reason
+
+    def announce_config_write(self, location: str, digest: str, parent: Optional[str], reason: str) -> None:
+        """A write about to happen: a writer that dies before its version row keeps its reason."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM config_write_intents WHERE ts < ?", (time.time() - 30 * 86400,))
+            db.execute("INSERT INTO config_write_intents(location, sha256, parent_sha256, reason, ts) "
+                       "VALUES (?, ?, ?, ?, ?)", (location, digest, parent, reason, time.time()))
+
+    def config_version_before(self, ts: float, *, sha256: Optional[str] = None,
+                              location: Optional[str] = None) -> Optional[sqlite3.Row]:
+        """The latest version stored at or before ``ts`` with this content, or of this location
+        (its row with the config's ``location``)."""
+        if (sha256 is None) == (location is None):
+            raise ValueError("config_version_before: give sha256 or location")
+        where, key = ("v.sha256 = ?", sha256) if sha256 is not None else ("t.location = ?", location)
+        row: Optional[sqlite3.Row] = self.db.execute(
+            "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
+            f"WHERE {where} AND v.ts <= ? ORDER BY v.id DESC LIMIT 1", (key, ts)).fetchone()
+        return row
+
     # -- measurements ------------------------------------------------------------------------------
     def add_measurement(self, server_id: Optional[int], kind: str, payload: Any, *,
                         ts: Optional[float] = None) -> int:
         cur = self.db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
                               (server_id, ts if ts is not None else time.time(), kind,
                                json.dumps(jsonable(payload))))
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
-    def measurement_rows(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:
+    def measurement_rows(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]:
         sql, args = "SELECT * FROM measurements WHERE 1=1", list[object]()
         if server_id is not None:
             sql += " AND server_id = ?"
@@ -218,21 +287,17 @@ class Journal:
         return [{"id": r["id"], "server_id": r["server_id"], "ts": r["ts"], "kind": r["kind"],
                  **json.loads(r["payload"])} for r in self.db.execute(sql + " ORDER BY id", args)]
 
-    def iter_rows(self, sql: str, args: tuple = ()) -> Iterator[sqlite3.Row]:
-        yield from self.db.execute(sql, args)
-
 
 class _Transaction:
     def __init__(self, db: sqlite3.Connection):
         self.db = db
 
-    def __enter__(self):
+    def __enter__(self) -> sqlite3.Connection:
         self.db.execute("BEGIN IMMEDIATE")
         return self.db
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
-        return False
 
 
 def _statements(script: str) -> list[str]:

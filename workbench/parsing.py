@@ -24,12 +24,12 @@ def parse_floats(text: str, name: str) -> list[float]:
 
 
 def parse_pairs(text: str, name: str, key: Callable[[str], Any] = int,
-                value: Callable[[str], Any] = float) -> dict:
+                value: Callable[[str], Any] = float) -> dict[Any, Any]:
     """'2:20.5,4:22' -> {2: 20.5, 4: 22.0}; a one-line InputError naming the input otherwise."""
     parts = [p for p in text.replace(",", " ").split() if p]
     if not parts:
         raise InputError(f"{name}: empty list; expected pairs like 2:20.5,4:22")
-    out: dict = {}
+    out: dict[Any, Any] = {}
     for p in parts:
         k, sep, v = p.partition(":")
         if not sep:

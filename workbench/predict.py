@@ -411,7 +411,7 @@ class Prediction(Result):
     per_depth: list                  # [DepthRate]
     convention: str
     formula: str
-    warnings: list
+    warnings: list[Any]
     steps: int
     topk: int
     draft_tokens: int
@@ -421,7 +421,7 @@ class Prediction(Result):
     verdict: Optional[Verdict] = None
     throughput: Optional[Throughput] = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
         for key in ("verdict", "throughput"):
             if d.get(key) is None:
@@ -584,7 +584,7 @@ class Sweep(Result):
     tokens_per_s: np.ndarray
     convention: str
     baseline_tokens_per_s: Optional[float]
-    warnings: list = field(default_factory=list)
+    warnings: list[Any] = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(self.steps.size)
@@ -604,7 +604,7 @@ class Sweep(Result):
         n = len(self) if limit is None else min(limit, len(self))
         return [self.row(i) for i in range(n)]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         base = self.baseline_tokens_per_s
         cols = zip(self.steps.tolist(), self.topk.tolist(), self.draft_tokens.tolist(),
                    self.accept_length.tolist(), self.cycle_ms.tolist(), self.tokens_per_s.tolist())
@@ -641,7 +641,7 @@ def sweep(convention: str, values: Any, *, verify_ms: Any, draft_ms: float,
     smax = step_list[-1]
     c = rates.extend(smax)
     lo, hi = vt.span
-    cols: dict[str, list] = {k: [] for k in ("s", "k", "n", "al")}
+    cols: dict[str, list[Any]] = {k: [] for k in ("s", "k", "n", "al")}
     left_out = 0
     for k in topk_list:
         if k == 1:
@@ -691,12 +691,12 @@ class FitPoint(Result):
 @dataclass
 class Fit(Result):
     conditional: list                # c_1..c_max_steps recovered (and extrapolated)
-    marginal: list
+    marginal: list[Any]
     curve: list                      # [FitPoint] for steps 1..max_steps
     measured: dict                   # {steps: observed AL}
     max_residual: float
     method: str
-    warnings: list
+    warnings: list[Any]
 
 
 def fit(measured: Any, max_steps: int = CURVE_STEPS) -> Fit:

@@ -30,7 +30,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def fields_dict(value: Any) -> dict:
+def fields_dict(value: Any) -> dict[str, Any]:
     """A dataclass's fields as JSON-safe values (fields with metadata internal=True left out)."""
     return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
             if not f.metadata.get("internal")}
@@ -39,5 +39,5 @@ def fields_dict(value: Any) -> dict:
 class Result:
     """Mixin for result dataclasses. Subclasses may override ``to_dict`` and call ``super()``."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return fields_dict(self)

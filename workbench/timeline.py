@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from workbench.journal import Journal
 from workbench.results import Result
+from workbench.sglang.registry import Registry, ServerRecord
 
 # Event kind prefix -> category shown and filtered by the faces.
 CATEGORIES = (
@@ -48,7 +50,7 @@ class TimelineEntry(Result):
     server: Optional[int] = None
     profile: Optional[str] = None
     config: Optional[str] = None
-    payload: dict = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,18 +68,18 @@ class LiveConfig(Result):
 @dataclass
 class Timeline(Result):
     entries: list[TimelineEntry]
-    filters: dict
+    filters: dict[str, Any]
 
 
 def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _server_rows(journal: Journal) -> dict[int, Any]:
-    return {r["id"]: r for r in journal.db.execute("SELECT * FROM servers")}
+def _server_rows(journal: Journal) -> dict[int, ServerRecord]:
+    return Registry(journal).by_id()
 
 
-def _summary(kind: str, payload: dict) -> str:
+def _summary(kind: str, payload: dict[str, Any]) -> str:
     """One line a person reads: the numbers that matter for each kind, else the compact payload."""
     p = payload
     if "accept_length" in p and isinstance(p.get("accept_length"), (int, float)):
@@ -93,7 +95,7 @@ def _summary(kind: str, payload: dict) -> str:
     return text if len(text) <= 100 else text[:99] + "…"
 
 
-def _server_of(subject: str, payload: dict) -> Optional[int]:
+def _server_of(subject: str, payload: dict[str, Any]) -> Optional[int]:
     for key in ("server_id", "server"):
         v = payload.get(key)
         if isinstance(v, int):
@@ -112,7 +114,7 @@ def build(journal: Journal, *, server: Optional[int] = None, profile: Optional[s
     for ev in journal.events():
         p = ev.payload if isinstance(ev.payload, dict) else {}
         sid = _server_of(ev.subject, p)
-        prof = p.get("profile") or (servers[sid]["profile"] if sid in servers else None)
+        prof = p.get("profile") or (servers[sid].profile if sid in servers else None)
         loc = ev.subject if ev.kind.startswith("config.") else (p.get("config") or p.get("location"))
         entry = TimelineEntry(ev.id, ev.ts, _iso(ev.ts), ev.kind, category_of(ev.kind), ev.subject,
                               _summary(ev.kind, p), sid, prof, loc, p)
@@ -130,26 +132,20 @@ def build(journal: Journal, *, server: Optional[int] = None, profile: Optional[s
 
 def live_config(journal: Journal, entry: TimelineEntry) -> Optional[LiveConfig]:
     """The config version live for an entry: the one its server loaded, else the latest at that time."""
-    db = journal.db
     if entry.server is not None:
-        srv = db.execute("SELECT * FROM servers WHERE id = ?", (entry.server,)).fetchone()
-        if srv is not None and srv["draft_config_sha256"]:
-            row = db.execute(
-                "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
-                "WHERE v.sha256 = ? AND v.ts <= ? ORDER BY v.id DESC LIMIT 1",
-                (srv["draft_config_sha256"], max(entry.ts, srv["launched"]))).fetchone()
+        srv = Registry(journal).find(entry.server)
+        if srv is not None and srv.draft_config_sha256:
+            row = journal.config_version_before(max(entry.ts, srv.launched), sha256=srv.draft_config_sha256)
             if row is not None:
                 return _live(journal, row, f"loaded at launch of server {entry.server}")
     if entry.config:
-        row = db.execute(
-            "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
-            "WHERE t.location = ? AND v.ts <= ? ORDER BY v.id DESC LIMIT 1", (entry.config, entry.ts)).fetchone()
+        row = journal.config_version_before(entry.ts, location=entry.config)
         if row is not None:
             return _live(journal, row, "latest version at that time")
     return None
 
 
-def _live(journal: Journal, row, basis: str) -> LiveConfig:
+def _live(journal: Journal, row: sqlite3.Row, basis: str) -> LiveConfig:
     content = journal.blob(row["sha256"]) or b""
     return LiveConfig(row["location"], journal.version_number(row["config_id"], row["id"]), row["sha256"],
                       row["reason"], basis, content.decode("utf-8", errors="replace"))

@@ -23,7 +23,7 @@ def test_start_and_stop_by_pid(wb, lab_world):
     finally:
         from workbench.lab.process import stop_server
 
-        stop_server(proc.pid)
+        stop_server(proc)
     with pytest.raises(InputError, match="draft"):
         wb.lab_start(lab_world["dir"], "draft_other")
 

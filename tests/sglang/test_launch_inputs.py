@@ -61,10 +61,10 @@ def test_flag_equals_value_is_parsed_by_sglang_as_one_value():
     """SGLang's own parser (through the host probe): ``--x=-v`` gives the value ``-v``; split in two
     the same value is refused."""
     from workbench.hosts.local import LocalHost
-    from workbench.sglang import remote
+    from workbench.sglang import host_scripts
 
     def probe(args):
-        r = LocalHost().python_run(remote.PROBE, [remote.as_arg({"argv": args, "keys": ["served_model_name"]})],
+        r = LocalHost().python_run(host_scripts.PROBE, [host_scripts.as_arg({"argv": args, "keys": ["served_model_name"]})],
                                    timeout=120).check()
         return json.loads(r.out)
 

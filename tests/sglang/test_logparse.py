@@ -529,7 +529,7 @@ def test_cli_streams_prefixed_logs_as_strict_json_lines(cli, tmp_path):
 
 
 def test_follower_events_stay_bounded_and_keep_the_first_of_each_class():
-    from workbench.sglang.lifecycle import EVENTS_KEPT, Follower
+    from workbench.sglang.follower import EVENTS_KEPT, Follower
 
     f = Follower()
     f.feed((STARTUP_0523 + FAILURES[3][1] + "\n").encode(), 0)
@@ -544,7 +544,7 @@ def test_follower_events_stay_bounded_and_keep_the_first_of_each_class():
 
 
 def test_follower_counts_and_tails_lines_alike_at_any_chunking():
-    from workbench.sglang.lifecycle import TAIL_LINES, Follower
+    from workbench.sglang.follower import TAIL_LINES, Follower
 
     rnd = random.Random(5)
     shapes = [DECODE_0523, "tqdm 10%\rtqdm 20%", "plain", "", "crlf\r\nnext", PREFILL_0523]

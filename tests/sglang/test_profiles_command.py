@@ -89,6 +89,7 @@ def test_extends_merges_env_args_and_remove(profiles):
     ({"a": {"model": "/m", "speculative": {"num_steps": 0}}}, "positive integer"),
     ({"a": {"model": "/m", "args": "--tp 8"}}, "list of strings"),
     ({"a": {"model": "/m", "colour": "red"}}, "unknown key 'colour'"),
+    ({"a": {"model": "/m", "draft_config_version": 3}}, "draft_config_version: not a profile key"),
     ({"a": {"host": "x"}}, "model: expected"),
 ])
 def test_bad_profiles_are_one_line_errors(tables, msg):

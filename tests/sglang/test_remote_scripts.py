@@ -11,7 +11,7 @@ import sys
 import time
 
 from workbench.hosts.local import LocalHost
-from workbench.sglang import remote
+from workbench.sglang import host_scripts
 
 
 def _stat(pid):
@@ -20,7 +20,7 @@ def _stat(pid):
 
 
 def _status(host, servers, gpus=False):
-    r = host.python_run(remote.STATUS, [remote.as_arg({"servers": servers, "gpus": gpus})]).check()
+    r = host.python_run(host_scripts.STATUS, [host_scripts.as_arg({"servers": servers, "gpus": gpus})]).check()
     return json.loads(r.out)
 
 
@@ -71,16 +71,16 @@ def test_stop_signals_the_whole_group_and_refuses_a_stranger(tmp_path):
     members = [int(d) for d in os.listdir("/proc") if d.isdigit() and _safe_pgid(int(d)) == proc.pid]
     assert len(members) == 2
     req = {"pid": proc.pid, "pgid": proc.pid, "starttime": st["starttime"] + 5, "grace": 2}
-    out = json.loads(host.python_run(remote.STOP, [remote.as_arg(req)]).check().out)
+    out = json.loads(host.python_run(host_scripts.STOP, [host_scripts.as_arg(req)]).check().out)
     assert out["result"] == "refused" and "another process" in out["reason"] and out["signals"] == []
     assert proc.poll() is None
     req["starttime"] = st["starttime"]
-    out = json.loads(host.python_run(remote.STOP, [remote.as_arg(req)]).check().out)
+    out = json.loads(host.python_run(host_scripts.STOP, [host_scripts.as_arg(req)]).check().out)
     assert out["result"] == "stopped" and out["signals"] == ["TERM"]
     assert proc.wait(5) == -signal.SIGTERM
     for pid in members:
         assert _safe_pgid(pid) in (None, -1)  # gone (or a zombie awaiting its reaper)
-    out = json.loads(host.python_run(remote.STOP, [remote.as_arg(req)]).check().out)
+    out = json.loads(host.python_run(host_scripts.STOP, [host_scripts.as_arg(req)]).check().out)
     assert out["result"] == "already-gone"
 
 
@@ -98,7 +98,7 @@ def test_launch_line_quotes_everything(tmp_path):
     marker = tmp_path / "pwned"
     argv = [sys.executable, "-c", "import sys, json, os; print(json.dumps(sys.argv[1:] + [os.environ['WB_X']]))",
             "a b", f"$(touch {marker})", "x'y\"z", "l1\nl2"]
-    r = host.run(remote.launch_line(sys.executable, argv, {"WB_X": "v; $(id)"}, str(log), None)).check()
+    r = host.run(host_scripts.launch_line(sys.executable, argv, {"WB_X": "v; $(id)"}, str(log), None)).check()
     ident = json.loads(r.out.strip().splitlines()[-1])
     assert ident["pid"] > 0 and ident["boot_id"]
     for _ in range(100):

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from workbench.hosts.local import LocalHost
-from workbench.sglang import remote
+from workbench.sglang import host_scripts
 
 # a server whose leader forks one child (like SGLang's scheduler processes); both sleep
 SERVER = "import os, time\nif os.fork() == 0:\n    time.sleep(120)\n    os._exit(0)\ntime.sleep(120)\n"
@@ -44,12 +44,12 @@ def _alive(pid):
 
 
 def _run(host, script, req):
-    return json.loads(host.python_run(script, [remote.as_arg(req)]).check().out.strip().splitlines()[-1])
+    return json.loads(host.python_run(script, [host_scripts.as_arg(req)]).check().out.strip().splitlines()[-1])
 
 
 def _launch(host, tmp_path, argv, token):
     log = tmp_path / f"server-{secrets.token_hex(3)}.log"
-    r = host.run(remote.launch_line(sys.executable, argv, {}, str(log), None, token)).check()
+    r = host.run(host_scripts.launch_line(sys.executable, argv, {}, str(log), None, token)).check()
     ident = json.loads(r.out.strip().splitlines()[-1])
     return ident["pid"], ident["stat"]["pgid"], ident["stat"]["starttime"], log
 
@@ -98,7 +98,7 @@ def test_pid_reuse_by_a_session_leader_that_leaves_a_child_is_never_signalled(tm
     token = secrets.token_hex(16)
     pid, pgid, start, _ = _launch(host, tmp_path, [sys.executable, "-c", SERVER], token)
     assert _wait(lambda: len(_children_in_group(pgid)) == 1)
-    out = _run(host, remote.STOP, {"pid": pid, "pgid": pgid, "starttime": start, "token": token, "grace": 5})
+    out = _run(host, host_scripts.STOP, {"pid": pid, "pgid": pgid, "starttime": start, "token": token, "grace": 5})
     assert out["result"] == "stopped" and len(out["signalled"]) == 2
     tried = wrong = 0
     for _ in range(25):
@@ -107,13 +107,13 @@ def test_pid_reuse_by_a_session_leader_that_leaves_a_child_is_never_signalled(tm
         # the record now points at the new session: its leader has exited, its child has pgid = sid =
         # the recorded pid and started after the recorded start time
         rec = {"id": 1, "pid": leader, "pgid": leader, "starttime": start, "token": token}
-        st = _run(host, remote.STATUS, {"servers": [rec], "gpus": False})["servers"][0]
+        st = _run(host, host_scripts.STATUS, {"servers": [rec], "gpus": False})["servers"][0]
         assert st["state"] == "gone" and st["leftover"] == []
-        out = _run(host, remote.STOP, {**rec, "grace": 1})
+        out = _run(host, host_scripts.STOP, {**rec, "grace": 1})
         assert out["result"] == "already-gone" and out["signals"] == [] and out["signalled"] == []
         assert out["unproven"] == [child]          # reported, never signalled
         # no token recorded (a launch by an older workbench): nothing can be proven, nothing signalled
-        out = _run(host, remote.STOP, {**rec, "token": None, "grace": 1})
+        out = _run(host, host_scripts.STOP, {**rec, "token": None, "grace": 1})
         assert out["result"] == "already-gone" and out["signals"] == []
         if not _alive(child):
             wrong += 1
@@ -133,11 +133,11 @@ def test_children_of_a_dead_leader_are_proven_by_the_launch_token_and_stopped(tm
     os.kill(pid, signal.SIGKILL)
     assert _wait(lambda: not _alive(pid))
     rec = {"id": 1, "pid": pid, "pgid": pgid, "starttime": start, "token": token}
-    st = _run(host, remote.STATUS, {"servers": [rec], "gpus": False})["servers"][0]
+    st = _run(host, host_scripts.STATUS, {"servers": [rec], "gpus": False})["servers"][0]
     assert st["leftover"] == [child]
-    wrong_token = _run(host, remote.STATUS, {"servers": [{**rec, "token": "0" * 32}], "gpus": False})
+    wrong_token = _run(host, host_scripts.STATUS, {"servers": [{**rec, "token": "0" * 32}], "gpus": False})
     assert wrong_token["servers"][0]["leftover"] == []
-    out = _run(host, remote.STOP, {**rec, "grace": 5})
+    out = _run(host, host_scripts.STOP, {**rec, "grace": 5})
     assert out["result"] == "stopped" and out["signalled"] == [child] and out["signals"] == ["TERM"]
     assert _wait(lambda: not _alive(child))
 
@@ -149,7 +149,7 @@ def test_a_member_that_ignores_term_is_killed_by_its_identity(tmp_path):
                 "if os.fork() == 0:\n    time.sleep(120)\n    os._exit(0)\ntime.sleep(120)\n")
     pid, pgid, start, _ = _launch(host, tmp_path, [sys.executable, "-c", stubborn], token)
     assert _wait(lambda: len(_children_in_group(pgid)) == 1)
-    out = _run(host, remote.STOP, {"pid": pid, "pgid": pgid, "starttime": start, "token": token, "grace": 0.5})
+    out = _run(host, host_scripts.STOP, {"pid": pid, "pgid": pgid, "starttime": start, "token": token, "grace": 0.5})
     assert out["signals"] == ["TERM", "KILL"] and out["result"] == "stopped"
 
 
@@ -185,6 +185,6 @@ def test_launch_refuses_a_nul_byte_before_anything_starts(tmp_path):
     from workbench.errors import InputError
 
     with pytest.raises(InputError, match="NUL byte"):
-        remote.launch_line(sys.executable, [sys.executable, "a\0b"], {}, str(tmp_path / "x.log"), None)
+        host_scripts.launch_line(sys.executable, [sys.executable, "a\0b"], {}, str(tmp_path / "x.log"), None)
     with pytest.raises(InputError, match="NUL byte"):
         LocalHost().run(["echo", "a\0b"])

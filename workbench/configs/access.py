@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from workbench.errors import InputError, WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host
 
 LOCAL = "local"
 
@@ -114,7 +117,7 @@ def access_for(host: str) -> FileAccess:
 class HostFiles:
     """FileAccess over a ``workbench.hosts`` Host (SSH or local), for ``HOST:/abs/path`` locations."""
 
-    def __init__(self, host):
+    def __init__(self, host: "Host") -> None:
         self._host = host
         self.host = host.name
 

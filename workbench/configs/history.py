@@ -17,10 +17,11 @@ Rules that make "nothing is ever lost" true:
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import json
 import re
-import time
+import sqlite3
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -28,6 +29,7 @@ from workbench.configs.access import ConflictError, FileAccess, access_for, pars
 from workbench.configs.jsonedit import apply_edits, get_key
 from workbench.hosts import casfile
 from workbench.errors import InputError, WorkbenchError
+from workbench.hosts import casfile
 from workbench.journal import Journal
 from workbench.results import Result
 
@@ -118,61 +120,31 @@ class ConfigStore:
         host, path = parse_location(location)
         return f"{host}:{path}", self._access(host), path
 
-    def _row(self, location: str):
-        return self.journal.db.execute("SELECT * FROM tracked_configs WHERE location = ?", (location,)).fetchone()
+    def _row(self, location: str) -> Optional[sqlite3.Row]:
+        return self.journal.tracked_config(location)
 
     def _store_blob(self, data: bytes) -> str:
         digest = sha256(data)
-        self.journal.db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (digest, data))
+        self.journal.put_blob(digest, data)
         return digest
 
     def blob(self, digest: str) -> bytes:
-        row = self.journal.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
-        if row is None:
+        content = self.journal.blob(digest)
+        if content is None:
             raise WorkbenchError(f"blob {digest[:12]} missing from the journal")
-        return bytes(row[0])
+        return content
 
     def _add_version(self, config_id: int, data: bytes, reason: Optional[str], parent: Optional[str] = None,
                      location: Optional[str] = None, sync: bool = False) -> Optional[str]:
-        """Add a version unless it is already the latest (one write is never stored twice); decided
-        inside the insert's transaction. With ``sync``: the parent is the latest version
-        and the reason that of a journalled write of these bytes over it, else ``reason``. Returns the
-        reason stored, or None when nothing was added."""
-        digest = sha256(data)
-        with self.journal.transaction() as db:
-            row = db.execute("SELECT sha256 FROM config_versions WHERE config_id = ? ORDER BY id DESC LIMIT 1",
-                             (config_id,)).fetchone()
-            latest = row["sha256"] if row is not None else None
-            if latest == digest:
-                return None
-            if sync:
-                parent = latest
-                reason = self._intent(db, location, digest, latest) or reason
-            db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (digest, data))
-            db.execute("INSERT INTO config_versions(config_id, sha256, ts, reason, parent_sha256) "
-                       "VALUES (?, ?, ?, ?, ?)", (config_id, digest, time.time(), reason, parent))
-            if location is not None:
-                db.execute("DELETE FROM config_write_intents WHERE location = ? AND sha256 = ?", (location, digest))
-        return reason
-
-    @staticmethod
-    def _intent(db, location: str, digest: str, parent: Optional[str]) -> Optional[str]:
-        """The reason of an announced write of ``digest`` over ``parent`` at ``location``, if any."""
-        row = db.execute("SELECT reason FROM config_write_intents WHERE location = ? AND sha256 = ? "
-                         "AND parent_sha256 IS ? ORDER BY id DESC LIMIT 1", (location, digest, parent)).fetchone()
-        return row["reason"] if row is not None else None
+        """Add a version unless it is already the latest (see ``Journal.add_config_version``)."""
+        return self.journal.add_config_version(config_id, sha256(data), data, reason, parent,
+                                               location=location, sync=sync)
 
     def _announce(self, location: str, digest: str, parent: Optional[str], reason: str) -> None:
-        with self.journal.transaction() as db:
-            db.execute("DELETE FROM config_write_intents WHERE ts < ?", (time.time() - 30 * 86400,))
-            db.execute("INSERT INTO config_write_intents(location, sha256, parent_sha256, reason, ts) "
-                       "VALUES (?, ?, ?, ?, ?)", (location, digest, parent, reason, time.time()))
+        self.journal.announce_config_write(location, digest, parent, reason)
 
     def _versions(self, config_id: int) -> list[ConfigVersion]:
-        rows = self.journal.db.execute(
-            "SELECT v.sha256, v.ts, v.reason, v.parent_sha256, length(b.content) AS size "
-            "FROM config_versions v JOIN blobs b ON b.sha256 = v.sha256 WHERE v.config_id = ? ORDER BY v.id",
-            (config_id,)).fetchall()
+        rows = self.journal.config_versions(config_id)
         return [ConfigVersion(i + 1, r["sha256"], r["ts"], r["reason"], r["parent_sha256"], r["size"])
                 for i, r in enumerate(rows)]
 
@@ -190,18 +162,16 @@ class ConfigStore:
             raise InputError(f"{path}: no such file")
         row = self._row(loc)
         if row is None:
-            with self.journal.transaction() as db:
-                db.execute("INSERT INTO tracked_configs(location, added, label) VALUES (?, ?, ?)",
-                           (loc, time.time(), label))
-            row = self._row(loc)
+            self.journal.add_tracked_config(loc, label)
+            row = self.require(loc)
             self._add_version(row["id"], data, REASON_TRACKED, None)
             return self._tracked(row, data)
         if label and label != row["label"]:
-            self.journal.db.execute("UPDATE tracked_configs SET label = ? WHERE id = ?", (label, row["id"]))
+            self.journal.set_tracked_label(row["id"], label)
             row = self._row(loc)
         return self.sync(loc)
 
-    def require(self, location: str):
+    def require(self, location: str) -> sqlite3.Row:
         loc, _, _ = self._open(location)
         row = self._row(loc)
         if row is None:
@@ -210,7 +180,7 @@ class ConfigStore:
 
     def list(self) -> list[TrackedConfig]:
         out = []
-        for row in self.journal.db.execute("SELECT * FROM tracked_configs ORDER BY id").fetchall():
+        for row in self.journal.tracked_configs():
             try:
                 out.append(self.sync(row["location"]))
             except InputError:
@@ -282,7 +252,7 @@ class ConfigStore:
         row = self._row(loc)
         if row is None:
             self.track(loc)
-            row = self._row(loc)
+            row = self.require(loc)
         before = self._versions(row["id"])
         tracked = self.sync(loc)
         external = None
@@ -313,8 +283,8 @@ class ConfigStore:
         mine = [v for v in self._versions(row["id"]) if v.sha256 == sha256(new) and v.parent_sha256 == prev_sha]
         return ConfigChange(loc, mine[-1], prev_sha, diff, external)
 
-    def set(self, location: str, assignments: list[tuple[str, Any]], *, reason: Optional[str] = None,
-            force: bool = False, deletions: Optional[list[str]] = None, add: bool = False) -> ConfigChange:
+    def set(self, location: str, assignments: builtins.list[tuple[str, Any]], *, reason: Optional[str] = None,
+            force: bool = False, deletions: Optional[builtins.list[str]] = None, add: bool = False) -> ConfigChange:
         """``add``: the keys may be new (otherwise a key the file does not have is refused with the
         closest ones it has: a typo must not add a key SGLang then ignores)."""
         if not assignments and not deletions:

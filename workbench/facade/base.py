@@ -13,17 +13,18 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from workbench.hosts import Hosts
+    from workbench.journal import Event
 
 
 class WorkbenchBase:
-    def __init__(self, workspace: "str | os.PathLike | Workspace | None" = None, *,
+    def __init__(self, workspace: "str | os.PathLike[str] | Workspace | None" = None, *,
                  progress: Optional[ProgressCallback] = None):
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         self.journal = Journal(self.workspace.journal_path)
         self.progress: ProgressCallback = progress or noop
 
     @classmethod
-    def open(cls, workspace: "str | os.PathLike | None" = None, **kw: Any) -> "Self":
+    def open(cls, workspace: "str | os.PathLike[str] | None" = None, **kw: Any) -> "Self":
         return cls(workspace, **kw)
 
     @property
@@ -40,7 +41,7 @@ class WorkbenchBase:
         """Every operation is journaled: kind like 'predict', 'config.set', 'server.launch'."""
         return self.journal.record(kind, subject, payload)
 
-    def events(self, kind: Optional[str] = None, subject: Optional[str] = None, limit: Optional[int] = None):
+    def events(self, kind: Optional[str] = None, subject: Optional[str] = None, limit: Optional[int] = None) -> "list[Event]":
         return self.journal.events(kind=kind, subject=subject, limit=limit)
 
     def close(self) -> None:
@@ -52,6 +53,5 @@ class WorkbenchBase:
     def __enter__(self) -> "Self":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from workbench.confirm import Plan, require
 from workbench.facade.base import WorkbenchBase
+
+if TYPE_CHECKING:
+    from workbench.configs import ConfigStore
+    from workbench.configs.access import FileAccess
+    from workbench.configs.history import ConfigChange, ConfigDiff, ConfigHistory, ConfigShow, TrackedConfig
+    from workbench.doctor.findings import Finding, Fix
+
+    FixLike = Union[Fix, Finding, dict[str, Any], None]
 
 
 class ConfigsAPI(WorkbenchBase):
@@ -13,7 +21,7 @@ class ConfigsAPI(WorkbenchBase):
     compare-and-swap; an edit made outside the workbench is stored before any write."""
 
     @property
-    def configs(self):
+    def configs(self) -> "ConfigStore":
         from workbench.configs import ConfigStore
 
         store = self.__dict__.get("_config_store")
@@ -21,7 +29,7 @@ class ConfigsAPI(WorkbenchBase):
             store = self.__dict__["_config_store"] = ConfigStore(self.journal, self._config_access)
         return store
 
-    def _config_access(self, host: str):
+    def _config_access(self, host: str) -> "FileAccess":
         """Local paths directly; ``HOST:/path`` through the workspace's hosts (SSH or local)."""
         from workbench.configs.access import LOCAL, HostFiles, LocalFiles
 
@@ -29,18 +37,18 @@ class ConfigsAPI(WorkbenchBase):
             return LocalFiles()
         return HostFiles(self.hosts_registry.get(host))
 
-    def config_track(self, path: str, label: str = ""):
+    def config_track(self, path: str, label: str = "") -> "TrackedConfig":
         result = self.configs.track(path, label)
         self._record("config.track", result.location, {"label": label, "versions": result.versions})
         return result
 
-    def config_list(self):
+    def config_list(self) -> "list[TrackedConfig]":
         """Tracked files; those declared under ``[configs]`` in workbench.toml are tracked on first look
         (``name = "/abs/path/config.json"`` or ``name = {path = "...", host = "..."}``)."""
         from workbench.configs import TrackedConfig
         from workbench.errors import WorkbenchError
 
-        problems = []
+        problems: list[TrackedConfig] = []
         for name, entry in self.workspace.section("configs").items():
             path = entry.get("path") if isinstance(entry, dict) else entry
             host = entry.get("host", "local") if isinstance(entry, dict) else "local"
@@ -54,20 +62,20 @@ class ConfigsAPI(WorkbenchBase):
                 problems.append(TrackedConfig(0, _location(location), str(name), 0.0, 0, state=f"error: {exc}"))
         return self.configs.list() + problems
 
-    def config_history(self, path: str):
+    def config_history(self, path: str) -> "ConfigHistory":
         result = self.configs.history(path)
         if result.config.state != "clean":
             self._record("config.sync", result.config.location, {"state": result.config.state})
         return result
 
-    def config_show(self, path: str, version: Union[int, str, None] = None):
+    def config_show(self, path: str, version: Union[int, str, None] = None) -> "ConfigShow":
         return self.configs.show(path, version)
 
-    def config_diff(self, path: str, a: Union[int, str, None] = None, b: Union[int, str, None] = None):
+    def config_diff(self, path: str, a: Union[int, str, None] = None, b: Union[int, str, None] = None) -> "ConfigDiff":
         return self.configs.diff(path, a, b)
 
-    def config_set(self, path: str, assignments: "dict[str, Any] | list", *, reason: Optional[str] = None,
-                   force: bool = False, delete: Optional[list[str]] = None, add: bool = False):
+    def config_set(self, path: str, assignments: "dict[str, Any] | list[str | tuple[str, Any]]", *, reason: Optional[str] = None,
+                   force: bool = False, delete: Optional[list[str]] = None, add: bool = False) -> "ConfigChange":
         """Set dotted keys, e.g. ``{"eagle_config.eagle_aux_hidden_state_layer_ids": [2, 30, 58]}``
         or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away. A key
         the file does not have is refused with a did-you-mean unless ``add`` (or ``force``)."""
@@ -78,7 +86,7 @@ class ConfigsAPI(WorkbenchBase):
             if isinstance(assignments, dict):
                 pairs = list(assignments.items())
             else:
-                pairs = [parse_assignment(a) if isinstance(a, str) else tuple(a) for a in assignments]
+                pairs = [parse_assignment(a) if isinstance(a, str) else (a[0], a[1]) for a in assignments]
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
         change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete, add=add)
@@ -95,14 +103,14 @@ class ConfigsAPI(WorkbenchBase):
         return Plan("revert", loc, f"revert {loc} to v{v.number} ({v.sha256[:12]}, {v.reason})",
                     diff.splitlines() or ["(no change: the file already holds that version)"])
 
-    def config_revert(self, path: str, to: Union[int, str], *, confirm: bool = False):
+    def config_revert(self, path: str, to: Union[int, str], *, confirm: bool = False) -> "ConfigChange":
         require(self.config_revert_plan(path, to), confirm)
         change = self.configs.revert(path, to)
         self._record("config.revert", change.location, {"to": str(to), "version": change.version.number,
                                                         "sha256": change.version.sha256})
         return change
 
-    def config_fix_plan(self, fix) -> Plan:
+    def config_fix_plan(self, fix: "FixLike") -> Plan:
         """What applying a doctor fix would write (a diff against the file as it is now)."""
         from workbench.configs import location_of, unified_diff
         from workbench.configs.access import parse_location
@@ -110,7 +118,7 @@ class ConfigsAPI(WorkbenchBase):
         from workbench.errors import InputError
 
         fix = _as_fix(fix)
-        if not fix.applicable:
+        if not fix.applicable or fix.file is None:
             raise InputError(f"fix {fix.summary!r}: not a config edit (change the launch command instead)")
         host, p = parse_location(fix.file)
         current = self._config_access(host).read_bytes(p)
@@ -122,9 +130,10 @@ class ConfigsAPI(WorkbenchBase):
         diff = unified_diff(current, text.encode("utf-8"), "current", "fixed")
         return Plan("overwrite", location_of(fix.file), f"apply fix to {p}: {fix.summary}", diff.splitlines())
 
-    def config_apply_fix(self, fix, *, confirm: bool = False):
+    def config_apply_fix(self, fix: "FixLike", *, confirm: bool = False) -> "ConfigChange":
         fix = _as_fix(fix)
-        require(self.config_fix_plan(fix), confirm)
+        require(self.config_fix_plan(fix), confirm)   # refuses a fix that edits no file
+        assert fix.file is not None
         sets = [(e.key, e.value) for e in fix.edits if not e.delete]
         dels = [e.key for e in fix.edits if e.delete]
         change = self.configs.set(fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels,
@@ -139,7 +148,7 @@ def _location(text: str) -> str:
     return location_of(text)
 
 
-def _as_fix(fix):
+def _as_fix(fix: "FixLike") -> "Fix":
     from workbench.doctor import ConfigEdit, Finding, Fix
 
     if isinstance(fix, Finding):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
 from workbench.facade.base import WorkbenchBase
+
+if TYPE_CHECKING:
+    from workbench.doctor.static import DoctorReport
+    from workbench.layers import CaptureResult
 
 
 class DoctorAPI(WorkbenchBase):
@@ -11,7 +16,7 @@ class DoctorAPI(WorkbenchBase):
                algorithm: Optional[str] = None, trained_layers: Optional[Sequence[int]] = None,
                trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
                num_layers: Optional[int] = None, trained_engine: Optional[str] = None,
-               env: Optional[dict] = None, cuda_graph: bool = True):
+               env: Optional[dict[str, str]] = None, cuda_graph: bool = True) -> "DoctorReport":
         """Static checks of a draft directory (and the target config, engine, algorithm, what the
         drafter was trained on, and ``trained_engine``: what captured its training data, e.g.
         'specforge==0.2.0'). Returns a DoctorReport: findings (each with its evidence class), the
@@ -28,7 +33,7 @@ class DoctorAPI(WorkbenchBase):
                       "errors": len(report.errors)})
         return report
 
-    def layer_capture(self, engine: str, ids: Optional[Sequence[int]], num_layers: int, arch: Optional[str] = None):
+    def layer_capture(self, engine: str, ids: Optional[Sequence[int]], num_layers: int, arch: Optional[str] = None) -> "CaptureResult":
         """What ``engine`` captures for config ids on a target with ``num_layers`` layers."""
         from workbench.doctor.engines import engine_rule
 

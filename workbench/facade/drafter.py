@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
+
 from workbench.facade.base import WorkbenchBase
+
+if TYPE_CHECKING:
+    from workbench.drafter.checkpoint import WeightReport
+    from workbench.drafter.evaluate import DrafterEval
 
 
 class DrafterAPI(WorkbenchBase):
-    def drafter_check(self, draft: str):
+    def drafter_check(self, draft: str) -> "WeightReport":
         """Strict weight check of a draft checkpoint: missing, unexpected (SGLang would silently drop
         them) and mis-shaped tensors against what its config.json implies. Returns a WeightReport."""
         from workbench.drafter.checkpoint import check_weights, read_config, read_tensors
@@ -24,7 +29,7 @@ class DrafterAPI(WorkbenchBase):
 
     def drafter_eval(self, draft: str, data: str, target: str, *, depth: Optional[int] = None, topk: int = 4,
                      max_samples: Optional[int] = None, device: Optional[str] = None, strict: bool = True,
-                     convention: Optional[str] = None):
+                     convention: Optional[str] = None) -> "DrafterEval":
         """Evaluate a drafter on training data the way training measures it (SpecForge acc_k and
         speculators' full/cond_acc, each computed as that tool computes it; the workbench's chain
         rates; top-k per depth, vocabulary coverage) and predict its accept length. ``target`` is
@@ -41,7 +46,7 @@ class DrafterAPI(WorkbenchBase):
             "cond_acc": result.cond_acc, "accept_length": result.predicted.get("accept_length")})
         return result
 
-    def drafter_predictor_inputs(self, result) -> dict:
+    def drafter_predictor_inputs(self, result: "DrafterEval") -> dict[str, Any]:
         """What the Predictor takes for this drafter: ``marginal`` rates P_k (full_acc, made
         non-increasing), ``topk_hits`` for trees (or None), ``steps`` (the evaluated depth), and
         ``observed_accept_length`` None: an offline evaluation observed no server, so a verdict

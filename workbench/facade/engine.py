@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from workbench.facade.base import WorkbenchBase
 
+if TYPE_CHECKING:
+    from workbench.engine.rule import CaptureRule, EngineCapture
+
 
 class EngineAPI(WorkbenchBase):
-    def engine_capture(self, engine: str, *, target_config=None, arch: Optional[str] = None,
+    def engine_capture(self, engine: str, *, target_config: Any = None, arch: Optional[str] = None,
                        num_layers: Optional[int] = None, ids: Optional[Sequence[int]] = None,
-                       cuda_graph: bool = True, host=None, source: str = "auto"):
+                       cuda_graph: bool = True, host: Any = None, source: str = "auto") -> "EngineCapture":
         """What ``engine`` captures for ``ids`` (None: the config has none) on a target: points, fatal,
         CUDA-graph decode points, evidence, and the source used (host | table | wheel)."""
         from workbench.engine import capture
@@ -18,7 +21,7 @@ class EngineAPI(WorkbenchBase):
         return capture(engine, target_config=target_config, arch=arch, num_layers=num_layers, ids=ids,
                        cuda_graph=cuda_graph, host=host, source=source)
 
-    def engine_rules(self, engine: str, *, source: str = "auto", host=None):
+    def engine_rules(self, engine: str, *, source: str = "auto", host: Any = None) -> "tuple[list[CaptureRule], str, str]":
         """(rules, version, source) of one release."""
         from workbench.engine.lookup import release_rules
 

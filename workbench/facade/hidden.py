@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
 from workbench.facade.base import WorkbenchBase
+
+if TYPE_CHECKING:
+    from workbench.hidden.results import AlignResult, Thresholds
+    from workbench.hidden.view import Capture
 
 
 class HiddenAPI(WorkbenchBase):
-    def hidden_open(self, path: str, *, format: Optional[str] = None, sample: Optional[int] = None, **hints):
+    def hidden_open(self, path: str, *, format: Optional[str] = None, sample: Optional[int] = None, **hints: Any) -> "Capture":
         """Open a capture (any supported format) and describe it: tensors, roles, points, tokens."""
         from workbench.hidden import open_capture
 
@@ -18,7 +23,7 @@ class HiddenAPI(WorkbenchBase):
               train_format: Optional[str] = None, infer_format: Optional[str] = None,
               sample: Optional[int] = None, infer_sample: Optional[int] = None,
               train_layer_ids: Optional[Sequence[int]] = None, device: Optional[str] = None,
-              include_final: bool = False, abs_stats: str = "top", thresholds=None):
+              include_final: bool = False, abs_stats: str = "top", thresholds: "Thresholds | None" = None) -> "AlignResult":
         """Which capture point is each training slot? Compares every slot of ``train`` (a training
         capture) with every candidate of ``infer`` and, with ``engine`` and the layer count (from
         ``target``'s config.json, ``num_layers`` or the capture), recommends the engine's

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from workbench.errors import InputError
-from workbench.results import Result
 from workbench.facade.base import WorkbenchBase
+from workbench.results import Result
+
+if TYPE_CHECKING:
+    from workbench.lab.process import LabProcess
+    from workbench.progress import Progress
 
 DRAFTS = ("draft", "draft_broken", "draft_shifted")
 
@@ -31,17 +35,17 @@ class LabWorld(Result):
     draft_shifted: str
     training_data: str
     heldout_data: str
-    acc: dict
-    layers: dict
-    accept_length: dict = field(default_factory=dict)
-    heldout: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    calibration: dict = field(default_factory=dict)
-    machine: dict = field(default_factory=dict)
+    acc: dict[str, Any]
+    layers: dict[str, Any]
+    accept_length: dict[str, Any] = field(default_factory=dict)
+    heldout: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
 
     @classmethod
-    def from_manifest(cls, m: dict) -> "LabWorld":
+    def from_manifest(cls, m: dict[str, Any]) -> "LabWorld":
         fields = {k: m[k] for k in cls.__dataclass_fields__ if k in m}
         fields["cached"] = bool(m.get("cached", False))
         return cls(**fields)
@@ -52,7 +56,7 @@ class LabAPI(WorkbenchBase):
                   seed: Optional[int] = None, threads: Optional[int] = None) -> LabWorld:
         from workbench.lab.build import build
 
-        def prog(p):
+        def prog(p: "Progress") -> None:
             self.progress(p)
 
         overrides = {k: v for k, v in (("seed", seed), ("threads", threads)) if v is not None}
@@ -66,8 +70,9 @@ class LabAPI(WorkbenchBase):
         return world
 
     def lab_start(self, world: "LabWorld | str | None" = None, draft: Optional[str] = "draft", *,
-                  port: Optional[int] = None, host: str = "127.0.0.1", extra=(), env: Optional[dict] = None,
-                  steps: int = 3, log_path: Optional[str] = None, timeout: float = 180.0):
+                  port: Optional[int] = None, host: str = "127.0.0.1", extra: Sequence[str] = (),
+                  env: Optional[dict[str, str]] = None,
+                  steps: int = 3, log_path: Optional[str] = None, timeout: float = 180.0) -> "LabProcess":
         from workbench.lab.build import load_manifest
         from workbench.lab.process import start_server
 
@@ -83,19 +88,23 @@ class LabAPI(WorkbenchBase):
         proc = start_server(m["target"], m[draft] if draft else None, host=host, port=port, extra=extra,
                             env=env, steps=steps, log_path=log_path, timeout=timeout)
         self._record("lab.start", f"{host}:{proc.port}", proc.to_dict())
-        self.__dict__.setdefault("_lab_pids", set()).add(proc.pid)
+        self.__dict__.setdefault("_lab_procs", {})[proc.pid] = proc
         return proc
 
     def lab_stop(self, pid: int, pgid: Optional[int] = None, confirm: bool = False) -> str:
         from workbench.confirm import Plan, require
         from workbench.lab.process import stop_server
 
-        if pid not in self.__dict__.get("_lab_pids", set()):
+        proc = self.__dict__.get("_lab_procs", {}).get(pid)
+        if proc is None:
             raise InputError(f"pid {pid}: not a lab server started by this workbench")
-        plan = Plan("stop", f"pid {pid}", f"stop the lab server (process group {pgid or pid})",
-                    ["SIGTERM to the process group", "SIGKILL after 5 s if still running"])
+        if pgid is not None and pgid != proc.pgid:
+            raise InputError(f"pid {pid}: its process group is {proc.pgid}, not {pgid}")
+        plan = Plan("stop", f"pid {pid}", f"stop the lab server (pid {pid}, process group {proc.pgid})",
+                    [f"pid {pid}, start time {proc.starttime} (checked again before any signal)",
+                     "SIGTERM to its processes (the group's, proven its own)", "SIGKILL after 5 s if still running"])
         require(plan, confirm)
-        outcome = stop_server(pid, pgid)
-        self.__dict__["_lab_pids"].discard(pid)
+        outcome = stop_server(proc)
+        self.__dict__["_lab_procs"].pop(pid, None)
         self._record("lab.stop", f"pid {pid}", {"outcome": outcome})
         return outcome

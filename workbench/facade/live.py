@@ -10,11 +10,19 @@ default, ``[live.profiles.NAME] training_data`` per profile).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError
+from workbench.facade.configs import _as_fix
 from workbench.facade.servers import ServersAPI
+from workbench.sglang.registry import ServerState
+
+if TYPE_CHECKING:
+    from workbench.configs.history import ConfigChange
+    from workbench.facade.configs import FixLike
+    from workbench.live.report import Comparison, FixOutcome, LiveReport
+    from workbench.sglang.registry import ServerRecord
 
 
 class LiveAPI(ServersAPI):
@@ -36,7 +44,7 @@ class LiveAPI(ServersAPI):
             raise InputError("workbench.toml/[live].prompts: expected the path of a prompt-set JSON file")
         return value
 
-    def session_profile(self, name: str, table: dict) -> None:
+    def session_profile(self, name: str, table: dict[str, Any]) -> None:
         """A profile that lives for this session only (the doctor's tensor-dump relaunch)."""
         _ = self.lifecycle            # creates the overlay the lifecycle reads
         self.__dict__.setdefault("_profile_overlay", {})[name] = table
@@ -50,10 +58,10 @@ class LiveAPI(ServersAPI):
         return dump_plan(self, LiveDoctor(self, server_id), samples, alongside)
 
     def doctor_live(self, server_id: int, training_data: Optional[str] = None, *,
-                    accuracies: Optional[list] = None, samples: int = 4, eval_samples: int = 32,
+                    accuracies: Optional[list[float]] = None, samples: int = 4, eval_samples: int = 32,
                     measure: bool = True, measure_tokens: Optional[int] = None, measure_concurrency: int = 4,
-                    dump: str = "ask", confirm=False, static: bool = True, dump_alongside: bool = False,
-                    ready_timeout: Optional[float] = None):
+                    dump: str = "ask", confirm: "bool | Callable[[Plan], bool]" = False, static: bool = True, dump_alongside: bool = False,
+                    ready_timeout: Optional[float] = None) -> "LiveReport":
         """The doctor on a running server: static checks of the config it loaded, observed vs
         predicted accept length, hidden states of training samples through the server aligned with
         the training slots, findings ranked by how much of the gap they explain.
@@ -88,12 +96,12 @@ class LiveAPI(ServersAPI):
         return report
 
     # -- the fix --------------------------------------------------------------------------------------
-    def live_fix_plan(self, server_id: int, fix=None) -> Plan:
+    def live_fix_plan(self, server_id: int, fix: "FixLike" = None) -> Plan:
         from workbench.live.fix import last_fix
 
         return self.config_fix_plan(fix if fix is not None else last_fix(self, int(server_id)))
 
-    def live_apply_fix(self, server_id: int, fix=None, *, confirm: bool = False):
+    def live_apply_fix(self, server_id: int, fix: "FixLike" = None, *, confirm: bool = False) -> "ConfigChange":
         """Write the fix (default: the newest doctor report's) through the config history: atomic,
         compare-and-swap, with the fix as the recorded reason. Returns the ConfigChange."""
         from workbench.live.fix import last_fix
@@ -101,9 +109,8 @@ class LiveAPI(ServersAPI):
         fix = fix if fix is not None else last_fix(self, int(server_id))
         change = self.config_apply_fix(fix, confirm=confirm)
         self._record("live.fix", str(server_id), {"server_id": int(server_id), "location": change.location,
-                                                  "version": change.version.number, "summary": getattr(
-                                                      fix, "summary", None) or (fix.fix.summary if hasattr(
-                                                          fix, "fix") else "")})
+                                                  "version": change.version.number,
+                                                  "summary": _as_fix(fix).summary})
         return change
 
     def live_relaunch_plan(self, server_id: int) -> Plan:
@@ -113,7 +120,7 @@ class LiveAPI(ServersAPI):
 
     def live_relaunch(self, server_id: int, *, confirm: bool = False, measure: bool = True,
                       measure_tokens: Optional[int] = None, measure_concurrency: Optional[int] = None,
-                      timeout: Optional[float] = None):
+                      timeout: Optional[float] = None) -> "ServerRecord":
         """Stop the server (if running), launch its profile again, wait until ready and measure with
         the same protocol settings as its last measurement. Returns the new ServerRecord."""
         from workbench.live.fix import relaunch
@@ -126,7 +133,7 @@ class LiveAPI(ServersAPI):
                                                     "state": st.state, "measured": m is not None})
         return rec
 
-    def live_compare(self, before: int, after: int):
+    def live_compare(self, before: int, after: int) -> "Comparison":
         """Two servers side by side: accept length, tokens/s, the layer ids and config version each
         loaded (from their last measurements and the config history)."""
         from workbench.live.fix import compare
@@ -136,8 +143,8 @@ class LiveAPI(ServersAPI):
                                                   "rows": cmp.rows})
         return cmp
 
-    def live_fix(self, server_id: int, fix=None, *, confirm: bool = False, relaunch: bool = True,
-                 measure: bool = True, measure_tokens: Optional[int] = None, timeout: Optional[float] = None):
+    def live_fix(self, server_id: int, fix: "FixLike" = None, *, confirm: bool = False, relaunch: bool = True,
+                 measure: bool = True, measure_tokens: Optional[int] = None, timeout: Optional[float] = None) -> "FixOutcome":
         """The one-key fix: apply (history), relaunch the same profile, measure, compare."""
         from workbench.live.fix import last_fix
         from workbench.live.report import FixOutcome
@@ -150,7 +157,7 @@ class LiveAPI(ServersAPI):
                     fix_plan.details)
         require(plan, confirm)
         change = self.live_apply_fix(sid, fix, confirm=True)
-        fx = getattr(fix, "fix", None) or fix
+        fx: Any = getattr(fix, "fix", None) or fix
         if isinstance(fx, dict):
             from workbench.live.report import fix_from_dict
 
@@ -160,7 +167,7 @@ class LiveAPI(ServersAPI):
             rec = self.live_relaunch(sid, confirm=True, measure=measure, measure_tokens=measure_tokens,
                                      timeout=timeout)
             out.server_after = rec.id
-            out.ready = rec.state == "ready"
+            out.ready = rec.state == ServerState.READY
             if measure and out.ready:
                 out.comparison = self.live_compare(sid, rec.id)
         return out

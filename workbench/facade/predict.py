@@ -6,15 +6,18 @@ Give the per-depth rates in exactly one convention: ``acc=`` (SpecForge/EAGLE tr
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from workbench.errors import InputError
 from workbench.facade.base import WorkbenchBase
 
+if TYPE_CHECKING:
+    from workbench.predict import Fit, Prediction, Sweep
+
 _CONVENTIONS = ("acc", "conditional", "marginal", "alpha")
 
 
-def _one_convention(acc, conditional, marginal, alpha) -> tuple[str, Any]:
+def _one_convention(acc: Any, conditional: Any, marginal: Any, alpha: Any) -> tuple[str, Any]:
     given = [(name, v) for name, v in zip(_CONVENTIONS, (acc, conditional, marginal, alpha)) if v is not None]
     if len(given) != 1:
         names = ", ".join(n for n, _ in given) or "none"
@@ -26,7 +29,7 @@ class PredictAPI(WorkbenchBase):
     def predict(self, acc: Any = None, *, conditional: Any = None, marginal: Any = None, alpha: Any = None,
                 steps: Optional[int] = None, topk: Optional[int] = None, draft_tokens: Optional[int] = None,
                 topk_hits: Any = None, observed_accept_length: Optional[float] = None,
-                verify_ms: Any = None, draft_ms: Optional[float] = None, baseline_ms: Optional[float] = None):
+                verify_ms: Any = None, draft_ms: Optional[float] = None, baseline_ms: Optional[float] = None) -> "Prediction":
         """Expected accept length of one (steps, topk, draft_tokens) configuration.
 
         steps/topk/draft_tokens: all three or none (SGLang's rule). With ``observed_accept_length``
@@ -55,7 +58,7 @@ class PredictAPI(WorkbenchBase):
     def predict_sweep(self, acc: Any = None, *, conditional: Any = None, marginal: Any = None,
                       alpha: Any = None, verify_ms: Any, draft_ms: float, baseline_ms: Optional[float] = None,
                       steps: Iterable[int] = range(1, 9), topks: Optional[Iterable[int]] = None,
-                      topk_hits: Any = None):
+                      topk_hits: Any = None) -> "Sweep":
         """Rank (steps, topk, draft_tokens) by tokens/s per request; trees only with ``topk_hits``."""
         from workbench import predict as core
 
@@ -69,7 +72,7 @@ class PredictAPI(WorkbenchBase):
         })
         return result
 
-    def fit(self, measured: Any, *, max_steps: int = 8):
+    def fit(self, measured: Any, *, max_steps: int = 8) -> "Fit":
         """Per-depth conditional rates from chain accept lengths measured at several step counts
         (``{steps: accept_length}``), extrapolated to ``max_steps``."""
         from workbench import predict as core

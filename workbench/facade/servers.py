@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional, Sequence, overload
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError, WorkbenchError
+from workbench.facade.configs import ConfigsAPI
 from workbench.progress import Progress
 from workbench.results import Result
 
 if TYPE_CHECKING:
+    from workbench.hosts import Host
+    from workbench.sglang.command import Command
+    from workbench.sglang.launch import Preview
+    from workbench.sglang.lifecycle import Lifecycle
     from workbench.sglang.measure import Measurement
-from workbench.facade.configs import ConfigsAPI
+    from workbench.sglang.profiles import Profile
+    from workbench.sglang.registry import ServerRecord
+    from workbench.sglang.status import GPU, ServerStatus
+    from workbench.sglang.stop import StopResult
+    from workbench.sglang.sweep import SweepPoint, SweepResult
 
 
 @dataclass
@@ -32,7 +41,7 @@ class HostCheck(Result):
     python: Optional[str] = None
     python_version: Optional[str] = None
     sglang_version: Optional[str] = None
-    gpus: list = field(default_factory=list)
+    gpus: list[GPU] = field(default_factory=list)
     gpu_error: Optional[str] = None
     error: Optional[str] = None
     host_key: Optional[str] = None        # "unknown" / "changed" when refused
@@ -52,7 +61,7 @@ class ServersAPI(ConfigsAPI):
 
     # -- plumbing ---------------------------------------------------------------------------------
     @property
-    def lifecycle(self):
+    def lifecycle(self) -> "Lifecycle":
         lc = self.__dict__.get("_lifecycle")
         if lc is None:
             from workbench.sglang.lifecycle import Lifecycle
@@ -78,13 +87,13 @@ class ServersAPI(ConfigsAPI):
                                 t.get("description", "")))
         return out
 
-    def host(self, name: str):
+    def host(self, name: str) -> "Host":
         return self.hosts_registry.get(name)
 
     def host_check(self, name: str) -> HostCheck:
         from workbench.hosts import ChangedHostKey, HostError, UnknownHostKey
-        from workbench.sglang import remote
-        from workbench.sglang.lifecycle import parse_gpus
+        from workbench.sglang import host_scripts
+        from workbench.sglang.status import parse_gpus
         from workbench.sglang.validate import parse_probe
 
         host = self.host(name)
@@ -93,7 +102,7 @@ class ServersAPI(ConfigsAPI):
             out.latency_s = host.ping()
             out.reachable = True
             python = self.lifecycle.host_python(name)
-            r = host.run([python, "-c", remote.PROBE, remote.as_arg({"argv": None})], timeout=60)
+            r = host.run([python, "-c", host_scripts.PROBE, host_scripts.as_arg({"argv": None})], timeout=60)
             probe = parse_probe(r.out) if r.rc == 0 else {}
             out.python = probe.get("python") or python
             out.python_version = probe.get("python_version")
@@ -116,9 +125,10 @@ class ServersAPI(ConfigsAPI):
         self._record("host.check", name, out)
         return out
 
-    def host_trust(self, name: str, fingerprint: Optional[str] = None, *, confirm: bool = False) -> dict:
+    def host_trust(self, name: str, fingerprint: Optional[str] = None, *, confirm: bool = False) -> dict[str, Any]:
         """Add an unknown host key to known_hosts (never replaces a changed one)."""
-        from workbench.hosts.ssh import SSHHost, fingerprint as fp_of, trust_key
+        from workbench.hosts.ssh import SSHHost, trust_key
+        from workbench.hosts.ssh import fingerprint as fp_of
 
         host = self.host(name)
         if not isinstance(host, SSHHost):
@@ -146,10 +156,10 @@ class ServersAPI(ConfigsAPI):
             out.append(ProfileInfo(n, host, t.get("extends") if isinstance(t, dict) else None, desc))
         return out
 
-    def profile(self, name: str):
+    def profile(self, name: str) -> "Profile":
         return self.lifecycle.profile(name)
 
-    def profile_command(self, name: str, sglang_version: Optional[str] = None, *, offline: bool = False):
+    def profile_command(self, name: str, sglang_version: Optional[str] = None, *, offline: bool = False) -> "Command":
         """The exact launch command (argv, env, warnings). With a version, no host is contacted."""
         if sglang_version is not None:
             from workbench.sglang.version import Version
@@ -160,20 +170,32 @@ class ServersAPI(ConfigsAPI):
         return cmd
 
     # -- launch -----------------------------------------------------------------------------------
-    def launch_preview(self, name: str, sglang_version: Optional[str] = None):
+    def launch_preview(self, name: str, sglang_version: Optional[str] = None) -> "Preview":
         preview = self.lifecycle.preview(name, sglang_version)
         self._record("server.preview", name, {"ok": preview.ok, "findings": preview.findings,
                                               "version": preview.version})
         return preview
 
-    def launch_plan(self, preview) -> Plan:
+    def launch_plan(self, preview: "Preview") -> Plan:
         details = [preview.display, *[f"diff: {d}" for d in preview.diff],
                    *[f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info"],
                    *[f"warning: {w}" for w in preview.warnings]]
         return Plan("launch", preview.profile, f"start {preview.profile} on {preview.host}", details)
 
+    @overload
+    def launch(self, name: str, *, confirm: bool = False, wait: Literal[False] = False,
+               timeout: Optional[float] = None, preview: "Optional[Preview]" = None,
+               poll: float = 1.0) -> "ServerRecord": ...
+
+    @overload
+    def launch(self, name: str, *, confirm: bool = False, wait: Literal[True],
+               timeout: Optional[float] = None, preview: "Optional[Preview]" = None,
+               poll: float = 1.0) -> "ServerStatus": ...
+
     def launch(self, name: str, *, confirm: bool = False, wait: bool = False, timeout: Optional[float] = None,
-               preview=None, poll: float = 1.0):
+               preview: "Optional[Preview]" = None, poll: float = 1.0) -> "ServerRecord | ServerStatus":
+        """Start the profile's server (after its preview's checks); with ``wait``, its status once
+        ready (or failed)."""
         preview = preview or self.launch_preview(name)
         require(self.launch_plan(preview), confirm)
         self._track_draft_config(name, preview)
@@ -185,7 +207,7 @@ class ServersAPI(ConfigsAPI):
             return self.server_wait(rec.id, timeout=timeout, poll=poll)
         return rec
 
-    def _track_draft_config(self, name: str, preview) -> None:
+    def _track_draft_config(self, name: str, preview: "Preview") -> None:
         """Keep the draft's config.json in the config history, so the server's record points at a
         stored version (the timeline then knows which config each server loaded)."""
         prof = self.profile(name)
@@ -202,18 +224,18 @@ class ServersAPI(ConfigsAPI):
             preview.draft_config_sha256 = tracked.current_sha256
 
     def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0,
-                    health: bool = True):
+                    health: bool = True) -> "ServerStatus":
         return self.lifecycle.wait_ready(int(server_id), timeout=timeout, poll=poll, progress=self.progress,
                                          health=health)
 
     # -- status, logs, metrics --------------------------------------------------------------------
-    def servers(self, active: bool = False):
+    def servers(self, active: bool = False) -> "list[ServerRecord]":
         return self.lifecycle.servers(active=active)
 
-    def server(self, server_id: int):
+    def server(self, server_id: int) -> "ServerRecord":
         return self.lifecycle.get(int(server_id))
 
-    def server_status(self, ids: Optional[list] = None, gpus: bool = True):
+    def server_status(self, ids: Optional[Sequence[int]] = None, gpus: bool = True) -> "list[ServerStatus]":
         """One remote round trip per host."""
         return self.lifecycle.refresh([int(i) for i in ids] if ids else None, gpus=gpus)
 
@@ -228,11 +250,11 @@ class ServersAPI(ConfigsAPI):
         """Log lines fetched by status refreshes, numbered, after line ``since`` (no round trip)."""
         return self.lifecycle.follower(int(server_id)).lines_since(since)
 
-    def server_events(self, server_id: int) -> list[dict]:
+    def server_events(self, server_id: int) -> list[dict[str, Any]]:
         """Milestones and failures parsed from the log so far (no round trip)."""
         return list(self.lifecycle.follower(int(server_id)).events)
 
-    def server_metrics(self, server_id: int) -> dict:
+    def server_metrics(self, server_id: int) -> dict[str, Any]:
         out = self.lifecycle.metrics(int(server_id))
         self._record("server.metrics", f"server:{server_id}", out)
         return out
@@ -251,7 +273,7 @@ class ServersAPI(ConfigsAPI):
                      f"then wait for GPUs {r.extra.get('gpus') or 'all'} to be idle"])
 
     def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
-                    gpu_wait: float = 60.0, idle_mib: Optional[float] = None):
+                    gpu_wait: float = 60.0, idle_mib: Optional[float] = None) -> "StopResult":
         require(self.stop_plan(server_id, grace), confirm)   # a grace that never ends is refused first
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
         self._record("server.stopped", f"server:{server_id}", res)
@@ -264,7 +286,9 @@ class ServersAPI(ConfigsAPI):
 
         sid = int(server_id)
         rec = self.server(sid)
-        if rec.state not in ("ready", "starting"):
+        from workbench.sglang.registry import ServerState
+
+        if rec.state not in (ServerState.READY, ServerState.STARTING):
             raise WorkbenchError(f"server {sid}: is {rec.state}; measure a ready server")
         client = self.lifecycle.client(sid, timeout=600)
         m = run_protocol(client, sid, concurrency=concurrency, max_new_tokens=max_new_tokens, rounds=rounds,
@@ -277,7 +301,7 @@ class ServersAPI(ConfigsAPI):
         self._record("server.measure", f"server:{sid}", payload)
         return m
 
-    def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict]:
+    def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]:
         from workbench.sglang.measure import accept_length
 
         rows = self.journal.measurement_rows(server_id, kind)
@@ -286,104 +310,27 @@ class ServersAPI(ConfigsAPI):
         return rows
 
     # -- sweeps -----------------------------------------------------------------------------------
-    def sweep_plan(self, profile: str, points: list) -> Plan:
+    def sweep_plan(self, profile: str, points: "list[SweepPoint]") -> Plan:
         return Plan("sweep", profile, f"relaunch {profile} for {len(points)} points (each: launch, wait, "
                     "measure, stop with SIGTERM/SIGKILL of its process group)",
                     [f"{p.key}" for p in points])
 
-    def server_sweep(self, profile: str, *, steps: Sequence[int], topks: Sequence[int] = (1,), draft_tokens: Optional[list] = None,
-                     envs: Optional[list] = None, baseline: bool = False, confirm: bool = False,
+    def server_sweep(self, profile: str, *, steps: Sequence[int], topks: Sequence[int] = (1,), draft_tokens: Optional[Sequence[int]] = None,
+                     envs: Optional[Sequence[dict[str, Any]]] = None, baseline: bool = False, confirm: bool = False,
                      concurrency: int = 4, max_new_tokens: Optional[int] = None, rounds: int = 1,
                      prompts: Optional[str] = None, ready_timeout: Optional[float] = None, poll: float = 1.0,
-                     stop_grace: Optional[float] = None, gpu_wait: float = 60.0):
+                     stop_grace: Optional[float] = None, gpu_wait: float = 60.0) -> "SweepResult":
         from workbench.sglang import sweep as sw
 
-        base = self.profile(profile)
+        self.profile(profile)         # an unknown profile is refused before the plan
         points = sw.expand(list(steps), list(topks), list(draft_tokens) if draft_tokens else None,
                            list(envs or []), baseline)
         measure = {"concurrency": concurrency, "max_new_tokens": max_new_tokens, "rounds": rounds,
                    "prompts": prompts}
         sid_ = sw.sweep_id(profile, points, measure)
         require(self.sweep_plan(profile, points), confirm)
-        done = {m["key"]: m for m in self.measurements(kind="sweep") if m.get("sweep_id") == sid_}
-        overlay = self.__dict__.setdefault("_profile_overlay", {})
-        resumed = 0
-        for i, p in enumerate(points):
-            self.progress(Progress("server.sweep", i, len(points), p.key))
-            if p.key in done and done[p.key].get("state") == "measured":
-                prev = done[p.key]
-                for k in ("server_id", "tokens_per_s", "tokens_per_s_per_request", "accept_len",
-                          "server_accept_len"):
-                    setattr(p, k, prev.get(k))
-                p.state, p.resumed = "measured", True
-                resumed += 1
-                continue
-            name = f"{profile}@{p.key}"
-            table: dict[str, Any] = {"extends": profile, "description": f"sweep {sid_} point {p.key}"}
-            if p.env:
-                table["env"] = {k: str(v) for k, v in p.env.items()}
-            if p.num_steps:
-                table["speculative"] = {"algorithm": base.speculative.get("algorithm", "EAGLE3"),
-                                        "num_steps": p.num_steps, "eagle_topk": p.eagle_topk,
-                                        "num_draft_tokens": p.num_draft_tokens}
-            overlay[name] = table
-            if not p.num_steps:  # the baseline: the same server without speculation
-                overlay[name] = {**table, "speculative": {}}
-                self._baseline_profile(name, profile)
-            sid = None
-            try:
-                rec = self.launch(name, confirm=True)
-                sid = p.server_id = rec.id
-                st = self.server_wait(rec.id, timeout=ready_timeout, poll=poll)
-                if st.state != "ready":
-                    raise WorkbenchError(f"{st.state}: {(st.failure or {}).get('class', '')} "
-                                         f"{(st.failure or {}).get('text', '')}".strip())
-                m = self.server_measure(rec.id, concurrency=concurrency, max_new_tokens=max_new_tokens,
-                                        rounds=rounds, prompts=prompts, label=f"sweep {sid_} {p.key}")
-                p.tokens_per_s = m.tokens_per_s
-                p.tokens_per_s_per_request = m.tokens_per_s_per_request["mean"]
-                p.accept_len = m.accept_len["mean"]
-                p.server_accept_len = m.server_accept_len
-                p.state = "measured"
-            except WorkbenchError as exc:
-                p.state, p.error = "failed", str(exc)
-            finally:
-                if sid is not None:
-                    try:
-                        if self.server(sid).state in ("starting", "ready", "launching", "failed"):
-                            self.server_stop(sid, confirm=True, grace=stop_grace, gpu_wait=gpu_wait)
-                    except WorkbenchError as exc:
-                        p.error = (p.error + "; " if p.error else "") + f"stop: {exc}"
-            self.journal.add_measurement(p.server_id, "sweep", {"sweep_id": sid_, "profile": profile, **p.to_dict()})
-        self.progress(Progress("server.sweep", len(points), len(points), "done"))
-        ranked = sw.rank(points)
-        best = next((p for p in ranked if p.state == "measured" and p.num_steps), None)
-        base_pt = next((p for p in points if not p.num_steps and p.state == "measured"), None)
-        result = sw.SweepResult(sid_, profile, ranked, best.to_dict() if best else None, sw.fit_model(points),
-                                resumed, base_pt.tokens_per_s if base_pt else None,
-                                (best.tokens_per_s / base_pt.tokens_per_s) if best and base_pt and
-                                base_pt.tokens_per_s else None)
+        result = sw.run(self, profile, points, sid_, self.__dict__.setdefault("_profile_overlay", {}),
+                        concurrency=concurrency, max_new_tokens=max_new_tokens, rounds=rounds, prompts=prompts,
+                        ready_timeout=ready_timeout, poll=poll, stop_grace=stop_grace, gpu_wait=gpu_wait)
         self._record("server.sweep", profile, result)
         return result
-
-    def _baseline_profile(self, name: str, parent: str) -> None:
-        """A baseline point drops the draft and the speculative flags of its parent."""
-        overlay = self.__dict__["_profile_overlay"]
-        parent_table = self.workspace.section("profiles").get(parent, {})
-        chain = self.profile(parent)
-        overlay[name] = {**overlay[name], "extends": parent}
-        # profiles merge speculative key-wise, so build the baseline flat instead of extending
-        flat = {"host": chain.host, "model": chain.model, "port": chain.port, "log": chain.log_path,
-                "env": {**chain.env, **overlay[name].get("env", {})}, "args": list(chain.args),
-                "description": overlay[name]["description"], "stop_grace": chain.stop_grace,
-                "ready_timeout": chain.ready_timeout}
-        if chain.launcher:
-            flat["launcher"] = chain.launcher
-        if chain.run_dir:
-            flat["run_dir"] = chain.run_dir
-        if chain.gpus is not None:
-            flat["gpus"] = chain.gpus
-        if chain.sglang_version:
-            flat["sglang_version"] = chain.sglang_version
-        del parent_table
-        overlay[name] = flat

@@ -9,13 +9,25 @@ this machine. The name ``local`` always means this machine unless the file defin
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any, Callable
 
 from workbench.errors import InputError
+from workbench.hosts.base import (
+    ANY,
+    CasConflict,
+    ChangedHostKey,
+    FileStat,
+    Host,
+    HostError,
+    HostKeyError,
+    HostTimeout,
+    HostUnreachable,
+    RevokedHostKey,
+    RunResult,
+    Tunnel,
+    UnknownHostKey,
+)
 from workbench.numbers import Range, number
-from workbench.hosts.base import (ANY, CasConflict, ChangedHostKey, FileStat, Host, HostError,
-                                  HostKeyError, HostTimeout, HostUnreachable, RevokedHostKey, RunResult,
-                                  Tunnel, UnknownHostKey)
 
 __all__ = ["Host", "Hosts", "HostError", "HostUnreachable", "HostTimeout", "HostKeyError", "UnknownHostKey",
            "ChangedHostKey", "RevokedHostKey", "CasConflict", "RunResult", "FileStat", "Tunnel", "ANY", "host_settings"]
@@ -28,7 +40,7 @@ _SECONDS = Range(0, 86400, lo_open=True)      # finite: a call with an infinite 
 _MIB = Range(0, 10 ** 7, lo_open=True)
 
 
-def host_settings(hosts: dict, name: str, source: str = "workbench.toml") -> dict:
+def host_settings(hosts: dict[str, Any], name: str, source: str = "workbench.toml") -> dict[str, Any]:
     """The validated ``[hosts.NAME]`` table (``local`` is implicit)."""
     if name not in hosts:
         if name == "local":
@@ -59,7 +71,7 @@ def host_settings(hosts: dict, name: str, source: str = "workbench.toml") -> dic
     return dict(table, kind=kind)
 
 
-def make_host(name: str, table: dict) -> Host:
+def make_host(name: str, table: dict[str, Any]) -> Host:
     if table.get("kind") == "local":
         from workbench.hosts.local import LocalHost
 
@@ -77,7 +89,7 @@ def make_host(name: str, table: dict) -> Host:
 class Hosts:
     """One Host object per name for the life of a Workbench: one SSH transport per host, reused."""
 
-    def __init__(self, settings_of):
+    def __init__(self, settings_of: "Callable[[], dict[str, Any]]") -> None:
         self._settings_of = settings_of      # () -> the [hosts] tables (re-read on reload)
         self._hosts: dict[str, Host] = {}
         self._lock = threading.Lock()
@@ -85,7 +97,7 @@ class Hosts:
     def names(self) -> list[str]:
         return sorted({*self._settings_of(), "local"})
 
-    def settings(self, name: str) -> dict:
+    def settings(self, name: str) -> dict[str, Any]:
         return host_settings(self._settings_of(), name)
 
     def get(self, name: str) -> Host:

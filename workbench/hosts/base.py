@@ -10,7 +10,7 @@ import hashlib
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
@@ -78,7 +78,7 @@ ANY = object()  # write_bytes(expect=ANY): no compare-and-swap
 
 @dataclass
 class RunResult(Result):
-    argv: list
+    argv: list[Any]
     rc: int
     stdout: bytes = field(default=b"", repr=False)
     stderr: bytes = field(default=b"", repr=False)
@@ -98,7 +98,7 @@ class RunResult(Result):
             raise HostError(f"{what or shlex.join(self.argv)[:80]}: exit {self.rc}: {tail[0][:300]}")
         return self
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"argv": self.argv, "rc": self.rc, "stdout": self.out, "stderr": self.err,
                 "elapsed": self.elapsed}
 

@@ -23,6 +23,7 @@ import os
 import secrets
 import sys
 import time
+from typing import Any, Optional
 
 ANY = "*"                  # expect: write whatever is there now (no compare)
 LOCK_WAIT = 30.0           # seconds to wait for a live writer to finish
@@ -174,7 +175,8 @@ def _fsync_dir(folder):
         os.close(fd)
 
 
-def cas_write(path, data, expect, mode=None, wait=LOCK_WAIT):
+def cas_write(path: str, data: bytes, expect: Optional[str], mode: Optional[int] = None,
+              wait: float = LOCK_WAIT) -> "dict[str, Any]":
     """Replace ``path`` with ``data`` iff its sha256 is ``expect`` (None: it must not exist; ANY: no
     check). Raises Conflict (nothing written), Busy, or OSError. Returns what happened."""
     path = os.path.abspath(path)

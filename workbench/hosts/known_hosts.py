@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from workbench.errors import InputError
 
@@ -20,10 +21,10 @@ from workbench.errors import InputError
 @dataclass
 class KnownHosts:
     path: str
-    entries: list = field(default_factory=list)      # (host name or |1|hash, key type, paramiko key)
+    entries: list[Any] = field(default_factory=list)      # (host name or |1|hash, key type, paramiko key)
     revoked: set = field(default_factory=set)        # (key type, base64)
     cert_authorities: int = 0
-    skipped: list = field(default_factory=list)      # line numbers that could not be read
+    skipped: list[Any] = field(default_factory=list)      # line numbers that could not be read
 
     def is_revoked(self, key) -> bool:
         return (key.get_name(), key.get_base64()) in self.revoked
@@ -38,7 +39,7 @@ class KnownHosts:
                 hk.add(name, kind, key)
         return hk
 
-    def lookup(self, name: str) -> dict:
+    def lookup(self, name: str) -> dict[str, Any]:
         """{key type: key} known for ``name`` (revoked keys left out)."""
         return dict(self.host_keys().lookup(name) or {})
 

@@ -8,8 +8,18 @@ import sys
 import time
 from typing import Mapping, Optional, Sequence
 
-from workbench.hosts.base import (ANY, CasConflict, FileStat, Host, HostError, HostTimeout, RunResult,
-                                  Tunnel, check_argv, sha256)
+from workbench.hosts.base import (
+    ANY,
+    CasConflict,
+    FileStat,
+    Host,
+    HostError,
+    HostTimeout,
+    RunResult,
+    Tunnel,
+    check_argv,
+    sha256,
+)
 
 
 class LocalHost(Host):

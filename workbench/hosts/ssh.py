@@ -23,9 +23,23 @@ from typing import Any, Mapping, Optional, Sequence
 
 from workbench.errors import InputError
 from workbench.hosts import known_hosts
-from workbench.hosts.base import (ANY, CasConflict, ChangedHostKey, FileStat, Host, HostError,
-                                  HostKeyError, HostTimeout, HostUnreachable, RevokedHostKey, RunResult, Tunnel,
-                                  UnknownHostKey, command_line, sha256)
+from workbench.hosts.base import (
+    ANY,
+    CasConflict,
+    ChangedHostKey,
+    FileStat,
+    Host,
+    HostError,
+    HostKeyError,
+    HostTimeout,
+    HostUnreachable,
+    RevokedHostKey,
+    RunResult,
+    Tunnel,
+    UnknownHostKey,
+    command_line,
+    sha256,
+)
 
 
 @dataclass
@@ -41,7 +55,7 @@ class SSHSettings:
     proxy_jump: Optional[str] = None
     connect_timeout: float = 10.0
     command_timeout: float = 60.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,7 +65,7 @@ class Resolved:
     hostname: str
     port: int
     user: str
-    identity_files: list
+    identity_files: list[Any]
     known_hosts: str
     proxy_jump: Optional[str]
     connect_timeout: float
@@ -369,7 +383,7 @@ class SSHHost(Host):
         return r.elapsed
 
     # -- trust ------------------------------------------------------------------------------------
-    def scan_key(self):
+    def scan_key(self) -> Any:
         """Fetch the host's key without authenticating (for ``trust``)."""
         import paramiko
 
@@ -493,7 +507,7 @@ def _refuse_unless_trusted(name: str, r: Resolved, kh: "known_hosts.KnownHosts",
         raise UnknownHostKey(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
 
 
-def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict:
+def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict[str, Any]:
     """Add the host's current key to its known_hosts, only when the host has no key there at all
     (of any type) and the key is not revoked. With ``expected_fingerprint`` the key must be the one
     the user saw (no swap between look and trust). A known host's key is never replaced or joined by

@@ -2,13 +2,16 @@
 
 ``start_server(target, draft=None, port=None, ...) -> LabProcess`` launches
 ``python -m workbench.lab.serve`` in its own session (so its group can be signalled), logging to a
-file, and waits for the ready line. ``stop_server(pid, pgid)`` sends SIGTERM to the group, waits,
-then SIGKILL. ``free_port()`` picks an unused loopback port.
+file, and waits for the ready line; it records the process's identity (pid, start time) and puts a
+launch token in its environment. ``stop_server(proc)`` signals only processes proven to be that
+server's, the way a server's stop does (``workbench.sglang.host_scripts``): SIGTERM, a grace, then
+SIGKILL. ``free_port()`` picks an unused loopback port.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -20,6 +23,7 @@ from typing import Optional
 
 from workbench.errors import WorkbenchError
 from workbench.results import Result
+from workbench.sglang.host_scripts import local_procfs
 
 READY = "The server is fired up and ready to roll!"
 
@@ -34,6 +38,8 @@ class LabProcess(Result):
     argv: list = field(default_factory=list)
     ready: bool = False
     returncode: Optional[int] = None
+    starttime: Optional[int] = None     # clock ticks since boot (/proc/PID/stat): the pid's identity
+    token: Optional[str] = None         # in its environment: proves its children its own
 
     @property
     def url(self) -> str:
@@ -67,10 +73,14 @@ def start_server(target, draft=None, *, host="127.0.0.1", port: Optional[int] = 
     root = str(Path(__file__).resolve().parents[2])
     full_env["PYTHONPATH"] = root + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
     full_env.update(env or {})
+    token = secrets.token_hex(16)
+    full_env[local_procfs()["TOKEN_VAR"].decode().rstrip("=")] = token
     cmd = [python or sys.executable, "-m", "workbench.lab.serve", *argv]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
-    lp = LabProcess(proc.pid, proc.pid, host, port, str(log_path), cmd)
+    st = local_procfs()["stat"](proc.pid)   # our child: its pid cannot be reused before we reap it
+    lp = LabProcess(proc.pid, proc.pid, host, port, str(log_path), cmd,
+                    starttime=st["starttime"] if st else None, token=token)
     lp._popen = proc  # type: ignore[attr-defined]
     if wait:
         wait_ready(lp, timeout)
@@ -116,29 +126,53 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def stop_server(pid: int, pgid: Optional[int] = None, grace: float = 5.0) -> str:
-    """TERM the process group, wait ``grace`` seconds, then KILL. Returns what it did."""
-    pgid = pgid or pid
+def _reap(pid: int) -> bool:
+    """Reap ``pid`` if it is our exited child; True when it was."""
     try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return False
+
+
+def stop_server(proc: "LabProcess | int", pgid: Optional[int] = None, grace: float = 5.0, *,
+                starttime: Optional[int] = None, token: Optional[str] = None) -> str:
+    """SIGTERM the server's processes, wait ``grace`` seconds, then SIGKILL. Returns what it did.
+
+    Only processes proven to be the server's are signalled: the leader by its recorded (pid, start
+    time), the others by being in its group and session, started after it, while it lives or with its
+    launch token (``host_scripts._PROCFS``, the server stop's own readers). A pid whose start time
+    differs is another process now: nothing is sent. A live pid without a recorded start time is refused.
+    """
+    if isinstance(proc, LabProcess):
+        pid, pgid, starttime, token = proc.pid, proc.pgid, proc.starttime, proc.token
+    else:
+        pid = int(proc)
+    pgid = pgid or pid
+    fs = local_procfs()
+    st = fs["stat"](pid)
+    if st is None or st["state"] in ("Z", "X"):
+        _reap(pid)
+        return "not running"
+    if starttime is None:
+        raise WorkbenchError(f"pid {pid}: no start time recorded for it; not signalled")
+    if st["starttime"] != starttime:
+        return "not running"            # the pid belongs to another process now
+    mine = fs["members"](pid, pgid, starttime, token)
+    if not [p for p, t in mine.items() if fs["send"](p, t, signal.SIGTERM)]:
         return "not running"
     deadline = time.time() + grace
     while time.time() < deadline:
-        try:
-            waited, _ = os.waitpid(pid, os.WNOHANG)
-            if waited == pid:
-                return "stopped (TERM)"
-        except ChildProcessError:
-            if not _alive(pid):
-                return "stopped (TERM)"
+        _reap(pid)
+        mine = fs["members"](pid, pgid, starttime, token)
+        if not mine:
+            return "stopped (TERM)"
         time.sleep(0.1)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "stopped (TERM)"
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+    for p, t in mine.items():
+        fs["send"](p, t, signal.SIGKILL)
+    until = time.time() + 10
+    while time.time() < until:
+        _reap(pid)
+        if not fs["members"](pid, pgid, starttime, token):
+            break
+        time.sleep(0.05)
     return "killed (KILL after grace)"

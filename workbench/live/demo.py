@@ -18,11 +18,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.progress import Progress, noop
 from workbench.results import Result
+from workbench.sglang.registry import ServerState
 
 PROFILE = "lab-story"
 MARKER = "# written by `eagle-workbench demo`"
@@ -37,23 +38,23 @@ class DemoSetup(Result):
     draft: str                  # the workspace's copy of the story's draft (its config gets fixed)
     config: str                 # draft/config.json
     training_data: str
-    story_ids: list
-    trained_ids: list
+    story_ids: list[Any]
+    trained_ids: list[Any]
     port: int
     size: str
 
 
 @dataclass
 class DemoResult(Result):
-    before: dict
-    findings: list
-    fix: Optional[dict]
-    after: dict
+    before: dict[str, Any]
+    findings: list[Any]
+    fix: Optional[dict[str, Any]]
+    after: dict[str, Any]
     predicted: Optional[float] = None
     wall_s: float = 0.0
-    journal: list = field(default_factory=list)       # event kinds, in order
-    servers: dict = field(default_factory=dict)
-    transfers: list = field(default_factory=list)
+    journal: list[Any] = field(default_factory=list)       # event kinds, in order
+    servers: dict[str, Any] = field(default_factory=dict)
+    transfers: list[Any] = field(default_factory=list)
 
     def text(self) -> str:
         b, a = self.before.get("accept_length"), self.after.get("accept_length")
@@ -110,7 +111,7 @@ def _copy_draft(src: Path, dst: Path) -> None:
             shutil.copy2(f, target)
 
 
-def write_workspace(root: Path, world: dict, size: str, port: Optional[int] = None,
+def write_workspace(root: Path, world: dict[str, Any], size: str, port: Optional[int] = None,
                     python: Optional[str] = None) -> DemoSetup:
     root.mkdir(parents=True, exist_ok=True)
     cfg_path = root / "workbench.toml"
@@ -154,7 +155,7 @@ story-draft = {json.dumps(str(draft / "config.json"))}
                      world["training_data"], story_ids, world["layers"]["trained"], port, size)
 
 
-def write_prompts(world: dict, path: Path, count: int = 16) -> None:
+def write_prompts(world: dict[str, Any], path: Path, count: int = 16) -> None:
     """The measurement prompts in the lab's own language: held-out documents of its corpus (the
     package's English prompt set is mostly unknown words to the lab's word-level tokenizer).
     Written again when the workspace's file came from another lab world."""
@@ -180,7 +181,7 @@ def write_prompts(world: dict, path: Path, count: int = 16) -> None:
                                 "prompts": texts}, indent=1) + "\n")
 
 
-def reset_story_config(wb, setup: DemoSetup, world: dict) -> None:
+def reset_story_config(wb, setup: DemoSetup, world: dict[str, Any]) -> None:
     """The story's config.json in the workspace draft, through the history when it was edited."""
     src = (Path(world["draft_broken"]) / "config.json").read_bytes()
     path = Path(setup.config)
@@ -208,7 +209,7 @@ def stop_demo_servers(wb) -> list[int]:
 
 
 def prepare(wb, size: str = "small", *, lab_dir: Optional[str] = None, progress=None,
-            world: Optional[dict] = None) -> DemoSetup:
+            world: Optional[dict[str, Any]] = None) -> DemoSetup:
     """Build (or reuse) the lab world and write the demo workspace around ``wb``'s folder."""
     progress = progress or noop
     if world is None:
@@ -228,7 +229,7 @@ def launch_story(wb, setup: DemoSetup, timeout: float = 300.0, progress=None):
     progress(Progress("demo", 1, 4, f"launching {setup.profile} with the story's config {setup.story_ids}"))
     rec = wb.launch(setup.profile, confirm=True)
     st = wb.server_wait(rec.id, timeout=timeout, poll=0.5)
-    if st.state != "ready":
+    if st.state != ServerState.READY:
         fail = st.failure or {}
         raise WorkbenchError(f"the lab server did not start ({st.state}: {fail.get('class', '')} "
                              f"{fail.get('text', '') or fail.get('hint', '')}); log {rec.log}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from workbench.confirm import Plan
 from workbench.doctor.findings import Finding
@@ -32,6 +32,7 @@ from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
 from workbench.progress import Progress, noop
 from workbench.sglang.measure import accept_length
+from workbench.sglang.registry import STOPPABLE, ServerState
 
 SAME_MAX = 1e-3           # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
 DUMP_MODES = ("ask", "yes", "no")
@@ -67,7 +68,7 @@ class LiveDoctor:
         self.host = ops.host(self.rec.host)
         self.steps: list[str] = []
         self.notes: list[str] = []
-        self.transfers: list = []
+        self.transfers: list[Any] = []
 
     # -- small helpers ------------------------------------------------------------------------------
     def _step(self, stage: str, i: int, n: int, message: str) -> None:
@@ -83,13 +84,13 @@ class LiveDoctor:
         python = self.ops.lifecycle.host_python(self.rec.host) if self.rec.host != "local" else None
         return NearCompute(self.host, python=python)
 
-    def _job(self, job: str, args: dict, timeout: float = 1800.0) -> dict:
+    def _job(self, job: str, args: dict[str, Any], timeout: float = 1800.0) -> dict[str, Any]:
         result, tr = self._near().run(job, args, timeout=timeout)
         if tr.tensor_bytes or tr.moved_bytes:
             self.transfers.append(tr)
         return result
 
-    def _read_json(self, path: str) -> tuple[Optional[dict], Optional[bytes]]:
+    def _read_json(self, path: str) -> tuple[Optional[dict[str, Any]], Optional[bytes]]:
         from workbench.hosts import HostError
 
         try:
@@ -102,7 +103,7 @@ class LiveDoctor:
             return None, raw
 
     # -- the server -----------------------------------------------------------------------------------
-    def server_facts(self) -> dict:
+    def server_facts(self) -> dict[str, Any]:
         """Engine version, resolved speculative settings, model and draft paths, from the server."""
         rec = self.rec
         try:
@@ -124,18 +125,18 @@ class LiveDoctor:
         }
         return facts
 
-    def target_info(self, model: str) -> dict:
+    def target_info(self, model: str) -> dict[str, Any]:
         cfg, _ = self._read_json(model.rstrip("/") + "/config.json")
         if cfg is None:
             self.notes.append(f"cannot read {model}/config.json on {self.rec.host}: the layer count is unknown")
             return {"path": model, "arch": None, "num_layers": None}
-        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        text: dict[str, Any] = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
         archs = cfg.get("architectures") or []
         return {"path": model, "arch": archs[0] if archs else cfg.get("model_type"),
                 "num_layers": text.get("num_hidden_layers", cfg.get("num_hidden_layers")),
                 "context_length": text.get("max_position_embeddings")}
 
-    def draft_info(self, draft: str) -> dict:
+    def draft_info(self, draft: str) -> dict[str, Any]:
         from workbench.hosts.base import sha256
 
         path = draft.rstrip("/") + "/config.json"
@@ -161,7 +162,7 @@ class LiveDoctor:
                 "loaded_sha256": loaded_sha or cur_sha, "current_sha256": cur_sha, "changed_since_launch": changed}
 
 
-def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list] = None,
+def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list[Any]] = None,
              samples: int = 4, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
              measure_concurrency: int = 4, dump: str = "ask", confirm=False, static: bool = True,
              dump_alongside: bool = False, ready_timeout: Optional[float] = None, prompts: Optional[str] = None,
@@ -174,7 +175,7 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
         raise InputError("samples: expected at least 1 training sample")
     d = LiveDoctor(ops, server_id, progress=progress)
     st = ops.server_status([d.sid], gpus=False)[0]
-    if st.state != "ready":
+    if st.state != ServerState.READY:
         raise WorkbenchError(f"server {d.sid}: is {st.state}; the live doctor needs a ready server")
     n_steps = 6
     d._step("live.doctor", 0, n_steps, "reading what the server loaded")
@@ -216,8 +217,8 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
     observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency, prompts)
 
     # 3 and 4. hidden states and the drafter, near the data
-    predicted: dict = {"accept_length": None, "source": None}
-    features: dict = {}
+    predicted: dict[str, Any] = {"accept_length": None, "source": None}
+    features: dict[str, Any] = {}
     alignment = None
     pending = None
     evals = None
@@ -319,8 +320,8 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
 
 
 # ------------------------------------------------------------------------------------------- parts
-def _observe(ops: LiveOps, d: LiveDoctor, facts: dict, measure: bool, tokens: Optional[int], concurrency: int,
-             prompts: Optional[str]) -> dict:
+def _observe(ops: LiveOps, d: LiveDoctor, facts: dict[str, Any], measure: bool, tokens: Optional[int], concurrency: int,
+             prompts: Optional[str]) -> dict[str, Any]:
     if measure:
         m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts,
                                label="live doctor")
@@ -337,7 +338,7 @@ def _observe(ops: LiveOps, d: LiveDoctor, facts: dict, measure: bool, tokens: Op
     return {"accept_length": None, "tokens_per_s": None, "source": "not measured"}
 
 
-def _from_accuracies(acc: list, spec: dict) -> dict:
+def _from_accuracies(acc: list[Any], spec: dict[str, Any]) -> dict[str, Any]:
     from workbench.predict import predict
 
     steps = int(spec.get("steps") or len(acc))
@@ -348,7 +349,7 @@ def _from_accuracies(acc: list, spec: dict) -> dict:
             "source": f"predictor from the given accuracies ({steps} steps, topk {topk}, {ndt} draft tokens)"}
 
 
-def _engine_points(engine: str, target: dict, draft: dict) -> Optional[list]:
+def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> Optional[list[Any]]:
     """The points the engine captures for the loaded ids, in concatenation order (None: missing)."""
     from workbench.doctor.engines import engine_rule
 
@@ -394,7 +395,7 @@ def _check_decode_graphs(d, ranked: list, engine: str, target: dict, draft: dict
     ranked.append(RankedFinding(f, "production"))
 
 
-def _same_as_engine(al: dict) -> bool:
+def _same_as_engine(al: dict[str, Any]) -> bool:
     """Every slot's best candidate is the engine's part at the same place, at numeric-noise level."""
     cols = al.get("cols") or []
     best = al.get("best") or []
@@ -406,12 +407,12 @@ def _same_as_engine(al: dict) -> bool:
     return True
 
 
-def _all_slots_matched(al: dict) -> bool:
+def _all_slots_matched(al: dict[str, Any]) -> bool:
     rec = al.get("recommendation") or {}
     return bool(rec.get("confident")) and all((b.get("value") or 1.0) <= SAME_MAX for b in al.get("best") or [])
 
 
-def _diff_text(al: dict) -> str:
+def _diff_text(al: dict[str, Any]) -> str:
     parts = []
     cols, phys = al.get("cols") or [], al.get("cols_physical") or []
 
@@ -432,7 +433,7 @@ def _diff_text(al: dict) -> str:
     return "; ".join(parts) or "margins too small to call"
 
 
-def _compact(res: dict, mode: str) -> dict:
+def _compact(res: dict[str, Any], mode: str) -> dict[str, Any]:
     al = res["align"]
     keep = ("rows", "rows_physical", "cols", "cols_physical", "matrix", "best", "tokens_compared", "recommendation",
             "device", "precision", "notes", "thresholds")
@@ -440,12 +441,12 @@ def _compact(res: dict, mode: str) -> dict:
             "tensor_bytes": res.get("tensor_bytes")}
 
 
-def _add_alignment_findings(ranked: list, res: dict, d: LiveDoctor) -> None:
+def _add_alignment_findings(ranked: list[Any], res: dict[str, Any], d: LiveDoctor) -> None:
     for f in (res["align"].get("findings") or []):
         ranked.append(RankedFinding(finding_from_dict(f, d.location), "hidden states"))
 
 
-def _provisional(res: dict, draft: dict, engine: str) -> Finding:
+def _provisional(res: dict[str, Any], draft: dict[str, Any], engine: str) -> Finding:
     """The mismatch seen in the packed features, before the dump names the trained layers."""
     al = res["align"]
     return Finding(
@@ -458,7 +459,7 @@ def _provisional(res: dict, draft: dict, engine: str) -> Finding:
          "rel_diff": [b.get("value") for b in al.get("best") or []]}, None, "numbers")
 
 
-def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict]) -> list[RankedFinding]:
+def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict[str, Any]]) -> list[RankedFinding]:
     """A static layer finding knows no trained layers here, so its fix can only restate the config;
     the alignment's fix (from the layers the training data really holds) replaces it."""
     from workbench.configs.jsonedit import get_key
@@ -478,7 +479,7 @@ def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict]) -> list[R
 
 def _dedupe(ranked: list[RankedFinding]) -> list[RankedFinding]:
     """One finding per code and source; an alignment finding with a fix replaces a provisional one."""
-    out: dict = {}
+    out: dict[tuple[str, str], RankedFinding] = {}
     for r in ranked:
         key = (r.code, r.source)
         old = out.get(key)
@@ -519,7 +520,7 @@ def _free_port(host) -> int:
     return int(r.out.strip().splitlines()[-1])
 
 
-def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict, alongside: bool, ready_timeout: Optional[float]) -> Optional[dict]:
+def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict[str, Any], alongside: bool, ready_timeout: Optional[float]) -> Optional[dict[str, Any]]:
     port = _free_port(d.host)
     name, table, dump_dir = dump_profile(ops, d, port, time.strftime("%Y%m%d-%H%M%S"))
     ops.session_profile(name, table)
@@ -530,7 +531,7 @@ def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict, alongside: bool, ready_tim
     d.notes.append(f"dump server {rec.id} ({name}) wrote {dump_dir} on {d.rec.host}")
     try:
         st = ops.server_wait(rec.id, timeout=ready_timeout)
-        if st.state != "ready":
+        if st.state != ServerState.READY:
             fail = st.failure or {}
             d.notes.append(f"the dump server did not become ready ({st.state}: {fail.get('class', '')} "
                            f"{fail.get('hint', '')}); layers not named")
@@ -538,7 +539,7 @@ def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict, alongside: bool, ready_tim
         return d._job("live", {**job, "url": f"http://127.0.0.1:{port}", "mode": "dump", "dump_dir": dump_dir})
     finally:
         try:
-            if ops.server(rec.id).state in ("launching", "starting", "ready", "failed"):
+            if ops.server(rec.id).state in STOPPABLE:
                 ops.server_stop(rec.id, confirm=True, gpu_wait=60)
         except WorkbenchError as exc:
             d.notes.append(f"stopping dump server {rec.id}: {exc}")

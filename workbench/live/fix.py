@@ -9,16 +9,21 @@ measurements, and which config each server loaded).
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from workbench.confirm import Plan
-from workbench.errors import InputError, WorkbenchError
+from workbench.errors import InputError
 from workbench.live.ops import LiveOps
 from workbench.live.report import Comparison
 from workbench.sglang.measure import accept_length
+from workbench.sglang.registry import LIVE, ServerRecord, ServerState
+
+if TYPE_CHECKING:
+    from workbench.doctor.findings import Fix
+    from workbench.sglang.measure import Measurement
 
 
-def last_fix(ops: LiveOps, server_id: int):
+def last_fix(ops: LiveOps, server_id: int) -> "Fix":
     """The fix of the newest live doctor report on this server (journal), as a Fix."""
     from workbench.live.report import fix_from_dict
 
@@ -31,7 +36,7 @@ def last_fix(ops: LiveOps, server_id: int):
 
 def relaunch_plan(ops: LiveOps, server_id: int) -> Plan:
     rec = ops.server(server_id)
-    running = rec.state in ("launching", "starting", "ready")
+    running = rec.state in LIVE
     preview = ops.launch_preview(rec.profile)
     details = [preview.display]
     if running:
@@ -46,7 +51,7 @@ def relaunch_plan(ops: LiveOps, server_id: int) -> Plan:
                 details)
 
 
-def measure_settings(ops: LiveOps, server_id: int) -> dict:
+def measure_settings(ops: LiveOps, server_id: int) -> dict[str, Any]:
     """The protocol settings of the server's last measurement, so the next one is comparable."""
     rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
     if not rows:
@@ -57,16 +62,16 @@ def measure_settings(ops: LiveOps, server_id: int) -> dict:
 
 def relaunch(ops: LiveOps, server_id: int, *, measure: bool = True, measure_tokens: Optional[int] = None,
              measure_concurrency: Optional[int] = None, timeout: Optional[float] = None, poll: float = 0.5,
-             prompts: Optional[str] = None):
+             prompts: Optional[str] = None) -> "tuple[ServerRecord, Any, Optional[Measurement]]":
     """Stop the server if it runs, launch its profile, wait, measure like before. Returns
     (new server record, status, measurement or None)."""
     rec = ops.server(server_id)
-    if rec.state in ("launching", "starting", "ready"):
+    if rec.state in LIVE:
         ops.server_stop(rec.id, confirm=True)
     new = ops.launch(rec.profile, confirm=True)
     st = ops.server_wait(new.id, timeout=timeout, poll=poll)
     m = None
-    if st.state == "ready" and measure:
+    if st.state == ServerState.READY and measure:
         prev = measure_settings(ops, server_id)
         m = ops.server_measure(new.id, concurrency=measure_concurrency or prev.get("concurrency") or 4,
                                max_new_tokens=measure_tokens or prev.get("max_new_tokens"), prompts=prompts,
@@ -74,7 +79,7 @@ def relaunch(ops: LiveOps, server_id: int, *, measure: bool = True, measure_toke
     return ops.server(new.id), st, m
 
 
-def _loaded(ops: LiveOps, server_id: int) -> tuple[Optional[dict], Optional[str]]:
+def _loaded(ops: LiveOps, server_id: int) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     rec = ops.server(server_id)
     if not rec.draft_config_sha256:
         return None, None
@@ -89,7 +94,7 @@ def _version_of(ops: LiveOps, sha: Optional[str]) -> Optional[int]:
     return ops.journal.config_version_number(sha)
 
 
-def _side(ops: LiveOps, server_id: int) -> dict:
+def _side(ops: LiveOps, server_id: int) -> dict[str, Any]:
     rec = ops.server(server_id)
     rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
     m = rows[-1] if rows else {}
@@ -104,7 +109,7 @@ def _side(ops: LiveOps, server_id: int) -> dict:
 def compare(ops: LiveOps, before: int, after: int) -> Comparison:
     b, a = _side(ops, before), _side(ops, after)
 
-    def ratio(x, y):
+    def ratio(x: Any, y: Any) -> Optional[str]:
         if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x:
             return f"x{y / x:.2f}"
         return None
@@ -123,12 +128,8 @@ def compare(ops: LiveOps, before: int, after: int) -> Comparison:
     return Comparison(before, after, rows, b, a)
 
 
-def _ver(side: dict) -> str:
+def _ver(side: dict[str, Any]) -> str:
     v = side.get("config_version")
     sha = side.get("config_sha256")
     return (f"v{v} " if v else "") + (sha[:10] if sha else "-")
 
-
-def require_measured(ops: LiveOps, server_id: int) -> None:
-    if not [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]:
-        raise WorkbenchError(f"server {server_id}: no measurement to compare with (measure it first)")

@@ -10,7 +10,7 @@ from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.results import Result, jsonable
 
 
-def fix_from_dict(fd: dict, location=None) -> Fix:
+def fix_from_dict(fd: dict[str, Any], location=None) -> Fix:
     file = fd.get("file")
     if file and location:
         file = location(file)
@@ -19,7 +19,7 @@ def fix_from_dict(fd: dict, location=None) -> Fix:
                list(fd.get("launch", [])))
 
 
-def finding_from_dict(d: dict, location=None) -> Finding:
+def finding_from_dict(d: dict[str, Any], location=None) -> Finding:
     """A Finding back from its JSON form (a job's answer); ``location(path)`` rewrites fix files."""
     fd = d.get("fix")
     fix = fix_from_dict(fd, location) if fd else None
@@ -52,7 +52,7 @@ class RankedFinding(Result):
     def fix(self) -> Optional[Fix]:
         return self.finding.fix
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**self.finding.to_dict(), "source": self.source, "explains": jsonable(self.explains),
                 "share": jsonable(self.share)}
 
@@ -81,13 +81,13 @@ class LiveReport(Result):
     predicted: dict                   # accept_length, source, acc
     gap: Optional[float]              # predicted - observed
     features: dict                    # train_accept_length, live_accept_length, explains, verdict
-    alignment: Optional[dict]         # mode, rows, cols, cols_physical, matrix, best, recommendation
-    findings: list = field(default_factory=list)      # RankedFinding, most of the gap first
+    alignment: Optional[dict[str, Any]]         # mode, rows, cols, cols_physical, matrix, best, recommendation
+    findings: list[Any] = field(default_factory=list)      # RankedFinding, most of the gap first
     fix: Optional[Fix] = None                          # the top applicable fix
     pending: Any = None                                # a Plan the caller must confirm (the dump relaunch)
-    transfers: list = field(default_factory=list)      # Transfer per job run on the host
-    steps: list = field(default_factory=list)          # what was done, in order
-    notes: list = field(default_factory=list)
+    transfers: list[Any] = field(default_factory=list)      # Transfer per job run on the host
+    steps: list[Any] = field(default_factory=list)          # what was done, in order
+    notes: list[Any] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -95,7 +95,7 @@ class LiveReport(Result):
         return [f.code for f in self.findings]
 
     @classmethod
-    def from_dict(cls, d: dict) -> "LiveReport":
+    def from_dict(cls, d: dict[str, Any]) -> "LiveReport":
         """The report back from its JSON form (a journal entry or a saved ``--json`` answer)."""
         from workbench.confirm import Plan
 
@@ -155,8 +155,8 @@ class Comparison(Result):
     before_server: int
     after_server: int
     rows: list                        # [{"name", "before", "after", "change"}]
-    before: dict
-    after: dict
+    before: dict[str, Any]
+    after: dict[str, Any]
 
     def value(self, name: str, side: str = "after"):
         for r in self.rows:
@@ -180,7 +180,7 @@ class FixOutcome(Result):
     server_after: Optional[int] = None
     ready: Optional[bool] = None
     comparison: Optional[Comparison] = None
-    notes: list = field(default_factory=list)
+    notes: list[Any] = field(default_factory=list)
 
     def text(self) -> str:
         lines = [f"fix applied to {self.change.location}: v{self.change.version.number} ({self.fix.summary})"]

@@ -121,7 +121,7 @@ def closure(entries=ENTRY) -> dict[str, Path]:
 @lru_cache(maxsize=1)
 def current() -> Bundle:
     files = []
-    for name, f in closure().items():
+    for f in closure().values():
         rel = f.relative_to(PACKAGE_ROOT.parent).as_posix()
         data = f.read_bytes()
         files.append((rel, data))

@@ -12,7 +12,7 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -42,12 +42,14 @@ def concat(captures: Sequence[Capture], path: str, fmt: str) -> Capture:
         tensors.append(HiddenTensor(n, sum(p.rows for p in parts), first.width, first.dtype, first.role,
                                     first.physical, path, _cat_loader(parts), first.part_physical))
     ids = pos = mask = None
-    if all(c.token_ids is not None for c in captures):
-        ids = np.concatenate([c.token_ids[:_rows(c)] for c in captures])
-    if all(c.positions is not None for c in captures):
-        pos = np.concatenate([c.positions[:_rows(c)] + i * STRIDE for i, c in enumerate(captures)])
-    if all(c.loss_mask is not None for c in captures):
-        mask = np.concatenate([c.loss_mask[:_rows(c)] for c in captures])
+    tok, posn, lm = [c.token_ids for c in captures], [c.positions for c in captures], [c.loss_mask for c in captures]
+    if all(x is not None for x in tok):
+        ids = np.concatenate([x[:_rows(c)] for x, c in zip(tok, captures) if x is not None])
+    if all(x is not None for x in posn):
+        pos = np.concatenate([x[:_rows(c)] + i * STRIDE for i, (x, c) in enumerate(zip(posn, captures))
+                              if x is not None])
+    if all(x is not None for x in lm):
+        mask = np.concatenate([x[:_rows(c)] for x, c in zip(lm, captures) if x is not None])
     notes = [f"{len(captures)} samples laid end to end"]
     if dropped:
         notes.append(f"left out (not in every sample): {', '.join(dropped[:6])}")
@@ -106,7 +108,7 @@ def flush(url: str, wait: float = 30.0) -> None:
 
 def generate_ids(url: str, ids: Sequence[int], *, hidden: bool, max_new_tokens: int = 1,
                  timeout: float = 600.0) -> dict:
-    body = {"input_ids": [int(i) for i in ids],
+    body: dict[str, Any] = {"input_ids": [int(i) for i in ids],
             "sampling_params": {"max_new_tokens": int(max_new_tokens), "temperature": 0.0}}
     if hidden:
         body["return_hidden_states"] = True
@@ -149,18 +151,30 @@ def payload_capture(ids: np.ndarray, response: dict, part_points: Optional[list]
 
 def dump_passes(folder) -> list[Path]:
     """The target's pass files of a tensor-dump folder, newest run, in pass order."""
-    from workbench.hidden.sglang_dump import PASS_FILE, RANK_DIR
+    from workbench.hidden.sglang_dump import PASS_FILE
 
     root = Path(folder)
     if (root / "target").is_dir():
         root = root / "target"
-    runs = [d for d in root.iterdir() if d.is_dir() and RANK_DIR.match(d.name)
-            and int(RANK_DIR.match(d.name).group(1)) == 0] if root.is_dir() else []
+    runs = [d for d in root.iterdir() if d.is_dir() and _rank(d.name) == 0] if root.is_dir() else []
     if not runs:
         raise InputError(f"{folder}: no TP0_PP*_Rank*_pid* folder (an SGLang tensor dump?)")
     run = max(runs, key=lambda d: d.stat().st_mtime)
-    return sorted((p for p in run.iterdir() if PASS_FILE.match(p.name)),
-                  key=lambda p: int(PASS_FILE.match(p.name).group(1)))
+    return sorted((p for p in run.iterdir() if PASS_FILE.match(p.name)), key=lambda p: _pass_number(p.name))
+
+
+def _rank(name: str) -> Optional[int]:
+    from workbench.hidden.sglang_dump import RANK_DIR
+
+    m = RANK_DIR.match(name)
+    return int(m.group(1)) if m else None
+
+
+def _pass_number(name: str) -> int:
+    from workbench.hidden.sglang_dump import PASS_FILE
+
+    m = PASS_FILE.match(name)
+    return int(m.group(1)) if m else -1
 
 
 def dump_for_ids(folder, samples: Sequence[np.ndarray]) -> list[Capture]:

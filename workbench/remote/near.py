@@ -16,7 +16,7 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result, jsonable
@@ -114,7 +114,7 @@ class Transfer(Result):
                 + (f", code shipped {_size(self.shipped_bytes)}" if self.shipped_bytes else ""))
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -141,7 +141,8 @@ class NearCompute:
 
             if job not in JOBS:
                 raise InputError(f"job {job!r}: not one of {', '.join(sorted(JOBS))}")
-            result = jsonable(JOBS[job](**(args or {})))
+            fn: Any = JOBS[job]
+            result = jsonable(fn(**(args or {})))
             tr = Transfer(self.host.name, job, tensor_bytes=int(result.get("tensor_bytes") or 0),
                           seconds=time.perf_counter() - t0, bundle="in-process")
             return result, tr

@@ -11,6 +11,7 @@ import json
 import sys
 import time
 import traceback
+from typing import Any
 
 MARK = "@@wb-result@@"
 
@@ -22,7 +23,7 @@ def main() -> int:
         job = json.loads(sys.stdin.read())
         from workbench.remote.jobs import JOBS
 
-        fn = JOBS.get(job.get("job"))
+        fn: Any = JOBS.get(job.get("job"))
         if fn is None:
             raise KeyError(f"no job {job.get('job')!r} (have {', '.join(sorted(JOBS))})")
         with contextlib.redirect_stdout(sys.stderr):

@@ -43,7 +43,7 @@ class SGLangClient:
         status, _ = self._req("GET", "/health_generate", timeout=timeout)
         return status == 200
 
-    def server_info(self) -> dict:
+    def server_info(self) -> dict[str, Any]:
         """``/server_info`` (0.5.6+), falling back to ``/get_server_info`` (older versions)."""
         for path in ("/server_info", "/get_server_info"):
             status, raw = self._req("GET", path)
@@ -66,7 +66,7 @@ class SGLangClient:
         raise ServerHTTPError(self.base + "/flush_cache", status, text[:200])
 
     def generate(self, text: str, max_new_tokens: int, temperature: float = 0.0,
-                 timeout: Optional[float] = None) -> dict:
+                 timeout: Optional[float] = None) -> dict[str, Any]:
         body = {"text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature}}
         status, raw = self._req("POST", "/generate", body, timeout=timeout)
         if status != 200:
@@ -74,7 +74,7 @@ class SGLangClient:
         return json.loads(raw)
 
 
-def spec_summary(info: dict) -> dict:
+def spec_summary(info: dict[str, Any]) -> dict[str, Any]:
     """The resolved speculative parameters and accept length from a server_info answer."""
     states = info.get("internal_states") or [{}]
     first = states[0] if isinstance(states, list) and states else {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -27,15 +27,15 @@ class Command(Result):
     profile: str
     host: str
     version: Optional[str]
-    argv: list
-    env: dict
+    argv: list[Any]
+    env: dict[str, Any]
     log: str
     port: int
     run_dir: Optional[str] = None
-    warnings: list = field(default_factory=list)
+    warnings: list[Any] = field(default_factory=list)
 
     @property
-    def sglang_args(self) -> list:
+    def sglang_args(self) -> list[Any]:
         """The arguments SGLang's parser sees (after ``-m MODULE``)."""
         return self.argv[self.argv.index("--model-path"):]
 
@@ -44,7 +44,7 @@ class Command(Result):
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return (f"{env} " if env else "") + " ".join(map(_show, self.argv)) + f" > {_show(self.log)} 2>&1"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"profile": self.profile, "host": self.host, "version": self.version, "argv": self.argv,
                 "env": self.env, "log": self.log, "port": self.port, "run_dir": self.run_dir,
                 "warnings": self.warnings, "display": self.display}
@@ -57,7 +57,7 @@ def _show(arg: str) -> str:
     return shlex.quote(arg)
 
 
-def launcher_for(profile: Profile, python: str) -> list:
+def launcher_for(profile: Profile, python: str) -> list[Any]:
     if profile.launcher:
         return [python if a == "{python}" else a for a in profile.launcher]
     return [python, "-m", "sglang.launch_server"]
@@ -102,7 +102,7 @@ def build(profile: Profile, version: Optional[str], python: str) -> Command:
                    profile.log_path, profile.port, profile.run_dir, warnings)
 
 
-def _respell(items: list, v: Optional[Version], warnings: list) -> list:
+def _respell(items: list[Any], v: Optional[Version], warnings: list[Any]) -> list[Any]:
     out = []
     new = v is not None and v >= NEW_FLAGS_SINCE
     old = v is not None and v < NEW_FLAGS_SINCE
@@ -151,7 +151,7 @@ def _respell(items: list, v: Optional[Version], warnings: list) -> list:
     return out
 
 
-def diff_argv(old: Optional[list], new: list) -> list[str]:
+def diff_argv(old: Optional[list[Any]], new: list[Any]) -> list[str]:
     """Flag-level difference between two launch commands: '+ --flag v', '- --flag v', '~ --flag a -> b'."""
     if old is None:
         return ["(first launch of this profile)"]

@@ -20,11 +20,11 @@ import ast
 import gc
 import heapq
 import re
-from operator import itemgetter
-from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
 from bisect import bisect_right
-from operator import not_
+from dataclasses import dataclass, field
+from bisect import bisect_right
+from itertools import accumulate, chain, compress, repeat
+from operator import itemgetter, not_
 from typing import Any, Iterable, Iterator, Optional
 
 FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "context-length", "cuda-graph", "nccl",

@@ -33,12 +33,18 @@ class Measurement(Result):
     tokens_per_s_per_request: dict      # mean, stdev, min, max
     accept_len: dict                    # per request: mean, stdev, min, max
     server_accept_len: Optional[float]  # /server_info avg_spec_accept_length after the flush
-    rounds_tokens_per_s: list = field(default_factory=list)
-    spec: dict = field(default_factory=dict)
+    rounds_tokens_per_s: list[Any] = field(default_factory=list)
+    spec: dict[str, Any] = field(default_factory=dict)
     prompt_set: str = ""
     warmup_s: float = 0.0               # untimed requests first: a fresh server compiles and captures
     stable: bool = True                 # False: the numbers should not be trusted (see ``unstable``)
-    unstable: list = field(default_factory=list)   # why, one line each
+    unstable: list[Any] = field(default_factory=list)   # why, one line each
+
+    @property
+    def accept_length(self) -> Optional[float]:
+        """The measurement's accept length: the server's own average over exactly this workload when
+        it reports one, else the mean of the per-request figures."""
+        return accept_length(self.to_dict())
 
 
 #: A measurement shorter than this, or whose rounds or requests spread more than this (stdev over
@@ -48,14 +54,14 @@ MAX_ROUND_CV = 0.15
 MAX_REQUEST_CV = 0.5
 
 
-def stability(wall_s: float, round_tps: list, per_request: dict) -> list:
+def stability(wall_s: float, round_tps: list[Any], per_request: dict[str, Any]) -> list[Any]:
     """Reasons not to trust a measurement (empty: stable)."""
     out = []
     if wall_s < MIN_TIMED_S:
         out.append(f"timed for {wall_s:.1f} s (< {MIN_TIMED_S:g} s): use more rounds or --max-new-tokens")
     if len(round_tps) > 1:
-        mean = statistics.fmean(round_tps)
-        cv = statistics.stdev(round_tps) / mean if mean else 0.0
+        round_mean = statistics.fmean(round_tps)
+        cv = statistics.stdev(round_tps) / round_mean if round_mean else 0.0
         if cv > MAX_ROUND_CV:
             out.append(f"rounds spread {100 * cv:.0f}% ({min(round_tps):.1f}..{max(round_tps):.1f} tok/s)")
     mean, sd = per_request.get("mean"), per_request.get("stdev")
@@ -63,24 +69,20 @@ def stability(wall_s: float, round_tps: list, per_request: dict) -> list:
         out.append(f"requests spread {100 * sd / mean:.0f}% (tok/s {per_request['min']:.1f}..{per_request['max']:.1f})")
     return out
 
-    @property
-    def accept_length(self) -> Optional[float]:
-        """The measurement's accept length: the server's own average over exactly this workload when
-        it reports one, else the mean of the per-request figures."""
-        return accept_length(self.to_dict())
-
 
 def accept_length(row: "Mapping[str, Any]") -> Optional[float]:
     """Accept length of a stored measurement row (``Measurement.to_dict()`` or a journal row): one rule
-    for every reader. ``server_accept_len`` wins when present (0.0 included); else the per-request mean."""
+    for every reader. ``server_accept_len`` wins when present (0.0 included); else the per-request mean
+    (``accept_len``: the protocol's {mean, stdev, ...}, or a sweep point's mean itself)."""
     server = row.get("server_accept_len")
     if server is not None:
         return float(server)
-    mean = (row.get("accept_len") or {}).get("mean")
-    return float(mean) if mean is not None else None
+    per_request = row.get("accept_len")
+    mean = per_request.get("mean") if isinstance(per_request, Mapping) else per_request
+    return float(mean) if isinstance(mean, (int, float)) else None
 
 
-def prompt_set(name: Optional[str] = None) -> dict:
+def prompt_set(name: Optional[str] = None) -> dict[str, Any]:
     if name and name.endswith(".json"):
         from workbench import strictjson
 
@@ -97,7 +99,7 @@ def prompt_set(name: Optional[str] = None) -> dict:
     return data
 
 
-def _spread(xs: list) -> dict:
+def _spread(xs: list[Any]) -> dict[str, Any]:
     xs = [x for x in xs if x is not None]
     if not xs:
         return {"mean": None, "stdev": None, "min": None, "max": None}

@@ -23,7 +23,7 @@ from workbench.results import Result
 SPEC_KEYS = ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
 _KEYS = {"extends", "host", "launcher", "model", "draft", "port", "log", "run_dir", "env", "args",
          "remove_args", "speculative", "sglang_version", "gpus", "description", "ready_timeout",
-         "stop_grace", "draft_config_version"}
+         "stop_grace"}
 DEFAULT_PORT = 30000
 # seconds, finite and bounded, so a stop or a readiness wait always ends (an infinite grace would
 # hang a stop over SSH for ever); used for profile keys and for the matching flags alike
@@ -35,21 +35,21 @@ TIMEOUT = Range(0, 7 * 86400, lo_open=True)  # ready_timeout / --timeout
 class Profile(Result):
     name: str
     host: str = "local"
-    launcher: Optional[list] = None          # None: [host python, -m, sglang.launch_server]
+    launcher: Optional[list[Any]] = None          # None: [host python, -m, sglang.launch_server]
     model: str = ""
     draft: Optional[str] = None
     port: int = DEFAULT_PORT
     log: Optional[str] = None
     run_dir: Optional[str] = None
-    env: dict = field(default_factory=dict)
-    args: list = field(default_factory=list)
-    speculative: dict = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    args: list[Any] = field(default_factory=list)
+    speculative: dict[str, Any] = field(default_factory=dict)
     sglang_version: Optional[str] = None
-    gpus: Optional[list] = None
+    gpus: Optional[list[Any]] = None
     description: str = ""
     ready_timeout: float = 1200.0
     stop_grace: float = 30.0
-    chain: list = field(default_factory=list)   # [name, parent, grandparent, ...]
+    chain: list[Any] = field(default_factory=list)   # [name, parent, grandparent, ...]
 
     @property
     def log_path(self) -> str:
@@ -61,7 +61,7 @@ class Attached(str):
     starts with ``-`` (``--x=-1``, ``--opts=-v``) would be read as another option once separated."""
 
 
-def split_flags(args: list, where: str) -> list[tuple[str, list]]:
+def split_flags(args: list[Any], where: str) -> list[tuple[str, list]]:
     """["--tp-size", "8", "--trust-remote-code", "--x=1"] -> [("--tp-size", ["8"]), ...]."""
     items: list[tuple[str, list]] = []
     for tok in args:
@@ -89,7 +89,7 @@ def join_flags(items: list[tuple[str, list]]) -> list[str]:
     return out
 
 
-def _merge_args(parent: list, child: list, remove: list, where: str) -> list:
+def _merge_args(parent: list[Any], child: list[Any], remove: list[Any], where: str) -> list[Any]:
     items = split_flags(parent, where)
     drop = set(remove or [])
     items = [(f, v) for f, v in items if f not in drop]
@@ -103,7 +103,7 @@ def _merge_args(parent: list, child: list, remove: list, where: str) -> list:
     return join_flags(items)
 
 
-def load_profile(profiles: dict, name: str, source: str = "workbench.toml") -> Profile:
+def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.toml") -> Profile:
     if name not in profiles:
         if not profiles:
             raise InputError(f"{source}: no profile {name!r}: no profiles are defined yet (to start from the "
@@ -159,8 +159,11 @@ def load_profile(profiles: dict, name: str, source: str = "workbench.toml") -> P
         chain=chain)
 
 
-def _check_table(t: dict, where: str) -> None:
+def _check_table(t: dict[str, Any], where: str) -> None:
     unknown = set(t) - _KEYS
+    if "draft_config_version" in unknown:   # once accepted and ignored: the launch records the version itself
+        raise InputError(f"{where}.draft_config_version: not a profile key; each launch records the draft config "
+                         "it loaded in the config history (see `eagle-workbench config history`)")
     if unknown:
         raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected one of {', '.join(sorted(_KEYS))})")
     for key in ("extends", "host", "model", "draft", "log", "run_dir", "sglang_version", "description"):

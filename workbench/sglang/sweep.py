@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from workbench.errors import InputError
+from workbench.errors import InputError, WorkbenchError
+from workbench.progress import Progress, ProgressCallback
 from workbench.results import Result
+from workbench.sglang.registry import STOPPABLE, ServerState
+
+if TYPE_CHECKING:
+    from workbench.journal import Journal
+    from workbench.sglang.measure import Measurement
+    from workbench.sglang.profiles import Profile
+    from workbench.sglang.registry import ServerRecord
+    from workbench.sglang.status import ServerStatus
 
 
 @dataclass
@@ -24,7 +33,7 @@ class SweepPoint(Result):
     num_steps: int              # 0: the baseline without speculation
     eagle_topk: int
     num_draft_tokens: int
-    env: dict
+    env: dict[str, Any]
     server_id: Optional[int] = None
     state: str = "pending"      # measured, failed, pending
     tokens_per_s: Optional[float] = None
@@ -39,19 +48,19 @@ class SweepPoint(Result):
 class SweepResult(Result):
     sweep_id: str
     profile: str
-    points: list                 # ranked, best first (failed last)
-    best: Optional[dict]
-    model: Optional[dict]
+    points: list[SweepPoint]     # ranked, best first (failed last)
+    best: Optional[dict[str, Any]]
+    model: Optional[dict[str, Any]]
     resumed: int = 0
     baseline_tokens_per_s: Optional[float] = None
     speedup_vs_baseline: Optional[float] = None
 
 
-def env_label(env: dict) -> str:
+def env_label(env: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "-"
 
 
-def expand(steps: list, topks: list, ndts: Optional[list], envs: list, baseline: bool) -> list[SweepPoint]:
+def expand(steps: list[Any], topks: list[Any], ndts: Optional[list[Any]], envs: list[Any], baseline: bool) -> list[SweepPoint]:
     """The grid; invalid triples (topk 1 needs ndt = steps+1; ndt <= steps*topk+1) are left out."""
     if any(not isinstance(x, int) or x < 1 for x in [*steps, *topks, *(ndts or [])]):
         raise InputError("sweep: steps, topk and draft tokens must be positive integers")
@@ -79,16 +88,16 @@ def expand(steps: list, topks: list, ndts: Optional[list], envs: list, baseline:
     return out
 
 
-def _key(s: int, k: int, n: int, env: dict) -> str:
+def _key(s: int, k: int, n: int, env: dict[str, Any]) -> str:
     return (f"s{s}-k{k}-n{n}" if s else "baseline") + ("" if not env else "|" + env_label(env))
 
 
-def sweep_id(profile: str, points: list, measure: dict) -> str:
+def sweep_id(profile: str, points: list[Any], measure: dict[str, Any]) -> str:
     blob = json.dumps({"profile": profile, "points": [p.key for p in points], "measure": measure}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def fit_model(points: list) -> Optional[dict]:
+def fit_model(points: list[Any]) -> Optional[dict[str, Any]]:
     """Fit the cycle-time model to measured speculative points (needs 3 distinct ones)."""
     rows = [p for p in points if p.state == "measured" and p.num_steps and p.accept_len
             and p.tokens_per_s_per_request]
@@ -124,7 +133,7 @@ def fit_model(points: list) -> Optional[dict]:
     return out
 
 
-def _predictor_ranking(rows: list, a: float, b: float, t_draft: float) -> dict:
+def _predictor_ranking(rows: list[Any], a: float, b: float, t_draft: float) -> dict[str, Any]:
     """Feed the fitted times and the chain accept lengths to the predictor: per-depth rates from
     the measured ALs (predict.fit), then its ranking of chains by tokens/s (predict.sweep)."""
     from workbench import predict
@@ -146,6 +155,104 @@ def _predictor_ranking(rows: list, a: float, b: float, t_draft: float) -> dict:
     return {"conditional_rates": fitted.conditional, "predicted_best": table[0], "predicted_table": table[:8]}
 
 
-def rank(points: list) -> list:
+def rank(points: list[Any]) -> list[Any]:
     ok = sorted([p for p in points if p.state == "measured" and p.tokens_per_s], key=lambda p: -p.tokens_per_s)
     return ok + [p for p in points if p not in ok]
+
+
+class SweepOps(Protocol):
+    """What a sweep needs from the workbench: launch, wait, measure and stop, each journaled."""
+
+    journal: "Journal"
+    progress: ProgressCallback
+
+    def profile(self, name: str) -> "Profile": ...
+    def server(self, server_id: int) -> "ServerRecord": ...
+    def launch(self, name: str, *, confirm: bool = False) -> "ServerRecord": ...
+    def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0) -> "ServerStatus": ...
+    def server_measure(self, server_id: int, *, concurrency: int = ..., max_new_tokens: Optional[int] = ...,
+                       rounds: int = ..., prompts: Optional[str] = ..., label: str = ...) -> "Measurement": ...
+    def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
+                    gpu_wait: float = ...) -> Any: ...
+    def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]: ...
+
+
+def run(ops: SweepOps, profile: str, points: list[SweepPoint], sid_: str, overlay: dict[str, dict[str, Any]], *,
+        concurrency: int, max_new_tokens: Optional[int], rounds: int, prompts: Optional[str],
+        ready_timeout: Optional[float], poll: float, stop_grace: Optional[float], gpu_wait: float) -> SweepResult:
+    """Each point: a session profile in ``overlay`` (``PROFILE@KEY``), launch, wait, measure, stop;
+    every point's outcome is journaled as a ``sweep`` measurement, so a rerun resumes."""
+    base = ops.profile(profile)
+    done = {m["key"]: m for m in ops.measurements(kind="sweep") if m.get("sweep_id") == sid_}
+    resumed = 0
+    for i, p in enumerate(points):
+        ops.progress(Progress("server.sweep", i, len(points), p.key))
+        if p.key in done and done[p.key].get("state") == "measured":
+            prev = done[p.key]
+            for k in ("server_id", "tokens_per_s", "tokens_per_s_per_request", "accept_len", "server_accept_len"):
+                setattr(p, k, prev.get(k))
+            p.state, p.resumed = "measured", True
+            resumed += 1
+            continue
+        name = f"{profile}@{p.key}"
+        table: dict[str, Any] = {"extends": profile, "description": f"sweep {sid_} point {p.key}"}
+        if p.env:
+            table["env"] = {k: str(v) for k, v in p.env.items()}
+        if p.num_steps:
+            table["speculative"] = {"algorithm": base.speculative.get("algorithm", "EAGLE3"),
+                                    "num_steps": p.num_steps, "eagle_topk": p.eagle_topk,
+                                    "num_draft_tokens": p.num_draft_tokens}
+            overlay[name] = table
+        else:  # the baseline: the same server without speculation
+            overlay[name] = baseline_profile(base, table)
+        sid = None
+        try:
+            rec = ops.launch(name, confirm=True)
+            sid = p.server_id = rec.id
+            st = ops.server_wait(rec.id, timeout=ready_timeout, poll=poll)
+            if st.state != ServerState.READY:
+                raise WorkbenchError(f"{st.state}: {(st.failure or {}).get('class', '')} "
+                                     f"{(st.failure or {}).get('text', '')}".strip())
+            m = ops.server_measure(rec.id, concurrency=concurrency, max_new_tokens=max_new_tokens,
+                                   rounds=rounds, prompts=prompts, label=f"sweep {sid_} {p.key}")
+            p.tokens_per_s = m.tokens_per_s
+            p.tokens_per_s_per_request = m.tokens_per_s_per_request["mean"]
+            p.accept_len = m.accept_len["mean"]
+            p.server_accept_len = m.server_accept_len
+            p.state = "measured"
+        except WorkbenchError as exc:
+            p.state, p.error = "failed", str(exc)
+        finally:
+            if sid is not None:
+                try:
+                    if ops.server(sid).state in STOPPABLE:
+                        ops.server_stop(sid, confirm=True, grace=stop_grace, gpu_wait=gpu_wait)
+                except WorkbenchError as exc:
+                    p.error = (p.error + "; " if p.error else "") + f"stop: {exc}"
+        ops.journal.add_measurement(p.server_id, "sweep", {"sweep_id": sid_, "profile": profile, **p.to_dict()})
+    ops.progress(Progress("server.sweep", len(points), len(points), "done"))
+    ranked = rank(points)
+    best = next((p for p in ranked if p.state == "measured" and p.num_steps), None)
+    base_pt = next((p for p in points if not p.num_steps and p.state == "measured"), None)
+    return SweepResult(sid_, profile, ranked, best.to_dict() if best else None, fit_model(points), resumed,
+                       base_pt.tokens_per_s if base_pt else None,
+                       (best.tokens_per_s / base_pt.tokens_per_s)
+                       if best and best.tokens_per_s and base_pt and base_pt.tokens_per_s else None)
+
+
+def baseline_profile(parent: "Profile", table: dict[str, Any]) -> dict[str, Any]:
+    """A baseline point drops the draft and the speculative flags of its parent. Profiles merge
+    ``speculative`` key-wise, so the baseline is built flat from the resolved parent, not extended."""
+    flat: dict[str, Any] = {"host": parent.host, "model": parent.model, "port": parent.port, "log": parent.log_path,
+                            "env": {**parent.env, **table.get("env", {})}, "args": list(parent.args),
+                            "description": table["description"], "stop_grace": parent.stop_grace,
+                            "ready_timeout": parent.ready_timeout}
+    if parent.launcher:
+        flat["launcher"] = parent.launcher
+    if parent.run_dir:
+        flat["run_dir"] = parent.run_dir
+    if parent.gpus is not None:
+        flat["gpus"] = parent.gpus
+    if parent.sglang_version:
+        flat["sglang_version"] = parent.sglang_version
+    return flat

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.results import Result
 from workbench.sglang.command import Command
@@ -28,7 +28,7 @@ class Finding(Result):
     source: str = "workbench"
 
 
-def rule_findings(profile: Profile, cmd: Command, draft_config: Optional[dict]) -> list[Finding]:
+def rule_findings(profile: Profile, cmd: Command, draft_config: Optional[dict[str, Any]]) -> list[Finding]:
     out: list[Finding] = []
     s = profile.speculative
     where = f"[profiles.{profile.name}].speculative"
@@ -74,7 +74,7 @@ def rule_findings(profile: Profile, cmd: Command, draft_config: Optional[dict]) 
     return out
 
 
-def parser_findings(probe: dict) -> list[Finding]:
+def parser_findings(probe: dict[str, Any]) -> list[Finding]:
     if not probe.get("version"):
         return [Finding("warning", "sglang-missing",
                         f"SGLang is not installed for {probe.get('python', 'the host python')}: the host's own "
@@ -89,7 +89,7 @@ def parser_findings(probe: dict) -> list[Finding]:
     return []
 
 
-def doctor_findings(host, profile: Profile, version: Optional[str], draft_config: Optional[dict],
+def doctor_findings(host, profile: Profile, version: Optional[str], draft_config: Optional[dict[str, Any]],
                     cuda_graph: bool = True) -> list[Finding]:
     """The doctor's static findings for the draft (and the target's config when readable), under
     the rules of the host's SGLang version. A remote draft is checked from its config.json.
@@ -106,7 +106,7 @@ def doctor_findings(host, profile: Profile, version: Optional[str], draft_config
     engine = f"sglang=={version}" if version else "sglang"
     local = isinstance(host, LocalHost)
     with tempfile.TemporaryDirectory(prefix="wb-doctor-") as tmp:
-        draft = os.path.expanduser(profile.draft) if local else None
+        draft = os.path.expanduser(profile.draft) if local and profile.draft else None
         if draft is None or not os.path.isdir(draft):
             draft = os.path.join(tmp, "draft")
             os.makedirs(draft)
@@ -130,12 +130,12 @@ def doctor_findings(host, profile: Profile, version: Optional[str], draft_config
     for f in report.findings:
         if f.code == "weights-not-checked" and not local:
             continue  # only config.json travels for a remote draft
-        fix = f.fix.summary if getattr(f, "fix", None) is not None else ""
+        fix = f.fix.summary if f.fix is not None else ""
         out.append(Finding(f.severity, f.code, f.message, fix, "doctor"))
     return out
 
 
-def parse_probe(stdout: str) -> dict:
+def parse_probe(stdout: str) -> dict[str, Any]:
     try:
         return json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

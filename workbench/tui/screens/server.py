@@ -11,16 +11,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, RichLog, Static
 
+from workbench.api import SERVER_STAGES
+from workbench.display import sparkline
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.screens.servers import gpu_text, state_text
-from workbench.display import sparkline
 from workbench.tui.workers import background
 
-STAGE_NAMES = [("server_args", "arguments"), ("weights_target", "target weights"),
-               ("weights_draft", "draft weights"), ("kv_cache", "KV cache"),
-               ("graphs_target", "target CUDA graphs"), ("graphs_draft", "draft CUDA graphs"), ("ready", "ready")]
+STAGE_NAMES = SERVER_STAGES
 
 
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)")

@@ -7,8 +7,11 @@ here (not imported by the workbench itself).
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Optional
+import os
+import signal
+from typing import Any, Optional
 
 # -- SGLang version and argument validation with the host's own parser ------------------------------
 PROBE = r'''
@@ -311,8 +314,8 @@ print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf
 """
 
 
-def launch_line(python: str, argv: list, env: dict, log: str, run_dir: Optional[str],
-                token: Optional[str] = None) -> list:
+def launch_line(python: str, argv: list[Any], env: dict[str, Any], log: str, run_dir: Optional[str],
+                token: Optional[str] = None) -> list[Any]:
     """argv for the host: the host's python starts the server detached (new session, no terminal,
     default signal dispositions, all output in the log, the previous log kept as .prev) and prints its
     identity. Arguments travel as JSON: nothing passes through a shell."""
@@ -323,5 +326,14 @@ def launch_line(python: str, argv: list, env: dict, log: str, run_dir: Optional[
                                           "log": log, "run_dir": run_dir, "token": token})]
 
 
-def as_arg(obj) -> str:
+@functools.cache
+def local_procfs() -> dict[str, Any]:
+    """The /proc readers of the status and stop scripts (``stat``, ``members``, ``send``, ...),
+    for processes on this machine: the lab server's stop proves its processes the same way."""
+    ns: dict[str, Any] = {"os": os, "signal": signal}
+    exec(_PROCFS, ns)  # our own source above, so both stops share one implementation
+    return ns
+
+
+def as_arg(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))

@@ -1,0 +1,170 @@
+"""Following a running server: readiness (wait), its log (read, follow by offset), its HTTP
+endpoint through a tunnel (health, server info) and its decode metrics."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+
+from workbench.errors import WorkbenchError
+from workbench.hosts import HostError, Hosts
+from workbench.numbers import Range, number
+from workbench.progress import Progress
+from workbench.sglang import host_scripts
+from workbench.sglang.follower import READ_CAP
+from workbench.sglang.profiles import TIMEOUT
+from workbench.sglang.registry import FINAL, STAGES, Registry, ServerState
+from workbench.sglang.status import Recorder, ServerStatus, Status
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Tunnel
+    from workbench.sglang.client import SGLangClient
+
+POLL = Range(0.01, 3600)     # seconds between readiness checks
+
+
+class Follow:
+    def __init__(self, registry: Registry, hosts: Hosts, status: Status, record: Recorder):
+        self.registry = registry
+        self.hosts = hosts
+        self.status = status
+        self._record = record
+        self._tunnels: dict[int, Tunnel] = {}
+        self._lock = threading.RLock()
+
+    def wait_ready(self, sid: int, timeout: Optional[float] = None, poll: float = 1.0,
+                   progress: Optional[Callable[[Progress], None]] = None,
+                   failing_grace: float = 10.0, health: bool = True) -> ServerStatus:
+        r = self.registry.get(sid)
+        timeout = number(timeout if timeout is not None else r.extra.get("ready_timeout", 1200), "timeout", TIMEOUT)
+        poll = number(poll, "poll", POLL)
+        deadline = time.monotonic() + timeout
+        failing_since = None
+        last_stage = None
+        while True:
+            s = self.status.refresh([sid])[0]
+            if progress and s.stage != last_stage:
+                progress(Progress("server.start", len(s.progress), len(STAGES), s.stage))
+                last_stage = s.stage
+            if s.state in FINAL:
+                return s
+            if s.state == ServerState.FAILING:
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > failing_grace:
+                    s.state = ServerState.FAILED
+                    self.registry.set(sid, state=ServerState.FAILED, extra={"failure": s.failure})
+                    self._record("server.failed", f"server:{sid}", {"failure": s.failure, "alive": True})
+                    return s
+            elif s.state == ServerState.READY:
+                if not health or self.health(sid):
+                    return s
+            if time.monotonic() > deadline:
+                s.state = ServerState.TIMEOUT
+                s.failure = {"class": "timeout", "hint": f"not ready after {timeout:g} s (stage: {s.stage})",
+                             "text": s.stage}
+                self._record("server.timeout", f"server:{sid}", {"stage": s.stage})
+                return s
+            time.sleep(poll)
+
+    def tunnel(self, sid: int) -> "Tunnel":
+        with self._lock:
+            t = self._tunnels.get(sid)
+            if t is None:
+                r = self.registry.get(sid)
+                if r.port is None:
+                    raise WorkbenchError(f"server {sid}: no port recorded; nothing to connect to")
+                t = self._tunnels[sid] = self.hosts.get(r.host).forward(r.port)
+            return t
+
+    def close_tunnel(self, sid: int) -> None:
+        with self._lock:
+            t = self._tunnels.pop(sid, None)
+        if t is not None:
+            t.close()
+
+    def client(self, sid: int, timeout: float = 60.0) -> "SGLangClient":
+        from workbench.sglang.client import SGLangClient
+
+        return SGLangClient(self.tunnel(sid).url, timeout=timeout)
+
+    def health(self, sid: int, timeout: float = 30.0) -> bool:
+        from workbench.sglang.client import ServerHTTPError
+
+        try:
+            return self.client(sid).health_generate(timeout=timeout)
+        except ServerHTTPError:
+            return False
+
+    def server_info(self, sid: int) -> dict[str, Any]:
+        from workbench.sglang.client import spec_summary
+
+        info = self.client(sid).server_info()
+        return {"summary": spec_summary(info), "info": info}
+
+    def read_log(self, sid: int, offset: int = 0, length: Optional[int] = None) -> bytes:
+        r = self.registry.get(sid)
+        host = self.hosts.get(r.host)
+        st = host.stat(r.log)
+        if st is None:
+            raise WorkbenchError(f"server {sid}: log {r.log} does not exist on {r.host}")
+        if length is None:
+            length = max(0, st.size - offset)
+        return host.read_bytes(r.log, offset, length) if length else b""
+
+    def follow_log(self, sid: int, offset: int = 0, poll: float = 0.5, stop: Optional[Callable[[], bool]] = None,
+                   retry_for: float = 120.0) -> Iterator[tuple[int, bytes]]:
+        """Yield (offset, bytes) as the log grows. Offsets make it resumable: a dropped
+        connection is reopened and reading goes on from the last byte received."""
+        r = self.registry.get(sid)
+        host = self.hosts.get(r.host)
+        python = self.hosts.get(r.host).python
+        down_since = None
+        while stop is None or not stop():
+            req = {"servers": [{"id": sid, "pid": None, "log": r.log, "offset": offset, "cap": READ_CAP}],
+                   "gpus": False}
+            try:
+                res = host.run([python, "-c", host_scripts.STATUS, host_scripts.as_arg(req)], timeout=30, idempotent=True)
+                row = json.loads(res.out)["servers"][0]
+                down_since = None
+            except (HostError, ValueError) as exc:
+                down_since = down_since or time.monotonic()
+                if time.monotonic() - down_since > retry_for:
+                    raise WorkbenchError(f"server {sid}: log unreachable for {retry_for:g} s: {exc}") from None
+                time.sleep(poll)
+                continue
+            data = base64.b64decode(row.get("data") or "")
+            at = row.get("offset", offset)
+            if data:
+                yield at, data
+                offset = at + len(data)
+            elif row.get("log_size") is not None and row["log_size"] < offset:
+                offset = 0
+            else:
+                time.sleep(poll)
+
+    def metrics(self, sid: int, with_server_info: bool = True) -> dict[str, Any]:
+        s = self.status.refresh([sid], gpus=False)[0]
+        f = self.status.follower(sid)
+        al = [x for x in f.series["accept_len"] if x == x]
+        gt = [x for x in f.series["gen_throughput"] if x == x]
+        out = {"id": sid, "state": s.state, "decode_lines": f.decode_lines, "last": f.last_decode,
+               "accept_len_mean": _mean(al[-20:]), "gen_throughput_mean": _mean(gt[-20:])}
+        if with_server_info and s.state in (ServerState.READY, ServerState.STARTING, ServerState.FAILING):
+            try:
+                out["server_info"] = self.server_info(sid)["summary"]
+            except WorkbenchError as exc:
+                out["server_info_error"] = str(exc)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            ids = list(self._tunnels)
+        for i in ids:
+            self.close_tunnel(i)
+
+
+def _mean(xs: list[Any]) -> Optional[float]:
+    return sum(xs) / len(xs) if xs else None

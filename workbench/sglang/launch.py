@@ -1,0 +1,281 @@
+"""Before and at launch: the profile, the exact command, the preview (host parser, rules, paths,
+ports) and the launch itself, which records the server before anything starts on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from workbench.errors import InputError, WorkbenchError
+from workbench.hosts import Host, HostError, HostKeyError, Hosts
+from workbench.hosts.base import check_argv, sha256
+from workbench.results import Result
+from workbench.sglang import host_scripts
+from workbench.sglang.command import Command, build, diff_argv
+from workbench.sglang.profiles import Profile, load_profile, split_flags
+from workbench.sglang.registry import Registry, ServerRecord, ServerState
+from workbench.sglang.validate import PROBE_KEYS, Finding, doctor_findings, parse_probe, parser_findings, rule_findings
+
+
+@dataclass
+class Preview(Result):
+    profile: str
+    host: str
+    version: Optional[str]
+    command: dict[str, Any]
+    display: str
+    diff: list[Any]
+    findings: list[Any]
+    warnings: list[Any]
+    draft_config_sha256: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d["ok"] = self.ok
+        return d
+
+
+
+class Launcher:
+    def __init__(self, registry: Registry, hosts: Hosts, profiles: Callable[[], dict[str, Any]]):
+        self.registry = registry
+        self.hosts = hosts
+        self._profiles = profiles
+        self._versions: dict[str, Optional[str]] = {}
+        self._probes: dict[str, dict[str, Any]] = {}
+
+    def profile(self, name: str) -> Profile:
+        return load_profile(self._profiles(), name)
+
+    def host_python(self, host_name: str) -> str:
+        """The host's python: [hosts.NAME].python, or python3 (this interpreter for local hosts)."""
+        return self.hosts.get(host_name).python
+
+    def detect_version(self, host: Host, python: Optional[str] = None, refresh: bool = False) -> Optional[str]:
+        key = f"{host.name}:{python or host.python}"
+        if refresh or key not in self._versions:
+            r = host.run([python or host.python, "-c", host_scripts.PROBE, host_scripts.as_arg({"argv": None})],
+                         timeout=60)
+            self._versions[key] = parse_probe(r.out).get("version") if r.rc == 0 else None
+        return self._versions[key]
+
+    def command(self, profile: Profile, version: Optional[str] = None, *, offline: bool = False) -> Command:
+        """The launch command; the version comes from the caller, the profile, or the host."""
+        python = self.hosts.get(profile.host).python
+        warnings: list[str] = []
+        v = version or profile.sglang_version
+        if v is None and not offline:
+            try:
+                v = self.detect_version(self.hosts.get(profile.host), _python_of(profile, python))
+                if v is None:
+                    warnings.append(f"SGLang is not installed for the launcher's python on {profile.host}: "
+                                    "flags spelled as written")
+            except (HostError, InputError) as exc:
+                warnings.append(f"version unknown ({exc}); flags spelled as written")
+        cmd = build(profile, v, python)
+        cmd.warnings = warnings + cmd.warnings
+        return cmd
+
+    def preview(self, name: str, version: Optional[str] = None) -> Preview:
+        """Everything checked before anything starts: command, diff, host parser, rules."""
+        profile = self.profile(name)
+        host = self.hosts.get(profile.host)
+        findings: list[Finding] = []
+        python = _python_of(profile, self.hosts.get(profile.host).python)
+        reachable = True
+        v = version or profile.sglang_version
+        if v is None:
+            try:
+                v = self.detect_version(host, python)
+            except HostKeyError:
+                raise
+            except HostError as exc:   # one failed contact is enough: nothing else is tried
+                reachable = False
+                findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
+        cmd = build(profile, v, python)
+        if v is None and reachable:
+            cmd.warnings.insert(0, f"SGLang is not installed for {python} on {profile.host}: flags spelled as written")
+        probe = {}
+        # the parser's verdict does not depend on the port number: one probe serves all ports
+        args = list(cmd.sglang_args)
+        if "--port" in args:
+            args[args.index("--port") + 1] = "0"
+        key = json.dumps([profile.host, python, args])
+        try:
+            probe = self._probes.get(key) or {}
+            if not probe and reachable:
+                r = host.run([python, "-c", host_scripts.PROBE,
+                              host_scripts.as_arg({"argv": cmd.sglang_args, "keys": PROBE_KEYS})], timeout=120)
+                probe = parse_probe(r.out) if r.rc == 0 else {"version": None, "error": r.err.strip()[-300:]}
+                if r.rc == 0 and probe.get("ok") is not None:
+                    self._probes[key] = probe     # the same command gets the same verdict
+        except HostKeyError:
+            raise
+        except HostError as exc:
+            findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
+        if probe:
+            findings += parser_findings(probe)
+        draft_cfg, draft_sha = self._draft_config(host, profile) if reachable else (None, None)
+        from workbench.engine.flags import cuda_graph_on
+
+        doctor = doctor_findings(host, profile, cmd.version or probe.get("version"), draft_cfg,
+                                 cuda_graph=cuda_graph_on(cmd.argv))
+        rules = rule_findings(profile, cmd, draft_cfg)
+        if any(f.code == "algorithm-mismatch" for f in doctor):
+            rules = [f for f in rules if f.code != "spec-eagle3-under-eagle"]
+        findings += rules + doctor
+        findings += self._port_findings(profile)
+        if reachable:
+            findings += self._path_findings(host, profile)
+        last = self.registry.last_launch(name)
+        return Preview(name, profile.host, cmd.version, cmd.to_dict(), cmd.display,
+                       diff_argv(last.argv if last else None, cmd.argv), findings, cmd.warnings, draft_sha)
+
+    def _draft_config(self, host: Host, profile: Profile) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+        if not profile.draft or not (profile.draft.startswith(("/", "~", "."))):
+            return None, None
+        path = profile.draft.rstrip("/") + "/config.json"
+        try:
+            raw = host.read_bytes(path)
+        except HostError:
+            return None, None
+        from workbench import strictjson
+        from workbench.errors import InputError
+
+        try:    # strict: a hostile config (deep nesting, NaN, a top-level list) is "unreadable", not a crash
+            cfg = strictjson.loads(raw, path)
+        except InputError:
+            return None, sha256(raw)
+        return (cfg if isinstance(cfg, dict) else None), sha256(raw)
+
+    def _path_findings(self, host: Host, profile: Profile) -> list[Finding]:
+        """A model or draft folder that is not there fails minutes into a launch (as a transformers
+        OSError, ``process-died``): name it before anything starts. Hub ids (``org/name``) are not
+        paths and are left to the engine."""
+        import os
+        import posixpath
+
+        from workbench.hosts.local import LocalHost
+
+        local = isinstance(host, LocalHost)
+        out = []
+        for what, path in (("model", profile.model), ("draft", profile.draft)):
+            if not path or not path.startswith(("/", "~", ".")):
+                continue
+            p = path
+            if p.startswith("~"):
+                p = os.path.expanduser(p) if local else p[2:] if p.startswith("~/") else p
+            elif not p.startswith("/"):
+                base = profile.run_dir or (os.getcwd() if local else "")
+                p = posixpath.join(base, p) if base else p     # ssh: relative to the login's home
+            try:
+                there = host.exists(p)
+            except HostError:
+                continue
+            if not there:
+                out.append(Finding("error", f"{what}-missing", f"{what} {path}: no such file or folder on "
+                                   f"{profile.host}" + (f" (looked at {p})" if p != path else ""),
+                                   f"fix [profiles.{profile.name}].{what} in workbench.toml", "workbench"))
+        return out
+
+    def _port_findings(self, profile: Profile) -> list[Finding]:
+        busy = [s for s in self.registry.all(active=True) if s.host == profile.host and s.port == profile.port]
+        return [Finding("error", "port-taken", f"server {s.id} ({s.profile}) already uses port {s.port} on "
+                        f"{s.host}", "stop it or change the profile's port") for s in busy]
+
+    def launch(self, name: str, preview: Optional[Preview] = None) -> ServerRecord:
+        preview = preview or self.preview(name)
+        errors = [f for f in preview.findings if f.severity == "error"]
+        if errors:
+            raise WorkbenchError(f"profile {name}: not launched: {errors[0].message}"
+                                 + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""))
+        profile = self.profile(name)
+        host = self.hosts.get(profile.host)
+        cmd = preview.command
+        check_argv(cmd["argv"], cmd["env"], f"profile {name}")   # before anything is recorded
+        for key in ("log", "run_dir"):
+            if "\0" in (cmd.get(key) or ""):
+                raise InputError(f"profile {name}: {key} contains a NUL byte; no path can")
+        python = _python_of(profile, self.hosts.get(profile.host).python)
+        now = time.time()
+        token = secrets.token_hex(16)
+        # one log per launch: two servers of a profile (or a relaunch) never share a log, so each
+        # server's metrics come from its own lines only
+        sid, log = self.registry.insert(
+            name, profile.host, profile.port, cmd["log"], cmd["argv"], cmd["env"], preview.draft_config_sha256,
+            now, {"version": preview.version, "display": preview.display, "gpus": _gpus_of(profile, cmd),
+                  "stop_grace": profile.stop_grace, "ready_timeout": profile.ready_timeout, "launch_token": token},
+            lambda sid: unique_log(cmd["log"], sid, token))
+        argv = host_scripts.launch_line(python, cmd["argv"], cmd["env"], log, cmd.get("run_dir"), token)
+        try:
+            r = host.run(argv, timeout=60)
+        except BaseException as exc:
+            self.registry.set(sid, state=ServerState.FAILED, extra={"failure": {"class": "launch", "text": str(exc)}})
+            raise
+        if r.rc != 0 or not r.out.strip():
+            self.registry.set(sid, state=ServerState.FAILED, extra={"failure": {"class": "launch", "text": r.err.strip()[-300:]}})
+            raise WorkbenchError(f"profile {name}: the launch command failed (exit {r.rc}): "
+                                 f"{(r.err.strip() or r.out.strip())[-300:]}")
+        ident = json.loads(r.out.strip().splitlines()[-1])
+        st = ident.get("stat") or {}
+        self.registry.started(sid, ident["pid"], st.get("pgid"), str(st.get("starttime")) if st else None)
+        self.registry.set(sid, extra={"boot_id": ident.get("boot_id")})
+        if preview.draft_config_sha256:
+            self._keep_draft_blob(host, profile, preview.draft_config_sha256)
+        return self.registry.get(sid)
+
+    def _keep_draft_blob(self, host: Host, profile: Profile, sha: str) -> None:
+        """The launched draft config's bytes, content-addressed like the config history's."""
+        if not profile.draft:
+            return
+        try:
+            raw = host.read_bytes(profile.draft.rstrip("/") + "/config.json")
+        except HostError:
+            return
+        if sha256(raw) == sha:
+            self.registry.journal.put_blob(sha, raw)
+
+
+def unique_log(path: str, sid: int, token: str) -> str:
+    """The profile's log path made this launch's own: ``/logs/debug.log`` -> ``/logs/debug.7-1a2b3c.log``
+    (server id, and a piece of the launch token so two workspaces launching one profile never meet)."""
+    folder, base = os.path.split(path)
+    stem, ext = os.path.splitext(base)
+    if not stem:                      # ".log" or a name that is only an extension
+        stem, ext = base, ""
+    return os.path.join(folder, f"{stem}.{sid}-{token[:6]}{ext}")
+
+
+def _python_of(profile: Profile, default: str) -> str:
+    """The python that runs SGLang: the launcher's when it is ``PY -m sglang...``, else the host's."""
+    if profile.launcher and len(profile.launcher) >= 3 and profile.launcher[1] == "-m" \
+            and profile.launcher[0] != "{python}":
+        return str(profile.launcher[0])
+    return default
+
+
+def _gpus_of(profile: Profile, cmd: dict[str, Any]) -> list[Any]:
+    if profile.gpus is not None:
+        return list(profile.gpus)
+    vis = cmd.get("env", {}).get("CUDA_VISIBLE_DEVICES")
+    if vis:
+        try:
+            return [int(x) for x in vis.split(",") if x.strip()]
+        except ValueError:
+            return []
+    n = 1
+    for flag, vals in split_flags(cmd["argv"][cmd["argv"].index("--model-path"):], "argv"):
+        if flag in ("--tp-size", "--tp", "--tensor-parallel-size") and vals:
+            try:
+                n = int(vals[0])
+            except ValueError:
+                pass
+    return list(range(n))
