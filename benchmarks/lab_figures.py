@@ -162,7 +162,7 @@ def render_demo(rec: dict) -> str:
     d = rec["demo"]
     gap = None if d["predicted"] is None else d["predicted"] - d["before"]
     return "\n".join([
-        f"`--no-tui` (and `make demo` without a terminal) runs the same steps and prints the outcome; with",
+        "`--no-tui` (and `make demo` without a terminal) runs the same steps and prints the outcome; with",
         f"`--json` (the small lab world, cached; {d['wall_s']:.0f} s on {rec['cores']} cores, {d['loop_s']:.0f} s "
         f"of it the loop; recorded on a {rec['machine']['cpu']}, the figures vary by CPU within the lab's "
         "calibration bands):",

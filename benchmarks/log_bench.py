@@ -143,9 +143,9 @@ def _hwm() -> int:
 
 def child(mode: str, path: str) -> None:
     """One streamed run (in its own process, pinned to one core): lines/s and peak RSS growth."""
-    from workbench.sglang.logparse import iter_scans, stream_json_lines
-
     import numpy  # noqa: F401 - the parser's columns import it; a fixed cost, not the log's
+
+    from workbench.sglang.logparse import iter_scans, stream_json_lines
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})

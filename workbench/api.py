@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, BinaryIO, Iterator, Optional, Sequence
 
 from workbench.confirm import Plan
+from workbench.draftconfig.schema import MAX_CONTEXT, MAX_LAYERS
 from workbench.errors import ConfirmationRequired, InputError, WorkbenchError
 from workbench.facade.base import WorkbenchBase
 from workbench.facade.configs import ConfigsAPI
@@ -25,11 +26,9 @@ from workbench.facade.live import LiveAPI
 from workbench.facade.predict import PredictAPI
 from workbench.facade.servers import ServersAPI
 from workbench.facade.timeline import TimelineAPI
+from workbench.sglang.profiles import GRACE, TIMEOUT
 from workbench.sglang.registry import STAGES as SERVER_STAGES
 from workbench.sglang.registry import ServerState
-
-from workbench.draftconfig.schema import MAX_CONTEXT, MAX_LAYERS
-from workbench.sglang.profiles import GRACE, TIMEOUT
 from workbench.workspace import default_root, load_keymap
 
 __all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired",

@@ -422,7 +422,7 @@ class EngineRule:
         seen: set[int] = set()
         captured: list[tuple[int, Point]] = []
         missing = 0
-        for idx, p, prob in yields:
+        for idx, p, _prob in yields:
             if p is None:
                 missing += 1
             elif idx in seen:
@@ -436,7 +436,7 @@ class EngineRule:
         if not default_used and [i for i in indices] != sorted(indices):
             notes.append(f"ids not ascending: {self.engine} concatenates in layer order "
                          f"{[str(p) for _, p in captured]}")
-        for idx, p, prob in yields:
+        for _idx, _p, prob in yields:
             if prob and not fatal:
                 notes.append(prob)
         if missing and not fatal:

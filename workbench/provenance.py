@@ -158,7 +158,7 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict:
         ns: dict = {"List": list, "Any": object, "Optional": object}
         exec(compile(ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[])), n, "exec"), ns)
 
-        def run(ids):
+        def run(ids, ns=ns, fn=fn):
             cfg = SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layer_ids=None))
             draft = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}} if ids is not None else {}
             return ns[fn.name](cfg, draft, SimpleNamespace(num_hidden_layers=61))

@@ -4,7 +4,6 @@ writers' locks and temp files. One lock discipline for local files, LocalHost an
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import os
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.configs import writers
-from workbench.configs import ConfigStore, ConflictError, LocalFiles, sha256
+from workbench.configs import ConflictError, LocalFiles, sha256
 from workbench.hosts import casfile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,10 +6,9 @@ import zipfile
 
 import pytest
 
-from workbench.doctor import run_static
-from workbench.doctor import sglang_loaders
-from workbench.engine import vllm_rules
 from workbench import provenance
+from workbench.doctor import run_static, sglang_loaders
+from workbench.engine import vllm_rules
 
 
 @pytest.mark.parametrize("version", ["0.9.2", "0.33.0"])

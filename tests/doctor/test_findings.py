@@ -4,8 +4,8 @@ import json
 import struct
 
 import pytest
-from tests.fixtures.drafts import KIMI_BROKEN, KIMI_DRAFT, KIMI_TARGET, LLAMA_DRAFT, LLAMA_TARGET, tiny_tensors
 
+from tests.fixtures.drafts import KIMI_BROKEN, KIMI_DRAFT, KIMI_TARGET, LLAMA_DRAFT, LLAMA_TARGET, tiny_tensors
 from workbench.doctor import run_static
 from workbench.errors import InputError
 

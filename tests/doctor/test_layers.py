@@ -1,11 +1,22 @@
 """Points, conventions and engine rules against the reference's worked examples."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from workbench.errors import InputError
-from workbench.layers import (EMBED, FINAL_POSTNORM, FINAL_PRENORM, Point, convert, default_ids,
-                              from_points, parse_points, rule_for, to_points)
+from workbench.layers import (
+    EMBED,
+    FINAL_POSTNORM,
+    FINAL_PRENORM,
+    Point,
+    convert,
+    default_ids,
+    from_points,
+    parse_points,
+    rule_for,
+    to_points,
+)
 
 KIMI = "DeepseekV3ForCausalLM"
 

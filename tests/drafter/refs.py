@@ -124,11 +124,10 @@ def speculators_drafter(tmp: Path, seed: int = 0, model_type: str = "qwen3", lay
                         num_layers: int = 1, std: float = 0.3, **flags):
     """A speculators ``Eagle3DraftModel`` with random weights and the target's lm_head[t2d] as
     ``verifier_lm_head``, saved by its save_pretrained."""
-    from transformers import LlamaConfig, Qwen3Config
-
     from speculators.config import SpeculatorsConfig, VerifierConfig
     from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
     from speculators.proposals.greedy import GreedyTokenProposalConfig
+    from transformers import LlamaConfig, Qwen3Config
 
     cls = {"qwen3": Qwen3Config, "llama": LlamaConfig}[model_type]
     kw = dict(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV, head_dim=HD,
@@ -159,7 +158,7 @@ def speculators_run(model, aux, ids, last, loss_mask, K, target_lm, target_norm)
     """speculators' ``shift_batch`` + ``Eagle3DraftModel.forward`` with its loss and metrics.
     ``aux [L, n*H]``, ``ids [L]``, ``last [L, H]`` (the verifier's pre-norm last state).
     Returns (per-step logits over speculators' positions, metrics dict)."""
-    from speculators.losses import resolve_loss_config   # the fused (default) losses need Triton
+    from speculators.losses import resolve_loss_config  # the fused (default) losses need Triton
     from speculators.models.eagle3 import shift_batch
 
     with torch.no_grad():
@@ -293,9 +292,8 @@ def run_speculators(out: Path, case: dict) -> None:
         aux[:, -H:] = last
     if case.get("fp8"):
         # hs_connectors' FP8 connector format; the reference reads it back through hs_connectors
-        from safetensors.torch import save_file
-
         from hs_connectors.fp8_utils import SCALES_KEY, dequantize_fp8_tensor, quantize_tensor_to_fp8
+        from safetensors.torch import save_file
 
         stacked = torch.cat([aux.view(L, n_aux, H), last[:, None]], dim=1)
         q, sc = quantize_tensor_to_fp8(stacked)
@@ -315,9 +313,8 @@ def main(argv) -> int:
     which, out, cases = argv[0], Path(argv[1]), json.loads(Path(argv[2]).read_text())
     out.mkdir(parents=True, exist_ok=True)
     if which == "specforge":
-        import torch.utils.flop_counter  # noqa: F401  (torch inspects triton once; before the stub)
-
         import specforge.modeling.draft.llama3_eagle  # noqa: F401
+        import torch.utils.flop_counter  # noqa: F401  (torch inspects triton once; before the stub)
         _triton_stub()
         with eager():
             _specforge_loss_on_cpu()

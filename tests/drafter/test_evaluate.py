@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from tests.fixtures.tiny_llama import TRAIN_IDS
 from workbench.drafter.evaluate import Counts, evaluate
 from workbench.errors import InputError
 

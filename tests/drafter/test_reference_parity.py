@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -229,9 +228,9 @@ def test_speculators_fp8_checkpoint_through_cli(speculators_runs, cli):
 
 
 def test_fp8_reader_applies_the_scales_as_hs_connectors_does(speculators_runs):
+    from hs_connectors.fp8_utils import SCALES_KEY, dequantize_fp8_tensor
     from safetensors.torch import load_file
 
-    from hs_connectors.fp8_utils import SCALES_KEY, dequantize_fp8_tensor
     from workbench.hidden.speculators import read_speculators
 
     f = speculators_runs / "fp8_file" / "data" / "hs_0.safetensors"

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from workbench.errors import InputError
-from workbench.numbers import NON_NEGATIVE, POSITIVE, PORT, Range, integer, number
+from workbench.numbers import NON_NEGATIVE, PORT, POSITIVE, Range, integer, number
 
 
 @pytest.mark.parametrize("bad", ["nan", "inf", "-inf", "1e400", float("nan"), math.inf, True, None, "x", "9" * 80])

@@ -1,6 +1,5 @@
 """The TUI shell: screen discovery, bindings with ids, keymap, help, palette, confirm modal, notices."""
 
-import pytest
 from textual.widgets import DataTable
 
 from tests.fixtures.tui import settle

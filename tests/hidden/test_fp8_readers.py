@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hs_connectors.fp8_utils import SCALES_KEY, dequantize_fp8_tensor, quantize_tensor_to_fp8
 from safetensors.torch import save_file
 
-from hs_connectors.fp8_utils import SCALES_KEY, dequantize_fp8_tensor, quantize_tensor_to_fp8
 from workbench.errors import InputError
 from workbench.hidden import FINAL, open_capture
 

@@ -12,7 +12,7 @@ import torch
 from tests.fixtures.capture_files import PROMPT
 from tests.fixtures.tiny_llama import N_LAYERS, SEQ_LEN, TRAIN_IDS
 from workbench.errors import InputError
-from workbench.hidden import FINAL, LOGITS, SLOT, detect_format, open_capture
+from workbench.hidden import FINAL, LOGITS, detect_format, open_capture
 
 
 def test_specforge_slots_tokens_and_teacher(capture_files, tiny_world):

@@ -12,8 +12,7 @@ import urllib.request
 
 import pytest
 
-from workbench.hosts import (CasConflict, ChangedHostKey, HostError, HostTimeout, UnknownHostKey,
-                             make_host)
+from workbench.hosts import CasConflict, ChangedHostKey, HostError, HostTimeout, UnknownHostKey, make_host
 from workbench.hosts.base import sha256
 from workbench.hosts.local import LocalHost
 

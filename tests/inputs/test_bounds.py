@@ -68,7 +68,7 @@ def test_preview_doctor_refuses_a_hostile_config_text(tiny):
     d, _ = tiny()
     for text in ('{"a": ' + "[" * 100000 + "]" * 100000 + "}", '{"hidden_size": NaN}', "[1]"):
         with pytest.raises(InputError) as err:
-            _bounded(lambda: static(str(d), config_text=text))
+            _bounded(lambda text=text: static(str(d), config_text=text))
         assert "config.json" in str(err.value) and "\n" not in str(err.value)
 
 

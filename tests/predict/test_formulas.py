@@ -1,6 +1,5 @@
 """The predictor's formulas against hand-computed values and SGLang's rules."""
 
-import math
 
 import numpy as np
 import pytest

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -233,7 +232,7 @@ def test_follow_survives_a_connection_drop(server_ws, sshd, tmp_path):
     t = threading.Thread(target=writer)
     t.start()
     for offset, data in wb.server_follow(sid, poll=0.05,
-                                         stop=lambda: done.is_set() and len(got) == log.stat().st_size):
+                                         stop=lambda: done.is_set() and len(got) == log.stat().st_size):  # noqa: B023 (read as it grows)
         assert offset == len(got)
         got += data
         if not restarted and len(got) > 4000:

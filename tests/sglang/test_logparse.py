@@ -7,8 +7,7 @@ import random
 
 import pytest
 
-from workbench.sglang.logparse import (FAILURE_CLASSES, LogParser, classify, failure_class,
-                                       parse_server_args, parse_text)
+from workbench.sglang.logparse import FAILURE_CLASSES, LogParser, classify, failure_class, parse_server_args, parse_text
 
 DECODE_049 = ("[2025-07-10 08:15:42 TP0] Decode batch. #running-req: 8, #token: 10536, token usage: 0.05, "
               "accept len: 3.12, cuda graph: True, gen throughput (token/s): 1234.56, #queue-req: 0")

@@ -57,9 +57,9 @@ def test_launch_servers_logs_widgets(local_wb):
 
 
 def test_launch_widget_shows_problems_and_refuses(local_wb, workspace):
-    from workbench.notebook import LaunchWidget
-
     import tomllib
+
+    from workbench.notebook import LaunchWidget
 
     data = tomllib.loads((workspace / "workbench.toml").read_text())
     data["profiles"]["bad"] = {"extends": "demo", "speculative": {"num_draft_tokens": 9}}

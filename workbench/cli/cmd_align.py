@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_json, emit, int_flag
 from workbench.api import MAX_LAYERS
+from workbench.cli.common import add_json, emit, int_flag
 
 
 def register(sub) -> None:

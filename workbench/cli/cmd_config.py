@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from workbench.cli.common import add_json, confirm_or_yes, emit
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.api import MAX_CONTEXT, MAX_LAYERS
 from workbench.cli.common import MAX_ID, add_json, emit, int_flag
 from workbench.display import evidence_label
-from workbench.api import MAX_CONTEXT, MAX_LAYERS
 from workbench.parsing import parse_ids
 
 

@@ -21,8 +21,8 @@ def register(sub) -> None:
 def cmd_parse(args: argparse.Namespace, ctx) -> int:
     import sys
 
-    from workbench.errors import InputError
     from workbench.api import parse_log, parse_log_json
+    from workbench.errors import InputError
 
     if args.file == "-":
         source = sys.stdin.buffer

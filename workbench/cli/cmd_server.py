@@ -99,8 +99,8 @@ def _env(text: str) -> dict:
 def _launch(args, ctx):
     wb = ctx.wb
     if args.timeout is not None:        # refused before anything starts (nan/inf would wait for ever)
-        from workbench.numbers import number
         from workbench.api import TIMEOUT
+        from workbench.numbers import number
 
         number(args.timeout, "--timeout", TIMEOUT)
     preview = wb.launch_preview(args.profile, args.sglang_version)

@@ -27,7 +27,6 @@ from typing import Any, Optional
 
 from workbench.configs.access import ConflictError, FileAccess, access_for, parse_location, sha256
 from workbench.configs.jsonedit import apply_edits, get_key
-from workbench.hosts import casfile
 from workbench.errors import InputError, WorkbenchError
 from workbench.hosts import casfile
 from workbench.journal import Journal

@@ -167,7 +167,6 @@ class _Checker:
                 self.skip("target supports EAGLE-3 capture", "--target-config FILE", "the target's architecture")
             return
         from workbench.doctor.sglang_loaders import registry
-
         from workbench.layers import version_text
 
         ver = version_text(self.rule.version) if self.rule.version else None

@@ -49,10 +49,9 @@ def _pick(names, suffix: str, exclude=("mtp", "vision", "visual", "draft")) -> O
 
 def tensor_files(root: Path) -> dict[str, Path]:
     """name -> file, from the shard index or by reading the headers of the safetensors files."""
-    from workbench.hidden.st_io import SafetensorsFile
-
     from workbench import strictjson
     from workbench.draftconfig.reader import shard_name_problem
+    from workbench.hidden.st_io import SafetensorsFile
 
     idx = root / INDEX
     if idx.exists():

@@ -20,8 +20,8 @@ GENERATOR = "workbench.engine.extract v1"
 
 def build(versions, out: Path = TABLE, log=sys.stderr) -> dict:
     from workbench.engine.extract import extract
-    from workbench.engine.wheels import unpacked
     from workbench.engine.version import Version
+    from workbench.engine.wheels import unpacked
 
     data = {"generator": GENERATOR, "releases": {}}
     if out.is_file():

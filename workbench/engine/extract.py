@@ -548,8 +548,8 @@ def _chase(src, rel, param):
     """Index 0 of an in-layer capture: the input stage that handles the first layer's missing residual."""
     layer_fns = [(f, n) for f, n in _functions_with_param(src, [rel], param) if any(True for _ in _forwarded(n, param))]
     layer_files = _layer_files(src)
-    for f, fn in layer_fns:
-        for callee, kw, line in _forwarded(fn, param):
+    for _f, fn in layer_fns:
+        for callee, kw, _line in _forwarded(fn, param):
             if "prepare" not in callee:
                 continue
             for cf, cfn in _functions_with_param(src, layer_files + [rel], kw, callee, kwargs_ok=True):
@@ -605,7 +605,7 @@ def _chase_norm_capture(src, callee, param):
     for f, fn in _functions_with_param(src, files, param, callee):
         todo = [(f, fn)]
         names = {callee}
-        for fn_f, fn_n in list(todo):
+        for _fn_f, fn_n in list(todo):
             for c in ast.walk(fn_n):
                 if isinstance(c, ast.Call):
                     nm = c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")

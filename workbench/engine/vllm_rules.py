@@ -295,7 +295,7 @@ def _arch_map(s: Source, ev: _Ev) -> dict:
             expr = ast.Expression(body=comp)
             code = compile(ast.fix_missing_locations(expr), "<vllm eagle.py>", "eval")
 
-            def mapped(arch: str) -> str:
+            def mapped(arch: str, code=code) -> str:
                 me = SimpleNamespace(model=SimpleNamespace(architectures=[arch]))
                 return eval(code, {"self": me, "model": me.model})[0]  # noqa: S307 - the engine's own expression
             try:

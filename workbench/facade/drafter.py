@@ -15,9 +15,9 @@ class DrafterAPI(WorkbenchBase):
     def drafter_check(self, draft: str) -> "WeightReport":
         """Strict weight check of a draft checkpoint: missing, unexpected (SGLang would silently drop
         them) and mis-shaped tensors against what its config.json implies. Returns a WeightReport."""
-        from workbench.drafter.checkpoint import check_weights, read_config, read_tensors
-
         from pathlib import Path
+
+        from workbench.drafter.checkpoint import check_weights, read_config, read_tensors
 
         config = read_config(draft)
         source = Path(draft) / "config.json" if Path(draft).is_dir() else Path(draft)

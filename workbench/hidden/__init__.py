@@ -24,7 +24,7 @@ __all__ = ["open_capture", "detect_format", "Capture", "HiddenTensor", "FORMATS"
 
 
 def detect_format(path) -> str:
-    from workbench.hidden import sglang_dump, sglang_payload, specforge, speculators
+    from workbench.hidden import sglang_dump, specforge, speculators
 
     p = Path(path)
     if not p.exists():

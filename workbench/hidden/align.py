@@ -52,8 +52,7 @@ import numpy as np
 import torch
 
 from workbench.errors import InputError
-from workbench.hidden.results import (AMBIGUOUS, MATCH, NO_MATCH, AlignResult, NonFinite, SlotBest,
-                                      Thresholds)
+from workbench.hidden.results import AMBIGUOUS, MATCH, NO_MATCH, AlignResult, NonFinite, SlotBest, Thresholds
 from workbench.hidden.tokens import align_tokens
 from workbench.hidden.view import FINAL, LOGITS, Capture, HiddenTensor
 from workbench.progress import Progress, noop

@@ -62,7 +62,6 @@ class NpzFile:
 
     def load(self, name: str):
         """torch tensor of one member, memory-mapped when stored; bf16 bits preserved."""
-        import torch
 
         m = self.members.get(name)
         if m is None:

@@ -8,7 +8,6 @@ other points, the doctor's ``layer-ids-engine-mismatch`` finding carries the con
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Optional
 

@@ -21,8 +21,7 @@ import numpy as np
 from workbench.draftconfig.schema import MAX_AUX, MAX_VOCAB
 from workbench.errors import InputError
 from workbench.hidden.pt_io import load_pt
-from workbench.hidden.view import (FINAL, LOGITS, SLOT, Capture, HiddenTensor, as_int_array, dtype_name,
-                                   indexed_files)
+from workbench.hidden.view import FINAL, LOGITS, SLOT, Capture, HiddenTensor, as_int_array, dtype_name, indexed_files
 from workbench.numbers import Range, integer
 
 REQUIRED = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")

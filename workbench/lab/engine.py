@@ -23,7 +23,6 @@ API: ``LabEngine(target_dir, draft_dir=None, dtype=..., engine=..., arch=None, n
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from dataclasses import dataclass, field

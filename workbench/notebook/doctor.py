@@ -16,10 +16,10 @@ from typing import Optional
 
 import ipywidgets as w
 
+from workbench.api import engine_choices
 from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
-from workbench.api import engine_choices
 
 ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
 

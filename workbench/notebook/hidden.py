@@ -17,10 +17,10 @@ from typing import Optional
 
 import ipywidgets as w
 
+from workbench.api import engine_choices
 from workbench.display import fmt_rel as fmt
 from workbench.display import heat_colour
 from workbench.errors import InputError, WorkbenchError
-from workbench.api import engine_choices
 from workbench.notebook._arm import ArmButton
 
 ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
@@ -77,7 +77,7 @@ def recommendation_html(r) -> str:
         out.append(f"<span style='color:{colour};font-weight:bold'>{f.severity} {f.code}</span>: "
                    f"{html.escape(f.message)}")
     if rec.differs is False:
-        out.append(f"<span style='color:#2e7d32'>the draft's config already captures these points</span>")
+        out.append("<span style='color:#2e7d32'>the draft's config already captures these points</span>")
     return "<br>".join(out)
 
 

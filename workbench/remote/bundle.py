@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import re
 import io
+import re
 import tarfile
 from dataclasses import dataclass
 from functools import lru_cache

@@ -22,7 +22,6 @@ import heapq
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from bisect import bisect_right
 from itertools import accumulate, chain, compress, repeat
 from operator import itemgetter, not_
 from typing import Any, Iterable, Iterator, Optional

@@ -148,8 +148,8 @@ class WorkbenchApp(App):
     # -- keymap ---------------------------------------------------------------------------------
     def load_keymap(self) -> None:
         """User remapping: ``keymap.toml`` in the workspace maps binding ids to keys."""
-        from workbench.tui.keymap import check_keymap
         from workbench.api import load_keymap
+        from workbench.tui.keymap import check_keymap
 
         path = self.workspace_root / KEYMAP_FILE
         if not path.exists():
@@ -189,7 +189,6 @@ class WorkbenchApp(App):
     def report(self, exc: BaseException, *, what: str = "") -> None:
         """Turn an exception from the core into one notification line (never a traceback)."""
         from workbench.errors import WorkbenchError
-
         from workbench.tui.base import WorkbenchScreen
 
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

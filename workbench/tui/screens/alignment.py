@@ -18,10 +18,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
+from workbench.api import engine_choices
 from workbench.display import fmt_rel as fmt
 from workbench.display import heat_colour, text_on
 from workbench.errors import WorkbenchError
-from workbench.api import engine_choices
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import VerdictTable

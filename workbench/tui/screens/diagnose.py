@@ -9,11 +9,9 @@ before and after side by side). With ``guided=True`` (the demo) a bar names the 
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll

@@ -13,11 +13,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, Select, Static
 
+from workbench.api import engine_choices
 from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
-from workbench.api import engine_choices
 from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
 from workbench.tui.workers import background
 

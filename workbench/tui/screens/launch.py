@@ -8,14 +8,13 @@ from typing import Optional
 
 from textual import on
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Label, Select, Static
 
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import FindingItem, FindingsView
 from workbench.tui.workers import background
-
 
 
 class LaunchScreen(WorkbenchScreen):

@@ -13,10 +13,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label, Static
 
+from workbench.display import sparkline
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
-from workbench.display import sparkline
 from workbench.tui.workers import background
 
 STATE_STYLE = {"ready": "bold green", "starting": "yellow", "failing": "bold red", "failed": "bold red",
