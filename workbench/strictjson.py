@@ -48,7 +48,11 @@ def field_path(parts) -> str:
     """("meta_info", "hidden_states", 0, 3) -> "meta_info.hidden_states[0][3]"."""
     out = ""
     for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        if not isinstance(p, int):
+            p = str(p)
+            if not p or not p.isprintable() or "." in p:
+                p = repr(p)         # a key with a newline, a dot or nothing in it stays one readable token
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
     return out
 
 

@@ -165,7 +165,8 @@ def _has(wb, table: str) -> bool:
 def test_config_set_writes_standard_json_only(wb, cfg_file):
     from workbench import strictjson
 
-    wb.config_set(str(cfg_file), {"eagle_config.eagle_aux_hidden_state_layer_ids.0": 2, "rope_theta": 500000.0})
+    wb.config_set(str(cfg_file), {"eagle_config.eagle_aux_hidden_state_layer_ids.0": 2, "rope_theta": 500000.0},
+                  add=True)
     doc = strictjson.loads(cfg_file.read_bytes(), "config.json")
     assert doc["eagle_config"]["eagle_aux_hidden_state_layer_ids"][0] == 2
     wb.config_set(str(cfg_file), {"hidden_size": "16"}, force=True)     # force writes a wrong type...

@@ -21,11 +21,13 @@ def test_bundle_is_the_core_only_and_deterministic():
     assert {"workbench.remote.runner", "workbench.remote.jobs", "workbench.hidden.align",
             "workbench.drafter.evaluate", "workbench.layers"} <= set(mods)
     assert not [m for m in mods for e in EXCLUDED if (m == e or m.startswith(e + ".")) and m not in ALLOWED]
-    # the code stays small; the engine and doctor tables the jobs read on the host travel with it
-    import gzip
+    # the code stays small, compressed as it ships (xz); the engine and doctor tables the jobs read on
+    # the host travel with it
+    import lzma
 
-    code = gzip.compress(b"".join(data for rel, data in b.files if rel.endswith(".py")), 9)
-    data = gzip.compress(b"".join(data for rel, data in b.files if not rel.endswith(".py")), 9)
+    code = lzma.compress(b"".join(data for rel, data in b.files if rel.endswith(".py")), preset=9)
+    data = lzma.compress(b"".join(data for rel, data in b.files if not rel.endswith(".py")), preset=9)
+    assert b.tarball("gz") == b.tarball("gz")
     assert len(code) < 150_000 and len(data) < 100_000
     assert {"workbench/engine/vllm_table.json", "workbench/doctor/config_keys.json"} <= set(b.data_files())
 
@@ -107,3 +109,32 @@ def test_a_new_version_gets_its_own_folder(ssh_host, tmp_path, monkeypatch):
     names = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert names == sorted([old.name, changed.name])
     assert (tmp_path / "cache" / changed.name / "workbench" / "remote" / "zz_marker.py").exists()
+
+
+def test_a_host_python_without_lzma_gets_the_gzip_copy(tmp_path):
+    """The installer refuses the xz bundle with its own marker on a python built without lzma (the
+    near side then resends it gzip'd), and installs the gzip'd one there."""
+    import subprocess
+    import sys
+
+    from workbench.remote.near import INSTALL
+
+    nolzma = tmp_path / "nolzma"
+    nolzma.mkdir()
+    (nolzma / "lzma.py").write_text("raise ImportError('built without lzma')\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(nolzma)}
+    b = current()
+    root = tmp_path / "root"
+    root.mkdir()
+    for fmt in ("xz", "gz"):
+        tar = tmp_path / f"b.tar.{fmt}"
+        tar.write_bytes(b.tarball(fmt))
+        r = subprocess.run([sys.executable, "-B", "-c", INSTALL, str(root), b.name, str(tar), b.digest],
+                           capture_output=True, text=True, env=env, timeout=60)
+        if fmt == "xz":
+            assert r.returncode == 3 and json.loads(r.stdout) == {"installed": False, "no_lzma": True}
+            assert not (root / b.name).exists()
+        else:
+            assert r.returncode == 0, r.stderr
+            assert json.loads(r.stdout) == {"installed": True}
+            assert (root / b.name / "workbench" / "remote" / "jobs.py").is_file()

@@ -36,15 +36,16 @@ def test_profile_seconds_in_range_are_kept():
 
 
 def test_profile_seconds_from_toml(workspace):
-    """``stop_grace = inf`` and ``ready_timeout = nan`` are valid TOML: the profile refuses them."""
+    """``stop_grace = inf`` and ``ready_timeout = nan`` are valid TOML: the workspace refuses them, in one
+    line naming the profile and the key, when workbench.toml is read (or the profile itself, if it is not)."""
     from workbench.api import Workbench
 
-    (workspace / "workbench.toml").write_text('[profiles.a]\nmodel = "/m"\nstop_grace = inf\n'
-                                              '[profiles.b]\nmodel = "/m"\nready_timeout = nan\n')
-    with Workbench.open(workspace) as wb:
-        for name, key in (("a", "stop_grace"), ("b", "ready_timeout")):
-            with pytest.raises(InputError, match=rf"\[profiles\.{name}\]\.{key}.*not finite"):
+    for name, key, value in (("a", "stop_grace", "inf"), ("b", "ready_timeout", "nan")):
+        (workspace / "workbench.toml").write_text(f'[profiles.{name}]\nmodel = "/m"\n{key} = {value}\n')
+        with pytest.raises(InputError, match=rf"profiles\.{name}\]?\.{key}.*not finite") as err:
+            with Workbench.open(workspace) as wb:
                 wb.profile(name)
+        assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("arg", ["--json-model-override-args=-x", "--x=-1", "--chat-template=--weird", "--a=b=c"])
@@ -85,6 +86,7 @@ def test_a_nul_byte_in_a_local_launch_arg_is_refused_and_nothing_is_left_launchi
                   "log": {"log": str(workspace / "logs" / "n\0ul.log")},
                   "run_dir": {"run_dir": str(workspace) + "/\0"}}[where])
     write_toml(workspace / "workbench.toml", {"profiles": {"nul": table}})
+    (workspace / "m").mkdir()           # the model folder is there: the NUL byte is the only fault
     with Workbench.open(workspace) as wb:
         with pytest.raises(InputError, match="NUL byte"):
             wb.lifecycle.launch("nul", wb.lifecycle.preview("nul"))

@@ -23,15 +23,20 @@ def register(sub) -> None:
     c.add_argument("--ids", metavar="LIST", help="the draft config's eagle_aux_hidden_state_layer_ids "
                                                   "(omitted: the config has none)")
     c.add_argument("--disable-cuda-graph", action="store_true", help="the server runs without CUDA graphs")
-    c.add_argument("--source", choices=("auto", "table", "wheel"), default="auto")
+    c.add_argument("--host", metavar="NAME", help="ask this host's own SGLang first (a host of workbench.toml)")
+    c.add_argument("--source", choices=("auto", "host", "table", "wheel"), default="auto",
+                   help="where the rule comes from: the host's SGLang, the generated table, the release's wheel "
+                        "(downloaded, cached), or auto (the host when given and it runs that release, else "
+                        "the table, else the wheel)")
     add_json(c)
     # "--ids -1,2,30": a value starting with a negative id is a value, not an option
     c._negative_number_matcher = re.compile(r"^-\d[\d,\s-]*$")
     c._has_negative_number_optionals = []
     c.set_defaults(func=run_capture)
     r = g.add_parser("rules", help="every EAGLE-3 rule of a release")
-    r.add_argument("--engine", required=True, metavar="SPEC")
-    r.add_argument("--source", choices=("auto", "table", "wheel"), default="auto")
+    r.add_argument("--engine", required=True, metavar="SPEC", help="sglang==X.Y.Z (or sglang: the newest)")
+    r.add_argument("--source", choices=("auto", "table", "wheel"), default="auto",
+                   help="the generated table, the release's wheel, or auto")
     add_json(r)
     r.set_defaults(func=run_rules)
 
@@ -54,7 +59,7 @@ def _ids(text):
 
 def run_capture(args, ctx) -> int:
     res = ctx.wb.engine_capture(args.engine, target_config=args.target_config, ids=_ids(args.ids),
-                                cuda_graph=not args.disable_cuda_graph, source=args.source)
+                                cuda_graph=not args.disable_cuda_graph, source=args.source, host=args.host)
     emit(res, args.json, capture_text)
     return 0
 

@@ -50,14 +50,18 @@ class Bundle:
     def data_files(self) -> list[str]:
         return [p for p, _ in self.files if not p.endswith(".py")]
 
-    def tarball(self) -> bytes:
-        """A gzip'd tar with fixed metadata: the same code gives the same bytes."""
+    def tarball(self, fmt: str = "xz") -> bytes:
+        """A compressed tar with fixed metadata: the same code gives the same bytes. ``xz`` by default
+        (a fifth smaller than gzip on source text: the bundle is most of what a first job moves);
+        ``gz`` for a host python built without lzma."""
         import gzip
+        import lzma
 
         buf = io.BytesIO()
-        # the gzip header's mtime fixed too (tarfile's "w:gz" stamps the current time)
-        with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w") as tar:
+        # the compressor's header carries no time (tarfile's "w:gz" would stamp the current one)
+        comp = (lzma.LZMAFile(buf, "wb", preset=9 | lzma.PRESET_EXTREME) if fmt == "xz"
+                else gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0))
+        with comp as out, tarfile.open(fileobj=out, mode="w") as tar:
             for rel, data in self.files:
                 info = tarfile.TarInfo(rel)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0

@@ -46,7 +46,15 @@ try:
         print(json.dumps({"installed": False}))
         sys.exit(0)
     tmp = tempfile.mkdtemp(prefix="." + name + ".", dir=root)
-    with tarfile.open(tarpath, "r:gz") as tar:
+    with open(tarpath, "rb") as fh:
+        xz = fh.read(6) == b"\xfd7zXZ\x00"
+    if xz:
+        try:
+            import lzma  # noqa: F401
+        except ImportError:         # a python built without lzma: the bundle is resent gzip'd
+            print(json.dumps({"installed": False, "no_lzma": True}))
+            sys.exit(3)
+    with tarfile.open(tarpath, "r:*") as tar:
         members = tar.getmembers()
         for m in members:
             if not m.isfile() or m.name.startswith("/") or ".." in m.name.split("/"):
@@ -185,12 +193,15 @@ class NearCompute:
         return res
 
     def _ship(self, bundle, root: str, tr: Transfer) -> None:
-        data = bundle.tarball()
-        tarpath = f"{root}/.{bundle.name}.{secrets.token_hex(4)}.tar.gz"
-        self.host.write_bytes(tarpath, data, mode=0o600)
-        tr.shipped_bytes += len(data)
-        argv = [self.python, "-B", "-c", INSTALL, root, bundle.name, tarpath, bundle.digest]
-        res = self._exec(argv, b"", 120, tr)
+        for fmt in ("xz", "gz"):
+            data = bundle.tarball(fmt)
+            tarpath = f"{root}/.{bundle.name}.{secrets.token_hex(4)}.tar.{fmt}"
+            self.host.write_bytes(tarpath, data, mode=0o600)
+            tr.shipped_bytes += len(data)
+            argv = [self.python, "-B", "-c", INSTALL, root, bundle.name, tarpath, bundle.digest]
+            res = self._exec(argv, b"", 120, tr)
+            if not (res.rc == 3 and '"no_lzma": true' in res.out):
+                break                   # a host python without lzma takes the gzip'd copy
         if res.rc != 0:
             raise RemoteJobError(f"host {self.host.name}: installing the job bundle in {root} failed: "
                                  f"{(res.err.strip() or res.out.strip())[-300:]}")
