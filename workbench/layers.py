@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import total_ordering
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, cast
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -201,16 +201,17 @@ def id_for(point: "Point | str", convention: str, num_layers: int) -> Optional[i
     if p.kind == "final-postnorm":
         return n if conv == "hf-index" else None
     p = p.canonical(n)
-    if p.kind == "out" and p.layer > n - 1:
+    layer = cast(int, p.layer)      # read only for "out", the one kind left (but "embed") that has a layer
+    if p.kind == "out" and layer > n - 1:
         return None
     if conv == "output-of-layer":
-        return -1 if p.kind == "embed" else p.layer
+        return -1 if p.kind == "embed" else layer
     if conv == "capture-before":
-        return 0 if p.kind == "embed" else p.layer + 1
+        return 0 if p.kind == "embed" else layer + 1
     # hf-index: hs[N] is post-norm, so the pre-norm final stream has no index
     if p.kind == "embed":
         return 0
-    return p.layer + 1 if p.layer <= n - 2 else None
+    return layer + 1 if layer <= n - 2 else None
 
 
 def from_points(points: Sequence["Point | str"], convention: str, num_layers: int) -> list[int]:
@@ -375,7 +376,7 @@ class EngineRule:
             fatal = (f"{self.name} has no EAGLE-3 capture for {self.family} targets "
                      "(DeepSeek/Kimi support starts at sglang 0.5.4.post2)" if self.family == "deepseek_v2"
                      else f"{self.name} has no EAGLE-3 capture for {self.family} targets")
-        if default_used:
+        if ids is None:
             indices = self.default_indices(n)
             notes.append(f"no layer ids in the config: {self.engine} default capture-before {indices}")
             id_list: list[int] = []

@@ -22,7 +22,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -220,6 +220,7 @@ def regenerate(args: list[str], out: Path = TABLE) -> dict:
                 raise SystemExit(f"{a}: give a trainer name ({', '.join(TRAINERS)}) before its versions")
             whl, err = _download(name, a, Path(tmp))
             if whl is None:
+                facts: dict[str, Any]
                 facts = {"sglang": None, "reason": f"{name}=={a} has {err}: its SGLang pin is not published "
                                                    "in a readable form", "evidence": []}
             else:

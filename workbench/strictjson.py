@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from workbench.errors import InputError
 from workbench.numbers import MAX_INT_DIGITS
@@ -82,6 +82,7 @@ def check(doc: Any, where: str, *, as_field: bool = False) -> None:
         node, path = stack.pop()
         if len(path) > MAX_DEPTH:
             raise InputError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels (at {field_path(path[:8])}...)")
+        items: Iterable[tuple[Any, Any]]
         if isinstance(node, dict):
             items = node.items()
         elif isinstance(node, list):

@@ -11,8 +11,9 @@ runs the same story scripted and prints before/after; ``--json`` prints
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-STORY = {"acc": [0.75], "steps": 5, "topk": 1, "draft_tokens": 6, "observed_accept_length": 1.12}
+STORY: dict[str, Any] = {"acc": [0.75], "steps": 5, "topk": 1, "draft_tokens": 6, "observed_accept_length": 1.12}
 
 
 def register(sub) -> None:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from workbench.cli.common import add_json, emit, float_flag, int_flag, parse_floats, parse_ints, parse_pairs
 from workbench.errors import InputError
@@ -77,7 +78,7 @@ def _rates_kw(args) -> dict:
     if not given:
         raise InputError("rates: give one of --acc, --conditional, --marginal, --alpha")
     name, text = given[0]
-    kw = {name: parse_floats(text, f"--{name}")}
+    kw: dict[str, Any] = {name: parse_floats(text, f"--{name}")}
     if args.topk_hits is not None:
         depths = [d for d in args.topk_hits.split("/") if d.strip()]
         kw["topk_hits"] = [parse_floats(d, "--topk-hits") for d in depths] or parse_floats("", "--topk-hits")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, NoReturn, Optional, Union, cast
 
 from workbench import strictjson
 from workbench.errors import InputError
@@ -44,7 +44,7 @@ class _Parser:
         if self.depth > strictjson.MAX_DEPTH:
             self.fail(f"nested deeper than {strictjson.MAX_DEPTH} levels")
 
-    def fail(self, msg: str):
+    def fail(self, msg: str) -> NoReturn:
         line = self.s.count("\n", 0, self.i) + 1
         col = self.i - (self.s.rfind("\n", 0, self.i) + 1) + 1
         raise InputError(f"{self.name}: invalid JSON at line {line} column {col}: {msg}")
@@ -71,7 +71,7 @@ class _Parser:
             self.i += 5
         elif self.s.startswith(("NaN", "Infinity", "-Infinity"), self.i):
             m = re.match(r"-?Infinity|NaN", self.s[self.i:])
-            self.i += m.end()
+            self.i += cast("re.Match[str]", m).end()
         else:
             m = _NUMBER.match(self.s, self.i)
             if not m or m.end() == self.i:
@@ -188,7 +188,7 @@ def _utf8(text: str) -> bool:
 def _line_indent(text: str, pos: int) -> str:
     ls = text.rfind("\n", 0, pos) + 1
     m = re.match(r"[ \t]*", text[ls:])
-    return m.group(0)
+    return cast("re.Match[str]", m).group(0)
 
 
 def _indent_unit(text: str, root: Node) -> Optional[str]:

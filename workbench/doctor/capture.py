@@ -9,7 +9,7 @@ SpecForge-format drafter may have been captured with (speculators-format: vLLM's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, cast
 
 from workbench.errors import InputError
 from workbench.layers import CaptureResult, EngineRule, Point, default_ids, point_str, to_points
@@ -85,7 +85,7 @@ def _s(v, none="-") -> str:
     return none if v is None else str(v)
 
 
-def _trainer_ids(draft, num_layers: int) -> tuple[Optional[list[int]], str]:
+def _trainer_ids(draft, num_layers: int) -> tuple[list[int], str]:
     """The ids a trainer hands its capture engine: SpecForge's eagle_config ids (or its default
     [1, N//2-1, N-4], resolve_eagle_capture_layers), speculators' top-level ids (default [2, N//2, N-3])."""
     if draft.layout == "speculators":
@@ -169,7 +169,7 @@ def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layer
     res = rule.capture(ids, num_layers)
     engine_pts = res.points
     by_index = {c.index: c.id for c in res.by_id}
-    captured_indices = sorted({c.index for c in res.by_id if c.point is not None})
+    captured_indices = sorted({cast(int, c.index) for c in res.by_id if c.point is not None})
     rows = []
     n = num_layers
     slots = max(len(engine_pts), len(trained or []))
@@ -195,7 +195,7 @@ def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layer
             shown = " | ".join(alts) or None
         rows.append(CaptureRow(k, cid, idx, point_str(ep), shown, match))
     match = None if trained is None or not settled else (all(r.match for r in rows) and res.fatal is None)
-    across = {}
+    across: dict[str, list[Optional[str]]] = {}
     for eng in known_engines():
         other = engine_rule(eng, arch)
         o_ids, _ = other.ids_from_config(config)

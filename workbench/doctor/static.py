@@ -9,7 +9,7 @@ finding names the class of evidence it rests on, and a check that lacks an input
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from workbench.doctor.capture import CaptureReport, Reading, build_report, trained_readings
 from workbench.doctor.engines import VllmRule, engine_rule
@@ -244,8 +244,8 @@ class _Checker:
         live = [r for r in self.readings if r.points is not None]
         if not live:
             return None, ""
-        n = self.n
-        keys = {tuple(str(p.canonical(n)) for p in r.points) for r in live}
+        n = cast(int, self.n)                 # readings are made only with a layer count
+        keys = {tuple(str(p.canonical(n)) for p in cast("list[Point]", r.points)) for r in live}
         if len(keys) == 1:
             r = live[0]
             why = {"given": "the given trained layers", "provenance": "the training capture given"}.get(
@@ -336,7 +336,7 @@ class _Checker:
 
     def compare_training(self, res, report, base_ev) -> None:
         """The engine's capture against every reading of the training capture."""
-        n = self.n
+        n = cast(int, self.n)                 # readings are made only with a layer count
         if not self.readings:
             return
         engine_pts = res.points
@@ -354,8 +354,9 @@ class _Checker:
             return
 
         def matches(r: Reading) -> bool:
-            return res.fatal is None and len(engine_pts) == len(r.points) and \
-                all(e is not None and e.same_stream(t, n) for e, t in zip(engine_pts, r.points))
+            pts = cast("list[Point]", r.points)     # only live readings are matched
+            return res.fatal is None and len(engine_pts) == len(pts) and \
+                all(e is not None and e.same_stream(t, n) for e, t in zip(engine_pts, pts))
 
         ok = [r for r in live if matches(r)]
         bad = [r for r in live if not matches(r)]
@@ -377,10 +378,11 @@ class _Checker:
                      "(doctor --server ID --training-data PATH) settles it.",
                      {**ev, "trained_points": None, "shift": None,
                       "settle": ["--trained-engine", "--trained-layers", "doctor --server ID --training-data PATH"],
-                      "ids_if": {r.label: self.rule.ids_for(r.points, n) for r in bad}}, None, "convention")
+                      "ids_if": {r.label: self.rule.ids_for(cast("list[Point]", r.points), n) for r in bad}}, None, "convention")
             return
         r = bad[0]
-        same = all(tuple(map(str, x.points)) == tuple(map(str, r.points)) for x in bad)
+        same = all(tuple(map(str, cast("list[Point]", x.points))) == tuple(map(str, cast("list[Point]", r.points)))
+                   for x in bad)
         shift = _shift(engine_pts, r.points, n) if same else None
         msg = f"{eng} but the drafter was trained on {_fmt(r.points)}" + (f" (a {abs(shift)}-layer shift)" if shift else "")
         if len(bad) > 1:
@@ -396,7 +398,7 @@ class _Checker:
         why = {"given": "the given trained layers", "provenance": "the training capture given"}.get(
             r.basis, "what every known capture of the config's ids yields")
         self.add("layer-ids-engine-mismatch", "error", msg,
-                 {**ev, "trained_points": [str(p) for p in r.points], "shift": shift},
+                 {**ev, "trained_points": [str(p) for p in cast("list[Point]", r.points)], "shift": shift},
                  self.ids_fix(r.points, why) if same else None, cls)
 
     def check_cuda_graph(self, engine_text: str, arch: Optional[str], cuda_graph: bool) -> None:
@@ -422,11 +424,11 @@ class _Checker:
             return [str(Point.parse(p).canonical(n)) if p not in ("missing", "unknown") else p for p in points]
         bad = trained is not None and canon(res.cuda_graph_points) != trained
         self.add("layer-ids-cuda-graph-defaults", "error" if bad else "warning",
-                 f"{res.engine} decodes with CUDA graphs that capture {', '.join(res.cuda_graph_points)} (its "
+                 f"{res.engine} decodes with CUDA graphs that capture {', '.join(cast('list[str]', res.cuda_graph_points))} (its "
                  f"defaults), not the config's {', '.join(res.points)}: its graph runner calls "
                  "set_eagle3_layers_to_capture() without ids before capturing. Prefill and --disable-cuda-graph "
                  "use the config's ids, so a check with CUDA graphs off cannot see this"
-                 + (f"; the drafter was trained on {', '.join(trained)}." if bad else "."),
+                 + (f"; the drafter was trained on {', '.join(cast('list[str]', trained))}." if bad else "."),
                  {"engine": res.engine, "engine_points": res.points, "cuda_graph_points": res.cuda_graph_points,
                   "trained_points": trained, "source": res.source,
                   "code": [e for e in res.evidence if e.split(":", 1)[0] in ("graph_reset", "config_ids",
@@ -470,7 +472,7 @@ class _Checker:
         k = len(ids) if ids is not None else 3
         h_t = d.target_hidden_size or (self.t.hidden_size if self.t else None) or d.hidden_size
         ev = {"ids": ids, "ids_key": source, "k": k, "target_hidden_size": h_t}
-        if self.is_vllm and self.rule.facts.get("fc_states") == "3":
+        if self.is_vllm and cast(VllmRule, self.rule).facts.get("fc_states") == "3":
             # this release sizes fc for 3 states whatever the config says (llama_eagle3.py)
             given = [x for x in (d.layer_ids, d.top_level_layer_ids) if x]
             n_cfg = len(given[0]) if given else None
@@ -480,7 +482,7 @@ class _Checker:
                 self.add("layer-ids-count-mismatch", "error",
                          f"{self.rule.name} builds the draft's fc for 3 target states (hidden_size * 3), but this "
                          f"draft has {bad}: its fc weight does not load.",
-                         {**ev, "fc_in": fc_in, "engine": self.rule.name, "code": self.rule.evidence("fc_states")})
+                         {**ev, "fc_in": fc_in, "engine": self.rule.name, "code": cast(VllmRule, self.rule).evidence("fc_states")})
                 return
         if fc_in is not None and h_t:
             if fc_in != k * h_t:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from workbench import strictjson
 from workbench.draftconfig import schema
@@ -278,7 +278,7 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
     text_cfg = f.raw("transformer_layer_config", {}) if speculators else cfg
     text_cfg = text_cfg if isinstance(text_cfg, dict) else {}
 
-    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    ec = cast("dict[str, Any]", cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {})
     nbf = f.typed("eagle_config.norm_before_fc") if "norm_before_fc" in ec else f.typed("norm_before_fc")
     if "norm_before_fc" in ec:
         key_for["norm_before_fc"] = "eagle_config.norm_before_fc"

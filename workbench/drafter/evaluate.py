@@ -112,7 +112,7 @@ class DrafterEval(Result):
         return "\n".join(lines)
 
 
-LABELS = {
+LABELS: dict[str, str] = {
     "acc": "SpecForge acc_k (teacher-forced top-1; full-vocab teacher; out-of-vocab = wrong)",
     "full_acc": "chain full (workbench: steps 0..k right; SpecForge mask and teacher)",
     "cond_acc": "chain cond (workbench: right at k given 0..k-1 right)",

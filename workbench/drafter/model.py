@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -115,7 +115,7 @@ class _MidLayer(nn.Module):
 class StepOut:
     hidden: torch.Tensor           # [B, T, H] the state fed to the next step (pre-norm unless norm_output)
     logits: torch.Tensor           # [B, T, Vd] draft-vocab logits
-    kv: tuple                      # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
+    kv: Union[tuple, list]         # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
                                    # per layer, for a multi-layer drafter)
 
 
@@ -125,6 +125,9 @@ def _rotate_half(x):
 
 
 class Eagle3Drafter(nn.Module):
+    d2t: torch.Tensor              # buffers (register_buffer)
+    t2d: torch.Tensor
+
     def __init__(self, config: dict, embed: Optional[torch.Tensor] = None, convention: Optional[str] = None):
         super().__init__()
         why = V.unsupported(config, convention)
@@ -254,7 +257,7 @@ class Eagle3Drafter(nn.Module):
 
     # ----- inference -----
     def step(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-             past: Optional[tuple] = None) -> StepOut:
+             past: Optional[Union[tuple, list]] = None) -> StepOut:
         """One draft forward over T new positions (see the module docstring)."""
         if positions.dim() == 1:
             positions = positions[None].expand(tokens.shape[0], -1)
@@ -275,7 +278,7 @@ class Eagle3Drafter(nn.Module):
         return StepOut(nxt, logits, kvs[0] if len(layers) == 1 else kvs)
 
     @torch.no_grad()
-    def draft_chain(self, last: StepOut, past: tuple, position: int, num_steps: int) -> torch.Tensor:
+    def draft_chain(self, last: StepOut, past: Union[tuple, list], position: int, num_steps: int) -> torch.Tensor:
         """Greedy chain of ``num_steps`` target ids.
 
         ``last`` is the step output whose final position is the last committed pair (index t, at
@@ -316,6 +319,8 @@ class Eagle3Drafter(nn.Module):
         causal = torch.ones(T, T, dtype=torch.bool, device=aux.device).tril()
         layers = self._layers()
         hidden, outs = aux, []
+        keys: list[list[torch.Tensor]]
+        values: list[list[torch.Tensor]]
         keys, values = [[] for _ in layers], [[] for _ in layers]
         for k, tok in enumerate(step_tokens):
             x = hidden

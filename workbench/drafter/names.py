@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional, cast
 
 SGLANG = "sglang"
 SPECULATORS = "speculators"
@@ -92,7 +92,7 @@ def aux_layer_ids(config: dict) -> Optional[list]:
 def _flag(config: dict, key: str) -> bool:
     from workbench.draftconfig.schema import validate
 
-    ec = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    ec = cast("dict[str, Any]", config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {})
     return bool(validate(key, config.get(key) or False) or validate(key, ec.get(key) or False))
 
 

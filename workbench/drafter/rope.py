@@ -11,6 +11,10 @@ position past it is refused (``RopeRefused``) rather than given one of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, cast
+
+if TYPE_CHECKING:
+    import torch
 
 
 class RopeRefused(ValueError):
@@ -19,11 +23,11 @@ class RopeRefused(ValueError):
 
 @dataclass
 class Rope:
-    inv_freq: object           # torch [head_dim // 2] float32
+    inv_freq: torch.Tensor     # torch [head_dim // 2] float32
     scale: float               # transformers' attention_scaling (yarn, longrope), applied to cos/sin
     rope_type: str
     max_positions: int | None  # dynamic: positions must stay below this
-    long_inv_freq: object = None  # longrope: frequencies past original_max_position_embeddings
+    long_inv_freq: Optional[torch.Tensor] = None  # longrope: frequencies past original_max_position_embeddings
     original_max: int | None = None
 
 
@@ -72,7 +76,7 @@ def cos_sin(rope: Rope, positions, dtype):
                           f"{rope.max_positions}, where transformers, SpecForge and SGLang compute different "
                           f"frequencies")
     inv = rope.inv_freq
-    if rope.long_inv_freq is not None and top + 1 > rope.original_max:
+    if rope.long_inv_freq is not None and top + 1 > cast(int, rope.original_max):
         inv = rope.long_inv_freq            # transformers switches the whole batch to long factors
     freqs = positions.to(torch.float32)[..., None] * inv.to(positions.device)
     emb = torch.cat((freqs, freqs), dim=-1)[:, None]

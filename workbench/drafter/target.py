@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 INDEX = "model.safetensors.index.json"
 
@@ -20,9 +23,9 @@ INDEX = "model.safetensors.index.json"
 class TargetHead:
     path: str
     config: dict
-    embed: object            # torch [V, H] (mapped)
-    lm_head: object          # torch [V, H] (mapped; the embedding when tied)
-    norm: Optional[object]   # torch [H] or None
+    embed: torch.Tensor      # torch [V, H] (mapped)
+    lm_head: torch.Tensor    # torch [V, H] (mapped; the embedding when tied)
+    norm: Optional[torch.Tensor]  # torch [H] or None
     eps: float
     names: dict              # which checkpoint tensors were used
 

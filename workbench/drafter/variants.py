@@ -33,7 +33,7 @@ API:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Any, Optional, cast
 
 SGLANG_LAYOUT = "sglang"
 SPECULATORS_LAYOUT = "speculators"
@@ -92,7 +92,7 @@ def flat_config(config: dict) -> dict:
 
 
 def _flag(cfg: dict, key: str):
-    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    ec = cast("dict[str, Any]", cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {})
     if key in ec and ec[key] is not None:
         return ec[key]
     return cfg.get(key)

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 TABLE = Path(__file__).with_name("rules.json")
 GENERATOR = "workbench.engine.extract v1"
@@ -23,7 +24,7 @@ def build(versions, out: Path = TABLE, log=sys.stderr) -> dict:
     from workbench.engine.version import Version
     from workbench.engine.wheels import unpacked
 
-    data = {"generator": GENERATOR, "releases": {}}
+    data: dict[str, Any] = {"generator": GENERATOR, "releases": {}}
     if out.is_file():
         old = json.loads(out.read_text())
         if old.get("generator") == GENERATOR:

@@ -7,7 +7,8 @@ The lab uses this, so a wrong table cannot make the lab agree with the doctor.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 from workbench.engine.rule import CaptureRule, EngineCapture, apply
 
@@ -19,7 +20,8 @@ def code_rule(version: str, arch: str, text_arch: Optional[str] = None) -> tuple
     from workbench.engine.lookup import _norm
     from workbench.engine.wheels import unpacked
 
-    root, source = None, "wheel"
+    root: "str | Path | None" = None
+    source = "wheel"
     try:
         from workbench.engine.host import local_installation
 
@@ -61,7 +63,7 @@ def ids_from_config(rule: CaptureRule, config: dict) -> tuple[Optional[list], st
     """The ids the release reads from a draft config.json, by the keys its runner reads (``id_source``)."""
     for key in rule.id_source or ("eagle_config.eagle_aux_hidden_state_layer_ids",):
         parts = key.split(".")
-        cur = config
+        cur: Any = config
         for p in parts:
             cur = cur.get(p) if isinstance(cur, dict) else None
         if cur is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
-from typing import Optional
+from typing import Any, Optional, cast
 
 from workbench.engine.rule import UNKNOWN, CaptureRule, Evidence
 from workbench.engine.source import Source
@@ -77,7 +77,9 @@ def unsupported(arch: str, version: str) -> CaptureRule:
 
 def extract_class(src: Source, rel: str, cls: ast.ClassDef, arch: str, version: str) -> CaptureRule:
     ev: list[Evidence] = []
-    hook_file, hook_cls, hook_node = src.find_method(rel, cls, HOOK)
+    # extract() calls this only for classes it found the hook on
+    hook_file, hook_cls, hook_node = cast("tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]",
+                                          src.find_method(rel, cls, HOOK))
     ev.append(Evidence("hook", hook_file, hook_node.lineno, f"{hook_cls.name}.{HOOK}"))
     id_map, default, startup, where, delegate = _fit_hook(src, rel, cls, ev)
     # the class whose forward runs the capture: the stub path the ids were written on
@@ -219,7 +221,7 @@ def _is_ltc(node) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "layers_to_capture"
 
 
-def _membership(node) -> Optional[tuple[str, ast.AST]]:
+def _membership(node) -> Optional[tuple[str, Optional[ast.AST]]]:
     """('index', left) for ``X in self.layers_to_capture``; ('layer-attr', None) for the flag getattr."""
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In) \
             and _is_ltc(node.comparators[0]):
@@ -264,17 +266,17 @@ def _appends(node) -> list[ast.Call]:
             and n.func.attr in ("append", "capture") and n.args]
 
 
-def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> dict:
+def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef | ast.AsyncFunctionDef, ev: list) -> dict:
     par = _parents(fwd)
     loops = [n for n in ast.walk(fwd) if isinstance(n, ast.For) and _loop_var(n)]
-    tests = [(n, _membership(n)) for n in ast.walk(fwd)]
+    tests: list[tuple[Any, Any]] = [(n, _membership(n)) for n in ast.walk(fwd)]
     tests = sorted([(n, m) for n, m in tests if m], key=lambda t: t[0].lineno)
     out = {"membership": UNKNOWN, "index0": UNKNOWN, "boundary": UNKNOWN, "missing": UNKNOWN}
     if not tests:
         ev.append(Evidence("forward", rel, fwd.lineno, "unknown: forward never tests layers_to_capture"))
         return out
     loop = None
-    in_loop = []
+    in_loop: list[tuple[Any, Any]] = []
     for node, m in tests:
         for lp in loops:
             if _within(node, lp, par):
@@ -291,7 +293,7 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
     if kind == "index":
         if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and isinstance(left.right, ast.Constant) \
                 and isinstance(left.left, ast.Name) and left.left.id == var:
-            offset = int(left.right.value)
+            offset = int(cast(Any, left.right.value))
         elif not (isinstance(left, ast.Name) and left.id == var):
             ev.append(Evidence("loop", rel, node.lineno, f"unknown: {src.line(rel, node.lineno)}"))
             return out
@@ -319,11 +321,11 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef, ev: list) -> d
         helper = _helper(src, rel, apps)
         if helper is not None:        # ``append(snapshot(hidden_states, residual))``: read the helper
             hf, hfn = helper
-            g = next((n for n in ast.walk(hfn) if isinstance(n, ast.Compare) and _guarded(n)), None)
-            if g is not None and _adds_residual(hfn):
+            guard = next((n for n in ast.walk(hfn) if isinstance(n, ast.Compare) and _guarded(n)), None)
+            if guard is not None and _adds_residual(hfn):
                 out["index0"] = "embed"
-                ev.append(Evidence("index0", hf, g.lineno, f"embed ({hfn.name} handles residual None): "
-                                   + src.line(hf, g.lineno)))
+                ev.append(Evidence("index0", hf, guard.lineno, f"embed ({hfn.name} handles residual None): "
+                                   + src.line(hf, guard.lineno)))
                 apps = []
         if not apps and out["index0"] == "embed":
             pass
@@ -387,7 +389,7 @@ def _loop_var(n: ast.For) -> Optional[str]:
     return None
 
 
-def _resolved_arg(call: ast.Call, body) -> ast.AST:
+def _resolved_arg(call: ast.Call, body) -> ast.expr:
     """An appended value: the expression itself, or what a local name was assigned in the same block."""
     arg = call.args[0]
     if isinstance(arg, ast.Name):
@@ -700,7 +702,7 @@ def id_sources(src: Source) -> dict:
                 v = n.value
                 if isinstance(v, ast.Subscript) and isinstance(v.slice, ast.Constant):
                     base = v.value.id if isinstance(v.value, ast.Name) else getattr(v.value, "attr", "?")
-                    key = f"{base}.{v.slice.value}"
+                    key = f"{base}.{v.slice.value!s}"
                     if key not in keys:
                         keys.append(key)
                         ev.append(Evidence("id_source", f, n.lineno, src.line(f, n.lineno)))

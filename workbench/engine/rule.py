@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -96,6 +96,7 @@ class CaptureRule(Result):
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaptureRule":
+        kw: dict[str, Any]
         kw = {k: d.get(k) for k in ("engine", "version", "arch", "file", "id_map", "membership", "startup",
                                     "index0", "boundary", "missing", "graph_reset", "config_before_graphs",
                                     "delegate")}

@@ -116,7 +116,8 @@ class Source:
                         out.append(item)
         return out
 
-    def find_method(self, rel: str, cls: ast.ClassDef, meth: str) -> Optional[tuple[str, ast.ClassDef, ast.FunctionDef]]:
+    def find_method(self, rel: str, cls: ast.ClassDef,
+                    meth: str) -> Optional[tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]]:
         for f, c in self.mro(rel, cls):
             for node in c.body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == meth:

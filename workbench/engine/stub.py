@@ -90,9 +90,9 @@ def compile_hook(src_text_tree: ast.FunctionDef, filename: str, module_tree: Opt
     fn.returns = None
     for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs:
         a.annotation = None
-    for a in (fn.args.vararg, fn.args.kwarg):
-        if a is not None:
-            a.annotation = None
+    for va in (fn.args.vararg, fn.args.kwarg):
+        if va is not None:
+            va.annotation = None
     for node in ast.walk(fn):       # annotated assignments would evaluate torch types
         if isinstance(node, ast.AnnAssign):
             node.annotation = ast.Constant(None)

@@ -61,7 +61,7 @@ class Source:
     def __init__(self, path: "str | Path"):
         self.path = Path(path)
         self._zip = zipfile.ZipFile(self.path) if self.path.is_file() else None
-        self._names = set(self._zip.namelist()) if self._zip else None
+        self._names: set[str] = set(self._zip.namelist()) if self._zip else set()
 
     def read(self, rel: str) -> Optional[str]:
         if self._zip is not None:
@@ -101,7 +101,7 @@ def _line(src: str, node) -> str:
 
 
 def _functions(tree) -> dict[str, ast.FunctionDef]:
-    out = {}
+    out: dict[str, ast.FunctionDef] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             out.setdefault(node.name, node)
@@ -110,9 +110,12 @@ def _functions(tree) -> dict[str, ast.FunctionDef]:
 
 def _exec_function(src: str, fn: ast.FunctionDef, extra: Optional[dict] = None) -> Callable:
     """Compile one function of the engine's source on its own (decorators dropped) and return it."""
-    fn = ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None,
-                         type_comment=None, type_params=[]) if sys.version_info >= (3, 12) else \
-        ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None, type_comment=None)
+    if sys.version_info >= (3, 12):
+        fn = ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None,
+                             type_comment=None, type_params=[])
+    else:
+        fn = ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None,
+                             type_comment=None)
     for a in fn.args.args + fn.args.kwonlyargs:
         a.annotation = None
     mod = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
@@ -269,7 +272,7 @@ def _capture(s: Source, ev: _Ev) -> dict:
         if before and idx == loop_var:
             index0 = "embed" if _guarded(s, st) else "type-error"
             boundary = "none"
-        elif not before and idx.replace(" ", "") == f"{loop_var}+1":
+        elif not before and idx is not None and idx.replace(" ", "") == f"{loop_var}+1":
             boundary = "final-prenorm"       # index N fires after the last layer, before the final norm
             if pre:
                 ev.add("index0", rel, pre[0].lineno, _line(src, pre[0]))
@@ -322,7 +325,7 @@ def _registry(s: Source, ev: _Ev) -> tuple[dict, dict]:
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
             node.target if isinstance(node, ast.AnnAssign) else None
         if isinstance(target, ast.Name) and target.id.startswith("_") and target.id.endswith("_MODELS") \
-                and isinstance(node.value, ast.Dict):
+                and isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
             try:
                 tables[target.id] = {k: list(v) for k, v in ast.literal_eval(node.value).items()}
             except ValueError:
@@ -361,7 +364,7 @@ def _eagle3_targets(s: Source, ev: _Ev, targets: dict) -> list[str]:
     return out
 
 
-def _speculators(s: Source, ev: _Ev) -> Optional[str]:
+def _speculators(s: Source, ev: _Ev) -> "dict | str | None":
     src = s.read(_SPEC_ALGOS)
     if src is None:
         return None

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 import torch
@@ -185,7 +185,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
     for i, s in enumerate(slots):
         if not torch.isfinite(xx[i]).all():
-            xi = X[i] if X is not None else _rows(ps.slots[i], tok.ref_index)
+            xi = X[i] if X is not None else _rows(cast(Any, ps).slots[i], tok.ref_index)
             nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
 
     tl = time.perf_counter()

@@ -66,6 +66,7 @@ class NpzFile:
         m = self.members.get(name)
         if m is None:
             raise InputError(f"{self.path}: no array {name!r}")
+        arr: np.ndarray
         try:
             if m.offset >= 0 and not m.fortran and m.dtype.itemsize > 0:
                 arr = np.memmap(self.path, dtype=m.dtype, mode="c", offset=m.offset, shape=m.shape)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numba
 import numpy as np
@@ -425,7 +425,7 @@ class PairStats:
         self.block = BLOCK
         self.kernel = "vdpbf16ps" if HAS_BF16_DOT and (self.xc == BF16).all() else "fma"
 
-    def _run(self, fn, before: tuple, after: tuple) -> None:
+    def _run(self, fn: Callable[..., Any], before: tuple, after: tuple) -> None:
         """``fn(*before, t0, t1, *after)`` over the token ranges, one per thread."""
         if len(self.ranges) == 1:
             fn(*before, *self.ranges[0], *after)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 CPU_SHARE = 0.45                 # the CPU kernels' share of an all-core memory pass (see choose)
 SMALL_BYTES = 256 << 20          # below this a CUDA start costs more than the whole CPU pass
@@ -223,7 +223,7 @@ class Stager:
             ring = _RINGS[key] = [torch.empty(stage_bytes, dtype=torch.uint8, pin_memory=True)
                                   for _ in range(count)]
         self.ring = ring
-        self.done = [None] * count
+        self.done: list[Any] = [None] * count          # a torch.cuda.Event once its slot was used
         self.k = 0
         self.stream = torch.cuda.Stream(self.device)
         # destinations were allocated on the current stream: copies start after its work so far

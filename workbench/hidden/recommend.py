@@ -9,7 +9,7 @@ other points, the doctor's ``layer-ids-engine-mismatch`` finding carries the con
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, cast
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.errors import InputError
@@ -109,7 +109,7 @@ def target_info(path) -> tuple[Optional[str], Optional[int]]:
     cfg = strictjson.load_file(p, "target config")
     if not isinstance(cfg, dict):
         raise InputError(f"{p}: expected a JSON object at the top level")
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text = cast("dict[str, Any]", cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg)
     n = text.get("num_hidden_layers", cfg.get("num_hidden_layers"))
     if n is not None:
         try:

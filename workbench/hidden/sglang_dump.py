@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 
@@ -61,13 +61,13 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
     if (root / side).is_dir():
         root = root / side
     rank_dirs = [p for p in root.iterdir() if p.is_dir() and RANK_DIR.match(p.name)] if root.is_dir() else []
-    rank_dirs = [p for p in rank_dirs if int(RANK_DIR.match(p.name).group(1)) == tp_rank]
+    rank_dirs = [p for p in rank_dirs if int(cast("re.Match[str]", RANK_DIR.match(p.name)).group(1)) == tp_rank]
     if not rank_dirs:
         raise InputError(f"{path}: no TP{tp_rank}_PP*_Rank*_pid* folders (an SGLang tensor-dump folder?)")
     notes = []
     by_pp: dict[int, list[Path]] = defaultdict(list)
     for d in rank_dirs:
-        by_pp[int(RANK_DIR.match(d.name).group(2))].append(d)
+        by_pp[int(cast("re.Match[str]", RANK_DIR.match(d.name)).group(2))].append(d)
     chosen = []
     for pp, dirs in sorted(by_pp.items()):
         dirs.sort(key=lambda d: d.stat().st_mtime)
@@ -77,7 +77,7 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
     pass_lists = []
     for d in chosen:
         files = sorted((p for p in d.iterdir() if PASS_FILE.match(p.name)),
-                       key=lambda p: int(PASS_FILE.match(p.name).group(1)))
+                       key=lambda p: int(cast("re.Match[str]", PASS_FILE.match(p.name)).group(1)))
         pass_lists.append(files)
     n_pass = min(len(x) for x in pass_lists)
     if n_pass == 0:
@@ -110,6 +110,7 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
         pos_parts.append(pos if pos is not None else np.full(len(ids), -1, dtype=np.int64))
         counts.append(len(ids))
     token_ids = np.concatenate(ids_parts)
+    positions: Optional[np.ndarray]
     positions = np.concatenate(pos_parts)
     if (positions < 0).any():
         positions = None
@@ -242,7 +243,7 @@ def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
             continue
         first = _value(items[0][2])
         label = name + "".join(f"[{k}={v}]" for k, v in key if k != "name")
-        variants = []
+        variants: list[tuple[Union[str, int, None], Any]] = []
         if isinstance(first, (list, tuple)):
             if len(first) == 2 and LAYER_OUT.search(re.sub(r"\.output$", "", name.replace("non_intrusive__", ""))):
                 variants.append(("sum", first[0]))
@@ -265,10 +266,10 @@ def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
     if not tensors and not everything:
         return read_dumper(path, rank=rank, everything=True)
     tensors.sort(key=_order)
-    rows = {t.rows for t in tensors}
+    row_counts = {t.rows for t in tensors}
     notes = []
-    if token_ids is not None and rows and rows != {len(token_ids)}:
-        notes.append(f"token ids ({len(token_ids)}) do not cover the tensor rows ({sorted(rows)}): "
+    if token_ids is not None and row_counts and row_counts != {len(token_ids)}:
+        notes.append(f"token ids ({len(token_ids)}) do not cover the tensor rows ({sorted(row_counts)}): "
                      "rows aligned by index")
         token_ids = positions = None
     return Capture(str(root), "sglang-dumper", tensors, token_ids=token_ids, positions=positions, notes=notes)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, cast
 
 import numpy as np
 
@@ -53,7 +53,7 @@ def read_specforge(path, *, sample: Optional[int] = None, slots: Optional[int] =
         f = files[0]
     else:
         sample = integer(sample, "sample", Range(0, None))
-        match = [p for p in files if int(FILE_RE.match(p.name).group(1)) == sample]
+        match = [p for p in files if int(cast("re.Match[str]", FILE_RE.match(p.name)).group(1)) == sample]
         if not match:
             raise InputError(f"{path}: no sample data_{sample}.ckpt (have {len(files)} files)")
         f = match[0]
@@ -76,9 +76,9 @@ def read_file(f, *, slots: Optional[int] = None, layer_ids: Optional[Sequence[in
     missing = [k for k in REQUIRED if k not in raw]
     if missing:
         raise InputError(f"{f}: missing key(s) {', '.join(missing)} (have: {', '.join(map(str, raw))})")
-    for k in REQUIRED:
-        if not isinstance(raw[k], torch.Tensor):
-            raise InputError(f"{f}: {k} is a {type(raw[k]).__name__}, expected a tensor")
+    for req in REQUIRED:
+        if not isinstance(raw[req], torch.Tensor):
+            raise InputError(f"{f}: {req} is a {type(raw[req]).__name__}, expected a tensor")
     ids = as_int_array(raw["input_ids"], f"{f}:input_ids")
     mask = as_int_array(raw["loss_mask"], f"{f}:loss_mask")
     if len(mask) != len(ids):

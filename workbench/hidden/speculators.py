@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, cast
 
 import numpy as np
 
@@ -43,7 +43,7 @@ def read_speculators(path, *, sample: Optional[int] = None, include_last_layer: 
     if sample is None:
         f = files[0]
     else:
-        match = [p for p in files if int(FILE_RE.match(p.name).group(1)) == sample]
+        match = [p for p in files if int(cast("re.Match[str]", FILE_RE.match(p.name)).group(1)) == sample]
         if not match:
             raise InputError(f"{path}: no sample hs_{sample}.safetensors")
         f = match[0]

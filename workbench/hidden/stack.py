@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from workbench import strictjson
 from workbench.draftconfig.schema import MAX_LAYERS
@@ -27,9 +27,14 @@ LAYER_KEY = re.compile(r"^(?:model\.)?layers\.(\d+)$")
 ID_KEYS = ("token_ids", "input_ids")
 POS_KEYS = ("positions", "position_ids")
 
+if TYPE_CHECKING:
+    from workbench.hidden.npz_io import NpzFile
+    from workbench.hidden.st_io import SafetensorsFile
+
 
 def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
     path = Path(path)
+    f: Union[NpzFile, SafetensorsFile]
     if path.suffix == ".npz":
         from workbench.hidden.npz_io import NpzFile
 

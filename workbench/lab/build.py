@@ -32,7 +32,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, cast
 
 from workbench.lab.settings import LabSettings, corpus_style, settings_for
 
@@ -357,11 +357,11 @@ def measure_many(world: Path, jobs, new_tokens: int, threads: int = 1) -> dict:
         _JOBS = None
 
 
-_JOBS = None      # what forked measurement workers read (inherited, never pickled)
+_JOBS: Optional[tuple[Path, list[Any], int]] = None  # what forked measurement workers read (inherited, never pickled)
 
 
 def _measure_job(i: int):
-    world, jobs, new_tokens = _JOBS
+    world, jobs, new_tokens = cast("tuple[Path, list[Any], int]", _JOBS)     # measure_many set it
     name, prompts, steps = jobs[i]
     return name, measure_accept_length(world / "target", world / name.split(":")[-1], prompts, new_tokens, steps)
 

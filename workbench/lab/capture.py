@@ -15,7 +15,7 @@ API: ``greedy(model, ids, n)``, ``make_prompts(settings, count, seed)``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 from workbench.lab import corpus
 
@@ -27,7 +27,7 @@ def make_prompts(prompt_len: int, count: int, seed: int, world: int, style: Opti
 
     vocab_index = {w: i for i, w in enumerate(corpus.vocabulary())}
     gen = corpus.Generator(seed, world, **(style or {}))
-    rows = []
+    rows: list[list[int]] = []
     while len(rows) < count:
         toks: list = []
         while len(toks) < prompt_len:
@@ -124,7 +124,7 @@ def read_rows(data_dir: Path):
     import torch
 
     files = sorted(Path(data_dir).glob("rows_*/data_*.ckpt"),
-                   key=lambda p: int(re.search(r"data_(\d+)", p.name).group(1)))
+                   key=lambda p: int(cast("re.Match[str]", re.search(r"data_(\d+)", p.name)).group(1)))
     rows = [torch.load(str(f), map_location="cpu", weights_only=True) for f in files]
     return {
         "input_ids": torch.stack([r["input_ids"] for r in rows]),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 
 def _flat(t):
@@ -36,10 +36,10 @@ class Dumper:
         self.spec = spec
         self.dtype = dtype
         self.pass_id = {"target": 0, "draft": 0}
-        self.current = {"target": {}, "draft": {}}
-        self.carry = {"target": {}, "draft": {}}
-        self.dirs = {}
-        self._handles = []
+        self.current: dict[str, dict[Any, Any]] = {"target": {}, "draft": {}}
+        self.carry: dict[str, dict[Any, Any]] = {"target": {}, "draft": {}}
+        self.dirs: dict[str, Path] = {}
+        self._handles: list[Any] = []
 
     def dir_for(self, role: str) -> Path:
         if role not in self.dirs:

@@ -27,7 +27,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional, cast
+
+if TYPE_CHECKING:
+    from workbench.engine.rule import CaptureRule, EngineCapture
+    from workbench.layers import CaptureResult, EngineRule
 
 DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
           "half": "float16", "fp16": "float16", "float32": "float32", "float": "float32", "fp32": "float32"}
@@ -110,10 +114,11 @@ class LabEngine:
         self.dumper = dumper
         self.lock = threading.RLock()
         self.stats = Stats()
-        self.on_prefill = None          # callbacks for the server's scheduler log lines
-        self.on_round = None
+        # callbacks for the server's scheduler log lines
+        self.on_prefill: Optional[Callable[[int, float], None]] = None
+        self.on_round: Optional[Callable[[Optional[int], int, int], None]] = None
         self.drafter = None
-        self.capture = None
+        self.capture: Optional[EngineCapture | CaptureResult] = None    # EngineCapture for SGLang
         self.draft_config = None
         if draft_dir is not None:
             from workbench.drafter.checkpoint import load_drafter, read_config
@@ -131,9 +136,10 @@ class LabEngine:
                 if self.capture.cuda_graph_points is not None and self.capture.graph_differs:
                     self.graph_capture = self.capture.cuda_graph_points
             else:
-                ids, _where = self.rule.ids_from_config(self.draft_config)
-                rule = dataclasses.replace(self.rule, embed_at_zero=True) if embed_patch else self.rule
-                self.capture = rule.capture(ids, self.num_layers)
+                erule = cast("EngineRule", self.rule)     # set whenever not self.sglang
+                ids, _where = erule.ids_from_config(self.draft_config)
+                erule = dataclasses.replace(erule, embed_at_zero=True) if embed_patch else erule
+                self.capture = erule.capture(ids, self.num_layers)
             self.drafter, self.weight_report = load_drafter(
                 draft_dir, embed=self.target.model.embed_tokens.weight, strict=False)
             _rounded(self.drafter, self.dtype)
@@ -147,7 +153,7 @@ class LabEngine:
         """The target class has no EAGLE-3 capture in this engine (its code has no hook)."""
         if self.sglang:
             return self.code_rule is not None and not self.code_rule.supported
-        return self.rule.plus_one == "unsupported"
+        return cast("EngineRule", self.rule).plus_one == "unsupported"
 
     # ----- target forward with aux capture -----
     def _aux_names(self, graph: bool = False) -> list:
@@ -157,12 +163,13 @@ class LabEngine:
         if cap is None or self.algorithm != "EAGLE3":   # SGLang hands over the final hidden states
             return ["final-postnorm"]
         if not self.sglang:
-            if cap.fatal and self.rule.plus_one != "unsupported":
+            if cap.fatal and cast("EngineRule", self.rule).plus_one != "unsupported":
                 if "+ None" in cap.fatal:
                     raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
                 raise RuntimeError(cap.fatal.split(" (")[0])
             return [str(p) for p in cap.points if p is not None]
-        if not self.code_rule.supported:     # the release's runner calls the missing hook at start-up
+        cap = cast("EngineCapture", cap)        # SGLang: code_capture's
+        if not cast("CaptureRule", self.code_rule).supported:  # the release's runner calls the missing hook at start-up
             raise AttributeError(f"'{self.arch}' object has no attribute 'set_eagle3_layers_to_capture'")
         if graph and self.graph_capture is not None:
             points = self.graph_capture

@@ -25,11 +25,14 @@ import time
 import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 from urllib.parse import urlparse
 
 from workbench.lab import serverargs
 from workbench.lab.logfmt import LogFormat
+
+if TYPE_CHECKING:
+    from workbench.lab.engine import LabEngine
 
 FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
 GPU_GB = 79.11                       # what the emulated card reports as available at start
@@ -63,14 +66,14 @@ class LabServer:
                              forward_iters=os.environ.get("SGLANG_LOG_FORWARD_ITERS") == "1")
         self.fail = os.environ.get("LAB_FAIL", "").strip().lower() or None
         self.ready = False
-        self.engine = None
-        self.tokenizer = None
+        self.engine: Optional[LabEngine] = None       # set by start()
+        self.tokenizer: Any = None                    # set by main() before start()
         self.spec = args.speculative_algorithm is not None
         self.state_lock = threading.Lock()
         self.running = 0
         self.waiting = 0
         self.forward_ct = 0
-        self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
+        self.window: dict[str, Any] = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
         self.last_gen_throughput = 0.0
         self.startup_time = time.time()
         self.crashed = False
@@ -194,9 +197,9 @@ class LabServer:
 
     def _start_draft(self, avail: float, bs: list) -> None:
         a = self.args
-        eng = self.engine
+        eng = cast("LabEngine", self.engine)      # start() loaded it
         self.log(self.fmt.load_begin(avail))
-        dw = sum(p.numel() for p in eng.drafter.parameters()) * 2 / 1e9
+        dw = sum(p.numel() for p in cast(Any, eng.drafter).parameters()) * 2 / 1e9   # start(): only with one
         self.log(self.fmt.load_end("LlamaForCausalLMEagle3", str(eng.dtype), 0.05, avail - dw, dw))
         cap = eng.capture
         if cap is not None and cap.fatal and eng.unsupported:
@@ -223,7 +226,7 @@ class LabServer:
             self.httpd = ThreadingHTTPServer((a.host, a.port), _handler(self))
         except OSError as exc:
             msg = exc.strerror if self.fail == "port" else (
-                f"error while attempting to bind on address ('{a.host}', {a.port}): {exc.strerror.lower()}")
+                f"error while attempting to bind on address ('{a.host}', {a.port}): {cast(str, exc.strerror).lower()}")
             self.uvicorn("ERROR", f"[Errno {exc.errno}] {msg}")
             sys.stderr.flush()
             os._exit(1)
@@ -311,7 +314,7 @@ class LabServer:
 
     def generate_ids(self, ids, max_new: int, ignore_eos: bool = False, return_hidden: bool = False,
                      warmup: bool = False):
-        eng = self.engine
+        eng = cast("LabEngine", self.engine)      # requests come only after start() loaded it
         with self.state_lock:
             self.waiting += 1
         with eng.lock:
@@ -390,7 +393,7 @@ class LabServer:
         batch = isinstance(text, list) or (isinstance(ids, list) and ids and isinstance(ids[0], list))
         prompts = []
         for item in (text if isinstance(text, list) else [text]) if text is not None else \
-                (ids if batch else [ids]):
+                (cast("list[Any]", ids) if batch else [ids]):     # batch: ids is a list of lists
             if text is not None:
                 if not isinstance(item, str):
                     raise ValueError("text must be a string or a list of strings")
@@ -398,7 +401,7 @@ class LabServer:
             else:
                 if not isinstance(item, list) or not all(isinstance(t, int) for t in item) or not item:
                     raise ValueError("input_ids must be a non-empty list of ints (or a list of such lists)")
-                vocab = self.engine.target.config.vocab_size
+                vocab = cast("LabEngine", self.engine).target.config.vocab_size
                 if any(t < 0 or t >= vocab for t in item):
                     raise ValueError(f"input_ids: token id out of range 0..{vocab - 1}")
                 prompts.append(item)

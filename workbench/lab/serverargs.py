@@ -145,7 +145,7 @@ def resolve_spec(args, arch: Optional[str]) -> list:
     """Fill steps/topk/draft tokens like SGLang; returns warning lines to log."""
     from workbench.layers import arch_family
 
-    notes = []
+    notes: list[str] = []
     if args.speculative_algorithm is None:
         return notes
     if args.speculative_num_steps is None:

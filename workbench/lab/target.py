@@ -35,7 +35,7 @@ def target_config(s: LabSettings):
     from transformers import LlamaConfig
 
     vocab = corpus.vocabulary()
-    return LlamaConfig(
+    return LlamaConfig(  # type: ignore[call-arg]  # the typed signature omits the **kwargs (torch_dtype)
         vocab_size=len(vocab), hidden_size=s.hidden, intermediate_size=s.ffn,
         num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.heads,
         max_position_embeddings=s.max_positions, rms_norm_eps=1e-6, tie_word_embeddings=False,

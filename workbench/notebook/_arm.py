@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import html
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import ipywidgets as w
+
+if TYPE_CHECKING:
+    from workbench.confirm import Plan
 
 
 class ArmButton(w.VBox):
@@ -17,7 +20,7 @@ class ArmButton(w.VBox):
         self.button = w.Button(description=label, button_style="warning")
         self.cancel = w.Button(description="Cancel", layout=w.Layout(display="none"))
         self.plan_view = w.HTML()
-        self.plan = None
+        self.plan: Optional[Plan] = None
         self.button.on_click(lambda _b: self.click())
         self.cancel.on_click(lambda _b: self.disarm())
         super().__init__([w.HBox([self.button, self.cancel]), self.plan_view])

@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 from workbench.errors import InputError
 
@@ -27,6 +27,7 @@ def probe() -> dict:
     import platform
     import sys
 
+    out: dict[str, Any]
     out = {"python": sys.executable, "python_version": platform.python_version(), "libs": {}, "cuda": False,
            "devices": []}
     for mod in ("numpy", "torch", "safetensors"):
@@ -77,7 +78,8 @@ def _trim(cap, rows: int):
     if rows >= cap.rows:
         return cap
     ts = [HiddenTensor(t.name, rows, t.width, t.dtype, t.role, t.physical, t.source,
-                       (lambda t=t: t.load()[:rows]), t.part_physical) for t in cap.tensors]
+                       (lambda t=t: t.load()[:rows]),  # type: ignore[misc]  # mypy can't type a default-bound lambda
+                       t.part_physical) for t in cap.tensors]
     return Capture(cap.path, cap.format, ts, token_ids=np.asarray(cap.token_ids[:rows]),
                    positions=None if cap.positions is None else cap.positions[:rows],
                    loss_mask=None if cap.loss_mask is None else cap.loss_mask[:rows], notes=cap.notes,
@@ -172,7 +174,7 @@ def live(url: str, training_data: str, *, samples: Optional[list] = None, count:
         infers = dump_for_ids(dump_dir, [c.token_ids for c in trains])
     request_s = time.perf_counter() - t0
     tr = concat(trains, training_data, "specforge")
-    inf = concat(infers, url if mode == "payload" else dump_dir, "sglang-payload" if mode == "payload"
+    inf = concat(infers, url if mode == "payload" else cast(str, dump_dir), "sglang-payload" if mode == "payload"
                  else "sglang-tensor-dump")
     out = _align(tr, inf, engine=engine, arch=arch, num_layers=num_layers, draft_config=draft_config,
                  draft_config_path=draft_config_path, device=device)
@@ -275,7 +277,7 @@ def static(draft: str, *, config_text: Optional[str] = None, target_config: Opti
     ``env``: the launch's environment (SGLang reads some of its checks' switches there)."""
     from workbench.doctor import run_static
 
-    kw = dict(engine=engine, algorithm=algorithm, context_length=context_length, cuda_graph=cuda_graph,
+    kw: dict[str, Any] = dict(engine=engine, algorithm=algorithm, context_length=context_length, cuda_graph=cuda_graph,
               env={str(k): str(v) for k, v in (env or {}).items()})
     if config_text is None:
         return run_static(draft, target_config, **kw).to_dict()

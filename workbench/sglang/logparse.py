@@ -50,7 +50,7 @@ HINTS = {
     "process-died": "the server process died: read the end of the log",
 }
 # Hints that depend on what exactly failed (the record's "what"), over the class's own.
-HINTS_WHAT = {
+HINTS_WHAT: dict[tuple[str, Optional[str]], str] = {
     ("oom", "kv-pool"): "no room left for the KV cache pool after the weights (SGLang: 'Not enough memory'): "
                         "increase --mem-fraction-static, or lower --max-running-requests / --context-length, "
                         "or spread the model over more GPUs",
@@ -226,6 +226,7 @@ class Columns:
             return iter(())
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
         lists = self._lists()
+        bad_rows: dict[int, list[str]]
         cols, bad_rows = [], {}
         import numpy as np
 
@@ -271,6 +272,7 @@ class Columns:
             return iter(())
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
         lists = self._lists()
+        bad_rows: dict[int, list[str]]
         cols, bad_rows = [], {}
         import numpy as np
 
@@ -651,8 +653,8 @@ class LogParser:
         if name == "server_args":           # a (re)start: weight loads count afresh
             self._weights_begin.clear()
             self._weights_end.clear()
-            port = _ARG_PORT.search(msg)
-            self.server_port = int(port.group(1)) if port else None
+            port_m = _ARG_PORT.search(msg)
+            self.server_port = int(port_m.group(1)) if port_m else None
             self._no_context_arg = _NO_CONTEXT_ARG.search(msg) is not None
         elif name == "weights_begin":
             n = self._weights_begin[rank] = self._weights_begin.get(rank, 0) + 1
@@ -662,7 +664,7 @@ class LogParser:
             t = _TYPE.search(msg)
             if t:
                 rec["model_class"] = t.group(1)
-            drafty = bool(t) and _DRAFT_CLASS.search(t.group(1)) is not None
+            drafty = t is not None and _DRAFT_CLASS.search(t.group(1)) is not None
             # each rank loads the target first, then the draft (the class name says it when it can)
             rec["role"] = "draft" if (drafty or n > 1) else "target"
         rec.update(extra)

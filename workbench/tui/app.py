@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, cast
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -67,6 +67,7 @@ class WorkbenchApp(App):
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
         *screen_bindings(SCREENS),
     ]
+    selected_server: Optional[int]  # set by the Servers and Launch screens, read by the Server screen
 
     def __init__(self, workspace: Optional[str] = None, *, start: Optional[str] = None, wb=None,
                  screen_args: Optional[dict] = None):
@@ -81,7 +82,8 @@ class WorkbenchApp(App):
         self._screen_args = screen_args or {}
         for spec in self.specs:
             args = self._screen_args.get(spec.id, {})
-            self.add_mode(spec.id, (lambda f=spec.factory, a=args: f(**a)) if args else spec.factory)
+            self.add_mode(spec.id, cast("Callable[[], Screen]", lambda f=spec.factory, a=args: f(**a))
+                          if args else spec.factory)
 
     # -- the core -----------------------------------------------------------------------------
     @property

@@ -73,7 +73,7 @@ NARROW_WIDTH = 120
 class WorkbenchScreen(Screen):
     """Subclasses implement ``compose_body``; the footer lists their bindings (with keymap applied)."""
 
-    app: "WorkbenchApp"  # type: ignore[assignment]
+    app: "WorkbenchApp"
 
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")

@@ -4,12 +4,19 @@ screen active). The remote work runs in a thread worker, never on the UI thread.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.tui.workers import background
 
+if TYPE_CHECKING:
+    from workbench.tui.base import WorkbenchScreen
 
-class PollingScreenMixin:
+    _ScreenBase = WorkbenchScreen   # the mixin goes before WorkbenchScreen; the checker sees its members
+else:
+    _ScreenBase = object
+
+
+class PollingScreenMixin(_ScreenBase):
     poll_interval: float = 2.0
     polls: int = 0                # polls actually run (tests count them)
     _poll_running: bool = False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from textual import on
 from textual.binding import Binding
@@ -91,7 +91,8 @@ class AlignmentScreen(WorkbenchScreen):
     # -- inputs -----------------------------------------------------------------------------------
     def fields(self) -> dict:
         q = self.query_one
-        out = {k: q(f"#{k}", Input).value.strip() for k in ("train", "infer", "draft", "target", "num_layers")}
+        out: dict[str, Any] = {k: q(f"#{k}", Input).value.strip()
+                               for k in ("train", "infer", "draft", "target", "num_layers")}
         out["engine"] = q("#engine", Select).value
         return out
 

@@ -6,7 +6,7 @@ Looking is enough to notice an edit made outside the workbench: it is stored as 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Optional
+from typing import Optional, cast
 
 from rich.text import Text
 from textual import on
@@ -45,12 +45,12 @@ class ConfigsScreen(WorkbenchScreen):
         with Horizontal(id="configs-body"):
             with Vertical(id="files-pane"):
                 yield Label("Tracked files", classes="title")
-                files = DataTable(id="files", cursor_type="row")
+                files: DataTable[str] = DataTable(id="files", cursor_type="row")
                 files.add_columns("file", "vers", "state")
                 yield files
             with Vertical(id="history-pane"):
                 yield Label("History", classes="title", id="history-title")
-                hist = DataTable(id="versions", cursor_type="row", zebra_stripes=True)
+                hist: DataTable[str] = DataTable(id="versions", cursor_type="row", zebra_stripes=True)
                 hist.add_columns("", "version", "time", "sha256", "bytes", "reason")
                 yield hist
                 yield Label("Diff", classes="title", id="diff-title")
@@ -121,12 +121,12 @@ class ConfigsScreen(WorkbenchScreen):
     @on(DataTable.RowHighlighted, "#files")
     def _file_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key is not None and event.row_key.value != self.location:
-            self.select(event.row_key.value)
+            self.select(cast(str, event.row_key.value))
 
     @on(DataTable.RowHighlighted, "#versions")
     def _version_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key is not None:
-            self._show_diff(int(event.row_key.value))
+            self._show_diff(int(cast(str, event.row_key.value)))
 
     def selected_version(self) -> Optional[int]:
         table = self.query_one("#versions", DataTable)
@@ -176,7 +176,7 @@ class ConfigsScreen(WorkbenchScreen):
         except WorkbenchError as exc:
             self.app.report(exc)
             return
-        self.app.confirm(plan, lambda: self.revert(self.location, number))
+        self.app.confirm(plan, lambda: self.revert(cast(str, self.location), number))
 
     @background("configs-write")
     def revert(self, location: str, number: int) -> None:

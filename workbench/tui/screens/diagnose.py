@@ -9,7 +9,7 @@ before and after side by side). With ``guided=True`` (the demo) a bar names the 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -81,7 +81,7 @@ class DiagnoseScreen(WorkbenchScreen):
                 with VerticalScroll(id="detail-scroll"):
                     yield FindingDetail("", id="detail", skip=("verdicts",), evidence_limit=10)
                 yield Label("Before / after", classes="title")
-                c = DataTable(id="compare", cursor_type="none")
+                c: DataTable[str | Text] = DataTable(id="compare", cursor_type="none")
                 c.add_columns("", "before", "after", "change")
                 yield c
 
@@ -251,7 +251,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self._alignment_title()
 
     def _alignment_title(self) -> None:
-        al = (self.report.alignment if self.report else None) or {}
+        al: dict[str, Any] = (self.report.alignment if self.report else None) or {}
         if not al:
             return
         rec = al.get("recommendation") or {}

@@ -24,7 +24,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("[b]Keys[/b]  (remap them in keymap.toml in the workspace: binding id = \"key\")")
-            table = DataTable(zebra_stripes=True, cursor_type="row")
+            table: DataTable[str] = DataTable(zebra_stripes=True, cursor_type="row")
             table.add_columns("key", "action", "binding id")
             for row in self.rows:
                 table.add_row(*row)

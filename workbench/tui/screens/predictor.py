@@ -150,7 +150,7 @@ class PredictorScreen(WorkbenchScreen):
 
     # -- inputs -----------------------------------------------------------------------------------
     def fields(self) -> dict[str, Any]:
-        out = {name: self.query_one(f"#{name}", Input).value for name in TEXT_FIELDS}
+        out: dict[str, Any] = {name: self.query_one(f"#{name}", Input).value for name in TEXT_FIELDS}
         out["convention"] = self.query_one("#convention", Select).value
         return out
 

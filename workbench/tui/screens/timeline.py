@@ -6,7 +6,7 @@ server loaded at launch), which answers "what was the config when accept length 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from rich.text import Text
 from textual import on
@@ -108,7 +108,8 @@ class TimelineScreen(WorkbenchScreen):
         self.entries = entries
         table = self.query_one("#entries", EntriesTable)
         table.clear()
-        rows = collapse_runs(entries, key=lambda e: (e.kind, e.server, e.profile, e.subject, e.summary))
+        rows: list[tuple[Any, int]] = collapse_runs(
+            entries, key=lambda e: (e.kind, e.server, e.profile, e.subject, e.summary))
         for e, n in rows:
             who = f"server {e.server}" if e.server is not None else (e.profile or e.subject or "")
             kind = e.kind if n == 1 else f"{e.kind} x{n}"

@@ -23,7 +23,7 @@ def curve_markup(steps: Sequence[int], values: Sequence[float], *, current: Opti
     """Textual markup for the plot (bars and labels contain no markup characters)."""
     hi = float(math.ceil(max([*values, observed or 1.0, 2.0]) + 1e-9))
     lines = bar_lines([str(s) for s in steps], values, lo=1.0, hi=hi, width=width, marker=observed,
-                      highlight=list(steps).index(current) if current in steps else None)
+                      highlight=list(steps).index(current) if current is not None and current in steps else None)
     legend = f"chain, bonus included, scale 1..{hi:g}" + (", [$warning]┃[/] observed" if observed is not None else "")
     out = [f"[b]accept length vs steps[/b]  [dim]({legend})[/dim]"]
     for b in lines:

@@ -3,7 +3,7 @@ highlighted; a click switches. At 80 columns the names are shortened so every ke
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional, cast
 
 from rich.text import Text
 from textual.events import Click
@@ -58,7 +58,7 @@ class ScreenBar(Widget):
 
     def on_mount(self) -> None:
         # the keymap can move a screen's key after this bar was first drawn
-        self.watch(self.app, "current_mode", lambda _m: self.refresh())
+        self.watch(self.app, "current_mode", cast("Callable[[Any], None]", lambda _m: self.refresh()))
 
     def render(self) -> Text:
         app = self.app
