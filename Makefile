@@ -36,7 +36,7 @@ sshd-deps:
 	fi
 
 # --durations=25: the slowest tests, printed in CI's output so a slow one shows
-test: venv sshd-deps
+test: venv sshd-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
 # everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on

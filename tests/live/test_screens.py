@@ -118,7 +118,8 @@ async def test_doctor_screen_shows_a_live_report(workspace):
         screen._show_live(report)
         await pilot.pause()
         table = screen.query_one("#findings", DataTable)
-        assert [str(table.get_row_at(i)[1]) for i in range(table.row_count)] == [f.code for f in report.findings]
+        # columns: severity, evidence (what the finding rests on), code, fix
+        assert [str(table.get_row_at(i)[2]) for i in range(table.row_count)] == [f.code for f in report.findings]
         cap = screen.query_one("#capture", DataTable)
         rows = [[str(c) for c in cap.get_row_at(i)] for i in range(cap.row_count)]
         ids = report.draft["ids"]
