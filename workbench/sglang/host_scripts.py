@@ -52,10 +52,8 @@ if req.get("argv") is not None and out["version"]:
 print(json.dumps(out, default=str))
 '''
 
-# -- identity of a process: pid, group, session, start time (clock ticks since boot), boot id -----
-IDENTITY = r'''
-import json, os, sys, time
-pid = int(sys.argv[1]); deadline = time.time() + 3
+# One /proc/PID/stat reader, spliced into every host script that reads a process's identity.
+_STAT = r'''
 def stat(pid):
     try:
         s = open("/proc/%d/stat" % pid).read()
@@ -63,6 +61,13 @@ def stat(pid):
         return None
     r = s.rsplit(")", 1)[1].split()
     return {"state": r[0], "ppid": int(r[1]), "pgid": int(r[2]), "sid": int(r[3]), "starttime": int(r[19])}
+'''
+
+# -- identity of a process: pid, group, session, start time (clock ticks since boot), boot id -----
+IDENTITY = r'''
+import json, os, sys, time
+pid = int(sys.argv[1]); deadline = time.time() + 3
+''' + _STAT + r'''
 st = stat(pid)
 while st and st["pgid"] != pid and st["state"] != "Z" and time.time() < deadline:
     time.sleep(0.02); st = stat(pid)   # setsid has not run yet
@@ -78,13 +83,7 @@ print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf
 # Signals go through a pidfd opened before the identity is checked again, so a pid that is reused
 # between the check and the signal is never hit.
 _PROCFS = r"""
-def stat(pid):
-    try:
-        s = open("/proc/%d/stat" % pid).read()
-    except OSError:
-        return None
-    r = s.rsplit(")", 1)[1].split()
-    return {"state": r[0], "pgid": int(r[2]), "sid": int(r[3]), "starttime": int(r[19])}
+""" + _STAT + r"""
 TOKEN_VAR = b"EAGLE_WORKBENCH_LAUNCH="
 def has_token(pid, token):
     if not token:
@@ -300,13 +299,7 @@ except OSError as e:
     sys.stderr.write(msg); sys.exit(96)
 out.close()
 pid = child.pid
-def stat(pid):
-    try:
-        s = open("/proc/%d/stat" % pid).read()
-    except OSError:
-        return None
-    r = s.rsplit(")", 1)[1].split()
-    return {"state": r[0], "ppid": int(r[1]), "pgid": int(r[2]), "sid": int(r[3]), "starttime": int(r[19])}
+""" + _STAT + r"""
 st = stat(pid)
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 child.returncode = 0        # not ours to reap: the server outlives this launcher
