@@ -101,6 +101,17 @@ def _latest(rel: dict) -> str:
 
 
 # -- reading the trainers' packages ----------------------------------------------------------------------
+def _python_files(z):
+    """(name, ast) of every Python file of a wheel that parses, in name order."""
+    for n in sorted(z.namelist()):
+        if not n.endswith(".py"):
+            continue
+        try:
+            yield n, ast.parse(z.read(n).decode("utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+
+
 def read_specforge_wheel(path: Path) -> dict:
     """The SGLang pin (METADATA Requires-Dist) and the capture call site of a SpecForge wheel."""
     z = zipfile.ZipFile(path)
@@ -113,13 +124,7 @@ def read_specforge_wheel(path: Path) -> dict:
         if m and not (m.group(2) and "extra" in m.group(2)):
             pin, pin_line = m.group(1), line.strip()
     call = None
-    for n in sorted(z.namelist()):
-        if not n.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(z.read(n).decode("utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
+    for n, tree in _python_files(z):
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr == "set_eagle3_layers_to_capture":
@@ -141,13 +146,7 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict:
     accepts a negative (embedding) id."""
     from types import SimpleNamespace
 
-    for n in sorted(z.namelist()):
-        if not n.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(z.read(n).decode("utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
+    for n, tree in _python_files(z):
         fn = next((x for x in tree.body if isinstance(x, ast.FunctionDef) and x.name == "resolve_eagle_capture_layers"),
                   None)
         if fn is None:
