@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 CPU_SHARE = 0.45                 # the CPU kernels' share of an all-core memory pass (see choose)
 SMALL_BYTES = 256 << 20          # below this a CUDA start costs more than the whole CPU pass
@@ -59,6 +60,19 @@ def _threads() -> int:
     return max(1, torch.get_num_threads())
 
 
+@contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op thread count set for a measurement, and put back after it."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def host_pass_bps(threads: Optional[int] = None, nbytes: int = 64 << 20) -> float:
     """Bytes per second of one all-thread pass (read and add) over host memory, measured once."""
     import torch
@@ -66,14 +80,10 @@ def host_pass_bps(threads: Optional[int] = None, nbytes: int = 64 << 20) -> floa
     threads = threads or _threads()
     key = ("host", threads)
     if key not in _MEASURED:
-        old = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
+        with _torch_threads(threads):
             a = torch.ones(nbytes // 8, dtype=torch.int64)
             a.sum()
             best = min(_timed(lambda: a.sum()) for _ in range(3))
-        finally:
-            torch.set_num_threads(old)
         _MEASURED[key] = nbytes / best
     return _MEASURED[key]
 
@@ -85,15 +95,11 @@ def host_copy_bps(threads: Optional[int] = None, nbytes: int = 64 << 20) -> floa
     threads = threads or _threads()
     key = ("copy", threads)
     if key not in _MEASURED:
-        old = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
+        with _torch_threads(threads):
             a = torch.ones(nbytes, dtype=torch.uint8)
             b = torch.empty_like(a)
             b.copy_(a)
             best = min(_timed(lambda: b.copy_(a)) for _ in range(3))
-        finally:
-            torch.set_num_threads(old)
         _MEASURED[key] = nbytes / best
     return _MEASURED[key]
 
