@@ -127,10 +127,12 @@ def render_worlds(rec: dict) -> str:
         "(`workbench/lab/calibration.py`: acc_0 0.70-0.85, accept length 2.3-3.2, broken at most 0.7x, "
         "shifted at least 0.9x, predicted within 10 %, the demo's fix at least x1.5). A build lands there by "
         "construction: the drafter (trained with half of its input tokens hidden, so that it leans on the "
-        "target's features) stops training at the first held-out check inside the bands, the end "
-        "of the build measures every figure as the tests do, and a world outside them is rebuilt with the "
-        f"next seed (at most {_retries()} times; `lab.json` records the seed, the retries, torch, the thread count "
-        "and the CPU). `eagle-workbench lab build --seed N` builds the world of another seed.",
+        "target's features) is checked every few steps on held-out rows (the measured prompts); a check "
+        "whose predicted figures are inside the bands is measured by real decoding as the tests measure, "
+        "and training stops at the first one inside the bands measured too (past a miss that more training "
+        "fixes, it trains on). A world that ends outside them is rebuilt with the next seed "
+        f"(at most {_retries()} times; `lab.json` records the seed, the retries, every check, torch, the "
+        "thread count and the CPU). `eagle-workbench lab build --seed N` builds the world of another seed.",
     ])
 
 

@@ -12,16 +12,18 @@ pytestmark = pytest.mark.slow
 STEPS = 3
 
 
-def measure(proc, world, n=16, new=48) -> float:
-    """The measurement protocol: flush, a fixed prompt set, then avg_spec_accept_length."""
+def measure(proc, world, n=None, new=None) -> float:
+    """The measurement protocol the build recorded (or its first ``n`` prompts, ``new`` tokens each):
+    flush, the prompt set, then avg_spec_accept_length."""
     from workbench.lab.capture import make_prompts
     from workbench.lab.settings import corpus_style
 
-    s = world["settings"]
+    s, protocol = world["settings"], world["accept_length"]["prompts"]
     assert http(proc, "/flush_cache", method="POST")[0] == 200
-    for ids in make_prompts(s["prompt_len"], n, s["seed"] + 2, s["seed"], corpus_style(s)).tolist():
-        code, _ = http(proc, "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": new,
-                                                                                   "ignore_eos": True}})
+    prompts = make_prompts(s["prompt_len"], protocol["count"], protocol["seed"], s["seed"], corpus_style(s))
+    for ids in prompts.tolist()[:n]:
+        code, _ = http(proc, "/generate", {"input_ids": ids, "sampling_params": {
+            "max_new_tokens": new or protocol["new_tokens"], "ignore_eos": True}})
         assert code == 200
     return http(proc, "/server_info")[1]["internal_states"][0]["avg_spec_accept_length"]
 

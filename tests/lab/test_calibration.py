@@ -52,7 +52,7 @@ def test_an_untrainable_world_retries_next_seeds_then_is_kept_and_marked(tmp_pat
     marked ``calibration.ok = false`` (real builds, tiny budgets)."""
     from workbench.lab.build import build, load_manifest
 
-    m = build("tiny", root=tmp_path, seed=77, target_steps=10, draft_steps=20, prompts=32, heldout=8,
+    m = build("tiny", root=tmp_path, seed=77, target_steps=10, draft_steps=20, prompts=32,
               eval_prompts=2, eval_new_tokens=8, max_retries=1, check_from=10, threads=1)
     cal = m["calibration"]
     assert cal["ok"] is False and cal["seed"] == 77 and cal["seed_used"] == 78 and cal["retries"] == 1
@@ -61,3 +61,74 @@ def test_an_untrainable_world_retries_next_seeds_then_is_kept_and_marked(tmp_pat
     assert load_manifest(m["dir"])["calibration"] == json.loads(json.dumps(cal))
     mach = m["machine"]
     assert mach["threads"] == 1 and mach["torch"] and mach["cpu"]
+
+
+def test_which_misses_more_training_can_fix():
+    """Training raises accuracy and the drafter's reliance on its features: a confirmed check that is
+    too weak (low accuracy, a broken config that costs too little) trains on; one past the top of a
+    band, with a shift that costs too much or a prediction off, ends the attempt."""
+    fixable = {"acc_0": 0.69, "accept_length": 2.2, "broken_ratio": 0.72, "demo_recovery": 1.45}
+    for key, value in fixable.items():
+        assert K.training_may_fix(dict(GOOD, **{key: value})), key
+        assert not K.past_the_top(dict(GOOD, **{key: value})), key
+    for key, value in {"acc_0": 0.86, "accept_length": 3.3}.items():
+        assert not K.training_may_fix(dict(GOOD, **{key: value})) and K.past_the_top(dict(GOOD, **{key: value}))
+    for key, value in {"shifted_ratio": 0.85, "predicted_error": 0.2}.items():
+        assert not K.training_may_fix(dict(GOOD, **{key: value})) and not K.past_the_top(dict(GOOD, **{key: value}))
+    assert K.training_may_fix(GOOD) and not K.past_the_top(GOOD)
+
+
+class _Confirm:
+    """Stands in for the build's real decoding: hands out the given figures in turn, counting calls."""
+
+    def __init__(self, *figs):
+        self.figs, self.calls = list(figs), 0
+
+    def __call__(self, drafter):
+        self.calls += 1
+        return {"figures": self.figs.pop(0)}
+
+
+class _check:
+    """The build's stop decision over fixed predicted figures (``offline``)."""
+
+    def __init__(self, confirms: int, offline: dict, confirm):
+        from workbench.lab.build import ConfirmedStop
+        from workbench.lab.settings import settings_for
+
+        self.stop = ConfirmedStop(settings_for("tiny", confirms=confirms), confirm)
+        self.offline = {k: v for k, v in offline.items() if k != "predicted_error"}
+
+    def __call__(self, drafter):
+        return self.stop(dict(self.offline), drafter)
+
+    @property
+    def last(self):
+        return self.stop.last
+
+
+def test_a_check_in_the_bands_is_confirmed_by_measurement_and_trains_on_past_a_fixable_miss():
+    confirm = _Confirm(dict(GOOD, broken_ratio=0.72), dict(GOOD, predicted_error=0.2))
+    check = _check(4, GOOD, confirm)
+    fig, stop = check(None)
+    assert not stop and confirm.calls == 1 and fig["misses"] and fig["measured"]["broken_ratio"] == 0.72
+    fig, stop = check(None)                 # a miss training cannot fix: the attempt ends, measured
+    assert stop and confirm.calls == 2 and check.last["figures"]["predicted_error"] == 0.2
+    confirm = _Confirm(dict(GOOD))
+    check = _check(4, GOOD, confirm)
+    fig, stop = check(None)
+    assert stop and fig["misses"] == [] and check.last["figures"] == GOOD
+
+
+def test_checks_outside_the_bands_measure_nothing_and_stop_only_past_the_top():
+    confirm = _Confirm()
+    check = _check(4, dict(GOOD, broken_ratio=0.69), confirm)     # inside the test band, not the margin
+    assert check(None)[1] is False and confirm.calls == 0 and check.last is None
+    check = _check(4, dict(GOOD, acc_0=0.9), confirm)
+    assert check(None)[1] is True and confirm.calls == 0 and check.last is None
+
+
+def test_confirmations_are_bounded_per_attempt():
+    confirm = _Confirm(*[dict(GOOD, broken_ratio=0.72)] * 3)
+    check = _check(2, GOOD, confirm)
+    assert [check(None)[1] for _ in range(2)] == [False, True] and confirm.calls == 2

@@ -88,24 +88,6 @@ class SafetensorsFile:
         flat = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=begin - start)
         return flat.view(dtype).view(shape)
 
-    def read_into(self, name: str, out) -> None:
-        """Copy one tensor's bytes into a preallocated torch tensor (e.g. pinned host memory)."""
-        ent = self.entries.get(name)
-        if ent is None:
-            raise InputError(f"{self.path}: no tensor {name!r}")
-        buf = out.view(-1).view(__import__("torch").uint8).numpy()
-        if buf.nbytes != ent.end - ent.begin:
-            raise InputError(f"{self.path}: {name}: buffer of {buf.nbytes} bytes for {ent.end - ent.begin}")
-        with open(self.path, "rb", buffering=0) as fh:
-            fh.seek(ent.begin)
-            view = memoryview(buf)
-            got = 0
-            while got < len(view):
-                n = fh.readinto(view[got:])
-                if not n:
-                    raise InputError(f"{self.path}: {name}: file ended early")
-                got += n
-
 
 def write_safetensors(path, tensors: dict, metadata: Optional[dict] = None) -> None:
     """Atomic write (temp + rename) through the safetensors package."""

@@ -102,9 +102,6 @@ class Capture:
                 return t
         raise InputError(f"{self.path}: no tensor named {name!r} (have: {', '.join(self.names()) or 'none'})")
 
-    def by_role(self, *roles: str) -> list[HiddenTensor]:
-        return [t for t in self.tensors if t.role in roles]
-
     def slots(self) -> list[HiddenTensor]:
         """The reference slots of a training capture: its SLOT tensors (packed ones split)."""
         return [t for t in self.tensors if t.role == SLOT]

@@ -4,7 +4,8 @@ Layout of ``{cache}/{size}-{hash}/``:
 
 - ``target/``        HF checkpoint (``config.json``, ``model.safetensors``, tokenizer files);
 - ``training_data/`` SpecForge offline rows (``rows_0-2000/data_{i}.ckpt``) + ``vocab_mapping/``;
-- ``heldout_data/``  the same format, held-out prompts (for offline accuracy);
+- ``heldout_data/``  the same format, the measured prompts (never trained on) with responses as long as
+  the measured decodes (offline accuracy and the predicted accept length);
 - ``draft/``         the trained EAGLE-3 drafter, SGLang format, ``eagle_config`` ids = the trained
   layers (output-of-layer, SpecForge's default ``[1, N//2-1, N-4]``);
 - ``draft_broken/``  the same weights, ids ``[-1, a, b]`` (the story: embedding included, rest shifted);
@@ -17,8 +18,9 @@ the drafter never saw, with the tests' protocol (3 steps) and the demo's (5 step
 broken); ``predicted`` comes from the held-out conditional accuracies.
 
 Calibration (``workbench.lab.calibration``): the drafter's training stops at the first held-out
-check inside the bands (``HeldoutCheck``), the build then measures every figure, and a world outside
-the bands is rebuilt with the next seed, at most ``max_retries`` times. ``lab.json`` records it:
+check inside the bands whose figures, measured by real decoding, are inside them too
+(``HeldoutCheck``); an attempt that ends outside the bands is rebuilt with the next seed, at most
+``max_retries`` times. ``lab.json`` records it:
 ``calibration`` (bands, figures, ``ok``, ``seed`` asked, ``seed_used``, ``retries``, every attempt's
 figures and misses) and ``machine`` (torch version, thread count, CPU model); ``settings`` are the
 settings of the world on disk (its ``seed`` is ``seed_used``), ``hash`` names the folder (the
@@ -132,7 +134,8 @@ def _build_into(s: LabSettings, out: Path, progress=None) -> dict:
         m = _build_once(replace(s, seed=s.seed + retry), out, progress)
         missed = K.misses(m["calibration"]["figures"])
         attempts.append({"seed": s.seed + retry, "figures": m["calibration"]["figures"], "misses": missed,
-                         "seconds": m["timings"]["total"]})
+                         "seconds": m["timings"]["total"], "drafter_steps": m["drafter_training"]["steps"],
+                         "checks": m["drafter_training"]["checks"]})
         if not missed:
             break
         last = retry == s.max_retries
@@ -196,55 +199,76 @@ def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
     target = T.load_target(out / "target")
     N = target.config.num_hidden_layers
     layers = trained_layers(N)
-    prompts = C.make_prompts(s.prompt_len, s.prompts + s.heldout, s.seed + 1, s.seed, corpus_style(s))
+    prompts = C.make_prompts(s.prompt_len, s.prompts, s.seed + 1, s.seed, corpus_style(s))
+    # the held-out rows are the measured prompts (the tests' protocol), with responses as long as the
+    # measured decodes: the predicted accept length reads the very text the measurement decodes. (16
+    # prompts of another draw can be easier or harder than these by 10-15 %: a prediction from them
+    # would measure the prompt sample, not the prediction.)
+    eval_prompts = C.make_prompts(s.prompt_len, s.eval_prompts, s.seed + 2, s.seed, corpus_style(s))
     seqs = C.greedy(target, prompts, s.response_len)
+    hseqs = C.greedy(target, eval_prompts, s.eval_new_tokens)
     finals, auxes = C.capture_rows(target, seqs, layers)
-    C.write_rows(out / "training_data", seqs[:s.prompts], s.prompt_len, finals[:s.prompts], auxes[:s.prompts],
-                 s.rows_per_group)
-    C.write_rows(out / "heldout_data", seqs[s.prompts:], s.prompt_len, finals[s.prompts:], auxes[s.prompts:],
-                 s.rows_per_group)
+    hfinals, hauxes = C.capture_rows(target, hseqs, layers)
+    C.write_rows(out / "training_data", seqs, s.prompt_len, finals, auxes, s.rows_per_group)
+    C.write_rows(out / "heldout_data", hseqs, s.prompt_len, hfinals, hauxes, s.rows_per_group)
     distinct = len({tuple(r) for r in seqs[:, s.prompt_len:].tolist()})
     times["data"] = round(time.time() - t1, 2)
 
     t2 = time.time()
-    mask = torch.zeros_like(seqs)
-    mask[:, s.prompt_len:] = 1
-    rows = {"input_ids": seqs[:s.prompts], "loss_mask": mask[:s.prompts],
-            "hidden_state": finals[:s.prompts], "aux_hidden_state": auxes[:s.prompts]}
-    held = {"input_ids": seqs[s.prompts:], "loss_mask": mask[s.prompts:],
-            "hidden_state": finals[s.prompts:], "aux_hidden_state": auxes[s.prompts:]}
+
+    def as_rows(ids, hidden, aux) -> dict:
+        mask = torch.zeros_like(ids)
+        mask[:, s.prompt_len:] = 1
+        return {"input_ids": ids, "loss_mask": mask, "hidden_state": hidden, "aux_hidden_state": aux}
+
+    rows, held = as_rows(seqs, finals, auxes), as_rows(hseqs, hfinals, hauxes)
     broken_ids = [-1] + layers[:-1]
     shifted_ids = [i + 1 for i in layers]
     variants = {"draft": layers, "draft_broken": broken_ids, "draft_shifted": shifted_ids}
-    check = HeldoutCheck(s, target, held, seqs[s.prompts:], variants)
-    drafter, dlog = D.train_drafter(s, target, rows, layers, progress=prog, check=check)
     vm = out / "training_data" / "vocab_mapping"
     vm.mkdir(parents=True, exist_ok=True)
-    torch.save({"d2t": drafter.d2t.clone(), "t2d": drafter.t2d.clone()}, vm / "vocab_mapping.pt")
-    save_drafter(drafter, out / "draft")
-    for name, ids in (("draft_broken", broken_ids), ("draft_shifted", shifted_ids)):
-        cfg = dict(drafter.config)
-        cfg["eagle_config"] = dict(cfg["eagle_config"], eagle_aux_hidden_state_layer_ids=ids)
-        save_drafter(drafter, out / name, cfg)
-    times["drafter"] = round(time.time() - t2, 2)
-
-    t3 = time.time()
-    _step(progress, "evaluate", 0, None, "offline accuracy and measured accept length")
-    depth = max(s.eval_steps, s.ttt_steps) + 2
-    metrics = D.offline_metrics(drafter, target, held, depth)
-    predicted = predict_al(metrics["cond"], s.eval_steps)
     # the tests' protocol (``tests/lab/test_accept_length.py``) and the demo's (5 steps, its prompts)
-    eval_prompts = C.make_prompts(s.prompt_len, s.eval_prompts, s.seed + 2, s.seed, corpus_style(s)).tolist()
+    measured_prompts = eval_prompts.tolist()
     demo_prompts = C.make_prompts(s.prompt_len, s.eval_prompts, s.seed + 7, s.seed, corpus_style(s)).tolist()
-    jobs = [(name, eval_prompts, s.eval_steps) for name in ("draft", "draft_broken", "draft_shifted")]
-    jobs += [(f"demo:{name}", demo_prompts, K.DEMO_STEPS) for name in ("draft", "draft_broken")]
-    results = measure_many(out, jobs, s.eval_new_tokens, s.threads)
-    measured = {k: v for k, v in results.items() if not k.startswith("demo:")}
-    demo = {k[5:]: v for k, v in results.items() if k.startswith("demo:")}
+    depth = max(s.eval_steps, s.ttt_steps) + 2
+
+    def evaluate(drafter) -> dict:
+        """Write the three drafts and measure every calibration figure by real decoding."""
+        _step(progress, "evaluate", 0, None, "measuring accept lengths by real decoding")
+        torch.save({"d2t": drafter.d2t.clone(), "t2d": drafter.t2d.clone()}, vm / "vocab_mapping.pt")
+        save_drafter(drafter, out / "draft")
+        for name, ids in (("draft_broken", broken_ids), ("draft_shifted", shifted_ids)):
+            cfg = dict(drafter.config)
+            cfg["eagle_config"] = dict(cfg["eagle_config"], eagle_aux_hidden_state_layer_ids=ids)
+            save_drafter(drafter, out / name, cfg)
+        metrics = D.offline_metrics(drafter, target, held, depth)
+        predicted = predict_al(metrics["cond"], s.eval_steps)
+        jobs = [(name, measured_prompts, s.eval_steps) for name in ("draft", "draft_broken", "draft_shifted")]
+        jobs += [(f"demo:{name}", demo_prompts, K.DEMO_STEPS) for name in ("draft", "draft_broken")]
+        results = measure_many(out, jobs, s.eval_new_tokens, s.threads)
+        measured = {k: v for k, v in results.items() if not k.startswith("demo:")}
+        demo = {k[5:]: v for k, v in results.items() if k.startswith("demo:")}
+        fig = K.figures(metrics["acc"][0], predicted, measured, demo)
+        missed = K.misses(fig)
+        _step(progress, "evaluate", 1, 1, f"accept length {fig['accept_length']:.2f} (predicted {predicted:.2f}), "
+              f"broken x{fig['broken_ratio']:.2f}, shifted x{fig['shifted_ratio']:.2f}: "
+              + ("; ".join(missed) if missed else "in the bands"))
+        return {"metrics": metrics, "predicted": predicted, "measured": measured, "demo": demo, "figures": fig}
+
+    check = HeldoutCheck(s, target, held, hseqs, variants, confirm=evaluate)
+    drafter, dlog = D.train_drafter(s, target, rows, layers, progress=prog, check=check)
+    times["drafter"] = round(time.time() - t2 - check.stop.confirm_seconds, 2)
+
+    t3 = time.time() - check.stop.confirm_seconds    # the measurements during training count as evaluation
+    if dlog["stopped_by_check"] and check.stop.last is not None:
+        ev = check.stop.last                     # measured at the check that stopped training
+    else:
+        ev = evaluate(drafter)
+    metrics, predicted, measured, demo = ev["metrics"], ev["predicted"], ev["measured"], ev["demo"]
     times["evaluate"] = round(time.time() - t3, 2)
     times["total"] = round(time.time() - t0, 2)
     acc = {f"acc_{k}": v for k, v in enumerate(metrics["acc"][:s.ttt_steps])}
-    fig = K.figures(metrics["acc"][0], predicted, measured, demo)
+    fig = ev["figures"]
     return {
         "dir": str(out), "size": s.size, "hash": s.content_hash(),
         "target": str(out / "target"), "draft": str(out / "draft"), "draft_broken": str(out / "draft_broken"),
@@ -270,15 +294,15 @@ def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
 
 
 class HeldoutCheck:
-    """The calibration figures of a drafter in training, from held-out rows alone (no decoding).
+    """The calibration figures of a drafter in training, predicted from held-out rows (no decoding).
 
     Each variant (correct, broken, shifted ids) gets the features the measuring engine would capture
     for its ids (``workbench.layers`` rule of ``MEASURE_ENGINE``) on the held-out rows; the drafter's
     teacher-forced conditional rates on them predict each variant's chain accept length at 3 steps
-    and (correct, broken) at the demo's 5. ``check(drafter) -> (figures, stop)``: stop when every
-    figure is inside its band shrunk by the build's margins (``calibration.misses``)."""
+    and (correct, broken) at the demo's 5. ``stop`` (a ``ConfirmedStop``) decides from them.
+    ``check(drafter) -> (figures, stop)``."""
 
-    def __init__(self, s, target, held: dict, seqs, variants: dict):
+    def __init__(self, s, target, held: dict, seqs, variants: dict, confirm=None):
         from workbench.lab import calibration as K
         from workbench.lab.capture import capture_points
         from workbench.layers import rule_for
@@ -291,6 +315,7 @@ class HeldoutCheck:
         self.rows = {name: dict(held, aux_hidden_state=torch_cat([feats[p] for p in ps]))
                      for name, ps in points.items()}
         self.depth = max(s.eval_steps, K.DEMO_STEPS)
+        self.stop = ConfirmedStop(s, confirm)
 
     def figures(self, drafter) -> dict:
         from workbench.lab import train_drafter as D
@@ -305,9 +330,44 @@ class HeldoutCheck:
         return fig
 
     def __call__(self, drafter):
-        fig = self.figures(drafter)
-        misses = self.K.misses(dict(fig, predicted_error=0.0), self.K.MARGINS)
-        return fig, (self.s.stop_rule == "bands" and not misses)
+        return self.stop(self.figures(drafter), drafter)
+
+
+class ConfirmedStop:
+    """When a drafter's training stops, from its predicted figures and, inside the bands, measured ones.
+
+    A check whose predictions are inside the bands shrunk by ``calibration.MARGINS`` is confirmed by
+    ``confirm(drafter)`` (the build's real decoding with the tests' and the demo's protocols; it
+    returns ``{"figures": ...}``), at most ``settings.confirms`` times: training stops at the first
+    confirmed check (``last`` holds its measurement) and goes on past one that misses while every miss
+    is one more training fixes (``calibration.TRAINING_FIXES``); otherwise the attempt ends there,
+    measured. A check past the top of a band ends the attempt unmeasured (``last`` is None), and one
+    below it trains on. ``stop(figures, drafter) -> (figures, stop)``."""
+
+    def __init__(self, s, confirm=None):
+        from workbench.lab import calibration as K
+
+        self.s, self.K, self.confirm = s, K, confirm
+        self.confirmed = 0
+        self.confirm_seconds = 0.0
+        self.last: Optional[dict] = None     # the measurement of this check's drafter, if it was measured
+
+    def __call__(self, fig: dict, drafter):
+        self.last = None
+        offline = dict(fig, predicted_error=0.0)
+        if self.s.stop_rule != "bands":
+            return fig, False
+        if self.K.misses(offline, self.K.MARGINS):
+            return fig, self.K.past_the_top(offline, self.K.MARGINS)
+        if self.confirm is None:
+            return fig, True
+        t0 = time.time()
+        ev = self.last = self.confirm(drafter)
+        self.confirm_seconds += time.time() - t0
+        self.confirmed += 1
+        missed = self.K.misses(ev["figures"])
+        go_on = bool(missed) and self.confirmed < self.s.confirms and self.K.training_may_fix(ev["figures"])
+        return dict(fig, measured=ev["figures"], misses=missed), not go_on
 
 
 def torch_cat(parts):

@@ -11,15 +11,17 @@ The product relies on these properties of a lab world (``tests/lab`` and the dem
 
 How a world lands there on any CPU, thread count and seed (``workbench.lab.build``):
 
-1. drafter training stops at the first held-out check (every ``eval_every`` steps) whose figures,
-   predicted offline from the drafter's conditional rates on held-out rows with each variant's
-   features, are inside the bands shrunk by ``MARGINS`` (``acc_0`` needs none: the tests read the
-   build's own held-out figure);
-2. the end of the build measures every figure by real speculative decoding, over the prompts the
-   tests and the demo use, and accepts the world inside the bands shrunk by ``FINAL_MARGINS`` (the
-   tests measure the same protocol through the server, in another process and thread count: a
-   figure moves by a little, never across that margin);
-3. a miss rebuilds with the next seed, at most ``max_retries`` times, every attempt recorded.
+1. every ``eval_every`` steps of the drafter's training, its figures are predicted offline from its
+   conditional rates on held-out rows with each variant's features; a check inside the bands shrunk
+   by ``MARGINS`` (``acc_0`` needs none: the tests read the build's own held-out figure) is
+   confirmed by measuring every figure by real speculative decoding, over the prompts the tests and
+   the demo use, accepted inside the bands shrunk by ``FINAL_MARGINS`` (the tests measure the same
+   protocol through the server, in another process and thread count: a figure moves by a little,
+   never across that margin);
+2. training stops at the first confirmed check; past a measured miss it goes on while every miss is
+   one more training fixes (``TRAINING_FIXES``), at most ``confirms`` measurements per attempt;
+3. an attempt that ends unconfirmed rebuilds with the next seed, at most ``max_retries`` times,
+   every attempt recorded.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ DEMO_RECOVERY_MIN = 1.5
 DEMO_STEPS = 5
 
 # how far inside each band (absolute, in the figure's own unit) training stops (offline prediction)
-MARGINS = {"acc_0": 0.0, "accept_length": 0.1, "broken_ratio": 0.03, "shifted_ratio": 0.02,
+# (offline teacher-forced rates under-read the broken ratio by 0.02-0.07 against real decoding)
+MARGINS = {"acc_0": 0.0, "accept_length": 0.1, "broken_ratio": 0.05, "shifted_ratio": 0.02,
            "predicted_error": 0.03, "demo_recovery": 0.05}
 # ... and the end of the build accepts a world (measured as the tests measure it)
 FINAL_MARGINS = {"acc_0": 0.0, "accept_length": 0.03, "broken_ratio": 0.01, "shifted_ratio": 0.01,
@@ -63,24 +66,48 @@ def figures(acc0: float, predicted: float, measured: dict, demo: dict) -> dict:
 
 def misses(fig: dict, margins: dict = FINAL_MARGINS) -> list:
     """One line per figure outside its band shrunk by ``margins`` (empty: the world is accepted)."""
-    m = margins
+    return [text for _key, _side, text in _misses(fig, margins)]
+
+
+# the misses more drafter training moves towards the band: accuracy rises and the drafter leans more on
+# the target's features (a wrong feature costs more). The others only get worse with more training.
+TRAINING_FIXES = {("acc_0", "low"), ("accept_length", "low"), ("broken_ratio", "high"), ("demo_recovery", "low")}
+
+
+def training_may_fix(fig: dict, margins: dict = FINAL_MARGINS) -> bool:
+    """Whether every miss of ``fig`` is one that more training moves towards its band."""
+    return all((key, side) in TRAINING_FIXES for key, side, _text in _misses(fig, margins))
+
+
+def past_the_top(fig: dict, margins: dict = FINAL_MARGINS) -> bool:
+    """Whether ``fig`` is above the accuracy or accept-length band (more training cannot bring it back)."""
+    return any(side == "high" and key in ("acc_0", "accept_length") for key, side, _text in _misses(fig, margins))
+
+
+def _misses(fig: dict, m: dict) -> list:
+    """``(figure, "low" | "high", text)`` per figure outside its band shrunk by ``m``."""
     out = []
     lo, hi = ACC_BAND
     if not lo + m["acc_0"] <= fig["acc_0"] <= hi - m["acc_0"]:
-        out.append(f"acc_0 {fig['acc_0']:.3f} outside [{lo + m['acc_0']:.2f}, {hi - m['acc_0']:.2f}]")
+        out.append(("acc_0", "low" if fig["acc_0"] < lo + m["acc_0"] else "high",
+                    f"acc_0 {fig['acc_0']:.3f} outside [{lo + m['acc_0']:.2f}, {hi - m['acc_0']:.2f}]"))
     lo, hi = ACCEPT_BAND
     if not lo + m["accept_length"] <= fig["accept_length"] <= hi - m["accept_length"]:
-        out.append(f"accept length {fig['accept_length']:.3f} outside "
-                   f"[{lo + m['accept_length']:.2f}, {hi - m['accept_length']:.2f}]")
+        out.append(("accept_length", "low" if fig["accept_length"] < lo + m["accept_length"] else "high",
+                    f"accept length {fig['accept_length']:.3f} outside "
+                    f"[{lo + m['accept_length']:.2f}, {hi - m['accept_length']:.2f}]"))
     if fig["broken_ratio"] > BROKEN_RATIO_MAX - m["broken_ratio"]:
-        out.append(f"broken ratio {fig['broken_ratio']:.3f} > {BROKEN_RATIO_MAX - m['broken_ratio']:.2f}")
+        out.append(("broken_ratio", "high",
+                    f"broken ratio {fig['broken_ratio']:.3f} > {BROKEN_RATIO_MAX - m['broken_ratio']:.2f}"))
     if fig["shifted_ratio"] < SHIFTED_RATIO_MIN + m["shifted_ratio"]:
-        out.append(f"shifted ratio {fig['shifted_ratio']:.3f} < {SHIFTED_RATIO_MIN + m['shifted_ratio']:.2f}")
+        out.append(("shifted_ratio", "low",
+                    f"shifted ratio {fig['shifted_ratio']:.3f} < {SHIFTED_RATIO_MIN + m['shifted_ratio']:.2f}"))
     if fig["predicted_error"] > PREDICTED_ERROR_MAX - m["predicted_error"]:
-        out.append(f"predicted error {fig['predicted_error']:.3f} > "
-                   f"{PREDICTED_ERROR_MAX - m['predicted_error']:.2f}")
+        out.append(("predicted_error", "high", f"predicted error {fig['predicted_error']:.3f} > "
+                    f"{PREDICTED_ERROR_MAX - m['predicted_error']:.2f}"))
     if fig["demo_recovery"] < DEMO_RECOVERY_MIN + m["demo_recovery"]:
-        out.append(f"demo recovery {fig['demo_recovery']:.3f} < {DEMO_RECOVERY_MIN + m['demo_recovery']:.2f}")
+        out.append(("demo_recovery", "low",
+                    f"demo recovery {fig['demo_recovery']:.3f} < {DEMO_RECOVERY_MIN + m['demo_recovery']:.2f}"))
     return out
 
 

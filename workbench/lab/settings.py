@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from workbench.lab import corpus
 
 # Bump when the build's code changes in a way that changes its outputs.
-BUILD_VERSION = 5
+BUILD_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,6 @@ class LabSettings:
     language: int = 1234
     # self-distilled training data
     prompts: int = 640
-    heldout: int = 64
     prompt_len: int = 48
     response_len: int = 32
     rows_per_group: int = 2000
@@ -58,18 +57,20 @@ class LabSettings:
     draft_lr: float = 3e-3
     loss_decay: float = 0.8
     token_drop: float = 0.5         # share of the drafter's input tokens hidden in training
+    ema: float = 0.0                # decay of the weights' moving average that checks read (0: raw weights)
     # held-out checks during training (``build.HeldoutCheck``): every eval_every steps from check_from;
     # stop_rule "bands" stops at the first check inside the bands, "never" only records them
-    eval_every: int = 10
-    check_from: int = 40
+    eval_every: int = 5
+    check_from: int = 20
     stop_rule: str = "bands"
+    confirms: int = 4               # checks confirmed by real decoding per attempt (each ~1/4 of a build)
     # evaluation
-    eval_prompts: int = 16
+    eval_prompts: int = 16          # the measured prompts, also the held-out rows
     eval_new_tokens: int = 48
     eval_steps: int = 3
     threads: int = 2
     # a build outside the calibration bands (``workbench.lab.calibration``) rebuilds with seed + 1
-    max_retries: int = 5
+    max_retries: int = 9
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -83,7 +84,7 @@ class LabSettings:
 SIZES = {
     "tiny": LabSettings(size="tiny"),
     # the same target and language; three times the drafter training on half again the data
-    "small": LabSettings(size="small", prompts=960, heldout=96, draft_steps=400),
+    "small": LabSettings(size="small", prompts=960, draft_steps=400),
 }
 
 

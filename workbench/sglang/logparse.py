@@ -794,19 +794,6 @@ def parse_text(text: "str | bytes") -> LogScan:
     return scan
 
 
-def parse_file(path, chunk: int = 1 << 24) -> LogScan:
-    p = LogParser()
-    scan = LogScan()
-    with open(path, "rb") as fh:
-        while True:
-            data = fh.read(chunk)
-            if not data:
-                break
-            scan.extend(p.feed(data))
-    scan.extend(p.finish())
-    return scan
-
-
 STREAM_CHUNK = 1 << 21       # bytes parsed at a time when streaming (memory stays near this)
 
 
@@ -923,16 +910,3 @@ def _literal(node, src: str):
     except (ValueError, SyntaxError, TypeError):
         return ast.get_source_segment(src, node)
 
-
-def accept_rate_meaning(version: Optional[str]) -> str:
-    """What the ``accept rate`` of a decode line means for a given SGLang version."""
-    from workbench.sglang.version import Version
-
-    if not version:
-        return "unknown version"
-    v = Version.parse(version)
-    if v < Version.parse("0.5.4"):
-        return "not printed before 0.5.4"
-    if v < Version.parse("0.5.12"):
-        return "accept len / (num_steps + 1): counts the bonus token"
-    return "(accept len - 1) / (num_draft_tokens - 1): correct drafts only"
