@@ -21,7 +21,9 @@ BUILD_VERSION = 6
 @dataclass(frozen=True)
 class LabSettings:
     size: str
-    seed: int = 1234
+    # any seed lands in the bands (with retries: benchmarks/results/lab_grid_*.json); the default is one
+    # that lands at its first attempt on the CPUs measured there, so the usual build is one attempt
+    seed: int = 1237
     # target (transformers LlamaForCausalLM)
     hidden: int = 64
     layers: int = 12
