@@ -2,7 +2,8 @@
 
 Budgets are step counts, not seconds, so a build is the same on a busy and an idle machine
 (the cache key is a hash of these settings). The drafter's training stops at the first held-out
-check inside the calibration bands (``workbench.lab.calibration``), ``draft_steps`` being the cap.
+check inside the calibration bands, measured by real decoding too (``workbench.lab.calibration``),
+``draft_steps`` being the cap.
 ``tiny`` is sized for tests, ``small`` for the demo (the same target, half again the data).
 """
 
@@ -54,7 +55,7 @@ class LabSettings:
     # drafter
     draft_vocab: int = 256
     ttt_steps: int = 3
-    draft_steps: int = 200          # the cap: training stops at the first held-out check in the bands
+    draft_steps: int = 200          # the cap: training stops at the first confirmed check in the bands
     draft_batch: int = 32
     draft_lr: float = 3e-3
     loss_decay: float = 0.8

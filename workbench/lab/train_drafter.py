@@ -15,10 +15,12 @@ Token drop: a share ``settings.token_drop`` of the input tokens is hidden (``<pa
 the drafter leans on the target's features as drafters of real models do; on the lab's small language
 a drafter left alone predicts most tokens from the tokens and barely notices wrong features.
 
-Stopping: every ``settings.eval_every`` steps ``check(drafter)`` (the build's: held-out figures, see
-``workbench.lab.build.HeldoutCheck``) returns ``(figures, stop)``; training stops at the first check
-that says stop, so a world lands where the check wants it on any CPU, thread count and seed, where a
-fixed step budget lands wherever the float kernels take it. ``draft_steps`` is the cap.
+Stopping: every ``settings.eval_every`` steps ``check(drafter)`` (the build's: held-out figures,
+confirmed by real decoding inside the bands, see ``workbench.lab.build.HeldoutCheck``) returns
+``(figures, stop)``; training stops at the first check that says stop, so a world lands where the
+check wants it on any CPU, thread count and seed, where a fixed step budget lands wherever the float
+kernels take it. ``draft_steps`` is the cap. With ``settings.ema`` the checks read (and the world
+keeps) a moving average of the weights.
 
 API: ``train_drafter(settings, target, rows, layer_ids, progress, check) -> (drafter, log)``;
 ``offline_metrics(drafter, target, rows, steps) -> dict``.
