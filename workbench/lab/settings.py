@@ -60,7 +60,6 @@ class LabSettings:
     draft_lr: float = 3e-3
     loss_decay: float = 0.8
     token_drop: float = 0.5         # share of the drafter's input tokens hidden in training
-    ema: float = 0.0                # decay of the weights' moving average that checks read (0: raw weights)
     # held-out checks during training (``build.HeldoutCheck``): every eval_every steps from check_from;
     # stop_rule "bands" stops at the first check inside the bands, "never" only records them
     eval_every: int = 5

@@ -19,8 +19,7 @@ Stopping: every ``settings.eval_every`` steps ``check(drafter)`` (the build's: h
 confirmed by real decoding inside the bands, see ``workbench.lab.build.HeldoutCheck``) returns
 ``(figures, stop)``; training stops at the first check that says stop, so a world lands where the
 check wants it on any CPU, thread count and seed, where a fixed step budget lands wherever the float
-kernels take it. ``draft_steps`` is the cap. With ``settings.ema`` the checks read (and the world
-keeps) a moving average of the weights.
+kernels take it. ``draft_steps`` is the cap.
 
 API: ``train_drafter(settings, target, rows, layer_ids, progress, check) -> (drafter, log)``;
 ``offline_metrics(drafter, target, rows, steps) -> dict``.
@@ -89,19 +88,6 @@ def offline_metrics(drafter, target, rows, steps: int, batch: int = 32) -> dict:
             "full": [round(f, 4) for f in full], "positions": valid_cnt[0]}
 
 
-def _swap(params, weights):
-    """Load ``weights`` (a list like ``params``) into ``params``; returns the weights they held."""
-    import torch
-
-    if weights is None:
-        return None
-    with torch.no_grad():
-        held = [p.detach().clone() for p in params]
-        for p, w in zip(params, weights):
-            p.copy_(w)
-    return held
-
-
 def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
     import torch
     import torch.nn.functional as F
@@ -129,10 +115,6 @@ def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
         p.requires_grad_(False)
     opt = torch.optim.AdamW([p for p in drafter.parameters() if p.requires_grad], lr=s.draft_lr,
                             weight_decay=0.0, betas=(0.9, 0.95))
-    params = [p for p in drafter.parameters() if p.requires_grad]
-    # checks read (and the world keeps) an exponential moving average of the weights: the raw weights
-    # of a small batch jump by several points of accuracy from one check to the next
-    ema = [p.detach().clone() for p in params] if s.ema > 0 else None
     gen = torch.Generator().manual_seed(s.seed + 2)
     n = ids.shape[0]
     log, checks, t0 = [], [], time.time()
@@ -166,9 +148,6 @@ def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 0.5)
         opt.step()
-        if ema is not None:
-            with torch.no_grad():
-                torch._foreach_lerp_(ema, [p.detach() for p in params], 1.0 - s.ema)
         if step % 25 == 0 or step == s.draft_steps - 1:
             entry = {"step": step, "loss": round(loss.item(), 4)}
             entry.update({f"acc_{k}": round(a, 4) for k, a in enumerate(accs)})
@@ -178,16 +157,12 @@ def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
                          " ".join(f"acc_{k} {a:.2f}" for k, a in enumerate(accs)))
         if check is not None and step + 1 >= s.check_from and (step + 1) % s.eval_every == 0:
             drafter.eval()
-            raw = _swap(params, ema)
             figures, stop = check(drafter)
             checks.append({"step": step + 1, **figures})
             if stop:
                 stopped = step + 1
                 break
-            _swap(params, raw)
             drafter.train()
-    else:
-        _swap(params, ema)
     drafter.eval()
     return drafter, {"steps": stopped or s.draft_steps, "max_steps": s.draft_steps,
                      "stopped_by_check": stopped is not None, "checks": checks,
