@@ -59,7 +59,7 @@ CASES: dict[str, Case] = {
     "draft-context-too-short": Case("error", "engine-code", target={"max_position_embeddings": 1024}),
     "tied-embeddings": Case("error", "engine-code", config={"tie_word_embeddings": True}),
     "missing-weight": Case("error", "static-file", tensors=lambda ts: ts.pop("lm_head.weight")),
-    "unexpected-weight": Case("warning", "engine-code",
+    "unexpected-weight": Case("warning", "convention",
                               tensors=lambda ts: ts.update({"mtp_head.weight": np.zeros((2, 2), np.float32)})),
     "weight-shape-mismatch": Case("error", "static-file",   # lm_head for 32 draft tokens, not 16
                                   tensors=lambda ts: ts.update({"lm_head.weight": np.zeros((32, 16), np.float32)})),

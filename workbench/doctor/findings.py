@@ -57,7 +57,9 @@ CODE_CLASS: dict[str, str] = {
     "layer-ids-final-uncaptured": "engine-code", "layer-ids-unsorted": "convention",
     "layer-ids-count-mismatch": "static-file", "layer-ids-nondefault": "static-file",
     "eagle-config-misplaced": "engine-code", "draft-context-too-short": "engine-code",
-    "tied-embeddings": "engine-code", "missing-weight": "static-file", "unexpected-weight": "engine-code",
+    "tied-embeddings": "engine-code", "missing-weight": "static-file",
+    # the loader's accepted names come from workbench/drafter/names.py, our reading of SGLang's loader
+    "unexpected-weight": "convention",
     "weight-shape-mismatch": "static-file", "d2t-invalid": "static-file", "hidden-size-mismatch": "static-file",
     "config-invalid": "static-file", "weights-unreadable": "static-file", "weights-not-checked": "static-file",
     "draft-arch-unsupported": "engine-code", "target-eagle3-unsupported": "engine-code",
