@@ -219,32 +219,41 @@ class Columns:
         self._cache[name] = arr
         return arr
 
+    def _value_columns(self, names, ints, floats, missing) -> tuple[list, dict[int, list[str]]]:
+        """Each field's values as the list converters ``ints`` / ``floats`` make them (``None``: the
+        floats as they are), ``missing`` where a value is not finite; and the rows whose value was
+        present but not finite (``{row: [field, ...]}``: a ``nan``/``inf`` the server printed, not a
+        field it left out). Converters take whole lists: the common all-finite column stays in C."""
+        import numpy as np
+
+        lists = self._lists()
+        cols: list = []
+        bad_rows: dict[int, list[str]] = {}
+        for name in names:
+            col = lists[name]
+            conv = ints if name in _INT_FIELDS else floats
+            if np.isfinite(self.column(name)).all():         # all finite: the common case
+                cols.append(col if conv is None else conv(col))
+                continue
+            key = _FIELD_KEYS.get(name, "\0") + "nan"
+            out = []
+            for i, x in enumerate(col):
+                if x - x == 0.0:
+                    out.append(x if conv is None else conv([x])[0])
+                else:
+                    out.append(missing)
+                    if x == x or key in self.lines[i]:
+                        bad_rows.setdefault(i, []).append(name)
+            cols.append(out)
+        return cols, bad_rows
+
     def iter_records(self) -> Iterator[dict]:
         """``record(i)`` for every line, made column by column (what a stream of records costs)."""
         n = len(self.lines)
         if not n:
             return iter(())
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
-        lists = self._lists()
-        bad_rows: dict[int, list[str]]
-        cols, bad_rows = [], {}
-        import numpy as np
-
-        for name in names:
-            col = lists[name]
-            if np.isfinite(self.column(name)).all():         # all finite: the common case
-                cols.append(list(map(int, col)) if name in _INT_FIELDS else col)
-                continue
-            key = _FIELD_KEYS.get(name, "\0") + "nan"
-            out = []
-            for i, x in enumerate(col):
-                if x - x == 0.0:
-                    out.append(int(x) if name in _INT_FIELDS else x)
-                else:
-                    out.append(None)
-                    if x == x or key in self.lines[i]:
-                        bad_rows.setdefault(i, []).append(name)
-            cols.append(out)
+        cols, bad_rows = self._value_columns(names, _ints, None, None)
         split = _split_stamps(self.stamps())
         times = [t or None for t, _ in split]
         ranks = [r for _, r in split]
@@ -271,27 +280,7 @@ class Columns:
         if not n:
             return iter(())
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
-        lists = self._lists()
-        bad_rows: dict[int, list[str]]
-        cols, bad_rows = [], {}
-        import numpy as np
-
-        for name in names:
-            col = lists[name]
-            isint = name in _INT_FIELDS
-            if np.isfinite(self.column(name)).all():
-                cols.append(list(map(str, map(int, col))) if isint else list(map(float.__repr__, col)))
-                continue
-            key = _FIELD_KEYS.get(name, "\0") + "nan"
-            out = []
-            for i, x in enumerate(col):
-                if x - x == 0.0:
-                    out.append(str(int(x)) if isint else repr(x))
-                else:
-                    out.append("null")
-                    if x == x or key in self.lines[i]:
-                        bad_rows.setdefault(i, []).append(name)
-            cols.append(out)
+        cols, bad_rows = self._value_columns(names, _int_texts, _float_texts, "null")
         quoted: dict = {}
 
         def q(v):
@@ -792,6 +781,18 @@ def parse_text(text: "str | bytes") -> LogScan:
     p = LogParser()
     scan = p.feed(text, final=True)
     return scan
+
+
+def _ints(col: list) -> list:
+    return list(map(int, col))
+
+
+def _int_texts(col: list) -> list:
+    return list(map(str, map(int, col)))
+
+
+def _float_texts(col: list) -> list:
+    return list(map(float.__repr__, col))
 
 
 STREAM_CHUNK = 1 << 21       # bytes parsed at a time when streaming (memory stays near this)
