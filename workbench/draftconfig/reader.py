@@ -332,7 +332,8 @@ def _dedupe(problems: list[FieldProblem]) -> list[FieldProblem]:
 
 @dataclass
 class TargetInfo(Result):
-    """The fields of a target's HF config.json the doctor uses (``text_config`` understood)."""
+    """The fields of a target's HF config.json the doctor uses (a multimodal wrapper's text config
+    understood: ``workbench.engine.target.text_config_key``)."""
 
     path: str
     architectures: list[str]
@@ -355,12 +356,16 @@ def read_target(path: "str | Path") -> TargetInfo:
         raise InputError(f"{cfg_path}: expected a JSON object at the top level, got {type(cfg).__name__}")
     problems: list[FieldProblem] = []
     f = _Fields(cfg, str(cfg_path), problems)
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
-    f.typed("text_config")
+    from workbench.engine.target import TEXT_KEYS, text_config_key
+
+    for k in TEXT_KEYS:
+        f.typed(k)                      # a sub-config that is not an object is a problem, named
+    key = text_config_key(cfg)
+    text = cfg[key] if key else None
 
     def pick_int(name: str) -> Optional[int]:
         if text is not None and name in text:
-            return f.typed(f"text_config.{name}")
+            return f.typed(f"{key}.{name}")
         return f.typed(name)
 
     archs = f.typed("architectures") or []

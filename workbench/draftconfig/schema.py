@@ -89,10 +89,12 @@ FIELDS: dict[str, Field] = {
     "eagle_config": Field("object"),
     "transformer_layer_config": Field("object"),
     "text_config": Field("object"),
+    "language_config": Field("object"),
+    "llm_config": Field("object"),
     "rope_scaling.factor": Field("number", Range(0, 1024, lo_open=True)),
     "rope_scaling.original_max_position_embeddings": _CONTEXT,
 }
-_PREFIXES = ("transformer_layer_config.", "text_config.", "eagle_config.")
+_PREFIXES = ("transformer_layer_config.", "text_config.", "language_config.", "llm_config.", "eagle_config.")
 
 
 def field_for(key: str) -> Optional[Field]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from workbench.engine.target import text_config
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -36,13 +37,6 @@ class TargetHead:
     @property
     def hidden(self) -> int:
         return int(self.embed.shape[1])
-
-
-def _text_config(cfg: dict) -> dict:
-    for key in ("text_config", "language_config"):
-        if isinstance(cfg.get(key), dict):
-            return {**cfg, **cfg[key]}
-    return cfg
 
 
 def _pick(names, suffix: str, exclude=("mtp", "vision", "visual", "draft")) -> Optional[str]:
@@ -88,7 +82,7 @@ def read_target_head(path) -> TargetHead:
     raw = strictjson.load_file(root / "config.json", "target config")
     if not isinstance(raw, dict):
         raise InputError(f"{root}/config.json: expected a JSON object at the top level")
-    cfg = _text_config(raw)
+    cfg = text_config(raw)
     where = tensor_files(root)
     embed_n = _pick(where, "embed_tokens.weight") or _pick(where, "wte.weight")
     head_n = _pick(where, "lm_head.weight")

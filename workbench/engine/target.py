@@ -8,7 +8,25 @@ from typing import Optional
 
 from workbench.errors import InputError
 
-_TEXT_KEYS = ("text_config", "language_config", "llm_config")
+# where a multimodal wrapper's config keeps its language model's (transformers: text_config; DeepSeek-VL
+# and Kimi-VL style: language_config; InternVL style: llm_config)
+TEXT_KEYS = ("text_config", "language_config", "llm_config")
+
+
+def text_config_key(cfg: dict) -> Optional[str]:
+    """The key of the language model's sub-config in a target's HF config, or None (a text model).
+    The one reading of it: every target-config reader goes through this and ``text_config``."""
+    for k in TEXT_KEYS:
+        if isinstance(cfg.get(k), dict):
+            return k
+    return None
+
+
+def text_config(cfg: dict) -> dict:
+    """The language model's config: the wrapper's keys overlaid with its text sub-config's (the
+    sub-config wins), or ``cfg`` itself for a text model."""
+    k = text_config_key(cfg)
+    return {**cfg, **cfg[k]} if k else cfg
 
 
 def read_target(path) -> tuple[str, int, Optional[str]]:
@@ -28,14 +46,12 @@ def read_target(path) -> tuple[str, int, Optional[str]]:
         raise InputError(f"{f}: field 'architectures' must be a non-empty list of class names")
     n = cfg.get("num_hidden_layers")
     text_arch = None
-    if n is None:
-        for k in _TEXT_KEYS:
-            sub = cfg.get(k)
-            if isinstance(sub, dict) and sub.get("num_hidden_layers") is not None:
-                n = sub["num_hidden_layers"]
-                ta = sub.get("architectures")
-                text_arch = ta[0] if isinstance(ta, list) and ta and isinstance(ta[0], str) else None
-                break
+    k = text_config_key(cfg)
+    if n is None and k and cfg[k].get("num_hidden_layers") is not None:
+        sub = cfg[k]
+        n = sub["num_hidden_layers"]
+        ta = sub.get("architectures")
+        text_arch = ta[0] if isinstance(ta, list) and ta and isinstance(ta[0], str) else None
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise InputError(f"{f}: field 'num_hidden_layers' (or text_config.num_hidden_layers) must be a "
                          f"positive integer, got {n!r}")

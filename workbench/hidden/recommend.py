@@ -109,8 +109,10 @@ def target_info(path) -> tuple[Optional[str], Optional[int]]:
     cfg = strictjson.load_file(p, "target config")
     if not isinstance(cfg, dict):
         raise InputError(f"{p}: expected a JSON object at the top level")
-    text = cast("dict[str, Any]", cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg)
-    n = text.get("num_hidden_layers", cfg.get("num_hidden_layers"))
+    from workbench.engine.target import text_config
+
+    text = cast("dict[str, Any]", text_config(cfg))
+    n = text.get("num_hidden_layers")
     if n is not None:
         try:
             n = validate("num_hidden_layers", n)

@@ -130,10 +130,12 @@ class LiveDoctor:
         if cfg is None:
             self.notes.append(f"cannot read {model}/config.json on {self.rec.host}: the layer count is unknown")
             return {"path": model, "arch": None, "num_layers": None}
-        text: dict[str, Any] = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+        from workbench.engine.target import text_config
+
+        text: dict[str, Any] = text_config(cfg)
         archs = cfg.get("architectures") or []
         return {"path": model, "arch": archs[0] if archs else cfg.get("model_type"),
-                "num_layers": text.get("num_hidden_layers", cfg.get("num_hidden_layers")),
+                "num_layers": text.get("num_hidden_layers"),
                 "context_length": text.get("max_position_embeddings")}
 
     def draft_info(self, draft: str) -> dict[str, Any]:
