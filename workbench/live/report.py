@@ -4,14 +4,14 @@ before/after comparison (plain dataclasses; torch-free)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
 from workbench.results import Result, jsonable
 
 
-def fix_from_dict(fd: dict[str, Any], location=None) -> Fix:
+def fix_from_dict(fd: dict[str, Any], location: Optional[Callable[[str], str]] = None) -> Fix:
     file = fd.get("file")
     if file and location:
         file = location(file)
@@ -20,7 +20,7 @@ def fix_from_dict(fd: dict[str, Any], location=None) -> Fix:
                list(fd.get("launch", [])))
 
 
-def finding_from_dict(d: dict[str, Any], location=None) -> Finding:
+def finding_from_dict(d: dict[str, Any], location: Optional[Callable[[str], str]] = None) -> Finding:
     """A Finding back from its JSON form (a job's answer); ``location(path)`` rewrites fix files."""
     fd = d.get("fix")
     fix = fix_from_dict(fd, location) if fd else None
@@ -157,11 +157,11 @@ class Comparison(Result):
 
     before_server: int
     after_server: int
-    rows: list                        # [{"name", "before", "after", "change"}]
+    rows: list[dict[str, Any]]        # [{"name", "before", "after", "change"}]
     before: dict[str, Any]
     after: dict[str, Any]
 
-    def value(self, name: str, side: str = "after"):
+    def value(self, name: str, side: str = "after") -> Any:
         for r in self.rows:
             if r["name"] == name:
                 return r[side]
@@ -195,11 +195,11 @@ class FixOutcome(Result):
         return "\n".join(lines)
 
 
-def _f(v, digits: int = 2) -> str:
+def _f(v: Optional[float], digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _s(v) -> str:
+def _s(v: Any) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
