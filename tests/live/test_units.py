@@ -204,3 +204,29 @@ def test_parts_leave_out_the_keys_their_producer_left_out():
     assert Observed(float("nan")).to_dict()["accept_length"] is None       # JSON-safe like every result
     with pytest.raises(InputError, match="observed: expected an object"):
         Observed.from_dict([1.0])
+
+
+def test_a_saved_report_with_a_wrong_value_names_the_field():
+    from pathlib import Path
+
+    from workbench.errors import InputError
+
+    saved = json.loads((Path(__file__).with_name("data") / "story.json").read_text())["report"]
+    bad = [("observed", "accept_length", "2.2", "observed.accept_length: expected a finite number"),
+           ("observed", "accept_length", float("nan"), "observed.accept_length: expected a finite number"),
+           ("spec", "steps", 2.5, "spec.steps: expected an integer"),
+           ("spec", "steps", True, "spec.steps: expected an integer"),
+           ("predicted", "acc", [0.7, "x"], r"predicted.acc\[1\]: expected a finite number"),
+           ("features", "verdict", 3, "features.verdict: expected a string"),
+           ("draft", "changed_since_launch", "no", "draft.changed_since_launch: expected true or false"),
+           ("alignment", "best", {"slot": 1}, "alignment.best: expected a list")]
+    for part, key, value, message in bad:
+        d = json.loads(json.dumps(saved))
+        d[part][key] = value
+        with pytest.raises(InputError, match=message):
+            LiveReport.from_dict(d)
+    d = json.loads(json.dumps(saved))
+    d["observed"]["accept_length"] = 3          # an integer is a number
+    assert LiveReport.from_dict(d).observed.accept_length == 3
+    # the doctor keeps what the host gave it (a config's odd value is its subject)
+    assert Target.from_dict({"num_layers": "ten"}, check=False).num_layers == "ten"

@@ -313,11 +313,14 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
     ranked = rank(_dedupe(_settle_fixes(ranked, draft["loaded"])))
     fix = next((r.fix for r in ranked if r.fix is not None and r.fix.applicable), None)
     d._step("live.doctor", n_steps, n_steps, "done")
+    # the parts built from the host's files and job answers are kept as the host gave them (check=False):
+    # a config's odd value is the doctor's subject, not a reason to lose the report
     report = LiveReport(
         d.sid, d.rec.profile, d.rec.host, ops.server(d.sid).state, engine, facts["version"], spec,
-        Target.from_dict(target), Draft.from_dict({k: v for k, v in draft.items() if k not in ("loaded", "loaded_text")}),
-        observed, predicted, gap, Features.from_dict(features),
-        Alignment.from_dict(alignment) if alignment is not None else None, ranked, fix, pending, d.transfers, d.steps, d.notes, time.perf_counter() - t0)
+        Target.from_dict(target, check=False),
+        Draft.from_dict({k: v for k, v in draft.items() if k not in ("loaded", "loaded_text")}, check=False),
+        observed, predicted, gap, Features.from_dict(features, check=False),
+        Alignment.from_dict(alignment, check=False) if alignment is not None else None, ranked, fix, pending, d.transfers, d.steps, d.notes, time.perf_counter() - t0)
     return report
 
 

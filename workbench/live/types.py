@@ -7,8 +7,10 @@ entry read back with ``from_dict`` writes the same JSON again."""
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from workbench.errors import InputError
 from workbench.results import jsonable
@@ -39,13 +41,20 @@ class Record:
         return {**{k: jsonable(getattr(self, k)) for k in self.keys()}, **jsonable(self.extra or {})}
 
     @classmethod
-    def from_dict(cls: type[R], d: Optional[dict[str, Any]]) -> R:
+    def from_dict(cls: type[R], d: Optional[dict[str, Any]], *, check: bool = True) -> R:
         """The record back from its JSON form: a missing key stays missing, an unknown one (a report
-        of another version) is kept and written back after the known ones."""
+        of another version) is kept and written back after the known ones. ``check``: every known
+        value has its field's type (numbers finite), else an InputError names the field."""
+        where = cls.__name__.lower()
         d = d or {}
         if not isinstance(d, dict):
-            raise InputError(f"{cls.__name__.lower()}: expected an object, got {type(d).__name__}")
+            raise InputError(f"{where}: expected an object, got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls) if f.name not in _OWN]
+        if check:
+            hints = get_type_hints(cls)
+            for k in names:
+                if k in d:
+                    _check(f"{where}.{k}", d[k], hints[k])
         extra = {k: v for k, v in d.items() if k not in names}
         return cls(**{k: d[k] for k in names if k in d}, absent=frozenset(k for k in names if k not in d),
                    extra=extra or None)
@@ -140,3 +149,37 @@ class Alignment(Record):
     thresholds: Optional[dict[str, float]] = None
     samples: Optional[list[Any]] = None
     tensor_bytes: Optional[int] = None
+
+
+_NAMES = {str: "a string", bool: "true or false"}
+
+
+def _check(where: str, value: Any, tp: Any) -> None:
+    """``value`` (from JSON) has type ``tp``: Optional, float (finite; an int will do), int, str, bool,
+    list[X], dict[str, X] or Any."""
+    if tp is Any:
+        return
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Union or origin is types.UnionType:
+        if value is None and type(None) in args:
+            return
+        (inner,) = [a for a in args if a is not type(None)]
+        _check(where, value, inner)
+    elif origin is list:
+        if not isinstance(value, list):
+            raise InputError(f"{where}: expected a list, got {value!r:.60}")
+        for i, v in enumerate(value):
+            _check(f"{where}[{i}]", v, args[0])
+    elif origin is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected an object, got {value!r:.60}")
+        for k, v in value.items():
+            _check(f"{where}.{k}", v, args[1])
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(f"{where}: expected a finite number, got {value!r:.60}")
+    elif tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}: expected an integer, got {value!r:.60}")
+    elif not isinstance(value, tp):
+        raise InputError(f"{where}: expected {_NAMES.get(tp, tp.__name__)}, got {value!r:.60}")
