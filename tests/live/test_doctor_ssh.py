@@ -49,7 +49,7 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     r0 = wb.doctor_live(rec.id, static=False, measure_tokens=16, eval_samples=8, dump="ask", confirm=False)
     assert r0.pending is not None and "--debug-tensor-dump-output-folder" in r0.pending.summary
     assert [f.code for f in r0.findings] == ["layer-ids-engine-mismatch"] and r0.fix is None
-    assert r0.alignment["mode"] == "payload" and r0.alignment["cols_physical"] == [f"out({i})" for i in shifted]
+    assert r0.alignment.mode == "payload" and r0.alignment.cols_physical == [f"out({i})" for i in shifted]
 
     report = wb.doctor_live(rec.id, static=False, measure=False, eval_samples=8, dump="yes", dump_alongside=True)
     assert all(f.source == "hidden states" for f in report.findings)          # no static hint involved
@@ -59,8 +59,8 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     assert ev["source"] == "numeric alignment" and ev["shift"] == 1
     assert ev["config_ids"] == shifted and ev["trained_points"] == [f"out({i})" for i in trained]
     assert ev["recommended_ids"] == trained
-    assert [b["verdict"] for b in report.alignment["best"]] == ["match"] * 3
-    assert report.alignment["mode"] == "dump" and report.alignment["tokens_compared"] >= 200
+    assert [b["verdict"] for b in report.alignment.best] == ["match"] * 3
+    assert report.alignment.mode == "dump" and report.alignment.tokens_compared >= 200
     assert report.fix.file == f"gpu:{draft}/config.json"
     assert report.fix.edits[0].key == "eagle_config.eagle_aux_hidden_state_layer_ids"
     assert report.fix.edits[0].value == trained
@@ -68,7 +68,7 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     ft = report.features
     assert ft["train_accept_length"] > 1.5 and ft["live_accept_length"] > 1.0
     assert top.explains == pytest.approx(ft["train_accept_length"] - ft["live_accept_length"])
-    assert report.observed["accept_length"] > 1.0 and report.predicted["accept_length"] > 1.0
+    assert report.observed.accept_length > 1.0 and report.predicted.accept_length > 1.0
     # every host job ran over SSH and reported what it moved
     assert report.transfers and all(t.host == "gpu" and t.wire_sent for t in report.transfers)
     assert wb.server(rec.id).state == "ready"        # the dump ran alongside; the dump server is gone
@@ -109,4 +109,4 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     # the fixed server feeds the drafter what it was trained on: no finding, no dump needed
     after = wb.doctor_live(out["server_after"], static=False, measure=False, eval_samples=4, dump="no")
     assert after.findings == [] and after.pending is None
-    assert "every training slot is the engine's part" in after.features["verdict"]
+    assert "every training slot is the engine's part" in after.features.verdict

@@ -38,7 +38,7 @@ def text(screen, sel) -> str:
 async def test_guided_keys_on_a_recorded_report(workspace, tmp_path):
     report, _ = story()
     cfg = tmp_path / "config.json"
-    ids = report.draft["ids"]
+    ids = report.draft.ids
     cfg.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
                                "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}, indent=2) + "\n")
     report.fix.file = str(cfg)
@@ -54,8 +54,8 @@ async def test_guided_keys_on_a_recorded_report(workspace, tmp_path):
         table = screen.query_one("#findings", DataTable)
         assert [str(table.get_row_at(i)[2]) for i in range(table.row_count)] == [f.code for f in report.findings]
         numbers = text(screen, "#numbers")
-        assert f"observed {report.observed['accept_length']:.2f}" in numbers
-        assert f"predicted {report.predicted['accept_length']:.2f}" in numbers
+        assert f"observed {report.observed.accept_length:.2f}" in numbers
+        assert f"predicted {report.predicted.accept_length:.2f}" in numbers
         await pilot.press("a")
         assert "next: press f" in text(screen, "#guide")
         assert screen.query_one("#alignment", DataTable).row_count == 3
@@ -122,12 +122,12 @@ async def test_doctor_screen_shows_a_live_report(workspace):
         assert [str(table.get_row_at(i)[2]) for i in range(table.row_count)] == [f.code for f in report.findings]
         cap = screen.query_one("#capture", DataTable)
         rows = [[str(c) for c in cap.get_row_at(i)] for i in range(cap.row_count)]
-        ids = report.draft["ids"]
+        ids = report.draft.ids
         assert [r[1] for r in rows] == [str(i) for i in ids]
-        assert [r[4] for r in rows] == [b["physical"] for b in report.alignment["best"]]
+        assert [r[4] for r in rows] == [b["physical"] for b in report.alignment.best]
         assert all(r[5] == "MISMATCH" for r in rows)
         notes = str(screen.query_one("#capture-notes", Static).render())
-        assert f"observed {report.observed['accept_length']:.2f}" in notes and "costs" in notes
+        assert f"observed {report.observed.accept_length:.2f}" in notes and "costs" in notes
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -11,6 +11,7 @@ import pytest
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.live.doctor import SAME_MAX, _diff_text, _same_as_engine, engine_of
 from workbench.live.report import LiveReport, RankedFinding, rank
+from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
 
 
 def _f(code, sev="error", fix=None):
@@ -53,12 +54,11 @@ def test_report_json_round_trip_and_text():
     fix = Fix("set ids", "gpu:/d/config.json", [ConfigEdit("eagle_config.eagle_aux_hidden_state_layer_ids",
                                                            [1, 4, 6])])
     rf = RankedFinding(_f("layer-ids-engine-mismatch", fix=fix), "hidden states", 0.85, 1.0)
-    rep = LiveReport(3, "story", "gpu", "ready", "sglang==0.5.23", "0.5.23", {"steps": 5}, {"num_layers": 10},
-                     {"ids": [-1, 1, 4]}, {"accept_length": 2.2, "source": "protocol"},
-                     {"accept_length": 2.9, "source": "drafter"}, 0.7,
-                     {"train_accept_length": 3.2, "live_accept_length": 2.35, "explains": 0.85, "samples": 2},
-                     {"mode": "dump", "best": [{"slot": "aux[0]", "physical": "out(1)", "value": 2e-6,
-                                                "verdict": "match"}], "tokens_compared": 256},
+    rep = LiveReport(3, "story", "gpu", "ready", "sglang==0.5.23", "0.5.23", Spec(steps=5), Target(num_layers=10),
+                     Draft(ids=[-1, 1, 4]), Observed(2.2, source="protocol"), Predicted(2.9, source="drafter"), 0.7,
+                     Features(train_accept_length=3.2, live_accept_length=2.35, explains=0.85, samples=2),
+                     Alignment("dump", best=[{"slot": "aux[0]", "physical": "out(1)", "value": 2e-6,
+                                             "verdict": "match"}], tokens_compared=256),
                      [rf], fix)
     d = json.loads(json.dumps(rep.to_dict()))
     assert d["findings"][0]["explains"] == 0.85 and d["findings"][0]["fix"]["edits"][0]["value"] == [1, 4, 6]
@@ -157,3 +157,76 @@ def test_demo_prompts_follow_the_lab_world(lab_world, tmp_path):
     stamp = path.stat().st_mtime_ns
     write_prompts(lab_world, path)
     assert path.stat().st_mtime_ns == stamp
+
+
+def test_saved_report_round_trips_byte_for_byte_with_typed_parts():
+    from pathlib import Path
+
+    saved = json.loads((Path(__file__).with_name("data") / "story.json").read_text())["report"]
+    rep = LiveReport.from_dict(saved)
+    assert isinstance(rep.spec, Spec) and rep.spec.steps == saved["spec"]["steps"]
+    assert isinstance(rep.observed, Observed) and rep.observed.accept_length == saved["observed"]["accept_length"]
+    assert isinstance(rep.predicted, Predicted) and rep.predicted.acc == saved["predicted"]["acc"]
+    assert isinstance(rep.features, Features) and rep.features.explains == saved["features"]["explains"]
+    assert isinstance(rep.target, Target) and rep.target.num_layers == saved["target"]["num_layers"]
+    assert isinstance(rep.draft, Draft) and rep.draft.ids == saved["draft"]["ids"]
+    assert isinstance(rep.alignment, Alignment) and rep.alignment.best == saved["alignment"]["best"]
+    for name in ("spec", "target", "draft", "observed", "predicted", "features", "alignment"):
+        assert json.dumps(rep.to_dict()[name]) == json.dumps(saved[name]), name
+    again = json.loads(json.dumps(rep.to_dict()))
+    assert LiveReport.from_dict(again) == rep
+
+
+def test_parts_leave_out_the_keys_their_producer_left_out():
+    # a key left out is not a null: each form the doctor writes comes back as it was written
+    from workbench.errors import InputError
+
+    forms = [
+        (Observed, {"accept_length": None, "tokens_per_s": None, "source": "not measured"}),
+        (Observed, {"accept_length": 2.0, "tokens_per_s": 90.5, "per_request": {"mean": 2.0, "stdev": 0.1, "min": 1.5, "max": 2.5}, "source": "protocol"}),
+        (Observed, {"accept_length": 2.0, "tokens_per_s": 90.5, "per_request": None, "source": "protocol"}),
+        (Predicted, {"accept_length": None, "source": None}),
+        (Predicted, {"accept_length": 2.5, "acc": [0.7, 0.5], "source": "predictor"}),
+        (Predicted, {"accept_length": None, "acc": None, "source": "drafter", "samples": None}),
+        (Features, {}),
+        (Features, {"verdict": "the server does not return hidden states"}),
+        (Target, {"path": "/m", "arch": None, "num_layers": None}),
+        (Spec, {"steps": 5, "future_key": {"a": 1}}),        # a key of another version is kept
+    ]
+    for cls, d in forms:
+        part = cls.from_dict(d)
+        assert json.dumps(part.to_dict()) == json.dumps(d), (cls.__name__, d)
+        assert cls.from_dict(part.to_dict()) == part
+    assert Observed(2.0, 90.0, source="x").to_dict() == {"accept_length": 2.0, "tokens_per_s": 90.0, "source": "x"}
+    assert "per_request" in Observed(2.0, None, None, "x", absent=frozenset()).to_dict()
+    assert Predicted().to_dict() == {"accept_length": None, "source": None}
+    assert Features(explains=0.5).to_dict() == {"explains": 0.5}
+    assert Observed(float("nan")).to_dict()["accept_length"] is None       # JSON-safe like every result
+    with pytest.raises(InputError, match="observed: expected an object"):
+        Observed.from_dict([1.0])
+
+
+def test_a_saved_report_with_a_wrong_value_names_the_field():
+    from pathlib import Path
+
+    from workbench.errors import InputError
+
+    saved = json.loads((Path(__file__).with_name("data") / "story.json").read_text())["report"]
+    bad = [("observed", "accept_length", "2.2", "observed.accept_length: expected a finite number"),
+           ("observed", "accept_length", float("nan"), "observed.accept_length: expected a finite number"),
+           ("spec", "steps", 2.5, "spec.steps: expected an integer"),
+           ("spec", "steps", True, "spec.steps: expected an integer"),
+           ("predicted", "acc", [0.7, "x"], r"predicted.acc\[1\]: expected a finite number"),
+           ("features", "verdict", 3, "features.verdict: expected a string"),
+           ("draft", "changed_since_launch", "no", "draft.changed_since_launch: expected true or false"),
+           ("alignment", "best", {"slot": 1}, "alignment.best: expected a list")]
+    for part, key, value, message in bad:
+        d = json.loads(json.dumps(saved))
+        d[part][key] = value
+        with pytest.raises(InputError, match=message):
+            LiveReport.from_dict(d)
+    d = json.loads(json.dumps(saved))
+    d["observed"]["accept_length"] = 3          # an integer is a number
+    assert LiveReport.from_dict(d).observed.accept_length == 3
+    # the doctor keeps what the host gave it (a config's odd value is its subject)
+    assert Target.from_dict({"num_layers": "ten"}, check=False).num_layers == "ten"

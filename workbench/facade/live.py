@@ -84,15 +84,16 @@ class LiveAPI(ServersAPI):
                           progress=self.progress)
         self._record("live.doctor", str(sid), {
             "server_id": sid, "profile": report.profile, "engine": report.engine, "training_data": training_data,
-            "observed": report.observed, "predicted": {k: v for k, v in report.predicted.items() if k != "acc"},
-            "gap": report.gap, "features": report.features,
+            "observed": report.observed.to_dict(),
+            "predicted": {k: v for k, v in report.predicted.to_dict().items() if k != "acc"},
+            "gap": report.gap, "features": report.features.to_dict(),
             "findings": [{"code": f.code, "severity": f.severity, "source": f.source, "explains": f.explains,
                           "share": f.share, "message": f.message} for f in report.findings],
             "fix": report.fix.to_dict() if report.fix else None,
-            "alignment": {"mode": report.alignment["mode"],
-                          "best": [b.get("physical") or b.get("candidate") for b in report.alignment["best"]],
-                          "verdicts": [b.get("verdict") for b in report.alignment["best"]],
-                          "recommendation": (report.alignment.get("recommendation") or {}).get("layer_ids")}
+            "alignment": {"mode": report.alignment.mode,
+                          "best": [b.get("physical") or b.get("candidate") for b in report.alignment.best],
+                          "verdicts": [b.get("verdict") for b in report.alignment.best],
+                          "recommendation": (report.alignment.recommendation or {}).get("layer_ids")}
             if report.alignment else None,
             "pending": report.pending.summary if report.pending else None,
             "transfers": [t.to_dict() for t in report.transfers], "seconds": round(report.seconds, 2)})

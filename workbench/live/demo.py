@@ -269,7 +269,7 @@ def run_story(wb, setup: DemoSetup, *, measure_tokens: int = 48, samples: int = 
         after={"accept_length": after.get("accept_length"), "tokens_per_s": after.get("tokens_per_s"),
                "server": out.server_after, "layer_ids": after.get("layer_ids"),
                "config_version": after.get("config_version")},
-        predicted=report.predicted.get("accept_length"), wall_s=time.perf_counter() - t0,
+        predicted=report.predicted.accept_length, wall_s=time.perf_counter() - t0,
         journal=[e.kind for e in events], servers={"workspace": setup.workspace, "story": sid,
                                                    "fixed": out.server_after},
         transfers=[t.to_dict() for t in report.transfers])

@@ -30,6 +30,7 @@ from workbench.doctor.findings import Finding
 from workbench.errors import InputError, WorkbenchError
 from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
+from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
 from workbench.progress import Progress, noop
 from workbench.sglang.measure import accept_length
 from workbench.sglang.registry import STOPPABLE, ServerState
@@ -187,7 +188,7 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
     draft = d.draft_info(facts["draft"]) if facts["draft"] else None
     if draft is None:
         raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
-    spec = {k: facts[k] for k in ("algorithm", "steps", "topk", "draft_tokens")}
+    spec = Spec(facts["algorithm"], facts["steps"], facts["topk"], facts["draft_tokens"])
     ranked: list[RankedFinding] = []
     from workbench.engine.flags import cuda_graph_on
 
@@ -219,7 +220,7 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
     observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency, prompts)
 
     # 3 and 4. hidden states and the drafter, near the data
-    predicted: dict[str, Any] = {"accept_length": None, "source": None}
+    predicted = Predicted()
     features: dict[str, Any] = {}
     alignment = None
     pending = None
@@ -232,7 +233,7 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
                "arch": target["arch"], "num_layers": target["num_layers"], "draft_config": draft["loaded"],
                "draft_config_path": draft["config"], "draft": draft["path"] if readable else None,
                "target": target["path"] if target.get("num_layers") else None,
-               "steps": spec["steps"], "eval_samples": 0 if accuracies else eval_samples}
+               "steps": spec.steps, "eval_samples": 0 if accuracies else eval_samples}
         res = None
         if facts["return_hidden_states"]:
             d._step("live.doctor", 3, n_steps, f"sending {samples} training samples with return_hidden_states")
@@ -268,11 +269,11 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
                     evals = {**(evals or {}), **{k: v for k, v in (dres.get("evals") or {}).items()
                                                  if k in ("train", "live")}} if dres.get("evals") else evals
                     _add_alignment_findings(ranked, dres, d)
-        if not accuracies and job["draft"] and job["target"] and spec["steps"] and \
+        if not accuracies and job["draft"] and job["target"] and spec.steps and \
                 (evals is None or "headline" not in evals):
             d._step("live.doctor", 4, n_steps, f"evaluating the drafter on {eval_samples} training samples")
             evals = {**(evals or {}), **d._job("drafter", {"draft": job["draft"], "target": job["target"],
-                                                         "training_data": training_data, "steps": spec["steps"],
+                                                         "training_data": training_data, "steps": spec.steps,
                                                          "samples": eval_samples})}
         if evals:
             tr, lv = evals.get("train") or {}, evals.get("live") or {}
@@ -282,9 +283,9 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
                 features["explains"] = tr["accept_length"] - lv["accept_length"]
             if not accuracies:
                 head = evals.get("headline") or tr
-                predicted = {"accept_length": head.get("accept_length"), "acc": head.get("acc"),
-                             "source": f"drafter on {head.get('samples')} training samples, {spec['steps']} steps",
-                             "samples": head.get("samples")}
+                predicted = Predicted(head.get("accept_length"), head.get("acc"),
+                                      f"drafter on {head.get('samples')} training samples, {spec.steps} steps",
+                                      head.get("samples"), absent=frozenset())
         d.notes += [f"drafter evaluation: {n}" for n in (evals or {}).get("notes", [])]
     elif not accuracies:
         d.notes.append("no training data: predicted accept length and hidden states not checked "
@@ -302,8 +303,8 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
     # 5. rank by the share of the gap each finding explains
     d._step("live.doctor", 5, n_steps, "ranking findings")
     gap = None
-    if predicted.get("accept_length") is not None and observed.get("accept_length") is not None:
-        gap = predicted["accept_length"] - observed["accept_length"]
+    if predicted.accept_length is not None and observed.accept_length is not None:
+        gap = predicted.accept_length - observed.accept_length
     for r in ranked:
         if r.source == "hidden states" and r.code == "layer-ids-engine-mismatch" and features.get("explains") is not None:
             r.explains = features["explains"]
@@ -314,41 +315,45 @@ def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = Non
     ranked = rank(_dedupe(_settle_fixes(ranked, draft["loaded"])))
     fix = next((r.fix for r in ranked if r.fix is not None and r.fix.applicable), None)
     d._step("live.doctor", n_steps, n_steps, "done")
+    # the parts built from the host's files and job answers are kept as the host gave them (check=False):
+    # a config's odd value is the doctor's subject, not a reason to lose the report
     report = LiveReport(
-        d.sid, d.rec.profile, d.rec.host, ops.server(d.sid).state, engine, facts["version"], spec, target,
-        {k: v for k, v in draft.items() if k not in ("loaded", "loaded_text")}, observed, predicted, gap, features,
-        alignment, ranked, fix, pending, d.transfers, d.steps, d.notes, time.perf_counter() - t0)
+        d.sid, d.rec.profile, d.rec.host, ops.server(d.sid).state, engine, facts["version"], spec,
+        Target.from_dict(target, check=False),
+        Draft.from_dict({k: v for k, v in draft.items() if k not in ("loaded", "loaded_text")}, check=False),
+        observed, predicted, gap, Features.from_dict(features, check=False),
+        Alignment.from_dict(alignment, check=False) if alignment is not None else None, ranked, fix, pending, d.transfers, d.steps, d.notes, time.perf_counter() - t0)
     return report
 
 
 # ------------------------------------------------------------------------------------------- parts
 def _observe(ops: LiveOps, d: LiveDoctor, facts: dict[str, Any], measure: bool, tokens: Optional[int], concurrency: int,
-             prompts: Optional[str]) -> dict[str, Any]:
+             prompts: Optional[str]) -> Observed:
     if measure:
         m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts,
                                label="live doctor")
-        return {"accept_length": m.accept_length, "tokens_per_s": m.tokens_per_s, "per_request": m.accept_len,
-                "source": f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"}
+        return Observed(m.accept_length, m.tokens_per_s, m.accept_len,
+                        f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)", absent=frozenset())
     rows = [r for r in ops.measurements(d.sid) if r.get("kind") == "protocol"]
     if rows:
         r = rows[-1]
-        return {"accept_length": accept_length(r), "tokens_per_s": r.get("tokens_per_s"),
-                "source": f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})"}
+        return Observed(accept_length(r), r.get("tokens_per_s"),
+                        source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})")
     if facts.get("avg_spec_accept_length") is not None:
-        return {"accept_length": facts["avg_spec_accept_length"], "tokens_per_s": None,
-                "source": "/server_info avg_spec_accept_length (since the last flush)"}
-    return {"accept_length": None, "tokens_per_s": None, "source": "not measured"}
+        return Observed(facts["avg_spec_accept_length"], None,
+                        source="/server_info avg_spec_accept_length (since the last flush)")
+    return Observed(None, None, source="not measured")
 
 
-def _from_accuracies(acc: list[Any], spec: dict[str, Any]) -> dict[str, Any]:
+def _from_accuracies(acc: list[Any], spec: Spec) -> Predicted:
     from workbench.predict import predict
 
-    steps = int(spec.get("steps") or len(acc))
-    topk = int(spec.get("topk") or 1)
-    ndt = int(spec.get("draft_tokens") or steps + 1)
+    steps = int(spec.steps or len(acc))
+    topk = int(spec.topk or 1)
+    ndt = int(spec.draft_tokens or steps + 1)
     p = predict("acc", [float(a) for a in acc], steps, topk, ndt)
-    return {"accept_length": p.accept_length, "acc": list(acc),
-            "source": f"predictor from the given accuracies ({steps} steps, topk {topk}, {ndt} draft tokens)"}
+    return Predicted(p.accept_length, list(acc),
+                     f"predictor from the given accuracies ({steps} steps, topk {topk}, {ndt} draft tokens)")
 
 
 def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> Optional[list[Any]]:

@@ -4,13 +4,14 @@ before/after comparison (plain dataclasses; torch-free)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
+from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
 from workbench.results import Result, jsonable
 
 
-def fix_from_dict(fd: dict[str, Any], location=None) -> Fix:
+def fix_from_dict(fd: dict[str, Any], location: Optional[Callable[[str], str]] = None) -> Fix:
     file = fd.get("file")
     if file and location:
         file = location(file)
@@ -19,7 +20,7 @@ def fix_from_dict(fd: dict[str, Any], location=None) -> Fix:
                list(fd.get("launch", [])))
 
 
-def finding_from_dict(d: dict[str, Any], location=None) -> Finding:
+def finding_from_dict(d: dict[str, Any], location: Optional[Callable[[str], str]] = None) -> Finding:
     """A Finding back from its JSON form (a job's answer); ``location(path)`` rewrites fix files."""
     fd = d.get("fix")
     fix = fix_from_dict(fd, location) if fd else None
@@ -74,14 +75,14 @@ class LiveReport(Result):
     state: str
     engine: str                       # the capture rule used: "sglang==0.5.23"
     version: Optional[str]            # from /server_info
-    spec: dict                        # algorithm, steps, topk, draft_tokens (resolved, from the server)
-    target: dict                      # path, arch, num_layers
-    draft: dict                       # path, location, ids, loaded_sha256, current_sha256, changed_since_launch
-    observed: dict                    # accept_length, tokens_per_s, source
-    predicted: dict                   # accept_length, source, acc
+    spec: Spec                        # the speculative settings the server resolved
+    target: Target                    # the target model it loaded
+    draft: Draft                      # the draft it loaded, and whether the file changed since
+    observed: Observed                # the server's accept length, and its source
+    predicted: Predicted              # the drafter's accept length, and its source
     gap: Optional[float]              # predicted - observed
-    features: dict                    # train_accept_length, live_accept_length, explains, verdict
-    alignment: Optional[dict[str, Any]]         # mode, rows, cols, cols_physical, matrix, best, recommendation
+    features: Features                # the drafter on the server's features vs on the training features
+    alignment: Optional[Alignment]    # training slots vs the server's capture (None: not compared)
     findings: list[Any] = field(default_factory=list)      # RankedFinding, most of the gap first
     fix: Optional[Fix] = None                          # the top applicable fix
     pending: Any = None                                # a Plan the caller must confirm (the dump relaunch)
@@ -103,28 +104,30 @@ class LiveReport(Result):
                     for f in d.get("findings") or []]
         p = d.get("pending")
         return cls(d["server_id"], d["profile"], d["host"], d.get("state", "ready"), d["engine"], d.get("version"),
-                   d.get("spec") or {}, d.get("target") or {}, d.get("draft") or {}, d.get("observed") or {},
-                   d.get("predicted") or {}, d.get("gap"), d.get("features") or {}, d.get("alignment"), findings,
+                   Spec.from_dict(d.get("spec")), Target.from_dict(d.get("target")), Draft.from_dict(d.get("draft")),
+                   Observed.from_dict(d.get("observed")), Predicted.from_dict(d.get("predicted")), d.get("gap"),
+                   Features.from_dict(d.get("features")),
+                   Alignment.from_dict(d["alignment"]) if d.get("alignment") is not None else None, findings,
                    fix_from_dict(d["fix"]) if d.get("fix") else None,
                    Plan(**p) if isinstance(p, dict) else None, [], list(d.get("steps") or []),
                    list(d.get("notes") or []), float(d.get("seconds") or 0.0))
 
     def text(self) -> str:
         lines = [f"server {self.server_id} ({self.profile} on {self.host}, {self.engine}): {self.state}"]
-        o, p = self.observed.get("accept_length"), self.predicted.get("accept_length")
-        lines.append(f"  accept length: observed {_f(o)} ({self.observed.get('source', '-')}), predicted {_f(p)} "
-                     f"({self.predicted.get('source', '-')})" + (f", gap {_f(self.gap)}" if self.gap is not None else ""))
+        o, p = self.observed.accept_length, self.predicted.accept_length
+        lines.append(f"  accept length: observed {_f(o)} ({self.observed.source or '-'}), predicted {_f(p)} "
+                     f"({self.predicted.source or '-'})" + (f", gap {_f(self.gap)}" if self.gap is not None else ""))
         ft = self.features
-        if ft.get("live_accept_length") is not None:
-            lines.append(f"  drafter on the server's features: {_f(ft['live_accept_length'])} vs "
-                         f"{_f(ft.get('train_accept_length'))} on the training features "
-                         f"({ft.get('samples', '?')} samples): the features cost {_f(ft.get('explains'))}")
-        if ft.get("verdict"):
-            lines.append(f"  hidden states: {ft['verdict']}")
+        if ft.live_accept_length is not None:
+            lines.append(f"  drafter on the server's features: {_f(ft.live_accept_length)} vs "
+                         f"{_f(ft.train_accept_length)} on the training features "
+                         f"({'?' if ft.samples is None else ft.samples} samples): the features cost {_f(ft.explains)}")
+        if ft.verdict:
+            lines.append(f"  hidden states: {ft.verdict}")
         a = self.alignment
         if a:
-            lines.append(f"  alignment ({a['mode']}, {a.get('tokens_compared', 0)} tokens):")
-            for b in a.get("best", []):
+            lines.append(f"  alignment ({a.mode}, {a.tokens_compared or 0} tokens):")
+            for b in a.best:
                 v = b.get("value")
                 lines.append(f"    {b['slot']:<8} -> {b.get('physical') or b.get('candidate') or '-':<16} rel_diff "
                              f"{'-' if v is None else f'{v:.2g}':<8}  {b.get('verdict', '').upper()}")
@@ -154,11 +157,11 @@ class Comparison(Result):
 
     before_server: int
     after_server: int
-    rows: list                        # [{"name", "before", "after", "change"}]
+    rows: list[dict[str, Any]]        # [{"name", "before", "after", "change"}]
     before: dict[str, Any]
     after: dict[str, Any]
 
-    def value(self, name: str, side: str = "after"):
+    def value(self, name: str, side: str = "after") -> Any:
         for r in self.rows:
             if r["name"] == name:
                 return r[side]
@@ -192,11 +195,11 @@ class FixOutcome(Result):
         return "\n".join(lines)
 
 
-def _f(v, digits: int = 2) -> str:
+def _f(v: Optional[float], digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _s(v) -> str:
+def _s(v: Any) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):

@@ -9,7 +9,7 @@ before and after side by side). With ``guided=True`` (the demo) a bar names the 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,6 +22,9 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
 from workbench.tui.workers import background
+
+if TYPE_CHECKING:
+    from workbench.api import Alignment
 
 STEPS = [("accept", "accept length", "m"), ("doctor", "doctor", "d"), ("alignment", "alignment", "a"),
          ("fix", "apply fix", "f"), ("relaunch", "relaunch", "r"), ("compare", "compare", "c")]
@@ -199,7 +202,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self.report = report
         self._mark("accept")
         self._mark("doctor")
-        o, p = report.observed.get("accept_length"), report.predicted.get("accept_length")
+        o, p = report.observed.accept_length, report.predicted.accept_length
         text = Text()
         text.append(f"server {report.server_id}  ", style="bold")
         text.append(f"{report.profile}, {report.engine}   ")
@@ -210,9 +213,10 @@ class DiagnoseScreen(WorkbenchScreen):
         if report.gap is not None:
             text.append(f"   gap {report.gap:+.2f}")
         ft = report.features
-        if ft.get("live_accept_length") is not None:
-            text.append(f"\nthe drafter on the server's features: {ft['live_accept_length']:.2f} "
-                        f"(on the training features {ft.get('train_accept_length', 0):.2f})")
+        if ft.live_accept_length is not None:
+            train = ft.train_accept_length
+            text.append(f"\nthe drafter on the server's features: {ft.live_accept_length:.2f} "
+                        f"(on the training features {'-' if train is None else f'{train:.2f}'})")
         self.query_one("#numbers", Static).update(text)
         self.fix_applied, self.relaunched = None, False
         items = [FindingItem(r.finding, (r.code, "-" if r.explains is None else f"{r.explains:.2f}",
@@ -221,7 +225,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self._show_alignment(report.alignment)
         self.query_one("#findings", FindingsView).show(items, hint=self._hint)
         if not report.findings:
-            self.query_one("#detail", FindingDetail).show_text(ft.get("verdict") or "No findings.", "ok")
+            self.query_one("#detail", FindingDetail).show_text(ft.verdict or "No findings.", "ok")
         pending = f"  Not done: {report.pending.summary}." if report.pending else ""
         nxt = "press a for the alignment, f to apply the fix" if report.fix else "no config fix to apply"
         self._status(f"Doctor: {len(report.findings)} finding(s). {nxt}.{pending}")
@@ -236,12 +240,12 @@ class DiagnoseScreen(WorkbenchScreen):
         return "press f to apply it (through the config history; the relaunch is offered next)"
 
     # -- step 3: alignment ---------------------------------------------------------------------
-    def _show_alignment(self, al: Optional[dict]) -> None:
+    def _show_alignment(self, al: Optional[Alignment]) -> None:
         table = self.query_one("#alignment", VerdictTable)
         table.clear()
         if not al:
             return
-        for b in al.get("best") or []:
+        for b in al.best:
             v, m = b.get("value"), b.get("margin")
             table.add_row(b["slot"], b.get("physical") or b.get("candidate") or "-",
                           "-" if v is None else f"{v:.2g}",
@@ -251,11 +255,11 @@ class DiagnoseScreen(WorkbenchScreen):
         self._alignment_title()
 
     def _alignment_title(self) -> None:
-        al: dict[str, Any] = (self.report.alignment if self.report else None) or {}
+        al = self.report.alignment if self.report else None
         if not al:
             return
-        rec = al.get("recommendation") or {}
-        title = f"Alignment ({al['mode']}, {al.get('tokens_compared', 0)} tokens)"
+        rec = al.recommendation or {}
+        title = f"Alignment ({al.mode}, {al.tokens_compared or 0} tokens)"
         ids, now = rec.get("layer_ids"), rec.get("current_ids")
         if ids is not None and self.relaunched:
             title += f": {ids} live since the relaunch"
@@ -271,7 +275,7 @@ class DiagnoseScreen(WorkbenchScreen):
             return
         self._mark("alignment")
         self.query_one("#alignment", DataTable).focus()
-        rec = self.report.alignment.get("recommendation") or {}
+        rec = self.report.alignment.recommendation or {}
         points = rec.get("points") or []
         self._status(f"Each training slot matches {', '.join(p or '?' for p in points)} in the server's own "
                      f"capture; {rec.get('reason', '')}. Press f to apply the fix.")
@@ -339,7 +343,7 @@ class DiagnoseScreen(WorkbenchScreen):
             text.append("\naccept length ")
             text.append("-" if a is None else f"{a:.2f}", style="bold green")
             text.append(f" now, {b:.2f} before" if b is not None else "")
-            p = self.report.predicted.get("accept_length") if self.report else None
+            p = self.report.predicted.accept_length if self.report else None
             text.append(f"; the drafter predicts {p:.2f}" if p is not None else "")
         self.query_one("#numbers", Static).update(text)
         self._status(f"server {rec.id} ({rec.profile}) is {rec.state}" +

@@ -125,20 +125,20 @@ class DoctorScreen(WorkbenchScreen):
                                 cost=r.explains, share=r.share) for r in live.findings])
         table = self.query_one("#capture", VerdictTable)
         table.clear()
-        al = live.alignment or {}
-        ids = live.draft.get("ids") or []
-        rec = al.get("recommendation") or {}
-        engine_points = rec.get("current_points") or al.get("cols_physical") or []
-        for i, b in enumerate(al.get("best") or []):
+        al = live.alignment
+        ids = live.draft.ids or []
+        rec = (al.recommendation if al else None) or {}
+        engine_points = rec.get("current_points") or (al.cols_physical if al else None) or []
+        for i, b in enumerate(al.best if al else []):
             trained = b.get("physical") or "?"
             have = engine_points[i] if i < len(engine_points) else None
             ok = have == trained and b.get("verdict") == "match"
             table.add_row(str(i), _s(ids[i] if i < len(ids) else None), "-", have or table.mark("missing"),
                           trained, table.mark("ok" if ok else "MISMATCH"))
-        o, p = live.observed.get("accept_length"), live.predicted.get("accept_length")
+        o, p = live.observed.accept_length, live.predicted.accept_length
         lines = [f"server {live.server_id} ({live.profile}, {live.engine}): accept length observed "
                  f"{'-' if o is None else f'{o:.2f}'}, predicted {'-' if p is None else f'{p:.2f}'}",
-                 f"trained on: numeric alignment of the training slots ({al.get('mode', 'no hidden states')})"]
+                 f"trained on: numeric alignment of the training slots ({al.mode if al else 'no hidden states'})"]
         for r in live.findings:
             if r.explains is not None:
                 lines.append(f"{r.code} costs {r.explains:.2f} accept length")

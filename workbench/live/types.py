@@ -1,0 +1,185 @@
+"""The live report's parts as small frozen records (torch-free).
+
+Each record's JSON form is the dict the report has always written, key for key and in the same order:
+a field named in ``absent`` is a key the dict leaves out (not a null), so a saved report or journal
+entry read back with ``from_dict`` writes the same JSON again."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from workbench.errors import InputError
+from workbench.results import jsonable
+
+R = TypeVar("R", bound="Record")
+_OWN = frozenset({"absent", "extra"})     # the record's bookkeeping, not keys of its JSON form
+
+
+@dataclass(frozen=True)
+class Record:
+    """Base of the report's parts. ``OPTIONAL``: fields a producer may leave out of the JSON form; left
+    as None they are left out unless ``absent`` is given (then exactly the fields it names are)."""
+
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+    absent: Optional[frozenset[str]] = field(default=None, kw_only=True, repr=False)
+    extra: Optional[dict[str, Any]] = field(default=None, kw_only=True, repr=False)   # keys of another version
+
+    def __post_init__(self) -> None:
+        if self.absent is None:
+            object.__setattr__(self, "absent", frozenset(n for n in self.OPTIONAL if getattr(self, n) is None))
+
+    def keys(self) -> list[str]:
+        """The keys of the JSON form, in order."""
+        gone = self.absent or frozenset()
+        return [f.name for f in dataclasses.fields(self) if f.name not in _OWN and f.name not in gone]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: jsonable(getattr(self, k)) for k in self.keys()}, **jsonable(self.extra or {})}
+
+    @classmethod
+    def from_dict(cls: type[R], d: Optional[dict[str, Any]], *, check: bool = True) -> R:
+        """The record back from its JSON form: a missing key stays missing, an unknown one (a report
+        of another version) is kept and written back after the known ones. ``check``: every known
+        value has its field's type (numbers finite), else an InputError names the field."""
+        where = cls.__name__.lower()
+        d = d or {}
+        if not isinstance(d, dict):
+            raise InputError(f"{where}: expected an object, got {type(d).__name__}")
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in _OWN]
+        if check:
+            hints = get_type_hints(cls)
+            for k in names:
+                if k in d:
+                    _check(f"{where}.{k}", d[k], hints[k])
+        extra = {k: v for k, v in d.items() if k not in names}
+        return cls(**{k: d[k] for k in names if k in d}, absent=frozenset(k for k in names if k not in d),
+                   extra=extra or None)
+
+
+@dataclass(frozen=True)
+class Spec(Record):
+    """The speculative settings the server resolved (from /server_info)."""
+
+    algorithm: Optional[str] = None
+    steps: Optional[int] = None
+    topk: Optional[int] = None
+    draft_tokens: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Target(Record):
+    """The target model the server loaded; ``context_length`` is unknown when its config cannot be read."""
+
+    OPTIONAL = frozenset({"context_length"})
+    path: Optional[str] = None
+    arch: Optional[str] = None
+    num_layers: Optional[int] = None
+    context_length: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Draft(Record):
+    """The draft the server loaded: its config, the ids it captures, and whether the file changed since."""
+
+    path: Optional[str] = None
+    config: Optional[str] = None
+    location: Optional[str] = None
+    ids: Optional[list[int]] = None
+    loaded_sha256: Optional[str] = None
+    current_sha256: Optional[str] = None
+    changed_since_launch: bool = False
+
+
+@dataclass(frozen=True)
+class Observed(Record):
+    """The server's accept length and where it came from; ``per_request`` (the protocol's per-request
+    mean, stdev, min, max) only when measured now."""
+
+    OPTIONAL = frozenset({"per_request"})
+    accept_length: Optional[float] = None
+    tokens_per_s: Optional[float] = None
+    per_request: Optional[dict[str, Any]] = None
+    source: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Predicted(Record):
+    """The accept length the drafter should reach; ``acc`` and ``samples`` as the source gives them."""
+
+    OPTIONAL = frozenset({"acc", "samples"})
+    accept_length: Optional[float] = None
+    acc: Optional[list[float]] = None
+    source: Optional[str] = None
+    samples: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Features(Record):
+    """The drafter on the server's features against the training features; every key only when known."""
+
+    OPTIONAL = frozenset({"verdict", "train_accept_length", "live_accept_length", "samples", "explains"})
+    verdict: Optional[str] = None
+    train_accept_length: Optional[float] = None
+    live_accept_length: Optional[float] = None
+    samples: Optional[int] = None
+    explains: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Alignment(Record):
+    """The numeric alignment of the training slots with the server's capture (``mode``: payload|dump).
+    ``best``: one entry per training slot (slot, candidate, physical, value, verdict)."""
+
+    mode: str = ""
+    rows: Optional[list[str]] = None
+    rows_physical: Optional[list[Optional[str]]] = None
+    cols: Optional[list[str]] = None
+    cols_physical: Optional[list[Optional[str]]] = None
+    matrix: Optional[list[list[Optional[float]]]] = None
+    best: list[dict[str, Any]] = field(default_factory=list)
+    tokens_compared: Optional[int] = None
+    recommendation: Optional[dict[str, Any]] = None
+    device: Optional[str] = None
+    precision: Optional[str] = None
+    notes: Optional[list[str]] = None
+    thresholds: Optional[dict[str, float]] = None
+    samples: Optional[list[Any]] = None
+    tensor_bytes: Optional[int] = None
+
+
+_NAMES = {str: "a string", bool: "true or false"}
+
+
+def _check(where: str, value: Any, tp: Any) -> None:
+    """``value`` (from JSON) has type ``tp``: Optional, float (finite; an int will do), int, str, bool,
+    list[X], dict[str, X] or Any."""
+    if tp is Any:
+        return
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Union or origin is types.UnionType:
+        if value is None and type(None) in args:
+            return
+        (inner,) = [a for a in args if a is not type(None)]
+        _check(where, value, inner)
+    elif origin is list:
+        if not isinstance(value, list):
+            raise InputError(f"{where}: expected a list, got {value!r:.60}")
+        for i, v in enumerate(value):
+            _check(f"{where}[{i}]", v, args[0])
+    elif origin is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected an object, got {value!r:.60}")
+        for k, v in value.items():
+            _check(f"{where}.{k}", v, args[1])
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(f"{where}: expected a finite number, got {value!r:.60}")
+    elif tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}: expected an integer, got {value!r:.60}")
+    elif not isinstance(value, tp):
+        raise InputError(f"{where}: expected {_NAMES.get(tp, tp.__name__)}, got {value!r:.60}")
