@@ -66,8 +66,8 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     assert report.fix.edits[0].value == trained
     # the drafter on the server's features vs on the training features: what the shift costs
     ft = report.features
-    assert ft["train_accept_length"] > 1.5 and ft["live_accept_length"] > 1.0
-    assert top.explains == pytest.approx(ft["train_accept_length"] - ft["live_accept_length"])
+    assert ft.train_accept_length > 1.5 and ft.live_accept_length > 1.0
+    assert top.explains == pytest.approx(ft.train_accept_length - ft.live_accept_length)
     assert report.observed.accept_length > 1.0 and report.predicted.accept_length > 1.0
     # every host job ran over SSH and reported what it moved
     assert report.transfers and all(t.host == "gpu" and t.wire_sent for t in report.transfers)
