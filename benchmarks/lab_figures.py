@@ -58,7 +58,7 @@ def from_bench(bench: dict) -> dict:
                                "layers": w.get("layers"), "threads": w["threads"], "load_end": w.get("load_end")}
         rec["machine"] = w["machine"]
         rec["cores"] = len(w.get("cpus") or [0, 1])
-        rec["load_before"] = w.get("load_end") or 0.0
+        rec["load_before"] = max(rec.get("load_before", 0.0), w.get("load_end") or 0.0)   # the busiest
     return rec
 
 
@@ -166,7 +166,7 @@ def render_demo(rec: dict) -> str:
     return "\n".join([
         "`--no-tui` (and `make demo` without a terminal) runs the same steps and prints the outcome; with",
         f"`--json` (the small lab world, cached; {d['wall_s']:.0f} s on {rec['cores']} cores, {d['loop_s']:.0f} s "
-        f"of it the loop; recorded on a {rec['machine']['cpu']}, the figures vary by CPU within the lab's "
+        f"of it the loop; recorded on this CPU: {rec['machine']['cpu']}; the figures vary by CPU within the lab's "
         "calibration bands):",
         "",
         "```",
