@@ -235,7 +235,6 @@ def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
     def evaluate(drafter) -> dict:
         """Write the three drafts and measure every calibration figure by real decoding."""
         _step(progress, "evaluate", 0, None, "measuring accept lengths by real decoding")
-        torch.save({"d2t": drafter.d2t.clone(), "t2d": drafter.t2d.clone()}, vm / "vocab_mapping.pt")
         save_drafter(drafter, out / "draft")
         for name, ids in (("draft_broken", broken_ids), ("draft_shifted", shifted_ids)):
             cfg = dict(drafter.config)
@@ -257,6 +256,8 @@ def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
 
     check = HeldoutCheck(s, target, held, hseqs, variants, confirm=evaluate)
     drafter, dlog = D.train_drafter(s, target, rows, layers, progress=prog, check=check)
+    # fixed when the drafter is made (token counts), so written once, whichever check measured
+    torch.save({"d2t": drafter.d2t.clone(), "t2d": drafter.t2d.clone()}, vm / "vocab_mapping.pt")
     times["drafter"] = round(time.time() - t2 - check.stop.confirm_seconds, 2)
 
     t3 = time.time() - check.stop.confirm_seconds    # the measurements during training count as evaluation
