@@ -35,12 +35,9 @@ sshd-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
 	fi
 
-# --durations=25: the slowest tests, printed in CI's output so a slow one shows. Two pytest-xdist
-# workers, a test file per worker at a time (--dist loadfile: a module's servers and fixtures stay in
-# one process): most of the suite waits on subprocesses, servers and sshd, so two overlap on two cores;
-# the lab world is built once (a file lock) and each worker starts its own sshd on a free port.
+# --durations=25: the slowest tests, printed in CI's output so a slow one shows
 test: venv sshd-deps lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
 # everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on
 # two pytest-xdist workers: these tests share no server, port or cache, and half of their wall time
