@@ -35,15 +35,18 @@ sshd-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
 	fi
 
-# --durations=25: the slowest tests, printed in CI's output so a slow one shows
+# Two pytest-xdist workers, a module at a time (--dist loadscope: module fixtures, servers and the
+# sshd, are set up once per module), longest modules first (tests/fixtures/schedule.py): most of the
+# suite's wall time is waiting on servers, sshd sessions and subprocesses, which two workers overlap.
+# --durations=25: the slowest tests, printed in CI's output so a slow one shows.
 test: venv sshd-deps lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadscope --durations=25 $(PYTEST_ARGS)
 
 # everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on
 # two pytest-xdist workers: these tests share no server, port or cache, and half of their wall time
 # is waiting (subprocesses, the TUI, notebooks), so two workers overlap it
 test-fast: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" -n 2 --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" -n 2 --dist loadscope --durations=10 $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/eagle-workbench demo
