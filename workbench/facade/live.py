@@ -72,16 +72,17 @@ class LiveAPI(ServersAPI):
         ``dump``: ``"ask"`` (default) runs the tensor-dump relaunch when ``confirm`` is True (or a
         callable that answers its Plan with True) and otherwise returns it as ``report.pending``;
         ``"yes"`` runs it; ``"no"`` never does."""
-        from workbench.live.doctor import diagnose
+        from workbench.live.doctor import DiagnoseOptions, diagnose
 
         sid = int(server_id)
         rec = self.server(sid)
         training_data = training_data or self.live_training_data(rec.profile)
-        report = diagnose(self, sid, training_data=training_data, accuracies=accuracies, samples=samples,
-                          eval_samples=eval_samples, measure=measure, measure_tokens=measure_tokens,
-                          measure_concurrency=measure_concurrency, dump=dump, confirm=confirm, static=static,
-                          dump_alongside=dump_alongside, ready_timeout=ready_timeout, prompts=self.live_prompts(),
-                          progress=self.progress)
+        options = DiagnoseOptions(training_data=training_data, accuracies=accuracies, samples=samples,
+                                  eval_samples=eval_samples, measure=measure, measure_tokens=measure_tokens,
+                                  measure_concurrency=measure_concurrency, dump=dump, confirm=confirm, static=static,
+                                  dump_alongside=dump_alongside, ready_timeout=ready_timeout,
+                                  prompts=self.live_prompts())
+        report = diagnose(self, sid, options, progress=self.progress)
         self._record("live.doctor", str(sid), {
             "server_id": sid, "profile": report.profile, "engine": report.engine, "training_data": training_data,
             "observed": report.observed.to_dict(),
