@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Optional
+from typing import Any, Callable, Iterable, Optional, TypeVar
+
+T = TypeVar("T")
 
 #: What a finding rests on (its evidence class), as every face names it.
 EVIDENCE_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
@@ -57,7 +59,8 @@ def fmt_rel(v: Optional[float]) -> str:
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(values, width: int = 16, lo=None, hi=None) -> str:
+def sparkline(values: Iterable[Optional[float]], width: int = 16, lo: Optional[float] = None,
+              hi: Optional[float] = None) -> str:
     vals = [v for v in list(values)[-width:] if v is not None and v == v]
     if not vals:
         return ""
@@ -74,12 +77,12 @@ def round_sig(v: float, digits: int = 4) -> float:
     return round(v, digits - 1 - int(math.floor(math.log10(abs(v)))))
 
 
-def payload_lines(payload, indent: int = 0, digits: int = 4) -> list[str]:
+def payload_lines(payload: Any, indent: int = 0, digits: int = 4) -> list[str]:
     """A journal payload as ``key: value`` lines (floats rounded, short lists inline) instead of raw
     JSON: what an entry says, readable in a pane."""
     pad = "  " * indent
 
-    def scalar(v) -> str:
+    def scalar(v: Any) -> str:
         if isinstance(v, bool) or v is None:
             return json.dumps(v)
         if isinstance(v, float):
@@ -88,7 +91,7 @@ def payload_lines(payload, indent: int = 0, digits: int = 4) -> list[str]:
             return str(v)
         return json.dumps(v, default=str)
 
-    def inline(v) -> Optional[str]:
+    def inline(v: Any) -> Optional[str]:
         if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
             text = "[" + ", ".join(scalar(x) for x in v) + "]"
             return text if len(text) <= 80 else None
@@ -99,7 +102,7 @@ def payload_lines(payload, indent: int = 0, digits: int = 4) -> list[str]:
     if not isinstance(payload, (dict, list)):
         return [pad + scalar(payload)]
     items = payload.items() if isinstance(payload, dict) else ((f"[{i}]", v) for i, v in enumerate(payload))
-    out = []
+    out: list[str] = []
     for key, value in items:
         one = inline(value)
         if one is not None:
@@ -112,10 +115,10 @@ def payload_lines(payload, indent: int = 0, digits: int = 4) -> list[str]:
     return out
 
 
-def collapse_runs(items: list, key) -> list[tuple[object, int]]:
+def collapse_runs(items: list[T], key: Callable[[T], object]) -> list[tuple[T, int]]:
     """Consecutive items with the same ``key(item)`` as one (the last of the run, and the run's
     length): ten identical previews are one row "x10", not ten."""
-    out: list[tuple[object, int]] = []
+    out: list[tuple[T, int]] = []
     last = object()
     for item in items:
         k = key(item)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import total_ordering
-from typing import Iterable, Optional, Sequence, cast
+from typing import Any, Iterable, Optional, Sequence, cast
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -64,7 +64,7 @@ class Point:
     kind: str
     layer: Optional[int] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise InputError(f"point kind: {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.kind == "out":
@@ -83,7 +83,7 @@ class Point:
         return cls("out", k)
 
     @classmethod
-    def parse(cls, text: str) -> "Point":
+    def parse(cls, text: "str | Point") -> "Point":
         """``embed``, ``out(K)``, ``final-prenorm``, ``final-postnorm``."""
         if isinstance(text, Point):
             return text
@@ -126,7 +126,7 @@ def point_str(p: Optional[Point]) -> Optional[str]:
     return None if p is None else str(p)
 
 
-def parse_points(text: "str | Iterable") -> list[Point]:
+def parse_points(text: "str | Iterable[str | Point]") -> list[Point]:
     """'out(2), out(30)' or a list of strings/Points."""
     if isinstance(text, str):
         parts = [p for p in re.split(r",(?![^()]*\))|\s+(?![^()]*\))", text) if p.strip()]
@@ -145,13 +145,13 @@ def normalize_convention(name: str) -> str:
         raise InputError(f"convention: {name!r} is not one of {', '.join(CONVENTIONS)}") from None
 
 
-def _check_layers(num_layers) -> int:
+def _check_layers(num_layers: object) -> int:
     if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
         raise InputError(f"num_layers: expected a positive integer, got {num_layers!r}")
     return num_layers
 
 
-def _check_id(i) -> int:
+def _check_id(i: object) -> int:
     if not isinstance(i, int) or isinstance(i, bool):
         raise InputError(f"layer id: expected an integer, got {i!r} ({type(i).__name__})")
     return i
@@ -311,7 +311,7 @@ class CaptureResult(Result):
     def complete(self) -> bool:
         return self.fatal is None and all(p is not None for p in self.points)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("engine", "arch_family", "num_layers", "ids", "default_used",
                                            "indices", "notes", "fatal")}
         d["points"] = [point_str(p) for p in self.points]
@@ -352,7 +352,7 @@ class EngineRule:
             return list(ids) if ids and max(ids) == num_layers else [i + 1 for i in ids]
         return list(ids)  # never (vLLM) / unsupported
 
-    def ids_from_config(self, config: dict) -> tuple[Optional[list], str]:
+    def ids_from_config(self, config: dict[str, Any]) -> tuple[Optional[list[Any]], str]:
         """The ids this engine reads from a draft config.json and where it found them."""
         top = config.get("eagle_aux_hidden_state_layer_ids") if isinstance(config, dict) else None
         ec = config.get("eagle_config") if isinstance(config, dict) else None
@@ -540,7 +540,7 @@ _ID_MAP_TO_PLUS_ONE = {"plus-one": "always", "plus-one-if-first-is-1": "first-is
                        "as-is-if-max-is-n": "boundary-or-always", "as-is": "never", "unsupported": "unsupported"}
 
 
-def _table_rule(version, arch: Optional[str], family: Optional[str]) -> Optional[EngineRule]:
+def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family: Optional[str]) -> Optional[EngineRule]:
     """This module's rule as a cache of the generated table (``workbench.engine``): what the release's
     own code does; None when the table lacks the release or the code left the id mapping unknown."""
     from workbench.engine import table

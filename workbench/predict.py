@@ -340,8 +340,8 @@ class VerifyTimes:
 
     def covers(self, ndt: Any) -> np.ndarray:
         lo, hi = self.span
-        ndt = np.asarray(ndt)
-        return (ndt >= lo) & (ndt <= hi)
+        x = np.asarray(ndt)
+        return (x >= lo) & (x <= hi)
 
     def at(self, ndt: Any) -> np.ndarray:
         """Interpolated inside the measured span; outside it, the nearest segment extended."""
@@ -353,7 +353,8 @@ class VerifyTimes:
             hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
             y = np.where(x < xs[0], ys[0] + (x - xs[0]) * lo_slope, y)
             y = np.where(x > xs[-1], ys[-1] + (x - xs[-1]) * hi_slope, y)
-        return np.maximum(y, 1e-6)
+        out: np.ndarray = np.maximum(y, 1e-6)
+        return out
 
 
 def _positive_ms(value: Any, name: str, allow_zero: bool = False) -> float:
@@ -407,8 +408,8 @@ class Verdict(Result):
 class Prediction(Result):
     accept_length: float             # bonus token included (SGLang's accept len)
     accepted_drafts: float           # accept_length - 1
-    sglang_accept_rate: dict         # by SGLang version, see SGLANG_ACCEPT_RATE_FORMULAS
-    per_depth: list                  # [DepthRate]
+    sglang_accept_rate: dict[str, float]  # by SGLang version, see SGLANG_ACCEPT_RATE_FORMULAS
+    per_depth: list[DepthRate]
     convention: str
     formula: str
     warnings: list[Any]
@@ -417,7 +418,7 @@ class Prediction(Result):
     draft_tokens: int
     model: str                       # "chain" | "tree"
     chain_accept_length: float       # the chain with the same steps (equal to AL for chains)
-    curve: list                      # [CurvePoint] for steps 1..CURVE_STEPS (chains)
+    curve: list[CurvePoint]          # for steps 1..CURVE_STEPS (chains)
     verdict: Optional[Verdict] = None
     throughput: Optional[Throughput] = None
 
@@ -477,10 +478,10 @@ def predict(convention: str, values: Any, steps: Optional[int] = None, topk: Opt
     curve_al = 1.0 + np.cumsum(chain_marginals(curve_c))
     curve = []
     for s in range(1, curve_steps + 1):
-        tps = None
+        point_tps = None
         if timing:
-            tps = float(curve_al[s - 1] * 1000.0 / (timing[0].at(s + 1) + s * timing[1]))
-        curve.append(CurvePoint(s, s + 1, float(curve_al[s - 1]), float(curve_al[s - 1] - 1.0), tps))
+            point_tps = float(curve_al[s - 1] * 1000.0 / (timing[0].at(s + 1) + s * timing[1]))
+        curve.append(CurvePoint(s, s + 1, float(curve_al[s - 1]), float(curve_al[s - 1] - 1.0), point_tps))
 
     result = Prediction(
         accept_length=al, accepted_drafts=al - 1.0, sglang_accept_rate=sglang_accept_rates(al, steps, ndt),
@@ -494,7 +495,7 @@ def predict(convention: str, values: Any, steps: Optional[int] = None, topk: Opt
     return result
 
 
-def _timing(verify_ms: Any, draft_ms: Any, baseline_ms: Any):
+def _timing(verify_ms: Any, draft_ms: Any, baseline_ms: Any) -> Optional[tuple[VerifyTimes, float, Optional[float]]]:
     if verify_ms is None and draft_ms is None:
         if baseline_ms is not None:
             raise InputError("baseline_ms: needs verify_ms and draft_ms to compare against")
@@ -690,10 +691,10 @@ class FitPoint(Result):
 
 @dataclass
 class Fit(Result):
-    conditional: list                # c_1..c_max_steps recovered (and extrapolated)
+    conditional: list[float]         # c_1..c_max_steps recovered (and extrapolated)
     marginal: list[Any]
-    curve: list                      # [FitPoint] for steps 1..max_steps
-    measured: dict                   # {steps: observed AL}
+    curve: list[FitPoint]            # for steps 1..max_steps
+    measured: dict[str, float]       # {steps: observed AL}
     max_residual: float
     method: str
     warnings: list[Any]

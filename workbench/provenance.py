@@ -22,7 +22,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional, cast
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -42,8 +42,8 @@ class Provenance(Result):
     evidence: list[str] = field(default_factory=list)
 
 
-def load_table(path: Path = TABLE) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+def load_table(path: Path = TABLE) -> dict[str, Any]:
+    return cast("dict[str, Any]", json.loads(path.read_text(encoding="utf-8")))
 
 
 def parse_provenance(text: Optional[str]) -> Optional[Provenance]:
@@ -96,12 +96,12 @@ def parse_provenance(text: Optional[str]) -> Optional[Provenance]:
     return Provenance(text, "vllm", f"speculators{'==' + ver if ver else ''}", how, list((r or {}).get("evidence", [])))
 
 
-def _latest(rel: dict) -> str:
+def _latest(rel: dict[str, Any]) -> str:
     return sorted(rel, key=lambda v: [int(x) if x.isdigit() else 0 for x in re.split(r"[.]", v)])[-1] if rel else "?"
 
 
 # -- reading the trainers' packages ----------------------------------------------------------------------
-def _python_files(z):
+def _python_files(z: zipfile.ZipFile) -> Iterator[tuple[str, ast.Module]]:
     """(name, ast) of every Python file of a wheel that parses, in name order."""
     for n in sorted(z.namelist()):
         if not n.endswith(".py"):
@@ -112,7 +112,7 @@ def _python_files(z):
             continue
 
 
-def read_specforge_wheel(path: Path) -> dict:
+def read_specforge_wheel(path: Path) -> dict[str, Any]:
     """The SGLang pin (METADATA Requires-Dist) and the capture call site of a SpecForge wheel."""
     z = zipfile.ZipFile(path)
     meta_name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
@@ -132,16 +132,17 @@ def read_specforge_wheel(path: Path) -> dict:
                 break
         if call:
             break
-    out = {"sglang": pin, "pin_source": f"{path.name} {meta_name.split('/')[0]}/METADATA: {pin_line}" if pin else None,
-           "capture_call": call, "evidence": [e for e in (pin_line, call and f"{call}: set_eagle3_layers_to_capture")
-                                              if e]}
+    out: dict[str, Any] = {
+        "sglang": pin, "pin_source": f"{path.name} {meta_name.split('/')[0]}/METADATA: {pin_line}" if pin else None,
+        "capture_call": call, "evidence": [e for e in (pin_line, call and f"{call}: set_eagle3_layers_to_capture")
+                                           if e]}
     out.update(_resolver_facts(z))
     if pin is None:
         out["reason"] = f"{path.name} METADATA pins no sglang release: the capturing SGLang is unknown"
     return out
 
 
-def _resolver_facts(z: zipfile.ZipFile) -> dict:
+def _resolver_facts(z: zipfile.ZipFile) -> dict[str, Any]:
     """Run SpecForge's own ``resolve_eagle_capture_layers`` on stubs: its default ids and whether it
     accepts a negative (embedding) id."""
     from types import SimpleNamespace
@@ -154,10 +155,10 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict:
         fn.decorator_list, fn.returns = [], None
         for a in fn.args.args:
             a.annotation = None
-        ns: dict = {"List": list, "Any": object, "Optional": object}
+        ns: dict[str, Any] = {"List": list, "Any": object, "Optional": object}
         exec(compile(ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[])), n, "exec"), ns)
 
-        def run(ids, ns=ns, fn=fn):
+        def run(ids: Optional[list[int]], ns: dict[str, Any] = ns, fn: ast.FunctionDef = fn) -> Any:
             cfg = SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layer_ids=None))
             draft = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}} if ids is not None else {}
             return ns[fn.name](cfg, draft, SimpleNamespace(num_hidden_layers=61))
@@ -177,7 +178,7 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict:
     return {}
 
 
-def read_speculators_wheel(path: Path) -> dict:
+def read_speculators_wheel(path: Path) -> dict[str, Any]:
     z = zipfile.ZipFile(path)
     rel = "speculators/models/utils.py"
     src = z.read(rel).decode("utf-8") if rel in z.namelist() else ""
@@ -206,7 +207,7 @@ def _download(name: str, version: str, dest: Path) -> tuple[Optional[Path], Opti
     return None, f"no wheel on PyPI ({err})"
 
 
-def regenerate(args: list[str], out: Path = TABLE) -> dict:
+def regenerate(args: list[str], out: Path = TABLE) -> dict[str, Any]:
     """``specforge 0.1.0 0.2.0 speculators 0.9.0``: each name followed by its releases."""
     table = load_table(out) if out.is_file() else {}
     name = None

@@ -38,13 +38,13 @@ def _constant(name: str) -> _Bad:          # NaN, Infinity, -Infinity
     return _Bad(f"{name} is not valid JSON; expected a finite number")
 
 
-def _int(text: str):
+def _int(text: str) -> int | _Bad:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         return _Bad(f"a {len(text.lstrip('-'))}-digit integer is out of range (at most {MAX_INT_DIGITS} digits)")
     return int(text)
 
 
-def field_path(parts) -> str:
+def field_path(parts: Iterable[object]) -> str:
     """("meta_info", "hidden_states", 0, 3) -> "meta_info.hidden_states[0][3]"."""
     out = ""
     for p in parts:
@@ -77,7 +77,7 @@ def loads(text: "str | bytes", where: str, *, as_field: bool = False) -> Any:
 def check(doc: Any, where: str, *, as_field: bool = False) -> None:
     """Refuse non-finite numbers, the markers :func:`loads` left, and nesting beyond ``MAX_DEPTH``;
     the error names the first offending field. Iterative: safe on any depth."""
-    stack: list = [(doc, ())]
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(doc, ())]
     while stack:
         node, path = stack.pop()
         if len(path) > MAX_DEPTH:
@@ -115,7 +115,7 @@ def _unicode(text: str) -> bool:
         return False
 
 
-def _leaf(v: Any, path: tuple, where: str, as_field: bool = False) -> None:
+def _leaf(v: Any, path: tuple[Any, ...], where: str, as_field: bool = False) -> None:
     if not path:
         at = where
     elif as_field:
@@ -148,7 +148,7 @@ def load_file(path: "str | Path", what: str = "JSON") -> Any:
     return loads(raw, str(path))
 
 
-def dumps(value: Any, where: str, **kw) -> str:
+def dumps(value: Any, where: str, **kw: Any) -> str:
     """``json.dumps`` of a value that :func:`check` accepts: never NaN/Infinity (non-standard JSON),
     never a value nested too deep or an integer too long to read back."""
     check(value, where)

@@ -34,7 +34,7 @@ class Workspace:
     settings: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, root: str | os.PathLike | None = None, *, create: bool = True) -> "Workspace":
+    def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> "Workspace":
         path = Path(root).expanduser() if root is not None else default_root()
         if path.exists() and not path.is_dir():
             raise InputError(f"workspace {path}: not a directory")
@@ -60,7 +60,8 @@ class Workspace:
         self.settings = load_settings(self.config_path)
 
     def section(self, name: str) -> dict[str, Any]:
-        return self.settings.get(name, {})
+        table: dict[str, Any] = self.settings.get(name, {})     # load_settings made each section a table
+        return table
 
 
 def load_toml(path: Path) -> dict[str, Any]:

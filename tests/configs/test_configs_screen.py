@@ -8,6 +8,7 @@ import pytest
 from textual.widgets import DataTable, Input, Label, Static
 
 from tests.fixtures.drafts import KIMI_DRAFT
+from tests.fixtures.tui import wait_workers
 from workbench.api import Workbench
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.configs import ConfigsScreen
@@ -20,7 +21,7 @@ IDS = "eagle_config.eagle_aux_hidden_state_layer_ids"
 async def settle(pilot):
     for _ in range(3):
         await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
+        await wait_workers(pilot.app)
     await pilot.pause()
 
 

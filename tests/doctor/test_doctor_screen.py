@@ -7,6 +7,7 @@ import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
 from tests.fixtures.drafts import KIMI_BROKEN, ROOT
+from tests.fixtures.tui import wait_workers
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.doctor import DoctorScreen
 from workbench.tui.widgets.confirm import ConfirmModal
@@ -17,7 +18,7 @@ TARGET = "sample_configs/targets/kimi-k2.5"
 
 async def settle(pilot):
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
+    await wait_workers(pilot.app)
     await pilot.pause()
 
 

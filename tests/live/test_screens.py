@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
+from tests.fixtures.tui import wait_workers
 from workbench.live.report import Comparison, LiveReport
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.diagnose import DiagnoseScreen
@@ -27,7 +28,7 @@ def story():
 
 async def settle(pilot):
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
+    await wait_workers(pilot.app)
     await pilot.pause()
 
 

@@ -23,7 +23,7 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from workbench.configs.access import ConflictError, FileAccess, access_for, parse_location, sha256
 from workbench.configs.jsonedit import apply_edits, get_key
@@ -110,7 +110,7 @@ def check_type(key: str, value: Any) -> None:
 class ConfigStore:
     """Tracked config files and their versions, over a Journal and a FileAccess per host."""
 
-    def __init__(self, journal: Journal, access_resolver=access_for):
+    def __init__(self, journal: Journal, access_resolver: Callable[[str], FileAccess] = access_for):
         self.journal = journal
         self._access = access_resolver
 
@@ -147,7 +147,7 @@ class ConfigStore:
         return [ConfigVersion(i + 1, r["sha256"], r["ts"], r["reason"], r["parent_sha256"], r["size"])
                 for i, r in enumerate(rows)]
 
-    def _tracked(self, row, current: Optional[bytes] = None, state: str = "clean") -> TrackedConfig:
+    def _tracked(self, row: sqlite3.Row, current: Optional[bytes] = None, state: str = "clean") -> TrackedConfig:
         versions = self._versions(row["id"])
         return TrackedConfig(row["id"], row["location"], row["label"], row["added"], len(versions),
                              None if current is None else sha256(current),
@@ -245,7 +245,8 @@ class ConfigStore:
         return ConfigDiff(loc, f"v{va.number}", f"v{vb.number}", text)
 
     # -- writes -------------------------------------------------------------------------------
-    def _write(self, location: str, make, reason: str, *, allow_missing: bool = False) -> ConfigChange:
+    def _write(self, location: str, make: Callable[[Optional[bytes]], bytes], reason: str, *,
+               allow_missing: bool = False) -> ConfigChange:
         """Sync, compute the new bytes from the current ones, CAS-write, record the version."""
         loc, acc, path = self._open(location)
         row = self._row(loc)
@@ -290,7 +291,8 @@ class ConfigStore:
             raise InputError("config set: nothing to set (give KEY=VALUE)")
         loc, acc, path = self._open(location)
 
-        def make(current: bytes) -> bytes:
+        def make(current: Optional[bytes]) -> bytes:
+            assert current is not None          # _write refuses a missing file (no allow_missing here)
             try:
                 text = current.decode("utf-8")
             except UnicodeDecodeError:
@@ -310,7 +312,7 @@ class ConfigStore:
                                            [f"delete {k}" for k in deletions or []])
         return self._write(loc, make, why)
 
-    def revert_plan_details(self, location: str, ref) -> tuple[ConfigVersion, str, bytes]:
+    def revert_plan_details(self, location: str, ref: "int | str | None") -> tuple[ConfigVersion, str, bytes]:
         loc, acc, path = self._open(location)
         self.sync(loc)
         v = self.resolve(loc, ref)
@@ -318,13 +320,13 @@ class ConfigStore:
         current = acc.read_bytes(path) or b""
         return v, unified_diff(current, target, "current", f"v{v.number}"), target
 
-    def revert(self, location: str, ref) -> ConfigChange:
+    def revert(self, location: str, ref: "int | str | None") -> ConfigChange:
         loc, _, _ = self._open(location)
         v = self.resolve(loc, ref)
         target = self.blob(v.sha256)
         return self._write(loc, lambda _current: target, f"revert to v{v.number}", allow_missing=True)
 
-    def value(self, location: str, key: str, ref=None) -> Any:
+    def value(self, location: str, key: str, ref: "int | str | None" = None) -> Any:
         v = self.resolve(location, ref)
         try:
             data = json.loads(self.blob(v.sha256))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Optional, Union, cast
+from typing import Any, Iterator, NoReturn, Optional, Union, cast
 
 from workbench import strictjson
 from workbench.errors import InputError
@@ -39,7 +39,7 @@ class _Parser:
         self.s, self.name, self.i = text, name, 0
         self.depth = 0
 
-    def enter(self):
+    def enter(self) -> None:
         self.depth += 1
         if self.depth > strictjson.MAX_DEPTH:
             self.fail(f"nested deeper than {strictjson.MAX_DEPTH} levels")
@@ -49,7 +49,7 @@ class _Parser:
         col = self.i - (self.s.rfind("\n", 0, self.i) + 1) + 1
         raise InputError(f"{self.name}: invalid JSON at line {line} column {col}: {msg}")
 
-    def ws(self):
+    def ws(self) -> None:
         while self.i < len(self.s) and self.s[self.i] in _WS:
             self.i += 1
 
@@ -95,7 +95,7 @@ class _Parser:
             self.i = j + 1
             if backslashes % 2 == 0:
                 try:
-                    return json.loads(self.s[start:self.i])
+                    return cast(str, json.loads(self.s[start:self.i]))      # a JSON string literal
                 except json.JSONDecodeError as exc:
                     self.i = start + exc.pos
                     self.fail(f"bad string: {exc.msg}")
@@ -203,7 +203,7 @@ def _indent_unit(text: str, root: Node) -> Optional[str]:
     return None
 
 
-def _walk(node: Node):
+def _walk(node: Node) -> Iterator[Node]:
     yield node
     for m in node.members:
         yield from _walk(m.value)
@@ -244,7 +244,7 @@ def _descend(root: Node, text: str, parts: list[str], key: str) -> tuple[Node, O
     return node, _child(node, last, text, key), last
 
 
-def _child(node: Node, part: str, text: str, where: str):
+def _child(node: Node, part: str, text: str, where: str) -> Optional[Union[Member, Node]]:
     if node.kind == "object":
         found = [m for m in node.members if m.key == part]
         return found[-1] if found else None   # JSON parsers keep the last duplicate
@@ -355,7 +355,7 @@ def get_key(data: Any, key: str, default: Any = None) -> Any:
     return node
 
 
-def apply_edits(text: str, sets: "list[tuple[str, Any]]", deletions: "list[str] | tuple" = (), *,
+def apply_edits(text: str, sets: "list[tuple[str, Any]]", deletions: "list[str] | tuple[str, ...]" = (), *,
                 name: str = "JSON", check_types: bool = True) -> str:
     """``text`` with every ``KEY=VALUE`` set and every key deleted, checked as a whole: the result is
     JSON, valid Unicode, and (unless ``check_types`` is off) every typed field the edits changed,
@@ -378,7 +378,7 @@ def apply_edits(text: str, sets: "list[tuple[str, Any]]", deletions: "list[str] 
 def _values(text: str, name: str) -> Any:
     """The document's values for comparing before and after (NaN and long integers already in the
     file kept as they are: only what an edit changes is judged)."""
-    def big_int(s: str):
+    def big_int(s: str) -> int | tuple[str, str]:
         return int(s) if len(s) <= 4000 else ("<integer>", s)
 
     try:

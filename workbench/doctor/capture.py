@@ -9,11 +9,15 @@ SpecForge-format drafter may have been captured with (speculators-format: vLLM's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
 
 from workbench.errors import InputError
 from workbench.layers import CaptureResult, EngineRule, Point, default_ids, point_str, to_points
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    from workbench.draftconfig import DraftCheckpoint
+    from workbench.provenance import Provenance
 
 
 @dataclass
@@ -26,7 +30,7 @@ class Reading(Result):
     engines: list[str] = field(default_factory=list)
     problem: Optional[str] = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "points": None if self.points is None else [str(p) for p in self.points],
                 "basis": self.basis, "engines": self.engines, "problem": self.problem}
 
@@ -59,7 +63,7 @@ class CaptureReport(Result):
     notes: list[str] = field(default_factory=list)
     fatal: Optional[str] = None
     across_engines: dict[str, list[Optional[str]]] = field(default_factory=dict)
-    readings: list[dict] = field(default_factory=list)   # every reading of the training capture
+    readings: list[dict[str, Any]] = field(default_factory=list)   # every reading of the training capture
     settled: bool = True             # False: the readings disagree and nothing given settles them
 
     def text(self) -> str:
@@ -81,11 +85,11 @@ class CaptureReport(Result):
         return "\n".join(lines)
 
 
-def _s(v, none="-") -> str:
+def _s(v: object, none: str = "-") -> str:
     return none if v is None else str(v)
 
 
-def _trainer_ids(draft, num_layers: int) -> tuple[list[int], str]:
+def _trainer_ids(draft: DraftCheckpoint, num_layers: int) -> tuple[list[int], str]:
     """The ids a trainer hands its capture engine: SpecForge's eagle_config ids (or its default
     [1, N//2-1, N-4], resolve_eagle_capture_layers), speculators' top-level ids (default [2, N//2, N-3])."""
     if draft.layout == "speculators":
@@ -105,8 +109,8 @@ def _through(rule: EngineRule, ids: list[int], n: int, label: str, basis: str) -
     return Reading(label, list(res.captured), basis, [rule.name])
 
 
-def trained_readings(draft, num_layers: int, arch: Optional[str], trained_layers: Optional[list[int]],
-                     trained_convention: str, provenance=None) -> list[Reading]:
+def trained_readings(draft: DraftCheckpoint, num_layers: int, arch: Optional[str], trained_layers: Optional[list[int]],
+                     trained_convention: str, provenance: Optional[Provenance] = None) -> list[Reading]:
     from workbench.doctor.engines import engine_rule, sglang_releases, sglang_rule
     from workbench.layers import parse_version
 
@@ -128,7 +132,7 @@ def trained_readings(draft, num_layers: int, arch: Optional[str], trained_layers
         return [Reading(f"assumed: speculators read the {where} {ids} as vLLM capture indices", pts, "assumed",
                         ["vllm"])]
     # SpecForge format: each SGLang release that may have captured the data, grouped by what it yields
-    groups: dict[tuple, Reading] = {}
+    groups: dict[tuple[str, ...], Reading] = {}
     impossible: list[Reading] = []
     for v in sglang_releases():
         rule = sglang_rule(parse_version(v), arch)
@@ -143,7 +147,7 @@ def trained_readings(draft, num_layers: int, arch: Optional[str], trained_layers
             groups[key].engines += rd.engines
         else:
             groups[key] = rd
-    out = []
+    out: list[Reading] = []
     for rd in groups.values():
         rd.label = f"assumed: SpecForge captured the {where} {list(ids)} through {_span(rd.engines)}"
         out.append(rd)
@@ -161,8 +165,8 @@ def _span(engines: list[str]) -> str:
     return engines[0] if len(engines) == 1 else f"{engines[0]} .. {engines[-1]} ({len(engines)} releases read)"
 
 
-def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layers: int,
-                 arch: Optional[str], trained: Optional[list[Point]], trained_source: str,
+def build_report(rule: EngineRule, config: dict[str, Any], ids: Optional[Sequence[int]], ids_source: str,
+                 num_layers: int, arch: Optional[str], trained: Optional[list[Point]], trained_source: str,
                  readings: Optional[list[Reading]] = None, settled: bool = True) -> tuple[CaptureReport, CaptureResult]:
     from workbench.doctor.engines import engine_rule, known_engines
 
@@ -170,7 +174,7 @@ def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layer
     engine_pts = res.points
     by_index = {c.index: c.id for c in res.by_id}
     captured_indices = sorted({cast(int, c.index) for c in res.by_id if c.point is not None})
-    rows = []
+    rows: list[CaptureRow] = []
     n = num_layers
     slots = max(len(engine_pts), len(trained or []))
     for k in range(slots):
@@ -188,7 +192,7 @@ def build_report(rule: EngineRule, config: dict, ids, ids_source: str, num_layer
         if trained is not None and settled:
             match = ep is not None and tp is not None and ep.same_stream(tp, n)
         elif not settled and readings:
-            alts = []
+            alts: list[str] = []
             for rd in readings:
                 if rd.points is not None and k < len(rd.points) and str(rd.points[k]) not in alts:
                     alts.append(str(rd.points[k]))

@@ -33,12 +33,12 @@ def known() -> dict[str, set[str]]:
     return {scope: set(keys) for scope, keys in data["keys"].items()}
 
 
-def _walk(cfg: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
+def _walk(cfg: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     for k, v in cfg.items():
         yield prefix + k, v
 
 
-def unknown_keys(config: dict, layout: str) -> list[tuple[str, Optional[str], Any]]:
+def unknown_keys(config: dict[str, Any], layout: str) -> list[tuple[str, Optional[str], Any]]:
     """(dotted key, did-you-mean or None, value) for keys no reader uses."""
     kn = known()
     top, nested = kn["config"], kn["eagle_config"]
@@ -145,7 +145,7 @@ _FORMAT = {"eagle_config", "eagle_aux_hidden_state_layer_ids", "use_aux_hidden_s
            "norm_before_residual", "torch_dtype", "rope_theta", "rope_scaling", "auto_map", "quantization_config"}
 
 
-def regenerate(out: Path = TABLE) -> dict:
+def regenerate(out: Path = TABLE) -> dict[str, Any]:
     sources = {
         "transformers": _transformers_keys(),
         "sglang": _sglang_keys(),

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 from workbench.errors import InputError
-from workbench.layers import EngineRule, parse_engine, parse_version, rule_for, version_text
+from workbench.layers import CaptureResult, EngineRule, parse_engine, parse_version, rule_for, version_text
 
 # SGLang releases whose rule the doctor compares when the capturing release is unknown, when the
 # generated table (workbench.engine) is missing.
@@ -33,7 +33,7 @@ def sglang_releases() -> list[str]:
     return sorted(vs, key=parse_version) if vs else list(_FALLBACK_RELEASES)
 
 
-def sglang_rule(version: Optional[tuple], arch: Optional[str]) -> EngineRule:
+def sglang_rule(version: Optional[tuple[int, int, int, int]], arch: Optional[str]) -> EngineRule:
     """SGLang's capture rule for a release and target architecture: the one SGLang lookup of the
     doctor. ``workbench.layers.rule_for`` answers from the table ``workbench.engine`` generated from
     each release's own code (and its hand-read rules where the table has no row)."""
@@ -41,17 +41,17 @@ def sglang_rule(version: Optional[tuple], arch: Optional[str]) -> EngineRule:
 
 
 @lru_cache(maxsize=1)
-def _vllm_table() -> dict:
+def _vllm_table() -> dict[str, dict[str, Any]]:
     from workbench.engine.vllm_rules import load_table
 
-    return load_table()["releases"]
+    return cast("dict[str, dict[str, Any]]", load_table()["releases"])
 
 
 def vllm_releases() -> list[str]:
     return list(_vllm_table())
 
 
-def _vkey(v: str) -> tuple:
+def _vkey(v: str) -> tuple[int, int, int, int]:
     return parse_version(v)
 
 
@@ -60,8 +60,8 @@ class VllmRule(EngineRule):
     """A vLLM release's rule, with the facts read from its source."""
 
     config_ids: str = "unknown"          # "ignored", "top-level", "top-level-then-eagle_config", ...
-    default_exprs: tuple = ("2", "N//2", "N-3")
-    facts: dict = field(default_factory=dict, compare=False, hash=False)
+    default_exprs: tuple[str, ...] = ("2", "N//2", "N-3")
+    facts: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     assumed_from: Optional[str] = None   # the cached release used for an uncached one
 
     @property
@@ -73,7 +73,7 @@ class VllmRule(EngineRule):
 
         return [_eval(e, num_layers) for e in self.default_exprs]
 
-    def ids_from_config(self, config: dict) -> tuple[Optional[list], str]:
+    def ids_from_config(self, config: dict[str, Any]) -> tuple[Optional[list[Any]], str]:
         top = config.get("eagle_aux_hidden_state_layer_ids") if isinstance(config, dict) else None
         ec = config.get("eagle_config") if isinstance(config, dict) else None
         nested = ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None
@@ -87,7 +87,7 @@ class VllmRule(EngineRule):
                 return nested, "eagle_config.eagle_aux_hidden_state_layer_ids"
         return None, "default" if self.config_ids != "ignored" else f"default (config ids ignored by {self.name})"
 
-    def capture(self, ids, num_layers):
+    def capture(self, ids: Optional[Sequence[int]], num_layers: int) -> CaptureResult:
         res = super().capture(None if self.config_ids == "ignored" else ids, num_layers)
         # index 0 and N were read from this release's code: no "unverified" hedge
         res.notes = [n for n in res.notes if "unverified for vLLM" not in n]
@@ -121,7 +121,7 @@ class VllmRule(EngineRule):
         return m["prefix"] + a, f"EAGLEConfig renames {a} -> {m['prefix'] + a}"
 
 
-def vllm_rule(version: Optional[tuple], arch: Optional[str]) -> VllmRule:
+def vllm_rule(version: Optional[tuple[int, int, int, int]], arch: Optional[str]) -> VllmRule:
     from workbench.layers import arch_family
 
     table = _vllm_table()

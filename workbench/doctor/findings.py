@@ -106,7 +106,7 @@ class Finding(Result):
     fix: Optional[Fix] = None
     evidence_class: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.code not in CODES:
             raise ValueError(f"unknown finding code {self.code!r}")
         if self.severity not in SEVERITIES:

@@ -19,7 +19,7 @@ import json
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional, cast
 
 TABLE = Path(__file__).with_name("sglang_registry.json")
 _MODELS = "sglang/srt/models"
@@ -47,7 +47,7 @@ def _installed_version() -> Optional[str]:
         return None
 
 
-def _sources(where: Path):
+def _sources(where: Path) -> Iterator[tuple[str, str]]:
     """(file name, text) of each module of sglang/srt/models, from a folder or a wheel."""
     if where.is_file():
         import zipfile
@@ -65,7 +65,7 @@ def _sources(where: Path):
             continue
 
 
-def read_registry(models_dir: Path, version: str) -> dict:
+def read_registry(models_dir: Path, version: str) -> dict[str, Any]:
     """{"version", "architectures": {name: {"file", "line", "eagle3_capture"}}} from the model sources
     (an installed ``sglang/srt/models`` folder, or a release's wheel)."""
     classes: dict[str, tuple[list[str], bool]] = {}
@@ -93,7 +93,7 @@ def read_registry(models_dir: Path, version: str) -> dict:
                 elif isinstance(node.value, ast.Name):
                     aliases[name] = node.value.id
 
-    def captures(name: str, seen=()) -> bool:
+    def captures(name: str, seen: tuple[str, ...] = ()) -> bool:
         if name in seen or name not in classes:
             return False
         bases, has = classes[name]
@@ -105,7 +105,7 @@ def read_registry(models_dir: Path, version: str) -> dict:
 
 
 @lru_cache(maxsize=4)
-def registry(version: Optional[str] = None) -> Optional[dict]:
+def registry(version: Optional[str] = None) -> Optional[dict[str, Any]]:
     """The registry of ``version`` (None: the installed one): read from the installed sglang when it
     is that version, else from the generated table; None when neither has it."""
     inst = _installed_version()
@@ -116,12 +116,12 @@ def registry(version: Optional[str] = None) -> Optional[dict]:
         table = json.loads(TABLE.read_text(encoding="utf-8"))
         rel = table.get("releases", {})
         if version is None and rel:
-            return rel[sorted(rel)[-1]]
-        return rel.get(version)
+            return cast("dict[str, Any]", rel[sorted(rel)[-1]])
+        return cast("Optional[dict[str, Any]]", rel.get(version))
     return None
 
 
-def regenerate(versions: list[str], out: Path = TABLE) -> dict:
+def regenerate(versions: list[str], out: Path = TABLE) -> dict[str, Any]:
     """The installed sglang, and each of ``versions`` from its wheel in the wheel cache
     (``pip download --no-deps sglang==X`` when it is not there yet)."""
     import re
@@ -129,7 +129,7 @@ def regenerate(versions: list[str], out: Path = TABLE) -> dict:
 
     from workbench.engine.vllm_rules import wheel_cache
 
-    table = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"releases": {}}
+    table: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"releases": {}}
     d, v = _installed_models_dir(), _installed_version()
     if d is not None and v is not None:
         table["releases"][v] = read_registry(d, v)

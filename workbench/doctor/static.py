@@ -9,15 +9,20 @@ finding names the class of evidence it rests on, and a check that lacks an input
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
 
 from workbench.doctor.capture import CaptureReport, Reading, build_report, trained_readings
 from workbench.doctor.engines import VllmRule, engine_rule
 from workbench.doctor.findings import ConfigEdit, Finding, Fix, sort_findings
 from workbench.draftconfig import DraftCheckpoint, TargetInfo, read_draft, read_target
 from workbench.errors import InputError
-from workbench.layers import EngineRule, Point, arch_family, default_ids, normalize_convention
+from workbench.layers import CaptureResult, EngineRule, Point, arch_family, default_ids, normalize_convention
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from workbench.provenance import Provenance
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 DEFAULT_ENGINE = "sglang"
@@ -51,7 +56,7 @@ class DoctorReport(Result):
     def codes(self, severity: Optional[str] = None) -> list[str]:
         return [f.code for f in self.findings if severity is None or f.severity == severity]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"findings": [f.to_dict() for f in self.findings],
                 "capture": self.capture.to_dict() if self.capture else None,
                 "inputs": self.inputs, "draft": self.draft, "skipped": [s.to_dict() for s in self.skipped]}
@@ -66,19 +71,19 @@ def normalize_algorithm(name: Optional[str]) -> Optional[str]:
     return "EAGLE" if a == "NEXTN" else a
 
 
-def _ints(value) -> bool:
+def _ints(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
 
 
-def _fmt(points) -> str:
+def _fmt(points: Optional[Sequence[Optional[Point]]]) -> str:
     return "[" + ", ".join("missing" if p is None else str(p) for p in points or []) + "]"
 
 
 class _Checker:
     def __init__(self, draft: DraftCheckpoint, target: Optional[TargetInfo], rule: EngineRule,
-                 algorithm: Optional[str], trained_layers, trained_convention: str,
-                 context_length: Optional[int], num_layers: Optional[int], arch: Optional[str], provenance=None,
-                 env: Optional[dict] = None):
+                 algorithm: Optional[str], trained_layers: Optional[list[int]], trained_convention: str,
+                 context_length: Optional[int], num_layers: Optional[int], arch: Optional[str],
+                 provenance: Optional[Provenance] = None, env: Optional[dict[str, str]] = None):
         self.d, self.t, self.rule = draft, target, rule
         self.algorithm = algorithm
         self.trained_layers, self.trained_convention = trained_layers, trained_convention
@@ -95,7 +100,8 @@ class _Checker:
         self.is_vllm = isinstance(rule, VllmRule)
         self.env = dict(env or {})
 
-    def add(self, code, severity, message, evidence=None, fix=None, cls: str = ""):
+    def add(self, code: str, severity: str, message: str, evidence: Optional[dict[str, Any]] = None,
+            fix: Optional[Fix] = None, cls: str = "") -> None:
         ev = dict(evidence or {})
         assumed = getattr(self.rule, "assumed_from", None)
         if assumed and (cls or "") in ("", "engine-code") and severity == "error":
@@ -111,7 +117,7 @@ class _Checker:
         return Fix(summary, self.cfg_file, edits)
 
     # -- inputs ------------------------------------------------------------------------------
-    def check_types(self):
+    def check_types(self) -> None:
         for p in self.d.problems + (self.t.problems if self.t else []):
             self.add("config-invalid", "error", f"{p.field} in {p.file} has the wrong type or value: {p.message}.",
                      {"file": p.file, "field": p.field, "problem": p.message})
@@ -126,7 +132,7 @@ class _Checker:
                 self.add("weights-unreadable", "error", f"The draft's weights cannot be read: {self.d.weights_error}.",
                          {"path": self.d.path, "files": self.d.weight_files, "error": self.d.weights_error})
 
-    def check_keys(self):
+    def check_keys(self) -> None:
         from workbench.doctor.config_keys import unknown_keys
 
         for key, guess, value in unknown_keys(self.d.config, self.d.layout):
@@ -142,9 +148,9 @@ class _Checker:
                          {"key": key, "did_you_mean": None, "value": value})
 
     # -- the engine can load the draft and capture on the target -----------------------------------
-    def check_loaders(self):
+    def check_loaders(self) -> None:
         d = self.d
-        if self.is_vllm:
+        if isinstance(self.rule, VllmRule):          # self.is_vllm
             arch, how = self.rule.draft_architecture(d.architectures, d.config.get("speculators_model_type"),
                                                      d.model_type)
             known = self.rule.facts.get("draft_archs") or []
@@ -196,7 +202,7 @@ class _Checker:
                      {**ev_base, "target_arch": self.arch, "file": entry["file"], "line": entry["line"]})
 
     # -- algorithm -----------------------------------------------------------------------------
-    def check_algorithm(self):
+    def check_algorithm(self) -> None:
         alg = self.algorithm
         if alg is None:
             self.skip("algorithm vs draft architecture", "--algorithm ALGO",
@@ -253,7 +259,7 @@ class _Checker:
             return r.points, why
         return None, ""
 
-    def check_layers(self):
+    def check_layers(self) -> None:
         d = self.d
         if not d.is_eagle3 and d.layer_ids is None and d.top_level_layer_ids is None:
             return  # not an EAGLE-3 draft: no aux capture
@@ -334,7 +340,7 @@ class _Checker:
                          {**base_ev, "default_output_of_layer": dflt})
         self.compare_training(res, report, base_ev)
 
-    def compare_training(self, res, report, base_ev) -> None:
+    def compare_training(self, res: CaptureResult, report: CaptureReport, base_ev: dict[str, Any]) -> None:
         """The engine's capture against every reading of the training capture."""
         n = cast(int, self.n)                 # readings are made only with a layer count
         if not self.readings:
@@ -369,7 +375,7 @@ class _Checker:
         if ok:
             # the readings disagree: the config fits one account of training and not another
             alts = "; ".join(f"if {r.label.removeprefix('assumed: ')}, it was trained on {_fmt(r.points)}"
-                             + _shift_text(engine_pts, r.points, n) for r in bad)
+                             + _shift_text(engine_pts, cast("list[Point]", r.points), n) for r in bad)
             good = "; ".join(r.label.removeprefix("assumed: ") for r in ok)
             self.add("layer-ids-engine-mismatch", "warning",
                      f"{eng}: that is what the drafter was trained on if {good}; {alts}. Which one holds depends "
@@ -383,7 +389,7 @@ class _Checker:
         r = bad[0]
         same = all(tuple(map(str, cast("list[Point]", x.points))) == tuple(map(str, cast("list[Point]", r.points)))
                    for x in bad)
-        shift = _shift(engine_pts, r.points, n) if same else None
+        shift = _shift(engine_pts, cast("list[Point]", r.points), n) if same else None
         msg = f"{eng} but the drafter was trained on {_fmt(r.points)}" + (f" (a {abs(shift)}-layer shift)" if shift else "")
         if len(bad) > 1:
             msg += f" under every known capture of the training data ({'; '.join(x.label for x in bad)})"
@@ -420,9 +426,9 @@ class _Checker:
         n = self.n
         trained = [str(p.canonical(n)) for p in self.trained] if self.trained else None
 
-        def canon(points):
+        def canon(points: Sequence[str]) -> list[str]:
             return [str(Point.parse(p).canonical(n)) if p not in ("missing", "unknown") else p for p in points]
-        bad = trained is not None and canon(res.cuda_graph_points) != trained
+        bad = trained is not None and canon(cast("list[str]", res.cuda_graph_points)) != trained   # graph_differs
         self.add("layer-ids-cuda-graph-defaults", "error" if bad else "warning",
                  f"{res.engine} decodes with CUDA graphs that capture {', '.join(cast('list[str]', res.cuda_graph_points))} (its "
                  f"defaults), not the config's {', '.join(res.points)}: its graph runner calls "
@@ -434,7 +440,7 @@ class _Checker:
                   "code": [e for e in res.evidence if e.split(":", 1)[0] in ("graph_reset", "config_ids",
                                                                             "config_before_graphs")]})
 
-    def check_unsorted(self, ids: list, source: str, ev: dict) -> None:
+    def check_unsorted(self, ids: list[int], source: str, ev: dict[str, Any]) -> None:
         if not any(b <= a for a, b in zip(ids, ids[1:])):
             return
         fix = None
@@ -446,7 +452,7 @@ class _Checker:
                  f"Layer ids {ids} are not strictly ascending: engines concatenate in layer order while "
                  "SpecForge's HF backend uses list order, a silent channel permutation.", ev, fix)
 
-    def check_misplaced(self):
+    def check_misplaced(self) -> None:
         d = self.d
         sglang = self.rule if self.rule.engine == "sglang" else engine_rule(DEFAULT_ENGINE, self.arch)
         fix = None
@@ -463,7 +469,7 @@ class _Checker:
                  f"(it uses its defaults){' while ' + self.rule.name + ' reads them first' if reads_top else ''}.",
                  {"top_level": d.top_level_layer_ids, "eagle_config": None, "engine": self.rule.name}, fix)
 
-    def check_count(self, fc_in: Optional[int]):
+    def check_count(self, fc_in: Optional[int]) -> None:
         """K ids vs fc in-dim (K * H_t); falls back on num_aux_hidden_states when fc is absent."""
         d = self.d
         ids, source = self.rule.ids_from_config(d.config)
@@ -496,7 +502,7 @@ class _Checker:
                      {**ev, "num_aux_hidden_states": d.num_aux_hidden_states})
 
     # -- sizes ---------------------------------------------------------------------------------
-    def check_context(self):
+    def check_context(self) -> None:
         target_ctx = self.context_length or (self.t.context_length if self.t else None)
         draft_ctx = self.d.context_length
         if target_ctx is None:
@@ -509,7 +515,7 @@ class _Checker:
         ev = {"draft_context_length": draft_ctx, "draft_key": key, "target_context_length": target_ctx,
               "target_source": "--context-length" if self.context_length else "target config",
               "engine": self.rule.name}
-        if self.is_vllm:
+        if isinstance(self.rule, VllmRule):          # self.is_vllm
             how = self.rule.facts.get("draft_len")
             if how == "min":
                 self.add("draft-context-too-short", "info",
@@ -533,7 +539,7 @@ class _Checker:
                  "start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (ModelConfig._derive_context_length "
                  "raises), and a short draft RoPE range lowers accept length on long prompts.", ev, fix)
 
-    def check_tied(self):
+    def check_tied(self) -> None:
         d = self.d
         vocab = (self.t.vocab_size if self.t else None) or d.vocab_size
         if d.tie_word_embeddings and d.draft_vocab_size and vocab and d.draft_vocab_size < vocab:
@@ -546,7 +552,7 @@ class _Checker:
                      self.config_fix(f"set {key} to false", [ConfigEdit(key, False)]),
                      "static-file" if self.is_vllm else "")
 
-    def check_hidden(self):
+    def check_hidden(self) -> None:
         d, t = self.d, self.t
         if t is None or t.hidden_size is None:
             self.skip("hidden sizes and vocabulary vs the target", "--target-config FILE",
@@ -586,9 +592,9 @@ def _specforge_rejects_negative() -> str:
     return ""
 
 
-def _shift(engine_pts, trained, n) -> Optional[int]:
+def _shift(engine_pts: Sequence[Optional[Point]], trained: Sequence[Point], n: int) -> Optional[int]:
     """The common layer offset between engine and training points, when there is exactly one."""
-    offs = set()
+    offs: set[int] = set()
     if len(engine_pts) != len(trained):
         return None
     for e, t in zip(engine_pts, trained):
@@ -603,16 +609,16 @@ def _shift(engine_pts, trained, n) -> Optional[int]:
     return offs.pop() if len(offs) == 1 and 0 not in offs else None
 
 
-def _shift_text(engine_pts, trained, n) -> str:
+def _shift_text(engine_pts: Sequence[Optional[Point]], trained: Sequence[Point], n: int) -> str:
     s = _shift(engine_pts, trained, n)
     return f" (a {abs(s)}-layer shift)" if s else ""
 
 
-def run_static(draft: "str | DraftCheckpoint", target_config=None, *, engine: Optional[str] = None,
-               algorithm: Optional[str] = None, trained_layers: Optional[list[int]] = None,
-               trained_convention: str = "output-of-layer", context_length: Optional[int] = None,
-               num_layers: Optional[int] = None, arch: Optional[str] = None,
-               trained_engine: Optional[str] = None, env: Optional[dict] = None,
+def run_static(draft: "str | Path | DraftCheckpoint", target_config: "str | Path | TargetInfo | None" = None, *,
+               engine: Optional[str] = None, algorithm: Optional[str] = None,
+               trained_layers: Optional[list[int]] = None, trained_convention: str = "output-of-layer",
+               context_length: Optional[int] = None, num_layers: Optional[int] = None, arch: Optional[str] = None,
+               trained_engine: Optional[str] = None, env: Optional[dict[str, str]] = None,
                cuda_graph: bool = True) -> DoctorReport:
     """Every static check that the given inputs allow; checks lacking an input are listed as skipped.
     ``cuda_graph``: the server decodes with CUDA graphs (SGLang's default; False = --disable-cuda-graph)."""

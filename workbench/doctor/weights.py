@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    from workbench.doctor.static import _Checker
+    from workbench.draftconfig import DraftCheckpoint
 
 _DTYPE_KIND = {"int64": ("I64",), "bool": ("BOOL", "U8")}
 _LIST = 20   # names listed in one finding's evidence
 
 
-def flat_config(d) -> dict:
+def flat_config(d: DraftCheckpoint) -> dict[str, Any]:
     """The draft config as SGLang sees it; the speculators layout keeps the layer fields nested."""
     cfg = dict(d.config)
     if d.layout == "speculators":
@@ -28,7 +32,7 @@ def flat_config(d) -> dict:
     return cfg
 
 
-def check_weights(ck) -> Optional[int]:
+def check_weights(ck: _Checker) -> Optional[int]:
     """Run the weight checks on a _Checker; returns fc's input width when fc.weight is present."""
     d = ck.d
     if not d.tensors:
@@ -39,7 +43,7 @@ def check_weights(ck) -> Optional[int]:
     return fc.shape[1] if fc is not None and len(fc.shape) == 2 else None
 
 
-def check_names_and_shapes(ck) -> None:
+def check_names_and_shapes(ck: _Checker) -> None:
     from workbench.drafter import names as N
 
     d = ck.d
@@ -104,14 +108,14 @@ def check_names_and_shapes(ck) -> None:
                {**ev_base, "mismatches": wrong[:_LIST], "count": len(wrong)})
 
 
-def check_d2t(ck) -> None:
+def check_d2t(ck: _Checker) -> None:
     d = ck.d
     if "d2t" not in d.tensors:
         return
     import numpy as np
 
     vocab = (ck.t.vocab_size if ck.t else None) or d.vocab_size
-    ev: dict = {"target_vocab_size": vocab, "draft_vocab_size": d.draft_vocab_size}
+    ev: dict[str, Any] = {"target_vocab_size": vocab, "draft_vocab_size": d.draft_vocab_size}
     problems: list[str] = []
     try:
         d2t = np.asarray(d.tensor("d2t"))

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from workbench import strictjson
 from workbench.draftconfig import schema
 from workbench.draftconfig.safetensors_header import TensorInfo, read_header, read_tensor
 from workbench.errors import InputError
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 CONFIG_NAME = "config.json"
 INDEX_NAME = "model.safetensors.index.json"
@@ -49,7 +52,7 @@ def _describe(value: Any) -> str:
 class _Fields:
     """Typed lookups into a JSON object by dotted key; wrong types are recorded, not raised."""
 
-    def __init__(self, data: dict, file: str, problems: list):
+    def __init__(self, data: dict[str, Any], file: str, problems: list[FieldProblem]):
         self.data, self.file, self.problems = data, file, problems
 
     def raw(self, key: str, default: Any = _MISSING) -> Any:
@@ -76,7 +79,7 @@ class _Fields:
             return None
 
 
-def derived_context_length(cfg: dict) -> Optional[int]:
+def derived_context_length(cfg: dict[str, Any]) -> Optional[int]:
     """SGLang's ``get_context_length``: first of the length keys, times the rope factor unless the
     scaling carries ``original_max_position_embeddings`` or is llama3-style. None when the value
     there is not a plausible length (the reader reports that field)."""
@@ -134,7 +137,7 @@ class DraftCheckpoint(Result):
     problems: list[FieldProblem]
     key_for: dict[str, str]
     tensors: dict[str, TensorInfo] = field(default_factory=dict, metadata={"internal": True})
-    config: dict = field(default_factory=dict, metadata={"internal": True})
+    config: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
 
     def has_field(self, name: str) -> bool:
         return self.key_for.get(name) is not None and _Fields(self.config, "", []).raw(
@@ -143,14 +146,14 @@ class DraftCheckpoint(Result):
     def bad_fields(self) -> set[str]:
         return {p.field for p in self.problems}
 
-    def tensor(self, name: str):
+    def tensor(self, name: str) -> npt.NDArray[Any]:
         """A small tensor as a numpy array (d2t, t2d, norms); InputError if absent or too big."""
         info = self.tensors.get(name)
         if info is None:
             raise InputError(f"{self.path}: no tensor named {name!r} in the weights")
         return read_tensor(self.path, info)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         d = self.to_dict()
         d["tensor_count"] = len(self.tensors)
         return d
@@ -315,7 +318,7 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
     )
 
 
-def _check_all(f: _Fields, cfg: dict) -> None:
+def _check_all(f: _Fields, cfg: dict[str, Any]) -> None:
     """Every typed field present is checked, also those no check reads (they would mislead SGLang)."""
     for key in schema.keys_in(cfg):
         f.typed(key)
@@ -363,10 +366,10 @@ def read_target(path: "str | Path") -> TargetInfo:
     key = text_config_key(cfg)
     text = cfg[key] if key else None
 
-    def pick_int(name: str) -> Optional[int]:
+    def pick_int(name: str) -> Optional[int]:        # integer fields of the schema: validated as int
         if text is not None and name in text:
-            return f.typed(f"{key}.{name}")
-        return f.typed(name)
+            return cast("Optional[int]", f.typed(f"{key}.{name}"))
+        return cast("Optional[int]", f.typed(name))
 
     archs = f.typed("architectures") or []
     mt = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None

@@ -8,11 +8,14 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from workbench import strictjson
 from workbench.errors import InputError
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 DTYPE_BYTES = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
@@ -37,7 +40,7 @@ class TensorInfo(Result):
 MAX_DIMS = 16          # tensors have a few dimensions; a longer shape is a corrupt header
 
 
-def read_header(path: "str | Path") -> tuple[dict[str, TensorInfo], dict]:
+def read_header(path: "str | Path") -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """Tensor infos and ``__metadata__`` of one safetensors file; InputError naming the file.
 
     Everything the header says is checked before it is used: standard JSON, known dtypes, shapes
@@ -78,11 +81,11 @@ def read_header(path: "str | Path") -> tuple[dict[str, TensorInfo], dict]:
     return out, meta
 
 
-def _is_int(v) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _entry(path: Path, name: str, entry, data_start: int, data_len: int) -> TensorInfo:
+def _entry(path: Path, name: str, entry: object, data_start: int, data_len: int) -> TensorInfo:
     where = f"{path}: tensor {name[:80]!r}"
     if not isinstance(entry, dict):
         raise InputError(f"{where}: corrupt header entry (expected an object)")
@@ -108,7 +111,7 @@ def _entry(path: Path, name: str, entry, data_start: int, data_len: int) -> Tens
     return TensorInfo(name, dtype, list(shape), path.name, data_start + offs[0], offs[1] - offs[0])
 
 
-def read_tensor(directory: "str | Path", info: TensorInfo, *, limit: int = SMALL_TENSOR_LIMIT):
+def read_tensor(directory: "str | Path", info: TensorInfo, *, limit: int = SMALL_TENSOR_LIMIT) -> npt.NDArray[Any]:
     """A numpy array for one (small) tensor; BF16 widened to float32, F8 refused."""
     import numpy as np
 
@@ -136,17 +139,18 @@ def read_tensor(directory: "str | Path", info: TensorInfo, *, limit: int = SMALL
     return arr.reshape(info.shape)
 
 
-def write_safetensors(path: "str | Path", tensors: dict, metadata: Optional[dict] = None) -> None:
+def write_safetensors(path: "str | Path", tensors: dict[str, Any], metadata: Optional[dict[str, Any]] = None) -> None:
     """Write numpy arrays as a safetensors file (sample checkpoints and tests; no torch needed)."""
     import numpy as np
 
     names = {np.dtype(np.bool_): "BOOL", np.dtype(np.uint8): "U8", np.dtype(np.int8): "I8",
              np.dtype(np.int16): "I16", np.dtype(np.float16): "F16", np.dtype(np.int32): "I32",
              np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.float64): "F64"}
-    header: dict = {}
+    header: dict[str, Any] = {}
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    blobs, pos = [], 0
+    blobs: list[bytes] = []
+    pos = 0
     for name in sorted(tensors):
         value = tensors[name]
         if isinstance(value, tuple) and value[0] == "BF16":  # ("BF16", float32 array)

@@ -24,11 +24,16 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from workbench.drafter import names as N
 from workbench.errors import InputError
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    import torch
+
+    from workbench.drafter.model import Eagle3Drafter
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -37,14 +42,14 @@ WEIGHTS = "model.safetensors"
 @dataclass
 class WeightReport(Result):
     naming: str = N.SGLANG
-    missing: list = field(default_factory=list)            # required, absent
-    optional_missing: list = field(default_factory=list)   # optional, absent (e.g. embed_tokens)
-    unexpected: list = field(default_factory=list)         # present, not expected (SGLang drops them)
-    mismatched: list = field(default_factory=list)         # {"name", "expected", "actual"}
+    missing: list[str] = field(default_factory=list)                # required, absent
+    optional_missing: list[str] = field(default_factory=list)       # optional, absent (e.g. embed_tokens)
+    unexpected: list[str] = field(default_factory=list)             # present, not expected (SGLang drops them)
+    mismatched: list[dict[str, Any]] = field(default_factory=list)  # {"name", "expected", "actual"}
     present: int = 0
-    layout: str = N.SGLANG                                  # config layout: "sglang" or "speculators"
-    variants: list = field(default_factory=list)           # variants.explain: one line per variant
-    unsupported: Optional[str] = None                       # a flag the forward does not implement
+    layout: str = N.SGLANG                                          # config layout: "sglang" or "speculators"
+    variants: list[str] = field(default_factory=list)               # variants.explain: one line per variant
+    unsupported: Optional[str] = None                               # a flag the forward does not implement
 
     @property
     def ok(self) -> bool:
@@ -63,12 +68,12 @@ class WeightReport(Result):
         return ""
 
 
-def make_config(target_config: Mapping[str, Any], layer_ids: list, draft_vocab_size: int,
-                **overrides) -> dict:
+def make_config(target_config: Mapping[str, Any], layer_ids: list[int], draft_vocab_size: int,
+                **overrides: Any) -> dict[str, Any]:
     """SGLang draft config for a Llama-like target; fields follow SpecForge's ``configs/*-eagle3.json``."""
     H = int(target_config["hidden_size"])
     heads = int(target_config["num_attention_heads"])
-    cfg = {
+    cfg: dict[str, Any] = {
         "architectures": ["LlamaForCausalLMEagle3"],
         "model_type": "llama",
         "hidden_size": H,
@@ -96,7 +101,7 @@ def make_config(target_config: Mapping[str, Any], layer_ids: list, draft_vocab_s
     return cfg
 
 
-def read_config(path: "str | os.PathLike") -> dict:
+def read_config(path: "str | os.PathLike[str]") -> dict[str, Any]:
     from workbench import strictjson
 
     p = Path(path) / CONFIG if Path(path).is_dir() else Path(path)
@@ -108,7 +113,7 @@ def read_config(path: "str | os.PathLike") -> dict:
     return data
 
 
-def read_tensors(path: "str | os.PathLike") -> dict:
+def read_tensors(path: "str | os.PathLike[str]") -> dict[str, torch.Tensor]:
     d = Path(path)
     st = d / WEIGHTS
     if st.exists():
@@ -122,7 +127,7 @@ def read_tensors(path: "str | os.PathLike") -> dict:
     if shards:
         from safetensors.torch import load_file
 
-        out: dict = {}
+        out: dict[str, torch.Tensor] = {}
         for s in shards:
             try:
                 out.update(load_file(str(s)))
@@ -140,7 +145,7 @@ def read_tensors(path: "str | os.PathLike") -> dict:
     raise InputError(f"{d}: no model.safetensors or pytorch_model.bin")
 
 
-def _kind(t) -> str:
+def _kind(t: object) -> str:
     s = str(getattr(t, "dtype", ""))
     if "bool" in s:
         return "bool"
@@ -149,7 +154,7 @@ def _kind(t) -> str:
     return "float"
 
 
-def check_weights(config: dict, tensors: Mapping[str, Any], source: str = CONFIG) -> WeightReport:
+def check_weights(config: dict[str, Any], tensors: Mapping[str, Any], source: str = CONFIG) -> WeightReport:
     """Compare tensors (or ``{name: shape}``) with what the config implies; names normalised to SGLang.
     ``source`` names the config file in errors."""
     try:
@@ -185,8 +190,9 @@ def check_weights(config: dict, tensors: Mapping[str, Any], source: str = CONFIG
     return rep
 
 
-def load_drafter(path: "str | os.PathLike", embed=None, strict: bool = True, dtype=None,
-                 convention: Optional[str] = None):
+def load_drafter(path: "str | os.PathLike[str]", embed: Optional[torch.Tensor] = None, strict: bool = True,
+                 dtype: Optional[torch.dtype] = None,
+                 convention: Optional[str] = None) -> tuple[Eagle3Drafter, WeightReport]:
     """Build an ``Eagle3Drafter`` from an SGLang- or speculators-named checkpoint directory."""
     import torch
 
@@ -222,7 +228,7 @@ def load_drafter(path: "str | os.PathLike", embed=None, strict: bool = True, dty
     return model.eval(), report
 
 
-def _atomic_write(path: Path, write) -> None:
+def _atomic_write(path: Path, write: Callable[[str], object]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     os.close(fd)
     try:
@@ -234,7 +240,7 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
-def save_drafter(model, path: "str | os.PathLike", config: Optional[dict] = None) -> Path:
+def save_drafter(model: Eagle3Drafter, path: "str | os.PathLike[str]", config: Optional[dict[str, Any]] = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` in SGLang naming; returns the directory."""
     from safetensors.torch import save_file
 

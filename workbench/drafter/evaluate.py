@@ -43,16 +43,25 @@ SpecForge-style estimate from ``acc_k`` and the one from ``cond_acc_k`` sit besi
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+import numpy.typing as npt
 
 from workbench.errors import InputError
-from workbench.progress import Progress, noop
+from workbench.progress import Progress, ProgressCallback, noop
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    import torch
+
+    from workbench.hidden.view import Capture
+
+_Rates = list[Optional[float]]      # one rate per depth (None: nothing to count)
 
 DEFAULT_DEPTH = 3
 DEFAULT_TOPK = 4
@@ -66,25 +75,25 @@ class DrafterEval(Result):
     depth: int
     samples: int
     positions: int                    # loss-masked positions at step 0
-    positions_per_depth: list
-    acc: list                         # SpecForge acc_k, k = 0..depth-1
-    full_acc: list                    # workbench chain: steps 0..k right (SpecForge mask and teacher)
-    cond_acc: list                    # workbench chain: right at k given 0..k-1 right
-    topk: list                        # the k of the top-k columns
-    topk_acc: list                    # [depth][i] cumulative top-(i+1) hit rate
-    topk_cond: list
+    positions_per_depth: list[int]
+    acc: _Rates                       # SpecForge acc_k, k = 0..depth-1
+    full_acc: _Rates                  # workbench chain: steps 0..k right (SpecForge mask and teacher)
+    cond_acc: _Rates                  # workbench chain: right at k given 0..k-1 right
+    topk: list[int]                   # the k of the top-k columns
+    topk_acc: list[_Rates]            # [depth][i] cumulative top-(i+1) hit rate
+    topk_cond: list[_Rates]
     vocab_coverage: Optional[float]
-    predicted: dict
-    weights: dict
-    speculators_full_acc: list = field(default_factory=list)   # speculators full_acc_k, its way
-    speculators_cond_acc: list = field(default_factory=list)   # speculators cond_acc_k, its way
-    speculators_positions: list = field(default_factory=list)  # speculators' full_acc_k totals
-    variant: dict = field(default_factory=dict)                # the forward's switches (variants.Variant)
-    explanations: list = field(default_factory=list)           # variants.explain: one line per variant
-    labels: dict = field(default_factory=lambda: dict(LABELS))
+    predicted: dict[str, Any]
+    weights: dict[str, Any]
+    speculators_full_acc: _Rates = field(default_factory=list)        # speculators full_acc_k, its way
+    speculators_cond_acc: _Rates = field(default_factory=list)        # speculators cond_acc_k, its way
+    speculators_positions: list[int] = field(default_factory=list)    # speculators' full_acc_k totals
+    variant: dict[str, Any] = field(default_factory=dict)             # the forward's switches (variants.Variant)
+    explanations: list[str] = field(default_factory=list)             # variants.explain: one line per variant
+    labels: dict[str, str] = field(default_factory=lambda: dict(LABELS))
     device: str = "cpu"
     seconds: float = 0.0
-    notes: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         lines = [f"drafter {self.draft} on {self.data}: {self.samples} samples, {self.positions} positions, "
@@ -121,7 +130,7 @@ LABELS: dict[str, str] = {
 }
 
 
-def _pct(v) -> str:
+def _pct(v: Optional[float]) -> str:
     return "  -  " if v is None else f"{100 * v:5.1f}%"
 
 
@@ -166,13 +175,13 @@ class Counts:
                 self.cov_num += (mk & in_vocab[np.clip(want, 0, None)]).sum()
 
     @staticmethod
-    def _div(a, b):
+    def _div(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
         a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
         return out
 
-    def rates(self) -> dict:
+    def rates(self) -> dict[str, Any]:
         return {
             "acc": _list(self._div(self.acc, self.den)),
             "full_acc": _list(self._div(self.full, self.den)),
@@ -216,16 +225,16 @@ class SpeculatorsCounts:
             self.full[k] += prev[:m][mk].sum()
             self.total[k] += mk.sum()
 
-    def rates(self) -> dict:
+    def rates(self) -> dict[str, _Rates]:
         return {"speculators_full_acc": _list(Counts._div(self.full, self.total)),
                 "speculators_cond_acc": _list(Counts._div(self.full, self.cond_total))}
 
 
-def _list(a) -> list:
+def _list(a: npt.ArrayLike) -> _Rates:
     return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, dtype=float)]
 
 
-def samples(data) -> tuple[str, list[Path]]:
+def samples(data: "str | os.PathLike[str]") -> tuple[str, list[Path]]:
     from workbench.hidden import specforge, speculators
 
     p = Path(data)
@@ -236,9 +245,10 @@ def samples(data) -> tuple[str, list[Path]]:
     raise InputError(f"{p}: no SpecForge data_{{i}}.ckpt or speculators hs_{{i}}.safetensors files")
 
 
-def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DEFAULT_TOPK,
-             max_samples: Optional[int] = None, device: Optional[str] = None, strict: bool = True,
-             progress=None, convention: Optional[str] = None) -> DrafterEval:
+def evaluate(draft: "str | os.PathLike[str]", data: "str | os.PathLike[str]", target: "str | os.PathLike[str]", *,
+             depth: Optional[int] = None, topk: int = DEFAULT_TOPK, max_samples: Optional[int] = None,
+             device: Optional[str] = None, strict: bool = True, progress: Optional[ProgressCallback] = None,
+             convention: Optional[str] = None) -> DrafterEval:
     """``convention``: how the draft's flags are read (``variants.CONVENTIONS``; default: the
     training tool of the checkpoint's layout)."""
     import torch
@@ -268,7 +278,7 @@ def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DE
                          f"{d.vocab}x{d.hidden} (vocab_size x hidden_size)")
     if model.embed_tokens is None:
         model.set_embed(head.embed)
-    notes = []
+    notes: list[str] = []
     if report.unexpected or report.missing or report.mismatched:
         notes.append(f"weight check: {report.first_problem()}")
     if not bool(model.t2d.any()):
@@ -337,7 +347,7 @@ def evaluate(draft, data, target, *, depth: Optional[int] = None, topk: int = DE
         seconds=time.perf_counter() - t0, notes=notes)
 
 
-def _open(fmt: str, f: Path, num_aux: int):
+def _open(fmt: str, f: Path, num_aux: int) -> Capture:
     if fmt == "specforge":
         from workbench.hidden.specforge import read_file
 
@@ -347,7 +357,8 @@ def _open(fmt: str, f: Path, num_aux: int):
     return read_speculators(f)
 
 
-def _greedy(cap, lm, norm_w, eps: float, dev, L: int, hot_rows=None):
+def _greedy(cap: Capture, lm: torch.Tensor, norm_w: Optional[torch.Tensor], eps: float, dev: torch.device, L: int,
+            hot_rows: Optional[torch.Tensor] = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``(a, a_d)`` for t = 0..L-1: the target's greedy token over its full vocabulary (-1 where the
     file cannot tell) and the draft id of its argmax over the draft vocabulary only (``lm_head``
     rows ``hot_rows``, speculators' ``verifier_lm_head``)."""
@@ -384,13 +395,14 @@ def _greedy(cap, lm, norm_w, eps: float, dev, L: int, hot_rows=None):
     return out, out_d
 
 
-def _predict(r: dict, K: int) -> dict:
+def _predict(r: dict[str, Any], K: int) -> dict[str, Any]:
     """Chain accept length (bonus included) from the marginal rates P_k = full_acc_{k-1} (the
     block estimate: it keeps the correlation between depths), beside the SpecForge-style estimate
     from acc_k used as conditional rates, and the conditional rates where every depth has some."""
     from workbench.predict import predict
 
-    out: dict = {"steps": K, "topk": 1, "draft_tokens": K + 1, "convention": "marginal", "accept_length": None}
+    out: dict[str, Any] = {"steps": K, "topk": 1, "draft_tokens": K + 1, "convention": "marginal",
+                           "accept_length": None}
     full = [v for v in r["full_acc"] if v is not None]
     if len(full) == K:
         marg = list(np.minimum.accumulate(np.clip(full, 0.0, 1.0)))   # P_k cannot grow with k
@@ -405,7 +417,7 @@ def _predict(r: dict, K: int) -> dict:
     return out
 
 
-def predict_inputs(result: DrafterEval) -> dict:
+def predict_inputs(result: DrafterEval) -> dict[str, Any]:
     """The drafter's rates as the Predictor takes them: marginal rates P_k (= full_acc, made
     non-increasing) and, for trees, the per-depth conditional top-k hit rates."""
     full = [v for v in result.full_acc if v is not None]

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -47,14 +47,17 @@ from torch import nn
 
 from workbench.drafter import rope as R
 from workbench.drafter import variants as V
-from workbench.drafter.names import draft_dims
+from workbench.drafter.names import DraftDims, draft_dims
+
+KV = tuple[torch.Tensor, torch.Tensor]      # (K, V) [B, kv_heads, S, d] of one layer
+Past = Union[KV, list[KV]]                  # one layer's pair, or one per layer for a multi-layer drafter
 
 
 class Unsupported(ValueError):
     """A variant the forward does not implement (one line, naming the flag)."""
 
 
-def rope_theta(config: dict) -> float:
+def rope_theta(config: dict[str, Any]) -> float:
     return float(V.rope_parameters(V.flat_config(config))["rope_theta"])
 
 
@@ -91,15 +94,16 @@ class _MLP(nn.Module):
         self.up_proj = nn.Linear(hidden, inter, bias=False)
         self.down_proj = nn.Linear(inter, hidden, bias=False)
 
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return out
 
 
 class _MidLayer(nn.Module):
     """The first decoder layer (``first``: reads cat[norm(embed), norm(h)], 2H wide) or one of the
     plain decoder layers speculators stacks after it (reads ``input_layernorm(h)``)."""
 
-    def __init__(self, d, eps: float, v, first: bool = True):
+    def __init__(self, d: DraftDims, eps: float, v: V.Variant, first: bool = True) -> None:
         super().__init__()
         self.first = first
         self.self_attn = _Attention((2 if first else 1) * d.hidden, d.hidden, d.num_heads, d.num_kv_heads,
@@ -115,11 +119,11 @@ class _MidLayer(nn.Module):
 class StepOut:
     hidden: torch.Tensor           # [B, T, H] the state fed to the next step (pre-norm unless norm_output)
     logits: torch.Tensor           # [B, T, Vd] draft-vocab logits
-    kv: Union[tuple, list]         # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
+    kv: Past                       # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
                                    # per layer, for a multi-layer drafter)
 
 
-def _rotate_half(x):
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 
@@ -128,7 +132,8 @@ class Eagle3Drafter(nn.Module):
     d2t: torch.Tensor              # buffers (register_buffer)
     t2d: torch.Tensor
 
-    def __init__(self, config: dict, embed: Optional[torch.Tensor] = None, convention: Optional[str] = None):
+    def __init__(self, config: dict[str, Any], embed: Optional[torch.Tensor] = None,
+                 convention: Optional[str] = None) -> None:
         super().__init__()
         why = V.unsupported(config, convention)
         if why:
@@ -176,7 +181,8 @@ class Eagle3Drafter(nn.Module):
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.embed_tokens is not None:
-            return self.embed_tokens(tokens)
+            own: torch.Tensor = self.embed_tokens(tokens)
+            return own
         if self._shared_embed is None:
             raise RuntimeError("drafter has no token embedding: call set_embed(target embedding)")
         w = self._shared_embed
@@ -188,9 +194,10 @@ class Eagle3Drafter(nn.Module):
         return draft_ids + self.d2t[draft_ids]
 
     def logits(self, h2: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(self.norm(h2) if self.variant.logits_norm else h2)
+        out: torch.Tensor = self.lm_head(self.norm(h2) if self.variant.logits_norm else h2)
+        return out
 
-    def _outputs(self, h2: torch.Tensor):
+    def _outputs(self, h2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(state fed to the next step, logits) from the layer output."""
         if self.variant.feed_normed:
             n = self.norm(h2)
@@ -206,9 +213,10 @@ class Eagle3Drafter(nn.Module):
         if self.variant.norm_before_fc:
             x = self.input_norm(x)
         if self.variant.fc_norm:
-            chunks = x.split(self.dims.target_hidden, dim=-1)
+            chunks = torch.split(x, self.dims.target_hidden, dim=-1)
             x = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], dim=-1)
-        return self.fc(x)
+        out: torch.Tensor = self.fc(x)
+        return out
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         try:
@@ -217,10 +225,11 @@ class Eagle3Drafter(nn.Module):
             raise Unsupported(str(exc)) from None
         return x * cos + _rotate_half(x) * sin
 
-    def _layers(self) -> list:
-        return [self.midlayer] if self.dims.num_layers == 1 else list(self.midlayers)
+    def _layers(self) -> list[_MidLayer]:
+        return [self.midlayer] if self.dims.num_layers == 1 else cast("list[_MidLayer]", list(self.midlayers))
 
-    def _qkv(self, hidden, tokens, positions, layer=None):
+    def _qkv(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
+             layer: Optional[_MidLayer] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(residual, q, k, v) of one layer; ``hidden`` is the previous layer's output for the
         plain layers, the target features or the previous step's state for the first."""
         d = self.dims
@@ -249,20 +258,25 @@ class Eagle3Drafter(nn.Module):
         rep = self.dims.num_heads // self.dims.num_kv_heads
         return t if rep == 1 else t.repeat_interleave(rep, dim=1)
 
-    def _finish(self, residual, attn, layer=None):                            # attn [B, nh, T, d]
+    def _finish(self, residual: torch.Tensor, attn: torch.Tensor,
+                layer: Optional[_MidLayer] = None) -> torch.Tensor:                 # attn [B, nh, T, d]
         B, _, T, _ = attn.shape
         layer = layer if layer is not None else self._layers()[0]
         h1 = residual + layer.self_attn.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
-        return h1 + layer.mlp(layer.post_attention_layernorm(h1))
+        h2: torch.Tensor = h1 + layer.mlp(layer.post_attention_layernorm(h1))
+        return h2
 
     # ----- inference -----
     def step(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-             past: Optional[Union[tuple, list]] = None) -> StepOut:
+             past: Optional[Past] = None) -> StepOut:
         """One draft forward over T new positions (see the module docstring)."""
         if positions.dim() == 1:
             positions = positions[None].expand(tokens.shape[0], -1)
         layers = self._layers()
-        pasts = [None] * len(layers) if past is None else ([past] if len(layers) == 1 else list(past))
+        # one layer: ``past`` is its (K, V); several: a list of them, one per layer
+        pasts: list[Optional[KV]] = [None] * len(layers) if past is None else (
+            [cast(KV, past)] if len(layers) == 1 else list(cast("list[KV]", past)))
+        kvs: list[KV]
         x, kvs = hidden, []
         for layer, pk in zip(layers, pasts):
             residual, q, k, v = self._qkv(x, tokens, positions, layer)
@@ -278,7 +292,7 @@ class Eagle3Drafter(nn.Module):
         return StepOut(nxt, logits, kvs[0] if len(layers) == 1 else kvs)
 
     @torch.no_grad()
-    def draft_chain(self, last: StepOut, past: Union[tuple, list], position: int, num_steps: int) -> torch.Tensor:
+    def draft_chain(self, last: StepOut, past: Past, position: int, num_steps: int) -> torch.Tensor:
         """Greedy chain of ``num_steps`` target ids.
 
         ``last`` is the step output whose final position is the last committed pair (index t, at
@@ -299,7 +313,7 @@ class Eagle3Drafter(nn.Module):
 
     # ----- training-time test -----
     def unroll(self, aux: torch.Tensor, step_tokens: Sequence[torch.Tensor],
-               positions: Optional[torch.Tensor] = None) -> list:
+               positions: Optional[torch.Tensor] = None) -> list[torch.Tensor]:
         """TTT forward; returns one ``[B, T, Vd]`` logits tensor per step (see module docstring)."""
         B, T = step_tokens[0].shape
         if positions is None:
@@ -309,12 +323,12 @@ class Eagle3Drafter(nn.Module):
         if self.variant.convention == "specforge":
             root = math.sqrt(self.dims.head_dim)
 
-            def scaled(x):
+            def scaled(x: torch.Tensor) -> torch.Tensor:
                 return x / root
         else:
-            inv = self.dims.head_dim ** -0.5
+            inv: float = self.dims.head_dim ** -0.5
 
-            def scaled(x):
+            def scaled(x: torch.Tensor) -> torch.Tensor:
                 return x * inv
         causal = torch.ones(T, T, dtype=torch.bool, device=aux.device).tril()
         layers = self._layers()
@@ -342,7 +356,7 @@ class Eagle3Drafter(nn.Module):
         return outs
 
 
-def ttt_tokens(next_ids: torch.Tensor, steps: int) -> list:
+def ttt_tokens(next_ids: torch.Tensor, steps: int) -> list[torch.Tensor]:
     """Token rows for ``unroll``: step k reads ``next_ids`` shifted left by k (zero-padded at the end)."""
     rows = [next_ids]
     for _ in range(1, steps):
@@ -351,7 +365,7 @@ def ttt_tokens(next_ids: torch.Tensor, steps: int) -> list:
     return rows
 
 
-def vocab_mapping(counts: Sequence[int] | torch.Tensor, draft_vocab_size: int):
+def vocab_mapping(counts: Sequence[int] | torch.Tensor, draft_vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(d2t, t2d)`` from per-token frequencies over the target vocab (ties -> lower id first)."""
     counts = torch.as_tensor(counts, dtype=torch.float64)
     V = counts.numel()

@@ -34,7 +34,7 @@ LEGACY_AUX_NORM = {"aux_norm_low": 0, "aux_norm_mid": 1, "aux_norm_high": 2}
 @dataclass(frozen=True)
 class WeightSpec:
     name: str
-    shape: tuple
+    shape: tuple[int, ...]
     kind: str = "float"        # "float" | "int64" | "bool"
     required: bool = True
     note: str = ""
@@ -60,7 +60,7 @@ class DraftDims:
     qk_norm: bool = False          # Qwen3-style q_norm/k_norm (speculators' default layer)
 
 
-def _get(config: dict, key: str, default=None):
+def _get(config: dict[str, Any], key: str, default: Any = None) -> Any:
     value = config.get(key, default)
     return default if value is None else value
 
@@ -68,7 +68,7 @@ def _get(config: dict, key: str, default=None):
 _REQUIRED = object()
 
 
-def _field(config: dict, key: str, default=_REQUIRED):
+def _field(config: dict[str, Any], key: str, default: Any = _REQUIRED) -> Any:
     """A config value checked against the draft-config schema (type and plausible range): a string
     "16", 16.5 or 30000000 layers is refused here, before any shape or loop is sized by it."""
     from workbench.draftconfig.schema import validate
@@ -81,7 +81,7 @@ def _field(config: dict, key: str, default=_REQUIRED):
     return validate(key, value)
 
 
-def aux_layer_ids(config: dict) -> Optional[list]:
+def aux_layer_ids(config: dict[str, Any]) -> Optional[list[Any]]:
     """The draft's ``eagle_config.eagle_aux_hidden_state_layer_ids`` (the key SGLang reads), else None."""
     ec = config.get("eagle_config")
     if isinstance(ec, dict) and isinstance(ec.get("eagle_aux_hidden_state_layer_ids"), list):
@@ -89,14 +89,14 @@ def aux_layer_ids(config: dict) -> Optional[list]:
     return None
 
 
-def _flag(config: dict, key: str) -> bool:
+def _flag(config: dict[str, Any], key: str) -> bool:
     from workbench.draftconfig.schema import validate
 
     ec = cast("dict[str, Any]", config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {})
     return bool(validate(key, config.get(key) or False) or validate(key, ec.get(key) or False))
 
 
-def draft_dims(config: dict) -> DraftDims:
+def draft_dims(config: dict[str, Any]) -> DraftDims:
     """Derive tensor dimensions the way SGLang's ``llama_eagle3.py`` does (a speculators config is
     unnested first, as speculators reads it). Raises KeyError for a missing field and ValueError
     (``schema.FieldError``, an InputError too) for a wrong one."""
@@ -144,12 +144,12 @@ def layer_prefix(i: int, num_layers: int, naming: str = SGLANG) -> str:
     return "midlayer." if num_layers == 1 else f"midlayers.{i}."
 
 
-def expected_weights(config: dict, naming: str = SGLANG) -> dict:
+def expected_weights(config: dict[str, Any], naming: str = SGLANG) -> dict[str, WeightSpec]:
     """``{name: WeightSpec}`` for a draft config; see the module docstring."""
     d = draft_dims(config)
     H, Ht = d.hidden, d.target_hidden
     q_out, kv_out = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
-    specs: list = [WeightSpec("fc.weight", (H, d.num_aux * Ht), note="3*H_target -> H")]
+    specs: list[WeightSpec] = [WeightSpec("fc.weight", (H, d.num_aux * Ht), note="3*H_target -> H")]
     if d.bias:
         specs.append(WeightSpec("fc.bias", (H,), note="config bias: true"))
     if d.norm_before_fc:

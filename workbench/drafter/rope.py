@@ -11,10 +11,11 @@ position past it is refused (``RopeRefused``) rather than given one of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 if TYPE_CHECKING:
     import torch
+    from transformers import LlamaConfig
 
 
 class RopeRefused(ValueError):
@@ -31,7 +32,7 @@ class Rope:
     original_max: int | None = None
 
 
-def _hf_config(flat: dict, rope: dict):
+def _hf_config(flat: dict[str, Any], rope: dict[str, Any]) -> LlamaConfig:
     from transformers import LlamaConfig
 
     kw = {k: flat[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -42,7 +43,7 @@ def _hf_config(flat: dict, rope: dict):
     return cfg
 
 
-def build(flat: dict, rope: dict) -> Rope:
+def build(flat: dict[str, Any], rope: dict[str, Any]) -> Rope:
     import torch
 
     rtype = rope.get("rope_type") or "default"
@@ -66,7 +67,7 @@ def build(flat: dict, rope: dict) -> Rope:
     return Rope(inv.float(), float(scale), rtype, limit)
 
 
-def cos_sin(rope: Rope, positions, dtype):
+def cos_sin(rope: Rope, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin ``[B, 1, T, head_dim]`` for integer ``positions [B, T]``."""
     import torch
 

@@ -7,9 +7,10 @@ opened, only these tensors are mapped, and the embedding rows used are the only 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from workbench.engine.target import text_config
 from workbench.errors import InputError
@@ -17,18 +18,20 @@ from workbench.errors import InputError
 if TYPE_CHECKING:
     import torch
 
+    from workbench.hidden.st_io import SafetensorsFile
+
 INDEX = "model.safetensors.index.json"
 
 
 @dataclass
 class TargetHead:
     path: str
-    config: dict
+    config: dict[str, Any]
     embed: torch.Tensor      # torch [V, H] (mapped)
     lm_head: torch.Tensor    # torch [V, H] (mapped; the embedding when tied)
     norm: Optional[torch.Tensor]  # torch [H] or None
     eps: float
-    names: dict              # which checkpoint tensors were used
+    names: dict[str, Optional[str]]   # which checkpoint tensors were used
 
     @property
     def vocab(self) -> int:
@@ -39,7 +42,8 @@ class TargetHead:
         return int(self.embed.shape[1])
 
 
-def _pick(names, suffix: str, exclude=("mtp", "vision", "visual", "draft")) -> Optional[str]:
+def _pick(names: Iterable[str], suffix: str,
+          exclude: tuple[str, ...] = ("mtp", "vision", "visual", "draft")) -> Optional[str]:
     found = [n for n in names if n.endswith(suffix) and not any(x in n for x in exclude)]
     return min(found, key=len) if found else None
 
@@ -71,7 +75,7 @@ def tensor_files(root: Path) -> dict[str, Path]:
     return out
 
 
-def read_target_head(path) -> TargetHead:
+def read_target_head(path: "str | os.PathLike[str]") -> TargetHead:
     from workbench.hidden.st_io import SafetensorsFile
 
     root = Path(path)
@@ -95,7 +99,7 @@ def read_target_head(path) -> TargetHead:
         raise InputError(f"{root}: no lm_head.weight (and tie_word_embeddings is not set)")
     files: dict[Path, SafetensorsFile] = {}
 
-    def load(name):
+    def load(name: str) -> torch.Tensor:
         f = where[name]
         if not f.exists():
             raise InputError(f"{f}: shard named in {INDEX} is missing")
@@ -104,7 +108,7 @@ def read_target_head(path) -> TargetHead:
         return files[f].load(name)
 
     embed = load(embed_n)
-    head = embed if tied else load(head_n)
+    head = load(head_n) if head_n is not None else embed     # None: tied (checked above)
     if head.shape[1] != embed.shape[1]:
         raise InputError(f"{root}: lm_head {list(head.shape)} and embedding {list(embed.shape)} disagree")
     norm = load(norm_n) if norm_n else None

@@ -54,13 +54,13 @@ _SPECULATORS_DEFAULTS = {"draft_vocab_size": 32000, "norm_before_residual": Fals
 _SPECULATORS_LAYERS = {"llama": False, "qwen3": True}          # model_type -> q_norm/k_norm
 
 
-def layout(config: dict) -> str:
+def layout(config: dict[str, Any]) -> str:
     if any(k in config for k in ("speculators_model_type", "transformer_layer_config", "speculators_config")):
         return SPECULATORS_LAYOUT
     return SGLANG_LAYOUT
 
 
-def flat_config(config: dict) -> dict:
+def flat_config(config: dict[str, Any]) -> dict[str, Any]:
     """Sizes at the top level (the SGLang layout); a speculators config is unnested (its
     ``transformer_layer_config`` defaults to Qwen3, as in speculators)."""
     if layout(config) != SPECULATORS_LAYOUT:
@@ -91,14 +91,14 @@ def flat_config(config: dict) -> dict:
     return flat
 
 
-def _flag(cfg: dict, key: str):
+def _flag(cfg: dict[str, Any], key: str) -> Any:
     ec = cast("dict[str, Any]", cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {})
     if key in ec and ec[key] is not None:
         return ec[key]
     return cfg.get(key)
 
 
-def rope_parameters(cfg: dict) -> dict:
+def rope_parameters(cfg: dict[str, Any]) -> dict[str, Any]:
     """``{"rope_type", "rope_theta", ...}`` from ``rope_parameters`` (transformers 5) or
     ``rope_theta`` + ``rope_scaling`` (transformers 4 / SGLang)."""
     rp = cfg.get("rope_parameters")
@@ -126,17 +126,17 @@ class Variant:
     qk_norm: bool = False                 # q_norm/k_norm per head before RoPE (Qwen3 layers)
     attention_bias: bool = False
     position_offset: int = 0              # speculators' position ids start at 1 (shift_batch)
-    rope: dict = field(default_factory=dict)
+    rope: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def default_convention(config: dict) -> str:
+def default_convention(config: dict[str, Any]) -> str:
     return "speculators" if layout(config) == SPECULATORS_LAYOUT else "specforge"
 
 
-def resolve(config: dict, convention: Optional[str] = None) -> Variant:
+def resolve(config: dict[str, Any], convention: Optional[str] = None) -> Variant:
     conv = convention or default_convention(config)
     if conv not in CONVENTIONS:
         raise ValueError(f"convention {conv!r}: expected one of {', '.join(CONVENTIONS)}")
@@ -163,7 +163,7 @@ def resolve(config: dict, convention: Optional[str] = None) -> Variant:
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 
 
-def unsupported(config: dict, convention: Optional[str] = None) -> Optional[str]:
+def unsupported(config: dict[str, Any], convention: Optional[str] = None) -> Optional[str]:
     """The first variant the forward does not implement, as a one-line refusal; else None."""
     try:
         return _unsupported(config, convention)
@@ -171,7 +171,7 @@ def unsupported(config: dict, convention: Optional[str] = None) -> Optional[str]
         return f"config: cannot read the variant flags ({exc!s})"
 
 
-def _unsupported(config: dict, convention: Optional[str]) -> Optional[str]:
+def _unsupported(config: dict[str, Any], convention: Optional[str]) -> Optional[str]:
     try:
         cfg = flat_config(config)
     except ValueError as exc:
@@ -209,7 +209,7 @@ def _unsupported(config: dict, convention: Optional[str]) -> Optional[str]:
     return None
 
 
-def explain(config: dict, convention: Optional[str] = None, rope: bool = True) -> list[str]:
+def explain(config: dict[str, Any], convention: Optional[str] = None, rope: bool = True) -> list[str]:
     """One sentence per variant the config selects (plain drafters get none); ``rope=False``
     leaves out the RoPE line (a scaling copied from the target is no drafter variant)."""
     try:
@@ -218,7 +218,7 @@ def explain(config: dict, convention: Optional[str] = None, rope: bool = True) -
         return []           # a config too malformed to read: the config checks say why
 
 
-def _explain(config: dict, convention: Optional[str], with_rope: bool = True) -> list[str]:
+def _explain(config: dict[str, Any], convention: Optional[str], with_rope: bool = True) -> list[str]:
     cfg = flat_config(config)
     v = resolve(config, convention)
     out: list[str] = []

@@ -20,9 +20,13 @@ Interface (stable; the doctor, the lab and the faces use only these):
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import os
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from workbench.engine.rule import CaptureRule, EngineCapture, Evidence, apply
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host
 
 __all__ = ["CaptureRule", "EngineCapture", "Evidence", "capture", "rule", "rules", "parse_engine", "apply"]
 
@@ -34,21 +38,21 @@ def parse_engine(engine: str) -> str:
     return pe(engine)
 
 
-def rules(engine: str, *, source: str = "auto", host=None) -> list[CaptureRule]:
+def rules(engine: str, *, source: str = "auto", host: Optional[Host] = None) -> list[CaptureRule]:
     from workbench.engine.lookup import release_rules
 
     return release_rules(engine, source=source, host=host)[0]
 
 
-def rule(engine: str, arch: Optional[str], *, source: str = "auto", host=None) -> CaptureRule:
+def rule(engine: str, arch: Optional[str], *, source: str = "auto", host: Optional[Host] = None) -> CaptureRule:
     from workbench.engine.lookup import find_rule
 
     return find_rule(engine, arch, source=source, host=host)[0]
 
 
-def capture(engine: str, *, target_config=None, arch: Optional[str] = None, num_layers: Optional[int] = None,
-            ids: Optional[Sequence[int]] = None, cuda_graph: bool = True, host=None,
-            source: str = "auto") -> EngineCapture:
+def capture(engine: str, *, target_config: "str | os.PathLike[str] | None" = None, arch: Optional[str] = None,
+            num_layers: Optional[int] = None, ids: Optional[Sequence[int]] = None, cuda_graph: bool = True,
+            host: Optional[Host] = None, source: str = "auto") -> EngineCapture:
     from workbench.engine.lookup import engine_capture
 
     return engine_capture(engine, target_config=target_config, arch=arch, num_layers=num_layers, ids=ids,

@@ -13,13 +13,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Optional, TextIO
 
 TABLE = Path(__file__).with_name("rules.json")
 GENERATOR = "workbench.engine.extract v1"
 
 
-def build(versions, out: Path = TABLE, log=sys.stderr) -> dict:
+def build(versions: Iterable[str], out: Path = TABLE, log: TextIO = sys.stderr) -> dict[str, Any]:
     from workbench.engine.extract import extract
     from workbench.engine.version import Version
     from workbench.engine.wheels import unpacked
@@ -43,7 +43,7 @@ RELEASE_WIDE = ("graph_reset", "config_before_graphs", "id_source")
 _RELEASE_EVIDENCE = ("graph_reset", "config_ids", "config_before_graphs", "id_source")
 
 
-def pack(rows: list) -> dict:
+def pack(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One release's rules with what the runner files say (the same for every class) stored once."""
     if not rows:
         return {"common": {}, "rules": []}
@@ -59,7 +59,7 @@ def pack(rows: list) -> dict:
     return {"common": common, "rules": out}
 
 
-def unpack(entry) -> list:
+def unpack(entry: "dict[str, Any] | list[dict[str, Any]]") -> list[dict[str, Any]]:
     if isinstance(entry, list):
         return entry
     common = entry.get("common") or {}
@@ -68,7 +68,7 @@ def unpack(entry) -> list:
             for r in entry.get("rules") or []]
 
 
-def _write(data: dict, out: Path) -> None:
+def _write(data: dict[str, Any], out: Path) -> None:
     # one release per line: a regenerated release shows as one changed line
     tmp = out.with_suffix(".json.tmp")
     lines = [f"{json.dumps(v)}: {json.dumps(rows, separators=(',', ':'))}" for v, rows in data["releases"].items()]
@@ -77,7 +77,7 @@ def _write(data: dict, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     from workbench.engine.wheels import releases
 
     ap = argparse.ArgumentParser(prog="python -m workbench.engine.build_table")

@@ -59,7 +59,7 @@ def code_capture(engine: str, *, arch: str, num_layers: int, ids: Optional[Seque
                  source=source), rule
 
 
-def ids_from_config(rule: CaptureRule, config: dict) -> tuple[Optional[list], str]:
+def ids_from_config(rule: CaptureRule, config: dict[str, Any]) -> tuple[Optional[list[Any]], str]:
     """The ids the release reads from a draft config.json, by the keys its runner reads (``id_source``)."""
     for key in rule.id_source or ("eagle_config.eagle_aux_hidden_state_layer_ids",):
         parts = key.split(".")

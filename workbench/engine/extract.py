@@ -18,15 +18,35 @@ lines that were looked at.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import replace
-from typing import Any, Optional, cast
+from typing import (
+    Any,
+    Callable,
+    Collection,
+    Iterator,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    TypeVar,
+    Union,
+    cast,
+    overload,
+)
 
 from workbench.engine.rule import UNKNOWN, CaptureRule, Evidence
 from workbench.engine.source import Source
-from workbench.engine.stub import HOOK, run_hook
+from workbench.engine.stub import HOOK, Outcome, run_hook
 
 PROBE_LAYERS = (32, 61, 36, 48)
 MODELS = "sglang/srt/models"
+
+_FnDef = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+_T = TypeVar("_T", bound=ast.AST)
+_U = TypeVar("_U", bound=ast.AST)
+# where a capture test sits: guarding a statement, as a call's keyword argument, or elsewhere
+_Site = Union[tuple[Literal["if"], ast.If], tuple[Literal["keyword"], ast.keyword], tuple[Literal["other"], None]]
 
 
 def _probe_ids(n: int) -> list[list[int]]:
@@ -34,7 +54,7 @@ def _probe_ids(n: int) -> list[list[int]]:
             [1, 2], [5]]
 
 
-_CANDIDATES = {
+_CANDIDATES: dict[str, Callable[[list[int], int], list[int]]] = {
     "plus-one": lambda ids, n: [i + 1 for i in ids],
     "plus-one-if-first-is-1": lambda ids, n: [i + 1 for i in ids] if ids and ids[0] == 1 else list(ids),
     "as-is-if-max-is-n": lambda ids, n: list(ids) if ids and max(ids) == n else [i + 1 for i in ids],
@@ -42,7 +62,8 @@ _CANDIDATES = {
 }
 
 
-def extract(root, version: Optional[str] = None, archs=None) -> list[CaptureRule]:
+def extract(root: "str | os.PathLike[str] | Source", version: Optional[str] = None,
+            archs: Optional[Collection[str]] = None) -> list[CaptureRule]:
     """Every EAGLE-3-capable architecture of the installation at ``root`` (or those in ``archs``)."""
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
@@ -100,17 +121,20 @@ def extract_class(src: Source, rel: str, cls: ast.ClassDef, arch: str, version: 
         ev.append(Evidence("forward", mf, mcls.lineno, f"unknown: {mcls.name} has no forward"))
         return replace(rule, evidence=tuple(ev))
     parts = classify_forward(src, fwd[0], fwd[2], ev)
-    return replace(rule, evidence=tuple(ev), **parts)
+    return replace(rule, evidence=tuple(ev), membership=parts["membership"], index0=parts["index0"],
+                   boundary=parts["boundary"], missing=parts["missing"])
 
 
 # -- the hook, executed ------------------------------------------------------------------------------
-def _fit_hook(src, rel, cls, ev):
-    hook_file, _c, hook_node = src.find_method(rel, cls, HOOK)
+def _fit_hook(src: Source, rel: str, cls: ast.ClassDef, ev: list[Evidence]
+              ) -> tuple[str, Optional[tuple[str, ...]], str, Optional[str], Optional[str]]:
+    # extract_class calls this only for classes it found the hook on
+    hook_file, _c, hook_node = cast("tuple[str, ast.ClassDef, _FnDef]", src.find_method(rel, cls, HOOK))
     alive = dict(_CANDIDATES)
     startup = "none"
     where = None
     seen = 0
-    errors: list = []
+    errors: list[tuple[list[int], int, Outcome]] = []
     for n in PROBE_LAYERS:
         for ids in _probe_ids(n):
             o = run_hook(src, rel, cls, ids, n)
@@ -124,14 +148,14 @@ def _fit_hook(src, rel, cls, ev):
             alive = {k: f for k, f in alive.items() if f(ids, n) == o.indices}
     id_map = next(iter(alive)) if (alive and seen) else UNKNOWN
     for ids, n, o in errors:
-        if o.error.startswith("IndexError") and o.error_line:
+        if (o.error or "").startswith("IndexError") and o.error_line:
             f, line = o.error_line
             text = src.line(f, line)
             if "layers[" in text:
                 startup = "index-error"
                 ev.append(Evidence("startup", f, line, f"{text}  (ids {ids}, N={n}: {o.error})"))
                 break
-    unexplained = [e for e in errors if not (startup == "index-error" and e[2].error.startswith("IndexError"))]
+    unexplained = [e for e in errors if not (startup == "index-error" and (e[2].error or "").startswith("IndexError"))]
     if unexplained:
         ids, n, o = unexplained[0]
         f, line = o.error_line or (hook_file, hook_node.lineno)
@@ -151,25 +175,26 @@ def _fit_hook(src, rel, cls, ev):
         ev.append(Evidence("id_map", hook_file, hook_node.lineno,
                            "unknown: no candidate mapping reproduces the hook's output on the probes"))
     # defaults: the hook with no ids, fitted per position to c, N-c or N//k
-    outs = {}
+    outs: dict[int, Optional[list[Any]]] = {}
     for n in PROBE_LAYERS:
         o = run_hook(src, rel, cls, None, n)
         outs[n] = o.indices if not o.error else None
         where = where or o.where
     default = _fit_default(outs)
-    line = _default_line(src, hook_file, hook_node)
-    ev.append(Evidence("default", hook_file, line or hook_node.lineno,
-                       (f"[{', '.join(default)}]: " if default else "unknown: ") + src.line(hook_file, line or hook_node.lineno)))
+    dline = _default_line(src, hook_file, hook_node) or hook_node.lineno
+    ev.append(Evidence("default", hook_file, dline,
+                       (f"[{', '.join(default)}]: " if default else "unknown: ") + src.line(hook_file, dline)))
     return id_map, default, startup, where, None
 
 
-def _fit_default(outs: dict) -> Optional[tuple]:
-    vals = list(outs.values())
-    if not vals or any(v is None for v in vals) or len({len(v) for v in vals}) != 1:
+def _fit_default(outs: Mapping[int, Optional[Sequence[Any]]]) -> Optional[tuple[str, ...]]:
+    got = {n: v for n, v in outs.items() if v is not None}
+    if not got or len(got) != len(outs) or len({len(v) for v in got.values()}) != 1:
         return None
+    vals = list(got.values())
     exprs = []
     for pos in range(len(vals[0])):
-        col = {n: outs[n][pos] for n in outs}
+        col = {n: got[n][pos] for n in got}
         if len(set(col.values())) == 1:
             exprs.append(str(next(iter(col.values()))))
             continue
@@ -189,7 +214,7 @@ def _fit_default(outs: dict) -> Optional[tuple]:
     return tuple(exprs)
 
 
-def _assign_line(src, f, node) -> Optional[int]:
+def _assign_line(src: Source, f: str, node: ast.AST) -> Optional[int]:
     """The line of the hook that writes ids into layers_to_capture (the else branch)."""
     lines = [n.lineno for n in ast.walk(node)
              if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "layers_to_capture"
@@ -198,14 +223,14 @@ def _assign_line(src, f, node) -> Optional[int]:
     return max(lines) if lines else None
 
 
-def _default_line(src, f, node) -> Optional[int]:
+def _default_line(src: Source, f: str, node: ast.AST) -> Optional[int]:
     for n in ast.walk(node):
         if isinstance(n, ast.List) and len(n.elts) >= 2 and any(isinstance(e, ast.BinOp) for e in n.elts):
             return n.lineno
     return None
 
 
-def _resolve_path(src, rel, cls, path: str):
+def _resolve_path(src: Source, rel: str, cls: ast.ClassDef, path: str) -> Optional[tuple[str, ast.ClassDef]]:
     """'self.model' / 'self.language_model.model' -> the class at that path (via __init__ assignments)."""
     f, c = rel, cls
     for attr in path.split(".")[1:]:
@@ -217,11 +242,11 @@ def _resolve_path(src, rel, cls, path: str):
 
 
 # -- the forward loop, read ---------------------------------------------------------------------------
-def _is_ltc(node) -> bool:
+def _is_ltc(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "layers_to_capture"
 
 
-def _membership(node) -> Optional[tuple[str, Optional[ast.AST]]]:
+def _membership(node: ast.AST) -> Optional[tuple[str, Optional[ast.AST]]]:
     """('index', left) for ``X in self.layers_to_capture``; ('layer-attr', None) for the flag getattr."""
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In) \
             and _is_ltc(node.comparators[0]):
@@ -233,7 +258,7 @@ def _membership(node) -> Optional[tuple[str, Optional[ast.AST]]]:
     return None
 
 
-def _parents(tree) -> dict:
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     par = {}
     for p in ast.walk(tree):
         for c in ast.iter_child_nodes(p):
@@ -241,12 +266,12 @@ def _parents(tree) -> dict:
     return par
 
 
-def _names(node) -> set:
+def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
         {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
 
-def _guarded(node) -> bool:
+def _guarded(node: ast.AST) -> bool:
     """``residual is not None`` / ``residual is None`` tested in ``node``."""
     for n in ast.walk(node):
         if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.IsNot, ast.Is)) \
@@ -256,17 +281,17 @@ def _guarded(node) -> bool:
     return False
 
 
-def _adds_residual(node) -> bool:
+def _adds_residual(node: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and "residual" in _names(n)
                for n in ast.walk(node))
 
 
-def _appends(node) -> list[ast.Call]:
+def _appends(node: ast.AST) -> list[ast.Call]:
     return [n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and n.func.attr in ("append", "capture") and n.args]
 
 
-def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef | ast.AsyncFunctionDef, ev: list) -> dict:
+def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> dict[str, str]:
     par = _parents(fwd)
     loops = [n for n in ast.walk(fwd) if isinstance(n, ast.For) and _loop_var(n)]
     tests: list[tuple[Any, Any]] = [(n, _membership(n)) for n in ast.walk(fwd)]
@@ -362,7 +387,7 @@ def classify_forward(src: Source, rel: str, fwd: ast.FunctionDef | ast.AsyncFunc
     return out
 
 
-def _helper(src, rel, apps) -> Optional[tuple]:
+def _helper(src: Source, rel: str, apps: Sequence[ast.expr]) -> Optional[tuple[str, ast.FunctionDef]]:
     """The module-level function every appended value is a call of, resolved through the imports."""
     names = {a.func.id for a in apps if isinstance(a, ast.Call) and isinstance(a.func, ast.Name)}
     if len(names) != 1 or len(apps) == 0 or not all(isinstance(a, ast.Call) for a in apps):
@@ -370,7 +395,9 @@ def _helper(src, rel, apps) -> Optional[tuple]:
     name = names.pop()
     for f in [rel] + [src.module_file(n.module) for n in src.imports(rel)
                       if n.module and n.level == 0 and any((x.asname or x.name) == name for x in n.names)]:
-        t = src.tree(f) if f else None
+        if not f:
+            continue
+        t = src.tree(f)
         for node in (t.body if t else []):
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 return f, node
@@ -389,7 +416,7 @@ def _loop_var(n: ast.For) -> Optional[str]:
     return None
 
 
-def _resolved_arg(call: ast.Call, body) -> ast.expr:
+def _resolved_arg(call: ast.Call, body: ast.AST) -> ast.expr:
     """An appended value: the expression itself, or what a local name was assigned in the same block."""
     arg = call.args[0]
     if isinstance(arg, ast.Name):
@@ -400,7 +427,7 @@ def _resolved_arg(call: ast.Call, body) -> ast.expr:
     return arg
 
 
-def _within(node, anc, par) -> bool:
+def _within(node: ast.AST, anc: ast.AST, par: Mapping[ast.AST, ast.AST]) -> bool:
     while node in par:
         node = par[node]
         if node is anc:
@@ -408,7 +435,12 @@ def _within(node, anc, par) -> bool:
     return False
 
 
-def _enclosing(node, par, typ):
+@overload
+def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: type[_T]) -> Optional[_T]: ...
+@overload
+def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: tuple[type[_T], type[_U]]) -> Optional[_T | _U]: ...
+def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST],
+               typ: "type[ast.AST] | tuple[type[ast.AST], ...]") -> Optional[ast.AST]:
     while node in par:
         node = par[node]
         if isinstance(node, typ):
@@ -416,7 +448,7 @@ def _enclosing(node, par, typ):
     return None
 
 
-def _site(node, loop, par):
+def _site(node: ast.AST, loop: Optional[ast.AST], par: Mapping[ast.AST, ast.AST]) -> _Site:
     """('if', if-node) when the test guards a statement; ('keyword', kw) when it is a call argument."""
     cur = node
     while cur in par and cur is not loop:
@@ -429,7 +461,7 @@ def _site(node, loop, par):
     return "other", None
 
 
-def _residual_none_before(fwd, loop) -> Optional[int]:
+def _residual_none_before(fwd: ast.AST, loop: ast.For) -> Optional[int]:
     for n in ast.walk(fwd):
         if isinstance(n, ast.Assign) and n.lineno < loop.lineno and isinstance(n.value, ast.Constant) \
                 and n.value.value is None and any(isinstance(t, ast.Name) and t.id == "residual" for t in n.targets):
@@ -437,7 +469,8 @@ def _residual_none_before(fwd, loop) -> Optional[int]:
     return None
 
 
-def _boundary(src, rel, fwd, loop, tests, par, ev) -> str:
+def _boundary(src: Source, rel: str, fwd: _FnDef, loop: ast.For, tests: Sequence[tuple[Any, Any]],
+              par: Mapping[ast.AST, ast.AST], ev: list[Evidence]) -> str:
     loops = [x for x in ast.walk(fwd) if isinstance(x, ast.For) and _loop_var(x)]
     after = sorted([(n, m) for n, m in tests if n.lineno > (loop.end_lineno or loop.lineno) and m[0] == "index"
                     and not any(_within(n, lp, par) for lp in loops)], key=lambda t: t[0].lineno)
@@ -470,7 +503,7 @@ def _boundary(src, rel, fwd, loop, tests, par, ev) -> str:
     return UNKNOWN
 
 
-def _norm_line(fwd, before: int) -> Optional[int]:
+def _norm_line(fwd: ast.AST, before: int) -> Optional[int]:
     for n in ast.walk(fwd):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "norm" \
                 and n.lineno < before:
@@ -478,7 +511,7 @@ def _norm_line(fwd, before: int) -> Optional[int]:
     return None
 
 
-def _missing(src, rel, fwd, ev) -> str:
+def _missing(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> str:
     for n in ast.walk(fwd):
         if isinstance(n, ast.Call):
             name = n.func.id if isinstance(n.func, ast.Name) else (n.func.attr if isinstance(n.func, ast.Attribute) else "")
@@ -496,7 +529,7 @@ def _missing(src, rel, fwd, ev) -> str:
     return "dropped"
 
 
-def _packer_raise(src) -> Optional[Evidence]:
+def _packer_raise(src: Source) -> Optional[Evidence]:
     for rel in ("sglang/srt/layers/aux_hidden_states.py",):
         t = src.tree(rel)
         for c in (t.body if t else []):
@@ -510,25 +543,27 @@ def _packer_raise(src) -> Optional[Evidence]:
 
 
 # -- following a capture handed into a layer ---------------------------------------------------------
-def _function_index(src, files) -> dict:
+def _function_index(src: Source, files: Sequence[str]) -> dict[str, list[tuple[str, _FnDef]]]:
     """name -> [(file, FunctionDef)] over ``files`` (one walk per file, kept per installation)."""
     key = ("fnindex", tuple(files))
     if key not in src.memo:
-        idx: dict = {}
+        idx: dict[str, list[tuple[str, _FnDef]]] = {}
         for f in files:
             t = src.tree(f)
             for n in ast.walk(t) if t else ():
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     idx.setdefault(n.name, []).append((f, n))
         src.memo[key] = idx
-    return src.memo[key]
+    found: dict[str, list[tuple[str, _FnDef]]] = src.memo[key]
+    return found
 
 
-def _takes(fn, param, kwargs_ok=False) -> bool:
+def _takes(fn: _FnDef, param: Optional[str], kwargs_ok: bool = False) -> bool:
     return param in [a.arg for a in fn.args.args + fn.args.kwonlyargs] or (kwargs_ok and fn.args.kwarg is not None)
 
 
-def _functions_with_param(src, files, param, name=None, kwargs_ok=False):
+def _functions_with_param(src: Source, files: list[str], param: Optional[str], name: Optional[str] = None,
+                          kwargs_ok: bool = False) -> list[tuple[str, _FnDef]]:
     if name is not None and len(files) > 1:      # parse only the files that define ``name``
         files = [f for f in files if _text(src, f).find(f"def {name}(") >= 0]
     idx = _function_index(src, files)
@@ -536,7 +571,7 @@ def _functions_with_param(src, files, param, name=None, kwargs_ok=False):
     return [(f, n) for f, n in pool if _takes(n, param, kwargs_ok)]
 
 
-def _forwarded(fn, param):
+def _forwarded(fn: ast.AST, param: Optional[str]) -> Iterator[tuple[str, str, int]]:
     """Calls in ``fn`` that pass ``param`` on: (callee name, keyword name)."""
     for n in ast.walk(fn):
         if isinstance(n, ast.Call):
@@ -546,7 +581,7 @@ def _forwarded(fn, param):
                     yield name, kw.arg, n.lineno
 
 
-def _chase(src, rel, param):
+def _chase(src: Source, rel: str, param: Optional[str]) -> Optional[tuple[str, Evidence]]:
     """Index 0 of an in-layer capture: the input stage that handles the first layer's missing residual."""
     layer_fns = [(f, n) for f, n in _functions_with_param(src, [rel], param) if any(True for _ in _forwarded(n, param))]
     layer_files = _layer_files(src)
@@ -562,23 +597,25 @@ def _chase(src, rel, param):
     return None
 
 
-def _text(src, rel) -> str:
+def _text(src: Source, rel: str) -> str:
     key = ("text", rel)
     if key not in src.memo:
         try:
             src.memo[key] = (src.root / rel).read_text(encoding="utf-8")
         except OSError:
             src.memo[key] = ""
-    return src.memo[key]
+    text: str = src.memo[key]
+    return text
 
 
-def _layer_files(src) -> list:
+def _layer_files(src: Source) -> list[str]:
     if "layer_files" not in src.memo:
         src.memo["layer_files"] = list(src.files("sglang/srt/layers"))
-    return src.memo["layer_files"]
+    files: list[str] = src.memo["layer_files"]
+    return files
 
 
-def _residual_none(src, f, fn, param) -> Optional[int]:
+def _residual_none(src: Source, f: str, fn: _FnDef, param: str) -> Optional[int]:
     """A ``residual is None`` test in ``fn`` or in a method/function it calls (one level)."""
     for n in ast.walk(fn):
         if _guarded(n) and isinstance(n, ast.Compare):
@@ -601,7 +638,7 @@ def _residual_none(src, f, fn, param) -> Optional[int]:
     return None
 
 
-def _chase_norm_capture(src, callee, param):
+def _chase_norm_capture(src: Source, callee: str, param: Optional[str]) -> Optional[tuple[str, Evidence]]:
     """The final norm's capture: ``capture(residual)`` (the pre-norm stream)."""
     files = _layer_files(src)
     for f, fn in _functions_with_param(src, files, param, callee):
@@ -627,7 +664,8 @@ def _chase_norm_capture(src, callee, param):
 RUNNER_DIRS = ("sglang/srt/model_executor", "sglang/srt/speculative")
 
 
-def _calls(src, under, name):
+def _calls(src: Source, under: str, name: str
+           ) -> Iterator[tuple[str, ast.Call, Optional[_FnDef], Optional[ast.ClassDef]]]:
     for f in src.files(under):
         t = src.tree(f)
         if t is None:
@@ -641,14 +679,15 @@ def _calls(src, under, name):
                     _enclosing(n, par, ast.ClassDef)
 
 
-def graph_order(src: Source) -> dict:
+def graph_order(src: Source) -> dict[str, Any]:
     key = ("graph_order",)
     if key not in src.memo:
         src.memo[key] = _graph_order(src)
-    return src.memo[key]
+    order: dict[str, Any] = src.memo[key]
+    return order
 
 
-def _graph_order(src: Source) -> dict:
+def _graph_order(src: Source) -> dict[str, Any]:
     ev: list[Evidence] = []
     reset = None
     config_line = None
@@ -688,7 +727,7 @@ def _graph_order(src: Source) -> dict:
     return {"graph_reset": reset, "config_before_graphs": before, "evidence": ev}
 
 
-def id_sources(src: Source) -> dict:
+def id_sources(src: Source) -> dict[str, Any]:
     """Where the capture ids come from: ``eagle_config["eagle_aux_hidden_state_layer_ids"]`` assignments."""
     keys: list[str] = []
     ev: list[Evidence] = []

@@ -3,8 +3,13 @@ installation its python finds, without importing SGLang."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+
 from workbench.engine.rule import CaptureRule
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host
 
 
 def local_installation() -> tuple[str, str]:
@@ -28,7 +33,7 @@ def local_installation() -> tuple[str, str]:
     return str(root), version
 
 
-def job(archs=None) -> dict:
+def job(archs: Optional[Iterable[str]] = None) -> dict[str, Any]:
     """The remote job: every EAGLE-3 rule of the host's installation (or those of ``archs``)."""
     from workbench.engine.extract import extract
 
@@ -37,7 +42,7 @@ def job(archs=None) -> dict:
     return {"version": version, "root": root, "rules": [r.to_dict() for r in rules]}
 
 
-def host_rules(host, archs=None) -> tuple[list[CaptureRule], str]:
+def host_rules(host: Host, archs: Optional[Iterable[str]] = None) -> tuple[list[CaptureRule], str]:
     from workbench.remote.near import NearCompute
 
     result, _tr = NearCompute(host).run("engine_rules", {"archs": list(archs) if archs else None}, timeout=600)
@@ -46,7 +51,8 @@ def host_rules(host, archs=None) -> tuple[list[CaptureRule], str]:
     return [CaptureRule.from_dict(r) for r in result["rules"]], str(result["version"])
 
 
-def capture_job(engine: str, arch, num_layers: int, ids=None, cuda_graph: bool = True) -> dict:
+def capture_job(engine: str, arch: Optional[str], num_layers: int, ids: Optional[Sequence[int]] = None,
+                cuda_graph: bool = True) -> dict[str, Any]:
     """The remote job: what ``engine`` captures, from this host's own SGLang when it is that release
     (source ``host``), else from the table (``table``)."""
     from workbench.engine.code import code_rule

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import os
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from workbench.engine.rule import CaptureRule, EngineCapture, apply
 from workbench.errors import InputError, WorkbenchError
 
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host
+
 SOURCES = ("auto", "host", "table", "wheel")
 
 
-def release_rules(engine: str, *, source: str = "auto", host=None, archs=None) -> tuple[list[CaptureRule], str, str]:
+def release_rules(engine: str, *, source: str = "auto", host: Optional[Host] = None,
+                  archs: Optional[Iterable[str]] = None) -> tuple[list[CaptureRule], str, str]:
     """(rules, version, source used); ``archs`` narrows what a host reads (the table has them all)."""
     from workbench.engine import table
     from workbench.engine.table import parse_engine
@@ -52,7 +57,7 @@ def _norm(a: str) -> str:
     return "".join(ch for ch in a.lower() if ch.isalnum())
 
 
-def find_rule(engine: str, arch: Optional[str], *, source: str = "auto", host=None,
+def find_rule(engine: str, arch: Optional[str], *, source: str = "auto", host: Optional[Host] = None,
               text_arch: Optional[str] = None) -> tuple[CaptureRule, str]:
     from workbench.engine.extract import unsupported
 
@@ -69,9 +74,9 @@ def find_rule(engine: str, arch: Optional[str], *, source: str = "auto", host=No
     return unsupported(arch, version), used
 
 
-def engine_capture(engine: str, *, target_config=None, arch: Optional[str] = None, num_layers: Optional[int] = None,
-                   ids: Optional[Sequence[int]] = None, cuda_graph: bool = True, host=None,
-                   source: str = "auto") -> EngineCapture:
+def engine_capture(engine: str, *, target_config: "str | os.PathLike[str] | None" = None,
+                   arch: Optional[str] = None, num_layers: Optional[int] = None, ids: Optional[Sequence[int]] = None,
+                   cuda_graph: bool = True, host: Optional[Host] = None, source: str = "auto") -> EngineCapture:
     text_arch = None
     if target_config is not None:
         from workbench.engine.target import read_target

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -49,7 +49,7 @@ class Evidence(Result):
         return f"{self.what}: {self.file}:{self.line}: {self.text}"
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Evidence":
+    def from_dict(cls, d: Mapping[str, Any]) -> "Evidence":
         return cls(str(d["what"]), str(d["file"]), int(d["line"]), str(d["text"]))
 
 
@@ -60,7 +60,7 @@ class CaptureRule(Result):
     arch: str                            # the model class (HF ``architectures`` entry)
     file: str                            # the model file the class lives in
     id_map: str = UNKNOWN
-    default: Optional[tuple] = None      # expressions of N; None = unknown
+    default: Optional[tuple[str, ...]] = None   # expressions of N; None = unknown
     membership: str = UNKNOWN
     startup: str = "none"
     index0: str = UNKNOWN
@@ -68,9 +68,9 @@ class CaptureRule(Result):
     missing: str = UNKNOWN
     graph_reset: Optional[bool] = None
     config_before_graphs: Optional[bool] = None
-    id_source: tuple = ()
+    id_source: tuple[str, ...] = ()
     delegate: Optional[str] = None       # a wrapper's inner class (Kimi-K2.5 -> DeepseekV3ForCausalLM)
-    evidence: tuple = ()
+    evidence: tuple[Evidence, ...] = ()
 
     @property
     def supported(self) -> bool:
@@ -85,7 +85,7 @@ class CaptureRule(Result):
             out.append("graph_reset")
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("engine", "version", "arch", "file", "id_map", "membership", "startup",
                                            "index0", "boundary", "missing", "graph_reset", "config_before_graphs",
                                            "delegate")}
@@ -95,7 +95,7 @@ class CaptureRule(Result):
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "CaptureRule":
+    def from_dict(cls, d: Mapping[str, Any]) -> "CaptureRule":
         kw: dict[str, Any]
         kw = {k: d.get(k) for k in ("engine", "version", "arch", "file", "id_map", "membership", "startup",
                                     "index0", "boundary", "missing", "graph_reset", "config_before_graphs",
@@ -155,22 +155,22 @@ class EngineCapture(Result):
     engine: str
     arch: Optional[str]
     num_layers: int
-    ids: Optional[list]
-    indices: Optional[list]
-    points: list
+    ids: Optional[list[int]]
+    indices: Optional[list[int]]
+    points: list[str]
     fatal: Optional[str]
-    cuda_graph_points: Optional[list]
-    evidence: list
+    cuda_graph_points: Optional[list[str]]
+    evidence: list[str]
     source: str                          # "host" | "table" | "wheel"
-    notes: list = field(default_factory=list)
-    unknown: list = field(default_factory=list)   # rule parts the code did not settle
+    notes: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)   # rule parts the code did not settle
     cuda_graph: bool = True
 
     @property
     def graph_differs(self) -> bool:
         return self.cuda_graph_points is not None and self.cuda_graph_points != self.points
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"points": list(self.points), "fatal": self.fatal, "cuda_graph_points": self.cuda_graph_points,
                 "evidence": list(self.evidence), "source": self.source, "engine": self.engine, "arch": self.arch,
                 "num_layers": self.num_layers, "ids": self.ids, "indices": self.indices, "notes": list(self.notes),
@@ -239,7 +239,8 @@ def apply(rule: CaptureRule, ids: Optional[Sequence[int]], num_layers: int, *, c
                          graph_points, evidence, source, notes, unknown, cuda_graph)
 
 
-def _eager(rule: CaptureRule, ids, n: int, notes: list) -> tuple[list, Optional[str], Optional[list]]:
+def _eager(rule: CaptureRule, ids: Optional[Sequence[int]], n: int,
+           notes: list[str]) -> tuple[list[str], Optional[str], Optional[list[int]]]:
     name = f"{rule.engine}=={rule.version}"
     if not rule.supported:
         return [], None, None
@@ -265,8 +266,8 @@ def _eager(rule: CaptureRule, ids, n: int, notes: list) -> tuple[list, Optional[
         elif prob and prob != UNKNOWN:
             notes.append(prob)
     # loop order (ascending index), each index once; states that never fire are missing
-    seen: set = set()
-    captured = []
+    seen: set[int] = set()
+    captured: list[tuple[int, str]] = []
     missing = 0
     unknown = 0
     for eff, p, prob in yields:

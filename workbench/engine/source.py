@@ -7,9 +7,10 @@ triton and CUDA kernels at module level, so it cannot be imported on a CPU host 
 from __future__ import annotations
 
 import ast
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from workbench.errors import InputError
 
@@ -17,7 +18,7 @@ from workbench.errors import InputError
 class Source:
     """``root`` is the directory that holds ``sglang/`` (or the ``sglang`` directory itself)."""
 
-    def __init__(self, root):
+    def __init__(self, root: "str | os.PathLike[str]") -> None:
         root = Path(root).expanduser()
         if (root / "sglang" / "srt").is_dir():
             self.root = root
@@ -27,7 +28,8 @@ class Source:
             raise InputError(f"{root}: not an SGLang installation (expected sglang/srt/ in it)")
         self._trees: dict[str, Optional[ast.Module]] = {}
         self._lines: dict[str, list[str]] = {}
-        self.memo: dict = {}          # per-installation caches of the extractor's lookups
+        # per-installation caches of the extractor's lookups, keyed by what was looked up
+        self.memo: dict[Any, Any] = {}
 
     # -- files --------------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
@@ -76,14 +78,16 @@ class Source:
         key = ("class", rel, name)
         if key not in self.memo:
             self.memo[key] = self._find_class(rel, name, depth)
-        return self.memo[key]
+        found: Optional[tuple[str, ast.ClassDef]] = self.memo[key]
+        return found
 
-    def imports(self, rel: str) -> list:
+    def imports(self, rel: str) -> list[ast.ImportFrom]:
         key = ("imports", rel)
         if key not in self.memo:
             t = self.tree(rel)
             self.memo[key] = [n for n in ast.walk(t) if isinstance(n, ast.ImportFrom)] if t else []
-        return self.memo[key]
+        found: list[ast.ImportFrom] = self.memo[key]
+        return found
 
     def _find_class(self, rel: str, name: str, depth: int) -> Optional[tuple[str, ast.ClassDef]]:
         t = self.tree(rel)
@@ -128,7 +132,8 @@ class Source:
         """``self.<attr> = Name(...)`` in the class's ``__init__`` (first along the MRO): attr -> class."""
         key = ("attrs", rel, cls.name, cls.lineno)
         if key in self.memo:
-            return self.memo[key]
+            cached: dict[str, tuple[str, ast.ClassDef, int]] = self.memo[key]
+            return cached
         out: dict[str, tuple[str, ast.ClassDef, int]] = {}
         for f, c in self.mro(rel, cls):
             init = next((n for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)

@@ -15,23 +15,31 @@ import builtins
 import copy
 import types
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+
+if TYPE_CHECKING:
+    from workbench.engine.source import Source
 
 HOOK = "set_eagle3_layers_to_capture"
 
 
 class Stub:
-    def __init__(self, path: str, run: "Run", cls: Optional[str] = None):
+    _path: str
+    _run: Run
+    _cls: Optional[str]
+
+    def __init__(self, path: str, run: "Run", cls: Optional[str] = None) -> None:
         object.__setattr__(self, "_path", path)
         object.__setattr__(self, "_run", run)
         object.__setattr__(self, "_cls", cls)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         run = object.__getattribute__(self, "_run")
         if name == "num_hidden_layers":
             return run.n
+        value: list[Stub] | Stub
         if name == "layers":
             value = [Stub(f"{self._path}.layers[{i}]", run) for i in range(run.n)]
         else:
@@ -39,28 +47,28 @@ class Stub:
         object.__setattr__(self, name, value)
         return value
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         self._run.writes.append((self._path, name, _copy(value)))
         object.__setattr__(self, name, value)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Stub:
         self._run.calls.append((self._path, args, kwargs))
         return Stub(self._path + "()", self._run)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: object) -> Stub:
         return Stub(f"{self._path}[{key!r}]", self._run)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return True
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<stub {self._path}>"
 
 
-def _copy(v):
+def _copy(v: Any) -> Any:
     try:
         return copy.deepcopy(v) if isinstance(v, (list, tuple, dict)) else v
     except Exception:
@@ -70,20 +78,21 @@ def _copy(v):
 @dataclass
 class Run:
     n: int
-    writes: list = field(default_factory=list)
-    calls: list = field(default_factory=list)
+    writes: list[tuple[str, str, Any]] = field(default_factory=list)       # (stub path, attribute, value)
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
 class Outcome:
-    indices: Optional[list]            # the last ``layers_to_capture`` written
+    indices: Optional[list[Any]]       # the last ``layers_to_capture`` written
     where: Optional[str]               # the stub path it was written on ("self.model")
     error: Optional[str] = None        # "IndexError: ..." raised by the hook
-    error_line: Optional[tuple] = None  # (file, line) of the raising statement
+    error_line: Optional[tuple[str, int]] = None  # (file, line) of the raising statement
     capture_flag: bool = False         # capture_aux_hidden_states = True was written
 
 
-def compile_hook(src_text_tree: ast.FunctionDef, filename: str, module_tree: Optional[ast.Module] = None):
+def compile_hook(src_text_tree: ast.FunctionDef | ast.AsyncFunctionDef, filename: str,
+                 module_tree: Optional[ast.Module] = None) -> Callable[..., Any]:
     """The hook as a plain function, compiled under ``filename`` with its original line numbers."""
     fn = copy.deepcopy(src_text_tree)
     fn.decorator_list = []
@@ -100,15 +109,16 @@ def compile_hook(src_text_tree: ast.FunctionDef, filename: str, module_tree: Opt
     ast.fix_missing_locations(mod)
     code = compile(mod, filename, "exec")
     names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    glb: dict = {"__builtins__": builtins, "__name__": "wb_engine_stub"}
+    glb: dict[str, Any] = {"__builtins__": builtins, "__name__": "wb_engine_stub"}
     for name in names:
         if not hasattr(builtins, name):
             glb[name] = Stub(name, Run(0))     # module globals the hook names (a logger, a helper)
     exec(code, glb)
-    return glb[fn.name]
+    hook: Callable[..., Any] = glb[fn.name]
+    return hook
 
 
-def build(source, rel: str, cls: ast.ClassDef, path: str, run: Run, depth: int = 0) -> Stub:
+def build(source: Source, rel: str, cls: ast.ClassDef, path: str, run: Run, depth: int = 0) -> Stub:
     """A stub instance of ``cls``: its hook, and the hooks of the parts ``__init__`` builds."""
     s = Stub(path, run, cls.name)
     found = source.find_method(rel, cls, HOOK)
@@ -125,7 +135,7 @@ def build(source, rel: str, cls: ast.ClassDef, path: str, run: Run, depth: int =
     return s
 
 
-def run_hook(source, rel: str, cls: ast.ClassDef, ids, n: int) -> Outcome:
+def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Optional[Sequence[int]], n: int) -> Outcome:
     run = Run(n)
     s = build(source, rel, cls, "self", run)
     hook = getattr(s, HOOK, None)

@@ -6,7 +6,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, cast
 
 from workbench.engine.rule import CaptureRule
 from workbench.errors import InputError
@@ -31,10 +31,11 @@ def parse_engine(engine: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def load() -> dict:
+def load() -> dict[str, Any]:
+    """version -> that release's packed rules (``build_table.pack``)."""
     if not TABLE.is_file():
         return {}
-    return json.loads(TABLE.read_text()).get("releases") or {}
+    return cast("dict[str, Any]", json.loads(TABLE.read_text()).get("releases") or {})
 
 
 def versions() -> list[str]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.errors import InputError
 
@@ -13,7 +14,7 @@ from workbench.errors import InputError
 TEXT_KEYS = ("text_config", "language_config", "llm_config")
 
 
-def text_config_key(cfg: dict) -> Optional[str]:
+def text_config_key(cfg: dict[str, Any]) -> Optional[str]:
     """The key of the language model's sub-config in a target's HF config, or None (a text model).
     The one reading of it: every target-config reader goes through this and ``text_config``."""
     for k in TEXT_KEYS:
@@ -22,14 +23,14 @@ def text_config_key(cfg: dict) -> Optional[str]:
     return None
 
 
-def text_config(cfg: dict) -> dict:
+def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """The language model's config: the wrapper's keys overlaid with its text sub-config's (the
     sub-config wins), or ``cfg`` itself for a text model."""
     k = text_config_key(cfg)
     return {**cfg, **cfg[k]} if k else cfg
 
 
-def read_target(path) -> tuple[str, int, Optional[str]]:
+def read_target(path: "str | os.PathLike[str]") -> tuple[str, int, Optional[str]]:
     """(architecture, num_hidden_layers, text architecture or None) from ``config.json`` in ``path``."""
     p = Path(path).expanduser()
     f = p / "config.json" if p.is_dir() else p

@@ -37,8 +37,8 @@ import re
 import sys
 import zipfile
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Callable, Optional
+from types import CodeType, SimpleNamespace
+from typing import Any, Callable, Optional, cast
 
 UNKNOWN = "unknown"
 TABLE = Path(__file__).with_name("vllm_table.json")
@@ -89,18 +89,18 @@ class Source:
 
 
 class _Ev:
-    def __init__(self):
-        self.items: list[dict] = []
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
 
     def add(self, what: str, file: str, line: int, text: str) -> None:
         self.items.append({"what": what, "file": file, "line": int(line), "text": text.strip()[:200]})
 
 
-def _line(src: str, node) -> str:
+def _line(src: str, node: Optional[ast.AST]) -> str:
     return src.splitlines()[node.lineno - 1] if node is not None and hasattr(node, "lineno") else ""
 
 
-def _functions(tree) -> dict[str, ast.FunctionDef]:
+def _functions(tree: ast.AST) -> dict[str, ast.FunctionDef]:
     out: dict[str, ast.FunctionDef] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
@@ -108,7 +108,7 @@ def _functions(tree) -> dict[str, ast.FunctionDef]:
     return out
 
 
-def _exec_function(src: str, fn: ast.FunctionDef, extra: Optional[dict] = None) -> Callable:
+def _exec_function(src: str, fn: ast.FunctionDef, extra: Optional[dict[str, Any]] = None) -> Callable[..., Any]:
     """Compile one function of the engine's source on its own (decorators dropped) and return it."""
     if sys.version_info >= (3, 12):
         fn = ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None,
@@ -119,11 +119,12 @@ def _exec_function(src: str, fn: ast.FunctionDef, extra: Optional[dict] = None) 
     for a in fn.args.args + fn.args.kwonlyargs:
         a.annotation = None
     mod = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
-    ns: dict = {"Optional": Optional, "logger": SimpleNamespace(info=lambda *a, **k: None,
-                                                                warning=lambda *a, **k: None)}
+    ns: dict[str, Any] = {"Optional": Optional, "logger": SimpleNamespace(info=lambda *a, **k: None,
+                                                                          warning=lambda *a, **k: None)}
     ns.update(extra or {})
     exec(compile(mod, "<vllm source>", "exec"), ns)
-    return ns[fn.name]
+    compiled: Callable[..., Any] = ns[fn.name]
+    return compiled
 
 
 # -- the parts ----------------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ class _HF(SimpleNamespace):
     """A draft hf_config stub: config.json keys as attributes, as PretrainedConfig exposes them."""
 
 
-def _config_ids(s: Source, ev: _Ev) -> dict:
+def _config_ids(s: Source, ev: _Ev) -> dict[str, str]:
     src = s.read(_RUNNER)
     if src is None:
         return {"config_ids": UNKNOWN}
@@ -147,7 +148,7 @@ def _config_ids(s: Source, ev: _Ev) -> dict:
         return {"config_ids": UNKNOWN}
     f = _exec_function(src, fn)
 
-    def run(cfg: dict):
+    def run(cfg: dict[str, Any]) -> "list[Any] | str | None":
         hf = _HF(**cfg)
         me = SimpleNamespace(speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf)))
         try:
@@ -175,9 +176,9 @@ def _config_ids(s: Source, ev: _Ev) -> dict:
     return {"config_ids": kind}
 
 
-def _fit_default(f: Callable) -> Optional[list[str]]:
+def _fit_default(f: Callable[..., Any]) -> Optional[list[str]]:
     """Express the default indices as a, N//b, N-c from runs at several N."""
-    runs = {}
+    runs: dict[int, list[Any]] = {}
     for n in (16, 32, 61, 80):
         class _Holder:  # noqa: N801 - a stub with n decoder layers
             layers = [None] * n
@@ -210,7 +211,7 @@ def _eval(expr: str, n: int) -> int:
     return int(expr)
 
 
-def _default(s: Source, ev: _Ev) -> dict:
+def _default(s: Source, ev: _Ev) -> "dict[str, list[str] | str]":
     for rel, name in ((_MODELS + "interfaces.py", "get_eagle3_default_aux_hidden_state_layers"),
                       (_MODELS + "llama.py", "get_eagle3_default_aux_hidden_state_layers"),
                       (_MODELS + "llama.py", "get_eagle3_aux_hidden_state_layers")):
@@ -227,7 +228,7 @@ def _default(s: Source, ev: _Ev) -> dict:
     return {"default": UNKNOWN}
 
 
-def _is_capture(stmt) -> Optional[str]:
+def _is_capture(stmt: ast.AST) -> Optional[str]:
     """The index expression of a capture statement, or None."""
     for n in ast.walk(stmt):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "_maybe_add_hidden_state" \
@@ -239,7 +240,7 @@ def _is_capture(stmt) -> Optional[str]:
     return None
 
 
-def _guarded(s: Source, node) -> bool:
+def _guarded(s: Source, node: ast.AST) -> bool:
     """Whether the captured value handles a None residual (``... if residual is not None else ...``)."""
     text = ast.unparse(node)
     if "_maybe_add_hidden_state" in text:
@@ -249,7 +250,7 @@ def _guarded(s: Source, node) -> bool:
     return bool(re.search(r"residual is not None|residual is None", text))
 
 
-def _capture(s: Source, ev: _Ev) -> dict:
+def _capture(s: Source, ev: _Ev) -> dict[str, str]:
     rel = _MODELS + "llama.py"
     src = s.read(rel)
     if src is None:
@@ -285,7 +286,7 @@ def _capture(s: Source, ev: _Ev) -> dict:
     return {"index0": UNKNOWN, "boundary": UNKNOWN}
 
 
-def _arch_map(s: Source, ev: _Ev) -> dict:
+def _arch_map(s: Source, ev: _Ev) -> "dict[str, str | dict[str, Any]]":
     src = s.read(_EAGLE_CFG)
     if src is None:
         return {"arch_map": UNKNOWN}
@@ -298,7 +299,7 @@ def _arch_map(s: Source, ev: _Ev) -> dict:
             expr = ast.Expression(body=comp)
             code = compile(ast.fix_missing_locations(expr), "<vllm eagle.py>", "eval")
 
-            def mapped(arch: str, code=code) -> str:
+            def mapped(arch: str, code: CodeType = code) -> object:
                 me = SimpleNamespace(model=SimpleNamespace(architectures=[arch]))
                 return eval(code, {"self": me, "model": me.model})[0]  # noqa: S307 - the engine's own expression
             try:
@@ -315,12 +316,12 @@ def _arch_map(s: Source, ev: _Ev) -> dict:
     return {"arch_map": UNKNOWN}
 
 
-def _registry(s: Source, ev: _Ev) -> tuple[dict, dict]:
+def _registry(s: Source, ev: _Ev) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     rel = _MODELS + "registry.py"
     src = s.read(rel)
     if src is None:
         return {}, {}
-    tables: dict[str, dict] = {}
+    tables: dict[str, dict[str, list[Any]]] = {}
     for node in ast.parse(src).body:
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
             node.target if isinstance(node, ast.AnnAssign) else None
@@ -333,13 +334,13 @@ def _registry(s: Source, ev: _Ev) -> tuple[dict, dict]:
             if target.id == "_SPECULATIVE_DECODING_MODELS":
                 ev.add("draft_archs", rel, node.lineno, _line(src, node))
     spec = tables.get("_SPECULATIVE_DECODING_MODELS", {})
-    targets = {}
+    targets: dict[str, list[Any]] = {}
     for name in ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS"):
         targets.update(tables.get(name, {}))
     return spec, targets
 
 
-def _eagle3_targets(s: Source, ev: _Ev, targets: dict) -> list[str]:
+def _eagle3_targets(s: Source, ev: _Ev, targets: dict[str, list[Any]]) -> list[str]:
     classes: dict[str, tuple[list[str], bool]] = {}
     for rel in s.listdir(_MODELS):
         try:
@@ -353,7 +354,7 @@ def _eagle3_targets(s: Source, ev: _Ev, targets: dict) -> list[str]:
                 if node.name not in classes or has:
                     classes[node.name] = (bases, has)
 
-    def supports(name: str, seen=()) -> bool:
+    def supports(name: str, seen: tuple[str, ...] = ()) -> bool:
         if name in seen or name not in classes:
             return False
         bases, has = classes[name]
@@ -364,7 +365,7 @@ def _eagle3_targets(s: Source, ev: _Ev, targets: dict) -> list[str]:
     return out
 
 
-def _speculators(s: Source, ev: _Ev) -> "dict | str | None":
+def _speculators(s: Source, ev: _Ev) -> "dict[str, Any] | str | None":
     src = s.read(_SPEC_ALGOS)
     if src is None:
         return None
@@ -381,7 +382,7 @@ def _speculators(s: Source, ev: _Ev) -> "dict | str | None":
     return UNKNOWN
 
 
-def _arch_by_model_type(fn: ast.FunctionDef, value) -> "dict | str":
+def _arch_by_model_type(fn: ast.FunctionDef, value: ast.expr) -> "dict[str, Any] | str":
     """``[some_map[model_type]]``: the map, a dict literal assigned in the same function."""
     if not (isinstance(value, ast.List) and len(value.elts) == 1 and isinstance(value.elts[0], ast.Subscript)):
         return UNKNOWN
@@ -431,11 +432,11 @@ def _fc_states(s: Source, ev: _Ev) -> str:
     return UNKNOWN
 
 
-def extract(path: "str | Path") -> dict:
+def extract(path: "str | Path") -> dict[str, Any]:
     """Every rule part of one vLLM release (a wheel or an installed vllm folder)."""
     s = Source(path)
     ev = _Ev()
-    facts: dict = {"engine": "vllm", "version": s.version(), "source": Path(path).name}
+    facts: dict[str, Any] = {"engine": "vllm", "version": s.version(), "source": Path(path).name}
     facts.update(_config_ids(s, ev))
     facts.update(_default(s, ev))
     facts.update(_capture(s, ev))
@@ -451,8 +452,8 @@ def extract(path: "str | Path") -> dict:
 
 
 # -- the generated table ----------------------------------------------------------------------------------
-def load_table(path: Path = TABLE) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+def load_table(path: Path = TABLE) -> dict[str, Any]:
+    return cast("dict[str, Any]", json.loads(path.read_text(encoding="utf-8")))
 
 
 def download(version: str, dest: Optional[Path] = None) -> Path:
@@ -472,8 +473,8 @@ def download(version: str, dest: Optional[Path] = None) -> Path:
     return found[0]
 
 
-def regenerate(versions: list[str], out: Path = TABLE) -> dict:
-    releases = {}
+def regenerate(versions: list[str], out: Path = TABLE) -> dict[str, Any]:
+    releases: dict[str, dict[str, Any]] = {}
     for v in versions:
         facts = extract(download(v))
         releases[facts["version"]] = facts
@@ -483,7 +484,7 @@ def regenerate(versions: list[str], out: Path = TABLE) -> dict:
     return table
 
 
-def _vkey(v: str) -> tuple:
+def _vkey(v: str) -> tuple[int, ...]:
     return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+]", v)[:4])
 
 

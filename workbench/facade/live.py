@@ -10,7 +10,7 @@ default, ``[live.profiles.NAME] training_data`` per profile).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError
@@ -21,7 +21,7 @@ from workbench.sglang.registry import ServerState
 if TYPE_CHECKING:
     from workbench.configs.history import ConfigChange
     from workbench.facade.configs import FixLike
-    from workbench.live.demo import DemoResult, DemoSetup
+    from workbench.live.demo import DemoPrepareOps, DemoResult, DemoSetup
     from workbench.live.report import Comparison, FixOutcome, LiveReport
     from workbench.progress import ProgressCallback
     from workbench.sglang.measure import Measurement
@@ -72,16 +72,17 @@ class LiveAPI(ServersAPI):
         ``dump``: ``"ask"`` (default) runs the tensor-dump relaunch when ``confirm`` is True (or a
         callable that answers its Plan with True) and otherwise returns it as ``report.pending``;
         ``"yes"`` runs it; ``"no"`` never does."""
-        from workbench.live.doctor import diagnose
+        from workbench.live.doctor import DiagnoseOptions, diagnose
 
         sid = int(server_id)
         rec = self.server(sid)
         training_data = training_data or self.live_training_data(rec.profile)
-        report = diagnose(self, sid, training_data=training_data, accuracies=accuracies, samples=samples,
-                          eval_samples=eval_samples, measure=measure, measure_tokens=measure_tokens,
-                          measure_concurrency=measure_concurrency, dump=dump, confirm=confirm, static=static,
-                          dump_alongside=dump_alongside, ready_timeout=ready_timeout, prompts=self.live_prompts(),
-                          progress=self.progress)
+        options = DiagnoseOptions(training_data=training_data, accuracies=accuracies, samples=samples,
+                                  eval_samples=eval_samples, measure=measure, measure_tokens=measure_tokens,
+                                  measure_concurrency=measure_concurrency, dump=dump, confirm=confirm, static=static,
+                                  dump_alongside=dump_alongside, ready_timeout=ready_timeout,
+                                  prompts=self.live_prompts())
+        report = diagnose(self, sid, options, progress=self.progress)
         self._record("live.doctor", str(sid), {
             "server_id": sid, "profile": report.profile, "engine": report.engine, "training_data": training_data,
             "observed": report.observed.to_dict(),
@@ -183,7 +184,7 @@ class LiveAPI(ServersAPI):
 
         return str(demo.default_dir())
 
-    def demo_prepare(self, size: str = "small", *, lab_dir: Optional[str] = None,
+    def demo_prepare(self: "DemoPrepareOps", size: str = "small", *, lab_dir: Optional[str] = None,
                      progress: Optional[ProgressCallback] = None) -> DemoSetup:
         """Build (or reuse) the lab world and write the demo workspace around this workbench's folder."""
         from workbench.live import demo
@@ -200,12 +201,12 @@ class LiveAPI(ServersAPI):
     def demo_launch(self, setup: DemoSetup, *, progress: Optional[ProgressCallback] = None) -> ServerRecord:
         from workbench.live import demo
 
-        return cast("ServerRecord", demo.launch_story(self, setup, progress=progress))
+        return demo.launch_story(self, setup, progress=progress)
 
     def demo_measure(self, server_id: int, measure_tokens: int = 48) -> Measurement:
         from workbench.live import demo
 
-        return cast("Measurement", demo.measure_story(self, server_id, measure_tokens))
+        return demo.measure_story(self, server_id, measure_tokens)
 
     def demo_stop_servers(self) -> list[int]:
         """Stop the servers this workspace still runs (identity-checked by the lifecycle)."""

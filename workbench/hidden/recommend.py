@@ -9,7 +9,7 @@ other points, the doctor's ``layer-ids-engine-mismatch`` finding carries the con
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import Optional
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.errors import InputError
@@ -111,7 +111,7 @@ def target_info(path) -> tuple[Optional[str], Optional[int]]:
         raise InputError(f"{p}: expected a JSON object at the top level")
     from workbench.engine.target import text_config
 
-    text = cast("dict[str, Any]", text_config(cfg))
+    text = text_config(cfg)
     n = text.get("num_hidden_layers")
     if n is not None:
         try:

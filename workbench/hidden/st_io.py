@@ -13,9 +13,12 @@ import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
           "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
@@ -42,7 +45,7 @@ class Entry:
 class SafetensorsFile:
     """Header of one safetensors file; ``load(name)`` maps that tensor only."""
 
-    def __init__(self, path):
+    def __init__(self, path: "str | os.PathLike[str]") -> None:
         from workbench.draftconfig.safetensors_header import read_header
 
         self.path = Path(path)
@@ -53,7 +56,7 @@ class SafetensorsFile:
     def names(self) -> list[str]:
         return list(self.entries)
 
-    def load(self, name: str, rows: Optional[slice] = None, fp8: bool = False):
+    def load(self, name: str, rows: Optional[slice] = None, fp8: bool = False) -> torch.Tensor:
         """Zero-copy torch view of one tensor (optionally a range of its first dimension). FP8
         tensors are refused unless ``fp8`` (a reader that applies their scales) asks for the codes."""
         import torch

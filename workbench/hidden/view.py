@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 # Roles: what a tensor is in its file.
 SLOT = "slot"        # one drafter-input slot of a training sample (SpecForge aux chunk, speculators slot)
@@ -38,7 +41,7 @@ class HiddenTensor:
     loader: Optional[Callable[[], Any]] = field(default=None, repr=False)
     part_physical: Optional[list] = None   # physical points of the parts of a packed tensor
 
-    def load(self):
+    def load(self) -> torch.Tensor:
         """The tensor as torch ``[rows, width]`` in its stored dtype (CPU)."""
         from workbench.errors import InputError
 

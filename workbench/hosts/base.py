@@ -6,14 +6,18 @@ built from argv with ``shlex.quote``; nothing user-supplied is pasted into a com
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Mapping, Optional, Sequence, Union
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 class HostError(WorkbenchError):
@@ -73,7 +77,14 @@ class CasConflict(HostError):
         super().__init__(f"{location}: changed since it was read (expected {exp}, found {act}); not written")
 
 
-ANY = object()  # write_bytes(expect=ANY): no compare-and-swap
+class _AnyVersion(enum.Enum):
+    """The type of ``ANY`` (a one-member enum, so that ``expect is ANY`` narrows the type)."""
+
+    ANY = "ANY"
+
+
+ANY: Final = _AnyVersion.ANY  # write_bytes(expect=ANY): no compare-and-swap
+Expect = Union[str, None, _AnyVersion]    # write_bytes(expect=): a sha256, None (must not exist), or ANY
 
 
 @dataclass
@@ -181,7 +192,7 @@ class Host:
     def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
         raise NotImplementedError
 
-    def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
+    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: Optional[int] = None) -> str:
         """Atomic write (temp file + rename). ``expect``: the sha256 the current content must have,
         or None for "must not exist"; raises CasConflict otherwise. Returns the new sha256."""
         raise NotImplementedError
@@ -209,10 +220,10 @@ class Host:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
@@ -220,7 +231,7 @@ class Host:
 class Tunnel:
     """A local port that reaches a port on the host. ``url`` is http://127.0.0.1:LOCAL."""
 
-    def __init__(self, local_port: int, closer=None):
+    def __init__(self, local_port: int, closer: Optional[Callable[[], object]] = None):
         self.local_port = local_port
         self._closer = closer
 
@@ -233,9 +244,9 @@ class Tunnel:
             self._closer()
             self._closer = None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False

@@ -34,7 +34,7 @@ PAUSE_MAX = "EAGLE_WORKBENCH_PAUSE_MAX"   # ... for at most this many seconds (d
 
 
 class Conflict(Exception):
-    def __init__(self, expected, actual, note=""):
+    def __init__(self, expected: Optional[str], actual: Optional[str], note: str = "") -> None:
         super().__init__(expected, actual)
         self.expected, self.actual, self.note = expected, actual, note
 
@@ -43,7 +43,7 @@ class Busy(Exception):
     """A live writer held the lock for the whole wait."""
 
 
-def pause(point):
+def pause(point: str) -> None:
     """Stop at ``point`` when the environment asks (tests kill a writer exactly there)."""
     at = os.environ.get(PAUSE_AT, "")
     folder = os.environ.get(PAUSE_DIR)
@@ -60,11 +60,11 @@ def pause(point):
 HOOK = pause
 
 
-def hook(point):
+def hook(point: str) -> None:
     HOOK(point)
 
 
-def sha256_of(path):
+def sha256_of(path: str) -> Optional[str]:
     """The file's sha256, or None when there is none."""
     h = hashlib.sha256()
     try:
@@ -76,12 +76,12 @@ def sha256_of(path):
     return h.hexdigest()
 
 
-def lock_path(path):
+def lock_path(path: str) -> str:
     folder, base = os.path.split(os.path.abspath(path))
     return os.path.join(folder, ".%s.wblock" % base)
 
 
-def _lock(path, wait):
+def _lock(path: str, wait: float) -> "tuple[int, str]":
     """The file's lock, held by this process until ``_unlock``. The lock file is removed on release
     (nothing is left beside the file): a waiter that then locks the removed file sees that it is no
     longer the one at the path and tries again."""
@@ -117,7 +117,7 @@ def _lock(path, wait):
         os.close(fd)                       # its holder removed it as we waited: take the new one
 
 
-def _unlock(lock):
+def _unlock(lock: "tuple[int, str]") -> None:
     fd, lp = lock
     try:
         os.unlink(lp)
@@ -126,7 +126,7 @@ def _unlock(lock):
     os.close(fd)
 
 
-def _exchange(a, b):
+def _exchange(a: str, b: str) -> bool:
     """Swap two paths atomically; False when the system or filesystem cannot."""
     try:
         import ctypes
@@ -144,7 +144,7 @@ def _exchange(a, b):
     raise OSError(err, os.strerror(err), b)
 
 
-def clean_temps(folder, base):
+def clean_temps(folder: str, base: str) -> int:
     """Temp files of writers that died (only a lock holder creates them, and we hold the lock)."""
     removed = 0
     prefix = ".%s." % base
@@ -162,7 +162,7 @@ def clean_temps(folder, base):
     return removed
 
 
-def _fsync_dir(folder):
+def _fsync_dir(folder: str) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -250,13 +250,13 @@ def cas_write(path: str, data: bytes, expect: Optional[str], mode: Optional[int]
         _unlock(lock)
 
 
-def main():
+def main() -> None:
     """``python -c SOURCE JSON`` on a host, the bytes on stdin; prints one JSON object."""
     req = json.loads(sys.argv[1])
     for k, v in (req.get("pause") or {}).items():
         os.environ[k] = v
     data = sys.stdin.buffer.read()
-    out = {}
+    out: dict[str, Any] = {}           # a local annotation: never evaluated, whatever the host python
     if len(data) != req["size"] or hashlib.sha256(data).hexdigest() != req["sha256"]:
         out = {"error": "truncated", "got": len(data)}      # the sender died mid-transfer: nothing written
     else:

@@ -13,23 +13,26 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    import paramiko
 
 
 @dataclass
 class KnownHosts:
     path: str
-    entries: list[Any] = field(default_factory=list)      # (host name or |1|hash, key type, paramiko key)
-    revoked: set = field(default_factory=set)        # (key type, base64)
+    entries: list[tuple[str, str, paramiko.PKey]] = field(default_factory=list)  # (host name or |1|hash, key type, key)
+    revoked: set[tuple[str, str]] = field(default_factory=set)   # (key type, base64)
     cert_authorities: int = 0
-    skipped: list[Any] = field(default_factory=list)      # line numbers that could not be read
+    skipped: list[int] = field(default_factory=list)      # line numbers that could not be read
 
-    def is_revoked(self, key) -> bool:
+    def is_revoked(self, key: paramiko.PKey) -> bool:
         return (key.get_name(), key.get_base64()) in self.revoked
 
-    def host_keys(self):
+    def host_keys(self) -> paramiko.HostKeys:
         """A paramiko HostKeys of the usable entries (revoked keys left out)."""
         import paramiko
 

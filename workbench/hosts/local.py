@@ -11,6 +11,7 @@ from typing import Mapping, Optional, Sequence
 from workbench.hosts.base import (
     ANY,
     CasConflict,
+    Expect,
     FileStat,
     Host,
     HostError,
@@ -58,7 +59,7 @@ class LocalHost(Host):
         except OSError as exc:
             raise HostError(f"{self.location(path)}: cannot read: {exc.strerror}") from None
 
-    def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
+    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: Optional[int] = None) -> str:
         """The one write discipline (``workbench.hosts.casfile``): flock, check, exchange."""
         from workbench.hosts import casfile
 

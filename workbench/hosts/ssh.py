@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 from workbench.errors import InputError
 from workbench.hosts import known_hosts
@@ -27,6 +27,7 @@ from workbench.hosts.base import (
     ANY,
     CasConflict,
     ChangedHostKey,
+    Expect,
     FileStat,
     Host,
     HostError,
@@ -40,6 +41,11 @@ from workbench.hosts.base import (
     command_line,
     sha256,
 )
+
+if TYPE_CHECKING:
+    import paramiko
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -75,7 +81,7 @@ class Resolved:
         return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
 
 
-def fingerprint(key) -> str:
+def fingerprint(key: paramiko.PKey) -> str:
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
@@ -126,9 +132,9 @@ class SSHHost(Host):
         self.bytes_sent = 0            # bytes written to / read from the SSH connection (encrypted,
         self.bytes_received = 0        # framing included): what really crossed the network
         self._lock = threading.RLock()
-        self._client = None
+        self._client: Optional[paramiko.SSHClient] = None
         self._jump: Optional[SSHHost] = None
-        self._sftp_client = None
+        self._sftp_client: Optional[paramiko.SFTPClient] = None
         self._resolved: Optional[Resolved] = None
 
     # -- connection -------------------------------------------------------------------------------
@@ -138,7 +144,7 @@ class SSHHost(Host):
             self._resolved = resolve(self.settings)
         return self._resolved
 
-    def _open_sock(self, r: Resolved):
+    def _open_sock(self, r: Resolved) -> _Counted:
         if r.proxy_jump:
             hop = r.proxy_jump.split(",")[0].strip()
             user, _, rest = hop.rpartition("@")
@@ -165,7 +171,7 @@ class SSHHost(Host):
         except OSError as exc:
             raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc.strerror or exc}") from None
 
-    def _connect(self):
+    def _connect(self) -> paramiko.SSHClient:
         import paramiko
 
         r = self.resolved
@@ -176,8 +182,9 @@ class SSHHost(Host):
                 client.get_host_keys().add(name, kind, key)
         host = self
 
-        class Refuse(paramiko.MissingHostKeyPolicy):
-            def missing_host_key(self, client, hostname, key):
+        # paramiko ships no type information (no py.typed, no stubs), so its classes are Any here
+        class Refuse(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
+            def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
                 _refuse_unless_trusted(host.name, r, kh, key)
 
         client.set_missing_host_key_policy(Refuse())
@@ -210,14 +217,14 @@ class SSHHost(Host):
         self._client = client
         self._sftp_client = None
         self.connects += 1
+        return client
 
-    def _transport(self):
+    def _transport(self) -> paramiko.Transport:
         with self._lock:
             t = self._client.get_transport() if self._client else None
             if t is None or not t.is_active():
                 self._drop()
-                self._connect()
-                t = self._client.get_transport()
+                t = self._connect().get_transport()
             return t
 
     def _drop(self) -> None:
@@ -237,7 +244,7 @@ class SSHHost(Host):
         with self._lock:
             self._drop()
 
-    def _retrying(self, fn, idempotent: bool = True):
+    def _retrying(self, fn: Callable[[], T], idempotent: bool = True) -> T:
         """Run fn; a broken transport is reopened and fn retried once when it is safe to repeat."""
         import paramiko
 
@@ -264,7 +271,7 @@ class SSHHost(Host):
         line = command_line(argv, env, cwd)
         argv = [str(a) for a in argv]
 
-        def go():
+        def go() -> RunResult:
             t0 = time.monotonic()
             chan = self._transport().open_session(timeout=self.resolved.connect_timeout)
             self.round_trips += 1
@@ -302,7 +309,7 @@ class SSHHost(Host):
         return self._retrying(go, idempotent=idempotent)
 
     # -- files ------------------------------------------------------------------------------------
-    def _sftp(self):
+    def _sftp(self) -> paramiko.SFTPClient:
         with self._lock:
             t = self._transport()
             if self._sftp_client is None or self._sftp_client.sock.closed:
@@ -314,7 +321,7 @@ class SSHHost(Host):
             return self._sftp_client
 
     def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
-        def go():
+        def go() -> bytes:
             sftp = self._sftp()
             self.round_trips += 1
             try:
@@ -323,8 +330,8 @@ class SSHHost(Host):
                         fh.seek(offset)
                     if length is None:
                         fh.prefetch()
-                        return fh.read()
-                    return fh.read(length)
+                    data: bytes = fh.read() if length is None else fh.read(length)
+                    return data
             except FileNotFoundError:
                 raise HostError(f"{self.location(path)}: no such file") from None
             except PermissionError:
@@ -333,7 +340,7 @@ class SSHHost(Host):
         return self._retrying(go)
 
     def stat(self, path: str) -> Optional[FileStat]:
-        def go():
+        def go() -> Optional[FileStat]:
             sftp = self._sftp()
             self.round_trips += 1
             try:
@@ -344,7 +351,7 @@ class SSHHost(Host):
 
         return self._retrying(go)
 
-    def write_bytes(self, path: str, data: bytes, *, expect=ANY, mode: Optional[int] = None) -> str:
+    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: Optional[int] = None) -> str:
         """One round trip: the host's python runs the same compare-and-swap as local writes
         (``workbench.hosts.casfile``: flock that dies with its holder, check, exchange), the bytes on
         stdin with their sha256 so a transfer cut short writes nothing."""
@@ -383,7 +390,7 @@ class SSHHost(Host):
         return r.elapsed
 
     # -- trust ------------------------------------------------------------------------------------
-    def scan_key(self) -> Any:
+    def scan_key(self) -> paramiko.PKey:
         """Fetch the host's key without authenticating (for ``trust``)."""
         import paramiko
 
@@ -405,15 +412,15 @@ class SSHHost(Host):
 class _Counted:
     """A socket (or jump channel) that adds the bytes it moves to its host's counters."""
 
-    def __init__(self, sock, host: "SSHHost"):
+    def __init__(self, sock: Union[socket.socket, paramiko.Channel], host: "SSHHost"):
         self._sock, self._host = sock, host
 
-    def send(self, data) -> int:
+    def send(self, data: bytes) -> int:
         n = self._sock.send(data)
         self._host.bytes_sent += n
         return n
 
-    def sendall(self, data) -> None:
+    def sendall(self, data: bytes) -> None:
         self._sock.sendall(data)
         self._host.bytes_sent += len(data)
 
@@ -422,7 +429,7 @@ class _Counted:
         self._host.bytes_received += len(data)
         return data
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
 
 
@@ -493,7 +500,7 @@ def _casfile_source() -> str:
         return fh.read()
 
 
-def _refuse_unless_trusted(name: str, r: Resolved, kh: "known_hosts.KnownHosts", key) -> None:
+def _refuse_unless_trusted(name: str, r: Resolved, kh: "known_hosts.KnownHosts", key: paramiko.PKey) -> None:
     """A key known_hosts does not list for the host is refused: revoked, changed (the host is known
     with keys of another type: a changed key type is a changed key), or unknown (trust it explicitly)."""
     fp = fingerprint(key)

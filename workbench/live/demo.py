@@ -18,12 +18,24 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 from workbench.errors import WorkbenchError
 from workbench.progress import Progress, noop
 from workbench.results import Result
 from workbench.sglang.registry import ServerState
+
+if TYPE_CHECKING:
+    from workbench.configs.history import ConfigChange, TrackedConfig
+    from workbench.doctor.findings import Fix
+    from workbench.journal import Event
+    from workbench.live.report import FixOutcome, LiveReport
+    from workbench.progress import ProgressCallback
+    from workbench.sglang.measure import Measurement
+    from workbench.sglang.registry import ServerRecord
+    from workbench.sglang.status import ServerStatus
+    from workbench.sglang.stop import StopResult
+    from workbench.workspace import Workspace
 
 PROFILE = "lab-story"
 MARKER = "# written by `eagle-workbench demo`"
@@ -75,7 +87,39 @@ class DemoResult(Result):
         return "\n".join(lines)
 
 
-def _f(v) -> str:
+class DemoOps(Protocol):
+    """What the scripted story needs from the workbench: the ``Workbench`` facade in the product."""
+
+    workspace: "Workspace"
+
+    def _record(self, kind: str, subject: str = "", payload: Any = None) -> int: ...
+    def events(self, kind: Optional[str] = None, subject: Optional[str] = None,
+               limit: Optional[int] = None) -> "list[Event]": ...
+    def config_track(self, path: str, label: str = "") -> "TrackedConfig": ...
+    def config_set(self, path: str, assignments: dict[str, Any], *,
+                   reason: Optional[str] = None) -> "ConfigChange": ...
+    def servers(self, active: bool = False) -> "list[ServerRecord]": ...
+    def server(self, server_id: int) -> "ServerRecord": ...
+    def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
+                    gpu_wait: float = ...) -> "StopResult": ...
+    def launch(self, name: str, *, confirm: bool = False) -> "ServerRecord": ...
+    def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0) -> "ServerStatus": ...
+    def server_measure(self, server_id: int, *, concurrency: int = ..., max_new_tokens: Optional[int] = ...,
+                       rounds: int = ..., prompts: Optional[str] = ..., label: str = ...) -> "Measurement": ...
+    def live_prompts(self) -> Optional[str]: ...
+    def doctor_live(self, server_id: int, training_data: Optional[str] = None, *, samples: int = ...,
+                    measure: bool = ..., dump: str = ..., dump_alongside: bool = ...) -> "LiveReport": ...
+    def live_fix(self, server_id: int, fix: "Fix", *, confirm: bool = False,
+                 measure_tokens: Optional[int] = None) -> "FixOutcome": ...
+
+
+class DemoPrepareOps(DemoOps, Protocol):
+    """``prepare`` also builds the lab world (``Workbench.lab_build``)."""
+
+    def lab_build(self, size: str = ..., dir: Optional[str] = None) -> "Result | Mapping[str, Any]": ...
+
+
+def _f(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
@@ -88,7 +132,8 @@ def default_dir() -> Path:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _package_root() -> str:
@@ -181,7 +226,7 @@ def write_prompts(world: dict[str, Any], path: Path, count: int = 16) -> None:
                                 "prompts": texts}, indent=1) + "\n")
 
 
-def reset_story_config(wb, setup: DemoSetup, world: dict[str, Any]) -> None:
+def reset_story_config(wb: DemoOps, setup: DemoSetup, world: dict[str, Any]) -> None:
     """The story's config.json in the workspace draft, through the history when it was edited."""
     src = (Path(world["draft_broken"]) / "config.json").read_bytes()
     path = Path(setup.config)
@@ -196,9 +241,9 @@ def reset_story_config(wb, setup: DemoSetup, world: dict[str, Any]) -> None:
                       reason=f"demo: back to the story's config {ids}")
 
 
-def stop_demo_servers(wb) -> list[int]:
+def stop_demo_servers(wb: DemoOps) -> list[int]:
     """Servers this workspace still runs (from an earlier demo), identity-checked by the lifecycle."""
-    stopped = []
+    stopped: list[int] = []
     for rec in wb.servers(active=True):
         try:
             wb.server_stop(rec.id, confirm=True, grace=5, gpu_wait=0)
@@ -208,7 +253,8 @@ def stop_demo_servers(wb) -> list[int]:
     return stopped
 
 
-def prepare(wb, size: str = "small", *, lab_dir: Optional[str] = None, progress=None,
+def prepare(wb: DemoPrepareOps, size: str = "small", *, lab_dir: Optional[str] = None,
+            progress: Optional[ProgressCallback] = None,
             world: Optional[dict[str, Any]] = None) -> DemoSetup:
     """Build (or reuse) the lab world and write the demo workspace around ``wb``'s folder."""
     progress = progress or noop
@@ -224,7 +270,8 @@ def prepare(wb, size: str = "small", *, lab_dir: Optional[str] = None, progress=
     return setup
 
 
-def launch_story(wb, setup: DemoSetup, timeout: float = 300.0, progress=None):
+def launch_story(wb: DemoOps, setup: DemoSetup, timeout: float = 300.0,
+                 progress: Optional[ProgressCallback] = None) -> ServerRecord:
     progress = progress or noop
     progress(Progress("demo", 1, 4, f"launching {setup.profile} with the story's config {setup.story_ids}"))
     rec = wb.launch(setup.profile, confirm=True)
@@ -236,13 +283,14 @@ def launch_story(wb, setup: DemoSetup, timeout: float = 300.0, progress=None):
     return wb.server(rec.id)
 
 
-def measure_story(wb, server_id: int, measure_tokens: int):
+def measure_story(wb: DemoOps, server_id: int, measure_tokens: int) -> Measurement:
     """Step 1 of the story: the accept length the server shows with the story's config."""
     return wb.server_measure(server_id, max_new_tokens=measure_tokens, prompts=wb.live_prompts(),
                              label="demo: the story's config")
 
 
-def run_story(wb, setup: DemoSetup, *, measure_tokens: int = 48, samples: int = 4, progress=None,
+def run_story(wb: DemoOps, setup: DemoSetup, *, measure_tokens: int = 48, samples: int = 4,
+              progress: Optional[ProgressCallback] = None,
               server_id: Optional[int] = None) -> DemoResult:
     """The scripted story on a launched (or to-be-launched) server."""
     t0 = time.perf_counter()

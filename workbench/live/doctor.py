@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from workbench.confirm import Plan
-from workbench.doctor.findings import Finding
+from workbench.doctor.findings import Finding, Fix
 from workbench.errors import InputError, WorkbenchError
 from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
@@ -34,6 +35,10 @@ from workbench.live.types import Alignment, Draft, Features, Observed, Predicted
 from workbench.progress import Progress, noop
 from workbench.sglang.measure import accept_length
 from workbench.sglang.registry import STOPPABLE, ServerState
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host
+    from workbench.remote import NearCompute
 
 SAME_MAX = 1e-3           # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
 DUMP_MODES = ("ask", "yes", "no")
@@ -61,7 +66,8 @@ def _arg(argv: Sequence[str], flag: str) -> Optional[str]:
 
 
 class LiveDoctor:
-    def __init__(self, ops: LiveOps, server_id: int, *, progress=None):
+    def __init__(self, ops: LiveOps, server_id: int, *,
+                 progress: Optional[Callable[[Progress], None]] = None) -> None:
         self.ops = ops
         self.sid = int(server_id)
         self.progress = progress or noop
@@ -79,7 +85,7 @@ class LiveDoctor:
     def location(self, path: str) -> str:
         return path if self.rec.host == "local" else f"{self.rec.host}:{path}"
 
-    def _near(self):
+    def _near(self) -> "NearCompute":
         from workbench.remote import NearCompute
 
         python = self.ops.lifecycle.host_python(self.rec.host) if self.rec.host != "local" else None
@@ -89,7 +95,7 @@ class LiveDoctor:
         result, tr = self._near().run(job, args, timeout=timeout)
         if tr.tensor_bytes or tr.moved_bytes:
             self.transfers.append(tr)
-        return result
+        return dict(result)
 
     def _read_json(self, path: str) -> tuple[Optional[dict[str, Any]], Optional[bytes]]:
         from workbench.hosts import HostError
@@ -165,165 +171,257 @@ class LiveDoctor:
                 "loaded_sha256": loaded_sha or cur_sha, "current_sha256": cur_sha, "changed_since_launch": changed}
 
 
-def diagnose(ops: LiveOps, server_id: int, *, training_data: Optional[str] = None, accuracies: Optional[list[Any]] = None,
-             samples: int = 4, eval_samples: int = 32, measure: bool = True, measure_tokens: Optional[int] = None,
-             measure_concurrency: int = 4, dump: str = "ask", confirm=False, static: bool = True,
-             dump_alongside: bool = False, ready_timeout: Optional[float] = None, prompts: Optional[str] = None,
-             progress=None) -> LiveReport:
-    """``confirm``: True, False, or a callable taking the dump relaunch's Plan and answering it."""
-    t0 = time.perf_counter()
-    if dump not in DUMP_MODES:
-        raise InputError(f"dump: {dump!r} is not one of {', '.join(DUMP_MODES)}")
-    if samples < 1:
-        raise InputError("samples: expected at least 1 training sample")
-    d = LiveDoctor(ops, server_id, progress=progress)
-    st = ops.server_status([d.sid], gpus=False)[0]
-    if st.state != ServerState.READY:
-        raise WorkbenchError(f"server {d.sid}: is {st.state}; the live doctor needs a ready server")
-    n_steps = 6
-    d._step("live.doctor", 0, n_steps, "reading what the server loaded")
-    facts = d.server_facts()
-    engine = engine_of(facts["version"])
-    target = d.target_info(facts["model"]) if facts["model"] else {"path": None, "arch": None, "num_layers": None}
-    draft = d.draft_info(facts["draft"]) if facts["draft"] else None
-    if draft is None:
-        raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
-    spec = Spec(facts["algorithm"], facts["steps"], facts["topk"], facts["draft_tokens"])
-    ranked: list[RankedFinding] = []
-    from workbench.engine.flags import cuda_graph_on
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What the live doctor is asked to do (``Workbench.doctor_live``'s keywords, validated once).
 
-    production_graphs = cuda_graph_on(d.rec.argv)
+    ``confirm``: True, False, or a callable taking the dump relaunch's Plan and answering it."""
+
+    training_data: Optional[str] = None
+    accuracies: Optional[Sequence[Any]] = None
+    samples: int = 4
+    eval_samples: int = 32
+    measure: bool = True
+    measure_tokens: Optional[int] = None
+    measure_concurrency: int = 4
+    dump: str = "ask"
+    confirm: "bool | Callable[[Plan], bool]" = False
+    static: bool = True
+    dump_alongside: bool = False
+    ready_timeout: Optional[float] = None
+    prompts: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.dump not in DUMP_MODES:
+            raise InputError(f"dump: {self.dump!r} is not one of {', '.join(DUMP_MODES)}")
+        if self.samples < 1:
+            raise InputError("samples: expected at least 1 training sample")
+        if self.eval_samples < 0:
+            raise InputError(f"eval_samples: expected 0 or more, got {self.eval_samples}")
+        if self.measure_concurrency < 1:
+            raise InputError(f"measure_concurrency: expected at least 1, got {self.measure_concurrency}")
+        if self.measure_tokens is not None and self.measure_tokens < 1:
+            raise InputError(f"measure_tokens: expected at least 1, got {self.measure_tokens}")
+
+    def go_ahead(self, plan: Plan) -> bool:
+        """Whether the dump relaunch runs: ``dump="yes"``, or ``"ask"`` and ``confirm`` says yes."""
+        if self.dump == "yes":
+            return True
+        if self.dump == "no":
+            return False
+        return bool(self.confirm(plan)) if callable(self.confirm) else bool(self.confirm)
+
+
+N_STEPS = 6
+
+
+def diagnose(ops: LiveOps, server_id: int, options: Optional[DiagnoseOptions] = None, *,
+             progress: Optional[Callable[[Progress], None]] = None) -> LiveReport:
+    """The live doctor's steps, in order (each a method of ``Diagnosis``; the module docstring says why)."""
+    t0 = time.perf_counter()
+    run = Diagnosis(ops, server_id, options or DiagnoseOptions(), progress)
+    run.read_server()
+    run.static_checks()
+    run.decode_graphs()
+    run.observe()
+    run.hidden_states_and_drafter()
+    run.settle_by_numbers()
+    run.rank_findings()
+    return run.report(time.perf_counter() - t0)
+
+
+class Diagnosis:
+    """One run of the live doctor: what each step found, for the steps after it."""
+
+    def __init__(self, ops: LiveOps, server_id: int, opts: DiagnoseOptions,
+                 progress: Optional[Callable[[Progress], None]]) -> None:
+        self.ops, self.opts = ops, opts
+        self.d = LiveDoctor(ops, server_id, progress=progress)
+        self.ranked: list[RankedFinding] = []
+        self.observed = Observed(None, None, source="not measured")
+        self.predicted = Predicted()
+        self.features: dict[str, Any] = {}
+        self.alignment: Optional[dict[str, Any]] = None
+        self.pending: Optional[Plan] = None
+        self.gap: Optional[float] = None
+
+    # 0. what the server loaded
+    def read_server(self) -> None:
+        d = self.d
+        st = self.ops.server_status([d.sid], gpus=False)[0]
+        if st.state != ServerState.READY:
+            raise WorkbenchError(f"server {d.sid}: is {st.state}; the live doctor needs a ready server")
+        d._step("live.doctor", 0, N_STEPS, "reading what the server loaded")
+        self.facts = facts = d.server_facts()
+        self.engine = engine_of(facts["version"])
+        self.target = (d.target_info(facts["model"]) if facts["model"]
+                       else {"path": None, "arch": None, "num_layers": None})
+        draft = d.draft_info(facts["draft"]) if facts["draft"] else None
+        if draft is None:
+            raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
+        self.draft = draft
+        self.spec = Spec(facts["algorithm"], facts["steps"], facts["topk"], facts["draft_tokens"])
+        from workbench.engine.flags import cuda_graph_on
+
+        self.production_graphs = cuda_graph_on(d.rec.argv)
+        self.readable = draft["loaded"] is not None
+        if not self.readable:
+            d.notes.append(f"{draft['config']} cannot be read on {d.rec.host} (a hub id, or no access): static "
+                           "checks and the drafter evaluation skipped")
 
     # 1. static checks on the loaded config, on the host (weights stay there)
-    readable = draft["loaded"] is not None
-    if not readable:
-        d.notes.append(f"{draft['config']} cannot be read on {d.rec.host} (a hub id, or no access): static "
-                       "checks and the drafter evaluation skipped")
-    if static and readable:
-        d._step("live.doctor", 1, n_steps, f"static checks of the loaded config ({engine})")
+    def static_checks(self) -> None:
+        if not (self.opts.static and self.readable):
+            return
+        d, draft, target, facts = self.d, self.draft, self.target, self.facts
+        d._step("live.doctor", 1, N_STEPS, f"static checks of the loaded config ({self.engine})")
         rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
-                                "target_config": target["path"], "engine": engine,
+                                "target_config": target["path"], "engine": self.engine,
                                 "algorithm": facts["algorithm"], "context_length": facts["context_length"],
-                                "env": dict(getattr(d.rec, "env", None) or {}), "cuda_graph": production_graphs})
+                                "env": dict(getattr(d.rec, "env", None) or {}),
+                                "cuda_graph": self.production_graphs})
         for f in rep["findings"]:
             if f["severity"] == "info" and f["code"] in ("layer-ids-nondefault", "weights-not-checked"):
                 continue          # true of any non-default or remote draft; not a problem of this server
-            ranked.append(RankedFinding(finding_from_dict(f, d.location), "static"))
+            self.ranked.append(RankedFinding(finding_from_dict(f, d.location), "static"))
 
     # 1b. the production configuration: what CUDA-graph decode captures, asked of the host's own SGLang.
     # The hidden-state checks below see prefill and a dump taken with graphs off, never decode graphs.
-    if readable and draft["loaded"] is not None and target.get("num_layers"):
-        _check_decode_graphs(d, ranked, engine, target, draft, production_graphs)
+    def decode_graphs(self) -> None:
+        if self.readable and self.target.get("num_layers"):
+            _check_decode_graphs(self.d, self.ranked, self.engine, self.target, self.draft, self.production_graphs)
 
     # 2. observed accept length
-    d._step("live.doctor", 2, n_steps, "measuring accept length (flush, fixed prompts)")
-    observed = _observe(ops, d, facts, measure, measure_tokens, measure_concurrency, prompts)
+    def observe(self) -> None:
+        o = self.opts
+        self.d._step("live.doctor", 2, N_STEPS, "measuring accept length (flush, fixed prompts)")
+        self.observed = _observe(self.ops, self.d, self.facts, o.measure, o.measure_tokens, o.measure_concurrency,
+                                 o.prompts)
 
     # 3 and 4. hidden states and the drafter, near the data
-    predicted = Predicted()
-    features: dict[str, Any] = {}
-    alignment = None
-    pending = None
-    evals = None
-    if accuracies:
-        predicted = _from_accuracies(accuracies, spec)
-    if training_data:
-        part_points = _engine_points(engine, target, draft)
-        job = {"training_data": training_data, "count": samples, "part_points": part_points, "engine": engine,
+    def hidden_states_and_drafter(self) -> None:
+        o, d, spec = self.opts, self.d, self.spec
+        if o.accuracies:
+            self.predicted = _from_accuracies(list(o.accuracies), spec)
+        if not o.training_data:
+            if not o.accuracies:
+                d.notes.append("no training data: predicted accept length and hidden states not checked "
+                               "(give training_data on the server's host, or accuracies)")
+            return
+        target, draft = self.target, self.draft
+        job = {"training_data": o.training_data, "count": o.samples,
+               "part_points": _engine_points(self.engine, target, draft), "engine": self.engine,
                "arch": target["arch"], "num_layers": target["num_layers"], "draft_config": draft["loaded"],
-               "draft_config_path": draft["config"], "draft": draft["path"] if readable else None,
+               "draft_config_path": draft["config"], "draft": draft["path"] if self.readable else None,
                "target": target["path"] if target.get("num_layers") else None,
-               "steps": spec.steps, "eval_samples": 0 if accuracies else eval_samples}
+               "steps": spec.steps, "eval_samples": 0 if o.accuracies else o.eval_samples}
+        evals = self._hidden_states(job)
+        if not o.accuracies and job["draft"] and job["target"] and spec.steps and \
+                (evals is None or "headline" not in evals):
+            d._step("live.doctor", 4, N_STEPS, f"evaluating the drafter on {o.eval_samples} training samples")
+            evals = {**(evals or {}), **d._job("drafter", {"draft": job["draft"], "target": job["target"],
+                                                         "training_data": o.training_data, "steps": spec.steps,
+                                                         "samples": o.eval_samples})}
+        if evals:
+            self._take_evaluations(evals)
+        d.notes += [f"drafter evaluation: {n}" for n in (evals or {}).get("notes", [])]
+
+    def _hidden_states(self, job: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """Training samples through the server; when its features are not the training slots, the
+        dump relaunch (asked first) names every layer. Returns the drafter evaluations made on the way."""
+        o, d = self.opts, self.d
         res = None
-        if facts["return_hidden_states"]:
-            d._step("live.doctor", 3, n_steps, f"sending {samples} training samples with return_hidden_states")
-            url = f"http://127.0.0.1:{d.rec.port}"
-            res = d._job("live", {**job, "url": url, "mode": "payload"})
-            alignment = _compact(res, "payload")
+        evals = None
+        if self.facts["return_hidden_states"]:
+            d._step("live.doctor", 3, N_STEPS, f"sending {o.samples} training samples with return_hidden_states")
+            res = d._job("live", {**job, "url": f"http://127.0.0.1:{d.rec.port}", "mode": "payload"})
+            self.alignment = _compact(res, "payload")
             evals = res.get("evals")
             same = _same_as_engine(res["align"])
-            features["verdict"] = ("every training slot is the engine's part at its place (the server feeds "
-                                   "the drafter what it was trained on)" if same else
-                                   "the server's features differ from the training slots: " + _diff_text(res["align"]))
+            self.features["verdict"] = (
+                "every training slot is the engine's part at its place (the server feeds the drafter what it "
+                "was trained on)" if same else
+                "the server's features differ from the training slots: " + _diff_text(res["align"]))
         else:
             same = None
-            features["verdict"] = "the server does not return hidden states (--enable-return-hidden-states is off)"
+            self.features["verdict"] = "the server does not return hidden states (--enable-return-hidden-states is off)"
         need_dump = res is None or not same
         if need_dump and res is not None and _all_slots_matched(res["align"]):
             need_dump = False           # every slot found among the engine's parts (a permutation): named already
-            _add_alignment_findings(ranked, res, d)
-        if need_dump:
-            plan = dump_plan(ops, d, samples, dump_alongside)
-            go = dump == "yes" or (dump == "ask" and (confirm(plan) if callable(confirm) else bool(confirm)))
-            if not go:
-                pending = plan if dump == "ask" else None
-                if res is not None:
-                    ranked.append(RankedFinding(_provisional(res, draft, engine), "hidden states"))
-                d.notes.append("the trained layers are not named yet: " + plan.summary +
-                               (" (confirm to run it)" if dump == "ask" else " (dump disabled)"))
-            else:
-                d._step("live.doctor", 4, n_steps, "relaunching with a tensor dump to name every layer")
-                dres = _dump_run(ops, d, {**job, "eval_samples": 0}, dump_alongside, ready_timeout)
-                if dres is not None:
-                    alignment = _compact(dres, "dump")
-                    evals = {**(evals or {}), **{k: v for k, v in (dres.get("evals") or {}).items()
-                                                 if k in ("train", "live")}} if dres.get("evals") else evals
-                    _add_alignment_findings(ranked, dres, d)
-        if not accuracies and job["draft"] and job["target"] and spec.steps and \
-                (evals is None or "headline" not in evals):
-            d._step("live.doctor", 4, n_steps, f"evaluating the drafter on {eval_samples} training samples")
-            evals = {**(evals or {}), **d._job("drafter", {"draft": job["draft"], "target": job["target"],
-                                                         "training_data": training_data, "steps": spec.steps,
-                                                         "samples": eval_samples})}
-        if evals:
-            tr, lv = evals.get("train") or {}, evals.get("live") or {}
-            features.update(train_accept_length=tr.get("accept_length"), live_accept_length=lv.get("accept_length"),
-                            samples=tr.get("samples"))
-            if tr.get("accept_length") is not None and lv.get("accept_length") is not None:
-                features["explains"] = tr["accept_length"] - lv["accept_length"]
-            if not accuracies:
-                head = evals.get("headline") or tr
-                predicted = Predicted(head.get("accept_length"), head.get("acc"),
-                                      f"drafter on {head.get('samples')} training samples, {spec.steps} steps",
-                                      head.get("samples"), absent=frozenset())
-        d.notes += [f"drafter evaluation: {n}" for n in (evals or {}).get("notes", [])]
-    elif not accuracies:
-        d.notes.append("no training data: predicted accept length and hidden states not checked "
-                       "(give training_data on the server's host, or accuracies)")
+            _add_alignment_findings(self.ranked, res, d)
+        if not need_dump:
+            return evals
+        plan = dump_plan(self.ops, d, o.samples, o.dump_alongside)
+        if not o.go_ahead(plan):
+            self.pending = plan if o.dump == "ask" else None
+            if res is not None:
+                self.ranked.append(RankedFinding(_provisional(res, self.draft, self.engine), "hidden states"))
+            d.notes.append("the trained layers are not named yet: " + plan.summary +
+                           (" (confirm to run it)" if o.dump == "ask" else " (dump disabled)"))
+            return evals
+        d._step("live.doctor", 4, N_STEPS, "relaunching with a tensor dump to name every layer")
+        dres = _dump_run(self.ops, d, {**job, "eval_samples": 0}, o.dump_alongside, o.ready_timeout)
+        if dres is not None:
+            self.alignment = _compact(dres, "dump")
+            if dres.get("evals"):
+                evals = {**(evals or {}), **{k: v for k, v in (dres.get("evals") or {}).items()
+                                             if k in ("train", "live")}}
+            _add_alignment_findings(self.ranked, dres, d)
+        return evals
 
-    if alignment is not None:
-        # numbers settle what the files could only read two ways
-        unsettled = [r for r in ranked if r.source == "static" and r.code == "layer-ids-engine-mismatch"
+    def _take_evaluations(self, evals: dict[str, Any]) -> None:
+        """The drafter on training features vs on the server's: what the features cost; the headline
+        evaluation is the prediction when no accuracies were given."""
+        tr, lv = evals.get("train") or {}, evals.get("live") or {}
+        self.features.update(train_accept_length=tr.get("accept_length"), live_accept_length=lv.get("accept_length"),
+                             samples=tr.get("samples"))
+        if tr.get("accept_length") is not None and lv.get("accept_length") is not None:
+            self.features["explains"] = tr["accept_length"] - lv["accept_length"]
+        if not self.opts.accuracies:
+            head = evals.get("headline") or tr
+            self.predicted = Predicted(head.get("accept_length"), head.get("acc"),
+                                       f"drafter on {head.get('samples')} training samples, {self.spec.steps} steps",
+                                       head.get("samples"), absent=frozenset())
+
+    # numbers settle what the files could only read two ways
+    def settle_by_numbers(self) -> None:
+        if self.alignment is None:
+            return
+        unsettled = [r for r in self.ranked if r.source == "static" and r.code == "layer-ids-engine-mismatch"
                      and r.finding.evidence_class == "convention"]
         if unsettled:
-            ranked = [r for r in ranked if r not in unsettled]
-            d.notes.append("the layer-id reading the files left open is settled by the hidden states: "
-                           + (features.get("verdict") or "see the alignment"))
+            self.ranked = [r for r in self.ranked if r not in unsettled]
+            self.d.notes.append("the layer-id reading the files left open is settled by the hidden states: "
+                                + (self.features.get("verdict") or "see the alignment"))
 
     # 5. rank by the share of the gap each finding explains
-    d._step("live.doctor", 5, n_steps, "ranking findings")
-    gap = None
-    if predicted.accept_length is not None and observed.accept_length is not None:
-        gap = predicted.accept_length - observed.accept_length
-    for r in ranked:
-        if r.source == "hidden states" and r.code == "layer-ids-engine-mismatch" and features.get("explains") is not None:
-            r.explains = features["explains"]
-        elif r.code == "algorithm-mismatch" and gap is not None:
-            r.explains = gap            # an EAGLE3 draft under EAGLE sits at accept length 1: all of it
-        if r.explains is not None and gap and gap > 0:
-            r.share = max(0.0, min(1.0, r.explains / gap))
-    ranked = rank(_dedupe(_settle_fixes(ranked, draft["loaded"])))
-    fix = next((r.fix for r in ranked if r.fix is not None and r.fix.applicable), None)
-    d._step("live.doctor", n_steps, n_steps, "done")
-    # the parts built from the host's files and job answers are kept as the host gave them (check=False):
-    # a config's odd value is the doctor's subject, not a reason to lose the report
-    report = LiveReport(
-        d.sid, d.rec.profile, d.rec.host, ops.server(d.sid).state, engine, facts["version"], spec,
-        Target.from_dict(target, check=False),
-        Draft.from_dict({k: v for k, v in draft.items() if k not in ("loaded", "loaded_text")}, check=False),
-        observed, predicted, gap, Features.from_dict(features, check=False),
-        Alignment.from_dict(alignment, check=False) if alignment is not None else None, ranked, fix, pending, d.transfers, d.steps, d.notes, time.perf_counter() - t0)
-    return report
+    def rank_findings(self) -> None:
+        self.d._step("live.doctor", 5, N_STEPS, "ranking findings")
+        if self.predicted.accept_length is not None and self.observed.accept_length is not None:
+            self.gap = self.predicted.accept_length - self.observed.accept_length
+        gap, explains = self.gap, self.features.get("explains")
+        for r in self.ranked:
+            if r.source == "hidden states" and r.code == "layer-ids-engine-mismatch" and explains is not None:
+                r.explains = explains
+            elif r.code == "algorithm-mismatch" and gap is not None:
+                r.explains = gap            # an EAGLE3 draft under EAGLE sits at accept length 1: all of it
+            if r.explains is not None and gap and gap > 0:
+                r.share = max(0.0, min(1.0, r.explains / gap))
+        self.ranked = rank(_dedupe(_settle_fixes(self.ranked, self.draft["loaded"])))
+
+    def report(self, seconds: float) -> LiveReport:
+        d = self.d
+        fix = next((r.fix for r in self.ranked if r.fix is not None and r.fix.applicable), None)
+        d._step("live.doctor", N_STEPS, N_STEPS, "done")
+        # the parts built from the host's files and job answers are kept as the host gave them (check=False):
+        # a config's odd value is the doctor's subject, not a reason to lose the report
+        draft = {k: v for k, v in self.draft.items() if k not in ("loaded", "loaded_text")}
+        return LiveReport(
+            d.sid, d.rec.profile, d.rec.host, self.ops.server(d.sid).state, self.engine, self.facts["version"],
+            self.spec, Target.from_dict(self.target, check=False), Draft.from_dict(draft, check=False),
+            self.observed, self.predicted, self.gap, Features.from_dict(self.features, check=False),
+            Alignment.from_dict(self.alignment, check=False) if self.alignment is not None else None,
+            self.ranked, fix, self.pending, d.transfers, d.steps, d.notes, seconds)
 
 
 # ------------------------------------------------------------------------------------------- parts
@@ -371,7 +469,8 @@ def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -
     return [None if p is None else str(p) for p in cap.points]
 
 
-def _check_decode_graphs(d, ranked: list, engine: str, target: dict, draft: dict, graphs: bool) -> None:
+def _check_decode_graphs(d: LiveDoctor, ranked: list[RankedFinding], engine: str, target: dict[str, Any],
+                         draft: dict[str, Any], graphs: bool) -> None:
     """A server is only healthy if its decode graphs capture what its prefill does (source: host|table)."""
     from workbench.engine.code import ids_from_config
     from workbench.engine.rule import CaptureRule
@@ -390,7 +489,7 @@ def _check_decode_graphs(d, ranked: list, engine: str, target: dict, draft: dict
     gp, pts = res.get("cuda_graph_points"), res.get("points")
     d.notes.append(f"CUDA-graph decode capture read from {res.get('source')}: "
                    + (", ".join(gp) if gp is not None else "not settled by the code"))
-    if gp is None or gp == pts or any(r.code == "layer-ids-cuda-graph-defaults" for r in ranked):
+    if gp is None or pts is None or gp == pts or any(r.code == "layer-ids-cuda-graph-defaults" for r in ranked):
         return
     f = Finding("layer-ids-cuda-graph-defaults", "error",
                 f"{res.get('engine')} decodes with CUDA graphs that capture {', '.join(gp)}, not the config's "
@@ -471,7 +570,7 @@ def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict[str, Any]])
     the alignment's fix (from the layers the training data really holds) replaces it."""
     from workbench.configs.jsonedit import get_key
 
-    def noop(fix) -> bool:
+    def noop(fix: Optional[Fix]) -> bool:
         if fix is None or not fix.edits or loaded is None:
             return False
         missing = object()
@@ -496,7 +595,7 @@ def _dedupe(ranked: list[RankedFinding]) -> list[RankedFinding]:
 
 
 # ------------------------------------------------------------------------------------- the dump
-def dump_profile(ops: LiveOps, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict, str]:
+def dump_profile(ops: LiveOps, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict[str, Any], str]:
     prof = ops.profile(d.rec.profile)
     base = (prof.run_dir or "/tmp/eagle-workbench").rstrip("/")
     dump_dir = f"{base}/dumps/server{d.sid}-{stamp}"
@@ -520,7 +619,7 @@ def dump_plan(ops: LiveOps, d: LiveDoctor, samples: int, alongside: bool) -> Pla
                                          "relaunch it after the fix"])])
 
 
-def _free_port(host) -> int:
+def _free_port(host: "Host") -> int:
     r = host.python_run("import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\n"
                         "print(s.getsockname()[1])", timeout=30)
     r.check("free port")

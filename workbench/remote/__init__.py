@@ -11,10 +11,15 @@ brings back only the JSON result, with an account of the bytes moved (``Transfer
     result, transfer = near.run("align", {"train": "/data/rows", "infer": "/data/dump"})
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:       # for the type checker only: at run time they come through __getattr__ below
+    from workbench.remote.near import NearCompute, RemoteJobError, Transfer
+
 __all__ = ["NearCompute", "RemoteJobError", "Transfer"]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     # Lazy: this package is shipped to hosts, where only the job modules may be imported.
     if name in __all__:
         from workbench.remote import near

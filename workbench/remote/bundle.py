@@ -33,7 +33,7 @@ DATA_NOT_SHIPPED = ("workbench/engine/rules.json",)
 
 @dataclass(frozen=True)
 class Bundle:
-    files: tuple            # ((relative path, bytes), ...) sorted by path
+    files: tuple[tuple[str, bytes], ...]    # ((relative path, bytes), ...) sorted by path
     digest: str             # sha256 over paths and contents
 
     @property
@@ -100,7 +100,7 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def closure(entries=ENTRY) -> dict[str, Path]:
+def closure(entries: tuple[str, ...] = ENTRY) -> dict[str, Path]:
     """Module name -> file for the entries, what they import, and every parent package."""
     todo, seen = list(entries), {}
     while todo:

@@ -12,12 +12,15 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
 
 import numpy as np
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.hidden.view import PACKED, Capture, HiddenTensor
+
+if TYPE_CHECKING:
+    import torch
 
 STRIDE = 1 << 24          # position offset between samples: no real sequence is this long
 
@@ -63,8 +66,8 @@ def _rows(c: Capture) -> int:
     return max((t.rows for t in c.tensors), default=c.rows)
 
 
-def _cat_loader(parts: Sequence[HiddenTensor]):
-    def load():
+def _cat_loader(parts: Sequence[HiddenTensor]) -> Callable[[], torch.Tensor]:
+    def load() -> torch.Tensor:
         import torch
 
         return torch.cat([p.load() for p in parts])
@@ -78,7 +81,7 @@ def tensor_bytes(ref: Sequence[HiddenTensor], cands: Sequence[HiddenTensor]) -> 
 
 
 # ------------------------------------------------------------------------------ a live server
-def http(url: str, path: str, body=None, timeout: float = 300.0):
+def http(url: str, path: str, body: Any = None, timeout: float = 300.0) -> tuple[int, str]:
     """(status, text) of one request to a server on this machine."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url.rstrip("/") + path, data=data, method="POST" if data is not None or
@@ -107,7 +110,7 @@ def flush(url: str, wait: float = 30.0) -> None:
 
 
 def generate_ids(url: str, ids: Sequence[int], *, hidden: bool, max_new_tokens: int = 1,
-                 timeout: float = 600.0) -> dict:
+                 timeout: float = 600.0) -> dict[str, Any]:
     body: dict[str, Any] = {"input_ids": [int(i) for i in ids],
             "sampling_params": {"max_new_tokens": int(max_new_tokens), "temperature": 0.0}}
     if hidden:
@@ -115,10 +118,11 @@ def generate_ids(url: str, ids: Sequence[int], *, hidden: bool, max_new_tokens: 
     status, text = http(url, "/generate", body, timeout=timeout)
     if status != 200:
         raise WorkbenchError(f"{url}/generate: {status} {text[:200]}")
-    return json.loads(text)
+    return cast("dict[str, Any]", json.loads(text))
 
 
-def payload_capture(ids: np.ndarray, response: dict, part_points: Optional[list], source: str) -> Capture:
+def payload_capture(ids: np.ndarray, response: dict[str, Any], part_points: Optional[Sequence[Optional[str]]],
+                    source: str) -> Capture:
     """The prefill rows of a ``return_hidden_states`` answer as a capture: one packed [T, K*H]
     tensor whose parts carry the points the engine captures."""
     meta = response.get("meta_info") or {}
@@ -136,7 +140,7 @@ def payload_capture(ids: np.ndarray, response: dict, part_points: Optional[list]
         raise WorkbenchError(f"{source}: {rows} prefill rows for {len(ids)} input ids")
     data = pre
 
-    def load():
+    def load() -> torch.Tensor:
         import torch
 
         return torch.from_numpy(data)
@@ -149,7 +153,7 @@ def payload_capture(ids: np.ndarray, response: dict, part_points: Optional[list]
                    meta={"prefill_rows": rows})
 
 
-def dump_passes(folder) -> list[Path]:
+def dump_passes(folder: "str | Path") -> list[Path]:
     """The target's pass files of a tensor-dump folder, newest run, in pass order."""
     from workbench.hidden.sglang_dump import PASS_FILE
 
@@ -177,19 +181,19 @@ def _pass_number(name: str) -> int:
     return int(m.group(1)) if m else -1
 
 
-def dump_for_ids(folder, samples: Sequence[np.ndarray]) -> list[Capture]:
+def dump_for_ids(folder: "str | Path", samples: Sequence[np.ndarray]) -> list[Capture]:
     """For each sample, the dump pass that prefilled exactly its token ids (read lazily)."""
     from workbench.hidden.pt_io import load_pt
     from workbench.hidden.sglang_dump import BATCH_INFO, read_pass_dump
     from workbench.hidden.view import as_int_array
 
     passes = dump_passes(folder)
-    ids_of = []
+    ids_of: list[Optional[np.ndarray]] = []
     for f in passes:
         d = load_pt(f)
         key = next((k for k in d if k.endswith(BATCH_INFO + "input_ids")), None)
         ids_of.append(as_int_array(d[key], str(f)) if key else None)
-    out = []
+    out: list[Capture] = []
     for i, want in enumerate(samples):
         hit = [j for j, got in enumerate(ids_of) if got is not None and len(got) == len(want)
                and np.array_equal(got, want)]

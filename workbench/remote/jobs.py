@@ -18,12 +18,19 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
 
 from workbench.errors import InputError
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import torch
 
-def probe() -> dict:
+    from workbench.drafter.evaluate import DrafterEval
+    from workbench.hidden.view import Capture, HiddenTensor
+
+
+def probe() -> dict[str, Any]:
     import platform
     import sys
 
@@ -55,7 +62,7 @@ def sample_files(data: str, samples: Optional[Sequence[int]] = None, count: int 
     files = sf(data)
     if samples is None:
         return files[:max(1, int(count))]
-    out = []
+    out: list[Path] = []
     for i in samples:
         if not 0 <= int(i) < len(files):
             raise InputError(f"{data}: sample {i} out of range (have {len(files)} files)")
@@ -63,13 +70,18 @@ def sample_files(data: str, samples: Optional[Sequence[int]] = None, count: int 
     return out
 
 
-def _train_captures(files: Sequence[Path], layer_ids=None):
+def _train_captures(files: Sequence[Path], layer_ids: Optional[Sequence[int]] = None) -> list[Capture]:
     from workbench.hidden.specforge import read_file
 
     return [read_file(f, layer_ids=layer_ids) for f in files]
 
 
-def _trim(cap, rows: int):
+def _ids(cap: Capture) -> npt.NDArray[Any]:
+    """A training capture's token ids (a SpecForge file always holds its input_ids)."""
+    return cast("npt.NDArray[Any]", cap.token_ids)
+
+
+def _trim(cap: Capture, rows: int) -> Capture:
     """The first ``rows`` tokens of a training capture (the part a server prefilled)."""
     import numpy as np
 
@@ -77,18 +89,24 @@ def _trim(cap, rows: int):
 
     if rows >= cap.rows:
         return cap
-    ts = [HiddenTensor(t.name, rows, t.width, t.dtype, t.role, t.physical, t.source,
-                       (lambda t=t: t.load()[:rows]),  # type: ignore[misc]  # mypy can't type a default-bound lambda
+    ts = [HiddenTensor(t.name, rows, t.width, t.dtype, t.role, t.physical, t.source, _head_loader(t, rows),
                        t.part_physical) for t in cap.tensors]
-    return Capture(cap.path, cap.format, ts, token_ids=np.asarray(cap.token_ids[:rows]),
+    return Capture(cap.path, cap.format, ts, token_ids=np.asarray(_ids(cap)[:rows]),
                    positions=None if cap.positions is None else cap.positions[:rows],
                    loss_mask=None if cap.loss_mask is None else cap.loss_mask[:rows], notes=cap.notes,
                    meta=cap.meta)
 
 
+def _head_loader(t: HiddenTensor, rows: int) -> Callable[[], torch.Tensor]:
+    """Loads the first ``rows`` rows of ``t``."""
+    return lambda: t.load()[:rows]
+
+
 # ------------------------------------------------------------------------------------- alignment
-def _align(train, infer, *, engine=None, arch=None, num_layers=None, draft_config=None, draft_config_path=None,
-           device=None, include_final=False) -> dict:
+def _align(train: Capture, infer: Capture, *, engine: Optional[str] = None, arch: Optional[str] = None,
+           num_layers: Optional[int] = None, draft_config: Optional[dict[str, Any]] = None,
+           draft_config_path: Optional[str] = None, device: Optional[str] = None,
+           include_final: bool = False) -> dict[str, Any]:
     from workbench.hidden.align import align, reference_slots
     from workbench.remote.captures import tensor_bytes
 
@@ -107,11 +125,11 @@ def _align(train, infer, *, engine=None, arch=None, num_layers=None, draft_confi
             "device_choice": res.timing.get("device_choice")}
 
 
-def align_files(train: str, infer: str, *, samples: Optional[list] = None, count: int = 1,
-                infer_format: Optional[str] = None, train_layer_ids: Optional[list] = None,
+def align_files(train: str, infer: str, *, samples: Optional[list[int]] = None, count: int = 1,
+                infer_format: Optional[str] = None, train_layer_ids: Optional[list[int]] = None,
                 engine: Optional[str] = None, arch: Optional[str] = None, num_layers: Optional[int] = None,
-                draft_config: Optional[dict] = None, draft_config_path: Optional[str] = None,
-                device: Optional[str] = None, include_final: bool = False) -> dict:
+                draft_config: Optional[dict[str, Any]] = None, draft_config_path: Optional[str] = None,
+                device: Optional[str] = None, include_final: bool = False) -> dict[str, Any]:
     """Training samples against a capture on this host. With a tensor-dump folder and several
     samples, each sample is paired with the pass that prefilled its tokens."""
     from workbench.hidden import detect_format, open_capture
@@ -121,7 +139,7 @@ def align_files(train: str, infer: str, *, samples: Optional[list] = None, count
     trains = _train_captures(files, train_layer_ids)
     fmt = infer_format or detect_format(infer)
     if fmt == "sglang-tensor-dump" and len(trains) > 1:
-        infers = dump_for_ids(infer, [t.token_ids for t in trains])
+        infers = dump_for_ids(infer, [_ids(t) for t in trains])
         inf = concat(infers, str(infer), fmt)
     else:
         if len(trains) > 1:
@@ -136,13 +154,13 @@ def align_files(train: str, infer: str, *, samples: Optional[list] = None, count
 
 
 # ------------------------------------------------------------------------------------ live server
-def live(url: str, training_data: str, *, samples: Optional[list] = None, count: int = 2,
-         mode: str = "payload", dump_dir: Optional[str] = None, part_points: Optional[list] = None,
+def live(url: str, training_data: str, *, samples: Optional[list[int]] = None, count: int = 2,
+         mode: str = "payload", dump_dir: Optional[str] = None, part_points: Optional[list[Optional[str]]] = None,
          engine: Optional[str] = None, arch: Optional[str] = None, num_layers: Optional[int] = None,
-         draft_config: Optional[dict] = None, draft_config_path: Optional[str] = None,
+         draft_config: Optional[dict[str, Any]] = None, draft_config_path: Optional[str] = None,
          draft: Optional[str] = None, target: Optional[str] = None, steps: Optional[int] = None,
          eval_samples: int = 0, max_tokens: int = 4096, device: Optional[str] = None,
-         timeout: float = 600.0) -> dict:
+         timeout: float = 600.0) -> dict[str, Any]:
     """Send training samples' token ids to the server at ``url`` (on this host), read what the
     engine captures for them and align it with the training slots.
 
@@ -164,14 +182,14 @@ def live(url: str, training_data: str, *, samples: Optional[list] = None, count:
     t0 = time.perf_counter()
     files = sample_files(training_data, samples, count)
     trains = [_trim(c, max_tokens) for c in _train_captures(files)]
-    infers = []
+    infers: list[Capture] = []
     for i, cap in enumerate(trains):
         flush(url)                       # prefill must cover every token: nothing from the prefix cache
-        resp = generate_ids(url, cap.token_ids.tolist(), hidden=mode == "payload", timeout=timeout)
+        resp = generate_ids(url, _ids(cap).tolist(), hidden=mode == "payload", timeout=timeout)
         if mode == "payload":
             infers.append(payload_capture(np.asarray(cap.token_ids), resp, part_points, f"{url} sample {i}"))
     if mode == "dump":
-        infers = dump_for_ids(dump_dir, [c.token_ids for c in trains])
+        infers = dump_for_ids(cast(str, dump_dir), [_ids(c) for c in trains])   # checked above
     request_s = time.perf_counter() - t0
     tr = concat(trains, training_data, "specforge")
     inf = concat(infers, url if mode == "payload" else cast(str, dump_dir), "sglang-payload" if mode == "payload"
@@ -187,14 +205,15 @@ def live(url: str, training_data: str, *, samples: Optional[list] = None, count:
     return out
 
 
-def _live_features(cap, mode: str, part_points):
+def _live_features(cap: Capture, mode: str,
+                   part_points: Optional[Sequence[Optional[str]]]) -> Optional[torch.Tensor]:
     """[T, K*H] features the engine feeds the drafter, in its concatenation order."""
     import torch
 
     if mode == "payload":
         return cap.tensors[0].load().float()
     by_point = {t.physical: t for t in cap.tensors if t.physical}
-    parts = []
+    parts: list[torch.Tensor] = []
     for p in part_points or []:
         if p is None or p not in by_point:
             return None
@@ -202,15 +221,16 @@ def _live_features(cap, mode: str, part_points):
     return torch.cat(parts, dim=-1) if parts else None
 
 
-def _evaluate(files, trains, infers, mode, part_points, draft, target, steps, training_data, eval_samples,
-              device) -> dict:
+def _evaluate(files: Sequence[Path], trains: Sequence[Capture], infers: Sequence[Capture], mode: str,
+              part_points: Optional[Sequence[Optional[str]]], draft: str, target: str, steps: int,
+              training_data: str, eval_samples: int, device: Optional[str]) -> dict[str, Any]:
     """Predicted accept length from the drafter on the training features and on the live ones."""
     import torch
 
     from workbench.drafter.evaluate import evaluate
     from workbench.hidden.pt_io import load_pt
 
-    out: dict = {"steps": steps, "notes": []}
+    out: dict[str, Any] = {"steps": steps, "notes": []}
     with tempfile.TemporaryDirectory(prefix="wb-eval-") as tmp:
         tdir, ldir = Path(tmp) / "train", Path(tmp) / "live"
         tdir.mkdir()
@@ -250,14 +270,14 @@ def _evaluate(files, trains, infers, mode, part_points, draft, target, steps, tr
     return out
 
 
-def summary(r) -> dict:
+def summary(r: DrafterEval) -> dict[str, Any]:
     return {"samples": r.samples, "positions": r.positions, "acc": r.acc, "full_acc": r.full_acc,
             "cond_acc": r.cond_acc, "accept_length": r.predicted.get("accept_length"),
             "from_acc": r.predicted.get("from_acc"), "steps": r.depth, "notes": r.notes}
 
 
 def drafter(draft: str, target: str, training_data: str, *, steps: int, samples: int = 32,
-            device: Optional[str] = None) -> dict:
+            device: Optional[str] = None) -> dict[str, Any]:
     """The drafter on the first ``samples`` training samples at ``steps`` (the predicted accept length)."""
     from workbench.drafter.evaluate import evaluate
 
@@ -270,8 +290,8 @@ def drafter(draft: str, target: str, training_data: str, *, steps: int, samples:
 # ------------------------------------------------------------------------------------ static checks
 def static(draft: str, *, config_text: Optional[str] = None, target_config: Optional[str] = None,
            engine: Optional[str] = None, algorithm: Optional[str] = None,
-           context_length: Optional[int] = None, env: Optional[dict] = None,
-           cuda_graph: bool = True) -> dict:
+           context_length: Optional[int] = None, env: Optional[dict[str, str]] = None,
+           cuda_graph: bool = True) -> dict[str, Any]:
     """The doctor's static checks of a draft folder on this host. ``config_text``: check this
     config.json (the one a server loaded) next to the folder's weights instead of the file there;
     ``env``: the launch's environment (SGLang reads some of its checks' switches there)."""
@@ -290,10 +310,10 @@ def static(draft: str, *, config_text: Optional[str] = None, target_config: Opti
                 os.symlink(f.resolve(), Path(tmp) / f.name)
         (Path(tmp) / "config.json").write_text(config_text)
         out = run_static(tmp, target_config, **kw).to_dict()
-    return _replace_paths(out, tmp, str(src))
+    return cast("dict[str, Any]", _replace_paths(out, tmp, str(src)))     # a dict stays a dict
 
 
-def _replace_paths(value, old: str, new: str):
+def _replace_paths(value: Any, old: str, new: str) -> Any:
     if isinstance(value, str):
         return value.replace(old, new)
     if isinstance(value, dict):
@@ -303,14 +323,15 @@ def _replace_paths(value, old: str, new: str):
     return value
 
 
-def engine_rules(archs=None) -> dict:
+def engine_rules(archs: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """The host's own SGLang read by the capture-rule extractor (``workbench.engine``)."""
     from workbench.engine.host import job
 
     return job(archs)
 
 
-def engine_capture(engine: str, arch=None, num_layers: int = 0, ids=None, cuda_graph: bool = True) -> dict:
+def engine_capture(engine: str, arch: Optional[str] = None, num_layers: int = 0, ids: Optional[list[int]] = None,
+                   cuda_graph: bool = True) -> dict[str, Any]:
     """What ``engine`` captures here: this host's SGLang when it is that release, else the table."""
     from workbench.engine.host import capture_job
 

@@ -16,10 +16,14 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result, jsonable
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host, RunResult
+    from workbench.remote.bundle import Bundle
 
 CACHE_ROOT = "~/.cache/eagle-workbench/remote"
 MISSING = "@@wb-missing@@"
@@ -109,7 +113,7 @@ class Transfer(Result):
     def ratio(self) -> Optional[float]:
         return self.moved_bytes / self.tensor_bytes if self.tensor_bytes else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
         d["moved_bytes"] = self.moved_bytes
         d["ratio"] = self.ratio
@@ -133,7 +137,7 @@ def _size(n: float) -> str:
 class NearCompute:
     """Runs ``workbench.remote.jobs`` on ``host`` (a ``workbench.hosts.Host``)."""
 
-    def __init__(self, host, python: Optional[str] = None, cache_root: str = CACHE_ROOT,
+    def __init__(self, host: Host, python: Optional[str] = None, cache_root: str = CACHE_ROOT,
                  in_process: Optional[bool] = None):
         from workbench.hosts.local import LocalHost
 
@@ -142,7 +146,8 @@ class NearCompute:
         self.cache_root = cache_root
         self.in_process = isinstance(host, LocalHost) if in_process is None else in_process
 
-    def run(self, job: str, args: Optional[dict] = None, timeout: float = 1800.0) -> tuple[dict, Transfer]:
+    def run(self, job: str, args: Optional[dict[str, Any]] = None,
+            timeout: float = 1800.0) -> tuple[dict[str, Any], Transfer]:
         t0 = time.perf_counter()
         if self.in_process:
             from workbench.remote.jobs import JOBS
@@ -180,11 +185,11 @@ class NearCompute:
 
     # -- parts ------------------------------------------------------------------------------------
     def _wire(self) -> Optional[tuple[int, int]]:
-        if not hasattr(self.host, "bytes_sent"):
+        if not hasattr(self.host, "bytes_sent") or not hasattr(self.host, "bytes_received"):   # an SSHHost's counts
             return None
         return self.host.bytes_sent, self.host.bytes_received
 
-    def _exec(self, argv, payload: bytes, timeout: float, tr: Transfer):
+    def _exec(self, argv: Sequence[str], payload: bytes, timeout: float, tr: Transfer) -> RunResult:
         from workbench.hosts.base import command_line
 
         tr.request_bytes += len(command_line(argv)) + len(payload)
@@ -192,7 +197,7 @@ class NearCompute:
         tr.response_bytes += len(res.stdout) + len(res.stderr)
         return res
 
-    def _ship(self, bundle, root: str, tr: Transfer) -> None:
+    def _ship(self, bundle: Bundle, root: str, tr: Transfer) -> None:
         for fmt in ("xz", "gz"):
             data = bundle.tarball(fmt)
             tarpath = f"{root}/.{bundle.name}.{secrets.token_hex(4)}.tar.{fmt}"
@@ -206,7 +211,7 @@ class NearCompute:
             raise RemoteJobError(f"host {self.host.name}: installing the job bundle in {root} failed: "
                                  f"{(res.err.strip() or res.out.strip())[-300:]}")
 
-    def _parse(self, res, job: str) -> dict:
+    def _parse(self, res: RunResult, job: str) -> dict[str, Any]:
         from workbench.remote.runner import MARK
 
         line = next((l for l in reversed(res.out.splitlines()) if l.startswith(MARK)), None)
@@ -214,7 +219,7 @@ class NearCompute:
             tail = (res.err.strip() or res.out.strip())[-400:]
             raise RemoteJobError(f"host {self.host.name}: job {job} ended without a result (exit {res.rc}): "
                                  f"{tail.splitlines()[-1] if tail else 'no output'}")
-        out = json.loads(line[len(MARK):])
+        out: dict[str, Any] = json.loads(line[len(MARK):])
         if out.get("ok"):
             return out
         msg = f"host {self.host.name}: {out.get('error')}"
@@ -225,5 +230,5 @@ class NearCompute:
         raise RemoteJobError(msg + (f" [{out['trace'].strip().splitlines()[-2].strip()}]"
                                     if out.get("trace") and len(out["trace"].strip().splitlines()) > 1 else ""))
 
-    def probe(self) -> dict:
+    def probe(self) -> dict[str, Any]:
         return self.run("probe")[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from workbench.errors import WorkbenchError
 
@@ -22,7 +22,7 @@ class SGLangClient:
         self.timeout = timeout
         self.api_key = api_key
 
-    def _req(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None):
+    def _req(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None) -> tuple[int, bytes]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, method=method)
         if data is not None:
@@ -48,7 +48,7 @@ class SGLangClient:
         for path in ("/server_info", "/get_server_info"):
             status, raw = self._req("GET", path)
             if status == 200:
-                info = json.loads(raw)
+                info: dict[str, Any] = json.loads(raw)
                 info["_route"] = path
                 return info
             if status not in (404, 405):
@@ -71,7 +71,7 @@ class SGLangClient:
         status, raw = self._req("POST", "/generate", body, timeout=timeout)
         if status != 200:
             raise ServerHTTPError(self.base + "/generate", status, raw.decode(errors="replace")[:200])
-        return json.loads(raw)
+        return cast("dict[str, Any]", json.loads(raw))
 
 
 def spec_summary(info: dict[str, Any]) -> dict[str, Any]:

@@ -156,7 +156,7 @@ def diff_argv(old: Optional[list[Any]], new: list[Any]) -> list[str]:
     if old is None:
         return ["(first launch of this profile)"]
 
-    def flags(argv):
+    def flags(argv: list[Any]) -> dict[str, str]:
         start = argv.index("--model-path") if "--model-path" in argv else 0
         return {f: " ".join(v) for f, v in split_flags(argv[start:], "argv")}
 

@@ -24,7 +24,11 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
 from operator import itemgetter, not_
-from typing import Any, Iterable, Iterator, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, cast
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "context-length", "cuda-graph", "nccl",
                    "scheduler-exception", "warmup-failed", "process-died")
@@ -143,7 +147,7 @@ class Columns:
         self.kind = kind
         self.lines: list[str] = []
         self._line: list[int] = []
-        self._pending: list = []           # callables making line numbers, run on first use
+        self._pending: list[Callable[[], Iterable[int]]] = []     # callables making line numbers, run on first use
         self._joined: Optional[str] = None
         self._cache: dict[str, Any] = {}
 
@@ -157,7 +161,7 @@ class Columns:
             self._line.extend(self._pending.pop(0)())
         return self._line
 
-    def _add(self, lines: list, numbers) -> None:
+    def _add(self, lines: list[str], numbers: "Iterable[int] | Callable[[], Iterable[int]]") -> None:
         self.lines.extend(lines)
         if callable(numbers):
             self._pending.append(numbers)
@@ -182,18 +186,18 @@ class Columns:
             self._joined = "\n".join(self.lines)
         return self._joined
 
-    def column(self, name: str):
+    def column(self, name: str) -> np.ndarray:
         import numpy as np
 
-        got = self._cache.get(name)
+        got: Optional[np.ndarray] = self._cache.get(name)
         if got is not None:
             return got
         n = len(self.lines)
         if self.kind == "decode" and name in _DECODE_SHAPE_COLS and "_shape" not in self._cache:
             self._decode_shape()
-            got = self._cache.get(name)
-            if got is not None:
-                return got
+            shaped: Optional[np.ndarray] = self._cache.get(name)
+            if shaped is not None:
+                return shaped
         if name == "iter":
             vals = ([_ITER.search(s) for s in self.lines] if "batch [" in self.joined else [])
             arr = np.array([float(m.group(1)) if m else np.nan for m in vals] or [np.nan] * n, dtype=float)
@@ -219,7 +223,9 @@ class Columns:
         self._cache[name] = arr
         return arr
 
-    def _value_columns(self, names, ints, floats, missing) -> tuple[list, dict[int, list[str]]]:
+    def _value_columns(self, names: Sequence[str], ints: Optional[Callable[[list[float]], list[Any]]],
+                       floats: Optional[Callable[[list[float]], list[Any]]],
+                       missing: Optional[str]) -> tuple[list[list[Any]], dict[int, list[str]]]:
         """Each field's values as the list converters ``ints`` / ``floats`` make them (``None``: the
         floats as they are), ``missing`` where a value is not finite; and the rows whose value was
         present but not finite (``{row: [field, ...]}``: a ``nan``/``inf`` the server printed, not a
@@ -227,7 +233,7 @@ class Columns:
         import numpy as np
 
         lists = self._lists()
-        cols: list = []
+        cols: list[list[Any]] = []
         bad_rows: dict[int, list[str]] = {}
         for name in names:
             col = lists[name]
@@ -236,7 +242,7 @@ class Columns:
                 cols.append(col if conv is None else conv(col))
                 continue
             key = _FIELD_KEYS.get(name, "\0") + "nan"
-            out = []
+            out: list[Any] = []
             for i, x in enumerate(col):
                 if x - x == 0.0:
                     out.append(x if conv is None else conv([x])[0])
@@ -247,7 +253,7 @@ class Columns:
             cols.append(out)
         return cols, bad_rows
 
-    def iter_records(self) -> Iterator[dict]:
+    def iter_records(self) -> Iterator[dict[str, Any]]:
         """``record(i)`` for every line, made column by column (what a stream of records costs)."""
         n = len(self.lines)
         if not n:
@@ -262,7 +268,7 @@ class Columns:
         keys_r = keys + ("rank",)
         kinds = repeat(self.kind, n)
 
-        def gen():
+        def gen() -> Iterator[dict[str, Any]]:
             for i, row in enumerate(zip(kinds, times, self.line, *cols, graph)):
                 rank = ranks[i]
                 rec = dict(zip(keys_r, row + (rank,))) if rank else dict(zip(keys, row))
@@ -271,7 +277,7 @@ class Columns:
                 yield rec
         return gen()
 
-    def iter_json(self) -> Iterator[tuple]:
+    def iter_json(self) -> Iterator[tuple[int, str]]:
         """``(line, json_text)`` per line: ``json.dumps(record(i))`` byte for byte, made from
         per-column text (a record dict and its encoding per line cost more than the parse)."""
         import json
@@ -281,9 +287,9 @@ class Columns:
             return iter(())
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
         cols, bad_rows = self._value_columns(names, _int_texts, _float_texts, "null")
-        quoted: dict = {}
+        quoted: dict[str, str] = {}
 
-        def q(v):
+        def q(v: str) -> str:
             got = quoted.get(v)
             if got is None:
                 got = quoted[v] = json.dumps(v)
@@ -298,14 +304,14 @@ class Columns:
         lines = self.line
         bad = {i: ', "nonfinite": ' + json.dumps(v) for i, v in bad_rows.items()}
 
-        def gen():
+        def gen() -> Iterator[tuple[int, str]]:
             for i, row in enumerate(zip(times, lines, *cols, graph, ranks)):
                 yield row[1], tmpl % (row + (bad.get(i, ""),) if bad else row + ("",))
         return gen()
 
-    def _lists(self) -> dict:
+    def _lists(self) -> dict[str, list[Any]]:
         """Every record field's column as a Python list (records are made one by one)."""
-        got = self._cache.get("_lists")
+        got: Optional[dict[str, list[Any]]] = self._cache.get("_lists")
         if got is None:
             names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
             got = self._cache["_lists"] = {n: self.column(n).tolist() for n in names}
@@ -339,7 +345,7 @@ class Columns:
                                                                   "block accept len"))
         return got
 
-    def graph(self) -> list:
+    def graph(self) -> list[Optional[bool]]:
         if self.kind == "decode" and "_shape" not in self._cache:
             self._decode_shape()
         got = self._cache.get("_graph")
@@ -365,7 +371,7 @@ class Columns:
     def times(self) -> list[str]:
         return [_split_stamp(s)[0] for s in self.stamps()]
 
-    def record(self, i: int) -> dict:
+    def record(self, i: int) -> dict[str, Any]:
         time, rank = _split_stamp(self.stamps()[i])
         rec: dict[str, Any] = {"kind": self.kind, "time": time or None, "line": self.line[i]}
         if rank:
@@ -397,9 +403,9 @@ def _split_stamp(stamp: str) -> tuple[str, str]:
     return (m.group(1), m.group(2).strip()) if m else (stamp, "")
 
 
-def _split_stamps(stamps: list) -> list:
+def _split_stamps(stamps: list[str]) -> list[tuple[str, str]]:
     """``_split_stamp`` of many: the plain "YYYY-MM-DD HH:MM:SS[ RANK]" shape by slicing."""
-    out = []
+    out: list[tuple[str, str]] = []
     for st in stamps:
         if len(st) == 19 and st[4] == "-":
             out.append((st, ""))
@@ -418,7 +424,7 @@ class LogScan:
     lines: int = 0
     decode: Columns = field(default_factory=lambda: Columns("decode"))
     prefill: Columns = field(default_factory=lambda: Columns("prefill"))
-    events: list = field(default_factory=list)     # milestone and failure records (dicts), in order
+    events: list[dict[str, Any]] = field(default_factory=list)     # milestone and failure records, in order
 
     def extend(self, other: "LogScan") -> None:
         self.lines += other.lines
@@ -426,14 +432,14 @@ class LogScan:
         self.prefill.extend(other.prefill)
         self.events.extend(other.events)
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[dict[str, Any]]:
         """Every recognised line as a record, in line order."""
         return list(self.iter_records())
 
-    def iter_records(self, kinds: Optional[Iterable[str]] = None) -> Iterator[dict]:
+    def iter_records(self, kinds: Optional[Iterable[str]] = None) -> Iterator[dict[str, Any]]:
         """The records one at a time, in line order (``kinds``: only these), made as they are read."""
         want = set(kinds) if kinds else None
-        parts = []
+        parts: list[Iterator[dict[str, Any]]] = []
         for cols in (self.decode, self.prefill):
             if len(cols) and (want is None or cols.kind in want):
                 parts.append(cols.iter_records())
@@ -444,10 +450,10 @@ class LogScan:
             return parts[0]
         return heapq.merge(*parts, key=_line_of)
 
-    def milestones(self) -> list[dict]:
+    def milestones(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] == "milestone"]
 
-    def failures(self) -> list[dict]:
+    def failures(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] == "failure"]
 
     @property
@@ -542,7 +548,9 @@ class LogParser:
                     if sum(map(str.count, part, repeat(" batch"))) > len(part):
                         part = [_first_record(x) for x in part]             # records glued on one line
                     # line numbers are made only when asked for (most uses never need them)
-                    cols._add(part, lambda n=numbers, c=common, f=flags: list(compress(compress(n, c), f)))
+                    def line_numbers(n: range = numbers, c: list[bool] = common, f: list[bool] = flags) -> list[int]:
+                        return list(compress(compress(n, c), f))
+                    cols._add(part, line_numbers)
             for i in range(len(lines) - 1, -1, -1):
                 if "[" in lines[i]:
                     m = _STAMP.search(lines[i])
@@ -554,7 +562,7 @@ class LogParser:
                 gc.enable()
         return scan
 
-    def _rare(self, scan: LogScan, lines: list, other: list, base: int) -> dict:
+    def _rare(self, scan: LogScan, lines: list[str], other: list[bool], base: int) -> dict[int, str]:
         """Milestones and failures among the lines not sorted as bulk; returns {index: "decode" |
         "prefill"} for bulk lines found there."""
         other_idx = list(compress(range(len(lines)), other))
@@ -589,7 +597,7 @@ class LogParser:
                 scan.events.append(rec)
         return bulk
 
-    def _stamp_before(self, lines: list, i: int) -> str:
+    def _stamp_before(self, lines: list[str], i: int) -> str:
         for j in range(i, max(-1, i - 400), -1):
             if "[" in lines[j]:
                 m = _STAMP.search(lines[j])
@@ -597,7 +605,7 @@ class LogParser:
                     return m.group(1)
         return self._last_stamp
 
-    def _classify_line(self, line: str, lines: list, i: int) -> Optional[dict]:
+    def _classify_line(self, line: str, lines: list[str], i: int) -> Optional[dict[str, Any]]:
         m = _STAMP.search(line)
         time = m.group(1) if m else self._stamp_before(lines, i) or None
         rank = m.group(2).strip() if m else ""
@@ -704,7 +712,7 @@ def warning_name(msg: str) -> Optional[str]:
     return None
 
 
-def _milestone(msg: str) -> tuple[Optional[str], dict]:
+def _milestone(msg: str) -> tuple[Optional[str], dict[str, Any]]:
     if msg.startswith("server_args=") or " server_args=" in msg[:40]:
         return "server_args", {}
     if "The server is fired up and ready to roll" in msg:
@@ -725,8 +733,8 @@ def _milestone(msg: str) -> tuple[Optional[str], dict]:
     return None, {}
 
 
-def _numbers(msg: str) -> dict:
-    out = {}
+def _numbers(msg: str) -> dict[str, float]:
+    out: dict[str, float] = {}
     e = _ELAPSED.search(msg)
     if e:
         out["elapsed_s"] = float(e.group(1))
@@ -783,22 +791,22 @@ def parse_text(text: "str | bytes") -> LogScan:
     return scan
 
 
-def _ints(col: list) -> list:
+def _ints(col: list[float]) -> list[int]:
     return list(map(int, col))
 
 
-def _int_texts(col: list) -> list:
+def _int_texts(col: list[float]) -> list[str]:
     return list(map(str, map(int, col)))
 
 
-def _float_texts(col: list) -> list:
+def _float_texts(col: list[float]) -> list[str]:
     return list(map(float.__repr__, col))
 
 
 STREAM_CHUNK = 1 << 21       # bytes parsed at a time when streaming (memory stays near this)
 
 
-def iter_scans(fh, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
+def iter_scans(fh: BinaryIO, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
     """A binary file object's log, a chunk at a time: what is parsed is let go as the next comes."""
     p = LogParser()
     while True:
@@ -812,14 +820,15 @@ def iter_scans(fh, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
     yield p.finish()
 
 
-def stream_records(source, kinds: Optional[Iterable[str]] = None, chunk: int = STREAM_CHUNK) -> Iterator[dict]:
+def stream_records(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
+                   chunk: int = STREAM_CHUNK) -> Iterator[dict[str, Any]]:
     """Records of a log file (a path or a binary file object) in line order, in memory that does
     not grow with the log."""
     if not hasattr(source, "read"):
         with open(source, "rb") as fh:
             yield from stream_records(fh, kinds, chunk)
         return
-    scans = iter_scans(source, chunk)
+    scans = iter_scans(cast(BinaryIO, source), chunk)      # a binary file object: it has read()
     while True:
         scan = next(scans, None)          # (a loop variable would keep the last chunk alive
         if scan is None:                  # while the next one is parsed)
@@ -830,7 +839,8 @@ def stream_records(source, kinds: Optional[Iterable[str]] = None, chunk: int = S
         del recs
 
 
-def stream_json_lines(source, kinds: Optional[Iterable[str]] = None, chunk: int = STREAM_CHUNK) -> Iterator[str]:
+def stream_json_lines(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
+                      chunk: int = STREAM_CHUNK) -> Iterator[str]:
     """``json.dumps`` of every record of ``stream_records``, in line order, made column-wise."""
     import json
 
@@ -840,7 +850,7 @@ def stream_json_lines(source, kinds: Optional[Iterable[str]] = None, chunk: int 
         return
     want = set(kinds) if kinds else None
     dumps = json.JSONEncoder(check_circular=False, allow_nan=False).encode
-    scans = iter_scans(source, chunk)
+    scans = iter_scans(cast(BinaryIO, source), chunk)      # a binary file object: it has read()
     first = itemgetter(0)
     while True:
         scan = next(scans, None)
@@ -859,15 +869,15 @@ def stream_json_lines(source, kinds: Optional[Iterable[str]] = None, chunk: int 
         del parts, rows
 
 
-def iter_records(text: "str | bytes") -> Iterator[dict]:
+def iter_records(text: "str | bytes") -> Iterator[dict[str, Any]]:
     yield from parse_text(text).iter_records()
 
 
-def classify(events: Iterable[dict], exit_code: Optional[int] = None,
-             process_alive: bool = True) -> Optional[dict]:
+def classify(events: Iterable[dict[str, Any]], exit_code: Optional[int] = None,
+             process_alive: bool = True) -> Optional[dict[str, Any]]:
     """The failure that explains a failed start: the most specific class seen in the log, or
     ``process-died`` when the process is gone (or exited non-zero) without a recognised line."""
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, Any]] = {}
     for e in events:
         if e.get("kind") == "failure":
             found.setdefault(e["class"], e)
@@ -882,7 +892,7 @@ def classify(events: Iterable[dict], exit_code: Optional[int] = None,
     return None
 
 
-def parse_server_args(text: str) -> dict:
+def parse_server_args(text: str) -> dict[str, Any]:
     """The resolved server arguments from a ``server_args=`` line: a dict (0.5.23) or a
     ``ServerArgs(...)`` repr (older). Values that are not plain literals are kept as strings."""
     i = text.find("server_args=")
@@ -905,7 +915,7 @@ def parse_server_args(text: str) -> dict:
     return out
 
 
-def _literal(node, src: str):
+def _literal(node: ast.expr, src: str) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):

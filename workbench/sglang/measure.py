@@ -14,10 +14,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, cast
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    from workbench.sglang.client import SGLangClient
 
 
 @dataclass
@@ -30,8 +33,8 @@ class Measurement(Result):
     completion_tokens: int
     wall_s: float
     tokens_per_s: float                 # all completion tokens / wall time
-    tokens_per_s_per_request: dict      # mean, stdev, min, max
-    accept_len: dict                    # per request: mean, stdev, min, max
+    tokens_per_s_per_request: dict[str, Any]  # mean, stdev, min, max
+    accept_len: dict[str, Any]          # per request: mean, stdev, min, max
     server_accept_len: Optional[float]  # /server_info avg_spec_accept_length after the flush
     rounds_tokens_per_s: list[Any] = field(default_factory=list)
     spec: dict[str, Any] = field(default_factory=dict)
@@ -96,7 +99,7 @@ def prompt_set(name: Optional[str] = None) -> dict[str, Any]:
         from workbench.numbers import Range, integer
 
         integer(data["max_new_tokens"], f"{name or 'prompts.json'}: max_new_tokens", Range(1, 1 << 20), allow_str=False)
-    return data
+    return cast("dict[str, Any]", data)     # a dict: checked above
 
 
 def _spread(xs: list[Any]) -> dict[str, Any]:
@@ -107,9 +110,9 @@ def _spread(xs: list[Any]) -> dict[str, Any]:
             "min": min(xs), "max": max(xs)}
 
 
-def run_protocol(client, server_id: int, *, concurrency: int = 4, max_new_tokens: Optional[int] = None,
+def run_protocol(client: SGLangClient, server_id: int, *, concurrency: int = 4, max_new_tokens: Optional[int] = None,
                  rounds: int = 1, prompts: Optional[str] = None, flush_wait: float = 30.0,
-                 progress=None, warmup: int = 1) -> Measurement:
+                 progress: Optional[Callable[[int, int], None]] = None, warmup: int = 1) -> Measurement:
     """Warm-up (``warmup`` untimed requests per concurrency slot, short), flush, then ``rounds``
     timed passes over the prompt set; the result says whether it is stable enough to compare."""
     ps = prompt_set(prompts)
@@ -134,7 +137,7 @@ def run_protocol(client, server_id: int, *, concurrency: int = 4, max_new_tokens
     per_al, per_tps, round_tps = [], [], []
     total_tokens, total_wall = 0, 0.0
 
-    def one(prompt: str):
+    def one(prompt: str) -> tuple[int, float, Optional[float]]:
         t0 = time.monotonic()
         out = client.generate(prompt, m)
         dt = time.monotonic() - t0

@@ -61,9 +61,9 @@ class Attached(str):
     starts with ``-`` (``--x=-1``, ``--opts=-v``) would be read as another option once separated."""
 
 
-def split_flags(args: list[Any], where: str) -> list[tuple[str, list]]:
+def split_flags(args: list[Any], where: str) -> list[tuple[str, list[str]]]:
     """["--tp-size", "8", "--trust-remote-code", "--x=1"] -> [("--tp-size", ["8"]), ...]."""
-    items: list[tuple[str, list]] = []
+    items: list[tuple[str, list[str]]] = []
     for tok in args:
         if not isinstance(tok, str):
             raise InputError(f"{where}: every argument must be a string, got {tok!r}")
@@ -77,7 +77,7 @@ def split_flags(args: list[Any], where: str) -> list[tuple[str, list]]:
     return items
 
 
-def join_flags(items: list[tuple[str, list]]) -> list[str]:
+def join_flags(items: list[tuple[str, list[str]]]) -> list[str]:
     out: list[str] = []
     for flag, vals in items:
         if vals and isinstance(vals[0], Attached):

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from workbench.results import Result
 from workbench.sglang.command import Command
 from workbench.sglang.profiles import Profile
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host
 
 PROBE_KEYS = ["speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
               "speculative_num_draft_tokens", "speculative_draft_model_path", "tp_size", "port",
@@ -89,7 +92,7 @@ def parser_findings(probe: dict[str, Any]) -> list[Finding]:
     return []
 
 
-def doctor_findings(host, profile: Profile, version: Optional[str], draft_config: Optional[dict[str, Any]],
+def doctor_findings(host: Host, profile: Profile, version: Optional[str], draft_config: Optional[dict[str, Any]],
                     cuda_graph: bool = True) -> list[Finding]:
     """The doctor's static findings for the draft (and the target's config when readable), under
     the rules of the host's SGLang version. A remote draft is checked from its config.json.
@@ -137,6 +140,6 @@ def doctor_findings(host, profile: Profile, version: Optional[str], draft_config
 
 def parse_probe(stdout: str) -> dict[str, Any]:
     try:
-        return json.loads(stdout.strip().splitlines()[-1])
+        return cast("dict[str, Any]", json.loads(stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return {"version": None, "ok": None, "error": f"probe printed no JSON: {stdout[-200:]!r}"}

@@ -177,7 +177,7 @@ class WorkbenchApp(App):
         return known
 
     # -- confirmations and notifications --------------------------------------------------------
-    def confirm(self, plan: Plan, then: Callable[[], None]) -> None:
+    def confirm(self, plan: Plan, then: Callable[[], object]) -> None:
         """Show exactly what will happen; run ``then`` only on yes."""
 
         def done(ok: Optional[bool]) -> None:

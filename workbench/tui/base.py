@@ -4,7 +4,7 @@ bindings."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -13,8 +13,9 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Label, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
+from workbench.errors import WorkbenchError
 from workbench.tui.widgets.screen_bar import ScreenBar
-from workbench.tui.workers import QUIET_GROUPS, ProgressMessage
+from workbench.tui.workers import QUIET_GROUPS, ProgressMessage, check_routes, route_of
 
 if TYPE_CHECKING:
     from workbench.tui.app import WorkbenchApp
@@ -75,6 +76,10 @@ class WorkbenchScreen(Screen):
 
     app: "WorkbenchApp"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_routes(cls)
+
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")
         yield ScreenBar()
@@ -115,21 +120,52 @@ class WorkbenchScreen(Screen):
                 and w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place a worker's end is handled: failures go to the error line (never a
-        crash), the busy bar follows what still runs."""
-        worker, state = event.worker, event.state
-        if state == WorkerState.ERROR and worker.error is not None:
-            self.app.report(worker.error, what=worker.name)
-        elif state == WorkerState.RUNNING and worker.group not in QUIET_GROUPS:
+        """The one place a worker's start and end are handled: its result or its inline error goes
+        to the handler its ``background`` names, other failures to the error line (never a crash),
+        then the busy bar follows what still runs. A cancelled worker delivers nothing (see
+        workbench/tui/workers.py)."""
+        if event.state != WorkerState.PENDING:
+            # After what the screen has queued already (its first Resize, when work ends as the
+            # screen opens): a table filled just before a layout pass, and drawn in it before its
+            # own idle, would keep the column widths of its empty state.
+            self.call_later(self._worker_changed, event.worker, event.state)
+
+    def _worker_changed(self, worker: Worker, state: WorkerState) -> None:
+        if state == WorkerState.RUNNING and worker.group not in QUIET_GROUPS:
             self.show_failure("")   # the last failure stays on screen until new work starts
+        elif state == WorkerState.SUCCESS:
+            route = route_of(worker)
+            if route.done is not None and not worker.is_cancelled:
+                self._deliver(worker, route.done, worker.result)
+        elif state == WorkerState.ERROR and worker.error is not None:
+            self._failed(worker, worker.error)
+        self._follow_busy(worker, state)     # after the result: a screen is complete when the bar goes
+
+    def _follow_busy(self, worker: Worker, state: WorkerState) -> None:
         bar = self._busy()
         if bar is None or worker.group in QUIET_GROUPS:
             return
-        running = self._loud_workers()
         if state == WorkerState.RUNNING:
             bar.start(worker.name)
-        elif not running:
+        elif not self._loud_workers():
             bar.stop()
+
+    def _failed(self, worker: Worker, error: BaseException) -> None:
+        route = route_of(worker)
+        if not isinstance(error, WorkbenchError):
+            self.app.report(error, what=route.what or worker.name)     # a bug: always says where
+        elif worker.is_cancelled:
+            return                                                      # stale: newer work answers
+        elif route.failed is not None:
+            self._deliver(worker, route.failed, str(error))
+        else:
+            self.app.report(error, what=route.what)
+
+    def _deliver(self, worker: Worker, handler: str, value: Any) -> None:
+        try:
+            getattr(self, handler)(value)
+        except Exception as exc:  # a bug in a handler is reported like one in the worker
+            self.app.report(exc, what=route_of(worker).what or worker.name)
 
     def on_progress_message(self, message: ProgressMessage) -> None:
         bar = self._busy()

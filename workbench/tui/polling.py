@@ -4,7 +4,7 @@ screen active). The remote work runs in a thread worker, never on the UI thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from workbench.tui.workers import background
 
@@ -42,16 +42,16 @@ class PollingScreenMixin(_ScreenBase):
         self.polls += 1
         self._poll_worker()
 
-    @background("poll")
-    def _poll_worker(self) -> None:
+    @background("poll", done="_poll_done")
+    def _poll_worker(self) -> tuple[Any, Optional[Exception]]:
+        """A failed poll is news for the screen (``poll_failed``), not a failed worker."""
         try:
-            result: Any = self.poll()
-            error = None
+            return self.poll(), None
         except Exception as exc:  # shown inline; the next poll tries again
-            result, error = None, exc
-        self.app.call_from_thread(self._poll_done, result, error)
+            return None, exc
 
-    def _poll_done(self, result: Any, error) -> None:
+    def _poll_done(self, polled: tuple[Any, Optional[Exception]]) -> None:
+        result, error = polled
         self._poll_running = False
         try:
             if error is not None:

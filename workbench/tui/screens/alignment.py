@@ -107,19 +107,11 @@ class AlignmentScreen(WorkbenchScreen):
             return
         self.align(f)
 
-    @background("alignment")
-    def align(self, f: dict) -> None:
-        try:
-            n = int(f["num_layers"]) if f["num_layers"] else None
-            result = self.app.wb.align(f["train"], f["infer"], engine=f["engine"], draft=f["draft"] or None,
-                                       target=f["target"] or None, num_layers=n)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.show_error, str(exc))
-            return
-        except Exception as exc:  # a bug must not take the screen down
-            self.app.call_from_thread(self.app.report, exc, what="alignment")
-            return
-        self.app.call_from_thread(self.show_result, result)
+    @background("alignment", done="show_result", failed="show_error")
+    def align(self, f: dict):
+        n = int(f["num_layers"]) if f["num_layers"] else None
+        return self.app.wb.align(f["train"], f["infer"], engine=f["engine"], draft=f["draft"] or None,
+                                 target=f["target"] or None, num_layers=n)
 
     def show_error(self, message: str) -> None:
         self.error = message
@@ -237,15 +229,17 @@ class AlignmentScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.apply(fix))
 
-    @background("alignment-apply")
-    def apply(self, fix) -> None:
-        try:
-            change = self.app.wb.config_apply_fix(fix, confirm=True)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
-        self.app.call_from_thread(self.action_run)
+    @background("alignment-apply", done="_applied", failed="_apply_failed", exclusive=False)
+    def apply(self, fix) -> str:
+        change = self.app.wb.config_apply_fix(fix, confirm=True)
+        return f"applied: {change.location} is now v{change.version.number}"
+
+    def _applied(self, note: str) -> None:
+        self.notify(note)
+        self.action_run()
+
+    def _apply_failed(self, message: str) -> None:
+        self.notify(message, severity="error")
 
     def action_copy_command(self) -> None:
         self.app.copy_to_clipboard(cli_command(self.fields()))

@@ -64,14 +64,9 @@ class ConfigsScreen(WorkbenchScreen):
     def action_refresh(self) -> None:
         self.load_files()
 
-    @background("configs")
-    def load_files(self) -> None:
-        try:
-            tracked = self.app.wb.config_list()
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
-            return
-        self.app.call_from_thread(self._show_files, tracked)
+    @background("configs", done="_show_files", what="")
+    def load_files(self) -> list:
+        return self.app.wb.config_list()
 
     def _show_files(self, tracked) -> None:
         self.tracked = tracked
@@ -95,14 +90,9 @@ class ConfigsScreen(WorkbenchScreen):
         self.location = location
         self.load_history(location)
 
-    @background("configs-history")
-    def load_history(self, location: str) -> None:
-        try:
-            hist = self.app.wb.config_history(location)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
-            return
-        self.app.call_from_thread(self._show_history, hist)
+    @background("configs-history", done="_show_history", what="")
+    def load_history(self, location: str):
+        return self.app.wb.config_history(location)
 
     def _show_history(self, hist) -> None:
         self.versions = hist.versions
@@ -178,15 +168,14 @@ class ConfigsScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.revert(cast(str, self.location), number))
 
-    @background("configs-write")
-    def revert(self, location: str, number: int) -> None:
-        try:
-            change = self.app.wb.config_revert(location, number, confirm=True)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
-            return
-        self.app.call_from_thread(self.notify, f"reverted to v{number}: now v{change.version.number}")
-        self.app.call_from_thread(self.load_files)
+    @background("configs-write", done="_reverted", what="", exclusive=False)
+    def revert(self, location: str, number: int) -> str:
+        change = self.app.wb.config_revert(location, number, confirm=True)
+        return f"reverted to v{number}: now v{change.version.number}"
+
+    def _reverted(self, note: str) -> None:
+        self.notify(note)
+        self.load_files()
 
     def action_focus_track(self) -> None:
         self.query_one("#track-path", Input).focus()
@@ -197,18 +186,13 @@ class ConfigsScreen(WorkbenchScreen):
         if path:
             self.track(path)
 
-    @background("configs-write")
-    def track(self, path: str) -> None:
-        try:
-            t = self.app.wb.config_track(path)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
-            return
-        self.location = t.location
-        self.app.call_from_thread(self.notify, f"tracking {t.location}")
-        self.app.call_from_thread(self._tracked_done)
+    @background("configs-write", done="_tracked", what="", exclusive=False)
+    def track(self, path: str):
+        return self.app.wb.config_track(path)
 
-    def _tracked_done(self) -> None:
+    def _tracked(self, t) -> None:
+        self.location = t.location
+        self.notify(f"tracking {t.location}")
         self.query_one("#track-path", Input).value = ""
         self.query_one("#files", DataTable).focus()
         self.load_files()

@@ -9,19 +9,20 @@ before and after side by side). With ``guided=True`` (the demo) a bar names the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, Static
+from textual.worker import Worker
 
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
-from workbench.tui.workers import background
+from workbench.tui.workers import background, route_of
 
 if TYPE_CHECKING:
     from workbench.api import Alignment
@@ -56,7 +57,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self.fix_applied = None          # the config change written by f (the panes say so)
         self.relaunched = False
         self.comparison = None
-        self.busy: Optional[str] = None
+        self._doing = ""                 # what the last step started does (``busy`` while it runs)
 
     # -- layout --------------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
@@ -134,19 +135,19 @@ class DiagnoseScreen(WorkbenchScreen):
         g.update(out)
 
     # -- step 1: accept length ---------------------------------------------------------------------
-    @background("diagnose-load")
-    def load_server(self, sid: int) -> None:
+    @background("diagnose-load", done="_loaded", failed="_load_failed")
+    def load_server(self, sid: int) -> tuple:
         wb = self.app.wb
-        try:
-            rec = wb.server(sid)
-            rows = [r for r in wb.measurements(sid) if r.get("kind") == "protocol"]
-            td = self.training_data or wb.live_training_data(rec.profile) or ""
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self._status, str(exc), "bold red")
-            return
-        self.app.call_from_thread(self._loaded, rec, rows[-1] if rows else None, td)
+        rec = wb.server(sid)
+        rows = [r for r in wb.measurements(sid) if r.get("kind") == "protocol"]
+        td = self.training_data or wb.live_training_data(rec.profile) or ""
+        return rec, rows[-1] if rows else None, td
 
-    def _loaded(self, rec, last, td: str) -> None:
+    def _load_failed(self, message: str) -> None:
+        self._status(message, "bold red")
+
+    def _loaded(self, loaded: tuple) -> None:
+        rec, last, td = loaded
         if not self.query_one("#training", Input).value and td:
             self.query_one("#training", Input).value = td
         text = Text()
@@ -170,14 +171,17 @@ class DiagnoseScreen(WorkbenchScreen):
         if sid is None:
             self._status("server id: enter the id of a running server", "bold red")
             return
-        self._run("measuring", self._measure, sid)
+        self._run(self._measure, sid)
 
-    def _measure(self, sid: int) -> None:
+    @background("diagnose", done="_measured", failed="_step_failed", what="measuring")
+    def _measure(self, sid: int) -> int:
         wb = self.app.wb
-        m = wb.server_measure(sid, max_new_tokens=self.measure_tokens, prompts=wb.live_prompts(),
-                              label="diagnose screen")
-        self.app.call_from_thread(self.load_server, sid)
-        return m
+        wb.server_measure(sid, max_new_tokens=self.measure_tokens, prompts=wb.live_prompts(),
+                          label="diagnose screen")
+        return sid
+
+    def _measured(self, sid: int) -> None:
+        self.load_server(sid)
 
     # -- step 2: doctor --------------------------------------------------------------------------
     def action_doctor(self) -> None:
@@ -185,18 +189,18 @@ class DiagnoseScreen(WorkbenchScreen):
         if sid is None:
             self._status("server id: enter the id of a running server", "bold red")
             return
-        self._run("the doctor is working (measure, hidden states, drafter)", self._doctor, sid,
-                  self.query_one("#training", Input).value.strip() or None)
+        self._run(self._doctor, sid, self.query_one("#training", Input).value.strip() or None)
 
-    def _doctor(self, sid: int, training: Optional[str]) -> None:
+    @background("diagnose", done="show_report", failed="_step_failed",
+                what="the doctor is working (measure, hidden states, drafter)")
+    def _doctor(self, sid: int, training: Optional[str]):
         from workbench.tui.widgets.live import ask_from_thread
 
         wb = self.app.wb
         measured = any(r.get("kind") == "protocol" for r in wb.measurements(sid))
-        report = wb.doctor_live(sid, training, samples=self.samples, measure=not measured,
-                                measure_tokens=self.measure_tokens, confirm=lambda plan: ask_from_thread(self.app, plan),
-                                dump_alongside=self.guided)
-        self.app.call_from_thread(self.show_report, report)
+        return wb.doctor_live(sid, training, samples=self.samples, measure=not measured,
+                              measure_tokens=self.measure_tokens, confirm=lambda plan: ask_from_thread(self.app, plan),
+                              dump_alongside=self.guided)
 
     def show_report(self, report) -> None:
         self.report = report
@@ -290,14 +294,13 @@ class DiagnoseScreen(WorkbenchScreen):
         except WorkbenchError as exc:
             self.app.report(exc)
             return
-        self.app.confirm(plan, lambda: self._run("writing the fix", self._apply, self.report.server_id,
-                                                 self.report.fix))
+        self.app.confirm(plan, lambda: self._run(self._apply, self.report.server_id, self.report.fix))
 
-    def _apply(self, sid: int, fix) -> None:
-        change = self.app.wb.live_apply_fix(sid, fix, confirm=True)
-        self.app.call_from_thread(self._applied, sid, change)
+    @background("diagnose", done="_applied", failed="_step_failed", what="writing the fix")
+    def _apply(self, sid: int, fix):
+        return self.app.wb.live_apply_fix(sid, fix, confirm=True)
 
-    def _applied(self, sid: int, change) -> None:
+    def _applied(self, change) -> None:
         self._mark("alignment")
         self._mark("fix")
         self.fix_applied = change
@@ -316,13 +319,17 @@ class DiagnoseScreen(WorkbenchScreen):
         except WorkbenchError as exc:
             self.app.report(exc)
             return
-        self.app.confirm(plan, lambda: self._run("relaunching and measuring", self._relaunch, sid))
+        self.app.confirm(plan, lambda: self._run(self._relaunch, sid))
 
-    def _relaunch(self, sid: int) -> None:
+    @background("diagnose", done="_relaunch_done", failed="_step_failed", what="relaunching and measuring")
+    def _relaunch(self, sid: int) -> tuple:
         wb = self.app.wb
         rec = wb.live_relaunch(sid, confirm=True, measure_tokens=self.measure_tokens)
         cmp = wb.live_compare(sid, rec.id) if rec.state == "ready" else None
-        self.app.call_from_thread(self._relaunched, sid, rec, cmp)
+        return sid, rec, cmp
+
+    def _relaunch_done(self, relaunched: tuple) -> None:
+        self._relaunched(*relaunched)
 
     def _relaunched(self, old: int, rec, cmp) -> None:
         self.before_id = old
@@ -355,11 +362,11 @@ class DiagnoseScreen(WorkbenchScreen):
         if self.before_id is None or after is None:
             self._status("nothing to compare yet: apply a fix and relaunch first", "yellow")
             return
-        self._run("comparing", self._compare, self.before_id, after)
+        self._run(self._compare, self.before_id, after)
 
-    def _compare(self, before: int, after: int) -> None:
-        cmp = self.app.wb.live_compare(before, after)
-        self.app.call_from_thread(self.show_comparison, cmp)
+    @background("diagnose", done="show_comparison", failed="_step_failed", what="comparing")
+    def _compare(self, before: int, after: int):
+        return self.app.wb.live_compare(before, after)
 
     def show_comparison(self, cmp) -> None:
         self.comparison = cmp
@@ -375,24 +382,23 @@ class DiagnoseScreen(WorkbenchScreen):
             self._status(f"accept length {b:.2f} -> {a:.2f} (x{a / b:.2f}); the Timeline (F10) shows every step")
 
     # -- running work -----------------------------------------------------------------------------
-    def _run(self, what: str, fn, *args) -> None:
+    @property
+    def busy(self) -> Optional[str]:
+        """What the running step does (one step at a time), None when none runs."""
+        running = any(w.node is self and w.group == "diagnose" and not w.is_finished for w in self.workers)
+        return self._doing if running else None
+
+    def _run(self, step: Callable[..., Worker], *args) -> None:
+        """Start a step's worker (``background("diagnose", what=...)``): its ``what`` is the status
+        line meanwhile and the title of a bug's report; a WorkbenchError ends in the status line."""
         if self.busy:
             self.notify(f"busy: {self.busy}", severity="warning")
             return
-        self.busy = what
-        self._status(f"{what}...", "italic")
-        self._worker(what, fn, *args)
+        self._doing = route_of(step(*args)).what
+        self._status(f"{self._doing}...", "italic")
 
-    @background("diagnose")
-    def _worker(self, what: str, fn, *args) -> None:
-        try:
-            fn(*args)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self._status, str(exc).splitlines()[0], "bold red")
-        except Exception as exc:  # never a traceback on screen
-            self.app.call_from_thread(self.app.report, exc, what=what)
-        finally:
-            self.busy = None
+    def _step_failed(self, message: str) -> None:
+        self._status(message.splitlines()[0], "bold red")
 
 
 def _cell(v) -> str:

@@ -102,16 +102,11 @@ class DoctorScreen(WorkbenchScreen):
             return
         self.run_checks(f)
 
-    @background("doctor")
-    def run_live(self, sid: int) -> None:
+    @background("doctor", done="_show_live", failed="_show_error")
+    def run_live(self, sid: int):
         from workbench.tui.widgets.live import ask_from_thread
 
-        try:
-            report = self.app.wb.doctor_live(sid, confirm=lambda plan: ask_from_thread(self.app, plan))
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self._show_error, str(exc))
-            return
-        self.app.call_from_thread(self._show_live, report)
+        return self.app.wb.doctor_live(sid, confirm=lambda plan: ask_from_thread(self.app, plan))
 
     def _show_live(self, live) -> None:
         """A live report in the same panes: findings ranked, the capture table from the alignment."""
@@ -144,19 +139,19 @@ class DoctorScreen(WorkbenchScreen):
                 lines.append(f"{r.code} costs {r.explains:.2f} accept length")
         self.query_one("#capture-notes", Static).update(Text("\n".join(lines)))
 
-    @background("doctor")
-    def run_checks(self, f: dict) -> None:
+    @background("doctor", done="_show_checks", failed="_show_error")
+    def run_checks(self, f: dict) -> tuple:
         from workbench.parsing import parse_ids
 
-        try:
-            trained = parse_ids(f["trained"], "trained layers") if f["trained"] else None
-            report = self.app.wb.doctor(f["draft"], f["target"] or None, engine=f["engine"],
-                                        algorithm=f["algorithm"] or None, trained_layers=trained,
-                                        trained_convention=f["convention"])
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self._show_error, str(exc))
-            return
-        self.app.call_from_thread(self._show, report, self._code_capture(report.capture))
+        trained = parse_ids(f["trained"], "trained layers") if f["trained"] else None
+        report = self.app.wb.doctor(f["draft"], f["target"] or None, engine=f["engine"],
+                                    algorithm=f["algorithm"] or None, trained_layers=trained,
+                                    trained_convention=f["convention"])
+        return report, self._code_capture(report.capture)
+
+    def _show_checks(self, checked: tuple) -> None:
+        report, code = checked
+        self._show(report, code)
 
     def _code_capture(self, cap):
         """What the release's own code says (the generated table): its evidence lines for the notes."""
@@ -235,15 +230,14 @@ class DoctorScreen(WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.apply_fix(finding.fix))
 
-    @background("doctor-fix")
-    def apply_fix(self, fix) -> None:
-        try:
-            change = self.app.wb.config_apply_fix(fix, confirm=True)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.app.report, exc)
-            return
-        self.app.call_from_thread(self.notify, f"applied: {change.location} is now v{change.version.number}")
-        self.app.call_from_thread(self.action_run)
+    @background("doctor-fix", done="_fix_applied", what="", exclusive=False)
+    def apply_fix(self, fix) -> str:
+        change = self.app.wb.config_apply_fix(fix, confirm=True)
+        return f"applied: {change.location} is now v{change.version.number}"
+
+    def _fix_applied(self, note: str) -> None:
+        self.notify(note)
+        self.action_run()
 
     def action_copy_command(self) -> None:
         import shlex

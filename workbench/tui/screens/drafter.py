@@ -15,7 +15,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Static
 
-from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.workers import background
@@ -90,18 +89,10 @@ class DrafterScreen(WorkbenchScreen):
             return
         self.evaluate(f)
 
-    @background("drafter")
-    def evaluate(self, f: dict) -> None:
-        try:
-            depth = int(f["depth"]) if f["depth"] else None
-            result = self.app.wb.drafter_eval(f["draft"], f["data"], f["target"], depth=depth)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.show_error, str(exc))
-            return
-        except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what="drafter")
-            return
-        self.app.call_from_thread(self.show_result, result)
+    @background("drafter", done="show_result", failed="show_error")
+    def evaluate(self, f: dict):
+        depth = int(f["depth"]) if f["depth"] else None
+        return self.app.wb.drafter_eval(f["draft"], f["data"], f["target"], depth=depth)
 
     def show_error(self, message: str) -> None:
         self.error = message

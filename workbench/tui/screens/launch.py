@@ -4,7 +4,7 @@ launch after confirming."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from textual import on
 from textual.binding import Binding
@@ -46,14 +46,9 @@ class LaunchScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.load_profiles()
 
-    @background("launch-profiles")
-    def load_profiles(self) -> None:
-        try:
-            profiles = self.app.wb.profiles()
-        except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what="profiles")
-            return
-        self.app.call_from_thread(self._set_profiles, profiles)
+    @background("launch-profiles", done="_set_profiles", what="profiles")
+    def load_profiles(self) -> list:
+        return self.app.wb.profiles()
 
     def _set_profiles(self, profiles) -> None:
         sel = self.query_one("#profile", Select)
@@ -85,15 +80,21 @@ class LaunchScreen(WorkbenchScreen):
         self.query_one("#launch", Button).disabled = True
         self.check(name)
 
-    @background("launch-check")
-    def check(self, name: str) -> None:
+    @background("launch-check", done="_checked")
+    def check(self, name: str) -> tuple[str, Any]:
+        """A failed check is an answer too: the command pane says why, and the error line."""
         try:
-            preview = self.app.wb.launch_preview(name)
+            return name, self.app.wb.launch_preview(name)
         except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"check {name}")
-            self.app.call_from_thread(self.query_one("#command", Static).update, str(exc))
+            return name, exc
+
+    def _checked(self, checked: tuple[str, Any]) -> None:
+        name, got = checked
+        if isinstance(got, Exception):
+            self.app.report(got, what=f"check {name}")
+            self.query_one("#command", Static).update(str(got))
             return
-        self.app.call_from_thread(self._show, preview)
+        self._show(got)
 
     def _show(self, p) -> None:
         if p.profile != self._profile():
@@ -117,14 +118,9 @@ class LaunchScreen(WorkbenchScreen):
             return
         self.app.confirm(self.app.wb.launch_plan(p), lambda: self.launch(p))
 
-    @background("launch-run")
-    def launch(self, preview) -> None:
-        try:
-            rec = self.app.wb.launch(preview.profile, confirm=True, preview=preview)
-        except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"launch {preview.profile}")
-            return
-        self.app.call_from_thread(self._launched, rec)
+    @background("launch-run", done="_launched", what="launch {preview.profile}", exclusive=False)
+    def launch(self, preview):
+        return self.app.wb.launch(preview.profile, confirm=True, preview=preview)
 
     def _launched(self, rec) -> None:
         self.notify(f"server {rec.id} ({rec.profile}) started: pid {rec.pid} on {rec.host}")

@@ -15,7 +15,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Static
-from textual.worker import get_current_worker
 
 from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
@@ -177,20 +176,9 @@ class PredictorScreen(WorkbenchScreen):
             return
         self.predict(request)
 
-    @background("predictor")
-    def predict(self, request: dict[str, Any]) -> None:
-        worker = get_current_worker()
-        try:
-            result = self.app.wb.predict(**request)
-        except WorkbenchError as exc:
-            if not worker.is_cancelled:
-                self.app.call_from_thread(self.show_error, str(exc))
-            return
-        except Exception as exc:  # a bug must not take the screen down; say what happened
-            self.app.call_from_thread(self.app.report, exc, what="predictor")
-            return
-        if not worker.is_cancelled:
-            self.app.call_from_thread(self.show_result, result)
+    @background("predictor", done="show_result", failed="show_error")
+    def predict(self, request: dict[str, Any]):
+        return self.app.wb.predict(**request)
 
     # -- output -----------------------------------------------------------------------------------
     def show_error(self, message: str) -> None:

@@ -155,15 +155,14 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             return
         self.app.confirm(self.app.wb.stop_plan(sid), lambda: self.stop_server(sid))
 
-    @background("server-stop")
-    def stop_server(self, sid: int) -> None:
-        try:
-            res = self.app.wb.server_stop(sid, confirm=True)
-        except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"stop server {sid}")
-            return
-        self.app.call_from_thread(self.notify, f"server {sid}: {res.message}")
-        self.app.call_from_thread(self.poll_now)
+    @background("server-stop", done="_stopped", what="stop server {sid}", exclusive=False)
+    def stop_server(self, sid: int) -> str:
+        res = self.app.wb.server_stop(sid, confirm=True)
+        return f"server {sid}: {res.message}"
+
+    def _stopped(self, note: str) -> None:
+        self.notify(note)
+        self.poll_now()
 
     def action_measure(self) -> None:
         sid = self._sid()
@@ -171,17 +170,16 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             self.notify(f"measuring server {sid} (flush, fixed prompt set)…")
             self.measure(sid)
 
-    @background("server-measure")
-    def measure(self, sid: int) -> None:
-        try:
-            m = self.app.wb.server_measure(sid)
-        except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"measure server {sid}")
-            return
+    @background("server-measure", done="_measured", what="measure server {sid}", exclusive=False)
+    def measure(self, sid: int) -> str:
+        m = self.app.wb.server_measure(sid)
         al = m.accept_len
         text = (f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else "") + \
             f"{m.tokens_per_s:.1f} tok/s"
-        self.app.call_from_thread(self.notify, f"server {sid}: {text}", timeout=10)
+        return f"server {sid}: {text}"
+
+    def _measured(self, note: str) -> None:
+        self.notify(note, timeout=10)
 
 
 SPEC = ScreenSpec("server", "Server", "f6", ServerScreen, order=41)

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import on
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Label, Static
 
 from workbench.display import sparkline
@@ -161,16 +162,15 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             return
         self.app.confirm(plan, lambda: self.stop_server(sid))
 
-    @background("servers-stop")
-    def stop_server(self, sid: int) -> None:
-        try:
-            res = self.app.wb.server_stop(sid, confirm=True)
-        except Exception as exc:
-            self.app.call_from_thread(self.app.report, exc, what=f"stop server {sid}")
-            return
-        self.app.call_from_thread(self.notify, f"server {sid}: {res.message}",
-                                  severity="information" if res.gpus_idle is not False else "warning")
-        self.app.call_from_thread(self.poll_now)
+    @background("servers-stop", done="_stopped", what="stop server {sid}", exclusive=False)
+    def stop_server(self, sid: int) -> tuple[str, SeverityLevel]:
+        res = self.app.wb.server_stop(sid, confirm=True)
+        return f"server {sid}: {res.message}", "information" if res.gpus_idle is not False else "warning"
+
+    def _stopped(self, note: tuple[str, SeverityLevel]) -> None:
+        text, severity = note
+        self.notify(text, severity=severity)
+        self.poll_now()
 
 
 SPEC = ScreenSpec("servers", "Dashboard", "f5", ServersScreen, order=40)

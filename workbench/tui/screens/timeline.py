@@ -6,7 +6,7 @@ server loaded at launch), which answers "what was the config when accept length 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -15,7 +15,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, Select, Static
 
 from workbench.display import collapse_runs, payload_lines
-from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.workers import background
@@ -95,14 +94,12 @@ class TimelineScreen(WorkbenchScreen):
     def _filters_changed(self, _event) -> None:
         self.action_refresh()
 
-    @background("timeline")
-    def load(self, filters: dict) -> None:
-        try:
-            tl = self.app.wb.timeline(**filters)
-        except WorkbenchError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.app.call_from_thread(self._show, tl.entries)
+    @background("timeline", done="_show", failed="_load_failed")
+    def load(self, filters: dict) -> list:
+        return self.app.wb.timeline(**filters).entries
+
+    def _load_failed(self, message: str) -> None:
+        self.notify(message, severity="error")
 
     def _show(self, entries: list) -> None:
         self.entries = entries
@@ -134,17 +131,16 @@ class TimelineScreen(WorkbenchScreen):
             f"{entry.time}  {entry.kind}  {entry.subject}\n\n" + "\n".join(payload_lines(entry.payload)))
         self.live_config(entry.id)
 
-    @background("timeline-live")
-    def live_config(self, entry_id: int) -> None:
-        try:
-            live = self.app.wb.timeline_live_config(entry_id)
-        except WorkbenchError as exc:
-            text: Optional[str] = str(exc)
-        else:
-            text = ("(nothing ties this entry to a draft config)" if live is None else
-                    f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
-                    f"{live.basis}\n\n{live.content}")
-        self.app.call_from_thread(self.query_one("#live", Static).update, text)
+    @background("timeline-live", done="_show_live", failed="_show_live")
+    def live_config(self, entry_id: int) -> str:
+        live = self.app.wb.timeline_live_config(entry_id)
+        return ("(nothing ties this entry to a draft config)" if live is None else
+                f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
+                f"{live.basis}\n\n{live.content}")
+
+    def _show_live(self, text: str) -> None:
+        """The config live for the selected entry, or why there is none (a WorkbenchError's line)."""
+        self.query_one("#live", Static).update(text)
 
 
 SPEC = ScreenSpec("timeline", "Timeline", "f10", TimelineScreen, order=90)
