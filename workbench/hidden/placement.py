@@ -6,15 +6,17 @@ bytes lie and from bandwidths measured on this machine (once per process):
 - bytes already on a CUDA device: that device (nothing to move);
 - no CUDA, or ``--device cpu``: the CPU;
 - otherwise the estimated time of each path: the CPU path reads every byte once from host memory
-  at ``min(CPU_SHARE x an all-core host pass, kernel rate x threads)``; the GPU path copies every
-  byte into pinned memory and over the bus (``Stager``): the host copy and the DMA share the
-  host's memory bandwidth, so their times add. The kernel rate is the table's until a CPU pass in
+  at ``min(CPU_SHARE x the host's read bandwidth, kernel rate x threads)``; the GPU path copies
+  every byte into pinned memory and over the bus (``Stager``): the host copy and the DMA share the
+  host's memory bandwidth, so their times add. The host's bandwidth is one all-core copy of
+  buffers larger than the last-level cache (a pass over cached buffers, or a first call while the
+  thread pool starts, read 16-253 GB/s on a host whose page-cache pass is 83-92 GB/s). The kernel rate is the table's until a CPU pass in
   this process measured it, and a path this process already ran is taken at its measured rate.
   Small inputs never start CUDA for the probe: below ``SMALL_BYTES`` the CPU wins on the start.
 
-On the H200 host (16 cores, bf16 Kimi-sized input, page cache 14-18 ms, pinned H2D 33 ms) the CPU
-kernels (~50 ms) beat the staged GPU path (~70 ms): the host copy into pinned memory costs about
-as much as the DMA, and both read host memory. The GPU path wins where the bytes are already on
+On the H200 host (16 cores, bf16 Kimi-sized input, page cache 20 ms, pinned H2D 33 ms, an
+all-core copy past the cache 38 GB/s) the CPU kernels (~50 ms) beat the staged GPU path (~80 ms):
+the host copy into pinned memory (42-48 ms) costs more than the DMA, and both move host memory. The GPU path wins where the bytes are already on
 the device, or where the CPU kernels are slow (no numba, few cores against a fast bus).
 
 ``Stager`` copies host tensors to the device through a ring of pinned buffers: the host copy into
@@ -30,16 +32,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-CPU_SHARE = 0.45                 # the CPU kernels' share of an all-core memory pass (see choose)
+CPU_SHARE = 0.45                 # the CPU kernels' share of the host's read bandwidth (see choose)
 SMALL_BYTES = 256 << 20          # below this a CUDA start costs more than the whole CPU pass
 # Bytes of bf16 candidates one core screens per second with the compiled kernels (S = 3 slots),
 # measured on the H200 host's CPU (vdpbf16ps) and on this project's 2-core CI machine (fma).
 KERNEL_BPS = {"vdpbf16ps": 6.0e9, "fma": 1.5e9, "torch": 0.5e9}
 STAGE_BYTES = 32 << 20           # one pinned buffer
 STAGE_COUNT = 4                  # buffers in the ring
-# The host copy into pinned memory is slower than a copy between warm buffers (the source pages
-# of a mapped file fault in): about this share of it, measured on the H200 host (48 of 69 GB/s).
-COPY_SHARE = 0.7
+COPY_PROBE_BYTES = 256 << 20    # host_copy_bps's buffers: past the last-level cache
 
 _MEASURED: dict = {}
 
@@ -73,23 +73,10 @@ def _torch_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def host_pass_bps(threads: Optional[int] = None, nbytes: int = 64 << 20) -> float:
-    """Bytes per second of one all-thread pass (read and add) over host memory, measured once."""
-    import torch
-
-    threads = threads or _threads()
-    key = ("host", threads)
-    if key not in _MEASURED:
-        with _torch_threads(threads):
-            a = torch.ones(nbytes // 8, dtype=torch.int64)
-            a.sum()
-            best = min(_timed(lambda: a.sum()) for _ in range(3))
-        _MEASURED[key] = nbytes / best
-    return _MEASURED[key]
-
-
-def host_copy_bps(threads: Optional[int] = None, nbytes: int = 64 << 20) -> float:
-    """Bytes per second of an all-thread host copy (what filling a pinned buffer costs), once."""
+def host_copy_bps(threads: Optional[int] = None, nbytes: int = COPY_PROBE_BYTES) -> float:
+    """Bytes per second of an all-thread host copy (what filling a pinned buffer costs), once.
+    The buffers are larger than any last-level cache: a copy of cached buffers runs at twice the
+    rate a stream of candidate bytes through the pinned ring gets (105 vs 42-60 GB/s, H200 host)."""
     import torch
 
     threads = threads or _threads()
@@ -184,15 +171,14 @@ def choose(device: Optional[str], tensors, nbytes: int, kernel: str = "vdpbf16ps
     t0 = time.perf_counter()
     bus = h2d_bps("cuda")
     start_s = 0.0 if started else time.perf_counter() - t0
-    host = host_pass_bps(threads)
     copy = host_copy_bps(threads)
-    # The compiled kernels reach about half an all-core memory pass when many cores share the
+    # The compiled kernels reach about half the host's read bandwidth when many cores share the
     # memory (slot rows re-read per group), and their per-core rate with few; the pinned ring's host
     # copy and the DMA share the host's memory bandwidth, so their times add (all measured on the
     # H200 host). A path this process already ran is taken at its measure.
     learned = {p: _MEASURED.get(("path", p, threads)) for p in ("cpu", "cuda")}
-    cpu_s, gpu_s = estimate(nbytes, cpu_rate, host_pass_bps(os.cpu_count() or threads), copy, bus, learned)
-    figures = {"bytes": nbytes, "host_pass_gbps": round(host / 1e9, 1), "host_copy_gbps": round(copy / 1e9, 1),
+    cpu_s, gpu_s = estimate(nbytes, cpu_rate, copy, bus, learned)
+    figures = {"bytes": nbytes, "host_copy_gbps": round(copy / 1e9, 1),
                "h2d_pinned_gbps": round(bus / 1e9, 1),
                "cpu_kernel_gbps": round(cpu_rate / 1e9, 1), "threads": threads,
                "cpu_est_s": round(cpu_s, 4), "gpu_est_s": round(gpu_s, 4), "cuda_start_s": round(start_s, 3),
@@ -202,15 +188,18 @@ def choose(device: Optional[str], tensors, nbytes: int, kernel: str = "vdpbf16ps
     return Choice("cpu", f"CPU {cpu_s * 1e3:.0f} ms vs GPU {gpu_s * 1e3:.0f} ms (estimated)", figures)
 
 
-def estimate(nbytes: int, cpu_rate: float, host_all: float, copy: float, bus: float,
-             learned: Optional[dict] = None) -> tuple[float, float]:
-    """Seconds of the CPU path and of the staged GPU path for ``nbytes`` from host memory: the
-    kernels at ``min(CPU_SHARE x host_all, cpu_rate)``; the host copy (at ``COPY_SHARE x copy``)
-    plus the DMA (``bus``), which share the memory; a path's ``learned`` rate wins over both."""
+def estimate(nbytes: int, cpu_rate: float, copy: float, bus: float,
+             learned: Optional[dict[str, Optional[float]]] = None) -> tuple[float, float]:
+    """Seconds of the CPU path and of the staged GPU path for ``nbytes`` from host memory.
+
+    The CPU kernels run at ``min(cpu_rate, CPU_SHARE x the host's read bandwidth)``, that bandwidth
+    being twice the all-core ``copy`` rate (a copy reads and writes every byte). The GPU path copies
+    every byte into the pinned ring (at the ``copy`` rate) and sends it over the ``bus``; both move
+    host memory, so their times add. A path's ``learned`` rate wins over the model."""
     learned = learned or {}
-    cpu_s = nbytes / learned["cpu"] if learned.get("cpu") else nbytes / min(CPU_SHARE * host_all, cpu_rate)
-    gpu_s = (nbytes / learned["cuda"] if learned.get("cuda")
-             else nbytes / (COPY_SHARE * copy) + nbytes / bus)
+    cpu_l, gpu_l = learned.get("cpu"), learned.get("cuda")
+    cpu_s = nbytes / cpu_l if cpu_l else nbytes / min(CPU_SHARE * 2.0 * copy, cpu_rate)
+    gpu_s = nbytes / gpu_l if gpu_l else nbytes / copy + nbytes / bus
     return cpu_s, gpu_s
 
 
