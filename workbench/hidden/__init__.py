@@ -11,8 +11,9 @@ package does not import torch; loading a tensor does.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from workbench.errors import InputError
 from workbench.hidden.view import FINAL, LAYER, LOGITS, PACKED, SLOT, Capture, HiddenTensor
@@ -23,7 +24,7 @@ __all__ = ["open_capture", "detect_format", "Capture", "HiddenTensor", "FORMATS"
            "SLOT", "LAYER", "PACKED", "FINAL", "LOGITS"]
 
 
-def detect_format(path) -> str:
+def detect_format(path: "str | os.PathLike[str]") -> str:
     from workbench.hidden import sglang_dump, specforge, speculators
 
     p = Path(path)
@@ -64,7 +65,8 @@ def detect_format(path) -> str:
                      "a DUMPER step=*.pt or a tensor-dump folder)")
 
 
-def open_capture(path, *, format: Optional[str] = None, sample: Optional[int] = None, **hints) -> Capture:
+def open_capture(path: "str | os.PathLike[str]", *, format: Optional[str] = None, sample: Optional[int] = None,
+                 **hints: Any) -> Capture:
     """Open any supported capture as a Capture (lazy: tensors are read by ``load()``).
 
     ``hints`` go to the format's reader: ``layer_ids``, ``slots``, ``vocab_size`` (specforge);
@@ -101,5 +103,5 @@ def open_capture(path, *, format: Optional[str] = None, sample: Optional[int] = 
     return read_stack(path, **_only(hints, "hf_num_layers"))
 
 
-def _only(hints: dict, *keys: str) -> dict:
+def _only(hints: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: hints[k] for k in keys if k in hints}

@@ -46,16 +46,29 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Optional, Sequence, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, SupportsFloat, Union, cast
 
 import numpy as np
 import torch
 
 from workbench.errors import InputError
 from workbench.hidden.results import AMBIGUOUS, MATCH, NO_MATCH, AlignResult, NonFinite, SlotBest, Thresholds
-from workbench.hidden.tokens import align_tokens
+from workbench.hidden.tokens import TokenAlignment, align_tokens
 from workbench.hidden.view import FINAL, LOGITS, Capture, HiddenTensor
-from workbench.progress import Progress, noop
+from workbench.progress import Progress, ProgressCallback, noop
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from workbench.hidden.pairstats import PairStats
+    from workbench.hidden.placement import Choice, Stager
+
+    _F64 = npt.NDArray[np.float64]
+    # what a stream pass gives: per-token products XY [S, C, T] and YY [C, T], per slot the
+    # screen's best [(value, candidate)], the candidates' rows kept for the exact pass, timings
+    _Streamed = tuple[torch.Tensor, torch.Tensor, list[list[tuple[float, int]]], dict[int, torch.Tensor],
+                      dict[str, Any]]
 
 GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
 BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
@@ -78,7 +91,7 @@ def pick_device(device: Optional[str] = None) -> torch.device:
     return dev
 
 
-def _pairstats():
+def _pairstats() -> Optional[ModuleType]:
     """The compiled CPU kernels, or None where numba is missing."""
     try:
         from workbench.hidden import pairstats
@@ -104,7 +117,7 @@ def reference_slots(train: Capture, include_final: bool = False) -> list[HiddenT
 def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
           thresholds: Optional[Thresholds] = None, refine_top: int = 2, abs_stats: str = "top",
           include_final: bool = False, screen: str = "auto", group: int = GROUP,
-          progress=None) -> AlignResult:
+          progress: Optional[ProgressCallback] = None) -> AlignResult:
     """Compare every reference slot of ``train`` with every candidate of ``infer``."""
     t0 = time.perf_counter()
     progress = progress or noop
@@ -163,7 +176,9 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     # Reference: gathered rows, on the device, plus exact per-token squared norms.
     # (The compiled CPU pass reads the slots where they lie: no gathered copy.)
     ts = time.perf_counter()
-    ps = X = stager = None
+    ps: Optional[PairStats] = None
+    X: Optional[torch.Tensor] = None
+    stager: Optional[Stager] = None
     if ps_mod is not None:
         ps = ps_mod.PairStats([s.load() for s in slots], tok.ref_positions(), _infer_rows(tok),
                               threads=torch.get_num_threads())
@@ -185,7 +200,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
     for i, s in enumerate(slots):
         if not torch.isfinite(xx[i]).all():
-            xi = X[i] if X is not None else _rows(cast(Any, ps).slots[i], tok.ref_index)
+            xi = X[i] if X is not None else _rows(cast("PairStats", ps).slots[i], tok.ref_index)
             nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
 
     tl = time.perf_counter()
@@ -194,22 +209,24 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
     refine_k = C if abs_stats == "all" else max(1, refine_top)
 
-    def rows_of(c):
+    def rows_of(c: int) -> torch.Tensor:
         return _rows(cands[c].load(), tok.infer_index)
 
     if ps is not None:
-        warm = _compiled(ps_mod)
+        warm = _compiled(cast(ModuleType, ps_mod))                  # ps came from it
         XY, YY, best, kept, timing = _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress)
         if warm:
             from workbench.hidden.placement import note_kernel_rate
 
             note_kernel_rate(ps.kernel, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - tl)
-    elif dev.type == "cuda" and _fits_on_device(dev, C * T * H * _esize(work)):
-        XY, YY, best, kept, timing = _stream_cuda(X, xx, bad_tok, cands, tok, refine_k, work, stager, dev,
-                                                  progress)
-    else:
-        XY, YY, best, kept, timing = _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C,
-                                                   dev, group, progress)
+    else:   # no compiled pass: the reference was gathered into X, in the work dtype
+        X_, work_ = cast(torch.Tensor, X), cast(torch.dtype, work)
+        if dev.type == "cuda" and _fits_on_device(dev, C * T * H * _esize(work_)):
+            XY, YY, best, kept, timing = _stream_cuda(X_, xx, bad_tok, cands, tok, refine_k, work_, stager, dev,
+                                                      progress)
+        else:
+            XY, YY, best, kept, timing = _stream_torch(X_, xx, bad_tok, cands, rows_of, refine_k, work_, S, T, H,
+                                                       C, dev, group, progress)
     if stager is not None:
         stager.finish()
     bytes_read += int(cand_bytes)
@@ -265,9 +282,10 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         refine = _refine_whole if dev.type == "cuda" and T * H * 4 <= (1 << 29) else _refine
         for c in sorted({c for b_ in best for _, c in b_}):
             slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
-            ok = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
+            ok_c = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
             y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
-            refine(X, xx, y, c, slots_for, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs)
+            refine(cast(torch.Tensor, X), xx, y, c, slots_for, ok_c, num, den, dot, yy_sum, per_token, exact,
+                   max_abs, mean_abs)
     kept.clear()
     timing["refine_s"] = time.perf_counter() - tr
     timing["candidate_bytes"] = int(cand_bytes)
@@ -288,15 +306,15 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     notes += _nonfinite_notes(nonfinite, n_ok, T, int(bad_n.sum()), cands)
     cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
                    dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)), np.nan)
-    best = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th,
-                   n_ok) for s in range(S)]
+    bests = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th,
+                    n_ok) for s in range(S)]
     tokens = tok.to_dict()
     res = AlignResult(
         train=train.path, infer=infer.path, rows=[s.name for s in slots],
         rows_physical=[s.physical for s in slots], row_roles=[s.role for s in slots], cols=[c.name for c in cands],
         cols_physical=[c.physical for c in cands], metric="rel_diff",
         matrix=_clean(rel), cosine=_clean(cos), max_abs=_clean(max_abs), mean_abs=_clean(mean_abs),
-        exact=exact.tolist(), best=best, tokens_compared=T, tokens=tokens, recommendation=None,
+        exact=exact.tolist(), best=bests, tokens_compared=T, tokens=tokens, recommendation=None,
         nonfinite=nonfinite, thresholds=th, device=str(dev), precision=precision,
         seconds=time.perf_counter() - t0, bytes_read=int(bytes_read), notes=notes + list(tok.notes),
         timing=timing, per_token_values=per_token, token_positions=tok.ref_positions())
@@ -304,7 +322,8 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
 
 # ------------------------------------------------------------------------------------------- parts
-def _choose(device, cands, cand_bytes: int, all_bf16: bool, screen: str):
+def _choose(device: Optional[str], cands: Sequence[HiddenTensor], cand_bytes: int, all_bf16: bool,
+            screen: str) -> Choice:
     """CPU kernels or the GPU (``workbench.hidden.placement``); which CPU kernel would run."""
     from workbench.hidden import placement
 
@@ -317,15 +336,15 @@ def _choose(device, cands, cand_bytes: int, all_bf16: bool, screen: str):
     return placement.choose(None, cands, cand_bytes, kernel=kernel)
 
 
-_CUDA_WARM: dict = {}          # devices an alignment already ran on in this process (kernels loaded)
+_CUDA_WARM: dict[str, bool] = {}          # devices an alignment already ran on in this process (kernels loaded)
 
 
-def _compiled(ps_mod) -> bool:
+def _compiled(ps_mod: ModuleType) -> bool:
     """The CPU kernels were compiled or loaded before (a first call's time is mostly that)."""
     return bool(ps_mod.dots_bf16.signatures or ps_mod.dots_any.signatures)
 
 
-def _stager(dev):
+def _stager(dev: torch.device) -> Optional[Stager]:
     if dev.type != "cuda":
         return None
     from workbench.hidden.placement import Stager
@@ -333,11 +352,11 @@ def _stager(dev):
     return Stager(dev)
 
 
-def _esize(dtype) -> int:
+def _esize(dtype: torch.dtype) -> int:
     return torch.tensor([], dtype=dtype).element_size()
 
 
-def _fits_on_device(dev, nbytes: int) -> bool:
+def _fits_on_device(dev: torch.device, nbytes: int) -> bool:
     """Every candidate's compared rows fit in half the device's free memory."""
     try:
         free, _ = torch.cuda.mem_get_info(dev)
@@ -359,7 +378,9 @@ def _bmm32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.bmm(a.float(), b.float())
 
 
-def _stream_cuda(X, xx, bad_tok, cands, tok, refine_k, work, stager, dev, progress):
+def _stream_cuda(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands: Sequence[HiddenTensor],
+                 tok: TokenAlignment, refine_k: int, work: torch.dtype, stager: Optional[Stager],
+                 dev: torch.device, progress: ProgressCallback) -> _Streamed:
     """Every candidate onto the device once (pinned ring, the host copy of one piece overlapping
     the bus transfer of the last and the kernels of the candidate before; rows already on the
     device are read where they are), its per-token products computed as it lands. The candidates
@@ -368,13 +389,14 @@ def _stream_cuda(X, xx, bad_tok, cands, tok, refine_k, work, stager, dev, progre
     C = len(cands)
     XY = torch.empty((S, C, T), dtype=torch.float32, device=dev)
     YY = torch.empty((C, T), dtype=torch.float32, device=dev)
-    Y = None
-    ys: list = [None] * C
+    Y: Optional[torch.Tensor] = None
+    ys: list[torch.Tensor] = []                  # candidate c's rows on the device, c = 0..C-1
     Xt = X.transpose(0, 1).contiguous()                                          # [T, S, H]
-    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": C, "group_size": 1, "row_block": T,
+    timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": C, "group_size": 1,
+                              "row_block": T,
               "path": "cuda-resident", "stage": stager.mode if stager is not None else None}
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
     t0 = time.perf_counter()
     start.record()
     for c in range(C):
@@ -387,10 +409,11 @@ def _stream_cuda(X, xx, bad_tok, cands, tok, refine_k, work, stager, dev, progre
             if Y is None:
                 Y = torch.empty((C, T, H), dtype=work, device=dev)
             src = _rows(src, tok.infer_index)
-            stager.put(src if src.dtype == work else src.to(work), Y[c])
-            stager.ready()
+            st = cast("Stager", stager)              # a CUDA device always has one (``_stager``)
+            st.put(src if src.dtype == work else src.to(work), Y[c])
+            st.ready()
             y = Y[c]
-        ys[c] = y
+        ys.append(y)
         XY[:, c] = _bmm32(Xt, y.unsqueeze(-1)).squeeze(-1).T
         YY[c] = _bmm32(y.unsqueeze(1), y.unsqueeze(-1)).reshape(T)
         if c % 8 == 7 or c == C - 1:
@@ -409,7 +432,10 @@ def _stream_cuda(X, xx, bad_tok, cands, tok, refine_k, work, stager, dev, progre
     return XY, YY, top.lists, kept, timing
 
 
-def _refine_whole(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs):
+def _refine_whole(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, slot_ids: Sequence[int],
+                  ok: torch.Tensor, num: _F64, den: _F64, dot: _F64, yy_sum: _F64,
+                  per_token: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_], max_abs: _F64,
+                  mean_abs: _F64) -> None:
     """``_refine`` over all rows at once, every sum kept on the device until one copy back (on a
     GPU each host read of a scalar is a synchronisation)."""
     dev = X.device
@@ -443,7 +469,8 @@ def _refine_whole(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, e
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
-def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
+def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], xx: torch.Tensor, bad_tok: torch.Tensor,
+                refine_k: int, progress: ProgressCallback) -> _Streamed:
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
     of every pair (fp32 sums of exact products), ranked per group. The refine candidates stay
     mapped (no second read); the others are let go with their group."""
@@ -452,10 +479,10 @@ def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
     XY = np.empty((S, C, T), dtype=np.float32)
     YY = np.empty((C, T), dtype=np.float32)
     top = _Top(S, refine_k, cands)
-    kept: dict = {}
+    kept: dict[int, torch.Tensor] = {}
     xx_np, bad_np = xx.numpy(), bad_tok.numpy()
-    timing = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G,
-              "row_block": T, "kernel": ps.kernel, "threads": ps.threads}
+    timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0,
+                              "group_size": G, "row_block": T, "kernel": ps.kernel, "threads": ps.threads}
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         tl = time.perf_counter()
@@ -480,7 +507,7 @@ def _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress):
     return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing
 
 
-def _screen_rel(xx, bad_tok, xy, yy):
+def _screen_rel(xx: torch.Tensor, bad_tok: torch.Tensor, xy: torch.Tensor, yy: torch.Tensor) -> torch.Tensor:
     """The screen's aggregate rel_diff ``[S, G]`` of a group from per-token sums (``xx [S, T]``,
     ``xy [S, G, T]``, ``yy [G, T]``) over the tokens the final statistics keep: where every slot
     and the candidate are finite. (Summing everything would make a single non-finite value in a
@@ -493,7 +520,7 @@ def _screen_rel(xx, bad_tok, xy, yy):
     return (den - 2 * xyd) / den
 
 
-def _screen_rel_np(xx, bad_tok, xy, yy):
+def _screen_rel_np(xx: np.ndarray, bad_tok: np.ndarray, xy: np.ndarray, yy: np.ndarray) -> _F64:
     """``_screen_rel`` in numpy, for the CPU pass (torch's small float64 operations cost more than
     the whole group there, parallel and under load)."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -501,7 +528,8 @@ def _screen_rel_np(xx, bad_tok, xy, yy):
         xxm = np.where(bad_tok[None, :], 0.0, xx.astype(np.float64))                # [S, T]
         den = xxm @ ok.T.astype(np.float64) + np.where(ok, yy, 0.0).sum(1, dtype=np.float64)[None]
         xyd = np.where(ok[None], xy, 0.0).sum(2, dtype=np.float64)
-        return (den - 2 * xyd) / den
+        rel: _F64 = (den - 2 * xyd) / den
+        return rel
 
 
 class _Top:
@@ -509,15 +537,15 @@ class _Top:
     values, and always the best one at another physical point than the leader's (the runner-up
     whose per-token values the verdict reads), whatever ``k`` is."""
 
-    def __init__(self, S: int, k: int, cands):
+    def __init__(self, S: int, k: int, cands: Sequence[HiddenTensor]) -> None:
         self.k, self.cands = k, cands
-        self.lists: list[list] = [[] for _ in range(S)]      # per slot: sorted [(value, c)]
+        self.lists: list[list[tuple[float, int]]] = [[] for _ in range(S)]      # per slot: sorted [(value, c)]
 
     def _same(self, a: int, b: int) -> bool:
         pa, pb = self.cands[a].physical, self.cands[b].physical
         return pa is not None and pa == pb
 
-    def add(self, rel_g, group_c) -> set:
+    def add(self, rel_g: np.ndarray, group_c: Sequence[int]) -> set[int]:
         """Rank a group (``rel_g [S, len(group_c)]``); returns every candidate still kept."""
         for s_i, lst in enumerate(self.lists):
             for g, c in enumerate(group_c):
@@ -531,7 +559,9 @@ class _Top:
         return {c for lst in self.lists for _, c in lst}
 
 
-def _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C, dev, group, progress):
+def _stream_torch(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands: Sequence[HiddenTensor],
+                  rows_of: Callable[[int], torch.Tensor], refine_k: int, work: torch.dtype, S: int, T: int, H: int,
+                  C: int, dev: torch.device, group: int, progress: ProgressCallback) -> _Streamed:
     """Candidates through a group buffer and batched matmuls (CUDA, or a CPU without numba)."""
     cuda = dev.type == "cuda"
     esize = torch.tensor([], dtype=work).element_size()
@@ -558,8 +588,9 @@ def _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C, de
     YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
     top = _Top(S, refine_k, cands)                   # per slot: the screen's best, to refine
     kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
-    timing = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G, "row_block": Tb}
-    events = []
+    timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G,
+                              "row_block": Tb}
+    events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
 
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
@@ -574,7 +605,7 @@ def _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C, de
                 dst = W[S + g, :n] if cuda else W[:n, S + g]
                 dst.copy_(rows_of(c)[r0:r1])
             if cuda:
-                start = torch.cuda.Event(enable_timing=True)
+                start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
                 start.record()
             if g0 == 0 or Tb < T:
                 (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
@@ -583,7 +614,7 @@ def _stream_torch(X, xx, bad_tok, cands, rows_of, refine_k, work, S, T, H, C, de
             XY[:, g0:g0 + k, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
             YY[g0:g0 + k, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
             if cuda:
-                end = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
                 end.record()
                 events.append((start, end))
         # Rank this group by the aggregate rel_diff over the tokens where both sides are finite.
@@ -610,7 +641,7 @@ def _itemsize(dtype: str) -> int:
     return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}.get(dtype, 4)
 
 
-def _rows(t: torch.Tensor, index) -> torch.Tensor:
+def _rows(t: torch.Tensor, index: Union[slice, np.ndarray, torch.Tensor]) -> torch.Tensor:
     return t[index] if isinstance(index, slice) else t[torch.as_tensor(index, dtype=torch.long)]
 
 
@@ -623,7 +654,7 @@ def _sq_rows(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-_OUT_DTYPE_OK: dict = {}
+_OUT_DTYPE_OK: dict[Optional[int], bool] = {}     # per CUDA device index: bmm takes out_dtype
 
 
 def _gram(A: torch.Tensor) -> torch.Tensor:
@@ -643,7 +674,9 @@ def _gram(A: torch.Tensor) -> torch.Tensor:
     return torch.bmm(A, A.transpose(1, 2)).float()
 
 
-def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs):
+def _refine(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, slot_ids: Sequence[int], ok: torch.Tensor,
+            num: _F64, den: _F64, dot: _F64, yy_sum: _F64, per_token: npt.NDArray[np.float32],
+            exact: npt.NDArray[np.bool_], max_abs: _F64, mean_abs: _F64) -> None:
     """Exact statistics of (slot, candidate c) pairs from fp32 differences (no cancellation),
     in row chunks; rows where ``ok`` is False (non-finite) are left out."""
     dev = X.device
@@ -651,7 +684,7 @@ def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, 
     y = y.to(dev)
     ok = ok.to(dev)
     all_ok = bool(ok.all())
-    acc = {s: [0.0, 0.0, 0.0, 0.0, 0] for s in slot_ids}     # num, den, max|d|, sum|d|, count
+    acc: dict[int, list[float]] = {s: [0.0, 0.0, 0.0, 0.0, 0] for s in slot_ids}     # num, den, max|d|, sum|d|, count
     yy_acc = 0.0
     for r0 in range(0, T, REFINE_ROWS):
         r1 = min(T, r0 + REFINE_ROWS)
@@ -686,8 +719,10 @@ def _refine(X, xx, y, c, slot_ids, ok, num, den, dot, yy_sum, per_token, exact, 
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
-def _refine_cpu(ps, xx_n, yy_n, pairs, part, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs,
-                mean_abs):
+def _refine_cpu(ps: PairStats, xx_n: np.ndarray, yy_n: np.ndarray, pairs: list[tuple[int, int]], part: list[int],
+                ys: list[torch.Tensor], oks: dict[int, np.ndarray], num: _F64, den: _F64, dot: _F64, yy_sum: _F64,
+                per_token: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_], max_abs: _F64,
+                mean_abs: _F64) -> None:
     """``_refine`` through the compiled kernels for ``pairs`` ``[(slot, index into part)]``: the same
     fp32 differences, the rows read in place. ``yy_n`` (the stream's per-token squared norms,
     non-finite tokens zeroed) needs no refining: no cancellation there."""
@@ -713,12 +748,13 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, 1.0, 0.0))
 
 
-def _clean(a: np.ndarray) -> list:
+def _clean(a: np.ndarray) -> list[list[Optional[float]]]:
     return [[None if not math.isfinite(float(v)) else float(v) for v in row] for row in a]
 
 
-def _infer_rows(tok) -> np.ndarray:
-    return np.arange(tok.infer_rows)[tok.infer_index]
+def _infer_rows(tok: TokenAlignment) -> npt.NDArray[np.int64]:
+    rows: npt.NDArray[np.int64] = np.arange(tok.infer_rows)[tok.infer_index]
+    return rows
 
 
 def _count_nonfinite(side: str, name: str, t: torch.Tensor, rows: np.ndarray) -> NonFinite:
@@ -730,15 +766,16 @@ def _count_nonfinite(side: str, name: str, t: torch.Tensor, rows: np.ndarray) ->
     return NonFinite(side, name, int(nan.sum()), int(inf.sum()), int(bad.any(-1).sum()), first)
 
 
-def _nonfinite_notes(nonfinite, n_ok, T: int, bad_ref: int, cands) -> list[str]:
+def _nonfinite_notes(nonfinite: list[NonFinite], n_ok: np.ndarray, T: int, bad_ref: int,
+                     cands: Sequence[HiddenTensor]) -> list[str]:
     """What the non-finite values cost, said where the verdicts are read."""
-    out = []
+    out: list[str] = []
     for nf in nonfinite:
         out.append(f"{nf.side} {nf.tensor}: {nf.nan} NaN and {nf.inf} Inf value(s) on {nf.tokens} token(s); "
                    "those tokens are left out of its comparisons")
     if bad_ref:
         out.append(f"{bad_ref} of {T} tokens are non-finite in a reference slot: left out of every pair")
-    dead = [cands[c].name for c in np.flatnonzero(n_ok == 0)]
+    dead = [cands[int(c)].name for c in np.flatnonzero(n_ok == 0)]
     if dead and T:
         out.append(f"{len(dead)} candidate(s) have no token where both sides are finite, so no value: "
                    f"{', '.join(dead[:4])}{' ...' if len(dead) > 4 else ''}")
@@ -788,9 +825,9 @@ def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.nd
     return out
 
 
-def _num(v) -> Optional[float]:
-    v = float(v)
-    return v if math.isfinite(v) else None
+def _num(v: SupportsFloat) -> Optional[float]:
+    f = float(v)
+    return f if math.isfinite(f) else None
 
 
 def _verdict(b: SlotBest, T: int, th: Thresholds) -> tuple[str, str]:

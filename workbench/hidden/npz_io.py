@@ -11,23 +11,29 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from workbench.errors import InputError
 
+if TYPE_CHECKING:
+    import os
+
+    import torch
+
 
 @dataclass
 class Member:
     name: str            # without ".npy"
-    dtype: np.dtype
-    shape: tuple
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
     fortran: bool
     offset: int          # absolute offset of the array data when stored uncompressed, else -1
 
 
 class NpzFile:
-    def __init__(self, path):
+    def __init__(self, path: "str | os.PathLike[str]") -> None:
         self.path = Path(path)
         self.members: dict[str, Member] = {}
         try:
@@ -60,7 +66,7 @@ class NpzFile:
     def names(self) -> list[str]:
         return list(self.members)
 
-    def load(self, name: str):
+    def load(self, name: str) -> torch.Tensor:
         """torch tensor of one member, memory-mapped when stored; bf16 bits preserved."""
 
         m = self.members.get(name)
@@ -78,15 +84,16 @@ class NpzFile:
         return to_torch(arr, f"{self.path}:{name}")
 
 
-def _read_header(fh, version):
+def _read_header(fh: IO[bytes], version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
     if version == (1, 0):
         return np.lib.format.read_array_header_1_0(fh)
     if version == (2, 0):
         return np.lib.format.read_array_header_2_0(fh)
-    return np.lib.format._read_array_header(fh, version)  # 3.0: utf-8 header, same layout
+    # 3.0: utf-8 header, same layout; numpy's stubs do not declare this private reader
+    return np.lib.format._read_array_header(fh, version)  # type: ignore[attr-defined,no-any-return]
 
 
-def to_torch(arr: np.ndarray, where: str):
+def to_torch(arr: np.ndarray, where: str) -> torch.Tensor:
     import torch
 
     if arr.dtype.kind == "V" and arr.dtype.itemsize == 2:

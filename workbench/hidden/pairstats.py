@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import numba
 import numpy as np
@@ -36,6 +36,10 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import torch
 
 BF16, F32 = 1, 2
 FM = {"reassoc", "contract", "nsz", "arcp"}       # no nnan/ninf: NaN and Inf must reach the sums
@@ -96,7 +100,7 @@ def _cv_impl(v):
         return lambda v: v
 
 
-def _bf16_operand():
+def _bf16_operand() -> Any:
     """The intrinsic's operand type: ``<32 x bfloat>`` since LLVM 17 (llvmlite has no ``bfloat``:
     a small type class spells it), ``<16 x i32>`` before. None where neither can be made."""
     try:
@@ -105,11 +109,11 @@ def _bf16_operand():
         if tuple(binding.llvm_version_info) < (17,):
             return ir.VectorType(ir.IntType(32), 16)
 
-        class BFloat(ir.types._BaseFloatType):
+        class BFloat(ir.types._BaseFloatType):  # type: ignore[misc]  # llvmlite has no type information
             null = "0.0"
             intrinsic_name = "bf16"
 
-            def __str__(self):
+            def __str__(self) -> str:
                 return "bfloat"
 
         BFloat._create_instance()
@@ -381,7 +385,7 @@ def sq_rows(xa, xs, xc, xr, H, t0, t1, out):
 
 
 # ------------------------------------------------------------------------------------- the driver
-_POOLS: dict = {}
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
@@ -396,7 +400,7 @@ def _pool(n: int) -> ThreadPoolExecutor:
         return pool
 
 
-def _code(t) -> Optional[int]:
+def _code(t: torch.Tensor) -> Optional[int]:
     import torch
 
     return {torch.bfloat16: BF16, torch.float32: F32}.get(t.dtype)
@@ -406,7 +410,8 @@ class PairStats:
     """Reference slots (each ``[rows, H]``, reference token t at row ``ref_rows[t]``) against
     candidates whose compared rows are ``infer_rows``; work split over ``threads`` token ranges."""
 
-    def __init__(self, slots: Sequence, ref_rows: np.ndarray, infer_rows: np.ndarray, threads: int = 1):
+    def __init__(self, slots: Sequence[torch.Tensor], ref_rows: np.ndarray, infer_rows: np.ndarray,
+                 threads: int = 1) -> None:
         self.xr = np.ascontiguousarray(ref_rows, dtype=np.int64)
         self.yr = np.ascontiguousarray(infer_rows, dtype=np.int64)
         self.T = len(self.xr)
@@ -425,7 +430,7 @@ class PairStats:
         self.block = BLOCK
         self.kernel = "vdpbf16ps" if HAS_BF16_DOT and (self.xc == BF16).all() else "fma"
 
-    def _run(self, fn: Callable[..., Any], before: tuple, after: tuple) -> None:
+    def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
         """``fn(*before, t0, t1, *after)`` over the token ranges, one per thread."""
         if len(self.ranges) == 1:
             fn(*before, *self.ranges[0], *after)
@@ -434,7 +439,7 @@ class PairStats:
         for f in [pool.submit(fn, *before, t0, t1, *after) for t0, t1 in self.ranges]:
             f.result()
 
-    def _prepare(self, y, rows, what):
+    def _prepare(self, y: torch.Tensor, rows: np.ndarray, what: str) -> torch.Tensor:
         import torch
 
         if y.dim() != 2 or y.shape[1] != self.H:
@@ -447,20 +452,21 @@ class PairStats:
             y = y.contiguous()
         return y
 
-    def prepare(self, y):
+    def prepare(self, y: torch.Tensor) -> torch.Tensor:
         """A candidate as the kernels read it: bf16 or fp32, unit stride along H (else a copy)."""
         return self._prepare(y, self.yr, "candidate")
 
-    def _x(self):
+    def _x(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
+                          npt.NDArray[np.int64], int]:
         return (self.xa, self.xs, self.xc, self.xr, self.H)
 
-    def sq(self) -> np.ndarray:
+    def sq(self) -> npt.NDArray[np.float32]:
         """Per-token squared norms of the slots, fp32 [S, T]."""
         out = np.zeros((self.S, self.T), np.float32)
         self._run(sq_rows, self._x(), (out,))
         return out
 
-    def dots(self, ys: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    def dots(self, ys: Sequence[torch.Tensor]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32)."""
         G = len(ys)
         xy = np.empty((self.S, G, self.T), np.float32)
@@ -481,7 +487,8 @@ class PairStats:
         self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy))
         return xy, yy
 
-    def exact(self, pairs: Sequence, ys: Sequence):
+    def exact(self, pairs: Sequence[tuple[int, int]], ys: Sequence[torch.Tensor]
+              ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
         in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
         ``mx [P, T]`` (max |d|)."""

@@ -30,7 +30,12 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Union
+
+if TYPE_CHECKING:
+    import torch
+
+    from workbench.hidden.view import HiddenTensor
 
 CPU_SHARE = 0.45                 # the CPU kernels' share of the host's read bandwidth (see choose)
 SMALL_BYTES = 256 << 20          # below this a CUDA start costs more than the whole CPU pass
@@ -41,16 +46,16 @@ STAGE_BYTES = 32 << 20           # one pinned buffer
 STAGE_COUNT = 4                  # buffers in the ring
 COPY_PROBE_BYTES = 256 << 20    # host_copy_bps's buffers: past the last-level cache
 
-_MEASURED: dict = {}
+_MEASURED: dict[tuple[object, ...], float] = {}
 
 
 @dataclass
 class Choice:
     device: str
     reason: str
-    figures: dict = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "reason": self.reason, **self.figures}
 
 
@@ -136,13 +141,13 @@ def measure_h2d_bps(device: str, nbytes: int, repeats: int) -> float:
     return nbytes / best
 
 
-def _timed(fn) -> float:
+def _timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
 
 
-def on_cuda(tensors) -> Optional[str]:
+def on_cuda(tensors: Iterable[Union[HiddenTensor, torch.Tensor]]) -> Optional[str]:
     """The CUDA device the first tensor's data already lives on, or None (host memory)."""
     for t in tensors:
         loaded = t.load() if hasattr(t, "load") else t
@@ -151,7 +156,8 @@ def on_cuda(tensors) -> Optional[str]:
     return None
 
 
-def choose(device: Optional[str], tensors, nbytes: int, kernel: str = "vdpbf16ps") -> Choice:
+def choose(device: Optional[str], tensors: Iterable[Union[HiddenTensor, torch.Tensor]], nbytes: int,
+           kernel: str = "vdpbf16ps") -> Choice:
     """``device`` as asked (``None``/``auto``: the faster path for these bytes; see the module)."""
     import torch
 
@@ -167,7 +173,7 @@ def choose(device: Optional[str], tensors, nbytes: int, kernel: str = "vdpbf16ps
     if nbytes < SMALL_BYTES and kernel != "torch":
         return Choice("cpu", f"{nbytes / 1e6:.0f} MB: less than a CUDA start saves",
                       {"bytes": nbytes, "cpu_kernel_gbps": round(cpu_rate / 1e9, 1)})
-    started = torch.cuda.is_initialized()
+    started = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]  # unannotated in torch
     t0 = time.perf_counter()
     bus = h2d_bps("cuda")
     start_s = 0.0 if started else time.perf_counter() - t0
@@ -204,7 +210,7 @@ def estimate(nbytes: int, cpu_rate: float, copy: float, bus: float,
 
 
 # ------------------------------------------------------------------------------ pinned streaming
-_RINGS: dict = {}
+_RINGS: dict[tuple[int, str, int, int], list[torch.Tensor]] = {}
 
 
 class Stager:
@@ -214,7 +220,8 @@ class Stager:
     in buffer-sized pieces and returns at once for the DMA; ``ready()`` makes the current stream
     wait for every copy put so far. A buffer is refilled only after its last DMA finished."""
 
-    def __init__(self, device, stage_bytes: int = STAGE_BYTES, count: int = STAGE_COUNT):
+    def __init__(self, device: Union[str, torch.device], stage_bytes: int = STAGE_BYTES,
+                 count: int = STAGE_COUNT) -> None:
         import torch
 
         self.device = torch.device(device)
@@ -224,9 +231,9 @@ class Stager:
             ring = _RINGS[key] = [torch.empty(stage_bytes, dtype=torch.uint8, pin_memory=True)
                                   for _ in range(count)]
         self.ring = ring
-        self.done: list[Any] = [None] * count          # a torch.cuda.Event once its slot was used
+        self.done: list[Optional[torch.cuda.Event]] = [None] * count   # an event once its slot was used
         self.k = 0
-        self.stream = torch.cuda.Stream(self.device)
+        self.stream = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]  # unannotated in torch
         # destinations were allocated on the current stream: copies start after its work so far
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         self.bytes = 0
@@ -237,7 +244,7 @@ class Stager:
         """Wait for every copy put so far (the ring is free again)."""
         self.stream.synchronize()
 
-    def put(self, src, dst) -> None:
+    def put(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         import torch
 
         if src.is_cuda:
@@ -250,8 +257,9 @@ class Stager:
             r1 = min(rows, r0 + step)
             k = self.k
             self.k = (k + 1) % len(self.ring)
-            if self.done[k] is not None:
-                self.done[k].synchronize()          # its previous DMA has left the buffer
+            done = self.done[k]
+            if done is not None:
+                done.synchronize()                  # its previous DMA has left the buffer
             n = (r1 - r0) * row_bytes
             buf = self.ring[k][:n].view(src.dtype).view((r1 - r0,) + tuple(src.shape[1:]))
             t0 = time.perf_counter()
@@ -259,7 +267,7 @@ class Stager:
             self.host_s += time.perf_counter() - t0
             with torch.cuda.stream(self.stream):
                 dst[r0:r1].copy_(buf, non_blocking=True)
-                ev = torch.cuda.Event()
+                ev = torch.cuda.Event()  # type: ignore[no-untyped-call]  # unannotated in torch
                 ev.record(self.stream)
             self.done[k] = ev
             self.bytes += n

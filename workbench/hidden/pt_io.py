@@ -10,11 +10,15 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 
+if TYPE_CHECKING:
+    import os
 
-def load_pt(path, *, mmap: bool = True):
+
+def load_pt(path: "str | os.PathLike[str]", *, mmap: bool = True) -> Any:
     import warnings
 
     path = Path(path)
@@ -23,7 +27,7 @@ def load_pt(path, *, mmap: bool = True):
         return _load(path, mmap)
 
 
-def _load(path: Path, mmap: bool):
+def _load(path: Path, mmap: bool) -> Any:
     import torch
 
     try:

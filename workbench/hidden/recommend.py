@@ -8,8 +8,9 @@ other points, the doctor's ``layer-ids-engine-mismatch`` finding carries the con
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.errors import InputError
@@ -19,7 +20,7 @@ from workbench.layers import Point, rule_for
 
 
 def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
-              num_layers: Optional[int] = None, draft_config: Optional[dict] = None,
+              num_layers: Optional[int] = None, draft_config: Optional[dict[str, Any]] = None,
               draft_config_path: Optional[str] = None) -> tuple[Recommendation, list[Finding]]:
     rule = rule_for(engine, arch)
     key = ("eagle_aux_hidden_state_layer_ids" if rule.reads_top_level_first
@@ -37,17 +38,18 @@ def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
     if missing:
         rec.reason = f"no physical point known for the best candidate of {', '.join(missing)}"
         return rec, findings
+    named = [p for p in points if p is not None]      # every one of them (none missing)
     try:
-        pts = [Point.parse(p) for p in points]
+        pts = [Point.parse(p) for p in named]
     except InputError as exc:
         rec.reason = str(exc)
         return rec, findings
     ids = rule.ids_for(pts, num_layers)
     rec.layer_ids = ids
     if ids is None:
-        rec.reason = f"{rule.name} cannot capture {', '.join(points)} in this order with any ids"
+        rec.reason = f"{rule.name} cannot capture {', '.join(named)} in this order with any ids"
     else:
-        rec.reason = f"{rule.name} captures {', '.join(points)} from {key} = {ids}"
+        rec.reason = f"{rule.name} captures {', '.join(named)} from {key} = {ids}"
     if draft_config is None:
         return rec, findings
 
@@ -71,7 +73,7 @@ def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
         msg += "." if confident else "; not every slot matched firmly, check the alignment table."
         fix = None
         if ids is not None:
-            fix = Fix(f"set {key} to {ids} so {rule.name} captures {', '.join(points)}",
+            fix = Fix(f"set {key} to {ids} so {rule.name} captures {', '.join(named)}",
                       str(Path(draft_config_path)) if draft_config_path else None, [ConfigEdit(key, ids)])
         findings.append(Finding(
             "layer-ids-engine-mismatch", "error" if confident else "warning", msg,
@@ -82,22 +84,22 @@ def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
     return rec, findings
 
 
-def _shift(have, want) -> Optional[int]:
+def _shift(have: Sequence[Optional[Point]], want: Sequence[Point]) -> Optional[int]:
     if len(have) != len(want) or any(p is None for p in have):
         return None
-    diffs = set()
+    diffs: set[int] = set()
     for a, b in zip(have, want):
-        if a.kind != "out" or b.kind != "out":
+        if a is None or a.kind != "out" or b.kind != "out" or a.layer is None or b.layer is None:
             return None
         diffs.add(a.layer - b.layer)
     return diffs.pop() if len(diffs) == 1 and 0 not in diffs else None
 
 
-def _fmt(points) -> str:
+def _fmt(points: Sequence[Optional[str]]) -> str:
     return "[" + ", ".join("missing" if p is None else str(p) for p in points) + "]"
 
 
-def target_info(path) -> tuple[Optional[str], Optional[int]]:
+def target_info(path: "str | os.PathLike[str]") -> tuple[Optional[str], Optional[int]]:
     """(architecture, num_hidden_layers) of a target ``config.json`` (file or folder)."""
     from workbench import strictjson
     from workbench.draftconfig.schema import validate

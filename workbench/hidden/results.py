@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
 from workbench.results import Result
+
+if TYPE_CHECKING:
+    from workbench.doctor.findings import Finding
 
 MATCH, AMBIGUOUS, NO_MATCH = "match", "ambiguous", "no-match"
 
@@ -57,7 +60,7 @@ class NonFinite(Result):
     nan: int
     inf: int
     tokens: int               # rows holding at least one non-finite value
-    first: list               # up to 5 [row, column] positions (rows in that capture's own numbering)
+    first: list[list[int]]    # up to 5 [row, column] positions (rows in that capture's own numbering)
 
 
 @dataclass
@@ -65,12 +68,12 @@ class Recommendation(Result):
     engine: str
     arch: Optional[str]
     num_layers: Optional[int]
-    points: list                       # best physical point per slot (None where unknown)
-    layer_ids: Optional[list]          # the ids to write, in this engine's convention
+    points: list[Optional[str]]        # best physical point per slot (None where unknown)
+    layer_ids: Optional[list[int]]     # the ids to write, in this engine's convention
     key: str                           # where they go in the draft config.json
     confident: bool                    # every slot matched
-    current_ids: Optional[list] = None
-    current_points: Optional[list] = None
+    current_ids: Optional[list[Any]] = None
+    current_points: Optional[list[Optional[str]]] = None
     differs: Optional[bool] = None
     reason: str = ""
     rule: str = ""
@@ -80,34 +83,34 @@ class Recommendation(Result):
 class AlignResult(Result):
     train: str
     infer: str
-    rows: list                        # slot names
-    rows_physical: list
-    row_roles: list                   # "slot" (a drafter input) or "final" (the teacher's input)
-    cols: list                        # candidate names
-    cols_physical: list
+    rows: list[str]                   # slot names
+    rows_physical: list[Optional[str]]
+    row_roles: list[str]              # "slot" (a drafter input) or "final" (the teacher's input)
+    cols: list[str]                   # candidate names
+    cols_physical: list[Optional[str]]
     metric: str
-    matrix: list                      # rel_diff [rows][cols]
-    cosine: list
-    max_abs: list                     # None where not computed (see ``exact``)
-    mean_abs: list
-    exact: list                       # [rows][cols] True where refined exactly (fp32 differences)
-    best: list                        # SlotBest per row
+    matrix: list[list[Optional[float]]]   # rel_diff [rows][cols]
+    cosine: list[list[Optional[float]]]
+    max_abs: list[list[Optional[float]]]  # None where not computed (see ``exact``)
+    mean_abs: list[list[Optional[float]]]
+    exact: list[list[bool]]           # [rows][cols] True where refined exactly (fp32 differences)
+    best: list[SlotBest]              # SlotBest per row
     tokens_compared: int
-    tokens: dict                      # the token alignment (method, dropped, notes)
+    tokens: dict[str, Any]            # the token alignment (method, dropped, notes)
     recommendation: Optional[Recommendation]
-    findings: list = field(default_factory=list)
-    nonfinite: list = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    nonfinite: list[NonFinite] = field(default_factory=list)
     thresholds: Thresholds = field(default_factory=Thresholds)
     device: str = "cpu"
     precision: str = "fp32"
     seconds: float = 0.0
     bytes_read: int = 0
-    notes: list = field(default_factory=list)
-    timing: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    timing: dict[str, Any] = field(default_factory=dict)
     per_token_values: Any = field(default=None, repr=False, metadata={"internal": True})
     token_positions: Any = field(default=None, repr=False, metadata={"internal": True})
 
-    def per_token(self, slot, candidate) -> dict:
+    def per_token(self, slot: Union[int, str], candidate: Union[int, str]) -> dict[str, Any]:
         """Per-token rel_diff of one pair (by index or name), with the reference positions."""
         s = slot if isinstance(slot, int) else self.rows.index(slot)
         c = candidate if isinstance(candidate, int) else self.cols.index(candidate)
@@ -118,7 +121,7 @@ class AlignResult(Result):
                 "positions": pos[ok].tolist(), "rel_diff": vals[ok].tolist(),
                 "left_out": pos[~ok].tolist()}
 
-    def verdicts(self) -> list:
+    def verdicts(self) -> list[str]:
         return [b.verdict for b in self.best]
 
     def text(self) -> str:
@@ -139,7 +142,7 @@ class AlignResult(Result):
         return "\n".join(lines)
 
 
-def _f(v, digits: int = 3) -> str:
+def _f(v: Optional[float], digits: int = 3) -> str:
     if v is None:
         return "-"
     if v == float("inf"):
@@ -147,5 +150,5 @@ def _f(v, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
 
 
-def _p(v) -> str:
+def _p(v: Optional[str]) -> str:
     return v if v is not None else "?"

@@ -19,10 +19,11 @@ alignment keeps, per (position, token id), the first row (a prefill row before a
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeGuard, Union, cast
 
 import numpy as np
 
@@ -31,20 +32,27 @@ from workbench.hidden.pt_io import load_pt
 from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array, dtype_name
 from workbench.numbers import NON_NEGATIVE, integer
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import torch
+
 RANK_DIR = re.compile(r"^TP(\d+)_PP(\d+)_Rank(\d+)_pid(\d+)$")
 PASS_FILE = re.compile(r"^Pass(\d+)\.pt$")
 BATCH_INFO = ".forward_batch_info."
 LAYER_NORM_IN = re.compile(r"(?:^|\.)layers\.(\d+)\.input_layernorm$")
 LAYER_OUT = re.compile(r"(?:^|\.)layers\.(\d+)$")
+# Which part of a module's output a tensor is: the whole output (None), an index into a list or
+# tuple output, or "sum" (hidden + residual of a DUMPER layer output pair).
+Part = Union[str, int, None]
 
 
-def is_pass_dump(path) -> bool:
+def is_pass_dump(path: "str | os.PathLike[str]") -> bool:
     path = Path(path)
     return path.is_dir() and (any(RANK_DIR.match(p.name) for p in path.iterdir() if p.is_dir())
                               or (path / "target").is_dir())
 
 
-def is_dumper(path) -> bool:
+def is_dumper(path: "str | os.PathLike[str]") -> bool:
     path = Path(path)
     if path.is_file():
         return "___" in path.name and path.name.startswith("step=")
@@ -52,7 +60,7 @@ def is_dumper(path) -> bool:
 
 
 # ---------------------------------------------------------------------------- legacy per-pass
-def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: bool = False,
+def read_pass_dump(path: "str | os.PathLike[str]", *, side: str = "target", tp_rank: int = 0, everything: bool = False,
                    passes: Optional[slice] = None) -> Capture:
     root = Path(path)
     tp_rank = integer(tp_rank, "tp_rank", NON_NEGATIVE)
@@ -64,17 +72,17 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
     rank_dirs = [p for p in rank_dirs if int(cast("re.Match[str]", RANK_DIR.match(p.name)).group(1)) == tp_rank]
     if not rank_dirs:
         raise InputError(f"{path}: no TP{tp_rank}_PP*_Rank*_pid* folders (an SGLang tensor-dump folder?)")
-    notes = []
+    notes: list[str] = []
     by_pp: dict[int, list[Path]] = defaultdict(list)
     for d in rank_dirs:
         by_pp[int(cast("re.Match[str]", RANK_DIR.match(d.name)).group(2))].append(d)
-    chosen = []
+    chosen: list[Path] = []
     for pp, dirs in sorted(by_pp.items()):
         dirs.sort(key=lambda d: d.stat().st_mtime)
         if len(dirs) > 1:
             notes.append(f"PP{pp}: {len(dirs)} runs found, reading the newest ({dirs[-1].name})")
         chosen.append(dirs[-1])
-    pass_lists = []
+    pass_lists: list[list[Path]] = []
     for d in chosen:
         files = sorted((p for p in d.iterdir() if PASS_FILE.match(p.name)),
                        key=lambda p: int(cast("re.Match[str]", PASS_FILE.match(p.name)).group(1)))
@@ -84,8 +92,11 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
         raise InputError(f"{root}: no Pass*.pt files")
     index = list(range(n_pass))[passes] if passes is not None else list(range(n_pass))
 
-    ids_parts, pos_parts, counts = [], [], []
-    entries: dict[str, tuple] = {}   # name -> (pp index, list index or None, width, dtype)
+    ids_parts: list[npt.NDArray[np.int64]] = []
+    pos_parts: list[npt.NDArray[np.int64]] = []
+    counts: list[int] = []
+    # name -> (pp index, module name, list index or None, width, dtype)
+    entries: dict[str, tuple[int, str, Optional[int], int, str]] = {}
     for k, i in enumerate(index):
         ids = pos = None
         for pp_i, files in enumerate(pass_lists):
@@ -117,7 +128,7 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
         notes.append("no positions in the dump: rows aligned by token ids only")
     rows = int(token_ids.size)
 
-    tensors = []
+    tensors: list[HiddenTensor] = []
     for key, (pp_i, name, part, width, dtype) in entries.items():
         physical, role = _physical(name, part)
         if physical is None and not everything:
@@ -133,13 +144,13 @@ def read_pass_dump(path, *, side: str = "target", tp_rank: int = 0, everything: 
                    notes=notes, meta={"passes": len(index), "rows_per_pass": counts[:8]})
 
 
-def _parts(v):
+def _parts(v: Any) -> list[tuple[Optional[int], Any]]:
     if isinstance(v, (list, tuple)):
         return [(i, t) for i, t in enumerate(v)]
     return [(None, v)]
 
 
-def _physical(name: str, part) -> tuple:
+def _physical(name: str, part: Part) -> tuple[Optional[str], str]:
     base = name[len("non_intrusive__"):] if name.startswith("non_intrusive__") else name
     base = re.sub(r"\.output$", "", base)
     if base.endswith("embed_tokens") and part is None:
@@ -160,11 +171,11 @@ def _physical(name: str, part) -> tuple:
     return None, LAYER
 
 
-def _pass_loader(files, name, part, counts):
-    def load():
+def _pass_loader(files: list[Path], name: str, part: Optional[int], counts: list[int]) -> Callable[[], torch.Tensor]:
+    def load() -> torch.Tensor:
         import torch
 
-        chunks = []
+        chunks: list[torch.Tensor] = []
         for f, n in zip(files, counts):
             d = load_pt(f)
             v = d.get(name) if isinstance(d, dict) else None
@@ -181,13 +192,13 @@ def _pass_loader(files, name, part, counts):
     return load
 
 
-def _part(v, part):
+def _part(v: Any, part: Part) -> Any:
     if part is None:
         return v
     return v[part] if isinstance(v, (list, tuple)) and isinstance(part, int) and part < len(v) else None
 
 
-def _order(t: HiddenTensor):
+def _order(t: HiddenTensor) -> tuple[int, int, int, str]:
     p = t.physical or ""
     m = re.match(r"out\((\d+)\)", p)
     return (0 if p == "embed" else 1 if m else 2 if p.startswith("final") else 3,
@@ -195,9 +206,9 @@ def _order(t: HiddenTensor):
 
 
 # ---------------------------------------------------------------------------- DUMPER
-def _tags(name: str) -> dict:
+def _tags(name: str) -> dict[str, str]:
     stem = name[:-3] if name.endswith(".pt") else name
-    out = {}
+    out: dict[str, str] = {}
     for part in stem.split("___"):
         if "=" in part:
             k, v = part.split("=", 1)
@@ -205,13 +216,13 @@ def _tags(name: str) -> dict:
     return out
 
 
-def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
+def read_dumper(path: "str | os.PathLike[str]", *, rank: int = 0, everything: bool = False) -> Capture:
     root = Path(path)
     rank = integer(rank, "rank", NON_NEGATIVE)
     files = [root] if root.is_file() else sorted(root.rglob("step=*.pt"))
     if not files:
         raise InputError(f"{path}: no DUMPER step=*.pt files")
-    groups: dict[tuple, list[tuple[int, int, Path]]] = defaultdict(list)
+    groups: dict[tuple[tuple[str, str], ...], list[tuple[int, int, Path]]] = defaultdict(list)
     for f in files:
         tags = _tags(f.name)
         if "name" not in tags or "step" not in tags:
@@ -227,7 +238,7 @@ def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
     for g in groups.values():
         g.sort()
 
-    def series(pred) -> Optional[np.ndarray]:
+    def series(pred: Callable[[str], bool]) -> Optional[npt.NDArray[np.int64]]:
         for key, items in groups.items():
             if pred(dict(key)["name"]):
                 return np.concatenate([as_int_array(_value(f), str(f)) for _, _, f in items])
@@ -235,7 +246,7 @@ def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
 
     token_ids = series(lambda n: n.split(".")[-1] == "input_ids" or n.endswith("input_ids"))
     positions = series(lambda n: n.endswith("positions"))
-    tensors = []
+    tensors: list[HiddenTensor] = []
     for key, items in groups.items():
         tags = dict(key)
         name = tags["name"]
@@ -267,7 +278,7 @@ def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
         return read_dumper(path, rank=rank, everything=True)
     tensors.sort(key=_order)
     row_counts = {t.rows for t in tensors}
-    notes = []
+    notes: list[str] = []
     if token_ids is not None and row_counts and row_counts != {len(token_ids)}:
         notes.append(f"token ids ({len(token_ids)}) do not cover the tensor rows ({sorted(row_counts)}): "
                      "rows aligned by index")
@@ -275,14 +286,14 @@ def read_dumper(path, *, rank: int = 0, everything: bool = False) -> Capture:
     return Capture(str(root), "sglang-dumper", tensors, token_ids=token_ids, positions=positions, notes=notes)
 
 
-def _value(f: Path):
+def _value(f: Path) -> Any:
     d = load_pt(f)
     if isinstance(d, dict) and "value" in d:
         return d["value"]
     raise InputError(f"{f}: expected a DUMPER dict with 'value' and 'meta'")
 
 
-def _pick(v, part, f=None):
+def _pick(v: Any, part: Part, f: Optional[Path] = None) -> torch.Tensor:
     """The tensor ``part`` of a DUMPER value, as [rows, width]; one line naming the file otherwise."""
     if part == "sum":
         a, b = _part(v, 0), _part(v, 1)
@@ -295,17 +306,17 @@ def _pick(v, part, f=None):
     return t.reshape(-1, t.shape[-1])
 
 
-def _tensor(t) -> bool:
+def _tensor(t: Any) -> TypeGuard[torch.Tensor]:
     return hasattr(t, "dim") and hasattr(t, "reshape") and getattr(t, "dtype", None) is not None \
         and t.dtype.is_floating_point
 
 
-def _value_rows(f, part) -> int:
+def _value_rows(f: Path, part: Part) -> int:
     return int(_pick(_value(f), part, f).shape[0])
 
 
-def _dumper_loader(files, part):
-    def load():
+def _dumper_loader(files: list[Path], part: Part) -> Callable[[], torch.Tensor]:
+    def load() -> torch.Tensor:
         import torch
 
         chunks = [_pick(_value(f), part, f) for f in files]

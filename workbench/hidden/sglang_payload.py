@@ -14,7 +14,7 @@ Tokens served from the prefix cache have no prefill rows: pass ``offset`` (or fl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
 
@@ -23,8 +23,13 @@ from workbench.errors import InputError
 from workbench.hidden.view import PACKED, Capture, HiddenTensor, as_int_array
 from workbench.numbers import NON_NEGATIVE, integer
 
+if TYPE_CHECKING:
+    import os
 
-def _rows(entry, where: str) -> np.ndarray:
+    import torch
+
+
+def _rows(entry: Any, where: str) -> np.ndarray:
     """One entry of ``hidden_states`` as float64 rows; ragged rows, strings or objects are refused."""
     try:
         arr = np.asarray(entry, dtype=np.float64)
@@ -35,7 +40,7 @@ def _rows(entry, where: str) -> np.ndarray:
     return arr
 
 
-def is_payload(path) -> bool:
+def is_payload(path: "str | os.PathLike[str]") -> bool:
     path = Path(path)
     if not path.is_file() or path.suffix.lower() != ".json":
         return False
@@ -44,14 +49,14 @@ def is_payload(path) -> bool:
     return b"hidden_states" in head or b"meta_info" in head
 
 
-def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
+def read_payload(path: "str | os.PathLike[str]", *, sample: int = 0, offset: Optional[int] = None,
                  slot_points: Optional[Sequence[str]] = None) -> Capture:
     path = Path(path)
     doc = strictjson.load_file(path, "response JSON")   # finite numbers, bounded nesting
     sample = integer(sample, "sample", NON_NEGATIVE)
     if offset is not None:
         offset = integer(offset, "offset", NON_NEGATIVE)
-    request: dict = {}
+    request: dict[str, Any] = {}
     if isinstance(doc, dict) and "response" in doc:
         request = doc.get("request") or {}
         if not isinstance(request, dict):
@@ -75,7 +80,7 @@ def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
     if not isinstance(hs, list) or not hs:
         raise InputError(f"{path}: no meta_info.hidden_states (was the request sent with return_hidden_states?)")
 
-    blocks = []
+    blocks: list[np.ndarray] = []
     for i, entry in enumerate(hs):
         arr = _rows(entry, f"{path}: meta_info.hidden_states[{i}]") if entry is not None else None
         if arr is None or arr.size == 0:
@@ -99,7 +104,7 @@ def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
         raise InputError(f"{path}: meta_info.hidden_states holds values beyond the float32 range")
     rows, width = data.shape
 
-    notes = []
+    notes: list[str] = []
     prompt_tokens = meta.get("prompt_tokens")
     if prompt_tokens is not None:
         prompt_tokens = integer(prompt_tokens, f"{path}: meta_info.prompt_tokens", NON_NEGATIVE, allow_str=False)
@@ -122,7 +127,7 @@ def read_payload(path, *, sample: int = 0, offset: Optional[int] = None,
         ids = np.asarray(seq[start:start + rows], dtype=np.int64)
     positions = np.arange(rows, dtype=np.int64) + start
 
-    def load():
+    def load() -> torch.Tensor:
         import torch
 
         return torch.from_numpy(data)

@@ -12,9 +12,10 @@ logits ([1, L', V], the 2025-11 HF-capture window) are detected and the tensor i
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, cast
 
 import numpy as np
 
@@ -24,23 +25,26 @@ from workbench.hidden.pt_io import load_pt
 from workbench.hidden.view import FINAL, LOGITS, SLOT, Capture, HiddenTensor, as_int_array, dtype_name, indexed_files
 from workbench.numbers import Range, integer
 
+if TYPE_CHECKING:
+    import torch
+
 REQUIRED = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 FILE_RE = re.compile(r"^data_(\d+)\.ckpt(\.gz)?$")
 
 
-def sample_files(root) -> list[Path]:
+def sample_files(root: "str | os.PathLike[str]") -> list[Path]:
     """All ``data_{i}.ckpt[.gz]`` under ``root`` (a file or a folder), in index order."""
     return indexed_files(root, "data_*.ckpt*", FILE_RE, "SpecForge data_{i}.ckpt")
 
 
-def is_specforge(path) -> bool:
+def is_specforge(path: "str | os.PathLike[str]") -> bool:
     path = Path(path)
     if path.is_file():
         return bool(FILE_RE.match(path.name))
     return path.is_dir() and any(FILE_RE.match(p.name) for p in path.rglob("data_*.ckpt*"))
 
 
-def read_specforge(path, *, sample: Optional[int] = None, slots: Optional[int] = None,
+def read_specforge(path: "str | os.PathLike[str]", *, sample: Optional[int] = None, slots: Optional[int] = None,
                    layer_ids: Optional[Sequence[int]] = None, vocab_size: Optional[int] = None,
                    strip_padding: bool = True) -> Capture:
     """One training sample as a Capture whose SLOT tensors are the K drafter-input slots.
@@ -60,12 +64,12 @@ def read_specforge(path, *, sample: Optional[int] = None, slots: Optional[int] =
     return read_file(f, slots=slots, layer_ids=layer_ids, vocab_size=vocab_size, strip_padding=strip_padding)
 
 
-def iter_samples(path, **kw) -> Iterator[Capture]:
+def iter_samples(path: "str | os.PathLike[str]", **kw: Any) -> Iterator[Capture]:
     for f in sample_files(path):
         yield read_file(f, **kw)
 
 
-def read_file(f, *, slots: Optional[int] = None, layer_ids: Optional[Sequence[int]] = None,
+def read_file(f: "str | os.PathLike[str]", *, slots: Optional[int] = None, layer_ids: Optional[Sequence[int]] = None,
               vocab_size: Optional[int] = None, strip_padding: bool = True) -> Capture:
     import torch
 
@@ -139,7 +143,7 @@ def read_file(f, *, slots: Optional[int] = None, layer_ids: Optional[Sequence[in
 
     src = str(f)
     dtype = dtype_name(aux.dtype)
-    tensors = []
+    tensors: list[HiddenTensor] = []
     for i in range(k):
         physical = f"out({int(layer_ids[i])})" if layer_ids and i < len(layer_ids) else None
         tensors.append(HiddenTensor(f"aux[{i}]", length, h, dtype, SLOT, physical, src,
@@ -157,7 +161,7 @@ def read_file(f, *, slots: Optional[int] = None, layer_ids: Optional[Sequence[in
     return cap
 
 
-def _rows2d(t, f, key):
+def _rows2d(t: torch.Tensor, f: Path, key: str) -> torch.Tensor:
     if t.dim() == 3 and t.shape[0] == 1:
         return t[0]
     if t.dim() == 2:
@@ -165,7 +169,7 @@ def _rows2d(t, f, key):
     raise InputError(f"{f}: {key} has shape {list(t.shape)}; expected [1, L, W] or [L, W]")
 
 
-def _slice(t, length, lo, hi):
+def _slice(t: torch.Tensor, length: int, lo: int, hi: int) -> Callable[[], torch.Tensor]:
     return lambda: t[:length, lo:hi]
 
 

@@ -12,32 +12,36 @@ i.e. out(j-1); j = 0 is the embedding output, j = N the final pre-norm residual)
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
-from typing import Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
 
 import numpy as np
 
 from workbench.errors import InputError
-from workbench.hidden.st_io import SafetensorsFile
+from workbench.hidden.st_io import Entry, SafetensorsFile
 from workbench.hidden.view import FINAL, SLOT, Capture, HiddenTensor, as_int_array, indexed_files
+
+if TYPE_CHECKING:
+    import torch
 
 FILE_RE = re.compile(r"^hs_(\d+)\.safetensors$")
 
 
-def sample_files(root) -> list[Path]:
+def sample_files(root: "str | os.PathLike[str]") -> list[Path]:
     """All ``hs_{i}.safetensors`` under ``root`` (a file or a folder), in index order."""
     return indexed_files(root, "hs_*.safetensors", FILE_RE, "speculators hs_{i}.safetensors")
 
 
-def is_speculators(path) -> bool:
+def is_speculators(path: "str | os.PathLike[str]") -> bool:
     path = Path(path)
     if path.is_file():
         return bool(FILE_RE.match(path.name))
     return path.is_dir() and any(FILE_RE.match(p.name) for p in path.rglob("hs_*.safetensors"))
 
 
-def read_speculators(path, *, sample: Optional[int] = None, include_last_layer: bool = True,
+def read_speculators(path: "str | os.PathLike[str]", *, sample: Optional[int] = None, include_last_layer: bool = True,
                      layer_ids: Optional[Sequence[int]] = None, num_layers: Optional[int] = None) -> Capture:
     files = sample_files(path)
     if sample is None:
@@ -65,7 +69,7 @@ def read_speculators(path, *, sample: Optional[int] = None, include_last_layer: 
         raise InputError(f"{f}: hidden_states holds {n} slot(s); no drafter-input slot left")
     if layer_ids is None and num_layers is not None:
         layer_ids = [2, num_layers // 2, num_layers - 3]  # speculators' default (capture-before)
-    tensors = []
+    tensors: list[HiddenTensor] = []
     for j in range(n):
         last = include_last_layer and j == n - 1
         if last:
@@ -78,7 +82,7 @@ def read_speculators(path, *, sample: Optional[int] = None, include_last_layer: 
                 physical = "embed" if b == 0 else (
                     "final-prenorm" if num_layers is not None and b == num_layers else f"out({b - 1})")
         tensors.append(HiddenTensor(name, length, h, dtype, role, physical, str(f), _slot(st, j, scales)))
-    meta = {"slots": n_aux, "hidden_size": h, "include_last_layer": include_last_layer}
+    meta: dict[str, Any] = {"slots": n_aux, "hidden_size": h, "include_last_layer": include_last_layer}
     if scales is not None:
         meta["fp8"] = f"{ent.torch_dtype_name} x {SCALES_KEY} (dequantized to float32)"
     return Capture(str(f), "speculators", tensors, token_ids=ids, positions=np.arange(length, dtype=np.int64),
@@ -88,7 +92,7 @@ def read_speculators(path, *, sample: Optional[int] = None, include_last_layer: 
 SCALES_KEY = "hidden_states_scales"     # hs_connectors.fp8_utils.SCALES_KEY
 
 
-def _scales(st: SafetensorsFile, f: Path, ent, length: int):
+def _scales(st: SafetensorsFile, f: Path, ent: Entry, length: int) -> Optional[torch.Tensor]:
     """The per-token scales of an FP8 file as float32 ``[L, 1]``; None for an unscaled file."""
     import torch
 
@@ -109,7 +113,7 @@ def _scales(st: SafetensorsFile, f: Path, ent, length: int):
     return s
 
 
-def _slot(st: SafetensorsFile, j: int, scales=None):
+def _slot(st: SafetensorsFile, j: int, scales: Optional[torch.Tensor] = None) -> Callable[[], torch.Tensor]:
     if scales is None:
         return lambda: st.load("hidden_states")[:, j, :]
     return lambda: st.load("hidden_states", fp8=True)[:, j, :].float() * scales

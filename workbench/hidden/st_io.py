@@ -13,7 +13,7 @@ import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 from workbench.errors import InputError
 
@@ -33,7 +33,7 @@ FP8 = ("F8_E4M3", "F8_E5M2", "F8_E8M0")   # stored scaled: a reader applies the 
 class Entry:
     name: str
     dtype: str          # safetensors code, e.g. "BF16"
-    shape: tuple
+    shape: tuple[int, ...]
     begin: int          # absolute file offset
     end: int
 
@@ -92,7 +92,8 @@ class SafetensorsFile:
         return flat.view(dtype).view(shape)
 
 
-def write_safetensors(path, tensors: dict, metadata: Optional[dict] = None) -> None:
+def write_safetensors(path: "str | os.PathLike[str]", tensors: dict[str, torch.Tensor],
+                      metadata: Optional[dict[str, Any]] = None) -> None:
     """Atomic write (temp + rename) through the safetensors package."""
     from safetensors.torch import save_file
 
@@ -106,12 +107,13 @@ def write_safetensors(path, tensors: dict, metadata: Optional[dict] = None) -> N
 CODES = {v: k for k, v in DTYPES.items()}
 
 
-def write_streaming(path, specs, tensors, metadata: Optional[dict] = None) -> int:
+def write_streaming(path: "str | os.PathLike[str]", specs: Sequence[tuple[str, str, Sequence[int]]],
+                    tensors: Iterable[torch.Tensor], metadata: Optional[dict[str, Any]] = None) -> int:
     """Write a safetensors file one tensor at a time: ``specs`` is ``[(name, dtype_name, shape)]``
     and ``tensors`` yields the tensors in that order (each may be dropped once written). Atomic
     (temp file + rename); returns the number of data bytes."""
     path = Path(path)
-    header: dict = {}
+    header: dict[str, Any] = {}
     if metadata:
         header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
     off = 0
@@ -133,7 +135,7 @@ def write_streaming(path, specs, tensors, metadata: Optional[dict] = None) -> in
             if tuple(t.shape) != tuple(shape) or str(t.dtype).replace("torch.", "") != dtype:
                 raise InputError(f"{path}: {name}: got {t.dtype}{list(t.shape)}, declared {dtype}{list(shape)}")
             buf = t.contiguous().view(-1).view(__import__("torch").uint8).numpy()
-            fh.write(memoryview(buf))
+            fh.write(buf.data)   # the array's memoryview (numpy types ndarray as a Buffer only on 3.12+)
             written += buf.nbytes
     if written != off:
         tmp.unlink(missing_ok=True)

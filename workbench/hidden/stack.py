@@ -13,9 +13,10 @@ A leading batch dimension of 1 is dropped. Each tensor is mapped and loaded on i
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
 
 from workbench import strictjson
 from workbench.draftconfig.schema import MAX_LAYERS
@@ -28,11 +29,15 @@ ID_KEYS = ("token_ids", "input_ids")
 POS_KEYS = ("positions", "position_ids")
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import torch
+
     from workbench.hidden.npz_io import NpzFile
     from workbench.hidden.st_io import SafetensorsFile
 
 
-def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
+def read_stack(path: "str | os.PathLike[str]", *, hf_num_layers: Optional[int] = None) -> Capture:
     path = Path(path)
     f: Union[NpzFile, SafetensorsFile]
     if path.suffix == ".npz":
@@ -41,7 +46,7 @@ def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
         f = NpzFile(path)
         shapes = {m.name: tuple(m.shape) for m in f.members.values()}
         dtypes = {m.name: ("bfloat16" if m.dtype.kind == "V" else str(m.dtype)) for m in f.members.values()}
-        metadata: dict = {}
+        metadata: dict[str, str] = {}
         fmt = "stack-npz"
     else:
         from workbench.hidden.st_io import SafetensorsFile
@@ -90,7 +95,7 @@ def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
     for what, arr in (("token ids", token_ids), ("positions", positions)):
         if arr is not None and len(arr) != t_rows:
             raise InputError(f"{path}: {len(arr)} {what} for {t_rows} rows")
-    meta = {k: v for k, v in metadata.items() if k not in ID_KEYS + POS_KEYS}
+    meta: dict[str, Any] = {k: v for k, v in metadata.items() if k not in ID_KEYS + POS_KEYS}
     outs = [int(t.physical[4:-1]) for t in tensors if t.physical and t.physical.startswith("out(")]
     if fmt.endswith("-hf"):
         meta["num_layers"] = len(tensors) - 1
@@ -99,7 +104,7 @@ def read_stack(path, *, hf_num_layers: Optional[int] = None) -> Capture:
     return Capture(str(path), fmt, tensors, token_ids=token_ids, positions=positions, meta=meta)
 
 
-def _order(t: HiddenTensor):
+def _order(t: HiddenTensor) -> tuple[int, int, str]:
     p = t.physical or ""
     if p == "embed":
         return (0, 0, t.name)
@@ -111,18 +116,19 @@ def _order(t: HiddenTensor):
     return (3, 0, t.name)
 
 
-def _squeeze(shape):
+def _squeeze(shape: Sequence[int]) -> tuple[int, ...]:
     shape = tuple(shape)
     while len(shape) > 2 and shape[0] == 1:
         shape = shape[1:]
     return shape
 
 
-def _loader(f, name, shape):
+def _loader(f: Union[NpzFile, SafetensorsFile], name: str, shape: tuple[int, ...]) -> Callable[[], torch.Tensor]:
     return lambda: f.load(name).reshape(shape)
 
 
-def _ids(f, shapes, metadata, keys, path):
+def _ids(f: Union[NpzFile, SafetensorsFile], shapes: dict[str, tuple[int, ...]], metadata: dict[str, str],
+         keys: tuple[str, ...], path: Path) -> Optional[npt.NDArray[np.int64]]:
     for k in keys:
         if k in shapes:
             return as_int_array(f.load(k), f"{path}:{k}")
@@ -135,7 +141,8 @@ def _ids(f, shapes, metadata, keys, path):
     return None
 
 
-def _hf_stack(f, path, shape, dtype, num_layers):
+def _hf_stack(f: Union[NpzFile, SafetensorsFile], path: Path, shape: Sequence[int], dtype: str,
+              num_layers: Optional[int]) -> list[HiddenTensor]:
     shape = tuple(shape)
     if len(shape) == 4 and shape[1] == 1:
         shape = (shape[0], shape[2], shape[3])
@@ -148,7 +155,7 @@ def _hf_stack(f, path, shape, dtype, num_layers):
     n = n1 - 1 if num_layers is None else integer(num_layers, "hf_num_layers", Range(1, MAX_LAYERS))
     if n1 != n + 1:
         raise InputError(f"{path}: hidden_states holds {n1} entries, expected N+1 = {n + 1}")
-    out = []
+    out: list[HiddenTensor] = []
     for i in range(n1):
         if i == 0:
             physical, role = "embed", LAYER
@@ -161,9 +168,9 @@ def _hf_stack(f, path, shape, dtype, num_layers):
     return out
 
 
-def _hf_loader(f, i, shape):
-    def load():
+def _hf_loader(f: Union[NpzFile, SafetensorsFile], i: int, shape: tuple[int, int, int]) -> Callable[[], torch.Tensor]:
+    def load() -> torch.Tensor:
         if hasattr(f, "entries"):  # safetensors: map just this layer's rows
-            return f.load("hidden_states", rows=slice(i, i + 1)).reshape(shape[1:])
+            return cast("SafetensorsFile", f).load("hidden_states", rows=slice(i, i + 1)).reshape(shape[1:])
         return f.load("hidden_states").reshape(shape)[i]
     return load

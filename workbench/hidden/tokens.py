@@ -14,7 +14,7 @@ The result says how many tokens were compared and how many were dropped on each 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class TokenAlignment:
     def ref_positions(self) -> np.ndarray:
         return np.arange(self.ref_rows)[self.ref_index]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "compared": self.compared, "ref_rows": self.ref_rows,
                 "infer_rows": self.infer_rows, "dropped_ref": self.dropped_ref,
                 "dropped_infer": self.dropped_infer, "id_mismatch": self.id_mismatch,
@@ -81,7 +81,7 @@ def align_tokens(ref: Capture, infer: Capture, ref_rows: Optional[int] = None,
     return out
 
 
-def _by_position(rid, rpos, iid, ipos) -> TokenAlignment:
+def _by_position(rid: np.ndarray, rpos: np.ndarray, iid: np.ndarray, ipos: np.ndarray) -> TokenAlignment:
     nr, ni = len(rid), len(iid)
     span = int(max(rid.max(initial=0), iid.max(initial=0))) + 1
     ikey = ipos.astype(np.int64) * span + iid
@@ -106,11 +106,11 @@ def _by_position(rid, rpos, iid, ipos) -> TokenAlignment:
     return res
 
 
-def _by_offset(rid, iid) -> TokenAlignment:
+def _by_offset(rid: np.ndarray, iid: np.ndarray) -> TokenAlignment:
     nr, ni = len(rid), len(iid)
     best = (-1, 0)
     # Candidate offsets: where the first few inference ids occur in the reference, and vice versa.
-    offsets = set()
+    offsets: set[int] = set()
     for probe in range(min(4, ni)):
         offsets.update((np.flatnonzero(rid == iid[probe]) - probe).tolist()[:256])
     for probe in range(min(4, nr)):

@@ -12,6 +12,8 @@ rounded before the comparison.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 import numpy as np
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import torch
 
 # Roles: what a tensor is in its file.
@@ -38,8 +41,8 @@ class HiddenTensor:
     role: str = LAYER
     physical: Optional[str] = None
     source: str = ""
-    loader: Optional[Callable[[], Any]] = field(default=None, repr=False)
-    part_physical: Optional[list] = None   # physical points of the parts of a packed tensor
+    loader: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False)
+    part_physical: Optional[list[Optional[str]]] = None   # physical points of the parts of a packed tensor
 
     def load(self) -> torch.Tensor:
         """The tensor as torch ``[rows, width]`` in its stored dtype (CPU)."""
@@ -57,7 +60,7 @@ class HiddenTensor:
         """Columns cut into ``parts`` equal slots: a packed [T, K*H] becomes K tensors [T, H]."""
         h = self.width // parts
         known = self.part_physical if self.part_physical and len(self.part_physical) == parts else None
-        out = []
+        out: list[HiddenTensor] = []
         for i in range(parts):
             out.append(HiddenTensor(
                 name=f"{self.name}[{i}]", rows=self.rows, width=h, dtype=self.dtype,
@@ -66,12 +69,12 @@ class HiddenTensor:
                 loader=_column_loader(self, i * h, (i + 1) * h)))
         return out
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"name": self.name, "shape": [self.rows, self.width], "dtype": self.dtype,
                 "role": self.role, "physical": self.physical}
 
 
-def _column_loader(parent: HiddenTensor, lo: int, hi: int):
+def _column_loader(parent: HiddenTensor, lo: int, hi: int) -> Callable[[], torch.Tensor]:
     return lambda: parent.load()[:, lo:hi]
 
 
@@ -82,11 +85,11 @@ class Capture:
     path: str
     format: str
     tensors: list[HiddenTensor]
-    token_ids: Optional[np.ndarray] = None     # int64 [T]
-    positions: Optional[np.ndarray] = None     # int64 [T]
-    loss_mask: Optional[np.ndarray] = None     # int64 [T] (training files)
+    token_ids: Optional[npt.NDArray[np.int64]] = None     # int64 [T]
+    positions: Optional[npt.NDArray[np.int64]] = None     # int64 [T]
+    loss_mask: Optional[npt.NDArray[np.int64]] = None     # int64 [T] (training files)
     notes: list[str] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -119,18 +122,18 @@ class Capture:
             elif t.role in (PACKED, SLOT) and t.width % width == 0 and t.width > width:
                 yield from t.split(t.width // width)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"path": self.path, "format": self.format, "rows": self.rows,
                 "has_token_ids": self.token_ids is not None, "has_positions": self.positions is not None,
                 "tensors": [t.describe() for t in self.tensors], "notes": list(self.notes),
                 "meta": self.meta}
 
 
-def dtype_name(dtype) -> str:
+def dtype_name(dtype: object) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def indexed_files(root, pattern: str, name_re, what: str) -> list:
+def indexed_files(root: "str | os.PathLike[str]", pattern: str, name_re: re.Pattern[str], what: str) -> list[Path]:
     """The files matching ``name_re`` (its group 1 is the index) under ``root`` (a file or a folder),
     in index order; a clear error naming ``what`` when there are none."""
     from workbench.errors import InputError
@@ -141,13 +144,18 @@ def indexed_files(root, pattern: str, name_re, what: str) -> list:
     if not root.is_dir():
         raise InputError(f"{root}: no such file or folder")
     found = [p for p in root.rglob(pattern) if name_re.match(p.name)]
-    found.sort(key=lambda p: (int(name_re.match(p.name).group(1)), p.name))
+    found.sort(key=lambda p: (_index(name_re, p.name), p.name))
     if not found:
         raise InputError(f"{root}: no {what} files found")
     return found
 
 
-def as_int_array(values, where: str) -> np.ndarray:
+def _index(name_re: re.Pattern[str], name: str) -> int:
+    m = name_re.match(name)     # the caller kept only matching names
+    return int(m.group(1)) if m else -1
+
+
+def as_int_array(values: Any, where: str) -> npt.NDArray[np.int64]:
     """Token ids / positions as int64 numpy (from torch, numpy or lists); 1-D."""
     from workbench.errors import InputError
 
@@ -184,6 +192,6 @@ def _kind(arr: np.ndarray) -> str:
     return {"U": "strings", "S": "bytes", "V": "raw bytes"}.get(arr.dtype.kind, "mixed values")
 
 
-def short(path) -> str:
+def short(path: "str | os.PathLike[str]") -> str:
     p = Path(path)
     return p.name if p.name else str(p)

@@ -34,9 +34,21 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, cast
 
 from workbench.lab.settings import LabSettings, corpus_style, settings_for
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from workbench.drafter.model import Eagle3Drafter
+    from workbench.progress import ProgressCallback
+
+    # ``confirm(drafter)``: the build's real decoding of a drafter, ``{"figures": ..., ...}``
+    Confirm = Callable[[Eagle3Drafter], dict[str, Any]]
+    # what ``measure_many`` runs: ``(name, prompts, steps)``
+    Job = tuple[str, list[list[int]], int]
 
 MANIFEST = "lab.json"
 MEASURE_ENGINE = "sglang==0.5.23"
@@ -51,19 +63,21 @@ def world_dir(settings: LabSettings, root: Optional[Path] = None) -> Path:
     return Path(root or default_cache_root()) / f"{settings.size}-{settings.content_hash()}"
 
 
-def trained_layers(num_layers: int) -> list:
+def trained_layers(num_layers: int) -> list[int]:
     """SpecForge's default capture, output-of-layer ids ``[1, N//2-1, N-4]``."""
     n = num_layers
     return [1, n // 2 - 1, n - 4]
 
 
-def load_manifest(path) -> dict:
+def load_manifest(path: "str | os.PathLike[str]") -> dict[str, Any]:
     p = Path(path)
     p = p / MANIFEST if p.is_dir() else p
-    return json.loads(p.read_text())
+    manifest: dict[str, Any] = json.loads(p.read_text())
+    return manifest
 
 
-def build(size: str = "tiny", root=None, progress=None, force: bool = False, **overrides) -> dict:
+def build(size: str = "tiny", root: "str | os.PathLike[str] | None" = None,
+          progress: Optional[ProgressCallback] = None, force: bool = False, **overrides: Any) -> dict[str, Any]:
     """Build (or reuse) a lab world; returns the manifest dict."""
     import fcntl
 
@@ -98,8 +112,8 @@ def build(size: str = "tiny", root=None, progress=None, force: bool = False, **o
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _relocate(m: dict, old: Path, new: Path) -> dict:
-    def fix(v):
+def _relocate(m: dict[str, Any], old: Path, new: Path) -> dict[str, Any]:
+    def fix(v: Any) -> Any:
         if isinstance(v, str) and v.startswith(str(old)):
             return str(new) + v[len(str(old)):]
         if isinstance(v, dict):
@@ -107,17 +121,19 @@ def _relocate(m: dict, old: Path, new: Path) -> dict:
         if isinstance(v, list):
             return [fix(x) for x in v]
         return v
-    return fix(m)
+    moved: dict[str, Any] = fix(m)
+    return moved
 
 
-def _step(progress, stage, done=0.0, total=None, message=""):
+def _step(progress: Optional[ProgressCallback], stage: str, done: float = 0.0, total: Optional[float] = None,
+          message: str = "") -> None:
     if progress:
         from workbench.progress import Progress
 
         progress(Progress(stage, done, total, message))
 
 
-def _build_into(s: LabSettings, out: Path, progress=None) -> dict:
+def _build_into(s: LabSettings, out: Path, progress: Optional[ProgressCallback] = None) -> dict[str, Any]:
     """Build attempts with seeds ``s.seed, s.seed + 1, ...`` until one lands inside the calibration
     bands (``workbench.lab.calibration``), at most ``s.max_retries`` retries; every attempt is
     recorded. A world that misses after the last retry is kept, marked ``calibration.ok = false``."""
@@ -125,7 +141,7 @@ def _build_into(s: LabSettings, out: Path, progress=None) -> dict:
 
     from workbench.lab import calibration as K
 
-    attempts = []
+    attempts: list[dict[str, Any]] = []
     t0, c0 = time.time(), time.process_time()
     for retry in range(s.max_retries + 1):
         if out.exists():
@@ -151,7 +167,7 @@ def _build_into(s: LabSettings, out: Path, progress=None) -> dict:
     return m
 
 
-def machine() -> dict:
+def machine() -> dict[str, Any]:
     """What a world's numerics depend on: torch, its thread count, the CPU."""
     import platform
 
@@ -173,7 +189,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
+def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] = None) -> dict[str, Any]:
     import torch
 
     from workbench.drafter.checkpoint import save_drafter
@@ -184,10 +200,10 @@ def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
 
     torch.set_num_threads(s.threads)
     torch.manual_seed(s.seed)
-    times = {}
+    times: dict[str, float] = {}
     t0 = time.time()
 
-    def prog(stage, done, total, msg):
+    def prog(stage: str, done: float, total: Optional[float], msg: str) -> None:
         _step(progress, stage, done, total, msg)
 
     _step(progress, "target", 0, s.target_steps, f"training the target (seed {s.seed})")
@@ -216,7 +232,7 @@ def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
 
     t2 = time.time()
 
-    def as_rows(ids, hidden, aux) -> dict:
+    def as_rows(ids: torch.Tensor, hidden: torch.Tensor, aux: torch.Tensor) -> dict[str, torch.Tensor]:
         mask = torch.zeros_like(ids)
         mask[:, s.prompt_len:] = 1
         return {"input_ids": ids, "loss_mask": mask, "hidden_state": hidden, "aux_hidden_state": aux}
@@ -232,7 +248,7 @@ def _build_once(s: LabSettings, out: Path, progress=None) -> dict:
     demo_prompts = C.make_prompts(s.prompt_len, s.eval_prompts, s.seed + 7, s.seed, corpus_style(s)).tolist()
     depth = max(s.eval_steps, s.ttt_steps) + 2
 
-    def evaluate(drafter) -> dict:
+    def evaluate(drafter: Eagle3Drafter) -> dict[str, Any]:
         """Write the three drafts and measure every calibration figure by real decoding."""
         _step(progress, "evaluate", 0, None, "measuring accept lengths by real decoding")
         save_drafter(drafter, out / "draft")
@@ -303,7 +319,8 @@ class HeldoutCheck:
     and (correct, broken) at the demo's 5. ``stop`` (a ``ConfirmedStop``) decides from them.
     ``check(drafter) -> (figures, stop)``."""
 
-    def __init__(self, s, target, held: dict, seqs, variants: dict, confirm=None):
+    def __init__(self, s: LabSettings, target: LlamaForCausalLM, held: dict[str, torch.Tensor], seqs: torch.Tensor,
+                 variants: dict[str, list[int]], confirm: Optional[Confirm] = None) -> None:
         from workbench.lab import calibration as K
         from workbench.lab.capture import capture_points
         from workbench.layers import rule_for
@@ -318,7 +335,7 @@ class HeldoutCheck:
         self.depth = max(s.eval_steps, K.DEMO_STEPS)
         self.stop = ConfirmedStop(s, confirm)
 
-    def figures(self, drafter) -> dict:
+    def figures(self, drafter: Eagle3Drafter) -> dict[str, Any]:
         from workbench.lab import train_drafter as D
 
         K, s = self.K, self.s
@@ -326,11 +343,11 @@ class HeldoutCheck:
              for n, r in self.rows.items()}
         al = {n: predict_al(x["cond"], s.eval_steps) for n, x in m.items()}
         demo = {n: predict_al(m[n]["cond"], K.DEMO_STEPS) for n in ("draft", "draft_broken")}
-        fig = K.figures(m["draft"]["acc"][0], al["draft"], al, demo)
+        fig: dict[str, Any] = K.figures(m["draft"]["acc"][0], al["draft"], al, demo)
         fig.pop("predicted_error")           # predicted against itself: only a decode measures it
         return fig
 
-    def __call__(self, drafter):
+    def __call__(self, drafter: Eagle3Drafter) -> tuple[dict[str, Any], bool]:
         return self.stop(self.figures(drafter), drafter)
 
 
@@ -345,15 +362,15 @@ class ConfirmedStop:
     measured. A check past the top of a band ends the attempt unmeasured (``last`` is None), and one
     below it trains on. ``stop(figures, drafter) -> (figures, stop)``."""
 
-    def __init__(self, s, confirm=None):
+    def __init__(self, s: LabSettings, confirm: Optional[Confirm] = None) -> None:
         from workbench.lab import calibration as K
 
         self.s, self.K, self.confirm = s, K, confirm
         self.confirmed = 0
         self.confirm_seconds = 0.0
-        self.last: Optional[dict] = None     # the measurement of this check's drafter, if it was measured
+        self.last: Optional[dict[str, Any]] = None     # the measurement of this check's drafter, if it was measured
 
-    def __call__(self, fig: dict, drafter):
+    def __call__(self, fig: dict[str, Any], drafter: Eagle3Drafter) -> tuple[dict[str, Any], bool]:
         self.last = None
         offline = dict(fig, predicted_error=0.0)
         if self.s.stop_rule != "bands":
@@ -371,21 +388,22 @@ class ConfirmedStop:
         return dict(fig, measured=ev["figures"], misses=missed), not go_on
 
 
-def torch_cat(parts):
+def torch_cat(parts: list[torch.Tensor]) -> torch.Tensor:
     """Features side by side, as the engine concatenates its captured states."""
     import torch
 
     return torch.cat(parts, dim=-1)
 
 
-def predict_al(cond, steps: int) -> float:
+def predict_al(cond: Iterable[float], steps: int) -> float:
     """Chain accept length from conditional rates (``workbench.predict``; bonus token included)."""
     from workbench import predict as P
 
     return float(P.predict("conditional", list(cond), steps, 1, steps + 1).accept_length)
 
 
-def measure_accept_length(target_dir, draft_dir, prompts, new_tokens: int, steps: int,
+def measure_accept_length(target_dir: "str | os.PathLike[str]", draft_dir: "str | os.PathLike[str]",
+                          prompts: Iterable[Sequence[int]], new_tokens: int, steps: int,
                           engine: str = MEASURE_ENGINE, dtype: str = "bfloat16") -> float:
     """Average accept length of real chain speculation over ``prompts`` (SGLang's definition)."""
     from workbench.lab.engine import LabEngine
@@ -399,7 +417,7 @@ def measure_accept_length(target_dir, draft_dir, prompts, new_tokens: int, steps
         eng.close()
 
 
-def measure_many(world: Path, jobs, new_tokens: int, threads: int = 1) -> dict:
+def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int = 1) -> dict[str, float]:
     """``{name: accept length}`` for ``jobs`` = ``[(name, prompts, steps)]``; ``name`` (or the part
     after ``demo:``) is the draft folder in ``world``. Decoding goes one token row at a time
     (Python-bound, a thread pool barely helps), so the jobs run in up to ``threads`` forked workers
@@ -421,7 +439,7 @@ def measure_many(world: Path, jobs, new_tokens: int, threads: int = 1) -> dict:
 _JOBS: Optional[tuple[Path, list[Any], int]] = None  # what forked measurement workers read (inherited, never pickled)
 
 
-def _measure_job(i: int):
+def _measure_job(i: int) -> tuple[str, float]:
     world, jobs, new_tokens = cast("tuple[Path, list[Any], int]", _JOBS)     # measure_many set it
     name, prompts, steps = jobs[i]
     return name, measure_accept_length(world / "target", world / name.split(":")[-1], prompts, new_tokens, steps)

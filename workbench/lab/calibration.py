@@ -26,6 +26,8 @@ How a world lands there on any CPU, thread count and seed (``workbench.lab.build
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 ACC_BAND = (0.70, 0.85)
 ACCEPT_BAND = (2.3, 3.2)
 BROKEN_RATIO_MAX = 0.70
@@ -43,7 +45,7 @@ FINAL_MARGINS = {"acc_0": 0.0, "accept_length": 0.03, "broken_ratio": 0.01, "shi
                  "predicted_error": 0.01, "demo_recovery": 0.02}
 
 
-def bands() -> dict:
+def bands() -> dict[str, Any]:
     """The bands as ``lab.json`` and the benchmark print them."""
     return {"acc_0": list(ACC_BAND), "accept_length": list(ACCEPT_BAND), "broken_ratio_max": BROKEN_RATIO_MAX,
             "shifted_ratio_min": SHIFTED_RATIO_MIN, "predicted_error_max": PREDICTED_ERROR_MAX,
@@ -51,7 +53,8 @@ def bands() -> dict:
             "accept_margins": dict(FINAL_MARGINS)}
 
 
-def figures(acc0: float, predicted: float, measured: dict, demo: dict) -> dict:
+def figures(acc0: float, predicted: float, measured: Mapping[str, float],
+            demo: Mapping[str, float]) -> dict[str, float]:
     """The checked figures of a world from its raw measurements."""
     ok = measured["draft"]
     return {
@@ -64,7 +67,7 @@ def figures(acc0: float, predicted: float, measured: dict, demo: dict) -> dict:
     }
 
 
-def misses(fig: dict, margins: dict = FINAL_MARGINS) -> list:
+def misses(fig: Mapping[str, float], margins: Mapping[str, float] = FINAL_MARGINS) -> list[str]:
     """One line per figure outside its band shrunk by ``margins`` (empty: the world is accepted)."""
     return [text for _key, _side, text in _misses(fig, margins)]
 
@@ -74,19 +77,19 @@ def misses(fig: dict, margins: dict = FINAL_MARGINS) -> list:
 TRAINING_FIXES = {("acc_0", "low"), ("accept_length", "low"), ("broken_ratio", "high"), ("demo_recovery", "low")}
 
 
-def training_may_fix(fig: dict, margins: dict = FINAL_MARGINS) -> bool:
+def training_may_fix(fig: Mapping[str, float], margins: Mapping[str, float] = FINAL_MARGINS) -> bool:
     """Whether every miss of ``fig`` is one that more training moves towards its band."""
     return all((key, side) in TRAINING_FIXES for key, side, _text in _misses(fig, margins))
 
 
-def past_the_top(fig: dict, margins: dict = FINAL_MARGINS) -> bool:
+def past_the_top(fig: Mapping[str, float], margins: Mapping[str, float] = FINAL_MARGINS) -> bool:
     """Whether ``fig`` is above the accuracy or accept-length band (more training cannot bring it back)."""
     return any(side == "high" and key in ("acc_0", "accept_length") for key, side, _text in _misses(fig, margins))
 
 
-def _misses(fig: dict, m: dict) -> list:
+def _misses(fig: Mapping[str, float], m: Mapping[str, float]) -> list[tuple[str, str, str]]:
     """``(figure, "low" | "high", text)`` per figure outside its band shrunk by ``m``."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     lo, hi = ACC_BAND
     if not lo + m["acc_0"] <= fig["acc_0"] <= hi - m["acc_0"]:
         out.append(("acc_0", "low" if fig["acc_0"] < lo + m["acc_0"] else "high",
@@ -111,7 +114,7 @@ def _misses(fig: dict, m: dict) -> list:
     return out
 
 
-def in_band(fig: dict) -> dict:
+def in_band(fig: Mapping[str, float]) -> dict[str, bool]:
     """Which of the (unshrunk) bands a world's figures meet: what the tests assert."""
     return {
         "acc_0": ACC_BAND[0] <= fig["acc_0"] <= ACC_BAND[1],

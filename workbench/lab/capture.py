@@ -15,12 +15,17 @@ API: ``greedy(model, ids, n)``, ``make_prompts(settings, count, seed)``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
 
 from workbench.lab import corpus
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import LlamaForCausalLM
 
-def make_prompts(prompt_len: int, count: int, seed: int, world: int, style: Optional[dict] = None):
+
+def make_prompts(prompt_len: int, count: int, seed: int, world: int,
+                 style: Optional[dict[str, Any]] = None) -> torch.Tensor:
     """``count`` prompts of ``prompt_len`` tokens, each starting at a document's ``<bos>``;
     ``style``: the world's corpus style (``settings.corpus_style``)."""
     import torch
@@ -29,25 +34,25 @@ def make_prompts(prompt_len: int, count: int, seed: int, world: int, style: Opti
     gen = corpus.Generator(seed, world, **(style or {}))
     rows: list[list[int]] = []
     while len(rows) < count:
-        toks: list = []
+        toks: list[int] = []
         while len(toks) < prompt_len:
             toks += [vocab_index[w] for w in gen.document()]
         rows.append(toks[:prompt_len])
     return torch.tensor(rows[:count], dtype=torch.long)
 
 
-def greedy(model, ids, n: int, batch: int = 64):
+def greedy(model: LlamaForCausalLM, ids: torch.Tensor, n: int, batch: int = 64) -> torch.Tensor:
     """Plain greedy continuation of every row of ``ids`` ([B, P]) by ``n`` tokens, KV cache, no stop."""
     import torch
     from transformers import DynamicCache
 
-    outs = []
+    outs: list[torch.Tensor] = []
     with torch.no_grad():
         for b in range(0, ids.shape[0], batch):
             x = ids[b:b + batch]
             cache = DynamicCache()
             logits = model(input_ids=x, past_key_values=cache, use_cache=True).logits
-            toks = []
+            toks: list[torch.Tensor] = []
             for _ in range(n):
                 nxt = logits[:, -1].argmax(-1, keepdim=True)
                 toks.append(nxt)
@@ -56,7 +61,8 @@ def greedy(model, ids, n: int, batch: int = 64):
     return torch.cat(outs, dim=0)
 
 
-def capture_rows(model, ids, layer_ids, batch: int = 64):
+def capture_rows(model: LlamaForCausalLM, ids: torch.Tensor, layer_ids: Sequence[int],
+                 batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 capture: (hidden_state post-norm [R, L, H], aux [R, L, k*H]) for output-of-layer ids."""
     import torch
 
@@ -64,7 +70,8 @@ def capture_rows(model, ids, layer_ids, batch: int = 64):
 
     tap = StreamTap(model)
     names = [f"out({k})" if k >= 0 else "embed" for k in layer_ids]
-    finals, auxes = [], []
+    finals: list[torch.Tensor] = []
+    auxes: list[torch.Tensor] = []
     try:
         with torch.no_grad():
             for b in range(0, ids.shape[0], batch):
@@ -77,14 +84,15 @@ def capture_rows(model, ids, layer_ids, batch: int = 64):
     return torch.cat(finals), torch.cat(auxes)
 
 
-def capture_points(model, ids, names, batch: int = 64) -> dict:
+def capture_points(model: LlamaForCausalLM, ids: torch.Tensor, names: Sequence[str],
+                   batch: int = 64) -> dict[str, torch.Tensor]:
     """fp32 capture of named stream points (``embed``, ``out(k)``, ...): ``{name: [R, L, H]}``."""
     import torch
 
     from workbench.lab.streams import StreamTap
 
     tap = StreamTap(model)
-    got: dict = {n: [] for n in names}
+    got: dict[str, list[torch.Tensor]] = {n: [] for n in names}
     try:
         with torch.no_grad():
             for b in range(0, ids.shape[0], batch):
@@ -102,7 +110,8 @@ def group_dir(i: int, group: int) -> str:
     return f"rows_{g}-{g + group}"
 
 
-def write_rows(out_dir: Path, ids, prompt_len: int, finals, auxes, group: int = 2000) -> int:
+def write_rows(out_dir: Path, ids: torch.Tensor, prompt_len: int, finals: torch.Tensor, auxes: torch.Tensor,
+               group: int = 2000) -> int:
     import torch
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -117,7 +126,7 @@ def write_rows(out_dir: Path, ids, prompt_len: int, finals, auxes, group: int = 
     return ids.shape[0]
 
 
-def read_rows(data_dir: Path):
+def read_rows(data_dir: Path) -> dict[str, torch.Tensor]:
     """All rows of a SpecForge offline dir, in index order: dict of stacked tensors."""
     import re
 

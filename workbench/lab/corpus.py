@@ -28,7 +28,7 @@ records): the defaults weight those and make the ask order a rule the target has
 from __future__ import annotations
 
 import random
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 PUNCT = [".", "?", "=", "+", ":", ","]
@@ -112,7 +112,7 @@ class Generator:
             subject = obj
         return out, subject
 
-    def records(self, table: dict) -> list[str]:
+    def records(self, table: dict[str, list[str]]) -> list[str]:
         r = self.rng
         out = ["file", ":"]
         for _ in range(r.randint(*self.file_keys)):
@@ -122,7 +122,7 @@ class Generator:
             out += [key, "is", *code, "."]
         return out
 
-    def ask(self, table: dict) -> list[str]:
+    def ask(self, table: dict[str, list[str]]) -> list[str]:
         if self.ordered:
             keys = list(table)
             key = keys[self._asked % len(keys)]
@@ -157,7 +157,7 @@ class Generator:
     def document(self) -> list[str]:
         """One document: records first, then a mix in which asks recall earlier records."""
         r = self.rng
-        table: dict = {}
+        table: dict[str, list[str]] = {}
         self._asked = 0
         out = ["<bos>"] + self.records(table)
         subject = None
@@ -183,7 +183,7 @@ class Generator:
             yield from self.document()
 
 
-def token_stream(seed: int, n_tokens: int, vocab_index: dict, world: int = 0, **style) -> list[int]:
+def token_stream(seed: int, n_tokens: int, vocab_index: dict[str, int], world: int = 0, **style: Any) -> list[int]:
     """``n_tokens`` ids from the document stream of ``seed`` in world ``world``."""
     gen = Generator(seed, world, **style).stream()
     return [vocab_index[next(gen)] for _ in range(n_tokens)]

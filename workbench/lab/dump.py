@@ -21,16 +21,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from workbench.drafter.model import Eagle3Drafter
+
+    Hook = Callable[[torch.nn.Module, Any, Any], None]
 
 
-def _flat(t):
+def _flat(t: torch.Tensor) -> torch.Tensor:
     t = t.detach()
     return t.reshape(-1, t.shape[-1]).cpu() if t.dim() >= 2 else t.cpu()
 
 
 class Dumper:
-    def __init__(self, folder, layers: Optional[list] = None, spec: bool = True, dtype=None):
+    def __init__(self, folder: "str | os.PathLike[str]", layers: Optional[list[int]] = None, spec: bool = True,
+                 dtype: Optional[torch.dtype] = None) -> None:
         self.root = Path(folder)
         self.layers = set(layers) if layers else None
         self.spec = spec
@@ -49,11 +59,12 @@ class Dumper:
             self.dirs[role] = d
         return self.dirs[role]
 
-    def _cast(self, t):
+    def _cast(self, t: torch.Tensor) -> torch.Tensor:
         t = _flat(t)
         return t.to(self.dtype) if self.dtype is not None and t.is_floating_point() else t
 
-    def _put(self, role, name, value):
+    def _put(self, role: str, name: str,
+             value: Union[torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]]) -> None:
         if isinstance(value, (list, tuple)):
             self.current[role][name] = [self._cast(v) for v in value]
         else:
@@ -63,36 +74,39 @@ class Dumper:
         return self.layers is None or i in self.layers
 
     # -- target hooks ---------------------------------------------------------------------------
-    def attach(self, model, role: str = "target") -> None:
+    def attach(self, model: LlamaForCausalLM, role: str = "target") -> None:
         inner = model.model
         H = self._handles
         H.append(inner.embed_tokens.register_forward_hook(
             lambda m, i, o: self._put(role, "model.embed_tokens", o)))
-        for idx, layer in enumerate(inner.layers):
+        for idx, module in enumerate(inner.layers):
             if not self._want_layer(idx):
                 continue
+            layer = cast("LlamaDecoderLayer", module)       # the lab target is a Llama
             p = f"model.layers.{idx}"
-            state: dict = {}
+            state: dict[str, Any] = {}
 
-            def pre(m, args, kwargs, state=state):
+            def pre(m: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    state: dict[str, Any] = state) -> None:
                 x = args[0] if args else kwargs.get("hidden_states")
                 state["in"] = x
 
             H.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
 
-            def ln_in(m, i, o, p=p, idx=idx, state=state):
+            def ln_in(m: torch.nn.Module, i: Any, o: Any, p: str = p, idx: int = idx,
+                      state: dict[str, Any] = state) -> None:
                 self._put(role, f"{p}.input_layernorm", o if idx == 0 else [o, state["in"]])
 
-            def ln_post(m, i, o, p=p):
+            def ln_post(m: torch.nn.Module, i: Any, o: Any, p: str = p) -> None:
                 self._put(role, f"{p}.post_attention_layernorm", [o, i[0]])
 
             H.append(layer.input_layernorm.register_forward_hook(ln_in))
             H.append(layer.post_attention_layernorm.register_forward_hook(ln_post))
             att, mlp = layer.self_attn, layer.mlp
-            qkv: dict = {}
+            qkv: dict[str, torch.Tensor] = {}
 
-            def proj(name, p=p, qkv=qkv):
-                def fn(m, i, o):
+            def proj(name: str, p: str = p, qkv: dict[str, torch.Tensor] = qkv) -> Hook:
+                def fn(m: torch.nn.Module, i: Any, o: Any) -> None:
                     qkv[name] = o
                     if len(qkv) == 3:
                         import torch
@@ -104,10 +118,10 @@ class Dumper:
             for name in ("q", "k", "v"):
                 H.append(getattr(att, f"{name}_proj").register_forward_hook(proj(name)))
             H.append(att.o_proj.register_forward_hook(lambda m, i, o, p=p: self._put(role, f"{p}.self_attn.o_proj", o)))
-            gu: dict = {}
+            gu: dict[str, torch.Tensor] = {}
 
-            def gate_up(name, p=p, gu=gu):
-                def fn(m, i, o):
+            def gate_up(name: str, p: str = p, gu: dict[str, torch.Tensor] = gu) -> Hook:
+                def fn(m: torch.nn.Module, i: Any, o: Any) -> None:
                     gu[name] = o
                     if len(gu) == 2:
                         import torch
@@ -120,7 +134,7 @@ class Dumper:
             H.append(mlp.up_proj.register_forward_hook(gate_up("up")))
             H.append(mlp.down_proj.register_forward_hook(lambda m, i, o, p=p: self._put(role, f"{p}.mlp.down_proj", o)))
 
-        def final(m, i, o):
+        def final(m: torch.nn.Module, i: Any, o: Any) -> None:
             self._put(role, "model.norm", [o, i[0]])
             self.carry[role]["model"] = self._cast(o)
 
@@ -128,7 +142,7 @@ class Dumper:
         H.append(model.lm_head.register_forward_hook(
             lambda m, i, o: self.carry[role].__setitem__("logits_processor", self._cast(o[:, -1]))))
 
-    def attach_drafter(self, drafter) -> None:
+    def attach_drafter(self, drafter: Eagle3Drafter) -> None:
         role = "draft"
         H = self._handles
         names = {drafter.fc: "model.fc", drafter.midlayer.input_layernorm: "model.layers.0.input_layernorm",
@@ -142,7 +156,7 @@ class Dumper:
             lambda m, i, o: self.carry[role].__setitem__("logits_processor", self._cast(o.reshape(-1, o.shape[-1])[-1:]))))
 
     # -- passes ---------------------------------------------------------------------------------
-    def end_pass(self, role: str, input_ids, start: int) -> Path:
+    def end_pass(self, role: str, input_ids: torch.Tensor, start: int) -> Path:
         import torch
 
         cur = self.current[role]

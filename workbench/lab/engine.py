@@ -27,11 +27,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence, TypeVar, cast
 
 if TYPE_CHECKING:
+    import os
+
+    import torch
+    from transformers import DynamicCache
+
+    from workbench.drafter.model import Eagle3Drafter, Past, StepOut
     from workbench.engine.rule import CaptureRule, EngineCapture
+    from workbench.lab.dump import Dumper
     from workbench.layers import CaptureResult, EngineRule
+
+_Model = TypeVar("_Model", bound="torch.nn.Module")
 
 DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
           "half": "float16", "fp16": "float16", "float32": "float32", "float": "float32", "fp32": "float32"}
@@ -39,13 +48,14 @@ DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float
 
 @dataclass
 class GenOutput:
-    output_ids: list
+    output_ids: list[int]
     prompt_tokens: int
     verify_ct: int = 0
     accepted_drafts: int = 0
-    histogram: list = field(default_factory=list)
-    hidden_states: Optional[list] = None
-    finish_reason: dict = field(default_factory=dict)
+    histogram: list[int] = field(default_factory=list)
+    # SGLang's payload: the prefill rows (a list of rows), then one row per further output token
+    hidden_states: Optional[list[Any]] = None
+    finish_reason: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -66,20 +76,22 @@ class Stats:
         return self.accept_tokens / self.verify_ct if self.verify_ct else None
 
 
-def torch_dtype(name: str):
+def torch_dtype(name: str) -> torch.dtype:
     import torch
 
     try:
-        return getattr(torch, DTYPES[str(name).lower()])
+        dtype: torch.dtype = getattr(torch, DTYPES[str(name).lower()])
+        return dtype
     except KeyError:
         raise ValueError(f"unsupported dtype {name!r}") from None
 
 
 class LabEngine:
-    def __init__(self, target_dir, draft_dir=None, *, dtype: str = "bfloat16", engine: str = "sglang==0.5.12",
+    def __init__(self, target_dir: "str | os.PathLike[str]", draft_dir: "str | os.PathLike[str] | None" = None, *,
+                 dtype: str = "bfloat16", engine: str = "sglang==0.5.12",
                  arch: Optional[str] = None, num_steps: int = 3, embed_patch: bool = False,
                  algorithm: str = "EAGLE3", cuda_graph: bool = True,
-                 dumper=None, threads: Optional[int] = None):
+                 dumper: Optional[Dumper] = None, threads: Optional[int] = None) -> None:
         import torch
 
         from workbench.lab.streams import StreamTap
@@ -103,8 +115,8 @@ class LabEngine:
         self.cuda_graph = bool(cuda_graph)
         self.sglang = not str(engine).strip().lower().startswith("vllm")
         self.rule = None if self.sglang else rule_for(engine, self.arch)
-        self.code_rule = None           # the CaptureRule read from the release's code (SGLang)
-        self.graph_capture = None       # what CUDA-graph verify rounds capture (None: as the eager path)
+        self.code_rule: Optional[CaptureRule] = None    # the rule read from the release's code (SGLang)
+        self.graph_capture: Optional[list[str]] = None  # what CUDA-graph verify rounds capture (None: eager's)
         self.embed_patch = embed_patch
         # EAGLE (not EAGLE3) feeds the draft the target's last hidden state (H wide): an EAGLE-3
         # draft then silently skips fc, as in SGLang, and accept length collapses to about 1
@@ -117,9 +129,9 @@ class LabEngine:
         # callbacks for the server's scheduler log lines
         self.on_prefill: Optional[Callable[[int, float], None]] = None
         self.on_round: Optional[Callable[[Optional[int], int, int], None]] = None
-        self.drafter = None
+        self.drafter: Optional[Eagle3Drafter] = None
         self.capture: Optional[EngineCapture | CaptureResult] = None    # EngineCapture for SGLang
-        self.draft_config = None
+        self.draft_config: Optional[dict[str, Any]] = None
         if draft_dir is not None:
             from workbench.drafter.checkpoint import load_drafter, read_config
 
@@ -156,7 +168,7 @@ class LabEngine:
         return cast("EngineRule", self.rule).plus_one == "unsupported"
 
     # ----- target forward with aux capture -----
-    def _aux_names(self, graph: bool = False) -> list:
+    def _aux_names(self, graph: bool = False) -> list[str]:
         """Stream names to concatenate, in the engine's order; raises what the engine would raise.
         ``graph``: a verify round, which runs in the release's CUDA graph when graphs are on."""
         cap = self.capture
@@ -183,7 +195,8 @@ class LabEngine:
         # a state that never fires is simply absent: the concatenation is narrower than fc expects
         return [p for p in points if p != "missing"]
 
-    def _target(self, ids, cache, names):
+    def _target(self, ids: torch.Tensor, cache: DynamicCache,
+                names: Sequence[str]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         store = self.tap.grab(names)
         out = self.target(input_ids=ids, past_key_values=cache, use_cache=True)
         self.tap.release()
@@ -201,7 +214,7 @@ class LabEngine:
         self.generate([1, 4, 5], 4, ignore_eos=True, record=False)
 
     # ----- generation -----
-    def generate(self, input_ids, max_new_tokens: int, *, ignore_eos: bool = False,
+    def generate(self, input_ids: Sequence[int], max_new_tokens: int, *, ignore_eos: bool = False,
                  return_hidden: bool = False, record: bool = True) -> GenOutput:
         import torch
         from transformers import DynamicCache
@@ -213,7 +226,7 @@ class LabEngine:
             if self.drafter is None and not return_hidden:
                 names = []
             res = GenOutput([], prompt.shape[1], histogram=[0] * (self.num_steps + 1))
-            hidden_rows: list = []
+            hidden_rows: list[Any] = []
             cache = DynamicCache()
             logits, aux = self._target(prompt, cache, names)
             seq = prompt[0].tolist() + [int(logits[0, -1].argmax())]
@@ -228,7 +241,7 @@ class LabEngine:
             out = seq[res.prompt_tokens:]
             reason = {"type": "length", "length": max_new_tokens}
             if not ignore_eos and self.eos in out:
-                out = out[:out.index(self.eos) + 1]
+                out = out[:out.index(cast(int, self.eos)) + 1]     # in ``out``: a token id
                 reason = {"type": "stop", "matched": self.eos}
             res.output_ids = out[:max_new_tokens]
             if return_hidden:
@@ -244,11 +257,12 @@ class LabEngine:
                 self.stats.seconds += res.seconds
             return res
 
-    def _done(self, seq, start, max_new, ignore_eos) -> bool:
+    def _done(self, seq: list[int], start: int, max_new: int, ignore_eos: bool) -> bool:
         new = seq[start:]
         return len(new) >= max_new or (not ignore_eos and self.eos in new)
 
-    def _plain(self, seq, cache, max_new, ignore_eos, res, names, rows, return_hidden):
+    def _plain(self, seq: list[int], cache: DynamicCache, max_new: int, ignore_eos: bool, res: GenOutput,
+               names: list[str], rows: list[Any], return_hidden: bool) -> None:
         import torch
 
         while not self._done(seq, res.prompt_tokens, max_new, ignore_eos):
@@ -261,15 +275,16 @@ class LabEngine:
             if self.on_round:
                 self.on_round(None, 1, len(seq))
 
-    def _spec(self, seq, cache, aux, max_new, ignore_eos, res, names, rows, return_hidden):
+    def _spec(self, seq: list[int], cache: DynamicCache, aux: Optional[torch.Tensor], max_new: int,
+              ignore_eos: bool, res: GenOutput, names: list[str], rows: list[Any], return_hidden: bool) -> None:
         import torch
 
-        d = self.drafter
+        d = cast("Eagle3Drafter", self.drafter)        # generate() speculates only with a drafter
         K = self.num_steps
         n = len(seq)
         gnames = self._aux_names(graph=True) if names else names
         pairs = torch.tensor([seq[1:n]], dtype=torch.long)                  # x_1 .. x_{n-1}
-        last = self._draft_step(aux, pairs, torch.arange(n - 1), None)
+        last = self._draft_step(_captured(aux), pairs, torch.arange(n - 1), None)
         dkv = last.kv
         while not self._done(seq, res.prompt_tokens, max_new, ignore_eos):
             n = len(seq)
@@ -292,14 +307,15 @@ class LabEngine:
             if self.on_round:
                 self.on_round(a, a + 1, len(seq))
             if return_hidden:
-                rows.extend(self._rows(vaux[0, :a + 1]))
-            last = self._draft_step(vaux[:, :a + 1], torch.tensor([new]), torch.arange(n - 1, n + a), dkv)
+                rows.extend(self._rows(_captured(vaux)[0, :a + 1]))
+            last = self._draft_step(_captured(vaux)[:, :a + 1], torch.tensor([new]), torch.arange(n - 1, n + a), dkv)
             dkv = last.kv
 
-    def _draft_step(self, aux, tokens, positions, past):
+    def _draft_step(self, aux: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
+                    past: Optional[Past]) -> StepOut:
         import torch
 
-        d = self.drafter
+        d = cast("Eagle3Drafter", self.drafter)        # only called by _spec
         want = d.fc.in_features
         if aux.shape[-1] != want and aux.shape[-1] != d.dims.hidden:
             # what SGLang's fc matmul raises when fewer states were captured than the draft expects
@@ -310,7 +326,7 @@ class LabEngine:
             self.dumper.end_pass("draft", tokens, int(positions[0]))
         return out
 
-    def _rows(self, t) -> list:
+    def _rows(self, t: torch.Tensor) -> list[Any]:
         return t.to(self.dtype).float().tolist()
 
     def reset_stats(self) -> None:
@@ -320,7 +336,16 @@ class LabEngine:
         self.tap.close()
 
 
-def _raise(fatal: str):
+def _captured(aux: Optional[torch.Tensor]) -> torch.Tensor:
+    """The aux states a speculative round feeds the drafter; none at all when every capture point of
+    the draft's ids is missing, which leaves nothing to draft from."""
+    if aux is None:
+        raise RuntimeError("no aux hidden state was captured for the draft's layer ids (every capture point is "
+                           "missing): nothing to feed the drafter's fc")
+    return aux
+
+
+def _raise(fatal: str) -> NoReturn:
     """What the release raises for a fatal capture (the message its code would print)."""
     if fatal.startswith("TypeError"):
         raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
@@ -331,7 +356,7 @@ def _raise(fatal: str):
     raise RuntimeError(fatal)
 
 
-def _rounded(model, dtype):
+def _rounded(model: _Model, dtype: torch.dtype) -> _Model:
     """Round every floating parameter to ``dtype`` in place, keeping fp32 storage for the arithmetic."""
     import torch
 

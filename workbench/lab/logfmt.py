@@ -13,7 +13,7 @@ the version's accept-rate formula.
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Optional
 
 V0_4_9 = (0, 4, 9, 0)
 V0_5_4 = (0, 5, 4, 0)
@@ -23,7 +23,8 @@ V0_5_23 = (0, 5, 23, 0)
 
 
 class LogFormat:
-    def __init__(self, version: tuple, tp_size: int = 1, log_ms: bool = False, forward_iters: bool = False):
+    def __init__(self, version: tuple[int, ...], tp_size: int = 1, log_ms: bool = False,
+                 forward_iters: bool = False) -> None:
         self.v = tuple(version)
         self.tp_size = tp_size
         self.log_ms = log_ms
@@ -45,7 +46,7 @@ class LogFormat:
         return f"[{self.stamp()}] {(level + ':').ljust(9)} {message}"
 
     # -- milestones ------------------------------------------------------------------------------
-    def server_args(self, args: dict) -> str:
+    def server_args(self, args: dict[str, Any]) -> str:
         if self.v >= V0_5_23:
             return f"server_args={args!r}"
         body = ", ".join(f"{k}={v!r}" for k, v in args.items())
@@ -70,7 +71,7 @@ class LogFormat:
     def memory_pool_end(avail: float) -> str:
         return f"Memory pool end. avail mem={avail:.2f} GB"
 
-    def graph_begin(self, role: str, avail: float, num_tokens: int = 1, bs: Optional[list] = None) -> str:
+    def graph_begin(self, role: str, avail: float, num_tokens: int = 1, bs: Optional[list[int]] = None) -> str:
         """role: 'target' | 'draft' | 'draft extend'."""
         if self.v >= V0_5_23:
             name = {"target": "target verify", "draft": "draft decode", "draft extend": "draft extend"}[role]
@@ -80,7 +81,7 @@ class LogFormat:
         name = {"target": "cuda graph", "draft": "draft cuda graph", "draft extend": "draft extend cuda graph"}[role]
         return f"Capture {name} begin. This can take up to several minutes. avail mem={avail:.2f} GB"
 
-    def graph_end(self, role: str, elapsed: float, usage: float, avail: float, bs: list) -> str:
+    def graph_end(self, role: str, elapsed: float, usage: float, avail: float, bs: list[int]) -> str:
         if self.v >= V0_5_23:
             name = {"target": "target verify", "draft": "draft decode", "draft extend": "draft extend"}[role]
             bs_part = f"bs={bs}, " if role == "target" else ""

@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.results import Result
@@ -35,7 +35,7 @@ class LabProcess(Result):
     host: str
     port: int
     log_path: str
-    argv: list = field(default_factory=list)
+    argv: list[str] = field(default_factory=list)
     ready: bool = False
     returncode: Optional[int] = None
     starttime: Optional[int] = None     # clock ticks since boot (/proc/PID/stat): the pid's identity
@@ -49,11 +49,13 @@ class LabProcess(Result):
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
-def server_argv(target, draft=None, *, host="127.0.0.1", port=30000, steps=3, topk=1, draft_tokens=None,
-                extra=()) -> list:
+def server_argv(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str] | None" = None, *,
+                host: str = "127.0.0.1", port: int = 30000, steps: int = 3, topk: int = 1,
+                draft_tokens: Optional[int] = None, extra: Iterable[object] = ()) -> list[str]:
     argv = ["--model-path", str(target), "--host", host, "--port", str(port)]
     if draft is not None:
         argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
@@ -62,8 +64,10 @@ def server_argv(target, draft=None, *, host="127.0.0.1", port=30000, steps=3, to
     return argv + [str(x) for x in extra]
 
 
-def start_server(target, draft=None, *, host="127.0.0.1", port: Optional[int] = None, log_path=None,
-                 env: Optional[dict] = None, extra=(), steps=3, wait: bool = True, timeout: float = 120.0,
+def start_server(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str] | None" = None, *,
+                 host: str = "127.0.0.1", port: Optional[int] = None,
+                 log_path: "str | os.PathLike[str] | None" = None, env: Optional[dict[str, str]] = None,
+                 extra: Iterable[object] = (), steps: int = 3, wait: bool = True, timeout: float = 120.0,
                  python: Optional[str] = None) -> LabProcess:
     port = port or free_port(host)
     argv = server_argv(target, draft, host=host, port=port, steps=steps, extra=extra)

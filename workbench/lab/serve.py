@@ -16,6 +16,7 @@ request.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -25,14 +26,14 @@ import time
 import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union, cast
 from urllib.parse import urlparse
 
 from workbench.lab import serverargs
 from workbench.lab.logfmt import LogFormat
 
 if TYPE_CHECKING:
-    from workbench.lab.engine import LabEngine
+    from workbench.lab.engine import GenOutput, LabEngine
 
 FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
 GPU_GB = 79.11                       # what the emulated card reports as available at start
@@ -59,7 +60,7 @@ def _fake_traceback(where: str, exc: BaseException) -> str:
 
 
 class LabServer:
-    def __init__(self, args, version: tuple):
+    def __init__(self, args: argparse.Namespace, version: tuple[int, int, int, int]) -> None:
         self.args = args
         self.version = version
         self.fmt = LogFormat(version, tp_size=args.tp_size, log_ms=os.environ.get("SGLANG_LOG_MS") == "1",
@@ -195,7 +196,7 @@ class LabServer:
             self.log(msg)
             self.log(f"Overriding the draft model's max_position_embeddings to {context}.")
 
-    def _start_draft(self, avail: float, bs: list) -> None:
+    def _start_draft(self, avail: float, bs: list[int]) -> None:
         a = self.args
         eng = cast("LabEngine", self.engine)      # start() loaded it
         self.log(self.fmt.load_begin(avail))
@@ -212,9 +213,10 @@ class LabServer:
             self.log(self.fmt.graph_end("draft extend", 0.18, 0.01, avail - dw - 0.03, bs))
 
     @staticmethod
-    def _read_json(path: str) -> dict:
+    def _read_json(path: str) -> dict[str, Any]:
         with open(path) as f:
-            return json.load(f)
+            doc: dict[str, Any] = json.load(f)
+            return doc
 
     # ----- serving -----
     def _serve(self) -> int:
@@ -312,8 +314,8 @@ class LabServer:
                                      forward_ct=self.forward_ct))
             self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
 
-    def generate_ids(self, ids, max_new: int, ignore_eos: bool = False, return_hidden: bool = False,
-                     warmup: bool = False):
+    def generate_ids(self, ids: Sequence[int], max_new: int, ignore_eos: bool = False, return_hidden: bool = False,
+                     warmup: bool = False) -> GenOutput:
         eng = cast("LabEngine", self.engine)      # requests come only after start() loaded it
         with self.state_lock:
             self.waiting += 1
@@ -331,7 +333,7 @@ class LabServer:
                     self.running -= 1
 
     # ----- route payloads -----
-    def server_info(self) -> dict:
+    def server_info(self) -> dict[str, Any]:
         a = self.args
         args = serverargs.server_args_dict(a)
         internal = dict(args)
@@ -349,9 +351,9 @@ class LabServer:
                          "startup_time": round(time.time() - self.startup_time, 3), "frontend": "python"})
         return info
 
-    def model_info(self) -> dict:
+    def model_info(self) -> dict[str, Any]:
         a = self.args
-        info = {"model_path": a.model_path, "tokenizer_path": a.tokenizer_path or a.model_path,
+        info: dict[str, Any] = {"model_path": a.model_path, "tokenizer_path": a.tokenizer_path or a.model_path,
                 "is_generation": True, "preferred_sampling_params": None}
         if self.version > (0, 4, 9, 0):
             info["weight_version"] = "default"
@@ -360,7 +362,7 @@ class LabServer:
                          "architectures": ["LlamaForCausalLM"]})
         return info
 
-    def flush_cache(self) -> tuple:
+    def flush_cache(self) -> tuple[int, str]:
         with self.state_lock:
             busy = self.running + self.waiting
         if busy:
@@ -373,7 +375,7 @@ class LabServer:
         return 200, ("Cache flushed.\nPlease check backend logs for more details. (When there are running or "
                      "waiting requests, the operation will not be performed.)\n")
 
-    def generate(self, body: dict):
+    def generate(self, body: object) -> Union[dict[str, Any], list[dict[str, Any]]]:
         if self.fail == "crash-after-ready" and not os.environ.get("LAB_FAIL_AFTER"):
             self._crash()
         if not isinstance(body, dict):
@@ -391,7 +393,7 @@ class LabServer:
             raise ValueError("The server is not configured to return the hidden states. Please set "
                              "`--enable-return-hidden-states` to enable this feature.")
         batch = isinstance(text, list) or (isinstance(ids, list) and ids and isinstance(ids[0], list))
-        prompts = []
+        prompts: list[list[int]] = []
         for item in (text if isinstance(text, list) else [text]) if text is not None else \
                 (cast("list[Any]", ids) if batch else [ids]):     # batch: ids is a list of lists
             if text is not None:
@@ -408,12 +410,12 @@ class LabServer:
         outs = [self._one(p, max_new, ignore_eos, want_hidden) for p in prompts]
         return outs if batch else outs[0]
 
-    def _one(self, prompt, max_new, ignore_eos, want_hidden) -> dict:
+    def _one(self, prompt: list[int], max_new: int, ignore_eos: bool, want_hidden: bool) -> dict[str, Any]:
         t0 = time.time()
         res = self.generate_ids(prompt, max_new, ignore_eos=ignore_eos, return_hidden=want_hidden)
-        meta = {"id": uuid.uuid4().hex, "finish_reason": res.finish_reason, "prompt_tokens": res.prompt_tokens,
-                "completion_tokens": res.completion_tokens, "cached_tokens": 0,
-                "e2e_latency": round(time.time() - t0, 6)}
+        meta: dict[str, Any] = {"id": uuid.uuid4().hex, "finish_reason": res.finish_reason,
+                                "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+                                "cached_tokens": 0, "e2e_latency": round(time.time() - t0, 6)}
         if self.spec:
             a = self.args
             vct = max(1, res.verify_ct)
@@ -431,22 +433,22 @@ class LabServer:
         return {"text": text, "output_ids": res.output_ids, "meta_info": meta}
 
 
-def _version_text(v: tuple) -> str:
+def _version_text(v: tuple[int, int, int, int]) -> str:
     from workbench.layers import version_text
 
     return version_text(v)
 
 
-def _handler(server: LabServer):
+def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "uvicorn"
         sys_version = ""
 
-        def log_message(self, fmt, *args):   # uvicorn's access-log line instead of http.server's
+        def log_message(self, fmt: str, *args: Any) -> None:   # uvicorn's access-log line instead of http.server's
             pass
 
-        def _send(self, code: int, payload, content_type="application/json"):
+        def _send(self, code: int, payload: object, content_type: str = "application/json") -> None:
             body = payload if isinstance(payload, bytes) else (
                 json.dumps(payload).encode() if content_type == "application/json" else str(payload).encode())
             self.send_response(code)
@@ -458,20 +460,20 @@ def _handler(server: LabServer):
             server.uvicorn("INFO", f'{self.client_address[0]}:{self.client_address[1]} - '
                                    f'"{self.command} {self.path} HTTP/1.1" {code} {phrase}')
 
-        def _body(self):
+        def _body(self) -> Any:
             n = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(n) if n else b""
             if not raw:
                 return {}
             return json.loads(raw)
 
-        def do_GET(self):
+        def do_GET(self) -> None:
             self._route("GET")
 
-        def do_POST(self):
+        def do_POST(self) -> None:
             self._route("POST")
 
-        def _route(self, method: str):
+        def _route(self, method: str) -> None:
             path = urlparse(self.path).path
             v = server.version
             new_routes = v >= (0, 5, 6, 0)
@@ -517,7 +519,7 @@ def _handler(server: LabServer):
     return Handler
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args, version = serverargs.parse(argv)
     server = LabServer(args, version)

@@ -11,12 +11,12 @@ topk == 1 adjustment); ``server_args_dict(args)``.
 from __future__ import annotations
 
 import argparse
-from typing import Optional
+from typing import Any, Iterable, Optional, Sequence
 
 DEFAULT_ENGINE = "sglang-0.5.12"
 
 
-def _lab_version(argv) -> tuple:
+def _lab_version(argv: Sequence[str]) -> tuple[int, int, int, int]:
     """The emulated SGLang version, read before the full parse (it decides the parser's prog)."""
     from workbench.layers import parse_engine, parse_version
 
@@ -35,7 +35,7 @@ def _lab_version(argv) -> tuple:
         return parse_version("0.5.12")
 
 
-def build_parser(version: tuple) -> argparse.ArgumentParser:
+def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     prog = "sglang serve" if version >= (0, 5, 23, 0) else "launch_server.py"
     p = argparse.ArgumentParser(prog=prog)
     a = p.add_argument
@@ -134,14 +134,14 @@ def build_parser(version: tuple) -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv):
+def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, tuple[int, int, int, int]]:
     argv = list(argv)
     version = _lab_version(argv)
     args = build_parser(version).parse_args(argv)
     return args, version
 
 
-def resolve_spec(args, arch: Optional[str]) -> list:
+def resolve_spec(args: argparse.Namespace, arch: Optional[str]) -> list[str]:
     """Fill steps/topk/draft tokens like SGLang; returns warning lines to log."""
     from workbench.layers import arch_family
 
@@ -168,5 +168,5 @@ def resolve_spec(args, arch: Optional[str]) -> list:
     return notes
 
 
-def server_args_dict(args) -> dict:
+def server_args_dict(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items()}

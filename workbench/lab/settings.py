@@ -12,11 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Mapping, Optional, Union
 
 from workbench.lab import corpus
 
 # Bump when the build's code changes in a way that changes its outputs.
 BUILD_VERSION = 6
+
+# What the build's stages report as they go: ``(stage, done, total, message)``.
+StepProgress = Callable[[str, float, Optional[float], str], None]
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,10 @@ class LabSettings:
     # probabilities, and section weights (story, ask, sums, count, says, records)
     pref: float = 0.6
     succ: float = 0.8
-    mix: tuple = corpus.MIX
+    mix: tuple[float, ...] = corpus.MIX
     ordered: bool = True
     code_len: int = 3
-    file_keys: tuple = (2, 4)
+    file_keys: tuple[int, ...] = (2, 4)
     # the language (its preferred words and successor cycle): fixed, so that a seed changes the
     # weights' initialisation and the sampled data, not how predictable the language is
     language: int = 1234
@@ -73,9 +77,9 @@ class LabSettings:
     threads: int = 2
     # a build outside the calibration bands (``workbench.lab.calibration``) rebuilds with seed + 1
     max_retries: int = 9
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def content_hash(self) -> str:
@@ -90,7 +94,7 @@ SIZES = {
 }
 
 
-def corpus_style(s) -> dict:
+def corpus_style(s: Union[LabSettings, Mapping[str, Any]]) -> dict[str, Any]:
     """The corpus keyword arguments of settings (a ``LabSettings`` or its dict from ``lab.json``)."""
     d = s.to_dict() if isinstance(s, LabSettings) else dict(s)
     defaults = LabSettings(size="tiny")
@@ -100,7 +104,7 @@ def corpus_style(s) -> dict:
     return style
 
 
-def settings_for(size: str, **overrides) -> LabSettings:
+def settings_for(size: str, **overrides: Any) -> LabSettings:
     from workbench.errors import InputError
 
     if size not in SIZES:

@@ -11,12 +11,21 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 from workbench.lab import corpus
 from workbench.lab.settings import LabSettings, corpus_style
 
+if TYPE_CHECKING:
+    import os
 
-def build_tokenizer(out_dir: Path):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from workbench.lab.settings import StepProgress
+
+
+def build_tokenizer(out_dir: Path) -> PreTrainedTokenizerFast:
     """A word-level fast tokenizer over the corpus vocabulary; encode adds ``<bos>``."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
@@ -25,13 +34,14 @@ def build_tokenizer(out_dir: Path):
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>",
-                                   unk_token="<unk>", pad_token="<pad>", model_max_length=1024)
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # TokenizersBackend.__init__ is unannotated
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>", pad_token="<pad>",
+        model_max_length=1024)
     fast.save_pretrained(str(out_dir))
     return fast
 
 
-def target_config(s: LabSettings):
+def target_config(s: LabSettings) -> LlamaConfig:
     from transformers import LlamaConfig
 
     vocab = corpus.vocabulary()
@@ -50,7 +60,7 @@ def _lr(step: int, total: int, peak: float, warmup: int = 20) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
-def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
+def build_target(s: LabSettings, out_dir: Path, progress: Optional[StepProgress] = None) -> dict[str, Any]:
     import torch
     from transformers import LlamaForCausalLM
 
@@ -63,7 +73,8 @@ def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
     model = LlamaForCausalLM(target_config(s))
     opt = torch.optim.AdamW(model.parameters(), lr=s.target_lr, weight_decay=0.01, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(s.seed)
-    losses, t0 = [], time.time()
+    losses: list[list[float]] = []
+    t0 = time.time()
     model.train()
     for step in range(s.target_steps):
         for g in opt.param_groups:
@@ -80,7 +91,7 @@ def build_target(s: LabSettings, out_dir: Path, progress=None) -> dict:
             losses.append([step, round(value, 4)])
             if progress:
                 progress("target", step + 1, s.target_steps, f"loss {value:.3f}")
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]  # unannotated in transformers (PreTrainedModel.eval)
     quiet_transformers()
     model.save_pretrained(str(out_dir), safe_serialization=True)
     build_tokenizer(out_dir)
@@ -95,14 +106,15 @@ def quiet_transformers() -> None:
 
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # unannotated in transformers
     warnings.filterwarnings("ignore", message=r".*past_key_values.* is deprecated", category=FutureWarning)
 
 
-def load_target(path, dtype=None):
+def load_target(path: "str | os.PathLike[str]", dtype: Optional[torch.dtype] = None) -> LlamaForCausalLM:
     import torch
     from transformers import LlamaForCausalLM
 
     quiet_transformers()
     model = LlamaForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32)
-    return model.eval()
+    model.eval()  # type: ignore[no-untyped-call]  # unannotated in transformers; it returns the model
+    return model

@@ -29,13 +29,25 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from workbench.drafter.model import Eagle3Drafter
+    from workbench.lab.settings import LabSettings, StepProgress
+
+    # ``check(drafter) -> (figures, stop)`` (``workbench.lab.build.HeldoutCheck``)
+    Check = Callable[[Eagle3Drafter], tuple[dict[str, Any], bool]]
 
 
-def _target_logits(target, hidden_state):
-    return target.lm_head(hidden_state)
+def _target_logits(target: LlamaForCausalLM, hidden_state: torch.Tensor) -> torch.Tensor:
+    logits: torch.Tensor = target.lm_head(hidden_state)
+    return logits
 
 
-def _shift(x, k: int):
+def _shift(x: torch.Tensor, k: int) -> torch.Tensor:
     """x[:, k:] padded with zeros at the end to the same length."""
     import torch
 
@@ -45,7 +57,8 @@ def _shift(x, k: int):
     return torch.cat([x[:, k:], pad], dim=1)
 
 
-def _batch_views(ids, mask, tlogits, steps: int):
+def _batch_views(ids: torch.Tensor, mask: torch.Tensor, tlogits: torch.Tensor,
+                 steps: int) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
     from workbench.drafter.model import ttt_tokens
 
     next_ids = _shift(ids, 1)
@@ -55,7 +68,8 @@ def _batch_views(ids, mask, tlogits, steps: int):
     return tokens, targets, valid
 
 
-def offline_metrics(drafter, target, rows, steps: int, batch: int = 32) -> dict:
+def offline_metrics(drafter: Eagle3Drafter, target: LlamaForCausalLM, rows: dict[str, torch.Tensor], steps: int,
+                    batch: int = 32) -> dict[str, Any]:
     """Teacher-forced per-depth metrics on ``rows`` (see the module docstring)."""
     import torch
 
@@ -88,7 +102,9 @@ def offline_metrics(drafter, target, rows, steps: int, batch: int = 32) -> dict:
             "full": [round(f, 4) for f in full], "positions": valid_cnt[0]}
 
 
-def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
+def train_drafter(s: LabSettings, target: LlamaForCausalLM, rows: dict[str, torch.Tensor], layer_ids: list[int],
+                  progress: Optional[StepProgress] = None,
+                  check: Optional[Check] = None) -> tuple[Eagle3Drafter, dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
@@ -111,13 +127,15 @@ def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
         # start the head from the target's rows for the draft vocab (trained further below)
         drafter.lm_head.weight.copy_(target.lm_head.weight[used])
         drafter.norm.weight.copy_(target.model.norm.weight)
-    for p in target.parameters():
-        p.requires_grad_(False)
+    for param in target.parameters():
+        param.requires_grad_(False)
     opt = torch.optim.AdamW([p for p in drafter.parameters() if p.requires_grad], lr=s.draft_lr,
                             weight_decay=0.0, betas=(0.9, 0.95))
     gen = torch.Generator().manual_seed(s.seed + 2)
     n = ids.shape[0]
-    log, checks, t0 = [], [], time.time()
+    log: list[dict[str, float]] = []
+    checks: list[dict[str, Any]] = []
+    t0 = time.time()
     stopped = None
     drafter.train()
     for step in range(s.draft_steps):
@@ -133,8 +151,8 @@ def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
             # features, as drafters of real models do, instead of on a tiny language's grammar
             tokens = [tok.masked_fill(torch.rand(tok.shape, generator=gen) < s.token_drop, 0) for tok in tokens]
         outs = drafter.unroll(rows["aux_hidden_state"][pick].float(), tokens)
-        loss = 0.0
-        accs = []
+        loss = torch.zeros(())      # the steps' weighted losses, summed (0.0 + ... as a tensor)
+        accs: list[float] = []
         for k, (logits, tgt, v) in enumerate(zip(outs, targets, valid)):
             p = torch.softmax(tgt[..., t2d], dim=-1)
             pmask = v & t2d[tgt.argmax(-1)]
@@ -145,11 +163,11 @@ def train_drafter(s, target, rows, layer_ids, progress=None, check=None):
                 ok = (drafter.to_target(logits.argmax(-1)) == tgt.argmax(-1)) & v
                 accs.append(float(ok.sum()) / max(1, int(v.sum())))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # unannotated in torch (Tensor.backward)
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 0.5)
         opt.step()
         if step % 25 == 0 or step == s.draft_steps - 1:
-            entry = {"step": step, "loss": round(loss.item(), 4)}
+            entry: dict[str, float] = {"step": step, "loss": round(loss.item(), 4)}
             entry.update({f"acc_{k}": round(a, 4) for k, a in enumerate(accs)})
             log.append(entry)
             if progress:
