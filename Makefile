@@ -40,13 +40,13 @@ sshd-deps:
 # suite's wall time is waiting on servers, sshd sessions and subprocesses, which two workers overlap.
 # --durations=25: the slowest tests, printed in CI's output so a slow one shows.
 test: venv sshd-deps lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadscope --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 # everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on
 # two pytest-xdist workers: these tests share no server, port or cache, and half of their wall time
 # is waiting (subprocesses, the TUI, notebooks), so two workers overlap it
 test-fast: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" -n 2 --dist loadscope --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" -n 2 --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/eagle-workbench demo
