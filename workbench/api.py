@@ -26,7 +26,17 @@ from workbench.facade.live import LiveAPI
 from workbench.facade.predict import PredictAPI
 from workbench.facade.servers import ServersAPI
 from workbench.facade.timeline import TimelineAPI
-from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
+from workbench.live.types import (
+    AlignedSlot,
+    Alignment,
+    Draft,
+    Features,
+    LayerRecommendation,
+    Observed,
+    Predicted,
+    Spec,
+    Target,
+)
 from workbench.sglang.profiles import GRACE, TIMEOUT
 from workbench.sglang.registry import STAGES as SERVER_STAGES
 from workbench.sglang.registry import ServerState
@@ -35,7 +45,8 @@ from workbench.workspace import default_root, load_keymap
 __all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired",
            "MAX_CONTEXT", "MAX_LAYERS", "engine_choices", "GRACE", "TIMEOUT", "default_root", "load_keymap", "parse_log",
            "parse_log_json", "lab_serve", "ServerState", "SERVER_STAGES",
-           "Spec", "Target", "Draft", "Observed", "Predicted", "Features", "Alignment"]
+           "Spec", "Target", "Draft", "Observed", "Predicted", "Features", "Alignment", "AlignedSlot",
+           "LayerRecommendation"]
 
 
 def engine_choices() -> "list[tuple[str, str]]":

@@ -59,7 +59,7 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     assert ev["source"] == "numeric alignment" and ev["shift"] == 1
     assert ev["config_ids"] == shifted and ev["trained_points"] == [f"out({i})" for i in trained]
     assert ev["recommended_ids"] == trained
-    assert [b["verdict"] for b in report.alignment.best] == ["match"] * 3
+    assert [b.verdict for b in report.alignment.best] == ["match"] * 3
     assert report.alignment.mode == "dump" and report.alignment.tokens_compared >= 200
     assert report.fix.file == f"gpu:{draft}/config.json"
     assert report.fix.edits[0].key == "eagle_config.eagle_aux_hidden_state_layer_ids"

@@ -125,7 +125,7 @@ async def test_doctor_screen_shows_a_live_report(workspace):
         rows = [[str(c) for c in cap.get_row_at(i)] for i in range(cap.row_count)]
         ids = report.draft.ids
         assert [r[1] for r in rows] == [str(i) for i in ids]
-        assert [r[4] for r in rows] == [b["physical"] for b in report.alignment.best]
+        assert [r[4] for r in rows] == [b.physical for b in report.alignment.best]
         assert all(r[5] == "MISMATCH" for r in rows)
         notes = str(screen.query_one("#capture-notes", Static).render())
         assert f"observed {report.observed.accept_length:.2f}" in notes and "costs" in notes

@@ -11,7 +11,17 @@ import pytest
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.live.doctor import SAME_MAX, _diff_text, _same_as_engine, engine_of
 from workbench.live.report import LiveReport, RankedFinding, rank
-from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
+from workbench.live.types import (
+    AlignedSlot,
+    Alignment,
+    Draft,
+    Features,
+    LayerRecommendation,
+    Observed,
+    Predicted,
+    Spec,
+    Target,
+)
 
 
 def _f(code, sev="error", fix=None):
@@ -57,8 +67,8 @@ def test_report_json_round_trip_and_text():
     rep = LiveReport(3, "story", "gpu", "ready", "sglang==0.5.23", "0.5.23", Spec(steps=5), Target(num_layers=10),
                      Draft(ids=[-1, 1, 4]), Observed(2.2, source="protocol"), Predicted(2.9, source="drafter"), 0.7,
                      Features(train_accept_length=3.2, live_accept_length=2.35, explains=0.85, samples=2),
-                     Alignment("dump", best=[{"slot": "aux[0]", "physical": "out(1)", "value": 2e-6,
-                                             "verdict": "match"}], tokens_compared=256),
+                     Alignment("dump", best=[AlignedSlot(slot="aux[0]", physical="out(1)", value=2e-6,
+                                                         verdict="match")], tokens_compared=256),
                      [rf], fix)
     d = json.loads(json.dumps(rep.to_dict()))
     assert d["findings"][0]["explains"] == 0.85 and d["findings"][0]["fix"]["edits"][0]["value"] == [1, 4, 6]
@@ -170,7 +180,10 @@ def test_saved_report_round_trips_byte_for_byte_with_typed_parts():
     assert isinstance(rep.features, Features) and rep.features.explains == saved["features"]["explains"]
     assert isinstance(rep.target, Target) and rep.target.num_layers == saved["target"]["num_layers"]
     assert isinstance(rep.draft, Draft) and rep.draft.ids == saved["draft"]["ids"]
-    assert isinstance(rep.alignment, Alignment) and rep.alignment.best == saved["alignment"]["best"]
+    assert isinstance(rep.alignment, Alignment) and [b.to_dict() for b in rep.alignment.best] == saved["alignment"]["best"]
+    assert isinstance(rep.alignment.best[0], AlignedSlot) and rep.alignment.best[0].verdict == saved["alignment"]["best"][0]["verdict"]
+    assert isinstance(rep.alignment.recommendation, LayerRecommendation)
+    assert rep.alignment.recommendation.layer_ids == saved["alignment"]["recommendation"]["layer_ids"]
     for name in ("spec", "target", "draft", "observed", "predicted", "features", "alignment"):
         assert json.dumps(rep.to_dict()[name]) == json.dumps(saved[name]), name
     again = json.loads(json.dumps(rep.to_dict()))
@@ -219,7 +232,10 @@ def test_a_saved_report_with_a_wrong_value_names_the_field():
            ("predicted", "acc", [0.7, "x"], r"predicted.acc\[1\]: expected a finite number"),
            ("features", "verdict", 3, "features.verdict: expected a string"),
            ("draft", "changed_since_launch", "no", "draft.changed_since_launch: expected true or false"),
-           ("alignment", "best", {"slot": 1}, "alignment.best: expected a list")]
+           ("alignment", "best", {"slot": 1}, "alignment.best: expected a list"),
+           ("alignment", "best", [{"slot": 1}], r"alignment.best\[0\].slot: expected a string"),
+           ("alignment", "best", ["out(1)"], r"alignment.best\[0\]: expected an object"),
+           ("alignment", "recommendation", {"layer_ids": ["1"]}, r"alignment.recommendation.layer_ids\[0\]: expected an integer")]
     for part, key, value, message in bad:
         d = json.loads(json.dumps(saved))
         d[part][key] = value

@@ -92,9 +92,10 @@ class LiveAPI(ServersAPI):
                           "share": f.share, "message": f.message} for f in report.findings],
             "fix": report.fix.to_dict() if report.fix else None,
             "alignment": {"mode": report.alignment.mode,
-                          "best": [b.get("physical") or b.get("candidate") for b in report.alignment.best],
-                          "verdicts": [b.get("verdict") for b in report.alignment.best],
-                          "recommendation": (report.alignment.recommendation or {}).get("layer_ids")}
+                          "best": [b.point for b in report.alignment.best],
+                          "verdicts": [b.verdict for b in report.alignment.best],
+                          "recommendation": (report.alignment.recommendation.layer_ids
+                                             if report.alignment.recommendation else None)}
             if report.alignment else None,
             "pending": report.pending.summary if report.pending else None,
             "transfers": [t.to_dict() for t in report.transfers], "seconds": round(report.seconds, 2)})

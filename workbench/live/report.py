@@ -128,9 +128,9 @@ class LiveReport(Result):
         if a:
             lines.append(f"  alignment ({a.mode}, {a.tokens_compared or 0} tokens):")
             for b in a.best:
-                v = b.get("value")
-                lines.append(f"    {b['slot']:<8} -> {b.get('physical') or b.get('candidate') or '-':<16} rel_diff "
-                             f"{'-' if v is None else f'{v:.2g}':<8}  {b.get('verdict', '').upper()}")
+                v = b.value
+                lines.append(f"    {b.slot or '-':<8} -> {b.point or '-':<16} rel_diff "
+                             f"{'-' if v is None else f'{v:.2g}':<8}  {(b.verdict or '').upper()}")
         if not self.findings:
             lines.append("  no findings")
         for i, r in enumerate(self.findings, 1):

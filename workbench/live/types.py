@@ -41,23 +41,24 @@ class Record:
         return {**{k: jsonable(getattr(self, k)) for k in self.keys()}, **jsonable(self.extra or {})}
 
     @classmethod
-    def from_dict(cls: type[R], d: Optional[dict[str, Any]], *, check: bool = True) -> R:
+    def from_dict(cls: type[R], d: Optional[dict[str, Any]], *, check: bool = True, where: str = "") -> R:
         """The record back from its JSON form: a missing key stays missing, an unknown one (a report
         of another version) is kept and written back after the known ones. ``check``: every known
-        value has its field's type (numbers finite), else an InputError names the field."""
-        where = cls.__name__.lower()
+        value has its field's type (numbers finite), else an InputError names the field (``where``:
+        the record's place in what is read; its class name by default)."""
+        where = where or cls.__name__.lower()
         d = d or {}
         if not isinstance(d, dict):
             raise InputError(f"{where}: expected an object, got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls) if f.name not in _OWN]
+        hints = get_type_hints(cls)
         if check:
-            hints = get_type_hints(cls)
             for k in names:
                 if k in d:
                     _check(f"{where}.{k}", d[k], hints[k])
         extra = {k: v for k, v in d.items() if k not in names}
-        return cls(**{k: d[k] for k in names if k in d}, absent=frozenset(k for k in names if k not in d),
-                   extra=extra or None)
+        values = {k: _nested(f"{where}.{k}", d[k], hints[k], check) for k in names if k in d}
+        return cls(**values, absent=frozenset(k for k in names if k not in d), extra=extra or None)
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,9 @@ class Alignment(Record):
     cols: Optional[list[str]] = None
     cols_physical: Optional[list[Optional[str]]] = None
     matrix: Optional[list[list[Optional[float]]]] = None
-    best: list[dict[str, Any]] = field(default_factory=list)
+    best: list[AlignedSlot] = field(default_factory=list)
     tokens_compared: Optional[int] = None
-    recommendation: Optional[dict[str, Any]] = None
+    recommendation: Optional[LayerRecommendation] = None
     device: Optional[str] = None
     precision: Optional[str] = None
     notes: Optional[list[str]] = None
@@ -151,7 +152,79 @@ class Alignment(Record):
     tensor_bytes: Optional[int] = None
 
 
+@dataclass(frozen=True)
+class AlignedSlot(Record):
+    """One training slot's best match among the server's hidden states (the JSON form of
+    ``workbench.hidden.results.SlotBest``, as the host's alignment job answers it)."""
+
+    slot: Optional[str] = None
+    slot_physical: Optional[str] = None
+    candidate: Optional[str] = None
+    physical: Optional[str] = None
+    value: Optional[float] = None
+    runner_up: Optional[str] = None
+    runner_up_physical: Optional[str] = None
+    runner_up_value: Optional[float] = None
+    margin: Optional[float] = None          # runner-up over best (None: infinite, or no runner-up)
+    token_margin: Optional[float] = None
+    win_rate: Optional[float] = None
+    verdict: Optional[str] = None
+    reason: Optional[str] = None
+    exact: Optional[bool] = None
+    cosine: Optional[float] = None
+    max_abs: Optional[float] = None
+    mean_abs: Optional[float] = None
+    median_token: Optional[float] = None
+    p95_token: Optional[float] = None
+
+    @property
+    def point(self) -> Optional[str]:
+        """Where the slot's best match sits in the server's residual stream (its name if unknown)."""
+        return self.physical or self.candidate
+
+
+@dataclass(frozen=True)
+class LayerRecommendation(Record):
+    """The layer ids that make the server capture what the drafter was trained on (the JSON form of
+    ``workbench.hidden.results.Recommendation``)."""
+
+    engine: Optional[str] = None
+    arch: Optional[str] = None
+    num_layers: Optional[int] = None
+    points: Optional[list[Optional[str]]] = None
+    layer_ids: Optional[list[int]] = None
+    key: Optional[str] = None
+    confident: Optional[bool] = None
+    current_ids: Optional[list[Any]] = None
+    current_points: Optional[list[Optional[str]]] = None
+    differs: Optional[bool] = None
+    reason: Optional[str] = None
+    rule: Optional[str] = None
+
+
 _NAMES = {str: "a string", bool: "true or false"}
+
+
+def _record_type(tp: Any) -> Optional[type[Record]]:
+    """The Record class ``tp`` is, Optional or not (None: not a record)."""
+    if get_origin(tp) is Union or get_origin(tp) is types.UnionType:
+        inner = [a for a in get_args(tp) if a is not type(None)]
+        tp = inner[0] if len(inner) == 1 else None
+    return tp if isinstance(tp, type) and issubclass(tp, Record) else None
+
+
+def _nested(where: str, value: Any, tp: Any, check: bool) -> Any:
+    """A field's value from JSON: a nested record (or a list of them) made from its dict."""
+    rec = _record_type(tp)
+    if rec is not None:
+        return None if value is None else rec.from_dict(value, check=check, where=where)
+    if get_origin(tp) is list and isinstance(value, list):
+        (item,) = get_args(tp)
+        rec = _record_type(item)
+        if rec is not None:
+            return [rec.from_dict(v, check=check, where=f"{where}[{i}]") if isinstance(v, dict) or check else v
+                    for i, v in enumerate(value)]
+    return value
 
 
 def _check(where: str, value: Any, tp: Any) -> None:
@@ -159,6 +232,10 @@ def _check(where: str, value: Any, tp: Any) -> None:
     list[X], dict[str, X] or Any."""
     if tp is Any:
         return
+    if _record_type(tp) is not None and not (value is None and _record_type(tp) is not tp):
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected an object, got {value!r:.60}")
+        return                  # its own fields are checked by its from_dict
     origin, args = get_origin(tp), get_args(tp)
     if origin is Union or origin is types.UnionType:
         if value is None and type(None) in args:

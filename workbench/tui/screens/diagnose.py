@@ -250,21 +250,21 @@ class DiagnoseScreen(WorkbenchScreen):
         if not al:
             return
         for b in al.best:
-            v, m = b.get("value"), b.get("margin")
-            table.add_row(b["slot"], b.get("physical") or b.get("candidate") or "-",
+            v, m = b.value, b.margin
+            table.add_row(b.slot or "-", b.point or "-",
                           "-" if v is None else f"{v:.2g}",
-                          b.get("runner_up_physical") or b.get("runner_up") or "-",
+                          b.runner_up_physical or b.runner_up or "-",
                           "-" if m is None else ("inf" if m == float("inf") else f"x{m:.3g}"),
-                          table.mark(b.get("verdict", "")))
+                          table.mark(b.verdict or ""))
         self._alignment_title()
 
     def _alignment_title(self) -> None:
         al = self.report.alignment if self.report else None
         if not al:
             return
-        rec = al.recommendation or {}
+        rec = al.recommendation
         title = f"Alignment ({al.mode}, {al.tokens_compared or 0} tokens)"
-        ids, now = rec.get("layer_ids"), rec.get("current_ids")
+        ids, now = (rec.layer_ids, rec.current_ids) if rec else (None, None)
         if ids is not None and self.relaunched:
             title += f": {ids} live since the relaunch"
         elif ids is not None and self.fix_applied is not None:
@@ -279,10 +279,10 @@ class DiagnoseScreen(WorkbenchScreen):
             return
         self._mark("alignment")
         self.query_one("#alignment", DataTable).focus()
-        rec = self.report.alignment.recommendation or {}
-        points = rec.get("points") or []
+        rec = self.report.alignment.recommendation
+        points = (rec.points if rec else None) or []
         self._status(f"Each training slot matches {', '.join(p or '?' for p in points)} in the server's own "
-                     f"capture; {rec.get('reason', '')}. Press f to apply the fix.")
+                     f"capture; {(rec.reason if rec else None) or ''}. Press f to apply the fix.")
 
     # -- step 4-5: fix and relaunch ------------------------------------------------------------------
     def action_apply_fix(self) -> None:

@@ -122,12 +122,12 @@ class DoctorScreen(WorkbenchScreen):
         table.clear()
         al = live.alignment
         ids = live.draft.ids or []
-        rec = (al.recommendation if al else None) or {}
-        engine_points = rec.get("current_points") or (al.cols_physical if al else None) or []
+        rec = al.recommendation if al else None
+        engine_points = (rec.current_points if rec else None) or (al.cols_physical if al else None) or []
         for i, b in enumerate(al.best if al else []):
-            trained = b.get("physical") or "?"
+            trained = b.physical or "?"
             have = engine_points[i] if i < len(engine_points) else None
-            ok = have == trained and b.get("verdict") == "match"
+            ok = have == trained and b.verdict == "match"
             table.add_row(str(i), _s(ids[i] if i < len(ids) else None), "-", have or table.mark("missing"),
                           trained, table.mark("ok" if ok else "MISMATCH"))
         o, p = live.observed.accept_length, live.predicted.accept_length
