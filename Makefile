@@ -12,7 +12,7 @@ SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette 
 REFERENCE_TRAINERS := specforge==0.2.0 speculators==0.9.0 hs-connectors==0.9.0
 REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.70.19 pandas==3.1.1 pyarrow==26.0.1 dill==0.4.1 xxhash==4.1.0
 
-.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules
+.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules bytecode
 
 venv: $(STAMP)
 
@@ -39,14 +39,20 @@ sshd-deps:
 # sshd, are set up once per module), longest modules first (tests/fixtures/schedule.py): most of the
 # suite's wall time is waiting on servers, sshd sessions and subprocesses, which two workers overlap.
 # --durations=25: the slowest tests, printed in CI's output so a slow one shows.
-test: venv sshd-deps lint
+test: venv sshd-deps lint bytecode
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 # everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on
 # two pytest-xdist workers: these tests share no server, port or cache, and half of their wall time
 # is waiting (subprocesses, the TUI, notebooks), so two workers overlap it
-test-fast: venv
+test-fast: venv bytecode
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not ssh" -n 2 --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
+
+# The project's bytecode, written once: the suite starts hundreds of Python processes (the CLI, lab
+# servers, jobs over ssh) and, where PYTHONDONTWRITEBYTECODE is set, each would compile every module
+# it imports again (pip compiles the installed packages; the editable project it does not).
+bytecode: venv
+	$(BIN)/python -m compileall -q workbench tests benchmarks
 
 demo: venv
 	$(BIN)/eagle-workbench demo
