@@ -246,3 +246,18 @@ def test_a_saved_report_with_a_wrong_value_names_the_field():
     assert LiveReport.from_dict(d).observed.accept_length == 3
     # the doctor keeps what the host gave it (a config's odd value is its subject)
     assert Target.from_dict({"num_layers": "ten"}, check=False).num_layers == "ten"
+
+
+def test_alignment_records_name_the_fields_of_what_the_host_job_writes():
+    """AlignedSlot and LayerRecommendation are the JSON forms of hidden.results' SlotBest and
+    Recommendation: the same keys in the same order, so a field added there is not silently
+    demoted to an extra key here."""
+    import dataclasses
+
+    from workbench.hidden.results import Recommendation, SlotBest
+
+    def keys(cls):
+        return [f.name for f in dataclasses.fields(cls) if f.name not in ("absent", "extra")]
+
+    assert keys(AlignedSlot) == keys(SlotBest)
+    assert keys(LayerRecommendation) == keys(Recommendation)
