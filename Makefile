@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
+EXT_STAMP := $(VENV)/.ext-stamp
 SGLANG_VERSION := 0.5.23
 # What sglang.srt.server_args needs to import (sglang itself is installed --no-deps: we only parse).
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
@@ -14,7 +15,13 @@ REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.
 
 .PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules bytecode
 
-venv: $(STAMP)
+venv: $(STAMP) $(EXT_STAMP)
+
+# The C writer of `logs parse --json` (workbench/sglang/_logjson.c), built in place by the
+# editable install: rebuilt when its source changes.
+$(EXT_STAMP): $(STAMP) workbench/sglang/_logjson.c
+	$(BIN)/pip install -q --no-deps -e . --config-settings editable_mode=compat
+	touch $(EXT_STAMP)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

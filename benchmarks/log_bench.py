@@ -8,7 +8,8 @@ The in-memory parse of each is timed (lines/s). Then a serving log of ``--stream
 default) is written to a file and streamed, each in a fresh process pinned to one core:
   stream_parse - ``iter_scans`` + the dashboard's decode columns (what the log follower does)
   stream_follow - ``Follower.feed`` in the status reads' chunks (what a server's row follows)
-  stream_json  - ``stream_json_lines``: one JSON line per record (what ``logs parse --json`` writes)
+  stream_json  - ``stream_json_bytes``: one JSON line per record, what ``logs parse --json`` writes
+                 (the compiled writer for the bulk lines where the package built it)
 with the process's peak resident-memory growth over its start. Goals: >= 1M lines/s for the
 serving log and the streamed parse on one core; <= 64 MB growth for the 1 GB log. A small log of
 the same kind is streamed too, so the growth is seen not to follow the log's size. ``--small``: a
@@ -145,7 +146,8 @@ def child(mode: str, path: str) -> None:
     """One streamed run (in its own process, pinned to one core): lines/s and peak RSS growth."""
     import numpy  # noqa: F401 - the parser's columns import it; a fixed cost, not the log's
 
-    from workbench.sglang.logparse import iter_scans, stream_json_lines
+    from workbench.sglang.logjson import stream_json_bytes
+    from workbench.sglang.logparse import iter_scans
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
@@ -174,10 +176,10 @@ def child(mode: str, path: str) -> None:
                 del data
         lines, records = f.total_lines, f.decode_lines + len(f.events)
     else:
-        with open(os.devnull, "w") as out:
-            for text in stream_json_lines(path):
-                out.write(text + "\n")
-                records += 1
+        with open(os.devnull, "wb") as out:
+            for piece in stream_json_bytes(path):
+                out.write(piece)
+                records += piece.count(b"\n")
     dt = time.perf_counter() - t0
     if mode == "stream_json":
         with open(path, "rb") as fh:      # (after the timing; in small reads: no memory of its own)
@@ -237,6 +239,9 @@ def main() -> int:
         result["logs"][name] = measure(text)
     del logs
     result["lines_per_s"] = result["logs"]["serving"]["lines_per_s"]
+    from workbench.sglang.logjson import compiled_available
+
+    result["json_writer"] = "compiled" if compiled_available() else "columns (the C writer was not built)"
     with tempfile.TemporaryDirectory(prefix="log-bench-") as tmp:
         stream = {}
         for label, mb in (("small", max(16.0, args.stream_mb / 16)), ("large", args.stream_mb)):

@@ -44,7 +44,7 @@ from workbench.workspace import default_root, load_keymap
 
 __all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired",
            "MAX_CONTEXT", "MAX_LAYERS", "engine_choices", "GRACE", "TIMEOUT", "default_root", "load_keymap", "parse_log",
-           "parse_log_json", "lab_serve", "ServerState", "SERVER_STAGES",
+           "parse_log_json", "parse_log_json_bytes", "lab_serve", "ServerState", "SERVER_STAGES",
            "Spec", "Target", "Draft", "Observed", "Predicted", "Features", "Alignment", "AlignedSlot",
            "LayerRecommendation"]
 
@@ -65,9 +65,17 @@ def parse_log(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "I
 
 def parse_log_json(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[str]":
     """The same records as JSON Lines text, one per record."""
-    from workbench.sglang.logparse import stream_json_lines
+    from workbench.sglang.logjson import stream_json_lines
 
     return stream_json_lines(source, kinds)
+
+
+def parse_log_json_bytes(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[bytes]":
+    """The JSON Lines of ``parse_log_json`` as bytes, a piece per chunk of the log (each ends in a
+    newline): what a writer of the whole stream wants."""
+    from workbench.sglang.logjson import stream_json_bytes
+
+    return stream_json_bytes(source, kinds)
 
 
 def lab_serve(argv: "Sequence[str]") -> int:

@@ -598,11 +598,13 @@ def test_049_logged_context_warning_is_a_warning():
     assert (rec["kind"], rec["name"]) == ("warning", "context-override") and "role" not in rec
 
 
-def test_json_lines_are_json_dumps_of_the_records_byte_for_byte():
+@pytest.mark.parametrize("compiled", [False, True], ids=["columns", "compiled"])
+def test_json_lines_are_json_dumps_of_the_records_byte_for_byte(compiled):
     import io
     import json
 
-    from workbench.sglang.logparse import stream_json_lines, stream_records
+    from workbench.sglang.logjson import stream_json_bytes, stream_json_lines
+    from workbench.sglang.logparse import stream_records
 
     lines = [PREFIXES[p] + line for p in PREFIXES for line, _, _ in CORPUS]
     lines += [DECODE_0523.replace("accept len: 3.05", f"accept len: {v}") for v in ("1e999", "nan", "-inf", "2")]
@@ -610,9 +612,11 @@ def test_json_lines_are_json_dumps_of_the_records_byte_for_byte():
               "[2026-11-02 10:00:13 odd\\\"rank] " + DECODE_0523.split("] ", 1)[1]]
     log = (STARTUP_0523 + "\n".join(lines) + "\n" + FAILURES[3][1] + "\n").encode()
     want = [json.dumps(r) for r in stream_records(io.BytesIO(log), chunk=700)]
-    assert list(stream_json_lines(io.BytesIO(log), chunk=700)) == want
-    assert list(stream_json_lines(io.BytesIO(log), ["decode", "failure"], chunk=700)) == [
+    assert list(stream_json_lines(io.BytesIO(log), chunk=700, compiled=compiled)) == want
+    assert list(stream_json_lines(io.BytesIO(log), ["decode", "failure"], chunk=700, compiled=compiled)) == [
         w for w in want if json.loads(w)["kind"] in ("decode", "failure")]
+    assert b"".join(stream_json_bytes(io.BytesIO(log), chunk=700, compiled=compiled)) == \
+        ("\n".join(want) + "\n").encode()
 
 
 _RECORDS = [DECODE_0523, DECODE_049, PREFILL_0523, FAILURES[3][1], STARTUP_055.splitlines()[2],
@@ -642,7 +646,7 @@ def test_no_log_text_breaks_the_parser():
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from workbench.sglang.logparse import stream_json_lines
+    from workbench.sglang.logjson import stream_json_lines
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_log_text(), st.integers(5, 300))
@@ -656,6 +660,8 @@ def test_no_log_text_breaks_the_parser():
             got += p.feed(data[i:i + step]).records()
         got += p.finish().records()
         assert got == recs
-        for x in stream_json_lines(io.BytesIO(data), chunk=step * 7):
+        texts = list(stream_json_lines(io.BytesIO(data), chunk=step * 7, compiled=False))
+        for x in texts:
             json.loads(x, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+        assert list(stream_json_lines(io.BytesIO(data), chunk=step * 7, compiled=True)) == texts
     check()

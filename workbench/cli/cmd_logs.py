@@ -21,7 +21,7 @@ def register(sub) -> None:
 def cmd_parse(args: argparse.Namespace, ctx) -> int:
     import sys
 
-    from workbench.api import parse_log, parse_log_json
+    from workbench.api import parse_log, parse_log_json_bytes
     from workbench.errors import InputError
 
     if args.file == "-":
@@ -39,8 +39,13 @@ def cmd_parse(args: argparse.Namespace, ctx) -> int:
     try:
         # streamed: each record is written as its chunk of the log is parsed (memory stays flat)
         if args.json:
-            for text in parse_log_json(source, args.kind):
-                out.write(text + "\n")
+            raw = getattr(out, "buffer", None)      # bytes straight through where stdout has them
+            out.flush()
+            for piece in parse_log_json_bytes(source, args.kind):
+                if raw is not None:
+                    raw.write(piece)
+                else:
+                    out.write(piece.decode("ascii"))
         else:
             for rec in parse_log(source, args.kind):
                 out.write(format_record(rec) + "\n")

@@ -22,7 +22,7 @@ import heapq
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, compress, repeat
 from operator import itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, cast
@@ -161,13 +161,16 @@ class Columns:
             self._line.extend(self._pending.pop(0)())
         return self._line
 
-    def _add(self, lines: list[str], numbers: "Iterable[int] | Callable[[], Iterable[int]]") -> None:
+    def _add(self, lines: list[str], numbers: "Iterable[int] | Callable[[], Iterable[int]]",
+             joined: Optional[str] = None) -> None:
+        """``joined``: the new lines joined by newlines, where the caller made it."""
+        fresh = not self.lines
         self.lines.extend(lines)
         if callable(numbers):
             self._pending.append(numbers)
         else:
             self.line.extend(numbers)
-        self._joined = None
+        self._joined = joined if fresh else None
         self._cache.clear()
 
     def tail(self, n: int) -> "Columns":
@@ -278,13 +281,18 @@ class Columns:
         return gen()
 
     def iter_json(self) -> Iterator[tuple[int, str]]:
-        """``(line, json_text)`` per line: ``json.dumps(record(i))`` byte for byte, made from
-        per-column text (a record dict and its encoding per line cost more than the parse)."""
+        """``(line, json_text)`` per line: ``json.dumps`` of the record ``iter_records`` gives, byte
+        for byte, made from per-column text (a record dict and its encoding per line cost more
+        than the parse)."""
+        if not len(self.lines):
+            return iter(())
+        lines = self.line
+        return ((lines[i], t) for i, t in self.json_rows(range(len(self.lines))))
+
+    def json_rows(self, rows: Iterable[int]) -> Iterator[tuple[int, str]]:
+        """``(row, json_text)`` for the given rows (0-based, ascending), as ``iter_json`` writes them."""
         import json
 
-        n = len(self.lines)
-        if not n:
-            return iter(())
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
         cols, bad_rows = self._value_columns(names, _int_texts, _float_texts, "null")
         quoted: dict[str, str] = {}
@@ -303,10 +311,16 @@ class Columns:
         tmpl = head + ", ".join(f'"{name}": %s' for name in names) + ', "cuda_graph": %s%s%s}'
         lines = self.line
         bad = {i: ', "nonfinite": ' + json.dumps(v) for i, v in bad_rows.items()}
+        every = enumerate(zip(times, lines, *cols, graph, ranks))
+        if isinstance(rows, range) and rows == range(len(self.lines)):
+            picked: Iterator[tuple[int, tuple[Any, ...]]] = every
+        else:
+            wanted = set(rows)
+            picked = ((i, row) for i, row in every if i in wanted)
 
         def gen() -> Iterator[tuple[int, str]]:
-            for i, row in enumerate(zip(times, lines, *cols, graph, ranks)):
-                yield row[1], tmpl % (row + (bad.get(i, ""),) if bad else row + ("",))
+            for i, row in picked:
+                yield i, tmpl % (row + (bad.get(i, ""),) if bad else row + ("",))
         return gen()
 
     def _lists(self) -> dict[str, list[Any]]:
@@ -545,12 +559,14 @@ class LogParser:
                     part = list(compress(sel, flags))
                     if not all(map(str.startswith, part, repeat("[2"))):    # "[<year>-": a stamp first
                         part = [_from_stamp(x) for x in part]
-                    if sum(map(str.count, part, repeat(" batch"))) > len(part):
+                    joined: Optional[str] = "\n".join(part)          # (the columns read it joined)
+                    if cast(str, joined).count(" batch") > len(part):
                         part = [_first_record(x) for x in part]             # records glued on one line
+                        joined = None
                     # line numbers are made only when asked for (most uses never need them)
                     def line_numbers(n: range = numbers, c: list[bool] = common, f: list[bool] = flags) -> list[int]:
                         return list(compress(compress(n, c), f))
-                    cols._add(part, line_numbers)
+                    cols._add(part, line_numbers, joined)
             for i in range(len(lines) - 1, -1, -1):
                 if "[" in lines[i]:
                     m = _STAMP.search(lines[i])
@@ -837,36 +853,6 @@ def stream_records(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str
         del scan
         yield from recs
         del recs
-
-
-def stream_json_lines(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
-                      chunk: int = STREAM_CHUNK) -> Iterator[str]:
-    """``json.dumps`` of every record of ``stream_records``, in line order, made column-wise."""
-    import json
-
-    if not hasattr(source, "read"):
-        with open(source, "rb") as fh:
-            yield from stream_json_lines(fh, kinds, chunk)
-        return
-    want = set(kinds) if kinds else None
-    dumps = json.JSONEncoder(check_circular=False, allow_nan=False).encode
-    scans = iter_scans(cast(BinaryIO, source), chunk)      # a binary file object: it has read()
-    first = itemgetter(0)
-    while True:
-        scan = next(scans, None)
-        if scan is None:
-            return
-        parts = [cols.iter_json() for cols in (scan.decode, scan.prefill)
-                 if len(cols) and (want is None or cols.kind in want)]
-        ev = [(e["line"], dumps(e)) for e in scan.events if want is None or e["kind"] in want]
-        if ev:
-            parts.append(iter(ev))
-        del scan
-        # one chunk's records, in line order (a sort of a few sorted runs runs in C)
-        rows = parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=first)
-        for _, text in rows:
-            yield text
-        del parts, rows
 
 
 def iter_records(text: "str | bytes") -> Iterator[dict[str, Any]]:
