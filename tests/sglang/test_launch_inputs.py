@@ -89,7 +89,9 @@ def test_a_nul_byte_in_a_local_launch_arg_is_refused_and_nothing_is_left_launchi
     (workspace / "m").mkdir()           # the model folder is there: the NUL byte is the only fault
     with Workbench.open(workspace) as wb:
         with pytest.raises(InputError, match="NUL byte"):
-            wb.lifecycle.launch("nul", wb.lifecycle.preview("nul"))
+            wb.lifecycle.preview("nul")           # refused before the host's parser is asked
+        with pytest.raises(InputError, match="NUL byte"):
+            wb.lifecycle.launch("nul")
         assert [r.state for r in wb.servers()] == []
         assert not (workspace / "logs").exists()
 

@@ -44,6 +44,15 @@ class Preview(Result):
 
 
 
+def _refuse_unrunnable(name: str, cmd: dict[str, Any]) -> None:
+    """A command no exec can carry (a NUL byte in an argument, a variable or a path; a bad variable
+    name): an input error naming the field."""
+    check_argv(cmd["argv"], cmd["env"], f"profile {name}")
+    for key in ("log", "run_dir"):
+        if "\0" in (cmd.get(key) or ""):
+            raise InputError(f"profile {name}: {key} contains a NUL byte; no path can")
+
+
 class Launcher:
     def __init__(self, registry: Registry, hosts: Hosts, profiles: Callable[[], dict[str, Any]]):
         self.registry = registry
@@ -101,6 +110,7 @@ class Launcher:
                 reachable = False
                 findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
         cmd = build(profile, v, python)
+        _refuse_unrunnable(name, cmd.to_dict())       # before the host is asked anything about it
         if v is None and reachable:
             cmd.warnings.insert(0, f"SGLang is not installed for {python} on {profile.host}: flags spelled as written")
         probe = {}
@@ -200,10 +210,7 @@ class Launcher:
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
         cmd = preview.command
-        check_argv(cmd["argv"], cmd["env"], f"profile {name}")   # before anything is recorded
-        for key in ("log", "run_dir"):
-            if "\0" in (cmd.get(key) or ""):
-                raise InputError(f"profile {name}: {key} contains a NUL byte; no path can")
+        _refuse_unrunnable(name, cmd)                 # before anything is recorded
         python = _python_of(profile, self.hosts.get(profile.host).python)
         now = time.time()
         token = secrets.token_hex(16)
