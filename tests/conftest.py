@@ -11,6 +11,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Two pytest-xdist workers share two cores with the lab builds and servers they start (torch on
+# OpenMP, two threads each). libgomp's default has a thread that finished its share spin for its
+# peer, on the core the peer (or the other worker) needs: a lab build took 97 s beside one busy
+# core against 54 s with passive waiting (35 s alone). The waiting policy changes no result (the
+# same world, bit for bit); set before torch loads libgomp, and inherited by every process a test
+# starts.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # Fixture modules shared across areas (the lab world, the sshd, ...): every tests/fixtures/*.py.
 pytest_plugins = sorted(
     f"tests.fixtures.{p.stem}" for p in (ROOT / "tests" / "fixtures").glob("*.py") if p.stem != "__init__"
