@@ -108,8 +108,10 @@ def _run(parser, args, ctx) -> int:
         from workbench.tui.app import run_app
 
         return run_app(workspace=args.workspace) or 0
+    from workbench import collector
     from workbench.errors import WorkbenchError
 
+    collector.for_a_command()
     try:
         return int(args.func(args, ctx) or 0)
     except WorkbenchError as exc:

@@ -35,8 +35,9 @@ from typing import (
     overload,
 )
 
+from workbench.collector import paused
 from workbench.engine.rule import UNKNOWN, CaptureRule, Evidence
-from workbench.engine.source import Source
+from workbench.engine.source import Source, statements
 from workbench.engine.stub import HOOK, Outcome, run_hook
 
 PROBE_LAYERS = (32, 61, 36, 48)
@@ -65,6 +66,12 @@ _CANDIDATES: dict[str, Callable[[list[int], int], list[int]]] = {
 def extract(root: "str | os.PathLike[str] | Source", version: Optional[str] = None,
             archs: Optional[Collection[str]] = None) -> list[CaptureRule]:
     """Every EAGLE-3-capable architecture of the installation at ``root`` (or those in ``archs``)."""
+    with paused():   # (a release's parsed files: see workbench.collector)
+        return _extract(root, version, archs)
+
+
+def _extract(root: "str | os.PathLike[str] | Source", version: Optional[str],
+             archs: Optional[Collection[str]]) -> list[CaptureRule]:
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
     graph = graph_order(src)
@@ -550,7 +557,7 @@ def _function_index(src: Source, files: Sequence[str]) -> dict[str, list[tuple[s
         idx: dict[str, list[tuple[str, _FnDef]]] = {}
         for f in files:
             t = src.tree(f)
-            for n in ast.walk(t) if t else ():
+            for n in statements(t) if t else ():
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     idx.setdefault(n.name, []).append((f, n))
         src.memo[key] = idx

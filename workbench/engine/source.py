@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections import deque
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -85,7 +86,7 @@ class Source:
         key = ("imports", rel)
         if key not in self.memo:
             t = self.tree(rel)
-            self.memo[key] = [n for n in ast.walk(t) if isinstance(n, ast.ImportFrom)] if t else []
+            self.memo[key] = [n for n in statements(t) if isinstance(n, ast.ImportFrom)] if t else []
         found: list[ast.ImportFrom] = self.memo[key]
         return found
 
@@ -193,6 +194,24 @@ class Source:
                 vals = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
                 out += [v.id for v in vals if isinstance(v, ast.Name)]
         return out
+
+
+def statements(tree: ast.AST) -> Iterator[ast.AST]:
+    """The statements under ``tree`` (with the except handlers and match cases that hold them) in
+    the order ``ast.walk`` gives them, without walking a single expression: a statement is never
+    inside one, and an import or a ``def`` is a statement (a tenth of ``ast.walk``'s work)."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list) and value and isinstance(value[0], _HOLDERS):
+                todo.extend(value)
+
+
+_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case) if hasattr(ast, "match_case") else (ast.stmt,
+                                                                                                ast.excepthandler)
 
 
 @lru_cache(maxsize=64)

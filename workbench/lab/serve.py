@@ -17,6 +17,7 @@ request.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
@@ -176,6 +177,9 @@ class LabServer:
         except BaseException as exc:
             self.die_from_scheduler(exc)
             return 1
+        from workbench import collector
+
+        collector.started()
         return self._serve()
 
     def _check_draft_context(self, draft_path: str, context: int) -> None:
@@ -520,6 +524,7 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    gc.disable()            # until the server is up (workbench.collector.started)
     argv = sys.argv[1:] if argv is None else list(argv)
     args, version = serverargs.parse(argv)
     server = LabServer(args, version)

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 # -- SGLang version and argument validation with the host's own parser ------------------------------
 PROBE = r'''
+import gc; gc.disable()    # a short-lived process: the collector's passes over SGLang's imports cost a fifth
 import contextlib, importlib.util, io, json, os, sys
 req = json.loads(sys.argv[1])
 out = {"python": sys.executable, "python_version": sys.version.split()[0]}
