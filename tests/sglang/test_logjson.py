@@ -16,6 +16,8 @@ from workbench.sglang.logparse import parse_text
 assert compiled_available(), "workbench/sglang/_logjson.c was not built: pip install -e . with a C compiler"
 
 STAMP = "[2026-11-02 10:00:13 TP0] "
+DECODE_0523_PLAIN = ("[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 24, #token: 233600, token usage: 0.66, "
+                     "cuda graph: True, gen throughput (token/s): 239.06, #queue-req: 2")
 DECODE = ("Decode batch, #running-req: {r}, #token: {t}, token usage: {u}, accept len: {a}, "
           "accept rate: 0.68, cuda graph: True, gen throughput (token/s): {g}, #queue-req: 2")
 
@@ -25,7 +27,7 @@ def _columns_json(text: str) -> dict[int, str]:
     return dict(pair for cols in (scan.decode, scan.prefill) for pair in cols.iter_json())
 
 
-def _kernel_json(text: str) -> dict[int, str | None]:
+def _writer_json(text: str) -> dict[int, str | None]:
     scan = parse_text(text)
     out: dict[int, str | None] = {}
     for cols in (scan.decode, scan.prefill):
@@ -45,14 +47,14 @@ def _kernel_json(text: str) -> dict[int, str | None]:
     ("r", "007", False), ("t", "1234567890123456", False),   # int(float()) of 16 digits is not exact
     ("r", "-3", False), ("u", ".5", False), ("u", "5.", False), ("u", "05.1", False),
 ])
-def test_the_kernel_writes_what_python_would_or_leaves_the_line(field, value, written):
+def test_the_writer_writes_what_python_would_or_leaves_the_line(field, value, written):
     values = {"r": "24", "t": "233600", "u": "0.66", "a": "3.05", "g": "239.06"}
     plain = STAMP + DECODE.format(**values)
     values[field] = value
     odd = STAMP + DECODE.format(**values)
     text = "\n".join([plain, odd, plain]) + "\n"
     want = _columns_json(text)
-    got = _kernel_json(text)
+    got = _writer_json(text)
     assert got[1] == want[1] and got[3] == want[3]          # the plain lines: the kernel's, exact
     assert (got[2] is not None) == written, (value, got[2], want[2])
     if written:
@@ -72,7 +74,7 @@ def test_stamps_and_ranks(stamp, written):
     line = stamp + DECODE.format(r=1, t=2, u="0.50", a="2.00", g="5.00")
     text = line + "\n"
     want = _columns_json(text)
-    got = _kernel_json(text)
+    got = _writer_json(text)
     assert (got[1] is not None) == written, (stamp, got, want)
     if written:
         assert got[1] == want[1]
@@ -81,7 +83,7 @@ def test_stamps_and_ranks(stamp, written):
 
 def test_every_release_shape_gets_its_own_program_in_one_chunk():
     """Decode and prefill lines of 0.4.9, 0.5.5, 0.5.4 (iteration numbers) and 0.5.23 in one chunk:
-    one program per shape, all written by the kernel, in line order with the events."""
+    one program per shape, all written by the writer, in line order with the events."""
     from tests.sglang.test_logparse import (
         DECODE_049,
         DECODE_0523,
@@ -97,7 +99,7 @@ def test_every_release_shape_gets_its_own_program_in_one_chunk():
     for shape in lines:
         kind = "decode" if "Decode" in shape else "prefill"
         assert program(kind, shape) is not None, shape
-    got = _kernel_json(text)
+    got = _writer_json(text)
     assert all(t is not None for t in got.values())
     assert got == _columns_json(text)
     want = list(stream_json_lines(io.BytesIO(text.encode()), compiled=False))
@@ -105,10 +107,10 @@ def test_every_release_shape_gets_its_own_program_in_one_chunk():
     assert b"".join(stream_json_bytes(io.BytesIO(text.encode()), compiled=True)) == ("\n".join(want) + "\n").encode()
 
 
-def test_fields_the_kernel_does_not_know_leave_the_line_to_the_columns():
+def test_fields_the_writer_does_not_know_leave_the_line_to_the_columns():
     """Hybrid pools (``#full token``, ``token usage: full=``) and a field no record has a name for
     (``est. decode TFLOPS/s``): no program; DSpark's ``cap len`` / ``block accept len`` are fields
-    the parser knows (read, not in the record): the kernel takes the line."""
+    the parser knows (read, not in the record): the writer takes the line."""
     from tests.sglang.test_logparse import DECODE_DSPARK, DECODE_HYBRID_049, DECODE_HYBRID_055, DECODE_NOSPEC
 
     for line in (DECODE_HYBRID_055, DECODE_HYBRID_049, DECODE_NOSPEC, DECODE_DSPARK):
@@ -116,8 +118,13 @@ def test_fields_the_kernel_does_not_know_leave_the_line_to_the_columns():
         text = line + "\n"
         assert list(stream_json_lines(io.BytesIO(text.encode()), compiled=True)) == \
             list(stream_json_lines(io.BytesIO(text.encode()), compiled=False)), line
-    got = _kernel_json(DECODE_DSPARK + "\n")
+    got = _writer_json(DECODE_DSPARK + "\n")
     assert got[1] is not None and json.loads(got[1])["accept_len"] == 2.4
+    for odd in (", é: 1", ", x", ", #queue-req: 3"):        # not ASCII, no value, a field twice
+        line = DECODE_0523_PLAIN + odd
+        assert program("decode", line) is None, odd
+        assert list(stream_json_lines(io.BytesIO((line + "\n").encode()), compiled=True)) == \
+            list(stream_json_lines(io.BytesIO((line + "\n").encode()), compiled=False))
 
 
 def test_generated_numbers_and_shapes_match_the_columns_byte_for_byte():

@@ -113,23 +113,18 @@ def program(kind: str, line: str) -> Optional[Program]:
     graph_slot = None
     for j, item in enumerate(items):
         key, colon, _ = item.partition(": ")
-        if not colon:
-            return None
-        if j:
-            pending += ", "
-        pending += key + ": "
+        graph = _GRAPH_KEY.fullmatch(key) is not None
+        name = _KEY_FIELD.get(key)
+        if not colon or (graph and graph_slot is not None) or (not graph and (name is None or name in values)):
+            return None                          # a field the records do not carry, or one twice
+        pending += (", " if j else "") + key + ": "
         flush()
-        if _GRAPH_KEY.fullmatch(key):
-            if graph_slot is not None:
-                return None
+        if graph:
             graph_slot = next(slot)
             mops.append((M_BOOL, graph_slot))
             continue
-        name = _KEY_FIELD.get(key)
-        if name is None or name in values:
-            return None                          # a field the records do not carry, or twice
-        op = M_INT if name in _INT_FIELDS else M_FLOAT
-        values[name] = (op, next(slot))
+        assert name is not None
+        values[name] = (M_INT if name in _INT_FIELDS else M_FLOAT, next(slot))
         mops.append(values[name])
     if trail:
         pending += ", "
