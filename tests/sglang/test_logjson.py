@@ -55,7 +55,7 @@ def test_the_writer_writes_what_python_would_or_leaves_the_line(field, value, wr
     text = "\n".join([plain, odd, plain]) + "\n"
     want = _columns_json(text)
     got = _writer_json(text)
-    assert got[1] == want[1] and got[3] == want[3]          # the plain lines: the kernel's, exact
+    assert got[1] == want[1] and got[3] == want[3]          # the plain lines: the writer's, exact
     assert (got[2] is not None) == written, (value, got[2], want[2])
     if written:
         assert got[2] == want[2]
