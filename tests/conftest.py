@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -19,6 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # starts.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def pytest_collection_finish(session):
+    """What collection loaded (the modules, their fixtures, the items) lives for the session: out of
+    the collector's passes from here on, and collections far apart, as a command's
+    (workbench.collector)."""
+    from workbench import collector
+
+    gc.collect()
+    gc.freeze()
+    collector.for_a_command()
 
 # Fixture modules shared across areas (the lab world, the sshd, ...): every tests/fixtures/*.py.
 pytest_plugins = sorted(
