@@ -203,7 +203,7 @@ def compiled_json(kind: str, lines: list[str], numbers: Iterable[int], joined: O
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     line_no = np.fromiter(numbers, dtype=np.int64, count=n)
     todo = np.ones(n, dtype=np.uint8)
-    texts: list[Optional[str]] = [None] * n
+    texts: Optional[list[Optional[str]]] = None     # per line, once a first program left some
     starts = np.empty(n, dtype=np.int64)
     scanned = False                                 # the writer has noted where each line starts
     first = 0
@@ -219,6 +219,7 @@ def compiled_json(kind: str, lines: list[str], numbers: Iterable[int], joined: O
                 return Written(block=out[:w].tobytes(), ends=ends)
             scanned = True
             got = out[:w].tobytes().decode("ascii").split("\n")
+            texts = texts if texts is not None else [None] * n
             for i, t in zip(done[:nd].tolist(), got):
                 texts[i] = t
         # a line no program of its own takes (a shape the writer does not know, or a value it
@@ -228,7 +229,7 @@ def compiled_json(kind: str, lines: list[str], numbers: Iterable[int], joined: O
         if not len(left):
             break
         first = int(left[0])
-    return Written(texts=texts)
+    return Written(texts=texts if texts is not None else [None] * n)
 
 
 def _texts(cols: Columns, compiled: bool) -> list[str]:

@@ -559,10 +559,10 @@ class LogParser:
                     part = list(compress(sel, flags))
                     if not all(map(str.startswith, part, repeat("[2"))):    # "[<year>-": a stamp first
                         part = [_from_stamp(x) for x in part]
-                    joined: Optional[str] = "\n".join(part)          # (the columns read it joined)
-                    if cast(str, joined).count(" batch") > len(part):
+                    joined = "\n".join(part)                         # (the columns read it joined)
+                    if joined.count(" batch") > len(part):
                         part = [_first_record(x) for x in part]             # records glued on one line
-                        joined = None
+                        joined = "\n".join(part)
                     # line numbers are made only when asked for (most uses never need them)
                     def line_numbers(n: range = numbers, c: list[bool] = common, f: list[bool] = flags) -> list[int]:
                         return list(compress(compress(n, c), f))
