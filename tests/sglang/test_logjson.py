@@ -170,12 +170,12 @@ def test_the_stream_takes_the_compiled_writer_where_it_was_built(monkeypatch, tm
     path = tmp_path / "s.log"
     path.write_text(line * 400)
     seen: list[bool] = []
-    real = logjson._json_bytes
+    real = logjson._chunk_bytes
 
-    def spy(cols, compiled):
+    def spy(scan, compiled, want):
         seen.append(compiled)
-        return real(cols, compiled)
-    monkeypatch.setattr(logjson, "_json_bytes", spy)
+        return real(scan, compiled, want)
+    monkeypatch.setattr(logjson, "_chunk_bytes", spy)
     out = b"".join(stream_json_bytes(str(path), chunk=1 << 12))
     assert seen and all(seen)
     seen.clear()

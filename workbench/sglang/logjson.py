@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Optional, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, TypeVar, cast
 
 from workbench.sglang.logparse import (
     _FIELD_KEYS,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+T = TypeVar("T")
 SHAPES = 4                    # programs tried per chunk and kind before the rest go to the columns
 
 # a bulk line's prefix: "[stamp( rank)?] (Decode|Prefill) batch( [iter])?[.,] ", then "key: value, ..."
@@ -252,20 +253,16 @@ def _filled(cols: Columns, got: list[Optional[str]]) -> list[str]:
 _Part = tuple["npt.NDArray[np.int64]", bytes, Optional["npt.NDArray[np.int64]"]]
 
 
-def _json_bytes(cols: Columns, compiled: bool) -> _Part:
-    """The line numbers, the JSON Lines bytes of a kind's lines and where each line ends (None
-    where that is not known without a scan)."""
+def _json_bytes(cols: Columns) -> _Part:
+    """The line numbers, the JSON Lines bytes of a kind's lines through the compiled writer, and
+    where each line ends (None where the columns wrote some and that is not known without a scan)."""
     import numpy as np
 
     numbers = np.fromiter(cols.line, dtype=np.int64, count=len(cols))
-    if compiled:
-        got = compiled_json(cols.kind, cols.lines, numbers, cols.joined)
-        if got.block is not None:
-            return numbers, got.block, got.ends
-        texts = _filled(cols, got.lines())
-    else:
-        texts = [t for _, t in cols.iter_json()]
-    return numbers, ("\n".join(texts) + "\n").encode("ascii"), None
+    got = compiled_json(cols.kind, cols.lines, numbers, cols.joined)
+    if got.block is not None:
+        return numbers, got.block, got.ends
+    return numbers, ("\n".join(_filled(cols, got.lines())) + "\n").encode("ascii"), None
 
 
 def compiled_available() -> bool:
@@ -302,62 +299,73 @@ def _events(scan: LogScan, want: Optional[set[str]]) -> tuple[list[int], list[st
     return [e["line"] for e in ev], [dumps(e) for e in ev]
 
 
+def _per_chunk(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]], chunk: int,
+               compiled: Optional[bool], make: Callable[[LogScan, bool, Optional[set[str]]], T]) -> Iterator[T]:
+    """``make(scan, compiled, kinds)`` of each chunk of the log, the chunk let go before the next."""
+    fh, mine = _opened(source)
+    want = set(kinds) if kinds else None
+    try:
+        for scan, use in _scans(fh, chunk, compiled):
+            got = make(scan, use, want)
+            del scan
+            yield got
+            del got
+    finally:
+        if mine:
+            fh.close()
+
+
+def _chunk_texts(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> list[str]:
+    """A chunk's records as JSON texts, in line order."""
+    parts = [(cols.line, _texts(cols, compiled)) for cols in (scan.decode, scan.prefill)
+             if len(cols) and (want is None or cols.kind in want)]
+    ev = _events(scan, want)
+    if ev[0]:
+        parts.append(ev)
+    if len(parts) > 1:
+        return _in_line_order(parts)
+    return parts[0][1] if parts else []
+
+
+def _chunk_bytes(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> bytes:
+    """A chunk's JSON Lines; through the compiled writer no record is a Python object of its own."""
+    import numpy as np
+
+    if not compiled:
+        texts = _chunk_texts(scan, compiled, want)
+        return ("\n".join(texts) + "\n").encode("ascii") if texts else b""
+    parts = [_json_bytes(cols) for cols in (scan.decode, scan.prefill)
+             if len(cols) and (want is None or cols.kind in want)]
+    lines, texts = _events(scan, want)
+    if lines:
+        parts.append((np.array(lines, dtype=np.int64), ("\n".join(texts) + "\n").encode("ascii"), None))
+    if len(parts) > 1:
+        return _merged(parts)
+    return parts[0][1] if parts else b""
+
+
 def stream_json_lines(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
                       chunk: int = STREAM_CHUNK, compiled: Optional[bool] = None) -> Iterator[str]:
     """``json.dumps`` of every record of ``stream_records``, in line order, one text per record.
     ``compiled``: the compiled writer for bulk lines (True), the columns (False), or the writer
     where it was built (None)."""
-    fh, mine = _opened(source)
-    want = set(kinds) if kinds else None
-    try:
-        for scan, use in _scans(fh, chunk, compiled):
-            parts = [(cols.line, _texts(cols, use)) for cols in (scan.decode, scan.prefill)
-                     if len(cols) and (want is None or cols.kind in want)]
-            ev = _events(scan, want)
-            if ev[0]:
-                parts.append(ev)
-            del scan
-            if parts:
-                yield from parts[0][1] if len(parts) == 1 else _in_line_order(parts)
-            del parts
-    finally:
-        if mine:
-            fh.close()
+    for texts in _per_chunk(source, kinds, chunk, compiled, _chunk_texts):
+        yield from texts
 
 
 def stream_json_bytes(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
                       chunk: int = STREAM_CHUNK, compiled: Optional[bool] = None) -> Iterator[bytes]:
     """The JSON Lines of ``stream_json_lines`` as bytes, a chunk at a time (each piece ends in a
-    newline): with the compiled writer no record is a Python object of its own."""
+    newline)."""
+    for piece in _per_chunk(source, kinds, chunk, compiled, _chunk_bytes):
+        if piece:
+            yield piece
+
+
+def _merged(parts: list[_Part]) -> bytes:
+    """Several kinds' JSON Lines in line order (the compiled merge: one block copy per run)."""
     import numpy as np
 
-    fh, mine = _opened(source)
-    want = set(kinds) if kinds else None
-    try:
-        for scan, use in _scans(fh, chunk, compiled):
-            parts = [_json_bytes(cols, use) for cols in (scan.decode, scan.prefill)
-                     if len(cols) and (want is None or cols.kind in want)]
-            lines, texts = _events(scan, want)
-            if lines:
-                parts.append((np.array(lines, dtype=np.int64), ("\n".join(texts) + "\n").encode("ascii"), None))
-            del scan
-            if len(parts) > 1:
-                yield _merged(parts, use)
-            elif parts:
-                yield parts[0][1]
-            del parts
-    finally:
-        if mine:
-            fh.close()
-
-
-def _merged(parts: list[_Part], compiled: bool) -> bytes:
-    """Several kinds' JSON Lines in line order."""
-    import numpy as np
-
-    if not compiled:
-        split = [(n.tolist(), b.decode("ascii").split("\n")[:-1]) for n, b, _ in parts]
-        return ("\n".join(_in_line_order(split)) + "\n").encode("ascii")
     from workbench.sglang import _logjson
 
     none = np.zeros(0, dtype=np.int64)
