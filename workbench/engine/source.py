@@ -210,8 +210,7 @@ def statements(tree: ast.AST) -> Iterator[ast.AST]:
                 todo.extend(value)
 
 
-_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case) if hasattr(ast, "match_case") else (ast.stmt,
-                                                                                                ast.excepthandler)
+_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 @lru_cache(maxsize=64)
