@@ -6,6 +6,7 @@ the stand-in server covers the same paths."""
 from __future__ import annotations
 
 import importlib.util
+import socket
 import sys
 
 import pytest
@@ -39,14 +40,23 @@ def lab_wb(request, sshd, tmp_path_factory):
             "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
             "ready_timeout": 300, "stop_grace": 10}
     profiles = {"lab": base}
+    # the busy-port case's port is held by a listener from the moment it is chosen: a port chosen
+    # free and bound again later can meanwhile be any process's ephemeral port
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
     for fail in ("oom", "port", "draft-context", "cuda-graph"):
-        profiles[f"lab-{fail}"] = {"extends": "lab", "env": {"LAB_FAIL": fail}, "port": free_port(),
+        port = holder.getsockname()[1] if fail == "port" else free_port()
+        profiles[f"lab-{fail}"] = {"extends": "lab", "env": {"LAB_FAIL": fail}, "port": port,
                                    "log": str(root / f"lab-{fail}.log")}
     write_toml(root / "workbench.toml", {"hosts": {"test": sshd.host_table()}, "profiles": profiles})
     wb = Workbench.open(root)
-    yield wb
-    stop_active_servers(wb, grace=2)
-    wb.close()
+    try:
+        yield wb
+    finally:
+        holder.close()
+        stop_active_servers(wb, grace=2)
+        wb.close()
 
 
 def test_lab_launch_ready_measure_stop(lab_wb):
@@ -65,18 +75,7 @@ def test_lab_launch_ready_measure_stop(lab_wb):
 @pytest.mark.parametrize("fail, cls", [("oom", "oom"), ("port", "port-in-use"),
                                        ("draft-context", "draft-context"), ("cuda-graph", "cuda-graph")])
 def test_lab_failures_are_classified(lab_wb, fail, cls):
-    import socket
-
-    wb = lab_wb
-    holder = None
-    if fail == "port":
-        holder = socket.socket()
-        holder.bind(("127.0.0.1", wb.profile("lab-port").port))
-        holder.listen(1)
-    try:
-        rec = wb.launch(f"lab-{fail}", confirm=True)
-        st = wb.server_wait(rec.id, timeout=300, poll=0.5)
-    finally:
-        if holder:
-            holder.close()
+    wb = lab_wb                               # (lab-port's port is held by the fixture's listener)
+    rec = wb.launch(f"lab-{fail}", confirm=True)
+    st = wb.server_wait(rec.id, timeout=300, poll=0.5)
     assert st.state == "failed" and st.failure["class"] == cls, st
