@@ -12,6 +12,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# pytest's assertion rewriting of the test modules is kept as bytecode (tests/**/__pycache__) even
+# where PYTHONDONTWRITEBYTECODE is set: rewriting them again costs each process 3.5 s of its
+# collection's 6. (Only this process: what the tests start keeps the environment's setting.)
+sys.dont_write_bytecode = False
+
 # Two pytest-xdist workers share two cores with the lab builds and servers they start (torch on
 # OpenMP, two threads each). libgomp's default has a thread that finished its share spin for its
 # peer, on the core the peer (or the other worker) needs: a lab build took 97 s beside one busy

@@ -333,4 +333,6 @@ def main(argv) -> int:
 if __name__ == "__main__":
     import sys
 
-    raise SystemExit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    gc.freeze()                  # nor the interpreter's pass over them at exit
+    raise SystemExit(code)
