@@ -99,3 +99,41 @@ def test_rows_outside_a_candidate_are_refused():
         ps.prepare(cands[0][:5])
     with pytest.raises(ValueError, match="expected"):
         ps.prepare(cands[0][:, :32])
+
+
+@pytest.mark.parametrize("case", ["finite", "nonfinite", "all-bad", "zero-and-negative"])
+def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
+    """``pair_sums`` (the CPU path's one pass) gives what ``align._pair_stats`` computes in numpy
+    for the other paths: the same tokens left out, the same per-token values, sums to rounding."""
+    from workbench.hidden.align import _pair_stats
+
+    S, C, T = 3, 5, 97
+    rng = np.random.default_rng(7)
+    xx = rng.uniform(0.5, 2.0, (S, T))
+    yy = rng.uniform(0.5, 2.0, (C, T)).astype(np.float32)
+    xy = (0.49 * rng.uniform(0.5, 2.0, (S, C, T))).astype(np.float32)
+    bad = np.zeros(T, bool)
+    if case == "nonfinite":
+        bad[[3, 50]] = True
+        xx[:, 3], xx[1, 50] = np.nan, np.inf
+        yy[1, [7, 8]], yy[4, 90] = np.nan, np.inf
+        xy[2, 3, 11] = np.nan                     # a product not finite where both norms are
+    elif case == "all-bad":
+        bad[:] = True
+        xx[:] = np.nan
+    elif case == "zero-and-negative":
+        xx[0, :5], yy[0, :5], xy[0, 0, :5] = 0.0, 0.0, 0.0          # 0 / 0 there: value 0
+        xy[1, 2, 9] = 10.0                                            # xx + yy - 2xy < 0: clamped
+    want = _pair_stats(xy.copy(), yy.copy(), xx.copy(), bad.copy(), None)
+    got = _pair_stats(xy.copy(), yy.copy(), xx.copy(), bad.copy(), ps_mod)
+    np.testing.assert_array_equal(got.finite, want.finite)
+    np.testing.assert_array_equal(got.yy, want.yy)
+    np.testing.assert_array_equal(got.per_token, want.per_token)
+    for field in ("num", "den", "dot", "yy_sum"):
+        np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=1e-13, atol=0,
+                                   err_msg=field)
+    if case == "nonfinite":
+        assert np.isnan(got.per_token[2, 3, 11]) and np.isnan(got.num[2, 3])
+        assert got.per_token[:, :, [3, 50]].max() == 0 and got.yy[1, 7] == 0
+    if case == "zero-and-negative":
+        assert (got.per_token[0, 0, :5] == 0).all() and got.per_token[1, 2, 9] == 0

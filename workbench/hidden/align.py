@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, SupportsFloat, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, SupportsFloat, Union, cast
 
 import numpy as np
 import torch
@@ -235,25 +235,12 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
     # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
     td = time.perf_counter()
-    xy_n, yy_n = XY.cpu().numpy(), YY.cpu().numpy()
-    del XY, YY
     xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
-    with np.errstate(invalid="ignore", over="ignore"):
-        finite = np.isfinite(yy_n)                                                 # [C, T]
-        fin_c = finite.all(-1)
-        ok = ok_ct = ~bad_n[None, :] & finite                                     # [C, T]
-        d_t = xx_n[:, None, :] + yy_n[None]                                        # [S, C, T]
-        n_t = np.maximum(d_t - 2.0 * xy_n, 0.0)
-        if not ok.all():   # leave out the tokens where either side is not finite
-            d_t = np.where(ok[None], d_t, 0.0)
-            n_t = np.where(ok[None], n_t, 0.0)
-            xy_n = np.where(ok[None], xy_n, 0.0)
-            yy_n = np.where(ok, yy_n, 0.0)
-        per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
-        num, den = n_t.sum(-1), d_t.sum(-1)
-        dot = xy_n.sum(-1, dtype=np.float64)
-        yy_sum = yy_n.sum(-1, dtype=np.float64)
-    del d_t, n_t
+    st = _pair_stats(XY.cpu().numpy(), YY.cpu().numpy(), xx_n, bad_n, ps_mod)
+    del XY, YY
+    finite, yy_n, per_token, num, den, dot, yy_sum = st
+    fin_c = finite.all(-1)
+    ok_ct = ~bad_n[None, :] & finite                                              # [C, T]
     timing["stats_s"] = time.perf_counter() - td
     exact = np.zeros((S, C), dtype=bool)
     max_abs = np.full((S, C), np.nan)
@@ -322,6 +309,45 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
 
 # ------------------------------------------------------------------------------------------- parts
+class _PairStats(NamedTuple):
+    finite: npt.NDArray[np.bool_]        # [C, T] the candidate's per-token sum is finite
+    yy: np.ndarray                        # [C, T] per-token sum y^2, 0 where a token is left out
+    per_token: npt.NDArray[np.float32]    # [S, C, T] rel_diff, 0 where left out
+    num: _F64                             # [S, C] sum (xx + yy - 2 xy)
+    den: _F64                             # [S, C] sum (xx + yy)
+    dot: _F64                             # [S, C] sum xy
+    yy_sum: _F64                          # [C] sum yy
+
+
+def _pair_stats(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bool_],
+                ps_mod: Optional[ModuleType]) -> _PairStats:
+    """Every pair's statistics from the screen's per-token sums (``xy [S, C, T]``, ``yy [C, T]``
+    float32, ``xx [S, T]`` float64), in float64, leaving out the tokens where a slot (``bad``) or
+    the candidate is not finite. With the compiled kernels: one pass and no temporaries
+    (``pairstats.pair_sums``; a fresh temporary's pages cost more than the arithmetic)."""
+    S, C, T = xy.shape
+    if ps_mod is not None:
+        yy = np.ascontiguousarray(yy, dtype=np.float32)         # zeroed in place where left out
+        out = _PairStats(np.empty((C, T), np.bool_), yy, np.empty((S, C, T), np.float32),
+                         np.empty((S, C)), np.empty((S, C)), np.empty((S, C)), np.empty(C))
+        ps_mod.pair_sums(xx, yy, np.ascontiguousarray(xy, dtype=np.float32), np.ascontiguousarray(bad),
+                         out.finite, out.per_token, out.num, out.den, out.dot, out.yy_sum)
+        return out
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(yy)                                                   # [C, T]
+        ok = ~bad[None, :] & finite                                                # [C, T]
+        d_t = xx[:, None, :] + yy[None]                                            # [S, C, T]
+        n_t = np.maximum(d_t - 2.0 * xy, 0.0)
+        if not ok.all():   # leave out the tokens where either side is not finite
+            d_t = np.where(ok[None], d_t, 0.0)
+            n_t = np.where(ok[None], n_t, 0.0)
+            xy = np.where(ok[None], xy, 0.0)
+            yy = np.where(ok, yy, 0.0)
+        per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
+        return _PairStats(finite, yy, per_token, n_t.sum(-1), d_t.sum(-1), xy.sum(-1, dtype=np.float64),
+                          yy.sum(-1, dtype=np.float64))
+
+
 def _choose(device: Optional[str], cands: Sequence[HiddenTensor], cand_bytes: int, all_bf16: bool,
             screen: str) -> Choice:
     """CPU kernels or the GPU (``workbench.hidden.placement``); which CPU kernel would run."""

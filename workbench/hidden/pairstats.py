@@ -81,10 +81,15 @@ def _bits_f32(typingctx, v):
 
 
 @intrinsic
-def _f32_bits(typingctx, v):
+def _abs_max_bits(typingctx, mx, d):
+    """``max(mx, bits(|d|))`` on 32-bit lanes: the bits of a non-negative float order as the float
+    does and a NaN above Inf. (Written in numba, the integers widen to 64 bits and the loop runs
+    on half as many lanes.)"""
     def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(types.uint32))
-    return types.uint32(types.float32), codegen
+        i32 = ir.IntType(32)
+        bits = builder.and_(builder.bitcast(args[1], i32), ir.Constant(i32, 0x7FFFFFFF))
+        return builder.select(builder.icmp_unsigned(">", bits, args[0]), bits, args[0])
+    return types.uint32(types.uint32, types.float32), codegen
 
 
 def _cv(v):
@@ -329,7 +334,7 @@ def _diff_row(x, y, H):
         d = _cv(x[i]) - _cv(y[i])
         n += d * d
         sa += abs(d)
-        mx = max(mx, _f32_bits(d) & np.uint32(0x7FFFFFFF))   # on the bits: NaN orders above Inf
+        mx = _abs_max_bits(mx, d)                # on the bits: NaN orders above Inf
     return n, sa, _bits_f32(mx)
 
 
@@ -382,6 +387,47 @@ def sq_rows(xa, xs, xc, xr, H, t0, t1, out):
                 out[s, t] = _sq_row(numba.carray(_ptr_u16(a), (H,)), H)
             else:
                 out[s, t] = _sq_row(numba.carray(_ptr_f32(a), (H,)), H)
+
+
+# ------------------------------------------------------------------------ statistics of the pairs
+@njit(nogil=True, cache=True)          # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
+def pair_sums(xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum):
+    """The alignment's per-pair statistics from the screen's per-token sums in one pass, float64,
+    no temporaries (``workbench.hidden.align._pair_stats`` spells the same in numpy): ``xx [S, T]``
+    float64, ``yy [C, T]`` and ``xy [S, C, T]`` float32, ``bad [T]`` (a slot not finite there).
+    Writes ``finite [C, T]`` (yy finite), ``per_token [S, C, T]`` (rel_diff, 0 where left out),
+    ``num, den, dot [S, C]`` and ``yy_sum [C]``; ``yy`` is zeroed where a token is left out."""
+    S, C, T = xy.shape
+    for c in range(C):
+        acc = 0.0
+        for t in range(T):
+            finite[c, t] = np.isfinite(yy[c, t])
+            if bad[t] or not finite[c, t]:
+                yy[c, t] = 0.0
+            else:
+                acc += np.float64(yy[c, t])
+        yy_sum[c] = acc
+    for s in range(S):
+        for c in range(C):
+            a_n = 0.0
+            a_d = 0.0
+            a_x = 0.0
+            for t in range(T):
+                if bad[t] or not finite[c, t]:
+                    per_token[s, c, t] = 0.0
+                    continue
+                v = np.float64(xy[s, c, t])
+                d = xx[s, t] + np.float64(yy[c, t])
+                n = d - 2.0 * v
+                if n < 0.0:                 # (a NaN stays NaN, as numpy's maximum keeps it)
+                    n = 0.0
+                a_n += n
+                a_d += d
+                a_x += v
+                per_token[s, c, t] = n / (1e-30 if d < 1e-30 else d)
+            num[s, c] = a_n
+            den[s, c] = a_d
+            dot[s, c] = a_x
 
 
 # ------------------------------------------------------------------------------------- the driver
