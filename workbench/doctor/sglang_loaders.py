@@ -7,7 +7,8 @@ CUDA; the same names are read here from the modules' source (``EntryClass = X`` 
 class captures EAGLE-3 aux states when it, or a class it inherits from, defines
 ``set_eagle3_layers_to_capture``.
 
-The installed sglang is read when there is one; otherwise the table generated from it
+The installed sglang is read when there is one (the answer kept on disk until its files change:
+``workbench.engine.source_cache``); otherwise the table generated from it
 (``sglang_registry.json``, ``python -m workbench.doctor.sglang_loaders regenerate 0.5.12.post1 ...``,
 which reads the installed sglang and those releases' wheels).
 """
@@ -111,7 +112,9 @@ def registry(version: Optional[str] = None) -> Optional[dict[str, Any]]:
     inst = _installed_version()
     d = _installed_models_dir()
     if d is not None and inst and (version is None or version == inst):
-        return read_registry(d, inst)
+        from workbench.engine import source_cache  # (255 modules parsed: kept until they change)
+
+        return source_cache.read(f"sglang-registry-{inst}", d, lambda: read_registry(d, inst))
     if TABLE.is_file():
         table = json.loads(TABLE.read_text(encoding="utf-8"))
         rel = table.get("releases", {})
