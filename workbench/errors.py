@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from workbench.confirm import Plan
 
 
+_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
 class WorkbenchError(Exception):
-    """Something the user can act on. ``str(err)`` is one line naming the input and the rule."""
+    """Something the user can act on. ``str(err)`` is one line naming the input and the rule: a
+    line break that reached the message (a library's exception text, a value from a file) is shown
+    as a space."""
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return _BREAKS.sub(" ", text).strip() if "\n" in text or "\r" in text else text
 
 
 class InputError(WorkbenchError):

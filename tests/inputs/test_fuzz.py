@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.fixtures.toml_files import write_toml
@@ -84,6 +84,8 @@ def _check_against_library(p: Path) -> None:
 
 @settings(FUZZ, max_examples=100)
 @given(st.dictionaries(st.text(max_size=6), entries, max_size=4), metadata, st.integers(0, 300))
+@example({"": {"dtype": "BF16", "shape": "\n", "data_offsets": []}}, None, 0)      # a newline in the value
+@example({"t": {"dtype": "F32", "shape": [1], "data_offsets": "0\n4"}}, None, 4)
 def test_safetensors_header_structured(tensors, meta, data_len):
     header = dict(tensors)
     if meta is not None:

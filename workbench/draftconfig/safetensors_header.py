@@ -81,6 +81,11 @@ def read_header(path: "str | Path") -> tuple[dict[str, TensorInfo], dict[str, st
     return out, meta
 
 
+def _shown(v: object) -> str:
+    """A header value in an error line: as JSON, so a string's newline is shown escaped, cut short."""
+    return json.dumps(v)[:60]
+
+
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -94,10 +99,10 @@ def _entry(path: Path, name: str, entry: object, data_start: int, data_len: int)
         raise InputError(f"{where}: unknown dtype {str(dtype)[:20]!r} (expected one of {', '.join(DTYPE_BYTES)})")
     if not (isinstance(shape, list) and len(shape) <= MAX_DIMS and all(_is_int(d) and d >= 0 for d in shape)):
         raise InputError(f"{where}: shape must be a list of at most {MAX_DIMS} non-negative integers, "
-                         f"got {str(shape)[:60]}")
+                         f"got {_shown(shape)}")
     if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)
             and 0 <= offs[0] <= offs[1] <= data_len):
-        raise InputError(f"{where}: truncated or malformed: data_offsets {str(offs)[:60]} outside the "
+        raise InputError(f"{where}: truncated or malformed: data_offsets {_shown(offs)} outside the "
                          f"{data_len}-byte data section")
     count = 0 if 0 in shape else 1
     for d in shape if count else ():
