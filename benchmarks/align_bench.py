@@ -246,7 +246,8 @@ def main(argv=None) -> int:
                 agree[f"{d}_vs_cpu_max_abs"] = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
         out = {"agreement": agree, "bytes": int(nbytes), "slots": 3, "candidates": n + 1, "tokens": args.tokens,
                "hidden": args.hidden, "threads": torch.get_num_threads(),
-               "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK, "cpus": os.cpu_count(),
+               "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK or "auto",
+               "cpus": os.cpu_count(),
                "floors": floors, "runs": runs, "goals": goals, "generate_s": round(gen_s, 2),
                "correct": all(r["correct"] for r in runs.values()) and all(v < 1e-4 for v in agree.values())}
         print(json.dumps(out))

@@ -137,3 +137,18 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
         assert got.per_token[:, :, [3, 50]].max() == 0 and got.yy[1, 7] == 0
     if case == "zero-and-negative":
         assert (got.per_token[0, 0, :5] == 0).all() and got.per_token[1, 2, 9] == 0
+
+
+def test_the_block_of_tokens_fits_half_the_l2_cache():
+    """The slot rows of a block take at most half a core's L2 (the rest holds the candidates
+    streaming past): a power of two from 4 to 64."""
+    kimi = 3 * 7168 * 2                                    # bytes of slot rows per token
+    assert ps_mod.block_tokens(3, 7168, l2=2 << 20) == 16 and 16 * kimi <= (1 << 20) < 32 * kimi
+    assert ps_mod.block_tokens(3, 7168, l2=1 << 20) == 8
+    assert ps_mod.block_tokens(3, 4096, l2=2 << 20) == 32
+    assert ps_mod.block_tokens(1, 1024, l2=32 << 20) == ps_mod.MAX_BLOCK
+    assert ps_mod.block_tokens(8, 16384, l2=256 << 10) == 4
+    assert ps_mod.l2_bytes() > 0
+    slots, cands, ref_rows, infer_rows = _world(3, 70, 64)
+    ps = ps_mod.PairStats(slots, ref_rows, infer_rows)
+    assert ps.block == ps_mod.block_tokens(3, 64)

@@ -508,7 +508,8 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], xx: torch.Tensor, 
     kept: dict[int, torch.Tensor] = {}
     xx_np, bad_np = xx.numpy(), bad_tok.numpy()
     timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0,
-                              "group_size": G, "row_block": T, "kernel": ps.kernel, "threads": ps.threads}
+                              "group_size": G, "row_block": T, "kernel": ps.kernel, "threads": ps.threads,
+                              "block": ps.block}
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         tl = time.perf_counter()
