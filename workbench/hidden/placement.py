@@ -14,8 +14,8 @@ bytes lie and from bandwidths measured on this machine (once per process):
   this process measured it, and a path this process already ran is taken at its measured rate.
   Small inputs never start CUDA for the probe: below ``SMALL_BYTES`` the CPU wins on the start.
 
-On the H200 host (16 cores, bf16 Kimi-sized input, page cache 20 ms, pinned H2D 33 ms, an
-all-core copy past the cache 38 GB/s) the CPU kernels (~50 ms) beat the staged GPU path (~80 ms):
+On the H200 host (16 cores, bf16 Kimi-sized input, page cache 15-21 ms, pinned H2D 33 ms, an
+all-core copy past the cache 38 GB/s) the CPU kernels (41-49 ms) beat the staged GPU path (78-108 ms):
 the host copy into pinned memory (42-48 ms) costs more than the DMA, and both move host memory. The GPU path wins where the bytes are already on
 the device, or where the CPU kernels are slow (no numba, few cores against a fast bus).
 
