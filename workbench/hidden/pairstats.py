@@ -351,33 +351,25 @@ def _sq_row(y, H):
 
 @njit(nogil=True, fastmath=FM, cache=True)
 def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
-    """Pairs (slot ``p_slot[p]``, candidate ``p_cand[p]``): per token, each slot a pair uses is
-    converted to fp32 once, and every pair's candidate row is differenced against it."""
-    S = xa.shape[0]
+    """Pairs (slot ``p_slot[p]``, candidate ``p_cand[p]``): per token, every pair's candidate row
+    differenced against its slot row, both read where they lie (bf16 widened in the loop, exactly:
+    no fp32 copy of the slot rows to write and read back)."""
     P = p_slot.shape[0]
-    used = np.zeros(S, np.bool_)
-    for p in range(P):
-        used[p_slot[p]] = True
-    buf = np.empty((S, H), np.float32)
     for t in range(t0, t1):
-        for s in range(S):
-            if used[s]:
-                a = xa[s] + xr[t] * xs[s]
-                if xc[s] == BF16:
-                    src = numba.carray(_ptr_u16(a), (H,))
-                    for i in range(H):
-                        buf[s, i] = _cv(src[i])
-                else:
-                    srcf = numba.carray(_ptr_f32(a), (H,))
-                    for i in range(H):
-                        buf[s, i] = srcf[i]
         for p in range(P):
-            m = p_cand[p]
+            s, m = p_slot[p], p_cand[p]
+            xa_t = xa[s] + xr[t] * xs[s]
             a = ya[m] + yr[t] * ys[m]
-            if yc[m] == BF16:
-                n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row(buf[p_slot[p]], numba.carray(_ptr_u16(a), (H,)), H)
+            if xc[s] == BF16:
+                if yc[m] == BF16:
+                    r = _diff_row(numba.carray(_ptr_u16(xa_t), (H,)), numba.carray(_ptr_u16(a), (H,)), H)
+                else:
+                    r = _diff_row(numba.carray(_ptr_u16(xa_t), (H,)), numba.carray(_ptr_f32(a), (H,)), H)
+            elif yc[m] == BF16:
+                r = _diff_row(numba.carray(_ptr_f32(xa_t), (H,)), numba.carray(_ptr_u16(a), (H,)), H)
             else:
-                n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row(buf[p_slot[p]], numba.carray(_ptr_f32(a), (H,)), H)
+                r = _diff_row(numba.carray(_ptr_f32(xa_t), (H,)), numba.carray(_ptr_f32(a), (H,)), H)
+            n_out[p, t], sa_out[p, t], mx_out[p, t] = r
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
