@@ -103,9 +103,9 @@ def test_rows_outside_a_candidate_are_refused():
 
 @pytest.mark.parametrize("case", ["finite", "nonfinite", "all-bad", "zero-and-negative"])
 def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
-    """``pair_sums`` (the CPU path's one pass) gives what ``align._pair_stats`` computes in numpy
+    """``pair_sums`` (the CPU path's one pass) gives what ``align._pair_sums`` computes in numpy
     for the other paths: the same tokens left out, the same per-token values, sums to rounding."""
-    from workbench.hidden.align import _pair_stats
+    from workbench.hidden.align import _pair_sums
 
     S, C, T = 3, 5, 97
     rng = np.random.default_rng(7)
@@ -124,8 +124,8 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
     elif case == "zero-and-negative":
         xx[0, :5], yy[0, :5], xy[0, 0, :5] = 0.0, 0.0, 0.0          # 0 / 0 there: value 0
         xy[1, 2, 9] = 10.0                                            # xx + yy - 2xy < 0: clamped
-    want = _pair_stats(xy.copy(), yy.copy(), xx.copy(), bad.copy(), None)
-    got = _pair_stats(xy.copy(), yy.copy(), xx.copy(), bad.copy(), ps_mod)
+    want = _pair_sums(xy.copy(), yy.copy(), xx.copy(), bad.copy(), None)
+    got = _pair_sums(xy.copy(), yy.copy(), xx.copy(), bad.copy(), ps_mod)
     np.testing.assert_array_equal(got.finite, want.finite)
     np.testing.assert_array_equal(got.yy, want.yy)
     np.testing.assert_array_equal(got.per_token, want.per_token)

@@ -236,7 +236,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
     td = time.perf_counter()
     xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
-    st = _pair_stats(XY.cpu().numpy(), YY.cpu().numpy(), xx_n, bad_n, ps_mod)
+    st = _pair_sums(XY.cpu().numpy(), YY.cpu().numpy(), xx_n, bad_n, ps_mod)
     del XY, YY
     finite, yy_n, per_token, num, den, dot, yy_sum = st
     fin_c = finite.all(-1)
@@ -309,7 +309,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
 
 # ------------------------------------------------------------------------------------------- parts
-class _PairStats(NamedTuple):
+class _PairSums(NamedTuple):
     finite: npt.NDArray[np.bool_]        # [C, T] the candidate's per-token sum is finite
     yy: np.ndarray                        # [C, T] per-token sum y^2, 0 where a token is left out
     per_token: npt.NDArray[np.float32]    # [S, C, T] rel_diff, 0 where left out
@@ -319,8 +319,8 @@ class _PairStats(NamedTuple):
     yy_sum: _F64                          # [C] sum yy
 
 
-def _pair_stats(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bool_],
-                ps_mod: Optional[ModuleType]) -> _PairStats:
+def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bool_],
+                ps_mod: Optional[ModuleType]) -> _PairSums:
     """Every pair's statistics from the screen's per-token sums (``xy [S, C, T]``, ``yy [C, T]``
     float32, ``xx [S, T]`` float64), in float64, leaving out the tokens where a slot (``bad``) or
     the candidate is not finite. With the compiled kernels: one pass and no temporaries
@@ -328,7 +328,7 @@ def _pair_stats(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bo
     S, C, T = xy.shape
     if ps_mod is not None:
         yy = np.ascontiguousarray(yy, dtype=np.float32)         # zeroed in place where left out
-        out = _PairStats(np.empty((C, T), np.bool_), yy, np.empty((S, C, T), np.float32),
+        out = _PairSums(np.empty((C, T), np.bool_), yy, np.empty((S, C, T), np.float32),
                          np.empty((S, C)), np.empty((S, C)), np.empty((S, C)), np.empty(C))
         ps_mod.pair_sums(xx, yy, np.ascontiguousarray(xy, dtype=np.float32), np.ascontiguousarray(bad),
                          out.finite, out.per_token, out.num, out.den, out.dot, out.yy_sum)
@@ -344,7 +344,7 @@ def _pair_stats(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bo
             xy = np.where(ok[None], xy, 0.0)
             yy = np.where(ok, yy, 0.0)
         per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
-        return _PairStats(finite, yy, per_token, n_t.sum(-1), d_t.sum(-1), xy.sum(-1, dtype=np.float64),
+        return _PairSums(finite, yy, per_token, n_t.sum(-1), d_t.sum(-1), xy.sum(-1, dtype=np.float64),
                           yy.sum(-1, dtype=np.float64))
 
 

@@ -387,7 +387,7 @@ def sq_rows(xa, xs, xc, xr, H, t0, t1, out):
 @njit(nogil=True, cache=True)          # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
 def pair_sums(xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum):
     """The alignment's per-pair statistics from the screen's per-token sums in one pass, float64,
-    no temporaries (``workbench.hidden.align._pair_stats`` spells the same in numpy): ``xx [S, T]``
+    no temporaries (``workbench.hidden.align._pair_sums`` spells the same in numpy): ``xx [S, T]``
     float64, ``yy [C, T]`` and ``xy [S, C, T]`` float32, ``bad [T]`` (a slot not finite there).
     Writes ``finite [C, T]`` (yy finite), ``per_token [S, C, T]`` (rel_diff, 0 where left out),
     ``num, den, dot [S, C]`` and ``yy_sum [C]``; ``yy`` is zeroed where a token is left out."""
