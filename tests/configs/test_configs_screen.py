@@ -96,10 +96,14 @@ async def test_track_from_the_path_box(workspace, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("ctrl+t")
-        await pilot.press(*str(tmp_path / "missing.json"), "enter")
+        box = app.screen.query_one("#track-path", Input)
+        assert box.has_focus
+        await pilot.press("m", "i")         # typed into the box: the key went where ctrl+t put it
+        assert box.value == "mi"
+        box.value = str(tmp_path / "missing.json")
+        await pilot.press("enter")
         await settle(pilot)
         assert app.screen.query_one("#files", DataTable).row_count == 0
-        box = app.screen.query_one("#track-path", Input)
         box.value = str(p)
         await pilot.press("enter")
         await settle(pilot)

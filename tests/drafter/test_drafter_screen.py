@@ -35,7 +35,7 @@ async def test_eval_table_and_send_to_predictor(workspace, drafter_world):
         assert "weights: ok" in str(s.query_one("#drafter-weights", Static).render())
         assert "predicted accept length" in str(s.query_one("#drafter-summary", Static).render())
         await pilot.press("p")
-        await settle(pilot, 0.5)
+        await settle(pilot)
         p = app.screen
         assert p.__class__.__name__ == "PredictorScreen"
         assert p.query_one("#convention", Select).value == "marginal"

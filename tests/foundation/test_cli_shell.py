@@ -164,8 +164,9 @@ def test_launch_checks_name_a_missing_model_or_draft_folder(workspace):
         "hub": {"host": "local", "model": "meta-llama/Llama-3.1-8B-Instruct", "draft": str(workspace / "nodraft"),
                 "sglang_version": "0.5.23", "speculative": spec}}})
     with Workbench.open(workspace) as wb:
-        gone = {f.code: f for f in wb.launch_preview("gone").findings}
+        preview = wb.launch_preview("gone")
+        gone = {f.code: f for f in preview.findings}
         assert "model-missing" in gone and "no-such-target" in gone["model-missing"].message
-        assert "draft-missing" not in gone and not wb.launch_preview("gone").ok
+        assert "draft-missing" not in gone and not preview.ok
         hub = {f.code for f in wb.launch_preview("hub").findings}
         assert "model-missing" not in hub and "draft-missing" in hub      # a hub id is not a path

@@ -5,6 +5,7 @@ confirm dialog fits, core progress reaches the busy bar, the keymap is checked."
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,15 @@ class _Member:
         return _Member(f"{self.name}.{name}")
 
 
+async def _until(pilot, cond, timeout: float = 10.0) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return True
+        await pilot.pause(0.02)
+    return cond()
+
+
 def _error_line(app) -> str:
     return str(app.screen.query_one(ErrorLine).render())
 
@@ -66,7 +76,7 @@ async def test_a_worker_that_raises_is_reported_and_the_app_lives(workspace, scr
     app = WorkbenchApp(str(workspace), start=screen_id, wb=Exploding(),
                        screen_args={screen_id: TRIGGERS.get(screen_id, {})})
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, 0.3)
+        await settle(pilot)
         assert app.is_running and app.current_mode == screen_id
         assert "KeyError" in _error_line(app) and "boom in" in _error_line(app)
         # still usable: the keys work, another screen opens
@@ -112,7 +122,7 @@ async def test_every_screen_looks_the_same_whatever_was_visited_before(workspace
     for spec in SCREENS:
         fresh = WorkbenchApp(str(workspace), start=spec.id, screen_args=args)
         async with fresh.run_test(size=(120, 40)) as pilot:
-            await settle(pilot, 0.1)
+            await settle(pilot)
             alone[spec.id] = _styles(fresh.screen)
     app = WorkbenchApp(str(workspace), start=SCREENS[-1].id, screen_args=args)
     differ = []
@@ -120,7 +130,7 @@ async def test_every_screen_looks_the_same_whatever_was_visited_before(workspace
         for when in ("opened after the others", "shown again after all others"):
             for spec in SCREENS:
                 app.show_screen(spec.id)
-                await settle(pilot, 0.1)
+                await settle(pilot)
                 got = _styles(app.screen)
                 if got != alone[spec.id]:
                     paths = sorted(k for k in set(got) | set(alone[spec.id]) if got.get(k) != alone[spec.id].get(k))
@@ -131,7 +141,7 @@ async def test_every_screen_looks_the_same_whatever_was_visited_before(workspace
 async def test_title_and_every_screen_key_are_on_screen_at_80x24(workspace):
     app = WorkbenchApp(str(workspace), start="doctor")
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, 0.2)
+        await settle(pilot)
         bar = app.screen.query_one(ScreenBar)
         line = str(bar.render())
         assert len(line) <= 80
@@ -156,7 +166,7 @@ async def test_the_bar_follows_the_keymap(workspace):
     (workspace / "keymap.toml").write_text('"screen.timeline" = "f11"\n')
     app = WorkbenchApp(str(workspace), start="doctor")
     async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot, 0.2)
+        await settle(pilot)
         line = str(app.screen.query_one(ScreenBar).render())
         assert "F11 Timeline" in line and "F10" not in line
 
@@ -178,7 +188,7 @@ async def test_confirm_dialog_shows_yes_and_no_at_80x24(workspace):
     app = WorkbenchApp(str(workspace), start="doctor")
     async with app.run_test(size=(80, 24)) as pilot:
         app.confirm(plan, lambda: done.append(1))
-        await pilot.pause(0.2)
+        await settle(pilot)
         modal = app.screen
         assert isinstance(modal, ConfirmModal)
         for button in ("#yes", "#no"):
@@ -200,24 +210,24 @@ async def test_an_unanswered_confirmation_cancels_itself(workspace):
 
         t = threading.Thread(target=lambda: answers.append(ask_from_thread(app, plan, timeout=0.5)))
         t.start()
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, ConfirmModal)
-        await pilot.pause(1.0)
+        assert await _until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        asked = time.monotonic()
+        assert await _until(pilot, lambda: answers != [] and not isinstance(app.screen, ConfirmModal))
+        assert answers == [False] and time.monotonic() - asked >= 0.4     # it waited for its timeout
         t.join(5)
-        assert answers == [False] and not isinstance(app.screen, ConfirmModal)
 
 
 async def test_core_progress_reaches_the_busy_bar(workspace):
     app = WorkbenchApp(str(workspace), start="doctor")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, 0.1)
+        await settle(pilot)
         import threading
 
         wb = app.wb
         t = threading.Thread(target=lambda: wb.progress(Progress("server.measure", 2, 5, "round 2/5")))
         t.start()
         t.join()
-        await pilot.pause(0.2)
+        await pilot.pause()
         bar = app.screen.query_one(BusyBar)
         assert bar.has_class("-busy") and "round 2/5" in str(bar.query_one("#busy-label").render())
 
@@ -239,6 +249,6 @@ async def test_the_footer_is_not_cut_at_80_columns(workspace, screen_id):
     app = WorkbenchApp(str(workspace), start=screen_id,
                        screen_args={screen_id: {"poll_interval": 30.0}} if screen_id in ("servers", "server") else {})
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, 0.2)
+        await settle(pilot)
         last = "".join(seg.text for seg in app.screen._compositor.render_strips()[-1])
         assert "f1 Help" in last, last

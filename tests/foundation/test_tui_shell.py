@@ -42,7 +42,7 @@ async def test_keymap_file_remaps_by_binding_id(tui_app, workspace):
     (workspace / "keymap.toml").write_text('"app.help" = "f19"\n"predictor.reset" = "ctrl+o"\n')
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, 0.3)
+        await settle(pilot)
         await pilot.press("f1")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
@@ -111,17 +111,17 @@ async def test_report_turns_errors_into_one_line_notifications(tui_app):
 async def test_palette_offers_screens_and_screen_actions(tui_app):
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, 0.3)
+        await settle(pilot)
         screen = app.screen
         screen.query_one("#rates").value = "0.5"
-        await settle(pilot, 0.3)
+        await settle(pilot)
         assert screen.result.accept_length < 2
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"Example")
-        await pilot.pause(0.5)
+        await settle(pilot)
         await pilot.press("enter")
-        await settle(pilot, 0.4)
+        await settle(pilot)
         assert round(app.screen.result.accept_length, 3) == 3.288
 
 

@@ -16,7 +16,7 @@ ARGS = {"servers": {"poll_interval": 3600.0}, "server": {"poll_interval": 3600.0
 @pytest.mark.parametrize("screen_id", [s.id for s in SCREENS])
 def test_every_screen_at_both_sizes(snap_compare, workspace, screen_id, size):
     async def run_before(pilot):
-        await settle(pilot, 0.3)
+        await settle(pilot)
         no_blink(pilot.app)
         await pilot.pause()
 
@@ -37,7 +37,7 @@ def test_confirm_dialog_at_both_sizes(snap_compare, workspace, size):
 
     async def run_before(pilot):
         pilot.app.confirm(plan, lambda: None)
-        await pilot.pause(0.3)
+        await settle(pilot)
 
     app = WorkbenchApp(str(workspace), start="doctor")
     assert snap_compare(app, terminal_size=size, run_before=run_before)

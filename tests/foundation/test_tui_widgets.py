@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from textual.app import App
 
 from workbench.confirm import Plan
@@ -132,3 +133,45 @@ def test_relaunch_plan_does_not_call_its_own_port_taken():
     text = "\n".join(plan.details)
     assert "server 1 (lab) already uses port" not in text and "freed when server 1 stops" in text
     assert "server 7 (other) already uses port" in text       # another server's is still a conflict
+
+
+@pytest.mark.parametrize("cls", ["DataTable", "Table"])
+async def test_a_header_drawn_before_its_rows_were_measured_follows_their_widths(cls):
+    """A header line drawn between ``add_row`` and the table's next idle moment (when the rows are
+    measured) must not keep the old widths: Textual's own DataTable keeps that line in its caches,
+    so the columns after a widened one sit left of their values; the TUI's Table draws it again."""
+    from textual.geometry import Region
+    from textual.widgets import DataTable
+
+    from workbench.tui.widgets.table import Table
+
+    table_cls = {"DataTable": DataTable, "Table": Table}[cls]
+
+    class One(App):
+        def compose(self):
+            t = table_cls(id="t", cursor_type="row")
+            t.add_columns("host", "kind")
+            yield t
+
+    app = One()
+    async with app.run_test(size=(60, 8)) as pilot:
+        await pilot.pause()
+        t = app.query_one("#t", DataTable)
+        t.clear()
+        t.add_row("local", "local")     # "local" is wider than "host": the first column widens
+        t.render_lines(Region(0, 0, t.size.width, t.size.height))    # a repaint before the measure
+        await pilot.pause()
+        await pilot.pause()
+        header, row = ("".join(s.text for s in strip) for strip in app.screen._compositor.render_strips()[:2])
+        aligned = header.index("kind") == row.index("local", 2)
+    assert aligned == (cls == "Table"), (header, row)
+
+
+def test_every_table_of_the_tui_is_a_table_that_redraws_its_header():
+    import re
+    from pathlib import Path
+
+    tui = Path(__file__).resolve().parents[2] / "workbench" / "tui"
+    bare = [str(p.relative_to(tui)) for p in tui.rglob("*.py")
+            if p.name != "table.py" and re.search(r"DataTable\(|\(DataTable\)", p.read_text())]
+    assert bare == []

@@ -12,11 +12,17 @@ from workbench.tui.screens.predictor import PredictorScreen
 SIZE = (130, 44)
 
 
-async def _type(pilot, field_id: str, text: str) -> None:
+async def _type(pilot, field_id: str, text: str, keys: bool = False) -> None:
+    """Give a field ``text``: key by key where the keystrokes themselves are tested, else as one
+    edit (each key press through the pilot waits for the app to go idle twice)."""
     widget = pilot.app.screen.query_one(f"#{field_id}", Input)
     widget.focus()
     widget.value = ""
-    await pilot.press(*text) if text else None
+    if keys:
+        await pilot.press(*text) if text else None
+    else:
+        widget.value = text
+        await pilot.pause()
 
 
 def _text(screen, wid) -> str:
@@ -26,7 +32,7 @@ def _text(screen, wid) -> str:
 async def test_opens_on_the_story_numbers(tui_app):
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, PredictorScreen)
         r = screen.result
@@ -46,43 +52,44 @@ async def test_opens_on_the_story_numbers(tui_app):
 async def test_updates_as_inputs_change_and_journals_once_per_pause(tui_app, workspace):
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         before = len(app.wb.events(kind="predict"))
-        await _type(pilot, "rates", "0.8,0.7")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await _type(pilot, "rates", "0.8,0.7", keys=True)
+        await settle(pilot)
         r = app.screen.result
         assert r.accept_length == pytest.approx(chain_accept_length([0.8, 0.7, 0.7, 0.7, 0.7]))
         assert len(app.wb.events(kind="predict")) == before + 1  # 7 keystrokes, one prediction
         await _type(pilot, "steps", "3")
         await _type(pilot, "draft_tokens", "4")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         assert app.screen.result.steps == 3
         assert app.screen.query_one("#curve", DataTable).get_row_at(2)[0].startswith("▶")
 
 
-async def test_bad_input_is_shown_inline(tui_app):
+async def test_bad_input_is_shown_inline(tui_app, monkeypatch):
+    monkeypatch.setattr(PredictorScreen, "DEBOUNCE_S", 0.02)    # six edits; the debounce has its own test
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         good = app.screen.result
         await _type(pilot, "rates", "1.5")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         screen = app.screen
         assert "acc: value 1 (1.5) is outside [0, 1]" in _text(screen, "error")
         assert screen.query_one("#results").has_class("stale") and screen.result is good
         await _type(pilot, "rates", "0.7,abc")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         assert "'abc' is not a number" in _text(screen, "error")
         await _type(pilot, "rates", "0.7")
         await _type(pilot, "topk", "")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         assert "all three or none" in _text(screen, "error")
         await _type(pilot, "topk", "2")
         await _type(pilot, "draft_tokens", "20")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         assert "steps*topk+1 = 11" in _text(screen, "error")
         await _type(pilot, "draft_tokens", "6")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         assert _text(screen, "error") == "" and not screen.query_one("#results").has_class("stale")
         assert screen.result.model == "tree"
 
@@ -90,7 +97,7 @@ async def test_bad_input_is_shown_inline(tui_app):
 async def test_convention_and_timings(tui_app):
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         screen = app.screen
         screen.query_one("#convention", Select).value = "marginal"
         await _type(pilot, "rates", "0.633,0.404,0.264")
@@ -99,7 +106,7 @@ async def test_convention_and_timings(tui_app):
         await _type(pilot, "verify_ms", "2:20,4:22")
         await _type(pilot, "draft_ms", "1")
         await _type(pilot, "baseline_ms", "19")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         r = screen.result
         assert r.convention == "marginal" and round(r.accept_length, 3) == 2.301
         assert "P_k" in _text(screen, "convention-help")
@@ -112,7 +119,7 @@ async def test_copy_command_runs_the_same_prediction(tui_app, cli, workspace):
     notes = []
     app = tui_app()
     async with app.run_test(size=SIZE, message_hook=notes.append) as pilot:
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         await pilot.press("ctrl+y")
         await pilot.pause()
         command = app.clipboard
@@ -128,26 +135,26 @@ async def test_copy_command_runs_the_same_prediction(tui_app, cli, workspace):
 async def test_reset_restores_the_example(tui_app):
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         await _type(pilot, "rates", "0.5")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         assert app.screen.result.accept_length < 2
         await pilot.press("ctrl+r")
-        await settle(pilot, PredictorScreen.DEBOUNCE_S + 0.1)
+        await settle(pilot)
         assert round(app.screen.result.accept_length, 3) == 3.288
 
 
 async def test_screen_args_prefill(tui_app):
     app = tui_app(screen_args={"predictor": {"rates": "0.6", "observed": ""}})
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         assert app.screen.result.accept_length == pytest.approx(chain_accept_length([0.6] * 5))
         assert app.screen.result.verdict is None
 
 
 def test_snapshot(snap_compare, tui_app):
     async def ready(pilot):
-        await settle(pilot, PredictorScreen.DEBOUNCE_S)
+        await settle(pilot)
         no_blink(pilot.app)
         pilot.app.set_focus(None)
         await pilot.pause()

@@ -111,7 +111,7 @@ def test_launch_screen_snapshot(snap_compare, workspace):
         # the columns are sized on a later refresh: wait for it (a loaded machine renders late)
         await wait_for(pilot, lambda: all(c.content_width >= len("host-unreachable")
                                           for c in list(table.columns.values())[1:2]))
-        await settle(pilot, 0.2)
+        await settle(pilot)
 
     assert snap_compare(WorkbenchApp(str(workspace), start="launch"), terminal_size=SIZE, run_before=run_before)
 
@@ -120,6 +120,6 @@ def test_servers_screen_snapshot_empty(snap_compare, workspace):
     shutil.copy(SAMPLE, workspace / "workbench.toml")
 
     async def run_before(pilot):
-        await settle(pilot, 0.2)
+        await settle(pilot)
 
     assert snap_compare(WorkbenchApp(str(workspace), start="servers"), terminal_size=SIZE, run_before=run_before)

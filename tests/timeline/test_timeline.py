@@ -82,14 +82,14 @@ async def test_screen_select_shows_live_config(story, tui_app):
 
     app = tui_app(start="timeline")
     async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, 0.2)
+        await settle(pilot)
         table = app.screen.query_one("#entries", DataTable)
         assert table.row_count == 5
-        await settle(pilot, 0.2)
+        await settle(pilot)
         live = str(app.screen.query_one("#live", Static).render())
         assert "v2" in live and "[-1, 2, 30]" in live      # last entry (the measurement) is selected
         app.screen.query_one("#server").value = str(story["sid"])
-        await settle(pilot, 0.3)
+        await settle(pilot)
         assert table.row_count == 2
 
 
@@ -117,7 +117,7 @@ async def test_screen_collapses_repeats_rounds_numbers_and_keeps_config_calm(wor
         wb._record("server.measure", "server 1", {"tokens_per_s": 491.683412345, "accept_len": {"mean": 2.5512345}})
     app = tui_app(start="timeline")
     async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot, 0.3)
+        await settle(pilot)
         table = app.screen.query_one("#entries", DataTable)
         kinds = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]
         assert kinds == ["server.preview x3", "server.measure"]

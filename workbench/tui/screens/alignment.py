@@ -25,6 +25,7 @@ from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import VerdictTable
+from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
 ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
@@ -73,7 +74,7 @@ class AlignmentScreen(WorkbenchScreen):
         with Horizontal(id="align-body"):
             with Vertical(id="matrix-pane"):
                 yield Label("rel_diff: candidates x training slots (best per slot reversed)", classes="title")
-                yield DataTable(id="matrix", cursor_type="cell", zebra_stripes=False)
+                yield Table(id="matrix", cursor_type="cell", zebra_stripes=False)
             with VerticalScroll(id="summary-pane"):
                 yield Static("Enter both captures and press ctrl+r.", id="recommendation")
                 yield Label("Per token (highlighted cell)", classes="title")

@@ -19,6 +19,7 @@ from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.diff import DiffView
+from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
 
@@ -45,12 +46,12 @@ class ConfigsScreen(WorkbenchScreen):
         with Horizontal(id="configs-body"):
             with Vertical(id="files-pane"):
                 yield Label("Tracked files", classes="title")
-                files: DataTable[str] = DataTable(id="files", cursor_type="row")
+                files: Table[str] = Table(id="files", cursor_type="row")
                 files.add_columns("file", "vers", "state")
                 yield files
             with Vertical(id="history-pane"):
                 yield Label("History", classes="title", id="history-title")
-                hist: DataTable[str] = DataTable(id="versions", cursor_type="row", zebra_stripes=True)
+                hist: Table[str] = Table(id="versions", cursor_type="row", zebra_stripes=True)
                 hist.add_columns("", "version", "time", "sha256", "bytes", "reason")
                 yield hist
                 yield Label("Diff", classes="title", id="diff-title")

@@ -22,6 +22,7 @@ from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
+from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background, route_of
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class DiagnoseScreen(WorkbenchScreen):
                 with VerticalScroll(id="detail-scroll"):
                     yield FindingDetail("", id="detail", skip=("verdicts",), evidence_limit=10)
                 yield Label("Before / after", classes="title")
-                c: DataTable[str | Text] = DataTable(id="compare", cursor_type="none")
+                c: Table[str | Text] = Table(id="compare", cursor_type="none")
                 c.add_columns("", "before", "after", "change")
                 yield c
 

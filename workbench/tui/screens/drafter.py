@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
 
@@ -64,7 +65,7 @@ class DrafterScreen(WorkbenchScreen):
         with Horizontal(id="drafter-body"):
             with Vertical(id="depth-pane"):
                 yield Label("Per depth (teacher-forced, training-time test)", classes="title")
-                yield DataTable(id="depths", cursor_type="row", zebra_stripes=True)
+                yield Table(id="depths", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="drafter-side"):
                 yield Static("Enter the draft, its data and the target, then ctrl+r.", id="drafter-summary")
                 yield Static("", id="drafter-weights")

@@ -6,7 +6,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
+
+from workbench.tui.widgets.table import Table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -24,7 +26,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("[b]Keys[/b]  (remap them in keymap.toml in the workspace: binding id = \"key\")")
-            table: DataTable[str] = DataTable(zebra_stripes=True, cursor_type="row")
+            table: Table[str] = Table(zebra_stripes=True, cursor_type="row")
             table.add_columns("key", "action", "binding id")
             for row in self.rows:
                 table.add_row(*row)

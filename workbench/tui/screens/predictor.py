@@ -20,6 +20,7 @@ from workbench.errors import WorkbenchError
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.curve_plot import CurvePlot
+from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
 CONVENTIONS = [
@@ -138,7 +139,7 @@ class PredictorScreen(WorkbenchScreen):
             with VerticalScroll(id="results"):
                 yield Static("", id="headline")
                 yield Static("", id="verdict")
-                yield DataTable(id="curve", cursor_type="none", zebra_stripes=True)
+                yield Table(id="curve", cursor_type="none", zebra_stripes=True)
                 yield CurvePlot("", id="plot")
                 yield Static("", id="formula", classes="muted", markup=False)
                 yield Static("", id="warnings", classes="warn", markup=False)

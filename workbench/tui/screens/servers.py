@@ -18,6 +18,7 @@ from workbench.display import sparkline
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
 STATE_STYLE = {"ready": "bold green", "starting": "yellow", "failing": "bold red", "failed": "bold red",
@@ -62,11 +63,11 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
     def compose_body(self):
         with Vertical(id="servers-body"):
             yield Label("Hosts", classes="title")
-            hosts = DataTable(id="hosts", cursor_type="row", zebra_stripes=True)
+            hosts = Table(id="hosts", cursor_type="row", zebra_stripes=True)
             hosts.add_columns("host", "kind", "address", "GPUs (used/total)", "state")
             yield hosts
             yield Label("Servers", classes="title")
-            table = DataTable(id="servers", cursor_type="row", zebra_stripes=True)
+            table = Table(id="servers", cursor_type="row", zebra_stripes=True)
             table.add_columns("id", "profile", "host", "state", "uptime", "accept len (log)", "", "tok/s", "",
                               "GPU mem", "stage / problem")
             yield table

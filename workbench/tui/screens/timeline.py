@@ -17,12 +17,13 @@ from textual.widgets import DataTable, Input, Label, Select, Static
 from workbench.display import collapse_runs, payload_lines
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
+from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
 CATEGORIES = ("launch", "config", "measurement", "finding", "other")
 
 
-class EntriesTable(DataTable):
+class EntriesTable(Table):
     """Timeline rows, a colour per category from tcss (a config change is news, not an error)."""
 
     DEFAULT_CSS = """

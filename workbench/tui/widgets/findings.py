@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from workbench.display import evidence_label
+from workbench.tui.widgets.table import Table
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -33,7 +34,7 @@ class FindingItem:
     share: Optional[float] = None
 
 
-class FindingsView(DataTable):
+class FindingsView(Table):
     """``columns``: the headers after "severity". Highlighting a row shows it in the
     ``FindingDetail`` whose id is ``detail`` (if any)."""
 
@@ -181,7 +182,7 @@ class FindingDetail(Static):
         self.update(out)
 
 
-class VerdictTable(DataTable):
+class VerdictTable(Table):
     """A table with verdict cells (ok / ambiguous / MISMATCH, match / no-match) coloured by tcss:
     the capture table of the Doctor, the alignment of Diagnose."""
 
