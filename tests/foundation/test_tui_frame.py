@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.tui import settle
+from tests.fixtures.tui import settle, until
 from workbench.confirm import Plan
 from workbench.progress import Progress
 from workbench.tui.app import SCREENS, WorkbenchApp
@@ -56,15 +56,6 @@ class _Member:
         if name.startswith("__"):
             raise AttributeError(name)
         return _Member(f"{self.name}.{name}")
-
-
-async def _until(pilot, cond, timeout: float = 10.0) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        await pilot.pause(0.02)
-    return cond()
 
 
 def _error_line(app) -> str:
@@ -210,9 +201,9 @@ async def test_an_unanswered_confirmation_cancels_itself(workspace):
 
         t = threading.Thread(target=lambda: answers.append(ask_from_thread(app, plan, timeout=0.5)))
         t.start()
-        assert await _until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        assert await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         asked = time.monotonic()
-        assert await _until(pilot, lambda: answers != [] and not isinstance(app.screen, ConfirmModal))
+        assert await until(pilot, lambda: answers != [] and not isinstance(app.screen, ConfirmModal))
         assert answers == [False] and time.monotonic() - asked >= 0.4     # it waited for its timeout
         t.join(5)
 

@@ -5,13 +5,12 @@ UI thread, before the busy bar stops; a cancelled worker's result never reaches 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from tests.fixtures.tui import settle
+from tests.fixtures.tui import settle, until
 from workbench.errors import InputError
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.base import BusyBar, ErrorLine, WorkbenchScreen
@@ -79,15 +78,6 @@ async def _probe(app, pilot) -> Probe:
     return probe
 
 
-async def _until(pilot, cond, timeout: float = 10.0) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        await pilot.pause(0.02)
-    return cond()
-
-
 def _error_line(app) -> str:
     return str(app.screen.query_one(ErrorLine).render())
 
@@ -118,9 +108,9 @@ async def test_a_cancelled_older_result_never_overwrites_a_newer_one(workspace):
         await pilot.pause(0.1)
         fast = probe.compute("fast")           # same exclusive group: cancels the slow one
         assert slow.is_cancelled
-        assert await _until(pilot, lambda: probe.shown == ["fast"])
+        assert await until(pilot, lambda: probe.shown == ["fast"])
         probe.release.set()                    # the slow thread ends now, with its (stale) result
-        assert await _until(pilot, lambda: "slow" in probe.finished)
+        assert await until(pilot, lambda: "slow" in probe.finished)
         await settle(pilot, 0.2)
         assert probe.shown == ["fast"] and probe.answer() == "fast"
         assert fast.state == WorkerState.SUCCESS and slow.state == WorkerState.CANCELLED
@@ -129,9 +119,9 @@ async def test_a_cancelled_older_result_never_overwrites_a_newer_one(workspace):
         probe.compute("bad-old", wait=True)
         await pilot.pause(0.1)
         probe.compute("newest")
-        assert await _until(pilot, lambda: probe.shown[-1:] == ["newest"])
+        assert await until(pilot, lambda: probe.shown[-1:] == ["newest"])
         probe.release.set()
-        assert await _until(pilot, lambda: "bad-old" in probe.finished)
+        assert await until(pilot, lambda: "bad-old" in probe.finished)
         await settle(pilot, 0.2)
         assert probe.errors == [] and probe.answer() == "newest" and _error_line(app) == ""
 
