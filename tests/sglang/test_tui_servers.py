@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.tui import settle
+from tests.fixtures.tui import settle, until
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.server import ServerScreen
 from workbench.tui.screens.servers import ServersScreen
 
 SIZE = (140, 40)
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_configs" / "workbench.toml"
-
-
-async def wait_for(pilot, cond, timeout=30.0):
-    """Poll the UI (workers keep running in their threads) until cond() holds."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        await pilot.pause(0.1)
-        if cond():
-            return True
-    return False
 
 
 def cells(table):
@@ -45,7 +34,7 @@ async def test_dashboard_polls_pause_under_the_stop_dialog(ssh_workspace, monkey
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         table = screen.query_one("#servers", DataTable)
-        assert await wait_for(pilot, lambda: table.row_count == 1 and "ready" in cells(table)[0][3])
+        assert await until(pilot, lambda: table.row_count == 1 and "ready" in cells(table)[0][3])
         row = cells(table)[0]
         assert row[0] == str(rec.id) and row[1] == "standin" and row[5] == "-"  # no decode line yet
         assert "0:69/140G" in row[9]
@@ -58,7 +47,7 @@ async def test_dashboard_polls_pause_under_the_stop_dialog(ssh_workspace, monkey
         await pilot.pause(1.0)
         assert screen.polls == before          # no refresh while the dialog is open
         await pilot.press("y")
-        assert await wait_for(pilot, lambda: table.row_count == 0)
+        assert await until(pilot, lambda: table.row_count == 0)
         assert screen.polls > before
     with Workbench.open(ssh_workspace) as wb:
         assert wb.server(rec.id).state == "stopped"
@@ -71,28 +60,28 @@ async def test_launch_screen_then_server_screen_log(ssh_workspace, monkeypatch):
     monkeypatch.setattr(ServerScreen, "poll_interval", 0.2)
     app = WorkbenchApp(str(ssh_workspace), start="launch")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: len(app.screen.query_one("#profile", Select)._options) > 1)
+        await until(pilot, lambda: len(app.screen.query_one("#profile", Select)._options) > 1)
         app.screen.query_one("#profile", Select).value = "standin"
         findings = app.screen.query_one("#findings", DataTable)
-        assert await wait_for(pilot, lambda: findings.row_count > 0, timeout=60)
+        assert await until(pilot, lambda: findings.row_count > 0, timeout=60)
         codes = [r[1] for r in cells(findings)]
         assert "parser-ok" in codes
         assert "--speculative-algorithm EAGLE3" in str(app.screen.query_one("#command").render())
         await pilot.press("ctrl+l")
         await pilot.pause()
         await pilot.press("y")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, ServerScreen) and app.screen.query("#log"),
+        assert await until(pilot, lambda: isinstance(app.screen, ServerScreen) and app.screen.query("#log"),
                               timeout=30)
         screen = app.screen
         log = screen.query_one("#log", RichLog)
-        assert await wait_for(pilot, lambda: any("fired up" in "".join(s.text for s in line)
+        assert await until(pilot, lambda: any("fired up" in "".join(s.text for s in line)
                                                  for line in log.lines), timeout=60)
         assert "✔ ready" in str(screen.query_one("#progress").render())
         sid = screen.server_id
         await pilot.press("ctrl+k")
         await pilot.pause()
         await pilot.press("y")
-        assert await wait_for(pilot, lambda: screen.status is not None and screen.status.state == "stopped"
+        assert await until(pilot, lambda: screen.status is not None and screen.status.state == "stopped"
                               or app.wb.server(sid).state == "stopped", timeout=30)
 
 
@@ -103,13 +92,13 @@ def test_launch_screen_snapshot(snap_compare, workspace):
     async def run_before(pilot):
         from textual.widgets import DataTable, Select
 
-        await wait_for(pilot, lambda: len(pilot.app.screen.query_one("#profile", Select)._options) > 1)
+        await until(pilot, lambda: len(pilot.app.screen.query_one("#profile", Select)._options) > 1)
         pilot.app.screen.query_one("#profile", Select).value = "kimi-debug"
         table = pilot.app.screen.query_one("#findings", DataTable)
-        await wait_for(pilot, lambda: getattr(pilot.app.screen.preview, "profile", None) == "kimi-debug"
+        await until(pilot, lambda: getattr(pilot.app.screen.preview, "profile", None) == "kimi-debug"
                        and table.row_count > 0)
         # the columns are sized on a later refresh: wait for it (a loaded machine renders late)
-        await wait_for(pilot, lambda: all(c.content_width >= len("host-unreachable")
+        await until(pilot, lambda: all(c.content_width >= len("host-unreachable")
                                           for c in list(table.columns.values())[1:2]))
         await settle(pilot)
 
