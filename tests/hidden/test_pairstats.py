@@ -152,3 +152,20 @@ def test_the_block_of_tokens_fits_half_the_l2_cache():
     slots, cands, ref_rows, infer_rows = _world(3, 70, 64)
     ps = ps_mod.PairStats(slots, ref_rows, infer_rows)
     assert ps.block == ps_mod.block_tokens(3, 64)
+
+
+def test_the_bf16_screen_prefetches_the_rows_it_reads_next():
+    """While the screen reads a token's candidate rows it prefetches, line by line, the rows it
+    reads next (into L2); values are the same whatever it prefetches."""
+    if not ps_mod.HAS_BF16_DOT:
+        pytest.skip("this CPU has no AVX512-BF16: the portable kernel runs")
+    import numba
+
+    @numba.njit(nogil=True, fastmath=ps_mod.FM)
+    def one(x, y, yn):
+        return ps_mod._dot_km((x.ctypes.data,), (y.ctypes.data,), (yn.ctypes.data,), 2)
+
+    x, y = np.ones(64, np.uint16) * 0x3F80, np.ones(64, np.uint16) * 0x4000        # bf16 1.0 and 2.0
+    assert one(x, y, y) == one(x, y, x) == (128.0, 256.0)
+    asm = next(iter(one.inspect_asm().values()))
+    assert asm.count({0: "prefetchnta", 1: "prefetcht2", 2: "prefetcht1", 3: "prefetcht0"}[ps_mod.PF_LOCALITY]) >= 1

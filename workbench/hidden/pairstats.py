@@ -45,6 +45,7 @@ BF16, F32 = 1, 2
 FM = {"reassoc", "contract", "nsz", "arcp"}       # no nnan/ninf: NaN and Inf must reach the sums
 BLOCK: Optional[int] = None     # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
 MAX_BLOCK = 64
+PF_LOCALITY = 2                 # the bf16 screen prefetches the rows it reads next into L2 (T1; -1: none)
 THREAD_TOKENS = 64              # the fewest tokens a thread is given (less costs more in its start than it saves)
 
 
@@ -134,22 +135,27 @@ HAS_BF16_DOT = HAS_BF16_DOT and _BF16_OPERAND is not None
 
 
 @intrinsic
-def _dot_km(typingctx, xs, ys, nb):
+def _dot_km(typingctx, xs, ys, yn, nb):
     """``(x_0..x_{K-1}), (y_0..y_{M-1}), nblocks -> (x_0.y_0 .. x_{K-1}.y_0, y_0.y_0, x_0.y_1 ..)``:
     K bf16 slot rows against M bf16 candidate rows (addresses) over ``32 * nblocks`` elements with
     ``vdpbf16ps``. Each slot vector loaded serves all M candidates: the loop is bound by loads, and
     M = 4 needs 2.3x fewer than one candidate at a time."""
     K, M = len(xs), len(ys)
-    sig = types.UniTuple(types.float32, M * (K + 1))(xs, ys, nb)
+    sig = types.UniTuple(types.float32, M * (K + 1))(xs, ys, yn, nb)
     f32x16 = ir.VectorType(ir.FloatType(), 16)
     i32x16 = ir.VectorType(ir.IntType(32), 16)
     bf32 = _BF16_OPERAND
     i64 = ir.IntType(64)
 
     def codegen(context, builder, sig, args):
-        xt, yt, n = args
+        xt, yt, ynt, n = args
         xaddr = [builder.extract_value(xt, k) for k in range(K)]
         yaddr = [builder.extract_value(yt, m) for m in range(M)]
+        ynext = [builder.extract_value(ynt, m) for m in range(M)]
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch")   # (LLVM adds the pointer type to the name)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32x16, [f32x16, bf32, bf32]),
                                             "llvm.x86.avx512bf16.dpbf16ps.512")
         zero = ir.Constant(f32x16, None)
@@ -166,6 +172,9 @@ def _dot_km(typingctx, xs, ys, nb):
             off = builder.mul(loop.index, ir.Constant(i64, 64))
             xv = [vec(builder.add(xaddr[k], off)) for k in range(K)]
             for m in range(M):
+                if PF_LOCALITY >= 0:        # (read, this locality, data)
+                    builder.call(pf, [builder.inttoptr(builder.add(ynext[m], off), i8p), ir.Constant(i32, 0),
+                                      ir.Constant(i32, PF_LOCALITY), ir.Constant(i32, 1)])
                 yv = vec(builder.add(yaddr[m], off))
                 acc(accs[m][K], yv, yv)
                 for k in range(K):
@@ -205,7 +214,8 @@ def _store(r, out):
 @njit(nogil=True, fastmath=FM, cache=True)
 def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
     """All-bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16): per token, slots
-    four at a time against candidates four at a time (a short last quad repeats its last one)."""
+    four at a time against candidates four at a time (a short last quad repeats its last one).
+    While a token's candidate rows are read, the rows the loop reads next are prefetched."""
     S = xa.shape[0]
     G = ya.shape[0]
     nb = H // 32
@@ -213,27 +223,37 @@ def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
     out = np.zeros(20, np.float32)
     xrow = np.empty(S, np.int64)
     q = np.empty(4, np.int64)
+    qn = np.empty(4, np.int64)
     for b0 in range(t0, t1, block):
         b1 = min(t1, b0 + block)
         for g0 in range(0, G, 4):
             for t in range(b0, b1):
                 for s in range(S):
                     xrow[s] = xa[s] + xr[t] * xs[s]
+                # what the loop reads next: this quad's next token, or the next quad's first
+                tn, gn = t + 1, g0
+                if tn == b1:
+                    tn, gn = b0, g0 + 4
+                    if gn >= G:
+                        tn, gn = min(b1, t1 - 1), 0
                 for m in range(4):
                     g = min(g0 + m, G - 1)
                     q[m] = ya[g] + yr[t] * ys[g]
+                    g = min(gn + m, G - 1)
+                    qn[m] = ya[g] + yr[tn] * ys[g]
                 yq = (q[0], q[1], q[2], q[3])
+                yn = (qn[0], qn[1], qn[2], qn[3])
                 s0 = 0
                 while s0 < S:
                     k = min(4, S - s0)
                     if k == 4:
-                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2], xrow[s0 + 3]), yq, nb), out)
+                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2], xrow[s0 + 3]), yq, yn, nb), out)
                     elif k == 3:
-                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2]), yq, nb), out)
+                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2]), yq, yn, nb), out)
                     elif k == 2:
-                        _store(_dot_km((xrow[s0], xrow[s0 + 1]), yq, nb), out)
+                        _store(_dot_km((xrow[s0], xrow[s0 + 1]), yq, yn, nb), out)
                     else:
-                        _store(_dot_km((xrow[s0],), yq, nb), out)
+                        _store(_dot_km((xrow[s0],), yq, yn, nb), out)
                     for m in range(min(4, G - g0)):
                         base = m * (k + 1)
                         if lo < H:
