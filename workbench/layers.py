@@ -543,13 +543,11 @@ _ID_MAP_TO_PLUS_ONE = {"plus-one": "always", "plus-one-if-first-is-1": "first-is
 def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family: Optional[str]) -> Optional[EngineRule]:
     """This module's rule as a cache of the generated table (``workbench.engine``): what the release's
     own code does; None when the table lacks the release or the code left the id mapping unknown."""
-    from workbench.engine import table
     from workbench.engine.lookup import _norm
 
-    rows = table.release(version_text(version))
-    if rows is None or not arch:
+    by = _table_index(version_text(version))
+    if by is None or not arch:
         return None          # no release in the table, or no target: the assumed rule (with its note)
-    by = {_norm(r.arch): r for r in rows}
     r = by.get(_norm(arch)) if arch else None
     # a model class the release's code does not give the hook is unsupported; a model_type (or no
     # architecture) is read as its family's class
@@ -567,6 +565,24 @@ def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family:
     return EngineRule("sglang", version, family, plus, r.index0 == "embed", r.boundary == "final-prenorm",
                       f"sglang {version_text(version)} (generated table): "
                       + (f"{ev.file}:{ev.line}" if ev else r.file))
+
+
+# version -> (the table's rules, those rules by normalised class name), made once per release
+_TABLE_INDEX: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+
+
+def _table_index(version: str) -> Optional[dict[str, Any]]:
+    from workbench.engine import table
+    from workbench.engine.lookup import _norm
+
+    rows = table.release_rules(version)
+    if rows is None:
+        return None
+    kept = _TABLE_INDEX.get(version)
+    if kept is None or kept[0] is not rows:
+        kept = (rows, {_norm(r.arch): r for r in rows})
+        _TABLE_INDEX[version] = kept
+    return kept[1]
 
 
 KNOWN_ENGINES = ("sglang==0.5.4.post2", "sglang==0.5.12.post1", "sglang==0.5.13", "sglang==0.5.23", "vllm")
