@@ -173,3 +173,80 @@ def test_save_load_roundtrip_and_strict_report(tmp_path):
     save_file(bad, str(tmp_path / "s" / "model.safetensors"))
     with pytest.raises(InputError, match="missing weight lm_head.weight"):
         load_drafter(tmp_path / "s", embed=embed)
+
+
+def _st(path, header, data: bytes) -> None:
+    import struct
+
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+def test_the_check_reads_shapes_from_the_headers_as_loading_would(tmp_path):
+    """``drafter check`` takes shapes and dtypes from the safetensors headers; every check report
+    (and every error) is the one the loaded tensors give: a file the loader might read otherwise
+    (a gap, an overlap, bytes past the last tensor, an unusual dtype, a bad header) is loaded."""
+    import numpy as np
+
+    from tests.fixtures.drafts import TINY_DRAFT, tiny_tensors, write_draft
+    from workbench.draftconfig import write_safetensors
+    from workbench.drafter.checkpoint import TensorShape, check_weights, read_tensor_shapes, read_tensors
+    from workbench.errors import InputError
+
+    f4 = {"dtype": "F32", "shape": [1]}
+    drafts = {"healthy": write_draft(tmp_path / "healthy", TINY_DRAFT, tiny_tensors())}
+    broken = dict(tiny_tensors(), **{"fc.weight": np.zeros((16, 8), np.float32), "d2t": np.zeros(16, np.float32),
+                                     "t2d": np.zeros(64, np.uint8), "midlayer.extra.weight": np.zeros(3, np.int16)})
+    del broken["lm_head.weight"]
+    drafts["mis-shaped"] = write_draft(tmp_path / "mis-shaped", TINY_DRAFT, broken)
+    shards = write_draft(tmp_path / "shards", TINY_DRAFT, None)
+    half = sorted(tiny_tensors())
+    write_safetensors(shards / "model-00001-of-00002.safetensors", {k: tiny_tensors()[k] for k in half[:5]})
+    write_safetensors(shards / "model-00002-of-00002.safetensors", {k: tiny_tensors()[k] for k in half[5:]})
+    drafts["shards"] = shards
+    odd = {  # files only the loader settles: each is loaded (or refused) by safetensors itself
+        "gap": ({"a": {**f4, "data_offsets": [0, 4]}, "b": {**f4, "data_offsets": [8, 12]}}, 12),
+        "overlap": ({"a": {**f4, "data_offsets": [0, 4]}, "b": {**f4, "data_offsets": [0, 4]}}, 4),
+        "trailing-bytes": ({"a": {**f4, "data_offsets": [0, 4]}}, 8),
+        "uint16": ({"a": {"dtype": "U16", "shape": [2], "data_offsets": [0, 4]}}, 4),
+        "out-of-order": ({"c": {**f4, "data_offsets": [4, 8]}, "a": {**f4, "data_offsets": [8, 12]},
+                          "b": {**f4, "data_offsets": [0, 4]}}, 12),
+        "metadata-int": ({"__metadata__": {"x": 1}, "a": {**f4, "data_offsets": [0, 4]}}, 4),
+    }
+    for name, (header, size) in odd.items():
+        drafts[name] = write_draft(tmp_path / name, TINY_DRAFT, None)
+        _st(drafts[name] / "model.safetensors", header, b"\0" * size)
+    drafts["not-safetensors"] = write_draft(tmp_path / "not-safetensors", TINY_DRAFT, None)
+    (drafts["not-safetensors"] / "model.safetensors").write_bytes(b"\x00" * 7)
+    drafts["no-weights"] = write_draft(tmp_path / "no-weights", TINY_DRAFT, None)
+
+    for name, d in drafts.items():
+        try:
+            want = check_weights(TINY_DRAFT, read_tensors(d))
+        except InputError as exc:
+            with pytest.raises(InputError) as got:
+                read_tensor_shapes(d)
+            assert str(got.value) == str(exc), name
+            continue
+        got_shapes = read_tensor_shapes(d)
+        assert list(got_shapes) == list(read_tensors(d)), name          # the loader's order
+        assert check_weights(TINY_DRAFT, got_shapes) == want, name
+    rep = check_weights(TINY_DRAFT, read_tensor_shapes(drafts["mis-shaped"]))
+    assert rep.missing == ["lm_head.weight"] and rep.unexpected == ["midlayer.extra.weight"]
+    assert {m["name"]: m["actual"] for m in rep.mismatched} == {"fc.weight": [16, 8], "d2t": "torch.float32 [16]"}
+    for name in ("healthy", "mis-shaped", "shards", "out-of-order"):         # read from the headers
+        assert all(isinstance(t, TensorShape) for t in read_tensor_shapes(drafts[name]).values()), name
+    assert not any(isinstance(t, TensorShape) for t in read_tensor_shapes(drafts["uint16"]).values())
+
+
+def test_the_check_of_a_safetensors_draft_does_not_import_torch(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.fixtures.drafts import TINY_DRAFT, tiny_tensors, write_draft
+
+    d = write_draft(tmp_path / "d", TINY_DRAFT, tiny_tensors())
+    code = ("import sys; from workbench.drafter.checkpoint import check_weights, read_config, read_tensor_shapes\n"
+            f"r = check_weights(read_config({str(d)!r}), read_tensor_shapes({str(d)!r}))\n"
+            "assert r.ok and r.present, r\nassert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,7 +8,8 @@ API:
 - ``make_config(target_config, layer_ids, draft_vocab_size, **overrides) -> dict``: an SGLang draft
   ``config.json`` for a target (``architectures: ["LlamaForCausalLMEagle3"]``, ``eagle_config``).
 - ``read_config(dir) -> dict``; ``read_tensors(dir) -> {name: tensor}`` (``model.safetensors``, or
-  ``pytorch_model.bin`` through ``torch.load(weights_only=True)``).
+  ``pytorch_model.bin`` through ``torch.load(weights_only=True)``); ``read_tensor_shapes(dir)``:
+  their shapes and dtypes from the safetensors headers (no weights read, no torch), for a check.
 - ``check_weights(config, names_and_shapes) -> WeightReport``: missing / unexpected / mis-shaped
   against ``names.expected_weights``; accepts ``midlayer.*`` and ``layers.0.*`` naming.
 - ``load_drafter(dir, embed=None, strict=True) -> (Eagle3Drafter, WeightReport)``; with ``strict``
@@ -143,6 +144,67 @@ def read_tensors(path: "str | os.PathLike[str]") -> dict[str, torch.Tensor]:
         except Exception as exc:
             raise InputError(f"{binf}: cannot read ({' '.join(str(exc).split())[:160]})") from None
     raise InputError(f"{d}: no model.safetensors or pytorch_model.bin")
+
+
+# The dtypes whose torch names the header path gives (what ``str(tensor.dtype)`` says after loading);
+# a file with any other dtype is loaded, so its names come from torch itself.
+_TORCH_DTYPE = {"F64": "torch.float64", "F32": "torch.float32", "F16": "torch.float16", "BF16": "torch.bfloat16",
+                "I64": "torch.int64", "I32": "torch.int32", "I16": "torch.int16", "I8": "torch.int8",
+                "U8": "torch.uint8", "BOOL": "torch.bool"}
+
+
+@dataclass(frozen=True)
+class TensorShape:
+    """What ``check_weights`` reads of a tensor: its shape and its dtype as torch names it."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def read_tensor_shapes(path: "str | os.PathLike[str]") -> Mapping[str, Any]:
+    """``read_tensors`` for a check: each tensor's shape and dtype from the safetensors headers,
+    without reading the weights or importing torch. Where the header reader and safetensors' own
+    loader could disagree (a header the strict reader refuses, tensors not back to back from the
+    start of the data section to the end of the file, a dtype outside the common ones, a name that
+    is not UTF-8) the weights are loaded as ``read_tensors`` loads them, so what the loader says
+    (an error, or the tensors) is the answer; so is a ``pytorch_model.bin``."""
+    d = Path(path)
+    st = d / WEIGHTS
+    files = [st] if st.exists() else sorted(d.glob("model-*.safetensors"))
+    out: dict[str, Any] = {}
+    for f in files:
+        shapes = _header_shapes(f)
+        if shapes is None:
+            return read_tensors(path)
+        out.update(shapes)
+    return out if files else read_tensors(path)
+
+
+def _header_shapes(path: Path) -> Optional[dict[str, TensorShape]]:
+    """The tensors of one safetensors file in the loader's order (by offset), or None where only
+    the loader can say."""
+    import struct
+
+    from workbench.draftconfig.safetensors_header import read_header
+
+    try:
+        infos, meta = read_header(path)
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+        for text in [*infos, *meta, *meta.values()]:
+            text.encode("utf-8")                 # a lone surrogate: JSON's escapes allow it, the loader not
+    except (InputError, OSError, struct.error, UnicodeEncodeError):
+        return None
+    pos = 8 + n                                  # the loader's checks beyond the header reader's
+    for info in sorted(infos.values(), key=lambda i: (i.offset, i.offset + i.nbytes, i.name)):
+        if info.offset != pos or info.dtype not in _TORCH_DTYPE:
+            return None
+        pos += info.nbytes
+    if pos != size:
+        return None
+    return {i.name: TensorShape(tuple(i.shape), _TORCH_DTYPE[i.dtype])
+            for i in sorted(infos.values(), key=lambda i: (i.offset, i.offset + i.nbytes, i.name))}
 
 
 def _kind(t: object) -> str:

@@ -17,11 +17,11 @@ class DrafterAPI(WorkbenchBase):
         them) and mis-shaped tensors against what its config.json implies. Returns a WeightReport."""
         from pathlib import Path
 
-        from workbench.drafter.checkpoint import check_weights, read_config, read_tensors
+        from workbench.drafter.checkpoint import check_weights, read_config, read_tensor_shapes
 
         config = read_config(draft)
         source = Path(draft) / "config.json" if Path(draft).is_dir() else Path(draft)
-        report = check_weights(config, read_tensors(draft), source=str(source))
+        report = check_weights(config, read_tensor_shapes(draft), source=str(source))
         self._record("drafter.check", str(draft), {"ok": report.ok, "missing": report.missing,
                                                   "unexpected": report.unexpected,
                                                   "mismatched": len(report.mismatched)})
