@@ -11,8 +11,8 @@ slot and row ``infer_rows[t]`` of every candidate).
   1e-6 (cancellation), enough to rank every pair and to draw the far ones. All-bf16 data on a CPU
   with AVX512-BF16 uses ``vdpbf16ps`` (two products per lane, fp32 accumulate; subnormal inputs
   count as zero), four candidates per load of the slot rows, a block of tokens at a time so the
-  block's slot rows stay cached while the group streams past; anything else converts to fp32 and
-  uses fused multiply-adds.
+  block's slot rows stay cached while the group streams past, the candidate rows read next
+  prefetched into L2 line by line; anything else converts to fp32 and uses fused multiply-adds.
 - ``exact``: chosen (slot, candidate) pairs in one pass, per token ``sum (x-y)^2`` from fp32
   differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
 - ``sq``: per-token ``sum x^2`` of the slots.
