@@ -206,7 +206,7 @@ def test_the_check_reads_shapes_from_the_headers_as_loading_would(tmp_path):
     drafts["shards"] = shards
     odd = {  # files only the loader settles: each is loaded (or refused) by safetensors itself
         "gap": ({"a": {**f4, "data_offsets": [0, 4]}, "b": {**f4, "data_offsets": [8, 12]}}, 12),
-        "overlap": ({"a": {**f4, "data_offsets": [0, 4]}, "b": {**f4, "data_offsets": [0, 4]}}, 4),
+        "overlap": ({"a": {**f4, "data_offsets": [0, 4]}, "b": {**f4, "data_offsets": [2, 6]}}, 6),
         "trailing-bytes": ({"a": {**f4, "data_offsets": [0, 4]}}, 8),
         "uint16": ({"a": {"dtype": "U16", "shape": [2], "data_offsets": [0, 4]}}, 4),
         "out-of-order": ({"c": {**f4, "data_offsets": [4, 8]}, "a": {**f4, "data_offsets": [8, 12]},
