@@ -143,3 +143,35 @@ def test_rule_roundtrip():
     rows = table.release("0.5.23")
     for r in rows:
         assert CaptureRule.from_dict(r.to_dict()) == r
+
+
+def test_a_hook_that_raises_leaves_the_parsed_sources_to_reference_counting(tmp_path):
+    """The traceback of a hook that raised is read and dropped: kept in the frame it points back
+    to, the two (and the whole parsed installation the frame holds) would wait for the collector."""
+    import ast
+    import gc
+    import weakref
+
+    from workbench.engine.source import Source
+    from workbench.engine.stub import run_hook
+
+    models = tmp_path / "sglang" / "srt" / "models"
+    models.mkdir(parents=True)
+    (models / "toy.py").write_text(
+        "class ToyForCausalLM:\n"
+        "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+        "        raise ValueError('no ids for a toy')\n")
+    src = Source(tmp_path)
+    rel = "sglang/srt/models/toy.py"
+    cls = next(n for n in src.tree(rel).body if isinstance(n, ast.ClassDef))
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        out = run_hook(src, rel, cls, [1, 2], 8)
+        assert out.error == "ValueError: no ids for a toy" and out.error_line[1] == 3
+        kept = weakref.ref(src)
+        del src, cls
+        assert kept() is None
+    finally:
+        if was:
+            gc.enable()

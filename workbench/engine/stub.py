@@ -155,6 +155,7 @@ def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Optional[Sequence
             tb = tb.tb_next
         if tb is not None:
             err_line = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        del tb      # the traceback holds this frame: kept, the two (and the whole Source) wait for the collector
     writes = [(p, v) for p, name, v in run.writes if name == "layers_to_capture"]
     flag = any(name == "capture_aux_hidden_states" and v is True for _p, name, v in run.writes)
     if writes:
