@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -43,6 +45,50 @@ def test_global_options_work_after_the_subcommand_too(cli, tmp_path):
     r3 = cli("--workspace", str(after), "config", "list", "--json")
     r4 = cli("config", "list", "--workspace", str(after), "--json")
     assert r3.returncode == r4.returncode == 0 and r3.stdout == r4.stdout
+
+
+# Runs of every kind: global options before and after the command, nested groups, values that look
+# like flags, usage errors (each parser's own), help at each level, a group without its subcommand.
+RUNS = [["predict", "--acc", "0.7", "--steps", "3"], ["--json", "predict", "sweep", "--acc", "0.75"],
+        ["--workspace", "/w", "--json", "timeline"], ["timeline", "--workspace", "/w", "--json"],
+        ["--workspace=/w", "config", "list", "--json"], ["config", "set", "f.json", "a.b=1", "--workspace", "/w"],
+        ["config", "revert", "f.json"], ["drafter", "check", "--draft", "d"], ["drafter", "eval", "--draft"],
+        ["drafter", "check", "--draft", "d", "--depth", "2"], ["server", "stop", "3", "--grace", "2.5"], ["server", "stop", "x"],
+        ["server", "launch", "p", "--yes", "--wait", "--timeout=5"], ["doctor", "--draft", "d", "--json"],
+        ["logs", "parse", "x.log", "--json"], ["lab", "serve", "--port", "1"], ["drafter"], ["drafter", "--help"],
+        ["config", "set", "--help"], ["--json"], ["--workspace", "/w"], ["--workspace"], ["--help"], ["-h", "doctor"],
+        ["--version"], ["no-such-command"], ["--", "doctor"], ["--jso", "doctor"], ["doctor", "--help", "--x"]]
+
+
+@pytest.mark.parametrize("argv", RUNS, ids=" ".join)
+def test_a_run_parses_as_with_every_command_registered(argv, capsys):
+    """``build_parser(argv)`` registers only the command the run names: what the run parses to, or
+    the error and the help it prints, is what the whole command line gives."""
+    from workbench.cli import build_parser
+
+    def parse(parser):
+        try:
+            return vars(parser.parse_args(argv)), None, capsys.readouterr()
+        except SystemExit as exc:
+            return None, exc.code, capsys.readouterr()
+
+    assert parse(build_parser(argv)) == parse(build_parser())
+
+
+def test_a_run_builds_only_the_command_it_names():
+    import argparse
+
+    from workbench.cli import build_parser, command_modules
+
+    def commands(argv):
+        (sub,) = [a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction)]
+        return list(sub.choices)
+
+    every = [m[len("cmd_"):] for m in command_modules()]
+    assert commands(["--workspace", "/w", "--json", "drafter", "check", "--help"]) == ["drafter"]
+    assert commands(["--workspace=/w", "config", "list"]) == ["config"]
+    for argv in (None, [], ["--help", "doctor"], ["--version"], ["nope"], ["--", "doctor"]):
+        assert sorted(commands(argv)) == sorted(every), argv
 
 
 def test_every_argument_has_help():

@@ -31,7 +31,10 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+    """The command line. Given a run's arguments that name a command (after the global options, with
+    no help or version asked before it), only that command's parsers are built: a run parses the
+    same whatever else is registered, and the other commands' parsers were two thirds of a start."""
     parser = Parser(
         prog="eagle-workbench",
         description="Diagnose EAGLE-3 speculative decoding served by SGLang. "
@@ -41,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", default=False, help=JSON_HELP)
     parser.add_argument("--version", action="version", version=f"eagle-workbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in command_modules():
-        import_module(f"workbench.cli.{name}").register(sub)
+    modules = command_modules()
+    only = _command_module(argv, modules)
+    for name in modules:
+        if only is None or name == only:
+            import_module(f"workbench.cli.{name}").register(sub)
     for leaf in leaf_parsers(parser):
         add_global_options(leaf)
     return parser
@@ -76,6 +82,23 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
         json_action.default = argparse.SUPPRESS
 
 
+def _command_module(argv: Optional[Sequence[str]], modules: list[str]) -> Optional[str]:
+    """The module of the command ``argv`` runs, when that is all it needs (``cmd_NAME`` registers the
+    command NAME); None where the whole tree is needed: no arguments given, no command, an unknown
+    one (its error lists the commands), or anything but ``--workspace DIR`` and ``--json`` before it
+    (``--help`` and ``--version`` among them)."""
+    if argv is None:
+        return None
+    args = list(argv)
+    i = 0
+    while i < len(args) and (args[i] in ("--json", "--workspace") or args[i].startswith("--workspace=")):
+        i += 2 if args[i] == "--workspace" else 1
+    if i >= len(args):
+        return None
+    name = f"cmd_{args[i]}"
+    return name if name in modules else None
+
+
 def command_modules() -> list[str]:
     import workbench.cli as pkg
 
@@ -86,7 +109,8 @@ DEBUG_ENV = "EAGLE_WORKBENCH_DEBUG"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     ctx = Context(args)
     try:
