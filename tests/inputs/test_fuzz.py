@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -34,8 +35,22 @@ def one_line(exc: InputError, name: str = "") -> str:
     return msg
 
 
+_ROOT: list[Path] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _scratch_root():
+    """The examples' folders, in one folder removed after the module (a run makes ~1400)."""
+    root = Path(tempfile.mkdtemp(prefix="wb-fuzz-"))
+    _ROOT.append(root)
+    yield
+    _ROOT.remove(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def scratch() -> Path:
-    return Path(tempfile.mkdtemp(prefix="wb-fuzz-"))
+    """A fresh folder for one example."""
+    return Path(tempfile.mkdtemp(prefix="x-", dir=_ROOT[-1] if _ROOT else None))
 
 
 # ------------------------------------------------------------------------------ safetensors header
