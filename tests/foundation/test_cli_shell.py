@@ -91,6 +91,11 @@ def test_a_run_builds_only_the_command_it_names():
         assert sorted(commands(argv)) == sorted(every), argv
 
 
+def test_a_malformed_per_token_pair_is_refused_before_any_capture_is_read(cli, tmp_path):
+    r = cli("align", "--train", str(tmp_path / "nope.ckpt"), "--infer", str(tmp_path / "nope"), "--per-token", "zz")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "SLOT:CANDIDATE" in r.stderr, r.stderr
+
+
 def test_every_argument_has_help():
     import argparse
 

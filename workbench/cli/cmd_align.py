@@ -43,6 +43,8 @@ def run(args: argparse.Namespace, ctx) -> int:
     from workbench.parsing import parse_ids
 
     layers = parse_ids(args.train_layers, "--train-layers") if args.train_layers else None
+    if args.per_token:
+        _pair_spec(args.per_token)           # a malformed pair is refused before the captures are read
     res = ctx.wb.align(args.train, args.infer, engine=args.engine, target=args.target, num_layers=args.num_layers,
                        draft=args.draft, train_format=args.train_format, infer_format=args.infer_format,
                        sample=args.sample, train_layer_ids=layers, device=args.device,
@@ -63,12 +65,19 @@ def run(args: argparse.Namespace, ctx) -> int:
     return 1 if any(f.severity == "error" for f in res.findings) else 0
 
 
-def _pair(res, text: str) -> dict:
+def _pair_spec(text: str) -> tuple[str, str]:
     from workbench.errors import InputError
 
     if ":" not in text:
         raise InputError(f"--per-token: {text!r} is not SLOT:CANDIDATE (names or indices)")
     a, b = text.split(":", 1)
+    return a, b
+
+
+def _pair(res, text: str) -> dict:
+    from workbench.errors import InputError
+
+    a, b = _pair_spec(text)
 
     def pick(v, names, what):
         if v.strip().isdigit() and int(v) < len(names):
