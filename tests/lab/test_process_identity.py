@@ -91,3 +91,25 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace():
         assert not _alive(child)
     finally:
         _cleanup(p, child)
+
+
+def test_a_signalled_process_counts_until_it_has_exited_even_unproven():
+    """A process on its way out can no longer show its launch token (its memory goes first), so
+    the stops wait on what they signalled by its own identity (pid and start time), not only on
+    what can still be proven theirs: gone once it exits, and a pid with another start time is
+    another process."""
+    fs = local_procfs()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        start = fs["stat"](sleeper.pid)["starttime"]
+        no_leader = (2 ** 22 + 1, 2 ** 22 + 1, 0, "t" * 32)        # a group nobody is in: no members
+        assert fs["members"](*no_leader) == {}
+        assert fs["remaining"](*no_leader, {sleeper.pid: start}) == {sleeper.pid: start}
+        assert fs["remaining"](*no_leader, {sleeper.pid: start + 1}) == {}
+        sleeper.kill()
+        sleeper.wait(10)
+        assert fs["remaining"](*no_leader, {sleeper.pid: start}) == {}
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait(10)

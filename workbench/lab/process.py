@@ -161,22 +161,26 @@ def stop_server(proc: "LabProcess | int", pgid: Optional[int] = None, grace: flo
         raise WorkbenchError(f"pid {pid}: no start time recorded for it; not signalled")
     if st["starttime"] != starttime:
         return "not running"            # the pid belongs to another process now
-    mine = fs["members"](pid, pgid, starttime, token)
-    if not [p for p, t in mine.items() if fs["send"](p, t, signal.SIGTERM)]:
+    signalled = {p: t for p, t in fs["members"](pid, pgid, starttime, token).items()
+                 if fs["send"](p, t, signal.SIGTERM)}
+    if not signalled:
         return "not running"
+    # stopped once every process signalled has exited, not merely once none can be proven ours:
+    # one on its way out no longer shows its launch token
     deadline = time.time() + grace
     while time.time() < deadline:
         _reap(pid)
-        mine = fs["members"](pid, pgid, starttime, token)
+        mine = fs["remaining"](pid, pgid, starttime, token, signalled)
         if not mine:
             return "stopped (TERM)"
         time.sleep(0.1)
     for p, t in mine.items():
-        fs["send"](p, t, signal.SIGKILL)
+        if fs["send"](p, t, signal.SIGKILL):
+            signalled[p] = t
     until = time.time() + 10
     while time.time() < until:
         _reap(pid)
-        if not fs["members"](pid, pgid, starttime, token):
+        if not fs["remaining"](pid, pgid, starttime, token, signalled):
             break
         time.sleep(0.05)
     return "killed (KILL after grace)"

@@ -121,6 +121,15 @@ def members(pid, pgid, start, token):
         if alive or has_token(p, token):
             out[p] = st["starttime"]
     return out
+def remaining(pid, pgid, start, token, signalled):
+    # the members, and the processes signalled ({pid: starttime}) that have not exited yet: one on
+    # its way out can no longer show its launch token (its memory goes first), but is ours till gone
+    out = members(pid, pgid, start, token)
+    for p, t in signalled.items():
+        st = stat(p)
+        if st is not None and st["starttime"] == t and st["state"] not in ("Z", "X"):
+            out[p] = t
+    return out
 def unproven(pid, pgid, start, token):
     # processes in the recorded group and session that are NOT proven ours (reported, never signalled)
     mine = members(pid, pgid, start, token)
@@ -239,20 +248,25 @@ res["unproven"] = unproven(pid, pgid, start, token)
 if not mine:
     res.update(result="already-gone"); print(json.dumps(res)); sys.exit(0)
 t0 = time.time()
+known = {}
+def left_now():
+    return remaining(pid, pgid, start, token, known)
 def signal_all(sig):
     # each proven member by its own identity; a member found later (a child forked meanwhile) too
-    for p, st in members(pid, pgid, start, token).items():
-        if send(p, st, sig) and p not in res["signalled"]:
-            res["signalled"].append(p)
+    for p, st in left_now().items():
+        if send(p, st, sig):
+            known[p] = st
+            if p not in res["signalled"]:
+                res["signalled"].append(p)
 signal_all(signal.SIGTERM); res["signals"].append("TERM")
-while members(pid, pgid, start, token) and time.time() - t0 < grace:
+while left_now() and time.time() - t0 < grace:
     time.sleep(0.1)
-if members(pid, pgid, start, token):
+if left_now():
     signal_all(signal.SIGKILL); res["signals"].append("KILL")
     t1 = time.time()
-    while members(pid, pgid, start, token) and time.time() - t1 < kill_wait:
+    while left_now() and time.time() - t1 < kill_wait:
         time.sleep(0.1)
-left = sorted(members(pid, pgid, start, token))
+left = sorted(left_now())
 res.update(result="stopped" if not left else "survivors", remaining=left, elapsed=round(time.time() - t0, 3))
 print(json.dumps(res))
 '''
