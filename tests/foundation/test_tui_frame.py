@@ -223,6 +223,25 @@ async def test_core_progress_reaches_the_busy_bar(workspace):
         assert bar.has_class("-busy") and "round 2/5" in str(bar.query_one("#busy-label").render())
 
 
+async def test_the_busy_bar_pulses_only_while_something_runs(workspace):
+    """An indeterminate bar redraws itself 15 times a second even while hidden: the idle bar is a
+    still one, and pulses from a start to the stop."""
+    from textual.widgets._progress_bar import Bar
+
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        busy = app.screen.query_one(BusyBar)
+        bar = busy.query_one(Bar)
+        assert not busy.has_class("-busy") and bar.auto_refresh is None
+        busy.start("measuring")
+        await pilot.pause()
+        assert bar.auto_refresh is not None
+        busy.stop()
+        await pilot.pause()
+        assert not busy.has_class("-busy") and bar.auto_refresh is None
+
+
 async def test_keymap_names_unknown_ids_and_taken_keys(workspace):
     (workspace / "keymap.toml").write_text('"screen.predicter" = "f19"\n"screen.predictor" = "f5"\n')
     messages = []

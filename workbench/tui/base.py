@@ -34,7 +34,8 @@ class BusyBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("", id="busy-label", markup=False)
-        yield ProgressBar(total=None, show_eta=False, id="busy-progress")
+        # idle, the bar is a still one: an indeterminate bar redraws itself 15 times a second, hidden or not
+        yield ProgressBar(total=1, show_eta=False, id="busy-progress")
 
     def start(self, label: str) -> None:
         self.query_one("#busy-label", Label).update(f"{label}…")
@@ -52,6 +53,7 @@ class BusyBar(Horizontal):
 
     def stop(self) -> None:
         self.remove_class("-busy")
+        self.query_one("#busy-progress", ProgressBar).update(total=1, progress=0)
 
 
 class ErrorLine(Static):
