@@ -28,12 +28,13 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs_under_jupyter_execute(path, tmp_path):
-    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
-    home.mkdir()
-    elsewhere.mkdir()
+    home, elsewhere, scratch = tmp_path / "home", tmp_path / "elsewhere", tmp_path / "tmp"
+    for d in (home, elsewhere, scratch):
+        d.mkdir()
     jupyter = Path(sys.executable).parent / "jupyter"
-    r = subprocess.run([str(jupyter), "execute", "--timeout=300", str(path)], cwd=elsewhere, env=_env(home),
-                       capture_output=True, text=True, timeout=600)
+    # the notebooks' scratch folders (tempfile.mkdtemp) land in the test's own folder, not the system's
+    r = subprocess.run([str(jupyter), "execute", "--timeout=300", str(path)], cwd=elsewhere,
+                       env={**_env(home), "TMPDIR": str(scratch)}, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     # a notebook tries things in a scratch workspace: the user's ~/.eagle-workbench is not touched
     assert not (home / ".eagle-workbench").exists()
