@@ -5,7 +5,7 @@
 file, and waits for the ready line; it records the process's identity (pid, start time) and puts a
 launch token in its environment. ``stop_server(proc)`` signals only processes proven to be that
 server's, the way a server's stop does (``workbench.sglang.host_scripts``): SIGTERM, a grace, then
-SIGKILL. ``free_port()`` picks an unused loopback port.
+SIGKILL. ``free_port()`` picks an unused loopback port, never one this process picked before.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +48,24 @@ class LabProcess(Result):
         return f"http://{self.host}:{self.port}"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
+# Ports this process has handed out. The kernel may offer a port again as soon as the probing
+# socket closes, before the server it was meant for has bound it: two servers started back to back
+# would then share a port (and a log named after it).
+_HANDED_OUT: set[int] = set()
+_HANDED_LOCK = threading.Lock()
+
+
+def free_port(host: str = "127.0.0.1", attempts: int = 64) -> int:
+    """A port free on ``host`` now that this process has not handed out before."""
+    with _HANDED_LOCK:
+        for _ in range(attempts):
+            with socket.socket() as s:
+                s.bind((host, 0))
+                port: int = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise WorkbenchError(f"no free port on {host} after {attempts} tries that this process had not used")
 
 
 def server_argv(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str] | None" = None, *,
@@ -64,6 +79,16 @@ def server_argv(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str]
     return argv + [str(x) for x in extra]
 
 
+def new_log_path(stem: str, folder: "str | os.PathLike[str] | None" = None) -> Path:
+    """A log file of its own (created empty): ``{folder or $TMPDIR}/{stem}-XXXXXXXX.log``. Named only
+    after the port, a later server given the same port would overwrite a log still being read."""
+    d = Path(folder or tempfile.gettempdir())
+    d.mkdir(parents=True, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix=f"{stem}-", suffix=".log", dir=d)
+    os.close(fd)
+    return Path(path)
+
+
 def start_server(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str] | None" = None, *,
                  host: str = "127.0.0.1", port: Optional[int] = None,
                  log_path: "str | os.PathLike[str] | None" = None, env: Optional[dict[str, str]] = None,
@@ -71,7 +96,7 @@ def start_server(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str
                  python: Optional[str] = None) -> LabProcess:
     port = port or free_port(host)
     argv = server_argv(target, draft, host=host, port=port, steps=steps, extra=extra)
-    log_path = Path(log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"lab-server-{port}.log")
+    log_path = Path(log_path) if log_path else new_log_path(f"lab-server-{port}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -129,13 +128,6 @@ def default_dir() -> Path:
     return default_root() / "demo"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
@@ -165,7 +157,9 @@ def write_workspace(root: Path, world: dict[str, Any], size: str, port: Optional
                              "(--workspace DIR)")
     draft = root / "drafts" / "story-draft"
     _copy_draft(Path(world["draft_broken"]), draft)
-    port = port or _free_port()
+    from workbench.lab.process import free_port
+
+    port = port or free_port()
     logs = root / "logs"
     story_ids = world["layers"]["draft_broken"]
     toml = f"""{MARKER}: the story in the lab, on this machine.
