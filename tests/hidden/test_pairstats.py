@@ -29,15 +29,15 @@ def _ref(slots, ref_rows, y, infer_rows):
 
 
 @pytest.mark.parametrize("S,H", [(1, 64), (2, 200), (3, 128), (4, 96), (5, 160), (3, 7168 // 56)])
-@pytest.mark.parametrize("kernel,slot_dtype", [("auto", torch.bfloat16), ("fma", torch.bfloat16),
-                                               ("auto", torch.float32)])
+@pytest.mark.parametrize("kernel,slot_dtype", [("auto", torch.bfloat16), ("bf16-fma", torch.bfloat16),
+                                               ("fma", torch.bfloat16), ("auto", torch.float32)])
 def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
     T = 70
     slots, cands, ref_rows, infer_rows = _world(S, T, H, slot_dtype=slot_dtype)
     for threads in (1, 2):
         ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=threads)
-        if kernel == "fma":
-            ps.kernel = "fma"
+        if kernel != "auto":
+            ps.kernel = kernel
         ys = [ps.prepare(y) for y in cands]
         for group in (ys, ys[:1], [ys[0], ys[2]]):
             xy, yy = ps.dots(group)
@@ -154,18 +154,47 @@ def test_the_block_of_tokens_fits_half_the_l2_cache():
     assert ps.block == ps_mod.block_tokens(3, 64)
 
 
-def test_the_bf16_screen_prefetches_the_rows_it_reads_next():
+@pytest.mark.parametrize("dot", ["_dot_vdp", "_dot_split"])
+def test_the_bf16_screen_prefetches_the_rows_it_reads_next(dot):
     """While the screen reads a token's candidate rows it prefetches, line by line, the rows it
     reads next (into L2); values are the same whatever it prefetches."""
-    if not ps_mod.HAS_BF16_DOT:
-        pytest.skip("this CPU has no AVX512-BF16: the portable kernel runs")
+    if dot == "_dot_vdp" and not ps_mod.HAS_BF16_DOT:
+        pytest.skip("this CPU has no AVX512-BF16: the bf16 screen splits lanes")
     import numba
+
+    fn = getattr(ps_mod, dot)
 
     @numba.njit(nogil=True, fastmath=ps_mod.FM)
     def one(x, y, yn):
-        return ps_mod._dot_km((x.ctypes.data,), (y.ctypes.data,), (yn.ctypes.data,), 2)
+        return fn((x.ctypes.data,), (y.ctypes.data,), (yn.ctypes.data,), 2)
 
     x, y = np.ones(64, np.uint16) * 0x3F80, np.ones(64, np.uint16) * 0x4000        # bf16 1.0 and 2.0
     assert one(x, y, y) == one(x, y, x) == (128.0, 256.0)
     asm = next(iter(one.inspect_asm().values()))
     assert asm.count({0: "prefetchnta", 1: "prefetcht2", 2: "prefetcht1", 3: "prefetcht0"}[ps_mod.PF_LOCALITY]) >= 1
+
+
+def test_the_split_lanes_read_both_halves_of_every_32_bit_lane():
+    """``bf16-fma`` takes the element in the low half of a lane (shifted up) and the one in the high
+    half (masked): distinct values in each position, negative and subnormal included, give the exact
+    float64 dot product."""
+    import numba
+
+    @numba.njit(nogil=True, fastmath=ps_mod.FM)
+    def one(x, y):
+        return ps_mod._dot_split((x.ctypes.data,), (y.ctypes.data,), (y.ctypes.data,), 1)
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(32, generator=g).bfloat16()
+    y = torch.randn(32, generator=g).bfloat16()
+    xb, yb = x.view(torch.int16).numpy().view(np.uint16), y.view(torch.int16).numpy().view(np.uint16)
+    xy, yy = one(xb, yb)
+    assert xy == pytest.approx(float((x.double() * y.double()).sum()), rel=1e-6)
+    assert yy == pytest.approx(float((y.double() ** 2).sum()), rel=1e-6)
+    odd = torch.zeros(32).bfloat16()
+    odd[1::2] = 1.0                                    # the high halves only
+    assert one(xb, odd.view(torch.int16).numpy().view(np.uint16))[0] == pytest.approx(float(x[1::2].double().sum()))
+    tiny, big = torch.zeros(32).bfloat16(), torch.zeros(32).bfloat16()
+    tiny[5], big[5] = 2.0 ** -130, 2.0 ** 100          # a subnormal input counts (vdpbf16ps would flush it)
+    as16 = lambda t: t.view(torch.int16).numpy().view(np.uint16)  # noqa: E731
+    assert one(as16(tiny), as16(big))[0] == 2.0 ** -30

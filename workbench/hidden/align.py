@@ -15,7 +15,8 @@ give the screen: a rel_diff per pair and per token, sums over tokens in float64.
 - On a CPU with numba (``workbench.hidden.pairstats``): compiled kernels read the slots and the
   candidates where they lie (memory-mapped, no gathered copies), a group of ``CPU_GROUP`` at a
   time; the products of bf16 values are exact in fp32 and are accumulated in fp32 (AVX512-BF16
-  dot instructions where the CPU has them), so the screen is good to about 1e-6 per token.
+  dot instructions where the CPU has them, fused multiply-adds of the widened halves elsewhere),
+  so the screen is good to about 1e-6 per token.
 - Otherwise (CUDA, or a CPU without numba) the candidates go into a group buffer
   ``W = [X_1..X_S, Y_1..Y_G]`` and one batched matmul gives the group's per-token products (fp32
   output on CUDA; on such a CPU with bf16 data and many candidates a bf16 matmul whose per-token
@@ -356,7 +357,7 @@ def _choose(device: Optional[str], cands: Sequence[HiddenTensor], cand_bytes: in
     if device not in (None, "", "auto"):
         return placement.Choice(str(device), "asked for")
     ps_mod = _pairstats() if screen in ("auto", "kernel") else None
-    kernel = "torch" if ps_mod is None else ("vdpbf16ps" if ps_mod.HAS_BF16_DOT and all_bf16 else "fma")
+    kernel = "torch" if ps_mod is None else ps_mod.screen_kernel(all_bf16)
     if screen == "kernel":
         return placement.Choice("cpu", "the compiled CPU kernels were asked for")
     return placement.choose(None, cands, cand_bytes, kernel=kernel)
@@ -367,7 +368,7 @@ _CUDA_WARM: dict[str, bool] = {}          # devices an alignment already ran on 
 
 def _compiled(ps_mod: ModuleType) -> bool:
     """The CPU kernels were compiled or loaded before (a first call's time is mostly that)."""
-    return bool(ps_mod.dots_bf16.signatures or ps_mod.dots_any.signatures)
+    return bool(ps_mod.dots_bf16.signatures or ps_mod.dots_bf16_fma.signatures or ps_mod.dots_any.signatures)
 
 
 def _stager(dev: torch.device) -> Optional[Stager]:

@@ -8,11 +8,14 @@ slot and row ``infer_rows[t]`` of every candidate).
 - ``dots``: per token, ``xy[s, g, t] = sum_h x*y`` and ``yy[g, t] = sum_h y^2`` for a group of
   candidates: the screen. The products of bf16 values are exact in fp32 and are accumulated in
   fp32 over one row, so a rel_diff rebuilt as ``(xx + yy - 2xy) / (xx + yy)`` is good to about
-  1e-6 (cancellation), enough to rank every pair and to draw the far ones. All-bf16 data on a CPU
-  with AVX512-BF16 uses ``vdpbf16ps`` (two products per lane, fp32 accumulate; subnormal inputs
-  count as zero), four candidates per load of the slot rows, a block of tokens at a time so the
+  1e-6 (cancellation), enough to rank every pair and to draw the far ones. All-bf16 data goes
+  through one screen: four candidates per load of the slot rows, a block of tokens at a time so the
   block's slot rows stay cached while the group streams past, the candidate rows read next
-  prefetched into L2 line by line; anything else converts to fp32 and uses fused multiply-adds.
+  prefetched into L2 line by line. On a CPU with AVX512-BF16 its products are ``vdpbf16ps`` (two
+  products per lane, fp32 accumulate; subnormal inputs count as zero); elsewhere each 32-bit lane
+  of bf16 pairs is split into two fp32 values by a shift and a mask (a bf16 is the high half of an
+  fp32) and multiplied-added (``bf16-fma``). Anything else converts to fp32 per token and uses
+  fused multiply-adds (``fma``).
 - ``exact``: chosen (slot, candidate) pairs in one pass, per token ``sum (x-y)^2`` from fp32
   differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
 - ``sq``: per-token ``sum x^2`` of the slots.
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     import torch
 
 BF16, F32 = 1, 2
+VDP, SPLIT = 0, 1               # how the bf16 screen multiplies (``_dot_km``'s literal argument)
 FM = {"reassoc", "contract", "nsz", "arcp"}       # no nnan/ninf: NaN and Inf must reach the sums
 BLOCK: Optional[int] = None     # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
 MAX_BLOCK = 64
@@ -132,23 +136,37 @@ def _bf16_operand() -> Any:
 
 _BF16_OPERAND = _bf16_operand()
 HAS_BF16_DOT = HAS_BF16_DOT and _BF16_OPERAND is not None
+HAS_BF16_SCREEN = True          # the bf16 screen builds here (cleared where this numba/LLVM cannot)
+BF16_SCREENS = ("vdpbf16ps", "bf16-fma")
+
+
+def screen_kernel(all_bf16: bool) -> str:
+    """The kernel that screens this data on this CPU: ``vdpbf16ps``, ``bf16-fma`` or ``fma``."""
+    if not all_bf16 or not HAS_BF16_SCREEN:
+        return "fma"
+    return "vdpbf16ps" if HAS_BF16_DOT else "bf16-fma"
 
 
 @intrinsic
-def _dot_km(typingctx, xs, ys, yn, nb):
-    """``(x_0..x_{K-1}), (y_0..y_{M-1}), nblocks -> (x_0.y_0 .. x_{K-1}.y_0, y_0.y_0, x_0.y_1 ..)``:
-    K bf16 slot rows against M bf16 candidate rows (addresses) over ``32 * nblocks`` elements with
-    ``vdpbf16ps``. Each slot vector loaded serves all M candidates: the loop is bound by loads, and
-    M = 4 needs 2.3x fewer than one candidate at a time."""
+def _dot_km(typingctx, xs, ys, yn, nb, how):
+    """``(x_0..x_{K-1}), (y_0..y_{M-1}), nblocks, how -> (x_0.y_0 .. x_{K-1}.y_0, y_0.y_0, x_0.y_1 ..)``:
+    K bf16 slot rows against M bf16 candidate rows (addresses) over ``32 * nblocks`` elements. Each
+    slot vector loaded serves all M candidates: the loop is bound by loads, and M = 4 needs 2.3x
+    fewer than one candidate at a time. ``how`` (a literal) is ``VDP``: ``vdpbf16ps`` (AVX512-BF16),
+    or ``SPLIT``: each 32-bit lane of two bf16 split into two fp32 (the low one shifted up, the high
+    one masked) and multiplied-added, on any CPU (vectors wider than the CPU's are split by LLVM)."""
+    if not isinstance(how, types.IntegerLiteral) or how.literal_value not in (VDP, SPLIT):
+        return None
+    split = how.literal_value == SPLIT
     K, M = len(xs), len(ys)
-    sig = types.UniTuple(types.float32, M * (K + 1))(xs, ys, yn, nb)
+    sig = types.UniTuple(types.float32, M * (K + 1))(xs, ys, yn, nb, how)
     f32x16 = ir.VectorType(ir.FloatType(), 16)
     i32x16 = ir.VectorType(ir.IntType(32), 16)
     bf32 = _BF16_OPERAND
     i64 = ir.IntType(64)
 
     def codegen(context, builder, sig, args):
-        xt, yt, ynt, n = args
+        xt, yt, ynt, n, _how = args
         xaddr = [builder.extract_value(xt, k) for k in range(K)]
         yaddr = [builder.extract_value(yt, m) for m in range(M)]
         ynext = [builder.extract_value(ynt, m) for m in range(M)]
@@ -156,17 +174,32 @@ def _dot_km(typingctx, xs, ys, yn, nb):
         i32 = ir.IntType(32)
         pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
                                             "llvm.prefetch")   # (LLVM adds the pointer type to the name)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32x16, [f32x16, bf32, bf32]),
-                                            "llvm.x86.avx512bf16.dpbf16ps.512")
         zero = ir.Constant(f32x16, None)
         accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(K + 1)] for _ in range(M)]
         vp = i32x16.as_pointer()
+        if split:
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32x16, [f32x16] * 3),
+                                                 "llvm.fmuladd.v16f32")
+            sixteen = ir.Constant(i32x16, [ir.Constant(i32, 16)] * 16)
+            high = ir.Constant(i32x16, [ir.Constant(i32, -65536)] * 16)           # 0xFFFF0000
 
-        def vec(addr):
-            return builder.bitcast(builder.load(builder.inttoptr(addr, vp), align=2), bf32)
+            def vec(addr):     # (even elements, odd elements) as fp32
+                v = builder.load(builder.inttoptr(addr, vp), align=2)
+                return (builder.bitcast(builder.shl(v, sixteen), f32x16),
+                        builder.bitcast(builder.and_(v, high), f32x16))
 
-        def acc(slot, u, v):
-            builder.store(builder.call(fn, [builder.load(slot), u, v]), slot)
+            def acc(slot, u, v):
+                a = builder.call(fma, [u[0], v[0], builder.load(slot)])
+                builder.store(builder.call(fma, [u[1], v[1], a]), slot)
+        else:
+            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32x16, [f32x16, bf32, bf32]),
+                                                "llvm.x86.avx512bf16.dpbf16ps.512")
+
+            def vec(addr):
+                return builder.bitcast(builder.load(builder.inttoptr(addr, vp), align=2), bf32)
+
+            def acc(slot, u, v):
+                builder.store(builder.call(dp, [builder.load(slot), u, v]), slot)
 
         with cgutils.for_range(builder, n) as loop:
             off = builder.mul(loop.index, ir.Constant(i64, 64))
@@ -211,11 +244,33 @@ def _store(r, out):
         out[i] = r[i]
 
 
+@njit(nogil=True, fastmath=FM, inline="always")
+def _dot_vdp(xs, ys, yn, nb):
+    return _dot_km(xs, ys, yn, nb, VDP)
+
+
+@njit(nogil=True, fastmath=FM, inline="always")
+def _dot_split(xs, ys, yn, nb):
+    return _dot_km(xs, ys, yn, nb, SPLIT)
+
+
 @njit(nogil=True, fastmath=FM, cache=True)
 def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
-    """All-bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16): per token, slots
-    four at a time against candidates four at a time (a short last quad repeats its last one).
-    While a token's candidate rows are read, the rows the loop reads next are prefetched."""
+    """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, _dot_vdp)
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
+    """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, _dot_split)
+
+
+@njit(nogil=True, fastmath=FM, inline="always")
+def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, dot):
+    """All-bf16 screen: per token, slots four at a time against candidates four at a time (a short
+    last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp`` or ``_dot_split``). While
+    a token's candidate rows are read, the rows the loop reads next are prefetched."""
     S = xa.shape[0]
     G = ya.shape[0]
     nb = H // 32
@@ -247,13 +302,13 @@ def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
                 while s0 < S:
                     k = min(4, S - s0)
                     if k == 4:
-                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2], xrow[s0 + 3]), yq, yn, nb), out)
+                        _store(dot((xrow[s0], xrow[s0 + 1], xrow[s0 + 2], xrow[s0 + 3]), yq, yn, nb), out)
                     elif k == 3:
-                        _store(_dot_km((xrow[s0], xrow[s0 + 1], xrow[s0 + 2]), yq, yn, nb), out)
+                        _store(dot((xrow[s0], xrow[s0 + 1], xrow[s0 + 2]), yq, yn, nb), out)
                     elif k == 2:
-                        _store(_dot_km((xrow[s0], xrow[s0 + 1]), yq, yn, nb), out)
+                        _store(dot((xrow[s0], xrow[s0 + 1]), yq, yn, nb), out)
                     else:
-                        _store(_dot_km((xrow[s0],), yq, yn, nb), out)
+                        _store(dot((xrow[s0],), yq, yn, nb), out)
                     for m in range(min(4, G - g0)):
                         base = m * (k + 1)
                         if lo < H:
@@ -515,7 +570,7 @@ class PairStats:
         cuts = [round(self.T * i / self.threads) for i in range(self.threads + 1)]
         self.ranges = [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
         self.block = BLOCK or block_tokens(self.S, self.H)
-        self.kernel = "vdpbf16ps" if HAS_BF16_DOT and (self.xc == BF16).all() else "fma"
+        self.kernel = screen_kernel(bool((self.xc == BF16).all()))
 
     def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
         """``fn(*before, t0, t1, *after)`` over the token ranges, one per thread."""
@@ -561,16 +616,20 @@ class PairStats:
         ya = np.array([y.data_ptr() for y in ys], np.int64)
         yc = np.array([_code(y) for y in ys], np.int64)
         ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
-        if self.kernel == "vdpbf16ps" and (yc == BF16).all():
+        while self.kernel in BF16_SCREENS and (yc == BF16).all():
+            fn = dots_bf16 if self.kernel == "vdpbf16ps" else dots_bf16_fma
             try:
-                self._run(dots_bf16, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block), (xy, yy))
+                self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block), (xy, yy))
                 return xy, yy
             except Exception:  # noqa: BLE001
-                if dots_bf16.signatures:                 # it ran before: a real error
+                if fn.signatures:                        # it was built: a real error
                     raise
-                global HAS_BF16_DOT                      # this numba/LLVM cannot build it: portable from now on
-                HAS_BF16_DOT = False
-                self.kernel = "fma"
+                global HAS_BF16_DOT, HAS_BF16_SCREEN     # this numba/LLVM cannot build it: the next kernel
+                if fn is dots_bf16:
+                    HAS_BF16_DOT = False
+                else:
+                    HAS_BF16_SCREEN = False
+                self.kernel = screen_kernel(True)
         self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy))
         return xy, yy
 
