@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from workbench.errors import InputError
+from workbench.hidden.mapping import map_range
 
 if TYPE_CHECKING:
     import os
@@ -75,7 +76,9 @@ class NpzFile:
         arr: np.ndarray
         try:
             if m.offset >= 0 and not m.fortran and m.dtype.itemsize > 0:
-                arr = np.memmap(self.path, dtype=m.dtype, mode="c", offset=m.offset, shape=m.shape)
+                count = int(np.prod(m.shape, dtype=np.int64))
+                buf = map_range(self.path, m.offset, m.offset + count * m.dtype.itemsize)
+                arr = np.frombuffer(buf, dtype=m.dtype, count=count).reshape(m.shape)
             else:
                 with zipfile.ZipFile(self.path) as zf, zf.open(name + ".npy") as fh:
                     arr = np.lib.format.read_array(fh, allow_pickle=False)

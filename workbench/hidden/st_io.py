@@ -9,13 +9,13 @@ mapping goes away with the tensor, so streaming through a large file keeps resid
 from __future__ import annotations
 
 import json
-import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 from workbench.errors import InputError
+from workbench.hidden.mapping import map_range
 
 if TYPE_CHECKING:
     import torch
@@ -80,15 +80,7 @@ class SafetensorsFile:
         nbytes = end - begin
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype)
-        page = mmap.ALLOCATIONGRANULARITY
-        start = begin - begin % page
-        with open(self.path, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), end - start, access=mmap.ACCESS_COPY, offset=start)
-        try:
-            mm.madvise(mmap.MADV_SEQUENTIAL)
-        except (AttributeError, OSError):
-            pass
-        flat = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=begin - start)
+        flat = torch.frombuffer(map_range(self.path, begin, end), dtype=torch.uint8, count=nbytes)
         return flat.view(dtype).view(shape)
 
 
