@@ -198,3 +198,25 @@ def test_the_split_lanes_read_both_halves_of_every_32_bit_lane():
     tiny[5], big[5] = 2.0 ** -130, 2.0 ** 100          # a subnormal input counts (vdpbf16ps would flush it)
     as16 = lambda t: t.view(torch.int16).numpy().view(np.uint16)  # noqa: E731
     assert one(as16(tiny), as16(big))[0] == 2.0 ** -30
+
+
+def test_token_ranges_outnumber_the_threads_and_change_no_value():
+    """Each thread takes several token ranges in turn (a slow core holds up less); every token's
+    sums are the same however the tokens are split."""
+    S, T, H = 3, 300, 96
+    slots, cands, ref_rows, infer_rows = _world(S, T, H)
+    one = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=1)
+    many = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=3)
+    assert one.ranges == [(0, T)] and many.threads == 3
+    assert len(many.ranges) == 3 * ps_mod.RANGES_PER_THREAD
+    assert [a for a, _ in many.ranges][1:] == [b for _, b in many.ranges][:-1] and many.ranges[-1][1] == T
+    assert min(b - a for a, b in many.ranges) >= ps_mod.RANGE_TOKENS
+    ys = [one.prepare(y) for y in cands]
+    for a, b in zip(one.dots(ys), many.dots(ys)):
+        np.testing.assert_array_equal(a, b)
+    pairs = [(0, 0), (2, 3)]
+    for a, b in zip(one.exact(pairs, ys), many.exact(pairs, ys)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(one.sq(), many.sq())
+    short = ps_mod.PairStats(slots, ref_rows[:130], infer_rows[:130], threads=8)
+    assert short.threads == 2 and len(short.ranges) == 130 // ps_mod.RANGE_TOKENS
