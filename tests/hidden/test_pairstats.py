@@ -126,6 +126,14 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
         xy[1, 2, 9] = 10.0                                            # xx + yy - 2xy < 0: clamped
     want = _pair_sums(xy.copy(), yy.copy(), xx.copy(), bad.copy(), None)
     got = _pair_sums(xy.copy(), yy.copy(), xx.copy(), bad.copy(), ps_mod)
+    for threads in (1, 3, 8):           # candidates split over threads: the same values
+        split = {k: np.zeros_like(v) for k, v in got._asdict().items()}
+        yy_t = yy.copy()
+        ps_mod.pair_sums(xx.copy(), yy_t, xy.copy(), bad.copy(), split["finite"], split["per_token"], split["num"],
+                         split["den"], split["dot"], split["yy_sum"], threads=threads)
+        np.testing.assert_array_equal(yy_t, got.yy)
+        for k in ("finite", "per_token", "num", "den", "dot", "yy_sum"):
+            np.testing.assert_array_equal(split[k], getattr(got, k), err_msg=f"{k}, {threads} threads")
     np.testing.assert_array_equal(got.finite, want.finite)
     np.testing.assert_array_equal(got.yy, want.yy)
     np.testing.assert_array_equal(got.per_token, want.per_token)

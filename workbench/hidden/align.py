@@ -334,7 +334,8 @@ def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.boo
         out = _PairSums(np.empty((C, T), np.bool_), yy, np.empty((S, C, T), np.float32),
                          np.empty((S, C)), np.empty((S, C)), np.empty((S, C)), np.empty(C))
         ps_mod.pair_sums(xx, yy, np.ascontiguousarray(xy, dtype=np.float32), np.ascontiguousarray(bad),
-                         out.finite, out.per_token, out.num, out.den, out.dot, out.yy_sum)
+                         out.finite, out.per_token, out.num, out.den, out.dot, out.yy_sum,
+                         threads=torch.get_num_threads())
         return out
     with np.errstate(invalid="ignore", over="ignore"):
         finite = np.isfinite(yy)                                                   # [C, T]

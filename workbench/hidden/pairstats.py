@@ -463,15 +463,32 @@ def sq_rows(xa, xs, xc, xr, H, t0, t1, out):
 
 
 # ------------------------------------------------------------------------ statistics of the pairs
-@njit(nogil=True, cache=True)          # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
-def pair_sums(xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum):
+def pair_sums(xx: np.ndarray, yy: np.ndarray, xy: np.ndarray, bad: np.ndarray, finite: np.ndarray,
+              per_token: np.ndarray, num: np.ndarray, den: np.ndarray, dot: np.ndarray, yy_sum: np.ndarray,
+              threads: int = 1) -> None:
     """The alignment's per-pair statistics from the screen's per-token sums in one pass, float64,
     no temporaries (``workbench.hidden.align._pair_sums`` spells the same in numpy): ``xx [S, T]``
     float64, ``yy [C, T]`` and ``xy [S, C, T]`` float32, ``bad [T]`` (a slot not finite there).
     Writes ``finite [C, T]`` (yy finite), ``per_token [S, C, T]`` (rel_diff, 0 where left out),
-    ``num, den, dot [S, C]`` and ``yy_sum [C]``; ``yy`` is zeroed where a token is left out."""
+    ``num, den, dot [S, C]`` and ``yy_sum [C]``; ``yy`` is zeroed where a token is left out.
+    Candidates are split over ``threads`` (each candidate's sums are the same however they are)."""
+    C = xy.shape[1]
+    args = (xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum)
+    n = max(1, min(int(threads), C))
+    if n == 1:
+        _pair_sums(*args, 0, C)
+        return
+    cuts = [round(C * i / n) for i in range(n + 1)]
+    pool = _pool(n)
+    for f in [pool.submit(_pair_sums, *args, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]:
+        f.result()
+
+
+@njit(nogil=True, cache=True)          # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
+def _pair_sums(xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum, c0, c1):
+    """``pair_sums`` of candidates ``c0..c1``."""
     S, C, T = xy.shape
-    for c in range(C):
+    for c in range(c0, c1):
         acc = 0.0
         for t in range(T):
             finite[c, t] = np.isfinite(yy[c, t])
@@ -481,7 +498,7 @@ def pair_sums(xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum):
                 acc += np.float64(yy[c, t])
         yy_sum[c] = acc
     for s in range(S):
-        for c in range(C):
+        for c in range(c0, c1):
             a_n = 0.0
             a_d = 0.0
             a_x = 0.0
