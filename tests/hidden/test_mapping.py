@@ -41,9 +41,43 @@ def test_the_bytes_asked_for_at_any_offset(blob, begin, end, aligned, monkeypatc
 @pytest.mark.skipif(M._LIBC is None, reason="no libc mmap here: Python's mmap is used")
 def test_the_address_agrees_with_the_file_offset_modulo_2mb(blob):
     path, _ = blob
-    for begin in (0, 4096 + 7, (2 << 20) + 12345):
-        buf = M.map_range(path, begin, begin + (1 << 20))
+    for begin in (0, 4096 + 7, (2 << 20) + 12345):          # ranges that can hold a 2 MB piece
+        buf = M.map_range(path, begin, begin + (5 << 19))
         assert ctypes.addressof(buf) % M.HUGE == begin % M.HUGE
+
+
+@pytest.mark.skipif(M._LIBC is None, reason="no libc mmap here: Python's mmap is used")
+def test_a_mapping_the_kernel_places_off_the_2mb_grid_is_moved_onto_it(blob, monkeypatch):
+    """Where the kernel places a file mapping without regard to 2 MB, the range is mapped again
+    into reserved address space at a congruent address (and the misplaced mapping let go)."""
+    path, data = blob
+    real = M._LIBC
+
+    class OffGrid:
+        """libc whose first placement of a file mapping is one page off the 2 MB grid."""
+        munmap, madvise = real.munmap, real.madvise
+
+        def mmap(self, addr, n, prot, flags, fd, off):
+            if addr is not None or fd < 0:
+                return real.mmap(addr, n, prot, flags, fd, off)
+            room = n + 2 * M.HUGE
+            res = real.mmap(None, room, 0, 0x22 | 0x4000, -1, 0)
+            at = (res + M.HUGE - 1) // M.HUGE * M.HUGE + (off + 4096) % M.HUGE
+            assert real.mmap(at, n, prot, flags | 0x10, fd, off) == at
+            real.munmap(res, at - res)
+            tail = at + (n + 4095) // 4096 * 4096
+            real.munmap(tail, res + room - tail)
+            return at
+
+    monkeypatch.setattr(M, "_LIBC", OffGrid())
+    before = len(_mapped_ranges())
+    begin = 4096 + 100
+    buf = M.map_range(path, begin, begin + (3 << 20))
+    assert ctypes.addressof(buf) % M.HUGE == begin % M.HUGE
+    assert bytes(memoryview(buf)) == data[begin:begin + (3 << 20)]
+    del buf
+    gc.collect()
+    assert len(_mapped_ranges()) <= before + 1      # the reservation's slack went back too
 
 
 def test_writes_stay_private(blob):

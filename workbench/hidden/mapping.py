@@ -72,24 +72,30 @@ def map_range(path: "str | os.PathLike[str]", begin: int, end: int) -> Any:
 
 
 def _aligned(libc: Any, fd: int, begin: int, end: int) -> Optional[Any]:
-    """The mapping at an address congruent to the file offset modulo ``HUGE``: reserve address
-    space with room to slide, map the file over it, give back the slack. None where it fails."""
+    """The mapping at an address congruent to the file offset modulo ``HUGE``: where the kernel
+    does not place it so itself (filesystems with large folios usually ask it to), reserve address
+    space with room to slide, map the file over it and give back the slack. None where it fails."""
     start = begin - begin % _PAGE
     span = end - start
-    room = span + 2 * HUGE
-    res = libc.mmap(None, room, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
-    if res in (None, _FAILED):
+    prot, flags = _PROT_READ | _PROT_WRITE, _MAP_PRIVATE
+    addr = libc.mmap(None, span, prot, flags, fd, start)
+    if addr in (None, _FAILED):
         return None
-    addr = (res + HUGE - 1) // HUGE * HUGE + start % HUGE
-    got = libc.mmap(addr, span, _PROT_READ | _PROT_WRITE, _MAP_PRIVATE | _MAP_FIXED, fd, start)
-    if got != addr:
-        libc.munmap(res, room)
-        return None
-    if addr > res:
-        libc.munmap(res, addr - res)
-    tail = addr + (span + _PAGE - 1) // _PAGE * _PAGE
-    if res + room > tail:
-        libc.munmap(tail, res + room - tail)
+    if (addr - start) % HUGE and span >= HUGE:
+        libc.munmap(addr, span)
+        room = span + 2 * HUGE
+        res = libc.mmap(None, room, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+        if res in (None, _FAILED):
+            return None
+        addr = (res + HUGE - 1) // HUGE * HUGE + start % HUGE
+        if libc.mmap(addr, span, prot, flags | _MAP_FIXED, fd, start) != addr:
+            libc.munmap(res, room)
+            return None
+        if addr > res:
+            libc.munmap(res, addr - res)
+        tail = addr + (span + _PAGE - 1) // _PAGE * _PAGE
+        if res + room > tail:
+            libc.munmap(tail, res + room - tail)
     libc.madvise(addr, span, _MADV_HUGEPAGE)        # advice only: ignored where unsupported
     libc.madvise(addr, span, _MADV_SEQUENTIAL)
     buf = (ctypes.c_ubyte * (end - begin)).from_address(addr + (begin - start))
