@@ -39,8 +39,11 @@ def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
         if kernel != "auto":
             ps.kernel = kernel
         ys = [ps.prepare(y) for y in cands]
+        X0, _ = _ref(slots, ref_rows, cands[0], infer_rows)
         for group in (ys, ys[:1], [ys[0], ys[2]]):
-            xy, yy = ps.dots(group)
+            xx = np.full((S, T), np.nan, np.float32)          # the slots' norms in the same pass
+            xy, yy = ps.dots(group, xx)
+            np.testing.assert_allclose(xx, (X0 * X0).sum(-1).numpy(), rtol=2e-6)
             for g, y in enumerate(group):
                 X, Y = _ref(slots, ref_rows, y, infer_rows)
                 np.testing.assert_allclose(xy[:, g], (X * Y[None]).sum(-1).numpy(), rtol=2e-5, atol=2e-3)

@@ -182,10 +182,10 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     ps: Optional[PairStats] = None
     X: Optional[torch.Tensor] = None
     stager: Optional[Stager] = None
-    if ps_mod is not None:
+    xx: Optional[torch.Tensor] = None        # the slots' per-token squared norms, fp32 [S, T]
+    if ps_mod is not None:      # (their norms come with the first group's screen)
         ps = ps_mod.PairStats([s.load() for s in slots], tok.ref_positions(), _infer_rows(tok),
                               threads=torch.get_num_threads())
-        xx = torch.from_numpy(ps.sq())                                             # fp32 [S, T]
     else:
         X = torch.empty((S, T, H), dtype=work, device=dev)
         stager = _stager(dev)
@@ -197,14 +197,8 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
                 X[i].copy_(src)
         if stager is not None:
             stager.ready()
-        xx = torch.stack([_sq_rows(X[i]) for i in range(S)])                  # fp32 [S, T]
-    nonfinite: list[NonFinite] = []
-    bad_tok = ~torch.isfinite(xx).all(0)
-    xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
-    for i, s in enumerate(slots):
-        if not torch.isfinite(xx[i]).all():
-            xi = X[i] if X is not None else _rows(cast("PairStats", ps).slots[i], tok.ref_index)
-            nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
+        xx = torch.stack([_sq_rows(X[i]) for i in range(S)])
+        bad_tok = _bad_tokens(xx)
 
     tl = time.perf_counter()
     warm = dev.type == "cuda" and _CUDA_WARM.get(str(dev), False)
@@ -217,24 +211,32 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
     if ps is not None:
         warm = _compiled(cast(ModuleType, ps_mod))                  # ps came from it
-        XY, YY, best, kept, timing = _stream_cpu(ps, cands, xx, bad_tok, refine_k, progress)
+        XY, YY, best, kept, timing, xx = _stream_cpu(ps, cands, refine_k, progress)
+        bad_tok = _bad_tokens(xx)
         if warm:
             from workbench.hidden.placement import note_kernel_rate
 
             note_kernel_rate(ps.kernel, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - tl)
     else:   # no compiled pass: the reference was gathered into X, in the work dtype
-        X_, work_ = cast(torch.Tensor, X), cast(torch.dtype, work)
+        X_, work_, xx_ = cast(torch.Tensor, X), cast(torch.dtype, work), cast(torch.Tensor, xx)
         if dev.type == "cuda" and _fits_on_device(dev, C * T * H * _esize(work_)):
-            XY, YY, best, kept, timing = _stream_cuda(X_, xx, bad_tok, cands, tok, refine_k, work_, stager, dev,
+            XY, YY, best, kept, timing = _stream_cuda(X_, xx_, bad_tok, cands, tok, refine_k, work_, stager, dev,
                                                       progress)
         else:
-            XY, YY, best, kept, timing = _stream_torch(X_, xx, bad_tok, cands, rows_of, refine_k, work_, S, T, H,
+            XY, YY, best, kept, timing = _stream_torch(X_, xx_, bad_tok, cands, rows_of, refine_k, work_, S, T, H,
                                                        C, dev, group, progress)
     if stager is not None:
         stager.finish()
     bytes_read += int(cand_bytes)
     timing["setup_s"] = tl - ts
     timing["stream_s"] = time.perf_counter() - tl
+    xx = cast(torch.Tensor, xx)
+    nonfinite: list[NonFinite] = []
+    xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
+    for i, s in enumerate(slots):
+        if not torch.isfinite(xx[i]).all():
+            xi = X[i] if X is not None else _rows(cast("PairStats", ps).slots[i], tok.ref_index)
+            nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
 
     # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
     td = time.perf_counter()
@@ -499,10 +501,12 @@ def _refine_whole(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, sl
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
-def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], xx: torch.Tensor, bad_tok: torch.Tensor,
-                refine_k: int, progress: ProgressCallback) -> _Streamed:
+def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, progress: ProgressCallback
+                ) -> tuple[torch.Tensor, torch.Tensor, list[list[tuple[float, int]]], dict[int, torch.Tensor],
+                           dict[str, Any], torch.Tensor]:
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
-    of every pair (fp32 sums of exact products), ranked per group. The refine candidates stay
+    of every pair (fp32 sums of exact products), ranked per group; the first group's pass also
+    gives the slots' squared norms (returned last, fp32 [S, T]). The refine candidates stay
     mapped (no second read); the others are let go with their group."""
     S, T, C = ps.S, ps.T, len(cands)
     G = max(1, min(CPU_GROUP, C))
@@ -510,7 +514,7 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], xx: torch.Tensor, 
     YY = np.empty((C, T), dtype=np.float32)
     top = _Top(S, refine_k, cands)
     kept: dict[int, torch.Tensor] = {}
-    xx_np, bad_np = xx.numpy(), bad_tok.numpy()
+    xx_np = np.empty((S, T), dtype=np.float32)
     timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0,
                               "group_size": G, "row_block": T, "kernel": ps.kernel, "threads": ps.threads,
                               "block": ps.block}
@@ -520,7 +524,9 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], xx: torch.Tensor, 
         ys = [ps.prepare(cands[c].load()) for c in group_c]
         td = time.perf_counter()
         timing["load_s"] += td - tl
-        xy, yy = ps.dots(ys)
+        xy, yy = ps.dots(ys, xx_np if g0 == 0 else None)
+        if g0 == 0:
+            bad_np = _bad_tokens(torch.from_numpy(xx_np)).numpy()
         XY[:, g0:g0 + len(group_c)] = xy
         YY[g0:g0 + len(group_c)] = yy
         timing["device_s"] += time.perf_counter() - td
@@ -535,7 +541,12 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], xx: torch.Tensor, 
         timing["unmap_s"] += time.perf_counter() - tu
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
-    return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing
+    return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing, torch.from_numpy(xx_np)
+
+
+def _bad_tokens(xx: torch.Tensor) -> torch.Tensor:
+    """Tokens where a slot's squared norm is not finite (left out of every pair)."""
+    return ~torch.isfinite(xx).all(0)
 
 
 def _screen_rel(xx: torch.Tensor, bad_tok: torch.Tensor, xy: torch.Tensor, yy: torch.Tensor) -> torch.Tensor:

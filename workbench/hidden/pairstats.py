@@ -259,22 +259,23 @@ def _dot_split(xs, ys, yn, nb):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
+def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx):
     """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, _dot_vdp)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, _dot_vdp)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out):
+def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx):
     """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, _dot_split)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, _dot_split)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, dot):
+def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, dot):
     """All-bf16 screen: per token, slots four at a time against candidates four at a time (a short
     last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp`` or ``_dot_split``). While
-    a token's candidate rows are read, the rows the loop reads next are prefetched."""
+    a token's candidate rows are read, the rows the loop reads next are prefetched. ``with_xx``:
+    the slots' squared norms too, into ``xx_out [S, T]``, as the block's slot rows are first read."""
     S = xa.shape[0]
     G = ya.shape[0]
     nb = H // 32
@@ -289,6 +290,14 @@ def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, dot):
             for t in range(b0, b1):
                 for s in range(S):
                     xrow[s] = xa[s] + xr[t] * xs[s]
+                if with_xx and g0 == 0:
+                    for s in range(S):
+                        v = dot((xrow[s],), (xrow[s],), (xrow[s],), nb)[0]
+                        row = numba.carray(_ptr_u16(xrow[s]), (H,))
+                        for i in range(lo, H):
+                            w = _cv(row[i])
+                            v += w * w
+                        xx_out[s, t] = v
                 # what the loop reads next: this quad's next token, or the next quad's first
                 tn, gn = t + 1, g0
                 if tn == b1:
@@ -382,14 +391,21 @@ def _fdot(xs, s0, k, y, H, out):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, t0, t1, xy_out, yy_out):
-    """Portable screen: slot rows converted to fp32 once per token, fused multiply-adds."""
+def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, t0, t1, xy_out, yy_out, xx_out, with_xx):
+    """Portable screen: slot rows converted to fp32 once per token, fused multiply-adds
+    (``with_xx``: the slots' squared norms too, into ``xx_out``)."""
     S = xa.shape[0]
     G = ya.shape[0]
     buf = np.empty((S, H), np.float32)
     out = np.zeros(5, np.float32)
     for t in range(t0, t1):
         _load_x(xa, xs, xc, xr, H, t, buf)
+        if with_xx:
+            for s in range(S):
+                acc = np.float32(0.0)
+                for i in range(H):
+                    acc += buf[s, i] * buf[s, i]
+                xx_out[s, t] = acc
         for g in range(G):
             a = ya[g] + yr[t] * ys[g]
             s0 = 0
@@ -631,18 +647,24 @@ class PairStats:
         self._run(sq_rows, self._x(), (out,))
         return out
 
-    def dots(self, ys: Sequence[torch.Tensor]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-        """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32)."""
+    def dots(self, ys: Sequence[torch.Tensor], xx: Optional[npt.NDArray[np.float32]] = None
+             ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32);
+        given ``xx [S, T]`` (fp32), the slots' squared norms are written there in the same pass
+        (no read of the slots of their own, as ``sq`` makes)."""
         G = len(ys)
         xy = np.empty((self.S, G, self.T), np.float32)
         yy = np.empty((G, self.T), np.float32)
+        with_xx = xx is not None
+        xx_ = xx if xx is not None else np.empty((1, 1), np.float32)
         ya = np.array([y.data_ptr() for y in ys], np.int64)
         yc = np.array([_code(y) for y in ys], np.int64)
         ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
             fn = dots_bf16 if self.kernel == "vdpbf16ps" else dots_bf16_fma
             try:
-                self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block), (xy, yy))
+                self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block),
+                          (xy, yy, xx_, with_xx))
                 return xy, yy
             except Exception:  # noqa: BLE001
                 if fn.signatures:                        # it was built: a real error
@@ -653,7 +675,7 @@ class PairStats:
                 else:
                     HAS_BF16_SCREEN = False
                 self.kernel = screen_kernel(True)
-        self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy))
+        self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx))
         return xy, yy
 
     def exact(self, pairs: Sequence[tuple[int, int]], ys: Sequence[torch.Tensor]
