@@ -422,6 +422,73 @@ def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, t0, t1, xy_out, yy_out, xx_out, 
 
 
 # --------------------------------------------------------------------- refine: fp32 differences
+@intrinsic
+def _diff_bf16(typingctx, xaddr, yaddr, nb):
+    """``(x, y, nblocks) -> (sum d^2, sum |d|, max |d| as bits)`` over ``32 * nblocks`` bf16 elements
+    of two rows, ``d = x - y`` in fp32: each 32-bit lane split into its two bf16 (shifted, masked),
+    16 lanes a vector whatever width the compiler prefers. IEEE arithmetic (NaN and Inf reach the
+    sums); the maximum is taken on the bits of ``|d|``, so a NaN orders above Inf."""
+    sig = types.Tuple((types.float32, types.float32, types.uint32))(xaddr, yaddr, nb)
+    f32x16 = ir.VectorType(ir.FloatType(), 16)
+    i32 = ir.IntType(32)
+    i32x16 = ir.VectorType(i32, 16)
+    i64 = ir.IntType(64)
+
+    def codegen(context, builder, sig, args):
+        xa, ya, n = args
+        mod = builder.module
+        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(f32x16, [f32x16] * 3), "llvm.fma.v16f32")
+        umax = cgutils.get_or_insert_function(mod, ir.FunctionType(i32x16, [i32x16] * 2), "llvm.umax.v16i32")
+        sixteen = ir.Constant(i32x16, [ir.Constant(i32, 16)] * 16)
+        high = ir.Constant(i32x16, [ir.Constant(i32, -65536)] * 16)           # 0xFFFF0000
+        magnitude = ir.Constant(i32x16, [ir.Constant(i32, 0x7FFFFFFF)] * 16)
+        acc_n = cgutils.alloca_once_value(builder, ir.Constant(f32x16, None))
+        acc_a = cgutils.alloca_once_value(builder, ir.Constant(f32x16, None))
+        acc_m = cgutils.alloca_once_value(builder, ir.Constant(i32x16, None))
+        vp = i32x16.as_pointer()
+        with cgutils.for_range(builder, n) as loop:
+            off = builder.mul(loop.index, ir.Constant(i64, 64))
+            xv = builder.load(builder.inttoptr(builder.add(xa, off), vp), align=2)
+            yv = builder.load(builder.inttoptr(builder.add(ya, off), vp), align=2)
+            an, aa, am = builder.load(acc_n), builder.load(acc_a), builder.load(acc_m)
+            for half in (lambda v: builder.shl(v, sixteen), lambda v: builder.and_(v, high)):
+                d = builder.fsub(builder.bitcast(half(xv), f32x16), builder.bitcast(half(yv), f32x16))
+                bits = builder.and_(builder.bitcast(d, i32x16), magnitude)
+                an = builder.call(fma, [d, d, an])
+                aa = builder.fadd(aa, builder.bitcast(bits, f32x16))
+                am = builder.call(umax, [am, bits])
+            builder.store(an, acc_n)
+            builder.store(aa, acc_a)
+            builder.store(am, acc_m)
+        vn, va, vm = builder.load(acc_n), builder.load(acc_a), builder.load(acc_m)
+        sn = builder.extract_element(vn, ir.Constant(i32, 0))
+        sa = builder.extract_element(va, ir.Constant(i32, 0))
+        mx = builder.extract_element(vm, ir.Constant(i32, 0))
+        for j in range(1, 16):
+            k = ir.Constant(i32, j)
+            sn = builder.fadd(sn, builder.extract_element(vn, k))
+            sa = builder.fadd(sa, builder.extract_element(va, k))
+            e = builder.extract_element(vm, k)
+            mx = builder.select(builder.icmp_unsigned(">", e, mx), e, mx)
+        return context.make_tuple(builder, sig.return_type, [sn, sa, mx])
+    return sig, codegen
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def _diff_row_bf16(xaddr, yaddr, H):
+    """``_diff_row`` of two bf16 rows (addresses): 32 elements a step, the rest one at a time."""
+    nb = H // 32
+    n, sa, mx = _diff_bf16(xaddr, yaddr, nb)
+    x = numba.carray(_ptr_u16(xaddr), (H,))
+    y = numba.carray(_ptr_u16(yaddr), (H,))
+    for i in range(nb * 32, H):
+        d = _cv(x[i]) - _cv(y[i])
+        n += d * d
+        sa += abs(d)
+        mx = _abs_max_bits(mx, d)
+    return n, sa, _bits_f32(mx)
+
+
 @njit(nogil=True, fastmath=FM, cache=True)
 def _diff_row(x, y, H):
     n = np.float32(0.0)
@@ -457,7 +524,7 @@ def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out,
             a = ya[m] + yr[t] * ys[m]
             if xc[s] == BF16:
                 if yc[m] == BF16:
-                    r = _diff_row(numba.carray(_ptr_u16(xa_t), (H,)), numba.carray(_ptr_u16(a), (H,)), H)
+                    r = _diff_row_bf16(xa_t, a, H)
                 else:
                     r = _diff_row(numba.carray(_ptr_u16(xa_t), (H,)), numba.carray(_ptr_f32(a), (H,)), H)
             elif yc[m] == BF16:
