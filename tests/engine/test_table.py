@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from workbench.engine import table
-from workbench.engine.build_table import unpack
 from workbench.engine.rule import CaptureRule
+from workbench.engine.table import unpack
 
 
 def test_a_release_is_unpacked_once_and_each_caller_gets_its_own_list(monkeypatch):

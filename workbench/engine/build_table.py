@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional, TextIO
 
-TABLE = Path(__file__).with_name("rules.json")
+from workbench.engine.table import RELEASE_WIDE, TABLE
+
 GENERATOR = "workbench.engine.extract v1"
 
 
@@ -39,7 +40,6 @@ def build(versions: Iterable[str], out: Path = TABLE, log: TextIO = sys.stderr) 
     return data
 
 
-RELEASE_WIDE = ("graph_reset", "config_before_graphs", "id_source")
 _RELEASE_EVIDENCE = ("graph_reset", "config_ids", "config_before_graphs", "id_source")
 
 
@@ -58,14 +58,6 @@ def pack(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     "evidence": [e for e in r["evidence"] if e["what"] not in _RELEASE_EVIDENCE]})
     return {"common": common, "rules": out}
 
-
-def unpack(entry: "dict[str, Any] | list[dict[str, Any]]") -> list[dict[str, Any]]:
-    if isinstance(entry, list):
-        return entry
-    common = entry.get("common") or {}
-    return [{**r, **{k: common.get(k) for k in RELEASE_WIDE},
-             "evidence": list(r.get("evidence") or []) + list(common.get("evidence") or [])}
-            for r in entry.get("rules") or []]
 
 
 def _write(data: dict[str, Any], out: Path) -> None:

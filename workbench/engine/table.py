@@ -12,6 +12,9 @@ from workbench.engine.rule import CaptureRule
 from workbench.errors import InputError
 
 TABLE = Path(__file__).with_name("rules.json")
+# what the runner files decide, the same for every class of a release: stored once a release
+# (``build_table.pack``), given back to every rule by ``unpack``
+RELEASE_WIDE = ("graph_reset", "config_before_graphs", "id_source")
 _ALIASES = {"sglang-new": "sglang==0.5.23", "sglang-old": "sglang==0.5.12.post1"}
 
 
@@ -61,8 +64,6 @@ _UNPACKED: dict[str, tuple[object, tuple[CaptureRule, ...]]] = {}
 
 def release_rules(version: str) -> Optional[tuple[CaptureRule, ...]]:
     """``release`` as the one shared tuple, unpacked once per entry of the loaded table."""
-    from workbench.engine.build_table import unpack
-
     entry = load().get(version)
     if entry is None:
         return None
@@ -71,3 +72,13 @@ def release_rules(version: str) -> Optional[tuple[CaptureRule, ...]]:
         kept = (entry, tuple(CaptureRule.from_dict(r) for r in unpack(entry)))
         _UNPACKED[version] = kept
     return kept[1]
+
+
+def unpack(entry: "dict[str, Any] | list[dict[str, Any]]") -> list[dict[str, Any]]:
+    """A release's rules as the extractor wrote them, from the table's packed entry."""
+    if isinstance(entry, list):
+        return entry
+    common = entry.get("common") or {}
+    return [{**r, **{k: common.get(k) for k in RELEASE_WIDE},
+             "evidence": list(r.get("evidence") or []) + list(common.get("evidence") or [])}
+            for r in entry.get("rules") or []]

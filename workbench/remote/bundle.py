@@ -1,7 +1,7 @@
 """The code a host needs to run the remote jobs: the workbench modules they import, found by reading
-the imports (module level and inside functions), packed as a deterministic tar.gz whose sha256 over
-(path, content) names its cache directory on the host. Faces and the facade are never shipped: the
-jobs use the core alone.
+the imports (module level and inside functions), without their comments and docstrings
+(``shipped_source``), packed as a deterministic tar.gz whose sha256 over (path, content) names its
+cache directory on the host. Faces and the facade are never shipped: the jobs use the core alone.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import hashlib
 import io
 import re
 import tarfile
+import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 ENTRY = ("workbench.remote.runner", "workbench.remote.jobs")
 # Never shipped: faces, the facade, and the parts that run servers or build the lab.
@@ -122,13 +124,44 @@ def closure(entries: tuple[str, ...] = ENTRY) -> dict[str, Path]:
     return seen
 
 
+def shipped_source(text: str) -> str:
+    """A module as hosts get it: its comments and docstrings left out (a host runs the code and
+    never shows them; they were a third of the bytes a first job moves), every other character in
+    place, so a traceback on the host names the same lines. A docstring becomes ``""``."""
+    tree = ast.parse(text)
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def at(line: int, col: int) -> int:         # ast's (1-based line, utf-8 byte column) -> str index
+        return starts[line - 1] + len(text[starts[line - 1]:starts[line]].encode()[:col].decode())
+
+    spans: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            d = body[0].value
+            a, b = at(d.lineno, d.col_offset), at(cast(int, d.end_lineno), cast(int, d.end_col_offset))
+            spans.append((a, b, '""' + "\n" * text[a:b].count("\n")))
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:        # (tokenize counts characters, not bytes)
+            spans.append((starts[tok.start[0] - 1] + tok.start[1], starts[tok.end[0] - 1] + tok.end[1], ""))
+    out, pos = [], 0
+    for a, b, repl in sorted(spans):
+        out += [text[pos:a], repl]
+        pos = b
+    return "".join(out) + text[pos:]
+
+
 @lru_cache(maxsize=1)
 def current() -> Bundle:
     files = []
     for f in closure().values():
         rel = f.relative_to(PACKAGE_ROOT.parent).as_posix()
         data = f.read_bytes()
-        files.append((rel, data))
+        files.append((rel, shipped_source(data.decode("utf-8")).encode("utf-8")))
         for ref in sorted(set(_DATA_REF.findall(data.decode("utf-8", "replace")))):
             dfile = f.with_name(ref)
             drel = dfile.relative_to(PACKAGE_ROOT.parent).as_posix()
