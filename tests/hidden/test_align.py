@@ -428,3 +428,56 @@ def test_the_device_rule_on_the_h200_hosts_measured_bandwidths(threads, copy_gbp
     cpu_l, gpu_l = estimate(nbytes, kernel_bps(kernel, threads), copy_gbps * 1e9, 55e9,
                             learned={"cpu": nbytes / 0.30, "cuda": nbytes / 0.07})
     assert gpu_l < cpu_l                 # measured rates, where a path ran, decide over the model
+
+
+def _bf16_world(T=320, H=128, layers=10, trained=(1, 4, 7), seed=5):
+    """A residual stream in bf16 (adjacent layers close), slots = three layers with a small
+    perturbation, long enough (T) for the compiled pass to foretell and difference in-stream."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, H, generator=g) * 0.05
+    outs = [x]
+    for _ in range(layers):
+        x = x + torch.randn(T, H, generator=g) * 0.2
+        outs.append(x)
+    slots = [(outs[k + 1] * (1 + 1e-3 * torch.randn(T, H, generator=g))).bfloat16() for k in trained]
+    cands = [o.bfloat16() for o in outs]
+    ids, pos = np.arange(T) % 997 + 3, np.arange(T)
+    ref = Capture("mem", "mem", [HiddenTensor(f"aux[{i}]", T, H, "bfloat16", "slot", None, "mem",
+                                              (lambda t=t: t)) for i, t in enumerate(slots)],
+                  token_ids=ids, positions=pos)
+    names = ["embed"] + [f"out({k})" for k in range(layers)]
+    cap = Capture("mem", "mem", [HiddenTensor(n, T, H, "bfloat16", LAYER, n if n != "embed" else "embed", "mem",
+                                              (lambda t=t: t)) for n, t in zip(names, cands)],
+                  token_ids=ids, positions=pos)
+    return ref, cap, [f"out({k})" for k in trained]
+
+
+def _same_result(a, b):
+    for field in ("matrix", "cosine", "max_abs", "mean_abs", "exact"):
+        assert getattr(a, field) == getattr(b, field), field
+    np.testing.assert_array_equal(a.per_token_values, b.per_token_values)
+    assert [x.to_dict() for x in a.best] == [x.to_dict() for x in b.best]
+
+
+def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypatch):
+    """The pairs a token sample foretells are differenced while the screen has their rows in cache;
+    the result is the same, bit for bit, as differencing them in a pass of their own, and a pair the
+    sample missed is read again."""
+    from workbench.hidden import align as A
+
+    ps_mod = pytest.importorskip("workbench.hidden.pairstats")
+    ref, cap, trained = _bf16_world()
+    fused = align(ref, cap, device="cpu", screen="kernel")
+    assert fused.timing["kernel"] in ps_mod.BF16_SCREENS
+    assert [b.physical for b in fused.best] == trained and fused.verdicts() == ["match"] * 3
+    assert fused.timing["fused_pairs"] >= 6 and fused.timing["read_again"] == 0
+    with monkeypatch.context() as m:
+        m.setattr(A, "SAMPLE_TOKENS", 10 ** 6)              # nothing foretold: the exact pass reads all
+        plain = align(ref, cap, device="cpu", screen="kernel")
+    assert plain.timing["fused_pairs"] == 0 and plain.timing["read_again"] >= 4
+    _same_result(fused, plain)
+    with monkeypatch.context() as m:                         # a sample that foretells the wrong pairs
+        m.setattr(A, "_foretell", lambda ps, ys, group, k: [(s, len(group) - 1) for s in range(ps.S)])
+        wrong = align(ref, cap, device="cpu", screen="kernel")
+    assert wrong.timing["fused_pairs"] == 0 and wrong.timing["read_again"] >= 4
+    _same_result(wrong, plain)

@@ -42,7 +42,7 @@ def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
         X0, _ = _ref(slots, ref_rows, cands[0], infer_rows)
         for group in (ys, ys[:1], [ys[0], ys[2]]):
             xx = np.full((S, T), np.nan, np.float32)          # the slots' norms in the same pass
-            xy, yy = ps.dots(group, xx)
+            xy, yy, *_ = ps.dots(group, xx)
             np.testing.assert_allclose(xx, (X0 * X0).sum(-1).numpy(), rtol=2e-6)
             for g, y in enumerate(group):
                 X, Y = _ref(slots, ref_rows, y, infer_rows)
@@ -69,7 +69,7 @@ def test_exact_pass_keeps_digits_the_dot_products_lose():
     xs = x.float()
     ps = ps_mod.PairStats([xs], np.arange(T), np.arange(T))
     n, _, _ = ps.exact([(0, 0)], [y])
-    xy, yy = ps.dots([y])
+    xy, yy, *_ = ps.dots([y])
     xx = ps.sq()[0].astype(np.float64)
     true = ((xs.double() - y.double()) ** 2).sum(-1).numpy()
     den = xx + yy[0].astype(np.float64)
@@ -86,7 +86,7 @@ def test_nonfinite_values_reach_the_sums():
     y[infer_rows[4], 7] = float("nan")
     y[infer_rows[6], 1] = float("inf")
     ps = ps_mod.PairStats(slots, ref_rows, infer_rows)
-    xy, yy = ps.dots([y])
+    xy, yy, *_ = ps.dots([y])
     n, sa, mx = ps.exact([(2, 0), (2, 1)], [y, cands[0]])
     assert np.isfinite(n[1]).all()
     for arr in (yy[0], n[0], mx[0], sa[0]):

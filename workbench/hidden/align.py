@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
 BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
 REFINE_ROWS = 256               # rows per chunk in the exact pass
+SAMPLE_TOKENS = 64              # tokens whose screen foretells, per group, the pairs the exact pass needs
 CPU_GROUP = 64                  # candidates per pass of the compiled CPU kernels: each stays mapped
 # while its group runs (the page cache's pages, mapped: 62 Kimi-sized candidates are 1.82 GB), and a
 # token block's slot rows are read from memory once per group (with 16 a group, the slot rows were
@@ -211,7 +212,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
     if ps is not None:
         warm = _compiled(cast(ModuleType, ps_mod))                  # ps came from it
-        XY, YY, best, kept, timing, xx = _stream_cpu(ps, cands, refine_k, progress)
+        XY, YY, best, kept, timing, xx, fused = _stream_cpu(ps, cands, refine_k, progress)
         bad_tok = _bad_tokens(xx)
         if warm:
             from workbench.hidden.placement import note_kernel_rate
@@ -260,15 +261,27 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
     # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
     tr = time.perf_counter()
-    if ps is not None:              # every pair in one pass, a group of candidates at a time
-        todo = sorted({c for b_ in best for _, c in b_})
+    if ps is not None:              # pairs the stream differenced, then every other in one pass
+        def ok_of(c: int) -> np.ndarray:
+            return (~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok).cpu().numpy()
+
+        wanted = [(s_i, c) for s_i in range(S) for _, c in best[s_i]]
+        for s_i, c in wanted:
+            if (s_i, c) in fused:
+                _exact_stats(ps.H, xx_n, yy_n, s_i, c, ok_of(c), *fused[s_i, c], num, den, dot, yy_sum, per_token,
+                             exact, max_abs, mean_abs)
+        todo = sorted({c for s_i, c in wanted if (s_i, c) not in fused})
+        timing["fused_pairs"] = len(wanted) - sum(1 for s_i, c in wanted if (s_i, c) not in fused)
+        timing["read_again"] = len(todo)
         for i in range(0, len(todo), CPU_GROUP):
             part = todo[i:i + CPU_GROUP]
             ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
-            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
-            oks = {c: (~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok).cpu().numpy() for c in part}
-            _refine_cpu(ps, xx_n, yy_n, pairs, part, ys, oks, num, den, dot, yy_sum, per_token, exact, max_abs,
-                        mean_abs)
+            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if (s_i, c) in wanted
+                     and (s_i, c) not in fused]
+            n, sa, mx = ps.exact(pairs, ys)
+            for p, (s_i, j) in enumerate(pairs):
+                _exact_stats(ps.H, xx_n, yy_n, s_i, part[j], ok_of(part[j]), n[p], sa[p], mx[p], num, den, dot,
+                             yy_sum, per_token, exact, max_abs, mean_abs)
             del ys
     else:
         refine = _refine_whole if dev.type == "cuda" and T * H * 4 <= (1 << 29) else _refine
@@ -501,13 +514,18 @@ def _refine_whole(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, sl
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
+_Fused = dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]   # (slot, c) -> exact n, sa, mx [T]
+
+
 def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, progress: ProgressCallback
                 ) -> tuple[torch.Tensor, torch.Tensor, list[list[tuple[float, int]]], dict[int, torch.Tensor],
-                           dict[str, Any], torch.Tensor]:
+                           dict[str, Any], torch.Tensor, _Fused]:
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
     of every pair (fp32 sums of exact products), ranked per group; the first group's pass also
-    gives the slots' squared norms (returned last, fp32 [S, T]). The refine candidates stay
-    mapped (no second read); the others are let go with their group."""
+    gives the slots' squared norms (fp32 [S, T]). The pairs a sample of tokens foretells the exact
+    pass will want are differenced in the same pass, while their rows are in cache (returned last:
+    ``(slot, candidate) -> (n, sa, mx)``); candidates with a wanted pair the pass did not difference
+    stay mapped for the exact pass (no second read from the file); the others go with their group."""
     S, T, C = ps.S, ps.T, len(cands)
     G = max(1, min(CPU_GROUP, C))
     XY = np.empty((S, C, T), dtype=np.float32)
@@ -515,33 +533,57 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
     top = _Top(S, refine_k, cands)
     kept: dict[int, torch.Tensor] = {}
     xx_np = np.empty((S, T), dtype=np.float32)
+    fused: _Fused = {}
+    fuse = refine_k < C and T >= 4 * SAMPLE_TOKENS and ps.differences_in_pass
     timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0,
                               "group_size": G, "row_block": T, "kernel": ps.kernel, "threads": ps.threads,
-                              "block": ps.block}
+                              "block": ps.block, "sample_s": 0.0}
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         tl = time.perf_counter()
         ys = [ps.prepare(cands[c].load()) for c in group_c]
         td = time.perf_counter()
         timing["load_s"] += td - tl
-        xy, yy = ps.dots(ys, xx_np if g0 == 0 else None)
+        pairs = _foretell(ps, ys, [cands[c] for c in group_c], refine_k) if fuse else []
+        ts = time.perf_counter()
+        timing["sample_s"] += ts - td
+        xy, yy, n, sa, mx = ps.dots(ys, xx_np if g0 == 0 else None, pairs)
         if g0 == 0:
             bad_np = _bad_tokens(torch.from_numpy(xx_np)).numpy()
         XY[:, g0:g0 + len(group_c)] = xy
         YY[g0:g0 + len(group_c)] = yy
-        timing["device_s"] += time.perf_counter() - td
-        live = top.add(_screen_rel_np(xx_np, bad_np, xy, yy), group_c)
+        for p, (s_i, g) in enumerate(pairs):
+            fused[s_i, group_c[g]] = (n[p], sa[p], mx[p])
+        timing["device_s"] += time.perf_counter() - ts
+        top.add(_screen_rel_np(xx_np, bad_np, xy, yy), group_c)
+        unfused = {c for s_i, lst in enumerate(top.lists) for _, c in lst if (s_i, c) not in fused}
         for g, c in enumerate(group_c):
-            if c in live and refine_k < C:      # (every pair refined: read again, a group at a time)
+            if c in unfused and refine_k < C:   # (every pair refined: read again, a group at a time)
                 kept[c] = ys[g]
         tu = time.perf_counter()
-        for c in [c for c in kept if c not in live]:
+        for c in [c for c in kept if c not in unfused]:
             del kept[c]
         del ys                                  # the group's mappings go (unless kept)
         timing["unmap_s"] += time.perf_counter() - tu
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
-    return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing, torch.from_numpy(xx_np)
+    return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing, torch.from_numpy(xx_np), fused
+
+
+def _foretell(ps: PairStats, ys: Sequence[torch.Tensor], group: Sequence[HiddenTensor], refine_k: int
+              ) -> list[tuple[int, int]]:
+    """The pairs ``[(slot, index into ys)]`` the exact pass will likely want from this group: its
+    screen over ``SAMPLE_TOKENS`` tokens spread over the capture, ranked as the stream ranks, one
+    more a slot than the exact pass takes. A pair it misses is read again later; one it adds
+    costs a difference of rows already in cache."""
+    tokens = np.unique(np.linspace(0, ps.T - 1, SAMPLE_TOKENS).round().astype(np.int64))
+    sample = ps.subset(tokens)
+    xx = np.empty((ps.S, len(tokens)), dtype=np.float32)
+    xy, yy, *_ = sample.dots(ys, xx)
+    top = _Top(ps.S, refine_k + 1, group)
+    bad = np.asarray(~np.isfinite(xx).all(0))
+    top.add(_screen_rel_np(xx, bad, xy, yy), list(range(len(group))))
+    return sorted({(s_i, g) for s_i, lst in enumerate(top.lists) for _, g in lst})
 
 
 def _bad_tokens(xx: torch.Tensor) -> torch.Tensor:
@@ -761,28 +803,25 @@ def _refine(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, slot_ids
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
-def _refine_cpu(ps: PairStats, xx_n: np.ndarray, yy_n: np.ndarray, pairs: list[tuple[int, int]], part: list[int],
-                ys: list[torch.Tensor], oks: dict[int, np.ndarray], num: _F64, den: _F64, dot: _F64, yy_sum: _F64,
-                per_token: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_], max_abs: _F64,
-                mean_abs: _F64) -> None:
-    """``_refine`` through the compiled kernels for ``pairs`` ``[(slot, index into part)]``: the same
-    fp32 differences, the rows read in place. ``yy_n`` (the stream's per-token squared norms,
-    non-finite tokens zeroed) needs no refining: no cancellation there."""
-    n, sa, mx = ps.exact(pairs, ys)
+def _exact_stats(H: int, xx_n: np.ndarray, yy_n: np.ndarray, s: int, c: int, okn: np.ndarray, n: np.ndarray,
+                 sa: np.ndarray, mx: np.ndarray, num: _F64, den: _F64, dot: _F64, yy_sum: _F64,
+                 per_token: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_], max_abs: _F64,
+                 mean_abs: _F64) -> None:
+    """``_refine``'s statistics of pair (slot ``s``, candidate ``c``) from the compiled kernels' fp32
+    differences (per token ``n``: sum of squares, ``sa``: of absolute values, ``mx``: their max),
+    over the tokens ``okn``. ``yy_n`` (the stream's per-token squared norms, non-finite tokens
+    zeroed) needs no refining: no cancellation there."""
     with np.errstate(invalid="ignore", over="ignore"):
-        for p, (s, j) in enumerate(pairs):
-            c = part[j]
-            okn = oks[c]
-            xs = np.where(okn, xx_n[s], 0.0)
-            n_t = np.where(okn, n[p], 0.0)
-            den_t = xs + np.where(okn, yy_n[c], 0.0)
-            per_token[s, c] = np.where(den_t > 0, n_t / np.maximum(den_t, 1e-30), 0.0)
-            num[s, c], den[s, c] = n_t.sum(), den_t.sum()
-            dot[s, c] = (xs.sum() + yy_sum[c] - num[s, c]) / 2.0
-            exact[s, c] = True
-            cnt = int(okn.sum()) * ps.H
-            max_abs[s, c] = float(np.where(okn, mx[p], 0.0).max()) if len(okn) else 0.0
-            mean_abs[s, c] = float(np.where(okn, sa[p], 0.0).sum()) / cnt if cnt else np.nan
+        xs = np.where(okn, xx_n[s], 0.0)
+        n_t = np.where(okn, n, 0.0)
+        den_t = xs + np.where(okn, yy_n[c], 0.0)
+        per_token[s, c] = np.where(den_t > 0, n_t / np.maximum(den_t, 1e-30), 0.0)
+        num[s, c], den[s, c] = n_t.sum(), den_t.sum()
+        dot[s, c] = (xs.sum() + yy_sum[c] - num[s, c]) / 2.0
+        exact[s, c] = True
+        cnt = int(okn.sum()) * H
+        max_abs[s, c] = float(np.where(okn, mx, 0.0).max()) if len(okn) else 0.0
+        mean_abs[s, c] = float(np.where(okn, sa, 0.0).sum()) / cnt if cnt else np.nan
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

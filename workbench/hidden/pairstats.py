@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence
 
 import numba
 import numpy as np
@@ -259,23 +259,30 @@ def _dot_split(xs, ys, yn, nb):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx):
+def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
+              mx_out):
     """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, _dot_vdp)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
+                 mx_out, _dot_vdp)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx):
+def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
+                  mx_out):
     """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, _dot_split)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
+                 mx_out, _dot_split)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, dot):
+def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
+                 mx_out, dot):
     """All-bf16 screen: per token, slots four at a time against candidates four at a time (a short
     last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp`` or ``_dot_split``). While
     a token's candidate rows are read, the rows the loop reads next are prefetched. ``with_xx``:
-    the slots' squared norms too, into ``xx_out [S, T]``, as the block's slot rows are first read."""
+    the slots' squared norms too, into ``xx_out [S, T]``, as the block's slot rows are first read.
+    Pair ``p = pidx[s, g] >= 0`` is differenced exactly (``exact``'s sums, into ``n_out``,
+    ``sa_out``, ``mx_out [P, T]``) while the token's rows are in cache."""
     S = xa.shape[0]
     G = ya.shape[0]
     nb = H // 32
@@ -330,6 +337,11 @@ def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_ou
                             xy_out[s0 + j, g0 + m, t] = out[base + j]
                         yy_out[g0 + m, t] = out[base + k]
                     s0 += k
+                for m in range(min(4, G - g0)):
+                    for s in range(S):
+                        p = pidx[s, g0 + m]
+                        if p >= 0:
+                            n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row_bf16(xrow[s], q[m], H)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
@@ -652,12 +664,21 @@ def _code(t: torch.Tensor) -> Optional[int]:
     return {torch.bfloat16: BF16, torch.float32: F32}.get(t.dtype)
 
 
+class Screened(NamedTuple):
+    """What ``PairStats.dots`` gives: the screen's sums and the asked pairs' exact sums."""
+    xy: npt.NDArray[np.float32]          # [S, G, T]
+    yy: npt.NDArray[np.float32]          # [G, T]
+    n: npt.NDArray[np.float32]           # [P, T] sum (x - y)^2
+    sa: npt.NDArray[np.float32]          # [P, T] sum |x - y|
+    mx: npt.NDArray[np.float32]          # [P, T] max |x - y|
+
+
 class PairStats:
     """Reference slots (each ``[rows, H]``, reference token t at row ``ref_rows[t]``) against
     candidates whose compared rows are ``infer_rows``; work split over ``threads`` token ranges."""
 
     def __init__(self, slots: Sequence[torch.Tensor], ref_rows: np.ndarray, infer_rows: np.ndarray,
-                 threads: int = 1) -> None:
+                 threads: int = 1, thread_tokens: int = THREAD_TOKENS) -> None:
         self.xr = np.ascontiguousarray(ref_rows, dtype=np.int64)
         self.yr = np.ascontiguousarray(infer_rows, dtype=np.int64)
         self.T = len(self.xr)
@@ -670,13 +691,24 @@ class PairStats:
         self.xa = np.array([x.data_ptr() for x in self.slots], np.int64)
         self.xs = np.array([x.stride(0) * x.element_size() for x in self.slots], np.int64)
         self.xc = np.array([_code(x) for x in self.slots], np.int64)
-        self.threads = max(1, min(int(threads), max(1, self.T // THREAD_TOKENS)))
+        self.threads = max(1, min(int(threads), max(1, self.T // thread_tokens)))
         n = 1 if self.threads == 1 else max(self.threads, min(self.threads * RANGES_PER_THREAD,
-                                                               self.T // RANGE_TOKENS))
+                                                               self.T // min(RANGE_TOKENS, thread_tokens)))
         cuts = [round(self.T * i / n) for i in range(n + 1)]
         self.ranges = [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
         self.block = BLOCK or block_tokens(self.S, self.H)
         self.kernel = screen_kernel(bool((self.xc == BF16).all()))
+
+    @property
+    def differences_in_pass(self) -> bool:
+        """Whether ``dots`` differences the asked pairs in its own pass (the bf16 screen), not in
+        a pass of ``exact`` after it."""
+        return self.kernel in BF16_SCREENS
+
+    def subset(self, tokens: np.ndarray) -> PairStats:
+        """The same slots over reference tokens ``tokens`` (indices into this one's), a few tokens
+        a thread: a sample's pass spread over every thread."""
+        return PairStats(self.slots, self.xr[tokens], self.yr[tokens], threads=self.threads, thread_tokens=4)
 
     def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
         """``fn(*before, t0, t1, *after)`` over the token ranges, taken in turn by the pool's threads."""
@@ -714,16 +746,22 @@ class PairStats:
         self._run(sq_rows, self._x(), (out,))
         return out
 
-    def dots(self, ys: Sequence[torch.Tensor], xx: Optional[npt.NDArray[np.float32]] = None
-             ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    def dots(self, ys: Sequence[torch.Tensor], xx: Optional[npt.NDArray[np.float32]] = None,
+             pairs: Sequence[tuple[int, int]] = ()) -> Screened:
         """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32);
         given ``xx [S, T]`` (fp32), the slots' squared norms are written there in the same pass
-        (no read of the slots of their own, as ``sq`` makes)."""
+        (no read of the slots of their own, as ``sq`` makes); ``pairs`` ``[(slot, index into ys)]``
+        get ``exact``'s sums (``n, sa, mx [P, T]``), from the same pass where the bf16 screen runs
+        (the rows are in cache), else from ``exact``."""
         G = len(ys)
         xy = np.empty((self.S, G, self.T), np.float32)
         yy = np.empty((G, self.T), np.float32)
         with_xx = xx is not None
         xx_ = xx if xx is not None else np.empty((1, 1), np.float32)
+        pidx = np.full((self.S, G), -1, np.int64)
+        for p, (s, g) in enumerate(pairs):
+            pidx[s, g] = p
+        n, sa, mx = (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
         ya = np.array([y.data_ptr() for y in ys], np.int64)
         yc = np.array([_code(y) for y in ys], np.int64)
         ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
@@ -731,8 +769,8 @@ class PairStats:
             fn = dots_bf16 if self.kernel == "vdpbf16ps" else dots_bf16_fma
             try:
                 self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block),
-                          (xy, yy, xx_, with_xx))
-                return xy, yy
+                          (xy, yy, xx_, with_xx, pidx, n, sa, mx))
+                return Screened(xy, yy, n, sa, mx)
             except Exception:  # noqa: BLE001
                 if fn.signatures:                        # it was built: a real error
                     raise
@@ -743,7 +781,7 @@ class PairStats:
                     HAS_BF16_SCREEN = False
                 self.kernel = screen_kernel(True)
         self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx))
-        return xy, yy
+        return Screened(xy, yy, *(self.exact(pairs, ys) if len(pairs) else (n, sa, mx)))
 
     def exact(self, pairs: Sequence[tuple[int, int]], ys: Sequence[torch.Tensor]
               ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
