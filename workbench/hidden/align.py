@@ -23,9 +23,11 @@ give the screen: a rel_diff per pair and per token, sums over tokens in float64.
   outputs are rounded to bf16: a screen good to about +-1e-4 on an aggregate rel_diff).
 
 The screen's ``refine_top`` best candidates of every slot, and always its best at another
-physical point than the leader's (the runner-up the verdict reads per token), are kept from the
-stream (never read twice) and recomputed exactly (fp32 differences, no cancellation); only those
-exact values decide best, runner-up and verdict. ``precision`` in the result says which path ran
+physical point than the leader's (the runner-up the verdict reads per token), are recomputed
+exactly (fp32 differences, no cancellation); only those exact values decide best, runner-up and
+verdict. The compiled CPU pass foretells those pairs from a sample of tokens and differences them
+in the screen's own pass, while their rows are in cache; a pair it did not foretell is differenced
+afterwards from the candidate kept mapped (never read twice from the file). ``precision`` in the result says which path ran
 (``timing["kernel"]`` which CPU kernel); ``exact[s][c]`` marks refined pairs, which also carry
 max/mean absolute difference (``abs_stats="all"`` refines every pair: a second read).
 
