@@ -27,9 +27,10 @@ physical point than the leader's (the runner-up the verdict reads per token), ar
 exactly (fp32 differences, no cancellation); only those exact values decide best, runner-up and
 verdict. The compiled CPU pass foretells those pairs from a sample of tokens and differences them
 in the screen's own pass, while their rows are in cache; a pair it did not foretell is differenced
-afterwards from the candidate kept mapped (never read twice from the file). ``precision`` in the result says which path ran
-(``timing["kernel"]`` which CPU kernel); ``exact[s][c]`` marks refined pairs, which also carry
-max/mean absolute difference (``abs_stats="all"`` refines every pair: a second read).
+afterwards from the candidate kept mapped (never read twice from the file). ``precision`` in the
+result says which path ran (``timing["kernel"]`` which CPU kernel); ``exact[s][c]`` marks refined
+pairs, which also carry max/mean absolute difference (``abs_stats="all"`` refines every pair: a
+second read).
 
 Verdict per slot, from the best candidate b and the runner-up r (the best candidate at another
 physical point; thresholds in ``Thresholds``):
@@ -268,18 +269,17 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
             return (~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok).cpu().numpy()
 
         wanted = [(s_i, c) for s_i in range(S) for _, c in best[s_i]]
+        missed = {(s_i, c) for s_i, c in wanted if (s_i, c) not in fused}
         for s_i, c in wanted:
             if (s_i, c) in fused:
                 _exact_stats(ps.H, xx_n, yy_n, s_i, c, ok_of(c), *fused[s_i, c], num, den, dot, yy_sum, per_token,
                              exact, max_abs, mean_abs)
-        todo = sorted({c for s_i, c in wanted if (s_i, c) not in fused})
-        timing["fused_pairs"] = len(wanted) - sum(1 for s_i, c in wanted if (s_i, c) not in fused)
-        timing["read_again"] = len(todo)
+        todo = sorted({c for _, c in missed})
+        timing["fused_pairs"], timing["read_again"] = len(wanted) - len(missed), len(todo)
         for i in range(0, len(todo), CPU_GROUP):
             part = todo[i:i + CPU_GROUP]
             ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
-            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if (s_i, c) in wanted
-                     and (s_i, c) not in fused]
+            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if (s_i, c) in missed]
             n, sa, mx = ps.exact(pairs, ys)
             for p, (s_i, j) in enumerate(pairs):
                 _exact_stats(ps.H, xx_n, yy_n, s_i, part[j], ok_of(part[j]), n[p], sa[p], mx[p], num, den, dot,
