@@ -1,4 +1,4 @@
-"""A byte range of a file, memory-mapped so the kernel can map it in 2 MB pieces.
+"""A byte range of a file, memory-mapped so the kernel can map it in 2 MB pieces (``HUGE``).
 
 A reader pays for a mapping twice besides the bytes: a fault per few 4 KB pages on first touch
 and a page-table entry to clear per 4 KB page at unmap. Where the page cache holds a file in
@@ -23,11 +23,25 @@ import sys
 import weakref
 from typing import Any, Optional
 
-HUGE = 2 << 20                   # the PMD size on x86-64 and arm64 with 4 KB pages
+
+def _pmd_bytes() -> int:
+    """What one page-table entry above the last level maps (2 MB on x86-64 and on arm64 with 4 KB
+    pages; 32 MB / 512 MB with 16 KB / 64 KB pages), as the kernel says."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") as fh:
+            n = int(fh.read().strip())
+        return n if n > 0 and n & (n - 1) == 0 else 2 << 20
+    except (OSError, ValueError):
+        return 2 << 20
+
+
+HUGE = _pmd_bytes()
 _PAGE = mmap.PAGESIZE
-_PROT_NONE, _PROT_READ, _PROT_WRITE = 0, 1, 2
-_MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS, _MAP_NORESERVE = 0x02, 0x10, 0x20, 0x4000
-_MADV_SEQUENTIAL, _MADV_HUGEPAGE = 2, 14
+# Linux's values where Python's mmap does not name them (the aligned mapping is made on Linux only)
+_PROT_NONE, _PROT_READ, _PROT_WRITE = 0, getattr(mmap, "PROT_READ", 1), getattr(mmap, "PROT_WRITE", 2)
+_MAP_PRIVATE, _MAP_ANONYMOUS = getattr(mmap, "MAP_PRIVATE", 0x02), getattr(mmap, "MAP_ANONYMOUS", 0x20)
+_MAP_FIXED, _MAP_NORESERVE = 0x10, 0x4000
+_MADV_SEQUENTIAL, _MADV_HUGEPAGE = getattr(mmap, "MADV_SEQUENTIAL", 2), getattr(mmap, "MADV_HUGEPAGE", 14)
 _FAILED = ctypes.c_void_p(-1).value
 
 
