@@ -261,8 +261,9 @@ def main(argv=None) -> int:
         times = {d: [] for d in devices}
         growth = {d: [] for d in devices}
         results = {}
-        for rep in range(max(1, args.repeat)):      # the paths interleaved: a noisy minute hits each alike
-            for d in devices:
+        for rep in range(max(1, args.repeat)):      # the paths interleaved: a noisy minute hits each alike,
+            order = devices[rep % len(devices):] + devices[:rep % len(devices)]  # each after each other path
+            for d in order:
                 if d == "auto-after" and rep == 0:
                     continue                          # once both paths ran
                 with PeakRSS() as mem:
