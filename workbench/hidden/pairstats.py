@@ -18,7 +18,7 @@ slot and row ``infer_rows[t]`` of every candidate).
   fused multiply-adds (``fma``).
 - ``exact``: chosen (slot, candidate) pairs in one pass, per token ``sum (x-y)^2`` from fp32
   differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
-- ``sq``: per-token ``sum x^2`` of the slots.
+- the slots' per-token ``sum x^2`` come with a group's screen (``dots(ys, xx)``).
 
 Kernels release the GIL and run on a pool of Python threads over token ranges. Fast-math allows
 reassociation and contraction only: NaN and Inf propagate, so a non-finite row shows as a
@@ -514,14 +514,6 @@ def _diff_row(x, y, H):
     return n, sa, _bits_f32(mx)
 
 
-@njit(nogil=True, fastmath=FM, cache=True)
-def _sq_row(y, H):
-    acc = np.float32(0.0)
-    for i in range(H):
-        v = _cv(y[i])
-        acc += v * v
-    return acc
-
 
 @njit(nogil=True, fastmath=FM, cache=True)
 def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
@@ -545,16 +537,6 @@ def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out,
                 r = _diff_row(numba.carray(_ptr_f32(xa_t), (H,)), numba.carray(_ptr_f32(a), (H,)), H)
             n_out[p, t], sa_out[p, t], mx_out[p, t] = r
 
-
-@njit(nogil=True, fastmath=FM, cache=True)
-def sq_rows(xa, xs, xc, xr, H, t0, t1, out):
-    for t in range(t0, t1):
-        for s in range(xa.shape[0]):
-            a = xa[s] + xr[t] * xs[s]
-            if xc[s] == BF16:
-                out[s, t] = _sq_row(numba.carray(_ptr_u16(a), (H,)), H)
-            else:
-                out[s, t] = _sq_row(numba.carray(_ptr_f32(a), (H,)), H)
 
 
 # ------------------------------------------------------------------------ statistics of the pairs
@@ -739,12 +721,6 @@ class PairStats:
     def _x(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
                           npt.NDArray[np.int64], int]:
         return (self.xa, self.xs, self.xc, self.xr, self.H)
-
-    def sq(self) -> npt.NDArray[np.float32]:
-        """Per-token squared norms of the slots, fp32 [S, T]."""
-        out = np.zeros((self.S, self.T), np.float32)
-        self._run(sq_rows, self._x(), (out,))
-        return out
 
     def dots(self, ys: Sequence[torch.Tensor], xx: Optional[npt.NDArray[np.float32]] = None,
              pairs: Sequence[tuple[int, int]] = ()) -> Screened:
