@@ -146,7 +146,8 @@ def settle_page_cache(path: Path) -> dict:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if hasattr(os, "posix_fadvise"):        # (not on macOS: the pages stay as written)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
     t0 = time.perf_counter()
@@ -154,10 +155,11 @@ def settle_page_cache(path: Path) -> dict:
     int(torch.frombuffer(buf, dtype=torch.uint8, count=size)[::4096].sum())
     read_s = time.perf_counter() - t0
     pmd = 0
-    with open("/proc/self/smaps_rollup") as fh:
-        for line in fh:
-            if line.startswith("FilePmdMapped:"):
-                pmd = int(line.split()[1]) * 1024
+    if os.path.exists("/proc/self/smaps_rollup"):
+        with open("/proc/self/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("FilePmdMapped:"):
+                    pmd = int(line.split()[1]) * 1024
     del buf
     return {"cold_read_s": round(read_s, 3), "pmd_mapped_fraction": round(pmd / size, 3)}
 
