@@ -59,7 +59,6 @@ def pack(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"common": common, "rules": out}
 
 
-
 def _write(data: dict[str, Any], out: Path) -> None:
     # one release per line: a regenerated release shows as one changed line
     tmp = out.with_suffix(".json.tmp")
