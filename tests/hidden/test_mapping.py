@@ -116,3 +116,57 @@ def test_a_range_past_the_end_is_refused_not_a_bus_error(blob):
         M.map_range(path, 0, len(data) + 1)
     with pytest.raises(ValueError, match="byte range"):
         M.map_range(path, 10, 5)
+
+
+@pytest.mark.skipif(M._LIBC is None or not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+@pytest.mark.parametrize("aligned", [True, False])
+def test_ranges_of_a_file_in_a_shared_block_are_views_of_one_mapping(blob, aligned, monkeypatch):
+    """In ``shared()``, a thread's ranges of one file come from one mapping of the whole file (one
+    mmap, one munmap), each with its own bytes, private, living as long as any view; outside
+    it, and in another thread, each range is its own mapping."""
+    import threading
+
+    import torch
+
+    path, data = blob
+    if not aligned:
+        monkeypatch.setattr(M, "_LIBC", None)
+    spans = [(10, 5000), ((2 << 20) + 3, (3 << 20) + 1), (1 << 20, (1 << 20) + 64)]
+    with M.shared():
+        with M.shared():                                    # nested: the same block
+            bufs = [M.map_range(path, a, b) for a, b in spans[:2]]
+        bufs.append(M.map_range(path, *spans[2]))
+        elsewhere = []
+        th = threading.Thread(target=lambda: elsewhere.append(M.map_range(path, *spans[0])))
+        th.start()
+        th.join()
+    views = [torch.frombuffer(b, dtype=torch.uint8) for b in bufs]
+    addrs = [v.data_ptr() for v in views]
+    assert [a - addrs[0] for a in addrs] == [a - spans[0][0] for a, _ in spans]    # one mapping, file order
+    assert elsewhere[0] is not None and torch.frombuffer(elsewhere[0], dtype=torch.uint8).data_ptr() != addrs[0]
+    elsewhere.clear()
+    for i, (a, b) in enumerate(spans):
+        assert bytes(views[i].numpy()) == data[a:b]
+    views[0][:3] = 7                                         # private: another range, the file, a new block
+    assert bytes(views[2].numpy()) == data[spans[2][0]:spans[2][1]]
+    assert path.read_bytes() == data
+    with M.shared():
+        again = M.map_range(path, *spans[0])
+    assert bytes(memoryview(again)) == data[spans[0][0]:spans[0][1]]
+    del again
+    outside = [M.map_range(path, a, b) for a, b in spans[:2]]     # no block: a mapping each
+    gap = torch.frombuffer(outside[1], dtype=torch.uint8).data_ptr() - torch.frombuffer(outside[0],
+                                                                                        dtype=torch.uint8).data_ptr()
+    assert gap != spans[1][0] - spans[0][0] or not aligned
+    del outside, gap
+    whole = [(lo, hi) for lo, hi in _mapped_ranges() if lo <= addrs[0] < hi]
+    assert whole and whole[0][1] - whole[0][0] >= len(data) - 4096
+    del bufs
+    views.pop(0)
+    gc.collect()
+    assert any(lo <= addrs[0] < hi for lo, hi in _mapped_ranges())     # the other views keep it
+    del views
+    gc.collect()
+    assert not any(lo <= addrs[0] < hi for lo, hi in _mapped_ranges())
+    with open("/proc/self/maps") as fh:                      # nothing of the file is left mapped
+        assert not [line for line in fh if line.rstrip().endswith(str(path))]

@@ -210,6 +210,20 @@ def test_the_split_lanes_read_both_halves_of_every_32_bit_lane():
     assert one(as16(tiny), as16(big))[0] == 2.0 ** -30
 
 
+@pytest.mark.parametrize("T,threads,least", [(2048, 16, 2), (2048, 2, 2), (300, 3, 2), (64, 16, 2), (7, 2, 2),
+                                             (5, 4, 8), (1, 3, 2)])
+def test_token_ranges_cover_every_token_once_and_shrink_to_the_end(T, threads, least):
+    """Ranges follow each other from 0 to T; each is a share of the tokens left (the first no more
+    than a thread's share), never under ``least`` but where fewer are left; they never grow."""
+    r = ps_mod.token_ranges(T, threads, least)
+    assert r[0][0] == 0 and r[-1][1] == T and all(a[1] == b[0] for a, b in zip(r, r[1:]))
+    sizes = [b - a for a, b in r]
+    assert all(x >= min(least, T - a) for x, (a, _) in zip(sizes, r))
+    assert sizes == sorted(sizes, reverse=True)
+    if threads > 1 and T > least:
+        assert sizes[0] <= max(least, -(-T // threads)) and len(r) >= min(threads, T // least)
+
+
 def test_token_ranges_outnumber_the_threads_and_change_no_value():
     """Each thread takes several token ranges in turn (a slow core holds up less); every token's
     sums are the same however the tokens are split."""
@@ -218,9 +232,7 @@ def test_token_ranges_outnumber_the_threads_and_change_no_value():
     one = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=1)
     many = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=3)
     assert one.ranges == [(0, T)] and many.threads == 3
-    assert len(many.ranges) == 3 * ps_mod.RANGES_PER_THREAD
-    assert [a for a, _ in many.ranges][1:] == [b for _, b in many.ranges][:-1] and many.ranges[-1][1] == T
-    assert min(b - a for a, b in many.ranges) >= ps_mod.RANGE_TOKENS
+    assert many.ranges == ps_mod.token_ranges(T, 3) and len(many.ranges) > 3 * 4
     ys = [one.prepare(y) for y in cands]
     xx1, xx3 = np.empty((S, T), np.float32), np.empty((S, T), np.float32)
     for a, b in zip(one.dots(ys, xx1), many.dots(ys, xx3)):
@@ -237,4 +249,55 @@ def test_token_ranges_outnumber_the_threads_and_change_no_value():
     for a, b in zip(one.exact(pairs, ys), many.exact(pairs, ys)):
         np.testing.assert_array_equal(a, b)
     short = ps_mod.PairStats(slots, ref_rows[:130], infer_rows[:130], threads=8)
-    assert short.threads == 2 and len(short.ranges) == 130 // ps_mod.RANGE_TOKENS
+    assert short.threads == 2 and short.ranges == ps_mod.token_ranges(130, 2)
+
+
+def test_the_threads_share_one_counter_and_take_every_range_once():
+    """``_take`` is an atomic add: threads that take from one counter at once get each value once
+    (a plain read-add-write would hand some out twice and skip none: the counts would show it)."""
+    import threading
+
+    from numba import njit
+
+    @njit(nogil=True)
+    def grab(counter, n, seen):
+        while True:
+            r = ps_mod._take(counter)
+            if r >= n:
+                return
+            seen[r] += 1
+
+    n, threads = 400_000, 4
+    counter = np.zeros(1, np.int64)
+    seen = [np.zeros(n, np.int64) for _ in range(threads)]
+    grab(np.zeros(1, np.int64), 1, np.zeros(1, np.int64))      # compiled before the threads start
+    workers = [threading.Thread(target=grab, args=(counter, n, seen[i])) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    total = sum(seen)
+    assert (total == 1).all()
+    assert int(counter[0]) == n + threads                     # each thread's last take found none left
+
+
+def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
+    """A pass calls its kernel once on each thread (not once per range); the calls between them
+    take every range once, whatever the number of ranges."""
+    S, T, H = 2, 320, 64
+    slots, cands, ref_rows, infer_rows = _world(S, T, H)
+    ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=3)
+    ys = [ps.prepare(cands[0])]
+    calls = []
+    real = ps_mod.dots_bf16 if ps.kernel == "vdpbf16ps" else ps_mod.dots_bf16_fma
+
+    def counted(*args):
+        calls.append(args[8].shape[0])                      # the ranges every call is given
+        return real(*args)
+
+    monkeypatch.setattr(ps_mod, "dots_bf16" if ps.kernel == "vdpbf16ps" else "dots_bf16_fma", counted)
+    got = ps.dots(ys)
+    assert calls == [len(ps.ranges)] * 3
+    want = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=1).dots(ys)
+    for a, b in zip(got[:2], want[:2]):
+        np.testing.assert_array_equal(a, b)

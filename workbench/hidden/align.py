@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 from workbench.errors import InputError
+from workbench.hidden import mapping
 from workbench.hidden.results import AMBIGUOUS, MATCH, NO_MATCH, AlignResult, NonFinite, SlotBest, Thresholds
 from workbench.hidden.tokens import TokenAlignment, align_tokens
 from workbench.hidden.view import FINAL, LOGITS, Capture, HiddenTensor
@@ -278,7 +279,8 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         timing["fused_pairs"], timing["read_again"] = len(wanted) - len(missed), len(todo)
         for i in range(0, len(todo), CPU_GROUP):
             part = todo[i:i + CPU_GROUP]
-            ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
+            with mapping.shared():
+                ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
             pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if (s_i, c) in missed]
             n, sa, mx = ps.exact(pairs, ys)
             for p, (s_i, j) in enumerate(pairs):
@@ -527,7 +529,8 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
     gives the slots' squared norms (fp32 [S, T]). The pairs a sample of tokens foretells the exact
     pass will want are differenced in the same pass, while their rows are in cache (returned last:
     ``(slot, candidate) -> (n, sa, mx)``); candidates with a wanted pair the pass did not difference
-    stay mapped for the exact pass (no second read from the file); the others go with their group."""
+    stay mapped for the exact pass (no second read from the file), and with them the mapping of
+    the file their group shares; the others go with their group."""
     S, T, C = ps.S, ps.T, len(cands)
     G = max(1, min(CPU_GROUP, C))
     XY = np.empty((S, C, T), dtype=np.float32)
@@ -543,7 +546,8 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         tl = time.perf_counter()
-        ys = [ps.prepare(cands[c].load()) for c in group_c]
+        with mapping.shared():              # a file's candidates in one mapping: one munmap when they go
+            ys = [ps.prepare(cands[c].load()) for c in group_c]
         td = time.perf_counter()
         timing["load_s"] += td - tl
         pairs = _foretell(ps, ys, [cands[c] for c in group_c], refine_k) if fuse else []
@@ -611,6 +615,10 @@ def _screen_rel_np(xx: np.ndarray, bad_tok: np.ndarray, xy: np.ndarray, yy: np.n
     the whole group there, parallel and under load)."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         ok = ~bad_tok[None, :] & np.isfinite(yy)                                   # [G, T]
+        if ok.all():            # (nothing left out: plain sums, no masked copies)
+            den = xx.sum(1, dtype=np.float64)[:, None] + yy.sum(1, dtype=np.float64)[None]
+            rel_: _F64 = (den - 2 * xy.sum(2, dtype=np.float64)) / den
+            return rel_
         xxm = np.where(bad_tok[None, :], 0.0, xx.astype(np.float64))                # [S, T]
         den = xxm @ ok.T.astype(np.float64) + np.where(ok, yy, 0.0).sum(1, dtype=np.float64)[None]
         xyd = np.where(ok[None], xy, 0.0).sum(2, dtype=np.float64)

@@ -20,7 +20,9 @@ slot and row ``infer_rows[t]`` of every candidate).
   differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
 - the slots' per-token ``sum x^2`` come with a group's screen (``dots(ys, xx)``).
 
-Kernels release the GIL and run on a pool of Python threads over token ranges. Fast-math allows
+Kernels release the GIL and run once on each thread of a gang (``workbench.hidden.gang``), every
+call taking the next token range from a counter the calls share (an atomic add) until none is
+left; the ranges shrink towards the end so the threads end together. Fast-math allows
 reassociation and contraction only: NaN and Inf propagate, so a non-finite row shows as a
 non-finite sum. numba compiles on first use and caches the machine code on disk; this module
 imports numba, so the engine imports it only for the CPU path.
@@ -28,9 +30,8 @@ imports numba, so the engine imports it only for the CPU path.
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence
 
 import numba
@@ -39,6 +40,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+
+from workbench.hidden.gang import gang
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -51,10 +54,14 @@ BLOCK: Optional[int] = None     # tokens per block of the bf16 screen; None: siz
 MAX_BLOCK = 64
 PF_LOCALITY = 2                 # the bf16 screen prefetches the rows it reads next into L2 (T1; -1: none)
 THREAD_TOKENS = 64              # the fewest tokens a thread is given (less costs more in its start than it saves)
-RANGES_PER_THREAD = 4           # token ranges per thread, taken in turn by whichever thread is free: a core
-# that falls behind (another process, the host) holds up a quarter of the work it would otherwise. The
-# screen over 1.82 GB on the H200 host, 16 threads: 24.1-26.6 ms with a range a thread, 17.3-22.5 ms with 4
-RANGE_TOKENS = 16               # the fewest tokens a range holds
+GUIDE = 2                       # each token range is 1 / (GUIDE * threads) of the tokens not yet handed out
+RANGE_TOKENS = 2                # ... and at least this many: ranges shrink as the pass nears its end
+# Ranges are taken from a shared counter by whichever thread is free, so a core that falls behind
+# (another process, the host) takes fewer, and the shrinking ranges let every thread end together.
+# The screen over 1.82 GB on the H200 host, 16 threads: 24.1-26.6 ms with one range a thread,
+# 17.3-22.5 ms with 4 a thread (handed out by a pool), 16.8-17.9 ms with 16 of 8 tokens a thread
+# from the counter. Ranges of 8 tokens still left the last thread ending 0.8-1.4 ms after the first
+# (3 ms at 2 threads); shrinking ones, 0.6 ms (0.1 ms).
 
 
 def _host_has_bf16_dot() -> bool:
@@ -101,6 +108,19 @@ def _abs_max_bits(typingctx, mx, d):
         bits = builder.and_(builder.bitcast(args[1], i32), ir.Constant(i32, 0x7FFFFFFF))
         return builder.select(builder.icmp_unsigned(">", bits, args[0]), bits, args[0])
     return types.uint32(types.uint32, types.float32), codegen
+
+
+@intrinsic
+def _take(typingctx, counter):
+    """``counter[0] += 1``, atomically, returning the value before: the next token range for
+    whichever thread asks (every thread of a pass shares one counter)."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), "monotonic")
+    return types.int64(counter), codegen
 
 
 def _cv(v):
@@ -259,19 +279,27 @@ def _dot_split(xs, ys, yn, nb):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
-              mx_out):
+def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
+              sa_out, mx_out):
     """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
-                 mx_out, _dot_vdp)
+    while True:
+        r = _take(counter)
+        if r >= ranges.shape[0]:
+            return
+        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
+                     with_xx, pidx, n_out, sa_out, mx_out, _dot_vdp)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
-                  mx_out):
+def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
+                  n_out, sa_out, mx_out):
     """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
-                 mx_out, _dot_split)
+    while True:
+        r = _take(counter)
+        if r >= ranges.shape[0]:
+            return
+        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
+                     with_xx, pidx, n_out, sa_out, mx_out, _dot_split)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
@@ -403,13 +431,23 @@ def _fdot(xs, s0, k, y, H, out):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, t0, t1, xy_out, yy_out, xx_out, with_xx):
+def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, ranges, counter, xy_out, yy_out, xx_out, with_xx):
     """Portable screen: slot rows converted to fp32 once per token, fused multiply-adds
     (``with_xx``: the slots' squared norms too, into ``xx_out``)."""
+    buf = np.empty((xa.shape[0], H), np.float32)
+    out = np.zeros(5, np.float32)
+    while True:
+        r = _take(counter)
+        if r >= ranges.shape[0]:
+            return
+        _dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out, with_xx,
+                  buf, out)
+
+
+@njit(nogil=True, fastmath=FM, inline="always")
+def _dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, t0, t1, xy_out, yy_out, xx_out, with_xx, buf, out):
     S = xa.shape[0]
     G = ya.shape[0]
-    buf = np.empty((S, H), np.float32)
-    out = np.zeros(5, np.float32)
     for t in range(t0, t1):
         _load_x(xa, xs, xc, xr, H, t, buf)
         if with_xx:
@@ -516,10 +554,20 @@ def _diff_row(x, y, H):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
+def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, ranges, counter, n_out, sa_out, mx_out):
     """Pairs (slot ``p_slot[p]``, candidate ``p_cand[p]``): per token, every pair's candidate row
     differenced against its slot row, both read where they lie (bf16 widened in the loop, exactly:
     no fp32 copy of the slot rows to write and read back)."""
+    while True:
+        r = _take(counter)
+        if r >= ranges.shape[0]:
+            return
+        _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, ranges[r, 0], ranges[r, 1], n_out, sa_out,
+                    mx_out)
+
+
+@njit(nogil=True, fastmath=FM, inline="always")
+def _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
     P = p_slot.shape[0]
     for t in range(t0, t1):
         for p in range(P):
@@ -556,9 +604,7 @@ def pair_sums(xx: np.ndarray, yy: np.ndarray, xy: np.ndarray, bad: np.ndarray, f
         _pair_sums(*args, 0, C)
         return
     cuts = [round(C * i / n) for i in range(n + 1)]
-    pool = _pool(n)
-    for f in [pool.submit(_pair_sums, *args, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]:
-        f.result()
+    gang(n).run([functools.partial(_pair_sums, *args, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a])
 
 
 @njit(nogil=True, cache=True)          # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
@@ -625,21 +671,6 @@ def block_tokens(S: int, H: int, esize: int = 2, l2: Optional[int] = None) -> in
     return max(4, min(MAX_BLOCK, 1 << (n.bit_length() - 1)))
 
 
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _pool(n: int) -> ThreadPoolExecutor:
-    """A process-wide pool of ``n`` workers (starting threads per call costs more than a kernel
-    call on a many-core host); per process id, since a forked child has none of the threads."""
-    key = (os.getpid(), n)
-    with _POOLS_LOCK:
-        pool = _POOLS.get(key)
-        if pool is None:
-            pool = _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix="pairstats")
-        return pool
-
-
 def _code(t: torch.Tensor) -> Optional[int]:
     import torch
 
@@ -653,6 +684,19 @@ class Screened(NamedTuple):
     n: npt.NDArray[np.float32]           # [P, T] sum (x - y)^2
     sa: npt.NDArray[np.float32]          # [P, T] sum |x - y|
     mx: npt.NDArray[np.float32]          # [P, T] max |x - y|
+
+
+def token_ranges(T: int, threads: int, least: int = RANGE_TOKENS) -> list[tuple[int, int]]:
+    """Tokens ``0..T`` cut into ranges for ``threads`` threads to take in turn: each ``1 / (GUIDE *
+    threads)`` of the tokens left (at least ``least``), so they shrink towards the end."""
+    if threads <= 1 or T <= least:
+        return [(0, T)] if T else []
+    out, t = [], 0
+    while t < T:
+        n = min(T - t, max(least, -(-(T - t) // (GUIDE * threads))))
+        out.append((t, t + n))
+        t += n
+    return out
 
 
 class PairStats:
@@ -674,10 +718,8 @@ class PairStats:
         self.xs = np.array([x.stride(0) * x.element_size() for x in self.slots], np.int64)
         self.xc = np.array([_code(x) for x in self.slots], np.int64)
         self.threads = max(1, min(int(threads), max(1, self.T // thread_tokens)))
-        n = 1 if self.threads == 1 else max(self.threads, min(self.threads * RANGES_PER_THREAD,
-                                                               self.T // min(RANGE_TOKENS, thread_tokens)))
-        cuts = [round(self.T * i / n) for i in range(n + 1)]
-        self.ranges = [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+        self.ranges = token_ranges(self.T, self.threads, min(RANGE_TOKENS, thread_tokens))
+        self._ranges = np.array(self.ranges, np.int64).reshape(-1, 2)
         self.block = BLOCK or block_tokens(self.S, self.H)
         self.kernel = screen_kernel(bool((self.xc == BF16).all()))
 
@@ -693,21 +735,24 @@ class PairStats:
         return PairStats(self.slots, self.xr[tokens], self.yr[tokens], threads=self.threads, thread_tokens=4)
 
     def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
-        """``fn(*before, t0, t1, *after)`` over the token ranges, taken in turn by the pool's threads."""
-        if len(self.ranges) == 1:
-            fn(*before, *self.ranges[0], *after)
+        """``fn(*before, ranges, counter, *after)`` once on each of ``threads`` threads (this one and
+        its gang's): each call takes the next token range from the shared counter until none is
+        left, so a thread that falls behind takes fewer and no range waits on a busy thread."""
+        call = functools.partial(fn, *before, self._ranges, np.zeros(1, np.int64), *after)
+        n = min(self.threads, len(self.ranges))
+        if n <= 1:
+            call()
             return
-        pool = _pool(self.threads)
-        for f in [pool.submit(fn, *before, t0, t1, *after) for t0, t1 in self.ranges]:
-            f.result()
+        gang(self.threads).run([call] * n)
 
     def _prepare(self, y: torch.Tensor, rows: np.ndarray, what: str) -> torch.Tensor:
         import torch
 
         if y.dim() != 2 or y.shape[1] != self.H:
             raise ValueError(f"{what} of shape {tuple(y.shape)}, expected [rows, {self.H}]")
-        if len(rows) and not (0 <= int(rows.min()) and int(rows.max()) < y.shape[0]):
-            raise ValueError(f"compared rows up to {int(rows.max())} fall outside a {what} of {y.shape[0]} rows")
+        lo, hi = (self.lo, self.hi) if rows is self.yr else (int(rows.min()), int(rows.max())) if len(rows) else (0, -1)
+        if not (0 <= lo and hi < y.shape[0]):
+            raise ValueError(f"compared rows up to {hi} fall outside a {what} of {y.shape[0]} rows")
         if _code(y) is None:
             y = y.to(torch.float32)
         if y.stride(1) != 1 or (y.shape[0] > 1 and y.stride(0) < self.H):
