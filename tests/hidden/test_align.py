@@ -477,7 +477,7 @@ def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypa
     assert plain.timing["fused_pairs"] == 0 and plain.timing["read_again"] >= 4
     _same_result(fused, plain)
     with monkeypatch.context() as m:                         # a sample that foretells the wrong pairs
-        m.setattr(A, "_foretell", lambda ps, ys, group, k: [(s, len(group) - 1) for s in range(ps.S)])
+        m.setattr(A, "_foretell", lambda xx, xy, yy, group, k: [(s, len(group) - 1) for s in range(len(xx))])
         wrong = align(ref, cap, device="cpu", screen="kernel")
     assert wrong.timing["fused_pairs"] == 0 and wrong.timing["read_again"] >= 4
     _same_result(wrong, plain)

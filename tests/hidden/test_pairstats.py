@@ -292,7 +292,7 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
     real = ps_mod.dots_bf16 if ps.kernel == "vdpbf16ps" else ps_mod.dots_bf16_fma
 
     def counted(*args):
-        calls.append(args[8].shape[0])                      # the ranges every call is given
+        calls.append(args[9].shape[0])                      # the ranges every call is given
         return real(*args)
 
     monkeypatch.setattr(ps_mod, "dots_bf16" if ps.kernel == "vdpbf16ps" else "dots_bf16_fma", counted)
@@ -301,3 +301,34 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
     want = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=1).dots(ys)
     for a, b in zip(got[:2], want[:2]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass_gives(threads):
+    """A sample's columns and then the rest, into the same arrays, give the whole pass bit for bit
+    (screen, slot norms, in-pass differences; ``exact`` over columns likewise); columns a pass was
+    not given keep what they held."""
+    S, T, H = 3, 300, 128
+    slots, cands, ref_rows, infer_rows = _world(S, T, H)
+    ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=threads)
+    ys = [ps.prepare(y) for y in cands]
+    bf = [y for y in ys if y.dtype == torch.bfloat16]
+    sample = np.array([0, 7, 150, 299])
+    rest = np.setdiff1d(np.arange(T), sample)
+    pairs = [(0, 0), (2, 1)]
+    for group in (ys, bf):
+        G = len(group)
+        xx_all = np.empty((S, T), np.float32)
+        whole = ps.dots(group, xx_all, pairs)
+        xy, yy, xx = np.full((S, G, T), -7.0, np.float32), np.full((G, T), -7.0, np.float32), np.full((S, T), -7.0,
+                                                                                                      np.float32)
+        ps.dots(group, xx, (), sample, (xy, yy), thread_tokens=1)
+        assert (np.delete(xy, sample, axis=2) == -7.0).all() and (np.delete(xx, sample, axis=1) == -7.0).all()
+        part = ps.dots(group, xx, pairs, rest, (xy, yy))
+        assert part.xy is xy and part.yy is yy
+        ps.exact(pairs, group, sample, (part.n, part.sa, part.mx))
+        for a, b in zip(whole, part):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(xx_all, xx)
+    with pytest.raises(ValueError, match="token columns"):
+        ps.dots(ys, cols=np.array([T]))

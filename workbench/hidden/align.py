@@ -526,11 +526,12 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
                            dict[str, Any], torch.Tensor, _Fused]:
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
     of every pair (fp32 sums of exact products), ranked per group; the first group's pass also
-    gives the slots' squared norms (fp32 [S, T]). The pairs a sample of tokens foretells the exact
-    pass will want are differenced in the same pass, while their rows are in cache (returned last:
-    ``(slot, candidate) -> (n, sa, mx)``); candidates with a wanted pair the pass did not difference
-    stay mapped for the exact pass (no second read from the file), and with them the mapping of
-    the file their group shares; the others go with their group."""
+    gives the slots' squared norms (fp32 [S, T]). A sample of tokens is screened first; the pairs
+    its ranking foretells the exact pass will want are differenced while the rest of the tokens
+    are screened, their rows in cache, and over the sample's tokens after it (returned last:
+    ``(slot, candidate) -> (n, sa, mx)``). Every token is read once. Candidates with a wanted pair
+    the pass did not difference stay mapped for the exact pass (no second read from the file), and
+    with them the mapping of the file their group shares; the others go with their group."""
     S, T, C = ps.S, ps.T, len(cands)
     G = max(1, min(CPU_GROUP, C))
     XY = np.empty((S, C, T), dtype=np.float32)
@@ -540,6 +541,8 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
     xx_np = np.empty((S, T), dtype=np.float32)
     fused: _Fused = {}
     fuse = refine_k < C and T >= 4 * SAMPLE_TOKENS and ps.differences_in_pass
+    sample = np.unique(np.linspace(0, T - 1, SAMPLE_TOKENS).round().astype(np.int64)) if fuse else None
+    rest = np.setdiff1d(np.arange(T, dtype=np.int64), sample) if sample is not None else None
     timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0,
                               "group_size": G, "row_block": T, "kernel": ps.kernel, "threads": ps.threads,
                               "block": ps.block, "sample_s": 0.0}
@@ -550,14 +553,24 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
             ys = [ps.prepare(cands[c].load()) for c in group_c]
         td = time.perf_counter()
         timing["load_s"] += td - tl
-        pairs = _foretell(ps, ys, [cands[c] for c in group_c], refine_k) if fuse else []
+        xx = xx_np if g0 == 0 else None
+        out = (XY, YY) if G == C else (np.empty((S, len(group_c), T), np.float32),
+                                       np.empty((len(group_c), T), np.float32))
+        pairs: list[tuple[int, int]] = []
+        if sample is not None:
+            ps.dots(ys, xx, (), sample, out, thread_tokens=4)
+            pairs = _foretell(xx_np[:, sample], out[0][:, :, sample], out[1][:, sample],
+                              [cands[c] for c in group_c], refine_k)
         ts = time.perf_counter()
         timing["sample_s"] += ts - td
-        xy, yy, n, sa, mx = ps.dots(ys, xx_np if g0 == 0 else None, pairs)
+        xy, yy, n, sa, mx = ps.dots(ys, xx, pairs, rest, out)
+        if pairs:                           # the sample's tokens of the foretold pairs (rows read again: few)
+            ps.exact(pairs, ys, sample, (n, sa, mx))
         if g0 == 0:
             bad_np = _bad_tokens(torch.from_numpy(xx_np)).numpy()
-        XY[:, g0:g0 + len(group_c)] = xy
-        YY[g0:g0 + len(group_c)] = yy
+        if G != C:
+            XY[:, g0:g0 + len(group_c)] = xy
+            YY[g0:g0 + len(group_c)] = yy
         for p, (s_i, g) in enumerate(pairs):
             fused[s_i, group_c[g]] = (n[p], sa[p], mx[p])
         timing["device_s"] += time.perf_counter() - ts
@@ -576,17 +589,13 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
     return torch.from_numpy(XY), torch.from_numpy(YY), top.lists, kept, timing, torch.from_numpy(xx_np), fused
 
 
-def _foretell(ps: PairStats, ys: Sequence[torch.Tensor], group: Sequence[HiddenTensor], refine_k: int
+def _foretell(xx: np.ndarray, xy: np.ndarray, yy: np.ndarray, group: Sequence[HiddenTensor], refine_k: int
               ) -> list[tuple[int, int]]:
-    """The pairs ``[(slot, index into ys)]`` the exact pass will likely want from this group: its
-    screen over ``SAMPLE_TOKENS`` tokens spread over the capture, ranked as the stream ranks, one
-    more a slot than the exact pass takes. A pair it misses is read again later; one it adds
-    costs a difference of rows already in cache."""
-    tokens = np.unique(np.linspace(0, ps.T - 1, SAMPLE_TOKENS).round().astype(np.int64))
-    sample = ps.subset(tokens)
-    xx = np.empty((ps.S, len(tokens)), dtype=np.float32)
-    xy, yy, *_ = sample.dots(ys, xx)
-    top = _Top(ps.S, refine_k + 1, group)
+    """The pairs ``[(slot, index into the group)]`` the exact pass will likely want from this group:
+    its screen over a sample of tokens spread over the capture (``xx [S, n]``, ``xy [S, G, n]``,
+    ``yy [G, n]``), ranked as the stream ranks, one more a slot than the exact pass takes. A pair it
+    misses is read again later; one it adds costs a difference of rows already in cache."""
+    top = _Top(xx.shape[0], refine_k + 1, group)
     bad = np.asarray(~np.isfinite(xx).all(0))
     top.add(_screen_rel_np(xx, bad, xy, yy), list(range(len(group))))
     return sorted({(s_i, g) for s_i, lst in enumerate(top.lists) for _, g in lst})

@@ -279,33 +279,33 @@ def _dot_split(xs, ys, yn, nb):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
-              sa_out, mx_out):
+def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
+              n_out, sa_out, mx_out):
     """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
     while True:
         r = _take(counter)
         if r >= ranges.shape[0]:
             return
-        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
+        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
                      with_xx, pidx, n_out, sa_out, mx_out, _dot_vdp)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
-                  n_out, sa_out, mx_out):
+def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx,
+                  pidx, n_out, sa_out, mx_out):
     """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
     while True:
         r = _take(counter)
         if r >= ranges.shape[0]:
             return
-        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
+        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
                      with_xx, pidx, n_out, sa_out, mx_out, _dot_split)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_out, with_xx, pidx, n_out, sa_out,
-                 mx_out, dot):
-    """All-bf16 screen: per token, slots four at a time against candidates four at a time (a short
+def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
+                 sa_out, mx_out, dot):
+    """All-bf16 screen of tokens ``cols[i0:i1]``: per token, slots four at a time against candidates four at a time (a short
     last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp`` or ``_dot_split``). While
     a token's candidate rows are read, the rows the loop reads next are prefetched. ``with_xx``:
     the slots' squared norms too, into ``xx_out [S, T]``, as the block's slot rows are first read.
@@ -319,26 +319,28 @@ def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, t0, t1, xy_out, yy_out, xx_ou
     xrow = np.empty(S, np.int64)
     q = np.empty(4, np.int64)
     qn = np.empty(4, np.int64)
-    for b0 in range(t0, t1, block):
-        b1 = min(t1, b0 + block)
+    for b0 in range(i0, i1, block):
+        b1 = min(i1, b0 + block)
         for g0 in range(0, G, 4):
-            for t in range(b0, b1):
+            for i in range(b0, b1):
+                t = cols[i]
                 for s in range(S):
                     xrow[s] = xa[s] + xr[t] * xs[s]
                 if with_xx and g0 == 0:
                     for s in range(S):
                         v = dot((xrow[s],), (xrow[s],), (xrow[s],), nb)[0]
                         row = numba.carray(_ptr_u16(xrow[s]), (H,))
-                        for i in range(lo, H):
-                            w = _cv(row[i])
+                        for h in range(lo, H):
+                            w = _cv(row[h])
                             v += w * w
                         xx_out[s, t] = v
                 # what the loop reads next: this quad's next token, or the next quad's first
-                tn, gn = t + 1, g0
+                tn, gn = i + 1, g0
                 if tn == b1:
                     tn, gn = b0, g0 + 4
                     if gn >= G:
-                        tn, gn = min(b1, t1 - 1), 0
+                        tn, gn = min(b1, i1 - 1), 0
+                tn = cols[tn]
                 for m in range(4):
                     g = min(g0 + m, G - 1)
                     q[m] = ya[g] + yr[t] * ys[g]
@@ -431,7 +433,7 @@ def _fdot(xs, s0, k, y, H, out):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, ranges, counter, xy_out, yy_out, xx_out, with_xx):
+def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx):
     """Portable screen: slot rows converted to fp32 once per token, fused multiply-adds
     (``with_xx``: the slots' squared norms too, into ``xx_out``)."""
     buf = np.empty((xa.shape[0], H), np.float32)
@@ -440,21 +442,22 @@ def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, ranges, counter, xy_out, yy_out,
         r = _take(counter)
         if r >= ranges.shape[0]:
             return
-        _dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out, with_xx,
-                  buf, out)
+        _dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
+                  with_xx, buf, out)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, t0, t1, xy_out, yy_out, xx_out, with_xx, buf, out):
+def _dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, cols, i0, i1, xy_out, yy_out, xx_out, with_xx, buf, out):
     S = xa.shape[0]
     G = ya.shape[0]
-    for t in range(t0, t1):
+    for i in range(i0, i1):
+        t = cols[i]
         _load_x(xa, xs, xc, xr, H, t, buf)
         if with_xx:
             for s in range(S):
                 acc = np.float32(0.0)
-                for i in range(H):
-                    acc += buf[s, i] * buf[s, i]
+                for h in range(H):
+                    acc += buf[s, h] * buf[s, h]
                 xx_out[s, t] = acc
         for g in range(G):
             a = ya[g] + yr[t] * ys[g]
@@ -554,7 +557,7 @@ def _diff_row(x, y, H):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, ranges, counter, n_out, sa_out, mx_out):
+def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, ranges, counter, n_out, sa_out, mx_out):
     """Pairs (slot ``p_slot[p]``, candidate ``p_cand[p]``): per token, every pair's candidate row
     differenced against its slot row, both read where they lie (bf16 widened in the loop, exactly:
     no fp32 copy of the slot rows to write and read back)."""
@@ -562,14 +565,15 @@ def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, ranges, counte
         r = _take(counter)
         if r >= ranges.shape[0]:
             return
-        _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, ranges[r, 0], ranges[r, 1], n_out, sa_out,
-                    mx_out)
+        _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, ranges[r, 0], ranges[r, 1], n_out,
+                    sa_out, mx_out)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, t0, t1, n_out, sa_out, mx_out):
+def _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, i0, i1, n_out, sa_out, mx_out):
     P = p_slot.shape[0]
-    for t in range(t0, t1):
+    for i in range(i0, i1):
+        t = cols[i]
         for p in range(P):
             s, m = p_slot[p], p_cand[p]
             xa_t = xa[s] + xr[t] * xs[s]
@@ -644,8 +648,9 @@ def _pair_sums(xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum, c0, c1
 
 
 # ------------------------------------------------------------------------------------- the driver
+@functools.lru_cache(maxsize=1)
 def l2_bytes() -> int:
-    """One core's L2 cache in bytes (1 MiB where the system does not say)."""
+    """One core's L2 cache in bytes (1 MiB where the system does not say); read once."""
     try:
         n = int(os.sysconf("SC_LEVEL2_CACHE_SIZE"))
     except (ValueError, OSError, AttributeError):
@@ -699,9 +704,16 @@ def token_ranges(T: int, threads: int, least: int = RANGE_TOKENS) -> list[tuple[
     return out
 
 
+_Plan = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", int]     # token columns, ranges of them, threads
+_Diffs = tuple["npt.NDArray[np.float32]", "npt.NDArray[np.float32]", "npt.NDArray[np.float32]"]
+
+
 class PairStats:
     """Reference slots (each ``[rows, H]``, reference token t at row ``ref_rows[t]``) against
-    candidates whose compared rows are ``infer_rows``; work split over ``threads`` token ranges."""
+    candidates whose compared rows are ``infer_rows``; work split over ``threads`` token ranges.
+    A pass covers every token, or the token columns ``cols`` it is given (its sums go to those
+    columns of the arrays it fills, the others are left as they are): a sample of tokens and then
+    the rest, each token read once."""
 
     def __init__(self, slots: Sequence[torch.Tensor], ref_rows: np.ndarray, infer_rows: np.ndarray,
                  threads: int = 1, thread_tokens: int = THREAD_TOKENS) -> None:
@@ -717,9 +729,11 @@ class PairStats:
         self.xa = np.array([x.data_ptr() for x in self.slots], np.int64)
         self.xs = np.array([x.stride(0) * x.element_size() for x in self.slots], np.int64)
         self.xc = np.array([_code(x) for x in self.slots], np.int64)
-        self.threads = max(1, min(int(threads), max(1, self.T // thread_tokens)))
-        self.ranges = token_ranges(self.T, self.threads, min(RANGE_TOKENS, thread_tokens))
-        self._ranges = np.array(self.ranges, np.int64).reshape(-1, 2)
+        self.max_threads = max(1, int(threads))
+        self.thread_tokens = thread_tokens
+        self._all = self.plan(None)
+        self.threads = self._all[2]
+        self.ranges = [(int(a), int(b)) for a, b in self._all[1]]
         self.block = BLOCK or block_tokens(self.S, self.H)
         self.kernel = screen_kernel(bool((self.xc == BF16).all()))
 
@@ -729,21 +743,33 @@ class PairStats:
         a pass of ``exact`` after it."""
         return self.kernel in BF16_SCREENS
 
-    def subset(self, tokens: np.ndarray) -> PairStats:
-        """The same slots over reference tokens ``tokens`` (indices into this one's), a few tokens
-        a thread: a sample's pass spread over every thread."""
-        return PairStats(self.slots, self.xr[tokens], self.yr[tokens], threads=self.threads, thread_tokens=4)
+    def plan(self, cols: Optional[np.ndarray], thread_tokens: Optional[int] = None) -> _Plan:
+        """A pass over token columns ``cols`` (None: all): the columns, their ranges and the threads,
+        at least ``thread_tokens`` tokens a thread (a sample's few tokens: a few a thread)."""
+        if cols is None:
+            if getattr(self, "_all", None) is not None and thread_tokens is None:
+                return self._all
+            cols_ = np.arange(self.T, dtype=np.int64)
+        else:
+            cols_ = np.ascontiguousarray(cols, dtype=np.int64)
+            if len(cols_) and not (0 <= int(cols_.min()) and int(cols_.max()) < self.T):
+                raise ValueError(f"token columns outside 0..{self.T - 1}")
+        tt = thread_tokens or self.thread_tokens
+        n = max(1, min(self.max_threads, len(cols_) // tt))
+        ranges = np.array(token_ranges(len(cols_), n, min(RANGE_TOKENS, tt)), np.int64).reshape(-1, 2)
+        return cols_, ranges, n
 
-    def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
-        """``fn(*before, ranges, counter, *after)`` once on each of ``threads`` threads (this one and
-        its gang's): each call takes the next token range from the shared counter until none is
-        left, so a thread that falls behind takes fewer and no range waits on a busy thread."""
-        call = functools.partial(fn, *before, self._ranges, np.zeros(1, np.int64), *after)
-        n = min(self.threads, len(self.ranges))
+    def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...], plan: _Plan) -> None:
+        """``fn(*before, cols, ranges, counter, *after)`` once on each of the plan's threads (this one
+        and its gang's): each call takes the next range from the shared counter until none is left,
+        so a thread that falls behind takes fewer and no range waits on a busy thread."""
+        cols, ranges, threads = plan
+        call = functools.partial(fn, *before, cols, ranges, np.zeros(1, np.int64), *after)
+        n = min(threads, len(ranges))
         if n <= 1:
             call()
             return
-        gang(self.threads).run([call] * n)
+        gang(threads).run([call] * n)
 
     def _prepare(self, y: torch.Tensor, rows: np.ndarray, what: str) -> torch.Tensor:
         import torch
@@ -767,30 +793,41 @@ class PairStats:
                           npt.NDArray[np.int64], int]:
         return (self.xa, self.xs, self.xc, self.xr, self.H)
 
+    @staticmethod
+    def _ys(ys: Sequence[torch.Tensor]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                   npt.NDArray[np.int64]]:
+        return (np.array([y.data_ptr() for y in ys], np.int64), np.array([_code(y) for y in ys], np.int64),
+                np.array([y.stride(0) * y.element_size() for y in ys], np.int64))
+
     def dots(self, ys: Sequence[torch.Tensor], xx: Optional[npt.NDArray[np.float32]] = None,
-             pairs: Sequence[tuple[int, int]] = ()) -> Screened:
-        """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32);
-        given ``xx [S, T]`` (fp32), the slots' squared norms are written there in the same pass
-        (no read of the slots of their own, as ``sq`` makes); ``pairs`` ``[(slot, index into ys)]``
+             pairs: Sequence[tuple[int, int]] = (), cols: Optional[np.ndarray] = None,
+             out: Optional[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = None,
+             thread_tokens: Optional[int] = None) -> Screened:
+        """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32, into
+        ``out`` where given); given ``xx [S, T]`` (fp32), the slots' squared norms are written there
+        in the same pass (no read of the slots of their own); ``pairs`` ``[(slot, index into ys)]``
         get ``exact``'s sums (``n, sa, mx [P, T]``), from the same pass where the bf16 screen runs
-        (the rows are in cache), else from ``exact``."""
+        (the rows are in cache), else from ``exact``. Only token columns ``cols`` are computed
+        (None: all)."""
         G = len(ys)
-        xy = np.empty((self.S, G, self.T), np.float32)
-        yy = np.empty((G, self.T), np.float32)
+        plan = self.plan(cols, thread_tokens)
+        xy, yy = out if out is not None else (np.empty((self.S, G, self.T), np.float32),
+                                              np.empty((G, self.T), np.float32))
+        if xy.shape != (self.S, G, self.T) or yy.shape != (G, self.T):
+            raise ValueError(f"out: arrays of shape {xy.shape}, {yy.shape} for {self.S} slots, {G} candidates, "
+                             f"{self.T} tokens")
         with_xx = xx is not None
         xx_ = xx if xx is not None else np.empty((1, 1), np.float32)
         pidx = np.full((self.S, G), -1, np.int64)
         for p, (s, g) in enumerate(pairs):
             pidx[s, g] = p
         n, sa, mx = (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
-        ya = np.array([y.data_ptr() for y in ys], np.int64)
-        yc = np.array([_code(y) for y in ys], np.int64)
-        ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
+        ya, yc, ys_ = self._ys(ys)
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
             fn = dots_bf16 if self.kernel == "vdpbf16ps" else dots_bf16_fma
             try:
                 self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block),
-                          (xy, yy, xx_, with_xx, pidx, n, sa, mx))
+                          (xy, yy, xx_, with_xx, pidx, n, sa, mx), plan)
                 return Screened(xy, yy, n, sa, mx)
             except Exception:  # noqa: BLE001
                 if fn.signatures:                        # it was built: a real error
@@ -801,22 +838,21 @@ class PairStats:
                 else:
                     HAS_BF16_SCREEN = False
                 self.kernel = screen_kernel(True)
-        self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx))
-        return Screened(xy, yy, *(self.exact(pairs, ys) if len(pairs) else (n, sa, mx)))
+        self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx), plan)
+        if len(pairs):
+            self.exact(pairs, ys, cols, (n, sa, mx))
+        return Screened(xy, yy, n, sa, mx)
 
-    def exact(self, pairs: Sequence[tuple[int, int]], ys: Sequence[torch.Tensor]
-              ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    def exact(self, pairs: Sequence[tuple[int, int]], ys: Sequence[torch.Tensor], cols: Optional[np.ndarray] = None,
+              out: Optional[_Diffs] = None) -> _Diffs:
         """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
         in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
-        ``mx [P, T]`` (max |d|)."""
-        n = np.empty((len(pairs), self.T), np.float32)
-        sa = np.empty_like(n)
-        mx = np.empty_like(n)
+        ``mx [P, T]`` (max |d|), into ``out`` where given; only token columns ``cols`` (None: all)."""
+        n, sa, mx = out if out is not None else (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
         ps_ = np.array([int(p[0]) for p in pairs], np.int64)
         pc = np.array([int(p[1]) for p in pairs], np.int64)
-        ya = np.array([y.data_ptr() for y in ys], np.int64)
-        yc = np.array([_code(y) for y in ys], np.int64)
-        ys_ = np.array([y.stride(0) * y.element_size() for y in ys], np.int64)
+        ya, yc, ys_ = self._ys(ys)
         if len(pairs):
-            self._run(exact_rows, self._x() + (ps_, pc, ya, yc, ys_, self.yr), (n, sa, mx))
+            self._run(exact_rows, self._x() + (ps_, pc, ya, yc, ys_, self.yr), (n, sa, mx),
+                      self.plan(cols, 4 if cols is not None else None))
         return n, sa, mx
