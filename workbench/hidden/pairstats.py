@@ -282,43 +282,47 @@ def _dot_split(xs, ys, yn, nb):
 def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
               n_out, sa_out, mx_out):
     """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
-    while True:
-        r = _take(counter)
-        if r >= ranges.shape[0]:
-            return
-        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
-                     with_xx, pidx, n_out, sa_out, mx_out, _dot_vdp)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
+                 n_out, sa_out, mx_out, _dot_vdp)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
 def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx,
                   pidx, n_out, sa_out, mx_out):
     """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
-    while True:
-        r = _take(counter)
-        if r >= ranges.shape[0]:
-            return
-        _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
-                     with_xx, pidx, n_out, sa_out, mx_out, _dot_split)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
+                 n_out, sa_out, mx_out, _dot_split)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
-                 sa_out, mx_out, dot):
-    """All-bf16 screen of tokens ``cols[i0:i1]``: per token, slots four at a time against candidates four at a time (a short
+def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
+                 n_out, sa_out, mx_out, dot):
+    """All-bf16 screen of tokens ``cols[i0:i1]``, each range ``(i0, i1)`` of ``ranges`` taken from
+    ``counter`` in turn: per token, slots four at a time against candidates four at a time (a short
     last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp`` or ``_dot_split``). While
     a token's candidate rows are read, the rows the loop reads next are prefetched. ``with_xx``:
     the slots' squared norms too, into ``xx_out [S, T]``, as the block's slot rows are first read.
     Pair ``p = pidx[s, g] >= 0`` is differenced exactly (``exact``'s sums, into ``n_out``,
     ``sa_out``, ``mx_out [P, T]``) while the token's rows are in cache."""
+    out = np.zeros(20, np.float32)
+    xrow = np.empty(xa.shape[0], np.int64)
+    q = np.empty(4, np.int64)
+    qn = np.empty(4, np.int64)
+    while True:
+        r = _take(counter)
+        if r >= ranges.shape[0]:
+            return
+        _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
+                      with_xx, pidx, n_out, sa_out, mx_out, dot, out, xrow, q, qn)
+
+
+@njit(nogil=True, fastmath=FM, inline="always")
+def _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
+                  sa_out, mx_out, dot, out, xrow, q, qn):
     S = xa.shape[0]
     G = ya.shape[0]
     nb = H // 32
     lo = nb * 32
-    out = np.zeros(20, np.float32)
-    xrow = np.empty(S, np.int64)
-    q = np.empty(4, np.int64)
-    qn = np.empty(4, np.int64)
     for b0 in range(i0, i1, block):
         b1 = min(i1, b0 + block)
         for g0 in range(0, G, 4):
