@@ -322,7 +322,7 @@ def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass
         whole = ps.dots(group, xx_all, pairs)
         xy, yy, xx = np.full((S, G, T), -7.0, np.float32), np.full((G, T), -7.0, np.float32), np.full((S, T), -7.0,
                                                                                                       np.float32)
-        ps.dots(group, xx, (), sample, (xy, yy), thread_tokens=1)
+        ps.dots(group, xx, (), sample, (xy, yy), 1)
         assert (np.delete(xy, sample, axis=2) == -7.0).all() and (np.delete(xx, sample, axis=1) == -7.0).all()
         part = ps.dots(group, xx, pairs, rest, (xy, yy))
         assert part.xy is xy and part.yy is yy

@@ -79,6 +79,7 @@ GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 
 BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
 REFINE_ROWS = 256               # rows per chunk in the exact pass
 SAMPLE_TOKENS = 64              # tokens whose screen foretells, per group, the pairs the exact pass needs
+SAMPLE_THREAD_TOKENS = 4        # the sample's passes: a few of its tokens a thread, spread over every thread
 CPU_GROUP = 64                  # candidates per pass of the compiled CPU kernels: each stays mapped
 # while its group runs (the page cache's pages, mapped: 62 Kimi-sized candidates are 1.82 GB), and a
 # token block's slot rows are read from memory once per group (with 16 a group, the slot rows were
@@ -558,14 +559,14 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
                                        np.empty((len(group_c), T), np.float32))
         pairs: list[tuple[int, int]] = []
         if sample is not None:
-            ps.dots(ys, xx, (), sample, out, thread_tokens=4)
+            ps.dots(ys, xx, (), sample, out, SAMPLE_THREAD_TOKENS)
             pairs = _foretell(xx_np[:, sample], out[0][:, :, sample], out[1][:, sample],
                               [cands[c] for c in group_c], refine_k)
         ts = time.perf_counter()
         timing["sample_s"] += ts - td
         xy, yy, n, sa, mx = ps.dots(ys, xx, pairs, rest, out)
         if pairs:                           # the sample's tokens of the foretold pairs (rows read again: few)
-            ps.exact(pairs, ys, sample, (n, sa, mx))
+            ps.exact(pairs, ys, sample, (n, sa, mx), SAMPLE_THREAD_TOKENS)
         if g0 == 0:
             bad_np = _bad_tokens(torch.from_numpy(xx_np)).numpy()
         if G != C:

@@ -735,7 +735,7 @@ class PairStats:
         self.xc = np.array([_code(x) for x in self.slots], np.int64)
         self.max_threads = max(1, int(threads))
         self.thread_tokens = thread_tokens
-        self._all = self.plan(None)
+        self._all = self._plan(np.arange(self.T, dtype=np.int64), thread_tokens)
         self.threads = self._all[2]
         self.ranges = [(int(a), int(b)) for a, b in self._all[1]]
         self.block = BLOCK or block_tokens(self.S, self.H)
@@ -747,21 +747,21 @@ class PairStats:
         a pass of ``exact`` after it."""
         return self.kernel in BF16_SCREENS
 
-    def plan(self, cols: Optional[np.ndarray], thread_tokens: Optional[int] = None) -> _Plan:
-        """A pass over token columns ``cols`` (None: all): the columns, their ranges and the threads,
-        at least ``thread_tokens`` tokens a thread (a sample's few tokens: a few a thread)."""
-        if cols is None:
-            if getattr(self, "_all", None) is not None and thread_tokens is None:
-                return self._all
-            cols_ = np.arange(self.T, dtype=np.int64)
-        else:
-            cols_ = np.ascontiguousarray(cols, dtype=np.int64)
-            if len(cols_) and not (0 <= int(cols_.min()) and int(cols_.max()) < self.T):
-                raise ValueError(f"token columns outside 0..{self.T - 1}")
-        tt = thread_tokens or self.thread_tokens
-        n = max(1, min(self.max_threads, len(cols_) // tt))
-        ranges = np.array(token_ranges(len(cols_), n, min(RANGE_TOKENS, tt)), np.int64).reshape(-1, 2)
-        return cols_, ranges, n
+    def _pass(self, cols: Optional[np.ndarray], thread_tokens: Optional[int]) -> _Plan:
+        """A pass over token columns ``cols`` (None: all), at least ``thread_tokens`` tokens a thread
+        (None: this one's)."""
+        if cols is None and thread_tokens is None:
+            return self._all
+        cols_ = np.arange(self.T, dtype=np.int64) if cols is None else np.ascontiguousarray(cols, dtype=np.int64)
+        if len(cols_) and not (0 <= int(cols_.min()) and int(cols_.max()) < self.T):
+            raise ValueError(f"token columns outside 0..{self.T - 1}")
+        return self._plan(cols_, thread_tokens or self.thread_tokens)
+
+    def _plan(self, cols: npt.NDArray[np.int64], thread_tokens: int) -> _Plan:
+        """The columns, their ranges and the threads that take them."""
+        n = max(1, min(self.max_threads, len(cols) // thread_tokens))
+        ranges = np.array(token_ranges(len(cols), n, min(RANGE_TOKENS, thread_tokens)), np.int64).reshape(-1, 2)
+        return cols, ranges, n
 
     def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...], plan: _Plan) -> None:
         """``fn(*before, cols, ranges, counter, *after)`` once on each of the plan's threads (this one
@@ -812,9 +812,9 @@ class PairStats:
         in the same pass (no read of the slots of their own); ``pairs`` ``[(slot, index into ys)]``
         get ``exact``'s sums (``n, sa, mx [P, T]``), from the same pass where the bf16 screen runs
         (the rows are in cache), else from ``exact``. Only token columns ``cols`` are computed
-        (None: all)."""
+        (None: all), at least ``thread_tokens`` a thread (None: this one's)."""
         G = len(ys)
-        plan = self.plan(cols, thread_tokens)
+        plan = self._pass(cols, thread_tokens)
         xy, yy = out if out is not None else (np.empty((self.S, G, self.T), np.float32),
                                               np.empty((G, self.T), np.float32))
         if xy.shape != (self.S, G, self.T) or yy.shape != (G, self.T):
@@ -844,19 +844,19 @@ class PairStats:
                 self.kernel = screen_kernel(True)
         self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx), plan)
         if len(pairs):
-            self.exact(pairs, ys, cols, (n, sa, mx))
+            self.exact(pairs, ys, cols, (n, sa, mx), thread_tokens)
         return Screened(xy, yy, n, sa, mx)
 
     def exact(self, pairs: Sequence[tuple[int, int]], ys: Sequence[torch.Tensor], cols: Optional[np.ndarray] = None,
-              out: Optional[_Diffs] = None) -> _Diffs:
+              out: Optional[_Diffs] = None, thread_tokens: Optional[int] = None) -> _Diffs:
         """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
         in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
-        ``mx [P, T]`` (max |d|), into ``out`` where given; only token columns ``cols`` (None: all)."""
+        ``mx [P, T]`` (max |d|), into ``out`` where given; token columns and threads as ``dots``."""
         n, sa, mx = out if out is not None else (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
         ps_ = np.array([int(p[0]) for p in pairs], np.int64)
         pc = np.array([int(p[1]) for p in pairs], np.int64)
         ya, yc, ys_ = self._ys(ys)
         if len(pairs):
             self._run(exact_rows, self._x() + (ps_, pc, ya, yc, ys_, self.yr), (n, sa, mx),
-                      self.plan(cols, 4 if cols is not None else None))
+                      self._pass(cols, thread_tokens))
         return n, sa, mx
