@@ -476,6 +476,11 @@ def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypa
         plain = align(ref, cap, device="cpu", screen="kernel")
     assert plain.timing["fused_pairs"] == 0 and plain.timing["read_again"] >= 4
     _same_result(fused, plain)
+    with monkeypatch.context() as m:                         # groups of 3 candidates: the same, bit for bit
+        m.setattr(A, "CPU_GROUP", 3)
+        grouped = align(ref, cap, device="cpu", screen="kernel")
+    assert grouped.timing["groups"] > 1
+    _same_result(grouped, fused)
     with monkeypatch.context() as m:                         # a sample that foretells the wrong pairs
         m.setattr(A, "_foretell", lambda xx, xy, yy, group, k: [(s, len(group) - 1) for s in range(len(xx))])
         wrong = align(ref, cap, device="cpu", screen="kernel")
