@@ -597,7 +597,7 @@ def _foretell(xx: np.ndarray, xy: np.ndarray, yy: np.ndarray, group: Sequence[Hi
     ``yy [G, n]``), ranked as the stream ranks, one more a slot than the exact pass takes. A pair it
     misses is read again later; one it adds costs a difference of rows already in cache."""
     top = _Top(xx.shape[0], refine_k + 1, group)
-    bad = np.asarray(~np.isfinite(xx).all(0))
+    bad = _bad_tokens(torch.from_numpy(xx)).numpy()
     top.add(_screen_rel_np(xx, bad, xy, yy), list(range(len(group))))
     return sorted({(s_i, g) for s_i, lst in enumerate(top.lists) for _, g in lst})
 

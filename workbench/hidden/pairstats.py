@@ -737,9 +737,13 @@ class PairStats:
         self.thread_tokens = thread_tokens
         self._all = self._plan(np.arange(self.T, dtype=np.int64), thread_tokens)
         self.threads = self._all[2]
-        self.ranges = [(int(a), int(b)) for a, b in self._all[1]]
         self.block = BLOCK or block_tokens(self.S, self.H)
         self.kernel = screen_kernel(bool((self.xc == BF16).all()))
+
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        """The token ranges of a pass over every token."""
+        return [(int(a), int(b)) for a, b in self._all[1]]
 
     @property
     def differences_in_pass(self) -> bool:
