@@ -30,7 +30,8 @@ def _ref(slots, ref_rows, y, infer_rows):
 
 @pytest.mark.parametrize("S,H", [(1, 64), (2, 200), (3, 128), (4, 96), (5, 160), (3, 7168 // 56)])
 @pytest.mark.parametrize("kernel,slot_dtype", [("auto", torch.bfloat16), ("bf16-fma", torch.bfloat16),
-                                               ("fma", torch.bfloat16), ("auto", torch.float32)])
+                                               ("bf16-fma256", torch.bfloat16), ("fma", torch.bfloat16),
+                                               ("auto", torch.float32)])
 def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
     T = 70
     slots, cands, ref_rows, infer_rows = _world(S, T, H, slot_dtype=slot_dtype)
@@ -164,7 +165,7 @@ def test_the_block_of_tokens_fits_half_the_l2_cache():
     assert ps.block == ps_mod.block_tokens(3, 64)
 
 
-@pytest.mark.parametrize("dot", ["_dot_vdp", "_dot_split"])
+@pytest.mark.parametrize("dot", ["_dot_vdp", "_dot_split", "_dot_split256"])
 def test_the_bf16_screen_prefetches_the_rows_it_reads_next(dot):
     """While the screen reads a token's candidate rows it prefetches, line by line, the rows it
     reads next (into L2); values are the same whatever it prefetches."""
@@ -184,15 +185,18 @@ def test_the_bf16_screen_prefetches_the_rows_it_reads_next(dot):
     assert asm.count({0: "prefetchnta", 1: "prefetcht2", 2: "prefetcht1", 3: "prefetcht0"}[ps_mod.PF_LOCALITY]) >= 1
 
 
-def test_the_split_lanes_read_both_halves_of_every_32_bit_lane():
-    """``bf16-fma`` takes the element in the low half of a lane (shifted up) and the one in the high
-    half (masked): distinct values in each position, negative and subnormal included, give the exact
-    float64 dot product."""
+@pytest.mark.parametrize("dot", ["_dot_split", "_dot_split256"])
+def test_the_split_lanes_read_both_halves_of_every_32_bit_lane(dot):
+    """``bf16-fma`` and ``bf16-fma256`` take the element in the low half of a lane (shifted up) and
+    the one in the high half (masked), in every lane of every vector of a block: distinct values in
+    each position, negative and subnormal included, give the exact float64 dot product."""
     import numba
+
+    fn = getattr(ps_mod, dot)
 
     @numba.njit(nogil=True, fastmath=ps_mod.FM)
     def one(x, y):
-        return ps_mod._dot_split((x.ctypes.data,), (y.ctypes.data,), (y.ctypes.data,), 1)
+        return fn((x.ctypes.data,), (y.ctypes.data,), (y.ctypes.data,), 1)
 
     g = torch.Generator().manual_seed(3)
     x = torch.randn(32, generator=g).bfloat16()
@@ -208,6 +212,10 @@ def test_the_split_lanes_read_both_halves_of_every_32_bit_lane():
     tiny[5], big[5] = 2.0 ** -130, 2.0 ** 100          # a subnormal input counts (vdpbf16ps would flush it)
     as16 = lambda t: t.view(torch.int16).numpy().view(np.uint16)  # noqa: E731
     assert one(as16(tiny), as16(big))[0] == 2.0 ** -30
+    for i in range(32):         # each position alone, whichever vector and half of a lane it is in
+        e = torch.zeros(32).bfloat16()
+        e[i] = 1.0
+        assert one(as16(e), yb)[0] == float(y[i])
 
 
 @pytest.mark.parametrize("T,threads,least", [(2048, 16, 2), (2048, 2, 2), (300, 3, 2), (64, 16, 2), (7, 2, 2),
@@ -289,13 +297,14 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
     ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=3)
     ys = [ps.prepare(cands[0])]
     calls = []
-    real = ps_mod.dots_bf16 if ps.kernel == "vdpbf16ps" else ps_mod.dots_bf16_fma
+    name = ps_mod._SCREEN_FUNCS[ps.kernel]
+    real = getattr(ps_mod, name)
 
     def counted(*args):
         calls.append(args[9].shape[0])                      # the ranges every call is given
         return real(*args)
 
-    monkeypatch.setattr(ps_mod, "dots_bf16" if ps.kernel == "vdpbf16ps" else "dots_bf16_fma", counted)
+    monkeypatch.setattr(ps_mod, name, counted)
     got = ps.dots(ys)
     assert calls == [len(ps.ranges)] * 3
     want = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=1).dots(ys)
@@ -332,3 +341,13 @@ def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass
         np.testing.assert_array_equal(xx_all, xx)
     with pytest.raises(ValueError, match="token columns"):
         ps.dots(ys, cols=np.array([T]))
+
+
+def test_the_screen_is_chosen_by_what_the_cpu_has(monkeypatch):
+    """AVX512-BF16: its dot instruction; AVX-512 without it: split lanes in 16-lane vectors; a CPU
+    with 16 vector registers: in 8-lane ones; data not all bf16: the per-token fp32 kernel."""
+    for dot, wide, want in [(True, True, "vdpbf16ps"), (False, True, "bf16-fma"), (False, False, "bf16-fma256")]:
+        monkeypatch.setattr(ps_mod, "HAS_BF16_DOT", dot)
+        monkeypatch.setattr(ps_mod, "HAS_AVX512", wide)
+        assert ps_mod.screen_kernel(True) == want
+        assert ps_mod.screen_kernel(False) == "fma"

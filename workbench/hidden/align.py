@@ -391,7 +391,7 @@ _CUDA_WARM: dict[str, bool] = {}          # devices an alignment already ran on 
 
 def _compiled(ps_mod: ModuleType) -> bool:
     """The CPU kernels were compiled or loaded before (a first call's time is mostly that)."""
-    return bool(ps_mod.dots_bf16.signatures or ps_mod.dots_bf16_fma.signatures or ps_mod.dots_any.signatures)
+    return any(getattr(ps_mod, f).signatures for f in ("dots_bf16", "dots_bf16_fma", "dots_bf16_fma256", "dots_any"))
 
 
 def _stager(dev: torch.device) -> Optional[Stager]:

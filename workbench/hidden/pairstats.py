@@ -14,8 +14,9 @@ slot and row ``infer_rows[t]`` of every candidate).
   prefetched into L2 line by line. On a CPU with AVX512-BF16 its products are ``vdpbf16ps`` (two
   products per lane, fp32 accumulate; subnormal inputs count as zero); elsewhere each 32-bit lane
   of bf16 pairs is split into two fp32 values by a shift and a mask (a bf16 is the high half of an
-  fp32) and multiplied-added (``bf16-fma``). Anything else converts to fp32 per token and uses
-  fused multiply-adds (``fma``).
+  fp32) and multiplied-added, in vectors of 16 lanes (``bf16-fma``) or, on a CPU without
+  AVX-512 (16 vector registers), of 8 (``bf16-fma256``). Anything else converts to fp32 per token
+  and uses fused multiply-adds (``fma``).
 - ``exact``: chosen (slot, candidate) pairs in one pass, per token ``sum (x-y)^2`` from fp32
   differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
 - the slots' per-token ``sum x^2`` come with a group's screen (``dots(ys, xx)``).
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     import torch
 
 BF16, F32 = 1, 2
-VDP, SPLIT = 0, 1               # how the bf16 screen multiplies (``_dot_km``'s literal argument)
+VDP, SPLIT, SPLIT256 = 0, 1, 2  # how the bf16 screen multiplies (``_dot_km``'s literal argument)
 FM = {"reassoc", "contract", "nsz", "arcp"}       # no nnan/ninf: NaN and Inf must reach the sums
 BLOCK: Optional[int] = None     # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
 MAX_BLOCK = 64
@@ -64,16 +65,23 @@ RANGE_TOKENS = 2                # ... and at least this many: ranges shrink as t
 # (3 ms at 2 threads); shrinking ones, 0.6 ms (0.1 ms).
 
 
-def _host_has_bf16_dot() -> bool:
+def _host_has(feature: str) -> bool:
     try:
         from llvmlite import binding
 
-        return bool(binding.get_host_cpu_features().get("avx512bf16", False))
+        return bool(binding.get_host_cpu_features().get(feature, False))
     except Exception:  # noqa: BLE001 - no feature list: take the portable kernel
         return False
 
 
-HAS_BF16_DOT = _host_has_bf16_dot()
+HAS_BF16_DOT = _host_has("avx512bf16")
+# The split-lane screen keeps 16 accumulators (3 slots and the candidate's own norm, for each of 4
+# candidates). In 16-lane vectors they take 16 of AVX-512's 32 registers, but on a CPU with 16
+# registers of 256 bits each is two: LLVM spills them to the stack, 99 moves per 64 multiply-adds
+# in the inner loop; in 8-lane vectors (``bf16-fma256``) 59. On a 2-core AMD EPYC (Zen 2, AVX2) the
+# screen over 1.82 GB took 110-111 ms with 8 lanes against 117-132 ms with 16 (fastest of 7, two
+# rounds interleaved); 2 candidates a pass spilled least (8 moves) but ran slowest (121-125 ms).
+HAS_AVX512 = _host_has("avx512f")
 
 
 # ------------------------------------------------------------------------------------ intrinsics
@@ -161,14 +169,18 @@ def _bf16_operand() -> Any:
 _BF16_OPERAND = _bf16_operand()
 HAS_BF16_DOT = HAS_BF16_DOT and _BF16_OPERAND is not None
 HAS_BF16_SCREEN = True          # the bf16 screen builds here (cleared where this numba/LLVM cannot)
-BF16_SCREENS = ("vdpbf16ps", "bf16-fma")
+BF16_SCREENS = ("vdpbf16ps", "bf16-fma", "bf16-fma256")
+_SCREEN_FUNCS = {"vdpbf16ps": "dots_bf16", "bf16-fma": "dots_bf16_fma", "bf16-fma256": "dots_bf16_fma256"}
 
 
 def screen_kernel(all_bf16: bool) -> str:
-    """The kernel that screens this data on this CPU: ``vdpbf16ps``, ``bf16-fma`` or ``fma``."""
+    """The kernel that screens this data on this CPU: ``vdpbf16ps``, ``bf16-fma`` (split lanes in
+    512-bit vectors), ``bf16-fma256`` (in 256-bit ones: a CPU without AVX-512) or ``fma``."""
     if not all_bf16 or not HAS_BF16_SCREEN:
         return "fma"
-    return "vdpbf16ps" if HAS_BF16_DOT else "bf16-fma"
+    if HAS_BF16_DOT:
+        return "vdpbf16ps"
+    return "bf16-fma" if HAS_AVX512 else "bf16-fma256"
 
 
 @intrinsic
@@ -178,14 +190,16 @@ def _dot_km(typingctx, xs, ys, yn, nb, how):
     slot vector loaded serves all M candidates: the loop is bound by loads, and M = 4 needs 2.3x
     fewer than one candidate at a time. ``how`` (a literal) is ``VDP``: ``vdpbf16ps`` (AVX512-BF16),
     or ``SPLIT``: each 32-bit lane of two bf16 split into two fp32 (the low one shifted up, the high
-    one masked) and multiplied-added, on any CPU (vectors wider than the CPU's are split by LLVM)."""
-    if not isinstance(how, types.IntegerLiteral) or how.literal_value not in (VDP, SPLIT):
+    one masked) and multiplied-added, in vectors of 16 lanes, or ``SPLIT256``: the same in vectors
+    of 8 lanes, two to a block (any CPU runs either: LLVM splits vectors wider than the CPU's)."""
+    if not isinstance(how, types.IntegerLiteral) or how.literal_value not in (VDP, SPLIT, SPLIT256):
         return None
-    split = how.literal_value == SPLIT
+    split = how.literal_value != VDP
+    lanes = 8 if how.literal_value == SPLIT256 else 16
     K, M = len(xs), len(ys)
     sig = types.UniTuple(types.float32, M * (K + 1))(xs, ys, yn, nb, how)
-    f32x16 = ir.VectorType(ir.FloatType(), 16)
-    i32x16 = ir.VectorType(ir.IntType(32), 16)
+    f32v = ir.VectorType(ir.FloatType(), lanes)
+    i32v = ir.VectorType(ir.IntType(32), lanes)
     bf32 = _BF16_OPERAND
     i64 = ir.IntType(64)
 
@@ -198,25 +212,25 @@ def _dot_km(typingctx, xs, ys, yn, nb, how):
         i32 = ir.IntType(32)
         pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
                                             "llvm.prefetch")   # (LLVM adds the pointer type to the name)
-        zero = ir.Constant(f32x16, None)
+        zero = ir.Constant(f32v, None)
         accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(K + 1)] for _ in range(M)]
-        vp = i32x16.as_pointer()
+        vp = i32v.as_pointer()
         if split:
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32x16, [f32x16] * 3),
-                                                 "llvm.fmuladd.v16f32")
-            sixteen = ir.Constant(i32x16, [ir.Constant(i32, 16)] * 16)
-            high = ir.Constant(i32x16, [ir.Constant(i32, -65536)] * 16)           # 0xFFFF0000
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32v, [f32v] * 3),
+                                                 f"llvm.fmuladd.v{lanes}f32")
+            sixteen = ir.Constant(i32v, [ir.Constant(i32, 16)] * lanes)
+            high = ir.Constant(i32v, [ir.Constant(i32, -65536)] * lanes)           # 0xFFFF0000
 
             def vec(addr):     # (even elements, odd elements) as fp32
                 v = builder.load(builder.inttoptr(addr, vp), align=2)
-                return (builder.bitcast(builder.shl(v, sixteen), f32x16),
-                        builder.bitcast(builder.and_(v, high), f32x16))
+                return (builder.bitcast(builder.shl(v, sixteen), f32v),
+                        builder.bitcast(builder.and_(v, high), f32v))
 
             def acc(slot, u, v):
                 a = builder.call(fma, [u[0], v[0], builder.load(slot)])
                 builder.store(builder.call(fma, [u[1], v[1], a]), slot)
         else:
-            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32x16, [f32x16, bf32, bf32]),
+            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32v, [f32v, bf32, bf32]),
                                                 "llvm.x86.avx512bf16.dpbf16ps.512")
 
             def vec(addr):
@@ -225,23 +239,26 @@ def _dot_km(typingctx, xs, ys, yn, nb, how):
             def acc(slot, u, v):
                 builder.store(builder.call(dp, [builder.load(slot), u, v]), slot)
 
+        step = 4 * lanes                    # bytes of bf16 in one vector of 32-bit lanes
         with cgutils.for_range(builder, n) as loop:
             off = builder.mul(loop.index, ir.Constant(i64, 64))
-            xv = [vec(builder.add(xaddr[k], off)) for k in range(K)]
-            for m in range(M):
-                if PF_LOCALITY >= 0:        # (read, this locality, data)
-                    builder.call(pf, [builder.inttoptr(builder.add(ynext[m], off), i8p), ir.Constant(i32, 0),
-                                      ir.Constant(i32, PF_LOCALITY), ir.Constant(i32, 1)])
-                yv = vec(builder.add(yaddr[m], off))
-                acc(accs[m][K], yv, yv)
-                for k in range(K):
-                    acc(accs[m][k], xv[k], yv)
+            for j in range(64 // step):     # a block of 32 elements: one vector of 16 lanes, two of 8
+                o = builder.add(off, ir.Constant(i64, j * step)) if j else off
+                xv = [vec(builder.add(xaddr[k], o)) for k in range(K)]
+                for m in range(M):
+                    if PF_LOCALITY >= 0 and j == 0:        # (read, this locality, data): a line a block
+                        builder.call(pf, [builder.inttoptr(builder.add(ynext[m], off), i8p), ir.Constant(i32, 0),
+                                          ir.Constant(i32, PF_LOCALITY), ir.Constant(i32, 1)])
+                    yv = vec(builder.add(yaddr[m], o))
+                    acc(accs[m][K], yv, yv)
+                    for k in range(K):
+                        acc(accs[m][k], xv[k], yv)
         outs = []
         for m in range(M):
             for k in range(K + 1):
                 v = builder.load(accs[m][k])
                 sm = builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
-                for j in range(1, 16):
+                for j in range(1, lanes):
                     sm = builder.fadd(sm, builder.extract_element(v, ir.Constant(ir.IntType(32), j)))
                 outs.append(sm)
         return context.make_tuple(builder, sig.return_type, outs)
@@ -278,6 +295,19 @@ def _dot_split(xs, ys, yn, nb):
     return _dot_km(xs, ys, yn, nb, SPLIT)
 
 
+@njit(nogil=True, fastmath=FM, inline="always")
+def _dot_split256(xs, ys, yn, nb):
+    return _dot_km(xs, ys, yn, nb, SPLIT256)
+
+
+@njit(nogil=True, fastmath=FM, cache=True)
+def dots_bf16_fma256(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx,
+                     pidx, n_out, sa_out, mx_out):
+    """The bf16 screen with split lanes in 256-bit vectors (a CPU without AVX-512)."""
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
+                 n_out, sa_out, mx_out, _dot_split256)
+
+
 @njit(nogil=True, fastmath=FM, cache=True)
 def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
               n_out, sa_out, mx_out):
@@ -299,7 +329,7 @@ def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out
                  n_out, sa_out, mx_out, dot):
     """All-bf16 screen of tokens ``cols[i0:i1]``, each range ``(i0, i1)`` of ``ranges`` taken from
     ``counter`` in turn: per token, slots four at a time against candidates four at a time (a short
-    last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp`` or ``_dot_split``). While
+    last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp``, ``_dot_split`` or ``_dot_split256``). While
     a token's candidate rows are read, the rows the loop reads next are prefetched. ``with_xx``:
     the slots' squared norms too, into ``xx_out [S, T]``, as the block's slot rows are first read.
     Pair ``p = pidx[s, g] >= 0`` is differenced exactly (``exact``'s sums, into ``n_out``,
@@ -832,7 +862,7 @@ class PairStats:
         n, sa, mx = (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
         ya, yc, ys_ = self._ys(ys)
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
-            fn = dots_bf16 if self.kernel == "vdpbf16ps" else dots_bf16_fma
+            fn = globals()[_SCREEN_FUNCS[self.kernel]]
             try:
                 self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block),
                           (xy, yy, xx_, with_xx, pidx, n, sa, mx), plan)
