@@ -84,3 +84,94 @@ def test_the_installed_sglang_registry_through_the_cache_is_the_reading(tmp_path
         assert sglang_loaders.registry() == want
     assert len(list((tmp_path / source_cache.SUBDIR).glob(f"sglang-registry-{version}-*.json"))) == 1
     sglang_loaders.registry.cache_clear()
+
+
+def test_parts_are_walked_whole_and_nothing_outside_them_counts(tmp_path):
+    """With ``parts``, a file and folders under the root (and every folder below them) make the key:
+    a change deep inside one is read again; a change elsewhere under the root is not."""
+    root = tmp_path / "pkg"
+    (root / "sglang" / "srt" / "models" / "deep").mkdir(parents=True)
+    (root / "sglang" / "other").mkdir(parents=True)
+    (root / "sglang" / "version.py").write_text("__version__ = '1'\n")
+    (root / "sglang" / "srt" / "models" / "llama.py").write_text("L = 1\n")
+    (root / "sglang" / "srt" / "models" / "deep" / "x.py").write_text("X = 1\n")
+    (root / "sglang" / "other" / "y.py").write_text("Y = 1\n")
+    parts = ("sglang/version.py", "sglang/srt/models/")
+    names = [n for n, _, _ in source_cache.fingerprint(root, parts=parts)]
+    assert names == ["sglang/srt/models/deep/x.py", "sglang/srt/models/llama.py", "sglang/version.py"]
+    calls: list[int] = []
+
+    def read():
+        calls.append(1)
+        return {"n": len(calls)}
+
+    cache = tmp_path / "cache"
+    assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 1}
+    (root / "sglang" / "other" / "y.py").write_text("Y = 22\n")                 # outside the parts
+    assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 1}
+    (root / "sglang" / "srt" / "models" / "deep" / "x.py").write_text("X = 22\n")   # deep inside one
+    assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 2}
+    (root / "sglang" / "version.py").write_text("__version__ = '2'\n")           # the file part
+    assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 3}
+
+
+def test_a_changed_module_of_the_reader_is_read_again(tmp_path, monkeypatch):
+    """``modules``: the reader's answer depends on those modules' code too."""
+    import importlib
+
+    (tmp_path / "helper_mod_for_cache.py").write_text("RULE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("helper_mod_for_cache")
+    src, cache, calls = _folder(tmp_path), tmp_path / "cache", []
+    read = _reader(src, calls)
+    for _ in range(2):
+        source_cache.read("q", src, read, root=cache, modules=("helper_mod_for_cache",))
+    assert len(calls) == 1
+    (tmp_path / "helper_mod_for_cache.py").write_text("RULE = 22\n")
+    source_cache.read("q", src, read, root=cache, modules=("helper_mod_for_cache",))
+    assert len(calls) == 2
+
+
+def test_the_capture_rules_of_a_release_through_the_cache_are_its_extraction(tmp_path, monkeypatch):
+    """``code_rule``'s rules come from the cache until a file the extractor reads changes, and are
+    what the extractor reads in the code, field for field, evidence included."""
+    import shutil
+
+    import pytest
+
+    from workbench.engine import code
+    from workbench.engine import extract as ex
+    from workbench.engine.wheels import READS
+
+    try:
+        from workbench.engine.host import local_installation
+
+        installed, version = local_installation()
+    except Exception:  # noqa: BLE001
+        pytest.skip("no installed sglang")
+    root = tmp_path / "site"
+    for part in READS:                       # a copy of what the extractor reads (never edit the install)
+        src = os.path.join(installed, part)
+        if os.path.isdir(src):
+            shutil.copytree(src, root / part)
+        elif os.path.isfile(src):
+            (root / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, root / part)
+    monkeypatch.setenv("EAGLE_WB_CACHE", str(tmp_path / "cache"))
+    calls = []
+    real = ex.extract
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(ex, "extract", counted)
+    names = ["LlamaForCausalLM"]
+    want = real(root, version=version, archs=set(names))
+    assert want and want[0].id_map != "unknown"
+    assert code._rules(root, version, names) == want and len(calls) == 1
+    assert code._rules(root, version, names) == want and len(calls) == 1       # from the cache
+    llama = root / "sglang" / "srt" / "models" / "llama.py"
+    llama.write_text(llama.read_text() + "\n# edited\n")
+    assert code._rules(root, version, names) == want and len(calls) == 2       # a file changed: read again
+    assert code._rules(root, version, ["Qwen2ForCausalLM"]) != want and len(calls) == 3

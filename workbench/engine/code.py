@@ -16,7 +16,7 @@ from workbench.engine.rule import CaptureRule, EngineCapture, apply
 @lru_cache(maxsize=64)
 def code_rule(version: str, arch: str, text_arch: Optional[str] = None) -> tuple[CaptureRule, str]:
     """(rule, source) for one architecture of one release, read from its code in this process."""
-    from workbench.engine.extract import extract, unsupported
+    from workbench.engine.extract import unsupported
     from workbench.engine.lookup import _norm
     from workbench.engine.wheels import unpacked
 
@@ -37,12 +37,31 @@ def code_rule(version: str, arch: str, text_arch: Optional[str] = None) -> tuple
             version = releases()[-1]
         root = unpacked(version)
     names = [a for a in (arch, text_arch) if a]
-    rules = extract(root, version=version, archs=set(names))
+    rules = _rules(Path(root), version, names)
     by = {_norm(r.arch): r for r in rules}
     for a in names:
         if _norm(a) in by:
             return by[_norm(a)], source
     return unsupported(arch, version), source
+
+
+def _rules(root: Path, version: str, names: Sequence[str]) -> list[CaptureRule]:
+    """``extract`` of ``names`` at ``root``, kept on disk until the release's files or the extractor
+    change (``workbench.engine.source_cache``): every lab engine starts with these rules, and
+    parsing the release's code costs each new process about 3 s."""
+    import re
+
+    from workbench.engine import source_cache
+    from workbench.engine.extract import extract
+    from workbench.engine.wheels import READS
+
+    def read() -> dict[str, Any]:
+        return {"rules": [r.to_dict() for r in extract(root, version=version, archs=set(names))]}
+
+    question = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"capture-rules-{version}-{'+'.join(sorted(names))}")
+    got = source_cache.read(question, root, read, parts=READS,
+                            modules=("workbench.engine.extract", "workbench.engine.source", "workbench.engine.rule"))
+    return [CaptureRule.from_dict(d) for d in got["rules"]]
 
 
 def code_capture(engine: str, *, arch: str, num_layers: int, ids: Optional[Sequence[int]],

@@ -19,7 +19,7 @@ from typing import Optional
 from workbench.errors import InputError, WorkbenchError
 
 # what the extractor reads: model classes, runners, layers (capture helpers), the version
-_KEEP = ("sglang/version.py", "sglang/srt/models/", "sglang/srt/model_executor/", "sglang/srt/speculative/",
+READS = ("sglang/version.py", "sglang/srt/models/", "sglang/srt/model_executor/", "sglang/srt/speculative/",
          "sglang/srt/layers/")
 
 
@@ -62,7 +62,7 @@ def unpacked(version: str) -> Path:
     try:
         with zipfile.ZipFile(whl) as z:
             for name in z.namelist():
-                if name.endswith(".py") and name.startswith(_KEEP) and ".." not in name.split("/"):
+                if name.endswith(".py") and name.startswith(READS) and ".." not in name.split("/"):
                     z.extract(name, tmp)
         (tmp / ".complete").write_text(whl.name)
         try:
