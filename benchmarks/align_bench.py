@@ -20,7 +20,7 @@ with CUDA, auto never slower than cpu, cpu <= 1.5 x the page-cache pass (``--thr
 CPU threads: run it with 2 and with all cores).
 
 Prints one JSON line. Needs torch, numpy, safetensors and the workbench package only.
-    python benchmarks/align_bench.py [--devices auto,cpu,cuda] [--threads N] [--small]
+    python benchmarks/align_bench.py [--devices auto,cpu,cuda] [--threads N] [--small] [--kernel K]
 """
 
 from __future__ import annotations
@@ -200,6 +200,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per device (the fastest is reported)")
     ap.add_argument("--block", type=int, help="tokens per block of the CPU kernels (default: the engine's)")
     ap.add_argument("--group", type=int, help="candidates per pass of the CPU kernels (default: the engine's)")
+    ap.add_argument("--kernel", choices=["vdpbf16ps", "bf16-fma", "bf16-fma256", "fma"],
+                    help="the CPU screen for bf16 data (default: the one this CPU gets)")
     ap.add_argument("--warm", dest="cold", action="store_false",
                     help="leave the page cache as writing the capture left it (default: drop it and read "
                          "the capture once, as from disk)")
@@ -215,6 +217,9 @@ def main(argv=None) -> int:
     if args.block:
         from workbench.hidden import pairstats
         pairstats.BLOCK = args.block
+    if args.kernel:
+        from workbench.hidden import pairstats
+        pairstats.screen_kernel = lambda all_bf16: args.kernel if all_bf16 else "fma"
     from workbench.hidden import align as align_mod
     from workbench.hidden.align import align
     if args.group:

@@ -36,6 +36,15 @@ def test_align_bench_small_reports_floors_and_finds_the_layers():
     assert all(v < 1e-4 for v in d["agreement"].values())
 
 
+def test_align_bench_runs_the_screen_it_is_told_to():
+    """``--kernel``: the other split-lane screen than this CPU's, for a comparison on one machine."""
+    from workbench.hidden import pairstats
+
+    other = "bf16-fma" if pairstats.screen_kernel(True) == "bf16-fma256" else "bf16-fma256"
+    d = _run("align_bench.py", "--small", "--repeat", "1", "--devices", "cpu", "--kernel", other)
+    assert d["correct"] and d["runs"]["cpu"]["timing"]["kernel"] == other, d["runs"]["cpu"]["timing"]
+
+
 @pytest.mark.timeout(300)
 def test_log_bench_small_reports_speed_and_flat_memory():
     d = _run("log_bench.py", "--small")
