@@ -10,6 +10,9 @@ then measures in the same run the physical floors for those bytes:
   stack, freshly memory-mapped from the page cache (what any reader of the file must pay), the
   faster of a plain mapping and one the kernel can make of 2 MB pieces, the fastest of the passes
   made before the paths and before each repetition of them (``page_cache_runs_s``);
+- ``screen_compute``: the CPU screen's arithmetic for those bytes, from one thread's rate on rows
+  that stay in cache times the threads (``ratio_cpu_floor``: the CPU path against the larger of
+  this and the page-cache pass);
 - ``pinned_h2d``: the bytes over the bus from pinned host memory (CUDA only);
 - ``device_memory``: the bytes read once at the device's copy bandwidth (CUDA only);
 
@@ -137,6 +140,29 @@ def page_cache_pass(path: Path, begin: int, end: int, aligned: bool) -> float:
     return dt
 
 
+def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> tuple[float, str]:
+    """(bytes of bf16 candidates one thread screens per second, the kernel) with every row in cache:
+    4 candidate rows and ``slots`` slot rows, each read again for 1024 tokens (the token lists
+    repeat 4 rows), so the time is the kernel's arithmetic and not memory. ``bytes / (this x threads)``
+    is the screen's compute floor: where it is above the page-cache pass, the CPU path is bound by
+    arithmetic, not by the bytes (a CPU without AVX-512 on 2 cores)."""
+    from workbench.hidden import pairstats
+
+    g = torch.Generator().manual_seed(1)
+    xs = [torch.randn(4, hidden, generator=g).bfloat16() for _ in range(slots)]
+    ys = [torch.randn(4, hidden, generator=g).bfloat16() for _ in range(4)]
+    rows = np.arange(1024) % 4
+    ps = pairstats.PairStats(xs, rows, rows, threads=1)
+    ys = [ps.prepare(y) for y in ys]
+    ps.dots(ys)                                 # compiled (or loaded) before the clock
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        ps.dots(ys)
+        best = min(best, time.perf_counter() - t0)
+    return len(rows) * len(ys) * hidden * 2 / best, ps.kernel
+
+
 def settle_page_cache(path: Path) -> dict:
     """The file as a read from disk leaves it in the page cache: written back, dropped, then read
     once through the readers' mapping (the folios a write left depend on how it was written).
@@ -254,6 +280,9 @@ def main(argv=None) -> int:
         pc: dict[bool, list[float]] = {aligned: [page_cache_pass(infer_path, begin, end, aligned) for _ in range(3)][1:]
                                        for aligned in (False, True)}
         floors: dict = {}
+        bps, kernel = screen_compute(args.hidden)
+        floors.update({"screen_compute_s": round(nbytes / (bps * torch.get_num_threads()), 4),
+                       "screen_compute_gbps_per_thread": round(bps / 1e9, 2), "screen_kernel": kernel})
         if cuda:
             dev = torch.device("cuda")
             torch.ones(1, device=dev).sum()
@@ -297,6 +326,9 @@ def main(argv=None) -> int:
                        and all(b.verdict == "match" for b in res.best)}
             if "page_cache_s" in floors:
                 runs[d]["ratio_page_cache"] = round(min(times[d]) / floors["page_cache_s"], 3)
+            if res.timing.get("kernel"):         # the CPU path: against the larger of its two floors
+                runs[d]["ratio_cpu_floor"] = round(min(times[d]) / max(floors["page_cache_s"],
+                                                                       floors["screen_compute_s"]), 3)
         goals = {}
         floor_max = max(floors["page_cache_s"], floors.get("pinned_h2d_s", 0.0))
         if "auto" in runs:

@@ -28,6 +28,12 @@ def test_align_bench_small_reports_floors_and_finds_the_layers():
     assert d["floors"]["page_cache_s"] == min(d["floors"]["page_cache_plain_mmap_s"],
                                               d["floors"]["page_cache_aligned_s"])
     assert 0 <= d["page_cache"]["pmd_mapped_fraction"] <= 1 and d["page_cache"]["cold_read_s"] > 0
+    assert d["floors"]["screen_compute_s"] > 0 and d["floors"]["screen_compute_gbps_per_thread"] > 0
+    assert d["floors"]["screen_kernel"] in ("vdpbf16ps", "bf16-fma", "bf16-fma256", "fma")
+    cpu = d["runs"]["cpu"]                    # against the larger floor: never above the page cache's ratio
+    assert 0 < cpu["ratio_cpu_floor"] <= cpu["ratio_page_cache"]
+    if d["floors"]["screen_compute_s"] <= d["floors"]["page_cache_s"]:
+        assert cpu["ratio_cpu_floor"] == cpu["ratio_page_cache"]
     for dev in ("auto", "cpu"):
         run = d["runs"][dev]
         assert run["correct"] and run["seconds"] > 0 and run["ratio_page_cache"] > 0
