@@ -101,13 +101,47 @@ def test_unmapped_once_no_view_is_left(blob):
     assert any(lo <= addr < hi for lo, hi in _mapped_ranges())       # the view keeps it
     del t
     gc.collect()
+    assert M.settle(10)                                              # (unmapped by a thread of its own)
     assert not any(lo <= addr < hi for lo, hi in _mapped_ranges())
     # and no slack of the reservation is left behind either
     before = len(_mapped_ranges())
     for _ in range(20):
         M.map_range(path, 4096, 1 << 20)
     gc.collect()
+    assert M.settle(10)
     assert len(_mapped_ranges()) <= before + 2
+
+
+@pytest.mark.skipif(M._LIBC is None or not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_the_unmap_runs_on_a_thread_of_its_own_and_settle_waits_for_it(blob, monkeypatch):
+    """Letting go of the last view hands the mapping to the unmapping thread and returns at once;
+    ``settle`` waits until it is gone (and says False while it is not, past its timeout)."""
+    import threading
+
+    path, _ = blob
+    real, gate, who = M._LIBC, threading.Event(), {}
+
+    class Held:                              # libc whose munmap of the range waits for the gate
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def munmap(self, addr, span):
+            if addr == who.get("addr"):
+                who["thread"] = threading.current_thread().name
+                gate.wait(10)
+            return real.munmap(addr, span)
+
+    monkeypatch.setattr(M, "_LIBC", Held())
+    buf = M.map_range(path, 0, 3 << 20)
+    who["addr"] = ctypes.addressof(buf)
+    del buf
+    gc.collect()                             # returns while the munmap waits on the gate
+    assert not M.settle(0.2)
+    assert who["thread"] == "mapping-unmap"
+    assert any(lo <= who["addr"] < hi for lo, hi in _mapped_ranges())
+    gate.set()
+    assert M.settle(10)
+    assert not any(lo <= who["addr"] < hi for lo, hi in _mapped_ranges())
 
 
 def test_a_range_past_the_end_is_refused_not_a_bus_error(blob):
@@ -167,6 +201,7 @@ def test_ranges_of_a_file_in_a_shared_block_are_views_of_one_mapping(blob, align
     assert any(lo <= addrs[0] < hi for lo, hi in _mapped_ranges())     # the other views keep it
     del views
     gc.collect()
+    assert M.settle(10)
     assert not any(lo <= addrs[0] < hi for lo, hi in _mapped_ranges())
     with open("/proc/self/maps") as fh:                      # nothing of the file is left mapped
         assert not [line for line in fh if line.rstrip().endswith(str(path))]
