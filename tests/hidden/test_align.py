@@ -486,3 +486,31 @@ def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypa
         wrong = align(ref, cap, device="cpu", screen="kernel")
     assert wrong.timing["fused_pairs"] == 0 and wrong.timing["read_again"] >= 4
     _same_result(wrong, plain)
+
+
+def test_the_screen_keeps_the_best_few_and_a_runner_up_at_another_point_whatever_the_groups():
+    """Per slot the screen keeps the k lowest values and always the best one at another physical
+    point than the leader's; a NaN or infinite value ranks last; ties go to the lower candidate;
+    ranking the candidates in groups keeps the same k and the same runner-up as ranking them at once."""
+    from types import SimpleNamespace
+
+    from workbench.hidden.align import _Top
+
+    phys = ["out(1)", "out(1)", "out(1)", "out(2)", "out(3)", "out(4)", None, "out(5)"]
+    cands = [SimpleNamespace(physical=p) for p in phys]
+    rel = np.array([[0.010, 0.011, 0.012, 0.50, np.nan, 0.40, np.inf, 0.012],
+                    [0.30, np.nan, 0.20, 0.10, 0.10, -np.inf, 0.05, 0.60]])
+    once = _Top(2, 2, cands)
+    kept = once.add(rel, list(range(8)))
+    assert once.lists[0] == [(0.010, 0), (0.011, 1), (0.012, 2), (0.012, 7)]    # k = 2, then out(5)'s
+    assert once.lists[1] == [(0.05, 6), (0.10, 3)]                               # -inf ranks last
+    assert kept == {0, 1, 2, 7, 6, 3}
+    def other(lst):
+        return next(e for e in lst[1:] if phys[e[1]] is None or phys[e[1]] != phys[lst[0][1]])
+
+    for cut in (1, 3, 5):
+        split = _Top(2, 2, cands)
+        split.add(rel[:, :cut], list(range(cut)))
+        split.add(rel[:, cut:], list(range(cut, 8)))
+        for a, b in zip(split.lists, once.lists):
+            assert a[:2] == b[:2] and other(a) == other(b), cut

@@ -568,7 +568,7 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
         if pairs:                           # the sample's tokens of the foretold pairs (rows read again: few)
             ps.exact(pairs, ys, sample, (n, sa, mx), SAMPLE_THREAD_TOKENS)
         if g0 == 0:
-            bad_np = _bad_tokens(torch.from_numpy(xx_np)).numpy()
+            bad_np = _bad_tokens_np(xx_np)
         if G != C:
             XY[:, g0:g0 + len(group_c)] = xy
             YY[g0:g0 + len(group_c)] = yy
@@ -597,7 +597,7 @@ def _foretell(xx: np.ndarray, xy: np.ndarray, yy: np.ndarray, group: Sequence[Hi
     ``yy [G, n]``), ranked as the stream ranks, one more a slot than the exact pass takes. A pair it
     misses is read again later; one it adds costs a difference of rows already in cache."""
     top = _Top(xx.shape[0], refine_k + 1, group)
-    bad = _bad_tokens(torch.from_numpy(xx)).numpy()
+    bad = _bad_tokens_np(xx)
     top.add(_screen_rel_np(xx, bad, xy, yy), list(range(len(group))))
     return sorted({(s_i, g) for s_i, lst in enumerate(top.lists) for _, g in lst})
 
@@ -605,6 +605,12 @@ def _foretell(xx: np.ndarray, xy: np.ndarray, yy: np.ndarray, group: Sequence[Hi
 def _bad_tokens(xx: torch.Tensor) -> torch.Tensor:
     """Tokens where a slot's squared norm is not finite (left out of every pair)."""
     return ~torch.isfinite(xx).all(0)
+
+
+def _bad_tokens_np(xx: np.ndarray) -> npt.NDArray[np.bool_]:
+    """``_bad_tokens`` of a numpy array (the CPU pass: no torch round trip)."""
+    bad: npt.NDArray[np.bool_] = ~np.isfinite(xx).all(0)
+    return bad
 
 
 def _screen_rel(xx: torch.Tensor, bad_tok: torch.Tensor, xy: torch.Tensor, yy: torch.Tensor) -> torch.Tensor:
@@ -651,10 +657,9 @@ class _Top:
 
     def add(self, rel_g: np.ndarray, group_c: Sequence[int]) -> set[int]:
         """Rank a group (``rel_g [S, len(group_c)]``); returns every candidate still kept."""
+        vals = np.where(np.isfinite(rel_g), rel_g, np.inf).astype(np.float64).tolist()    # a non-finite value ranks last
         for s_i, lst in enumerate(self.lists):
-            for g, c in enumerate(group_c):
-                v = float(rel_g[s_i, g])
-                lst.append((v if math.isfinite(v) else math.inf, c))
+            lst.extend(zip(vals[s_i], group_c))
             lst.sort()
             # the shortest prefix holding k entries and one at a point other than the leader's:
             # whatever leads later, a kept entry at another point beats everything dropped
@@ -916,8 +921,9 @@ def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.nd
         out.margin = float("inf") if bv == 0 else rv / bv
         both = np.isfinite(per_tok[b]) & np.isfinite(per_tok[r])
         xb, xr = per_tok[b][both], per_tok[r][both]
-        if xb.size:
-            mb, mr = float(np.median(xb)), float(np.median(xr))
+        if xb.size:         # (every token the best has is compared: xb is pb, its median known)
+            mb = out.median_token if xb.size == pb.size and out.median_token is not None else float(np.median(xb))
+            mr = float(np.median(xr))
             out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
             out.win_rate = float(np.mean(xb < xr))
     out.verdict, out.reason = _verdict(out, T, th)
