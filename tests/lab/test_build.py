@@ -83,3 +83,24 @@ def test_facade_build_journals(wb, lab_world):
     world = wb.lab_build("tiny")
     assert world.dir == lab_world["dir"] and world.cached
     assert wb.events(kind="lab.build")
+
+
+def test_measuring_in_pieces_on_workers_gives_each_job_its_whole_measurement(lab_world, monkeypatch):
+    """``measure_many`` spreads the jobs' prompts, a few at a time, over forked workers that keep
+    their engines; each job's accept length is still the one an engine decoding all its prompts
+    in turn measures (accepted tokens over verify rounds, not a mean of the pieces' means)."""
+    from workbench.lab import build as B
+    from workbench.lab.capture import make_prompts
+    from workbench.lab.settings import SIZES, corpus_style
+
+    s = SIZES["tiny"]
+    prompts = make_prompts(s.prompt_len, 7, s.seed + 2, s.seed, corpus_style(s)).tolist()   # 7: a short last piece
+    jobs = [("draft", prompts, 3), ("draft_broken", prompts[:5], 3), ("demo:draft", prompts[2:], 5)]
+    monkeypatch.setattr(B, "PIECE_PROMPTS", 2)
+    world = Path(lab_world["dir"])
+    want = {name: B.measure_accept_length(world / "target", world / name.split(":")[-1], ps, 16, steps)
+            for name, ps, steps in jobs}
+    assert want["draft"] > want["draft_broken"] >= 1.0
+    for threads in (1, 2):
+        assert B.measure_many(world, jobs, 16, threads) == want, threads
+    assert not B._ENGINES                    # the in-process engines are closed and let go

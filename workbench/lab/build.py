@@ -417,32 +417,68 @@ def measure_accept_length(target_dir: "str | os.PathLike[str]", draft_dir: "str 
         eng.close()
 
 
+PIECE_PROMPTS = 4       # prompts a measuring worker decodes at a time (see measure_many)
+
+
 def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int = 1) -> dict[str, float]:
     """``{name: accept length}`` for ``jobs`` = ``[(name, prompts, steps)]``; ``name`` (or the part
     after ``demo:``) is the draft folder in ``world``. Decoding goes one token row at a time
     (Python-bound, a thread pool barely helps), so the jobs run in up to ``threads`` forked workers
-    of one torch thread each: the same figures as one after the other, in a fraction of the time."""
+    of one torch thread each, ``PIECE_PROMPTS`` prompts at a time, whichever worker is free taking
+    the next piece and keeping the engines it made: a job's accept length is its accepted tokens
+    over its verify rounds summed over its pieces, the same figure as one engine decoding all its
+    prompts in turn, and the workers end together (whole jobs, of unequal length -- a broken draft
+    decodes in more rounds -- left one worker alone at the end: 10.7 s against 8.5 s for the tiny
+    world's five on a 2-core AMD EPYC)."""
     global _JOBS
-    workers = max(1, min(int(threads), len(jobs)))
+    pieces = [(j, i) for j, (_, prompts, _) in enumerate(jobs) for i in range(0, len(prompts), PIECE_PROMPTS)]
+    workers = max(1, min(int(threads), len(pieces)))
     _JOBS = (Path(world), list(jobs), int(new_tokens))
     try:
         if workers == 1:
-            return dict(_measure_job(i) for i in range(len(jobs)))
-        import multiprocessing as mp
+            try:
+                got = [_measure_piece(p) for p in pieces]
+            finally:
+                _close_engines()
+        else:
+            import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(workers, initializer=_one_thread) as pool:
-            return dict(pool.map(_measure_job, range(len(jobs)), chunksize=1))
+            with mp.get_context("fork").Pool(workers, initializer=_one_thread) as pool:
+                got = pool.map(_measure_piece, pieces, chunksize=1)
     finally:
         _JOBS = None
+    accepted, rounds = [0] * len(jobs), [0] * len(jobs)
+    for j, a, r in got:
+        accepted[j] += a
+        rounds[j] += r
+    return {name: (accepted[j] / rounds[j] if rounds[j] else 0.0) for j, (name, _, _) in enumerate(jobs)}
 
 
 _JOBS: Optional[tuple[Path, list[Any], int]] = None  # what forked measurement workers read (inherited, never pickled)
+_ENGINES: dict[tuple[str, int], Any] = {}            # a measuring process's engines, per (draft, steps)
 
 
-def _measure_job(i: int) -> tuple[str, float]:
+def _measure_piece(piece: tuple[int, int]) -> tuple[int, int, int]:
+    """(job, accepted tokens, verify rounds) of one piece of a job's prompts."""
+    from workbench.lab.engine import LabEngine, Stats
+
     world, jobs, new_tokens = cast("tuple[Path, list[Any], int]", _JOBS)     # measure_many set it
-    name, prompts, steps = jobs[i]
-    return name, measure_accept_length(world / "target", world / name.split(":")[-1], prompts, new_tokens, steps)
+    j, start = piece
+    name, prompts, steps = jobs[j]
+    draft = name.split(":")[-1]
+    eng = _ENGINES.get((draft, steps))
+    if eng is None:
+        eng = _ENGINES[draft, steps] = LabEngine(world / "target", world / draft, dtype="bfloat16",
+                                                 engine=MEASURE_ENGINE, num_steps=steps)
+    eng.stats = Stats()
+    for p in prompts[start:start + PIECE_PROMPTS]:
+        eng.generate(p, new_tokens, ignore_eos=True)
+    return j, eng.stats.accept_tokens, eng.stats.verify_ct
+
+
+def _close_engines() -> None:
+    while _ENGINES:
+        _ENGINES.popitem()[1].close()
 
 
 def _one_thread() -> None:
