@@ -144,6 +144,22 @@ def test_the_unmap_runs_on_a_thread_of_its_own_and_settle_waits_for_it(blob, mon
     assert not any(lo <= who["addr"] < hi for lo, hi in _mapped_ranges())
 
 
+@pytest.mark.skipif(M._LIBC is None or not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_where_no_thread_can_start_the_range_is_unmapped_at_once(blob, monkeypatch):
+    """At interpreter shutdown no new thread starts: the mapping is then given back on the spot."""
+    path, _ = blob
+
+    def no_thread():
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(M, "_reaper", no_thread)
+    buf = M.map_range(path, 0, 3 << 20)
+    addr = ctypes.addressof(buf)
+    del buf
+    gc.collect()
+    assert not any(lo <= addr < hi for lo, hi in _mapped_ranges())
+
+
 def test_a_range_past_the_end_is_refused_not_a_bus_error(blob):
     path, data = blob
     with pytest.raises(ValueError, match="run past its end"):

@@ -138,7 +138,12 @@ def _reaper() -> _Reaper:
 
 
 def _unmap(libc: Any, addr: int, span: int) -> None:
-    _reaper().put(libc, addr, span)
+    try:
+        reaper = _reaper()
+    except RuntimeError:        # no new thread now (interpreter shutdown): unmap here
+        libc.munmap(addr, span)
+        return
+    reaper.put(libc, addr, span)
 
 
 def settle(timeout: Optional[float] = None) -> bool:
