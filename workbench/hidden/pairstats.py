@@ -65,23 +65,24 @@ RANGE_TOKENS = 2                # ... and at least this many: ranges shrink as t
 # (3 ms at 2 threads); shrinking ones, 0.6 ms (0.1 ms).
 
 
-def _host_has(feature: str) -> bool:
+def _host_features() -> dict[str, bool]:
     try:
         from llvmlite import binding
 
-        return bool(binding.get_host_cpu_features().get(feature, False))
+        return {str(k): bool(v) for k, v in binding.get_host_cpu_features().items()}
     except Exception:  # noqa: BLE001 - no feature list: take the portable kernel
-        return False
+        return {}
 
 
-HAS_BF16_DOT = _host_has("avx512bf16")
+_FEATURES = _host_features()
+HAS_BF16_DOT = _FEATURES.get("avx512bf16", False)
 # The split-lane screen keeps 16 accumulators (3 slots and the candidate's own norm, for each of 4
 # candidates). In 16-lane vectors they take 16 of AVX-512's 32 registers, but on a CPU with 16
 # registers of 256 bits each is two: LLVM spills them to the stack, 99 moves per 64 multiply-adds
 # in the inner loop; in 8-lane vectors (``bf16-fma256``) 59. On a 2-core AMD EPYC (Zen 2, AVX2) the
 # screen over 1.82 GB took 110-111 ms with 8 lanes against 117-132 ms with 16 (fastest of 7, two
 # rounds interleaved); 2 candidates a pass spilled least (8 moves) but ran slowest (121-125 ms).
-HAS_AVX512 = _host_has("avx512f")
+HAS_AVX512 = _FEATURES.get("avx512f", False)
 
 
 # ------------------------------------------------------------------------------------ intrinsics

@@ -402,21 +402,6 @@ def predict_al(cond: Iterable[float], steps: int) -> float:
     return float(P.predict("conditional", list(cond), steps, 1, steps + 1).accept_length)
 
 
-def measure_accept_length(target_dir: "str | os.PathLike[str]", draft_dir: "str | os.PathLike[str]",
-                          prompts: Iterable[Sequence[int]], new_tokens: int, steps: int,
-                          engine: str = MEASURE_ENGINE, dtype: str = "bfloat16") -> float:
-    """Average accept length of real chain speculation over ``prompts`` (SGLang's definition)."""
-    from workbench.lab.engine import LabEngine
-
-    eng = LabEngine(target_dir, draft_dir, dtype=dtype, engine=engine, num_steps=steps)
-    try:
-        for p in prompts:
-            eng.generate(p, new_tokens, ignore_eos=True)
-        return float(eng.stats.avg_accept_length or 0.0)
-    finally:
-        eng.close()
-
-
 PIECE_PROMPTS = 4       # prompts a measuring worker decodes at a time (see measure_many)
 
 
