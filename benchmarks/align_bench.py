@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -140,13 +141,17 @@ def page_cache_pass(path: Path, begin: int, end: int, aligned: bool) -> float:
     return dt
 
 
-def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> tuple[float, str]:
+def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> Optional[tuple[float, str]]:
     """(bytes of bf16 candidates one thread screens per second, the kernel) with every row in cache:
     4 candidate rows and ``slots`` slot rows, each read again for 1024 tokens (the token lists
     repeat 4 rows), so the time is the kernel's arithmetic and not memory. ``bytes / (this x threads)``
     is the screen's compute floor: where it is above the page-cache pass, the CPU path is bound by
-    arithmetic, not by the bytes (a CPU without AVX-512 on 2 cores)."""
-    from workbench.hidden import pairstats
+    arithmetic, not by the bytes (a CPU without AVX-512 on 2 cores). None without the compiled
+    kernels (no numba)."""
+    try:
+        from workbench.hidden import pairstats
+    except ImportError:
+        return None
 
     g = torch.Generator().manual_seed(1)
     xs = [torch.randn(4, hidden, generator=g).bfloat16() for _ in range(slots)]
@@ -280,9 +285,11 @@ def main(argv=None) -> int:
         pc: dict[bool, list[float]] = {aligned: [page_cache_pass(infer_path, begin, end, aligned) for _ in range(3)][1:]
                                        for aligned in (False, True)}
         floors: dict = {}
-        bps, kernel = screen_compute(args.hidden)
-        floors.update({"screen_compute_s": round(nbytes / (bps * torch.get_num_threads()), 4),
-                       "screen_compute_gbps_per_thread": round(bps / 1e9, 2), "screen_kernel": kernel})
+        compute = screen_compute(args.hidden)
+        if compute is not None:
+            bps, kernel = compute
+            floors.update({"screen_compute_s": round(nbytes / (bps * torch.get_num_threads()), 4),
+                           "screen_compute_gbps_per_thread": round(bps / 1e9, 2), "screen_kernel": kernel})
         if cuda:
             dev = torch.device("cuda")
             torch.ones(1, device=dev).sum()
@@ -328,7 +335,7 @@ def main(argv=None) -> int:
                 runs[d]["ratio_page_cache"] = round(min(times[d]) / floors["page_cache_s"], 3)
             if res.timing.get("kernel"):         # the CPU path: against the larger of its two floors
                 runs[d]["ratio_cpu_floor"] = round(min(times[d]) / max(floors["page_cache_s"],
-                                                                       floors["screen_compute_s"]), 3)
+                                                                       floors.get("screen_compute_s", 0.0)), 3)
         goals = {}
         floor_max = max(floors["page_cache_s"], floors.get("pinned_h2d_s", 0.0))
         if "auto" in runs:
