@@ -297,7 +297,7 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
     ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=3)
     ys = [ps.prepare(cands[0])]
     calls = []
-    name = ps_mod._SCREEN_FUNCS[ps.kernel]
+    name = ps_mod.SCREEN_FUNCS[ps.kernel]
     real = getattr(ps_mod, name)
 
     def counted(*args):

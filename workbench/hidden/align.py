@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, SupportsFloat, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, SupportsFloat, TypeVar, Union, cast
 
 import numpy as np
 import torch
@@ -391,7 +391,7 @@ _CUDA_WARM: dict[str, bool] = {}          # devices an alignment already ran on 
 
 def _compiled(ps_mod: ModuleType) -> bool:
     """The CPU kernels were compiled or loaded before (a first call's time is mostly that)."""
-    return any(getattr(ps_mod, f).signatures for f in ("dots_bf16", "dots_bf16_fma", "dots_bf16_fma256", "dots_any"))
+    return any(getattr(ps_mod, f).signatures for f in (*ps_mod.SCREEN_FUNCS.values(), "dots_any"))
 
 
 def _stager(dev: torch.device) -> Optional[Stager]:
@@ -568,7 +568,7 @@ def _stream_cpu(ps: PairStats, cands: Sequence[HiddenTensor], refine_k: int, pro
         if pairs:                           # the sample's tokens of the foretold pairs (rows read again: few)
             ps.exact(pairs, ys, sample, (n, sa, mx), SAMPLE_THREAD_TOKENS)
         if g0 == 0:
-            bad_np = _bad_tokens_np(xx_np)
+            bad_np = _bad_tokens(xx_np)
         if G != C:
             XY[:, g0:g0 + len(group_c)] = xy
             YY[g0:g0 + len(group_c)] = yy
@@ -597,20 +597,21 @@ def _foretell(xx: np.ndarray, xy: np.ndarray, yy: np.ndarray, group: Sequence[Hi
     ``yy [G, n]``), ranked as the stream ranks, one more a slot than the exact pass takes. A pair it
     misses is read again later; one it adds costs a difference of rows already in cache."""
     top = _Top(xx.shape[0], refine_k + 1, group)
-    bad = _bad_tokens_np(xx)
+    bad = _bad_tokens(xx)
     top.add(_screen_rel_np(xx, bad, xy, yy), list(range(len(group))))
     return sorted({(s_i, g) for s_i, lst in enumerate(top.lists) for _, g in lst})
 
 
-def _bad_tokens(xx: torch.Tensor) -> torch.Tensor:
-    """Tokens where a slot's squared norm is not finite (left out of every pair)."""
+_Norms = TypeVar("_Norms", torch.Tensor, np.ndarray)
+
+
+def _bad_tokens(xx: _Norms) -> _Norms:
+    """Tokens where a slot's squared norm is not finite (left out of every pair); a numpy array
+    (the CPU pass) stays in numpy, a tensor stays on its device."""
+    if isinstance(xx, np.ndarray):
+        bad: np.ndarray = ~np.isfinite(xx).all(0)
+        return bad
     return ~torch.isfinite(xx).all(0)
-
-
-def _bad_tokens_np(xx: np.ndarray) -> npt.NDArray[np.bool_]:
-    """``_bad_tokens`` of a numpy array (the CPU pass: no torch round trip)."""
-    bad: npt.NDArray[np.bool_] = ~np.isfinite(xx).all(0)
-    return bad
 
 
 def _screen_rel(xx: torch.Tensor, bad_tok: torch.Tensor, xy: torch.Tensor, yy: torch.Tensor) -> torch.Tensor:

@@ -170,8 +170,9 @@ def _bf16_operand() -> Any:
 _BF16_OPERAND = _bf16_operand()
 HAS_BF16_DOT = HAS_BF16_DOT and _BF16_OPERAND is not None
 HAS_BF16_SCREEN = True          # the bf16 screen builds here (cleared where this numba/LLVM cannot)
-BF16_SCREENS = ("vdpbf16ps", "bf16-fma", "bf16-fma256")
-_SCREEN_FUNCS = {"vdpbf16ps": "dots_bf16", "bf16-fma": "dots_bf16_fma", "bf16-fma256": "dots_bf16_fma256"}
+# the bf16 screens and the kernel each runs (looked up by name when called, so a test can stand in)
+SCREEN_FUNCS = {"vdpbf16ps": "dots_bf16", "bf16-fma": "dots_bf16_fma", "bf16-fma256": "dots_bf16_fma256"}
+BF16_SCREENS = tuple(SCREEN_FUNCS)
 
 
 def screen_kernel(all_bf16: bool) -> str:
@@ -863,7 +864,7 @@ class PairStats:
         n, sa, mx = (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
         ya, yc, ys_ = self._ys(ys)
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
-            fn = globals()[_SCREEN_FUNCS[self.kernel]]
+            fn = globals()[SCREEN_FUNCS[self.kernel]]
             try:
                 self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block),
                           (xy, yy, xx_, with_xx, pidx, n, sa, mx), plan)
