@@ -114,27 +114,27 @@ class _Reaper:
             return self._cv.wait_for(lambda: not self._todo and not self._busy, timeout)
 
 
-_REAPERS: dict[int, _Reaper] = {}
-_REAPERS_LOCK = threading.Lock()
+_REAPER: Optional[_Reaper] = None
+_REAPER_LOCK = threading.Lock()
 
 
 def _after_fork() -> None:
-    global _REAPERS_LOCK
-    _REAPERS_LOCK = threading.Lock()        # (a fork while another thread held it would leave it held)
-    _REAPERS.clear()
+    global _REAPER, _REAPER_LOCK
+    _REAPER_LOCK = threading.Lock()         # (a fork while another thread held it would leave it held)
+    _REAPER = None                          # a forked child has none of its parent's threads
 
 
-if hasattr(os, "register_at_fork"):
+if hasattr(os, "register_at_fork"):        # (where there is no fork there is nothing to reset)
     os.register_at_fork(after_in_child=_after_fork)
 
 
 def _reaper() -> _Reaper:
-    """This process's unmapping thread (a forked child has none of its parent's threads)."""
-    with _REAPERS_LOCK:
-        r = _REAPERS.get(os.getpid())
-        if r is None:
-            r = _REAPERS[os.getpid()] = _Reaper()
-        return r
+    """This process's unmapping thread, started on first use."""
+    global _REAPER
+    with _REAPER_LOCK:
+        if _REAPER is None:
+            _REAPER = _Reaper()
+        return _REAPER
 
 
 def _unmap(libc: Any, addr: int, span: int) -> None:
@@ -148,8 +148,8 @@ def _unmap(libc: Any, addr: int, span: int) -> None:
 
 def settle(timeout: Optional[float] = None) -> bool:
     """Wait until every mapping let go of so far is unmapped; False if ``timeout`` passed first."""
-    with _REAPERS_LOCK:
-        r = _REAPERS.get(os.getpid())
+    with _REAPER_LOCK:
+        r = _REAPER
     return True if r is None else r.settle(timeout)
 
 
