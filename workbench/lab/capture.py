@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import LlamaForCausalLM
 
+    from workbench.lab.lean import KV, LeanLlama
+
 
 def make_prompts(prompt_len: int, count: int, seed: int, world: int,
                  style: Optional[dict[str, Any]] = None) -> torch.Tensor:
@@ -45,23 +47,37 @@ def greedy(model: LlamaForCausalLM, ids: torch.Tensor, n: int, batch: int = 1024
     """Plain greedy continuation of every row of ``ids`` ([B, P]) by ``n`` tokens, KV cache, no stop.
     Rows go ``batch`` at a time: a decode step of the lab's target costs about as much for 64 rows
     as for 640 (its matrices are small; the per-call work is not), so the 640 rows of the tiny
-    world take one batch: 3.6 s against 5.5 s in batches of 64 on a 2-core AMD EPYC, the same tokens."""
+    world take one batch: 3.6 s against 5.5 s in batches of 64 on a 2-core AMD EPYC, the same tokens.
+    The forward is ``workbench.lab.lean``'s where it is the model's own arithmetic: its cache grows
+    in place, where transformers' concatenates all of it every token (40 % of the pass at 640 rows)."""
+    import torch
+
+    from workbench.lab.lean import lean_for
+
+    lean = lean_for(model)
+    with torch.inference_mode():
+        return torch.cat([_greedy_batch(model, lean, ids[b:b + batch], n) for b in range(0, ids.shape[0], batch)])
+
+
+def _greedy_batch(model: LlamaForCausalLM, lean: Optional[LeanLlama], x: torch.Tensor, n: int) -> torch.Tensor:
     import torch
     from transformers import DynamicCache
 
-    outs: list[torch.Tensor] = []
-    with torch.no_grad():
-        for b in range(0, ids.shape[0], batch):
-            x = ids[b:b + batch]
-            cache = DynamicCache()
-            logits = model(input_ids=x, past_key_values=cache, use_cache=True).logits
-            toks: list[torch.Tensor] = []
-            for _ in range(n):
-                nxt = logits[:, -1].argmax(-1, keepdim=True)
-                toks.append(nxt)
-                logits = model(input_ids=nxt, past_key_values=cache, use_cache=True).logits
-            outs.append(torch.cat([x] + toks, dim=1))
-    return torch.cat(outs, dim=0)
+    kv = lean.kv() if lean is not None else DynamicCache()
+
+    def step(t: torch.Tensor) -> torch.Tensor:
+        if lean is not None:
+            return lean.forward(t, cast("KV", kv))[0]
+        logits: torch.Tensor = model(input_ids=t, past_key_values=kv, use_cache=True).logits
+        return logits
+
+    logits = step(x)
+    toks: list[torch.Tensor] = []
+    for _ in range(n):
+        nxt = logits[:, -1].argmax(-1, keepdim=True)
+        toks.append(nxt)
+        logits = step(nxt)
+    return torch.cat([x] + toks, dim=1)
 
 
 def capture_rows(model: LlamaForCausalLM, ids: torch.Tensor, layer_ids: Sequence[int],
@@ -69,27 +85,16 @@ def capture_rows(model: LlamaForCausalLM, ids: torch.Tensor, layer_ids: Sequence
     """fp32 capture: (hidden_state post-norm [R, L, H], aux [R, L, k*H]) for output-of-layer ids."""
     import torch
 
-    from workbench.lab.streams import StreamTap
-
-    tap = StreamTap(model)
     names = [f"out({k})" if k >= 0 else "embed" for k in layer_ids]
-    finals: list[torch.Tensor] = []
-    auxes: list[torch.Tensor] = []
-    try:
-        with torch.no_grad():
-            for b in range(0, ids.shape[0], batch):
-                store = tap.grab(names + ["final-postnorm"])
-                model(input_ids=ids[b:b + batch], use_cache=False)
-                finals.append(store["final-postnorm"].float())
-                auxes.append(torch.cat([store[n].float() for n in names], dim=-1))
-    finally:
-        tap.close()
-    return torch.cat(finals), torch.cat(auxes)
+    got = capture_points(model, ids, names + ["final-postnorm"], batch)
+    return got["final-postnorm"], torch.cat([got[n] for n in names], dim=-1)
 
 
 def capture_points(model: LlamaForCausalLM, ids: torch.Tensor, names: Sequence[str],
                    batch: int = 64) -> dict[str, torch.Tensor]:
-    """fp32 capture of named stream points (``embed``, ``out(k)``, ...): ``{name: [R, L, H]}``."""
+    """fp32 capture of named stream points (``embed``, ``out(k)``, ...): ``{name: [R, L, H]}``.
+    (Through the model's own forward: at 64 rows a pass is arithmetic, ``workbench.lab.lean``
+    saves nothing here.)"""
     import torch
 
     from workbench.lab.streams import StreamTap

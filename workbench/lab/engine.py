@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from workbench.drafter.model import Eagle3Drafter, Past, StepOut
     from workbench.engine.rule import CaptureRule, EngineCapture
     from workbench.lab.dump import Dumper
+    from workbench.lab.lean import KV
     from workbench.layers import CaptureResult, EngineRule
 
 _Model = TypeVar("_Model", bound="torch.nn.Module")
@@ -94,6 +95,7 @@ class LabEngine:
                  dumper: Optional[Dumper] = None, threads: Optional[int] = None) -> None:
         import torch
 
+        from workbench.lab.lean import lean_for
         from workbench.lab.streams import StreamTap
         from workbench.lab.target import load_target
         from workbench.layers import rule_for
@@ -124,6 +126,9 @@ class LabEngine:
         self.num_steps = int(num_steps)
         self.tap = StreamTap(self.target)
         self.dumper = dumper
+        # the target's forward without its module machinery where that is exactly the same
+        # arithmetic (checked against the model's own forward); a dump needs the modules' hooks
+        self.lean = lean_for(self.target) if dumper is None else None
         self.lock = threading.RLock()
         self.stats = Stats()
         # callbacks for the server's scheduler log lines
@@ -195,19 +200,35 @@ class LabEngine:
         # a state that never fires is simply absent: the concatenation is narrower than fc expects
         return [p for p in points if p != "missing"]
 
-    def _target(self, ids: torch.Tensor, cache: DynamicCache,
-                names: Sequence[str]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        store = self.tap.grab(names)
-        out = self.target(input_ids=ids, past_key_values=cache, use_cache=True)
-        self.tap.release()
-        if self.dumper is not None:
-            self.dumper.end_pass("target", ids, cache.get_seq_length() - ids.shape[1])
-        aux = None
-        if names:
-            import torch
+    def _cache(self) -> "DynamicCache | KV":
+        from transformers import DynamicCache
 
-            aux = torch.cat([store[n] for n in names], dim=-1)
-        return out.logits, aux
+        return self.lean.kv() if self.lean is not None else DynamicCache()
+
+    def _target(self, ids: torch.Tensor, cache: "DynamicCache | KV",
+                names: Sequence[str]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        import torch
+
+        if self.lean is not None:
+            logits, store = self.lean.forward(ids, cast("KV", cache), names)
+        else:
+            store = self.tap.grab(names)
+            logits = self.target(input_ids=ids, past_key_values=cache, use_cache=True).logits
+            self.tap.release()
+            if self.dumper is not None:
+                self.dumper.end_pass("target", ids, cast("DynamicCache", cache).get_seq_length() - ids.shape[1])
+        aux = torch.cat([store[n] for n in names], dim=-1) if names else None
+        return logits, aux
+
+    @staticmethod
+    def _drop(cache: "DynamicCache | KV", count: int) -> None:
+        """Forget the last ``count`` positions of the target's cache (the rejected drafts)."""
+        from workbench.lab.lean import KV
+
+        if isinstance(cache, KV):
+            cache.crop(count)
+        else:
+            cache.crop(-count)          # (DynamicCache.crop takes a negative count)
 
     def warmup(self) -> None:
         """One short generation, as SGLang's warm-up request does (errors surface here)."""
@@ -217,7 +238,6 @@ class LabEngine:
     def generate(self, input_ids: Sequence[int], max_new_tokens: int, *, ignore_eos: bool = False,
                  return_hidden: bool = False, record: bool = True) -> GenOutput:
         import torch
-        from transformers import DynamicCache
 
         with self.lock, torch.inference_mode():
             t0 = time.time()
@@ -227,7 +247,7 @@ class LabEngine:
                 names = []
             res = GenOutput([], prompt.shape[1], histogram=[0] * (self.num_steps + 1))
             hidden_rows: list[Any] = []
-            cache = DynamicCache()
+            cache = self._cache()
             logits, aux = self._target(prompt, cache, names)
             seq = prompt[0].tolist() + [int(logits[0, -1].argmax())]
             if self.on_prefill:
@@ -261,7 +281,7 @@ class LabEngine:
         new = seq[start:]
         return len(new) >= max_new or (not ignore_eos and self.eos in new)
 
-    def _plain(self, seq: list[int], cache: DynamicCache, max_new: int, ignore_eos: bool, res: GenOutput,
+    def _plain(self, seq: list[int], cache: "DynamicCache | KV", max_new: int, ignore_eos: bool, res: GenOutput,
                names: list[str], rows: list[Any], return_hidden: bool) -> None:
         import torch
 
@@ -275,7 +295,7 @@ class LabEngine:
             if self.on_round:
                 self.on_round(None, 1, len(seq))
 
-    def _spec(self, seq: list[int], cache: DynamicCache, aux: Optional[torch.Tensor], max_new: int,
+    def _spec(self, seq: list[int], cache: "DynamicCache | KV", aux: Optional[torch.Tensor], max_new: int,
               ignore_eos: bool, res: GenOutput, names: list[str], rows: list[Any], return_hidden: bool) -> None:
         import torch
 
@@ -299,8 +319,8 @@ class LabEngine:
                 a += 1
             new = drafts[:a] + [pred[a]]
             seq.extend(new)
-            if K > a:                      # drop the rejected drafts' KV (this crop takes a count)
-                cache.crop(-(K - a))
+            if K > a:                      # drop the rejected drafts' KV
+                self._drop(cache, K - a)
             res.verify_ct += 1
             res.accepted_drafts += a
             res.histogram[a] += 1
