@@ -119,7 +119,8 @@ def test_a_dump_uses_the_models_own_forward(lab_world, tmp_path):
 
 
 @pytest.mark.parametrize("overrides", [{"attention_bias": True}, {"num_key_value_heads": 2}, {"mlp_bias": True},
-                                       {"hidden_act": "gelu"}])
+                                       {"hidden_act": "gelu"}, {"attn_implementation": "eager"},
+                                       {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}])
 def test_a_model_it_does_not_implement_keeps_its_own_forward(overrides):
     from workbench.lab import capture as C
     from workbench.lab.lean import implements, lean_for

@@ -152,11 +152,12 @@ def implements(model: LlamaForCausalLM) -> bool:
     """A plain Llama: no biases, every head its own keys, default rope, silu, one weight shard."""
     cfg = model.config
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
-    return (type(model).__name__ == "LlamaForCausalLM" and not getattr(cfg, "attention_bias", False)
-            and not getattr(cfg, "mlp_bias", False) and cfg.hidden_act == "silu"
-            and cfg.num_key_value_heads == cfg.num_attention_heads
-            and rope.get("rope_type", "default") == "default" and getattr(cfg, "pretraining_tp", 1) == 1
-            and cfg._attn_implementation == "sdpa")
+    heads = getattr(cfg, "num_attention_heads", None)
+    return (type(model).__name__ == "LlamaForCausalLM" and isinstance(rope, dict)
+            and rope.get("rope_type", rope.get("type", "default")) == "default"
+            and not getattr(cfg, "attention_bias", False) and not getattr(cfg, "mlp_bias", False)
+            and getattr(cfg, "hidden_act", None) == "silu" and getattr(cfg, "num_key_value_heads", heads) == heads
+            and getattr(cfg, "pretraining_tp", 1) == 1 and getattr(cfg, "_attn_implementation", None) == "sdpa")
 
 
 def lean_for(model: LlamaForCausalLM) -> Optional[LeanLlama]:
@@ -175,12 +176,12 @@ def _agrees(model: LlamaForCausalLM) -> bool:
 
     from workbench.lab.streams import StreamTap
 
-    lean = LeanLlama(model)
     V = model.config.vocab_size
     prompt = (torch.arange(12)[None] * 7 + 3) % V
     verify = (torch.arange(4)[None] * 5 + 1) % V
     tap = StreamTap(model)
     try:
+        lean = LeanLlama(model)
         with torch.inference_mode():
             cache, kv = DynamicCache(), lean.kv()
             for ids, crop in ((prompt, 2), (verify, 0)):
