@@ -113,3 +113,34 @@ def test_measuring_in_pieces_on_workers_gives_each_job_its_whole_measurement(lab
     for threads in (1, 2):
         assert B.measure_many(world, jobs, 16, threads) == want, threads
     assert not B._ENGINES                    # the in-process engines are closed and let go
+
+
+def test_a_build_without_the_measuring_release_code_stops_before_training(tmp_path, monkeypatch):
+    """The capture points the build measures with come from the measuring release's code; a machine
+    that cannot have it (no SGLang installed, no index reachable) hears so first, not after
+    training a target and a drafter, and no half-built world is left."""
+    from workbench.engine import code
+    from workbench.errors import WorkbenchError
+    from workbench.lab import build as B
+    from workbench.lab import target as T
+
+    def unreachable(*_a, **_k):
+        raise WorkbenchError(f"pip download {B.MEASURE_ENGINE} failed: No matching distribution found")
+
+    monkeypatch.setattr(code, "code_rule", unreachable)
+    monkeypatch.setattr(T, "build_target", lambda *a, **k: pytest.fail("trained before the release's code was read"))
+    with pytest.raises(WorkbenchError, match="pip download sglang=="):
+        B.build("tiny", root=tmp_path, force=True)
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_the_held_out_check_reads_the_points_the_engine_captures():
+    """The variants' points are the release's code's (the engine's reading of it): the broken ids
+    read the embedding, the shifted ones the next layers, and an id past the last layer never
+    fires, so it is left out, as the engine leaves it out of the features it hands the drafter."""
+    from workbench.lab.build import measured_points
+
+    ids = {"draft": [1, 5, 8], "draft_broken": [-1, 1, 5], "draft_shifted": [2, 6, 9], "late": [1, 5, 12]}
+    got = measured_points(ids, 12)
+    assert got == {"draft": ["out(1)", "out(5)", "out(8)"], "draft_broken": ["embed", "out(1)", "out(5)"],
+                   "draft_shifted": ["out(2)", "out(6)", "out(9)"], "late": ["out(1)", "out(5)"]}

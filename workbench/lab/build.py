@@ -202,6 +202,12 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
     torch.manual_seed(s.seed)
     times: dict[str, float] = {}
     t0 = time.time()
+    layers = trained_layers(s.layers)
+    broken_ids = [-1] + layers[:-1]
+    shifted_ids = [i + 1 for i in layers]
+    variants = {"draft": layers, "draft_broken": broken_ids, "draft_shifted": shifted_ids}
+    # first, so that a machine without the measuring release's code says so before any training
+    points = measured_points(variants, s.layers)
 
     def prog(stage: str, done: float, total: Optional[float], msg: str) -> None:
         _step(progress, stage, done, total, msg)
@@ -214,7 +220,6 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
     _step(progress, "data", 0, None, "self-distilling responses")
     target = T.load_target(out / "target")
     N = target.config.num_hidden_layers
-    layers = trained_layers(N)
     prompts = C.make_prompts(s.prompt_len, s.prompts, s.seed + 1, s.seed, corpus_style(s))
     # the held-out rows are the measured prompts (the tests' protocol), with responses as long as the
     # measured decodes: the predicted accept length reads the very text the measurement decodes. (16
@@ -238,9 +243,6 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
         return {"input_ids": ids, "loss_mask": mask, "hidden_state": hidden, "aux_hidden_state": aux}
 
     rows, held = as_rows(seqs, finals, auxes), as_rows(hseqs, hfinals, hauxes)
-    broken_ids = [-1] + layers[:-1]
-    shifted_ids = [i + 1 for i in layers]
-    variants = {"draft": layers, "draft_broken": broken_ids, "draft_shifted": shifted_ids}
     vm = out / "training_data" / "vocab_mapping"
     vm.mkdir(parents=True, exist_ok=True)
     # the tests' protocol (``tests/lab/test_accept_length.py``) and the demo's (5 steps, its prompts)
@@ -270,7 +272,7 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
               + ("; ".join(missed) if missed else "in the bands"))
         return {"metrics": metrics, "predicted": predicted, "measured": measured, "demo": demo, "figures": fig}
 
-    check = HeldoutCheck(s, target, held, hseqs, variants, confirm=evaluate)
+    check = HeldoutCheck(s, target, held, hseqs, points, confirm=evaluate)
     drafter, dlog = D.train_drafter(s, target, rows, layers, progress=prog, check=check)
     # fixed when the drafter is made (token counts), so written once, whichever check measured
     torch.save({"d2t": drafter.d2t.clone(), "t2d": drafter.t2d.clone()}, vm / "vocab_mapping.pt")
@@ -310,25 +312,32 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
     }
 
 
+def measured_points(variants: dict[str, list[int]], num_layers: int,
+                    arch: str = "LlamaForCausalLM") -> dict[str, list[str]]:
+    """The stream points ``MEASURE_ENGINE`` captures for each variant's ids, read from that
+    release's code (the installed SGLang or its wheel, ``workbench.engine.code``), as the measuring
+    engine reads them; a point that never fires is left out, as the engine leaves it out."""
+    from workbench.engine.code import code_capture
+
+    return {name: [str(p) for p in code_capture(MEASURE_ENGINE, arch=arch, num_layers=num_layers, ids=ids)[0].points
+                   if p != "missing"] for name, ids in variants.items()}
+
+
 class HeldoutCheck:
     """The calibration figures of a drafter in training, predicted from held-out rows (no decoding).
 
-    Each variant (correct, broken, shifted ids) gets the features the measuring engine would capture
-    for its ids (``workbench.layers`` rule of ``MEASURE_ENGINE``) on the held-out rows; the drafter's
-    teacher-forced conditional rates on them predict each variant's chain accept length at 3 steps
-    and (correct, broken) at the demo's 5. ``stop`` (a ``ConfirmedStop``) decides from them.
+    Each variant (correct, broken, shifted ids) gets the features the measuring engine captures
+    for its ids (``points``: ``measured_points``) on the held-out rows; the drafter's teacher-forced
+    conditional rates on them predict each variant's chain accept length at 3 steps and (correct,
+    broken) at the demo's 5. ``stop`` (a ``ConfirmedStop``) decides from them.
     ``check(drafter) -> (figures, stop)``."""
 
     def __init__(self, s: LabSettings, target: LlamaForCausalLM, held: dict[str, torch.Tensor], seqs: torch.Tensor,
-                 variants: dict[str, list[int]], confirm: Optional[Confirm] = None) -> None:
+                 points: dict[str, list[str]], confirm: Optional[Confirm] = None) -> None:
         from workbench.lab import calibration as K
         from workbench.lab.capture import capture_points
-        from workbench.layers import rule_for
 
         self.s, self.target, self.K = s, target, K
-        N = target.config.num_hidden_layers
-        rule = rule_for(MEASURE_ENGINE, (target.config.architectures or ["LlamaForCausalLM"])[0])
-        points = {name: [str(p) for p in rule.capture(ids, N).points] for name, ids in variants.items()}
         feats = capture_points(target, seqs, sorted({p for ps in points.values() for p in ps}))
         self.rows = {name: dict(held, aux_hidden_state=torch_cat([feats[p] for p in ps]))
                      for name, ps in points.items()}
