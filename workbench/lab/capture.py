@@ -55,7 +55,7 @@ def greedy(model: LlamaForCausalLM, ids: torch.Tensor, n: int, batch: int = 1024
     from workbench.lab.lean import lean_for
 
     lean = lean_for(model)
-    with torch.inference_mode():
+    with torch.no_grad():
         return torch.cat([_greedy_batch(model, lean, ids[b:b + batch], n) for b in range(0, ids.shape[0], batch)])
 
 
