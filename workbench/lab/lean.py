@@ -12,9 +12,9 @@ buffers that grow by doubling (no concatenation of the whole cache per token):
 
 Bit-for-bit agreement is a property of the installed transformers, torch and CPU, so it is checked,
 not assumed: ``lean_for(model)`` returns a ``LeanLlama`` only for a config of the kind it implements
-whose prefill, verify over a cropped cache and streams equal the model's own forward exactly (checked
-once per model), and None otherwise -- callers then use
-the model itself. A round measured either way decodes the same tokens.
+whose prefill, verify over a cropped cache, one-token step and streams equal the model's own forward
+exactly (checked once per model), and None otherwise: callers then use the model itself. A round
+measured either way decodes the same tokens.
 """
 
 from __future__ import annotations
@@ -170,7 +170,8 @@ def lean_for(model: LlamaForCausalLM) -> Optional[LeanLlama]:
 
 
 def _agrees(model: LlamaForCausalLM) -> bool:
-    """A prefill of 12 tokens, a verify of 4 after a crop of 2, through both, every stream equal."""
+    """A prefill of 12 tokens, a verify of 4 after a crop of 2, then one token after a crop of 1,
+    through both: the logits and every stream equal."""
     import torch
     from transformers import DynamicCache
 
@@ -179,12 +180,13 @@ def _agrees(model: LlamaForCausalLM) -> bool:
     V = model.config.vocab_size
     prompt = (torch.arange(12)[None] * 7 + 3) % V
     verify = (torch.arange(4)[None] * 5 + 1) % V
+    one = torch.tensor([[2 % V]])
     tap = StreamTap(model)
     try:
         lean = LeanLlama(model)
         with torch.inference_mode():
             cache, kv = DynamicCache(), lean.kv()
-            for ids, crop in ((prompt, 2), (verify, 0)):
+            for ids, crop in ((prompt, 2), (verify, 1), (one, 0)):
                 store = tap.grab(tap.all_names())
                 ref = model(input_ids=ids, past_key_values=cache, use_cache=True).logits
                 tap.release()
