@@ -220,15 +220,12 @@ class LabEngine:
         aux = torch.cat([store[n] for n in names], dim=-1) if names else None
         return logits, aux
 
-    @staticmethod
-    def _drop(cache: "DynamicCache | KV", count: int) -> None:
+    def _drop(self, cache: "DynamicCache | KV", count: int) -> None:
         """Forget the last ``count`` positions of the target's cache (the rejected drafts)."""
-        from workbench.lab.lean import KV
-
-        if isinstance(cache, KV):
-            cache.crop(count)
+        if self.lean is not None:
+            cast("KV", cache).crop(count)
         else:
-            cache.crop(-count)          # (DynamicCache.crop takes a negative count)
+            cast("DynamicCache", cache).crop(-count)        # (DynamicCache.crop takes a negative count)
 
     def warmup(self) -> None:
         """One short generation, as SGLang's warm-up request does (errors surface here)."""
