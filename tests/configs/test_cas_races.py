@@ -177,6 +177,45 @@ def _writer_paused_at(point, ws, path, pause_dir, value=64, ssh=False):
     raise AssertionError(f"writer never reached {point}")
 
 
+SLOW_MARK = textwrap.dedent("""
+    import builtins, time
+    from workbench.hosts import casfile
+    real_open = builtins.open
+
+    class Slow:                       # a mark whose bytes land half a second after its file is made
+        def __init__(self, fh):
+            self.fh = fh
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc):
+            self.fh.close()
+        def write(self, text):
+            time.sleep(0.5)
+            return self.fh.write(text)
+
+    builtins.open = lambda *a, **k: Slow(real_open(*a, **k))
+    casfile.pause("locked")
+""")
+
+
+def test_a_pause_mark_is_never_seen_without_its_pid(tmp_path):
+    """A watcher polls for the mark and kills the pid in it: the mark's name must not appear before
+    the pid is in it, however slowly the pid is written (a mark seen empty once failed a kill test)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), casfile.PAUSE_AT: "locked", casfile.PAUSE_DIR: str(tmp_path),
+           casfile.PAUSE_MAX: "1"}
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_MARK], env=env, stderr=subprocess.PIPE, text=True)
+    seen = []
+    while proc.poll() is None or not seen:
+        seen += [(m.name, m.read_text()) for m in tmp_path.iterdir() if m.name.startswith("locked.")]
+        if proc.poll() is not None and not seen:
+            raise AssertionError(f"no mark: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.005)
+    assert proc.wait(10) == 0, proc.stderr.read()
+    proc.stderr.close()
+    assert seen and all(text == str(proc.pid) for _, text in seen), seen[:3]
+    assert sorted(m.name for m in tmp_path.iterdir()) == [f"locked.{proc.pid}"]     # nothing left aside
+
+
 def _kill(proc):
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)

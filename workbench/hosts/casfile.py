@@ -51,9 +51,10 @@ def pause(point: str) -> None:
         return
     # Written aside then renamed: a watcher that sees the name always reads the whole pid.
     name = "%s.%d" % (point, os.getpid())
-    with open(os.path.join(folder, "." + name), "w") as fh:
+    aside = os.path.join(folder, "." + name)
+    with open(aside, "w") as fh:
         fh.write(str(os.getpid()))
-    os.replace(os.path.join(folder, "." + name), os.path.join(folder, name))
+    os.replace(aside, os.path.join(folder, name))
     parent, deadline = os.getppid(), time.time() + float(os.environ.get(PAUSE_MAX) or 60)
     go = os.path.join(folder, point + ".go")
     while not os.path.exists(go) and time.time() < deadline and os.getppid() == parent:
