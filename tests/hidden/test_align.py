@@ -514,3 +514,18 @@ def test_the_screen_keeps_the_best_few_and_a_runner_up_at_another_point_whatever
         split.add(rel[:, cut:], list(range(cut, 8)))
         for a, b in zip(split.lists, once.lists):
             assert a[:2] == b[:2] and other(a) == other(b), cut
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 2047, 2048])
+def test_token_quantiles_match_numpy(n):
+    """The verdict's per-token median and 95th percentile: one sort, numpy's interpolation."""
+    from workbench.hidden.align import _quantile
+
+    rng = np.random.default_rng(n)
+    for scale in (1e-7, 1.0, 1e3):
+        a = (rng.random(n) * scale).astype(np.float32)
+        a[: n // 3] = a[0]                      # ties too
+        s = np.sort(a)
+        assert _quantile(s, 0.5) == pytest.approx(float(np.median(a)), rel=1e-6)
+        assert _quantile(s, 0.95) == pytest.approx(float(np.percentile(a, 95)), rel=1e-6)
+        assert _quantile(s, 0.0) == float(s[0]) and _quantile(s, 1.0) == float(s[-1])

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numba
 import numpy as np
@@ -630,20 +630,22 @@ def _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, i0, i1,
 # ------------------------------------------------------------------------ statistics of the pairs
 def pair_sums(xx: np.ndarray, yy: np.ndarray, xy: np.ndarray, bad: np.ndarray, finite: np.ndarray,
               per_token: np.ndarray, num: np.ndarray, den: np.ndarray, dot: np.ndarray, yy_sum: np.ndarray,
-              threads: int = 1) -> None:
+              threads: int = 1, cands: Optional[tuple[int, int]] = None) -> None:
     """The alignment's per-pair statistics from the screen's per-token sums in one pass, float64,
     no temporaries (``workbench.hidden.align._pair_sums`` spells the same in numpy): ``xx [S, T]``
     float64, ``yy [C, T]`` and ``xy [S, C, T]`` float32, ``bad [T]`` (a slot not finite there).
     Writes ``finite [C, T]`` (yy finite), ``per_token [S, C, T]`` (rel_diff, 0 where left out),
     ``num, den, dot [S, C]`` and ``yy_sum [C]``; ``yy`` is zeroed where a token is left out.
-    Candidates are split over ``threads`` (each candidate's sums are the same however they are)."""
-    C = xy.shape[1]
+    Only candidates ``cands = (c0, c1)`` where given (a group just screened); they are split over
+    ``threads`` (each candidate's sums are the same however they are)."""
+    c0, c1 = cands if cands is not None else (0, xy.shape[1])
+    C = c1 - c0
     args = (xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum)
     n = max(1, min(int(threads), C))
     if n == 1:
-        _pair_sums(*args, 0, C)
+        _pair_sums(*args, c0, c1)
         return
-    cuts = [round(C * i / n) for i in range(n + 1)]
+    cuts = [c0 + round(C * i / n) for i in range(n + 1)]
     gang(n).run([functools.partial(_pair_sums, *args, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a])
 
 
@@ -712,10 +714,25 @@ def block_tokens(S: int, H: int, esize: int = 2, l2: Optional[int] = None) -> in
     return max(4, min(MAX_BLOCK, 1 << (n.bit_length() - 1)))
 
 
-def _code(t: torch.Tensor) -> Optional[int]:
+@functools.lru_cache(maxsize=1)
+def _codes() -> dict[Any, int]:
     import torch
 
-    return {torch.bfloat16: BF16, torch.float32: F32}.get(t.dtype)
+    return {torch.bfloat16: BF16, torch.float32: F32}
+
+
+def _code(t: torch.Tensor) -> Optional[int]:
+    return _codes().get(t.dtype)
+
+
+class Group(NamedTuple):
+    """Prepared candidates and the addresses the kernels read them by, made once for every pass
+    over them (``PairStats.group``): a pass takes a group or a plain list of candidates."""
+    tensors: tuple[torch.Tensor, ...]
+    ya: npt.NDArray[np.int64]            # each candidate's first byte
+    yc: npt.NDArray[np.int64]            # its element code (BF16, F32)
+    ys: npt.NDArray[np.int64]            # its row stride in bytes
+    owner: Any = None                    # what keeps the bytes mapped, where there are no tensors (``group_at``)
 
 
 class Screened(NamedTuple):
@@ -833,23 +850,43 @@ class PairStats:
                           npt.NDArray[np.int64], int]:
         return (self.xa, self.xs, self.xc, self.xr, self.H)
 
-    @staticmethod
-    def _ys(ys: Sequence[torch.Tensor]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                                   npt.NDArray[np.int64]]:
-        return (np.array([y.data_ptr() for y in ys], np.int64), np.array([_code(y) for y in ys], np.int64),
-                np.array([y.stride(0) * y.element_size() for y in ys], np.int64))
+    def group(self, ys: Sequence[torch.Tensor]) -> Group:
+        """Candidates prepared (``prepare``) for the passes over them, their addresses taken once."""
+        ts = tuple(self.prepare(y) for y in ys)
+        return Group(ts, np.array([y.data_ptr() for y in ts], np.int64), np.array([_code(y) for y in ts], np.int64),
+                     np.array([y.stride(0) * y.element_size() for y in ts], np.int64))
 
-    def dots(self, ys: Sequence[torch.Tensor], xx: Optional[npt.NDArray[np.float32]] = None,
+    def group_at(self, owner: Any, addresses: Sequence[int], codes: Sequence[int], row_bytes: Sequence[int],
+                 rows: Sequence[int]) -> Group:
+        """Candidates read where they lie in a mapping that ``owner`` keeps: candidate g's row r at
+        ``addresses[g] + r * row_bytes[g]``, ``rows[g]`` rows of H elements of ``codes[g]`` (BF16 or
+        F32) each. No tensor is made (a file's candidates cost one mapping, not one load each)."""
+        ya, yc, ys = (np.array(v, np.int64) for v in (addresses, codes, row_bytes))
+        for g in range(len(ya)):
+            if yc[g] not in (BF16, F32):
+                raise ValueError(f"candidate {g}: element code {yc[g]}, expected bf16 or fp32")
+            if ys[g] < self.H * (2 if yc[g] == BF16 else 4):
+                raise ValueError(f"candidate {g}: rows of {ys[g]} bytes hold fewer than {self.H} elements")
+            if not self.hi < rows[g]:
+                raise ValueError(f"compared rows up to {self.hi} fall outside a candidate of {rows[g]} rows")
+        return Group((), ya, yc, ys, owner)
+
+    def _group(self, ys: Union[Group, Sequence[torch.Tensor]]) -> Group:
+        return ys if isinstance(ys, Group) else self.group(ys)
+
+    def dots(self, ys: Union[Group, Sequence[torch.Tensor]], xx: Optional[npt.NDArray[np.float32]] = None,
              pairs: Sequence[tuple[int, int]] = (), cols: Optional[np.ndarray] = None,
              out: Optional[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = None,
-             thread_tokens: Optional[int] = None) -> Screened:
-        """Screen of a group of prepared candidates: ``xy [S, G, T]`` and ``yy [G, T]`` (fp32, into
-        ``out`` where given); given ``xx [S, T]`` (fp32), the slots' squared norms are written there
-        in the same pass (no read of the slots of their own); ``pairs`` ``[(slot, index into ys)]``
-        get ``exact``'s sums (``n, sa, mx [P, T]``), from the same pass where the bf16 screen runs
-        (the rows are in cache), else from ``exact``. Only token columns ``cols`` are computed
-        (None: all), at least ``thread_tokens`` a thread (None: this one's)."""
-        G = len(ys)
+             thread_tokens: Optional[int] = None, diffs: Optional[_Diffs] = None) -> Screened:
+        """Screen of a group of candidates (``group``, or a list): ``xy [S, G, T]`` and ``yy [G, T]``
+        (fp32, into ``out`` where given); given ``xx [S, T]`` (fp32), the slots' squared norms are
+        written there in the same pass (no read of the slots of their own); ``pairs``
+        ``[(slot, index into ys)]`` get ``exact``'s sums (``n, sa, mx [P, T]``, into ``diffs`` where
+        given), from the same pass where the bf16 screen runs (the rows are in cache), else from
+        ``exact``. Only token columns ``cols`` are computed (None: all), at least ``thread_tokens``
+        a thread (None: this one's)."""
+        grp = self._group(ys)          # (held to the end: the kernels read its tensors by address)
+        G = len(grp.ya)
         plan = self._pass(cols, thread_tokens)
         xy, yy = out if out is not None else (np.empty((self.S, G, self.T), np.float32),
                                               np.empty((G, self.T), np.float32))
@@ -861,8 +898,11 @@ class PairStats:
         pidx = np.full((self.S, G), -1, np.int64)
         for p, (s, g) in enumerate(pairs):
             pidx[s, g] = p
-        n, sa, mx = (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
-        ya, yc, ys_ = self._ys(ys)
+        n, sa, mx = diffs if diffs is not None else (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
+        if any(a.shape != (len(pairs), self.T) for a in (n, sa, mx)):
+            raise ValueError(f"diffs: arrays of shape {n.shape}, {sa.shape}, {mx.shape} for {len(pairs)} pairs, "
+                             f"{self.T} tokens")
+        ya, yc, ys_ = grp.ya, grp.yc, grp.ys
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
             fn = globals()[SCREEN_FUNCS[self.kernel]]
             try:
@@ -880,10 +920,11 @@ class PairStats:
                 self.kernel = screen_kernel(True)
         self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx), plan)
         if len(pairs):
-            self.exact(pairs, ys, cols, (n, sa, mx), thread_tokens)
+            self.exact(pairs, grp, cols, (n, sa, mx), thread_tokens)
         return Screened(xy, yy, n, sa, mx)
 
-    def exact(self, pairs: Sequence[tuple[int, int]], ys: Sequence[torch.Tensor], cols: Optional[np.ndarray] = None,
+    def exact(self, pairs: Sequence[tuple[int, int]], ys: Union[Group, Sequence[torch.Tensor]],
+              cols: Optional[np.ndarray] = None,
               out: Optional[_Diffs] = None, thread_tokens: Optional[int] = None) -> _Diffs:
         """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
         in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
@@ -891,8 +932,8 @@ class PairStats:
         n, sa, mx = out if out is not None else (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
         ps_ = np.array([int(p[0]) for p in pairs], np.int64)
         pc = np.array([int(p[1]) for p in pairs], np.int64)
-        ya, yc, ys_ = self._ys(ys)
+        grp = self._group(ys)
         if len(pairs):
-            self._run(exact_rows, self._x() + (ps_, pc, ya, yc, ys_, self.yr), (n, sa, mx),
+            self._run(exact_rows, self._x() + (ps_, pc, grp.ya, grp.yc, grp.ys, self.yr), (n, sa, mx),
                       self._pass(cols, thread_tokens))
         return n, sa, mx

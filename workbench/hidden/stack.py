@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
 from workbench import strictjson
 from workbench.draftconfig.schema import MAX_LAYERS
 from workbench.errors import InputError
-from workbench.hidden.view import FINAL, LAYER, Capture, HiddenTensor, as_int_array
+from workbench.hidden.view import FINAL, ITEMSIZE, LAYER, Capture, FileSpan, HiddenTensor, as_int_array
 from workbench.numbers import Range, integer
 
 LAYER_KEY = re.compile(r"^(?:model\.)?layers\.(\d+)$")
@@ -84,7 +84,7 @@ def read_stack(path: "str | os.PathLike[str]", *, hf_num_layers: Optional[int] =
             else:
                 physical, role = None, LAYER
             tensors.append(HiddenTensor(name, shape[0], shape[1], dtypes[name], role, physical, str(path),
-                                        _loader(f, name, shape)))
+                                        _loader(f, name, shape), span=_span(f, name, 0, shape[1], dtypes[name])))
         tensors.sort(key=_order)
     if not tensors:
         raise InputError(f"{path}: no [T, H] tensors (expected 'embed', 'layers.K' or 'hidden_states')")
@@ -121,6 +121,16 @@ def _squeeze(shape: Sequence[int]) -> tuple[int, ...]:
     while len(shape) > 2 and shape[0] == 1:
         shape = shape[1:]
     return shape
+
+
+def _span(f: Union[NpzFile, SafetensorsFile], name: str, skip_rows: int, width: int, dtype: str
+          ) -> Optional[FileSpan]:
+    """Where a safetensors tensor's rows lie (``skip_rows`` rows of ``width`` in); None elsewhere."""
+    entries = getattr(f, "entries", None)
+    if entries is None or dtype not in ITEMSIZE:
+        return None
+    row = width * ITEMSIZE[dtype]
+    return FileSpan(str(f.path), entries[name].begin + skip_rows * row, row)
 
 
 def _loader(f: Union[NpzFile, SafetensorsFile], name: str, shape: tuple[int, ...]) -> Callable[[], torch.Tensor]:
@@ -164,7 +174,8 @@ def _hf_stack(f: Union[NpzFile, SafetensorsFile], path: Path, shape: Sequence[in
         else:
             physical, role = "final-postnorm", FINAL
         out.append(HiddenTensor(f"hidden_states[{i}]", rows, width, dtype, role, physical, str(path),
-                                _hf_loader(f, i, (n1, rows, width))))
+                                _hf_loader(f, i, (n1, rows, width)), span=_span(f, "hidden_states", i * rows, width,
+                                                                                dtype)))
     return out
 
 

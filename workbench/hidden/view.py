@@ -32,6 +32,19 @@ FINAL = "final"      # the last hidden state (teacher input), pre- or post-norm 
 LOGITS = "logits"    # logits stored where a hidden state was expected
 
 
+ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
+
+
+@dataclass(frozen=True)
+class FileSpan:
+    """Where a tensor's bytes lie in its file, as they are in memory (no encoding): row r at byte
+    ``begin + r * row_bytes``, its elements contiguous. A reader that needs only addresses (the
+    compiled CPU pass) maps the file once for all of its tensors instead of loading each."""
+    path: str
+    begin: int
+    row_bytes: int
+
+
 @dataclass
 class HiddenTensor:
     name: str
@@ -43,6 +56,7 @@ class HiddenTensor:
     source: str = ""
     loader: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False)
     part_physical: Optional[list[Optional[str]]] = None   # physical points of the parts of a packed tensor
+    span: Optional[FileSpan] = None     # where ``load()``'s bytes lie in the file, where they lie as they are
 
     def load(self) -> torch.Tensor:
         """The tensor as torch ``[rows, width]`` in its stored dtype (CPU)."""
@@ -66,7 +80,9 @@ class HiddenTensor:
                 name=f"{self.name}[{i}]", rows=self.rows, width=h, dtype=self.dtype,
                 role=SLOT if self.role == SLOT else LAYER, physical=known[i] if known else None,
                 source=self.source,
-                loader=_column_loader(self, i * h, (i + 1) * h)))
+                loader=_column_loader(self, i * h, (i + 1) * h),
+                span=(FileSpan(self.span.path, self.span.begin + i * h * ITEMSIZE[self.dtype], self.span.row_bytes)
+                      if self.span is not None and self.dtype in ITEMSIZE else None)))
         return out
 
     def describe(self) -> dict[str, Any]:
