@@ -531,9 +531,9 @@ def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor]
     (fp32 [S, T]). A sample of tokens is screened first; the pairs its ranking foretells the exact
     pass will want are differenced over the sample's tokens at once (their rows still in cache)
     and while the rest of the tokens are screened (``(slot, candidate) -> (n, sa, mx)``). Every
-    token is read once. Candidates with a wanted pair
-    the pass did not difference stay mapped for the exact pass (no second read from the file), and
-    with them the mapping of the file their group shares; the others go with their group."""
+    token is read once. Candidates with a wanted pair the pass did not difference are kept for the
+    exact pass (a loaded candidate as it is, with the mapping its group shares; one read by address
+    loaded again from the page cache); the others go with their group."""
     S, T, C = ps.S, ps.T, len(cands)
     G = max(1, min(CPU_GROUP, C))
     XY = np.empty((S, C, T), dtype=np.float32)
