@@ -610,9 +610,8 @@ def _cpu_group(ps: PairStats, group: Sequence[HiddenTensor]) -> Group:
     (``HiddenTensor.span``: a safetensors stack), the file is mapped once and the kernels read them
     by address (loading each costs more than the pass over a group's sample, at 16 threads);
     otherwise each is loaded."""
-    from workbench.hidden.pairstats import BF16, F32
+    from workbench.hidden.pairstats import CODES as codes
 
-    codes = {"bfloat16": BF16, "float32": F32}
     spans = [c.span for c in group]
     paths = {s.path for s in spans if s is not None}
     if len(paths) == 1 and all(s is not None for s in spans) and all(c.dtype in codes and c.rows for c in group):
@@ -784,7 +783,7 @@ def _stream_torch(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cand
 
 
 def _itemsize(dtype: str) -> int:
-    return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}.get(dtype, 4)
+    return ITEMSIZE.get(dtype, 4)
 
 
 def _rows(t: torch.Tensor, index: Union[slice, np.ndarray, torch.Tensor]) -> torch.Tensor:

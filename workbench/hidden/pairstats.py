@@ -714,11 +714,14 @@ def block_tokens(S: int, H: int, esize: int = 2, l2: Optional[int] = None) -> in
     return max(4, min(MAX_BLOCK, 1 << (n.bit_length() - 1)))
 
 
+CODES = {"bfloat16": BF16, "float32": F32}     # the element codes the kernels read, by dtype name
+
+
 @functools.lru_cache(maxsize=1)
 def _codes() -> dict[Any, int]:
     import torch
 
-    return {torch.bfloat16: BF16, torch.float32: F32}
+    return {getattr(torch, name): code for name, code in CODES.items()}
 
 
 def _code(t: torch.Tensor) -> Optional[int]:
