@@ -4,6 +4,8 @@ planted one-layer shift, and turn the result into the engine's layer ids."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import numpy as np
@@ -486,6 +488,36 @@ def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypa
         wrong = align(ref, cap, device="cpu", screen="kernel")
     assert wrong.timing["fused_pairs"] == 0 and wrong.timing["read_again"] >= 4
     _same_result(wrong, plain)
+
+
+def test_a_stack_candidate_kept_for_the_exact_pass_is_not_mapped_again(tmp_path, monkeypatch):
+    """Candidates of a safetensors stack are read by address from one mapping of the file; one
+    kept for a pair the sample did not foretell stays a view of that mapping (the file is mapped
+    once a group, not again for the exact pass), and the result is the fused one, bit for bit."""
+    from workbench.hidden import align as A
+    from workbench.hidden import mapping, open_capture
+    from workbench.hidden.st_io import write_safetensors
+
+    pytest.importorskip("workbench.hidden.pairstats")
+    ref, cap, trained = _bf16_world()
+    path = tmp_path / "infer.safetensors"
+    write_safetensors(path, {("embed" if t.name == "embed" else f"layers.{int(t.name[4:-1])}"): t.load()
+                             for t in cap.tensors})
+    stack = open_capture(path)
+    stack = dataclasses.replace(stack, token_ids=cap.token_ids, positions=cap.positions)
+    assert all(c.span is not None for c in stack.candidates(128))
+    maps = []
+    real = mapping._map                                         # (every reader's new mapping)
+    monkeypatch.setattr(mapping, "_map", lambda *a: maps.append(a) or real(*a))
+    fused = align(ref, stack, device="cpu", screen="kernel")
+    assert fused.timing["read_again"] == 0 and len(maps) == 1
+    assert [b.physical for b in fused.best] == trained
+    maps.clear()
+    with monkeypatch.context() as m:
+        m.setattr(A, "SAMPLE_TOKENS", 10 ** 6)              # nothing foretold: every best pair kept
+        plain = align(ref, stack, device="cpu", screen="kernel")
+    assert plain.timing["read_again"] >= 4 and len(maps) == 1
+    _same_result(fused, plain)
 
 
 def test_the_screen_keeps_the_best_few_and_a_runner_up_at_another_point_whatever_the_groups():

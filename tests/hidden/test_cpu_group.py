@@ -1,7 +1,8 @@
 """The compiled CPU pass reads a safetensors stack's candidates by address (one mapping of the
 file, no tensor each): the same sums as from loaded tensors, for plain tensors, the rows of an HF
-``hidden_states`` stack and the columns of a packed tensor; and a candidate that cannot hold the
-compared rows is refused."""
+``hidden_states`` stack and the columns of a packed tensor; a candidate kept for the exact pass is
+a view of that mapping, not a second one; and a candidate that cannot hold the compared rows is
+refused."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 ps_mod = pytest.importorskip("workbench.hidden.pairstats")
 
 from workbench.hidden import mapping, open_capture  # noqa: E402
-from workbench.hidden.align import _cpu_group  # noqa: E402
+from workbench.hidden.align import _cpu_group, _mapped_view  # noqa: E402
 from workbench.hidden.st_io import write_safetensors  # noqa: E402
 from workbench.hidden.view import PACKED  # noqa: E402
 
@@ -66,6 +67,14 @@ def test_candidates_read_by_address_give_the_loaded_sums(tmp_path, layout):
     xy, yy, *_ = _same_sums(ps, cands)
     want = torch.stack([c.load()[5:T + 5].double().pow(2).sum(1) for c in cands]).numpy()
     np.testing.assert_allclose(yy, want, rtol=1e-5)       # (and the right bytes: each row's own norm)
+    # a candidate kept for the exact pass: its own bytes, over the group's mapping
+    with mapping.shared():
+        grp = _cpu_group(ps, cands)
+    lo, hi = grp.owner.data_ptr(), grp.owner.data_ptr() + grp.owner.numel()
+    for g, c in enumerate(cands):
+        view = _mapped_view(grp, g, c)
+        assert lo <= view.data_ptr() and view.data_ptr() + ((c.rows - 1) * view.stride(0) + c.width) * view.element_size() <= hi
+        assert view.dtype == c.load().dtype and torch.equal(view, c.load())
 
 
 def test_a_candidate_too_short_for_the_compared_rows_is_refused():
