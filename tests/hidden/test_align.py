@@ -5,7 +5,6 @@ planted one-layer shift, and turn the result into the engine's layer ids."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 
 import numpy as np
