@@ -640,7 +640,8 @@ def _mapped_view(grp: Group, g: int, cand: HiddenTensor) -> torch.Tensor:
     owner, row_bytes = grp.owner, int(grp.ys[g])
     off = int(grp.ya[g]) - owner.data_ptr()
     flat = owner[off:off + (cand.rows - 1) * row_bytes + cand.width * esize].view(getattr(torch, cand.dtype))
-    return flat.as_strided((cand.rows, cand.width), (row_bytes // esize, 1))
+    view: torch.Tensor = flat.as_strided((cand.rows, cand.width), (row_bytes // esize, 1))
+    return view
 
 
 def _foretell(xx: np.ndarray, xy: np.ndarray, yy: np.ndarray, group: Sequence[HiddenTensor], refine_k: int
