@@ -9,7 +9,9 @@ then measures in the same run the physical floors for those bytes:
 - ``page_cache``: one all-thread pass (read and add) over the candidate bytes of the layer
   stack, freshly memory-mapped from the page cache (what any reader of the file must pay), the
   faster of a plain mapping and one the kernel can make of 2 MB pieces, the fastest of the passes
-  made before the paths and before each repetition of them (``page_cache_runs_s``);
+  made before the paths and before each repetition of them (``page_cache_runs_s``); every pass
+  and every alignment starts once the mappings of the one before are given back (the readers
+  unmap on a thread of their own: that work is no part of the next figure);
 - ``screen_compute``: the CPU screen's arithmetic for those bytes, from one thread's rate on rows
   that stay in cache times the threads (``ratio_cpu_floor``: the CPU path against the larger of
   this and the page-cache pass);
@@ -138,7 +140,16 @@ def page_cache_pass(path: Path, begin: int, end: int, aligned: bool) -> float:
     int(t.sum())
     dt = time.perf_counter() - t0
     del t, buf
+    quiet()
     return dt
+
+
+def quiet() -> None:
+    """Wait until the readers' unmapping thread has given back every mapping let go of (outside
+    the timings): the pass or alignment timed next pays nothing of the one before."""
+    from workbench.hidden.mapping import settle
+
+    settle(30)
 
 
 def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> Optional[tuple[float, str]]:
@@ -317,6 +328,7 @@ def main(argv=None) -> int:
                     results[d] = align(train, infer, device=d.split("-")[0], abs_stats=args.abs_stats)
                     times[d].append(time.perf_counter() - t0)
                 growth[d].append(mem.growth_mb)
+                quiet()
         floor = min(min(v) for v in pc.values())
         floors.update({"page_cache_s": round(floor, 4), "page_cache_gbps": round(nbytes / floor / 1e9, 1),
                        "page_cache_plain_mmap_s": round(min(pc[False]), 4),
