@@ -27,6 +27,27 @@ def _mapped_ranges() -> list[tuple[int, int]]:
         return [tuple(int(x, 16) for x in line.split()[0].split("-")) for line in fh]
 
 
+class _Noting:
+    """libc that notes every stretch of address space the kernel places for a mapping: what a
+    test checks is left mapped (not the count of the process's mappings, which other threads change)."""
+
+    def __init__(self, real):
+        self.real, self.regions = real, []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def mmap(self, addr, n, *rest):
+        res = self.real.mmap(addr, n, *rest)
+        if addr is None:
+            self.regions.append((res, res + n))
+        return res
+
+    def left(self) -> list[tuple[int, int]]:
+        """The process's mappings that overlap any stretch noted."""
+        return [(lo, hi) for lo, hi in _mapped_ranges() for a, b in self.regions if lo < b and a < hi]
+
+
 @pytest.mark.parametrize("begin,end", [(0, 4096), (17, 5000), ((2 << 20) + 4095, (4 << 20) + 9), (0, (5 << 20) + 123),
                                        (1000, 1000)])
 @pytest.mark.parametrize("aligned", [True, False])
@@ -51,43 +72,33 @@ def test_a_mapping_the_kernel_places_off_the_2mb_grid_is_moved_onto_it(blob, mon
     """Where the kernel places a file mapping without regard to 2 MB, the range is mapped again
     into reserved address space at a congruent address (and the misplaced mapping let go)."""
     path, data = blob
-    real, regions = M._LIBC, []
 
-    class OffGrid:
-        """libc whose first placement of a file mapping is one page off the 2 MB grid; it notes
-        every stretch of address space placed by the kernel (its own reservation, the reader's)."""
-        munmap, madvise = real.munmap, real.madvise
+    class OffGrid(_Noting):
+        """Whose first placement of a file mapping is one page off the 2 MB grid."""
 
         def mmap(self, addr, n, prot, flags, fd, off):
-            if addr is not None or fd < 0 or regions:
-                res = real.mmap(addr, n, prot, flags, fd, off)
-                if addr is None:
-                    regions.append((res, res + n))
-                return res
+            if addr is not None or fd < 0 or self.regions:
+                return super().mmap(addr, n, prot, flags, fd, off)
             room = n + 2 * M.HUGE
-            res = real.mmap(None, room, 0, 0x22 | 0x4000, -1, 0)
-            regions.append((res, res + room))
+            res = super().mmap(None, room, 0, 0x22 | 0x4000, -1, 0)
             at = (res + M.HUGE - 1) // M.HUGE * M.HUGE + (off + 4096) % M.HUGE
-            assert real.mmap(at, n, prot, flags | 0x10, fd, off) == at
-            real.munmap(res, at - res)
+            assert self.real.mmap(at, n, prot, flags | 0x10, fd, off) == at
+            self.real.munmap(res, at - res)
             tail = at + (n + 4095) // 4096 * 4096
-            real.munmap(tail, res + room - tail)
+            self.real.munmap(tail, res + room - tail)
             return at
 
-    monkeypatch.setattr(M, "_LIBC", OffGrid())
+    libc = OffGrid(M._LIBC)
+    monkeypatch.setattr(M, "_LIBC", libc)
     begin = 4096 + 100
     buf = M.map_range(path, begin, begin + (3 << 20))
     assert ctypes.addressof(buf) % M.HUGE == begin % M.HUGE
     assert bytes(memoryview(buf)) == data[begin:begin + (3 << 20)]
-    assert len(regions) == 2            # the misplaced mapping's room, then the reader's reservation
+    assert len(libc.regions) == 2       # the misplaced mapping's room, then the reader's reservation
     del buf
     gc.collect()
     assert M.settle(10)
-    # nothing of any address space reserved on the way is left mapped: not the misplaced mapping,
-    # not the slack either side, not the mapping itself (counted here rather than the process's
-    # mappings, which other threads change)
-    left = [(lo, hi) for lo, hi in _mapped_ranges() for a, b in regions if lo < b and a < hi]
-    assert not left
+    assert not libc.left()              # nor the misplaced mapping, nor the slack either side, nor the mapping
 
 
 def test_writes_stay_private(blob):
@@ -113,27 +124,14 @@ def test_unmapped_once_no_view_is_left(blob, monkeypatch):
     gc.collect()
     assert M.settle(10)                                              # (unmapped by a thread of its own)
     assert not any(lo <= addr < hi for lo, hi in _mapped_ranges())
-    # and nothing of any reservation is left behind either (the address space placed for these
-    # mappings is checked, not the count of the process's mappings, which other threads change)
-    real, regions = M._LIBC, []
-
-    class Noting:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def mmap(self, addr, n, *rest):
-            res = real.mmap(addr, n, *rest)
-            if addr is None:
-                regions.append((res, res + n))
-            return res
-
-    monkeypatch.setattr(M, "_LIBC", Noting())
+    # and nothing of any reservation is left behind either
+    libc = _Noting(M._LIBC)
+    monkeypatch.setattr(M, "_LIBC", libc)
     for _ in range(20):
         M.map_range(path, 4096, 1 << 20)
     gc.collect()
     assert M.settle(10)
-    assert len(regions) >= 20
-    assert not [(lo, hi) for lo, hi in _mapped_ranges() for a, b in regions if lo < b and a < hi]
+    assert len(libc.regions) >= 20 and not libc.left()
 
 
 @pytest.mark.skipif(M._LIBC is None or not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
