@@ -10,8 +10,8 @@ then measures in the same run the physical floors for those bytes:
   stack, freshly memory-mapped from the page cache (what any reader of the file must pay), the
   faster of a plain mapping and one the kernel can make of 2 MB pieces, the fastest of the passes
   made before the paths and before each repetition of them (``page_cache_runs_s``); every pass
-  and every alignment starts once the mappings of the one before are given back (the readers
-  unmap on a thread of their own: that work is no part of the next figure);
+  and every alignment starts on a quiet machine (``quiet``: the mappings of the one before given
+  back, torch's threads no longer spinning);
 - ``screen_compute``: the CPU screen's arithmetic for those bytes, from one thread's rate on rows
   that stay in cache times the threads (``ratio_cpu_floor``: the CPU path against the larger of
   this and the page-cache pass);
@@ -144,12 +144,19 @@ def page_cache_pass(path: Path, begin: int, end: int, aligned: bool) -> float:
     return dt
 
 
+QUIET_S = 0.25      # torch's OpenMP threads spin-wait this long at most after a parallel operation
+
+
 def quiet() -> None:
-    """Wait until the readers' unmapping thread has given back every mapping let go of (outside
-    the timings): the pass or alignment timed next pays nothing of the one before."""
+    """Outside the timings, let the machine go quiet: the readers' unmapping thread has given back
+    every mapping let go of, and the OpenMP threads of torch's last parallel operation (the
+    page-cache pass's sum) stop spinning, so the pass or alignment timed next pays nothing of the
+    one before. (On 2 cores an alignment right after the pass took 66.6 ms, median of 8, against
+    60.5 ms after a pause; with ``OMP_WAIT_POLICY=PASSIVE`` 61.1 and 61.4.)"""
     from workbench.hidden.mapping import settle
 
     settle(30)
+    time.sleep(QUIET_S)
 
 
 def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> Optional[tuple[float, str]]:
