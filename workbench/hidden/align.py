@@ -533,7 +533,7 @@ def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor]
     and while the rest of the tokens are screened (``(slot, candidate) -> (n, sa, mx)``). Every
     token is read once. Candidates with a wanted pair the pass did not difference are kept for the
     exact pass (a loaded candidate as it is, with the mapping its group shares; one read by address
-    loaded again from the page cache); the others go with their group."""
+    as a view of its group's mapping, ``_mapped_view``); the others go with their group."""
     S, T, C = ps.S, ps.T, len(cands)
     G = max(1, min(CPU_GROUP, C))
     XY = np.empty((S, C, T), dtype=np.float32)
