@@ -17,9 +17,10 @@ REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.
 
 venv: $(STAMP) $(EXT_STAMP)
 
-# The C writer of `logs parse --json` (workbench/sglang/_logjson.c), built in place by the
-# editable install: rebuilt when its source changes.
-$(EXT_STAMP): $(STAMP) workbench/sglang/_logjson.c
+# The C writer of `logs parse --json` (workbench/sglang/_logjson.c) and the log parser's line
+# sorter (workbench/sglang/_logscan.c), built in place by the editable install: rebuilt when their
+# sources change.
+$(EXT_STAMP): $(STAMP) workbench/sglang/_logjson.c workbench/sglang/_logscan.c
 	$(BIN)/pip install -q --no-deps -e . --config-settings editable_mode=compat
 	touch $(EXT_STAMP)
 

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import math
 import random
 
 import pytest
 
+from workbench.sglang import logparse
 from workbench.sglang.logparse import FAILURE_CLASSES, LogParser, classify, failure_class, parse_server_args, parse_text
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def reader(request, monkeypatch):
+    """Each test reads its logs both ways: through the compiled sorter and readers (_logscan.c,
+    where built) and through the parser's Python alone. (The CLI's own process reads them one way.)"""
+    if request.param == "python":
+        if "cli" in request.fixturenames:
+            pytest.skip("the CLI runs in a process of its own")
+        monkeypatch.setattr(logparse, "_native", None)
 
 DECODE_049 = ("[2025-07-10 08:15:42 TP0] Decode batch. #running-req: 8, #token: 10536, token usage: 0.05, "
               "accept len: 3.12, cuda graph: True, gen throughput (token/s): 1234.56, #queue-req: 0")
@@ -571,6 +583,44 @@ def test_streamed_records_equal_record_by_record():
     for cols in (scan.decode, scan.prefill):
         assert list(cols.iter_records()) == [cols.record(i) for i in range(len(cols))]
     assert len(scan.records()) == len(lines)
+
+
+class _ReadOnly(io.RawIOBase):
+    """A binary file object with read() and no readinto()."""
+
+    def __init__(self, data: bytes):
+        self._f = io.BytesIO(data)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._f.read(n)
+
+    readinto = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 700, 1 << 21])
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["newline", "no-newline"])
+def test_streaming_any_file_at_any_chunk_gives_the_records_of_the_whole(chunk, ending):
+    """Lines longer than the read buffer, a last line with no newline, a file object without
+    readinto(), CRLF and a character split between two reads: the stream's records are the
+    whole text's."""
+    from workbench.sglang.logparse import iter_scans
+
+    text = STARTUP_0523 + "\r\n".join([DECODE_0523, PREFILL_0523, "é € ✓", DECODE_049 * 3, FAILURES[3][1]]) + ending
+    data = text.encode()
+    want = parse_text(data).records()
+    assert want == parse_text(text).records() and len(want) > 10
+    for source in (io.BytesIO(data), _ReadOnly(data)):
+        got = []
+        for scan in iter_scans(source, chunk):
+            got += scan.records()
+        assert got == want
+
+
+def test_feed_lines_refuses_to_follow_a_partial_line():
+    p = LogParser()
+    p.feed(DECODE_0523[:40].encode())
+    with pytest.raises(ValueError, match="partial line"):
+        p.feed_lines(b"x\n")
 
 
 @pytest.mark.parametrize("args, after_target, cls", [

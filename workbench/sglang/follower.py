@@ -53,22 +53,28 @@ class Follower:
             self._reset()
         self.offset = offset + len(data)
         scan = self.parser.feed(data)
-        buf = self._partial + data
-        cut = buf.rfind(b"\n") + 1
-        self._partial = buf[cut:]
         # Only the chunk's last TAIL_LINES lines can stay in the tail: the lines before them are
-        # counted (newlines, and lone carriage returns as the parser counts them), not decoded.
-        head = cut - 1
-        for _ in range(TAIL_LINES):
-            if head <= 0:
+        # counted (the parser counted them), not decoded. The partial line of the read before is
+        # joined to this one only where the tail reaches into it (a read of few lines).
+        buf = data
+        for _ in range(2):
+            cut = buf.rfind(b"\n") + 1
+            head = cut - 1
+            for _ in range(TAIL_LINES):
+                if head <= 0:
+                    break
+                head = buf.rfind(b"\n", 0, head)
+            if head > 0 or not self._partial or buf is not data:
                 break
-            head = buf.rfind(b"\n", 0, head)
+            buf = self._partial + data
+        self._partial = buf[cut:] if cut else self._partial + data
         head = max(0, head + 1)
-        if head:
-            self.total_lines += buf.count(b"\n", 0, head) + buf.count(b"\r", 0, head) - buf.count(b"\r\n", 0, head)
-        for line in buf[head:cut].decode("utf-8", errors="replace").splitlines():
-            self.total_lines += 1
-            self.tail.append((self.total_lines, line))
+        tail = buf[head:cut].decode("utf-8", errors="replace")
+        # the parser counted the lines up to cut: those before head are the rest
+        self.total_lines += scan.lines - (tail.count("\n") + tail.count("\r") - tail.count("\r\n"))
+        lines = tail.splitlines()
+        self.tail.extend(zip(range(self.total_lines + 1, self.total_lines + 1 + len(lines)), lines))
+        self.total_lines += len(lines)
         self.events.extend(scan.events)
         if len(self.events) > EVENTS_KEPT:
             self.events = _compact_events(self.events)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, TypeVar, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, cast
 
 from workbench.sglang.logparse import (
     _FIELD_KEYS,
@@ -189,7 +189,7 @@ class Written:
         return cast("list[Optional[str]]", self.texts)
 
 
-def compiled_json(kind: str, lines: list[str], numbers: Iterable[int], joined: Optional[str] = None) -> Written:
+def compiled_json(kind: str, lines: Sequence[str], numbers: Iterable[int], joined: Optional[str] = None) -> Written:
     """The JSON of each line the writer can write, trying up to ``SHAPES`` programs: the first
     line's, then the first line left's. ``joined``: the lines joined by newlines, where the caller
     has them."""
@@ -237,7 +237,7 @@ def _texts(cols: Columns, compiled: bool) -> list[str]:
     """Every line's JSON text, in line order."""
     if not compiled:
         return [t for _, t in cols.iter_json()]
-    got = compiled_json(cols.kind, cols.lines, cols.line, cols.joined).lines()
+    got = compiled_json(cols.kind, cols.texts(), cols.line, cols.joined).lines()
     return _filled(cols, got)
 
 
@@ -259,7 +259,7 @@ def _json_bytes(cols: Columns) -> _Part:
     import numpy as np
 
     numbers = np.fromiter(cols.line, dtype=np.int64, count=len(cols))
-    got = compiled_json(cols.kind, cols.lines, numbers, cols.joined)
+    got = compiled_json(cols.kind, cols.texts(), numbers, cols.joined)
     if got.block is not None:
         return numbers, got.block, got.ends
     return numbers, ("\n".join(_filled(cols, got.lines())) + "\n").encode("ascii"), None

@@ -12,11 +12,15 @@ hybrid-pool token fields, optional DP/TP/EP/PP rank tags and millisecond stamps)
 Bulk lines (decode/prefill) are parsed column-wise: a log of one server prints them in one
 shape, so all lines of a shape are split together and their numbers converted in one numpy call.
 Lines of an unexpected shape fall back to a tolerant per-line regex, so speed never costs a line.
+Where the package was built with a C compiler, ``_logscan.c`` sorts a chunk's lines and reads the
+common decode shape and the stamps; it gives what this module's Python gives, or leaves the chunk
+(or the column) to it.
 """
 
 from __future__ import annotations
 
 import ast
+import codecs
 import gc
 import heapq
 import re
@@ -25,10 +29,17 @@ from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
 from operator import itemgetter, not_
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, cast, overload
 
 if TYPE_CHECKING:
     import numpy as np
+
+_native: Optional[ModuleType]
+try:
+    from workbench.sglang import _logscan as _native
+except ImportError:           # built with the package where a C compiler is found
+    _native = None
 
 FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "context-length", "cuda-graph", "nccl",
                    "scheduler-exception", "warmup-failed", "process-died")
@@ -76,19 +87,51 @@ _STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)([^\]\[\n]*)
 _BULK_ANY = re.compile(r"(?:Decode|Prefill) batch(?: \[\d+\])?[.,] #")
 
 # Rare lines: milestones and failures. One alternation over the lines that are not bulk lines.
-_RARE = re.compile(
-    r"server_args=|Load weight (?:begin|end)|KV Cache is allocated|Capture [^\n]*?graph"
-    r"|The server is fired up and ready to roll"
-    r"|Not enough memory|out of memory|OutOfMemoryError|leaves no room for the full KV pool"
-    r"|address already in use|Errno 98|Port is already in use|is already in use"
-    r"|is not available in \d+ seconds"
-    r"|context_length \(\d+\) is greater than the derived context_length"
-    r"|NCCL error|nccl\w*Error|custom_all_reduce\S*:\d+: CUDA error|CustomAllreduce"
-    r"|Scheduler hit an exception|warmup error|Initialization failed"
-    r"|scheduler died|scheduler is dead|Received sigquit"
-    r"|Address already in use|EADDRINUSE|stream is capturing|cudaErrorStreamCapture"
-    r"|Overriding the draft model's max_position_embeddings"
-    r"|Decode batch|Prefill batch")       # plain literals: the engine's first-character scan stays on
+_RARE_PARTS = (
+    r"server_args=", r"Load weight (?:begin|end)", r"KV Cache is allocated", r"Capture [^\n]*?graph",
+    r"The server is fired up and ready to roll",
+    r"Not enough memory", r"out of memory", r"OutOfMemoryError", r"leaves no room for the full KV pool",
+    r"address already in use", r"Errno 98", r"Port is already in use", r"is already in use",
+    r"is not available in \d+ seconds",
+    r"context_length \(\d+\) is greater than the derived context_length",
+    r"NCCL error", r"nccl\w*Error", r"custom_all_reduce\S*:\d+: CUDA error", r"CustomAllreduce",
+    r"Scheduler hit an exception", r"warmup error", r"Initialization failed",
+    r"scheduler died", r"scheduler is dead", r"Received sigquit",
+    r"Address already in use", r"EADDRINUSE", r"stream is capturing", r"cudaErrorStreamCapture",
+    r"Overriding the draft model's max_position_embeddings",
+    r"Decode batch", r"Prefill batch")    # plain literals: the engine's first-character scan stays on
+_RARE = re.compile("|".join(_RARE_PARTS))
+
+
+def _leading_literal(part: str) -> str:
+    """The text every match of the regex ``part`` starts with (to its first class, group or
+    character a quantifier may leave out)."""
+    out: list[str] = []
+    i = 0
+    while i < len(part):
+        c = part[i]
+        if c == "\\":
+            if not part[i + 1:i + 2] or part[i + 1].isalnum():      # \d, \w, \S...: a class
+                break
+            c, i = part[i + 1], i + 2
+        elif c in ".^$*+?{}[]()|":
+            break
+        else:
+            i += 1
+        q = part[i:i + 1]
+        if q in ("*", "?", "{"):
+            break
+        out.append(c)
+        if q == "+":
+            break
+    return "".join(out)
+
+
+# A match of _RARE holds one of these: the compiled scan finds the lines that do, and the regex
+# reads those lines alone (None where some alternative starts with less than two characters).
+_RARE_LITERALS: Optional[tuple[str, ...]] = tuple(map(_leading_literal, _RARE_PARTS))
+if min(map(len, _RARE_LITERALS or ())) < 2:
+    _RARE_LITERALS = None
 
 _GRAPH_LINE = re.compile(
     r"Capture (?:(target|draft) )?(?:(decode|verify|extend|prefill) )?(?:(draft) )?(?:(extend) )?"
@@ -127,6 +170,7 @@ _DECODE_SHAPE = re.compile(
     r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)(?![\w.+-])[^\n]*")   # one match per line
 _DECODE_SHAPE_COLS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate", "_graph",
                       "gen_throughput", "queue_req")
+_SHAPE_NUMBERS = tuple(c for c in _DECODE_SHAPE_COLS if c != "_graph")   # _logscan.decode_shape's order
 _GRAPH_BULK = re.compile(r" graph: (True|False)[^\n]*")
 _GRAPH_ONE = re.compile(r"(?:cuda|cpu|npu|musa) graph: (True|False)")
 _STAMP_BULK = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?[^\]\[\n]*)\] ?", re.M)   # = _STAMP
@@ -145,14 +189,28 @@ class Columns:
 
     def __init__(self, kind: str):
         self.kind = kind
-        self.lines: list[str] = []
+        self._lines: list[str] = []
+        self._n = 0
+        self._unsplit = False                 # lines are only in _joined yet
         self._line: list[int] = []
         self._pending: list[Callable[[], Iterable[int]]] = []     # callables making line numbers, run on first use
         self._joined: Optional[str] = None
         self._cache: dict[str, Any] = {}
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return self._n
+
+    def texts(self) -> Sequence[str]:
+        """The lines, where still joined a sequence that cuts out the first alone (a writer reads
+        the first line's shape and the text joined)."""
+        return _Unsplit(self) if self._unsplit else self.lines
+
+    @property
+    def lines(self) -> list[str]:
+        if self._unsplit:
+            self._lines = cast(str, self._joined).split("\n")
+            self._unsplit = False
+        return self._lines
 
     @property
     def line(self) -> list[int]:
@@ -164,8 +222,9 @@ class Columns:
     def _add(self, lines: list[str], numbers: "Iterable[int] | Callable[[], Iterable[int]]",
              joined: Optional[str] = None) -> None:
         """``joined``: the new lines joined by newlines, where the caller made it."""
-        fresh = not self.lines
+        fresh = not self._n
         self.lines.extend(lines)
+        self._n += len(lines)
         if callable(numbers):
             self._pending.append(numbers)
         else:
@@ -173,10 +232,19 @@ class Columns:
         self._joined = joined if fresh else None
         self._cache.clear()
 
+    def _add_joined(self, joined: str, n: int, numbers: Callable[[], Iterable[int]]) -> None:
+        """``n`` lines given joined by newlines, split only when read."""
+        if self._n:
+            self._add(joined.split("\n"), numbers, None)
+            return
+        self._joined, self._n, self._unsplit = joined, n, True
+        self._pending.append(numbers)
+        self._cache.clear()
+
     def tail(self, n: int) -> "Columns":
         """The last ``n`` lines as their own columns (a follower reads only those)."""
         out = Columns(self.kind)
-        k = max(0, len(self.lines) - n)
+        k = max(0, len(self) - n)
         out._add(self.lines[k:], self.line[k:])
         return out
 
@@ -195,7 +263,7 @@ class Columns:
         got: Optional[np.ndarray] = self._cache.get(name)
         if got is not None:
             return got
-        n = len(self.lines)
+        n = len(self)
         if self.kind == "decode" and name in _DECODE_SHAPE_COLS and "_shape" not in self._cache:
             self._decode_shape()
             shaped: Optional[np.ndarray] = self._cache.get(name)
@@ -258,7 +326,7 @@ class Columns:
 
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """``record(i)`` for every line, made column by column (what a stream of records costs)."""
-        n = len(self.lines)
+        n = len(self)
         if not n:
             return iter(())
         names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
@@ -284,10 +352,10 @@ class Columns:
         """``(line, json_text)`` per line: ``json.dumps`` of the record ``iter_records`` gives, byte
         for byte, made from per-column text (a record dict and its encoding per line cost more
         than the parse)."""
-        if not len(self.lines):
+        if not len(self):
             return iter(())
         lines = self.line
-        return ((lines[i], t) for i, t in self.json_rows(range(len(self.lines))))
+        return ((lines[i], t) for i, t in self.json_rows(range(len(self))))
 
     def json_rows(self, rows: Iterable[int]) -> Iterator[tuple[int, str]]:
         """``(row, json_text)`` for the given rows (0-based, ascending), as ``iter_json`` writes them."""
@@ -312,7 +380,7 @@ class Columns:
         lines = self.line
         bad = {i: ', "nonfinite": ' + json.dumps(v) for i, v in bad_rows.items()}
         every = enumerate(zip(times, lines, *cols, graph, ranks))
-        if isinstance(rows, range) and rows == range(len(self.lines)):
+        if isinstance(rows, range) and rows == range(len(self)):
             picked: Iterator[tuple[int, tuple[Any, ...]]] = every
         else:
             wanted = set(rows)
@@ -336,20 +404,33 @@ class Columns:
         import numpy as np
 
         self._cache["_shape"] = True
-        n = len(self.lines)
-        if not n or self._unusual():
+        n = len(self)
+        if not n:
+            return
+        got = _native.decode_shape(self.joined) if _native is not None else None
+        if got is not None and len(got[1]) == n:       # (it reads no text that is _unusual)
+            values = np.frombuffer(got[0], dtype=float).reshape(len(_SHAPE_NUMBERS), n)
+            self._cache.update(zip(_SHAPE_NUMBERS, values))
+            self._cache["_graph"] = list(map(bool, got[1]))
+            self._cache["_unusual"] = False
+            return
+        if self._unusual():
             return
         found = _DECODE_SHAPE.findall(self.joined)
         if len(found) != n:
             return
-        cols = list(zip(*found))
-        for name, col in zip(_DECODE_SHAPE_COLS, cols):
-            if name == "_graph":
-                self._cache[name] = list(map("True".__eq__, col))
-            elif "" in col:
-                self._cache[name] = np.array([float(x) if x else np.nan for x in col], dtype=float)
-            else:
-                self._cache[name] = np.array(list(map(float, col)), dtype=float)
+        shaped: dict[str, Any] = {}
+        try:
+            for name, col in zip(_DECODE_SHAPE_COLS, zip(*found)):
+                if name == "_graph":
+                    shaped[name] = list(map("True".__eq__, col))
+                elif "" in col:
+                    shaped[name] = np.array([float(x) if x else np.nan for x in col], dtype=float)
+                else:
+                    shaped[name] = np.array(list(map(float, col)), dtype=float)
+        except ValueError:              # "1.2.3" fits [\d.]+ but is no number: each column's own reading
+            return
+        self._cache.update(shaped)
 
     def _unusual(self) -> bool:
         got = self._cache.get("_unusual")
@@ -365,7 +446,7 @@ class Columns:
         got = self._cache.get("_graph")
         if got is None:
             found = _GRAPH_BULK.findall(self.joined) if self.lines else []
-            if len(found) == len(self.lines):
+            if len(found) == len(self):
                 got = [v == "True" for v in found]
             else:
                 got = [(m.group(1) == "True") if m else None for m in map(_GRAPH_ONE.search, self.lines)]
@@ -376,8 +457,11 @@ class Columns:
         """The "[...]" prefix of each line ("" for a line that had none)."""
         got = self._cache.get("_stamp")
         if got is None:
-            got = _STAMP_BULK.findall(self.joined) if self.lines else []
-            if len(got) != len(self.lines):       # a line with another "[...]" first: its stamp
+            n = len(self)
+            got = _native.stamps(self.joined) if n and _native is not None else None
+            if got is None or len(got) != n:
+                got = _STAMP_BULK.findall(self.joined) if n else []
+            if len(got) != n:                     # a line with another "[...]" first: its stamp
                 got = [m.group(1) + m.group(2) if m else "" for m in map(_STAMP.search, self.lines)]
             self._cache["_stamp"] = got
         return got
@@ -483,10 +567,8 @@ class LogParser:
     startup state (which weight load is the target's, which the draft's) between calls."""
 
     def __init__(self) -> None:
-        import codecs
-
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""
+        self._raw = b""         # the bytes of a partial last line
+        self._partial = ""      # the text of a partial last line (fed as text)
         self.lines = 0          # complete lines consumed so far
         self.bytes = 0          # bytes fed so far (when fed bytes): the next read offset
         self._weights_begin: dict[str, int] = {}     # per rank tag: weight loads seen (target first)
@@ -495,88 +577,159 @@ class LogParser:
         self.server_port: Optional[int] = None       # from the server_args line
         self._no_context_arg = False                 # server_args says context_length=None
 
-    def feed(self, data: "bytes | str", *, final: bool = False) -> LogScan:
-        if isinstance(data, bytes):
-            self.bytes += len(data)
-            # incremental: a character split across two reads is decoded whole
-            data = self._decoder.decode(data, final=final)
-        elif final and self._decoder is not None:
-            data = self._decoder.decode(b"", final=True) + data
-        text = self._partial + data if self._partial else data
-        if final:
+    def feed(self, data: "bytes | bytearray | str", *, final: bool = False) -> LogScan:
+        if isinstance(data, str):
+            if self._raw:               # bytes fed before: their partial line comes first
+                data = codecs.utf_8_decode(self._raw, "replace", True)[0] + data
+                self._raw = b""
+            text = self._partial + data if self._partial else data
             self._partial = ""
-            if text and not text.endswith("\n"):
-                text += "\n"
-        else:
-            cut = text.rfind("\n") + 1
-            self._partial = text[cut:]
-            text = text[:cut]
-        return self._parse(text)
+            if final:
+                if text and not text.endswith("\n"):
+                    text += "\n"
+            elif not text.endswith("\n"):
+                cut = text.rfind("\n") + 1
+                text, self._partial = text[:cut], text[cut:]
+            return self._parse(text)
+        self.bytes += len(data)
+        if self._partial:               # text fed before: its partial line comes first
+            data = self._partial.encode("utf-8", "surrogatepass") + data
+            self._partial = ""
+        # whole lines are parsed, the partial last one kept as bytes (no character is split between
+        # two reads, and the bytes are read in place: not decoded into one text and cut again)
+        cut = len(data) if final else data.rfind(b"\n") + 1
+        if not cut and not final:
+            self._raw += data
+            return LogScan()
+        lines: "bytes | bytearray | memoryview" = (
+            self._raw + memoryview(data)[:cut] if self._raw else data if cut == len(data) else memoryview(data)[:cut])
+        self._raw = bytes(data[cut:])
+        if final and lines and lines[-1:] != b"\n":
+            lines = bytes(lines) + b"\n"
+        return self._parse(lines)
+
+    def feed_lines(self, lines: "bytes | bytearray | memoryview") -> LogScan:
+        """Whole lines (ending with a newline, no partial line waiting), read in place: what
+        ``iter_scans`` feeds from its reused buffer."""
+        if self._raw or self._partial:
+            raise ValueError("feed_lines after a partial line: feed the rest first")
+        self.bytes += len(lines)
+        return self._parse(lines)
 
     def finish(self) -> LogScan:
         return self.feed("", final=True)
 
     # -- the work -----------------------------------------------------------------------------
-    def _parse(self, text: str) -> LogScan:
+    def _parse(self, src: "str | bytes | bytearray | memoryview") -> LogScan:
+        """Whole lines, as text or as UTF-8 bytes."""
         scan = LogScan()
-        if not text:
+        if not len(src):
             return scan
         was = gc.isenabled()
         gc.disable()  # millions of small tuples and strings, no cycles: the collector only costs time
         try:
-            if "\r" in text:
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
-            lines = text.split("\n")
-            lines.pop()  # text ends with "\n": the last element is empty
-            base = self.lines
-            self.lines += len(lines)
-            scan.lines = len(lines)
-            # Sort lines by the start of their message (after the "[stamp] " prefix): decode and
-            # prefill lines, uvicorn INFO lines (an access line per request), and the rest.
-            at = list(map(str.find, lines, repeat("] ")))
-            common = list(map(str.startswith, lines, repeat(_COMMON), at))
-            other = list(map(not_, common)) if any(common) else [True] * len(lines)
-            # Rare lines first: a bulk line the fast sort missed (no stamp, or a "] " in a prefix)
-            # comes back from there and joins the bulk lines in its place.
-            extra = self._rare(scan, lines, other, base) if any(other) else {}
-            numbers = range(base + 1, base + 1 + len(lines))
-            if extra:                                   # bulk lines from the rare path join in place
-                for i in extra:
-                    common[i] = True
-                    at[i] = lines[i].find("] ") if lines[i].startswith("[") else -1
-            if any(common):
-                sel = list(compress(lines, common))
-                sel_at = list(compress(at, common))
-                for cols, prefix, kind in ((scan.decode, "] Decode batch", "decode"),
-                                           (scan.prefill, "] Prefill batch", "prefill")):
-                    flags = list(map(str.startswith, sel, repeat(prefix), sel_at))
-                    if extra:
-                        for j, i in enumerate(compress(range(len(lines)), common)):
-                            if extra.get(i) == kind:
-                                flags[j] = True
-                    if not any(flags):
-                        continue
-                    part = list(compress(sel, flags))
-                    if not all(map(str.startswith, part, repeat("[2"))):    # "[<year>-": a stamp first
-                        part = [_from_stamp(x) for x in part]
-                    joined = "\n".join(part)                         # (the columns read it joined)
-                    if joined.count(" batch") > len(part):
-                        part = [_first_record(x) for x in part]             # records glued on one line
-                        joined = "\n".join(part)
-                    # line numbers are made only when asked for (most uses never need them)
-                    def line_numbers(n: range = numbers, c: list[bool] = common, f: list[bool] = flags) -> list[int]:
-                        return list(compress(compress(n, c), f))
-                    cols._add(part, line_numbers, joined)
-            for i in range(len(lines) - 1, -1, -1):
-                if "[" in lines[i]:
-                    m = _STAMP.search(lines[i])
-                    if m:
-                        self._last_stamp = m.group(1)
-                        break
+            got = _native.sort(src) if _native is not None else None
+            if got is None or not self._parse_sorted(scan, src, got):
+                text = src if isinstance(src, str) else codecs.utf_8_decode(src, "replace", True)[0]
+                if "\r" in text:
+                    text = text.replace("\r\n", "\n").replace("\r", "\n")
+                self._parse_lines(scan, text)
         finally:
             if was:
                 gc.enable()
         return scan
+
+    def _parse_lines(self, scan: LogScan, text: str) -> None:
+        lines = text.split("\n")
+        lines.pop()  # text ends with "\n": the last element is empty
+        base = self.lines
+        self.lines += len(lines)
+        scan.lines = len(lines)
+        # Sort lines by the start of their message (after the "[stamp] " prefix): decode and
+        # prefill lines, uvicorn INFO lines (an access line per request), and the rest.
+        at = list(map(str.find, lines, repeat("] ")))
+        common = list(map(str.startswith, lines, repeat(_COMMON), at))
+        other = list(map(not_, common)) if any(common) else [True] * len(lines)
+        # Rare lines first: a bulk line the fast sort missed (no stamp, or a "] " in a prefix)
+        # comes back from there and joins the bulk lines in its place.
+        extra = self._rare(scan, lines, other, base) if any(other) else {}
+        numbers = range(base + 1, base + 1 + len(lines))
+        if extra:                                   # bulk lines from the rare path join in place
+            for i in extra:
+                common[i] = True
+                at[i] = lines[i].find("] ") if lines[i].startswith("[") else -1
+        if any(common):
+            sel = list(compress(lines, common))
+            sel_at = list(compress(at, common))
+            for cols, prefix, kind in ((scan.decode, "] Decode batch", "decode"),
+                                       (scan.prefill, "] Prefill batch", "prefill")):
+                flags = list(map(str.startswith, sel, repeat(prefix), sel_at))
+                if extra:
+                    for j, i in enumerate(compress(range(len(lines)), common)):
+                        if extra.get(i) == kind:
+                            flags[j] = True
+                if not any(flags):
+                    continue
+                part = list(compress(sel, flags))
+                # line numbers are made only when asked for (most uses never need them)
+                def line_numbers(n: range = numbers, c: list[bool] = common, f: list[bool] = flags) -> list[int]:
+                    return list(compress(compress(n, c), f))
+                part, joined = _bulk(part, "\n".join(part))
+                cols._add(part, line_numbers, joined)
+        self._note_last_stamp(lines)
+
+    def _parse_sorted(self, scan: LogScan, src: "str | bytes | bytearray | memoryview",
+                      got: tuple[Any, ...]) -> bool:
+        """The lines as ``_logscan.sort`` sorted them; False, having changed nothing, where a rare
+        line is a bulk line the sort missed (``_parse_lines`` puts it in its place)."""
+        d_text, d_rows, d_plain, p_text, p_rows, p_plain, o_text, o_rows, o_starts, starts, ends = got
+        lines = _Lines(src, memoryview(starts).cast("q"), memoryview(ends).cast("q"))
+        rows = memoryview(o_rows).cast("q")
+        at = memoryview(o_starts).cast("q")
+        hits = self._rare_lines(o_text, at)
+        if any(_as_bulk(lines[rows[k]]) is not None for k in hits):
+            return False
+        base = self.lines
+        self.lines += len(lines)
+        scan.lines = len(lines)
+        for k in hits:
+            i = rows[k]
+            rec = self._classify_line(lines[i], lines, i)
+            if rec is not None:
+                rec["line"] = base + i + 1
+                scan.events.append(rec)
+        for cols, joined, idx, plain in ((scan.decode, d_text, d_rows, d_plain),
+                                         (scan.prefill, p_text, p_rows, p_plain)):
+            if idx:
+                def line_numbers(r: bytes = idx, b: int = base + 1) -> list[int]:
+                    return [b + i for i in memoryview(r).cast("q")]
+                if plain:                 # split when read (a dashboard reads the decode columns only)
+                    cols._add_joined(joined, len(idx) // 8, line_numbers)
+                else:
+                    part, joined = _bulk(joined.split("\n"), joined)
+                    cols._add(part, line_numbers, joined)
+        self._note_last_stamp(lines)
+        return True
+
+    @staticmethod
+    def _rare_lines(text: str, at: memoryview) -> list[int]:
+        """The lines of ``text`` (lines joined by newlines, line k from ``at[k]``) that hold a rare
+        line's match, in order."""
+        if not text:
+            return []
+        cand = _native.lines_with(text, _RARE_LITERALS) if _native is not None and _RARE_LITERALS else None
+        if cand is None:
+            return sorted({bisect_right(at, m.start()) - 1 for m in _RARE.finditer(text)})
+        last = len(at) - 1
+        return [k for k in cand if _RARE.search(text, at[k], at[k + 1] - 1 if k < last else len(text))]
+
+    def _note_last_stamp(self, lines: Sequence[str]) -> None:
+        for i in range(len(lines) - 1, -1, -1):
+            if "[" in lines[i]:
+                m = _STAMP.search(lines[i])
+                if m:
+                    self._last_stamp = m.group(1)
+                    return
 
     def _rare(self, scan: LogScan, lines: list[str], other: list[bool], base: int) -> dict[int, str]:
         """Milestones and failures among the lines not sorted as bulk; returns {index: "decode" |
@@ -597,23 +750,17 @@ class LogParser:
                 continue
             seen.add(k)
             i = other_idx[k]
-            line = lines[i]
-            b = _BULK_ANY.search(line)
-            m = _STAMP.search(line, 0, b.start()) if b is not None else None
-            # a bulk record is the line's message when nothing but a prefix comes before it (a line
-            # whose first record is another message is that message: glued records give their first)
-            if b is not None and (m.end() == b.start() if m else "[2" not in line[:b.start()]) \
-                    and not line.lstrip().startswith(("File ", "Traceback")):
-                bulk[i] = "decode" if line.startswith("Decode", b.start()) else "prefill"
-                lines[i] = line[m.start():] if m else line[b.start():]   # no stamp: the message alone
+            found = _as_bulk(lines[i])
+            if found is not None:
+                bulk[i], lines[i] = found
                 continue
-            rec = self._classify_line(line, lines, i)
+            rec = self._classify_line(lines[i], lines, i)
             if rec is not None:
                 rec["line"] = base + i + 1
                 scan.events.append(rec)
         return bulk
 
-    def _stamp_before(self, lines: list[str], i: int) -> str:
+    def _stamp_before(self, lines: Sequence[str], i: int) -> str:
         for j in range(i, max(-1, i - 400), -1):
             if "[" in lines[j]:
                 m = _STAMP.search(lines[j])
@@ -621,7 +768,7 @@ class LogParser:
                     return m.group(1)
         return self._last_stamp
 
-    def _classify_line(self, line: str, lines: list[str], i: int) -> Optional[dict[str, Any]]:
+    def _classify_line(self, line: str, lines: Sequence[str], i: int) -> Optional[dict[str, Any]]:
         m = _STAMP.search(line)
         time = m.group(1) if m else self._stamp_before(lines, i) or None
         rank = m.group(2).strip() if m else ""
@@ -698,6 +845,77 @@ def _from_stamp(line: str) -> str:
     """A bulk line from its "[stamp] " on (whatever was pasted or glued before it)."""
     m = _STAMP.search(line)
     return line[m.start():] if m else line
+
+
+def _as_bulk(line: str) -> Optional[tuple[str, str]]:
+    """A line the sort did not take as bulk that is one: ("decode" | "prefill", the line from its
+    stamp on, or its message alone where it has none); None for any other line. A bulk record is
+    the line's message when nothing but a prefix comes before it (a line whose first record is
+    another message is that message: glued records give their first)."""
+    b = _BULK_ANY.search(line)
+    if b is None or line.lstrip().startswith(("File ", "Traceback")):
+        return None
+    m = _STAMP.search(line, 0, b.start())
+    if not (m.end() == b.start() if m else "[2" not in line[:b.start()]):
+        return None
+    return ("decode" if line.startswith("Decode", b.start()) else "prefill",
+            line[m.start():] if m else line[b.start():])
+
+
+def _bulk(part: list[str], joined: str) -> tuple[list[str], str]:
+    """A chunk's bulk lines of one kind (and their text joined by newlines) from their stamps on,
+    one record each."""
+    if not (joined.startswith("[2") and joined.count("\n[2") == len(part) - 1):  # "[<year>-" first
+        part = [_from_stamp(x) for x in part]
+        joined = "\n".join(part)
+    if joined.count(" batch") > len(part):
+        part = [_first_record(x) for x in part]             # records glued on one line
+        joined = "\n".join(part)
+    return part, joined
+
+
+class _Unsplit(Sequence[str]):
+    """Columns' lines still joined: the first is cut out alone, any other splits them all."""
+
+    def __init__(self, cols: Columns):
+        self.cols = cols
+
+    def __len__(self) -> int:
+        return len(self.cols)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: "int | slice") -> "str | Sequence[str]":
+        if i == 0 and self.cols._unsplit:
+            joined = self.cols.joined
+            end = joined.find("\n")
+            return joined if end < 0 else joined[:end]
+        return self.cols.lines[i]
+
+
+class _Lines(Sequence[str]):
+    """A chunk's lines by index, each cut from the source (text, or UTF-8 bytes decoded as the
+    parser decodes them) when read: the sorted path reads few."""
+
+    def __init__(self, src: "str | bytes | bytearray | memoryview", starts: memoryview, ends: memoryview):
+        self.src, self.starts, self.ends = src, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: "int | slice") -> "str | Sequence[str]":
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        piece = self.src[self.starts[i]:self.ends[i]]
+        return piece if isinstance(piece, str) else codecs.utf_8_decode(piece, "replace", True)[0]
 
 
 _NO_CONTEXT_ARG = re.compile(r"""(?:'context_length': |\bcontext_length=)None\b""")
@@ -823,17 +1041,39 @@ STREAM_CHUNK = 1 << 21       # bytes parsed at a time when streaming (memory sta
 
 
 def iter_scans(fh: BinaryIO, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
-    """A binary file object's log, a chunk at a time: what is parsed is let go as the next comes."""
+    """A binary file object's log, a chunk at a time: what is parsed is let go as the next comes.
+    The chunks are read into one buffer, kept for the whole file, and its whole lines parsed in
+    place (fresh memory each chunk would be paged in again each chunk)."""
     p = LogParser()
+    readinto = getattr(fh, "readinto", None)
+    if readinto is None:
+        while data := fh.read(chunk):
+            scan = p.feed(data)
+            del data              # one chunk alive at a time (its bytes go before the next read)
+            yield scan
+            del scan
+        yield p.finish()
+        return
+    buf = bytearray(chunk)
+    keep = 0                      # the partial last line, at the buffer's start
     while True:
-        data = fh.read(chunk)
-        if not data:
+        if keep == len(buf):      # a line longer than the buffer
+            buf.extend(bytes(len(buf)))
+        with memoryview(buf) as view:
+            n = readinto(view[keep:])
+        if not n:
             break
-        scan = p.feed(data)
-        del data                  # one chunk alive at a time (its bytes go before the next read)
+        end = keep + n
+        cut = buf.rfind(b"\n", 0, end) + 1
+        keep = end - cut
+        if not cut:
+            continue
+        with memoryview(buf) as view, view[:cut] as lines:
+            scan = p.feed_lines(lines)
+        buf[:keep] = buf[cut:end]
         yield scan
         del scan
-    yield p.finish()
+    yield p.feed(bytes(buf[:keep]), final=True)
 
 
 def stream_records(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
