@@ -38,13 +38,14 @@ static PyObject *text_of(const Py_UCS1 *src, Py_ssize_t n, int ascii)
     return s;
 }
 
+/* 1: a str of one-byte kind, not empty; 0: another (the caller says None); -1: not a str. */
 static int one_byte(PyObject *arg, const Py_UCS1 **d, Py_ssize_t *n)
 {
     if (!PyUnicode_Check(arg)) {
         PyErr_SetString(PyExc_TypeError, "a str is expected");
         return -1;
     }
-    if (PyUnicode_KIND(arg) != PyUnicode_1BYTE_KIND)
+    if (PyUnicode_KIND(arg) != PyUnicode_1BYTE_KIND || PyUnicode_GET_LENGTH(arg) == 0)
         return 0;
     *d = PyUnicode_1BYTE_DATA(arg);
     *n = PyUnicode_GET_LENGTH(arg);
@@ -368,8 +369,6 @@ static PyObject *decode_shape(PyObject *self, PyObject *arg)
     int ok = one_byte(arg, &d, &n);
     if (ok <= 0)
         return ok < 0 ? NULL : Py_NewRef(Py_None);
-    if (n == 0)
-        Py_RETURN_NONE;
     Py_ssize_t lines = 1;
     for (const Py_UCS1 *p = d; (p = memchr(p, '\n', (size_t)(d + n - p))) != NULL; p++)
         lines++;
@@ -431,8 +430,6 @@ static PyObject *stamps(PyObject *self, PyObject *arg)
     int ok = one_byte(arg, &d, &n);
     if (ok <= 0)
         return ok < 0 ? NULL : Py_NewRef(Py_None);
-    if (n == 0)
-        Py_RETURN_NONE;
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
