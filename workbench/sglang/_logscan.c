@@ -103,18 +103,15 @@ typedef struct {
     Py_buffer view;
 } source_t;
 
-/* 1: got it; 0: a str of another kind (None); -1: an error. */
+/* 1: got it; 0: a str one_byte does not read (None); -1: an error. */
 static int source(PyObject *arg, source_t *s)
 {
     s->view.obj = NULL;
     if (PyUnicode_Check(arg)) {
-        if (PyUnicode_KIND(arg) != PyUnicode_1BYTE_KIND)
-            return 0;
-        s->d = PyUnicode_1BYTE_DATA(arg);
-        s->n = PyUnicode_GET_LENGTH(arg);
+        int ok = one_byte(arg, &s->d, &s->n);
         s->utf8 = 0;
-        s->ascii = PyUnicode_IS_ASCII(arg);
-        return 1;
+        s->ascii = ok > 0 && PyUnicode_IS_ASCII(arg);
+        return ok;
     }
     if (PyObject_GetBuffer(arg, &s->view, PyBUF_SIMPLE) < 0)
         return -1;
