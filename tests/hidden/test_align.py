@@ -473,7 +473,7 @@ def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypa
     assert [b.physical for b in fused.best] == trained and fused.verdicts() == ["match"] * 3
     assert fused.timing["fused_pairs"] >= 6 and fused.timing["read_again"] == 0
     with monkeypatch.context() as m:
-        m.setattr(A, "SAMPLE_TOKENS", 10 ** 6)              # nothing foretold: the exact pass reads all
+        m.setattr(A, "_foretell", lambda sample, group, k: [])     # nothing foretold: the exact pass reads all
         plain = align(ref, cap, device="cpu", screen="kernel")
     assert plain.timing["fused_pairs"] == 0 and plain.timing["read_again"] >= 4
     _same_result(fused, plain)
@@ -483,7 +483,7 @@ def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypa
     assert grouped.timing["groups"] > 1
     _same_result(grouped, fused)
     with monkeypatch.context() as m:                         # a sample that foretells the wrong pairs
-        m.setattr(A, "_foretell", lambda xx, xy, yy, group, k: [(s, len(group) - 1) for s in range(len(xx))])
+        m.setattr(A, "_foretell", lambda sample, group, k: [(s, len(group) - 1) for s in range(len(sample.num))])
         wrong = align(ref, cap, device="cpu", screen="kernel")
     assert wrong.timing["fused_pairs"] == 0 and wrong.timing["read_again"] >= 4
     _same_result(wrong, plain)

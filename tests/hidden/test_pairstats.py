@@ -106,13 +106,14 @@ def test_rows_outside_a_candidate_are_refused():
 
 @pytest.mark.parametrize("case", ["finite", "nonfinite", "all-bad", "zero-and-negative"])
 def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
-    """``pair_sums`` (the CPU path's one pass) gives what ``align._pair_sums`` computes in numpy
-    for the other paths: the same tokens left out, the same per-token values, sums to rounding."""
+    """``PairStats.pair_sums`` (what the CPU path's screen takes per token in its pass) gives what
+    ``align._pair_sums`` computes in numpy for the other paths: the same tokens left out, the same
+    per-token values, sums to rounding; the same sums on every run with the same threads."""
     from workbench.hidden.align import _pair_sums
 
     S, C, T = 3, 5, 97
     rng = np.random.default_rng(7)
-    xx = rng.uniform(0.5, 2.0, (S, T))
+    xx = rng.uniform(0.5, 2.0, (S, T)).astype(np.float32)
     yy = rng.uniform(0.5, 2.0, (C, T)).astype(np.float32)
     xy = (0.49 * rng.uniform(0.5, 2.0, (S, C, T))).astype(np.float32)
     bad = np.zeros(T, bool)
@@ -127,27 +128,29 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
     elif case == "zero-and-negative":
         xx[0, :5], yy[0, :5], xy[0, 0, :5] = 0.0, 0.0, 0.0          # 0 / 0 there: value 0
         xy[1, 2, 9] = 10.0                                            # xx + yy - 2xy < 0: clamped
-    want = _pair_sums(xy.copy(), yy.copy(), xx.copy(), bad.copy(), None)
-    got = _pair_sums(xy.copy(), yy.copy(), xx.copy(), bad.copy(), ps_mod)
-    for threads in (1, 3, 8):           # candidates split over threads: the same values
-        split = {k: np.zeros_like(v) for k, v in got._asdict().items()}
-        yy_t = yy.copy()
-        ps_mod.pair_sums(xx.copy(), yy_t, xy.copy(), bad.copy(), split["finite"], split["per_token"], split["num"],
-                         split["den"], split["dot"], split["yy_sum"], threads=threads)
-        np.testing.assert_array_equal(yy_t, got.yy)
-        for k in ("finite", "per_token", "num", "den", "dot", "yy_sum"):
-            np.testing.assert_array_equal(split[k], getattr(got, k), err_msg=f"{k}, {threads} threads")
-    np.testing.assert_array_equal(got.finite, want.finite)
-    np.testing.assert_array_equal(got.yy, want.yy)
-    np.testing.assert_array_equal(got.per_token, want.per_token)
-    for field in ("num", "den", "dot", "yy_sum"):
-        np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=1e-13, atol=0,
-                                   err_msg=field)
+    want = _pair_sums(xy.copy(), yy.copy(), xx.astype(np.float64), bad.copy())
+    for threads in (1, 3, 8):
+        ps = ps_mod.PairStats([torch.zeros(T, 32, dtype=torch.bfloat16)] * S, np.arange(T), np.arange(T),
+                              threads=threads, thread_tokens=8)
+        runs = []
+        for _ in range(2):
+            out = ps_mod.SumsOut(xx.copy(), np.zeros((C, T), bool), np.full((S, C, T), -1.0, np.float32))
+            yy_t = yy.copy()
+            runs.append((ps.pair_sums(xy.copy(), yy_t, out), out, yy_t))
+        (got, out, yy_t), (again, _, _) = runs
+        for a, b in zip(got, again):           # each token range its partial sums, added in range order
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(out.finite, want.finite, err_msg=f"{threads} threads")
+        np.testing.assert_array_equal(yy_t, want.yy)
+        np.testing.assert_array_equal(out.per_token, want.per_token)
+        for field, w in (("num", want.num), ("den", want.den), ("dot", want.dot), ("yy", want.yy_sum)):
+            np.testing.assert_allclose(getattr(got, field), w, rtol=1e-13, atol=0, err_msg=f"{field}, {threads}")
+    per_token = out.per_token
     if case == "nonfinite":
-        assert np.isnan(got.per_token[2, 3, 11]) and np.isnan(got.num[2, 3])
-        assert got.per_token[:, :, [3, 50]].max() == 0 and got.yy[1, 7] == 0
+        assert np.isnan(per_token[2, 3, 11]) and np.isnan(got.num[2, 3])
+        assert per_token[:, :, [3, 50]].max() == 0 and yy_t[1, 7] == 0
     if case == "zero-and-negative":
-        assert (got.per_token[0, 0, :5] == 0).all() and got.per_token[1, 2, 9] == 0
+        assert (per_token[0, 0, :5] == 0).all() and per_token[1, 2, 9] == 0
 
 
 def test_the_block_of_tokens_fits_half_the_l2_cache():
@@ -301,7 +304,7 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
     real = getattr(ps_mod, name)
 
     def counted(*args):
-        calls.append(args[9].shape[0])                      # the ranges every call is given
+        calls.append(args[11].shape[0])                     # the ranges every call is given
         return real(*args)
 
     monkeypatch.setattr(ps_mod, name, counted)
@@ -312,11 +315,17 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+def _sums_out(xx, G):
+    S, T = xx.shape
+    return ps_mod.SumsOut(xx, np.zeros((G, T), bool), np.full((S, G, T), -7.0, np.float32))
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass_gives(threads):
     """A sample's columns and then the rest, into the same arrays, give the whole pass bit for bit
-    (screen, slot norms, in-pass differences; ``exact`` over columns likewise); columns a pass was
-    not given keep what they held."""
+    (screen, slot norms, in-pass differences, the sample's columns differenced in the second pass;
+    ``exact`` over columns likewise); columns a pass was not given keep what they held. The pairs'
+    statistics taken in the passes are those of the whole, the two passes' sums adding up to its."""
     S, T, H = 3, 300, 128
     slots, cands, ref_rows, infer_rows = _world(S, T, H)
     ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=threads)
@@ -328,17 +337,31 @@ def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass
     for group in (ys, bf):
         G = len(group)
         xx_all = np.empty((S, T), np.float32)
-        whole = ps.dots(group, xx_all, pairs)
+        wout = _sums_out(xx_all, G)
+        whole = ps.dots(group, xx_all, pairs, sums=wout)
         xy, yy, xx = np.full((S, G, T), -7.0, np.float32), np.full((G, T), -7.0, np.float32), np.full((S, T), -7.0,
                                                                                                       np.float32)
-        ps.dots(group, xx, (), sample, (xy, yy), 1)
+        sout = _sums_out(xx, G)
+        first = ps.dots(group, xx, (), sample, (xy, yy), 1, sums=sout)
         assert (np.delete(xy, sample, axis=2) == -7.0).all() and (np.delete(xx, sample, axis=1) == -7.0).all()
-        part = ps.dots(group, xx, pairs, rest, (xy, yy))
+        assert (np.delete(sout.per_token, sample, axis=2) == -7.0).all()
+        part = ps.dots(group, xx, pairs, rest, (xy, yy), exact_cols=sample, sums=sout)
         assert part.xy is xy and part.yy is yy
-        ps.exact(pairs, group, sample, (part.n, part.sa, part.mx))
-        for a, b in zip(whole, part):
+        for a, b in zip(whole[:5], part[:5]):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(xx_all, xx)
+        separate = ps.dots(group, None, pairs, rest, (xy.copy(), yy.copy()))
+        ps.exact(pairs, group, sample, (separate.n, separate.sa, separate.mx))
+        for a, b in zip(part[2:5], separate[2:5]):
+            np.testing.assert_array_equal(a, b)
+        for a, b, w in zip(first.sums, part.sums, whole.sums):
+            np.testing.assert_allclose(a + b, w, rtol=1e-12, atol=0)
+        np.testing.assert_array_equal(sout.per_token, wout.per_token)
+        np.testing.assert_array_equal(sout.finite, wout.finite)
+        alone = _sums_out(xx_all, G)            # the bf16 screen took them in its pass: as a pass of their own
+        for a, b in zip(ps.pair_sums(whole.xy, whole.yy.copy(), alone), whole.sums):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(alone.per_token, wout.per_token)
     with pytest.raises(ValueError, match="token columns"):
         ps.dots(ys, cols=np.array([T]))
 

@@ -66,7 +66,7 @@ from workbench.progress import Progress, ProgressCallback, noop
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from workbench.hidden.pairstats import Group, PairStats
+    from workbench.hidden.pairstats import Group, PairStats, PairSums
     from workbench.hidden.placement import Choice, Stager
 
     _F64 = npt.NDArray[np.float64]
@@ -249,7 +249,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
     td = time.perf_counter()
     xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
-    st = sums if sums is not None else _pair_sums(XY.cpu().numpy(), YY.cpu().numpy(), xx_n, bad_n, ps_mod)
+    st = sums if sums is not None else _pair_sums(XY.cpu().numpy(), YY.cpu().numpy(), xx_n, bad_n)
     del XY, YY
     finite, yy_n, per_token, num, den, dot, yy_sum = st
     fin_c = finite.all(-1)
@@ -341,21 +341,12 @@ class _PairSums(NamedTuple):
     yy_sum: _F64                          # [C] sum yy
 
 
-def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bool_],
-                ps_mod: Optional[ModuleType]) -> _PairSums:
+def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bool_]) -> _PairSums:
     """Every pair's statistics from the screen's per-token sums (``xy [S, C, T]``, ``yy [C, T]``
     float32, ``xx [S, T]`` float64), in float64, leaving out the tokens where a slot (``bad``) or
-    the candidate is not finite. With the compiled kernels: one pass and no temporaries
-    (``pairstats.pair_sums``; a fresh temporary's pages cost more than the arithmetic)."""
+    the candidate is not finite. (The compiled CPU pass takes the same per token in its own pass:
+    ``pairstats._token_sums``.)"""
     S, C, T = xy.shape
-    if ps_mod is not None:
-        yy = np.ascontiguousarray(yy, dtype=np.float32)         # zeroed in place where left out
-        out = _PairSums(np.empty((C, T), np.bool_), yy, np.empty((S, C, T), np.float32),
-                         np.empty((S, C)), np.empty((S, C)), np.empty((S, C)), np.empty(C))
-        ps_mod.pair_sums(xx, yy, np.ascontiguousarray(xy, dtype=np.float32), np.ascontiguousarray(bad),
-                         out.finite, out.per_token, out.num, out.den, out.dot, out.yy_sum,
-                         threads=torch.get_num_threads())
-        return out
     with np.errstate(invalid="ignore", over="ignore"):
         finite = np.isfinite(yy)                                                   # [C, T]
         ok = ~bad[None, :] & finite                                                # [C, T]
@@ -526,14 +517,15 @@ def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor]
                 ) -> tuple[torch.Tensor, torch.Tensor, list[list[tuple[float, int]]], dict[int, torch.Tensor],
                            dict[str, Any], torch.Tensor, _Fused, _PairSums]:
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
-    of every pair (fp32 sums of exact products), their statistics (``_pair_sums``, returned last)
-    and by them a ranking, per group; the first group's pass also gives the slots' squared norms
-    (fp32 [S, T]). A sample of tokens is screened first; the pairs its ranking foretells the exact
-    pass will want are differenced over the sample's tokens at once (their rows still in cache)
-    and while the rest of the tokens are screened (``(slot, candidate) -> (n, sa, mx)``). Every
-    token is read once. Candidates with a wanted pair the pass did not difference are kept for the
-    exact pass (a loaded candidate as it is, with the mapping its group shares; one read by address
-    as a view of its group's mapping, ``_mapped_view``); the others go with their group."""
+    of every pair (fp32 sums of exact products), their statistics (``_PairSums``, returned last:
+    per token in the same pass) and by them a ranking, per group; the first group's pass also
+    gives the slots' squared norms (fp32 [S, T]). A sample of tokens is screened first; the pairs
+    its ranking foretells the exact pass will want are differenced while the rest of the tokens
+    are screened, the sample's tokens in the same pass (``(slot, candidate) -> (n, sa, mx)``).
+    Every token is screened once. Candidates with a wanted pair the pass did not difference are
+    kept for the exact pass (a loaded candidate as it is, with the mapping its group shares; one
+    read by address as a view of its group's mapping, ``_mapped_view``); the others go with their
+    group."""
     S, T, C = ps.S, ps.T, len(cands)
     G = max(1, min(CPU_GROUP, C))
     XY = np.empty((S, C, T), dtype=np.float32)
@@ -541,8 +533,6 @@ def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor]
     top = _Top(S, refine_k, cands)
     kept: dict[int, torch.Tensor] = {}
     xx_np = np.empty((S, T), dtype=np.float32)
-    xx64: _F64 = np.empty((S, 0))
-    bad_np: npt.NDArray[np.bool_] = np.empty(0, np.bool_)
     sums = _PairSums(np.empty((C, T), np.bool_), YY, np.empty((S, C, T), np.float32), np.empty((S, C)),
                      np.empty((S, C)), np.empty((S, C)), np.empty(C))
     fused: _Fused = {}
@@ -555,38 +545,41 @@ def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor]
                               "block": ps.block, "sample_s": 0.0, "stats_s": 0.0}
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
+        g1 = g0 + len(group_c)
         tl = time.perf_counter()
         with mapping.shared():              # a file's candidates in one mapping: one munmap when they go
             ys = _cpu_group(ps, [cands[c] for c in group_c])
         td = time.perf_counter()
         timing["load_s"] += td - tl
-        xx = xx_np if g0 == 0 else None
-        out = (XY, YY) if G == C else (np.empty((S, len(group_c), T), np.float32),
-                                       np.empty((len(group_c), T), np.float32))
+        xx = xx_np if g0 == 0 else None     # (the first group's passes give the slots' norms)
+        whole = G == C
+        out = (XY, YY) if whole else (np.empty((S, len(group_c), T), np.float32),
+                                      np.empty((len(group_c), T), np.float32))
+        sout = ps_mod.SumsOut(xx_np, *((sums.finite, sums.per_token) if whole else
+                                       (np.empty((len(group_c), T), np.bool_),
+                                        np.empty((S, len(group_c), T), np.float32))))
         pairs: list[tuple[int, int]] = []
         diffs: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None
+        before: Optional[PairSums] = None
         if sample is not None:
-            ps.dots(ys, xx, (), sample, out, SAMPLE_THREAD_TOKENS)
-            pairs = _foretell(xx_np[:, sample], out[0][:, :, sample], out[1][:, sample],
-                              [cands[c] for c in group_c], refine_k)
-            if pairs:                       # the sample's tokens of the foretold pairs, their rows still in cache
+            before = ps.dots(ys, xx, (), sample, out, SAMPLE_THREAD_TOKENS, sums=sout).sums
+            pairs = _foretell(cast("PairSums", before), [cands[c] for c in group_c], refine_k)
+            if pairs:                       # differenced in the pass over the rest, the sample's tokens too
                 diffs = tuple(np.empty((len(pairs), T), np.float32) for _ in range(3))   # type: ignore[assignment]
-                ps.exact(pairs, ys, sample, diffs, SAMPLE_THREAD_TOKENS)
         ts = time.perf_counter()
         timing["sample_s"] += ts - td
-        xy, yy, n, sa, mx = ps.dots(ys, xx, pairs, rest, out, diffs=diffs)
-        if g0 == 0:
-            xx64, bad_np = xx_np.astype(np.float64), _bad_tokens(xx_np)
-        g1 = g0 + len(group_c)
-        if G != C:
-            XY[:, g0:g1] = xy
-            YY[g0:g1] = yy
-        for p, (s_i, g) in enumerate(pairs):
-            fused[s_i, group_c[g]] = (n[p], sa[p], mx[p])
+        got = ps.dots(ys, xx, pairs, rest, out, diffs=diffs, exact_cols=sample, sums=sout)
         timing["device_s"] += time.perf_counter() - ts
         tt = time.perf_counter()
-        ps_mod.pair_sums(xx64, YY, XY, bad_np, sums.finite, sums.per_token, sums.num, sums.den, sums.dot,
-                         sums.yy_sum, threads=ps.threads, cands=(g0, g1))
+        part = cast("PairSums", got.sums)
+        for k, dst in enumerate((sums.num, sums.den, sums.dot)):
+            dst[:, g0:g1] = (part[k] + before[k]) if before is not None else part[k]
+        sums.yy_sum[g0:g1] = (part.yy + before.yy) if before is not None else part.yy
+        if not whole:
+            XY[:, g0:g1], YY[g0:g1] = out
+            sums.finite[g0:g1], sums.per_token[:, g0:g1] = sout.finite, sout.per_token
+        for p, (s_i, g) in enumerate(pairs):
+            fused[s_i, group_c[g]] = (got.n[p], got.sa[p], got.mx[p])
         top.add(_ratio(sums.num[:, g0:g1], sums.den[:, g0:g1]), group_c)
         timing["stats_s"] += time.perf_counter() - tt
         unfused = {c for s_i, lst in enumerate(top.lists) for _, c in lst if (s_i, c) not in fused}
@@ -644,15 +637,13 @@ def _mapped_view(grp: Group, g: int, cand: HiddenTensor) -> torch.Tensor:
     return view
 
 
-def _foretell(xx: np.ndarray, xy: np.ndarray, yy: np.ndarray, group: Sequence[HiddenTensor], refine_k: int
-              ) -> list[tuple[int, int]]:
+def _foretell(sample: PairSums, group: Sequence[HiddenTensor], refine_k: int) -> list[tuple[int, int]]:
     """The pairs ``[(slot, index into the group)]`` the exact pass will likely want from this group:
-    its screen over a sample of tokens spread over the capture (``xx [S, n]``, ``xy [S, G, n]``,
-    ``yy [G, n]``), ranked as the stream ranks, one more a slot than the exact pass takes. A pair it
-    misses is read again later; one it adds costs a difference of rows already in cache."""
-    top = _Top(xx.shape[0], refine_k + 1, group)
-    bad = _bad_tokens(xx)
-    top.add(_screen_rel_np(xx, bad, xy, yy), list(range(len(group))))
+    its statistics over a sample of tokens spread over the capture, ranked as the stream ranks,
+    one more a slot than the exact pass takes. A pair it misses is read again later; one it adds
+    costs a difference of rows already in cache."""
+    top = _Top(sample.num.shape[0], refine_k + 1, group)
+    top.add(_ratio(sample.num, sample.den), list(range(len(group))))
     return sorted({(s_i, g) for s_i, lst in enumerate(top.lists) for _, g in lst})
 
 
@@ -679,22 +670,6 @@ def _screen_rel(xx: torch.Tensor, bad_tok: torch.Tensor, xy: torch.Tensor, yy: t
     den = xxm @ ok.double().T + torch.where(ok, yy.double(), zero).sum(1)[None]
     xyd = torch.where(ok[None], xy.double(), zero).sum(2)
     return (den - 2 * xyd) / den
-
-
-def _screen_rel_np(xx: np.ndarray, bad_tok: np.ndarray, xy: np.ndarray, yy: np.ndarray) -> _F64:
-    """``_screen_rel`` in numpy, for the CPU pass's sample (torch's small float64 operations cost more than
-    the whole group there, parallel and under load)."""
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        ok = ~bad_tok[None, :] & np.isfinite(yy)                                   # [G, T]
-        if ok.all():            # (nothing left out: plain sums, no masked copies)
-            den = xx.sum(1, dtype=np.float64)[:, None] + yy.sum(1, dtype=np.float64)[None]
-            rel_: _F64 = (den - 2 * xy.sum(2, dtype=np.float64)) / den
-            return rel_
-        xxm = np.where(bad_tok[None, :], 0.0, xx.astype(np.float64))                # [S, T]
-        den = xxm @ ok.T.astype(np.float64) + np.where(ok, yy, 0.0).sum(1, dtype=np.float64)[None]
-        xyd = np.where(ok[None], xy, 0.0).sum(2, dtype=np.float64)
-        rel: _F64 = (den - 2 * xyd) / den
-        return rel
 
 
 class _Top:

@@ -20,6 +20,9 @@ slot and row ``infer_rows[t]`` of every candidate).
 - ``exact``: chosen (slot, candidate) pairs in one pass, per token ``sum (x-y)^2`` from fp32
   differences (no cancellation), ``sum |x-y|`` and ``max |x-y|``: the refine of the best candidates.
 - the slots' per-token ``sum x^2`` come with a group's screen (``dots(ys, xx)``).
+- the pairs' statistics (``dots(sums=...)``): per token, the rel_diff of every pair and whether the
+  candidate is finite, and over the pass's tokens float64 sums of ``xx + yy - 2xy``, ``xx + yy``,
+  ``xy`` and ``yy``, taken in the screen's pass a block of tokens at a time (``_token_sums``).
 
 Kernels release the GIL and run once on each thread of a gang (``workbench.hidden.gang``), every
 call taking the next token range from a counter the calls share (an atomic add) until none is
@@ -303,58 +306,82 @@ def _dot_split256(xs, ys, yn, nb):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma256(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx,
-                     pidx, n_out, sa_out, mx_out):
+def dots_bf16_fma256(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out,
+                     xx_out, with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart):
     """The bf16 screen with split lanes in 256-bit vectors (a CPU without AVX-512)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
-                 n_out, sa_out, mx_out, _dot_split256)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
+                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, _dot_split256)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
-              n_out, sa_out, mx_out):
+def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
+              with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart):
     """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
-                 n_out, sa_out, mx_out, _dot_vdp)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
+                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, _dot_vdp)
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx,
-                  pidx, n_out, sa_out, mx_out):
+def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out,
+                  xx_out, with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart):
     """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
-                 n_out, sa_out, mx_out, _dot_split)
+    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
+                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, _dot_split)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, cols, ranges, counter, xy_out, yy_out, xx_out, with_xx, pidx,
-                 n_out, sa_out, mx_out, dot):
+def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
+                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, dot):
     """All-bf16 screen of tokens ``cols[i0:i1]``, each range ``(i0, i1)`` of ``ranges`` taken from
     ``counter`` in turn: per token, slots four at a time against candidates four at a time (a short
     last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp``, ``_dot_split`` or ``_dot_split256``). While
     a token's candidate rows are read, the rows the loop reads next are prefetched. ``with_xx``:
     the slots' squared norms too, into ``xx_out [S, T]``, as the block's slot rows are first read.
     Pair ``p = pidx[s, g] >= 0`` is differenced exactly (``exact``'s sums, into ``n_out``,
-    ``sa_out``, ``mx_out [P, T]``) while the token's rows are in cache."""
+    ``sa_out``, ``mx_out [P, T]``) while the token's rows are in cache; so are, before the screen,
+    the tokens ``ecols`` (ranges ``eranges``, taken from the same counter) that an earlier pass
+    screened. ``with_sums``: each token's pair statistics as it is screened (``_token_sums``)."""
     out = np.zeros(20, np.float32)
     xrow = np.empty(xa.shape[0], np.int64)
     q = np.empty(4, np.int64)
     qn = np.empty(4, np.int64)
+    E = eranges.shape[0]
     while True:
         r = _take(counter)
+        if r < E:
+            _exact_range(xa, xs, xr, H, ya, ys, yr, ecols, eranges[r, 0], eranges[r, 1], pidx, n_out, sa_out, mx_out)
+            continue
+        r -= E
         if r >= ranges.shape[0]:
             return
-        _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
-                      with_xx, pidx, n_out, sa_out, mx_out, dot, out, xrow, q, qn)
+        _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], r, xy_out, yy_out, xx_out,
+                      with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, dot, out, xrow,
+                      q, qn)
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
-                  sa_out, mx_out, dot, out, xrow, q, qn):
+def _exact_range(xa, xs, xr, H, ya, ys, yr, cols, i0, i1, pidx, n_out, sa_out, mx_out):
+    """Pairs ``pidx[s, g] >= 0`` differenced over tokens ``cols[i0:i1]`` (bf16 rows, addresses)."""
+    S, G = pidx.shape
+    for i in range(i0, i1):
+        t = cols[i]
+        for s in range(S):
+            for g in range(G):
+                p = pidx[s, g]
+                if p >= 0:
+                    n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row_bf16(xa[s] + xr[t] * xs[s],
+                                                                             ya[g] + yr[t] * ys[g], H)
+
+
+@njit(nogil=True, fastmath=FM, inline="always")
+def _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, r, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
+                  sa_out, mx_out, with_sums, finite, per_token, part, ypart, dot, out, xrow, q, qn):
     S = xa.shape[0]
     G = ya.shape[0]
     nb = H // 32
     lo = nb * 32
+    if with_sums:
+        _clear(part[r], ypart[r])
     for b0 in range(i0, i1, block):
         b1 = min(i1, b0 + block)
         for g0 in range(0, G, 4):
@@ -408,6 +435,8 @@ def _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, xy_out, yy_out
                         p = pidx[s, g0 + m]
                         if p >= 0:
                             n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row_bf16(xrow[s], q[m], H)
+        if with_sums:           # (the block's sums still in cache)
+            _token_sums(xx_out, xy_out, yy_out, cols, b0, b1, finite, per_token, part[r], ypart[r])
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
@@ -628,61 +657,68 @@ def _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, i0, i1,
 
 
 # ------------------------------------------------------------------------ statistics of the pairs
-def pair_sums(xx: np.ndarray, yy: np.ndarray, xy: np.ndarray, bad: np.ndarray, finite: np.ndarray,
-              per_token: np.ndarray, num: np.ndarray, den: np.ndarray, dot: np.ndarray, yy_sum: np.ndarray,
-              threads: int = 1, cands: Optional[tuple[int, int]] = None) -> None:
-    """The alignment's per-pair statistics from the screen's per-token sums in one pass, float64,
-    no temporaries (``workbench.hidden.align._pair_sums`` spells the same in numpy): ``xx [S, T]``
-    float64, ``yy [C, T]`` and ``xy [S, C, T]`` float32, ``bad [T]`` (a slot not finite there).
-    Writes ``finite [C, T]`` (yy finite), ``per_token [S, C, T]`` (rel_diff, 0 where left out),
-    ``num, den, dot [S, C]`` and ``yy_sum [C]``; ``yy`` is zeroed where a token is left out.
-    Only candidates ``cands = (c0, c1)`` where given (a group just screened); they are split over
-    ``threads`` (each candidate's sums are the same however they are)."""
-    c0, c1 = cands if cands is not None else (0, xy.shape[1])
-    C = c1 - c0
-    args = (xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum)
-    n = max(1, min(int(threads), C))
-    if n == 1:
-        _pair_sums(*args, c0, c1)
-        return
-    cuts = [c0 + round(C * i / n) for i in range(n + 1)]
-    gang(n).run([functools.partial(_pair_sums, *args, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a])
-
-
+# A pass's statistics of every pair are taken per token as it is screened (``with_sums``), the
+# token's sums still in registers' reach: no pass of their own over ``[S, G, T]`` afterwards (on
+# the H200 host's 16 threads that pass cost 0.84 ms, most of it starting the threads). Each token
+# range adds into partial sums of its own (``part [R, 3, S, G]``, ``ypart [R, G]``, float64), summed
+# in range order after the pass: the same sums whichever thread takes which range.
 @njit(nogil=True, cache=True)          # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
-def _pair_sums(xx, yy, xy, bad, finite, per_token, num, den, dot, yy_sum, c0, c1):
-    """``pair_sums`` of candidates ``c0..c1``."""
-    S, C, T = xy.shape
-    for c in range(c0, c1):
-        acc = 0.0
-        for t in range(T):
-            finite[c, t] = np.isfinite(yy[c, t])
-            if bad[t] or not finite[c, t]:
-                yy[c, t] = 0.0
-            else:
-                acc += np.float64(yy[c, t])
-        yy_sum[c] = acc
+def _token_sums(xx, xy, yy, cols, i0, i1, finite, per_token, part, ypart):
+    """Tokens ``cols[i0:i1]``'s statistics of every pair from their screen (``xx [S, T]``,
+    ``xy [S, G, T]``, ``yy [G, T]``, fp32), in float64, in token order: ``finite [G, T]`` (yy
+    finite) and ``per_token [S, G, T]`` (rel_diff) written, ``part [3, S, G]`` (sum of
+    ``max(xx + yy - 2xy, 0)``, of ``xx + yy``, of ``xy``) and ``ypart [G]`` (sum of yy) added to. A
+    token where a slot or the candidate is not finite is left out: per_token 0, yy zeroed in place,
+    nothing added. (A call a block of tokens: a call a token and candidate cost more than the sums.)"""
+    for i in range(i0, i1):
+        _one_token(xx, xy, yy, cols[i], finite, per_token, part, ypart)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _one_token(xx, xy, yy, t, finite, per_token, part, ypart):
+    S, G = xy.shape[0], xy.shape[1]
+    bad = False
     for s in range(S):
-        for c in range(c0, c1):
-            a_n = 0.0
-            a_d = 0.0
-            a_x = 0.0
-            for t in range(T):
-                if bad[t] or not finite[c, t]:
-                    per_token[s, c, t] = 0.0
-                    continue
-                v = np.float64(xy[s, c, t])
-                d = xx[s, t] + np.float64(yy[c, t])
-                n = d - 2.0 * v
-                if n < 0.0:                 # (a NaN stays NaN, as numpy's maximum keeps it)
-                    n = 0.0
-                a_n += n
-                a_d += d
-                a_x += v
-                per_token[s, c, t] = n / (1e-30 if d < 1e-30 else d)
-            num[s, c] = a_n
-            den[s, c] = a_d
-            dot[s, c] = a_x
+        if not np.isfinite(xx[s, t]):
+            bad = True
+    for g in range(G):
+        fin = np.isfinite(yy[g, t])
+        finite[g, t] = fin
+        if bad or not fin:
+            yy[g, t] = 0.0
+            for s in range(S):
+                per_token[s, g, t] = 0.0
+            continue
+        y = np.float64(yy[g, t])
+        ypart[g] += y
+        for s in range(S):
+            v = np.float64(xy[s, g, t])
+            d = np.float64(xx[s, t]) + y
+            n = d - 2.0 * v
+            if n < 0.0:                 # (a NaN stays NaN, as numpy's maximum keeps it)
+                n = 0.0
+            part[0, s, g] += n
+            part[1, s, g] += d
+            part[2, s, g] += v
+            per_token[s, g, t] = n / (1e-30 if d < 1e-30 else d)
+
+
+@njit(nogil=True, cache=True)
+def _clear(part, ypart):
+    part[:] = 0.0
+    ypart[:] = 0.0
+
+
+@njit(nogil=True, cache=True)
+def sums_rows(xx, xy, yy, cols, ranges, counter, finite, per_token, part, ypart):
+    """``_token_sums`` of every candidate over tokens ``cols``, ranges taken from ``counter``: the
+    statistics of a screen that did not take them in its pass (``dots_any``)."""
+    while True:
+        r = _take(counter)
+        if r >= ranges.shape[0]:
+            return
+        _clear(part[r], ypart[r])
+        _token_sums(xx, xy, yy, cols, ranges[r, 0], ranges[r, 1], finite, per_token, part[r], ypart[r])
 
 
 # ------------------------------------------------------------------------------------- the driver
@@ -745,6 +781,23 @@ class Screened(NamedTuple):
     n: npt.NDArray[np.float32]           # [P, T] sum (x - y)^2
     sa: npt.NDArray[np.float32]          # [P, T] sum |x - y|
     mx: npt.NDArray[np.float32]          # [P, T] max |x - y|
+    sums: Optional[PairSums] = None      # the pairs' statistics over the pass's tokens, where asked for
+
+
+class SumsOut(NamedTuple):
+    """Where a pass puts its pairs' per-token statistics (``_token_sums``), and the slots' squared
+    norms they read (the pass's own ``xx`` where it writes them)."""
+    xx: npt.NDArray[np.float32]          # [S, T]
+    finite: npt.NDArray[np.bool_]        # [G, T] the candidate's yy is finite
+    per_token: npt.NDArray[np.float32]   # [S, G, T] rel_diff, 0 where a token is left out
+
+
+class PairSums(NamedTuple):
+    """A pass's statistics of every pair over its tokens, float64 (tokens left out add nothing)."""
+    num: npt.NDArray[np.float64]         # [S, G] sum max(xx + yy - 2xy, 0)
+    den: npt.NDArray[np.float64]         # [S, G] sum (xx + yy)
+    dot: npt.NDArray[np.float64]         # [S, G] sum xy
+    yy: npt.NDArray[np.float64]          # [G] sum yy
 
 
 def token_ranges(T: int, threads: int, least: int = RANGE_TOKENS) -> list[tuple[int, int]]:
@@ -758,6 +811,12 @@ def token_ranges(T: int, threads: int, least: int = RANGE_TOKENS) -> list[tuple[
         out.append((t, t + n))
         t += n
     return out
+
+
+def _summed(part: npt.NDArray[np.float64], ypart: npt.NDArray[np.float64]) -> PairSums:
+    """A pass's partial sums (``[R, 3, S, G]``, ``[R, G]``, one per token range) added in range order."""
+    tot = part.sum(0)
+    return PairSums(tot[0], tot[1], tot[2], ypart.sum(0))
 
 
 _Plan = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", int]     # token columns, ranges of them, threads
@@ -819,13 +878,15 @@ class PairStats:
         ranges = np.array(token_ranges(len(cols), n, min(RANGE_TOKENS, thread_tokens)), np.int64).reshape(-1, 2)
         return cols, ranges, n
 
-    def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...], plan: _Plan) -> None:
+    def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...], plan: _Plan,
+             more: int = 0) -> None:
         """``fn(*before, cols, ranges, counter, *after)`` once on each of the plan's threads (this one
         and its gang's): each call takes the next range from the shared counter until none is left,
-        so a thread that falls behind takes fewer and no range waits on a busy thread."""
+        so a thread that falls behind takes fewer and no range waits on a busy thread (``more``:
+        ranges of ``before``'s the counter hands out first)."""
         cols, ranges, threads = plan
         call = functools.partial(fn, *before, cols, ranges, np.zeros(1, np.int64), *after)
-        n = min(threads, len(ranges))
+        n = min(threads, len(ranges) + more)
         if n <= 1:
             call()
             return
@@ -880,14 +941,17 @@ class PairStats:
     def dots(self, ys: Union[Group, Sequence[torch.Tensor]], xx: Optional[npt.NDArray[np.float32]] = None,
              pairs: Sequence[tuple[int, int]] = (), cols: Optional[np.ndarray] = None,
              out: Optional[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = None,
-             thread_tokens: Optional[int] = None, diffs: Optional[_Diffs] = None) -> Screened:
+             thread_tokens: Optional[int] = None, diffs: Optional[_Diffs] = None,
+             exact_cols: Optional[np.ndarray] = None, sums: Optional[SumsOut] = None) -> Screened:
         """Screen of a group of candidates (``group``, or a list): ``xy [S, G, T]`` and ``yy [G, T]``
         (fp32, into ``out`` where given); given ``xx [S, T]`` (fp32), the slots' squared norms are
         written there in the same pass (no read of the slots of their own); ``pairs``
         ``[(slot, index into ys)]`` get ``exact``'s sums (``n, sa, mx [P, T]``, into ``diffs`` where
         given), from the same pass where the bf16 screen runs (the rows are in cache), else from
-        ``exact``. Only token columns ``cols`` are computed (None: all), at least ``thread_tokens``
-        a thread (None: this one's)."""
+        ``exact``; so do the token columns ``exact_cols`` (screened by an earlier pass), in the same
+        pass. Only token columns ``cols`` are screened (None: all), at least ``thread_tokens`` a
+        thread (None: this one's). ``sums``: the pairs' statistics of those tokens too, per token
+        into its arrays and summed (``Screened.sums``); yy is zeroed where a token is left out."""
         grp = self._group(ys)          # (held to the end: the kernels read its tensors by address)
         G = len(grp.ya)
         plan = self._pass(cols, thread_tokens)
@@ -896,8 +960,14 @@ class PairStats:
         if xy.shape != (self.S, G, self.T) or yy.shape != (G, self.T):
             raise ValueError(f"out: arrays of shape {xy.shape}, {yy.shape} for {self.S} slots, {G} candidates, "
                              f"{self.T} tokens")
+        if sums is not None and xx is not None and sums.xx is not xx:
+            raise ValueError("sums: its xx must be the pass's own xx where the pass writes the norms")
+        if sums is not None and (sums.xx.shape != (self.S, self.T) or sums.finite.shape != (G, self.T)
+                                 or sums.per_token.shape != (self.S, G, self.T)):
+            raise ValueError(f"sums: arrays of shape {sums.xx.shape}, {sums.finite.shape}, {sums.per_token.shape} "
+                             f"for {self.S} slots, {G} candidates, {self.T} tokens")
         with_xx = xx is not None
-        xx_ = xx if xx is not None else np.empty((1, 1), np.float32)
+        xx_ = xx if xx is not None else sums.xx if sums is not None else np.empty((1, 1), np.float32)
         pidx = np.full((self.S, G), -1, np.int64)
         for p, (s, g) in enumerate(pairs):
             pidx[s, g] = p
@@ -905,13 +975,20 @@ class PairStats:
         if any(a.shape != (len(pairs), self.T) for a in (n, sa, mx)):
             raise ValueError(f"diffs: arrays of shape {n.shape}, {sa.shape}, {mx.shape} for {len(pairs)} pairs, "
                              f"{self.T} tokens")
+        ecols, eranges, _ = self._pass(exact_cols if exact_cols is not None and len(pairs) else np.empty(0, np.int64),
+                                       RANGE_TOKENS)
+        R = len(plan[1])
+        part, ypart = np.empty((R, 3, self.S, G)), np.empty((R, G))
+        finite, per_token = ((sums.finite, sums.per_token) if sums is not None
+                             else (np.empty((1, 1), np.bool_), np.empty((1, 1, 1), np.float32)))
         ya, yc, ys_ = grp.ya, grp.yc, grp.ys
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
             fn = globals()[SCREEN_FUNCS[self.kernel]]
             try:
-                self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block),
-                          (xy, yy, xx_, with_xx, pidx, n, sa, mx), plan)
-                return Screened(xy, yy, n, sa, mx)
+                self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block, ecols, eranges),
+                          (xy, yy, xx_, with_xx, pidx, n, sa, mx, sums is not None, finite, per_token, part, ypart),
+                          plan, len(eranges))
+                return Screened(xy, yy, n, sa, mx, _summed(part, ypart) if sums is not None else None)
             except Exception:  # noqa: BLE001
                 if fn.signatures:                        # it was built: a real error
                     raise
@@ -924,7 +1001,20 @@ class PairStats:
         self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx), plan)
         if len(pairs):
             self.exact(pairs, grp, cols, (n, sa, mx), thread_tokens)
-        return Screened(xy, yy, n, sa, mx)
+            if len(ecols):
+                self.exact(pairs, grp, ecols, (n, sa, mx), RANGE_TOKENS)
+        return Screened(xy, yy, n, sa, mx, self.pair_sums(xy, yy, sums, cols, thread_tokens)
+                        if sums is not None else None)
+
+    def pair_sums(self, xy: npt.NDArray[np.float32], yy: npt.NDArray[np.float32], out: SumsOut,
+                  cols: Optional[np.ndarray] = None, thread_tokens: Optional[int] = None) -> PairSums:
+        """The statistics ``dots(sums=...)`` takes in its pass, from a screen's ``xy [S, G, T]`` and
+        ``yy [G, T]`` (fp32; yy zeroed where a token is left out) and the slots' norms ``out.xx``,
+        over token columns ``cols`` (None: all): per token into ``out``, summed by token range."""
+        plan = self._pass(cols, thread_tokens)
+        part, ypart = np.empty((len(plan[1]), 3, self.S, yy.shape[0])), np.empty((len(plan[1]), yy.shape[0]))
+        self._run(sums_rows, (out.xx, xy, yy), (out.finite, out.per_token, part, ypart), plan)
+        return _summed(part, ypart)
 
     def exact(self, pairs: Sequence[tuple[int, int]], ys: Union[Group, Sequence[torch.Tensor]],
               cols: Optional[np.ndarray] = None,
