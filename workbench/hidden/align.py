@@ -220,7 +220,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
         warm = _compiled(cast(ModuleType, ps_mod))                  # ps came from it
         XY, YY, best, kept, timing, xx, fused, sums = _stream_cpu(ps, cast(ModuleType, ps_mod), cands, refine_k,
                                                                   progress)
-        bad_tok = _bad_tokens(xx)
+        bad_tok = torch.from_numpy(_bad_tokens(xx.numpy()))
         if warm:
             from workbench.hidden.placement import note_kernel_rate
 
@@ -238,17 +238,17 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     bytes_read += int(cand_bytes)
     timing["setup_s"] = tl - ts
     timing["stream_s"] = time.perf_counter() - tl
+    # The slots' norms on the host in float64 ([S, T]: numpy's small operations cost less than torch's)
     xx = cast(torch.Tensor, xx)
+    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
     nonfinite: list[NonFinite] = []
-    xx_sum = torch.where(bad_tok[None], torch.zeros((), device=dev), xx).double().sum(1).cpu().numpy()
-    for i, s in enumerate(slots):
-        if not torch.isfinite(xx[i]).all():
-            xi = X[i] if X is not None else _rows(cast("PairStats", ps).slots[i], tok.ref_index)
-            nonfinite.append(_count_nonfinite("train", s.name, xi, tok.ref_positions()))
+    xx_sum = np.where(bad_n[None], 0.0, xx_n).sum(1)
+    for i in np.flatnonzero(~np.isfinite(xx_n).all(1)).tolist():
+        xi = X[i] if X is not None else _rows(cast("PairStats", ps).slots[i], tok.ref_index)
+        nonfinite.append(_count_nonfinite("train", slots[i].name, xi, tok.ref_positions()))
 
     # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
     td = time.perf_counter()
-    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
     st = sums if sums is not None else _pair_sums(XY.cpu().numpy(), YY.cpu().numpy(), xx_n, bad_n)
     del XY, YY
     finite, yy_n, per_token, num, den, dot, yy_sum = st
