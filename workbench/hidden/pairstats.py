@@ -24,9 +24,9 @@ slot and row ``infer_rows[t]`` of every candidate).
   candidate is finite, and over the pass's tokens float64 sums of ``xx + yy - 2xy``, ``xx + yy``,
   ``xy`` and ``yy``, taken in the screen's pass a block of tokens at a time (``_token_sums``).
 
-Kernels release the GIL and run once on each thread of a gang (``workbench.hidden.gang``), every
-call taking the next token range from a counter the calls share (an atomic add) until none is
-left; the ranges shrink towards the end so the threads end together. Fast-math allows
+Kernels release the GIL and run once on each of a pass's threads (numba's OpenMP or TBB threads,
+``workbench.hidden.team``; else a gang of Python threads, ``workbench.hidden.gang``), every call
+taking the next token range from a counter the calls share (an atomic add) until none is left; the ranges shrink towards the end so the threads end together. Fast-math allows
 reassociation and contraction only: NaN and Inf propagate, so a non-finite row shows as a
 non-finite sum. numba compiles on first use and caches the machine code on disk; this module
 imports numba, so the engine imports it only for the CPU path.
@@ -41,10 +41,11 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence,
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from workbench.hidden import team
 from workbench.hidden.gang import gang
 
 if TYPE_CHECKING:
@@ -721,6 +722,51 @@ def sums_rows(xx, xy, yy, cols, ranges, counter, finite, per_token, part, ypart)
         _token_sums(xx, xy, yy, cols, ranges[r, 0], ranges[r, 1], finite, per_token, part[r], ypart[r])
 
 
+# ----------------------------------------------------------------------- a pass on numba's threads
+# Each kernel once on each of n threads of numba's parallel layer (``workbench.hidden.team``);
+# the calls take their ranges from the counter as the gang's do.
+@njit(parallel=True, cache=True)
+def _team_dots_bf16(n, *args):
+    for _ in prange(n):
+        dots_bf16(*args)
+
+
+@njit(parallel=True, cache=True)
+def _team_dots_bf16_fma(n, *args):
+    for _ in prange(n):
+        dots_bf16_fma(*args)
+
+
+@njit(parallel=True, cache=True)
+def _team_dots_bf16_fma256(n, *args):
+    for _ in prange(n):
+        dots_bf16_fma256(*args)
+
+
+@njit(parallel=True, cache=True)
+def _team_dots_any(n, *args):
+    for _ in prange(n):
+        dots_any(*args)
+
+
+@njit(parallel=True, cache=True)
+def _team_exact_rows(n, *args):
+    for _ in prange(n):
+        exact_rows(*args)
+
+
+@njit(parallel=True, cache=True)
+def _team_sums_rows(n, *args):
+    for _ in prange(n):
+        sums_rows(*args)
+
+
+_UNBUILT: set[Any] = set()      # launchers that did not build here
+LAUNCHERS = {dots_bf16: _team_dots_bf16, dots_bf16_fma: _team_dots_bf16_fma,
+             dots_bf16_fma256: _team_dots_bf16_fma256, dots_any: _team_dots_any, exact_rows: _team_exact_rows,
+             sums_rows: _team_sums_rows}
+
+
 # ------------------------------------------------------------------------------------- the driver
 @functools.lru_cache(maxsize=1)
 def l2_bytes() -> int:
@@ -880,17 +926,26 @@ class PairStats:
 
     def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...], plan: _Plan,
              more: int = 0) -> None:
-        """``fn(*before, cols, ranges, counter, *after)`` once on each of the plan's threads (this one
-        and its gang's): each call takes the next range from the shared counter until none is left,
-        so a thread that falls behind takes fewer and no range waits on a busy thread (``more``:
-        ranges of ``before``'s the counter hands out first)."""
+        """``fn(*before, cols, ranges, counter, *after)`` once on each of the plan's threads (numba's,
+        ``workbench.hidden.team``, or else this one and its gang's): each call takes the next range
+        from the shared counter until none is left, so a thread that falls behind takes fewer and
+        no range waits on a busy thread (``more``: ranges of ``before``'s the counter hands out
+        first). A launcher that does not build leaves its kernel to the gang (which raises the
+        kernel's own error, if it has one)."""
         cols, ranges, threads = plan
-        call = functools.partial(fn, *before, cols, ranges, np.zeros(1, np.int64), *after)
+        args = (*before, cols, ranges, np.zeros(1, np.int64), *after)
         n = min(threads, len(ranges) + more)
         if n <= 1:
-            call()
+            fn(*args)
             return
-        gang(threads).run([call] * n)
+        launch = LAUNCHERS.get(fn)
+        if launch is not None and launch not in _UNBUILT:
+            try:
+                if team.run(launch, n, args):
+                    return
+            except numba.core.errors.NumbaError:
+                _UNBUILT.add(launch)
+        gang(threads).run([functools.partial(fn, *args)] * n)
 
     def _prepare(self, y: torch.Tensor, rows: np.ndarray, what: str) -> torch.Tensor:
         import torch
