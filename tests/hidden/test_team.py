@@ -73,3 +73,33 @@ def test_a_forked_child_keeps_to_the_gang(monkeypatch):
     monkeypatch.setattr(team, "_STARTED", (os.getpid() + 1, True))
     assert not team.ready()
     assert not team.run(lambda n, *a: None, 2, ())
+
+
+def test_passes_from_two_threads_at_once_give_each_its_own_result():
+    """Two Python threads running passes at the same time (a face's worker and a script): each gets
+    what it gets alone (the team is thread-safe; the gang takes one pass at a time)."""
+    import threading
+
+    slots, cands, rows = _world()
+    ps = ps_mod.PairStats(slots, rows, rows, threads=2, thread_tokens=8)
+    ys = [ps.prepare(y) for y in cands]
+    alone = _passes(ps, ys, len(rows))
+    got: list[list[np.ndarray]] = [[], []]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(5):
+                got[i] = _passes(ps, ys, len(rows))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert not errors and all(not w.is_alive() for w in workers)
+    for res in got:
+        for a, b in zip(res, alone):
+            np.testing.assert_array_equal(a, b)
