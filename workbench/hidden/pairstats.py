@@ -859,6 +859,12 @@ def token_ranges(T: int, threads: int, least: int = RANGE_TOKENS) -> list[tuple[
     return out
 
 
+def _partials(R: int, S: int, G: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The partial sums of a pass's ``R`` token ranges, ``[R, 3, S, G]`` and ``[R, G]`` (each range
+    clears its own: ``_clear``); none where the pass takes no statistics."""
+    return np.empty((R, 3, S, G)), np.empty((R, G))
+
+
 def _summed(part: npt.NDArray[np.float64], ypart: npt.NDArray[np.float64]) -> PairSums:
     """A pass's partial sums (``[R, 3, S, G]``, ``[R, G]``, one per token range) added in range order."""
     tot = part.sum(0)
@@ -1032,13 +1038,12 @@ class PairStats:
                              f"{self.T} tokens")
         ecols, eranges, _ = self._pass(exact_cols if exact_cols is not None and len(pairs) else np.empty(0, np.int64),
                                        RANGE_TOKENS)
-        R = len(plan[1])
-        part, ypart = np.empty((R, 3, self.S, G)), np.empty((R, G))
         finite, per_token = ((sums.finite, sums.per_token) if sums is not None
                              else (np.empty((1, 1), np.bool_), np.empty((1, 1, 1), np.float32)))
         ya, yc, ys_ = grp.ya, grp.yc, grp.ys
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
             fn = globals()[SCREEN_FUNCS[self.kernel]]
+            part, ypart = _partials(len(plan[1]) if sums is not None else 0, self.S, G)
             try:
                 self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block, ecols, eranges),
                           (xy, yy, xx_, with_xx, pidx, n, sa, mx, sums is not None, finite, per_token, part, ypart),
@@ -1067,7 +1072,7 @@ class PairStats:
         ``yy [G, T]`` (fp32; yy zeroed where a token is left out) and the slots' norms ``out.xx``,
         over token columns ``cols`` (None: all): per token into ``out``, summed by token range."""
         plan = self._pass(cols, thread_tokens)
-        part, ypart = np.empty((len(plan[1]), 3, self.S, yy.shape[0])), np.empty((len(plan[1]), yy.shape[0]))
+        part, ypart = _partials(len(plan[1]), self.S, yy.shape[0])
         self._run(sums_rows, (out.xx, xy, yy), (out.finite, out.per_token, part, ypart), plan)
         return _summed(part, ypart)
 
