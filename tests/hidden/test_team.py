@@ -103,3 +103,40 @@ def test_passes_from_two_threads_at_once_give_each_its_own_result():
     for res in got:
         for a, b in zip(res, alone):
             np.testing.assert_array_equal(a, b)
+
+
+_KEEPS_THREADS = """
+import numpy as np, torch
+from workbench.hidden import pairstats, team
+torch.set_num_threads(1)
+g = torch.Generator().manual_seed(0)
+slots = [torch.randn(64, 96, generator=g).bfloat16() for _ in range(3)]
+rows = np.arange(64)
+ps = pairstats.PairStats(slots, rows, rows, threads=3, thread_tokens=8)
+ys = [ps.prepare(torch.randn(64, 96, generator=g).bfloat16()) for _ in range(5)]
+seen = []
+for asked in (1, 2):
+    torch.set_num_threads(asked)
+    ps.dots(ys)
+    ps.exact([(0, 1)], ys)
+    seen.append(torch.get_num_threads())
+print(team.ready(), seen)
+"""
+
+
+def test_the_team_leaves_torchs_thread_count_as_it_was(tmp_path):
+    """Starting numba's OpenMP layer sets the OpenMP runtime's thread count it shares with torch to
+    all of numba's threads: a process that asked torch for fewer must keep them (its next
+    alignment, and its own torch work, run on what it asked for). A fresh process, where the layer
+    has not started."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_NUM_THREADS": "4", "OMP_NUM_THREADS": "4"}
+    res = subprocess.run([sys.executable, "-c", _KEEPS_THREADS], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=os.getcwd())
+    assert res.returncode == 0, res.stderr[-2000:]
+    ready, seen = res.stdout.split(maxsplit=1)
+    if ready != "True":
+        pytest.skip("no thread-safe numba threading layer here: the gang runs the passes")
+    assert seen.strip() == "[1, 2]"

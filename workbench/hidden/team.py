@@ -11,13 +11,20 @@ The layer is chosen at numba's first parallel launch in the process: where no ch
 (``NUMBA_THREADING_LAYER`` unset), the first pass asks for a thread-safe one (TBB or OpenMP),
 and gives the choice back where neither loads. A forked child of a process whose team started
 keeps to the gang (GNU OpenMP does not survive a fork).
+
+The OpenMP layer shares the OpenMP runtime with torch: starting it set the starting thread's
+OpenMP thread count (torch's ``get_num_threads``) to all of numba's threads, so a process that
+had asked torch for 2 threads ran its next alignment (and every torch operation) on all the
+cores. Every start and launch here leaves torch's count as it found it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
-from typing import Any, Callable, Optional, cast
+from typing import Any, Callable, Iterator, Optional, cast
 
 import numba
 import numpy as np
@@ -35,8 +42,29 @@ def _probe(a: Any) -> None:
         a[i] = i
 
 
+@contextlib.contextmanager
+def _keeping_torch_threads() -> Iterator[None]:
+    """torch's thread count (where torch is loaded) as it was before, whatever numba's layer did to
+    the OpenMP runtime they share."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
 def _start() -> bool:
     """numba's layer, started here where nothing started it: whether it is thread-safe."""
+    with _keeping_torch_threads():
+        return _start_layer()
+
+
+def _start_layer() -> bool:
     try:
         layer: Optional[str] = numba.threading_layer()       # started already, by other code
     except ValueError:
@@ -71,5 +99,6 @@ def run(launch: Callable[..., Any], n: int, args: tuple[Any, ...]) -> bool:
     if not ready():
         return False
     numba.set_num_threads(max(1, min(int(n), _CONFIG.NUMBA_NUM_THREADS)))
-    launch(n, *args)
+    with _keeping_torch_threads():
+        launch(n, *args)
     return True
