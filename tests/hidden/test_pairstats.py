@@ -155,12 +155,13 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
 
 def test_the_block_of_tokens_fits_half_the_l2_cache():
     """The slot rows of a block take at most half a core's L2 (the rest holds the candidates
-    streaming past): a power of two from 4 to 64."""
+    streaming past): a power of two from 4 to ``MAX_BLOCK`` (8)."""
     kimi = 3 * 7168 * 2                                    # bytes of slot rows per token
-    assert ps_mod.block_tokens(3, 7168, l2=2 << 20) == 16 and 16 * kimi <= (1 << 20) < 32 * kimi
-    assert ps_mod.block_tokens(3, 7168, l2=1 << 20) == 8
-    assert ps_mod.block_tokens(3, 4096, l2=2 << 20) == 32
-    assert ps_mod.block_tokens(1, 1024, l2=32 << 20) == ps_mod.MAX_BLOCK
+    assert ps_mod.MAX_BLOCK == 8
+    assert ps_mod.block_tokens(3, 7168, l2=2 << 20) == 8
+    assert ps_mod.block_tokens(3, 7168, l2=1 << 20) == 8 and 8 * kimi <= (1 << 19) < 16 * kimi
+    assert ps_mod.block_tokens(3, 7168, l2=512 << 10) == 4 and 4 * kimi <= (1 << 18) < 8 * kimi
+    assert ps_mod.block_tokens(1, 1024, l2=32 << 20) == 8
     assert ps_mod.block_tokens(8, 16384, l2=256 << 10) == 4
     assert ps_mod.l2_bytes() > 0
     slots, cands, ref_rows, infer_rows = _world(3, 70, 64)

@@ -56,7 +56,7 @@ BF16, F32 = 1, 2
 VDP, SPLIT, SPLIT256 = 0, 1, 2  # how the bf16 screen multiplies (``_dot_km``'s literal argument)
 FM = {"reassoc", "contract", "nsz", "arcp"}       # no nnan/ninf: NaN and Inf must reach the sums
 BLOCK: Optional[int] = None     # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
-MAX_BLOCK = 64
+MAX_BLOCK = 8                   # tokens per block at most: the fastest measured (block_tokens)
 PF_LOCALITY = 2                 # the bf16 screen prefetches the rows it reads next into L2 (T1; -1: none)
 THREAD_TOKENS = 64              # the fewest tokens a thread is given (less costs more in its start than it saves)
 GUIDE = 2                       # each token range is 1 / (GUIDE * threads) of the tokens not yet handed out
@@ -786,12 +786,13 @@ def l2_bytes() -> int:
 
 
 def block_tokens(S: int, H: int, esize: int = 2, l2: Optional[int] = None) -> int:
-    """Tokens per block of the bf16 screen: the block's slot rows, read again for every four
-    candidates, take at most half of a core's L2 cache (the candidate rows stream through the other
-    half); a power of two from 4 to ``MAX_BLOCK``. Measured with 3 slots x 7168 (43 KB a token): on
-    the H200 host's Xeon, 16 threads, the kernel over 1.82 GB took 23 ms with blocks of 16 against
-    29 ms with 64 (2 threads: 110 vs 122 ms), the slot rows of a 64-token block (2.75 MB) being
-    more than its L2 holds."""
+    """Tokens per block of the bf16 screen: ``MAX_BLOCK``, or fewer where the block's slot rows
+    (read again for every four candidates) would take more than half of a core's L2 cache (the
+    candidate rows stream through the rest); a power of two, at least 4. Measured with 3 slots x
+    7168 (43 KB a token), the pass over the tokens after the sample (the fastest of 6-10 runs, the
+    sizes interleaved; four series on two leases of the H200 host's Xeon, 2 MB of L2, 16 threads):
+    14.5-17.0 ms with blocks of 8, 16.0-18.1 ms with 16, 15.9-17.0 ms with 4 (with 64, 29 ms). On
+    a 2-core AMD EPYC (Zen 5, 1 MB), 73.4 ms with 8 against 76.2 (4) and 78.7 (16)."""
     n = max(1, (l2 if l2 is not None else l2_bytes()) // 2 // max(1, S * H * esize))
     return max(4, min(MAX_BLOCK, 1 << (n.bit_length() - 1)))
 
