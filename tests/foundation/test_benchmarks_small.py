@@ -4,18 +4,20 @@ prints its JSON figures and floors, and the alignment it times still finds the p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(name: str, *args: str) -> dict:
+def _run(name: str, *args: str, env: Optional[dict[str, str]] = None) -> dict:
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True, text=True,
-                       timeout=300, cwd=ROOT)
+                       timeout=300, cwd=ROOT, env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
 
@@ -34,21 +36,27 @@ def test_align_bench_small_reports_floors_and_finds_the_layers():
     assert 0 < cpu["ratio_cpu_floor"] <= cpu["ratio_page_cache"]
     if d["floors"]["screen_compute_s"] <= d["floors"]["page_cache_s"]:
         assert cpu["ratio_cpu_floor"] == cpu["ratio_page_cache"]
+    assert d["first_run_s"] > 0                # (the process's first alignment, before the clock)
     for dev in ("auto", "cpu"):
         run = d["runs"][dev]
+        assert len(run["runs_s"]) == 2            # every timed run counts: none of them compiled
         assert run["correct"] and run["seconds"] > 0 and run["ratio_page_cache"] > 0
         assert run["timing"]["device_choice"]["reason"]
     assert "cpu_within_1.5x_page_cache" in d["goals"]
     assert all(v < 1e-4 for v in d["agreement"].values())
 
 
-def test_align_bench_runs_the_screen_it_is_told_to():
-    """``--kernel``: the other split-lane screen than this CPU's, for a comparison on one machine."""
+def test_align_bench_runs_the_screen_it_is_told_to_on_the_threads_it_is_given():
+    """``--kernel``: the other split-lane screen than this CPU's, for a comparison on one machine;
+    ``--threads 2`` where numba has 4: every timed alignment, after the one that started numba's
+    threads, on 2."""
     from workbench.hidden import pairstats
 
     other = "bf16-fma" if pairstats.screen_kernel(True) == "bf16-fma256" else "bf16-fma256"
-    d = _run("align_bench.py", "--small", "--repeat", "1", "--devices", "cpu", "--kernel", other)
+    d = _run("align_bench.py", "--small", "--repeat", "2", "--devices", "cpu", "--kernel", other, "--threads", "2",
+             env={"NUMBA_NUM_THREADS": "4"})
     assert d["correct"] and d["runs"]["cpu"]["timing"]["kernel"] == other, d["runs"]["cpu"]["timing"]
+    assert d["threads"] == 2 and d["runs"]["cpu"]["timing"]["threads"] == 2
 
 
 @pytest.mark.timeout(300)
