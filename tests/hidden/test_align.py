@@ -411,6 +411,26 @@ def test_auto_device_names_its_reason(capture_files, train):
         assert res.device == "cpu" and choice["reason"] == "no CUDA device"
 
 
+def test_where_the_data_lives_is_asked_without_loading_a_file(capture_files):
+    """A tensor read from a file is in host memory: the device choice does not load it to ask
+    (that maps the file on every alignment); a tensor in memory says where it lives."""
+    from workbench.hidden.placement import on_cuda
+    from workbench.hidden.view import FileSpan
+
+    def never():
+        raise AssertionError("loaded to ask where it lives")
+
+    on_disk = HiddenTensor("layers.0", 4, 8, "bfloat16", LAYER, None, "f", never, span=FileSpan("f", 64, 16))
+    assert on_cuda([on_disk]) is None
+    in_memory = HiddenTensor("m", 4, 8, "float32", LAYER, None, "mem", lambda: torch.zeros(4, 8))
+    assert on_cuda([in_memory]) is None and on_cuda([]) is None
+    if torch.cuda.is_available():
+        on_gpu = HiddenTensor("g", 4, 8, "float32", LAYER, None, "mem", lambda: torch.zeros(4, 8, device="cuda"))
+        assert on_cuda([on_gpu]) == "cuda:0"
+    stack = [t for t in open_capture(capture_files.hf_stack).tensors if t.span is not None]
+    assert stack and on_cuda(stack) is None
+
+
 @pytest.mark.parametrize("threads, copy_gbps, kernel, want", [
     (16, 58.3, "vdpbf16ps", "cpu"),      # H200 host, all cores: CPU 56 ms, staged GPU 71 ms (measured)
     (16, 34.5, "vdpbf16ps", "cpu"),      # the same host's copy probe on another run
