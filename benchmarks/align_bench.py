@@ -21,9 +21,9 @@ then measures in the same run the physical floors for those bytes:
 and the alignment (``workbench.hidden.align.align``) on each of ``--devices`` (default: auto, and
 cpu and cuda where CUDA exists), the fastest of ``--repeat`` runs each, with the peak growth of
 resident memory sampled every 2 ms, after one alignment before the clock (``first_run_s``: the
-process's first compiles or loads the kernels). Goals checked: auto <= 1.3 x max(page cache, pinned H2D)
-with CUDA, auto never slower than cpu, cpu <= 1.5 x the page-cache pass (``--threads`` sets the
-CPU threads: run it with 2 and with all cores).
+process's first compiles or loads the kernels). Goals checked: auto <= 1.3 x max(page cache,
+pinned H2D) with CUDA, auto never slower than cpu, cpu <= 1.5 x the page-cache pass
+(``--threads`` sets the CPU threads: run it with 2 and with all cores).
 
 Prints one JSON line. Needs torch, numpy, safetensors and the workbench package only.
     python benchmarks/align_bench.py [--devices auto,cpu,cuda] [--threads N] [--small] [--kernel K]

@@ -791,10 +791,10 @@ def block_tokens(S: int, H: int, esize: int = 2, l2: Optional[int] = None) -> in
     candidate rows stream through the rest); a power of two, at least 4. Measured with 3 slots x
     7168 (43 KB a token), the pass over the tokens after the sample, fastest of 6-10 runs with the
     sizes interleaved (``benchmarks/results/align_h200_host_blocks_kernels.json``): on the H200
-    host's Xeon (2 MB of L2), 16 threads, 13.1-17.0 ms with blocks of 8 against 13.9-18.1 ms with 16
-    (8 the faster in each of six series on three leases), 15.9-17.0 ms with 4 (with 64, 29 ms);
-    2 threads, 78.8 against 77.4 ms (medians 80.5 and 88.3). On a 2-core AMD EPYC (Zen 5, 1 MB), 73.4 ms with 8
-    against 76.2 (4) and 78.7 (16)."""
+    host's Xeon (2 MB of L2), 16 threads, 13.1-17.0 ms with blocks of 8 against 13.9-18.1 ms with
+    16 (8 the faster in each of six series on three leases), 15.9-17.0 ms with 4 (with 64, 29 ms);
+    2 threads, 78.8 against 77.4 ms (medians 80.5 and 88.3). On a 2-core AMD EPYC (Zen 5, 1 MB),
+    73.4 ms with 8 against 76.2 (4) and 78.7 (16)."""
     n = max(1, (l2 if l2 is not None else l2_bytes()) // 2 // max(1, S * H * esize))
     return max(4, min(MAX_BLOCK, 1 << (n.bit_length() - 1)))
 
