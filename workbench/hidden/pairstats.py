@@ -724,7 +724,10 @@ def sums_rows(xx, xy, yy, cols, ranges, counter, finite, per_token, part, ypart)
 
 # ----------------------------------------------------------------------- a pass on numba's threads
 # Each kernel once on each of n threads of numba's parallel layer (``workbench.hidden.team``);
-# the calls take their ranges from the counter as the gang's do.
+# the calls take their ranges from the counter as the gang's do. Written out one by one: launchers
+# made by a factory closing over the kernel miss numba's disk cache in every new process (numba
+# 0.68: the cache key hashes the pickled closure, which differs per process), so each would compile
+# again at every start.
 @njit(parallel=True, cache=True)
 def _team_dots_bf16(n, *args):
     for _ in prange(n):
