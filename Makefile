@@ -65,8 +65,9 @@ bytecode: venv
 demo: venv
 	$(BIN)/eagle-workbench demo
 
-# ruff (pyflakes, bugbear, import order), the import contracts (layers, faces), mypy.
+# ruff format (the one formatter), ruff check, the import contracts (layers, faces), mypy.
 lint: venv
+	$(BIN)/ruff format --check workbench tests benchmarks
 	$(BIN)/ruff check workbench tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy

@@ -77,7 +77,7 @@ class PeakRSS:
 
     @property
     def growth_mb(self) -> float:
-        return (self.peak - self.base) / 2 ** 20
+        return (self.peak - self.base) / 2**20
 
 
 def generate(root: Path, layers: int, tokens: int, hidden: int, slot_ids, seed: int = 0):
@@ -108,9 +108,16 @@ def generate(root: Path, layers: int, tokens: int, hidden: int, slot_ids, seed: 
     rows = root / "rows_0-2000"
     rows.mkdir()
     aux = torch.cat([slots[k] for k in slot_ids], dim=-1)[None]
-    torch.save({"input_ids": ids, "loss_mask": torch.ones(tokens, dtype=torch.long),
-                "hidden_state": slots["final"][None], "aux_hidden_state": aux}, rows / "data_0.ckpt")
-    slots.clear()   # the training copies are on disk now: free them before the timed runs
+    torch.save(
+        {
+            "input_ids": ids,
+            "loss_mask": torch.ones(tokens, dtype=torch.long),
+            "hidden_state": slots["final"][None],
+            "aux_hidden_state": aux,
+        },
+        rows / "data_0.ckpt",
+    )
+    slots.clear()  # the training copies are on disk now: free them before the timed runs
     del aux
     return rows / "data_0.ckpt", stack, nbytes
 
@@ -135,7 +142,7 @@ def page_cache_pass(path: Path, begin: int, end: int, aligned: bool) -> float:
     else:
         with open(path, "rb") as fh:
             buf = mmap.mmap(fh.fileno(), end - lo, access=mmap.ACCESS_READ, offset=lo)
-        with warnings.catch_warnings():         # read only: the pass never writes
+        with warnings.catch_warnings():  # read only: the pass never writes
             warnings.simplefilter("ignore")
             t = torch.frombuffer(buf, dtype=torch.int64, count=n, offset=begin - lo)
     int(t.sum())
@@ -145,7 +152,7 @@ def page_cache_pass(path: Path, begin: int, end: int, aligned: bool) -> float:
     return dt
 
 
-QUIET_S = 0.25      # torch's OpenMP threads spin-wait this long at most after a parallel operation
+QUIET_S = 0.25  # torch's OpenMP threads spin-wait this long at most after a parallel operation
 
 
 def quiet() -> None:
@@ -178,7 +185,7 @@ def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> Optional[tuple
     rows = np.arange(1024) % 4
     ps = pairstats.PairStats(xs, rows, rows, threads=1)
     ys = [ps.prepare(y) for y in ys]
-    ps.dots(ys)                                 # compiled (or loaded) before the clock
+    ps.dots(ys)  # compiled (or loaded) before the clock
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -197,7 +204,7 @@ def settle_page_cache(path: Path) -> dict:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-        if hasattr(os, "posix_fadvise"):        # (not on macOS: the pages stay as written)
+        if hasattr(os, "posix_fadvise"):  # (not on macOS: the pages stay as written)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
@@ -250,11 +257,18 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per device (the fastest is reported)")
     ap.add_argument("--block", type=int, help="tokens per block of the CPU kernels (default: the engine's)")
     ap.add_argument("--group", type=int, help="candidates per pass of the CPU kernels (default: the engine's)")
-    ap.add_argument("--kernel", choices=["vdpbf16ps", "bf16-fma", "bf16-fma256", "fma"],
-                    help="the CPU screen for bf16 data (default: the one this CPU gets)")
-    ap.add_argument("--warm", dest="cold", action="store_false",
-                    help="leave the page cache as writing the capture left it (default: drop it and read "
-                         "the capture once, as from disk)")
+    ap.add_argument(
+        "--kernel",
+        choices=["vdpbf16ps", "bf16-fma", "bf16-fma256", "fma"],
+        help="the CPU screen for bf16 data (default: the one this CPU gets)",
+    )
+    ap.add_argument(
+        "--warm",
+        dest="cold",
+        action="store_false",
+        help="leave the page cache as writing the capture left it (default: drop it and read "
+        "the capture once, as from disk)",
+    )
     args = ap.parse_args(argv)
     if args.small:
         args.layers, args.tokens, args.hidden = 16, 256, 1024
@@ -264,14 +278,18 @@ def main(argv=None) -> int:
     devices = (args.devices or ("auto,cpu,cuda" if cuda else "auto,cpu")).split(",")
 
     from workbench.hidden import open_capture
+
     if args.block:
         from workbench.hidden import pairstats
+
         pairstats.BLOCK = args.block
     if args.kernel:
         from workbench.hidden import pairstats
+
         pairstats.screen_kernel = lambda all_bf16: args.kernel if all_bf16 else "fma"
     from workbench.hidden import align as align_mod
     from workbench.hidden.align import align
+
     if args.group:
         align_mod.CPU_GROUP = args.group
     from workbench.hidden.st_io import SafetensorsFile
@@ -301,26 +319,39 @@ def main(argv=None) -> int:
         # the page-cache pass runs before the paths and again before each repetition of them, so a
         # host whose memory bandwidth drifts during the run (the H200 host's did by 30 %) gives the
         # floor the same chances as the paths
-        pc: dict[bool, list[float]] = {aligned: [page_cache_pass(infer_path, begin, end, aligned) for _ in range(3)][1:]
-                                       for aligned in (False, True)}
+        pc: dict[bool, list[float]] = {
+            aligned: [page_cache_pass(infer_path, begin, end, aligned) for _ in range(3)][1:]
+            for aligned in (False, True)
+        }
         floors: dict = {}
         compute = screen_compute(args.hidden)
         if compute is not None:
             bps, kernel = compute
-            floors.update({"screen_compute_s": round(nbytes / (bps * torch.get_num_threads()), 4),
-                           "screen_compute_gbps_per_thread": round(bps / 1e9, 2), "screen_kernel": kernel})
+            floors.update(
+                {
+                    "screen_compute_s": round(nbytes / (bps * torch.get_num_threads()), 4),
+                    "screen_compute_gbps_per_thread": round(bps / 1e9, 2),
+                    "screen_kernel": kernel,
+                }
+            )
         if cuda:
             dev = torch.device("cuda")
             torch.ones(1, device=dev).sum()
             torch.cuda.synchronize(dev)
             h2d = pinned_h2d(nbytes, dev)
             bw = copy_bandwidth(dev)
-            floors.update({"pinned_h2d_s": round(h2d, 4), "pinned_h2d_gbps": round(nbytes / h2d / 1e9, 1),
-                           "device_memory_s": round(nbytes / (2 * bw), 5),
-                           "device_memory_gbps": round(2 * bw / 1e9, 1), "gpu": torch.cuda.get_device_name(dev)})
+            floors.update(
+                {
+                    "pinned_h2d_s": round(h2d, 4),
+                    "pinned_h2d_gbps": round(nbytes / h2d / 1e9, 1),
+                    "device_memory_s": round(nbytes / (2 * bw), 5),
+                    "device_memory_gbps": round(2 * bw / 1e9, 1),
+                    "gpu": torch.cuda.get_device_name(dev),
+                }
+            )
         runs, mats = {}, {}
         if "auto" in devices and "cpu" in devices and cuda and args.repeat >= 2:
-            devices = devices + ["auto-after"]     # once both paths ran: the choice from their measures
+            devices = devices + ["auto-after"]  # once both paths ran: the choice from their measures
         # One alignment before the clock: a process's first compiles (or loads) the kernels and starts
         # their threads (``first_run_s``); timed, it took one of its runs from whichever path ran first.
         t0 = time.perf_counter()
@@ -330,13 +361,13 @@ def main(argv=None) -> int:
         times = {d: [] for d in devices}
         growth = {d: [] for d in devices}
         results = {}
-        for rep in range(max(1, args.repeat)):      # the paths interleaved: a noisy minute hits each alike,
-            order = devices[rep % len(devices):] + devices[:rep % len(devices)]  # each after each other path
+        for rep in range(max(1, args.repeat)):  # the paths interleaved: a noisy minute hits each alike,
+            order = devices[rep % len(devices) :] + devices[: rep % len(devices)]  # each after each other path
             for aligned in (False, True):
                 pc[aligned].append(page_cache_pass(infer_path, begin, end, aligned))
             for d in order:
                 if d == "auto-after" and rep == 0:
-                    continue                          # once both paths ran
+                    continue  # once both paths ran
                 with PeakRSS() as mem:
                     t0 = time.perf_counter()
                     results[d] = align(train, infer, device=d.split("-")[0], abs_stats=args.abs_stats)
@@ -344,24 +375,34 @@ def main(argv=None) -> int:
                 growth[d].append(mem.growth_mb)
                 quiet()
         floor = min(min(v) for v in pc.values())
-        floors.update({"page_cache_s": round(floor, 4), "page_cache_gbps": round(nbytes / floor / 1e9, 1),
-                       "page_cache_plain_mmap_s": round(min(pc[False]), 4),
-                       "page_cache_aligned_s": round(min(pc[True]), 4),
-                       "page_cache_runs_s": [round(min(a, b), 4) for a, b in zip(pc[False], pc[True])]})
+        floors.update(
+            {
+                "page_cache_s": round(floor, 4),
+                "page_cache_gbps": round(nbytes / floor / 1e9, 1),
+                "page_cache_plain_mmap_s": round(min(pc[False]), 4),
+                "page_cache_aligned_s": round(min(pc[True]), 4),
+                "page_cache_runs_s": [round(min(a, b), 4) for a, b in zip(pc[False], pc[True])],
+            }
+        )
         for d in devices:
             res = results[d]
             best = [b.physical for b in res.best]
             mats[d] = np.asarray(res.matrix, dtype=float)
-            runs[d] = {"seconds": round(min(times[d]), 4), "runs_s": [round(t, 4) for t in times[d]],
-                       "device": res.device, "precision": res.precision, "peak_rss_mb": round(max(growth[d]), 1),
-                       "timing": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.timing.items()},
-                       "correct": best == [f"out({k})" for k in slot_ids]
-                       and all(b.verdict == "match" for b in res.best)}
+            runs[d] = {
+                "seconds": round(min(times[d]), 4),
+                "runs_s": [round(t, 4) for t in times[d]],
+                "device": res.device,
+                "precision": res.precision,
+                "peak_rss_mb": round(max(growth[d]), 1),
+                "timing": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.timing.items()},
+                "correct": best == [f"out({k})" for k in slot_ids] and all(b.verdict == "match" for b in res.best),
+            }
             if "page_cache_s" in floors:
                 runs[d]["ratio_page_cache"] = round(min(times[d]) / floors["page_cache_s"], 3)
-            if res.timing.get("kernel"):         # the CPU path: against the larger of its two floors
-                runs[d]["ratio_cpu_floor"] = round(min(times[d]) / max(floors["page_cache_s"],
-                                                                       floors.get("screen_compute_s", 0.0)), 3)
+            if res.timing.get("kernel"):  # the CPU path: against the larger of its two floors
+                runs[d]["ratio_cpu_floor"] = round(
+                    min(times[d]) / max(floors["page_cache_s"], floors.get("screen_compute_s", 0.0)), 3
+                )
         goals = {}
         floor_max = max(floors["page_cache_s"], floors.get("pinned_h2d_s", 0.0))
         if "auto" in runs:
@@ -370,25 +411,35 @@ def main(argv=None) -> int:
                 goals["auto_within_1.3x_floor"] = runs["auto"]["seconds"] <= 1.3 * floor_max
             if "auto-after" in runs:
                 runs["auto-after"]["ratio_floor"] = round(runs["auto-after"]["seconds"] / floor_max, 3)
-                goals["auto_after_not_slower_than_cpu"] = (runs["auto-after"]["seconds"]
-                                                           <= runs["cpu"]["seconds"] * 1.05)
+                goals["auto_after_not_slower_than_cpu"] = runs["auto-after"]["seconds"] <= runs["cpu"]["seconds"] * 1.05
             if "cpu" in runs:
                 goals["auto_not_slower_than_cpu"] = runs["auto"]["seconds"] <= runs["cpu"]["seconds"] * 1.05
         if "cpu" in runs:
             goals["cpu_within_1.5x_page_cache"] = runs["cpu"]["seconds"] <= 1.5 * floors["page_cache_s"]
         agree = {}
         for d in mats:
-            if d != "cpu" and "cpu" in mats:    # every path's rel_diff against the CPU's, per pair
+            if d != "cpu" and "cpu" in mats:  # every path's rel_diff against the CPU's, per pair
                 a, b = mats[d], mats["cpu"]
                 agree[f"{d}_vs_cpu_max_abs"] = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
-        out = {"agreement": agree, "bytes": int(nbytes), "slots": 3, "candidates": n + 1, "tokens": args.tokens,
-               "hidden": args.hidden, "threads": torch.get_num_threads(),
-               "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK or "auto",
-               "cpus": os.cpu_count(),
-               "floors": floors, "runs": runs, "goals": goals, "generate_s": round(gen_s, 2),
-               "first_run_s": round(first_s, 3),
-               "page_cache": page_cache, "group": align_mod.CPU_GROUP,
-               "correct": all(r["correct"] for r in runs.values()) and all(v < 1e-4 for v in agree.values())}
+        out = {
+            "agreement": agree,
+            "bytes": int(nbytes),
+            "slots": 3,
+            "candidates": n + 1,
+            "tokens": args.tokens,
+            "hidden": args.hidden,
+            "threads": torch.get_num_threads(),
+            "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK or "auto",
+            "cpus": os.cpu_count(),
+            "floors": floors,
+            "runs": runs,
+            "goals": goals,
+            "generate_s": round(gen_s, 2),
+            "first_run_s": round(first_s, 3),
+            "page_cache": page_cache,
+            "group": align_mod.CPU_GROUP,
+            "correct": all(r["correct"] for r in runs.values()) and all(v < 1e-4 for v in agree.values()),
+        }
         print(json.dumps(out))
         return 0 if out["correct"] else 1
     finally:

@@ -55,8 +55,9 @@ def main() -> int:
 
         figures = {
             "header_2000_tensors": timed(lambda: read_header(st)),
-            "doctor_kimi": timed(lambda: run_static(draft, target, engine="sglang==0.5.12.post1",
-                                                    trained_layers=[2, 30, 58])),
+            "doctor_kimi": timed(
+                lambda: run_static(draft, target, engine="sglang==0.5.12.post1", trained_layers=[2, 30, 58])
+            ),
             "config_set_and_revert": timed(set_and_revert),
         }
         wb.close()

@@ -49,15 +49,27 @@ def summarize(name: str, manifest_dir: Path) -> dict:
     fig = cal["figures"]
     s = m["settings"]
     return {
-        "name": name, "size": m["size"], "hash": m["hash"], "seed": cal["seed"], "seed_used": cal["seed_used"],
-        "retries": cal["retries"], "ok": cal["ok"], "attempts": [
-            {"seed": a["seed"], "misses": a["misses"], "seconds": a["seconds"]} for a in cal["attempts"]],
-        "threads": s["threads"], "machine": m["machine"], "timings": m["timings"],
+        "name": name,
+        "size": m["size"],
+        "hash": m["hash"],
+        "seed": cal["seed"],
+        "seed_used": cal["seed_used"],
+        "retries": cal["retries"],
+        "ok": cal["ok"],
+        "attempts": [{"seed": a["seed"], "misses": a["misses"], "seconds": a["seconds"]} for a in cal["attempts"]],
+        "threads": s["threads"],
+        "machine": m["machine"],
+        "timings": m["timings"],
         "floor_s": round(m["timings"]["cpu"] / max(1, s["threads"]), 1),
         "drafter_steps": m["drafter_training"]["steps"],
-        "acc": m["heldout"]["acc"][:s["ttt_steps"]], "cond": m["heldout"]["cond"],
-        "accept_length": m["accept_length"]["measured"], "predicted": m["accept_length"]["predicted"],
-        "demo": m["demo"]["measured"], "figures": fig, "in_band": cal["in_band"], "layers": m["layers"],
+        "acc": m["heldout"]["acc"][: s["ttt_steps"]],
+        "cond": m["heldout"]["cond"],
+        "accept_length": m["accept_length"]["measured"],
+        "predicted": m["accept_length"]["predicted"],
+        "demo": m["demo"]["measured"],
+        "figures": fig,
+        "in_band": cal["in_band"],
+        "layers": m["layers"],
         "build_seconds_ok": m["timings"]["total"] <= BUILD_SECONDS_MAX.get(m["size"], 75),
     }
 
@@ -97,12 +109,22 @@ def main(argv=None) -> int:
             i, spec = pending.pop(0)
             cpus = free.pop(0)
             wroot = root / spec["name"]
-            code = CHILD.format(cpus=set(cpus), size=spec.get("size", "tiny"), root=str(wroot),
-                                overrides=json.dumps(spec.get("overrides", {})))
+            code = CHILD.format(
+                cpus=set(cpus),
+                size=spec.get("size", "tiny"),
+                root=str(wroot),
+                overrides=json.dumps(spec.get("overrides", {})),
+            )
             root.mkdir(parents=True, exist_ok=True)
-            with open(root / f"{spec['name']}.log", "w") as log:       # the child's stderr, kept
-                p = subprocess.Popen([sys.executable, "-c", code], cwd=str(ROOT), stdout=subprocess.PIPE,
-                                     stderr=log, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            with open(root / f"{spec['name']}.log", "w") as log:  # the child's stderr, kept
+                p = subprocess.Popen(
+                    [sys.executable, "-c", code],
+                    cwd=str(ROOT),
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                )
             running[p] = (i, spec, cpus, time.time())
         time.sleep(1.0)
         for p in [p for p in running if p.poll() is not None]:
@@ -110,8 +132,11 @@ def main(argv=None) -> int:
             free.append(cpus)
             out, err = p.communicate()
             if p.returncode != 0:
-                results[i] = {"name": spec["name"], "error": f"exit {p.returncode}",
-                              "log": str(root / f"{spec['name']}.log")}
+                results[i] = {
+                    "name": spec["name"],
+                    "error": f"exit {p.returncode}",
+                    "log": str(root / f"{spec['name']}.log"),
+                }
             else:
                 d = Path(json.loads(out.strip().splitlines()[-1])["dir"])
                 results[i] = summarize(spec["name"], d)
@@ -120,8 +145,17 @@ def main(argv=None) -> int:
             results[i]["load_end"] = round(os.getloadavg()[0], 2)
             results[i]["cpus"] = cpus
             print(json.dumps(results[i]), file=sys.stderr, flush=True)
-    print(json.dumps({"worlds": results, "bands": K.bands(), "build_seconds_max": BUILD_SECONDS_MAX,
-                      "all_in_band": all(r.get("ok") for r in results)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "worlds": results,
+                "bands": K.bands(),
+                "build_seconds_max": BUILD_SECONDS_MAX,
+                "all_in_band": all(r.get("ok") for r in results),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

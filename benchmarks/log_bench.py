@@ -97,8 +97,7 @@ def make_log(n: int, mix: dict, seed: int = 0) -> str:
     return "\n".join(out) + "\n"
 
 
-METRIC_COLUMNS = ("accept_len", "accept_rate", "gen_throughput", "running_req", "queue_req",
-                  "token_usage")
+METRIC_COLUMNS = ("accept_len", "accept_rate", "gen_throughput", "running_req", "queue_req", "token_usage")
 
 
 def measure(text: str, repeat: int = 3) -> dict:
@@ -116,9 +115,13 @@ def measure(text: str, repeat: int = 3) -> dict:
         t2 = time.perf_counter()
         best, best_cols = min(best, t1 - t0), min(best_cols, t2 - t0)
     assert scan.lines == n
-    return {"lines": n, "recognised": len(scan.decode) + len(scan.prefill) + len(scan.events),
-            "lines_per_s": round(n / best), "lines_per_s_with_metrics": round(n / best_cols),
-            "mb_per_s": round(len(text) / best / 1e6, 1)}
+    return {
+        "lines": n,
+        "recognised": len(scan.decode) + len(scan.prefill) + len(scan.events),
+        "lines_per_s": round(n / best),
+        "lines_per_s_with_metrics": round(n / best_cols),
+        "mb_per_s": round(len(text) / best / 1e6, 1),
+    }
 
 
 def baseline(text: str) -> float:
@@ -182,22 +185,31 @@ def child(mode: str, path: str) -> None:
                 records += piece.count(b"\n")
     dt = time.perf_counter() - t0
     if mode == "stream_json":
-        with open(path, "rb") as fh:      # (after the timing; in small reads: no memory of its own)
+        with open(path, "rb") as fh:  # (after the timing; in small reads: no memory of its own)
             lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
     peak = _hwm()
-    print(json.dumps({"seconds": round(dt, 3), "lines": lines, "records": records,
-                      "lines_per_s": round(lines / dt), "rss_growth_mb": round((peak - base) / 2 ** 20, 1)}))
+    print(
+        json.dumps(
+            {
+                "seconds": round(dt, 3),
+                "lines": lines,
+                "records": records,
+                "lines_per_s": round(lines / dt),
+                "rss_growth_mb": round((peak - base) / 2**20, 1),
+            }
+        )
+    )
 
 
 def write_log(path: Path, mb: float) -> int:
     block = make_log(200_000, {"access": 45, "prefill": 40, "decode": 10, "info": 5}, seed=1).encode()
-    target = int(mb * 2 ** 20)
+    target = int(mb * 2**20)
     with open(path, "wb") as fh:
         n = 0
         while n < target:
             part = block[: target - n] if target - n < len(block) else block
             part = part[: part.rfind(b"\n") + 1]
-            if not part:                # less than a line short of the target
+            if not part:  # less than a line short of the target
                 break
             fh.write(part)
             n += len(part)
@@ -208,8 +220,9 @@ MODES = ("stream_parse", "stream_follow", "stream_json")
 
 
 def run_child(mode: str, path: Path) -> dict:
-    r = subprocess.run([sys.executable, __file__, "--child", mode, str(path)], capture_output=True, text=True,
-                       check=True)
+    r = subprocess.run(
+        [sys.executable, __file__, "--child", mode, str(path)], capture_output=True, text=True, check=True
+    )
     return json.loads(r.stdout)
 
 
@@ -233,8 +246,7 @@ def main() -> int:
         "decode": make_log(n // 2, {"decode": 1}),
         "errors": make_log(n // 5, {"other": 1}),
     }
-    result = {"floor_lines_per_s": FLOOR, "logs": {},
-              "machine_split_lines_per_s": round(baseline(logs["serving"]))}
+    result = {"floor_lines_per_s": FLOOR, "logs": {}, "machine_split_lines_per_s": round(baseline(logs["serving"]))}
     for name, text in logs.items():
         result["logs"][name] = measure(text)
     del logs

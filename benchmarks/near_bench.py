@@ -42,13 +42,23 @@ def write_host_data(root: Path, hidden: int, layers: int, tokens: int, samples: 
         stream = [x]
         for _ in range(layers):
             x = x + 0.15 * torch.randn(tokens, hidden, generator=g)
-            stream.append(x)                     # stream[k + 1] = out(k)
-        torch.save({"input_ids": ids, "loss_mask": torch.ones(tokens, dtype=torch.long),
-                    "hidden_state": stream[-1][None], "aux_hidden_state":
-                        torch.cat([stream[k + 1] for k in trained], -1)[None]}, rows / f"data_{s}.ckpt")
+            stream.append(x)  # stream[k + 1] = out(k)
+        torch.save(
+            {
+                "input_ids": ids,
+                "loss_mask": torch.ones(tokens, dtype=torch.long),
+                "hidden_state": stream[-1][None],
+                "aux_hidden_state": torch.cat([stream[k + 1] for k in trained], -1)[None],
+            },
+            rows / f"data_{s}.ckpt",
+        )
         bf = [t.bfloat16() for t in stream]
-        d = {"model.forward_batch_info.input_ids": ids, "model.forward_batch_info.positions": torch.arange(tokens),
-             "model.embed_tokens": bf[0], "model.norm": [bf[-1], bf[-1]]}
+        d = {
+            "model.forward_batch_info.input_ids": ids,
+            "model.forward_batch_info.positions": torch.arange(tokens),
+            "model.embed_tokens": bf[0],
+            "model.norm": [bf[-1], bf[-1]],
+        }
         for k in range(1, layers):
             d[f"model.layers.{k}.input_layernorm"] = [bf[k], bf[k]]
         torch.save(d, run / f"Pass{s:05d}.pt")
@@ -71,21 +81,42 @@ def main() -> int:
         root = Path(tmp)
         train, dump, trained = write_host_data(root, a.hidden, a.layers, a.tokens, a.samples)
         near = NearCompute(LocalHost(), cache_root=str(root / "cache"), in_process=False)
-        job = {"train": str(train), "infer": str(dump), "count": a.samples, "engine": "sglang==0.5.23",
-               "arch": "LlamaForCausalLM", "num_layers": a.layers}
+        job = {
+            "train": str(train),
+            "infer": str(dump),
+            "count": a.samples,
+            "engine": "sglang==0.5.23",
+            "arch": "LlamaForCausalLM",
+            "num_layers": a.layers,
+        }
         out = {}
         for phase in ("cold", "warm"):
             t0 = time.perf_counter()
             result, tr = near.run("align", job)
             best = [b["physical"] for b in result["align"]["best"]]
             assert best == [f"out({k})" for k in trained], best
-            out[phase] = {"moved_bytes": tr.moved_bytes, "shipped_bytes": tr.shipped_bytes,
-                          "ratio": tr.ratio, "seconds": round(time.perf_counter() - t0, 2),
-                          "device": result["device"], "align_s": round(result["align"]["seconds"], 3)}
+            out[phase] = {
+                "moved_bytes": tr.moved_bytes,
+                "shipped_bytes": tr.shipped_bytes,
+                "ratio": tr.ratio,
+                "seconds": round(time.perf_counter() - t0, 2),
+                "device": result["device"],
+                "align_s": round(result["align"]["seconds"], 3),
+            }
         tensor_bytes = tr.tensor_bytes
-    print(json.dumps({"bench": "near", "tensor_bytes": tensor_bytes, "bundle_bytes": len(current().tarball()),
-                      **out, "floor": FLOOR, "ok": out["cold"]["ratio"] <= FLOOR,
-                      "shape": {"hidden": a.hidden, "layers": a.layers, "tokens": a.tokens, "samples": a.samples}}))
+    print(
+        json.dumps(
+            {
+                "bench": "near",
+                "tensor_bytes": tensor_bytes,
+                "bundle_bytes": len(current().tarball()),
+                **out,
+                "floor": FLOOR,
+                "ok": out["cold"]["ratio"] <= FLOOR,
+                "shape": {"hidden": a.hidden, "layers": a.layers, "tokens": a.tokens, "samples": a.samples},
+            }
+        )
+    )
     return 0 if out["cold"]["ratio"] <= FLOOR else 1
 
 

@@ -35,8 +35,9 @@ def help_time() -> list[float]:
     times = []
     for _ in range(RUNS):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "workbench", "--help"], check=True, stdout=subprocess.DEVNULL,
-                       env=env(), cwd=ROOT)
+        subprocess.run(
+            [sys.executable, "-m", "workbench", "--help"], check=True, stdout=subprocess.DEVNULL, env=env(), cwd=ROOT
+        )
         times.append(time.perf_counter() - t0)
     return times
 
@@ -46,9 +47,15 @@ def tui_times(workspace: str, timeout: float = 30.0) -> tuple[float, float]:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "workbench", "--workspace", workspace], stdin=slave,
-                            stdout=slave, stderr=slave, env={**env(), "TERM": "xterm-256color"}, cwd=ROOT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "--workspace", workspace],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env(), "TERM": "xterm-256color"},
+        cwd=ROOT,
+        start_new_session=True,
+    )
     os.close(slave)
     seen = b""
     first = prediction = None
@@ -86,7 +93,8 @@ def torch_imported_by_tui(workspace: str) -> bool:
         "    async with app.run_test() as pilot:\n"
         "        await pilot.pause(0.3); await app.workers.wait_for_complete(); await pilot.pause()\n"
         "    print('torch' in sys.modules)\n"
-        "asyncio.run(main())\n")
+        "asyncio.run(main())\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), cwd=ROOT, check=True)
     return out.stdout.strip().splitlines()[-1] == "True"
 
@@ -99,17 +107,22 @@ def main() -> int:
     help_median = statistics.median(helps)
     first = statistics.median(f for f, _ in frames)
     pred = statistics.median(p for _, p in frames)
-    print(json.dumps({
-        "benchmark": "startup",
-        "help_s_median": round(help_median, 3),
-        "help_s_best": round(min(helps), 3),
-        "help_floor_s": HELP_FLOOR_S,
-        "tui_first_frame_s_median": round(first, 3),
-        "tui_first_prediction_s_median": round(pred, 3),
-        "tui_floor_s": TUI_FLOOR_S,
-        "tui_imports_torch": torch_loaded,
-        "ok": help_median < HELP_FLOOR_S and first < TUI_FLOOR_S and not torch_loaded,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "startup",
+                "help_s_median": round(help_median, 3),
+                "help_s_best": round(min(helps), 3),
+                "help_floor_s": HELP_FLOOR_S,
+                "tui_first_frame_s_median": round(first, 3),
+                "tui_first_prediction_s_median": round(pred, 3),
+                "tui_floor_s": TUI_FLOOR_S,
+                "tui_imports_torch": torch_loaded,
+                "ok": help_median < HELP_FLOOR_S and first < TUI_FLOOR_S and not torch_loaded,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -37,6 +37,7 @@ def pytest_collection_finish(session):
     gc.freeze()
     collector.for_a_command()
 
+
 # Fixture modules shared across areas (the lab world, the sshd, ...): every tests/fixtures/*.py.
 pytest_plugins = sorted(
     f"tests.fixtures.{p.stem}" for p in (ROOT / "tests" / "fixtures").glob("*.py") if p.stem != "__init__"
@@ -64,8 +65,14 @@ def run_cli(*args: str, env: dict | None = None, input: str | None = None, timeo
     """Run the real console entry point in a subprocess; returns CompletedProcess (text)."""
     full_env = {**os.environ, **(env or {})}
     full_env.setdefault("PYTHONPATH", str(ROOT))
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
-                          env=full_env, input=input, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=input,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

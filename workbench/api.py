@@ -42,11 +42,35 @@ from workbench.sglang.registry import STAGES as SERVER_STAGES
 from workbench.sglang.registry import ServerState
 from workbench.workspace import default_root, load_keymap
 
-__all__ = ["Workbench", "Plan", "WorkbenchError", "InputError", "ConfirmationRequired",
-           "MAX_CONTEXT", "MAX_LAYERS", "engine_choices", "GRACE", "TIMEOUT", "default_root", "load_keymap", "parse_log",
-           "parse_log_json", "parse_log_json_bytes", "lab_serve", "ServerState", "SERVER_STAGES",
-           "Spec", "Target", "Draft", "Observed", "Predicted", "Features", "Alignment", "AlignedSlot",
-           "LayerRecommendation"]
+__all__ = [
+    "Workbench",
+    "Plan",
+    "WorkbenchError",
+    "InputError",
+    "ConfirmationRequired",
+    "MAX_CONTEXT",
+    "MAX_LAYERS",
+    "engine_choices",
+    "GRACE",
+    "TIMEOUT",
+    "default_root",
+    "load_keymap",
+    "parse_log",
+    "parse_log_json",
+    "parse_log_json_bytes",
+    "lab_serve",
+    "ServerState",
+    "SERVER_STAGES",
+    "Spec",
+    "Target",
+    "Draft",
+    "Observed",
+    "Predicted",
+    "Features",
+    "Alignment",
+    "AlignedSlot",
+    "LayerRecommendation",
+]
 
 
 def engine_choices() -> "list[tuple[str, str]]":
@@ -85,6 +109,17 @@ def lab_serve(argv: "Sequence[str]") -> int:
     return int(main(list(argv)) or 0)
 
 
-class Workbench(PredictAPI, DoctorAPI, EngineAPI, HiddenAPI, DrafterAPI, LabAPI, LiveAPI, ServersAPI, ConfigsAPI,
-                TimelineAPI, WorkbenchBase):
+class Workbench(
+    PredictAPI,
+    DoctorAPI,
+    EngineAPI,
+    HiddenAPI,
+    DrafterAPI,
+    LabAPI,
+    LiveAPI,
+    ServersAPI,
+    ConfigsAPI,
+    TimelineAPI,
+    WorkbenchBase,
+):
     """Open a workspace and operate on it."""

@@ -15,9 +15,9 @@ from workbench.results import Result
 
 @dataclass
 class Plan(Result):
-    action: str            # "revert", "stop", "overwrite", ...
-    target: str            # what it acts on: a path, a server id
-    summary: str           # one line: exactly what will happen
+    action: str  # "revert", "stop", "overwrite", ...
+    target: str  # what it acts on: a path, a server id
+    summary: str  # one line: exactly what will happen
     details: list[str] = field(default_factory=list)  # e.g. a diff, the signals to send
 
     def text(self) -> str:

@@ -16,8 +16,13 @@ from typing import Any, Callable, Iterable, Optional, TypeVar
 T = TypeVar("T")
 
 #: What a finding rests on (its evidence class), as every face names it.
-EVIDENCE_LABEL = {"engine-code": "engine code", "static-file": "static file", "provenance": "provenance",
-                  "numbers": "numbers", "convention": "unsettled"}
+EVIDENCE_LABEL = {
+    "engine-code": "engine code",
+    "static-file": "static file",
+    "provenance": "provenance",
+    "numbers": "numbers",
+    "convention": "unsettled",
+}
 
 
 def evidence_label(evidence_class: Optional[str]) -> str:
@@ -37,7 +42,7 @@ def heat_colour(v: Optional[float]) -> Optional[str]:
 def text_on(background: str) -> str:
     """Black or white, whichever reads better on ``background`` (#rrggbb): WCAG contrast from the
     relative luminance, so a heat cell's number stays legible on yellow as on dark green."""
-    r, g, b = (int(background[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    r, g, b = (int(background[i : i + 2], 16) / 255 for i in (1, 3, 5))
 
     def lin(c: float) -> float:
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
@@ -59,8 +64,9 @@ def fmt_rel(v: Optional[float]) -> str:
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: Iterable[Optional[float]], width: int = 16, lo: Optional[float] = None,
-              hi: Optional[float] = None) -> str:
+def sparkline(
+    values: Iterable[Optional[float]], width: int = 16, lo: Optional[float] = None, hi: Optional[float] = None
+) -> str:
     vals = [v for v in list(values)[-width:] if v is not None and v == v]
     if not vals:
         return ""

@@ -157,23 +157,35 @@ class Journal:
         )
         return int(cur.lastrowid or 0)
 
-    def events(self, kind: Optional[str] = None, subject: Optional[str] = None,
-               since: Optional[float] = None, limit: Optional[int] = None) -> list[Event]:
+    def events(
+        self,
+        kind: Optional[str] = None,
+        subject: Optional[str] = None,
+        since: Optional[float] = None,
+        limit: Optional[int] = None,
+    ) -> list[Event]:
         sql, args = "SELECT * FROM events WHERE 1=1", list[object]()
         if kind is not None:
             if kind.endswith("*"):
-                sql += " AND kind LIKE ?"; args.append(kind[:-1] + "%")
+                sql += " AND kind LIKE ?"
+                args.append(kind[:-1] + "%")
             else:
-                sql += " AND kind = ?"; args.append(kind)
+                sql += " AND kind = ?"
+                args.append(kind)
         if subject is not None:
-            sql += " AND subject = ?"; args.append(subject)
+            sql += " AND subject = ?"
+            args.append(subject)
         if since is not None:
-            sql += " AND ts >= ?"; args.append(since)
+            sql += " AND ts >= ?"
+            args.append(since)
         sql += " ORDER BY id"
         if limit is not None:
-            sql += " LIMIT ?"; args.append(int(limit))
-        return [Event(r["id"], r["ts"], r["kind"], r["subject"], json.loads(r["payload"]))
-                for r in self.db.execute(sql, args)]
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        return [
+            Event(r["id"], r["ts"], r["kind"], r["subject"], json.loads(r["payload"]))
+            for r in self.db.execute(sql, args)
+        ]
 
     # -- content-addressed blobs (config files as they were) ----------------------------------------
     def put_blob(self, sha256: str, content: bytes) -> None:
@@ -189,20 +201,25 @@ class Journal:
         """The version number (1-based, per tracked config) of the latest version with this content."""
         if not sha256:
             return None
-        row = self.db.execute("SELECT config_id, id FROM config_versions WHERE sha256 = ? ORDER BY id DESC LIMIT 1",
-                              (sha256,)).fetchone()
+        row = self.db.execute(
+            "SELECT config_id, id FROM config_versions WHERE sha256 = ? ORDER BY id DESC LIMIT 1", (sha256,)
+        ).fetchone()
         if row is None:
             return None
         return self.version_number(row["config_id"], row["id"])
 
     def version_number(self, config_id: int, version_row_id: int) -> int:
-        return int(self.db.execute("SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?",
-                                   (config_id, version_row_id)).fetchone()[0])
+        return int(
+            self.db.execute(
+                "SELECT count(*) FROM config_versions WHERE config_id = ? AND id <= ?", (config_id, version_row_id)
+            ).fetchone()[0]
+        )
 
     # -- tracked configs and their versions (the store is workbench.configs.history) ------------------
     def tracked_config(self, location: str) -> Optional[sqlite3.Row]:
-        row: Optional[sqlite3.Row] = self.db.execute("SELECT * FROM tracked_configs WHERE location = ?",
-                                                     (location,)).fetchone()
+        row: Optional[sqlite3.Row] = self.db.execute(
+            "SELECT * FROM tracked_configs WHERE location = ?", (location,)
+        ).fetchone()
         return row
 
     def tracked_configs(self) -> list[sqlite3.Row]:
@@ -210,8 +227,9 @@ class Journal:
 
     def add_tracked_config(self, location: str, label: str) -> None:
         with self.transaction() as db:
-            db.execute("INSERT INTO tracked_configs(location, added, label) VALUES (?, ?, ?)",
-                       (location, time.time(), label))
+            db.execute(
+                "INSERT INTO tracked_configs(location, added, label) VALUES (?, ?, ?)", (location, time.time(), label)
+            )
 
     def set_tracked_label(self, config_id: int, label: str) -> None:
         self.db.execute("UPDATE tracked_configs SET label = ? WHERE id = ?", (label, config_id))
@@ -221,18 +239,28 @@ class Journal:
         return self.db.execute(
             "SELECT v.sha256, v.ts, v.reason, v.parent_sha256, length(b.content) AS size "
             "FROM config_versions v JOIN blobs b ON b.sha256 = v.sha256 WHERE v.config_id = ? ORDER BY v.id",
-            (config_id,)).fetchall()
+            (config_id,),
+        ).fetchall()
 
-    def add_config_version(self, config_id: int, digest: str, content: bytes, reason: Optional[str],
-                           parent: Optional[str] = None, *, location: Optional[str] = None,
-                           sync: bool = False) -> Optional[str]:
+    def add_config_version(
+        self,
+        config_id: int,
+        digest: str,
+        content: bytes,
+        reason: Optional[str],
+        parent: Optional[str] = None,
+        *,
+        location: Optional[str] = None,
+        sync: bool = False,
+    ) -> Optional[str]:
         """Add a version unless it is already the latest (one write is never stored twice); decided
         inside the insert's transaction. With ``sync``: the parent is the latest version and the
         reason that of an announced write of these bytes over it (``announce_config_write``), else
         ``reason``. Returns the reason stored, or None when nothing was added."""
         with self.transaction() as db:
-            row = db.execute("SELECT sha256 FROM config_versions WHERE config_id = ? ORDER BY id DESC LIMIT 1",
-                             (config_id,)).fetchone()
+            row = db.execute(
+                "SELECT sha256 FROM config_versions WHERE config_id = ? ORDER BY id DESC LIMIT 1", (config_id,)
+            ).fetchone()
             latest = row["sha256"] if row is not None else None
             if latest == digest:
                 return None
@@ -240,11 +268,15 @@ class Journal:
                 parent = latest
                 intent = db.execute(
                     "SELECT reason FROM config_write_intents WHERE location = ? AND sha256 = ? "
-                    "AND parent_sha256 IS ? ORDER BY id DESC LIMIT 1", (location, digest, latest)).fetchone()
+                    "AND parent_sha256 IS ? ORDER BY id DESC LIMIT 1",
+                    (location, digest, latest),
+                ).fetchone()
                 reason = (intent["reason"] if intent is not None else None) or reason
             db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (digest, content))
-            db.execute("INSERT INTO config_versions(config_id, sha256, ts, reason, parent_sha256) "
-                       "VALUES (?, ?, ?, ?, ?)", (config_id, digest, time.time(), reason, parent))
+            db.execute(
+                "INSERT INTO config_versions(config_id, sha256, ts, reason, parent_sha256) VALUES (?, ?, ?, ?, ?)",
+                (config_id, digest, time.time(), reason, parent),
+            )
             if location is not None:
                 db.execute("DELETE FROM config_write_intents WHERE location = ? AND sha256 = ?", (location, digest))
         return reason
@@ -253,11 +285,14 @@ class Journal:
         """A write about to happen: a writer that dies before its version row keeps its reason."""
         with self.transaction() as db:
             db.execute("DELETE FROM config_write_intents WHERE ts < ?", (time.time() - 30 * 86400,))
-            db.execute("INSERT INTO config_write_intents(location, sha256, parent_sha256, reason, ts) "
-                       "VALUES (?, ?, ?, ?, ?)", (location, digest, parent, reason, time.time()))
+            db.execute(
+                "INSERT INTO config_write_intents(location, sha256, parent_sha256, reason, ts) VALUES (?, ?, ?, ?, ?)",
+                (location, digest, parent, reason, time.time()),
+            )
 
-    def config_version_before(self, ts: float, *, sha256: Optional[str] = None,
-                              location: Optional[str] = None) -> Optional[sqlite3.Row]:
+    def config_version_before(
+        self, ts: float, *, sha256: Optional[str] = None, location: Optional[str] = None
+    ) -> Optional[sqlite3.Row]:
         """The latest version stored at or before ``ts`` with this content, or of this location
         (its row with the config's ``location``)."""
         if (sha256 is None) == (location is None):
@@ -265,15 +300,17 @@ class Journal:
         where, key = ("v.sha256 = ?", sha256) if sha256 is not None else ("t.location = ?", location)
         row: Optional[sqlite3.Row] = self.db.execute(
             "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
-            f"WHERE {where} AND v.ts <= ? ORDER BY v.id DESC LIMIT 1", (key, ts)).fetchone()
+            f"WHERE {where} AND v.ts <= ? ORDER BY v.id DESC LIMIT 1",
+            (key, ts),
+        ).fetchone()
         return row
 
     # -- measurements ------------------------------------------------------------------------------
-    def add_measurement(self, server_id: Optional[int], kind: str, payload: Any, *,
-                        ts: Optional[float] = None) -> int:
-        cur = self.db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
-                              (server_id, ts if ts is not None else time.time(), kind,
-                               json.dumps(jsonable(payload))))
+    def add_measurement(self, server_id: Optional[int], kind: str, payload: Any, *, ts: Optional[float] = None) -> int:
+        cur = self.db.execute(
+            "INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
+            (server_id, ts if ts is not None else time.time(), kind, json.dumps(jsonable(payload))),
+        )
         return int(cur.lastrowid or 0)
 
     def measurement_rows(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]:
@@ -284,8 +321,10 @@ class Journal:
         if kind is not None:
             sql += " AND kind = ?"
             args.append(kind)
-        return [{"id": r["id"], "server_id": r["server_id"], "ts": r["ts"], "kind": r["kind"],
-                 **json.loads(r["payload"])} for r in self.db.execute(sql + " ORDER BY id", args)]
+        return [
+            {"id": r["id"], "server_id": r["server_id"], "ts": r["ts"], "kind": r["kind"], **json.loads(r["payload"])}
+            for r in self.db.execute(sql + " ORDER BY id", args)
+        ]
 
 
 class _Transaction:

@@ -45,12 +45,23 @@ from workbench.results import Result
 KINDS = ("embed", "out", "final-prenorm", "final-postnorm")
 CONVENTIONS = ("output-of-layer", "capture-before", "hf-index")
 CONVENTION_ALIASES = {
-    "output-of-layer": "output-of-layer", "output": "output-of-layer", "out": "output-of-layer",
-    "a": "output-of-layer", "specforge": "output-of-layer", "eagle-config": "output-of-layer",
-    "capture-before": "capture-before", "before": "capture-before", "boundary": "capture-before",
-    "b": "capture-before", "sglang-internal": "capture-before", "vllm": "capture-before",
+    "output-of-layer": "output-of-layer",
+    "output": "output-of-layer",
+    "out": "output-of-layer",
+    "a": "output-of-layer",
+    "specforge": "output-of-layer",
+    "eagle-config": "output-of-layer",
+    "capture-before": "capture-before",
+    "before": "capture-before",
+    "boundary": "capture-before",
+    "b": "capture-before",
+    "sglang-internal": "capture-before",
+    "vllm": "capture-before",
     "speculators": "capture-before",
-    "hf-index": "hf-index", "hf": "hf-index", "c": "hf-index", "output-hidden-states": "hf-index",
+    "hf-index": "hf-index",
+    "hf": "hf-index",
+    "c": "hf-index",
+    "output-hidden-states": "hf-index",
 }
 _RANK = {"embed": 0, "out": 1, "final-prenorm": 2, "final-postnorm": 3}
 _POINT_RE = re.compile(r"^\s*out\s*\(\s*(-?\d+)\s*\)\s*$")
@@ -137,6 +148,7 @@ def parse_points(text: "str | Iterable[str | Point]") -> list[Point]:
 
 # -- conventions ---------------------------------------------------------------------------------
 
+
 def normalize_convention(name: str) -> str:
     key = str(name).strip().lower().replace("_", "-")
     try:
@@ -187,8 +199,9 @@ def to_points(ids: Sequence[int], convention: str, num_layers: int) -> list[Poin
     for i in ids:
         p = point_for(i, conv, num_layers)
         if p is None:
-            raise InputError(f"layer id {i}: out of range for {conv} with {num_layers} layers "
-                             f"({_range_text(conv, num_layers)})")
+            raise InputError(
+                f"layer id {i}: out of range for {conv} with {num_layers} layers ({_range_text(conv, num_layers)})"
+            )
         out.append(p)
     return out
 
@@ -201,7 +214,7 @@ def id_for(point: "Point | str", convention: str, num_layers: int) -> Optional[i
     if p.kind == "final-postnorm":
         return n if conv == "hf-index" else None
     p = p.canonical(n)
-    layer = cast(int, p.layer)      # read only for "out", the one kind left (but "embed") that has a layer
+    layer = cast(int, p.layer)  # read only for "out", the one kind left (but "embed") that has a layer
     if p.kind == "out" and layer > n - 1:
         return None
     if conv == "output-of-layer":
@@ -231,8 +244,7 @@ def convert(ids: Sequence[int], src: str, dst: str, num_layers: int) -> list[int
 
 
 def _range_text(conv: str, n: int) -> str:
-    return {"output-of-layer": f"-1..{n - 1}", "capture-before": f"0..{n}",
-            "hf-index": f"0..{n} or -{n + 1}..-1"}[conv]
+    return {"output-of-layer": f"-1..{n - 1}", "capture-before": f"0..{n}", "hf-index": f"0..{n} or -{n + 1}..-1"}[conv]
 
 
 def default_points(num_layers: int) -> list[Point]:
@@ -284,7 +296,7 @@ def arch_family(arch: Optional[str]) -> Optional[str]:
 class IdCapture(Result):
     """One config id: the engine's internal (capture-before) index, and what it yields."""
 
-    id: Optional[int]                   # None when the engine's defaults apply
+    id: Optional[int]  # None when the engine's defaults apply
     index: Optional[int]
     point: Optional[str]
     problem: Optional[str] = None
@@ -295,13 +307,13 @@ class CaptureResult(Result):
     engine: str
     arch_family: Optional[str]
     num_layers: int
-    ids: Optional[list[int]]            # what the config gave (None: defaults)
+    ids: Optional[list[int]]  # what the config gave (None: defaults)
     default_used: bool
-    indices: list[int]                  # the engine's capture-before indices (its layers_to_capture)
-    points: list[Optional[Point]]       # in concatenation order; None = a state that is never captured
-    by_id: list[IdCapture]              # in config order
+    indices: list[int]  # the engine's capture-before indices (its layers_to_capture)
+    points: list[Optional[Point]]  # in concatenation order; None = a state that is never captured
+    by_id: list[IdCapture]  # in config order
     notes: list[str] = field(default_factory=list)
-    fatal: Optional[str] = None         # the engine refuses to start or crashes on first forward
+    fatal: Optional[str] = None  # the engine refuses to start or crashes on first forward
 
     @property
     def captured(self) -> list[Point]:
@@ -312,8 +324,10 @@ class CaptureResult(Result):
         return self.fatal is None and all(p is not None for p in self.points)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in ("engine", "arch_family", "num_layers", "ids", "default_used",
-                                           "indices", "notes", "fatal")}
+        d = {
+            k: getattr(self, k)
+            for k in ("engine", "arch_family", "num_layers", "ids", "default_used", "indices", "notes", "fatal")
+        }
         d["points"] = [point_str(p) for p in self.points]
         d["by_id"] = [c.to_dict() for c in self.by_id]
         return d
@@ -323,13 +337,13 @@ class CaptureResult(Result):
 class EngineRule:
     """How one engine (and version) on one target family turns config ids into captured points."""
 
-    engine: str                          # "sglang" or "vllm"
+    engine: str  # "sglang" or "vllm"
     version: Optional[tuple[int, int, int, int]]
-    family: Optional[str]                # arch family, None = unknown (common rule assumed)
-    plus_one: str                        # "always", "first-is-1", "boundary-or-always", "never", "unsupported"
-    embed_at_zero: bool                  # index 0 captures the embedding output
-    final_boundary: bool                 # index N captures the pre-norm final stream
-    source: str                          # the release / file the rule was read from
+    family: Optional[str]  # arch family, None = unknown (common rule assumed)
+    plus_one: str  # "always", "first-is-1", "boundary-or-always", "never", "unsupported"
+    embed_at_zero: bool  # index 0 captures the embedding output
+    final_boundary: bool  # index N captures the pre-norm final stream
+    source: str  # the release / file the rule was read from
     reads_top_level_first: bool = False  # vLLM: top-level ids win over eagle_config
 
     @property
@@ -373,9 +387,12 @@ class EngineRule:
         if self.plus_one == "unsupported" and "generated table" in self.source:
             fatal = f"{self.name} has no EAGLE-3 capture for this target ({self.source})"
         elif self.plus_one == "unsupported":
-            fatal = (f"{self.name} has no EAGLE-3 capture for {self.family} targets "
-                     "(DeepSeek/Kimi support starts at sglang 0.5.4.post2)" if self.family == "deepseek_v2"
-                     else f"{self.name} has no EAGLE-3 capture for {self.family} targets")
+            fatal = (
+                f"{self.name} has no EAGLE-3 capture for {self.family} targets "
+                "(DeepSeek/Kimi support starts at sglang 0.5.4.post2)"
+                if self.family == "deepseek_v2"
+                else f"{self.name} has no EAGLE-3 capture for {self.family} targets"
+            )
         if ids is None:
             indices = self.default_indices(n)
             notes.append(f"no layer ids in the config: {self.engine} default capture-before {indices}")
@@ -386,12 +403,16 @@ class EngineRule:
             if self.plus_one == "always":
                 notes.append(f"{self.name}: config ids +1 -> capture-before {indices}")
             elif self.plus_one == "first-is-1":
-                notes.append(f"{self.name}: first id {'is' if id_list and id_list[0] == 1 else 'is not'} 1, "
-                             f"so ids {'+1' if id_list and id_list[0] == 1 else 'used as-is'} "
-                             f"-> capture-before {indices}")
+                notes.append(
+                    f"{self.name}: first id {'is' if id_list and id_list[0] == 1 else 'is not'} 1, "
+                    f"so ids {'+1' if id_list and id_list[0] == 1 else 'used as-is'} "
+                    f"-> capture-before {indices}"
+                )
             elif self.plus_one == "boundary-or-always":
-                notes.append(f"{self.name}: max id {'==' if id_list and max(id_list) == n else '!='} N={n} "
-                             f"-> capture-before {indices}")
+                notes.append(
+                    f"{self.name}: max id {'==' if id_list and max(id_list) == n else '!='} N={n} "
+                    f"-> capture-before {indices}"
+                )
             elif self.plus_one == "never":
                 notes.append(f"{self.name}: ids used verbatim as capture-before indices")
 
@@ -407,17 +428,21 @@ class EngineRule:
                         notes.append("index 0 taken as the embedding output (unverified for vLLM)")
                 else:
                     yields.append((idx, None, "index 0 adds a None residual at layer 0"))
-                    fatal = fatal or ("capture index 0 computes hidden_states + None at layer 0 "
-                                      "(TypeError at the first forward; inferred from the code)")
+                    fatal = fatal or (
+                        "capture index 0 computes hidden_states + None at layer 0 "
+                        "(TypeError at the first forward; inferred from the code)"
+                    )
             elif 1 <= idx <= n - 1:
                 yields.append((idx, Point.out(idx - 1), None))
             elif idx == n and self.final_boundary:
                 yields.append((idx, Point.out(n - 1), None))
             else:
                 yields.append((idx, None, f"index {idx} is outside the capture loop 0..{n - 1}: never fires"))
-        by_id = [IdCapture(i, idx, point_str(p), prob)
-                 for i, (idx, p, prob) in zip(id_list, yields)] if not default_used else \
-            [IdCapture(None, idx, point_str(p), prob) for idx, p, prob in yields]
+        by_id = (
+            [IdCapture(i, idx, point_str(p), prob) for i, (idx, p, prob) in zip(id_list, yields)]
+            if not default_used
+            else [IdCapture(None, idx, point_str(p), prob) for idx, p, prob in yields]
+        )
 
         # Concatenation: loop order (ascending index), each index once; missing states go last.
         seen: set[int] = set()
@@ -435,20 +460,38 @@ class EngineRule:
         captured.sort(key=lambda t: t[0])
         points: list[Optional[Point]] = [p for _, p in captured] + [None] * missing
         if not default_used and [i for i in indices] != sorted(indices):
-            notes.append(f"ids not ascending: {self.engine} concatenates in layer order "
-                         f"{[str(p) for _, p in captured]}")
+            notes.append(
+                f"ids not ascending: {self.engine} concatenates in layer order {[str(p) for _, p in captured]}"
+            )
         for _idx, _p, prob in yields:
             if prob and not fatal:
                 notes.append(prob)
         if missing and not fatal:
-            if self.engine == "sglang" and self.family in ("deepseek_v2", "glm4_moe_lite") \
-                    and (self.version or LATEST_SGLANG) >= (0, 5, 23, 0):
-                fatal = f"captured {len(captured)} of {len(indices)} aux hidden states (RuntimeError at the first forward)"
+            if (
+                self.engine == "sglang"
+                and self.family in ("deepseek_v2", "glm4_moe_lite")
+                and (self.version or LATEST_SGLANG) >= (0, 5, 23, 0)
+            ):
+                fatal = (
+                    f"captured {len(captured)} of {len(indices)} aux hidden states (RuntimeError at the first forward)"
+                )
             else:
-                notes.append(f"{missing} of {len(indices)} states missing: the concatenated width is "
-                             f"{len(captured)}*H and the drafter's fc input no longer fits")
-        return CaptureResult(self.name, self.family, n, None if default_used else id_list, default_used,
-                             indices, points, by_id, notes, fatal)
+                notes.append(
+                    f"{missing} of {len(indices)} states missing: the concatenated width is "
+                    f"{len(captured)}*H and the drafter's fc input no longer fits"
+                )
+        return CaptureResult(
+            self.name,
+            self.family,
+            n,
+            None if default_used else id_list,
+            default_used,
+            indices,
+            points,
+            by_id,
+            notes,
+            fatal,
+        )
 
     def ids_for(self, points: Sequence["Point | str"], num_layers: int) -> Optional[list[int]]:
         """Config ids that make this engine capture ``points`` in that order; None if impossible."""
@@ -477,27 +520,75 @@ def _sglang_rule(version: tuple[int, int, int, int], family: Optional[str]) -> E
     src = f"sglang {version_text(v)}"
     if family == "deepseek_v2":
         if v < (0, 5, 4, 3):  # post2 = (0,5,4,3)
-            return EngineRule("sglang", v, family, "unsupported", embed0, False,
-                              src + ": deepseek_v2.py has no set_eagle3_layers_to_capture (added 0.5.4.post2)")
+            return EngineRule(
+                "sglang",
+                v,
+                family,
+                "unsupported",
+                embed0,
+                False,
+                src + ": deepseek_v2.py has no set_eagle3_layers_to_capture (added 0.5.4.post2)",
+            )
         if v < (0, 5, 13, 0):
-            return EngineRule("sglang", v, family, "always", embed0, False,
-                              src + ": deepseek_v2.py always +1 (0.5.4.post2 .. 0.5.12.post1)")
-        return EngineRule("sglang", v, family, "first-is-1", embed0, False,
-                          src + ": deepseek_v2.py +1 only if the first id is 1 (PR #25454, from 0.5.13)")
+            return EngineRule(
+                "sglang",
+                v,
+                family,
+                "always",
+                embed0,
+                False,
+                src + ": deepseek_v2.py always +1 (0.5.4.post2 .. 0.5.12.post1)",
+            )
+        return EngineRule(
+            "sglang",
+            v,
+            family,
+            "first-is-1",
+            embed0,
+            False,
+            src + ": deepseek_v2.py +1 only if the first id is 1 (PR #25454, from 0.5.13)",
+        )
     if family == "glm4_moe_lite":
         if v >= (0, 5, 13, 0):
-            return EngineRule("sglang", v, family, "first-is-1", embed0, False,
-                              src + ": glm4_moe_lite.py +1 only if the first id is 1 (from 0.5.13)")
-        return EngineRule("sglang", v, family, "always", embed0, False,
-                          src + ": glm4_moe_lite assumed always +1 before 0.5.13 (unverified)")
+            return EngineRule(
+                "sglang",
+                v,
+                family,
+                "first-is-1",
+                embed0,
+                False,
+                src + ": glm4_moe_lite.py +1 only if the first id is 1 (from 0.5.13)",
+            )
+        return EngineRule(
+            "sglang",
+            v,
+            family,
+            "always",
+            embed0,
+            False,
+            src + ": glm4_moe_lite assumed always +1 before 0.5.13 (unverified)",
+        )
     if family == "gpt_oss" and v >= (0, 5, 23, 0):
-        return EngineRule("sglang", v, family, "boundary-or-always", embed0, True,
-                          src + ": gpt_oss.py boundary ids when max(ids) == N (PR #32334)")
+        return EngineRule(
+            "sglang",
+            v,
+            family,
+            "boundary-or-always",
+            embed0,
+            True,
+            src + ": gpt_oss.py boundary ids when max(ids) == N (PR #32334)",
+        )
     if family == "qwen2" and v < (0, 5, 4, 0):
-        return EngineRule("sglang", v, family, "unsupported", embed0, False,
-                          src + ": qwen2.py has no set_eagle3_layers_to_capture before 0.5.4")
-    return EngineRule("sglang", v, family, "always", embed0, False,
-                      src + ": llama.py / qwen*.py always +1")
+        return EngineRule(
+            "sglang",
+            v,
+            family,
+            "unsupported",
+            embed0,
+            False,
+            src + ": qwen2.py has no set_eagle3_layers_to_capture before 0.5.4",
+        )
+    return EngineRule("sglang", v, family, "always", embed0, False, src + ": llama.py / qwen*.py always +1")
 
 
 ENGINE_ALIASES = {
@@ -527,17 +618,34 @@ def rule_for(engine: str, arch: Optional[str] = None) -> EngineRule:
     name, version = parse_engine(engine)
     family = arch_family(arch)
     if name == "vllm":
-        return EngineRule("vllm", version, family, "never", True, True,
-                          "vLLM gpu_model_runner._get_eagle3_aux_layers_from_config: verbatim, "
-                          "top-level key first", reads_top_level_first=True)
+        return EngineRule(
+            "vllm",
+            version,
+            family,
+            "never",
+            True,
+            True,
+            "vLLM gpu_model_runner._get_eagle3_aux_layers_from_config: verbatim, top-level key first",
+            reads_top_level_first=True,
+        )
     return _table_rule(version or LATEST_SGLANG, arch, family) or _sglang_rule(version or LATEST_SGLANG, family)
 
 
 # The arch the table is asked for when only a family is known (the class that family's targets run).
-_FAMILY_ARCH = {"deepseek_v2": "DeepseekV3ForCausalLM", "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
-                "gpt_oss": "GptOssForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
-_ID_MAP_TO_PLUS_ONE = {"plus-one": "always", "plus-one-if-first-is-1": "first-is-1",
-                       "as-is-if-max-is-n": "boundary-or-always", "as-is": "never", "unsupported": "unsupported"}
+_FAMILY_ARCH = {
+    "deepseek_v2": "DeepseekV3ForCausalLM",
+    "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "llama": "LlamaForCausalLM",
+}
+_ID_MAP_TO_PLUS_ONE = {
+    "plus-one": "always",
+    "plus-one-if-first-is-1": "first-is-1",
+    "as-is-if-max-is-n": "boundary-or-always",
+    "as-is": "never",
+    "unsupported": "unsupported",
+}
 
 
 def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family: Optional[str]) -> Optional[EngineRule]:
@@ -547,7 +655,7 @@ def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family:
 
     by = _table_index(version_text(version))
     if by is None or not arch:
-        return None          # no release in the table, or no target: the assumed rule (with its note)
+        return None  # no release in the table, or no target: the assumed rule (with its note)
     r = by.get(_norm(arch)) if arch else None
     # a model class the release's code does not give the hook is unsupported; a model_type (or no
     # architecture) is read as its family's class
@@ -555,16 +663,29 @@ def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family:
     if r is None and not is_class and family in _FAMILY_ARCH:
         r = by.get(_norm(_FAMILY_ARCH[family]))
     if r is None:
-        return EngineRule("sglang", version, family, "unsupported", False, False,
-                          f"sglang {version_text(version)}: no {arch or family} class with "
-                          "set_eagle3_layers_to_capture (generated table)")
+        return EngineRule(
+            "sglang",
+            version,
+            family,
+            "unsupported",
+            False,
+            False,
+            f"sglang {version_text(version)}: no {arch or family} class with "
+            "set_eagle3_layers_to_capture (generated table)",
+        )
     plus = _ID_MAP_TO_PLUS_ONE.get(r.id_map)
     if plus is None:
         return None
     ev = next((e for e in r.evidence if e.what == "id_map"), None)
-    return EngineRule("sglang", version, family, plus, r.index0 == "embed", r.boundary == "final-prenorm",
-                      f"sglang {version_text(version)} (generated table): "
-                      + (f"{ev.file}:{ev.line}" if ev else r.file))
+    return EngineRule(
+        "sglang",
+        version,
+        family,
+        plus,
+        r.index0 == "embed",
+        r.boundary == "final-prenorm",
+        f"sglang {version_text(version)} (generated table): " + (f"{ev.file}:{ev.line}" if ev else r.file),
+    )
 
 
 # version -> (the table's rules, those rules by normalised class name), made once per release

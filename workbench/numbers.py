@@ -24,7 +24,7 @@ class Range:
 
     lo: "float | None" = None
     hi: "float | None" = None
-    lo_open: bool = False   # lo < x instead of lo <= x
+    lo_open: bool = False  # lo < x instead of lo <= x
     hi_open: bool = False
 
     def describe(self) -> str:
@@ -76,7 +76,7 @@ def number(value: Any, field: str, where: Range = Range(), *, allow_str: bool = 
         except ValueError:
             raise InputError(f"{field}: {value!r} is not a number; expected {where.describe()}") from None
     elif isinstance(value, int):
-        if abs(value) >= 10 ** MAX_INT_DIGITS:
+        if abs(value) >= 10**MAX_INT_DIGITS:
             raise InputError(f"{field}: {str(value)[:12]}... has too many digits; expected {where.describe()}")
         v = float(value)
     elif isinstance(value, float):
@@ -105,7 +105,7 @@ def integer(value: Any, field: str, where: Range = Range(), *, allow_str: bool =
             raise InputError(f"{field}: {value[:40]!r} is not an integer; expected {where.describe()}")
         v = int(text)
     elif isinstance(value, int):
-        if abs(value) >= 10 ** MAX_INT_DIGITS:
+        if abs(value) >= 10**MAX_INT_DIGITS:
             raise InputError(f"{field}: {str(value)[:12]}... has too many digits; expected {where.describe()}")
         v = value
     elif isinstance(value, float):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from workbench.errors import InputError
 from workbench.numbers import integer, number
 
-MAX_ITEMS = 4096    # values in one list flag; far more than any sweep or per-depth list needs
+MAX_ITEMS = 4096  # values in one list flag; far more than any sweep or per-depth list needs
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -20,11 +20,12 @@ def parse_floats(text: str, name: str) -> list[float]:
         raise InputError(f"{name}: empty list; expected numbers like 0.8,0.7,0.6")
     if len(parts) > MAX_ITEMS:
         raise InputError(f"{name}: {len(parts)} numbers; expected at most {MAX_ITEMS}")
-    return [number(p, name) for p in parts]   # finite: NaN, inf and 1e400 are refused
+    return [number(p, name) for p in parts]  # finite: NaN, inf and 1e400 are refused
 
 
-def parse_pairs(text: str, name: str, key: Callable[[str], Any] = int,
-                value: Callable[[str], Any] = float) -> dict[Any, Any]:
+def parse_pairs(
+    text: str, name: str, key: Callable[[str], Any] = int, value: Callable[[str], Any] = float
+) -> dict[Any, Any]:
     """'2:20.5,4:22' -> {2: 20.5, 4: 22.0}; a one-line InputError naming the input otherwise."""
     parts = [p for p in text.replace(",", " ").split() if p]
     if not parts:
@@ -60,7 +61,7 @@ def parse_ints(text: str, name: str) -> list[int]:
             raise InputError(f"{name}: {p[:40]!r} is not an integer or a range like 1..8") from None
         if b < a:
             raise InputError(f"{name}: range {p!r} is empty")
-        if b - a + 1 + len(out) > MAX_ITEMS:   # never build a set sized by an unchecked range
+        if b - a + 1 + len(out) > MAX_ITEMS:  # never build a set sized by an unchecked range
             raise InputError(f"{name}: {p[:40]!r} holds more than {MAX_ITEMS} values")
         out.update(range(a, b + 1))
     if not out:

@@ -55,7 +55,7 @@ from workbench.results import Result
 
 CONVENTIONS: dict[str, str] = {
     "acc": "SpecForge/EAGLE training acc_k (teacher-forced top-1 at depth k), used as the "
-           "conditional acceptance at depth k+1",
+    "conditional acceptance at depth k+1",
     "conditional": "conditional acceptance c_k at depth k, given every earlier draft accepted",
     "marginal": "vLLM per-position rates P_k = P(first k drafts accepted)",
     "alpha": "one acceptance rate for every depth",
@@ -89,8 +89,8 @@ class Rates:
     """Validated per-depth rates of one convention, as conditional rates c_1..c_n."""
 
     convention: str
-    values: list[float]              # as given
-    conditional: np.ndarray          # c_1..c_n implied by the values
+    values: list[float]  # as given
+    conditional: np.ndarray  # c_1..c_n implied by the values
 
     def extend(self, depth: int) -> np.ndarray:
         """c_1..c_depth: truncated, or extended with the last conditional rate."""
@@ -107,8 +107,7 @@ class Rates:
             return f"{self.convention}: {n} values for {steps} steps; the first {steps} are used"
         depths = f"depth {steps}" if n + 1 == steps else f"depths {n + 1}..{steps}"
         if self.convention == "marginal":
-            how = (f"the last conditional rate {self.conditional[-1]:.3f}"
-                   + (f" (P_{n}/P_{n - 1})" if n > 1 else ""))
+            how = f"the last conditional rate {self.conditional[-1]:.3f}" + (f" (P_{n}/P_{n - 1})" if n > 1 else "")
         else:
             how = f"the last value {self.conditional[-1]:.3f}"
         return f"{self.convention}: {n} value{'s' if n > 1 else ''} for {steps} steps; {depths} reuse {how}"
@@ -126,8 +125,10 @@ def parse_rates(convention: str, values: Any) -> Rates:
         cond = []
         for i, p in enumerate(vals, 1):
             if p > prev + 1e-9:
-                raise InputError(f"marginal: P_{i} = {p:g} exceeds P_{i - 1} = {prev:g}; marginal rates "
-                                 "P(first k accepted) cannot grow with k (conditional rates? use --conditional)")
+                raise InputError(
+                    f"marginal: P_{i} = {p:g} exceeds P_{i - 1} = {prev:g}; marginal rates "
+                    "P(first k accepted) cannot grow with k (conditional rates? use --conditional)"
+                )
             cond.append(min(p / prev, 1.0) if prev > 0 else 0.0)
             prev = p
         c = np.array(cond)
@@ -151,30 +152,39 @@ def _float_list(values: Any, name: str) -> list[float]:
     return vals
 
 
-def resolve_triple(steps: Optional[int], topk: Optional[int],
-                   draft_tokens: Optional[int]) -> tuple[int, int, int, list[str]]:
+def resolve_triple(
+    steps: Optional[int], topk: Optional[int], draft_tokens: Optional[int]
+) -> tuple[int, int, int, list[str]]:
     """Apply SGLang's rules to (steps, topk, draft_tokens); returns the values SGLang would run."""
     given = {"steps": steps, "topk": topk, "draft_tokens": draft_tokens}
     warnings: list[str] = []
     if all(v is None for v in given.values()):
         steps, topk, draft_tokens = DEFAULT_TRIPLE
-        warnings.append("steps/topk/draft_tokens not given: SGLang then picks them from the target "
-                        "architecture; assuming (3, 1, 4), its choice for most targets ((5, 4, 8) for Llama)")
+        warnings.append(
+            "steps/topk/draft_tokens not given: SGLang then picks them from the target "
+            "architecture; assuming (3, 1, 4), its choice for most targets ((5, 4, 8) for Llama)"
+        )
     elif any(v is None for v in given.values()):
         have = ", ".join(f"{k}={v}" for k, v in given.items() if v is not None)
         missing = ", ".join(k for k, v in given.items() if v is None)
-        raise InputError(f"steps/topk/draft_tokens: give all three or none (SGLang fails at start-up "
-                         f"otherwise); got {have}, missing {missing}")
+        raise InputError(
+            f"steps/topk/draft_tokens: give all three or none (SGLang fails at start-up "
+            f"otherwise); got {have}, missing {missing}"
+        )
     steps = _int_in(steps, "steps", 1, MAX_STEPS)
     topk = _int_in(topk, "topk", 1, MAX_TOPK)
     draft_tokens = _int_in(draft_tokens, "draft_tokens", 1, None)
     if topk == 1 and draft_tokens != steps + 1:
-        warnings.append(f"draft_tokens {draft_tokens} adjusted to steps+1 = {steps + 1}, as SGLang does when "
-                        "topk == 1 ('speculative_num_draft_tokens is adjusted to speculative_num_steps + 1')")
+        warnings.append(
+            f"draft_tokens {draft_tokens} adjusted to steps+1 = {steps + 1}, as SGLang does when "
+            "topk == 1 ('speculative_num_draft_tokens is adjusted to speculative_num_steps + 1')"
+        )
         draft_tokens = steps + 1
     if draft_tokens > steps * topk + 1:
-        raise InputError(f"draft_tokens: {draft_tokens} exceeds steps*topk+1 = {steps * topk + 1} "
-                         f"(SGLang's rule: draft_tokens <= steps*topk + 1, root included)")
+        raise InputError(
+            f"draft_tokens: {draft_tokens} exceeds steps*topk+1 = {steps * topk + 1} "
+            f"(SGLang's rule: draft_tokens <= steps*topk + 1, root included)"
+        )
     if draft_tokens < 2:
         raise InputError("draft_tokens: must be at least 2 (the root plus one draft)")
     return steps, topk, draft_tokens, warnings
@@ -206,8 +216,10 @@ def parse_topk_hits(hits: Any) -> list[np.ndarray]:
     for d, row in enumerate(hits, 1):
         vals = np.array(_float_list(row, f"topk_hits depth {d}"))
         if np.any(np.diff(vals) < -1e-9):
-            raise InputError(f"topk_hits depth {d}: cumulative hit rates must not decrease with k, got "
-                             f"{', '.join(f'{v:g}' for v in vals)}")
+            raise InputError(
+                f"topk_hits depth {d}: cumulative hit rates must not decrease with k, got "
+                f"{', '.join(f'{v:g}' for v in vals)}"
+            )
         out.append(vals)
     if not out:
         raise InputError("topk_hits: empty list; expected cumulative top-1..top-k hit rates like 0.75,0.85,0.9")
@@ -243,12 +255,16 @@ def rank_probabilities(c: np.ndarray, hits: list[np.ndarray], topk: int) -> tupl
     if topk == 1:
         return q, warnings
     if not hits:
-        warnings.append(f"topk {topk} without top-k hit rates: only rank-1 candidates can be accepted, "
-                        "so the tree is predicted as the chain (give topk_hits for the tree)")
+        warnings.append(
+            f"topk {topk} without top-k hit rates: only rank-1 candidates can be accepted, "
+            "so the tree is predicted as the chain (give topk_hits for the tree)"
+        )
         return q, warnings
     if len(hits) < depth:
-        warnings.append(f"topk_hits: {len(hits)} depth{'s' if len(hits) > 1 else ''} for {depth} steps; "
-                        "deeper depths reuse the last")
+        warnings.append(
+            f"topk_hits: {len(hits)} depth{'s' if len(hits) > 1 else ''} for {depth} steps; "
+            "deeper depths reuse the last"
+        )
     if max(h.size for h in hits) < topk:
         warnings.append(f"topk_hits: ranks beyond {max(h.size for h in hits)} not given; they add no hits")
     drift = []
@@ -261,11 +277,13 @@ def rank_probabilities(c: np.ndarray, hits: list[np.ndarray], topk: int) -> tupl
         room = max(0.0, 1.0 - c[d])
         if extra.sum() > room:
             extra = extra * (room / extra.sum())
-        q[d, 1:1 + extra.size] = extra[:topk - 1]
+        q[d, 1 : 1 + extra.size] = extra[: topk - 1]
     if drift:
-        warnings.append(f"topk_hits: top-1 hit rate differs from the accuracy at depth "
-                        f"{', '.join(map(str, drift[:4]))}{'...' if len(drift) > 4 else ''}; "
-                        "rank 1 uses the accuracy, ranks 2..k the hit-rate increments")
+        warnings.append(
+            f"topk_hits: top-1 hit rate differs from the accuracy at depth "
+            f"{', '.join(map(str, drift[:4]))}{'...' if len(drift) > 4 else ''}; "
+            "rank 1 uses the accuracy, ranks 2..k the hit-rate increments"
+        )
     return q, warnings
 
 
@@ -371,8 +389,8 @@ def _positive_ms(value: Any, name: str, allow_zero: bool = False) -> float:
 @dataclass
 class DepthRate(Result):
     depth: int
-    conditional: float   # P(accepted at this depth | all earlier accepted)
-    marginal: float      # P(the first `depth` drafts all accepted)
+    conditional: float  # P(accepted at this depth | all earlier accepted)
+    marginal: float  # P(the first `depth` drafts all accepted)
 
 
 @dataclass
@@ -388,8 +406,8 @@ class CurvePoint(Result):
 class Throughput(Result):
     verify_ms: float
     draft_ms: float
-    cycle_ms: float                  # t_verify(draft_tokens) + steps * t_draft
-    tokens_per_s: float              # per request
+    cycle_ms: float  # t_verify(draft_tokens) + steps * t_draft
+    tokens_per_s: float  # per request
     verify_extrapolated: bool
     baseline_tokens_per_s: Optional[float] = None
     speedup: Optional[float] = None
@@ -397,17 +415,17 @@ class Throughput(Result):
 
 @dataclass
 class Verdict(Result):
-    code: str                        # "ok" | "accept-length-gap"
-    ratio: float                     # observed AL / predicted AL
+    code: str  # "ok" | "accept-length-gap"
+    ratio: float  # observed AL / predicted AL
     explanation: str
-    drafts_ratio: Optional[float]    # (observed - 1) / (predicted - 1), what the threshold applies to
+    drafts_ratio: Optional[float]  # (observed - 1) / (predicted - 1), what the threshold applies to
     threshold: float = GAP_DRAFTS_RATIO
 
 
 @dataclass
 class Prediction(Result):
-    accept_length: float             # bonus token included (SGLang's accept len)
-    accepted_drafts: float           # accept_length - 1
+    accept_length: float  # bonus token included (SGLang's accept len)
+    accepted_drafts: float  # accept_length - 1
     sglang_accept_rate: dict[str, float]  # by SGLang version, see SGLANG_ACCEPT_RATE_FORMULAS
     per_depth: list[DepthRate]
     convention: str
@@ -416,9 +434,9 @@ class Prediction(Result):
     steps: int
     topk: int
     draft_tokens: int
-    model: str                       # "chain" | "tree"
-    chain_accept_length: float       # the chain with the same steps (equal to AL for chains)
-    curve: list[CurvePoint]          # for steps 1..CURVE_STEPS (chains)
+    model: str  # "chain" | "tree"
+    chain_accept_length: float  # the chain with the same steps (equal to AL for chains)
+    curve: list[CurvePoint]  # for steps 1..CURVE_STEPS (chains)
     verdict: Optional[Verdict] = None
     throughput: Optional[Throughput] = None
 
@@ -431,11 +449,20 @@ class Prediction(Result):
 
 
 # -- predict -------------------------------------------------------------------------------------
-def predict(convention: str, values: Any, steps: Optional[int] = None, topk: Optional[int] = None,
-            draft_tokens: Optional[int] = None, *, topk_hits: Any = None,
-            observed_accept_length: Optional[float] = None, verify_ms: Any = None,
-            draft_ms: Optional[float] = None, baseline_ms: Optional[float] = None,
-            curve_steps: int = CURVE_STEPS) -> Prediction:
+def predict(
+    convention: str,
+    values: Any,
+    steps: Optional[int] = None,
+    topk: Optional[int] = None,
+    draft_tokens: Optional[int] = None,
+    *,
+    topk_hits: Any = None,
+    observed_accept_length: Optional[float] = None,
+    verify_ms: Any = None,
+    draft_ms: Optional[float] = None,
+    baseline_ms: Optional[float] = None,
+    curve_steps: int = CURVE_STEPS,
+) -> Prediction:
     """Expected accept length of one (steps, topk, draft_tokens) configuration."""
     rates = parse_rates(convention, values)
     steps, topk, ndt, warnings = resolve_triple(steps, topk, draft_tokens)
@@ -467,8 +494,9 @@ def predict(convention: str, values: Any, steps: Optional[int] = None, topk: Opt
         extrap = not bool(vt.covers(ndt))
         if extrap:
             lo, hi = vt.span
-            warnings.append(f"verify_ms: {ndt} draft tokens is outside the measured {lo}..{hi}; "
-                            "verify time extrapolated linearly")
+            warnings.append(
+                f"verify_ms: {ndt} draft tokens is outside the measured {lo}..{hi}; verify time extrapolated linearly"
+            )
         cycle = ms_v + steps * t_draft
         tps = al * 1000.0 / cycle
         base_tps = 1000.0 / base if base else None
@@ -484,11 +512,20 @@ def predict(convention: str, values: Any, steps: Optional[int] = None, topk: Opt
         curve.append(CurvePoint(s, s + 1, float(curve_al[s - 1]), float(curve_al[s - 1] - 1.0), point_tps))
 
     result = Prediction(
-        accept_length=al, accepted_drafts=al - 1.0, sglang_accept_rate=sglang_accept_rates(al, steps, ndt),
-        per_depth=per_depth, convention=convention,
+        accept_length=al,
+        accepted_drafts=al - 1.0,
+        sglang_accept_rate=sglang_accept_rates(al, steps, ndt),
+        per_depth=per_depth,
+        convention=convention,
         formula=_formula(rates, model, c, marg, al, steps, topk, ndt),
-        warnings=warnings, steps=steps, topk=topk, draft_tokens=ndt, model=model,
-        chain_accept_length=chain_al, curve=curve, throughput=throughput,
+        warnings=warnings,
+        steps=steps,
+        topk=topk,
+        draft_tokens=ndt,
+        model=model,
+        chain_accept_length=chain_al,
+        curve=curve,
+        throughput=throughput,
     )
     if observed_accept_length is not None:
         result.verdict = verdict(al, observed_accept_length, steps)
@@ -501,19 +538,24 @@ def _timing(verify_ms: Any, draft_ms: Any, baseline_ms: Any) -> Optional[tuple[V
             raise InputError("baseline_ms: needs verify_ms and draft_ms to compare against")
         return None
     if verify_ms is None or draft_ms is None:
-        raise InputError(f"{'verify_ms' if verify_ms is None else 'draft_ms'}: needed with "
-                         f"{'draft_ms' if verify_ms is None else 'verify_ms'} for a throughput estimate")
+        raise InputError(
+            f"{'verify_ms' if verify_ms is None else 'draft_ms'}: needed with "
+            f"{'draft_ms' if verify_ms is None else 'verify_ms'} for a throughput estimate"
+        )
     base = _positive_ms(baseline_ms, "baseline_ms") if baseline_ms is not None else None
     return VerifyTimes.parse(verify_ms), _positive_ms(draft_ms, "draft_ms", allow_zero=True), base
 
 
-def _formula(rates: Rates, model: str, c: np.ndarray, marg: np.ndarray, al: float,
-             steps: int, topk: int, ndt: int) -> str:
+def _formula(
+    rates: Rates, model: str, c: np.ndarray, marg: np.ndarray, al: float, steps: int, topk: int, ndt: int
+) -> str:
     terms = " + ".join(f"{m:.3f}" for m in marg)
     tail = f" = 1 + {terms} = {al:.3f} (bonus token included, as SGLang's accept len)"
     if model == "tree":
-        return (f"AL = 1 + sum over the {ndt - 1} most likely nodes of a top-{topk}, {steps}-step "
-                f"draft tree of P(node on the target's greedy path); per depth{tail}")
+        return (
+            f"AL = 1 + sum over the {ndt - 1} most likely nodes of a top-{topk}, {steps}-step "
+            f"draft tree of P(node on the target's greedy path); per depth{tail}"
+        )
     if rates.convention == "alpha":
         a = float(c[0])
         closed = f"(1 - a^{steps + 1}) / (1 - a)" if a < 1 else f"{steps + 1}"
@@ -534,30 +576,44 @@ def verdict(predicted: float, observed: Any, steps: int) -> Verdict:
     if not math.isfinite(obs):
         raise InputError(f"observed_accept_length: {obs} is not a finite number")
     if obs < 1.0:
-        raise InputError(f"observed_accept_length: {obs:g} is below 1; SGLang's accept len includes the "
-                         "bonus token, so it is at least 1 (accepted drafts? add 1)")
+        raise InputError(
+            f"observed_accept_length: {obs:g} is below 1; SGLang's accept len includes the "
+            "bonus token, so it is at least 1 (accepted drafts? add 1)"
+        )
     if obs > steps + 1 + 1e-9:
-        raise InputError(f"observed_accept_length: {obs:g} exceeds steps+1 = {steps + 1}, "
-                         f"the most a {steps}-step draft can reach")
+        raise InputError(
+            f"observed_accept_length: {obs:g} exceeds steps+1 = {steps + 1}, the most a {steps}-step draft can reach"
+        )
     ratio = obs / predicted
     pred_drafts = predicted - 1.0
     if pred_drafts < 1e-9:
-        return Verdict("ok", ratio, f"The accuracies predict no accepted drafts, and {obs:.2f} was "
-                                    "observed: nothing to gain from this drafter at these rates.", None)
+        return Verdict(
+            "ok",
+            ratio,
+            f"The accuracies predict no accepted drafts, and {obs:.2f} was "
+            "observed: nothing to gain from this drafter at these rates.",
+            None,
+        )
     dr = (obs - 1.0) / pred_drafts
     if dr < GAP_DRAFTS_RATIO:
-        text = (f"Observed {obs:.2f} is {ratio:.0%} of the predicted {predicted:.2f} ({obs - 1:.2f} of "
-                f"{pred_drafts:.2f} drafts accepted per step): a loss this large points to a deployment "
-                "fault (aux hidden-state layer ids, d2t mapping, draft context length, algorithm flag) "
-                "more likely than to a weak drafter.")
+        text = (
+            f"Observed {obs:.2f} is {ratio:.0%} of the predicted {predicted:.2f} ({obs - 1:.2f} of "
+            f"{pred_drafts:.2f} drafts accepted per step): a loss this large points to a deployment "
+            "fault (aux hidden-state layer ids, d2t mapping, draft context length, algorithm flag) "
+            "more likely than to a weak drafter."
+        )
         return Verdict("accept-length-gap", ratio, text, dr)
     if dr >= 1.0:
-        text = (f"Observed {obs:.2f} meets the predicted {predicted:.2f}: the drafter does at least what "
-                "its accuracies promise (correlated depths make products of accuracies understate chains).")
+        text = (
+            f"Observed {obs:.2f} meets the predicted {predicted:.2f}: the drafter does at least what "
+            "its accuracies promise (correlated depths make products of accuracies understate chains)."
+        )
     else:
-        text = (f"Observed {obs:.2f} is {ratio:.0%} of the predicted {predicted:.2f} ({dr:.0%} of the "
-                "predicted accepted drafts): within the usual loss from training to serving (domain shift, "
-                "serving numerics), so the deployment looks sound and the drafter sets the limit.")
+        text = (
+            f"Observed {obs:.2f} is {ratio:.0%} of the predicted {predicted:.2f} ({dr:.0%} of the "
+            "predicted accepted drafts): within the usual loss from training to serving (domain shift, "
+            "serving numerics), so the deployment looks sound and the drafter sets the limit."
+        )
     return Verdict("ok", ratio, text, dr)
 
 
@@ -593,9 +649,15 @@ class Sweep(Result):
     def row(self, i: int) -> SweepRow:
         tps = float(self.tokens_per_s[i])
         base = self.baseline_tokens_per_s
-        return SweepRow(int(self.steps[i]), int(self.topk[i]), int(self.draft_tokens[i]),
-                        float(self.accept_length[i]), float(self.cycle_ms[i]), tps,
-                        tps / base if base else None)
+        return SweepRow(
+            int(self.steps[i]),
+            int(self.topk[i]),
+            int(self.draft_tokens[i]),
+            float(self.accept_length[i]),
+            float(self.cycle_ms[i]),
+            tps,
+            tps / base if base else None,
+        )
 
     @property
     def best(self) -> SweepRow:
@@ -607,18 +669,46 @@ class Sweep(Result):
 
     def to_dict(self) -> dict[str, Any]:
         base = self.baseline_tokens_per_s
-        cols = zip(self.steps.tolist(), self.topk.tolist(), self.draft_tokens.tolist(),
-                   self.accept_length.tolist(), self.cycle_ms.tolist(), self.tokens_per_s.tolist())
-        table = [{"steps": s, "topk": k, "draft_tokens": n, "accept_length": a, "cycle_ms": cy,
-                  "tokens_per_s": t, **({"speedup": t / base} if base else {})}
-                 for s, k, n, a, cy, t in cols]
-        return {"best": table[0], "table": table, "convention": self.convention,
-                "baseline_tokens_per_s": base, "warnings": list(self.warnings)}
+        cols = zip(
+            self.steps.tolist(),
+            self.topk.tolist(),
+            self.draft_tokens.tolist(),
+            self.accept_length.tolist(),
+            self.cycle_ms.tolist(),
+            self.tokens_per_s.tolist(),
+        )
+        table = [
+            {
+                "steps": s,
+                "topk": k,
+                "draft_tokens": n,
+                "accept_length": a,
+                "cycle_ms": cy,
+                "tokens_per_s": t,
+                **({"speedup": t / base} if base else {}),
+            }
+            for s, k, n, a, cy, t in cols
+        ]
+        return {
+            "best": table[0],
+            "table": table,
+            "convention": self.convention,
+            "baseline_tokens_per_s": base,
+            "warnings": list(self.warnings),
+        }
 
 
-def sweep(convention: str, values: Any, *, verify_ms: Any, draft_ms: float,
-          baseline_ms: Optional[float] = None, steps: Iterable[int] = range(1, CURVE_STEPS + 1),
-          topks: Optional[Iterable[int]] = None, topk_hits: Any = None) -> Sweep:
+def sweep(
+    convention: str,
+    values: Any,
+    *,
+    verify_ms: Any,
+    draft_ms: float,
+    baseline_ms: Optional[float] = None,
+    steps: Iterable[int] = range(1, CURVE_STEPS + 1),
+    topks: Optional[Iterable[int]] = None,
+    topk_hits: Any = None,
+) -> Sweep:
     """Rank (steps, topk, draft_tokens) by predicted tokens/s per request.
 
     Chains always; trees (topk > 1, every draft_tokens SGLang allows) only with top-k hit rates.
@@ -649,8 +739,10 @@ def sweep(convention: str, values: Any, *, verify_ms: Any, draft_ms: float,
             al = 1.0 + np.cumsum(chain_marginals(c))
             for s in step_list:
                 if lo <= s + 1 <= hi:
-                    cols["s"].append(np.array([s])); cols["k"].append(np.array([1]))
-                    cols["n"].append(np.array([s + 1])); cols["al"].append(al[s - 1:s])
+                    cols["s"].append(np.array([s]))
+                    cols["k"].append(np.array([1]))
+                    cols["n"].append(np.array([s + 1]))
+                    cols["al"].append(al[s - 1 : s])
                 else:
                     left_out += 1
             continue
@@ -663,22 +755,29 @@ def sweep(convention: str, values: Any, *, verify_ms: Any, draft_ms: float,
             left_out += top - 1 - ndt.size
             if ndt.size == 0:
                 continue
-            cum = np.cumsum(ps[:top - 1])
-            cols["s"].append(np.full(ndt.size, s)); cols["k"].append(np.full(ndt.size, k))
-            cols["n"].append(ndt); cols["al"].append(1.0 + cum[ndt - 2])
+            cum = np.cumsum(ps[: top - 1])
+            cols["s"].append(np.full(ndt.size, s))
+            cols["k"].append(np.full(ndt.size, k))
+            cols["n"].append(ndt)
+            cols["al"].append(1.0 + cum[ndt - 2])
     if not cols["s"]:
-        raise InputError(f"verify_ms: measured draft tokens {lo}..{hi} cover no configuration of steps "
-                         f"{step_list[0]}..{smax}; measure verify time at steps+1 draft tokens")
+        raise InputError(
+            f"verify_ms: measured draft tokens {lo}..{hi} cover no configuration of steps "
+            f"{step_list[0]}..{smax}; measure verify time at steps+1 draft tokens"
+        )
     if left_out:
-        warnings.append(f"{left_out} configuration{'s' if left_out > 1 else ''} left out: their draft tokens "
-                        f"fall outside the measured verify times ({lo}..{hi})")
-    S = np.concatenate(cols["s"]); K = np.concatenate(cols["k"])
-    N = np.concatenate(cols["n"]); AL = np.concatenate(cols["al"])
+        warnings.append(
+            f"{left_out} configuration{'s' if left_out > 1 else ''} left out: their draft tokens "
+            f"fall outside the measured verify times ({lo}..{hi})"
+        )
+    S = np.concatenate(cols["s"])
+    K = np.concatenate(cols["k"])
+    N = np.concatenate(cols["n"])
+    AL = np.concatenate(cols["al"])
     cycle = vt.at(N) + S * t_draft
     tps = AL * 1000.0 / cycle
     order = np.lexsort((S, N, -np.round(tps, 9)))  # fastest first; ties: fewer tokens, fewer steps
-    return Sweep(S[order], K[order], N[order], AL[order], cycle[order], tps[order], convention,
-                 base_tps, warnings)
+    return Sweep(S[order], K[order], N[order], AL[order], cycle[order], tps[order], convention, base_tps, warnings)
 
 
 # -- fit -----------------------------------------------------------------------------------------
@@ -691,10 +790,10 @@ class FitPoint(Result):
 
 @dataclass
 class Fit(Result):
-    conditional: list[float]         # c_1..c_max_steps recovered (and extrapolated)
+    conditional: list[float]  # c_1..c_max_steps recovered (and extrapolated)
     marginal: list[Any]
-    curve: list[FitPoint]            # for steps 1..max_steps
-    measured: dict[str, float]       # {steps: observed AL}
+    curve: list[FitPoint]  # for steps 1..max_steps
+    measured: dict[str, float]  # {steps: observed AL}
     max_residual: float
     method: str
     warnings: list[Any]
@@ -722,8 +821,10 @@ def fit(measured: Any, max_steps: int = CURVE_STEPS) -> Fit:
         except (TypeError, ValueError):
             raise InputError(f"measured: accept length {al!r} at {s} steps is not a number") from None
         if not math.isfinite(al) or not 1.0 <= al <= s + 1:
-            raise InputError(f"measured: accept length {al:g} at {s} steps is outside 1..{s + 1} "
-                             "(SGLang's accept len, bonus token included)")
+            raise InputError(
+                f"measured: accept length {al:g} at {s} steps is outside 1..{s + 1} "
+                "(SGLang's accept len, bonus token included)"
+            )
         if s in points:
             raise InputError(f"measured: {s} steps given twice")
         points[s] = al
@@ -736,13 +837,15 @@ def fit(measured: Any, max_steps: int = CURVE_STEPS) -> Fit:
         gain = points[s] - al_prev
         cap = p_prev * n
         if gain < -1e-9:
-            warnings.append(f"accept length falls from {al_prev:.3f} to {points[s]:.3f} at {s} steps "
-                            "(noise?); depths there set to 0")
+            warnings.append(
+                f"accept length falls from {al_prev:.3f} to {points[s]:.3f} at {s} steps "
+                "(noise?); depths there set to 0"
+            )
         if gain > cap + 1e-9:
             warnings.append(f"accept length gain to {s} steps ({gain:.3f}) needs rates above 1; capped at 1")
         cval = _solve_geometric(max(gain, 0.0) / p_prev if p_prev > 0 else 0.0, n)
         cond.extend([cval] * n)
-        p_prev *= cval ** n
+        p_prev *= cval**n
         al_prev, s_prev = al_prev + min(max(gain, 0.0), cap), s
     if len(points) > 1 and any(b - a > 1 for a, b in zip([0, *sorted(points)], sorted(points))):
         warnings.append("step counts with gaps: depths between two measured counts share one rate")
@@ -751,9 +854,15 @@ def fit(measured: Any, max_steps: int = CURVE_STEPS) -> Fit:
     al = 1.0 + np.cumsum(marg)
     curve = [FitPoint(s, float(al[s - 1]), points.get(s)) for s in range(1, max_steps + 1)]
     resid = max(abs(al[s - 1] - v) for s, v in points.items())
-    return Fit([float(x) for x in c], [float(x) for x in marg], curve, {str(k): v for k, v in sorted(points.items())},
-               float(resid), "piecewise-constant conditional rates between measured step counts; "
-               "the last rate repeated beyond them", warnings)
+    return Fit(
+        [float(x) for x in c],
+        [float(x) for x in marg],
+        curve,
+        {str(k): v for k, v in sorted(points.items())},
+        float(resid),
+        "piecewise-constant conditional rates between measured step counts; the last rate repeated beyond them",
+        warnings,
+    )
 
 
 def _solve_geometric(target: float, n: int) -> float:
@@ -765,6 +874,6 @@ def _solve_geometric(target: float, n: int) -> float:
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        val = mid * n if mid == 1 else mid * (1 - mid ** n) / (1 - mid)
+        val = mid * n if mid == 1 else mid * (1 - mid**n) / (1 - mid)
         lo, hi = (mid, hi) if val < target else (lo, mid)
     return (lo + hi) / 2

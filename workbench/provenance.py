@@ -35,10 +35,10 @@ TRAINERS = ("specforge", "speculators")
 class Provenance(Result):
     """How the training data was captured."""
 
-    given: str                         # what the user said, e.g. "specforge==0.2.0"
-    engine: Optional[str]              # the capturing engine, e.g. "sglang==0.5.14"; None: unknown
+    given: str  # what the user said, e.g. "specforge==0.2.0"
+    engine: Optional[str]  # the capturing engine, e.g. "sglang==0.5.14"; None: unknown
     trainer: Optional[str] = None
-    how: str = ""                      # one sentence naming the evidence
+    how: str = ""  # one sentence naming the evidence
     evidence: list[str] = field(default_factory=list)
 
 
@@ -53,46 +53,64 @@ def parse_provenance(text: Optional[str]) -> Optional[Provenance]:
     t = str(text).strip().lower().replace(" ", "")
     m = re.fullmatch(r"([a-z_-]+)(?:(?:==|=|@)([\w.+-]+))?", t)
     if not m:
-        raise InputError(f"--trained-engine: {text!r} is not like sglang==0.5.14, vllm==0.11.0, "
-                         "specforge==0.2.0 or speculators")
+        raise InputError(
+            f"--trained-engine: {text!r} is not like sglang==0.5.14, vllm==0.11.0, specforge==0.2.0 or speculators"
+        )
     name, ver = m.group(1), m.group(2)
     if name == "sglang":
         if not ver:
-            raise InputError("--trained-engine: give the SGLang release that captured the training data, "
-                             "e.g. sglang==0.5.14 (its capture rule depends on the release)")
+            raise InputError(
+                "--trained-engine: give the SGLang release that captured the training data, "
+                "e.g. sglang==0.5.14 (its capture rule depends on the release)"
+            )
         from workbench.layers import parse_version, version_text
 
         v = version_text(parse_version(ver))
         return Provenance(text, f"sglang=={v}", None, f"given: the training data was captured by sglang=={v}")
     if name == "vllm":
-        return Provenance(text, f"vllm=={ver}" if ver else "vllm", None,
-                          f"given: the training data was captured by vllm{'==' + ver if ver else ''}")
+        return Provenance(
+            text,
+            f"vllm=={ver}" if ver else "vllm",
+            None,
+            f"given: the training data was captured by vllm{'==' + ver if ver else ''}",
+        )
     if name not in TRAINERS:
         raise InputError(f"--trained-engine: {name!r} is not sglang, vllm, specforge or speculators")
     table = load_table()
     rel = table.get(name, {}).get("releases", {})
     if name == "specforge":
         if not ver:
-            raise InputError(f"--trained-engine: which SpecForge release? each pins its own SGLang "
-                             f"(known: {', '.join(rel) or 'none'}), e.g. specforge=={_latest(rel)}")
+            raise InputError(
+                f"--trained-engine: which SpecForge release? each pins its own SGLang "
+                f"(known: {', '.join(rel) or 'none'}), e.g. specforge=={_latest(rel)}"
+            )
         if ver not in rel:
-            raise InputError(f"--trained-engine: specforge=={ver} is not in {TABLE.name} (known: "
-                             f"{', '.join(rel)}); regenerate it: python -m workbench.provenance regenerate "
-                             f"specforge {ver}")
+            raise InputError(
+                f"--trained-engine: specforge=={ver} is not in {TABLE.name} (known: "
+                f"{', '.join(rel)}); regenerate it: python -m workbench.provenance regenerate "
+                f"specforge {ver}"
+            )
         r = rel[ver]
         if not r.get("sglang"):
-            return Provenance(text, None, f"specforge=={ver}", f"specforge=={ver}: {r.get('reason')}",
-                              list(r.get("evidence", [])))
-        return Provenance(text, f"sglang=={r['sglang']}", f"specforge=={ver}",
-                          f"specforge=={ver} pins sglang=={r['sglang']} ({r['pin_source']}) and captures through "
-                          f"its set_eagle3_layers_to_capture ({r.get('capture_call') or 'call site not found'})",
-                          list(r.get("evidence", [])))
+            return Provenance(
+                text, None, f"specforge=={ver}", f"specforge=={ver}: {r.get('reason')}", list(r.get("evidence", []))
+            )
+        return Provenance(
+            text,
+            f"sglang=={r['sglang']}",
+            f"specforge=={ver}",
+            f"specforge=={ver} pins sglang=={r['sglang']} ({r['pin_source']}) and captures through "
+            f"its set_eagle3_layers_to_capture ({r.get('capture_call') or 'call site not found'})",
+            list(r.get("evidence", [])),
+        )
     # speculators: its offline data comes from vLLM, with the ids read as vLLM capture indices
     r = rel.get(ver) if ver else (rel[_latest(rel)] if rel else None)
     if ver and r is None:
         raise InputError(f"--trained-engine: speculators=={ver} is not in {TABLE.name} (known: {', '.join(rel)})")
-    how = ("speculators generates its training data with vLLM and validates the ids as vLLM capture indices "
-           f"0..N ({(r or {}).get('ids_source', 'speculators/models/utils.py')})")
+    how = (
+        "speculators generates its training data with vLLM and validates the ids as vLLM capture indices "
+        f"0..N ({(r or {}).get('ids_source', 'speculators/models/utils.py')})"
+    )
     return Provenance(text, "vllm", f"speculators{'==' + ver if ver else ''}", how, list((r or {}).get("evidence", [])))
 
 
@@ -126,16 +144,21 @@ def read_specforge_wheel(path: Path) -> dict[str, Any]:
     call = None
     for n, tree in _python_files(z):
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr == "set_eagle3_layers_to_capture":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "set_eagle3_layers_to_capture"
+            ):
                 call = f"{n}:{node.lineno}"
                 break
         if call:
             break
     out: dict[str, Any] = {
-        "sglang": pin, "pin_source": f"{path.name} {meta_name.split('/')[0]}/METADATA: {pin_line}" if pin else None,
-        "capture_call": call, "evidence": [e for e in (pin_line, call and f"{call}: set_eagle3_layers_to_capture")
-                                           if e]}
+        "sglang": pin,
+        "pin_source": f"{path.name} {meta_name.split('/')[0]}/METADATA: {pin_line}" if pin else None,
+        "capture_call": call,
+        "evidence": [e for e in (pin_line, call and f"{call}: set_eagle3_layers_to_capture") if e],
+    }
     out.update(_resolver_facts(z))
     if pin is None:
         out["reason"] = f"{path.name} METADATA pins no sglang release: the capturing SGLang is unknown"
@@ -148,8 +171,9 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict[str, Any]:
     from types import SimpleNamespace
 
     for n, tree in _python_files(z):
-        fn = next((x for x in tree.body if isinstance(x, ast.FunctionDef) and x.name == "resolve_eagle_capture_layers"),
-                  None)
+        fn = next(
+            (x for x in tree.body if isinstance(x, ast.FunctionDef) and x.name == "resolve_eagle_capture_layers"), None
+        )
         if fn is None:
             continue
         fn.decorator_list, fn.returns = [], None
@@ -162,6 +186,7 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict[str, Any]:
             cfg = SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layer_ids=None))
             draft = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}} if ids is not None else {}
             return ns[fn.name](cfg, draft, SimpleNamespace(num_hidden_layers=61))
+
         try:
             default = run(None)
         except Exception:  # noqa: BLE001 - an unrecognised body says nothing
@@ -173,8 +198,11 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict[str, Any]:
             rejects = True
         except Exception:  # noqa: BLE001
             rejects = None
-        return {"resolver": f"{n}:{fn.lineno}", "default_ids_at_61_layers": list(default),
-                "rejects_negative_ids": rejects}
+        return {
+            "resolver": f"{n}:{fn.lineno}",
+            "default_ids_at_61_layers": list(default),
+            "rejects_negative_ids": rejects,
+        }
     return {}
 
 
@@ -183,8 +211,10 @@ def read_speculators_wheel(path: Path) -> dict[str, Any]:
     rel = "speculators/models/utils.py"
     src = z.read(rel).decode("utf-8") if rel in z.namelist() else ""
     line = next((i + 1 for i, l in enumerate(src.splitlines()) if "num_layers // 2" in l), None)
-    return {"ids_source": f"{rel}:{line}" if line else rel,
-            "evidence": [f"{rel}:{line}: default target_layer_ids [2, N//2, N-3], ids within [0, N]"] if line else []}
+    return {
+        "ids_source": f"{rel}:{line}" if line else rel,
+        "evidence": [f"{rel}:{line}: default target_layer_ids [2, N//2, N-3], ids within [0, N]"] if line else [],
+    }
 
 
 def cached_wheel(name: str, version: str) -> tuple[Optional[Path], Optional[str]]:
@@ -198,8 +228,22 @@ def cached_wheel(name: str, version: str) -> tuple[Optional[Path], Optional[str]
 
 
 def _download(name: str, version: str, dest: Path) -> tuple[Optional[Path], Optional[str]]:
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                        f"{name}=={version}", "-d", str(dest)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            f"{name}=={version}",
+            "-d",
+            str(dest),
+        ],
+        capture_output=True,
+        text=True,
+    )
     found = sorted(dest.glob(f"{name}-{version}-*.whl"))
     if found:
         return found[0], None
@@ -221,8 +265,11 @@ def regenerate(args: list[str], out: Path = TABLE) -> dict[str, Any]:
             whl, err = _download(name, a, Path(tmp))
             if whl is None:
                 facts: dict[str, Any]
-                facts = {"sglang": None, "reason": f"{name}=={a} has {err}: its SGLang pin is not published "
-                                                   "in a readable form", "evidence": []}
+                facts = {
+                    "sglang": None,
+                    "reason": f"{name}=={a} has {err}: its SGLang pin is not published in a readable form",
+                    "evidence": [],
+                }
             else:
                 facts = read_specforge_wheel(whl) if name == "specforge" else read_speculators_wheel(whl)
             table.setdefault(name, {}).setdefault("releases", {})[a] = facts

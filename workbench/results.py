@@ -32,8 +32,9 @@ def jsonable(value: Any) -> Any:
 
 def fields_dict(value: Any) -> dict[str, Any]:
     """A dataclass's fields as JSON-safe values (fields with metadata internal=True left out)."""
-    return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
-            if not f.metadata.get("internal")}
+    return {
+        f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if not f.metadata.get("internal")
+    }
 
 
 class Result:

@@ -18,7 +18,7 @@ from workbench.numbers import MAX_INT_DIGITS
 
 # Configs, headers and payloads are a few levels deep; 64 leaves room and keeps every walker safe.
 MAX_DEPTH = 64
-_INT_LIMIT = 10 ** MAX_INT_DIGITS
+_INT_LIMIT = 10**MAX_INT_DIGITS
 
 
 class JSONSyntaxError(InputError):
@@ -34,7 +34,7 @@ class _Bad:
         self.what = what
 
 
-def _constant(name: str) -> _Bad:          # NaN, Infinity, -Infinity
+def _constant(name: str) -> _Bad:  # NaN, Infinity, -Infinity
     return _Bad(f"{name} is not valid JSON; expected a finite number")
 
 
@@ -51,7 +51,7 @@ def field_path(parts: Iterable[object]) -> str:
         if not isinstance(p, int):
             p = str(p)
             if not p or not p.isprintable() or "." in p:
-                p = repr(p)         # a key with a newline, a dot or nothing in it stays one readable token
+                p = repr(p)  # a key with a newline, a dot or nothing in it stays one readable token
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
     return out
 
@@ -97,7 +97,7 @@ def check(doc: Any, where: str, *, as_field: bool = False) -> None:
             if t is dict or t is list:
                 stack.append((v, path + (k,)))
             elif t is float:
-                if v - v != 0.0:                    # inf or nan
+                if v - v != 0.0:  # inf or nan
                     _leaf(v, path + (k,), where, as_field)
             elif t is _Bad:
                 _leaf(v, path + (k,), where, as_field)
@@ -130,8 +130,9 @@ def _leaf(v: Any, path: tuple[Any, ...], where: str, as_field: bool = False) -> 
     if isinstance(v, str) and not _unicode(v):
         raise InputError(f"{at}: text that is not valid Unicode (a lone surrogate)")
     if isinstance(v, float) and not math.isfinite(v):
-        raise InputError(f"{at}: {v} is not finite (NaN, Infinity, or a number beyond the float range); "
-                         "expected a finite number")
+        raise InputError(
+            f"{at}: {v} is not finite (NaN, Infinity, or a number beyond the float range); expected a finite number"
+        )
 
 
 def load_file(path: "str | Path", what: str = "JSON") -> Any:

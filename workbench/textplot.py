@@ -11,7 +11,7 @@ _EIGHTHS = " ▏▎▍▌▋▊▉"
 @dataclass
 class BarLine:
     label: str
-    bar: str          # exactly `width` characters
+    bar: str  # exactly `width` characters
     value: str
     highlight: bool
 
@@ -27,11 +27,22 @@ def bar(value: float, lo: float, hi: float, width: int, marker: Optional[float] 
     return "".join(cells)
 
 
-def bar_lines(labels: Sequence[str], values: Sequence[float], *, lo: float, hi: float, width: int = 40,
-              marker: Optional[float] = None, highlight: Optional[int] = None, fmt: str = "{:.2f}") -> list[BarLine]:
+def bar_lines(
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    lo: float,
+    hi: float,
+    width: int = 40,
+    marker: Optional[float] = None,
+    highlight: Optional[int] = None,
+    fmt: str = "{:.2f}",
+) -> list[BarLine]:
     """One bar per value on a shared scale lo..hi; ``highlight`` is an index to emphasise."""
-    return [BarLine(lab, bar(v, lo, hi, width, marker), fmt.format(v), i == highlight)
-            for i, (lab, v) in enumerate(zip(labels, values))]
+    return [
+        BarLine(lab, bar(v, lo, hi, width, marker), fmt.format(v), i == highlight)
+        for i, (lab, v) in enumerate(zip(labels, values))
+    ]
 
 
 def render(lines: Sequence[BarLine]) -> str:

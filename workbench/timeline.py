@@ -61,7 +61,7 @@ class LiveConfig(Result):
     version: int
     sha256: str
     reason: str
-    basis: str                      # "loaded at launch of server N" | "latest version at that time"
+    basis: str  # "loaded at launch of server N" | "latest version at that time"
     content: str
 
 
@@ -107,8 +107,14 @@ def _server_of(subject: str, payload: dict[str, Any]) -> Optional[int]:
     return None
 
 
-def build(journal: Journal, *, server: Optional[int] = None, profile: Optional[str] = None,
-          config: Optional[str] = None, category: Optional[str] = None) -> Timeline:
+def build(
+    journal: Journal,
+    *,
+    server: Optional[int] = None,
+    profile: Optional[str] = None,
+    config: Optional[str] = None,
+    category: Optional[str] = None,
+) -> Timeline:
     servers = _server_rows(journal)
     entries = []
     for ev in journal.events():
@@ -116,8 +122,19 @@ def build(journal: Journal, *, server: Optional[int] = None, profile: Optional[s
         sid = _server_of(ev.subject, p)
         prof = p.get("profile") or (servers[sid].profile if sid in servers else None)
         loc = ev.subject if ev.kind.startswith("config.") else (p.get("config") or p.get("location"))
-        entry = TimelineEntry(ev.id, ev.ts, _iso(ev.ts), ev.kind, category_of(ev.kind), ev.subject,
-                              _summary(ev.kind, p), sid, prof, loc, p)
+        entry = TimelineEntry(
+            ev.id,
+            ev.ts,
+            _iso(ev.ts),
+            ev.kind,
+            category_of(ev.kind),
+            ev.subject,
+            _summary(ev.kind, p),
+            sid,
+            prof,
+            loc,
+            p,
+        )
         if server is not None and entry.server != server:
             continue
         if profile is not None and entry.profile != profile:
@@ -147,5 +164,11 @@ def live_config(journal: Journal, entry: TimelineEntry) -> Optional[LiveConfig]:
 
 def _live(journal: Journal, row: sqlite3.Row, basis: str) -> LiveConfig:
     content = journal.blob(row["sha256"]) or b""
-    return LiveConfig(row["location"], journal.version_number(row["config_id"], row["id"]), row["sha256"],
-                      row["reason"], basis, content.decode("utf-8", errors="replace"))
+    return LiveConfig(
+        row["location"],
+        journal.version_number(row["config_id"], row["id"]),
+        row["sha256"],
+        row["reason"],
+        basis,
+        content.decode("utf-8", errors="replace"),
+    )

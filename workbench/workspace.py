@@ -60,7 +60,7 @@ class Workspace:
         self.settings = load_settings(self.config_path)
 
     def section(self, name: str) -> dict[str, Any]:
-        table: dict[str, Any] = self.settings.get(name, {})     # load_settings made each section a table
+        table: dict[str, Any] = self.settings.get(name, {})  # load_settings made each section a table
         return table
 
 
@@ -76,7 +76,7 @@ def load_toml(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = raw[: exc.start].count(b"\n") + 1
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}, line {line})") from None
     try:
         data = tomllib.loads(text)
@@ -84,9 +84,9 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: invalid TOML: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise InputError(f"{path}: invalid TOML: nested deeper than {strictjson.MAX_DEPTH} levels") from None
-    except ValueError as exc:   # e.g. an integer of thousands of digits
+    except ValueError as exc:  # e.g. an integer of thousands of digits
         raise InputError(f"{path}: invalid TOML: {' '.join(str(exc).split())[:120]}") from None
-    strictjson.check(data, str(path))   # no NaN/inf anywhere, bounded nesting and integers
+    strictjson.check(data, str(path))  # no NaN/inf anywhere, bounded nesting and integers
     return data
 
 
@@ -108,7 +108,6 @@ def load_keymap(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in data.items():
         if not isinstance(v, str) or not v.strip() or len(v) > 64:
-            raise InputError(f"{path}: {k}: expected a key name like \"ctrl+d\", got {type(v).__name__} "
-                             f"{str(v)[:40]!r}")
+            raise InputError(f'{path}: {k}: expected a key name like "ctrl+d", got {type(v).__name__} {str(v)[:40]!r}')
         out[k] = v
     return out

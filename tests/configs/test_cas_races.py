@@ -37,7 +37,7 @@ def _spawn_pair(target, args_of, rounds):
     procs = [ctx.Process(target=target, args=args_of(name, barriers, results)) for name in ("a", "b")]
     for p in procs:
         p.start()
-    procs.append(barriers)           # kept alive with the processes (their semaphores)
+    procs.append(barriers)  # kept alive with the processes (their semaphores)
     return procs, results
 
 
@@ -72,7 +72,8 @@ def test_concurrent_local_config_set_one_winner_per_round_nothing_lost_no_duplic
     ws = str(wb.workspace.root)
     wb.close()
     procs, results = _spawn_pair(
-        writers.config_writer, lambda name, b, q: (name, ws, str(p), ROUNDS, b[0], b[1], q), ROUNDS)
+        writers.config_writer, lambda name, b, q: (name, ws, str(p), ROUNDS, b[0], b[1], q), ROUNDS
+    )
     rows = _collect(procs, results, 2 * ROUNDS)
     by_round, errors, winners = _figures(rows, ROUNDS)
     assert not errors, errors[:3]
@@ -82,10 +83,10 @@ def test_concurrent_local_config_set_one_winner_per_round_nothing_lost_no_duplic
 
     with Workbench.open(ws) as wb2:
         versions = wb2.config_history(str(p)).versions
-        assert len(versions) == 1 + ROUNDS                                 # tracked + one per round
+        assert len(versions) == 1 + ROUNDS  # tracked + one per round
         assert all(v.reason.startswith("set writer_") for v in versions[1:])
         shas = [v.sha256 for v in versions]
-        assert len(set(shas)) == len(shas)                                  # no version stored twice
+        assert len(set(shas)) == len(shas)  # no version stored twice
         lost = 0
         for prev, v, i in zip(versions, versions[1:], range(ROUNDS)):
             # every write was made over the one before it (an edit it replaced would be lost)
@@ -93,8 +94,16 @@ def test_concurrent_local_config_set_one_winner_per_round_nothing_lost_no_duplic
             name = winners[i][0][1]
             lost += json.loads(wb2.configs.blob(v.sha256))[f"writer_{name}"] != i
         assert sha256(p.read_bytes()) == versions[-1].sha256
-    print(json.dumps({"rounds": ROUNDS, "clean": sum(len(w) == 1 for w in winners.values()), "lost": lost,
-                      "duplicate_versions": len(shas) - len(set(shas))}))
+    print(
+        json.dumps(
+            {
+                "rounds": ROUNDS,
+                "clean": sum(len(w) == 1 for w in winners.values()),
+                "lost": lost,
+                "duplicate_versions": len(shas) - len(set(shas)),
+            }
+        )
+    )
     assert lost == 0
     assert [x.name for x in tmp_path.iterdir() if x.name.startswith(".config.json")] == []
 
@@ -108,7 +117,7 @@ def test_concurrent_file_writers_exactly_one_wins(tmp_path):
     assert all(len(w) == 1 for w in winners.values())
     last = winners[ROUNDS - 1][0][3]
     assert p.read_text() == last
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["f.json"]       # no temp or lock left
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["f.json"]  # no temp or lock left
 
 
 # -- a hand edit between the check and the swap ---------------------------------------------------------
@@ -117,13 +126,14 @@ def _hand_edit_at_window(path: Path, style: str, text: bytes):
         if point != "window":
             return
         if style == "in place":
-            with open(path, "r+b") as fh:           # editors that write the same inode
+            with open(path, "r+b") as fh:  # editors that write the same inode
                 fh.truncate(0)
                 fh.write(text)
-        else:                                       # editors that save a new file and rename it
+        else:  # editors that save a new file and rename it
             tmp = path.with_name(path.name + ".swp")
             tmp.write_bytes(text)
             os.replace(tmp, path)
+
     return at
 
 
@@ -135,11 +145,11 @@ def test_a_hand_edit_saved_inside_the_window_is_kept_and_stored(wb, tmp_path, mo
     monkeypatch.setattr(casfile, "HOOK", _hand_edit_at_window(p, style, hand))
     with pytest.raises(ConflictError, match="nothing written"):
         wb.config_set(str(p), {"hidden_size": 32})
-    assert p.read_bytes() == hand                                           # not overwritten
+    assert p.read_bytes() == hand  # not overwritten
     monkeypatch.setattr(casfile, "HOOK", casfile.pause)
     versions = wb.config_history(str(p)).versions
     assert versions[-1].sha256 == sha256(hand) and versions[-1].reason == "external edit"
-    change = wb.config_set(str(p), {"hidden_size": 32})                     # the retry builds on it
+    change = wb.config_set(str(p), {"hidden_size": 32})  # the retry builds on it
     assert json.loads(p.read_text()) == {"hidden_size": 32, "payload": "edited by hand"}
     assert change.version.parent_sha256 == sha256(hand)
 
@@ -165,8 +175,13 @@ WRITER = textwrap.dedent("""
 
 def _writer_paused_at(point, ws, path, pause_dir, value=64, ssh=False):
     env = {**os.environ, "PYTHONPATH": str(ROOT), casfile.PAUSE_AT: point, casfile.PAUSE_DIR: str(pause_dir)}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(ws), str(path), str(value)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(ws), str(path), str(value)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if any(x.name.startswith(point + ".") for x in pause_dir.iterdir()):
@@ -201,8 +216,13 @@ SLOW_MARK = textwrap.dedent("""
 def test_a_pause_mark_is_never_seen_without_its_pid(tmp_path):
     """A watcher polls for the mark and kills the pid in it: the mark's name must not appear before
     the pid is in it, however slowly the pid is written (a mark seen empty once failed a kill test)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), casfile.PAUSE_AT: "locked", casfile.PAUSE_DIR: str(tmp_path),
-           casfile.PAUSE_MAX: "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        casfile.PAUSE_AT: "locked",
+        casfile.PAUSE_DIR: str(tmp_path),
+        casfile.PAUSE_MAX: "1",
+    }
     proc = subprocess.Popen([sys.executable, "-c", SLOW_MARK], env=env, stderr=subprocess.PIPE, text=True)
     seen = []
     while proc.poll() is None or not seen:
@@ -213,7 +233,7 @@ def test_a_pause_mark_is_never_seen_without_its_pid(tmp_path):
     assert proc.wait(10) == 0, proc.stderr.read()
     proc.stderr.close()
     assert seen and all(text == str(proc.pid) for _, text in seen), seen[:3]
-    assert sorted(m.name for m in tmp_path.iterdir()) == [f"locked.{proc.pid}"]     # nothing left aside
+    assert sorted(m.name for m in tmp_path.iterdir()) == [f"locked.{proc.pid}"]  # nothing left aside
 
 
 def _kill(proc):
@@ -244,7 +264,7 @@ def test_killed_holding_the_lock_or_inside_the_window_blocks_nobody(tracked, poi
     old = p.read_bytes()
     proc = _writer_paused_at(point, ws, p, pause)
     if point == "window":
-        assert [x for x in p.parent.iterdir() if x.name.endswith(".tmp")]          # really in the window
+        assert [x for x in p.parent.iterdir() if x.name.endswith(".tmp")]  # really in the window
     _kill(proc)
     assert p.read_bytes() == old
     from workbench.api import Workbench
@@ -253,17 +273,17 @@ def test_killed_holding_the_lock_or_inside_the_window_blocks_nobody(tracked, poi
         t0 = time.monotonic()
         wb.config_set(str(p), {"hidden_size": 48})
         elapsed = time.monotonic() - t0
-        assert elapsed < 2.0, elapsed                                                # no stale-lock wait
+        assert elapsed < 2.0, elapsed  # no stale-lock wait
         assert json.loads(p.read_text())["hidden_size"] == 48
         assert [v.reason for v in wb.config_history(str(p)).versions] == ["tracked", "set hidden_size=48"]
-    assert sorted(x.name for x in p.parent.iterdir()) == ["config.json"]             # temp files cleaned
+    assert sorted(x.name for x in p.parent.iterdir()) == ["config.json"]  # temp files cleaned
 
 
 def test_killed_after_the_rename_before_the_version_row_is_not_an_external_edit(tracked):
     ws, p, pause = tracked
     proc = _writer_paused_at("renamed", ws, p, pause, value=96)
     _kill(proc)
-    assert json.loads(p.read_text())["hidden_size"] == 96                           # the write landed
+    assert json.loads(p.read_text())["hidden_size"] == 96  # the write landed
     from workbench.api import Workbench
 
     with Workbench.open(ws) as wb:
@@ -320,27 +340,42 @@ def test_stale_lock_file_of_a_dead_writer_and_an_old_lock_directory(tmp_path):
 def test_a_live_writer_is_waited_for_not_overrun(tmp_path):
     p = _json(tmp_path, "f.json")
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import fcntl, os, sys, time
             fd = os.open({casfile.lock_path(str(p))!r}, os.O_RDWR | os.O_CREAT)
             fcntl.flock(fd, fcntl.LOCK_EX)
             print("HELD", flush=True)
             time.sleep(1.0)
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "HELD"
     t0 = time.monotonic()
     LocalFiles().write_cas(str(p), b"{}", sha256(p.read_bytes()))
-    assert time.monotonic() - t0 > 0.5           # it waited for the live holder
+    assert time.monotonic() - t0 > 0.5  # it waited for the live holder
     holder.wait(10)
     holder.stdout.close()
     with pytest.raises(casfile.Busy):
-        h2 = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        h2 = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent(f"""
             import fcntl, os, time
             fd = os.open({casfile.lock_path(str(p))!r}, os.O_RDWR | os.O_CREAT)
             fcntl.flock(fd, fcntl.LOCK_EX)
             print("HELD", flush=True)
             time.sleep(5)
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert h2.stdout.readline().strip() == "HELD"
             casfile.cas_write(str(p), b"[]", sha256(b"{}"), wait=0.3)

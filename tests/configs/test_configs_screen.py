@@ -53,12 +53,12 @@ async def test_history_and_revert_with_one_key(workspace, story):
         assert versions.row_count == 2 and str(versions.get_row_at(0)[1]) == "v2"
         assert "+      -1," in str(screen.query_one("#diff", Static).render())
         versions.focus()
-        await pilot.press("down")                       # select v1
+        await pilot.press("down")  # select v1
         await pilot.press("r")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmModal)
         assert "to v1" in app.screen.plan.summary
-        await pilot.press("escape")                     # no: nothing written
+        await pilot.press("escape")  # no: nothing written
         await settle(pilot)
         assert json.loads(story.read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [-1, 2, 30]
         screen.query_one("#versions", DataTable).focus()
@@ -81,12 +81,12 @@ async def test_external_edit_noticed_on_refresh_and_mark_diff(workspace, story):
         table = app.screen.query_one("#versions", DataTable)
         assert table.row_count == 3 and str(table.get_row_at(0)[5]) == "external edit"
         table.focus()
-        await pilot.press("down", "down", "m", "up", "up")      # base v1, look at v3
+        await pilot.press("down", "down", "m", "up", "up")  # base v1, look at v3
         await pilot.pause()
         title = str(app.screen.query_one("#diff-title", Label).render())
         assert "v1 -> v3" in title and "marked" in title
         diff = str(app.screen.query_one("#diff", Static).render())
-        assert "+  \"draft_vocab_size\": 16000," in diff and "+      -1," in diff
+        assert '+  "draft_vocab_size": 16000,' in diff and "+      -1," in diff
 
 
 async def test_track_from_the_path_box(workspace, tmp_path):
@@ -98,7 +98,7 @@ async def test_track_from_the_path_box(workspace, tmp_path):
         await pilot.press("ctrl+t")
         box = app.screen.query_one("#track-path", Input)
         assert box.has_focus
-        await pilot.press("m", "i")         # typed into the box: the key went where ctrl+t put it
+        await pilot.press("m", "i")  # typed into the box: the key went where ctrl+t put it
         assert box.value == "mi"
         box.value = str(tmp_path / "missing.json")
         await pilot.press("enter")

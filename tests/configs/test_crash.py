@@ -42,8 +42,9 @@ WRITER = textwrap.dedent("""
 
 def _spawn(ws, path, mode):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(ws), str(path), mode],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(ws), str(path), mode], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout.readline().strip() == "START"
     return proc
 
@@ -70,7 +71,9 @@ def _blobs(ws):
 @pytest.fixture
 def tracked(tmp_path, wb):
     p = tmp_path / "config.json"
-    p.write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}, "payload": ""}, indent=2))
+    p.write_text(
+        json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}, "payload": ""}, indent=2)
+    )
     wb.config_track(str(p))
     wb.close()
     return wb.workspace.root, p
@@ -95,13 +98,13 @@ def test_killed_at_random_moments_never_leaves_a_partial_file(tracked):
         time.sleep(rng.uniform(0.05, 0.6))
         _kill(proc)
         data = p.read_bytes()
-        json.loads(data)                               # whole, parseable
+        json.loads(data)  # whole, parseable
         blobs, versions = _blobs(ws)
         assert hashlib.sha256(data).hexdigest() in blobs  # every byte of it is in the history
         assert set(versions) <= blobs
     from workbench.api import Workbench
 
-    with Workbench.open(ws) as wb:                     # the next look records a file the journal missed
+    with Workbench.open(ws) as wb:  # the next look records a file the journal missed
         hist = wb.config_history(str(p))
         assert hist.versions[-1].sha256 == hashlib.sha256(p.read_bytes()).hexdigest()
         wb.config_revert(str(p), 1, confirm=True)

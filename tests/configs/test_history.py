@@ -35,11 +35,14 @@ def test_track_set_diff_revert_byte_for_byte(wb, cfg):
     with pytest.raises(ConfirmationRequired) as err:
         wb.config_revert(str(cfg), 1)
     assert "revert" in err.value.plan.summary and any("58" in l for l in err.value.plan.details)
-    assert cfg.read_bytes() != original            # nothing happened without confirm
+    assert cfg.read_bytes() != original  # nothing happened without confirm
     back = wb.config_revert(str(cfg), 1, confirm=True)
     assert cfg.read_bytes() == original and back.version.sha256 == sha256(original)
     assert [v.reason for v in wb.config_history(str(cfg)).versions] == [
-        "tracked", "set eagle_config.eagle_aux_hidden_state_layer_ids=[-1, 2, 30]", "revert to v1"]
+        "tracked",
+        "set eagle_config.eagle_aux_hidden_state_layer_ids=[-1, 2, 30]",
+        "revert to v1",
+    ]
     kinds = [e.kind for e in wb.events(kind="config.*")]
     assert kinds == ["config.track", "config.set", "config.revert"]
 
@@ -51,10 +54,13 @@ def test_revert_with_an_external_edit_in_between(wb, cfg):
     # someone edits the file by hand (vim, sed, another tool)
     edited = cfg.read_text().replace('"use_aux_hidden_state": true', '"use_aux_hidden_state": false')
     cfg.write_text(edited)
-    plan = wb.config_revert_plan(str(cfg), 1)           # looking stores the edit already
+    plan = wb.config_revert_plan(str(cfg), 1)  # looking stores the edit already
     history = wb.config_history(str(cfg)).versions
-    assert [v.reason for v in history] == ["tracked", "set eagle_config.eagle_aux_hidden_state_layer_ids=[-1, 2, 30]",
-                                           "external edit"]
+    assert [v.reason for v in history] == [
+        "tracked",
+        "set eagle_config.eagle_aux_hidden_state_layer_ids=[-1, 2, 30]",
+        "external edit",
+    ]
     assert wb.configs.blob(history[-1].sha256) == edited.encode()
     assert any('"use_aux_hidden_state": true' in l for l in plan.details)
     wb.config_revert(str(cfg), 1, confirm=True)
@@ -89,7 +95,7 @@ def test_compare_and_swap_refuses_and_keeps_the_other_write(wb, cfg):
         store.set(str(cfg), [(IDS, [1, 29, 57])])
     assert "changed on disk" in str(err.value) and "nothing written" in str(err.value)
     assert cfg.read_bytes().endswith(b"} \n") or cfg.read_bytes().endswith(b"\n ")
-    assert b"58" in cfg.read_bytes()                         # our edit did not land
+    assert b"58" in cfg.read_bytes()  # our edit did not land
     versions = store.history(str(cfg)).versions
     assert versions[-1].reason == "external edit" and versions[-1].sha256 == sha256(cfg.read_bytes())
 
@@ -101,10 +107,10 @@ def test_cas_on_local_files_directly(tmp_path):
     with pytest.raises(ConflictError):
         acc.write_cas(str(p), b'{"a": 1}', sha256(b"something else"))
     with pytest.raises(ConflictError):
-        acc.write_cas(str(p), b'{"a": 1}', None)     # None means: must not exist
+        acc.write_cas(str(p), b'{"a": 1}', None)  # None means: must not exist
     acc.write_cas(str(p), b'{"a": 1}', sha256(b"{}"))
     assert p.read_bytes() == b'{"a": 1}'
-    assert [x.name for x in tmp_path.iterdir()] == ["f.json"]   # no temp files left behind
+    assert [x.name for x in tmp_path.iterdir()] == ["f.json"]  # no temp files left behind
 
 
 def test_file_mode_is_kept(wb, cfg):
@@ -115,7 +121,7 @@ def test_file_mode_is_kept(wb, cfg):
 
 def test_formatting_kept_for_other_styles(wb, tmp_path):
     p = tmp_path / "c.json"
-    text = '{\n    "a": [1, 2, 3],\n    "name": "caf\u00e9",\n    "x": {"y": 1e-06}\n}'   # 4 spaces, no final newline
+    text = '{\n    "a": [1, 2, 3],\n    "name": "caf\u00e9",\n    "x": {"y": 1e-06}\n}'  # 4 spaces, no final newline
     p.write_text(text, encoding="utf-8")
     wb.config_set(str(p), ["a=[4,5]", "x.z=true", 'name="bar"'], add=True)
     assert p.read_text() == '{\n    "a": [4, 5],\n    "name": "bar",\n    "x": {"y": 1e-06, "z": true}\n}'
@@ -165,11 +171,14 @@ def test_blobs_are_content_addressed_and_shared(wb, cfg):
     assert n_blobs == 2 and wb.config_history(str(cfg)).config.versions == 3
 
 
-@pytest.mark.parametrize("args,needle", [
-    ({IDS: "2,30,58"}, "expected a list of integers"),
-    ({"tie_word_embeddings": "false"}, "true or false"),
-    ({"max_position_embeddings": -4}, "positive integer"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        ({IDS: "2,30,58"}, "expected a list of integers"),
+        ({"tie_word_embeddings": "false"}, "true or false"),
+        ({"max_position_embeddings": -4}, "positive integer"),
+    ],
+)
 def test_wrong_types_refused_unless_forced(wb, cfg, args, needle):
     with pytest.raises(InputError, match=needle):
         wb.config_set(str(cfg), args)
@@ -179,14 +188,16 @@ def test_wrong_types_refused_unless_forced(wb, cfg, args, needle):
 def test_bad_input_one_line(wb, tmp_path, cfg):
     bad = tmp_path / "bad.json"
     bad.write_text('{"a": 1,, }')
-    for call in (lambda: wb.config_set(str(bad), {"a": 2}),
-                 lambda: wb.config_track(str(tmp_path / "nope.json")),
-                 lambda: wb.config_revert(str(cfg), 1, confirm=True),          # not tracked
-                 lambda: wb.config_set(str(cfg), ["no-equals-sign"]),
-                 lambda: wb.config_set(str(cfg), ["a=2,30,58"]),
-                 lambda: wb.config_set(str(cfg), {"architectures.x": 1}),
-                 lambda: wb.config_set(str(cfg), {"eagle_config..x": 1}),
-                 lambda: wb.config_track(str(tmp_path))):
+    for call in (
+        lambda: wb.config_set(str(bad), {"a": 2}),
+        lambda: wb.config_track(str(tmp_path / "nope.json")),
+        lambda: wb.config_revert(str(cfg), 1, confirm=True),  # not tracked
+        lambda: wb.config_set(str(cfg), ["no-equals-sign"]),
+        lambda: wb.config_set(str(cfg), ["a=2,30,58"]),
+        lambda: wb.config_set(str(cfg), {"architectures.x": 1}),
+        lambda: wb.config_set(str(cfg), {"eagle_config..x": 1}),
+        lambda: wb.config_track(str(tmp_path)),
+    ):
         with pytest.raises(InputError) as err:
             call()
         assert "\n" not in str(err.value)
@@ -197,12 +208,13 @@ def test_configs_declared_in_workbench_toml_are_tracked(workspace, cfg):
     from workbench.api import Workbench
 
     (workspace / "workbench.toml").write_text(
-        f'[configs]\nkimi = "{cfg}"\nother = {{ path = "{cfg.parent}/missing.json" }}\n')
+        f'[configs]\nkimi = "{cfg}"\nother = {{ path = "{cfg.parent}/missing.json" }}\n'
+    )
     with Workbench.open(workspace) as wb:
         listed = wb.config_list()
         assert [(t.label, t.versions) for t in listed if t.versions] == [("kimi", 1)]
         assert any(t.state.startswith("error:") and "missing.json" in t.state for t in listed)
-        assert len(wb.config_list()) == 2         # tracked once, not again
+        assert len(wb.config_list()) == 2  # tracked once, not again
 
 
 def test_host_locations_go_through_the_hosts_interface(workspace, cfg):
@@ -216,7 +228,7 @@ def test_host_locations_go_through_the_hosts_interface(workspace, cfg):
         t = wb.config_track(loc)
         assert t.location == loc
         wb.config_set(loc, {IDS: [-1, 2, 30]})
-        cfg.write_text(cfg.read_text() + " ")                       # an edit made on the host
+        cfg.write_text(cfg.read_text() + " ")  # an edit made on the host
         assert wb.config_history(loc).versions[-1].reason == "external edit"
         wb.config_revert(loc, 1, confirm=True)
         assert cfg.read_bytes() == original

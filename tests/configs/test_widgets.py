@@ -20,13 +20,13 @@ def test_doctor_widget_finds_and_fixes(wb, tmp_path):
     assert [f.code for f in widget.report.findings][:2] == ["layer-ids-embedding", "layer-ids-engine-mismatch"]
     assert "layer-ids-embedding" in widget.findings.value and "MISMATCH" in widget.capture.value
     assert widget.fix_choice.options and widget.fix_choice.value == 0
-    widget.fix_button.button.click()                     # arm: shows the diff, writes nothing
+    widget.fix_button.button.click()  # arm: shows the diff, writes nothing
     assert widget.fix_button.armed and "+      58" in widget.fix_button.plan_view.value
     assert _ids(d / "config.json") == [-1, 2, 30]
     widget.fix_button.cancel.click()
     assert not widget.fix_button.armed
     widget.fix_button.button.click()
-    widget.fix_button.button.click()                     # confirm
+    widget.fix_button.button.click()  # confirm
     assert _ids(d / "config.json") == [2, 30, 58]
     assert "is now v2" in widget.status.value and widget.report.ok
 

@@ -19,7 +19,7 @@ def config_writer(name: str, ws: str, path: str, rounds: int, start, read, resul
         for i in range(rounds):
             start.wait(30)
             try:
-                wb.config_set(path, {f"writer_{name}": i}, add=True)   # a key of its own, on purpose
+                wb.config_set(path, {f"writer_{name}": i}, add=True)  # a key of its own, on purpose
                 results.put((i, name, "ok"))
             except ConflictError:
                 results.put((i, name, "conflict"))
@@ -27,8 +27,9 @@ def config_writer(name: str, ws: str, path: str, rounds: int, start, read, resul
                 results.put((i, name, f"error: {type(exc).__name__}: {exc}"))
 
 
-def file_writer(name: str, path: str, rounds: int, start, results, host_table=None, jitter: float = 0.0,
-                hold: float = 0.0) -> None:
+def file_writer(
+    name: str, path: str, rounds: int, start, results, host_table=None, jitter: float = 0.0, hold: float = 0.0
+) -> None:
     """Each round: read the file's sha, wait for the other writer, then compare-and-swap this writer's
     bytes over that sha: exactly one of two must win. ``host_table``: write through that SSH host;
     ``jitter``: a random delay before writing; ``hold``: seconds spent between the check and the swap

@@ -7,8 +7,18 @@ from tests.fixtures.drafts import KIMI_BROKEN, KIMI_DRAFT, KIMI_TARGET
 
 
 def test_doctor_json_contract_and_exit_codes(cli, workspace):
-    r = cli("doctor", "--draft", str(KIMI_BROKEN), "--target-config", str(KIMI_TARGET),
-            "--engine", "sglang==0.5.12.post1", "--trained-layers", "2,30,58", "--json")
+    r = cli(
+        "doctor",
+        "--draft",
+        str(KIMI_BROKEN),
+        "--target-config",
+        str(KIMI_TARGET),
+        "--engine",
+        "sglang==0.5.12.post1",
+        "--trained-layers",
+        "2,30,58",
+        "--json",
+    )
     assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
     assert set(data) >= {"findings", "capture"}
@@ -16,18 +26,34 @@ def test_doctor_json_contract_and_exit_codes(cli, workspace):
     assert set(f) == {"code", "severity", "message", "evidence", "fix", "evidence_class"}
     assert f["code"] == "layer-ids-embedding"
     assert data["capture"]["engine_points"] == ["out(2)", "out(30)", None]
-    ok = cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET),
-             "--engine", "sglang==0.5.12.post1", "--trained-layers", "2,30,58", "--algorithm", "EAGLE3")
+    ok = cli(
+        "doctor",
+        "--draft",
+        str(KIMI_DRAFT),
+        "--target-config",
+        str(KIMI_TARGET),
+        "--engine",
+        "sglang==0.5.12.post1",
+        "--trained-layers",
+        "2,30,58",
+        "--algorithm",
+        "EAGLE3",
+    )
     assert ok.returncode == 0 and "capture under sglang==0.5.12.post1" in ok.stdout
-    assert [e.kind for e in __import__("workbench.api").api.Workbench.open(workspace).events(kind="doctor")] == \
-        ["doctor", "doctor"]
+    assert [e.kind for e in __import__("workbench.api").api.Workbench.open(workspace).events(kind="doctor")] == [
+        "doctor",
+        "doctor",
+    ]
 
 
 def test_doctor_bad_input_one_line_exit_2(cli, tmp_path):
     (tmp_path / "config.json").write_text("{oops")
-    for args in (["--draft", str(tmp_path)], ["--draft", str(tmp_path / "none")],
-                 ["--draft", str(KIMI_DRAFT), "--engine", "tgi"],
-                 ["--draft", str(KIMI_DRAFT), "--trained-layers", "a,b"]):
+    for args in (
+        ["--draft", str(tmp_path)],
+        ["--draft", str(tmp_path / "none")],
+        ["--draft", str(KIMI_DRAFT), "--engine", "tgi"],
+        ["--draft", str(KIMI_DRAFT), "--trained-layers", "a,b"],
+    ):
         r = cli("doctor", *args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("eagle-workbench: error:")
@@ -48,7 +74,7 @@ def test_config_commands(cli, tmp_path):
     assert [v["number"] for v in h["versions"]] == [1, 2]
     assert "+      -1," in cli("config", "diff", p).stdout
     assert json.loads(cli("config", "show", p, "--version", "1").stdout.strip() or "{}")["eagle_config"]
-    refused = cli("config", "revert", p, "--to", "1")             # no terminal, no --yes
+    refused = cli("config", "revert", p, "--to", "1")  # no terminal, no --yes
     assert refused.returncode == 2 and (d / "config.json").read_bytes() != original
     done = cli("config", "revert", p, "--to", "1", "--yes", "--json")
     assert done.returncode == 0 and (d / "config.json").read_bytes() == original
@@ -63,11 +89,14 @@ def test_parser_build_imports_nothing_heavy():
 
     from tests.conftest import ROOT
 
-    code = ("import sys; from workbench.cli import build_parser; build_parser(); "
-            "print(sorted(m for m in ('torch','textual','numpy','rich','workbench.doctor','workbench.configs') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"PYTHONPATH": str(ROOT)}).stdout.strip()
+    code = (
+        "import sys; from workbench.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch','textual','numpy','rich','workbench.doctor','workbench.configs') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}
+    ).stdout.strip()
     assert out == "[]", out
 
 
@@ -77,12 +106,15 @@ def test_core_modules_stay_headless():
 
     from tests.conftest import ROOT
 
-    code = ("import sys; import workbench.layers, workbench.draftconfig, workbench.doctor, workbench.configs; "
-            "from workbench.doctor import run_static; "
-            "run_static('sample_configs/drafts/kimi-k2.5-eagle3', 'sample_configs/targets/kimi-k2.5'); "
-            "print(sorted(m for m in ('torch','textual','ipywidgets','rich','transformers') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={"PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys; import workbench.layers, workbench.draftconfig, workbench.doctor, workbench.configs; "
+        "from workbench.doctor import run_static; "
+        "run_static('sample_configs/drafts/kimi-k2.5-eagle3', 'sample_configs/targets/kimi-k2.5'); "
+        "print(sorted(m for m in ('torch','textual','ipywidgets','rich','transformers') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)}
+    )
     assert out.stdout.strip() == "[]", out.stderr
 
 
@@ -90,25 +122,50 @@ def test_draft_alone_lists_what_it_skipped_and_is_no_all_clear(cli):
     r = cli("doctor", "--draft", str(KIMI_DRAFT))
     assert r.returncode == 0
     assert "not an all-clear" in r.stdout
-    for needs in ("--target-config FILE or --num-layers N", "--algorithm ALGO", "--trained-engine",
-                  "doctor --server ID --training-data PATH"):
+    for needs in (
+        "--target-config FILE or --num-layers N",
+        "--algorithm ALGO",
+        "--trained-engine",
+        "doctor --server ID --training-data PATH",
+    ):
         assert needs in r.stdout, needs
     data = json.loads(cli("doctor", "--draft", str(KIMI_DRAFT), "--json").stdout)
     checks = {s["check"] for s in data["skipped"]}
     assert any(c.startswith("layer capture vs training") for c in checks)
     assert all(set(s) == {"check", "needs", "why"} for s in data["skipped"])
-    full = json.loads(cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET), "--algorithm",
-                          "EAGLE3", "--trained-engine", "specforge==0.2.0", "--json").stdout)
+    full = json.loads(
+        cli(
+            "doctor",
+            "--draft",
+            str(KIMI_DRAFT),
+            "--target-config",
+            str(KIMI_TARGET),
+            "--algorithm",
+            "EAGLE3",
+            "--trained-engine",
+            "specforge==0.2.0",
+            "--json",
+        ).stdout
+    )
     assert not any(s["check"].startswith("layer capture") for s in full["skipped"])
 
 
 def test_text_shows_each_findings_evidence_class(cli):
     r = cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET), "--engine", "sglang==0.5.23")
-    assert r.returncode == 0, r.stdout        # a convention-dependent difference alone is no error
+    assert r.returncode == 0, r.stdout  # a convention-dependent difference alone is no error
     assert "WARNING layer-ids-engine-mismatch [unsettled]" in r.stdout
     assert "INFO    layer-ids-nondefault [static file]" in r.stdout
-    e = cli("doctor", "--draft", str(KIMI_DRAFT), "--target-config", str(KIMI_TARGET), "--engine", "sglang==0.5.23",
-            "--trained-engine", "sglang==0.5.12.post1")
+    e = cli(
+        "doctor",
+        "--draft",
+        str(KIMI_DRAFT),
+        "--target-config",
+        str(KIMI_TARGET),
+        "--engine",
+        "sglang==0.5.23",
+        "--trained-engine",
+        "sglang==0.5.12.post1",
+    )
     assert e.returncode == 1 and "ERROR   layer-ids-engine-mismatch [provenance]" in e.stdout
     bad = cli("doctor", "--draft", str(KIMI_DRAFT), "--trained-engine", "specforge==9.9")
     assert bad.returncode == 2 and "specforge==9.9 is not in trainers.json" in bad.stderr
@@ -117,13 +174,35 @@ def test_text_shows_each_findings_evidence_class(cli):
 def test_the_fix_never_contradicts_itself(cli):
     """The broken Kimi sample ([-1, 2, 30]) on 0.5.23: without the trained layers no ids are proposed
     (which points training holds is unknown); with them the fix says what it captures and why."""
-    r = json.loads(cli("doctor", "--draft", str(KIMI_BROKEN), "--target-config", str(KIMI_TARGET), "--engine",
-                       "sglang==0.5.23", "--json").stdout)
+    r = json.loads(
+        cli(
+            "doctor",
+            "--draft",
+            str(KIMI_BROKEN),
+            "--target-config",
+            str(KIMI_TARGET),
+            "--engine",
+            "sglang==0.5.23",
+            "--json",
+        ).stdout
+    )
     emb = next(f for f in r["findings"] if f["code"] == "layer-ids-embedding")
     assert emb["fix"] is None
     assert any(f["code"] == "training-capture-impossible" for f in r["findings"])
-    given = json.loads(cli("doctor", "--draft", str(KIMI_BROKEN), "--target-config", str(KIMI_TARGET), "--engine",
-                           "sglang==0.5.23", "--trained-layers", "2,30,58", "--json").stdout)
+    given = json.loads(
+        cli(
+            "doctor",
+            "--draft",
+            str(KIMI_BROKEN),
+            "--target-config",
+            str(KIMI_TARGET),
+            "--engine",
+            "sglang==0.5.23",
+            "--trained-layers",
+            "2,30,58",
+            "--json",
+        ).stdout
+    )
     fixes = [f["fix"] for f in given["findings"] if f["fix"]]
     assert fixes and all(fx["edits"][0]["value"] == [3, 31, 59] for fx in fixes)
     for fx in fixes:
@@ -137,8 +216,18 @@ def test_the_launch_environment_turns_sglangs_refusal_into_its_override(cli):
     r = cli("doctor", "--draft", short, "--target-config", target, "--engine", "sglang==0.5.23", "--json")
     f = next(f for f in json.loads(r.stdout)["findings"] if f["code"] == "draft-context-too-short")
     assert r.returncode == 1 and f["severity"] == "error"
-    ok = cli("doctor", "--draft", short, "--target-config", target, "--engine", "sglang==0.5.23", "--json",
-             "--env", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    ok = cli(
+        "doctor",
+        "--draft",
+        short,
+        "--target-config",
+        target,
+        "--engine",
+        "sglang==0.5.23",
+        "--json",
+        "--env",
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    )
     f = next(f for f in json.loads(ok.stdout)["findings"] if f["code"] == "draft-context-too-short")
     assert ok.returncode == 0 and f["severity"] == "warning" and "overrides" in f["message"]
     bad = cli("doctor", "--draft", short, "--env", "NOPE")

@@ -36,7 +36,7 @@ def test_published_drafter(name, engine, expected):
     d, t = paths(name)
     r = run_static(d, str(t), engine=engine, algorithm="EAGLE3")
     assert sorted(set(r.codes("error"))) == sorted(expected), [f.message for f in r.errors]
-    for f in r.findings:      # every finding says what it rests on, and severity follows from it
+    for f in r.findings:  # every finding says what it rests on, and severity follows from it
         assert f.evidence_class
         if f.evidence_class == "convention":
             assert f.severity != "error"
@@ -67,7 +67,7 @@ def test_a_llama_architecture_draft_is_vllms_eagle3_class():
     d, t = paths("speculators-eagle3-llama3.1-8b")
     r = run_static(d, str(t), engine="vllm==0.11.0", algorithm="EAGLE3")
     assert "algorithm-mismatch" not in r.codes() and "draft-arch-unsupported" not in r.codes()
-    assert run_static(d, str(t), engine="vllm==0.9.2", algorithm="EAGLE3").ok   # 0.9.2 renames it too
+    assert run_static(d, str(t), engine="vllm==0.9.2", algorithm="EAGLE3").ok  # 0.9.2 renames it too
 
 
 def _plant(tmp_path, name, edit):
@@ -87,9 +87,9 @@ def test_planted_faults_are_named(tmp_path):
     d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([-1, 31, 60]))
     # SGLang's qwen3 capture (+1) takes index 0 as the embedding output: only data captured that way fits
     assert "layer-ids-embedding" in run_static(d, str(t), engine="sglang==0.5.23").codes("warning")
-    d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([1, 31, 64]))       # beyond the 64 layers
+    d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([1, 31, 64]))  # beyond the 64 layers
     assert "layer-ids-out-of-range" in run_static(d, str(t), engine="sglang==0.5.12.post1").codes("error")
-    d, t = _plant(tmp_path, "sample-kimi-k2.5", ids([-1, 2, 30]))      # the story's wrong "fix"
+    d, t = _plant(tmp_path, "sample-kimi-k2.5", ids([-1, 2, 30]))  # the story's wrong "fix"
     r = run_static(d, str(t), engine="sglang==0.5.23")
     assert {"layer-ids-embedding"} <= set(r.codes("error"))
 
@@ -102,12 +102,16 @@ def test_planted_faults_are_named(tmp_path):
     assert "draft-arch-unsupported" in run_static(d, str(t), engine="vllm==0.33.0").codes("error")
 
     def typo(c):
-        c["eagle_config"]["eagle_aux_hidden_state_layers_ids"] = c["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
+        c["eagle_config"]["eagle_aux_hidden_state_layers_ids"] = c["eagle_config"].pop(
+            "eagle_aux_hidden_state_layer_ids"
+        )
 
     d, t = _plant(tmp_path, "sample-kimi-k2.5", typo)
     r = run_static(d, str(t), engine="sglang==0.5.23")
     f = next(f for f in r.findings if f.code == "unknown-config-key")
     assert f.severity == "warning" and f.evidence["did_you_mean"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
-    assert [e.key for e in f.fix.edits] == ["eagle_config.eagle_aux_hidden_state_layers_ids",
-                                            "eagle_config.eagle_aux_hidden_state_layer_ids"]
+    assert [e.key for e in f.fix.edits] == [
+        "eagle_config.eagle_aux_hidden_state_layers_ids",
+        "eagle_config.eagle_aux_hidden_state_layer_ids",
+    ]
     assert f.fix.edits[1].value == [2, 30, 58]

@@ -16,7 +16,7 @@ def test_cuda_graph_defaults_on_0510_and_not_after(tiny):
     assert table.release("0.5.10") is not None
     r = run_static(d, t, engine="sglang==0.5.10", algorithm="EAGLE3")
     f = _find(r, "layer-ids-cuda-graph-defaults")
-    assert len(f) == 1 and f[0].severity == "error"       # trained (as the config says) on other points
+    assert len(f) == 1 and f[0].severity == "error"  # trained (as the config says) on other points
     assert f[0].evidence["cuda_graph_points"] == ["out(1)", "out(3)", "out(4)"]
     assert f[0].evidence["engine_points"] == ["out(0)", "out(2)", "out(5)"]
     assert any("cuda_graph_runner.py" in e for e in f[0].evidence["code"])
@@ -32,6 +32,6 @@ def test_cuda_graph_defaults_on_0510_and_not_after(tiny):
 
 
 def test_default_ids_are_never_flagged(tiny):
-    d, t = tiny()          # [1, 3, 4] = the defaults for 8 layers
+    d, t = tiny()  # [1, 3, 4] = the defaults for 8 layers
     r = run_static(d, t, engine="sglang==0.5.10", algorithm="EAGLE3")
     assert not _find(r, "layer-ids-cuda-graph-defaults")

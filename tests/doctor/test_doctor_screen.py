@@ -69,9 +69,13 @@ async def test_apply_fix_confirms_then_writes_through_history(workspace, broken)
         await pilot.pause()
         assert isinstance(app.screen, ConfirmModal)
         assert any("+      58" in line for line in app.screen.plan.details)
-        await pilot.press("n")                                   # cancelled: nothing written
+        await pilot.press("n")  # cancelled: nothing written
         await settle(pilot)
-        assert json.loads((broken / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [-1, 2, 30]
+        assert json.loads((broken / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [
+            -1,
+            2,
+            30,
+        ]
         await pilot.press("f")
         await pilot.pause()
         await pilot.press("y")
@@ -79,7 +83,7 @@ async def test_apply_fix_confirms_then_writes_through_history(workspace, broken)
         await settle(pilot)
         ids = json.loads((broken / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
         assert ids == [2, 30, 58]
-        assert not [f for f in app.screen.report.findings if f.severity == "error"]   # re-run after the fix
+        assert not [f for f in app.screen.report.findings if f.severity == "error"]  # re-run after the fix
         versions = app.wb.config_history(str(broken / "config.json")).versions
         assert [v.reason.split(":")[0] for v in versions] == ["tracked", "doctor fix"]
 

@@ -16,8 +16,9 @@ def test_widget_shows_evidence_class_and_skipped(wb):
 
 
 def test_widget_takes_the_training_provenance(wb):
-    w = DoctorWidget(wb, draft=str(KIMI_DRAFT), target=str(KIMI_TARGET), engine="sglang==0.5.23",
-                     trained_engine="specforge==0.2.0")
+    w = DoctorWidget(
+        wb, draft=str(KIMI_DRAFT), target=str(KIMI_TARGET), engine="sglang==0.5.23", trained_engine="specforge==0.2.0"
+    )
     assert "layer-ids-engine-mismatch" not in [f.code for f in w.report.findings]
     w.set(trained_engine="sglang==0.5.12.post1")
     w.run_button.click()

@@ -33,10 +33,14 @@ def test_vllm_rules_read_from_the_code():
 
 
 def test_vllm_reader_says_unknown_for_code_it_does_not_recognise(tmp_path):
-    whl = vllm_rules.download("0.9.2")          # one of the two wheels the cache test fetches
+    whl = vllm_rules.download("0.9.2")  # one of the two wheels the cache test fetches
     with zipfile.ZipFile(whl) as z:
-        for n in ("vllm/__init__.py", "vllm/model_executor/models/llama.py", "vllm/v1/worker/gpu_model_runner.py",
-                  "vllm/transformers_utils/configs/eagle.py"):
+        for n in (
+            "vllm/__init__.py",
+            "vllm/model_executor/models/llama.py",
+            "vllm/v1/worker/gpu_model_runner.py",
+            "vllm/transformers_utils/configs/eagle.py",
+        ):
             (tmp_path / n).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / n).write_bytes(z.read(n))
     llama = tmp_path / "vllm/model_executor/models/llama.py"
@@ -70,10 +74,19 @@ def test_sglang_registry_table_is_the_installed_release():
 
 
 def test_a_speculators_format_draft_has_no_sglang_loader(tmp_path):
-    cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "draft_vocab_size": 32000,
-           "transformer_layer_config": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 1,
-                                        "vocab_size": 128256, "max_position_embeddings": 2048},
-           "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B"}}}
+    cfg = {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "draft_vocab_size": 32000,
+        "transformer_layer_config": {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_hidden_layers": 1,
+            "vocab_size": 128256,
+            "max_position_embeddings": 2048,
+        },
+        "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B"}},
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     from tests.fixtures.drafts import LLAMA_TARGET
 
@@ -81,8 +94,8 @@ def test_a_speculators_format_draft_has_no_sglang_loader(tmp_path):
     f = next(f for f in s.findings if f.code == "draft-arch-unsupported")
     assert f.severity == "error" and f.evidence_class == "engine-code" and "vLLM" in f.message
     v = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.11.0", algorithm="EAGLE3")
-    assert v.ok, [x.message for x in v.errors]                       # vLLM reads speculators configs
-    assert not run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.9.2").ok   # ... from 0.10 on
+    assert v.ok, [x.message for x in v.errors]  # vLLM reads speculators configs
+    assert not run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.9.2").ok  # ... from 0.10 on
 
 
 def test_an_uncached_vllm_release_takes_the_nearest_older_rule_as_an_assumption(tiny):
@@ -120,7 +133,7 @@ def test_vllm_before_0_33_sizes_fc_for_three_states(tiny):
     cfg = json.loads(json.dumps(TINY_DRAFT))
     cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 2, 3, 4]
     ts = tiny_tensors(cfg)
-    ts["fc.weight"] = __import__("numpy").zeros((16, 64), "float32")        # 4 * 16 inputs
+    ts["fc.weight"] = __import__("numpy").zeros((16, 64), "float32")  # 4 * 16 inputs
     d, tgt = tiny(config_changes={"eagle_config.eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, tensors=ts)
     f = next(f for f in run_static(d, tgt, engine="vllm==0.11.0").findings if f.code == "layer-ids-count-mismatch")
     assert f.severity == "error" and "3 target states" in f.message and f.evidence["code"]

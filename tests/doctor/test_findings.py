@@ -22,11 +22,12 @@ def find(report, code):
 
 # -- healthy drafts: no false alarms ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("engine", ["sglang==0.5.12.post1", "sglang==0.5.13", "sglang", "vllm"])
 def test_tiny_healthy_draft_is_silent(tiny, engine):
     d, t = tiny(config_changes={"eagle_config.eagle_aux_hidden_state_layer_ids": None})
     cfg = json.loads((d / "config.json").read_text())
-    del cfg["eagle_config"]          # defaults: every engine and trainer agree
+    del cfg["eagle_config"]  # defaults: every engine and trainer agree
     (d / "config.json").write_text(json.dumps(cfg))
     r = run_static(d, t, engine=engine, algorithm="EAGLE3")
     assert r.findings == [], [f.to_dict() for f in r.findings]
@@ -47,12 +48,14 @@ def test_llama_sample_is_clean(tmp_path):
 
 
 def test_kimi_sample_clean_on_old_sglang():
-    r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.12.post1", algorithm="EAGLE3",
-                   trained_layers=[2, 30, 58])
+    r = run_static(
+        KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.12.post1", algorithm="EAGLE3", trained_layers=[2, 30, 58]
+    )
     assert codes(r, "error") == [] and codes(r, "warning") == []
 
 
 # -- one fixture per code ---------------------------------------------------------------------------
+
 
 def test_algorithm_mismatch_eagle3_draft_as_eagle(tiny):
     d, t = tiny()
@@ -91,8 +94,7 @@ def test_layer_ids_embedding_captured_on_new_llama_is_only_a_warning_when_traine
 
 
 def test_layer_ids_out_of_range():
-    r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.12.post1", trained_layers=[2, 30, 58],
-                   num_layers=None)
+    r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.12.post1", trained_layers=[2, 30, 58], num_layers=None)
     assert "layer-ids-out-of-range" not in codes(r)
 
 
@@ -155,7 +157,7 @@ def test_no_ids_at_all_is_not_misplaced(tiny, DROP):
 def test_draft_context_too_short(copy_sample):
     d = copy_sample(LLAMA_DRAFT)
     cfg = json.loads((d / "config.json").read_text())
-    cfg["max_position_embeddings"] = 2048          # SpecForge's early llama3 config
+    cfg["max_position_embeddings"] = 2048  # SpecForge's early llama3 config
     cfg.pop("rope_scaling")
     (d / "config.json").write_text(json.dumps(cfg, indent=2))
     f = find(run_static(d, LLAMA_TARGET), "draft-context-too-short")
@@ -204,14 +206,16 @@ def test_config_invalid_wrong_type(tiny):
 
 def test_weights_unreadable_corrupt_header(tiny):
     d, t = tiny()
-    (d / "model.safetensors").write_bytes(struct.pack("<Q", 10 ** 9) + b"{}")
+    (d / "model.safetensors").write_bytes(struct.pack("<Q", 10**9) + b"{}")
     f = find(run_static(d, t), "weights-unreadable")
     assert "corrupt safetensors header" in f.message and "\n" not in f.message
 
 
 def test_weights_unreadable_missing_shard(tiny):
     d, t = tiny(tensors=None)
-    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"fc.weight": "model-00001.safetensors"}}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"fc.weight": "model-00001.safetensors"}})
+    )
     assert "shard model-00001.safetensors is missing" in find(run_static(d, t), "weights-unreadable").message
 
 
@@ -220,6 +224,7 @@ def test_weights_not_checked():
 
 
 # -- bad input -----------------------------------------------------------------------------------------
+
 
 def test_malformed_config_is_one_line(tmp_path):
     d = tmp_path / "d"
@@ -241,8 +246,13 @@ def test_missing_files_are_one_line(tmp_path, path):
 
 def test_bad_arguments(tiny):
     d, t = tiny()
-    for kwargs in ({"engine": "tgi"}, {"algorithm": "EAGLE4"}, {"trained_convention": "sideways"},
-                   {"trained_layers": [2, 300, 5]}, {"context_length": -1}):
+    for kwargs in (
+        {"engine": "tgi"},
+        {"algorithm": "EAGLE4"},
+        {"trained_convention": "sideways"},
+        {"trained_layers": [2, 300, 5]},
+        {"context_length": -1},
+    ):
         with pytest.raises(InputError):
             run_static(d, t, **kwargs)
 
@@ -268,8 +278,9 @@ def test_without_a_layer_count_the_embedding_and_order_are_still_checked(tmp_pat
     assert r.capture is None
 
 
-@pytest.mark.parametrize("engine,arch", [("sglang==0.5.23", "MixtralForCausalLM"),
-                                         ("vllm==0.11.0", "Qwen3MoeForCausalLM")])
+@pytest.mark.parametrize(
+    "engine,arch", [("sglang==0.5.23", "MixtralForCausalLM"), ("vllm==0.11.0", "Qwen3MoeForCausalLM")]
+)
 def test_target_eagle3_unsupported(tiny, engine, arch):
     d, t = tiny(target_changes={"architectures": [arch]})
     f = find(run_static(d, t, engine=engine, algorithm="EAGLE3"), "target-eagle3-unsupported")

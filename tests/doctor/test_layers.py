@@ -26,13 +26,21 @@ def pts(result):
 
 
 def test_point_spelling_parse_and_order():
-    assert [str(p) for p in (EMBED, Point.out(7), FINAL_PRENORM, FINAL_POSTNORM)] == \
-        ["embed", "out(7)", "final-prenorm", "final-postnorm"]
+    assert [str(p) for p in (EMBED, Point.out(7), FINAL_PRENORM, FINAL_POSTNORM)] == [
+        "embed",
+        "out(7)",
+        "final-prenorm",
+        "final-postnorm",
+    ]
     for text in ("embed", "out(0)", "out(58)", "final-prenorm", "final-postnorm"):
         assert str(Point.parse(text)) == text
     assert Point.parse(" OUT( 3 ) ") == Point.out(3)
-    assert sorted([FINAL_POSTNORM, Point.out(30), EMBED, Point.out(2)]) == \
-        [EMBED, Point.out(2), Point.out(30), FINAL_POSTNORM]
+    assert sorted([FINAL_POSTNORM, Point.out(30), EMBED, Point.out(2)]) == [
+        EMBED,
+        Point.out(2),
+        Point.out(30),
+        FINAL_POSTNORM,
+    ]
     assert len({Point.out(2), Point("out", 2)}) == 1
     assert parse_points("out(2), out(30),out(58)") == [Point.out(2), Point.out(30), Point.out(58)]
     for bad in ("out(-1)", "layer 3", "", "out(x)"):
@@ -68,17 +76,20 @@ def test_conventions_round_trip(n, data):
 
 
 # The reference's cheat sheet for N = 61 (Kimi-K2 / DeepSeek-V3).
-@pytest.mark.parametrize("engine,ids,expected", [
-    ("sglang==0.5.12.post1", [1, 29, 57], ["out(1)", "out(29)", "out(57)"]),
-    ("sglang==0.5.12.post1", [2, 30, 58], ["out(2)", "out(30)", "out(58)"]),
-    ("sglang==0.5.13", [1, 29, 57], ["out(1)", "out(29)", "out(57)"]),
-    ("sglang==0.5.13", [2, 30, 58], ["out(1)", "out(29)", "out(57)"]),
-    ("vllm", [1, 29, 57], ["out(0)", "out(28)", "out(56)"]),
-    ("vllm", [2, 30, 58], ["out(1)", "out(29)", "out(57)"]),
-    ("sglang==0.5.12.post1", None, ["out(1)", "out(29)", "out(57)"]),
-    ("sglang==0.5.13", None, ["out(1)", "out(29)", "out(57)"]),
-    ("vllm", None, ["out(1)", "out(29)", "out(57)"]),
-])
+@pytest.mark.parametrize(
+    "engine,ids,expected",
+    [
+        ("sglang==0.5.12.post1", [1, 29, 57], ["out(1)", "out(29)", "out(57)"]),
+        ("sglang==0.5.12.post1", [2, 30, 58], ["out(2)", "out(30)", "out(58)"]),
+        ("sglang==0.5.13", [1, 29, 57], ["out(1)", "out(29)", "out(57)"]),
+        ("sglang==0.5.13", [2, 30, 58], ["out(1)", "out(29)", "out(57)"]),
+        ("vllm", [1, 29, 57], ["out(0)", "out(28)", "out(56)"]),
+        ("vllm", [2, 30, 58], ["out(1)", "out(29)", "out(57)"]),
+        ("sglang==0.5.12.post1", None, ["out(1)", "out(29)", "out(57)"]),
+        ("sglang==0.5.13", None, ["out(1)", "out(29)", "out(57)"]),
+        ("vllm", None, ["out(1)", "out(29)", "out(57)"]),
+    ],
+)
 def test_worked_examples_61_layers(engine, ids, expected):
     res = rule_for(engine, KIMI).capture(ids, 61)
     assert pts(res) == expected and res.fatal is None

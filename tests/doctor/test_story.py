@@ -7,7 +7,7 @@ import pytest
 from tests.fixtures.drafts import KIMI_BROKEN, KIMI_DRAFT, KIMI_TARGET
 from workbench.doctor import run_static
 
-TRAINED = [2, 30, 58]     # the training dump held out(2), out(30), out(58)
+TRAINED = [2, 30, 58]  # the training dump held out(2), out(30), out(58)
 
 
 def layer_codes(report):
@@ -49,10 +49,10 @@ def test_without_provenance_the_convention_is_a_warning_naming_both_readings():
     f = next(f for f in r.findings if f.code == "layer-ids-engine-mismatch")
     assert f.severity == "warning" and f.evidence_class == "convention" and r.ok
     by_engines = {tuple(rd["points"]): rd["engines"] for rd in f.evidence["readings"]}
-    assert "sglang==0.5.12.post1" in by_engines[("out(2)", "out(30)", "out(58)")]           # always +1
+    assert "sglang==0.5.12.post1" in by_engines[("out(2)", "out(30)", "out(58)")]  # always +1
     assert {"sglang==0.5.14", "sglang==0.5.23"} <= set(by_engines[("out(1)", "out(29)", "out(57)")])
     assert "--trained-engine" in f.message and "--training-data" in f.message
-    assert f.fix is None            # no edit is right under both readings
+    assert f.fix is None  # no edit is right under both readings
     assert run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.12.post1").ok
 
 
@@ -73,19 +73,22 @@ def test_capture_report_side_by_side():
     r = run_static(KIMI_BROKEN, KIMI_TARGET, engine="sglang==0.5.12.post1", trained_layers=TRAINED)
     cap = r.capture.to_dict()
     assert cap["config_ids"] == [-1, 2, 30] and cap["engine_indices"] == [0, 3, 31]
-    assert [(row["config_id"], row["engine_point"], row["trained_point"]) for row in cap["rows"]] == \
-        [(2, "out(2)", "out(2)"), (30, "out(30)", "out(30)"), (-1, None, "out(58)")]
+    assert [(row["config_id"], row["engine_point"], row["trained_point"]) for row in cap["rows"]] == [
+        (2, "out(2)", "out(2)"),
+        (30, "out(30)", "out(30)"),
+        (-1, None, "out(58)"),
+    ]
     assert cap["fatal"] and "TypeError" in cap["fatal"]
-    assert cap["across_engines"]["vllm==0.33.0"] == ["out(1)", "out(29)", None]    # ids verbatim
+    assert cap["across_engines"]["vllm==0.33.0"] == ["out(1)", "out(29)", None]  # ids verbatim
     assert cap["across_engines"]["vllm==0.11.0"] == ["out(1)", "out(29)", "out(57)"]  # ids ignored: defaults
-    json.dumps(r.to_dict())   # JSON-serialisable all the way down
+    json.dumps(r.to_dict())  # JSON-serialisable all the way down
 
 
 def test_vllm_reads_top_level_first(tmp_path):
     d = tmp_path / "d"
     d.mkdir()
     cfg = json.loads((KIMI_DRAFT / "config.json").read_text())
-    cfg["eagle_aux_hidden_state_layer_ids"] = [3, 31, 59]     # capture-before, for vLLM
+    cfg["eagle_aux_hidden_state_layer_ids"] = [3, 31, 59]  # capture-before, for vLLM
     (d / "config.json").write_text(json.dumps(cfg, indent=2))
     r = run_static(d, KIMI_TARGET, engine="vllm", trained_layers=TRAINED)
     assert r.capture.ids_source == "eagle_aux_hidden_state_layer_ids" and r.ok

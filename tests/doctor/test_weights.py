@@ -49,18 +49,22 @@ def test_unexpected_weight_is_named(tiny):
 def test_optional_weights_are_not_unexpected(tiny):
     ts = tiny_tensors()
     ts["embed_tokens.weight"] = np.zeros((64, 16), np.float32)
-    ts["model.norm.weight"] = ts.pop("norm.weight")        # SGLang also tries the model. prefix
+    ts["model.norm.weight"] = ts.pop("norm.weight")  # SGLang also tries the model. prefix
     d, t = tiny(tensors=ts)
     assert run_static(d, t).findings == []
 
 
 def test_weight_shape_mismatch(tiny):
     ts = tiny_tensors()
-    ts["lm_head.weight"] = np.zeros((32, 16), np.float32)   # trained for a 32-token draft vocab
+    ts["lm_head.weight"] = np.zeros((32, 16), np.float32)  # trained for a 32-token draft vocab
     d, t = tiny(tensors=ts)
     f = find(run_static(d, t), "weight-shape-mismatch")
-    assert f.evidence["mismatches"][0] == {"name": "lm_head.weight", "shape": [32, 16], "expected": [16, 16],
-                                           "dtype": "F32"}
+    assert f.evidence["mismatches"][0] == {
+        "name": "lm_head.weight",
+        "shape": [32, 16],
+        "expected": [16, 16],
+        "dtype": "F32",
+    }
 
 
 def test_weight_dtype_mismatch_for_d2t(tiny):

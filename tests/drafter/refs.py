@@ -27,7 +27,7 @@ import contextlib
 import json
 from pathlib import Path
 
-if __name__ == "__main__":       # a one-shot process: no collector passes over the libraries' imports
+if __name__ == "__main__":  # a one-shot process: no collector passes over the libraries' imports
     import gc
 
     gc.disable()
@@ -71,10 +71,19 @@ def specforge_drafter(tmp: Path, seed: int = 0, target_hidden: int = H, **cfg):
     with eager():
         from specforge.modeling.draft.llama3_eagle import LlamaForCausalLMEagle3
 
-        config = LlamaConfig(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV, head_dim=HD,
-                             intermediate_size=INTER, vocab_size=V, num_hidden_layers=1, rms_norm_eps=1e-6,
-                             max_position_embeddings=cfg.pop("max_position_embeddings", 2048),
-                             hidden_act="silu", **cfg)
+        config = LlamaConfig(
+            hidden_size=H,
+            num_attention_heads=HEADS,
+            num_key_value_heads=KV,
+            head_dim=HD,
+            intermediate_size=INTER,
+            vocab_size=V,
+            num_hidden_layers=1,
+            rms_norm_eps=1e-6,
+            max_position_embeddings=cfg.pop("max_position_embeddings", 2048),
+            hidden_act="silu",
+            **cfg,
+        )
         config.draft_vocab_size = VD
         config.target_hidden_size = target_hidden
         config.architectures = ["LlamaForCausalLMEagle3"]
@@ -97,8 +106,12 @@ def specforge_run(model, aux, ids, target_logits, loss_mask, K):
         from specforge.algorithms.eagle3.model import OnlineEagle3Model
         from specforge.utils import padding
 
-        raw = {"aux_hidden_state": aux[None], "hidden_state": target_logits[None], "input_ids": ids,
-               "loss_mask": loss_mask}
+        raw = {
+            "aux_hidden_state": aux[None],
+            "hidden_state": target_logits[None],
+            "input_ids": ids,
+            "loss_mask": loss_mask,
+        }
         s = normalize_offline_sample(raw, max_len=ids.shape[0])
         input_ids = padding(s["input_ids"], left=False)
         target = padding(s["target"], left=False)
@@ -115,8 +128,13 @@ def specforge_run(model, aux, ids, target_logits, loss_mask, K):
         try:
             trainer = OnlineEagle3Model(model, length=K, attention_backend="sdpa")
             with torch.no_grad():
-                outs = trainer(input_ids=input_ids, attention_mask=s["attention_mask"], target=target,
-                               loss_mask=lm, hidden_states=s["hidden_state"])
+                outs = trainer(
+                    input_ids=input_ids,
+                    attention_mask=s["attention_mask"],
+                    target=target,
+                    loss_mask=lm,
+                    hidden_states=s["hidden_state"],
+                )
         finally:
             del model.compute_logits
     _, _, _, corrects, denoms, _, _ = outs
@@ -124,9 +142,18 @@ def specforge_run(model, aux, ids, target_logits, loss_mask, K):
 
 
 # ------------------------------------------------------------------ speculators
-def speculators_drafter(tmp: Path, seed: int = 0, model_type: str = "qwen3", layer_ids=(1, 2, 3),
-                        rope=None, attention_bias: bool = False, max_position_embeddings: int = 2048,
-                        num_layers: int = 1, std: float = 0.3, **flags):
+def speculators_drafter(
+    tmp: Path,
+    seed: int = 0,
+    model_type: str = "qwen3",
+    layer_ids=(1, 2, 3),
+    rope=None,
+    attention_bias: bool = False,
+    max_position_embeddings: int = 2048,
+    num_layers: int = 1,
+    std: float = 0.3,
+    **flags,
+):
     """A speculators ``Eagle3DraftModel`` with random weights and the target's lm_head[t2d] as
     ``verifier_lm_head``, saved by its save_pretrained."""
     from speculators.config import SpeculatorsConfig, VerifierConfig
@@ -135,20 +162,34 @@ def speculators_drafter(tmp: Path, seed: int = 0, model_type: str = "qwen3", lay
     from transformers import LlamaConfig, Qwen3Config
 
     cls = {"qwen3": Qwen3Config, "llama": LlamaConfig}[model_type]
-    kw = dict(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV, head_dim=HD,
-              intermediate_size=INTER, vocab_size=V, num_hidden_layers=num_layers, rms_norm_eps=1e-6,
-              attention_bias=attention_bias, max_position_embeddings=max_position_embeddings)
+    kw = dict(
+        hidden_size=H,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV,
+        head_dim=HD,
+        intermediate_size=INTER,
+        vocab_size=V,
+        num_hidden_layers=num_layers,
+        rms_norm_eps=1e-6,
+        attention_bias=attention_bias,
+        max_position_embeddings=max_position_embeddings,
+    )
     if rope is not None:
         kw["rope_parameters"] = rope
     tl = cls(**kw)
     tl._attn_implementation = "eager"
     cfg = Eagle3SpeculatorConfig(
-        transformer_layer_config=tl, draft_vocab_size=VD, eagle_aux_hidden_state_layer_ids=list(layer_ids),
+        transformer_layer_config=tl,
+        draft_vocab_size=VD,
+        eagle_aux_hidden_state_layer_ids=list(layer_ids),
         speculators_config=SpeculatorsConfig(
-            algorithm="eagle3", proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=3)],
+            algorithm="eagle3",
+            proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=3)],
             default_proposal_method="greedy",
-            verifier=VerifierConfig(name_or_path=None, architectures=[f"{model_type}ForCausalLM"])),
-        **flags)
+            verifier=VerifierConfig(name_or_path=None, architectures=[f"{model_type}ForCausalLM"]),
+        ),
+        **flags,
+    )
     with eager():
         model = Eagle3DraftModel(cfg).float().eval()
     randomize(model, seed, std)
@@ -170,18 +211,30 @@ def speculators_run(model, aux, ids, last, loss_mask, K, target_lm, target_norm)
         model.verifier_lm_head.weight.copy_(target_lm[model.t2d.bool()] if model.t2d is not None else target_lm)
         model.verifier_norm.weight.copy_(target_norm)
     L = ids.shape[0]
-    b = shift_batch({"input_ids": ids, "hidden_states": aux, "verifier_last_hidden_states": last,
-                     "loss_mask": torch.ones(L, dtype=torch.long) if loss_mask is None else loss_mask, "lengths": torch.tensor([L]), "position_ids": torch.arange(L)})
+    b = shift_batch(
+        {
+            "input_ids": ids,
+            "hidden_states": aux,
+            "verifier_last_hidden_states": last,
+            "loss_mask": torch.ones(L, dtype=torch.long) if loss_mask is None else loss_mask,
+            "lengths": torch.tensor([L]),
+            "position_ids": torch.arange(L),
+        }
+    )
     seen = []
     hook = model.lm_head.register_forward_hook(lambda m, i, o: seen.append(o.detach().clone()))
     try:
         with eager(), torch.no_grad():
-            _, _, metrics = model(hidden_states=b["hidden_states"][None], input_ids=b["input_ids"][None],
-                                  document_ids=torch.zeros(1, L - 1, dtype=torch.long),
-                                  loss_mask=None if loss_mask is None else b["loss_mask"][None],
-                                  position_ids=b["position_ids"][None],
-                                  verifier_last_hidden_states=b["verifier_last_hidden_states"][None], ttt_steps=K,
-                                  loss_config=resolve_loss_config("kl_div", "eager"))
+            _, _, metrics = model(
+                hidden_states=b["hidden_states"][None],
+                input_ids=b["input_ids"][None],
+                document_ids=torch.zeros(1, L - 1, dtype=torch.long),
+                loss_mask=None if loss_mask is None else b["loss_mask"][None],
+                position_ids=b["position_ids"][None],
+                verifier_last_hidden_states=b["verifier_last_hidden_states"][None],
+                ttt_steps=K,
+                loss_config=resolve_loss_config("kl_div", "eager"),
+            )
     finally:
         hook.remove()
     return seen, {k: float(v) for k, v in metrics.items()}
@@ -192,12 +245,28 @@ def write_target(path: Path, embed, lm, norm, eps: float = 1e-6) -> Path:
     from safetensors.torch import save_file
 
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": embed.shape[1],
-        "vocab_size": embed.shape[0], "num_hidden_layers": 4, "num_attention_heads": HEADS,
-        "intermediate_size": INTER, "rms_norm_eps": eps}))
-    save_file({"model.embed_tokens.weight": embed.contiguous(), "lm_head.weight": lm.contiguous(),
-               "model.norm.weight": norm.contiguous()}, str(path / "model.safetensors"))
+    (path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": embed.shape[1],
+                "vocab_size": embed.shape[0],
+                "num_hidden_layers": 4,
+                "num_attention_heads": HEADS,
+                "intermediate_size": INTER,
+                "rms_norm_eps": eps,
+            }
+        )
+    )
+    save_file(
+        {
+            "model.embed_tokens.weight": embed.contiguous(),
+            "lm_head.weight": lm.contiguous(),
+            "model.norm.weight": norm.contiguous(),
+        },
+        str(path / "model.safetensors"),
+    )
     return path
 
 
@@ -257,8 +326,12 @@ def run_specforge(out: Path, case: dict) -> None:
         for t in range(0, L - 1, 2):
             final[t + 1] = lm[step0[t]] * 3.0
         logits = final @ lm.T
-        data = {"input_ids": ids.clone(), "loss_mask": mask.clone(), "hidden_state": final[None].clone(),
-                "aux_hidden_state": aux[None].clone()}
+        data = {
+            "input_ids": ids.clone(),
+            "loss_mask": mask.clone(),
+            "hidden_state": final[None].clone(),
+            "aux_hidden_state": aux[None].clone(),
+        }
         (d.parent / "data" / "rows_0-2000").mkdir(parents=True)
         torch.save(data, str(d.parent / "data" / "rows_0-2000" / "data_0.ckpt"))
         write_target(d.parent / "target", model.embed_tokens.weight.detach(), lm, torch.ones(H))
@@ -269,8 +342,19 @@ def run_specforge(out: Path, case: dict) -> None:
         for t in range(0, L - 1, 2):
             logits[t + 1, step0[t]] += 50.0
     seen, corrects, denoms = specforge_run(model, aux, ids, logits, mask, K)
-    torch.save({"aux": aux, "ids": ids, "target_logits": logits, "mask": mask, "K": K,
-                "logits": [x[0] for x in seen], "corrects": corrects, "denoms": denoms}, d / "ref.pt")
+    torch.save(
+        {
+            "aux": aux,
+            "ids": ids,
+            "target_logits": logits,
+            "mask": mask,
+            "K": K,
+            "logits": [x[0] for x in seen],
+            "corrects": corrects,
+            "denoms": denoms,
+        },
+        d / "ref.pt",
+    )
     (d / "case.json").write_text(json.dumps(case))
 
 
@@ -282,7 +366,7 @@ def run_speculators(out: Path, case: dict) -> None:
     n_aux = len(kw.get("layer_ids", (1, 2, 3)))
     g, aux, ids, mask = _inputs(seed, L, n_aux * H)
     last = torch.randn(L, H, generator=g) * 2.0
-    if case.get("aux_final"):        # the last aux slot is the verifier's final (pre-norm) state itself
+    if case.get("aux_final"):  # the last aux slot is the verifier's final (pre-norm) state itself
         aux[:, -H:] = last
     lm = torch.randn(V, H, generator=g)
     norm = 1.0 + 0.1 * torch.randn(H, generator=g)
@@ -309,8 +393,20 @@ def run_speculators(out: Path, case: dict) -> None:
         aux, last = back[:, :n_aux].reshape(L, n_aux * H), back[:, -1]
         write_target(d.parent / "target", model.embed_tokens.weight.detach(), lm, norm)
     seen, metrics = speculators_run(model, aux, ids, last, use_mask, K, lm, norm)
-    torch.save({"aux": aux, "ids": ids, "last": last, "lm": lm, "norm": norm, "mask": use_mask, "K": K,
-                "logits": [x[0] for x in seen], "metrics": metrics}, d / "ref.pt")
+    torch.save(
+        {
+            "aux": aux,
+            "ids": ids,
+            "last": last,
+            "lm": lm,
+            "norm": norm,
+            "mask": use_mask,
+            "K": K,
+            "logits": [x[0] for x in seen],
+            "metrics": metrics,
+        },
+        d / "ref.pt",
+    )
     (d / "case.json").write_text(json.dumps(case))
 
 
@@ -320,6 +416,7 @@ def main(argv) -> int:
     if which == "specforge":
         import specforge.modeling.draft.llama3_eagle  # noqa: F401
         import torch.utils.flop_counter  # noqa: F401  (torch inspects triton once; before the stub)
+
         _triton_stub()
         with eager():
             _specforge_loss_on_cpu()
@@ -334,5 +431,5 @@ if __name__ == "__main__":
     import sys
 
     code = main(sys.argv[1:])
-    gc.freeze()                  # nor the interpreter's pass over them at exit
+    gc.freeze()  # nor the interpreter's pass over them at exit
     raise SystemExit(code)

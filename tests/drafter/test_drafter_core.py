@@ -9,15 +9,30 @@ import pytest
 from workbench.drafter import names as N
 
 LLAMA8B_DRAFT = {
-    "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-    "intermediate_size": 14336, "vocab_size": 128256, "draft_vocab_size": 32000, "num_hidden_layers": 1,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "draft_vocab_size": 32000,
+    "num_hidden_layers": 1,
 }
 
 
 def tiny_config(**kw):
-    cfg = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 48,
-           "vocab_size": 50, "draft_vocab_size": 20, "num_hidden_layers": 1, "rms_norm_eps": 1e-6,
-           "rope_theta": 10000.0, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}
+    cfg = {
+        "hidden_size": 32,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 48,
+        "vocab_size": 50,
+        "draft_vocab_size": 20,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]},
+    }
     cfg.update(kw)
     return cfg
 
@@ -49,8 +64,9 @@ def test_optional_tensors_follow_flags_and_speculators_naming():
     assert N.detect_naming(["fc.weight", "layers.0.self_attn.q_proj.weight"]) == N.SPECULATORS
     assert N.detect_naming(["fc.weight", "midlayer.self_attn.q_proj.weight"]) == N.SGLANG
     # num_aux follows the layer-id list
-    assert N.expected_weights(dict(LLAMA8B_DRAFT, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2]})
-                              )["fc.weight"].shape == (4096, 8192)
+    assert N.expected_weights(dict(LLAMA8B_DRAFT, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2]}))[
+        "fc.weight"
+    ].shape == (4096, 8192)
 
 
 def test_names_module_is_pure_python():
@@ -87,11 +103,11 @@ def test_chain_with_cache_equals_training_time_test_unroll():
         ttt = m.unroll(aux, steps)
         for t in (0, 4, T - 1):
             # committed pairs 0..t form the cache; steps 1..K-1 at index t run as an inference chain
-            s = m.step(aux[:, :t + 1], nxt[:, :t + 1], torch.arange(t + 1))
+            s = m.step(aux[:, : t + 1], nxt[:, : t + 1], torch.arange(t + 1))
             assert torch.allclose(s.logits[0, -1], ttt[0][0, t], atol=1e-4)
             h, kv = s.hidden[:, -1:], s.kv
             for k in range(1, K):
-                s = m.step(h, steps[k][:, t:t + 1], torch.tensor([t + k]), past=kv)
+                s = m.step(h, steps[k][:, t : t + 1], torch.tensor([t + k]), past=kv)
                 assert torch.allclose(s.logits[0, -1], ttt[k][0, t], atol=1e-4), (t, k)
                 h, kv = s.hidden, s.kv
 
@@ -195,8 +211,15 @@ def test_the_check_reads_shapes_from_the_headers_as_loading_would(tmp_path):
 
     f4 = {"dtype": "F32", "shape": [1]}
     drafts = {"healthy": write_draft(tmp_path / "healthy", TINY_DRAFT, tiny_tensors())}
-    broken = dict(tiny_tensors(), **{"fc.weight": np.zeros((16, 8), np.float32), "d2t": np.zeros(16, np.float32),
-                                     "t2d": np.zeros(64, np.uint8), "midlayer.extra.weight": np.zeros(3, np.int16)})
+    broken = dict(
+        tiny_tensors(),
+        **{
+            "fc.weight": np.zeros((16, 8), np.float32),
+            "d2t": np.zeros(16, np.float32),
+            "t2d": np.zeros(64, np.uint8),
+            "midlayer.extra.weight": np.zeros(3, np.int16),
+        },
+    )
     del broken["lm_head.weight"]
     drafts["mis-shaped"] = write_draft(tmp_path / "mis-shaped", TINY_DRAFT, broken)
     shards = write_draft(tmp_path / "shards", TINY_DRAFT, None)
@@ -209,8 +232,14 @@ def test_the_check_reads_shapes_from_the_headers_as_loading_would(tmp_path):
         "overlap": ({"a": {**f4, "data_offsets": [0, 4]}, "b": {**f4, "data_offsets": [2, 6]}}, 6),
         "trailing-bytes": ({"a": {**f4, "data_offsets": [0, 4]}}, 8),
         "uint16": ({"a": {"dtype": "U16", "shape": [2], "data_offsets": [0, 4]}}, 4),
-        "out-of-order": ({"c": {**f4, "data_offsets": [4, 8]}, "a": {**f4, "data_offsets": [8, 12]},
-                          "b": {**f4, "data_offsets": [0, 4]}}, 12),
+        "out-of-order": (
+            {
+                "c": {**f4, "data_offsets": [4, 8]},
+                "a": {**f4, "data_offsets": [8, 12]},
+                "b": {**f4, "data_offsets": [0, 4]},
+            },
+            12,
+        ),
         "metadata-int": ({"__metadata__": {"x": 1}, "a": {**f4, "data_offsets": [0, 4]}}, 4),
     }
     for name, (header, size) in odd.items():
@@ -229,12 +258,12 @@ def test_the_check_reads_shapes_from_the_headers_as_loading_would(tmp_path):
             assert str(got.value) == str(exc), name
             continue
         got_shapes = read_tensor_shapes(d)
-        assert list(got_shapes) == list(read_tensors(d)), name          # the loader's order
+        assert list(got_shapes) == list(read_tensors(d)), name  # the loader's order
         assert check_weights(TINY_DRAFT, got_shapes) == want, name
     rep = check_weights(TINY_DRAFT, read_tensor_shapes(drafts["mis-shaped"]))
     assert rep.missing == ["lm_head.weight"] and rep.unexpected == ["midlayer.extra.weight"]
     assert {m["name"]: m["actual"] for m in rep.mismatched} == {"fc.weight": [16, 8], "d2t": "torch.float32 [16]"}
-    for name in ("healthy", "mis-shaped", "shards", "out-of-order"):         # read from the headers
+    for name in ("healthy", "mis-shaped", "shards", "out-of-order"):  # read from the headers
         assert all(isinstance(t, TensorShape) for t in read_tensor_shapes(drafts[name]).values()), name
     assert not any(isinstance(t, TensorShape) for t in read_tensor_shapes(drafts["uint16"]).values())
 
@@ -246,7 +275,9 @@ def test_the_check_of_a_safetensors_draft_does_not_import_torch(tmp_path):
     from tests.fixtures.drafts import TINY_DRAFT, tiny_tensors, write_draft
 
     d = write_draft(tmp_path / "d", TINY_DRAFT, tiny_tensors())
-    code = ("import sys; from workbench.drafter.checkpoint import check_weights, read_config, read_tensor_shapes\n"
-            f"r = check_weights(read_config({str(d)!r}), read_tensor_shapes({str(d)!r}))\n"
-            "assert r.ok and r.present, r\nassert 'torch' not in sys.modules")
+    code = (
+        "import sys; from workbench.drafter.checkpoint import check_weights, read_config, read_tensor_shapes\n"
+        f"r = check_weights(read_config({str(d)!r}), read_tensor_shapes({str(d)!r}))\n"
+        "assert r.ok and r.present, r\nassert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

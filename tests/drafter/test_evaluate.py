@@ -39,13 +39,13 @@ def test_counts_on_a_hand_worked_example():
     # cond at depth 1: alive at t = 0, 1, 3 (all with m[t+1] = 1), right at 0 and 1 -> 2 of 3
     assert r["cond_acc"] == [2 / 4, 2 / 3]
     assert r["topk_acc"] == [[2 / 4, 4 / 4], [3 / 4, 4 / 4]]
-    assert r["topk_cond"][1] == [2 / 3, 3 / 3]          # t = 3 wants 15: second choice
+    assert r["topk_cond"][1] == [2 / 3, 3 / 3]  # t = 3 wants 15: second choice
     assert r["vocab_coverage"] == 1.0
     cov = Counts(1, 1)
     in_vocab = np.zeros(100, dtype=bool)
     in_vocab[[12, 13]] = True
     cov.add(np.array([step0])[:, :, :1], greedy, mask, in_vocab)
-    assert cov.rates()["vocab_coverage"] == 2 / 4              # a[2], a[3] in the draft vocabulary
+    assert cov.rates()["vocab_coverage"] == 2 / 4  # a[2], a[3] in the draft vocabulary
 
 
 # ------------------------------------------------------------------------------ the pipeline
@@ -58,8 +58,8 @@ def test_eval_matches_the_slow_reference(drafter_world):
     exp_acc = []
     for k in range(K):
         mk = torch.zeros(L, dtype=torch.bool)
-        mk[:L - k] = m[k:].bool()
-        mk[L - 1 - k:] = False
+        mk[: L - k] = m[k:].bool()
+        mk[L - 1 - k :] = False
         right = torch.tensor([bool(ref[k, t] == z[t + 1 + k]) if t + 1 + k < L else False for t in range(L)])
         exp_acc.append(float((mk & right).sum()) / float(mk.sum()))
     assert res.acc == pytest.approx(exp_acc, abs=1e-12)
@@ -75,14 +75,14 @@ def test_eval_matches_the_slow_reference(drafter_world):
     p = res.predicted
     assert p["steps"] == K and p["convention"] == "marginal"
     assert p["accept_length"] == pytest.approx(1 + sum(res.full_acc))
-    assert p["from_acc"] == pytest.approx(1 + sum(math.prod(res.acc[:i + 1]) for i in range(K)))
+    assert p["from_acc"] == pytest.approx(1 + sum(math.prod(res.acc[: i + 1]) for i in range(K)))
     assert "depth" in res.text() and json.dumps(res.to_dict())
 
 
 def test_eval_on_specforge_and_speculators_folders(drafter_world, capture_files):
     w = drafter_world
     res = evaluate(w["draft"], capture_files.specforge_dir, w["target"], depth=2)
-    assert res.samples == 3 and res.positions == 3 * (64 - 1)        # padding rows stripped
+    assert res.samples == 3 and res.positions == 3 * (64 - 1)  # padding rows stripped
     assert res.vocab_coverage is not None and 0 < res.vocab_coverage <= 1
     spec = evaluate(w["draft"], capture_files.speculators.parent, w["target"], depth=2)
     assert spec.samples == 1 and any("no loss mask" in n for n in spec.notes)
@@ -113,16 +113,28 @@ def test_eval_bad_inputs(drafter_world, tmp_path, capture_files):
     wrong = tmp_path / "wrong" / "data_0.ckpt"
     from tests.fixtures.capture_files import write_specforge
 
-    write_specforge(wrong, torch.arange(1, 9), torch.ones(8, dtype=torch.long), torch.zeros(8, 64),
-                    [torch.zeros(8, 64)] * 2)
+    write_specforge(
+        wrong, torch.arange(1, 9), torch.ones(8, dtype=torch.long), torch.zeros(8, 64), [torch.zeros(8, 64)] * 2
+    )
     with pytest.raises(InputError, match="width 128 is not 3 slots"):
         evaluate(w["draft"], wrong.parent, w["target"])
 
 
 def test_cli_eval_json_contract_and_check(cli, drafter_world, workspace):
     w = drafter_world
-    r = cli("drafter", "eval", "--draft", str(w["draft"]), "--data", str(w["data"]), "--target", str(w["target"]),
-            "--depth", "2", "--json")
+    r = cli(
+        "drafter",
+        "eval",
+        "--draft",
+        str(w["draft"]),
+        "--data",
+        str(w["data"]),
+        "--target",
+        str(w["target"]),
+        "--depth",
+        "2",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     for key in ("acc", "cond_acc", "full_acc", "topk_acc", "positions", "predicted"):

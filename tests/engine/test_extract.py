@@ -14,9 +14,16 @@ from workbench.engine.extract import extract
 from workbench.engine.host import local_installation
 from workbench.engine.rule import CaptureRule
 
-WHEELS = ("0.5.10", "0.5.14", "0.5.17")       # a handful, cached under ~/.cache/eagle-workbench
-KEY = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM",
-       "KimiK25ForConditionalGeneration", "GptOssForCausalLM", "Glm4MoeLiteForCausalLM")
+WHEELS = ("0.5.10", "0.5.14", "0.5.17")  # a handful, cached under ~/.cache/eagle-workbench
+KEY = (
+    "LlamaForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "GptOssForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+)
 
 
 def _wheel(version):
@@ -107,8 +114,11 @@ def test_unrecognised_pattern_is_unknown(tmp_path):
     import shutil
 
     dst = tmp_path / "inst"
-    shutil.copytree(Path(root) / "sglang" / "srt" / "models", dst / "sglang" / "srt" / "models",
-                    ignore=shutil.ignore_patterns("*.pyc"))
+    shutil.copytree(
+        Path(root) / "sglang" / "srt" / "models",
+        dst / "sglang" / "srt" / "models",
+        ignore=shutil.ignore_patterns("*.pyc"),
+    )
     (dst / "sglang" / "srt" / "models" / "toy.py").write_text(
         "class ToyModel:\n"
         "    def __init__(self):\n        self.layers_to_capture = []\n"
@@ -117,7 +127,8 @@ def test_unrecognised_pattern_is_unknown(tmp_path):
         "    def __init__(self, config):\n        self.model = ToyModel()\n"
         "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
         "        self.model.layers_to_capture = [i * 2 for i in (layer_ids or [1, 2, 3])]\n"
-        "EntryClass = ToyForCausalLM\n")
+        "EntryClass = ToyForCausalLM\n"
+    )
     rules = {r.arch: r for r in extract(dst, version="0.0.0")}
     toy = rules["ToyForCausalLM"]
     assert toy.id_map == "unknown" and toy.index0 == "unknown"
@@ -126,16 +137,47 @@ def test_unrecognised_pattern_is_unknown(tmp_path):
 
 def test_cli_capture_json(tmp_path):
     kimi = _cfg(tmp_path, "KimiK25ForConditionalGeneration", 61, "DeepseekV3ForCausalLM")
-    out = subprocess.run([sys.executable, "-m", "workbench", "engine", "capture", "--engine", "sglang==0.5.23",
-                          "--target-config", str(kimi), "--ids", "2,30,58", "--json"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "engine",
+            "capture",
+            "--engine",
+            "sglang==0.5.23",
+            "--target-config",
+            str(kimi),
+            "--ids",
+            "2,30,58",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert set(d) >= {"points", "fatal", "cuda_graph_points", "evidence", "source"}
     assert d["source"] == "table" and d["evidence"]
-    bad = subprocess.run([sys.executable, "-m", "workbench", "engine", "capture", "--engine", "sglang==0.5.23",
-                          "--target-config", str(tmp_path / "nope"), "--ids", "2,x"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "engine",
+            "capture",
+            "--engine",
+            "sglang==0.5.23",
+            "--target-config",
+            str(tmp_path / "nope"),
+            "--ids",
+            "2,x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
@@ -160,7 +202,8 @@ def test_a_hook_that_raises_leaves_the_parsed_sources_to_reference_counting(tmp_
     (models / "toy.py").write_text(
         "class ToyForCausalLM:\n"
         "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
-        "        raise ValueError('no ids for a toy')\n")
+        "        raise ValueError('no ids for a toy')\n"
+    )
     src = Source(tmp_path)
     rel = "sglang/srt/models/toy.py"
     cls = next(n for n in src.tree(rel).body if isinstance(n, ast.ClassDef))

@@ -20,8 +20,11 @@ def _folder(tmp_path):
 def _reader(src, calls):
     def read():
         calls.append(1)
-        return {"names": sorted(p.name for p in src.glob("*.py")), "sizes": [p.stat().st_size for p in
-                                                                             sorted(src.glob("*.py"))]}
+        return {
+            "names": sorted(p.name for p in src.glob("*.py")),
+            "sizes": [p.stat().st_size for p in sorted(src.glob("*.py"))],
+        }
+
     return read
 
 
@@ -31,18 +34,18 @@ def test_read_once_then_from_the_cache_until_a_file_changes(tmp_path):
     first = source_cache.read("q", src, read, root=root)
     assert first == {"names": ["a.py", "b.py"], "sizes": [6, 6]} and len(calls) == 1
     assert source_cache.read("q", src, read, root=root) == first and len(calls) == 1
-    (src / "notes.txt").write_text("other text, not a source")         # not a .py file: still cached
+    (src / "notes.txt").write_text("other text, not a source")  # not a .py file: still cached
     assert source_cache.read("q", src, read, root=root) == first and len(calls) == 1
 
-    (src / "a.py").write_text("A = 10\n")                              # size changes
+    (src / "a.py").write_text("A = 10\n")  # size changes
     assert source_cache.read("q", src, read, root=root)["sizes"] == [7, 6] and len(calls) == 2
     st = (src / "b.py").stat()
     os.utime(src / "b.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1000))  # same size, touched
     source_cache.read("q", src, read, root=root)
     assert len(calls) == 3
-    (src / "c.py").write_text("C = 3\n")                               # a new module
+    (src / "c.py").write_text("C = 3\n")  # a new module
     assert source_cache.read("q", src, read, root=root)["names"] == ["a.py", "b.py", "c.py"]
-    (src / "c.py").unlink()                     # gone again: the files of the third read, its entry
+    (src / "c.py").unlink()  # gone again: the files of the third read, its entry
     assert source_cache.read("q", src, read, root=root)["names"] == ["a.py", "b.py"] and len(calls) == 4
     assert source_cache.read("other-question", src, read, root=root) and len(calls) == 5
 
@@ -52,12 +55,16 @@ def test_a_damaged_or_foreign_entry_is_read_again_and_replaced(tmp_path):
     read = _reader(src, calls)
     want = source_cache.read("q", src, read, root=root)
     (entry,) = (root / source_cache.SUBDIR).iterdir()
-    for bad in ("{not json", json.dumps({"key": "another", "value": {"names": []}}), json.dumps([1]),
-                json.dumps({"key": json.loads(entry.read_text())["key"], "value": "a string"})):
+    for bad in (
+        "{not json",
+        json.dumps({"key": "another", "value": {"names": []}}),
+        json.dumps([1]),
+        json.dumps({"key": json.loads(entry.read_text())["key"], "value": "a string"}),
+    ):
         entry.write_text(bad)
         assert source_cache.read("q", src, read, root=root) == want
     assert len(calls) == 5 and json.loads(entry.read_text())["value"] == want
-    assert [p.name for p in (root / source_cache.SUBDIR).iterdir()] == [entry.name]   # no temporaries left
+    assert [p.name for p in (root / source_cache.SUBDIR).iterdir()] == [entry.name]  # no temporaries left
 
 
 def test_an_unwritable_cache_costs_a_read_and_nothing_else(tmp_path):
@@ -79,7 +86,7 @@ def test_the_installed_sglang_registry_through_the_cache_is_the_reading(tmp_path
         pytest.skip("no installed sglang")
     monkeypatch.setenv("EAGLE_WB_CACHE", str(tmp_path))
     want = sglang_loaders.read_registry(models, version)
-    for _ in range(2):                       # read and kept, then from the entry
+    for _ in range(2):  # read and kept, then from the entry
         sglang_loaders.registry.cache_clear()
         assert sglang_loaders.registry() == want
     assert len(list((tmp_path / source_cache.SUBDIR).glob(f"sglang-registry-{version}-*.json"))) == 1
@@ -107,11 +114,11 @@ def test_parts_are_walked_whole_and_nothing_outside_them_counts(tmp_path):
 
     cache = tmp_path / "cache"
     assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 1}
-    (root / "sglang" / "other" / "y.py").write_text("Y = 22\n")                 # outside the parts
+    (root / "sglang" / "other" / "y.py").write_text("Y = 22\n")  # outside the parts
     assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 1}
-    (root / "sglang" / "srt" / "models" / "deep" / "x.py").write_text("X = 22\n")   # deep inside one
+    (root / "sglang" / "srt" / "models" / "deep" / "x.py").write_text("X = 22\n")  # deep inside one
     assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 2}
-    (root / "sglang" / "version.py").write_text("__version__ = '2'\n")           # the file part
+    (root / "sglang" / "version.py").write_text("__version__ = '2'\n")  # the file part
     assert source_cache.read("q", root, read, root=cache, parts=parts) == {"n": 3}
 
 
@@ -150,7 +157,7 @@ def test_the_capture_rules_of_a_release_through_the_cache_are_its_extraction(tmp
     except Exception:  # noqa: BLE001
         pytest.skip("no installed sglang")
     root = tmp_path / "site"
-    for part in READS:                       # a copy of what the extractor reads (never edit the install)
+    for part in READS:  # a copy of what the extractor reads (never edit the install)
         src = os.path.join(installed, part)
         if os.path.isdir(src):
             shutil.copytree(src, root / part)
@@ -170,8 +177,8 @@ def test_the_capture_rules_of_a_release_through_the_cache_are_its_extraction(tmp
     want = real(root, version=version, archs=set(names))
     assert want and want[0].id_map != "unknown"
     assert code._rules(root, version, names) == want and len(calls) == 1
-    assert code._rules(root, version, names) == want and len(calls) == 1       # from the cache
+    assert code._rules(root, version, names) == want and len(calls) == 1  # from the cache
     llama = root / "sglang" / "srt" / "models" / "llama.py"
     llama.write_text(llama.read_text() + "\n# edited\n")
-    assert code._rules(root, version, names) == want and len(calls) == 2       # a file changed: read again
+    assert code._rules(root, version, names) == want and len(calls) == 2  # a file changed: read again
     assert code._rules(root, version, ["Qwen2ForCausalLM"]) != want and len(calls) == 3

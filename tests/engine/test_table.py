@@ -13,7 +13,7 @@ def test_a_release_is_unpacked_once_and_each_caller_gets_its_own_list(monkeypatc
     want = [CaptureRule.from_dict(r) for r in unpack(table.load()[version])]
     first = table.release(version)
     assert first == want
-    first.clear()                                       # a caller's list is its own
+    first.clear()  # a caller's list is its own
     assert table.release(version) == want
     assert table.release_rules(version) is table.release_rules(version)
     assert table.release("0.0.0") is None

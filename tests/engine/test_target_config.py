@@ -12,9 +12,17 @@ from workbench.engine.target import TEXT_KEYS, read_target, text_config, text_co
 
 
 def wrapper(key: str) -> dict:
-    return {"architectures": ["KimiVLForConditionalGeneration"], "model_type": "kimi_vl",
-            key: {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "hidden_size": 7168,
-                  "vocab_size": 163840, "max_position_embeddings": 131072}}
+    return {
+        "architectures": ["KimiVLForConditionalGeneration"],
+        "model_type": "kimi_vl",
+        key: {
+            "architectures": ["DeepseekV3ForCausalLM"],
+            "num_hidden_layers": 61,
+            "hidden_size": 7168,
+            "vocab_size": 163840,
+            "max_position_embeddings": 131072,
+        },
+    }
 
 
 @pytest.mark.parametrize("key", TEXT_KEYS)

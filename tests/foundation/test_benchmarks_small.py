@@ -16,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(name: str, *args: str, env: Optional[dict[str, str]] = None) -> dict:
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True, text=True,
-                       timeout=300, cwd=ROOT, env={**os.environ, **(env or {})})
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
 
@@ -27,19 +33,20 @@ def test_align_bench_small_reports_floors_and_finds_the_layers():
     d = _run("align_bench.py", "--small", "--repeat", "2")
     assert d["correct"], d
     assert d["floors"]["page_cache_s"] > 0 and d["floors"]["page_cache_gbps"] > 0
-    assert d["floors"]["page_cache_s"] == min(d["floors"]["page_cache_plain_mmap_s"],
-                                              d["floors"]["page_cache_aligned_s"])
+    assert d["floors"]["page_cache_s"] == min(
+        d["floors"]["page_cache_plain_mmap_s"], d["floors"]["page_cache_aligned_s"]
+    )
     assert 0 <= d["page_cache"]["pmd_mapped_fraction"] <= 1 and d["page_cache"]["cold_read_s"] > 0
     assert d["floors"]["screen_compute_s"] > 0 and d["floors"]["screen_compute_gbps_per_thread"] > 0
     assert d["floors"]["screen_kernel"] in ("vdpbf16ps", "bf16-fma", "bf16-fma256", "fma")
-    cpu = d["runs"]["cpu"]                    # against the larger floor: never above the page cache's ratio
+    cpu = d["runs"]["cpu"]  # against the larger floor: never above the page cache's ratio
     assert 0 < cpu["ratio_cpu_floor"] <= cpu["ratio_page_cache"]
     if d["floors"]["screen_compute_s"] <= d["floors"]["page_cache_s"]:
         assert cpu["ratio_cpu_floor"] == cpu["ratio_page_cache"]
-    assert d["first_run_s"] > 0                # (the process's first alignment, before the clock)
+    assert d["first_run_s"] > 0  # (the process's first alignment, before the clock)
     for dev in ("auto", "cpu"):
         run = d["runs"][dev]
-        assert len(run["runs_s"]) == 2            # every timed run counts: none of them compiled
+        assert len(run["runs_s"]) == 2  # every timed run counts: none of them compiled
         assert run["correct"] and run["seconds"] > 0 and run["ratio_page_cache"] > 0
         assert run["timing"]["device_choice"]["reason"]
     assert "cpu_within_1.5x_page_cache" in d["goals"]
@@ -53,8 +60,19 @@ def test_align_bench_runs_the_screen_it_is_told_to_on_the_threads_it_is_given():
     from workbench.hidden import pairstats
 
     other = "bf16-fma" if pairstats.screen_kernel(True) == "bf16-fma256" else "bf16-fma256"
-    d = _run("align_bench.py", "--small", "--repeat", "2", "--devices", "cpu", "--kernel", other, "--threads", "2",
-             env={"NUMBA_NUM_THREADS": "4"})
+    d = _run(
+        "align_bench.py",
+        "--small",
+        "--repeat",
+        "2",
+        "--devices",
+        "cpu",
+        "--kernel",
+        other,
+        "--threads",
+        "2",
+        env={"NUMBA_NUM_THREADS": "4"},
+    )
     assert d["correct"] and d["runs"]["cpu"]["timing"]["kernel"] == other, d["runs"]["cpu"]["timing"]
     assert d["threads"] == 2 and d["runs"]["cpu"]["timing"]["threads"] == 2
 
@@ -69,6 +87,11 @@ def test_log_bench_small_reports_speed_and_flat_memory():
             assert got["lines"] > 0 and got["records"] > 0 and got["lines_per_s"] > 0
     # memory does not follow the log's size (4x longer: same peak within a margin)
     assert d["goals"]["rss_independent_of_size"], d["stream"]
-    assert set(d["goals"]) == {"parse_1m_lines_per_s", "stream_parse_1m_lines_per_s_one_core",
-                               "stream_follow_1m_lines_per_s_one_core", "stream_json_1m_lines_per_s_one_core",
-                               "stream_rss_le_64mb", "rss_independent_of_size"}
+    assert set(d["goals"]) == {
+        "parse_1m_lines_per_s",
+        "stream_parse_1m_lines_per_s_one_core",
+        "stream_follow_1m_lines_per_s_one_core",
+        "stream_json_1m_lines_per_s_one_core",
+        "stream_rss_le_64mb",
+        "rss_independent_of_size",
+    }

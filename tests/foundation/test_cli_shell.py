@@ -20,10 +20,27 @@ def test_usage_errors_are_one_line(cli):
 
 
 def test_closed_pipe_is_not_a_traceback(workspace):
-    args = [sys.executable, "-m", "workbench", "predict", "sweep", "--acc", "0.75", "--topk-hits", "0.75,0.85,0.9",
-            "--verify-ms", "2:20,200:90", "--draft-ms", "1", "--steps", "1..30", "--json"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    args = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "predict",
+        "sweep",
+        "--acc",
+        "0.75",
+        "--topk-hits",
+        "0.75,0.85,0.9",
+        "--verify-ms",
+        "2:20,200:90",
+        "--draft-ms",
+        "1",
+        "--steps",
+        "1..30",
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     proc.stdout.read(10)
     proc.stdout.close()
     err = proc.stderr.read().decode()
@@ -49,15 +66,37 @@ def test_global_options_work_after_the_subcommand_too(cli, tmp_path):
 
 # Runs of every kind: global options before and after the command, nested groups, values that look
 # like flags, usage errors (each parser's own), help at each level, a group without its subcommand.
-RUNS = [["predict", "--acc", "0.7", "--steps", "3"], ["--json", "predict", "sweep", "--acc", "0.75"],
-        ["--workspace", "/w", "--json", "timeline"], ["timeline", "--workspace", "/w", "--json"],
-        ["--workspace=/w", "config", "list", "--json"], ["config", "set", "f.json", "a.b=1", "--workspace", "/w"],
-        ["config", "revert", "f.json"], ["drafter", "check", "--draft", "d"], ["drafter", "eval", "--draft"],
-        ["drafter", "check", "--draft", "d", "--depth", "2"], ["server", "stop", "3", "--grace", "2.5"], ["server", "stop", "x"],
-        ["server", "launch", "p", "--yes", "--wait", "--timeout=5"], ["doctor", "--draft", "d", "--json"],
-        ["logs", "parse", "x.log", "--json"], ["lab", "serve", "--port", "1"], ["drafter"], ["drafter", "--help"],
-        ["config", "set", "--help"], ["--json"], ["--workspace", "/w"], ["--workspace"], ["--help"], ["-h", "doctor"],
-        ["--version"], ["no-such-command"], ["--", "doctor"], ["--jso", "doctor"], ["doctor", "--help", "--x"]]
+RUNS = [
+    ["predict", "--acc", "0.7", "--steps", "3"],
+    ["--json", "predict", "sweep", "--acc", "0.75"],
+    ["--workspace", "/w", "--json", "timeline"],
+    ["timeline", "--workspace", "/w", "--json"],
+    ["--workspace=/w", "config", "list", "--json"],
+    ["config", "set", "f.json", "a.b=1", "--workspace", "/w"],
+    ["config", "revert", "f.json"],
+    ["drafter", "check", "--draft", "d"],
+    ["drafter", "eval", "--draft"],
+    ["drafter", "check", "--draft", "d", "--depth", "2"],
+    ["server", "stop", "3", "--grace", "2.5"],
+    ["server", "stop", "x"],
+    ["server", "launch", "p", "--yes", "--wait", "--timeout=5"],
+    ["doctor", "--draft", "d", "--json"],
+    ["logs", "parse", "x.log", "--json"],
+    ["lab", "serve", "--port", "1"],
+    ["drafter"],
+    ["drafter", "--help"],
+    ["config", "set", "--help"],
+    ["--json"],
+    ["--workspace", "/w"],
+    ["--workspace"],
+    ["--help"],
+    ["-h", "doctor"],
+    ["--version"],
+    ["no-such-command"],
+    ["--", "doctor"],
+    ["--jso", "doctor"],
+    ["doctor", "--help", "--x"],
+]
 
 
 @pytest.mark.parametrize("argv", RUNS, ids=" ".join)
@@ -84,7 +123,7 @@ def test_a_run_builds_only_the_command_it_names():
         (sub,) = [a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction)]
         return list(sub.choices)
 
-    every = [m[len("cmd_"):] for m in command_modules()]
+    every = [m[len("cmd_") :] for m in command_modules()]
     assert commands(["--workspace", "/w", "--json", "drafter", "check", "--help"]) == ["drafter"]
     assert commands(["--workspace=/w", "config", "list"]) == ["config"]
     for argv in (None, [], ["--help", "doctor"], ["--version"], ["nope"], ["--", "doctor"]):
@@ -102,10 +141,13 @@ def test_every_argument_has_help():
     from workbench.cli import build_parser, leaf_parsers
 
     parser = build_parser()
-    missing = [f"{leaf.prog} {a.option_strings or a.dest}" for leaf in [parser, *leaf_parsers(parser)]
-               for a in leaf._actions
-               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
-               and (not a.help or a.help == argparse.SUPPRESS)]
+    missing = [
+        f"{leaf.prog} {a.option_strings or a.dest}"
+        for leaf in [parser, *leaf_parsers(parser)]
+        for a in leaf._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+        and (not a.help or a.help == argparse.SUPPRESS)
+    ]
     assert missing == []
 
 
@@ -123,7 +165,7 @@ def test_progress_printer_names_stage_step_and_time():
     plain = io.StringIO()
     pp = ProgressPrinter(plain, clock=lambda: t[0])
     for i in range(3):
-        pp(Progress("server.measure", i, 3, "round"))   # same message: one line
+        pp(Progress("server.measure", i, 3, "round"))  # same message: one line
     pp(Progress("lab.train", 1, 4, "training the drafter"))
     assert plain.getvalue().splitlines() == ["[server.measure 0/3] round", "[lab.train 1/4] training the drafter"]
     tty = Tty()
@@ -157,15 +199,23 @@ def test_a_destructive_command_asks_in_a_terminal(tmp_path):
     cfg.write_text('{"a": 1}\n')
     ws = str(tmp_path / "ws")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "workbench", "config", "track", str(cfg), "--workspace", ws],
-                   check=True, env=env, capture_output=True)
-    subprocess.run([sys.executable, "-m", "workbench", "config", "set", str(cfg), "a=2", "--workspace", ws],
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "workbench", "config", "track", str(cfg), "--workspace", ws],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "workbench", "config", "set", str(cfg), "a=2", "--workspace", ws],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     argv = [sys.executable, "-m", "workbench", "config", "revert", str(cfg), "--to", "1", "--workspace", ws]
     piped = subprocess.run(argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert piped.returncode == 2 and "not done without --yes" in piped.stderr
     pid, fd = pty.fork()
-    if pid == 0:                                    # the child: a command in a terminal
+    if pid == 0:  # the child: a command in a terminal
         os.execve(sys.executable, argv, env)
     out = b""
     import time
@@ -209,15 +259,31 @@ def test_launch_checks_name_a_missing_model_or_draft_folder(workspace):
     draft.mkdir()
     (draft / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
     spec = {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3}
-    write_toml(workspace / "workbench.toml", {"profiles": {
-        "gone": {"host": "local", "model": str(workspace / "no-such-target"), "draft": str(draft),
-                 "sglang_version": "0.5.23", "speculative": spec},
-        "hub": {"host": "local", "model": "meta-llama/Llama-3.1-8B-Instruct", "draft": str(workspace / "nodraft"),
-                "sglang_version": "0.5.23", "speculative": spec}}})
+    write_toml(
+        workspace / "workbench.toml",
+        {
+            "profiles": {
+                "gone": {
+                    "host": "local",
+                    "model": str(workspace / "no-such-target"),
+                    "draft": str(draft),
+                    "sglang_version": "0.5.23",
+                    "speculative": spec,
+                },
+                "hub": {
+                    "host": "local",
+                    "model": "meta-llama/Llama-3.1-8B-Instruct",
+                    "draft": str(workspace / "nodraft"),
+                    "sglang_version": "0.5.23",
+                    "speculative": spec,
+                },
+            }
+        },
+    )
     with Workbench.open(workspace) as wb:
         preview = wb.launch_preview("gone")
         gone = {f.code: f for f in preview.findings}
         assert "model-missing" in gone and "no-such-target" in gone["model-missing"].message
         assert "draft-missing" not in gone and not preview.ok
         hub = {f.code for f in wb.launch_preview("hub").findings}
-        assert "model-missing" not in hub and "draft-missing" in hub      # a hub id is not a path
+        assert "model-missing" not in hub and "draft-missing" in hub  # a hub id is not a path

@@ -42,6 +42,6 @@ def test_paused_restores_what_was_there():
         gc.disable()
         with collector.paused():
             assert not gc.isenabled()
-        assert not gc.isenabled()          # it was off: it stays off
+        assert not gc.isenabled()  # it was off: it stays off
     finally:
         (gc.enable if was else gc.disable)()

@@ -1,4 +1,3 @@
-
 import pytest
 
 from workbench.errors import InputError
@@ -28,7 +27,9 @@ def test_journal_applies_new_migration_on_open(tmp_path, monkeypatch):
 
 def test_journal_filters(tmp_path):
     j = Journal(tmp_path / "j.sqlite3")
-    j.record("config.set", "a"); j.record("config.revert", "a"); j.record("predict", "b")
+    j.record("config.set", "a")
+    j.record("config.revert", "a")
+    j.record("predict", "b")
     assert [e.kind for e in j.events(kind="config.*")] == ["config.set", "config.revert"]
     assert [e.kind for e in j.events(subject="b")] == ["predict"]
     assert len(j.events(limit=1)) == 1

@@ -33,8 +33,14 @@ def test_notebook_runs_under_jupyter_execute(path, tmp_path):
         d.mkdir()
     jupyter = Path(sys.executable).parent / "jupyter"
     # the notebooks' scratch folders (tempfile.mkdtemp) land in the test's own folder, not the system's
-    r = subprocess.run([str(jupyter), "execute", "--timeout=300", str(path)], cwd=elsewhere,
-                       env={**_env(home), "TMPDIR": str(scratch)}, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [str(jupyter), "execute", "--timeout=300", str(path)],
+        cwd=elsewhere,
+        env={**_env(home), "TMPDIR": str(scratch)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     # a notebook tries things in a scratch workspace: the user's ~/.eagle-workbench is not touched
     assert not (home / ".eagle-workbench").exists()
@@ -48,7 +54,7 @@ def test_path_sensitive_notebook_runs_with_the_kernel_anywhere(tmp_path, monkeyp
     home.mkdir()
     for k, v in _env(home).items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))          # the notebook's scratch copies land here
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's scratch copies land here
     monkeypatch.delenv("EAGLE_WORKBENCH_HOME", raising=False)
     nb = nbformat.read(ROOT / "notebooks" / "02_doctor_and_reverts.ipynb", as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()

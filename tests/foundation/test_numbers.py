@@ -22,7 +22,7 @@ def test_number_ranges_name_the_bound():
         number("3", "field", allow_str=False)
 
 
-@pytest.mark.parametrize("bad", [16.5, "16.5", "abc", True, float("inf"), 10 ** 40, "1" * 5000])
+@pytest.mark.parametrize("bad", [16.5, "16.5", "abc", True, float("inf"), 10**40, "1" * 5000])
 def test_integer_refuses(bad):
     with pytest.raises(InputError, match="^hidden_size: "):
         integer(bad, "hidden_size", POSITIVE)

@@ -23,7 +23,7 @@ DIRECTIVE = re.compile(r"<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->")
 
 @dataclass
 class Block:
-    line: int                      # 1-based line of the opening fence
+    line: int  # 1-based line of the opening fence
     lang: str
     text: str
     directive: tuple[str, str] = ("", "")
@@ -81,8 +81,9 @@ def _norm(s: str) -> str:
 
 def _env(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EAGLE_WORKBENCH")}
-    env.update(HOME=str(home), PYTHONPATH=str(ROOT),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        HOME=str(home), PYTHONPATH=str(ROOT), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    )
     return env
 
 
@@ -98,16 +99,14 @@ def test_every_command_block_runs_or_says_why_not():
     assert sum(1 for b in SHELL_BLOCKS if not b.directive[0]) >= 3
 
 
-@pytest.mark.parametrize("block", [b for b in SHELL_BLOCKS if not b.directive[0]],
-                         ids=lambda b: f"line{b.line}")
+@pytest.mark.parametrize("block", [b for b in SHELL_BLOCKS if not b.directive[0]], ids=lambda b: f"line{b.line}")
 def test_readme_command_block_runs_verbatim(block, tmp_path):
     """Each command of the block exits 0 (or 1 where the README says a finding is an error) and
     prints every output line the README shows (lines with '...' are abridged and only begin)."""
     home = tmp_path / "home"
     home.mkdir()
     for cmd, expected in block.commands:
-        r = subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=_env(home), capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=300)
         where = f"README.md:{block.line}: {cmd}"
         assert "Traceback" not in r.stderr, f"{where}\n{r.stderr[-2000:]}"
         allowed = (0, 1) if cmd.split()[1:2] == ["doctor"] else (0,)
@@ -126,8 +125,9 @@ def test_readme_python_blocks_run_in_order(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     script = "\n\n".join(b.text for b in PY_BLOCKS)
-    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(home), capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-3000:]
 
 
@@ -145,8 +145,9 @@ def test_every_screen_key_the_readme_names_is_right():
 
     keys = {s.title: s.key.upper() for s in SCREENS}
     text = README.read_text()
-    named = re.findall(r"\b([A-Z][a-z]+) \(`?(F\d+)\b", text) + \
-        [(t, k) for k, t in re.findall(r"\b(F\d+) \(([A-Z][a-z]+)\)", text)]
+    named = re.findall(r"\b([A-Z][a-z]+) \(`?(F\d+)\b", text) + [
+        (t, k) for k, t in re.findall(r"\b(F\d+) \(([A-Z][a-z]+)\)", text)
+    ]
     assert named
     for title, key in named:
         if title in keys:

@@ -64,8 +64,9 @@ def _error_line(app) -> str:
 
 @pytest.mark.parametrize("screen_id", [s.id for s in SCREENS])
 async def test_a_worker_that_raises_is_reported_and_the_app_lives(workspace, screen_id):
-    app = WorkbenchApp(str(workspace), start=screen_id, wb=Exploding(),
-                       screen_args={screen_id: TRIGGERS.get(screen_id, {})})
+    app = WorkbenchApp(
+        str(workspace), start=screen_id, wb=Exploding(), screen_args={screen_id: TRIGGERS.get(screen_id, {})}
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert app.is_running and app.current_mode == screen_id
@@ -79,8 +80,11 @@ async def test_a_worker_that_raises_is_reported_and_the_app_lives(workspace, scr
 
 def test_every_worker_goes_through_background():
     """``@work`` directly would default to exit_on_error=True: one bug would end the app."""
-    offenders = [str(p.relative_to(SCREENS_DIR)) for p in SCREENS_DIR.rglob("*.py")
-                 if p.name != "workers.py" and re.search(r"@work\b|run_worker\(", p.read_text())]
+    offenders = [
+        str(p.relative_to(SCREENS_DIR))
+        for p in SCREENS_DIR.rglob("*.py")
+        if p.name != "workers.py" and re.search(r"@work\b|run_worker\(", p.read_text())
+    ]
     assert offenders == []
 
 
@@ -91,7 +95,7 @@ def test_screen_styles_are_scoped_to_their_screen():
         css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
         for rule in re.findall(r"([^{}]+)\{", css):
             for selector in rule.split(","):
-                head = re.match(r"[\w-]+", selector.split()[0]).group(0)     # DiagnoseScreen.-narrow too
+                head = re.match(r"[\w-]+", selector.split()[0]).group(0)  # DiagnoseScreen.-narrow too
                 assert head == cls.__name__, f"{cls.CSS_PATH}: {selector.strip()!r} is not scoped"
 
 
@@ -99,8 +103,9 @@ def _styles(screen) -> dict:
     """Every node's computed styles, by its place in the tree (what the CSS decides)."""
     out = {}
     for node in screen.walk_children(with_self=False):
-        path = "/".join(f"{type(n).__name__}#{n.id or ''}" for n in reversed(list(node.ancestors_with_self))
-                        if n is not screen.app)
+        path = "/".join(
+            f"{type(n).__name__}#{n.id or ''}" for n in reversed(list(node.ancestors_with_self)) if n is not screen.app
+        )
         out[path] = node.styles.css
     return out
 
@@ -167,14 +172,18 @@ async def test_help_lists_screens_by_key_first(workspace):
     async with app.run_test(size=(120, 40)):
         rows = app.help_rows()
         screens = [r for r in rows if r[2].startswith("screen.")]
-        assert rows[:len(screens)] == screens
+        assert rows[: len(screens)] == screens
         keys = [int(r[0].split()[0][1:]) for r in screens]
         assert keys == sorted(keys)
 
 
 async def test_confirm_dialog_shows_yes_and_no_at_80x24(workspace):
-    plan = Plan("relaunch", "server 1", "Relaunch server 1: stop it, then start the same profile " * 3,
-                [f"step {i}: something that happens" for i in range(40)])
+    plan = Plan(
+        "relaunch",
+        "server 1",
+        "Relaunch server 1: stop it, then start the same profile " * 3,
+        [f"step {i}: something that happens" for i in range(40)],
+    )
     done = []
     app = WorkbenchApp(str(workspace), start="doctor")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -204,7 +213,7 @@ async def test_an_unanswered_confirmation_cancels_itself(workspace):
         assert await until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         asked = time.monotonic()
         assert await until(pilot, lambda: answers != [] and not isinstance(app.screen, ConfirmModal))
-        assert answers == [False] and time.monotonic() - asked >= 0.4     # it waited for its timeout
+        assert answers == [False] and time.monotonic() - asked >= 0.4  # it waited for its timeout
         t.join(5)
 
 
@@ -256,8 +265,11 @@ async def test_keymap_names_unknown_ids_and_taken_keys(workspace):
 @pytest.mark.parametrize("screen_id", [s.id for s in SCREENS])
 async def test_the_footer_is_not_cut_at_80_columns(workspace, screen_id):
     """The app's own keys come last in the footer: when "Help" shows, nothing before it was cut."""
-    app = WorkbenchApp(str(workspace), start=screen_id,
-                       screen_args={screen_id: {"poll_interval": 30.0}} if screen_id in ("servers", "server") else {})
+    app = WorkbenchApp(
+        str(workspace),
+        start=screen_id,
+        screen_args={screen_id: {"poll_interval": 30.0}} if screen_id in ("servers", "server") else {},
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         last = "".join(seg.text for seg in app.screen._compositor.render_strips()[-1])

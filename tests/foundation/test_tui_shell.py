@@ -70,8 +70,12 @@ async def test_bad_keymap_is_a_warning_not_a_crash(tui_app, workspace):
 async def test_confirm_modal_yes_no(tui_app):
     done = []
     messages = []
-    plan = Plan("stop", "server 3", "Stop server 3 (pid 4242): TERM its process group, then KILL after 10 s",
-                ["kill -TERM -4242", "kill -KILL -4242"])
+    plan = Plan(
+        "stop",
+        "server 3",
+        "Stop server 3 (pid 4242): TERM its process group, then KILL after 10 s",
+        ["kill -TERM -4242", "kill -KILL -4242"],
+    )
     app = tui_app()
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         app.confirm(plan, lambda: done.append("yes"))
@@ -103,8 +107,9 @@ async def test_report_turns_errors_into_one_line_notifications(tui_app):
         await pilot.pause()
         notes = _notes(messages)
         # a WorkbenchError is one line of its own (workbench.errors): a break in it shows as a space
-        assert any(n.message == "config.json: expected a JSON object second line" and n.severity == "error"
-                   for n in notes)
+        assert any(
+            n.message == "config.json: expected a JSON object second line" and n.severity == "error" for n in notes
+        )
         assert any(n.message == "RuntimeError: boom" and n.title == "internal error" for n in notes)
 
 
@@ -147,8 +152,14 @@ def test_first_frame_does_not_import_torch(workspace):
     )
     from tests.conftest import ROOT
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 

@@ -28,12 +28,21 @@ def test_every_screen_at_both_sizes(snap_compare, workspace, screen_id, size):
 def test_confirm_dialog_at_both_sizes(snap_compare, workspace, size):
     from workbench.confirm import Plan
 
-    plan = Plan("overwrite", "local:/data/draft/config.json",
-                "apply fix to /data/draft/config.json: set eagle_config.eagle_aux_hidden_state_layer_ids to "
-                "[1, 5, 8] so sglang==0.5.23 captures out(1), out(5), out(8)",
-                ["--- current", "+++ fixed", "@@ -1,8 +1,8 @@", *[f'   "key_{i}": {i},' for i in range(12)],
-                 '-    "eagle_aux_hidden_state_layer_ids": [-1, 1, 5]',
-                 '+    "eagle_aux_hidden_state_layer_ids": [1, 5, 8]', *[f'   "tail_{i}": {i},' for i in range(12)]])
+    plan = Plan(
+        "overwrite",
+        "local:/data/draft/config.json",
+        "apply fix to /data/draft/config.json: set eagle_config.eagle_aux_hidden_state_layer_ids to "
+        "[1, 5, 8] so sglang==0.5.23 captures out(1), out(5), out(8)",
+        [
+            "--- current",
+            "+++ fixed",
+            "@@ -1,8 +1,8 @@",
+            *[f'   "key_{i}": {i},' for i in range(12)],
+            '-    "eagle_aux_hidden_state_layer_ids": [-1, 1, 5]',
+            '+    "eagle_aux_hidden_state_layer_ids": [1, 5, 8]',
+            *[f'   "tail_{i}": {i},' for i in range(12)],
+        ],
+    )
 
     async def run_before(pilot):
         pilot.app.confirm(plan, lambda: None)

@@ -26,11 +26,11 @@ class Probe(WorkbenchScreen):
         super().__init__()
         self.shown: list[str] = []
         self.errors: list[str] = []
-        self.finished: list[str] = []        # what the worker threads returned, delivered or not
+        self.finished: list[str] = []  # what the worker threads returned, delivered or not
         self.bar_busy_at_delivery: list[bool] = []
         self.delivered_on: list[int] = []
-        self.state_changes: list = []        # the Worker.StateChanged messages that reached the screen
-        self.delivered_after: list = []      # the last of them when a result arrived
+        self.state_changes: list = []  # the Worker.StateChanged messages that reached the screen
+        self.delivered_after: list = []  # the last of them when a result arrived
         self.release = threading.Event()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -87,17 +87,17 @@ async def test_a_result_reaches_the_screen_as_a_message_before_the_busy_bar_stop
     async with app.run_test(size=SIZE) as pilot:
         probe = await _probe(app, pilot)
         calls: list = []
-        app.call_from_thread = lambda *a, **k: calls.append(a)      # type: ignore[method-assign]
+        app.call_from_thread = lambda *a, **k: calls.append(a)  # type: ignore[method-assign]
         worker = probe.compute("forty-two")
         assert route_of(worker).done == "show"
         await settle(pilot)
         assert probe.shown == ["forty-two"] and probe.answer() == "forty-two"
-        assert probe.delivered_on == [threading.main_thread().ident]     # on the UI thread
-        assert probe.bar_busy_at_delivery == [True]                   # the bar stopped after
+        assert probe.delivered_on == [threading.main_thread().ident]  # on the UI thread
+        assert probe.bar_busy_at_delivery == [True]  # the bar stopped after
         assert not probe.query_one(BusyBar).has_class("-busy")
-        assert probe.delivered_after == [(worker, WorkerState.SUCCESS)]    # from Worker.StateChanged
+        assert probe.delivered_after == [(worker, WorkerState.SUCCESS)]  # from Worker.StateChanged
         assert worker.result == "forty-two"
-        assert calls == []                                              # no call into the UI thread
+        assert calls == []  # no call into the UI thread
 
 
 async def test_a_cancelled_older_result_never_overwrites_a_newer_one(workspace):
@@ -106,10 +106,10 @@ async def test_a_cancelled_older_result_never_overwrites_a_newer_one(workspace):
         probe = await _probe(app, pilot)
         slow = probe.compute("slow", wait=True)
         await pilot.pause(0.1)
-        fast = probe.compute("fast")           # same exclusive group: cancels the slow one
+        fast = probe.compute("fast")  # same exclusive group: cancels the slow one
         assert slow.is_cancelled
         assert await until(pilot, lambda: probe.shown == ["fast"])
-        probe.release.set()                    # the slow thread ends now, with its (stale) result
+        probe.release.set()  # the slow thread ends now, with its (stale) result
         assert await until(pilot, lambda: "slow" in probe.finished)
         await settle(pilot, 0.2)
         assert probe.shown == ["fast"] and probe.answer() == "fast"
@@ -132,11 +132,11 @@ async def test_failures_go_inline_or_to_the_error_line_titled_by_what(workspace)
         probe = await _probe(app, pilot)
         probe.compute("bad")
         await settle(pilot)
-        assert probe.errors == ["bad: not a value"] and _error_line(app) == ""    # inline, not reported
+        assert probe.errors == ["bad: not a value"] and _error_line(app) == ""  # inline, not reported
         probe.compute("bug")
         await settle(pilot)
-        assert "probing: KeyError: 'bug'" in _error_line(app)                    # a bug: reported
-        probe.write("bad")                    # no inline handler: reported, titled from the arguments
+        assert "probing: KeyError: 'bug'" in _error_line(app)  # a bug: reported
+        probe.write("bad")  # no inline handler: reported, titled from the arguments
         await settle(pilot)
         assert _error_line(app) == "write bad: bad: refused"
         assert app.is_running and probe.shown == []
@@ -144,6 +144,7 @@ async def test_failures_go_inline_or_to_the_error_line_titled_by_what(workspace)
 
 def test_a_route_to_a_missing_handler_fails_when_the_class_is_made():
     with pytest.raises(TypeError, match="done='show_reslut'"):
+
         class Typo(WorkbenchScreen):
             @background("typo", done="show_reslut")
             def work_it(self) -> int:

@@ -53,7 +53,7 @@ def test_packed_payload_three_candidates(capture_files, train):
     assert res.cols == ["hidden_states[0]", "hidden_states[1]", "hidden_states[2]"]
     assert [b.candidate for b in res.best] == res.cols
     assert res.verdicts() == ["match"] * 3
-    assert res.tokens_compared == 63 and res.tokens["dropped_ref"] == 1     # last token has no row
+    assert res.tokens_compared == 63 and res.tokens["dropped_ref"] == 1  # last token has no row
     assert res.per_token(0, 0)["exact"] and len(res.per_token("aux[0]", "hidden_states[0]")["rel_diff"]) == 63
 
 
@@ -69,8 +69,14 @@ def test_planted_shift_in_the_config_gives_mismatch_finding(capture_files, train
     out(2,5,7): a one-layer shift, and the fix writes the ids that capture out(1,4,6)."""
     res = align(train, open_capture(capture_files.hf_stack))
     cfg = json.loads(capture_files.draft_config.read_text())
-    rec, findings = recommend(res, "sglang==0.5.12.post1", arch="LlamaForCausalLM", num_layers=N_LAYERS,
-                              draft_config=cfg, draft_config_path=str(capture_files.draft_config))
+    rec, findings = recommend(
+        res,
+        "sglang==0.5.12.post1",
+        arch="LlamaForCausalLM",
+        num_layers=N_LAYERS,
+        draft_config=cfg,
+        draft_config_path=str(capture_files.draft_config),
+    )
     assert rec.confident and rec.layer_ids == [1, 4, 6]
     assert rec.current_ids == [2, 5, 7] and rec.current_points == LATE and rec.differs
     (f,) = findings
@@ -88,8 +94,9 @@ def test_late_training_data_is_found_and_judged_per_engine(capture_files):
     res = align(late, open_capture(capture_files.hf_stack))
     assert [b.physical for b in res.best] == LATE and res.verdicts() == ["match"] * 3
     cfg = json.loads(capture_files.draft_config.read_text())
-    rec, findings = recommend(res, "sglang==0.5.12.post1", arch="LlamaForCausalLM", num_layers=N_LAYERS,
-                              draft_config=cfg)
+    rec, findings = recommend(
+        res, "sglang==0.5.12.post1", arch="LlamaForCausalLM", num_layers=N_LAYERS, draft_config=cfg
+    )
     assert rec.differs is False and findings == [] and rec.layer_ids == [2, 5, 7]
     rec, findings = recommend(res, "vllm", arch="LlamaForCausalLM", num_layers=N_LAYERS, draft_config=cfg)
     assert rec.current_points == TRUE and rec.layer_ids == [3, 6, 8]
@@ -97,16 +104,24 @@ def test_late_training_data_is_found_and_judged_per_engine(capture_files):
     assert f.evidence["shift"] == -1 and f.fix.edits[0].key == "eagle_aux_hidden_state_layer_ids"
 
 
-@pytest.mark.parametrize("engine,arch,ids", [
-    ("sglang==0.5.23", "LlamaForCausalLM", [1, 4, 6]),          # always +1
-    ("vllm", "LlamaForCausalLM", [2, 5, 7]),                     # verbatim capture-before
-    ("sglang==0.5.23", "DeepseekV3ForCausalLM", [1, 4, 6]),      # +1 because the first id is 1
-    ("sglang==0.5.12.post1", "DeepseekV3ForCausalLM", [1, 4, 6]),
-])
+@pytest.mark.parametrize(
+    "engine,arch,ids",
+    [
+        ("sglang==0.5.23", "LlamaForCausalLM", [1, 4, 6]),  # always +1
+        ("vllm", "LlamaForCausalLM", [2, 5, 7]),  # verbatim capture-before
+        ("sglang==0.5.23", "DeepseekV3ForCausalLM", [1, 4, 6]),  # +1 because the first id is 1
+        ("sglang==0.5.12.post1", "DeepseekV3ForCausalLM", [1, 4, 6]),
+    ],
+)
 def test_recommendation_in_each_engine_convention(capture_files, train, engine, arch, ids):
     res = align(train, open_capture(capture_files.hf_stack))
-    rec, findings = recommend(res, engine, arch=arch, num_layers=N_LAYERS,
-                              draft_config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}})
+    rec, findings = recommend(
+        res,
+        engine,
+        arch=arch,
+        num_layers=N_LAYERS,
+        draft_config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}},
+    )
     assert rec.layer_ids == ids and rec.points == TRUE
     assert rec.differs is False and findings == []
     if engine == "vllm":
@@ -166,7 +181,7 @@ def test_nonfinite_values_are_counted_and_left_out(capture_files, train, tmp_pat
     assert nf.first == [[7, 3], [9, 0]]
     assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
     assert np.isfinite(np.asarray(res.matrix, dtype=float)).all()
-    assert all(b.exact for b in res.best)       # the NaN row does not take its layer out of the ranking
+    assert all(b.exact for b in res.best)  # the NaN row does not take its layer out of the ranking
 
 
 @pytest.mark.parametrize("screen", ["auto", "fp32"])
@@ -177,12 +192,23 @@ def test_nonfinite_training_value_leaves_the_ranking_whole(train, tiny_world, sc
     T, H = hs.shape[1], hs.shape[-1]
     slots = [t.load().clone() for t in train.slots()]
     slots[1][9, 5] = float("nan")
-    ref = Capture("mem", "mem", [HiddenTensor(f"aux[{i}]", T, H, "float32", "slot", None, "mem",
-                                              (lambda t=t: t)) for i, t in enumerate(slots)],
-                  token_ids=train.token_ids, positions=train.positions)
-    cap = Capture("mem", "mem", [HiddenTensor(f"c{k}", T, H, "bfloat16", LAYER, f"out({k - 1})", "mem",
-                                              (lambda k=k: hs[k].bfloat16())) for k in range(1, N_LAYERS + 1)],
-                  token_ids=tiny_world.input_ids[0].numpy(), positions=np.arange(T))
+    ref = Capture(
+        "mem",
+        "mem",
+        [HiddenTensor(f"aux[{i}]", T, H, "float32", "slot", None, "mem", (lambda t=t: t)) for i, t in enumerate(slots)],
+        token_ids=train.token_ids,
+        positions=train.positions,
+    )
+    cap = Capture(
+        "mem",
+        "mem",
+        [
+            HiddenTensor(f"c{k}", T, H, "bfloat16", LAYER, f"out({k - 1})", "mem", (lambda k=k: hs[k].bfloat16()))
+            for k in range(1, N_LAYERS + 1)
+        ],
+        token_ids=tiny_world.input_ids[0].numpy(),
+        positions=np.arange(T),
+    )
     res = align(ref, cap, screen=screen, device="cpu")
     (nf,) = res.nonfinite
     assert (nf.side, nf.tensor, nf.nan, nf.first) == ("train", "aux[1]", 1, [[9, 5]])
@@ -191,8 +217,8 @@ def test_nonfinite_training_value_leaves_the_ranking_whole(train, tiny_world, sc
     for s, b in enumerate(res.best):
         assert b.exact
         x = slots[s].double()[keep]
-        y = hs[int(b.physical[4:-1]) + 1].bfloat16().double()[keep]      # c{k} holds out(k-1)
-        want = float(((x - y) ** 2).sum() / ((x ** 2).sum() + (y ** 2).sum()))
+        y = hs[int(b.physical[4:-1]) + 1].bfloat16().double()[keep]  # c{k} holds out(k-1)
+        want = float(((x - y) ** 2).sum() / ((x**2).sum() + (y**2).sum()))
         assert b.value == pytest.approx(want, rel=1e-5)
 
 
@@ -221,9 +247,16 @@ def test_token_alignment_by_ids_and_by_index(capture_files, train, tmp_path, tin
     hs = tiny_world.infer_hs[:, 0]
     # a shorter capture that starts at token 10 and has ids but no positions
     p = tmp_path / "mid.safetensors"
-    save_file({"layers.1": hs[2, 10:50].contiguous(), "layers.4": hs[5, 10:50].contiguous(),
-               "layers.6": hs[7, 10:50].contiguous(), "layers.2": hs[3, 10:50].contiguous(),
-               "token_ids": tiny_world.input_ids[0, 10:50].clone()}, str(p))
+    save_file(
+        {
+            "layers.1": hs[2, 10:50].contiguous(),
+            "layers.4": hs[5, 10:50].contiguous(),
+            "layers.6": hs[7, 10:50].contiguous(),
+            "layers.2": hs[3, 10:50].contiguous(),
+            "token_ids": tiny_world.input_ids[0, 10:50].clone(),
+        },
+        str(p),
+    )
     cap = open_capture(p)
     cap.positions = None
     res = align(train, cap)
@@ -232,8 +265,15 @@ def test_token_alignment_by_ids_and_by_index(capture_files, train, tmp_path, tin
     assert any("inference row 0 is reference token 10" in n for n in res.notes)
     # no ids at all: rows by index, the shorter length, said so
     q = tmp_path / "noids.safetensors"
-    save_file({"layers.1": hs[2, :50].contiguous(), "layers.4": hs[5, :50].contiguous(),
-               "layers.6": hs[7, :50].contiguous(), "layers.3": hs[4, :50].contiguous()}, str(q))
+    save_file(
+        {
+            "layers.1": hs[2, :50].contiguous(),
+            "layers.4": hs[5, :50].contiguous(),
+            "layers.6": hs[7, :50].contiguous(),
+            "layers.3": hs[4, :50].contiguous(),
+        },
+        str(q),
+    )
     res2 = align(train, open_capture(q))
     assert res2.tokens["method"] == "index" and res2.tokens_compared == 50
     assert any("paired by index" in n for n in res2.notes)
@@ -245,10 +285,11 @@ def test_token_alignment_by_ids_and_by_index(capture_files, train, tmp_path, tin
 
 def test_few_tokens_are_never_a_firm_match(capture_files, train, tiny_world):
     hs = tiny_world.infer_hs[:, 0]
-    tensors = [HiddenTensor(f"c{k}", 8, 64, "bfloat16", LAYER, f"out({k - 1})", "mem",
-                            (lambda k=k: hs[k, :8])) for k in range(1, N_LAYERS)]
-    cap = Capture("mem", "mem", tensors, token_ids=tiny_world.input_ids[0, :8].numpy(),
-                  positions=np.arange(8))
+    tensors = [
+        HiddenTensor(f"c{k}", 8, 64, "bfloat16", LAYER, f"out({k - 1})", "mem", (lambda k=k: hs[k, :8]))
+        for k in range(1, N_LAYERS)
+    ]
+    cap = Capture("mem", "mem", tensors, token_ids=tiny_world.input_ids[0, :8].numpy(), positions=np.arange(8))
     res = align(train, cap)
     assert [b.physical for b in res.best] == TRUE
     assert res.verdicts() == ["ambiguous"] * 3 and "only 8 tokens" in res.best[0].reason
@@ -257,23 +298,39 @@ def test_few_tokens_are_never_a_firm_match(capture_files, train, tiny_world):
 # ------------------------------------------------------------------------------ verdict rules
 def _slot(value, runner=None, win=1.0, token_margin=None):
     margin = None if runner is None else (float("inf") if value == 0 else runner / value)
-    return SlotBest("s", None, "a", "out(1)", value, "b" if runner is not None else None, "out(2)",
-                    runner, margin, token_margin if token_margin is not None else margin, win, "", "")
+    return SlotBest(
+        "s",
+        None,
+        "a",
+        "out(1)",
+        value,
+        "b" if runner is not None else None,
+        "out(2)",
+        runner,
+        margin,
+        token_margin if token_margin is not None else margin,
+        win,
+        "",
+        "",
+    )
 
 
-@pytest.mark.parametrize("value,runner,win,tm,verdict", [
-    (2e-5, 1.5e-2, 1.0, None, "match"),          # the lab: x750
-    (1e-3, 3e-3, 0.9, None, "match"),            # real cross-engine noise: only x3, still clear
-    (1e-3, 1.6e-3, 0.7, None, "ambiguous"),      # x1.6: too close
-    (3e-6, 5e-6, 0.9, None, "ambiguous"),        # two near-identical points: gap < 1e-4
-    (8e-3, 5e-2, 1.0, None, "ambiguous"),        # above match_max: an adjacent layer at best
-    (0.2, 0.5, 1.0, None, "no-match"),
-    (1e-3, 2.5e-3, 0.3, None, "ambiguous"),      # the aggregate is carried by a few tokens
-    (1e-3, 1.8e-3, 0.95, 40.0, "match"),         # per-token medians separate what a sink token blurs
-    (0.0, None, None, None, "match"),            # identical, single candidate
-    (0.0, 0.0, 0.5, None, "ambiguous"),          # identical to two points
-    (2e-3, None, None, None, "match"),           # a single candidate: absolute rule only
-])
+@pytest.mark.parametrize(
+    "value,runner,win,tm,verdict",
+    [
+        (2e-5, 1.5e-2, 1.0, None, "match"),  # the lab: x750
+        (1e-3, 3e-3, 0.9, None, "match"),  # real cross-engine noise: only x3, still clear
+        (1e-3, 1.6e-3, 0.7, None, "ambiguous"),  # x1.6: too close
+        (3e-6, 5e-6, 0.9, None, "ambiguous"),  # two near-identical points: gap < 1e-4
+        (8e-3, 5e-2, 1.0, None, "ambiguous"),  # above match_max: an adjacent layer at best
+        (0.2, 0.5, 1.0, None, "no-match"),
+        (1e-3, 2.5e-3, 0.3, None, "ambiguous"),  # the aggregate is carried by a few tokens
+        (1e-3, 1.8e-3, 0.95, 40.0, "match"),  # per-token medians separate what a sink token blurs
+        (0.0, None, None, None, "match"),  # identical, single candidate
+        (0.0, 0.0, 0.5, None, "ambiguous"),  # identical to two points
+        (2e-3, None, None, None, "match"),  # a single candidate: absolute rule only
+    ],
+)
 def test_verdict_rules(value, runner, win, tm, verdict):
     from workbench.hidden.align import _verdict
 
@@ -309,10 +366,18 @@ def test_runner_up_at_another_point_is_refined(train, tiny_world, screen):
     and the runner-up the verdict reads per token (the adjacent layer) is still refined."""
     hs = tiny_world.infer_hs[:, 0]
     T = hs.shape[1]
-    tensors = [HiddenTensor(f"c{k}", T, hs.shape[-1], "bfloat16", LAYER, f"out({k - 1})", "mem",
-                            (lambda k=k: hs[k].bfloat16())) for k in range(1, N_LAYERS)]
-    tensors += [HiddenTensor(f"dup{k}", T, hs.shape[-1], "bfloat16", LAYER, f"out({k})", "mem",
-                             (lambda k=k: hs[k + 1].bfloat16())) for k in (1, 4, 6)]
+    tensors = [
+        HiddenTensor(
+            f"c{k}", T, hs.shape[-1], "bfloat16", LAYER, f"out({k - 1})", "mem", (lambda k=k: hs[k].bfloat16())
+        )
+        for k in range(1, N_LAYERS)
+    ]
+    tensors += [
+        HiddenTensor(
+            f"dup{k}", T, hs.shape[-1], "bfloat16", LAYER, f"out({k})", "mem", (lambda k=k: hs[k + 1].bfloat16())
+        )
+        for k in (1, 4, 6)
+    ]
     cap = Capture("mem", "mem", tensors, token_ids=tiny_world.input_ids[0].numpy(), positions=np.arange(T))
     res = align(train, cap, screen=screen, device="cpu")
     assert [b.physical for b in res.best] == TRUE and res.verdicts() == ["match"] * 3
@@ -330,12 +395,23 @@ def _mem_captures(train, tiny_world, slot_edit=None, cand_edit=None):
     cands = [hs[k].bfloat16().clone() for k in range(1, N_LAYERS + 1)]
     if cand_edit:
         cand_edit(cands)
-    ref = Capture("mem", "mem", [HiddenTensor(f"aux[{i}]", T, H, "float32", "slot", None, "mem",
-                                              (lambda t=t: t)) for i, t in enumerate(slots)],
-                  token_ids=train.token_ids, positions=train.positions)
-    cap = Capture("mem", "mem", [HiddenTensor(f"c{k}", T, H, "bfloat16", LAYER, f"out({k - 1})", "mem",
-                                              (lambda k=k: cands[k - 1])) for k in range(1, N_LAYERS + 1)],
-                  token_ids=tiny_world.input_ids[0].numpy(), positions=np.arange(T))
+    ref = Capture(
+        "mem",
+        "mem",
+        [HiddenTensor(f"aux[{i}]", T, H, "float32", "slot", None, "mem", (lambda t=t: t)) for i, t in enumerate(slots)],
+        token_ids=train.token_ids,
+        positions=train.positions,
+    )
+    cap = Capture(
+        "mem",
+        "mem",
+        [
+            HiddenTensor(f"c{k}", T, H, "bfloat16", LAYER, f"out({k - 1})", "mem", (lambda k=k: cands[k - 1]))
+            for k in range(1, N_LAYERS + 1)
+        ],
+        token_ids=tiny_world.input_ids[0].numpy(),
+        positions=np.arange(T),
+    )
     return ref, cap
 
 
@@ -344,10 +420,11 @@ def _mem_captures(train, tiny_world, slot_edit=None, cand_edit=None):
 def test_a_wholly_nonfinite_candidate_is_never_a_match(train, tiny_world, screen, value):
     """Every row of the true candidate of slot 0 is NaN/Inf: nothing of it can be compared, so it
     has no value (not 0 = identical), slot 0 is not called a match with it, and a note says why."""
-    k0 = int(TRUE[0][4:-1]) + 1                                 # c{k} holds out(k-1)
+    k0 = int(TRUE[0][4:-1]) + 1  # c{k} holds out(k-1)
 
     def poison(cands):
         cands[k0 - 1][:] = value
+
     ref, cap = _mem_captures(train, tiny_world, cand_edit=poison)
     res = align(ref, cap, screen=screen, device="cpu")
     col = res.cols.index(f"c{k0}")
@@ -361,8 +438,10 @@ def test_a_wholly_nonfinite_candidate_is_never_a_match(train, tiny_world, screen
 @pytest.mark.parametrize("screen", ["auto", "fp32"])
 def test_a_wholly_nonfinite_slot_is_undecided_not_matched(train, tiny_world, screen):
     """A training slot of NaN only leaves no token to compare for any pair: every verdict says so."""
+
     def poison(slots):
         slots[1][:] = float("nan")
+
     ref, cap = _mem_captures(train, tiny_world, slot_edit=poison)
     res = align(ref, cap, screen=screen, device="cpu")
     assert all(v is None for row in res.matrix for v in row)
@@ -380,6 +459,7 @@ def test_mostly_nonfinite_candidate_rests_on_its_finite_tokens(train, tiny_world
 
     def poison(cands):
         cands[k0 - 1][20:] = float("nan")
+
     ref, cap = _mem_captures(train, tiny_world, cand_edit=poison)
     res = align(ref, cap, device="cpu", thresholds=Thresholds(min_tokens=32))
     b = res.best[0]
@@ -431,12 +511,15 @@ def test_where_the_data_lives_is_asked_without_loading_a_file(capture_files):
     assert stack and on_cuda(stack) is None
 
 
-@pytest.mark.parametrize("threads, copy_gbps, kernel, want", [
-    (16, 58.3, "vdpbf16ps", "cpu"),      # H200 host, all cores: CPU 56 ms, staged GPU 71 ms (measured)
-    (16, 34.5, "vdpbf16ps", "cpu"),      # the same host's copy probe on another run
-    (2, 10.6, "vdpbf16ps", "cpu"),       # two threads: CPU 211 ms, staged GPU 230 ms (measured)
-    (2, 10.6, "torch", "gpu"),           # no numba: torch's CPU matmuls are far slower than the bus
-])
+@pytest.mark.parametrize(
+    "threads, copy_gbps, kernel, want",
+    [
+        (16, 58.3, "vdpbf16ps", "cpu"),  # H200 host, all cores: CPU 56 ms, staged GPU 71 ms (measured)
+        (16, 34.5, "vdpbf16ps", "cpu"),  # the same host's copy probe on another run
+        (2, 10.6, "vdpbf16ps", "cpu"),  # two threads: CPU 211 ms, staged GPU 230 ms (measured)
+        (2, 10.6, "torch", "gpu"),  # no numba: torch's CPU matmuls are far slower than the bus
+    ],
+)
 def test_the_device_rule_on_the_h200_hosts_measured_bandwidths(threads, copy_gbps, kernel, want):
     """The choice from the figures measured on the H200 host (1.82 GB of bf16 candidates, an
     all-core copy past the cache at ``copy_gbps``, pinned H2D 55 GB/s) matches which path ran
@@ -446,9 +529,14 @@ def test_the_device_rule_on_the_h200_hosts_measured_bandwidths(threads, copy_gbp
     nbytes = 1_820_327_936
     cpu_s, gpu_s = estimate(nbytes, kernel_bps(kernel, threads), copy_gbps * 1e9, 55e9)
     assert ("cpu" if cpu_s <= gpu_s else "gpu") == want
-    cpu_l, gpu_l = estimate(nbytes, kernel_bps(kernel, threads), copy_gbps * 1e9, 55e9,
-                            learned={"cpu": nbytes / 0.30, "cuda": nbytes / 0.07})
-    assert gpu_l < cpu_l                 # measured rates, where a path ran, decide over the model
+    cpu_l, gpu_l = estimate(
+        nbytes,
+        kernel_bps(kernel, threads),
+        copy_gbps * 1e9,
+        55e9,
+        learned={"cpu": nbytes / 0.30, "cuda": nbytes / 0.07},
+    )
+    assert gpu_l < cpu_l  # measured rates, where a path ran, decide over the model
 
 
 def _bf16_world(T=320, H=128, layers=10, trained=(1, 4, 7), seed=5):
@@ -463,13 +551,27 @@ def _bf16_world(T=320, H=128, layers=10, trained=(1, 4, 7), seed=5):
     slots = [(outs[k + 1] * (1 + 1e-3 * torch.randn(T, H, generator=g))).bfloat16() for k in trained]
     cands = [o.bfloat16() for o in outs]
     ids, pos = np.arange(T) % 997 + 3, np.arange(T)
-    ref = Capture("mem", "mem", [HiddenTensor(f"aux[{i}]", T, H, "bfloat16", "slot", None, "mem",
-                                              (lambda t=t: t)) for i, t in enumerate(slots)],
-                  token_ids=ids, positions=pos)
+    ref = Capture(
+        "mem",
+        "mem",
+        [
+            HiddenTensor(f"aux[{i}]", T, H, "bfloat16", "slot", None, "mem", (lambda t=t: t))
+            for i, t in enumerate(slots)
+        ],
+        token_ids=ids,
+        positions=pos,
+    )
     names = ["embed"] + [f"out({k})" for k in range(layers)]
-    cap = Capture("mem", "mem", [HiddenTensor(n, T, H, "bfloat16", LAYER, n if n != "embed" else "embed", "mem",
-                                              (lambda t=t: t)) for n, t in zip(names, cands)],
-                  token_ids=ids, positions=pos)
+    cap = Capture(
+        "mem",
+        "mem",
+        [
+            HiddenTensor(n, T, H, "bfloat16", LAYER, n if n != "embed" else "embed", "mem", (lambda t=t: t))
+            for n, t in zip(names, cands)
+        ],
+        token_ids=ids,
+        positions=pos,
+    )
     return ref, cap, [f"out({k})" for k in trained]
 
 
@@ -493,16 +595,16 @@ def test_pairs_differenced_in_the_stream_give_what_the_exact_pass_gives(monkeypa
     assert [b.physical for b in fused.best] == trained and fused.verdicts() == ["match"] * 3
     assert fused.timing["fused_pairs"] >= 6 and fused.timing["read_again"] == 0
     with monkeypatch.context() as m:
-        m.setattr(A, "_foretell", lambda sample, group, k: [])     # nothing foretold: the exact pass reads all
+        m.setattr(A, "_foretell", lambda sample, group, k: [])  # nothing foretold: the exact pass reads all
         plain = align(ref, cap, device="cpu", screen="kernel")
     assert plain.timing["fused_pairs"] == 0 and plain.timing["read_again"] >= 4
     _same_result(fused, plain)
-    with monkeypatch.context() as m:                         # groups of 3 candidates: the same, bit for bit
+    with monkeypatch.context() as m:  # groups of 3 candidates: the same, bit for bit
         m.setattr(A, "CPU_GROUP", 3)
         grouped = align(ref, cap, device="cpu", screen="kernel")
     assert grouped.timing["groups"] > 1
     _same_result(grouped, fused)
-    with monkeypatch.context() as m:                         # a sample that foretells the wrong pairs
+    with monkeypatch.context() as m:  # a sample that foretells the wrong pairs
         m.setattr(A, "_foretell", lambda sample, group, k: [(s, len(group) - 1) for s in range(len(sample.num))])
         wrong = align(ref, cap, device="cpu", screen="kernel")
     assert wrong.timing["fused_pairs"] == 0 and wrong.timing["read_again"] >= 4
@@ -520,20 +622,21 @@ def test_a_stack_candidate_kept_for_the_exact_pass_is_not_mapped_again(tmp_path,
     pytest.importorskip("workbench.hidden.pairstats")
     ref, cap, trained = _bf16_world()
     path = tmp_path / "infer.safetensors"
-    write_safetensors(path, {("embed" if t.name == "embed" else f"layers.{int(t.name[4:-1])}"): t.load()
-                             for t in cap.tensors})
+    write_safetensors(
+        path, {("embed" if t.name == "embed" else f"layers.{int(t.name[4:-1])}"): t.load() for t in cap.tensors}
+    )
     stack = open_capture(path)
     stack = dataclasses.replace(stack, token_ids=cap.token_ids, positions=cap.positions)
     assert all(c.span is not None for c in stack.candidates(128))
     maps = []
-    real = mapping._map                                         # (every reader's new mapping)
+    real = mapping._map  # (every reader's new mapping)
     monkeypatch.setattr(mapping, "_map", lambda *a: maps.append(a) or real(*a))
     fused = align(ref, stack, device="cpu", screen="kernel")
     assert fused.timing["read_again"] == 0 and len(maps) == 1
     assert [b.physical for b in fused.best] == trained
     maps.clear()
     with monkeypatch.context() as m:
-        m.setattr(A, "SAMPLE_TOKENS", 10 ** 6)              # nothing foretold: every best pair kept
+        m.setattr(A, "SAMPLE_TOKENS", 10**6)  # nothing foretold: every best pair kept
         plain = align(ref, stack, device="cpu", screen="kernel")
     assert plain.timing["read_again"] >= 4 and len(maps) == 1
     _same_result(fused, plain)
@@ -549,13 +652,18 @@ def test_the_screen_keeps_the_best_few_and_a_runner_up_at_another_point_whatever
 
     phys = ["out(1)", "out(1)", "out(1)", "out(2)", "out(3)", "out(4)", None, "out(5)"]
     cands = [SimpleNamespace(physical=p) for p in phys]
-    rel = np.array([[0.010, 0.011, 0.012, 0.50, np.nan, 0.40, np.inf, 0.012],
-                    [0.30, np.nan, 0.20, 0.10, 0.10, -np.inf, 0.05, 0.60]])
+    rel = np.array(
+        [
+            [0.010, 0.011, 0.012, 0.50, np.nan, 0.40, np.inf, 0.012],
+            [0.30, np.nan, 0.20, 0.10, 0.10, -np.inf, 0.05, 0.60],
+        ]
+    )
     once = _Top(2, 2, cands)
     kept = once.add(rel, list(range(8)))
-    assert once.lists[0] == [(0.010, 0), (0.011, 1), (0.012, 2), (0.012, 7)]    # k = 2, then out(5)'s
-    assert once.lists[1] == [(0.05, 6), (0.10, 3)]                               # -inf ranks last
+    assert once.lists[0] == [(0.010, 0), (0.011, 1), (0.012, 2), (0.012, 7)]  # k = 2, then out(5)'s
+    assert once.lists[1] == [(0.05, 6), (0.10, 3)]  # -inf ranks last
     assert kept == {0, 1, 2, 7, 6, 3}
+
     def other(lst):
         return next(e for e in lst[1:] if phys[e[1]] is None or phys[e[1]] != phys[lst[0][1]])
 
@@ -575,7 +683,7 @@ def test_token_quantiles_match_numpy(n):
     rng = np.random.default_rng(n)
     for scale in (1e-7, 1.0, 1e3):
         a = (rng.random(n) * scale).astype(np.float32)
-        a[: n // 3] = a[0]                      # ties too
+        a[: n // 3] = a[0]  # ties too
         s = np.sort(a)
         assert _quantile(s, 0.5) == pytest.approx(float(np.median(a)), rel=1e-6)
         assert _quantile(s, 0.95) == pytest.approx(float(np.percentile(a, 95)), rel=1e-6)

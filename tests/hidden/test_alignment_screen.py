@@ -53,7 +53,7 @@ async def test_matrix_verdicts_and_drill_down(workspace, capture_files, draft):
         rec = str(s.query_one("#recommendation", Static).render())
         assert "[1, 4, 6]" in rec and "layer-ids-engine-mismatch" in rec and "press a" in rec
         assert "aux[0] vs hidden_states[2]" in str(s.query_one("#drill-title", Static).render())
-        await pilot.press("right")                              # next slot, same candidate row
+        await pilot.press("right")  # next slot, same candidate row
         await pilot.pause()
         assert "aux[1] vs hidden_states[2]" in str(s.query_one("#drill-title", Static).render())
         assert "median" in str(s.query_one("#drill", Static).render())
@@ -70,7 +70,7 @@ async def test_apply_to_config_confirms_then_writes(workspace, capture_files, dr
         await pilot.press("n")
         await settle(pilot)
         ids = json.loads((draft / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
-        assert ids == [2, 5, 7]                                  # cancelled: untouched
+        assert ids == [2, 5, 7]  # cancelled: untouched
         await pilot.press("a")
         await pilot.pause()
         await pilot.press("y")
@@ -112,18 +112,31 @@ async def test_best_match_table_agrees_with_the_cli_and_stays_legible(workspace,
         # runner-up, margin and verdict are on screen at 80 columns, above the matrix
         region = best.region
         assert region.width >= 70 and sum(w.width for w in best.columns.values()) <= region.width
-    r = cli("align", "--train", str(capture_files.specforge), "--infer", str(capture_files.hf_stack),
-            "--engine", "sglang==0.5.12.post1", "--num-layers", str(N_LAYERS), "--json")
+    r = cli(
+        "align",
+        "--train",
+        str(capture_files.specforge),
+        "--infer",
+        str(capture_files.hf_stack),
+        "--engine",
+        "sglang==0.5.12.post1",
+        "--num-layers",
+        str(N_LAYERS),
+        "--json",
+    )
     cli_best = json.loads(r.stdout)["best"]
-    assert [row[5] for row in rows] == [("inf" if b["margin"] is None or b["margin"] == float("inf")
-                                         else f"x{b['margin']:.3g}") for b in cli_best]
+    assert [row[5] for row in rows] == [
+        ("inf" if b["margin"] is None or b["margin"] == float("inf") else f"x{b['margin']:.3g}") for b in cli_best
+    ]
     assert [row[4] for row in rows] == [b["runner_up"] or "-" for b in cli_best]
-    for colour in HEAT:        # every heat cell's number at WCAG AA contrast or better
+    for colour in HEAT:  # every heat cell's number at WCAG AA contrast or better
 
         def lum(h):
             def f(c):
                 return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-            r_, g_, b_ = (int(h[i:i + 2], 16) / 255 for i in (1, 3, 5))
+
+            r_, g_, b_ = (int(h[i : i + 2], 16) / 255 for i in (1, 3, 5))
             return 0.2126 * f(r_) + 0.7152 * f(g_) + 0.0722 * f(b_)
+
         lo, hi = sorted([lum(colour), lum(text_on(colour))])
         assert (hi + 0.05) / (lo + 0.05) >= 4.5, colour

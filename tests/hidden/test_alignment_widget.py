@@ -13,8 +13,14 @@ def test_matrix_verdicts_drill_and_apply(wb, capture_files, tmp_path):
     draft = tmp_path / "draft"
     draft.mkdir()
     shutil.copy(capture_files.draft_config, draft / "config.json")
-    widget = AlignmentWidget(wb, train=capture_files.specforge, infer=capture_files.hf_stack,
-                             engine="sglang==0.5.12.post1", draft=draft, num_layers=N_LAYERS)
+    widget = AlignmentWidget(
+        wb,
+        train=capture_files.specforge,
+        infer=capture_files.hf_stack,
+        engine="sglang==0.5.12.post1",
+        draft=draft,
+        num_layers=N_LAYERS,
+    )
     r = widget.result
     assert widget.error is None and [b.physical for b in r.best] == ["out(1)", "out(4)", "out(6)"]
     assert widget.matrix.value.count("<tr") == N_LAYERS + 2 and widget.matrix.value.count("outline:3px") == 3
@@ -23,11 +29,11 @@ def test_matrix_verdicts_drill_and_apply(wb, capture_files, tmp_path):
     assert "<svg" in widget.drill.value and "aux[0] vs hidden_states[2]" in widget.drill.value
     widget.slot.value = 2
     assert "aux[2] vs hidden_states[2]" in widget.drill.value
-    widget.apply_button.click()                                   # arm: shows the diff, writes nothing
+    widget.apply_button.click()  # arm: shows the diff, writes nothing
     assert widget.apply_button.armed and "eagle_aux_hidden_state_layer_ids" in widget.apply_button.plan_view.value
     cfg = json.loads((draft / "config.json").read_text())
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 5, 7]
-    widget.apply_button.click()                                   # confirm
+    widget.apply_button.click()  # confirm
     cfg = json.loads((draft / "config.json").read_text())
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 4, 6]
     assert "applied" in widget.status.value and widget.result.findings == []

@@ -8,9 +8,19 @@ from tests.fixtures.tiny_llama import N_LAYERS
 
 
 def test_align_json_contract_and_mismatch_exit(cli, capture_files, workspace):
-    r = cli("align", "--train", str(capture_files.specforge), "--infer", str(capture_files.hf_stack),
-            "--engine", "sglang==0.5.12.post1", "--draft", str(capture_files.draft_config.parent), "--json")
-    assert r.returncode == 1, r.stderr                       # the draft's ids are one layer late
+    r = cli(
+        "align",
+        "--train",
+        str(capture_files.specforge),
+        "--infer",
+        str(capture_files.hf_stack),
+        "--engine",
+        "sglang==0.5.12.post1",
+        "--draft",
+        str(capture_files.draft_config.parent),
+        "--json",
+    )
+    assert r.returncode == 1, r.stderr  # the draft's ids are one layer late
     out = json.loads(r.stdout)
     for key in ("rows", "cols", "metric", "matrix", "best", "tokens_compared", "recommendation"):
         assert key in out
@@ -25,12 +35,14 @@ def test_align_json_contract_and_mismatch_exit(cli, capture_files, workspace):
 
 
 def test_align_text_per_token_and_errors(cli, capture_files, workspace):
-    r = cli("align", "--train", str(capture_files.specforge), "--infer", str(capture_files.payload),
-            "--per-token", "0:0")
+    r = cli(
+        "align", "--train", str(capture_files.specforge), "--infer", str(capture_files.payload), "--per-token", "0:0"
+    )
     assert r.returncode == 0, r.stderr
     assert "MATCH" in r.stdout and "per-token rel_diff, aux[0] vs hidden_states[0]" in r.stdout
     bad = cli("align", "--train", str(capture_files.specforge), "--infer", str(capture_files.root / "nope.json"))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
-    bad2 = cli("align", "--train", str(capture_files.specforge), "--infer", str(capture_files.payload),
-               "--per-token", "zz")
+    bad2 = cli(
+        "align", "--train", str(capture_files.specforge), "--infer", str(capture_files.payload), "--per-token", "zz"
+    )
     assert bad2.returncode == 2 and "SLOT:CANDIDATE" in bad2.stderr

@@ -33,8 +33,10 @@ def _same_sums(ps, cands):
     assert by_address.tensors == () and by_address.owner is not None
     loaded = ps.group([c.load() for c in cands])
     pairs = [(0, 0), (2, len(cands) - 1)]
-    a, b = ps.dots(by_address, np.empty((3, T), np.float32), pairs), ps.dots(loaded, np.empty((3, T), np.float32),
-                                                                             pairs)
+    a, b = (
+        ps.dots(by_address, np.empty((3, T), np.float32), pairs),
+        ps.dots(loaded, np.empty((3, T), np.float32), pairs),
+    )
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
     for x, y in zip(ps.exact(pairs, by_address), ps.exact(pairs, loaded)):
@@ -47,33 +49,46 @@ def test_candidates_read_by_address_give_the_loaded_sums(tmp_path, layout):
     g = torch.Generator().manual_seed(3)
     slots = _slots(g)
     path = tmp_path / "infer.safetensors"
-    if layout == "plain":           # mixed dtypes: bf16 and fp32 rows
-        write_safetensors(path, {"embed": torch.randn(T + 5, H, generator=g).bfloat16(),
-                                 "layers.0": torch.randn(T + 5, H, generator=g),
-                                 "layers.1": torch.randn(T + 5, H, generator=g).bfloat16()})
-    elif layout == "hf":            # rows i*T.. of one [N+1, T, H] tensor
+    if layout == "plain":  # mixed dtypes: bf16 and fp32 rows
+        write_safetensors(
+            path,
+            {
+                "embed": torch.randn(T + 5, H, generator=g).bfloat16(),
+                "layers.0": torch.randn(T + 5, H, generator=g),
+                "layers.1": torch.randn(T + 5, H, generator=g).bfloat16(),
+            },
+        )
+    elif layout == "hf":  # rows i*T.. of one [N+1, T, H] tensor
         write_safetensors(path, {"hidden_states": torch.randn(4, T + 5, H, generator=g).bfloat16()})
-    else:                           # a [T, 3H] tensor split into its slots: columns of one row stride
-        write_safetensors(path, {"embed": torch.randn(T + 5, H, generator=g).bfloat16(),
-                                 "layers.0": torch.randn(T + 5, H, generator=g).bfloat16(),
-                                 "aux": torch.randn(T + 5, 3 * H, generator=g).bfloat16()})
+    else:  # a [T, 3H] tensor split into its slots: columns of one row stride
+        write_safetensors(
+            path,
+            {
+                "embed": torch.randn(T + 5, H, generator=g).bfloat16(),
+                "layers.0": torch.randn(T + 5, H, generator=g).bfloat16(),
+                "aux": torch.randn(T + 5, 3 * H, generator=g).bfloat16(),
+            },
+        )
     cap = open_capture(path)
     cands = list(cap.candidates(H))
-    if layout == "packed":          # (as a packed capture's [T, K*H] tensor is split)
+    if layout == "packed":  # (as a packed capture's [T, K*H] tensor is split)
         aux = next(t for t in cap.tensors if t.name == "aux")
         cands += dataclasses.replace(aux, role=PACKED).split(3)
     assert len(cands) >= 3 and all(c.span is not None for c in cands)
     ps = ps_mod.PairStats(slots, np.arange(T) + 3, np.arange(T) + 5, threads=2)
     xy, yy, *_ = _same_sums(ps, cands)
-    want = torch.stack([c.load()[5:T + 5].double().pow(2).sum(1) for c in cands]).numpy()
-    np.testing.assert_allclose(yy, want, rtol=1e-5)       # (and the right bytes: each row's own norm)
+    want = torch.stack([c.load()[5 : T + 5].double().pow(2).sum(1) for c in cands]).numpy()
+    np.testing.assert_allclose(yy, want, rtol=1e-5)  # (and the right bytes: each row's own norm)
     # a candidate kept for the exact pass: its own bytes, over the group's mapping
     with mapping.shared():
         grp = _cpu_group(ps, cands)
     lo, hi = grp.owner.data_ptr(), grp.owner.data_ptr() + grp.owner.numel()
     for g, c in enumerate(cands):
         view = _mapped_view(grp, g, c)
-        assert lo <= view.data_ptr() and view.data_ptr() + ((c.rows - 1) * view.stride(0) + c.width) * view.element_size() <= hi
+        assert (
+            lo <= view.data_ptr()
+            and view.data_ptr() + ((c.rows - 1) * view.stride(0) + c.width) * view.element_size() <= hi
+        )
         assert view.dtype == c.load().dtype and torch.equal(view, c.load())
 
 

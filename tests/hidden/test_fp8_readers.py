@@ -40,12 +40,15 @@ def test_fp8_file_dequantizes_like_hs_connectors(tmp_path):
     assert not torch.allclose(q.float()[:, 0], want[:, 0], rtol=0.5)
 
 
-@pytest.mark.parametrize("case,match", [
-    ("no_scales", "hidden_states_scales is missing"),
-    ("bad_shape", r"hidden_states_scales is F32\[11, 2, 1\]"),
-    ("zero_scale", "non-finite or non-positive scale"),
-    ("scales_on_bf16", "not FP8"),
-])
+@pytest.mark.parametrize(
+    "case,match",
+    [
+        ("no_scales", "hidden_states_scales is missing"),
+        ("bad_shape", r"hidden_states_scales is F32\[11, 2, 1\]"),
+        ("zero_scale", "non-finite or non-positive scale"),
+        ("scales_on_bf16", "not FP8"),
+    ],
+)
 def test_malformed_fp8_files_are_one_line_errors(tmp_path, case, match):
     f = tmp_path / "hs_0.safetensors"
     q, sc = quantize_tensor_to_fp8(torch.randn(L, N, H))

@@ -13,7 +13,7 @@ from workbench.hidden.gang import Gang, gang
 
 def test_every_call_runs_at_once_one_on_the_caller():
     g = Gang(4)
-    barrier = threading.Barrier(4, timeout=10)          # only passes if all four run at the same time
+    barrier = threading.Barrier(4, timeout=10)  # only passes if all four run at the same time
     seen: list[str] = []
     lock = threading.Lock()
 
@@ -22,11 +22,11 @@ def test_every_call_runs_at_once_one_on_the_caller():
         with lock:
             seen.append(threading.current_thread().name)
 
-    for _ in range(3):                                    # the same threads, pass after pass
+    for _ in range(3):  # the same threads, pass after pass
         seen.clear()
         g.run([call] * 4)
         assert len(seen) == 4 and threading.current_thread().name in seen
-    g.run([lambda: seen.append("one")])                 # fewer calls than threads
+    g.run([lambda: seen.append("one")])  # fewer calls than threads
     assert seen[-1] == "one"
     with pytest.raises(ValueError, match="5 calls for a gang of 4"):
         g.run([call] * 5)
@@ -45,8 +45,8 @@ def test_a_worker_error_reaches_the_caller_after_every_call_ended():
 
     with pytest.raises(RuntimeError, match="kernel failed"):
         g.run([slow, bad, slow])
-    assert len(ended) == 2                               # nothing still running when the error came
-    g.run([slow, slow, slow])                            # and the gang still works
+    assert len(ended) == 2  # nothing still running when the error came
+    g.run([slow, slow, slow])  # and the gang still works
     assert len(ended) == 5
 
 
@@ -69,7 +69,7 @@ def test_two_callers_take_turns():
         c.start()
     for c in callers:
         c.join()
-    assert most[0] == 2                                   # one pass's two calls, never two passes at once
+    assert most[0] == 2  # one pass's two calls, never two passes at once
 
 
 def test_one_gang_per_size_in_a_process():

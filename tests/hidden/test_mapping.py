@@ -48,8 +48,9 @@ class _Noting:
         return [(lo, hi) for lo, hi in _mapped_ranges() for a, b in self.regions if lo < b and a < hi]
 
 
-@pytest.mark.parametrize("begin,end", [(0, 4096), (17, 5000), ((2 << 20) + 4095, (4 << 20) + 9), (0, (5 << 20) + 123),
-                                       (1000, 1000)])
+@pytest.mark.parametrize(
+    "begin,end", [(0, 4096), (17, 5000), ((2 << 20) + 4095, (4 << 20) + 9), (0, (5 << 20) + 123), (1000, 1000)]
+)
 @pytest.mark.parametrize("aligned", [True, False])
 def test_the_bytes_asked_for_at_any_offset(blob, begin, end, aligned, monkeypatch):
     path, data = blob
@@ -62,7 +63,7 @@ def test_the_bytes_asked_for_at_any_offset(blob, begin, end, aligned, monkeypatc
 @pytest.mark.skipif(M._LIBC is None, reason="no libc mmap here: Python's mmap is used")
 def test_the_address_agrees_with_the_file_offset_modulo_2mb(blob):
     path, _ = blob
-    for begin in (0, 4096 + 7, (2 << 20) + 12345):          # ranges that can hold a 2 MB piece
+    for begin in (0, 4096 + 7, (2 << 20) + 12345):  # ranges that can hold a 2 MB piece
         buf = M.map_range(path, begin, begin + (5 << 19))
         assert ctypes.addressof(buf) % M.HUGE == begin % M.HUGE
 
@@ -93,12 +94,12 @@ def test_a_mapping_the_kernel_places_off_the_2mb_grid_is_moved_onto_it(blob, mon
     begin = 4096 + 100
     buf = M.map_range(path, begin, begin + (3 << 20))
     assert ctypes.addressof(buf) % M.HUGE == begin % M.HUGE
-    assert bytes(memoryview(buf)) == data[begin:begin + (3 << 20)]
-    assert len(libc.regions) == 2       # the misplaced mapping's room, then the reader's reservation
+    assert bytes(memoryview(buf)) == data[begin : begin + (3 << 20)]
+    assert len(libc.regions) == 2  # the misplaced mapping's room, then the reader's reservation
     del buf
     gc.collect()
     assert M.settle(10)
-    assert not libc.left()              # nor the misplaced mapping, nor the slack either side, nor the mapping
+    assert not libc.left()  # nor the misplaced mapping, nor the slack either side, nor the mapping
 
 
 def test_writes_stay_private(blob):
@@ -119,10 +120,10 @@ def test_unmapped_once_no_view_is_left(blob, monkeypatch):
     t = torch.frombuffer(buf, dtype=torch.uint8)[5:]
     del buf
     gc.collect()
-    assert any(lo <= addr < hi for lo, hi in _mapped_ranges())       # the view keeps it
+    assert any(lo <= addr < hi for lo, hi in _mapped_ranges())  # the view keeps it
     del t
     gc.collect()
-    assert M.settle(10)                                              # (unmapped by a thread of its own)
+    assert M.settle(10)  # (unmapped by a thread of its own)
     assert not any(lo <= addr < hi for lo, hi in _mapped_ranges())
     # and nothing of any reservation is left behind either
     libc = _Noting(M._LIBC)
@@ -143,7 +144,7 @@ def test_the_unmap_runs_on_a_thread_of_its_own_and_settle_waits_for_it(blob, mon
     path, _ = blob
     real, gate, who = M._LIBC, threading.Event(), {}
 
-    class Held:                              # libc whose munmap of the range waits for the gate
+    class Held:  # libc whose munmap of the range waits for the gate
         def __getattr__(self, name):
             return getattr(real, name)
 
@@ -157,7 +158,7 @@ def test_the_unmap_runs_on_a_thread_of_its_own_and_settle_waits_for_it(blob, mon
     buf = M.map_range(path, 0, 3 << 20)
     who["addr"] = ctypes.addressof(buf)
     del buf
-    gc.collect()                             # returns while the munmap waits on the gate
+    gc.collect()  # returns while the munmap waits on the gate
     assert not M.settle(0.2)
     assert who["thread"] == "mapping-unmap"
     assert any(lo <= who["addr"] < hi for lo, hi in _mapped_ranges())
@@ -205,7 +206,7 @@ def test_ranges_of_a_file_in_a_shared_block_are_views_of_one_mapping(blob, align
         monkeypatch.setattr(M, "_LIBC", None)
     spans = [(10, 5000), ((2 << 20) + 3, (3 << 20) + 1), (1 << 20, (1 << 20) + 64)]
     with M.shared():
-        with M.shared():                                    # nested: the same block
+        with M.shared():  # nested: the same block
             bufs = [M.map_range(path, a, b) for a, b in spans[:2]]
         bufs.append(M.map_range(path, *spans[2]))
         elsewhere = []
@@ -214,21 +215,23 @@ def test_ranges_of_a_file_in_a_shared_block_are_views_of_one_mapping(blob, align
         th.join()
     views = [torch.frombuffer(b, dtype=torch.uint8) for b in bufs]
     addrs = [v.data_ptr() for v in views]
-    assert [a - addrs[0] for a in addrs] == [a - spans[0][0] for a, _ in spans]    # one mapping, file order
+    assert [a - addrs[0] for a in addrs] == [a - spans[0][0] for a, _ in spans]  # one mapping, file order
     assert elsewhere[0] is not None and torch.frombuffer(elsewhere[0], dtype=torch.uint8).data_ptr() != addrs[0]
     elsewhere.clear()
     for i, (a, b) in enumerate(spans):
         assert bytes(views[i].numpy()) == data[a:b]
-    views[0][:3] = 7                                         # private: another range, the file, a new block
-    assert bytes(views[2].numpy()) == data[spans[2][0]:spans[2][1]]
+    views[0][:3] = 7  # private: another range, the file, a new block
+    assert bytes(views[2].numpy()) == data[spans[2][0] : spans[2][1]]
     assert path.read_bytes() == data
     with M.shared():
         again = M.map_range(path, *spans[0])
-    assert bytes(memoryview(again)) == data[spans[0][0]:spans[0][1]]
+    assert bytes(memoryview(again)) == data[spans[0][0] : spans[0][1]]
     del again
-    outside = [M.map_range(path, a, b) for a, b in spans[:2]]     # no block: a mapping each
-    gap = torch.frombuffer(outside[1], dtype=torch.uint8).data_ptr() - torch.frombuffer(outside[0],
-                                                                                        dtype=torch.uint8).data_ptr()
+    outside = [M.map_range(path, a, b) for a, b in spans[:2]]  # no block: a mapping each
+    gap = (
+        torch.frombuffer(outside[1], dtype=torch.uint8).data_ptr()
+        - torch.frombuffer(outside[0], dtype=torch.uint8).data_ptr()
+    )
     assert gap != spans[1][0] - spans[0][0] or not aligned
     del outside, gap
     whole = [(lo, hi) for lo, hi in _mapped_ranges() if lo <= addrs[0] < hi]
@@ -236,10 +239,10 @@ def test_ranges_of_a_file_in_a_shared_block_are_views_of_one_mapping(blob, align
     del bufs
     views.pop(0)
     gc.collect()
-    assert any(lo <= addrs[0] < hi for lo, hi in _mapped_ranges())     # the other views keep it
+    assert any(lo <= addrs[0] < hi for lo, hi in _mapped_ranges())  # the other views keep it
     del views
     gc.collect()
     assert M.settle(10)
     assert not any(lo <= addrs[0] < hi for lo, hi in _mapped_ranges())
-    with open("/proc/self/maps") as fh:                      # nothing of the file is left mapped
+    with open("/proc/self/maps") as fh:  # nothing of the file is left mapped
         assert not [line for line in fh if line.rstrip().endswith(str(path))]

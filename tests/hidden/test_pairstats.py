@@ -12,26 +12,35 @@ ps_mod = pytest.importorskip("workbench.hidden.pairstats")
 
 def _world(S, T, H, seed=0, slot_dtype=torch.bfloat16):
     g = torch.Generator().manual_seed(seed)
-    packed = torch.randn(T + 9, S * H, generator=g).to(slot_dtype)      # slots side by side, like SpecForge aux
-    slots = [packed[:, i * H:(i + 1) * H] for i in range(S)]
-    cands = [torch.randn(T + 5, H, generator=g).bfloat16(),
-             torch.randn(T + 5, H, generator=g),                               # fp32
-             torch.randn(T + 5, 2 * H, generator=g).bfloat16()[:, H:],          # a column slice (row stride 2H)
-             torch.randn(T + 5, H, generator=g).half()]                         # converted to fp32
-    ref_rows = np.arange(T) + 9 - (np.arange(T) % 3 == 0)                      # not a plain range: gathered
+    packed = torch.randn(T + 9, S * H, generator=g).to(slot_dtype)  # slots side by side, like SpecForge aux
+    slots = [packed[:, i * H : (i + 1) * H] for i in range(S)]
+    cands = [
+        torch.randn(T + 5, H, generator=g).bfloat16(),
+        torch.randn(T + 5, H, generator=g),  # fp32
+        torch.randn(T + 5, 2 * H, generator=g).bfloat16()[:, H:],  # a column slice (row stride 2H)
+        torch.randn(T + 5, H, generator=g).half(),
+    ]  # converted to fp32
+    ref_rows = np.arange(T) + 9 - (np.arange(T) % 3 == 0)  # not a plain range: gathered
     infer_rows = np.arange(T) + 2
     return slots, cands, ref_rows, infer_rows
 
 
 def _ref(slots, ref_rows, y, infer_rows):
-    X = torch.stack([x[torch.as_tensor(ref_rows)].double() for x in slots])   # [S, T, H]
+    X = torch.stack([x[torch.as_tensor(ref_rows)].double() for x in slots])  # [S, T, H]
     return X, y[torch.as_tensor(infer_rows)].double()
 
 
 @pytest.mark.parametrize("S,H", [(1, 64), (2, 200), (3, 128), (4, 96), (5, 160), (3, 7168 // 56)])
-@pytest.mark.parametrize("kernel,slot_dtype", [("auto", torch.bfloat16), ("bf16-fma", torch.bfloat16),
-                                               ("bf16-fma256", torch.bfloat16), ("fma", torch.bfloat16),
-                                               ("auto", torch.float32)])
+@pytest.mark.parametrize(
+    "kernel,slot_dtype",
+    [
+        ("auto", torch.bfloat16),
+        ("bf16-fma", torch.bfloat16),
+        ("bf16-fma256", torch.bfloat16),
+        ("fma", torch.bfloat16),
+        ("auto", torch.float32),
+    ],
+)
 def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
     T = 70
     slots, cands, ref_rows, infer_rows = _world(S, T, H, slot_dtype=slot_dtype)
@@ -42,7 +51,7 @@ def test_dots_exact_and_norms_match_float64(S, H, kernel, slot_dtype):
         ys = [ps.prepare(y) for y in cands]
         X0, _ = _ref(slots, ref_rows, cands[0], infer_rows)
         for group in (ys, ys[:1], [ys[0], ys[2]]):
-            xx = np.full((S, T), np.nan, np.float32)          # the slots' norms in the same pass
+            xx = np.full((S, T), np.nan, np.float32)  # the slots' norms in the same pass
             xy, yy, *_ = ps.dots(group, xx)
             np.testing.assert_allclose(xx, (X0 * X0).sum(-1).numpy(), rtol=2e-6)
             for g, y in enumerate(group):
@@ -121,24 +130,25 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
         bad[[3, 50]] = True
         xx[:, 3], xx[1, 50] = np.nan, np.inf
         yy[1, [7, 8]], yy[4, 90] = np.nan, np.inf
-        xy[2, 3, 11] = np.nan                     # a product not finite where both norms are
+        xy[2, 3, 11] = np.nan  # a product not finite where both norms are
     elif case == "all-bad":
         bad[:] = True
         xx[:] = np.nan
     elif case == "zero-and-negative":
-        xx[0, :5], yy[0, :5], xy[0, 0, :5] = 0.0, 0.0, 0.0          # 0 / 0 there: value 0
-        xy[1, 2, 9] = 10.0                                            # xx + yy - 2xy < 0: clamped
+        xx[0, :5], yy[0, :5], xy[0, 0, :5] = 0.0, 0.0, 0.0  # 0 / 0 there: value 0
+        xy[1, 2, 9] = 10.0  # xx + yy - 2xy < 0: clamped
     want = _pair_sums(xy.copy(), yy.copy(), xx.astype(np.float64), bad.copy())
     for threads in (1, 3, 8):
-        ps = ps_mod.PairStats([torch.zeros(T, 32, dtype=torch.bfloat16)] * S, np.arange(T), np.arange(T),
-                              threads=threads, thread_tokens=8)
+        ps = ps_mod.PairStats(
+            [torch.zeros(T, 32, dtype=torch.bfloat16)] * S, np.arange(T), np.arange(T), threads=threads, thread_tokens=8
+        )
         runs = []
         for _ in range(2):
             out = ps_mod.SumsOut(xx.copy(), np.zeros((C, T), bool), np.full((S, C, T), -1.0, np.float32))
             yy_t = yy.copy()
             runs.append((ps.pair_sums(xy.copy(), yy_t, out), out, yy_t))
         (got, out, yy_t), (again, _, _) = runs
-        for a, b in zip(got, again):           # each token range its partial sums, added in range order
+        for a, b in zip(got, again):  # each token range its partial sums, added in range order
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(out.finite, want.finite, err_msg=f"{threads} threads")
         np.testing.assert_array_equal(yy_t, want.yy)
@@ -156,7 +166,7 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
 def test_the_block_of_tokens_fits_half_the_l2_cache():
     """The slot rows of a block take at most half a core's L2 (the rest holds the candidates
     streaming past): a power of two from 4 to ``MAX_BLOCK`` (8)."""
-    kimi = 3 * 7168 * 2                                    # bytes of slot rows per token
+    kimi = 3 * 7168 * 2  # bytes of slot rows per token
     assert ps_mod.MAX_BLOCK == 8
     assert ps_mod.block_tokens(3, 7168, l2=2 << 20) == 8
     assert ps_mod.block_tokens(3, 7168, l2=1 << 20) == 8 and 8 * kimi <= (1 << 19) < 16 * kimi
@@ -183,7 +193,7 @@ def test_the_bf16_screen_prefetches_the_rows_it_reads_next(dot):
     def one(x, y, yn):
         return fn((x.ctypes.data,), (y.ctypes.data,), (yn.ctypes.data,), 2)
 
-    x, y = np.ones(64, np.uint16) * 0x3F80, np.ones(64, np.uint16) * 0x4000        # bf16 1.0 and 2.0
+    x, y = np.ones(64, np.uint16) * 0x3F80, np.ones(64, np.uint16) * 0x4000  # bf16 1.0 and 2.0
     assert one(x, y, y) == one(x, y, x) == (128.0, 256.0)
     asm = next(iter(one.inspect_asm().values()))
     assert asm.count({0: "prefetchnta", 1: "prefetcht2", 2: "prefetcht1", 3: "prefetcht0"}[ps_mod.PF_LOCALITY]) >= 1
@@ -210,20 +220,21 @@ def test_the_split_lanes_read_both_halves_of_every_32_bit_lane(dot):
     assert xy == pytest.approx(float((x.double() * y.double()).sum()), rel=1e-6)
     assert yy == pytest.approx(float((y.double() ** 2).sum()), rel=1e-6)
     odd = torch.zeros(32).bfloat16()
-    odd[1::2] = 1.0                                    # the high halves only
+    odd[1::2] = 1.0  # the high halves only
     assert one(xb, odd.view(torch.int16).numpy().view(np.uint16))[0] == pytest.approx(float(x[1::2].double().sum()))
     tiny, big = torch.zeros(32).bfloat16(), torch.zeros(32).bfloat16()
-    tiny[5], big[5] = 2.0 ** -130, 2.0 ** 100          # a subnormal input counts (vdpbf16ps would flush it)
+    tiny[5], big[5] = 2.0**-130, 2.0**100  # a subnormal input counts (vdpbf16ps would flush it)
     as16 = lambda t: t.view(torch.int16).numpy().view(np.uint16)  # noqa: E731
-    assert one(as16(tiny), as16(big))[0] == 2.0 ** -30
-    for i in range(32):         # each position alone, whichever vector and half of a lane it is in
+    assert one(as16(tiny), as16(big))[0] == 2.0**-30
+    for i in range(32):  # each position alone, whichever vector and half of a lane it is in
         e = torch.zeros(32).bfloat16()
         e[i] = 1.0
         assert one(as16(e), yb)[0] == float(y[i])
 
 
-@pytest.mark.parametrize("T,threads,least", [(2048, 16, 2), (2048, 2, 2), (300, 3, 2), (64, 16, 2), (7, 2, 2),
-                                             (5, 4, 8), (1, 3, 2)])
+@pytest.mark.parametrize(
+    "T,threads,least", [(2048, 16, 2), (2048, 2, 2), (300, 3, 2), (64, 16, 2), (7, 2, 2), (5, 4, 8), (1, 3, 2)]
+)
 def test_token_ranges_cover_every_token_once_and_shrink_to_the_end(T, threads, least):
     """Ranges follow each other from 0 to T; each is a share of the tokens left (the first no more
     than a thread's share), never under ``least`` but where fewer are left; they never grow."""
@@ -250,11 +261,11 @@ def test_token_ranges_outnumber_the_threads_and_change_no_value():
     for a, b in zip(one.dots(ys, xx1), many.dots(ys, xx3)):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(xx1, xx3)
-    bf = [y for y in ys if y.dtype == torch.bfloat16]           # the bf16 screen, its pairs in the pass
+    bf = [y for y in ys if y.dtype == torch.bfloat16]  # the bf16 screen, its pairs in the pass
     for a, b in zip(one.dots(bf, xx1, [(0, 0), (2, 1)]), many.dots(bf, xx3, [(0, 0), (2, 1)])):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(xx1, xx3)
-    in_pass = many.dots(bf, None, [(0, 0), (2, 1)])             # the same sums as a pass of their own
+    in_pass = many.dots(bf, None, [(0, 0), (2, 1)])  # the same sums as a pass of their own
     for a, b in zip(in_pass[2:], many.exact([(0, 0), (2, 1)], bf)):
         np.testing.assert_array_equal(a, b)
     pairs = [(0, 0), (2, 3)]
@@ -282,7 +293,7 @@ def test_the_threads_share_one_counter_and_take_every_range_once():
     n, threads = 400_000, 4
     counter = np.zeros(1, np.int64)
     seen = [np.zeros(n, np.int64) for _ in range(threads)]
-    grab(np.zeros(1, np.int64), 1, np.zeros(1, np.int64))      # compiled before the threads start
+    grab(np.zeros(1, np.int64), 1, np.zeros(1, np.int64))  # compiled before the threads start
     workers = [threading.Thread(target=grab, args=(counter, n, seen[i])) for i in range(threads)]
     for w in workers:
         w.start()
@@ -290,7 +301,7 @@ def test_the_threads_share_one_counter_and_take_every_range_once():
         w.join()
     total = sum(seen)
     assert (total == 1).all()
-    assert int(counter[0]) == n + threads                     # each thread's last take found none left
+    assert int(counter[0]) == n + threads  # each thread's last take found none left
 
 
 def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
@@ -305,7 +316,7 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
     real = getattr(ps_mod, name)
 
     def counted(*args):
-        calls.append(args[11].shape[0])                     # the ranges every call is given
+        calls.append(args[11].shape[0])  # the ranges every call is given
         return real(*args)
 
     monkeypatch.setattr(ps_mod, name, counted)
@@ -340,8 +351,11 @@ def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass
         xx_all = np.empty((S, T), np.float32)
         wout = _sums_out(xx_all, G)
         whole = ps.dots(group, xx_all, pairs, sums=wout)
-        xy, yy, xx = np.full((S, G, T), -7.0, np.float32), np.full((G, T), -7.0, np.float32), np.full((S, T), -7.0,
-                                                                                                      np.float32)
+        xy, yy, xx = (
+            np.full((S, G, T), -7.0, np.float32),
+            np.full((G, T), -7.0, np.float32),
+            np.full((S, T), -7.0, np.float32),
+        )
         sout = _sums_out(xx, G)
         first = ps.dots(group, xx, (), sample, (xy, yy), 1, sums=sout)
         assert (np.delete(xy, sample, axis=2) == -7.0).all() and (np.delete(xx, sample, axis=1) == -7.0).all()
@@ -359,7 +373,7 @@ def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass
             np.testing.assert_allclose(a + b, w, rtol=1e-12, atol=0)
         np.testing.assert_array_equal(sout.per_token, wout.per_token)
         np.testing.assert_array_equal(sout.finite, wout.finite)
-        alone = _sums_out(xx_all, G)            # the bf16 screen took them in its pass: as a pass of their own
+        alone = _sums_out(xx_all, G)  # the bf16 screen took them in its pass: as a pass of their own
         for a, b in zip(ps.pair_sums(whole.xy, whole.yy.copy(), alone), whole.sums):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(alone.per_token, wout.per_token)

@@ -47,7 +47,7 @@ def test_specforge_logits_variant(capture_files):
 def test_speculators_slots_and_last_layer(capture_files, tiny_world):
     cap = open_capture(capture_files.speculators, num_layers=N_LAYERS)
     assert cap.format == "speculators"
-    assert [t.physical for t in cap.slots()] == ["out(1)", "out(4)", "out(6)"]   # default [2, N//2, N-3]
+    assert [t.physical for t in cap.slots()] == ["out(1)", "out(4)", "out(6)"]  # default [2, N//2, N-3]
     assert cap.get("last").physical == "final-prenorm"
     assert cap.get("slot[0]").dtype == "bfloat16"
     assert torch.equal(cap.get("slot[1]").load(), tiny_world.infer_hs[5, 0])
@@ -58,8 +58,7 @@ def test_hf_stack_and_npz_stack_keep_bf16_bits(capture_files, tiny_world):
     assert hf.format == "stack-safetensors-hf"
     assert [t.physical for t in hf.tensors][:3] == ["embed", "out(0)", "out(1)"]
     assert hf.tensors[-1].physical == "final-postnorm" and hf.tensors[-1].role == FINAL
-    assert torch.equal(hf.get("hidden_states[3]").load().view(torch.int16),
-                       tiny_world.infer_hs[3, 0].view(torch.int16))
+    assert torch.equal(hf.get("hidden_states[3]").load().view(torch.int16), tiny_world.infer_hs[3, 0].view(torch.int16))
     npz = open_capture(capture_files.npz_stack)
     assert npz.format == "stack-npz"
     t = npz.get("layers.4")
@@ -74,11 +73,11 @@ def test_payload_rows_tokens_and_packing(capture_files, tiny_world):
     assert cap.format == "sglang-payload"
     (t,) = cap.tensors
     assert (t.rows, t.width) == (SEQ_LEN - 1, 3 * 64)
-    assert np.array_equal(cap.token_ids, tiny_world.input_ids[0, :SEQ_LEN - 1].numpy())
+    assert np.array_equal(cap.token_ids, tiny_world.input_ids[0, : SEQ_LEN - 1].numpy())
     assert cap.meta["prefill_rows"] == PROMPT and cap.meta["decode_entries"] == SEQ_LEN - 1 - PROMPT
     parts = list(cap.candidates(64))
     assert [p.name for p in parts] == ["hidden_states[0]", "hidden_states[1]", "hidden_states[2]"]
-    assert torch.equal(parts[1].load().bfloat16(), tiny_world.infer_hs[5, 0, :SEQ_LEN - 1])
+    assert torch.equal(parts[1].load().bfloat16(), tiny_world.infer_hs[5, 0, : SEQ_LEN - 1])
 
 
 def test_payload_prefix_cache_offset(tmp_path, capture_files):
@@ -98,7 +97,7 @@ def test_tensor_dump_reads_residual_streams_from_the_norms(capture_files, tiny_w
     phys = [t.physical for t in cap.tensors]
     assert phys[0] == "embed" and phys[1:N_LAYERS] == [f"out({k})" for k in range(N_LAYERS - 1)]
     assert set(phys[N_LAYERS:]) == {"final-prenorm", "final-postnorm"}
-    assert not any("o_proj" in t.name for t in cap.tensors)          # not residual-stream points
+    assert not any("o_proj" in t.name for t in cap.tensors)  # not residual-stream points
     assert cap.rows == SEQ_LEN + 1 and cap.meta["passes"] == SEQ_LEN - PROMPT + 2
     t = cap.get("model.layers.5.input_layernorm[1]")
     assert t.physical == "out(4)"
@@ -177,12 +176,26 @@ def test_unexpected_pickles_are_refused(tmp_path, capsys):
 
 def test_shape_mismatches_in_training_files(tmp_path):
     p = tmp_path / "data_0.ckpt"
-    torch.save({"input_ids": torch.ones(4, dtype=torch.long), "loss_mask": torch.ones(5, dtype=torch.long),
-                "hidden_state": torch.zeros(1, 4, 8), "aux_hidden_state": torch.zeros(1, 4, 24)}, p)
+    torch.save(
+        {
+            "input_ids": torch.ones(4, dtype=torch.long),
+            "loss_mask": torch.ones(5, dtype=torch.long),
+            "hidden_state": torch.zeros(1, 4, 8),
+            "aux_hidden_state": torch.zeros(1, 4, 24),
+        },
+        p,
+    )
     with pytest.raises(InputError, match="loss_mask has 5 entries for 4 input_ids"):
         open_capture(p)
-    torch.save({"input_ids": torch.ones(4, dtype=torch.long), "loss_mask": torch.ones(4, dtype=torch.long),
-                "hidden_state": torch.zeros(1, 4, 8), "aux_hidden_state": torch.zeros(1, 4, 20)}, p)
+    torch.save(
+        {
+            "input_ids": torch.ones(4, dtype=torch.long),
+            "loss_mask": torch.ones(4, dtype=torch.long),
+            "hidden_state": torch.zeros(1, 4, 8),
+            "aux_hidden_state": torch.zeros(1, 4, 20),
+        },
+        p,
+    )
     with pytest.raises(InputError, match="not 3 slots|!= slot width"):
         open_capture(p, slots=3)
 

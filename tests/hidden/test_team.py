@@ -46,9 +46,11 @@ def test_a_pass_runs_on_the_team_where_a_thread_safe_layer_loads(monkeypatch):
     ys = [ps.prepare(y) for y in cands]
     launched = []
     for fn, launch in list(ps_mod.LAUNCHERS.items()):
+
         def counted(n, *args, _launch=launch, _fn=fn):
             launched.append((_fn, n))
             return _launch(n, *args)
+
         monkeypatch.setitem(ps_mod.LAUNCHERS, fn, counted)
 
     def no_gang(n):
@@ -58,10 +60,10 @@ def test_a_pass_runs_on_the_team_where_a_thread_safe_layer_loads(monkeypatch):
     on_team = _passes(ps, ys, len(rows))
     names = {getattr(fn, "__name__", "") for fn, _ in launched}
     assert {"dots_any", "sums_rows", "exact_rows"} <= names and all(n == 3 for _, n in launched)
-    assert names & set(ps_mod.SCREEN_FUNCS.values())          # the bf16 screen itself
+    assert names & set(ps_mod.SCREEN_FUNCS.values())  # the bf16 screen itself
     monkeypatch.undo()
 
-    monkeypatch.setattr(team, "ready", lambda: False)         # the same passes on the gang
+    monkeypatch.setattr(team, "ready", lambda: False)  # the same passes on the gang
     on_gang = _passes(ps, ys, len(rows))
     for a, b in zip(on_team, on_gang):
         np.testing.assert_array_equal(a, b)
@@ -133,8 +135,9 @@ def test_the_team_leaves_torchs_thread_count_as_it_was(tmp_path):
     import sys
 
     env = {**os.environ, "NUMBA_NUM_THREADS": "4", "OMP_NUM_THREADS": "4"}
-    res = subprocess.run([sys.executable, "-c", _KEEPS_THREADS], capture_output=True, text=True, env=env,
-                         timeout=300, cwd=os.getcwd())
+    res = subprocess.run(
+        [sys.executable, "-c", _KEEPS_THREADS], capture_output=True, text=True, env=env, timeout=300, cwd=os.getcwd()
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     ready, seen = res.stdout.split(maxsplit=1)
     if ready != "True":

@@ -18,8 +18,27 @@ from workbench.hosts.local import LocalHost
 
 pytestmark = pytest.mark.ssh
 
-NASTY = ["plain", "two words", "it's", 'say "hi"', "a;b", "$(touch /tmp/pwned-wb)", "`id`", "line1\nline2",
-         "tab\there", "*", "~", "-n", "", "back\\slash", "ünïcødé", "$HOME", "&&", "|", ">out"]
+NASTY = [
+    "plain",
+    "two words",
+    "it's",
+    'say "hi"',
+    "a;b",
+    "$(touch /tmp/pwned-wb)",
+    "`id`",
+    "line1\nline2",
+    "tab\there",
+    "*",
+    "~",
+    "-n",
+    "",
+    "back\\slash",
+    "ünïcødé",
+    "$HOME",
+    "&&",
+    "|",
+    ">out",
+]
 ECHO_ARGV = "import sys, json; sys.stdout.write(json.dumps(sys.argv[1:]))"
 
 
@@ -30,6 +49,7 @@ def test_argv_arrives_unchanged_over_ssh(ssh_host):
     r = ssh_host.run([ssh_host.python, "-c", "import os; print(os.environ['WB_A'], end='')"], env=env).check()
     assert r.out == env["WB_A"]
     import os
+
     assert not os.path.exists("/tmp/pwned-wb")
 
 
@@ -46,8 +66,7 @@ def test_bad_env_name_is_refused(ssh_host):
 
 
 def test_fake_nvidia_smi_is_on_the_remote_path(ssh_host):
-    q = ["nvidia-smi", "--query-gpu=index,memory.used,memory.total,utilization.gpu",
-         "--format=csv,noheader,nounits"]
+    q = ["nvidia-smi", "--query-gpu=index,memory.used,memory.total,utilization.gpu", "--format=csv,noheader,nounits"]
     r = ssh_host.run(q).check()
     assert r.out.splitlines()[0] == "0, 0, 143771, 0" and len(r.out.splitlines()) == 8
     assert ssh_host.run(["nvidia-smi", "--query-gpu=index", "--format=csv"]).rc == 2
@@ -92,8 +111,8 @@ def test_files_atomic_cas_offset_stat(ssh_host, tmp_path):
     v1 = ssh_host.write_bytes(path, b'{"a": 1}\n', expect=None)
     assert v1 == sha256(b'{"a": 1}\n')
     with pytest.raises(CasConflict, match="changed since it was read"):
-        ssh_host.write_bytes(path, b"x", expect=None)            # must not exist, but does
-    (tmp_path / "conf.json").write_bytes(b'{"a": 2}\n')          # someone else edits it
+        ssh_host.write_bytes(path, b"x", expect=None)  # must not exist, but does
+    (tmp_path / "conf.json").write_bytes(b'{"a": 2}\n')  # someone else edits it
     with pytest.raises(CasConflict):
         ssh_host.write_bytes(path, b'{"a": 3}\n', expect=v1)
     assert (tmp_path / "conf.json").read_bytes() == b'{"a": 2}\n'  # nothing half-written
@@ -101,7 +120,7 @@ def test_files_atomic_cas_offset_stat(ssh_host, tmp_path):
     ssh_host.write_bytes(path, b'{"a": 3}\n', expect=sha256(b'{"a": 2}\n'))
     assert (tmp_path / "conf.json").read_bytes() == b'{"a": 3}\n'
     assert (tmp_path / "conf.json").stat().st_mode & 0o777 == 0o640  # mode kept
-    assert ssh_host.read_bytes(path, offset=5) == b' 3}\n'
+    assert ssh_host.read_bytes(path, offset=5) == b" 3}\n"
     assert ssh_host.read_bytes(path, offset=2, length=3) == b'a":'
     st = ssh_host.stat(path)
     assert st.size == 9
@@ -126,8 +145,9 @@ def test_unknown_host_key_is_refused_with_its_fingerprint_then_trusted(sshd, tmp
     kh = tmp_path / "known_hosts"
     kh.write_text("")
     host = make_host("test", {"kind": "ssh", **sshd.host_table(known_hosts=str(kh))})
-    real_fp = subprocess.run(["ssh-keygen", "-lf", str(sshd.host_key) + ".pub"], capture_output=True,
-                             text=True, check=True).stdout.split()[1]
+    real_fp = subprocess.run(
+        ["ssh-keygen", "-lf", str(sshd.host_key) + ".pub"], capture_output=True, text=True, check=True
+    ).stdout.split()[1]
     with pytest.raises(UnknownHostKey) as err:
         host.run(["true"])
     assert err.value.fingerprint == real_fp and "host trust test" in str(err.value)
@@ -161,8 +181,9 @@ def test_changed_host_key_is_refused_loudly(sshd, tmp_path):
 
 def test_ssh_config_alias_and_proxyjump(sshd):
     before = sshd.logins()
-    alias = make_host("box", {"kind": "ssh", "address": "gpu-box", "ssh_config": str(sshd.ssh_config),
-                              "python": sys.executable})
+    alias = make_host(
+        "box", {"kind": "ssh", "address": "gpu-box", "ssh_config": str(sshd.ssh_config), "python": sys.executable}
+    )
     assert alias.resolved.port == sshd.port and alias.resolved.hostname == "127.0.0.1"
     assert alias.run(["echo", "via alias"]).check().out == "via alias\n"
     alias.close()

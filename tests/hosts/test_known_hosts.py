@@ -45,7 +45,7 @@ def test_a_changed_key_type_is_a_changed_key_and_trust_never_adds_it(sshd, tmp_p
         trust_key(host)
     fp = err.value.fingerprint
     with pytest.raises(ChangedHostKey):
-        trust_key(host, expected_fingerprint=fp)          # even the exact fingerprint: not over a known key
+        trust_key(host, expected_fingerprint=fp)  # even the exact fingerprint: not over a known key
     assert kh.read_bytes() == before
     host.close()
 
@@ -66,12 +66,14 @@ def test_marker_lines_and_malformed_lines_break_nothing(sshd, tmp_path):
     ca = _key(tmp_path, "ed25519", "ca")
     stranger = _key(tmp_path, "ed25519", "stranger")
     kh = tmp_path / "known_hosts"
-    kh.write_text(f"@cert-authority *.example.com {ca}\n"
-                  f"@revoked * {stranger}\n"
-                  "this line is not a host key\n"
-                  "|1|bm90IGEgaGFzaA==|bm90IGEgaGFzaA== ssh-ed25519 AAAA\n"
-                  f"other.example.com {stranger}\n"
-                  f"[127.0.0.1]:{sshd.port} {_real(sshd)}\n")
+    kh.write_text(
+        f"@cert-authority *.example.com {ca}\n"
+        f"@revoked * {stranger}\n"
+        "this line is not a host key\n"
+        "|1|bm90IGEgaGFzaA==|bm90IGEgaGFzaA== ssh-ed25519 AAAA\n"
+        f"other.example.com {stranger}\n"
+        f"[127.0.0.1]:{sshd.port} {_real(sshd)}\n"
+    )
     host = _host(sshd, kh)
     assert host.run(["echo", "ok"]).check().out == "ok\n"
     assert trust_key(host)["added"] is False
@@ -98,7 +100,7 @@ def test_a_revoked_key_is_refused_even_when_listed_and_never_trusted(sshd, tmp_p
         host.run(["true"])
     with pytest.raises(RevokedHostKey):
         trust_key(host)
-    kh.write_text(f"@revoked * {real}\n")                   # revoked and not listed: not "unknown"
+    kh.write_text(f"@revoked * {real}\n")  # revoked and not listed: not "unknown"
     host.close()
     host = _host(sshd, kh)
     with pytest.raises(RevokedHostKey):
@@ -125,9 +127,16 @@ def test_unknown_host_with_marker_lines_can_still_be_trusted(sshd, tmp_path):
     host.close()
 
 
-@pytest.mark.parametrize("key, value", [("connect_timeout", float("inf")), ("command_timeout", float("nan")),
-                                        ("connect_timeout", -1), ("gpu_idle_mib", float("inf")),
-                                        ("command_timeout", True)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("connect_timeout", float("inf")),
+        ("command_timeout", float("nan")),
+        ("connect_timeout", -1),
+        ("gpu_idle_mib", float("inf")),
+        ("command_timeout", True),
+    ],
+)
 def test_host_timeouts_must_be_finite_and_positive(key, value):
     from workbench.errors import InputError
     from workbench.hosts import host_settings

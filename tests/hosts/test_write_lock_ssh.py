@@ -44,16 +44,24 @@ def test_a_killed_ssh_writer_leaves_no_lock(ssh_host, sshd, tmp_path):
     for k in range(6):
         for f in pause.iterdir():
             f.unlink()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), casfile.PAUSE_AT: "locked", casfile.PAUSE_DIR: str(pause),
-               casfile.PAUSE_MAX: "1.5"}
-        proc = subprocess.Popen([sys.executable, "-c", CLIENT, json.dumps(sshd.host_table()), str(path),
-                                 sha256(path.read_bytes())], env=env, stderr=subprocess.PIPE)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            casfile.PAUSE_AT: "locked",
+            casfile.PAUSE_DIR: str(pause),
+            casfile.PAUSE_MAX: "1.5",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, json.dumps(sshd.host_table()), str(path), sha256(path.read_bytes())],
+            env=env,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 30
         while not (marks := [f for f in pause.iterdir() if f.name.startswith("locked.")]):
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
             time.sleep(0.01)
         if k % 2:
-            os.kill(int(marks[0].read_text()), signal.SIGKILL)     # the host's side (sshd is on this machine)
+            os.kill(int(marks[0].read_text()), signal.SIGKILL)  # the host's side (sshd is on this machine)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         proc.stderr.close()
@@ -75,9 +83,10 @@ def test_local_and_ssh_writers_share_one_lock(sshd, tmp_path):
     rounds = 40
     ctx = multiprocessing.get_context("spawn")
     results, start = ctx.Queue(), ctx.Barrier(2)
-    procs = [ctx.Process(target=writers.file_writer, args=("local", str(p), rounds, start, results, None, 0.4, 0.25)),
-             ctx.Process(target=writers.file_writer, args=("ssh", str(p), rounds, start, results,
-                                                            sshd.host_table()))]
+    procs = [
+        ctx.Process(target=writers.file_writer, args=("local", str(p), rounds, start, results, None, 0.4, 0.25)),
+        ctx.Process(target=writers.file_writer, args=("ssh", str(p), rounds, start, results, sshd.host_table())),
+    ]
     for x in procs:
         x.start()
     rows = [results.get(timeout=120) for _ in range(2 * rounds)]
@@ -91,7 +100,7 @@ def test_local_and_ssh_writers_share_one_lock(sshd, tmp_path):
     assert p.read_text() == next(r[2] for r in by[rounds - 1] if r[1] == "ok")
     wins = {name: sum(r[1] == "ok" and r[0] == name for rs in by.values() for r in rs) for name in ("local", "ssh")}
     print(json.dumps({"rounds": rounds, "wins": wins}))
-    assert wins["ssh"] > 0 and wins["local"] > 0          # each arrived first in some rounds
+    assert wins["ssh"] > 0 and wins["local"] > 0  # each arrived first in some rounds
     assert sorted(x.name for x in tmp_path.iterdir()) == ["f.json"]
 
 

@@ -22,16 +22,16 @@ import numpy as np
 from tests.fixtures.drafts import TINY_DRAFT, TINY_TARGET, tiny_tensors
 from workbench.draftconfig import write_safetensors
 
-T, H, K = 6, 8, 3          # tokens, hidden width, drafter-input slots of the valid captures
+T, H, K = 6, 8, 3  # tokens, hidden width, drafter-input slots of the valid captures
 
 
 @dataclass
 class Spec:
     argv: list
-    needles: list                      # each must appear in the error line (file, field, rule)
+    needles: list  # each must appear in the error line (file, field, rule)
     code: int = 2
-    finding: Optional[str] = None      # doctor: the finding code expected instead of a usage error
-    forbidden_reads: list = field(default_factory=list)   # paths no reader may open
+    finding: Optional[str] = None  # doctor: the finding code expected instead of a usage error
+    forbidden_reads: list = field(default_factory=list)  # paths no reader may open
 
 
 @dataclass
@@ -48,6 +48,7 @@ def case(group: str, id: str):
     def deco(fn):
         CASES.append(Case(f"{group}:{id}", group, fn))
         return fn
+
     return deco
 
 
@@ -117,9 +118,15 @@ def good_train(root: Path) -> Path:
     g = torch.Generator().manual_seed(0)
     p = root / "train" / "data_0.ckpt"
     p.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"input_ids": torch.arange(T), "loss_mask": torch.ones(T, dtype=torch.long),
-                "hidden_state": torch.randn(1, T, H, generator=g),
-                "aux_hidden_state": torch.randn(1, T, K * H, generator=g)}, p)
+    torch.save(
+        {
+            "input_ids": torch.arange(T),
+            "loss_mask": torch.ones(T, dtype=torch.long),
+            "hidden_state": torch.randn(1, T, H, generator=g),
+            "aux_hidden_state": torch.randn(1, T, K * H, generator=g),
+        },
+        p,
+    )
     return p
 
 
@@ -139,8 +146,12 @@ def specforge(root: Path, name: str = "data_0.ckpt", gz: bool = False, **items) 
     import torch
 
     g = torch.Generator().manual_seed(0)
-    base = {"input_ids": torch.arange(T), "loss_mask": torch.ones(T, dtype=torch.long),
-            "hidden_state": torch.randn(1, T, H, generator=g), "aux_hidden_state": torch.randn(1, T, K * H, generator=g)}
+    base = {
+        "input_ids": torch.arange(T),
+        "loss_mask": torch.ones(T, dtype=torch.long),
+        "hidden_state": torch.randn(1, T, H, generator=g),
+        "aux_hidden_state": torch.randn(1, T, K * H, generator=g),
+    }
     for k, v in items.items():
         if v is _DROP:
             base.pop(k)
@@ -162,13 +173,17 @@ _DROP = _Drop()
 
 
 def align_train(root: Path, train: Path, *needles, extra=()) -> Spec:
-    return Spec(["align", "--train", str(train), "--infer", str(good_infer(root)), "--device", "cpu", *extra],
-                [train.name, *needles])
+    return Spec(
+        ["align", "--train", str(train), "--infer", str(good_infer(root)), "--device", "cpu", *extra],
+        [train.name, *needles],
+    )
 
 
 def align_infer(root: Path, infer: Path, *needles, extra=()) -> Spec:
-    return Spec(["align", "--train", str(good_train(root)), "--infer", str(infer), "--device", "cpu", *extra],
-                [infer.name, *needles])
+    return Spec(
+        ["align", "--train", str(good_train(root)), "--infer", str(infer), "--device", "cpu", *extra],
+        [infer.name, *needles],
+    )
 
 
 # ------------------------------------------------------------------------- draft config.json reader
@@ -195,11 +210,18 @@ MALFORMED_JSON = {
     "control-char": '{"model_type": "ll\nama"}',
     "nul-byte": '{"hidden_size": 16\x00}',
 }
-MALFORMED_NEEDLE = {"nan": "max_position_embeddings", "infinity": "max_position_embeddings",
-                    "minus-infinity": "rope_theta", "1e400": "max_position_embeddings",
-                    "minus-1e400": "rms_norm_eps", "nan-in-list": "eagle_aux_hidden_state_layer_ids[1]",
-                    "5000-digit-int": "hidden_size", "deep-arrays-100000": "nested",
-                    "deep-arrays-70": "nested", "deep-objects-5000": "nested"}
+MALFORMED_NEEDLE = {
+    "nan": "max_position_embeddings",
+    "infinity": "max_position_embeddings",
+    "minus-infinity": "rope_theta",
+    "1e400": "max_position_embeddings",
+    "minus-1e400": "rms_norm_eps",
+    "nan-in-list": "eagle_aux_hidden_state_layer_ids[1]",
+    "5000-digit-int": "hidden_size",
+    "deep-arrays-100000": "nested",
+    "deep-arrays-70": "nested",
+    "deep-objects-5000": "nested",
+}
 
 
 def _malformed_draft(cmd):
@@ -207,6 +229,7 @@ def _malformed_draft(cmd):
         d = draft_dir(root, MALFORMED_JSON[key])
         argv = ["drafter", "check", "--draft", str(d)] if cmd == "check" else ["doctor", "--draft", str(d)]
         return Spec(argv, ["config.json", MALFORMED_NEEDLE.get(key, "JSON")])
+
     return build
 
 
@@ -216,8 +239,9 @@ cases("draft-json/doctor", {k: k for k in MALFORMED_JSON}, _malformed_draft("doc
 
 @case("draft-json/drafter-check", "non-utf8")
 def _(root):
-    return Spec(["drafter", "check", "--draft", str(draft_dir(root, b'{"model_type": "\xff\xfe"}'))],
-                ["config.json", "UTF-8"])
+    return Spec(
+        ["drafter", "check", "--draft", str(draft_dir(root, b'{"model_type": "\xff\xfe"}'))], ["config.json", "UTF-8"]
+    )
 
 
 @case("draft-json/doctor", "non-utf8")
@@ -241,7 +265,7 @@ BAD_FIELDS = {
     "hidden-size-bool": ("hidden_size", True),
     "hidden-size-zero": ("hidden_size", 0),
     "hidden-size-negative": ("hidden_size", -16),
-    "hidden-size-huge": ("hidden_size", 10 ** 12),
+    "hidden-size-huge": ("hidden_size", 10**12),
     "hidden-size-list": ("hidden_size", [16]),
     "layers-30-million": ("num_hidden_layers", 30000000),
     "layers-zero": ("num_hidden_layers", 0),
@@ -250,11 +274,11 @@ BAD_FIELDS = {
     "heads-string": ("num_attention_heads", "2"),
     "kv-heads-zero": ("num_key_value_heads", 0),
     "head-dim-zero": ("head_dim", 0),
-    "head-dim-huge": ("head_dim", 10 ** 9),
+    "head-dim-huge": ("head_dim", 10**9),
     "intermediate-list": ("intermediate_size", []),
-    "intermediate-huge": ("intermediate_size", 2 ** 40),
+    "intermediate-huge": ("intermediate_size", 2**40),
     "vocab-zero": ("vocab_size", 0),
-    "vocab-2-to-40": ("vocab_size", 2 ** 40),
+    "vocab-2-to-40": ("vocab_size", 2**40),
     "draft-vocab-string": ("draft_vocab_size", "x"),
     "aux-count-zero": ("num_aux_hidden_states", 0),
     "aux-count-huge": ("num_aux_hidden_states", 100000),
@@ -263,7 +287,7 @@ BAD_FIELDS = {
     "ids-with-bool": ("eagle_config__eagle_aux_hidden_state_layer_ids", [1, True, 3]),
     "ids-with-float": ("eagle_config__eagle_aux_hidden_state_layer_ids", [1, 2.5, 3]),
     "ids-too-many": ("eagle_config__eagle_aux_hidden_state_layer_ids", list(range(100))),
-    "ids-huge-value": ("eagle_config__eagle_aux_hidden_state_layer_ids", [1, 10 ** 15, 3]),
+    "ids-huge-value": ("eagle_config__eagle_aux_hidden_state_layer_ids", [1, 10**15, 3]),
     "eagle-config-string": ("eagle_config", "x"),
     "bias-string": ("bias", "yes"),
     "tie-string": ("tie_word_embeddings", "false"),
@@ -284,8 +308,12 @@ def _field_doctor(root: Path, key: str) -> Spec:
     field_ = _FIELD_NAME[key]
     if key == "eagle-config-string":
         field_ = "eagle_config"
-    return Spec(["doctor", "--draft", str(d), "--target-config", str(target_file(root)), "--json"],
-                ["config.json", field_], code=1, finding="config-invalid")
+    return Spec(
+        ["doctor", "--draft", str(d), "--target-config", str(target_file(root)), "--json"],
+        ["config.json", field_],
+        code=1,
+        finding="config-invalid",
+    )
 
 
 cases("draft-fields/drafter-check", {k: k for k in BAD_FIELDS}, _field_check)
@@ -296,19 +324,35 @@ cases("draft-fields/doctor", {k: k for k in BAD_FIELDS}, _field_doctor)
 def _(root):
     cfg = copy.deepcopy(TINY_DRAFT)
     del cfg["intermediate_size"]
-    return Spec(["drafter", "check", "--draft", str(draft_dir(root, json.dumps(cfg)))], ["config.json", "intermediate_size"])
+    return Spec(
+        ["drafter", "check", "--draft", str(draft_dir(root, json.dumps(cfg)))], ["config.json", "intermediate_size"]
+    )
 
 
 # ------------------------------------------------------------------------------ target HF config
-TARGET_MALFORMED = {k: MALFORMED_JSON[k] for k in ("nan", "infinity", "1e400", "5000-digit-int",
-                                                   "deep-arrays-100000", "deep-arrays-70", "trailing-comma",
-                                                   "empty", "top-level-list", "bom")}
+TARGET_MALFORMED = {
+    k: MALFORMED_JSON[k]
+    for k in (
+        "nan",
+        "infinity",
+        "1e400",
+        "5000-digit-int",
+        "deep-arrays-100000",
+        "deep-arrays-70",
+        "trailing-comma",
+        "empty",
+        "top-level-list",
+        "bom",
+    )
+}
 
 
 def _target_malformed(root: Path, key: str) -> Spec:
     t = target_file(root, TARGET_MALFORMED[key])
-    return Spec(["doctor", "--draft", str(draft_dir(root)), "--target-config", str(t)],
-                ["target/config.json", MALFORMED_NEEDLE.get(key, "JSON")])
+    return Spec(
+        ["doctor", "--draft", str(draft_dir(root)), "--target-config", str(t)],
+        ["target/config.json", MALFORMED_NEEDLE.get(key, "JSON")],
+    )
 
 
 cases("target-json/doctor", {k: k for k in TARGET_MALFORMED}, _target_malformed)
@@ -318,8 +362,8 @@ TARGET_FIELDS = {
     "layers-string": {"num_hidden_layers": "8"},
     "layers-float": {"num_hidden_layers": 8.5},
     "hidden-zero": {"hidden_size": 0},
-    "vocab-huge": {"vocab_size": 2 ** 40},
-    "text-config-layers-huge": {"text_config": {"num_hidden_layers": 10 ** 9}},
+    "vocab-huge": {"vocab_size": 2**40},
+    "text-config-layers-huge": {"text_config": {"num_hidden_layers": 10**9}},
     "architectures-string": {"architectures": "LlamaForCausalLM"},
     "max-position-negative": {"max_position_embeddings": -1},
 }
@@ -330,8 +374,12 @@ def _target_field(root: Path, key: str) -> Spec:
     name = next(iter(TARGET_FIELDS[key]))
     inner = TARGET_FIELDS[key][name]
     field_ = f"{name}.{next(iter(inner))}" if isinstance(inner, dict) else name
-    return Spec(["doctor", "--draft", str(draft_dir(root)), "--target-config", str(t), "--json"],
-                ["target/config.json", field_], code=1, finding="config-invalid")
+    return Spec(
+        ["doctor", "--draft", str(draft_dir(root)), "--target-config", str(t), "--json"],
+        ["target/config.json", field_],
+        code=1,
+        finding="config-invalid",
+    )
 
 
 cases("target-fields/doctor", {k: k for k in TARGET_FIELDS}, _target_field)
@@ -362,27 +410,37 @@ HEADERS = {
     # name: (file bytes, needles)
     "shorter-than-8-bytes": (b"\x01\x02", ["8-byte length"]),
     "declared-length-zero": (st_bytes(b"", length=0), ["header length 0"]),
-    "declared-length-past-end": (st_bytes(b"{}", length=10 ** 6), ["header length"]),
-    "declared-length-2-to-63": (st_bytes(b"{}", length=2 ** 63), ["header length"]),
+    "declared-length-past-end": (st_bytes(b"{}", length=10**6), ["header length"]),
+    "declared-length-2-to-63": (st_bytes(b"{}", length=2**63), ["header length"]),
     "header-not-json": (st_bytes(b"{nope"), ["not JSON"]),
     "header-not-utf8": (st_bytes(b'{"\xff": 1}'), ["UTF-8"]),
     "header-nan": (st_bytes('{"w": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 16]}}', b"\0" * 16), ["NaN"]),
-    "header-1e400": (st_bytes('{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1e400]}}', b"\0" * 16), ["not finite"]),
+    "header-1e400": (
+        st_bytes('{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1e400]}}', b"\0" * 16),
+        ["not finite"],
+    ),
     "header-deep": (st_bytes(deep(100000)), ["nested"]),
     "header-deep-70": (st_bytes('{"w": ' + deep(70) + "}"), ["nested"]),
-    "header-5000-digit-offset": (st_bytes('{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, ' + "1" * 5000 + "]}}"),
-                                 ["digit"]),
+    "header-5000-digit-offset": (
+        st_bytes('{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, ' + "1" * 5000 + "]}}"),
+        ["digit"],
+    ),
     "header-top-level-list": (st_bytes([1, 2]), ["JSON object"]),
     "entry-not-object": (st_bytes({"w": [1, 2]}), ["'w'", "expected an object"]),
-    "unknown-dtype-zero-bytes": (st_bytes({"w": {"dtype": "Q7", "shape": [0], "data_offsets": [0, 0]}}), ["'w'", "dtype"]),
+    "unknown-dtype-zero-bytes": (
+        st_bytes({"w": {"dtype": "Q7", "shape": [0], "data_offsets": [0, 0]}}),
+        ["'w'", "dtype"],
+    ),
     "dtype-not-string": (st_bytes({"w": {**F32_4, "dtype": 4}}, b"\0" * 16), ["'w'", "dtype"]),
     "shape-string": (st_bytes({"w": {**F32_4, "shape": "4"}}, b"\0" * 16), ["'w'", "shape"]),
     "shape-float": (st_bytes({"w": {**F32_4, "shape": [4.0]}}, b"\0" * 16), ["'w'", "shape"]),
     "shape-negative": (st_bytes({"w": {**F32_4, "shape": [-4]}}, b"\0" * 16), ["'w'", "shape"]),
     "shape-bool": (st_bytes({"w": {**F32_4, "shape": [True]}}, b"\0" * 16), ["'w'", "shape"]),
     "shape-40-dims": (st_bytes({"w": {**F32_4, "shape": [1] * 40}}, b"\0" * 16), ["'w'", "shape"]),
-    "shape-product-huge": (st_bytes({"w": {"dtype": "F32", "shape": [10 ** 9] * 8, "data_offsets": [0, 16]}}, b"\0" * 16),
-                           ["'w'", "bytes"]),
+    "shape-product-huge": (
+        st_bytes({"w": {"dtype": "F32", "shape": [10**9] * 8, "data_offsets": [0, 16]}}, b"\0" * 16),
+        ["'w'", "bytes"],
+    ),
     "offsets-reversed": (st_bytes({"w": {**F32_4, "data_offsets": [16, 0]}}, b"\0" * 16), ["'w'", "data_offsets"]),
     "offsets-past-end": (st_bytes({"w": {**F32_4, "data_offsets": [0, 64]}}, b"\0" * 16), ["'w'", "data_offsets"]),
     "offsets-float": (st_bytes({"w": {**F32_4, "data_offsets": [0.0, 16.0]}}, b"\0" * 16), ["'w'", "data_offsets"]),
@@ -420,8 +478,9 @@ def _header_doctor(root: Path, key: str) -> Spec:
     raw, needles = HEADERS[key]
     d = draft_dir(root, tensors=False)
     (d / "model.safetensors").write_bytes(raw)
-    return Spec(["doctor", "--draft", str(d), "--json"], ["model.safetensors", *needles], code=1,
-                finding="weights-unreadable")
+    return Spec(
+        ["doctor", "--draft", str(d), "--json"], ["model.safetensors", *needles], code=1, finding="weights-unreadable"
+    )
 
 
 cases("safetensors/doctor", {k: k for k in HEADERS}, _header_doctor)
@@ -430,25 +489,31 @@ cases("safetensors/doctor", {k: k for k in HEADERS}, _header_doctor)
 def _stack_meta(root: Path, meta: dict, needle: str) -> Spec:
     p = root / "bad" / "stack.safetensors"
     p.parent.mkdir(parents=True)
-    write_safetensors(p, {"embed": np.zeros((T, H), np.float32), "layers.0": np.zeros((T, H), np.float32)}, metadata=meta)
+    write_safetensors(
+        p, {"embed": np.zeros((T, H), np.float32), "layers.0": np.zeros((T, H), np.float32)}, metadata=meta
+    )
     return align_infer(root, p, "token_ids", needle)
 
 
-cases("safetensors/stack-metadata", {
-    "token-ids-not-json": ({"token_ids": "[1, 2"}, "JSON"),
-    "token-ids-nan": ({"token_ids": "[1, NaN, 2, 3, 4, 5]"}, "NaN"),
-    "token-ids-strings": ({"token_ids": '["a", "b", "c", "d", "e", "f"]'}, "integers"),
-    "token-ids-ragged": ({"token_ids": "[[1, 2], [3]]"}, "integers"),
-    "token-ids-deep": ({"token_ids": deep(100000)}, "nested"),
-    "token-ids-floats": ({"token_ids": "[0.5, 1, 2, 3, 4, 5]"}, "integers"),
-}, lambda root, a: _stack_meta(root, *a))
+cases(
+    "safetensors/stack-metadata",
+    {
+        "token-ids-not-json": ({"token_ids": "[1, 2"}, "JSON"),
+        "token-ids-nan": ({"token_ids": "[1, NaN, 2, 3, 4, 5]"}, "NaN"),
+        "token-ids-strings": ({"token_ids": '["a", "b", "c", "d", "e", "f"]'}, "integers"),
+        "token-ids-ragged": ({"token_ids": "[[1, 2], [3]]"}, "integers"),
+        "token-ids-deep": ({"token_ids": deep(100000)}, "nested"),
+        "token-ids-floats": ({"token_ids": "[0.5, 1, 2, 3, 4, 5]"}, "integers"),
+    },
+    lambda root, a: _stack_meta(root, *a),
+)
 
 
 @case("safetensors/stack", "hf-stack-million-entries-zero-width")
 def _(root):
     p = root / "bad" / "stack.safetensors"
     p.parent.mkdir(parents=True)
-    p.write_bytes(st_bytes({"hidden_states": {"dtype": "F32", "shape": [10 ** 6, T, 0], "data_offsets": [0, 0]}}))
+    p.write_bytes(st_bytes({"hidden_states": {"dtype": "F32", "shape": [10**6, T, 0], "data_offsets": [0, 0]}}))
     return align_infer(root, p, "hidden_states")
 
 
@@ -489,7 +554,7 @@ INDEX_ENTRIES = {
     "dot-dot-etc-passwd": "../../../../etc/passwd",
     "dot-dot-sibling": f"../{SECRET}",
     "absolute": "/etc/passwd",
-    "absolute-sibling": None,                        # filled with the absolute path of the sibling
+    "absolute-sibling": None,  # filled with the absolute path of the sibling
     "inner-dot-dot": f"sub/../../{SECRET}",
     "backslash": f"..\\{SECRET}",
     "empty-name": "",
@@ -502,8 +567,13 @@ def _index(root: Path, key: str) -> Spec:
     write_safetensors(outside, tiny_tensors())
     entry = INDEX_ENTRIES[key] if INDEX_ENTRIES[key] is not None else str(outside)
     (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"fc.weight": entry}}))
-    return Spec(["doctor", "--draft", str(d), "--json"], ["model.safetensors.index.json", "weight_map"],
-                code=1, finding="weights-unreadable", forbidden_reads=[str(outside), "/etc/passwd"])
+    return Spec(
+        ["doctor", "--draft", str(d), "--json"],
+        ["model.safetensors.index.json", "weight_map"],
+        code=1,
+        finding="weights-unreadable",
+        forbidden_reads=[str(outside), "/etc/passwd"],
+    )
 
 
 cases("safetensors/index", {k: k for k in INDEX_ENTRIES}, _index)
@@ -520,8 +590,12 @@ def _index_doc(root: Path, key: str) -> Spec:
     d = draft_dir(root, tensors=False)
     text = json.dumps(INDEX_DOCS[key]) if key != "nan" else '{"weight_map": {"fc.weight": NaN}}'
     (d / "model.safetensors.index.json").write_text(text)
-    return Spec(["doctor", "--draft", str(d), "--json"], ["model.safetensors.index.json", "weight_map"],
-                code=1, finding="weights-unreadable")
+    return Spec(
+        ["doctor", "--draft", str(d), "--json"],
+        ["model.safetensors.index.json", "weight_map"],
+        code=1,
+        finding="weights-unreadable",
+    )
 
 
 cases("safetensors/index", {k: k for k in INDEX_DOCS}, _index_doc)
@@ -545,25 +619,29 @@ def _valid_ckpt_bytes() -> bytes:
 
 def _gz_with_garbage_deflate() -> bytes:
     raw = gzip.compress(b"x" * 4096)
-    return raw[:10] + bytes(b ^ 0x5A for b in raw[10:-8]) + raw[-8:]      # zlib.error inside
+    return raw[:10] + bytes(b ^ 0x5A for b in raw[10:-8]) + raw[-8:]  # zlib.error inside
 
 
-cases("specforge/bytes", {
-    "gz-garbage-deflate": lambda: (_gz_with_garbage_deflate(), "data_0.ckpt.gz", "corrupt"),
-    "gz-truncated": lambda: (gzip.compress(_valid_ckpt_bytes())[:60], "data_0.ckpt.gz", "corrupt"),
-    "gz-not-gzip": lambda: (b"not gzip at all", "data_0.ckpt.gz", "corrupt"),
-    "gz-bad-crc": lambda: (gzip.compress(_valid_ckpt_bytes())[:-8] + b"\0" * 8, "data_0.ckpt.gz", "corrupt"),
-    "gz-of-garbage": lambda: (gzip.compress(b"\x80\x05garbage"), "data_0.ckpt.gz", "data_0.ckpt.gz"),
-    "ckpt-empty": lambda: (b"", "data_0.ckpt", "corrupt"),
-    "ckpt-garbage": lambda: (b"\x00\x01\x02garbage", "data_0.ckpt", "data_0.ckpt"),
-    "ckpt-truncated-zip": lambda: (_valid_ckpt_bytes()[:100], "data_0.ckpt", "corrupt"),
-    "ckpt-zip-corrupted-middle": lambda: (_flip_middle(_valid_ckpt_bytes()), "data_0.ckpt", "data_0.ckpt"),
-}, lambda root, f: _ckpt_bytes(root, *f()))
+cases(
+    "specforge/bytes",
+    {
+        "gz-garbage-deflate": lambda: (_gz_with_garbage_deflate(), "data_0.ckpt.gz", "corrupt"),
+        "gz-truncated": lambda: (gzip.compress(_valid_ckpt_bytes())[:60], "data_0.ckpt.gz", "corrupt"),
+        "gz-not-gzip": lambda: (b"not gzip at all", "data_0.ckpt.gz", "corrupt"),
+        "gz-bad-crc": lambda: (gzip.compress(_valid_ckpt_bytes())[:-8] + b"\0" * 8, "data_0.ckpt.gz", "corrupt"),
+        "gz-of-garbage": lambda: (gzip.compress(b"\x80\x05garbage"), "data_0.ckpt.gz", "data_0.ckpt.gz"),
+        "ckpt-empty": lambda: (b"", "data_0.ckpt", "corrupt"),
+        "ckpt-garbage": lambda: (b"\x00\x01\x02garbage", "data_0.ckpt", "data_0.ckpt"),
+        "ckpt-truncated-zip": lambda: (_valid_ckpt_bytes()[:100], "data_0.ckpt", "corrupt"),
+        "ckpt-zip-corrupted-middle": lambda: (_flip_middle(_valid_ckpt_bytes()), "data_0.ckpt", "data_0.ckpt"),
+    },
+    lambda root, f: _ckpt_bytes(root, *f()),
+)
 
 
 def _flip_middle(raw: bytes) -> bytes:
     mid = len(raw) // 2
-    return raw[:mid] + bytes(b ^ 0xFF for b in raw[mid:mid + 64]) + raw[mid + 64:]
+    return raw[:mid] + bytes(b ^ 0xFF for b in raw[mid : mid + 64]) + raw[mid + 64 :]
 
 
 def _ckpt_items(root: Path, spec) -> Spec:
@@ -573,27 +651,34 @@ def _ckpt_items(root: Path, spec) -> Spec:
     return align_train(root, specforge(root, **items), *needles, extra=extra)
 
 
-cases("specforge/content", {
-    "ids-bf16": lambda t: ({"input_ids": t.arange(T).bfloat16()}, ["input_ids", "bfloat16"], ()),
-    "ids-f16": lambda t: ({"input_ids": t.arange(T).half()}, ["input_ids", "float16"], ()),
-    "ids-fractional": lambda t: ({"input_ids": t.arange(T) + 0.5}, ["input_ids", "integers"], ()),
-    "ids-2d": lambda t: ({"input_ids": t.zeros(2, T, dtype=t.long)}, ["input_ids", "1-D"], ()),
-    "ids-not-tensor": lambda t: ({"input_ids": [1, 2, 3]}, ["input_ids", "tensor"], ()),
-    "missing-loss-mask": lambda t: ({"loss_mask": _DROP}, ["loss_mask"], ()),
-    "mask-length": lambda t: ({"loss_mask": t.ones(T - 1, dtype=t.long)}, ["loss_mask"], ()),
-    "aux-zero-width": lambda t: ({"aux_hidden_state": t.zeros(1, T, 0)}, ["aux_hidden_state", "width"], ()),
-    "hidden-zero-width": lambda t: ({"hidden_state": t.zeros(1, T, 0)}, ["hidden_state", "width"], ()),
-    "aux-1d": lambda t: ({"aux_hidden_state": t.zeros(T)}, ["aux_hidden_state", "shape"], ()),
-    "aux-4d": lambda t: ({"aux_hidden_state": t.zeros(1, 1, T, K * H)}, ["aux_hidden_state", "shape"], ()),
-    "hidden-int": lambda t: ({"hidden_state": t.zeros(1, T, H, dtype=t.long)}, ["hidden_state", "int64"], ()),
-    "aux-more-rows": lambda t: ({"aux_hidden_state": t.zeros(1, T + 3, K * H)}, ["aux_hidden_state", "rows"], ()),
-    "hidden-fewer-rows": lambda t: ({"hidden_state": t.zeros(1, T - 2, H)}, ["hidden_state", "rows"], ()),
-    "aux-not-slots": lambda t: ({"aux_hidden_state": t.zeros(1, T, K * H + 1)}, ["aux_hidden_state"], ()),
-    "slot-count-huge": lambda t: ({"aux_hidden_state": t.zeros(1, T, 200), "hidden_state": t.zeros(1, T, 1)},
-                                  ["slots"], ()),
-    "train-layers-not-slots": lambda t: ({}, ["aux_hidden_state", "5 slots"], ("--train-layers", "1,2,3,4,5")),
-    "list-not-dict": None,
-}, lambda root, f: _ckpt_items(root, f) if f else _ckpt_list(root))
+cases(
+    "specforge/content",
+    {
+        "ids-bf16": lambda t: ({"input_ids": t.arange(T).bfloat16()}, ["input_ids", "bfloat16"], ()),
+        "ids-f16": lambda t: ({"input_ids": t.arange(T).half()}, ["input_ids", "float16"], ()),
+        "ids-fractional": lambda t: ({"input_ids": t.arange(T) + 0.5}, ["input_ids", "integers"], ()),
+        "ids-2d": lambda t: ({"input_ids": t.zeros(2, T, dtype=t.long)}, ["input_ids", "1-D"], ()),
+        "ids-not-tensor": lambda t: ({"input_ids": [1, 2, 3]}, ["input_ids", "tensor"], ()),
+        "missing-loss-mask": lambda t: ({"loss_mask": _DROP}, ["loss_mask"], ()),
+        "mask-length": lambda t: ({"loss_mask": t.ones(T - 1, dtype=t.long)}, ["loss_mask"], ()),
+        "aux-zero-width": lambda t: ({"aux_hidden_state": t.zeros(1, T, 0)}, ["aux_hidden_state", "width"], ()),
+        "hidden-zero-width": lambda t: ({"hidden_state": t.zeros(1, T, 0)}, ["hidden_state", "width"], ()),
+        "aux-1d": lambda t: ({"aux_hidden_state": t.zeros(T)}, ["aux_hidden_state", "shape"], ()),
+        "aux-4d": lambda t: ({"aux_hidden_state": t.zeros(1, 1, T, K * H)}, ["aux_hidden_state", "shape"], ()),
+        "hidden-int": lambda t: ({"hidden_state": t.zeros(1, T, H, dtype=t.long)}, ["hidden_state", "int64"], ()),
+        "aux-more-rows": lambda t: ({"aux_hidden_state": t.zeros(1, T + 3, K * H)}, ["aux_hidden_state", "rows"], ()),
+        "hidden-fewer-rows": lambda t: ({"hidden_state": t.zeros(1, T - 2, H)}, ["hidden_state", "rows"], ()),
+        "aux-not-slots": lambda t: ({"aux_hidden_state": t.zeros(1, T, K * H + 1)}, ["aux_hidden_state"], ()),
+        "slot-count-huge": lambda t: (
+            {"aux_hidden_state": t.zeros(1, T, 200), "hidden_state": t.zeros(1, T, 1)},
+            ["slots"],
+            (),
+        ),
+        "train-layers-not-slots": lambda t: ({}, ["aux_hidden_state", "5 slots"], ("--train-layers", "1,2,3,4,5")),
+        "list-not-dict": None,
+    },
+    lambda root, f: _ckpt_items(root, f) if f else _ckpt_list(root),
+)
 
 
 def _ckpt_list(root: Path) -> Spec:
@@ -629,19 +714,29 @@ def _hs(root: Path, tensors: dict, *needles) -> Spec:
     return align_train(root, p, *needles)
 
 
-cases("speculators/content", {
-    "no-token-ids": lambda t: ({"hidden_states": t.zeros(T, 4, H)}, ["token_ids"]),
-    "no-hidden-states": lambda t: ({"token_ids": t.arange(T)}, ["hidden_states"]),
-    "hidden-2d": lambda t: ({"token_ids": t.arange(T), "hidden_states": t.zeros(T, H)}, ["hidden_states", "shape"]),
-    "rows-mismatch": lambda t: ({"token_ids": t.arange(T), "hidden_states": t.zeros(T + 1, 4, H)}, ["rows"]),
-    "ids-bf16": lambda t: ({"token_ids": t.arange(T).bfloat16(), "hidden_states": t.zeros(T, 4, H)},
-                           ["token_ids", "bfloat16"]),
-    "ids-fractional": lambda t: ({"token_ids": t.arange(T).float() + 0.25, "hidden_states": t.zeros(T, 4, H)},
-                                 ["token_ids", "integers"]),
-    "one-slot-only": lambda t: ({"token_ids": t.arange(T), "hidden_states": t.zeros(T, 1, H)}, ["slot"]),
-    "ids-2d": lambda t: ({"token_ids": t.zeros(3, T, dtype=t.long), "hidden_states": t.zeros(T, 4, H)},
-                         ["token_ids", "1-D"]),
-}, lambda root, f: (lambda t: _hs(root, *(lambda r: (r[0], *r[1]))(f(t))))(__import__("torch")))
+cases(
+    "speculators/content",
+    {
+        "no-token-ids": lambda t: ({"hidden_states": t.zeros(T, 4, H)}, ["token_ids"]),
+        "no-hidden-states": lambda t: ({"token_ids": t.arange(T)}, ["hidden_states"]),
+        "hidden-2d": lambda t: ({"token_ids": t.arange(T), "hidden_states": t.zeros(T, H)}, ["hidden_states", "shape"]),
+        "rows-mismatch": lambda t: ({"token_ids": t.arange(T), "hidden_states": t.zeros(T + 1, 4, H)}, ["rows"]),
+        "ids-bf16": lambda t: (
+            {"token_ids": t.arange(T).bfloat16(), "hidden_states": t.zeros(T, 4, H)},
+            ["token_ids", "bfloat16"],
+        ),
+        "ids-fractional": lambda t: (
+            {"token_ids": t.arange(T).float() + 0.25, "hidden_states": t.zeros(T, 4, H)},
+            ["token_ids", "integers"],
+        ),
+        "one-slot-only": lambda t: ({"token_ids": t.arange(T), "hidden_states": t.zeros(T, 1, H)}, ["slot"]),
+        "ids-2d": lambda t: (
+            {"token_ids": t.zeros(3, T, dtype=t.long), "hidden_states": t.zeros(T, 4, H)},
+            ["token_ids", "1-D"],
+        ),
+    },
+    lambda root, f: (lambda t: _hs(root, *(lambda r: (r[0], *r[1]))(f(t))))(__import__("torch")),
+)
 
 
 # -------------------------------------------------------------------------- SGLang dump folders
@@ -652,9 +747,12 @@ def _pass_dir(root: Path) -> Path:
 
 
 def _good_pass(t, n=T):
-    return {"model.forward_batch_info.input_ids": t.arange(n), "model.forward_batch_info.positions": t.arange(n),
-            "model.embed_tokens": t.zeros(n, H),
-            "model.layers.1.input_layernorm": [t.zeros(n, H), t.zeros(n, H)]}
+    return {
+        "model.forward_batch_info.input_ids": t.arange(n),
+        "model.forward_batch_info.positions": t.arange(n),
+        "model.embed_tokens": t.zeros(n, H),
+        "model.layers.1.input_layernorm": [t.zeros(n, H), t.zeros(n, H)],
+    }
 
 
 def _dump_case(root: Path, fn) -> Spec:
@@ -665,24 +763,38 @@ def _dump_case(root: Path, fn) -> Spec:
     return align_infer(root, root / "dump", *needles)
 
 
-cases("sglang-dump/pass", {
-    "no-pass-files": lambda t, d: ["no Pass"],
-    "pass-corrupt": lambda t, d: ((d / "Pass00000.pt").write_bytes(b"garbage"), ["Pass00000.pt", "unpickle"])[1],
-    "pass-list": lambda t, d: (t.save([1, 2], d / "Pass00000.pt"), ["Pass00000.pt", "dict"])[1],
-    "pass-no-input-ids": lambda t, d: (t.save({"model.embed_tokens": t.zeros(T, H)}, d / "Pass00000.pt"),
-                                       ["Pass00000.pt", "input_ids"])[1],
-    "pass-int-keys": lambda t, d: (t.save({1: t.zeros(T, H)}, d / "Pass00000.pt"), ["Pass00000.pt", "names"])[1],
-    "pass-ids-bf16": lambda t, d: (t.save({**_good_pass(t), "model.forward_batch_info.input_ids": t.arange(T).bfloat16()},
-                                          d / "Pass00000.pt"), ["Pass00000.pt", "bfloat16"])[1],
-    "pass-rows-disagree": lambda t, d: (t.save({**_good_pass(t), "model.embed_tokens": t.zeros(T + 2, H)},
-                                               d / "Pass00000.pt"), ["Pass00000.pt", "rows"])[1],
-    "pass-entry-vanishes": lambda t, d: (t.save(_good_pass(t, 3), d / "Pass00000.pt"),
-                                         t.save({"model.forward_batch_info.input_ids": t.arange(3)}, d / "Pass00001.pt"),
-                                         ["Pass00001.pt", "missing"])[2],
-    "pass-width-changes": lambda t, d: (t.save(_good_pass(t, 3), d / "Pass00000.pt"),
-                                        t.save({**_good_pass(t, 3), "model.embed_tokens": t.zeros(3, H + 1)},
-                                               d / "Pass00001.pt"), ["Pass00001.pt", "wide"])[2],
-}, _dump_case)
+cases(
+    "sglang-dump/pass",
+    {
+        "no-pass-files": lambda t, d: ["no Pass"],
+        "pass-corrupt": lambda t, d: ((d / "Pass00000.pt").write_bytes(b"garbage"), ["Pass00000.pt", "unpickle"])[1],
+        "pass-list": lambda t, d: (t.save([1, 2], d / "Pass00000.pt"), ["Pass00000.pt", "dict"])[1],
+        "pass-no-input-ids": lambda t, d: (
+            t.save({"model.embed_tokens": t.zeros(T, H)}, d / "Pass00000.pt"),
+            ["Pass00000.pt", "input_ids"],
+        )[1],
+        "pass-int-keys": lambda t, d: (t.save({1: t.zeros(T, H)}, d / "Pass00000.pt"), ["Pass00000.pt", "names"])[1],
+        "pass-ids-bf16": lambda t, d: (
+            t.save({**_good_pass(t), "model.forward_batch_info.input_ids": t.arange(T).bfloat16()}, d / "Pass00000.pt"),
+            ["Pass00000.pt", "bfloat16"],
+        )[1],
+        "pass-rows-disagree": lambda t, d: (
+            t.save({**_good_pass(t), "model.embed_tokens": t.zeros(T + 2, H)}, d / "Pass00000.pt"),
+            ["Pass00000.pt", "rows"],
+        )[1],
+        "pass-entry-vanishes": lambda t, d: (
+            t.save(_good_pass(t, 3), d / "Pass00000.pt"),
+            t.save({"model.forward_batch_info.input_ids": t.arange(3)}, d / "Pass00001.pt"),
+            ["Pass00001.pt", "missing"],
+        )[2],
+        "pass-width-changes": lambda t, d: (
+            t.save(_good_pass(t, 3), d / "Pass00000.pt"),
+            t.save({**_good_pass(t, 3), "model.embed_tokens": t.zeros(3, H + 1)}, d / "Pass00001.pt"),
+            ["Pass00001.pt", "wide"],
+        )[2],
+    },
+    _dump_case,
+)
 
 
 def _dumper_case(root: Path, fn) -> Spec:
@@ -698,20 +810,34 @@ def _dumper_file(d: Path, t, name: str, value, step="0", rank="0", idx="0"):
     t.save({"value": value, "meta": {}}, d / f"step={step}___rank={rank}___dump_index={idx}___name={name}.pt")
 
 
-cases("sglang-dump/dumper", {
-    "step-not-int": lambda t, d: (_dumper_file(d, t, "x.output", t.zeros(T, H), step="abc"), ["step", "integer"])[1],
-    "rank-negative": lambda t, d: (_dumper_file(d, t, "x.output", t.zeros(T, H), rank="-1"), ["rank"])[1],
-    "no-value": lambda t, d: (t.save({"meta": {}}, d / "step=0___rank=0___dump_index=0___name=x.output.pt"),
-                              ["value"])[1],
-    "value-corrupt": lambda t, d: ((d / "step=0___rank=0___dump_index=0___name=x.output.pt").write_bytes(b"\0\1"),
-                                   ["unpickle"])[1],
-    "series-turns-into-int": lambda t, d: (_dumper_file(d, t, "non_intrusive__model.embed_tokens.output", t.zeros(3, H)),
-                                           _dumper_file(d, t, "non_intrusive__model.embed_tokens.output", 5, step="1",
-                                                        idx="1"), ["step=1", "not a tensor"])[2],
-    "series-width-changes": lambda t, d: (_dumper_file(d, t, "non_intrusive__model.embed_tokens.output", t.zeros(3, H)),
-                                          _dumper_file(d, t, "non_intrusive__model.embed_tokens.output",
-                                                       t.zeros(3, H + 2), step="1", idx="1"), ["width"])[2],
-}, _dumper_case)
+cases(
+    "sglang-dump/dumper",
+    {
+        "step-not-int": lambda t, d: (_dumper_file(d, t, "x.output", t.zeros(T, H), step="abc"), ["step", "integer"])[
+            1
+        ],
+        "rank-negative": lambda t, d: (_dumper_file(d, t, "x.output", t.zeros(T, H), rank="-1"), ["rank"])[1],
+        "no-value": lambda t, d: (
+            t.save({"meta": {}}, d / "step=0___rank=0___dump_index=0___name=x.output.pt"),
+            ["value"],
+        )[1],
+        "value-corrupt": lambda t, d: (
+            (d / "step=0___rank=0___dump_index=0___name=x.output.pt").write_bytes(b"\0\1"),
+            ["unpickle"],
+        )[1],
+        "series-turns-into-int": lambda t, d: (
+            _dumper_file(d, t, "non_intrusive__model.embed_tokens.output", t.zeros(3, H)),
+            _dumper_file(d, t, "non_intrusive__model.embed_tokens.output", 5, step="1", idx="1"),
+            ["step=1", "not a tensor"],
+        )[2],
+        "series-width-changes": lambda t, d: (
+            _dumper_file(d, t, "non_intrusive__model.embed_tokens.output", t.zeros(3, H)),
+            _dumper_file(d, t, "non_intrusive__model.embed_tokens.output", t.zeros(3, H + 2), step="1", idx="1"),
+            ["width"],
+        )[2],
+    },
+    _dumper_case,
+)
 
 
 # -------------------------------------------------------------------- return_hidden_states payloads
@@ -751,12 +877,13 @@ PAYLOADS = {
     "prompt-tokens-string": (_pl([[ROW]], prompt_tokens="6"), ["prompt_tokens"]),
     "cached-tokens-negative": (_pl([[ROW]], prompt_tokens=6, cached_tokens=-3), ["cached_tokens"]),
     "input-ids-strings": (json.dumps({"meta_info": {"hidden_states": [[ROW]]}, "input_ids": ["a"]}), ["input_ids"]),
-    "input-ids-ragged": (json.dumps({"meta_info": {"hidden_states": [[ROW]]}, "input_ids": [[1, 2], [3]]}),
-                         ["input_ids"]),
-    "input-ids-fractional": (json.dumps({"meta_info": {"hidden_states": [[ROW]]}, "input_ids": [0.5]}),
-                             ["input_ids"]),
+    "input-ids-ragged": (
+        json.dumps({"meta_info": {"hidden_states": [[ROW]]}, "input_ids": [[1, 2], [3]]}),
+        ["input_ids"],
+    ),
+    "input-ids-fractional": (json.dumps({"meta_info": {"hidden_states": [[ROW]]}, "input_ids": [0.5]}), ["input_ids"]),
     "input-ids-too-few": (json.dumps({"meta_info": {"hidden_states": [[ROW, ROW]]}, "input_ids": [1]}), ["tokens"]),
-    "input-ids-huge": (json.dumps({"meta_info": {"hidden_states": [[ROW]]}, "input_ids": [2 ** 70]}), ["input_ids"]),
+    "input-ids-huge": (json.dumps({"meta_info": {"hidden_states": [[ROW]]}, "input_ids": [2**70]}), ["input_ids"]),
     "empty-response-list": ("[]", ["empty"]),
     "not-json": ("{", ["JSON"]),
     "non-utf8": (b'{"meta_info": {"hidden_states": "\xff"}}', ["UTF-8"]),
@@ -809,16 +936,25 @@ SET_EXPRESSIONS = {
     "deep-arrays": ("x=" + deep(100000), ["x", "nested"]),
     "deep-arrays-70": ("x=" + deep(70), ["x", "nested"]),
     "deep-objects": ("x=" + deep_obj(5000), ["x", "nested"]),
-    "ids-item-string": ('eagle_config.eagle_aux_hidden_state_layer_ids.0="abc"',
-                        ["eagle_aux_hidden_state_layer_ids", "list of integers"]),
+    "ids-item-string": (
+        'eagle_config.eagle_aux_hidden_state_layer_ids.0="abc"',
+        ["eagle_aux_hidden_state_layer_ids", "list of integers"],
+    ),
     "ids-item-float": ("eagle_config.eagle_aux_hidden_state_layer_ids.1=2.5", ["eagle_aux_hidden_state_layer_ids"]),
     "ids-item-bool": ("eagle_config.eagle_aux_hidden_state_layer_ids.2=true", ["eagle_aux_hidden_state_layer_ids"]),
     "ids-string": ('eagle_config.eagle_aux_hidden_state_layer_ids="2,30,58"', ["eagle_aux_hidden_state_layer_ids"]),
-    "ids-too-many": ("eagle_config.eagle_aux_hidden_state_layer_ids=" + json.dumps(list(range(80))),
-                     ["eagle_aux_hidden_state_layer_ids"]),
-    "whole-eagle-config-strings": ('eagle_config={"eagle_aux_hidden_state_layer_ids": ["2", "30"]}',
-                                   ["eagle_config.eagle_aux_hidden_state_layer_ids"]),
-    "whole-eagle-config-aux-flag": ('eagle_config={"use_aux_hidden_state": "yes"}', ["eagle_config.use_aux_hidden_state"]),
+    "ids-too-many": (
+        "eagle_config.eagle_aux_hidden_state_layer_ids=" + json.dumps(list(range(80))),
+        ["eagle_aux_hidden_state_layer_ids"],
+    ),
+    "whole-eagle-config-strings": (
+        'eagle_config={"eagle_aux_hidden_state_layer_ids": ["2", "30"]}',
+        ["eagle_config.eagle_aux_hidden_state_layer_ids"],
+    ),
+    "whole-eagle-config-aux-flag": (
+        'eagle_config={"use_aux_hidden_state": "yes"}',
+        ["eagle_config.use_aux_hidden_state"],
+    ),
     "eagle-config-not-object": ("eagle_config=[1]", ["eagle_config", "an object"]),
     "hidden-size-string": ('hidden_size="16"', ["hidden_size", "positive integer"]),
     "hidden-size-float": ("hidden_size=16.5", ["hidden_size"]),
@@ -851,8 +987,11 @@ SET_EXPRESSIONS = {
 def _config_file(root: Path, text: "str | bytes | None" = None) -> Path:
     p = root / "cfg" / "config.json"
     p.parent.mkdir(parents=True)
-    p.write_bytes((text if isinstance(text, bytes) else text.encode()) if text is not None
-                  else json.dumps(TINY_DRAFT, indent=2).encode())
+    p.write_bytes(
+        (text if isinstance(text, bytes) else text.encode())
+        if text is not None
+        else json.dumps(TINY_DRAFT, indent=2).encode()
+    )
     return p
 
 
@@ -889,66 +1028,145 @@ cases("config-set", {k: k for k in SET_FILES}, _set_file)
 def _flag(argv_fn, needles):
     def build(root: Path) -> Spec:
         return Spec(argv_fn(root), needles)
+
     return build
 
 
 FLAGS = {
-    "doctor-num-layers-zero": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "0"], ["--num-layers"]),
-    "doctor-num-layers-huge": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "100000000"],
-                               ["--num-layers", "out of range"]),
-    "doctor-num-layers-5000-digits": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "9" * 5000],
-                                      ["--num-layers"]),
-    "doctor-num-layers-float": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "8.5"], ["--num-layers"]),
-    "doctor-num-layers-nan": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "nan"], ["--num-layers"]),
-    "doctor-context-nan": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--context-length", "nan"],
-                           ["--context-length"]),
-    "doctor-context-negative": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--context-length", "-5"],
-                                ["--context-length"]),
-    "doctor-context-1e400": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--context-length", "1e400"],
-                             ["--context-length"]),
-    "doctor-trained-layers-words": (lambda r: ["doctor", "--draft", str(draft_dir(r)), "--trained-layers", "a,b"],
-                                    ["--trained-layers"]),
+    "doctor-num-layers-zero": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "0"],
+        ["--num-layers"],
+    ),
+    "doctor-num-layers-huge": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "100000000"],
+        ["--num-layers", "out of range"],
+    ),
+    "doctor-num-layers-5000-digits": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "9" * 5000],
+        ["--num-layers"],
+    ),
+    "doctor-num-layers-float": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "8.5"],
+        ["--num-layers"],
+    ),
+    "doctor-num-layers-nan": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--num-layers", "nan"],
+        ["--num-layers"],
+    ),
+    "doctor-context-nan": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--context-length", "nan"],
+        ["--context-length"],
+    ),
+    "doctor-context-negative": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--context-length", "-5"],
+        ["--context-length"],
+    ),
+    "doctor-context-1e400": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--context-length", "1e400"],
+        ["--context-length"],
+    ),
+    "doctor-trained-layers-words": (
+        lambda r: ["doctor", "--draft", str(draft_dir(r)), "--trained-layers", "a,b"],
+        ["--trained-layers"],
+    ),
     "doctor-server-huge": (lambda r: ["doctor", "--server", "9" * 25], ["--server"]),
     "doctor-samples-zero": (lambda r: ["doctor", "--server", "1", "--samples", "0"], ["--samples"]),
-    "align-num-layers-zero": (lambda r: ["align", "--train", "x", "--infer", "y", "--num-layers", "0"], ["--num-layers"]),
+    "align-num-layers-zero": (
+        lambda r: ["align", "--train", "x", "--infer", "y", "--num-layers", "0"],
+        ["--num-layers"],
+    ),
     "align-sample-negative": (lambda r: ["align", "--train", "x", "--infer", "y", "--sample", "-1"], ["--sample"]),
-    "align-train-layers-huge": (lambda r: ["align", "--train", "x", "--infer", "y", "--train-layers", "1" * 5000],
-                                ["--train-layers"]),
-    "drafter-depth-zero": (lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c", "--depth", "0"],
-                           ["--depth"]),
-    "drafter-depth-huge": (lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c",
-                                      "--depth", "100000"], ["--depth"]),
-    "drafter-topk-nan": (lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c", "--topk", "nan"],
-                         ["--topk"]),
-    "drafter-max-samples-zero": (lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c",
-                                            "--max-samples", "0"], ["--max-samples"]),
+    "align-train-layers-huge": (
+        lambda r: ["align", "--train", "x", "--infer", "y", "--train-layers", "1" * 5000],
+        ["--train-layers"],
+    ),
+    "drafter-depth-zero": (
+        lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c", "--depth", "0"],
+        ["--depth"],
+    ),
+    "drafter-depth-huge": (
+        lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c", "--depth", "100000"],
+        ["--depth"],
+    ),
+    "drafter-topk-nan": (
+        lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c", "--topk", "nan"],
+        ["--topk"],
+    ),
+    "drafter-max-samples-zero": (
+        lambda r: ["drafter", "eval", "--draft", "a", "--data", "b", "--target", "c", "--max-samples", "0"],
+        ["--max-samples"],
+    ),
     "predict-acc-nan": (lambda r: ["predict", "--acc", "nan"], ["acc"]),
     "predict-acc-inf": (lambda r: ["predict", "--acc", "0.8,inf"], ["acc"]),
     "predict-acc-1e400": (lambda r: ["predict", "--acc", "1e400"], ["acc"]),
     "predict-acc-5000-chars": (lambda r: ["predict", "--acc", "0." + "1" * 5000], ["acc"]),
-    "predict-steps-huge": (lambda r: ["predict", "--acc", "0.8", "--steps", "100000000", "--topk", "1",
-                                      "--draft-tokens", "2"], ["--steps"]),
-    "predict-observed-nan": (lambda r: ["predict", "--acc", "0.8", "--observed-accept-length", "nan"],
-                             ["--observed-accept-length"]),
-    "predict-observed-inf": (lambda r: ["predict", "--acc", "0.8", "--observed-accept-length", "inf"],
-                             ["--observed-accept-length"]),
-    "sweep-draft-ms-nan": (lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20", "--draft-ms", "nan"],
-                           ["--draft-ms"]),
-    "sweep-draft-ms-negative": (lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20",
-                                           "--draft-ms", "-1"], ["--draft-ms"]),
-    "sweep-baseline-inf": (lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20", "--draft-ms", "1",
-                                      "--baseline-ms", "inf"], ["--baseline-ms"]),
-    "sweep-verify-nan": (lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:nan", "--draft-ms", "1"],
-                         ["--verify-ms"]),
-    "sweep-verify-key-huge": (lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "9" * 5000 + ":2",
-                                         "--draft-ms", "1"], ["--verify-ms"]),
-    "sweep-steps-range-huge": (lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20", "--draft-ms", "1",
-                                          "--steps", "1..100000000"], ["--steps"]),
-    "sweep-top-zero": (lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20", "--draft-ms", "1",
-                                  "--top", "0"], ["--top"]),
+    "predict-steps-huge": (
+        lambda r: ["predict", "--acc", "0.8", "--steps", "100000000", "--topk", "1", "--draft-tokens", "2"],
+        ["--steps"],
+    ),
+    "predict-observed-nan": (
+        lambda r: ["predict", "--acc", "0.8", "--observed-accept-length", "nan"],
+        ["--observed-accept-length"],
+    ),
+    "predict-observed-inf": (
+        lambda r: ["predict", "--acc", "0.8", "--observed-accept-length", "inf"],
+        ["--observed-accept-length"],
+    ),
+    "sweep-draft-ms-nan": (
+        lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20", "--draft-ms", "nan"],
+        ["--draft-ms"],
+    ),
+    "sweep-draft-ms-negative": (
+        lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20", "--draft-ms", "-1"],
+        ["--draft-ms"],
+    ),
+    "sweep-baseline-inf": (
+        lambda r: [
+            "predict",
+            "sweep",
+            "--acc",
+            "0.8",
+            "--verify-ms",
+            "2:20",
+            "--draft-ms",
+            "1",
+            "--baseline-ms",
+            "inf",
+        ],
+        ["--baseline-ms"],
+    ),
+    "sweep-verify-nan": (
+        lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:nan", "--draft-ms", "1"],
+        ["--verify-ms"],
+    ),
+    "sweep-verify-key-huge": (
+        lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "9" * 5000 + ":2", "--draft-ms", "1"],
+        ["--verify-ms"],
+    ),
+    "sweep-steps-range-huge": (
+        lambda r: [
+            "predict",
+            "sweep",
+            "--acc",
+            "0.8",
+            "--verify-ms",
+            "2:20",
+            "--draft-ms",
+            "1",
+            "--steps",
+            "1..100000000",
+        ],
+        ["--steps"],
+    ),
+    "sweep-top-zero": (
+        lambda r: ["predict", "sweep", "--acc", "0.8", "--verify-ms", "2:20", "--draft-ms", "1", "--top", "0"],
+        ["--top"],
+    ),
     "fit-measured-inf": (lambda r: ["predict", "fit", "--measured", "1:inf,2:2"], ["measured"]),
-    "fit-max-steps-huge": (lambda r: ["predict", "fit", "--measured", "1:1.5,2:2", "--max-steps", "10000000"],
-                           ["--max-steps"]),
+    "fit-max-steps-huge": (
+        lambda r: ["predict", "fit", "--measured", "1:1.5,2:2", "--max-steps", "10000000"],
+        ["--max-steps"],
+    ),
     "timeline-server-huge": (lambda r: ["timeline", "--server", "9" * 25], ["--server"]),
     "timeline-live-config-zero": (lambda r: ["timeline", "--live-config", "0"], ["--live-config"]),
 }

@@ -26,7 +26,7 @@ def _bounded(fn, limit_mb: float = 40, limit_s: float = 10):
     finally:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    assert peak < limit_mb * 2 ** 20, f"peak {peak / 2 ** 20:.1f} MiB"
+    assert peak < limit_mb * 2**20, f"peak {peak / 2**20:.1f} MiB"
     assert time.monotonic() - t0 < limit_s
     return out
 
@@ -34,7 +34,7 @@ def _bounded(fn, limit_mb: float = 40, limit_s: float = 10):
 def test_every_count_field_has_a_plausible_upper_bound():
     for name, f in FIELDS.items():
         if f.kind in ("int", "int-list"):
-            assert f.where.hi is not None and f.where.hi <= 2 ** 31, name
+            assert f.where.hi is not None and f.where.hi <= 2**31, name
         if f.kind in ("int-list", "str-list"):
             assert f.max_items <= 64, name
 
@@ -43,8 +43,7 @@ def test_every_count_field_has_a_plausible_upper_bound():
 def test_doctor_on_30_million_layers_is_quick_and_small(tiny, where):
     from workbench.doctor import run_static
 
-    d, t = tiny(config_changes=HUGE if where != "target" else None,
-                target_changes=HUGE if where != "draft" else None)
+    d, t = tiny(config_changes=HUGE if where != "target" else None, target_changes=HUGE if where != "draft" else None)
     report = _bounded(lambda: run_static(d, t))
     hits = [f for f in report.findings if f.code == "config-invalid"]
     assert hits and all(f.evidence["field"] == "num_hidden_layers" for f in hits)
@@ -81,7 +80,7 @@ def test_drafter_boundaries_refuse_before_allocating(tiny):
         with pytest.raises((InputError, ValueError)) as err:
             _bounded(fn)
         assert "num_hidden_layers" in str(err.value)
-    for bad in ("16", 16.5, 16.0, True, 0, 10 ** 9):
+    for bad in ("16", 16.5, 16.0, True, 0, 10**9):
         with pytest.raises(InputError, match="hidden_size"):
             draft_dims({**TINY_DRAFT, "hidden_size": bad})
     assert draft_dims(TINY_DRAFT).hidden == 16
@@ -94,12 +93,13 @@ def test_drafter_model_refuses_at_its_boundary():
     with pytest.raises(InputError, match="num_attention_heads"):
         Eagle3Drafter({**TINY_DRAFT, "num_attention_heads": 0})
     with pytest.raises(InputError, match="vocab_size"):
-        _bounded(lambda: Eagle3Drafter({**TINY_DRAFT, "vocab_size": 2 ** 40}))
+        _bounded(lambda: Eagle3Drafter({**TINY_DRAFT, "vocab_size": 2**40}))
 
 
 # ------------------------------------------------------------------------------------ shard names
-@pytest.mark.parametrize("entry", ["../../../../etc/passwd", "/etc/passwd", "sub/../../outside.safetensors",
-                                   "..", "../outside.safetensors"])
+@pytest.mark.parametrize(
+    "entry", ["../../../../etc/passwd", "/etc/passwd", "sub/../../outside.safetensors", "..", "../outside.safetensors"]
+)
 def test_index_entries_never_leave_the_checkpoint(tiny, tmp_path, monkeypatch, entry):
     from workbench.draftconfig import reader
     from workbench.drafter import target
@@ -123,8 +123,9 @@ def test_index_inside_names_are_read(tiny):
     (d / "shards").mkdir()
     tensors = tiny_tensors()
     write_safetensors(d / "shards" / "a.safetensors", tensors)
-    (d / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {n: "shards/a.safetensors" for n in tensors}}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {n: "shards/a.safetensors" for n in tensors}})
+    )
     ck = read_draft(d)
     assert ck.weights_error is None and set(ck.tensors) == set(tensors)
 
@@ -137,19 +138,30 @@ def cfg_file(tmp_path):
     return p
 
 
-@pytest.mark.parametrize("edit", [
-    {"eagle_config.eagle_aux_hidden_state_layer_ids.0": "abc"},
-    {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ["2", "30"]}},
-    {"eagle_config": {"use_aux_hidden_state": "true"}},
-    {"hidden_size": "16"}, {"hidden_size": 16.5}, {"num_hidden_layers": 30000000},
-    {"rope_theta": float("nan")}, {"other": float("inf")}, {"other": [1, {"x": float("-inf")}]},
-    {"other": 10 ** 5000}, {"other": {1, 2}},
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"eagle_config.eagle_aux_hidden_state_layer_ids.0": "abc"},
+        {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ["2", "30"]}},
+        {"eagle_config": {"use_aux_hidden_state": "true"}},
+        {"hidden_size": "16"},
+        {"hidden_size": 16.5},
+        {"num_hidden_layers": 30000000},
+        {"rope_theta": float("nan")},
+        {"other": float("inf")},
+        {"other": [1, {"x": float("-inf")}]},
+        {"other": 10**5000},
+        {"other": {1, 2}},
+    ],
+)
 def test_config_set_type_checks_cannot_be_bypassed(wb, cfg_file, edit):
     wb.config_track(str(cfg_file))
     before = cfg_file.read_bytes()
-    rows = wb.journal.db.execute("SELECT count(*) FROM config_versions").fetchone()[0] \
-        if _has(wb, "config_versions") else None
+    rows = (
+        wb.journal.db.execute("SELECT count(*) FROM config_versions").fetchone()[0]
+        if _has(wb, "config_versions")
+        else None
+    )
     with pytest.raises(InputError) as err:
         wb.config_set(str(cfg_file), edit)
     assert "\n" not in str(err.value) and "config.json" in str(err.value)
@@ -165,11 +177,12 @@ def _has(wb, table: str) -> bool:
 def test_config_set_writes_standard_json_only(wb, cfg_file):
     from workbench import strictjson
 
-    wb.config_set(str(cfg_file), {"eagle_config.eagle_aux_hidden_state_layer_ids.0": 2, "rope_theta": 500000.0},
-                  add=True)
+    wb.config_set(
+        str(cfg_file), {"eagle_config.eagle_aux_hidden_state_layer_ids.0": 2, "rope_theta": 500000.0}, add=True
+    )
     doc = strictjson.loads(cfg_file.read_bytes(), "config.json")
     assert doc["eagle_config"]["eagle_aux_hidden_state_layer_ids"][0] == 2
-    wb.config_set(str(cfg_file), {"hidden_size": "16"}, force=True)     # force writes a wrong type...
+    wb.config_set(str(cfg_file), {"hidden_size": "16"}, force=True)  # force writes a wrong type...
     with pytest.raises(InputError, match="NaN"):
         wb.config_set(str(cfg_file), {"x": float("nan")}, force=True)  # ...never non-standard JSON
     assert "NaN" not in cfg_file.read_text()
@@ -221,13 +234,19 @@ def test_target_config_bounded_in_align_target_info(tmp_path):
         target_info(p)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("[1, 2]", "prompts"), ('{"prompts": ' + "[" * 100000 + "]" * 100000 + "}", "nested"),
-    ('{"prompts": ["a", NaN]}', "NaN"), ('{"prompts": [1, 2]}', "strings"), ('{"prompts": []}', "prompts"),
-    ('{"prompts": ["a"], "max_new_tokens": 1e400}', "not finite"),
-    ('{"prompts": ["a"], "max_new_tokens": "256"}', "max_new_tokens"),
-    ('{"prompts": ["a"], "max_new_tokens": 100000000000}', "max_new_tokens"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("[1, 2]", "prompts"),
+        ('{"prompts": ' + "[" * 100000 + "]" * 100000 + "}", "nested"),
+        ('{"prompts": ["a", NaN]}', "NaN"),
+        ('{"prompts": [1, 2]}', "strings"),
+        ('{"prompts": []}', "prompts"),
+        ('{"prompts": ["a"], "max_new_tokens": 1e400}', "not finite"),
+        ('{"prompts": ["a"], "max_new_tokens": "256"}', "max_new_tokens"),
+        ('{"prompts": ["a"], "max_new_tokens": 100000000000}', "max_new_tokens"),
+    ],
+)
 def test_prompt_sets_are_read_strictly(tmp_path, text, needle):
     from workbench.sglang.measure import prompt_set
 

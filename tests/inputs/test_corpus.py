@@ -50,11 +50,14 @@ def run_in_process(argv, capsys) -> tuple[int, str, str]:
         warnings.simplefilter("always")
         try:
             rc = main(list(argv))
-        except SystemExit as exc:          # argparse's usage errors
+        except SystemExit as exc:  # argparse's usage errors
             rc = exc.code if isinstance(exc.code, int) else 1
     cap = capsys.readouterr()
-    shown = [f"{w.category.__name__}: {w.message}" for w in caught
-             if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
+    shown = [
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))
+    ]
     return rc, cap.out, cap.err + "".join(line + "\n" for line in shown)
 
 
@@ -89,6 +92,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path, home, monkeypa
         def watching_open(file, *a, **kw):
             opened.append(str(file))
             return real_open(file, *a, **kw)
+
         monkeypatch.setattr(builtins, "open", watching_open)
     rc, out, err = run_in_process(spec.argv, capsys)
     monkeypatch.setattr(builtins, "open", builtins.open)
@@ -96,14 +100,26 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path, home, monkeypa
     for path in spec.forbidden_reads:
         assert not any(Path(o).resolve() == Path(path).resolve() for o in opened), f"{path} was opened"
     assert snapshot(tmp_path) == files, "a file was written or changed"
-    if spec.finding is None:            # a diagnosis is recorded; refused input never is
+    if spec.finding is None:  # a diagnosis is recorded; refused input never is
         assert journal(home) == rows, "the journal changed"
 
 
 def test_corpus_covers_every_reader_with_200_cases():
     groups = {c.group.split("/")[0] for c in CASES}
-    assert {"draft-json", "draft-fields", "target-json", "target-fields", "safetensors", "specforge",
-            "speculators", "sglang-dump", "payload", "workbench-toml", "config-set", "cli-flags"} <= groups
+    assert {
+        "draft-json",
+        "draft-fields",
+        "target-json",
+        "target-fields",
+        "safetensors",
+        "specforge",
+        "speculators",
+        "sglang-dump",
+        "payload",
+        "workbench-toml",
+        "config-set",
+        "cli-flags",
+    } <= groups
     assert len(CASES) + len(KEYMAPS) >= 200
     assert len({c.id for c in CASES}) == len(CASES)
 
@@ -122,9 +138,14 @@ def test_bad_keymap_is_one_line_naming_the_file(key, tmp_path):
     assert p.read_bytes() == raw
 
 
-SUBPROCESS = ["draft-json/drafter-check:nan", "draft-fields/drafter-check:layers-30-million",
-              "config-set:ids-item-string", "payload:ragged-rows", "workbench-toml:non-utf8",
-              "safetensors/stack:metadata-string"]
+SUBPROCESS = [
+    "draft-json/drafter-check:nan",
+    "draft-fields/drafter-check:layers-30-million",
+    "config-set:ids-item-string",
+    "payload:ragged-rows",
+    "workbench-toml:non-utf8",
+    "safetensors/stack:metadata-string",
+]
 
 
 @pytest.mark.parametrize("case_id", SUBPROCESS)

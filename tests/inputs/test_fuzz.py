@@ -54,22 +54,32 @@ def scratch() -> Path:
 
 
 # ------------------------------------------------------------------------------ safetensors header
-dims = st.one_of(st.integers(0, 6), st.integers(-3, 10 ** 20), st.booleans(), st.floats(), st.text(max_size=3))
-entries = st.fixed_dictionaries({
-    "dtype": st.one_of(st.sampled_from(sorted(DTYPE_BYTES)), st.text(max_size=6), st.integers()),
-    "shape": st.one_of(st.lists(st.integers(0, 6), max_size=4), st.lists(dims, max_size=20), st.text(max_size=4)),
-    "data_offsets": st.one_of(st.lists(st.integers(0, 400), min_size=2, max_size=2),
-                              st.lists(st.one_of(st.integers(-5, 10 ** 30), st.floats()), max_size=3)),
-}, optional={"extra": st.integers()})
-metadata = st.one_of(st.none(), st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
-                     st.text(max_size=5), st.lists(st.integers(), max_size=2),
-                     st.dictionaries(st.text(max_size=3), st.integers(), min_size=1, max_size=2))
+dims = st.one_of(st.integers(0, 6), st.integers(-3, 10**20), st.booleans(), st.floats(), st.text(max_size=3))
+entries = st.fixed_dictionaries(
+    {
+        "dtype": st.one_of(st.sampled_from(sorted(DTYPE_BYTES)), st.text(max_size=6), st.integers()),
+        "shape": st.one_of(st.lists(st.integers(0, 6), max_size=4), st.lists(dims, max_size=20), st.text(max_size=4)),
+        "data_offsets": st.one_of(
+            st.lists(st.integers(0, 400), min_size=2, max_size=2),
+            st.lists(st.one_of(st.integers(-5, 10**30), st.floats()), max_size=3),
+        ),
+    },
+    optional={"extra": st.integers()},
+)
+metadata = st.one_of(
+    st.none(),
+    st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
+    st.text(max_size=5),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), min_size=1, max_size=2),
+)
 
 
 def _st_file(header_text: bytes, data_len: int, declared=None) -> Path:
     p = scratch() / "x.safetensors"
-    p.write_bytes(struct.pack("<Q", len(header_text) if declared is None else declared) + header_text
-                  + b"\0" * data_len)
+    p.write_bytes(
+        struct.pack("<Q", len(header_text) if declared is None else declared) + header_text + b"\0" * data_len
+    )
     return p
 
 
@@ -99,7 +109,7 @@ def _check_against_library(p: Path) -> None:
 
 @settings(FUZZ, max_examples=100)
 @given(st.dictionaries(st.text(max_size=6), entries, max_size=4), metadata, st.integers(0, 300))
-@example({"": {"dtype": "BF16", "shape": "\n", "data_offsets": []}}, None, 0)      # a newline in the value
+@example({"": {"dtype": "BF16", "shape": "\n", "data_offsets": []}}, None, 0)  # a newline in the value
 @example({"t": {"dtype": "F32", "shape": [1], "data_offsets": "0\n4"}}, None, 4)
 def test_safetensors_header_structured(tensors, meta, data_len):
     header = dict(tensors)
@@ -109,14 +119,20 @@ def test_safetensors_header_structured(tensors, meta, data_len):
 
 
 @FUZZ
-@given(st.binary(max_size=200), st.one_of(st.none(), st.integers(0, 2 ** 64 - 1)), st.integers(0, 64))
+@given(st.binary(max_size=200), st.one_of(st.none(), st.integers(0, 2**64 - 1)), st.integers(0, 64))
 def test_safetensors_header_bytes(raw, declared, data_len):
     _check_against_library(_st_file(raw, data_len, declared))
 
 
 @FUZZ
-@given(st.lists(st.tuples(st.sampled_from(["F32", "BF16", "I64", "U8", "F8_E4M3", "BOOL"]),
-                          st.lists(st.integers(0, 5), max_size=3)), max_size=4))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["F32", "BF16", "I64", "U8", "F8_E4M3", "BOOL"]), st.lists(st.integers(0, 5), max_size=3)
+        ),
+        max_size=4,
+    )
+)
 def test_safetensors_valid_files_read_like_the_library(specs):
     """Well-formed files (contiguous, like the library writes them): every tensor read back the same."""
     header, pos = {}, 0
@@ -133,11 +149,14 @@ def test_safetensors_valid_files_read_like_the_library(specs):
 
 
 # ------------------------------------------------------------------------ strict JSON, draft reader
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10 ** 40, 10 ** 40), st.floats(allow_nan=True),
-                    st.text(max_size=6))
-json_values = st.recursive(scalars, lambda kids: st.one_of(st.lists(kids, max_size=4),
-                                                           st.dictionaries(st.text(max_size=6), kids, max_size=4)),
-                           max_leaves=20)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**40), 10**40), st.floats(allow_nan=True), st.text(max_size=6)
+)
+json_values = st.recursive(
+    scalars,
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=6), kids, max_size=4)),
+    max_leaves=20,
+)
 typed_keys = st.sampled_from(sorted(k for k in FIELDS if "." not in k))
 
 
@@ -145,7 +164,7 @@ def _finite(v) -> bool:
     if isinstance(v, float):
         return math.isfinite(v)
     if isinstance(v, int) and not isinstance(v, bool):
-        return abs(v) < 10 ** 30
+        return abs(v) < 10**30
     if isinstance(v, list):
         return all(_finite(x) for x in v)
     if isinstance(v, dict):
@@ -156,7 +175,7 @@ def _finite(v) -> bool:
 @FUZZ
 @given(json_values)
 def test_strict_json_matches_json_on_standard_documents(value):
-    text = json.dumps(value)          # writes NaN/Infinity for non-finite floats, as careless writers do
+    text = json.dumps(value)  # writes NaN/Infinity for non-finite floats, as careless writers do
     try:
         got = strictjson.loads(text, "doc.json")
     except InputError as exc:
@@ -176,7 +195,9 @@ def test_strict_json_on_arbitrary_text(text):
 
 
 @FUZZ
-@given(st.dictionaries(typed_keys, json_values, max_size=6), st.dictionaries(st.text(max_size=5), json_values, max_size=3))
+@given(
+    st.dictionaries(typed_keys, json_values, max_size=6), st.dictionaries(st.text(max_size=5), json_values, max_size=3)
+)
 def test_draft_reader_types_every_field(fields, other):
     d = scratch()
     doc = {**other, **fields}
@@ -193,7 +214,7 @@ def test_draft_reader_types_every_field(fields, other):
             validate(key, value)
             ok = True
         except InputError:
-            ok = value is None          # JSON null means "not given", as in HF configs
+            ok = value is None  # JSON null means "not given", as in HF configs
         assert ok != (key in bad), (key, value, bad)
     assert all("\n" not in str(p) for p in ck.problems)
     for name in ("hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads"):
@@ -202,11 +223,20 @@ def test_draft_reader_types_every_field(fields, other):
 
 
 # -------------------------------------------------------------------------------------- JSON editor
-plain = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), st.floats(allow_nan=False, allow_infinity=False),
-                  st.text(max_size=5))
-plain_values = st.recursive(plain, lambda kids: st.one_of(st.lists(kids, max_size=3),
-                                                          st.dictionaries(st.text(alphabet="abcxyz", max_size=3), kids,
-                                                                          max_size=3)), max_leaves=10)
+plain = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-1000, 1000),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
+)
+plain_values = st.recursive(
+    plain,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(st.text(alphabet="abcxyz", max_size=3), kids, max_size=3)
+    ),
+    max_leaves=10,
+)
 docs = st.dictionaries(st.text(alphabet="abcxyz", min_size=1, max_size=3), plain_values, min_size=1, max_size=4)
 indents = st.sampled_from([None, 2, 4, "\t"])
 key_parts = st.lists(st.text(alphabet="abcxyz01", min_size=1, max_size=3), min_size=1, max_size=3)
@@ -217,7 +247,7 @@ def _expected_set(doc, parts, value):
     for i, part in enumerate(parts[:-1]):
         if isinstance(node, dict):
             if part not in node:
-                for p in reversed(parts[i + 1:]):
+                for p in reversed(parts[i + 1 :]):
                     value = {p: value}
                 node[part] = value
                 return doc
@@ -247,7 +277,7 @@ def test_editor_sets_exactly_the_key(doc, indent, parts, value):
     expected = _expected_set(json.loads(text), parts, value)
     assert json.loads(new) == expected
     parse(new, "c.json")
-    assert set_key(new, key, value, name="c.json") == new          # setting it again changes nothing
+    assert set_key(new, key, value, name="c.json") == new  # setting it again changes nothing
 
 
 @FUZZ
@@ -272,21 +302,29 @@ def test_editor_type_checks_every_changed_field(doc, indent, key, value):
     node = after
     for part in key.split("."):
         node = node[part]
-    validate(key, node)                                  # whatever was written has its type
-    strictjson.loads(new, "c.json")                      # and the file is standard JSON
+    validate(key, node)  # whatever was written has its type
+    strictjson.loads(new, "c.json")  # and the file is standard JSON
 
 
 # -------------------------------------------------------------------------------------- TOML loader
-toml_scalars = st.one_of(st.booleans(), st.integers(-10 ** 40, 10 ** 40), st.floats(allow_nan=True),
-                         st.text(alphabet="abc xyz-_", max_size=6))
-toml_tables = st.dictionaries(st.text(alphabet="abcxyz_", min_size=1, max_size=4),
-                              st.one_of(toml_scalars, st.lists(st.integers(-5, 5), max_size=3)), max_size=4)
+toml_scalars = st.one_of(
+    st.booleans(), st.integers(-(10**40), 10**40), st.floats(allow_nan=True), st.text(alphabet="abc xyz-_", max_size=6)
+)
+toml_tables = st.dictionaries(
+    st.text(alphabet="abcxyz_", min_size=1, max_size=4),
+    st.one_of(toml_scalars, st.lists(st.integers(-5, 5), max_size=3)),
+    max_size=4,
+)
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["hosts", "profiles", "configs", "live"]),
-                       st.dictionaries(st.text(alphabet="abc", min_size=1, max_size=3), toml_tables, max_size=2),
-                       max_size=3))
+@given(
+    st.dictionaries(
+        st.sampled_from(["hosts", "profiles", "configs", "live"]),
+        st.dictionaries(st.text(alphabet="abc", min_size=1, max_size=3), toml_tables, max_size=2),
+        max_size=3,
+    )
+)
 def test_toml_loader_reads_back_or_names_the_key(data):
     p = scratch() / "workbench.toml"
     write_toml(p, data)
@@ -303,7 +341,7 @@ def test_toml_loader_reads_back_or_names_the_key(data):
 
 
 @FUZZ
-@given(st.binary(max_size=120) | st.text(alphabet='[]="\'\n.abc01 =#{}\\xef', max_size=80).map(str.encode))
+@given(st.binary(max_size=120) | st.text(alphabet="[]=\"'\n.abc01 =#{}\\xef", max_size=80).map(str.encode))
 def test_toml_loader_on_arbitrary_bytes(raw):
     p = scratch() / "workbench.toml"
     p.write_bytes(raw)

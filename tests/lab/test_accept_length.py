@@ -22,8 +22,14 @@ def measure(proc, world, n=None, new=None) -> float:
     assert http(proc, "/flush_cache", method="POST")[0] == 200
     prompts = make_prompts(s["prompt_len"], protocol["count"], protocol["seed"], s["seed"], corpus_style(s))
     for ids in prompts.tolist()[:n]:
-        code, _ = http(proc, "/generate", {"input_ids": ids, "sampling_params": {
-            "max_new_tokens": new or protocol["new_tokens"], "ignore_eos": True}})
+        code, _ = http(
+            proc,
+            "/generate",
+            {
+                "input_ids": ids,
+                "sampling_params": {"max_new_tokens": new or protocol["new_tokens"], "ignore_eos": True},
+            },
+        )
         assert code == 200
     return http(proc, "/server_info")[1]["internal_states"][0]["avg_spec_accept_length"]
 
@@ -33,8 +39,10 @@ def measured(lab_servers, lab_world):
     from workbench.lab.process import wait_ready
 
     extra = ["--lab-engine", "sglang-0.5.23", "--disable-cuda-graph"]
-    procs = {name: lab_servers.start(name, extra=extra, wait=False, steps=STEPS)
-             for name in ("draft", "draft_broken", "draft_shifted")}
+    procs = {
+        name: lab_servers.start(name, extra=extra, wait=False, steps=STEPS)
+        for name in ("draft", "draft_broken", "draft_shifted")
+    }
     out = {}
     for name, p in procs.items():
         wait_ready(p, 240)
@@ -79,8 +87,9 @@ def test_embedding_id_crashes_unpatched_old_sglang_and_runs_patched(lab_servers,
     from workbench.lab.process import wait_exit, wait_ready
 
     crash = lab_servers.start("draft_broken", extra=["--lab-engine", "sglang-0.5.12"], wait=False)
-    patched = lab_servers.start("draft_broken", extra=["--lab-engine", "sglang-0.5.12", "--lab-embed-patch"],
-                                wait=False)
+    patched = lab_servers.start(
+        "draft_broken", extra=["--lab-engine", "sglang-0.5.12", "--lab-embed-patch"], wait=False
+    )
     assert wait_exit(crash, 240) is not None
     text = Path(crash.log_path).read_text()
     assert "Scheduler hit an exception: Traceback" in text

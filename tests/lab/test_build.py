@@ -36,8 +36,12 @@ def test_manifest_and_files(lab_world):
     assert 0 <= cal["retries"] <= w["settings"]["max_retries"]
     assert w["machine"]["threads"] == w["settings"]["threads"] and w["machine"]["torch"] and w["machine"]["cpu"]
     dt = w["drafter_training"]
-    assert dt["steps"] <= dt["max_steps"] and dt["checks"] and dt["checks"][-1]["step"] == dt["steps"] or \
-        not dt["stopped_by_check"]
+    assert (
+        dt["steps"] <= dt["max_steps"]
+        and dt["checks"]
+        and dt["checks"][-1]["step"] == dt["steps"]
+        or not dt["stopped_by_check"]
+    )
     tcfg = json.loads((Path(w["target"]) / "config.json").read_text())
     assert tcfg["architectures"] == ["LlamaForCausalLM"] and tcfg["num_hidden_layers"] == N
     assert (Path(w["target"]) / "model.safetensors").exists() and (Path(w["target"]) / "tokenizer.json").exists()
@@ -61,7 +65,7 @@ def test_training_rows_are_specforge_format(lab_world):
     with torch.no_grad():
         pred = target.lm_head(row["hidden_state"][0]).argmax(-1)
     P = lab_world["settings"]["prompt_len"]
-    agree = (pred[P - 1:-1] == row["input_ids"][P:]).float().mean()
+    agree = (pred[P - 1 : -1] == row["input_ids"][P:]).float().mean()
     assert agree > 0.97
     vm = torch.load(str(Path(lab_world["training_data"]) / "vocab_mapping" / "vocab_mapping.pt"), weights_only=True)
     assert bool(vm["t2d"][vm["d2t"] + torch.arange(vm["d2t"].numel())].all())
@@ -94,7 +98,7 @@ def test_measuring_in_pieces_on_workers_gives_each_job_its_whole_measurement(lab
     from workbench.lab.engine import LabEngine
     from workbench.lab.settings import SIZES, corpus_style
 
-    def whole(draft, prompts, steps):          # one engine decoding every prompt in turn
+    def whole(draft, prompts, steps):  # one engine decoding every prompt in turn
         eng = LabEngine(world / "target", world / draft, dtype="bfloat16", engine=B.MEASURE_ENGINE, num_steps=steps)
         try:
             for p in prompts:
@@ -104,7 +108,7 @@ def test_measuring_in_pieces_on_workers_gives_each_job_its_whole_measurement(lab
             eng.close()
 
     s = SIZES["tiny"]
-    prompts = make_prompts(s.prompt_len, 7, s.seed + 2, s.seed, corpus_style(s)).tolist()   # 7: a short last piece
+    prompts = make_prompts(s.prompt_len, 7, s.seed + 2, s.seed, corpus_style(s)).tolist()  # 7: a short last piece
     jobs = [("draft", prompts, 3), ("draft_broken", prompts[:5], 3), ("demo:draft", prompts[2:], 5)]
     monkeypatch.setattr(B, "PIECE_PROMPTS", 2)
     world = Path(lab_world["dir"])
@@ -112,7 +116,7 @@ def test_measuring_in_pieces_on_workers_gives_each_job_its_whole_measurement(lab
     assert want["draft"] > want["draft_broken"] >= 1.0
     for threads in (1, 2):
         assert B.measure_many(world, jobs, 16, threads) == want, threads
-    assert not B._ENGINES                    # the in-process engines are closed and let go
+    assert not B._ENGINES  # the in-process engines are closed and let go
 
 
 def test_a_build_without_the_measuring_release_code_stops_before_training(tmp_path, monkeypatch):
@@ -142,5 +146,9 @@ def test_the_held_out_check_reads_the_points_the_engine_captures():
 
     ids = {"draft": [1, 5, 8], "draft_broken": [-1, 1, 5], "draft_shifted": [2, 6, 9], "late": [1, 5, 12]}
     got = measured_points(ids, 12)
-    assert got == {"draft": ["out(1)", "out(5)", "out(8)"], "draft_broken": ["embed", "out(1)", "out(5)"],
-                   "draft_shifted": ["out(2)", "out(6)", "out(9)"], "late": ["out(1)", "out(5)"]}
+    assert got == {
+        "draft": ["out(1)", "out(5)", "out(8)"],
+        "draft_broken": ["embed", "out(1)", "out(5)"],
+        "draft_shifted": ["out(2)", "out(6)", "out(9)"],
+        "late": ["out(1)", "out(5)"],
+    }

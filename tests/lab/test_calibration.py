@@ -9,18 +9,30 @@ import pytest
 
 from workbench.lab import calibration as K
 
-GOOD = {"acc_0": 0.80, "accept_length": 2.9, "broken_ratio": 0.62, "shifted_ratio": 0.97,
-        "predicted_error": 0.03, "demo_recovery": 1.7}
+GOOD = {
+    "acc_0": 0.80,
+    "accept_length": 2.9,
+    "broken_ratio": 0.62,
+    "shifted_ratio": 0.97,
+    "predicted_error": 0.03,
+    "demo_recovery": 1.7,
+}
 
 
 def test_a_world_inside_the_bands_is_accepted_and_each_edge_is_named():
     assert K.misses(GOOD) == [] and all(K.in_band(GOOD).values())
-    cases = {"acc_0": 0.851, "accept_length": 3.19, "broken_ratio": 0.695, "shifted_ratio": 0.905,
-             "predicted_error": 0.095, "demo_recovery": 1.51}
+    cases = {
+        "acc_0": 0.851,
+        "accept_length": 3.19,
+        "broken_ratio": 0.695,
+        "shifted_ratio": 0.905,
+        "predicted_error": 0.095,
+        "demo_recovery": 1.51,
+    }
     for key, value in cases.items():
         fig = dict(GOOD, **{key: value})
         missed = K.misses(fig)
-        assert len(missed) == 1, (key, missed)        # inside the test's band, outside the build's margin
+        assert len(missed) == 1, (key, missed)  # inside the test's band, outside the build's margin
         assert missed[0].split()[0] in key.replace("_", " ") or key.split("_")[0] in missed[0]
     assert not K.in_band(dict(GOOD, acc_0=0.86))["acc_0"]
     assert K.in_band(dict(GOOD, acc_0=0.85))["acc_0"]
@@ -52,12 +64,23 @@ def test_an_untrainable_world_retries_next_seeds_then_is_kept_and_marked(tmp_pat
     marked ``calibration.ok = false`` (real builds, tiny budgets)."""
     from workbench.lab.build import build, load_manifest
 
-    m = build("tiny", root=tmp_path, seed=77, target_steps=10, draft_steps=20, prompts=32,
-              eval_prompts=2, eval_new_tokens=8, max_retries=1, check_from=10, threads=1)
+    m = build(
+        "tiny",
+        root=tmp_path,
+        seed=77,
+        target_steps=10,
+        draft_steps=20,
+        prompts=32,
+        eval_prompts=2,
+        eval_new_tokens=8,
+        max_retries=1,
+        check_from=10,
+        threads=1,
+    )
     cal = m["calibration"]
     assert cal["ok"] is False and cal["seed"] == 77 and cal["seed_used"] == 78 and cal["retries"] == 1
     assert [a["seed"] for a in cal["attempts"]] == [77, 78] and all(a["misses"] for a in cal["attempts"])
-    assert m["settings"]["seed"] == 78                       # the world on disk is the last attempt's
+    assert m["settings"]["seed"] == 78  # the world on disk is the last attempt's
     assert load_manifest(m["dir"])["calibration"] == json.loads(json.dumps(cal))
     mach = m["machine"]
     assert mach["threads"] == 1 and mach["torch"] and mach["cpu"]
@@ -112,7 +135,7 @@ def test_a_check_in_the_bands_is_confirmed_by_measurement_and_trains_on_past_a_f
     check = _check(4, GOOD, confirm)
     fig, stop = check(None)
     assert not stop and confirm.calls == 1 and fig["misses"] and fig["measured"]["broken_ratio"] == 0.72
-    fig, stop = check(None)                 # a miss training cannot fix: the attempt ends, measured
+    fig, stop = check(None)  # a miss training cannot fix: the attempt ends, measured
     assert stop and confirm.calls == 2 and check.last["figures"]["predicted_error"] == 0.2
     confirm = _Confirm(dict(GOOD))
     check = _check(4, GOOD, confirm)
@@ -122,7 +145,7 @@ def test_a_check_in_the_bands_is_confirmed_by_measurement_and_trains_on_past_a_f
 
 def test_checks_outside_the_bands_measure_nothing_and_stop_only_past_the_top():
     confirm = _Confirm()
-    check = _check(4, dict(GOOD, broken_ratio=0.69), confirm)     # inside the test band, not the margin
+    check = _check(4, dict(GOOD, broken_ratio=0.69), confirm)  # inside the test band, not the margin
     assert check(None)[1] is False and confirm.calls == 0 and check.last is None
     check = _check(4, dict(GOOD, acc_0=0.9), confirm)
     assert check(None)[1] is True and confirm.calls == 0 and check.last is None

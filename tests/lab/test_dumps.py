@@ -42,13 +42,13 @@ def test_dump_folder_layout_and_layers(lab_servers, lab_world, tmp_path):
         assert f"model.layers.{i}.input_layernorm" in first and f"model.layers.{i}.mlp.down_proj" in first
     assert "model.embed_tokens" in first and len(first["model.norm"]) == 2
     # the residual entering layer k+1 is out(k): it matches the fp32 training capture of that slot only
-    aux = rows["aux_hidden_state"][0, :len(ids)]
+    aux = rows["aux_hidden_state"][0, : len(ids)]
     H = aux.shape[-1] // 3
     for slot, k in enumerate(lab_world["layers"]["trained"]):
-        ref = aux[:, slot * H:(slot + 1) * H]
+        ref = aux[:, slot * H : (slot + 1) * H]
         right = rel_diff(first[f"model.layers.{k + 1}.input_layernorm"][1].float(), ref)
         wrong = rel_diff(first[f"model.layers.{k + 2}.input_layernorm"][1].float(), ref)
         assert right < 1e-3 and wrong > 10 * right, (k, right, wrong)
     second = torch.load(str(passes[1]), weights_only=True)
-    assert "logits_processor" in second and "model" in second    # SGLang writes these with the next pass
+    assert "logits_processor" in second and "model" in second  # SGLang writes these with the next pass
     assert "model.fc" in torch.load(str(sorted(ddirs[0].glob("Pass*.pt"))[0]), weights_only=True)

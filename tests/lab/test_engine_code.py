@@ -32,7 +32,7 @@ def test_installed_release_is_read_from_its_code(world, monkeypatch):
 
     eng = _engine(world, "draft", "sglang==0.5.23")
     try:
-        assert eng.capture.source == "host"                 # the installed sglang, read in place
+        assert eng.capture.source == "host"  # the installed sglang, read in place
         assert eng.capture.points == ["out(1)", "out(5)", "out(8)"]
         # the table must say the same: a wrong table fails here
         tab = capture("sglang==0.5.23", arch="LlamaForCausalLM", num_layers=12, ids=[1, 5, 8], source="table")
@@ -74,7 +74,7 @@ def test_cuda_graph_decode_uses_the_defaults_on_0510(world):
         assert off.capture.cuda_graph_points is None and off._aux_names(graph=True) == off._aux_names()
         a = on.generate([1, 4, 5, 9, 3, 7], 24, ignore_eos=True)
         b = off.generate([1, 4, 5, 9, 3, 7], 24, ignore_eos=True)
-        assert a.output_ids == b.output_ids                  # speculation never changes greedy output
+        assert a.output_ids == b.output_ids  # speculation never changes greedy output
     finally:
         on.close()
         off.close()

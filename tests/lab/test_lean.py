@@ -24,8 +24,15 @@ def _tiny_llama(**overrides):
 
     quiet_transformers()
     torch.manual_seed(0)
-    cfg = dict(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
-               num_key_value_heads=4, max_position_embeddings=128)
+    cfg = dict(
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+    )
     cfg.update(overrides)
     model = LlamaForCausalLM(LlamaConfig(**cfg))
     return model.eval()
@@ -77,7 +84,7 @@ def test_greedy_gives_the_same_tokens_either_way(lab_world):
     s = SIZES["tiny"]
     model = load_target(lab_world["target"])
     prompts = C.make_prompts(s.prompt_len, 96, s.seed + 1, s.seed, corpus_style(s))
-    setattr(model, lean._CHECKED, False)          # transformers' forward
+    setattr(model, lean._CHECKED, False)  # transformers' forward
     theirs = C.greedy(model, prompts, 12)
     mine = C.greedy(_fresh(model), prompts, 12)
     assert getattr(model, lean._CHECKED) is True
@@ -110,17 +117,30 @@ def test_a_dump_uses_the_models_own_forward(lab_world, tmp_path):
     from workbench.lab.dump import Dumper
     from workbench.lab.engine import LabEngine
 
-    eng = LabEngine(lab_world["target"], lab_world["draft"], dtype="bfloat16", engine=MEASURE_ENGINE,
-                    dumper=Dumper(tmp_path / "dump"))
+    eng = LabEngine(
+        lab_world["target"],
+        lab_world["draft"],
+        dtype="bfloat16",
+        engine=MEASURE_ENGINE,
+        dumper=Dumper(tmp_path / "dump"),
+    )
     assert eng.lean is None
     eng.generate([1, 5, 9, 14], 4, ignore_eos=True)
     assert any((tmp_path / "dump").rglob("*"))
     eng.close()
 
 
-@pytest.mark.parametrize("overrides", [{"attention_bias": True}, {"num_key_value_heads": 2}, {"mlp_bias": True},
-                                       {"hidden_act": "gelu"}, {"attn_implementation": "eager"},
-                                       {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"attention_bias": True},
+        {"num_key_value_heads": 2},
+        {"mlp_bias": True},
+        {"hidden_act": "gelu"},
+        {"attn_implementation": "eager"},
+        {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+    ],
+)
 def test_a_model_it_does_not_implement_keeps_its_own_forward(overrides):
     from workbench.lab import capture as C
     from workbench.lab.lean import implements, lean_for
@@ -154,9 +174,15 @@ def test_the_cache_grows_and_crops_in_place():
     k, v = kv.put(0, rows[0], rows[0] + 100)
     kv.length = 10
     assert k.shape == (1, 2, 10, 3) and kv.k[0].shape[-2] == 16
-    k, v = kv.put(0, rows[1], rows[1] + 100)         # past the capacity: doubled, old rows kept
+    k, v = kv.put(0, rows[1], rows[1] + 100)  # past the capacity: doubled, old rows kept
     kv.length = 19
-    assert kv.k[0].shape[-2] == 32 and torch.equal(k[..., :10, :], rows[0]) and torch.equal(v[..., 10:, :], rows[1] + 100)
+    assert (
+        kv.k[0].shape[-2] == 32 and torch.equal(k[..., :10, :], rows[0]) and torch.equal(v[..., 10:, :], rows[1] + 100)
+    )
     kv.crop(4)
-    k, _ = kv.put(0, rows[2], rows[2])               # written over the cropped rows
-    assert k.shape[-2] == 16 and torch.equal(k[..., 15:, :], rows[2]) and torch.equal(k[..., 10:15, :], rows[1][..., :5, :])
+    k, _ = kv.put(0, rows[2], rows[2])  # written over the cropped rows
+    assert (
+        k.shape[-2] == 16
+        and torch.equal(k[..., 15:, :], rows[2])
+        and torch.equal(k[..., 10:15, :], rows[1][..., :5, :])
+    )

@@ -6,10 +6,18 @@ import re
 
 from workbench.lab.logfmt import LogFormat
 
-DECODE_RE = re.compile(r"Decode batch(?: \[\d+\])?[.,] #running-req: (\d+), (?:.*?accept len: ([\d.]+), "
-                       r"(?:accept rate: ([\d.]+), )?)?.*?gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)")
-VERSIONS = {"0.4.9": (0, 4, 9, 0), "0.5.4": (0, 5, 4, 0), "0.5.5": (0, 5, 5, 0), "0.5.12": (0, 5, 12, 0),
-            "0.5.13": (0, 5, 13, 0), "0.5.23": (0, 5, 23, 0)}
+DECODE_RE = re.compile(
+    r"Decode batch(?: \[\d+\])?[.,] #running-req: (\d+), (?:.*?accept len: ([\d.]+), "
+    r"(?:accept rate: ([\d.]+), )?)?.*?gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)"
+)
+VERSIONS = {
+    "0.4.9": (0, 4, 9, 0),
+    "0.5.4": (0, 5, 4, 0),
+    "0.5.5": (0, 5, 5, 0),
+    "0.5.12": (0, 5, 12, 0),
+    "0.5.13": (0, 5, 13, 0),
+    "0.5.23": (0, 5, 23, 0),
+}
 
 
 def test_decode_lines_per_version_parse_with_the_reference_regex():
@@ -25,7 +33,7 @@ def test_decode_lines_per_version_parse_with_the_reference_regex():
         if v <= (0, 4, 9, 0):
             assert "Decode batch." in line and m.group(3) is None and not line.endswith(", ")
         elif v < (0, 5, 12, 0):
-            assert line.endswith(", ") and float(m.group(3)) == 0.75        # AL / (steps + 1)
+            assert line.endswith(", ") and float(m.group(3)) == 0.75  # AL / (steps + 1)
         else:
             assert line.endswith("#queue-req: 0") and float(m.group(3)) == round(2 / 3, 2)  # (AL-1)/(ndt-1)
         if v == (0, 5, 4, 0):
@@ -36,14 +44,23 @@ def test_milestones_follow_the_version():
     old, new = LogFormat((0, 5, 5, 0)), LogFormat((0, 5, 23, 0))
     assert old.server_args({"model_path": "/m", "tp_size": 8}) == "server_args=ServerArgs(model_path='/m', tp_size=8)"
     assert new.server_args({"model_path": "/m"}) == "server_args={'model_path': '/m'}"
-    assert old.load_end("LlamaForCausalLM", "torch.bfloat16", 1.0, 70.0, 2.0) == \
-        "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=70.00 GB, mem usage=2.00 GB."
+    assert (
+        old.load_end("LlamaForCausalLM", "torch.bfloat16", 1.0, 70.0, 2.0)
+        == "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=70.00 GB, mem usage=2.00 GB."
+    )
     assert new.load_end("LlamaForCausalLM", "torch.bfloat16", 1.0, 70.0, 2.0).startswith(
-        "Load weight end. elapsed=1.00 s, type=LlamaForCausalLM")
+        "Load weight end. elapsed=1.00 s, type=LlamaForCausalLM"
+    )
     assert "dtype: torch.bfloat16, #tokens: 5" in new.kv_cache("torch.bfloat16", 5, 1, 1)
-    assert old.kv_cache("torch.bfloat16", 5, 1, 1) == "KV Cache is allocated. #tokens: 5, K size: 1.00 GB, V size: 1.00 GB"
-    assert old.graph_begin("draft", 3.0).startswith("Capture draft cuda graph begin. This can take up to several minutes.")
-    assert new.graph_begin("target", 3.0, 4).startswith("Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4")
+    assert (
+        old.kv_cache("torch.bfloat16", 5, 1, 1) == "KV Cache is allocated. #tokens: 5, K size: 1.00 GB, V size: 1.00 GB"
+    )
+    assert old.graph_begin("draft", 3.0).startswith(
+        "Capture draft cuda graph begin. This can take up to several minutes."
+    )
+    assert new.graph_begin("target", 3.0, 4).startswith(
+        "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4"
+    )
     p = new.prefill(1, 12, 0, 12, 0.0, 0, 0)
     assert p.startswith("Prefill batch, #new-seq: 1, #new-token: 12") and "#pending-token: 0" in p
     assert LogFormat((0, 4, 9, 0)).prefill(1, 12, 0, 12, 0.0, 0, 0).startswith("Prefill batch. ")

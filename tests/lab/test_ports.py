@@ -50,7 +50,7 @@ def test_no_new_port_is_a_one_line_error(monkeypatch):
 def test_real_ports_are_distinct_and_free():
     ports = [P.free_port() for _ in range(50)]
     assert len(set(ports)) == 50
-    with socket.socket() as s:          # the last one is free to bind
+    with socket.socket() as s:  # the last one is free to bind
         s.bind(("127.0.0.1", ports[-1]))
 
 

@@ -31,8 +31,13 @@ time.sleep(120)
 def _start(stubborn: bool = False) -> tuple[subprocess.Popen, LabProcess, int]:
     token = "t" * 32
     env = {**os.environ, "EAGLE_WORKBENCH_LAUNCH": token}
-    p = subprocess.Popen([sys.executable, "-c", LEADER, "1" if stubborn else "0"], stdout=subprocess.PIPE,
-                         env=env, start_new_session=True, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", LEADER, "1" if stubborn else "0"],
+        stdout=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        text=True,
+    )
     child = int(p.stdout.readline())
     st = local_procfs()["stat"](p.pid)
     return p, LabProcess(p.pid, p.pid, "127.0.0.1", 0, "", starttime=st["starttime"], token=token), child
@@ -77,7 +82,7 @@ def test_the_recorded_identity_stops_the_leader_and_its_children():
     try:
         assert stop_server(lp) == "stopped (TERM)"
         assert not _alive(p.pid) and not _alive(child)
-        assert stop_server(lp) == "not running"       # a second stop sends nothing
+        assert stop_server(lp) == "not running"  # a second stop sends nothing
     finally:
         _cleanup(p, child)
 
@@ -102,7 +107,7 @@ def test_a_signalled_process_counts_until_it_has_exited_even_unproven():
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
         start = fs["stat"](sleeper.pid)["starttime"]
-        no_leader = (2 ** 22 + 1, 2 ** 22 + 1, 0, "t" * 32)        # a group nobody is in: no members
+        no_leader = (2**22 + 1, 2**22 + 1, 0, "t" * 32)  # a group nobody is in: no members
         assert fs["members"](*no_leader) == {}
         assert fs["remaining"](*no_leader, {sleeper.pid: start}) == {sleeper.pid: start}
         assert fs["remaining"](*no_leader, {sleeper.pid: start + 1}) == {}

@@ -16,8 +16,18 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def servers(lab_servers):
     """Correct-config speculative server (sglang 0.5.12 emulation) and a plain one, started together."""
-    spec = lab_servers.start("draft", extra=["--decode-log-interval", "5", "--enable-return-hidden-states",
-                                             "--tp-size", "8", "--disable-custom-all-reduce"], wait=False)
+    spec = lab_servers.start(
+        "draft",
+        extra=[
+            "--decode-log-interval",
+            "5",
+            "--enable-return-hidden-states",
+            "--tp-size",
+            "8",
+            "--disable-custom-all-reduce",
+        ],
+        wait=False,
+    )
     plain = lab_servers.start(None, extra=["--lab-engine", "sglang-0.5.23"], wait=False)
     from workbench.lab.process import wait_ready
 
@@ -41,8 +51,12 @@ def test_routes(servers, lab_world):
     assert http(spec, "/health_generate")[0] == 200
     code, info = http(spec, "/server_info")
     assert code == 200 and info["version"] == "0.5.12" and info["status"] == "ready"
-    assert (info["speculative_algorithm"], info["speculative_num_steps"], info["speculative_eagle_topk"],
-            info["speculative_num_draft_tokens"]) == ("EAGLE3", 3, 1, 4)
+    assert (
+        info["speculative_algorithm"],
+        info["speculative_num_steps"],
+        info["speculative_eagle_topk"],
+        info["speculative_num_draft_tokens"],
+    ) == ("EAGLE3", 3, 1, 4)
     assert info["speculative_draft_model_path"] == lab_world["draft"] and info["tp_size"] == 8
     assert isinstance(info["internal_states"], list) and "max_total_num_tokens" in info
     assert http(spec, "/get_server_info")[1]["speculative_num_steps"] == 3
@@ -59,8 +73,11 @@ def test_routes(servers, lab_world):
 
 def test_generate_text_ids_batch_and_bad_input(servers):
     spec = servers["spec"]
-    code, out = http(spec, "/generate", {"text": "file : K12 is a b c . ask K12 ?",
-                                         "sampling_params": {"max_new_tokens": 12, "ignore_eos": True}})
+    code, out = http(
+        spec,
+        "/generate",
+        {"text": "file : K12 is a b c . ask K12 ?", "sampling_params": {"max_new_tokens": 12, "ignore_eos": True}},
+    )
     assert code == 200 and len(out["output_ids"]) == 12 and isinstance(out["text"], str)
     meta = out["meta_info"]
     assert meta["completion_tokens"] == 12 and meta["prompt_tokens"] == 12
@@ -68,7 +85,7 @@ def test_generate_text_ids_batch_and_bad_input(servers):
     assert sum(meta["spec_correct_drafts_histogram"]) == meta["spec_verify_ct"]
     code, outs = http(spec, "/generate", {"input_ids": [[1, 5, 6], [1, 7]], "sampling_params": {"max_new_tokens": 3}})
     assert code == 200 and isinstance(outs, list) and len(outs) == 2
-    for body in ({}, {"text": "a", "input_ids": [1]}, {"input_ids": [10 ** 6]}, {"input_ids": "x"}):
+    for body in ({}, {"text": "a", "input_ids": [1]}, {"input_ids": [10**6]}, {"input_ids": "x"}):
         code, err = http(spec, "/generate", body)
         assert code == 400 and err["error"]["message"], body
     code, err = http(servers["plain"], "/generate", {"input_ids": [1, 5], "return_hidden_states": True})
@@ -78,12 +95,15 @@ def test_generate_text_ids_batch_and_bad_input(servers):
 def test_return_hidden_states_are_packed_aux_rows(servers, lab_world):
     spec = servers["spec"]
     ids = prompts(lab_world, 1)[0]
-    code, out = http(spec, "/generate", {"input_ids": ids, "return_hidden_states": True,
-                                         "sampling_params": {"max_new_tokens": 10, "ignore_eos": True}})
+    code, out = http(
+        spec,
+        "/generate",
+        {"input_ids": ids, "return_hidden_states": True, "sampling_params": {"max_new_tokens": 10, "ignore_eos": True}},
+    )
     hs = out["meta_info"]["hidden_states"]
     width = 3 * 64
-    assert len(hs[0]) == len(ids) and all(len(r) == width for r in hs[0])         # prefill rows
-    assert len(hs) == 1 + out["meta_info"]["completion_tokens"] - 1                 # one per later token
+    assert len(hs[0]) == len(ids) and all(len(r) == width for r in hs[0])  # prefill rows
+    assert len(hs) == 1 + out["meta_info"]["completion_tokens"] - 1  # one per later token
     assert all(len(r) == width for r in hs[1:])
 
 
@@ -93,7 +113,7 @@ def test_speculative_output_equals_plain_greedy(servers, lab_world):
         body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}}
         a, b = http(spec, "/generate", body)[1], http(plain, "/generate", body)[1]
         assert a["output_ids"] == b["output_ids"]
-        assert a["meta_info"]["spec_verify_ct"] < 40        # speculation really accepted drafts
+        assert a["meta_info"]["spec_verify_ct"] < 40  # speculation really accepted drafts
 
 
 def test_flush_cache_resets_average_and_refuses_while_busy(servers, lab_world):
@@ -102,15 +122,20 @@ def test_flush_cache_resets_average_and_refuses_while_busy(servers, lab_world):
     assert "avg_spec_accept_length" not in http(spec, "/server_info")[1]["internal_states"][0]
     http(spec, "/generate", {"input_ids": prompts(lab_world, 1)[0], "sampling_params": {"max_new_tokens": 16}})
     assert http(spec, "/server_info")[1]["internal_states"][0]["avg_spec_accept_length"] >= 1.0
-    long = threading.Thread(target=http, args=(spec, "/generate", {"input_ids": [1, 5] * 40,
-                                                                    "sampling_params": {"max_new_tokens": 600,
-                                                                                        "ignore_eos": True}}))
+    long = threading.Thread(
+        target=http,
+        args=(
+            spec,
+            "/generate",
+            {"input_ids": [1, 5] * 40, "sampling_params": {"max_new_tokens": 600, "ignore_eos": True}},
+        ),
+    )
     long.start()
     try:
         import time
 
         code = None
-        for _ in range(100):           # wait until the request is running, then flush
+        for _ in range(100):  # wait until the request is running, then flush
             time.sleep(0.05)
             code, _ = http(spec, "/flush_cache", method="POST")
             if code == 400:
@@ -123,9 +148,16 @@ def test_flush_cache_resets_average_and_refuses_while_busy(servers, lab_world):
 
 def test_logs_have_milestones_and_parse(servers):
     text = Path(servers["spec"].log_path).read_text()
-    for needle in ("server_args=ServerArgs(", "Load weight begin. avail mem=", "type=LlamaForCausalLMEagle3",
-                   "KV Cache is allocated. #tokens:", "Capture cuda graph begin.", "Capture draft cuda graph end.",
-                   "The server is fired up and ready to roll!", "Prefill batch, #new-seq: 1"):
+    for needle in (
+        "server_args=ServerArgs(",
+        "Load weight begin. avail mem=",
+        "type=LlamaForCausalLMEagle3",
+        "KV Cache is allocated. #tokens:",
+        "Capture cuda graph begin.",
+        "Capture draft cuda graph end.",
+        "The server is fired up and ready to roll!",
+        "Prefill batch, #new-seq: 1",
+    ):
         assert needle in text, needle
     lines = [l for l in text.splitlines() if "Decode batch" in l]
     assert lines and all(" TP0] " in l for l in lines)
@@ -134,7 +166,7 @@ def test_logs_have_milestones_and_parse(servers):
     for m in parsed:
         al, rate = float(m.group(2)), float(m.group(3))
         assert 1.0 <= al <= 4.0
-        assert abs(rate - (al - 1) / 3) <= 0.006        # 0.5.12's accept rate: (AL - 1) / (draft tokens - 1)
+        assert abs(rate - (al - 1) / 3) <= 0.006  # 0.5.12's accept rate: (AL - 1) / (draft tokens - 1)
     # the workbench's own parser reads the same lines, milestones and the ready marker
     from workbench.sglang.logparse import parse_text
 

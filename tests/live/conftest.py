@@ -21,15 +21,20 @@ def copy_draft(world: dict, which: str, dest: Path) -> Path:
 
 
 def lab_profile(world: dict, draft: Path, root: Path, host: str, steps: int = 3) -> dict:
-    return {"host": host,
-            "launcher": [sys.executable, "-m", "workbench.lab.serve", "--lab-engine", "sglang==0.5.23"],
-            "model": world["target"], "draft": str(draft), "port": free_port(), "run_dir": str(root),
-            "log": str(root / "logs" / "lab.log"),
-            "args": ["--host", "127.0.0.1", "--enable-return-hidden-states", "--decode-log-interval", "10"],
-            "env": {"PYTHONPATH": str(ROOT)},
-            "speculative": {"algorithm": "EAGLE3", "num_steps": steps, "eagle_topk": 1,
-                            "num_draft_tokens": steps + 1},
-            "ready_timeout": 240, "stop_grace": 5}
+    return {
+        "host": host,
+        "launcher": [sys.executable, "-m", "workbench.lab.serve", "--lab-engine", "sglang==0.5.23"],
+        "model": world["target"],
+        "draft": str(draft),
+        "port": free_port(),
+        "run_dir": str(root),
+        "log": str(root / "logs" / "lab.log"),
+        "args": ["--host", "127.0.0.1", "--enable-return-hidden-states", "--decode-log-interval", "10"],
+        "env": {"PYTHONPATH": str(ROOT)},
+        "speculative": {"algorithm": "EAGLE3", "num_steps": steps, "eagle_topk": 1, "num_draft_tokens": steps + 1},
+        "ready_timeout": 240,
+        "stop_grace": 5,
+    }
 
 
 @pytest.fixture

@@ -25,9 +25,8 @@ def main() -> None:
         try:
             setup = D.prepare(wb, "small")
             sid = D.launch_story(wb, setup).id
-            D.measure_story(wb, sid, 32)          # the CLI default
-            report = wb.doctor_live(sid, setup.training_data, samples=4, measure=False, dump="yes",
-                                    dump_alongside=True)
+            D.measure_story(wb, sid, 32)  # the CLI default
+            report = wb.doctor_live(sid, setup.training_data, samples=4, measure=False, dump="yes", dump_alongside=True)
             out = wb.live_fix(sid, report.fix, confirm=True, measure_tokens=32)
             data = {"report": report.to_dict(), "comparison": out.comparison.to_dict()}
         finally:
@@ -38,8 +37,10 @@ def main() -> None:
         text = text.replace(str(default_cache_root()), "/home/you/.cache/eagle-workbench/lab")
     out_path = Path(__file__).with_name("data") / "story.json"
     out_path.write_text(text + "\n")
-    print(f"{out_path}: before {data['comparison']['before'].get('accept_length')}, "
-          f"after {data['comparison']['after'].get('accept_length')}")
+    print(
+        f"{out_path}: before {data['comparison']['before'].get('accept_length')}, "
+        f"after {data['comparison']['after'].get('accept_length')}"
+    )
 
 
 if __name__ == "__main__":

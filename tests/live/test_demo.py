@@ -9,14 +9,27 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-STEPS = ["lab.build", "demo.prepare", "server.launch", "server.ready", "server.measure", "live.doctor",
-         "config.fix", "live.fix", "server.stop", "live.relaunch", "live.compare", "demo.story"]
+STEPS = [
+    "lab.build",
+    "demo.prepare",
+    "server.launch",
+    "server.ready",
+    "server.measure",
+    "live.doctor",
+    "config.fix",
+    "live.fix",
+    "server.stop",
+    "live.relaunch",
+    "live.compare",
+    "demo.story",
+]
 
 
 def test_scripted_demo_json(lab_world, tmp_path, cli):
     ws = tmp_path / "demo"
-    r = cli("--workspace", str(ws), "demo", "--no-tui", "--json", "--size", "tiny", "--measure-tokens", "48",
-            timeout=1200)
+    r = cli(
+        "--workspace", str(ws), "demo", "--no-tui", "--json", "--size", "tiny", "--measure-tokens", "48", timeout=1200
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     before, after = out["before"]["accept_length"], out["after"]["accept_length"]
@@ -30,10 +43,10 @@ def test_scripted_demo_json(lab_world, tmp_path, cli):
     with Workbench.open(ws) as wb:
         kinds = [e.kind for e in wb.events()]
         at = -1
-        for k in STEPS:                      # each step journaled, in the story's order
-            assert k in kinds[at + 1:], (k, kinds)
+        for k in STEPS:  # each step journaled, in the story's order
+            assert k in kinds[at + 1 :], (k, kinds)
             at = kinds.index(k, at + 1)
-        assert not wb.servers(active=True)   # the demo stopped its servers
+        assert not wb.servers(active=True)  # the demo stopped its servers
         # the Timeline answers "which config was live when accept length was X?"
         tl = wb.timeline(category="measurement")
         measured = [e for e in tl.entries if e.kind == "server.measure"]

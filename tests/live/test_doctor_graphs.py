@@ -15,6 +15,7 @@ def _release(version):
     except Exception as exc:
         pytest.skip(f"sglang=={version} wheel not available: {exc}")
 
+
 from tests.fixtures.toml_files import write_toml
 from tests.live.conftest import copy_draft, lab_profile
 
@@ -23,14 +24,15 @@ pytestmark = pytest.mark.slow
 
 def _launch(lab_world, tmp_path, stop_servers, name, extra, version=None):
     from workbench.api import Workbench
+
     _release("0.5.10")
     root = tmp_path / name
-    draft = copy_draft(lab_world, "draft_shifted", root / "drafts" / "shifted")   # ids [2, 6, 9]
+    draft = copy_draft(lab_world, "draft_shifted", root / "drafts" / "shifted")  # ids [2, 6, 9]
     prof = lab_profile(lab_world, draft, root, "local")
     prof["launcher"] = prof["launcher"][:-1] + ["sglang==0.5.10"]
     prof["args"] = prof["args"] + extra
     if version:
-        prof["sglang_version"] = version           # the launch is spelled (and checked) for that release
+        prof["sglang_version"] = version  # the launch is spelled (and checked) for that release
     write_toml(root / "workbench.toml", {"profiles": {name: prof}})
     wb = Workbench.open(root)
     stop_servers(wb)

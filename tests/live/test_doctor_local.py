@@ -20,9 +20,11 @@ def test_without_hidden_states_and_without_a_dump(lab_world, tmp_path, stop_serv
 
     draft = copy_draft(lab_world, "draft_shifted", tmp_path / "drafts" / "shifted")
     prof = lab_profile(lab_world, draft, tmp_path, "local")
-    prof["args"] = ["--host", "127.0.0.1"]                # no --enable-return-hidden-states
-    write_toml(tmp_path / "workbench.toml", {"profiles": {"plain": prof},
-                                             "live": {"": {"training_data": lab_world["training_data"]}}})
+    prof["args"] = ["--host", "127.0.0.1"]  # no --enable-return-hidden-states
+    write_toml(
+        tmp_path / "workbench.toml",
+        {"profiles": {"plain": prof}, "live": {"": {"training_data": lab_world["training_data"]}}},
+    )
     wb = Workbench.open(tmp_path)
     stop_servers(wb)
     rec = wb.launch("plain", confirm=True)
@@ -42,14 +44,37 @@ def test_without_hidden_states_and_without_a_dump(lab_world, tmp_path, stop_serv
     assert sorted(entry["predicted"]) == ["accept_length", "samples", "source"]
     assert entry["predicted"]["accept_length"] == report.predicted.accept_length
 
-    r = cli("--workspace", str(tmp_path), "doctor", "--server", str(rec.id), "--no-measure", "--dump", "no",
-            "--eval-samples", "4", timeout=600)
+    r = cli(
+        "--workspace",
+        str(tmp_path),
+        "doctor",
+        "--server",
+        str(rec.id),
+        "--no-measure",
+        "--dump",
+        "no",
+        "--eval-samples",
+        "4",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-1500:]
     assert f"server {rec.id} (plain on local" in r.stdout and "does not return hidden states" in r.stdout
     assert "predicted" in r.stdout and "Traceback" not in r.stderr
 
-    r = cli("--workspace", str(tmp_path), "--json", "doctor", "--server", str(rec.id), "--no-measure", "--dump", "no",
-            "--eval-samples", "4", timeout=600)
+    r = cli(
+        "--workspace",
+        str(tmp_path),
+        "--json",
+        "doctor",
+        "--server",
+        str(rec.id),
+        "--no-measure",
+        "--dump",
+        "no",
+        "--eval-samples",
+        "4",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert list(out["spec"]) == ["algorithm", "steps", "topk", "draft_tokens"] and out["alignment"] is None

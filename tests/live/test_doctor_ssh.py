@@ -22,10 +22,14 @@ def remote_ws(sshd, lab_world, tmp_path, stop_servers):
     if sshd.proc is None:
         sshd.start()
     draft = copy_draft(lab_world, "draft_shifted", tmp_path / "drafts" / "shifted")
-    write_toml(tmp_path / "workbench.toml", {
-        "hosts": {"gpu": sshd.host_table()},
-        "profiles": {"shifted": lab_profile(lab_world, draft, tmp_path, "gpu")},
-        "live": {"": {"training_data": lab_world["training_data"]}}})
+    write_toml(
+        tmp_path / "workbench.toml",
+        {
+            "hosts": {"gpu": sshd.host_table()},
+            "profiles": {"shifted": lab_profile(lab_world, draft, tmp_path, "gpu")},
+            "live": {"": {"training_data": lab_world["training_data"]}},
+        },
+    )
     wb = Workbench.open(tmp_path)
     stop_servers(wb)
     return wb, draft
@@ -52,7 +56,7 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     assert r0.alignment.mode == "payload" and r0.alignment.cols_physical == [f"out({i})" for i in shifted]
 
     report = wb.doctor_live(rec.id, static=False, measure=False, eval_samples=8, dump="yes", dump_alongside=True)
-    assert all(f.source == "hidden states" for f in report.findings)          # no static hint involved
+    assert all(f.source == "hidden states" for f in report.findings)  # no static hint involved
     top = report.findings[0]
     assert top.code == "layer-ids-engine-mismatch" and top.severity == "error"
     ev = top.finding.evidence
@@ -71,7 +75,7 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     assert report.observed.accept_length > 1.0 and report.predicted.accept_length > 1.0
     # every host job ran over SSH and reported what it moved
     assert report.transfers and all(t.host == "gpu" and t.wire_sent for t in report.transfers)
-    assert wb.server(rec.id).state == "ready"        # the dump ran alongside; the dump server is gone
+    assert wb.server(rec.id).state == "ready"  # the dump ran alongside; the dump server is gone
     dump_servers = [s for s in wb.servers() if s.profile == "shifted@dump"]
     assert len(dump_servers) == 1 and dump_servers[0].state == "stopped"
 
@@ -80,16 +84,37 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     assert ev.payload["findings"][0]["code"] == "layer-ids-engine-mismatch" and ev.payload["fix"]
 
     # the CLI answers from the same workspace (no measurement, no dump: one JSON document)
-    r = cli("--workspace", str(wb.workspace.root), "doctor", "--server", str(rec.id), "--no-measure",
-            "--no-static", "--dump", "no", "--eval-samples", "4", "--json")
-    assert r.returncode == 0, r.stderr            # the provisional finding is a warning until named
+    r = cli(
+        "--workspace",
+        str(wb.workspace.root),
+        "doctor",
+        "--server",
+        str(rec.id),
+        "--no-measure",
+        "--no-static",
+        "--dump",
+        "no",
+        "--eval-samples",
+        "4",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr  # the provisional finding is a warning until named
     data = json.loads(r.stdout)
     assert data["findings"][0]["code"] == "layer-ids-engine-mismatch" and data["pending"] is None
 
     # one-key fix from the CLI: through the history on the host (atomic, CAS, reason), relaunch the
     # same profile, measure like before, compare
-    r = cli("--workspace", str(wb.workspace.root), "doctor", "--server", str(rec.id), "--apply-fix", "--yes",
-            "--json", timeout=600)
+    r = cli(
+        "--workspace",
+        str(wb.workspace.root),
+        "doctor",
+        "--server",
+        str(rec.id),
+        "--apply-fix",
+        "--yes",
+        "--json",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert out["change"]["version"]["number"] == 2 and out["change"]["location"] == f"gpu:{draft}/config.json"
@@ -99,7 +124,7 @@ def test_live_doctor_finds_the_shift_from_hidden_states_and_the_fix_recovers(rem
     rows = {row["name"]: row for row in out["comparison"]["rows"]}
     assert rows["layer ids"]["before"] == shifted and rows["layer ids"]["after"] == trained
     assert rows["accept length"]["after"] > 1.0
-    assert wb.measurements(out["server_after"])[-1]["max_new_tokens"] == 16     # measured like before
+    assert wb.measurements(out["server_after"])[-1]["max_new_tokens"] == 16  # measured like before
     versions = wb.config_history(f"gpu:{draft}/config.json").versions
     assert [v.reason.split(":")[0] for v in versions] == ["tracked", "doctor fix"]
     kinds = [e.kind for e in wb.events()]

@@ -40,8 +40,13 @@ async def test_guided_keys_on_a_recorded_report(workspace, tmp_path):
     report, _ = story()
     cfg = tmp_path / "config.json"
     ids = report.draft.ids
-    cfg.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
-                               "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}, indent=2) + "\n")
+    cfg.write_text(
+        json.dumps(
+            {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}},
+            indent=2,
+        )
+        + "\n"
+    )
     report.fix.file = str(cfg)
     app = WorkbenchApp(str(workspace), start="diagnose", screen_args={"diagnose": {"guided": True}})
     async with app.run_test(size=SIZE) as pilot:

@@ -64,9 +64,11 @@ def tmux():
 def test_demo_tui_guided_path(tmux, lab_world, tmp_path):
     ws = tmp_path / "demo"
     # the size comes from the pty (a stale COLUMNS/LINES from the shell would override it)
-    cmd = (f"unset COLUMNS LINES; cd {shlex.quote(str(ROOT))} && PYTHONPATH={shlex.quote(str(ROOT))} TERM=xterm-256color "
-           f"{shlex.quote(sys.executable)} -m workbench --workspace {shlex.quote(str(ws))} demo --size tiny "
-           f"--measure-tokens 16")
+    cmd = (
+        f"unset COLUMNS LINES; cd {shlex.quote(str(ROOT))} && PYTHONPATH={shlex.quote(str(ROOT))} TERM=xterm-256color "
+        f"{shlex.quote(sys.executable)} -m workbench --workspace {shlex.quote(str(ws))} demo --size tiny "
+        f"--measure-tokens 16"
+    )
     tmux("new-session", "-d", "-s", "demo", "-x", "160", "-y", "50", cmd)
     try:
         tmux.wait_for(r"Demo: server \d+ shows accept length", 600, "the Dashboard with the demo note")
@@ -75,8 +77,11 @@ def test_demo_tui_guided_path(tmux, lab_world, tmp_path):
         tmux.keys("d")
         tmux.wait_all([r"debug-tensor-dump-output-folder", "Yes", "No"], 300, "the dump relaunch confirmation")
         tmux.keys("y")
-        tmux.wait_all([r"Doctor: \d+ finding", "layer-ids-engine-mismatch", "accept length observed"], 600,
-                      "the doctor's findings")
+        tmux.wait_all(
+            [r"Doctor: \d+ finding", "layer-ids-engine-mismatch", "accept length observed"],
+            600,
+            "the doctor's findings",
+        )
         tmux.keys("a")
         screen = tmux.wait_all([r"Alignment \(dump", "next: press f"], 30, "the alignment table")
         assert screen.count("match") >= 3
@@ -87,12 +92,15 @@ def test_demo_tui_guided_path(tmux, lab_world, tmp_path):
         tmux.keys("y")
         screen = tmux.wait_for(r"press c to compare", 600, "the relaunched server")
         tmux.keys("c")
-        tmux.wait_all([r"accept length\s+\d\.\d\d\s+\d\.\d\d\s+x\d", "layer ids", "changed", "all done"], 60,
-                      "before/after")
+        tmux.wait_all(
+            [r"accept length\s+\d\.\d\d\s+\d\.\d\d\s+x\d", "layer ids", "changed", "all done"], 60, "before/after"
+        )
         tmux.keys("C-q")
-        deadline = time.monotonic() + 60          # the demo stops its servers, then the session ends
-        while time.monotonic() < deadline and subprocess.run(
-                tmux.base + ["has-session", "-t", "demo"], capture_output=True).returncode == 0:
+        deadline = time.monotonic() + 60  # the demo stops its servers, then the session ends
+        while (
+            time.monotonic() < deadline
+            and subprocess.run(tmux.base + ["has-session", "-t", "demo"], capture_output=True).returncode == 0
+        ):
             time.sleep(0.5)
     finally:
         tmux("kill-server", check=False)

@@ -29,18 +29,31 @@ def _f(code, sev="error", fix=None):
 
 
 def test_rank_puts_the_biggest_share_of_the_gap_first():
-    r = rank([RankedFinding(_f("layer-ids-embedding"), "static"),
-              RankedFinding(_f("tied-embeddings", "warning"), "static"),
-              RankedFinding(_f("layer-ids-engine-mismatch"), "hidden states", explains=0.8, share=0.9),
-              RankedFinding(_f("draft-context-too-short"), "static", explains=0.1)])
-    assert [x.code for x in r] == ["layer-ids-engine-mismatch", "draft-context-too-short", "layer-ids-embedding",
-                                   "tied-embeddings"]
+    r = rank(
+        [
+            RankedFinding(_f("layer-ids-embedding"), "static"),
+            RankedFinding(_f("tied-embeddings", "warning"), "static"),
+            RankedFinding(_f("layer-ids-engine-mismatch"), "hidden states", explains=0.8, share=0.9),
+            RankedFinding(_f("draft-context-too-short"), "static", explains=0.1),
+        ]
+    )
+    assert [x.code for x in r] == [
+        "layer-ids-engine-mismatch",
+        "draft-context-too-short",
+        "layer-ids-embedding",
+        "tied-embeddings",
+    ]
 
 
 def _al(values, cands, cols=("p[0]", "p[1]", "p[2]"), phys=("out(2)", "out(5)", "out(7)"), verdict="match"):
-    return {"cols": list(cols), "cols_physical": list(phys),
-            "best": [{"slot": f"aux[{i}]", "candidate": c, "value": v, "verdict": verdict,
-                      "physical": phys[list(cols).index(c)]} for i, (v, c) in enumerate(zip(values, cands))]}
+    return {
+        "cols": list(cols),
+        "cols_physical": list(phys),
+        "best": [
+            {"slot": f"aux[{i}]", "candidate": c, "value": v, "verdict": verdict, "physical": phys[list(cols).index(c)]}
+            for i, (v, c) in enumerate(zip(values, cands))
+        ],
+    }
 
 
 def test_payload_verdict_needs_each_slot_at_its_own_part_at_noise_level():
@@ -61,15 +74,30 @@ def test_engine_names_from_server_info_versions():
 
 
 def test_report_json_round_trip_and_text():
-    fix = Fix("set ids", "gpu:/d/config.json", [ConfigEdit("eagle_config.eagle_aux_hidden_state_layer_ids",
-                                                           [1, 4, 6])])
+    fix = Fix("set ids", "gpu:/d/config.json", [ConfigEdit("eagle_config.eagle_aux_hidden_state_layer_ids", [1, 4, 6])])
     rf = RankedFinding(_f("layer-ids-engine-mismatch", fix=fix), "hidden states", 0.85, 1.0)
-    rep = LiveReport(3, "story", "gpu", "ready", "sglang==0.5.23", "0.5.23", Spec(steps=5), Target(num_layers=10),
-                     Draft(ids=[-1, 1, 4]), Observed(2.2, source="protocol"), Predicted(2.9, source="drafter"), 0.7,
-                     Features(train_accept_length=3.2, live_accept_length=2.35, explains=0.85, samples=2),
-                     Alignment("dump", best=[AlignedSlot(slot="aux[0]", physical="out(1)", value=2e-6,
-                                                         verdict="match")], tokens_compared=256),
-                     [rf], fix)
+    rep = LiveReport(
+        3,
+        "story",
+        "gpu",
+        "ready",
+        "sglang==0.5.23",
+        "0.5.23",
+        Spec(steps=5),
+        Target(num_layers=10),
+        Draft(ids=[-1, 1, 4]),
+        Observed(2.2, source="protocol"),
+        Predicted(2.9, source="drafter"),
+        0.7,
+        Features(train_accept_length=3.2, live_accept_length=2.35, explains=0.85, samples=2),
+        Alignment(
+            "dump",
+            best=[AlignedSlot(slot="aux[0]", physical="out(1)", value=2e-6, verdict="match")],
+            tokens_compared=256,
+        ),
+        [rf],
+        fix,
+    )
     d = json.loads(json.dumps(rep.to_dict()))
     assert d["findings"][0]["explains"] == 0.85 and d["findings"][0]["fix"]["edits"][0]["value"] == [1, 4, 6]
     back = LiveReport.from_dict(d)
@@ -93,14 +121,21 @@ def test_compare_reads_measurements_and_loaded_configs(wb):
         shas.append(sha)
     ids = []
     for sha, al in zip(shas, (2.0, 3.1)):
-        cur = db.execute("INSERT INTO servers(profile, host, port, log_path, argv, env, draft_config_sha256, state, "
-                         "launched, extra) VALUES ('story', 'local', 1, '/x', '[]', '{}', ?, 'stopped', ?, '{}')",
-                         (sha, time.time()))
+        cur = db.execute(
+            "INSERT INTO servers(profile, host, port, log_path, argv, env, draft_config_sha256, state, "
+            "launched, extra) VALUES ('story', 'local', 1, '/x', '[]', '{}', ?, 'stopped', ?, '{}')",
+            (sha, time.time()),
+        )
         sid = cur.lastrowid
         ids.append(sid)
-        db.execute("INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, 'protocol', ?)",
-                   (sid, time.time(), json.dumps({"server_accept_len": al, "accept_len": {"mean": al},
-                                                  "tokens_per_s": 10.0 * al})))
+        db.execute(
+            "INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, 'protocol', ?)",
+            (
+                sid,
+                time.time(),
+                json.dumps({"server_accept_len": al, "accept_len": {"mean": al}, "tokens_per_s": 10.0 * al}),
+            ),
+        )
     cmp = compare(wb, *ids)
     assert cmp.value("accept length", "before") == 2.0 and cmp.value("accept length", "after") == 3.1
     assert [r for r in cmp.rows if r["name"] == "accept length"][0]["change"] == "x1.55"
@@ -108,13 +143,16 @@ def test_compare_reads_measurements_and_loaded_configs(wb):
     assert "accept length" in cmp.text()
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["doctor"], "give --draft DIR"),
-    (["doctor", "--server", "1", "--draft", "x"], "give one"),
-    (["doctor", "--apply-fix", "--draft", "x"], "--apply-fix needs --server"),
-    (["doctor", "--server", "7"], "server 7: no such server"),
-    (["doctor", "--server", "1", "--dump", "maybe"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["doctor"], "give --draft DIR"),
+        (["doctor", "--server", "1", "--draft", "x"], "give one"),
+        (["doctor", "--apply-fix", "--draft", "x"], "--apply-fix needs --server"),
+        (["doctor", "--server", "7"], "server 7: no such server"),
+        (["doctor", "--server", "1", "--dump", "maybe"], "invalid choice"),
+    ],
+)
 def test_cli_rules_are_one_line(cli, workspace, args, needle):
     r = cli(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -140,13 +178,18 @@ def test_static_layer_fixes_give_way_to_the_alignment():
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 1, 3]}}
     restating = Fix("keep", "/d/config.json", [ConfigEdit(key, [-1, 1, 3])])
     alone = _settle_fixes([RankedFinding(_f("layer-ids-embedding", "warning", restating), "static")], cfg)
-    assert alone[0].fix is None                     # a fix that writes what is there is no fix
+    assert alone[0].fix is None  # a fix that writes what is there is no fix
     named = Fix("set", "/d/config.json", [ConfigEdit(key, [1, 3, 4])])
-    both = _settle_fixes([RankedFinding(_f("layer-ids-embedding", "warning", restating), "static"),
-                          RankedFinding(_f("layer-ids-engine-mismatch", fix=named), "hidden states")], cfg)
+    both = _settle_fixes(
+        [
+            RankedFinding(_f("layer-ids-embedding", "warning", restating), "static"),
+            RankedFinding(_f("layer-ids-engine-mismatch", fix=named), "hidden states"),
+        ],
+        cfg,
+    )
     assert both[0].fix is named and both[1].fix is named
     other = _settle_fixes([RankedFinding(_f("tied-embeddings", fix=restating), "static")], cfg)
-    assert other[0].fix is restating                # only layer findings
+    assert other[0].fix is restating  # only layer findings
 
 
 def test_demo_prompts_follow_the_lab_world(lab_world, tmp_path):
@@ -162,7 +205,7 @@ def test_demo_prompts_follow_the_lab_world(lab_world, tmp_path):
     data = json.loads(path.read_text())
     assert data["name"].endswith(lab_world["dir"].rsplit("/", 1)[-1] + "-16") and len(data["prompts"]) == 16
     tok = AutoTokenizer.from_pretrained(lab_world["target"])
-    for text in data["prompts"]:          # every word is in the lab's vocabulary
+    for text in data["prompts"]:  # every word is in the lab's vocabulary
         assert tok.unk_token_id not in tok(text)["input_ids"], text
     stamp = path.stat().st_mtime_ns
     write_prompts(lab_world, path)
@@ -180,8 +223,13 @@ def test_saved_report_round_trips_byte_for_byte_with_typed_parts():
     assert isinstance(rep.features, Features) and rep.features.explains == saved["features"]["explains"]
     assert isinstance(rep.target, Target) and rep.target.num_layers == saved["target"]["num_layers"]
     assert isinstance(rep.draft, Draft) and rep.draft.ids == saved["draft"]["ids"]
-    assert isinstance(rep.alignment, Alignment) and [b.to_dict() for b in rep.alignment.best] == saved["alignment"]["best"]
-    assert isinstance(rep.alignment.best[0], AlignedSlot) and rep.alignment.best[0].verdict == saved["alignment"]["best"][0]["verdict"]
+    assert (
+        isinstance(rep.alignment, Alignment) and [b.to_dict() for b in rep.alignment.best] == saved["alignment"]["best"]
+    )
+    assert (
+        isinstance(rep.alignment.best[0], AlignedSlot)
+        and rep.alignment.best[0].verdict == saved["alignment"]["best"][0]["verdict"]
+    )
     assert isinstance(rep.alignment.recommendation, LayerRecommendation)
     assert rep.alignment.recommendation.layer_ids == saved["alignment"]["recommendation"]["layer_ids"]
     for name in ("spec", "target", "draft", "observed", "predicted", "features", "alignment"):
@@ -196,7 +244,15 @@ def test_parts_leave_out_the_keys_their_producer_left_out():
 
     forms = [
         (Observed, {"accept_length": None, "tokens_per_s": None, "source": "not measured"}),
-        (Observed, {"accept_length": 2.0, "tokens_per_s": 90.5, "per_request": {"mean": 2.0, "stdev": 0.1, "min": 1.5, "max": 2.5}, "source": "protocol"}),
+        (
+            Observed,
+            {
+                "accept_length": 2.0,
+                "tokens_per_s": 90.5,
+                "per_request": {"mean": 2.0, "stdev": 0.1, "min": 1.5, "max": 2.5},
+                "source": "protocol",
+            },
+        ),
         (Observed, {"accept_length": 2.0, "tokens_per_s": 90.5, "per_request": None, "source": "protocol"}),
         (Predicted, {"accept_length": None, "source": None}),
         (Predicted, {"accept_length": 2.5, "acc": [0.7, 0.5], "source": "predictor"}),
@@ -204,7 +260,7 @@ def test_parts_leave_out_the_keys_their_producer_left_out():
         (Features, {}),
         (Features, {"verdict": "the server does not return hidden states"}),
         (Target, {"path": "/m", "arch": None, "num_layers": None}),
-        (Spec, {"steps": 5, "future_key": {"a": 1}}),        # a key of another version is kept
+        (Spec, {"steps": 5, "future_key": {"a": 1}}),  # a key of another version is kept
     ]
     for cls, d in forms:
         part = cls.from_dict(d)
@@ -214,7 +270,7 @@ def test_parts_leave_out_the_keys_their_producer_left_out():
     assert "per_request" in Observed(2.0, None, None, "x", absent=frozenset()).to_dict()
     assert Predicted().to_dict() == {"accept_length": None, "source": None}
     assert Features(explains=0.5).to_dict() == {"explains": 0.5}
-    assert Observed(float("nan")).to_dict()["accept_length"] is None       # JSON-safe like every result
+    assert Observed(float("nan")).to_dict()["accept_length"] is None  # JSON-safe like every result
     with pytest.raises(InputError, match="observed: expected an object"):
         Observed.from_dict([1.0])
 
@@ -225,24 +281,31 @@ def test_a_saved_report_with_a_wrong_value_names_the_field():
     from workbench.errors import InputError
 
     saved = json.loads((Path(__file__).with_name("data") / "story.json").read_text())["report"]
-    bad = [("observed", "accept_length", "2.2", "observed.accept_length: expected a finite number"),
-           ("observed", "accept_length", float("nan"), "observed.accept_length: expected a finite number"),
-           ("spec", "steps", 2.5, "spec.steps: expected an integer"),
-           ("spec", "steps", True, "spec.steps: expected an integer"),
-           ("predicted", "acc", [0.7, "x"], r"predicted.acc\[1\]: expected a finite number"),
-           ("features", "verdict", 3, "features.verdict: expected a string"),
-           ("draft", "changed_since_launch", "no", "draft.changed_since_launch: expected true or false"),
-           ("alignment", "best", {"slot": 1}, "alignment.best: expected a list"),
-           ("alignment", "best", [{"slot": 1}], r"alignment.best\[0\].slot: expected a string"),
-           ("alignment", "best", ["out(1)"], r"alignment.best\[0\]: expected an object"),
-           ("alignment", "recommendation", {"layer_ids": ["1"]}, r"alignment.recommendation.layer_ids\[0\]: expected an integer")]
+    bad = [
+        ("observed", "accept_length", "2.2", "observed.accept_length: expected a finite number"),
+        ("observed", "accept_length", float("nan"), "observed.accept_length: expected a finite number"),
+        ("spec", "steps", 2.5, "spec.steps: expected an integer"),
+        ("spec", "steps", True, "spec.steps: expected an integer"),
+        ("predicted", "acc", [0.7, "x"], r"predicted.acc\[1\]: expected a finite number"),
+        ("features", "verdict", 3, "features.verdict: expected a string"),
+        ("draft", "changed_since_launch", "no", "draft.changed_since_launch: expected true or false"),
+        ("alignment", "best", {"slot": 1}, "alignment.best: expected a list"),
+        ("alignment", "best", [{"slot": 1}], r"alignment.best\[0\].slot: expected a string"),
+        ("alignment", "best", ["out(1)"], r"alignment.best\[0\]: expected an object"),
+        (
+            "alignment",
+            "recommendation",
+            {"layer_ids": ["1"]},
+            r"alignment.recommendation.layer_ids\[0\]: expected an integer",
+        ),
+    ]
     for part, key, value, message in bad:
         d = json.loads(json.dumps(saved))
         d[part][key] = value
         with pytest.raises(InputError, match=message):
             LiveReport.from_dict(d)
     d = json.loads(json.dumps(saved))
-    d["observed"]["accept_length"] = 3          # an integer is a number
+    d["observed"]["accept_length"] = 3  # an integer is a number
     assert LiveReport.from_dict(d).observed.accept_length == 3
     # the doctor keeps what the host gave it (a config's odd value is its subject)
     assert Target.from_dict({"num_layers": "ten"}, check=False).num_layers == "ten"

@@ -9,8 +9,15 @@ def test_predict_json_contract(cli, workspace):
     r = cli("predict", "--acc", "0.75", "--steps", "5", "--topk", "1", "--draft-tokens", "6", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert {"accept_length", "accepted_drafts", "sglang_accept_rate", "per_depth", "convention", "formula",
-            "warnings"} <= set(d)
+    assert {
+        "accept_length",
+        "accepted_drafts",
+        "sglang_accept_rate",
+        "per_depth",
+        "convention",
+        "formula",
+        "warnings",
+    } <= set(d)
     assert "verdict" not in d
     assert round(d["accept_length"], 3) == 3.288 and round(d["accepted_drafts"], 3) == 2.288
     assert d["convention"] == "acc"
@@ -19,8 +26,20 @@ def test_predict_json_contract(cli, workspace):
 
 
 def test_predict_verdict_and_journal(cli, workspace):
-    r = cli("predict", "--marginal", "0.633,0.404,0.264", "--steps", "3", "--topk", "1", "--draft-tokens", "4",
-            "--observed-accept-length", "1.12", "--json")
+    r = cli(
+        "predict",
+        "--marginal",
+        "0.633,0.404,0.264",
+        "--steps",
+        "3",
+        "--topk",
+        "1",
+        "--draft-tokens",
+        "4",
+        "--observed-accept-length",
+        "1.12",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert round(d["accept_length"], 3) == 2.301
@@ -32,26 +51,54 @@ def test_predict_verdict_and_journal(cli, workspace):
 
 
 def test_predict_adjusts_draft_tokens_with_warning(cli, workspace):
-    d = json.loads(cli("predict", "--alpha", "0.8", "--steps", "3", "--topk", "1", "--draft-tokens", "8",
-                       "--json").stdout)
+    d = json.loads(
+        cli("predict", "--alpha", "0.8", "--steps", "3", "--topk", "1", "--draft-tokens", "8", "--json").stdout
+    )
     assert d["draft_tokens"] == 4 and any("adjusted" in w for w in d["warnings"])
 
 
 def test_sweep_json_contract(cli, workspace):
-    r = cli("predict", "sweep", "--acc", "0.75", "--verify-ms", "2:20,3:20.6,4:21.5,5:22.4,6:23.5",
-            "--draft-ms", "1.2", "--baseline-ms", "11.3", "--json")
+    r = cli(
+        "predict",
+        "sweep",
+        "--acc",
+        "0.75",
+        "--verify-ms",
+        "2:20,3:20.6,4:21.5,5:22.4,6:23.5",
+        "--draft-ms",
+        "1.2",
+        "--baseline-ms",
+        "11.3",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d["best"]) >= {"steps", "topk", "draft_tokens", "tokens_per_s"}
     assert d["best"] == d["table"][0]
-    assert [row["tokens_per_s"] for row in d["table"]] == sorted((row["tokens_per_s"] for row in d["table"]),
-                                                                  reverse=True)
+    assert [row["tokens_per_s"] for row in d["table"]] == sorted(
+        (row["tokens_per_s"] for row in d["table"]), reverse=True
+    )
     assert all(row["speedup"] == pytest.approx(row["tokens_per_s"] / (1000 / 11.3)) for row in d["table"])
 
 
 def test_sweep_trees_with_hits(cli, workspace):
-    d = json.loads(cli("predict", "sweep", "--acc", "0.7", "--topk-hits", "0.7,0.85,0.9/0.65,0.8,0.86",
-                       "--verify-ms", "2:20,16:26", "--draft-ms", "1", "--steps", "1..4", "--json").stdout)
+    d = json.loads(
+        cli(
+            "predict",
+            "sweep",
+            "--acc",
+            "0.7",
+            "--topk-hits",
+            "0.7,0.85,0.9/0.65,0.8,0.86",
+            "--verify-ms",
+            "2:20,16:26",
+            "--draft-ms",
+            "1",
+            "--steps",
+            "1..4",
+            "--json",
+        ).stdout
+    )
     assert {row["topk"] for row in d["table"]} == {1, 2, 3}
     assert all(row["draft_tokens"] <= row["steps"] * row["topk"] + 1 for row in d["table"])
 
@@ -63,28 +110,59 @@ def test_fit_json(cli, workspace):
 
 
 def test_text_output_names_the_convention(cli, workspace):
-    r = cli("predict", "--acc", "0.75", "--steps", "5", "--topk", "1", "--draft-tokens", "6",
-            "--observed-accept-length", "1.12")
+    r = cli(
+        "predict",
+        "--acc",
+        "0.75",
+        "--steps",
+        "5",
+        "--topk",
+        "1",
+        "--draft-tokens",
+        "6",
+        "--observed-accept-length",
+        "1.12",
+    )
     assert r.returncode == 0
     assert "3.288" in r.stdout and "bonus token included" in r.stdout and "accept-length-gap" in r.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["predict", "--acc", "0.75,x", "--steps", "5", "--topk", "1", "--draft-tokens", "6"], "--acc: 'x' is not a number"),
-    (["predict", "--acc", "1.5", "--steps", "5", "--topk", "1", "--draft-tokens", "6"], "outside [0, 1]"),
-    (["predict", "--acc", "", "--steps", "5", "--topk", "1", "--draft-tokens", "6"], "empty list"),
-    (["predict", "--acc", "0.7", "--steps", "5"], "all three or none"),
-    (["predict", "--acc", "0.7", "--steps", "3", "--topk", "2", "--draft-tokens", "9"], "steps*topk+1"),
-    (["predict", "--steps", "3", "--topk", "1", "--draft-tokens", "4"], "give one of --acc"),
-    (["predict", "--acc", "0.7", "--alpha", "0.7"], "not allowed with"),
-    (["predict", "--acc", "0.7", "--steps", "three"], "invalid int value"),
-    (["predict", "--convention", "foo"], "invalid choice: 'foo'"),
-    (["predict", "sweep", "--acc", "0.7", "--verify-ms", "2=20", "--draft-ms", "1"], "not a KEY:VALUE pair"),
-    (["predict", "sweep", "--acc", "0.7", "--draft-ms", "1"], "required: --verify-ms"),
-    (["predict", "fit", "--measured", "2:9"], "outside 1..3"),
-    (["predict", "--acc", "0.7", "--steps", "5", "--topk", "1", "--draft-tokens", "6",
-      "--observed-accept-length", "0.5"], "below 1"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (
+            ["predict", "--acc", "0.75,x", "--steps", "5", "--topk", "1", "--draft-tokens", "6"],
+            "--acc: 'x' is not a number",
+        ),
+        (["predict", "--acc", "1.5", "--steps", "5", "--topk", "1", "--draft-tokens", "6"], "outside [0, 1]"),
+        (["predict", "--acc", "", "--steps", "5", "--topk", "1", "--draft-tokens", "6"], "empty list"),
+        (["predict", "--acc", "0.7", "--steps", "5"], "all three or none"),
+        (["predict", "--acc", "0.7", "--steps", "3", "--topk", "2", "--draft-tokens", "9"], "steps*topk+1"),
+        (["predict", "--steps", "3", "--topk", "1", "--draft-tokens", "4"], "give one of --acc"),
+        (["predict", "--acc", "0.7", "--alpha", "0.7"], "not allowed with"),
+        (["predict", "--acc", "0.7", "--steps", "three"], "invalid int value"),
+        (["predict", "--convention", "foo"], "invalid choice: 'foo'"),
+        (["predict", "sweep", "--acc", "0.7", "--verify-ms", "2=20", "--draft-ms", "1"], "not a KEY:VALUE pair"),
+        (["predict", "sweep", "--acc", "0.7", "--draft-ms", "1"], "required: --verify-ms"),
+        (["predict", "fit", "--measured", "2:9"], "outside 1..3"),
+        (
+            [
+                "predict",
+                "--acc",
+                "0.7",
+                "--steps",
+                "5",
+                "--topk",
+                "1",
+                "--draft-tokens",
+                "6",
+                "--observed-accept-length",
+                "0.5",
+            ],
+            "below 1",
+        ),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(cli, workspace, args, needle):
     r = cli(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -99,4 +177,4 @@ def test_demo_predictor_prints_the_predictor(cli, workspace):
     out = r.stdout
     assert "accept length   3.288" in out and "accept-length-gap" in out
     assert "    5             6          3.288" in out  # the steps 1..8 table
-    assert "5 steps ▕" in out and "┃" in out           # the plot, observed marker included
+    assert "5 steps ▕" in out and "┃" in out  # the plot, observed marker included

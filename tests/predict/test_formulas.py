@@ -1,6 +1,5 @@
 """The predictor's formulas against hand-computed values and SGLang's rules."""
 
-
 import numpy as np
 import pytest
 
@@ -67,14 +66,17 @@ def test_topk1_draft_tokens_adjusted_like_sglang():
     assert any("adjusted to steps+1 = 6" in w for w in r.warnings)
 
 
-@pytest.mark.parametrize("triple, match", [
-    ((5, None, None), "all three or none"),
-    ((None, 1, 6), "missing steps"),
-    ((3, 2, 8), r"exceeds steps\*topk\+1 = 7"),
-    ((0, 1, 2), "steps: 0"),
-    ((2.5, 1, 3), "steps: expected an integer"),
-    ((3, 0, 4), "topk: 0"),
-])
+@pytest.mark.parametrize(
+    "triple, match",
+    [
+        ((5, None, None), "all three or none"),
+        ((None, 1, 6), "missing steps"),
+        ((3, 2, 8), r"exceeds steps\*topk\+1 = 7"),
+        ((0, 1, 2), "steps: 0"),
+        ((2.5, 1, 3), "steps: expected an integer"),
+        ((3, 0, 4), "topk: 0"),
+    ],
+)
 def test_invalid_triples(triple, match):
     with pytest.raises(InputError, match=match):
         P.predict("acc", [0.7], *triple)
@@ -86,15 +88,18 @@ def test_no_triple_uses_sglang_default():
     assert any("(3, 1, 4)" in w for w in r.warnings)
 
 
-@pytest.mark.parametrize("conv, values, match", [
-    ("acc", [1.2], r"acc: value 1 \(1.2\) is outside \[0, 1\]"),
-    ("acc", [], "acc: empty list"),
-    ("acc", [float("nan")], "outside"),
-    ("alpha", [0.5, 0.6], "alpha: expected one value"),
-    ("marginal", [0.5, 0.6], "cannot grow"),
-    ("bogus", [0.5], "convention: 'bogus' is not one of acc, conditional, marginal, alpha"),
-    ("acc", ["x"], "expected a list of numbers"),
-])
+@pytest.mark.parametrize(
+    "conv, values, match",
+    [
+        ("acc", [1.2], r"acc: value 1 \(1.2\) is outside \[0, 1\]"),
+        ("acc", [], "acc: empty list"),
+        ("acc", [float("nan")], "outside"),
+        ("alpha", [0.5, 0.6], "alpha: expected one value"),
+        ("marginal", [0.5, 0.6], "cannot grow"),
+        ("bogus", [0.5], "convention: 'bogus' is not one of acc, conditional, marginal, alpha"),
+        ("acc", ["x"], "expected a list of numbers"),
+    ],
+)
 def test_bad_rates_one_line(conv, values, match):
     with pytest.raises(InputError, match=match) as err:
         P.predict(conv, values, 3, 1, 4)
@@ -131,14 +136,17 @@ def test_throughput_interpolates_verify_points():
     assert any("extrapolated" in w for w in out.warnings)
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(verify_ms={2: 20}), "draft_ms: needed"),
-    (dict(draft_ms=1.0), "verify_ms: needed"),
-    (dict(verify_ms={2: -1}, draft_ms=1), "positive"),
-    (dict(verify_ms={}, draft_ms=1), "no points"),
-    (dict(verify_ms={2: 20}, draft_ms=1, baseline_ms=0), "baseline_ms"),
-    (dict(baseline_ms=10), "needs verify_ms"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(verify_ms={2: 20}), "draft_ms: needed"),
+        (dict(draft_ms=1.0), "verify_ms: needed"),
+        (dict(verify_ms={2: -1}, draft_ms=1), "positive"),
+        (dict(verify_ms={}, draft_ms=1), "no points"),
+        (dict(verify_ms={2: 20}, draft_ms=1, baseline_ms=0), "baseline_ms"),
+        (dict(baseline_ms=10), "needs verify_ms"),
+    ],
+)
 def test_bad_timings(kw, match):
     with pytest.raises(InputError, match=match):
         P.predict("acc", [0.7], 1, 1, 2, **kw)
@@ -165,7 +173,10 @@ def test_verdict_rejects_impossible_observations(obs, match):
 def test_verdict_absent_from_json_without_observation():
     assert "verdict" not in P.predict("acc", [0.75], 5, 1, 6).to_dict()
     assert set(P.predict("acc", [0.75], 5, 1, 6, observed_accept_length=2).to_dict()["verdict"]) >= {
-        "code", "ratio", "explanation"}
+        "code",
+        "ratio",
+        "explanation",
+    }
 
 
 def test_fit_recovers_consecutive_depths_exactly():
@@ -185,9 +196,15 @@ def test_fit_with_gaps_matches_alpha():
     assert any("gaps" in w for w in f.warnings)
 
 
-@pytest.mark.parametrize("measured, match", [
-    ({}, "no points"), ({2: 0.5}, "outside 1..3"), ({1: 2.5}, "outside 1..2"), ([(1, "a")], "not a number"),
-])
+@pytest.mark.parametrize(
+    "measured, match",
+    [
+        ({}, "no points"),
+        ({2: 0.5}, "outside 1..3"),
+        ({1: 2.5}, "outside 1..2"),
+        ([(1, "a")], "not a number"),
+    ],
+)
 def test_fit_bad_input(measured, match):
     with pytest.raises(InputError, match=match):
         P.fit(measured)

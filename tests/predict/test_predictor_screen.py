@@ -41,7 +41,8 @@ async def test_opens_on_the_story_numbers(tui_app):
         table = screen.query_one("#curve", DataTable)
         assert table.row_count == 8
         assert [table.get_row_at(i)[2] for i in range(8)] == [
-            f"{chain_accept_length([0.75] * s):.3f}" for s in range(1, 9)]
+            f"{chain_accept_length([0.75] * s):.3f}" for s in range(1, 9)
+        ]
         assert table.get_row_at(4)[0].startswith("▶")
         plot = _text(screen, "plot")
         assert "◀ configured" in plot and "┃" in plot
@@ -67,7 +68,7 @@ async def test_updates_as_inputs_change_and_journals_once_per_pause(tui_app, wor
 
 
 async def test_bad_input_is_shown_inline(tui_app, monkeypatch):
-    monkeypatch.setattr(PredictorScreen, "DEBOUNCE_S", 0.02)    # six edits; the debounce has its own test
+    monkeypatch.setattr(PredictorScreen, "DEBOUNCE_S", 0.02)  # six edits; the debounce has its own test
     app = tui_app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)

@@ -79,8 +79,9 @@ def test_tree_never_below_the_chain(case):
 @given(tree_case())
 def test_tree_grows_with_the_node_budget(case):
     steps, topk, c, hits, _ = case
-    als = [P.predict("conditional", c, steps, topk, n, topk_hits=hits).accept_length
-           for n in range(2, steps * topk + 2)]
+    als = [
+        P.predict("conditional", c, steps, topk, n, topk_hits=hits).accept_length for n in range(2, steps * topk + 2)
+    ]
     assert all(b >= a - EPS for a, b in zip(als, als[1:]))
 
 

@@ -13,11 +13,15 @@ from workbench.remote.bundle import PACKAGE_ROOT, closure, current, shipped_sour
 def _without_docstrings(tree: ast.AST) -> str:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body[0] = ast.Expr(ast.Constant(""))
-    for node in ast.walk(tree):         # where a node ends moves when its last line was a docstring
+    for node in ast.walk(tree):  # where a node ends moves when its last line was a docstring
         for attr in ("end_lineno", "end_col_offset"):
             if attr in node.__dict__:
                 delattr(node, attr)
@@ -68,7 +72,7 @@ def test_comments_and_docstrings_go_and_every_string_stays():
     assert got.count("\n") == TRICKY.count("\n")
     assert "Module doc" not in got and "Class doc" not in got and "Method doc" not in got
     assert "one-line doc" not in got and "comment" not in got and "ünïcode" not in got
-    for kept in ('"a # in a string stays"', 'f"{X!r} # in an f-string"', '"#" + \\', 'return 2'):
+    for kept in ('"a # in a string stays"', 'f"{X!r} # in an f-string"', '"#" + \\', "return 2"):
         assert kept in got
     ns: dict = {}
     exec(compile(got, "tricky", "exec"), ns)

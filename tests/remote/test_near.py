@@ -18,8 +18,13 @@ def test_bundle_is_the_core_only_and_deterministic():
     b = current()
     assert b.tarball() == b.tarball() and len(b.digest) == 64 and b.name == f"wb-{b.digest[:16]}"
     mods = b.modules()
-    assert {"workbench.remote.runner", "workbench.remote.jobs", "workbench.hidden.align",
-            "workbench.drafter.evaluate", "workbench.layers"} <= set(mods)
+    assert {
+        "workbench.remote.runner",
+        "workbench.remote.jobs",
+        "workbench.hidden.align",
+        "workbench.drafter.evaluate",
+        "workbench.layers",
+    } <= set(mods)
     assert not [m for m in mods for e in EXCLUDED if (m == e or m.startswith(e + ".")) and m not in ALLOWED]
     # the code stays small, compressed as it ships (xz); the engine and doctor tables the jobs read on
     # the host travel with it
@@ -33,10 +38,17 @@ def test_bundle_is_the_core_only_and_deterministic():
 
 
 def _job(data, **extra):
-    return {"train": str(data.training), "infer": str(data.dump), "count": 4, "engine": ENGINE,
-            "num_layers": data.num_layers, "arch": "LlamaForCausalLM",
-            "draft_config": {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [k + 1 for k in data.trained]}},
-            "draft_config_path": "/srv/draft/config.json", **extra}
+    return {
+        "train": str(data.training),
+        "infer": str(data.dump),
+        "count": 4,
+        "engine": ENGINE,
+        "num_layers": data.num_layers,
+        "arch": "LlamaForCausalLM",
+        "draft_config": {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [k + 1 for k in data.trained]}},
+        "draft_config_path": "/srv/draft/config.json",
+        **extra,
+    }
 
 
 pytestmark = pytest.mark.ssh
@@ -55,8 +67,9 @@ def test_align_near_the_data_over_ssh_moves_under_one_percent(ssh_host, host_dat
     assert rec["layer_ids"] == [1, 5, 8] and rec["current_ids"] == [2, 6, 9] and rec["differs"]
     (finding,) = al["findings"]
     assert finding["code"] == "layer-ids-engine-mismatch" and finding["evidence"]["shift"] == 1
-    assert finding["fix"]["edits"] == [{"key": "eagle_config.eagle_aux_hidden_state_layer_ids",
-                                        "value": [1, 5, 8], "delete": False}]
+    assert finding["fix"]["edits"] == [
+        {"key": "eagle_config.eagle_aux_hidden_state_layer_ids", "value": [1, 5, 8], "delete": False}
+    ]
 
     # the cold run shipped the bundle; even so, well under 1% of the tensor bytes crossed the network
     assert cold.shipped_bytes == len(current().tarball())
@@ -82,8 +95,7 @@ def test_the_same_job_in_process_gives_the_same_numbers(ssh_host, host_data, tmp
     assert tr.moved_bytes == 0 and tr.bundle == "in-process"
     import numpy as np
 
-    assert np.allclose(np.array(local["align"]["matrix"]), np.array(remote["align"]["matrix"]), rtol=1e-9,
-                       atol=1e-12)
+    assert np.allclose(np.array(local["align"]["matrix"]), np.array(remote["align"]["matrix"]), rtol=1e-9, atol=1e-12)
 
 
 def test_probe_and_errors_are_one_line(ssh_host, tmp_path):
@@ -129,8 +141,13 @@ def test_a_host_python_without_lzma_gets_the_gzip_copy(tmp_path):
     for fmt in ("xz", "gz"):
         tar = tmp_path / f"b.tar.{fmt}"
         tar.write_bytes(b.tarball(fmt))
-        r = subprocess.run([sys.executable, "-B", "-c", INSTALL, str(root), b.name, str(tar), b.digest],
-                           capture_output=True, text=True, env=env, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-B", "-c", INSTALL, str(root), b.name, str(tar), b.digest],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         if fmt == "xz":
             assert r.returncode == 3 and json.loads(r.stdout) == {"installed": False, "no_lzma": True}
             assert not (root / b.name).exists()

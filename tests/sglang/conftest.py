@@ -19,28 +19,67 @@ STANDIN = Path(__file__).with_name("standin_server.py")
 def standin_profiles(root: Path, sshd, n_fail_ports: int = 0) -> dict:
     draft = root / "draft"
     draft.mkdir(exist_ok=True)
-    (root / "target").mkdir(exist_ok=True)          # the pre-launch checks look for the model folder
-    (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
-                                                   "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}))
-    base = {"host": "test", "launcher": [sys.executable, str(STANDIN)], "model": str(root / "target"),
-            "draft": str(draft), "port": free_port(), "log": str(root / "logs" / "standin.log"),
-            "args": ["--host", "127.0.0.1", "--tp-size", "1"],
-            "env": {"STANDIN_GPU_FILE": str(sshd.gpu_file)},
-            "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
-            "gpus": [0], "ready_timeout": 60, "stop_grace": 5}
+    (root / "target").mkdir(exist_ok=True)  # the pre-launch checks look for the model folder
+    (draft / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]},
+            }
+        )
+    )
+    base = {
+        "host": "test",
+        "launcher": [sys.executable, str(STANDIN)],
+        "model": str(root / "target"),
+        "draft": str(draft),
+        "port": free_port(),
+        "log": str(root / "logs" / "standin.log"),
+        "args": ["--host", "127.0.0.1", "--tp-size", "1"],
+        "env": {"STANDIN_GPU_FILE": str(sshd.gpu_file)},
+        "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
+        "gpus": [0],
+        "ready_timeout": 60,
+        "stop_grace": 5,
+    }
     profiles = {"standin": base}
-    for cls in ("oom", "port", "draft-context", "cuda-graph", "nccl", "scheduler-exception", "warmup-failed",
-                "crash", "crash-after-ready"):
-        profiles[f"fail-{cls}"] = {"extends": "standin", "env": {"STANDIN_FAIL": cls},
-                                   "log": str(root / "logs" / f"{cls}.log"), "port": free_port()}
+    for cls in (
+        "oom",
+        "port",
+        "draft-context",
+        "cuda-graph",
+        "nccl",
+        "scheduler-exception",
+        "warmup-failed",
+        "crash",
+        "crash-after-ready",
+    ):
+        profiles[f"fail-{cls}"] = {
+            "extends": "standin",
+            "env": {"STANDIN_FAIL": cls},
+            "log": str(root / "logs" / f"{cls}.log"),
+            "port": free_port(),
+        }
     profiles["hang-scheduler-exception"] = {
-        "extends": "standin", "env": {"STANDIN_FAIL": "scheduler-exception", "STANDIN_HANG": "1"},
-        "log": str(root / "logs" / "hang.log"), "port": free_port()}
-    profiles["stubborn"] = {"extends": "standin", "env": {"STANDIN_IGNORE_TERM": "1"},
-                            "log": str(root / "logs" / "stubborn.log"), "port": free_port(), "stop_grace": 1}
-    profiles["quoted"] = {"extends": "standin", "args": ["--served-model-name", "my model; $(id) 'q' \"d\""],
-                          "env": {"STANDIN_NOTE": "a b;c $(x) `y`\nz"},
-                          "log": str(root / "logs" / "with space" / "quoted.log"), "port": free_port()}
+        "extends": "standin",
+        "env": {"STANDIN_FAIL": "scheduler-exception", "STANDIN_HANG": "1"},
+        "log": str(root / "logs" / "hang.log"),
+        "port": free_port(),
+    }
+    profiles["stubborn"] = {
+        "extends": "standin",
+        "env": {"STANDIN_IGNORE_TERM": "1"},
+        "log": str(root / "logs" / "stubborn.log"),
+        "port": free_port(),
+        "stop_grace": 1,
+    }
+    profiles["quoted"] = {
+        "extends": "standin",
+        "args": ["--served-model-name", "my model; $(id) 'q' \"d\""],
+        "env": {"STANDIN_NOTE": "a b;c $(x) `y`\nz"},
+        "log": str(root / "logs" / "with space" / "quoted.log"),
+        "port": free_port(),
+    }
     return profiles
 
 
@@ -53,8 +92,10 @@ def server_ws(sshd, tmp_path_factory):
     sshd.write_known_hosts()
     if sshd.proc is None:
         sshd.start()
-    write_toml(root / "workbench.toml", {"hosts": {"test": {**sshd.host_table(), "gpu_idle_mib": 500}},
-                                         "profiles": standin_profiles(root, sshd)})
+    write_toml(
+        root / "workbench.toml",
+        {"hosts": {"test": {**sshd.host_table(), "gpu_idle_mib": 500}}, "profiles": standin_profiles(root, sshd)},
+    )
     wb = Workbench.open(root)
     yield wb
     stop_active_servers(wb, grace=1)
@@ -66,8 +107,8 @@ def ssh_workspace(workspace, sshd):
     sshd.write_known_hosts()
     if sshd.proc is None:
         sshd.start()
-    write_toml(workspace / "workbench.toml", {"hosts": {"test": sshd.host_table()},
-                                              "profiles": standin_profiles(workspace, sshd)})
+    write_toml(
+        workspace / "workbench.toml",
+        {"hosts": {"test": sshd.host_table()}, "profiles": standin_profiles(workspace, sshd)},
+    )
     return workspace
-
-

@@ -52,7 +52,7 @@ def gpus(used):
 
 def die(code):
     sys.stdout.flush()
-    if os.environ.get("STANDIN_HANG"):       # SGLang hanging on after a scheduler exception
+    if os.environ.get("STANDIN_HANG"):  # SGLang hanging on after a scheduler exception
         while True:
             time.sleep(1)
     gpus(0)
@@ -72,16 +72,29 @@ if os.fork() == 0:
     while True:
         time.sleep(1)
 
-log("server_args=" + repr({"model_path": args.model_path, "tp_size": NGPU, "port": args.port,
-                           "speculative_algorithm": args.speculative_algorithm,
-                           "speculative_num_steps": args.speculative_num_steps}), rank=False)
+log(
+    "server_args="
+    + repr(
+        {
+            "model_path": args.model_path,
+            "tp_size": NGPU,
+            "port": args.port,
+            "speculative_algorithm": args.speculative_algorithm,
+            "speculative_num_steps": args.speculative_num_steps,
+        }
+    ),
+    rank=False,
+)
 gpus(1024)
 time.sleep(SLOW)
 if FAIL == "draft-context":
     log("Load weight begin. avail mem=139.00 GB")
-    print("ValueError: Warning: Target model's context_length (131072) is greater than the derived "
-          "context_length (2048). This may lead to incorrect model outputs or CUDA errors. To allow "
-          "overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", flush=True)
+    print(
+        "ValueError: Warning: Target model's context_length (131072) is greater than the derived "
+        "context_length (2048). This may lead to incorrect model outputs or CUDA errors. To allow "
+        "overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+        flush=True,
+    )
     die(1)
 log("Load weight begin. avail mem=139.00 GB")
 time.sleep(SLOW)
@@ -93,8 +106,11 @@ if args.speculative_algorithm:
     log("Load weight end. elapsed=0.05 s, type=LlamaForCausalLMEagle3, avail mem=119.00 GB, mem usage=1.00 GB.")
 if FAIL == "oom":
     log("Scheduler hit an exception: Traceback (most recent call last):")
-    print("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-          "Current value: mem_fraction_static=0.88", flush=True)
+    print(
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+        "Current value: mem_fraction_static=0.88",
+        flush=True,
+    )
     log("Received sigquit from a child process. It usually means the child failed.", rank=False)
     die(1)
 log("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 233600, K size: 10.00 GB, V size: 10.00 GB")
@@ -136,8 +152,10 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, fmt, *a):
-        print(f"[{ts()}] INFO:     127.0.0.1:1 - \"{self.command} {self.path} HTTP/1.1\" {a[1] if len(a) > 1 else ''} OK",
-              flush=True)
+        print(
+            f'[{ts()}] INFO:     127.0.0.1:1 - "{self.command} {self.path} HTTP/1.1" {a[1] if len(a) > 1 else ""} OK',
+            flush=True,
+        )
 
     def do_GET(self):
         if self.path in ("/health", "/health_generate"):
@@ -147,11 +165,18 @@ class H(BaseHTTPRequestHandler):
             st = {"last_gen_throughput": 42.0}
             if al is not None and args.speculative_algorithm:
                 st["avg_spec_accept_length"] = al
-            return self._send(200, {"speculative_algorithm": args.speculative_algorithm,
-                                    "speculative_num_steps": args.speculative_num_steps,
-                                    "speculative_eagle_topk": args.speculative_eagle_topk,
-                                    "speculative_num_draft_tokens": args.speculative_num_draft_tokens,
-                                    "status": "ready", "version": "0.5.23", "internal_states": [st]})
+            return self._send(
+                200,
+                {
+                    "speculative_algorithm": args.speculative_algorithm,
+                    "speculative_num_steps": args.speculative_num_steps,
+                    "speculative_eagle_topk": args.speculative_eagle_topk,
+                    "speculative_num_draft_tokens": args.speculative_num_draft_tokens,
+                    "status": "ready",
+                    "version": "0.5.23",
+                    "internal_states": [st],
+                },
+            )
         self._send(404, {"detail": "Not Found"})
 
     def do_POST(self):
@@ -172,19 +197,30 @@ class H(BaseHTTPRequestHandler):
             cycle = 0.004 + 0.0005 * ndt + 0.002 * steps
             time.sleep(cycle * verify)
             STATE["lines"] += 1
-            log(f"Decode batch, #running-req: 1, #token: {100 + m}, token usage: 0.01, "
-                + (f"accept len: {m / verify:.2f}, accept rate: {(m / verify - 1) / max(1, steps):.2f}, " if steps else "")
-                + f"cuda graph: True, gen throughput (token/s): {m / (cycle * verify):.2f}, #queue-req: 0")
-            return self._send(200, {"text": "x" * m, "meta_info": {"completion_tokens": m, "spec_verify_ct": verify,
-                                                                   "prompt_tokens": 8}})
+            log(
+                f"Decode batch, #running-req: 1, #token: {100 + m}, token usage: 0.01, "
+                + (
+                    f"accept len: {m / verify:.2f}, accept rate: {(m / verify - 1) / max(1, steps):.2f}, "
+                    if steps
+                    else ""
+                )
+                + f"cuda graph: True, gen throughput (token/s): {m / (cycle * verify):.2f}, #queue-req: 0"
+            )
+            return self._send(
+                200,
+                {"text": "x" * m, "meta_info": {"completion_tokens": m, "spec_verify_ct": verify, "prompt_tokens": 8}},
+            )
         self._send(404, {"detail": "Not Found"})
 
 
 try:
     srv = ThreadingHTTPServer((args.host, args.port), H)
 except OSError as exc:
-    print(f"[{ts()}] ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
-          f"('{args.host}', {args.port}): address already in use", flush=True)
+    print(
+        f"[{ts()}] ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
+        f"('{args.host}', {args.port}): address already in use",
+        flush=True,
+    )
     die(1)
 threading.Thread(target=srv.serve_forever, daemon=True).start()
 if FAIL == "warmup-failed":

@@ -64,14 +64,28 @@ def test_launch_refuses_a_profile_with_problems(cli, ssh_workspace):
 
 def test_sweep_ranks_fits_and_resumes(server_ws):
     wb = server_ws
-    kw = dict(steps=[1, 2, 3], topks=[1], baseline=True, envs=[{"NCCL_PROTO": "LL"}], concurrency=4,
-              max_new_tokens=48, ready_timeout=60, poll=0.2, stop_grace=2, gpu_wait=5)
+    kw = dict(
+        steps=[1, 2, 3],
+        topks=[1],
+        baseline=True,
+        envs=[{"NCCL_PROTO": "LL"}],
+        concurrency=4,
+        max_new_tokens=48,
+        ready_timeout=60,
+        poll=0.2,
+        stop_grace=2,
+        gpu_wait=5,
+    )
     res = wb.server_sweep("standin", confirm=True, **kw)
     assert [p.state for p in res.points] == ["measured"] * 4, [p.error for p in res.points]
     assert res.points[0].tokens_per_s >= res.points[-1].tokens_per_s  # ranked
     keys = {p.key for p in res.points}
-    assert keys == {"baseline|NCCL_PROTO=LL", "s1-k1-n2|NCCL_PROTO=LL", "s2-k1-n3|NCCL_PROTO=LL",
-                    "s3-k1-n4|NCCL_PROTO=LL"}
+    assert keys == {
+        "baseline|NCCL_PROTO=LL",
+        "s1-k1-n2|NCCL_PROTO=LL",
+        "s2-k1-n3|NCCL_PROTO=LL",
+        "s3-k1-n4|NCCL_PROTO=LL",
+    }
     by = {p.num_steps: p for p in res.points}
     assert by[1].accept_len == pytest.approx(2.0) and by[2].accept_len == pytest.approx(3.0)
     assert res.best and res.best["num_steps"] > 0 and res.baseline_tokens_per_s

@@ -33,12 +33,19 @@ def lab_wb(request, sshd, tmp_path_factory):
     sshd.write_known_hosts()
     if sshd.proc is None:
         sshd.start()
-    base = {"host": "test", "launcher": [sys.executable, "-m", "workbench.lab.serve"],
-            "model": str(world["target"]), "draft": str(world["draft"]), "port": free_port(),
-            "log": str(root / "lab.log"), "args": ["--host", "127.0.0.1"],
-            "env": {"PYTHONPATH": str(ROOT)},
-            "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
-            "ready_timeout": 300, "stop_grace": 10}
+    base = {
+        "host": "test",
+        "launcher": [sys.executable, "-m", "workbench.lab.serve"],
+        "model": str(world["target"]),
+        "draft": str(world["draft"]),
+        "port": free_port(),
+        "log": str(root / "lab.log"),
+        "args": ["--host", "127.0.0.1"],
+        "env": {"PYTHONPATH": str(ROOT)},
+        "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
+        "ready_timeout": 300,
+        "stop_grace": 10,
+    }
     profiles = {"lab": base}
     # the busy-port case's port is held by a listener from the moment it is chosen: a port chosen
     # free and bound again later can meanwhile be any process's ephemeral port
@@ -47,8 +54,12 @@ def lab_wb(request, sshd, tmp_path_factory):
     holder.listen(1)
     for fail in ("oom", "port", "draft-context", "cuda-graph"):
         port = holder.getsockname()[1] if fail == "port" else free_port()
-        profiles[f"lab-{fail}"] = {"extends": "lab", "env": {"LAB_FAIL": fail}, "port": port,
-                                   "log": str(root / f"lab-{fail}.log")}
+        profiles[f"lab-{fail}"] = {
+            "extends": "lab",
+            "env": {"LAB_FAIL": fail},
+            "port": port,
+            "log": str(root / f"lab-{fail}.log"),
+        }
     write_toml(root / "workbench.toml", {"hosts": {"test": sshd.host_table()}, "profiles": profiles})
     wb = Workbench.open(root)
     try:
@@ -72,10 +83,12 @@ def test_lab_launch_ready_measure_stop(lab_wb):
     assert wb.server_stop(rec.id, confirm=True, gpu_wait=5).result == "stopped"
 
 
-@pytest.mark.parametrize("fail, cls", [("oom", "oom"), ("port", "port-in-use"),
-                                       ("draft-context", "draft-context"), ("cuda-graph", "cuda-graph")])
+@pytest.mark.parametrize(
+    "fail, cls",
+    [("oom", "oom"), ("port", "port-in-use"), ("draft-context", "draft-context"), ("cuda-graph", "cuda-graph")],
+)
 def test_lab_failures_are_classified(lab_wb, fail, cls):
-    wb = lab_wb                               # (lab-port's port is held by the fixture's listener)
+    wb = lab_wb  # (lab-port's port is held by the fixture's listener)
     rec = wb.launch(f"lab-{fail}", confirm=True)
     st = wb.server_wait(rec.id, timeout=300, poll=0.5)
     assert st.state == "failed" and st.failure["class"] == cls, st

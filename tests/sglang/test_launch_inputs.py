@@ -18,11 +18,22 @@ from workbench.sglang.profiles import load_profile
 STANDIN = Path(__file__).with_name("standin_server.py")
 
 
-@pytest.mark.parametrize("key, value", [
-    ("stop_grace", math.inf), ("stop_grace", math.nan), ("stop_grace", -1), ("stop_grace", 1e400),
-    ("ready_timeout", math.nan), ("ready_timeout", math.inf), ("ready_timeout", 0), ("ready_timeout", -5),
-    ("stop_grace", True), ("ready_timeout", "60"), ("stop_grace", 10 ** 40),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("stop_grace", math.inf),
+        ("stop_grace", math.nan),
+        ("stop_grace", -1),
+        ("stop_grace", 1e400),
+        ("ready_timeout", math.nan),
+        ("ready_timeout", math.inf),
+        ("ready_timeout", 0),
+        ("ready_timeout", -5),
+        ("stop_grace", True),
+        ("ready_timeout", "60"),
+        ("stop_grace", 10**40),
+    ],
+)
 def test_profile_seconds_must_be_finite_and_in_range(key, value):
     with pytest.raises(InputError) as err:
         load_profile({"a": {"model": "/m", key: value}}, "a")
@@ -53,8 +64,7 @@ def test_flag_equals_value_stays_one_argument(arg):
     p = load_profile({"a": {"model": "/m", "args": ["--tp-size", "2", arg, "--trust-remote-code"]}}, "a")
     argv = build(p, None, "py").argv
     assert arg in argv and argv[argv.index(arg) + 1] == "--trust-remote-code"
-    child = load_profile({"a": {"model": "/m", "args": [arg]}, "b": {"extends": "a", "args": ["--tp-size", "2"]}},
-                         "b")
+    child = load_profile({"a": {"model": "/m", "args": [arg]}, "b": {"extends": "a", "args": ["--tp-size", "2"]}}, "b")
     assert child.args == [arg, "--tp-size", "2"]
 
 
@@ -65,8 +75,13 @@ def test_flag_equals_value_is_parsed_by_sglang_as_one_value():
     from workbench.sglang import host_scripts
 
     def probe(args):
-        r = LocalHost().python_run(host_scripts.PROBE, [host_scripts.as_arg({"argv": args, "keys": ["served_model_name"]})],
-                                   timeout=120).check()
+        r = (
+            LocalHost()
+            .python_run(
+                host_scripts.PROBE, [host_scripts.as_arg({"argv": args, "keys": ["served_model_name"]})], timeout=120
+            )
+            .check()
+        )
         return json.loads(r.out)
 
     p = load_profile({"a": {"model": "/m", "args": ["--served-model-name=-dash"]}}, "a")
@@ -80,16 +95,27 @@ def test_flag_equals_value_is_parsed_by_sglang_as_one_value():
 def test_a_nul_byte_in_a_local_launch_arg_is_refused_and_nothing_is_left_launching(workspace, where):
     from workbench.api import Workbench
 
-    table = {"host": "local", "launcher": [sys.executable, str(STANDIN)], "model": str(workspace / "m"),
-             "port": 1, "log": str(workspace / "logs" / "nul.log"), "sglang_version": "0.5.23"}
-    table.update({"args": {"args": ["--served-model-name", "a\0b"]}, "env": {"env": {"X": "a\0b"}},
-                  "log": {"log": str(workspace / "logs" / "n\0ul.log")},
-                  "run_dir": {"run_dir": str(workspace) + "/\0"}}[where])
+    table = {
+        "host": "local",
+        "launcher": [sys.executable, str(STANDIN)],
+        "model": str(workspace / "m"),
+        "port": 1,
+        "log": str(workspace / "logs" / "nul.log"),
+        "sglang_version": "0.5.23",
+    }
+    table.update(
+        {
+            "args": {"args": ["--served-model-name", "a\0b"]},
+            "env": {"env": {"X": "a\0b"}},
+            "log": {"log": str(workspace / "logs" / "n\0ul.log")},
+            "run_dir": {"run_dir": str(workspace) + "/\0"},
+        }[where]
+    )
     write_toml(workspace / "workbench.toml", {"profiles": {"nul": table}})
-    (workspace / "m").mkdir()           # the model folder is there: the NUL byte is the only fault
+    (workspace / "m").mkdir()  # the model folder is there: the NUL byte is the only fault
     with Workbench.open(workspace) as wb:
         with pytest.raises(InputError, match="NUL byte"):
-            wb.lifecycle.preview("nul")           # refused before the host's parser is asked
+            wb.lifecycle.preview("nul")  # refused before the host's parser is asked
         with pytest.raises(InputError, match="NUL byte"):
             wb.lifecycle.launch("nul")
         assert [r.state for r in wb.servers()] == []
@@ -114,9 +140,20 @@ def test_cli_stop_refuses_grace_that_never_ends(cli, ssh_workspace, grace):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
 def test_cli_launch_refuses_a_wait_that_never_ends_before_launching(cli, workspace, value):
-    write_toml(workspace / "workbench.toml", {"profiles": {"p": {
-        "host": "local", "launcher": [sys.executable, str(STANDIN)], "model": str(workspace / "m"),
-        "log": str(workspace / "logs" / "p.log"), "sglang_version": "0.5.23"}}})
+    write_toml(
+        workspace / "workbench.toml",
+        {
+            "profiles": {
+                "p": {
+                    "host": "local",
+                    "launcher": [sys.executable, str(STANDIN)],
+                    "model": str(workspace / "m"),
+                    "log": str(workspace / "logs" / "p.log"),
+                    "sglang_version": "0.5.23",
+                }
+            }
+        },
+    )
     r = cli("server", "launch", "p", "--yes", "--wait", f"--timeout={value}")
     assert r.returncode == 2 and "--timeout" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (workspace / "logs").exists()

@@ -25,9 +25,20 @@ def test_preview_runs_sglangs_own_parser_over_ssh(server_ws):
     codes = {f.code: f for f in p.findings}
     assert "parser-ok" in codes and "0.5.23" in codes["parser-ok"].message, p.findings
     assert p.ok and p.version == "0.5.23"
-    assert p.command["argv"][-8:] == ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                                      p.command["argv"][-7], "--speculative-eagle-topk", "1",
-                                      "--speculative-num-draft-tokens", "4"][:8] or True
+    assert (
+        p.command["argv"][-8:]
+        == [
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-draft-model-path",
+            p.command["argv"][-7],
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "4",
+        ][:8]
+        or True
+    )
     assert p.draft_config_sha256 and len(p.draft_config_sha256) == 64
 
 
@@ -41,8 +52,15 @@ def test_lifecycle_launch_ready_status_metrics_measure_stop(server_ws, sshd):
     wb = server_ws
     rec, st = _launch(wb, "standin")
     assert st.state == "ready", st
-    assert st.progress == ["server_args", "weights_target", "weights_draft", "kv_cache", "graphs_target",
-                           "graphs_draft", "ready"]
+    assert st.progress == [
+        "server_args",
+        "weights_target",
+        "weights_draft",
+        "kv_cache",
+        "graphs_target",
+        "graphs_draft",
+        "ready",
+    ]
     row = wb.server(rec.id)
     assert row.pid and row.pgid == row.pid and row.starttime and row.extra["boot_id"]
     assert row.draft_config_sha256 and row.state == "ready"
@@ -104,9 +122,16 @@ def test_stop_escalates_to_kill_and_reports_busy_gpus(server_ws, sshd):
     sshd.gpu_file.unlink()
 
 
-FAILS = [("oom", "oom"), ("port", "port-in-use"), ("draft-context", "draft-context"),
-         ("cuda-graph", "cuda-graph"), ("nccl", "nccl"), ("scheduler-exception", "scheduler-exception"),
-         ("warmup-failed", "warmup-failed"), ("crash", "process-died")]
+FAILS = [
+    ("oom", "oom"),
+    ("port", "port-in-use"),
+    ("draft-context", "draft-context"),
+    ("cuda-graph", "cuda-graph"),
+    ("nccl", "nccl"),
+    ("scheduler-exception", "scheduler-exception"),
+    ("warmup-failed", "warmup-failed"),
+    ("crash", "process-died"),
+]
 
 
 @pytest.mark.parametrize("fail, cls", FAILS)
@@ -153,7 +178,7 @@ def test_a_failed_server_that_hangs_on_stays_active_until_stopped(server_ws):
     import os
     import signal
 
-    os.killpg(wb.server(rec2.id).pgid, signal.SIGKILL)      # sshd is on this machine: same pids
+    os.killpg(wb.server(rec2.id).pgid, signal.SIGKILL)  # sshd is on this machine: same pids
     for _ in range(50):
         if rec2.id not in [r.id for r in wb.servers(active=True)]:
             break
@@ -188,7 +213,7 @@ def test_crash_after_ready_is_an_exit(server_ws):
     assert rec.id in [r.id for r in wb.servers(active=True)]
     res = wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0)
     assert res.result == "stopped" and res.signals[0] == "TERM"
-    assert not [p for p in left if _alive(p)]          # sshd is on this machine: same pids
+    assert not [p for p in left if _alive(p)]  # sshd is on this machine: same pids
     assert rec.id not in [r.id for r in wb.servers(active=True)]
     assert wb.server(rec.id).state == "exited"
 
@@ -216,14 +241,15 @@ def test_follow_survives_a_connection_drop(server_ws, sshd, tmp_path):
     log.write_bytes(b"")
     cur = wb.journal.db.execute(
         "INSERT INTO servers(profile, host, log_path, state, launched) VALUES ('x', 'test', ?, 'stopped', ?)",
-        (str(log), time.time()))
+        (str(log), time.time()),
+    )
     sid = cur.lastrowid
     done = threading.Event()
 
     def writer():
         with open(log, "ab", buffering=0) as fh:
             for i in range(600):
-                fh.write(f"[2026-11-02 10:00:00 TP0] line {i:05d} " .encode() + b"x" * (i % 50) + b"\n")
+                fh.write(f"[2026-11-02 10:00:00 TP0] line {i:05d} ".encode() + b"x" * (i % 50) + b"\n")
                 time.sleep(0.004)
         done.set()
 
@@ -231,8 +257,7 @@ def test_follow_survives_a_connection_drop(server_ws, sshd, tmp_path):
     restarted = False
     t = threading.Thread(target=writer)
     t.start()
-    for offset, data in wb.server_follow(sid, poll=0.05,
-                                         stop=lambda: done.is_set() and len(got) == log.stat().st_size):  # noqa: B023 (read as it grows)
+    for offset, data in wb.server_follow(sid, poll=0.05, stop=lambda: done.is_set() and len(got) == log.stat().st_size):  # noqa: B023 (read as it grows)
         assert offset == len(got)
         got += data
         if not restarted and len(got) > 4000:

@@ -16,10 +16,14 @@ from workbench.sglang.logparse import parse_text
 assert compiled_available(), "workbench/sglang/_logjson.c was not built: pip install -e . with a C compiler"
 
 STAMP = "[2026-11-02 10:00:13 TP0] "
-DECODE_0523_PLAIN = ("[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 24, #token: 233600, token usage: 0.66, "
-                     "cuda graph: True, gen throughput (token/s): 239.06, #queue-req: 2")
-DECODE = ("Decode batch, #running-req: {r}, #token: {t}, token usage: {u}, accept len: {a}, "
-          "accept rate: 0.68, cuda graph: True, gen throughput (token/s): {g}, #queue-req: 2")
+DECODE_0523_PLAIN = (
+    "[2026-11-02 10:00:13 TP0] Decode batch, #running-req: 24, #token: 233600, token usage: 0.66, "
+    "cuda graph: True, gen throughput (token/s): 239.06, #queue-req: 2"
+)
+DECODE = (
+    "Decode batch, #running-req: {r}, #token: {t}, token usage: {u}, accept len: {a}, "
+    "accept rate: 0.68, cuda graph: True, gen throughput (token/s): {g}, #queue-req: 2"
+)
 
 
 def _columns_json(text: str) -> dict[int, str]:
@@ -36,17 +40,31 @@ def _writer_json(text: str) -> dict[int, str | None]:
     return out
 
 
-@pytest.mark.parametrize("field, value, written", [
-    ("u", "0.00", True), ("u", "0.0001", True), ("g", "10234.50", True), ("g", "-0.00", True),
-    ("g", "123456789012.345", True), ("r", "0", True), ("t", "123456789012345", True),
-    ("a", "3.10000", True),
-    ("u", "0.00001", False),             # repr writes 1e-05
-    ("g", "1234567890123456.0", False),  # 16 significant digits
-    ("g", "1e+30", False), ("a", "nan", False), ("a", "inf", False),
-    ("a", "3", False),                   # a float field printed as an integer: 3.0 in the record
-    ("r", "007", False), ("t", "1234567890123456", False),   # int(float()) of 16 digits is not exact
-    ("r", "-3", False), ("u", ".5", False), ("u", "5.", False), ("u", "05.1", False),
-])
+@pytest.mark.parametrize(
+    "field, value, written",
+    [
+        ("u", "0.00", True),
+        ("u", "0.0001", True),
+        ("g", "10234.50", True),
+        ("g", "-0.00", True),
+        ("g", "123456789012.345", True),
+        ("r", "0", True),
+        ("t", "123456789012345", True),
+        ("a", "3.10000", True),
+        ("u", "0.00001", False),  # repr writes 1e-05
+        ("g", "1234567890123456.0", False),  # 16 significant digits
+        ("g", "1e+30", False),
+        ("a", "nan", False),
+        ("a", "inf", False),
+        ("a", "3", False),  # a float field printed as an integer: 3.0 in the record
+        ("r", "007", False),
+        ("t", "1234567890123456", False),  # int(float()) of 16 digits is not exact
+        ("r", "-3", False),
+        ("u", ".5", False),
+        ("u", "5.", False),
+        ("u", "05.1", False),
+    ],
+)
 def test_the_writer_writes_what_python_would_or_leaves_the_line(field, value, written):
     values = {"r": "24", "t": "233600", "u": "0.66", "a": "3.05", "g": "239.06"}
     plain = STAMP + DECODE.format(**values)
@@ -55,7 +73,7 @@ def test_the_writer_writes_what_python_would_or_leaves_the_line(field, value, wr
     text = "\n".join([plain, odd, plain]) + "\n"
     want = _columns_json(text)
     got = _writer_json(text)
-    assert got[1] == want[1] and got[3] == want[3]          # the plain lines: the writer's, exact
+    assert got[1] == want[1] and got[3] == want[3]  # the plain lines: the writer's, exact
     assert (got[2] is not None) == written, (value, got[2], want[2])
     if written:
         assert got[2] == want[2]
@@ -63,13 +81,20 @@ def test_the_writer_writes_what_python_would_or_leaves_the_line(field, value, wr
     assert list(stream_json_lines(io.BytesIO(text.encode()), compiled=True)) == [want[1], want[2], want[3]]
 
 
-@pytest.mark.parametrize("stamp, written", [
-    ("[2026-11-02 10:00:13 DP0 TP0 EP0] ", True), ("[2026-11-02 10:00:13   TP1  ] ", True),
-    ("[2026-11-02 10:00:13.250] ", True), ("[2026-11-02 10:00:13,250 TP0] ", True),
-    ("[2026-11-02 10:00:13] ", True), ("[2026-11-02 10:00:13]", True),
-    ('[2026-11-02 10:00:13 odd"rank] ', False), ("[2026-11-02 10:00:13 \tTP0] ", False),
-    ("[2026-11-02 10:00:13 ] ", False),
-])
+@pytest.mark.parametrize(
+    "stamp, written",
+    [
+        ("[2026-11-02 10:00:13 DP0 TP0 EP0] ", True),
+        ("[2026-11-02 10:00:13   TP1  ] ", True),
+        ("[2026-11-02 10:00:13.250] ", True),
+        ("[2026-11-02 10:00:13,250 TP0] ", True),
+        ("[2026-11-02 10:00:13] ", True),
+        ("[2026-11-02 10:00:13]", True),
+        ('[2026-11-02 10:00:13 odd"rank] ', False),
+        ("[2026-11-02 10:00:13 \tTP0] ", False),
+        ("[2026-11-02 10:00:13 ] ", False),
+    ],
+)
 def test_stamps_and_ranks(stamp, written):
     line = stamp + DECODE.format(r=1, t=2, u="0.50", a="2.00", g="5.00")
     text = line + "\n"
@@ -116,15 +141,17 @@ def test_fields_the_writer_does_not_know_leave_the_line_to_the_columns():
     for line in (DECODE_HYBRID_055, DECODE_HYBRID_049, DECODE_NOSPEC, DECODE_DSPARK):
         assert (program("decode", line) is None) == (line != DECODE_DSPARK), line
         text = line + "\n"
-        assert list(stream_json_lines(io.BytesIO(text.encode()), compiled=True)) == \
-            list(stream_json_lines(io.BytesIO(text.encode()), compiled=False)), line
+        assert list(stream_json_lines(io.BytesIO(text.encode()), compiled=True)) == list(
+            stream_json_lines(io.BytesIO(text.encode()), compiled=False)
+        ), line
     got = _writer_json(DECODE_DSPARK + "\n")
     assert got[1] is not None and json.loads(got[1])["accept_len"] == 2.4
-    for odd in (", é: 1", ", x", ", #queue-req: 3"):        # not ASCII, no value, a field twice
+    for odd in (", é: 1", ", x", ", #queue-req: 3"):  # not ASCII, no value, a field twice
         line = DECODE_0523_PLAIN + odd
         assert program("decode", line) is None, odd
-        assert list(stream_json_lines(io.BytesIO((line + "\n").encode()), compiled=True)) == \
-            list(stream_json_lines(io.BytesIO((line + "\n").encode()), compiled=False))
+        assert list(stream_json_lines(io.BytesIO((line + "\n").encode()), compiled=True)) == list(
+            stream_json_lines(io.BytesIO((line + "\n").encode()), compiled=False)
+        )
 
 
 def test_generated_numbers_and_shapes_match_the_columns_byte_for_byte():
@@ -136,19 +163,38 @@ def test_generated_numbers_and_shapes_match_the_columns_byte_for_byte():
     floats = st.one_of(
         st.builds(lambda v, d: f"{v:.{d}f}", st.floats(-1e17, 1e17, allow_nan=False), st.integers(0, 7)),
         st.builds(lambda v, d: f"{v:.{d}f}", st.floats(0, 1e-3), st.integers(0, 9)),
-        st.sampled_from(["nan", "inf", "-inf", "1e+30", "2", "0", "-0.0", "00.5", "1.", ".5", "7e-05"]))
+        st.sampled_from(["nan", "inf", "-inf", "1e+30", "2", "0", "-0.0", "00.5", "1.", ".5", "7e-05"]),
+    )
     ints = st.one_of(st.integers(0, 10**17).map(str), st.sampled_from(["007", "-1", "0", "1.5", "nan"]))
     ranks = st.sampled_from(["", " TP0", " DP1 TP8", "  TP3 ", ' a"b', " x\\y", " TP0\t"])
-    stamps = st.builds(lambda ms, r: "[2026-11-02 10:00:13" + ms + r + "] ", st.sampled_from(["", ".250", ",5"]),
-                       ranks)
+    stamps = st.builds(lambda ms, r: "[2026-11-02 10:00:13" + ms + r + "] ", st.sampled_from(["", ".250", ",5"]), ranks)
     decode = st.builds(
-        lambda s, r, t, u, a, g, q, trail: s + f"Decode batch, #running-req: {r}, #token: {t}, token usage: {u}, "
-        f"accept len: {a}, cuda graph: True, gen throughput (token/s): {g}, #queue-req: {q}" + trail,
-        stamps, ints, ints, floats, floats, floats, ints, st.sampled_from(["", ", "]))
+        lambda s, r, t, u, a, g, q, trail: (
+            s + f"Decode batch, #running-req: {r}, #token: {t}, token usage: {u}, "
+            f"accept len: {a}, cuda graph: True, gen throughput (token/s): {g}, #queue-req: {q}" + trail
+        ),
+        stamps,
+        ints,
+        ints,
+        floats,
+        floats,
+        floats,
+        ints,
+        st.sampled_from(["", ", "]),
+    )
     prefill = st.builds(
-        lambda s, n, c, u, q, x: s + f"Prefill batch, #new-seq: 1, #new-token: {n}, #cached-token: {c}, "
-        f"token usage: {u}, #running-req: 0, #queue-req: {q}, #pending-token: 0, cuda graph: False, "
-        f"input throughput (token/s): {x}", stamps, ints, ints, floats, ints, floats)
+        lambda s, n, c, u, q, x: (
+            s + f"Prefill batch, #new-seq: 1, #new-token: {n}, #cached-token: {c}, "
+            f"token usage: {u}, #running-req: 0, #queue-req: {q}, #pending-token: 0, cuda graph: False, "
+            f"input throughput (token/s): {x}"
+        ),
+        stamps,
+        ints,
+        ints,
+        floats,
+        ints,
+        floats,
+    )
 
     @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.lists(st.one_of(decode, prefill), min_size=1, max_size=25), st.integers(200, 4000))
@@ -158,8 +204,13 @@ def test_generated_numbers_and_shapes_match_the_columns_byte_for_byte():
         for x in want:
             json.loads(x, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
         assert list(stream_json_lines(io.BytesIO(data), chunk=chunk, compiled=True)) == want
-        assert b"".join(stream_json_bytes(io.BytesIO(data), chunk=chunk, compiled=True)) == \
-            ("\n".join(want) + "\n").encode() if want else True
+        assert (
+            b"".join(stream_json_bytes(io.BytesIO(data), chunk=chunk, compiled=True))
+            == ("\n".join(want) + "\n").encode()
+            if want
+            else True
+        )
+
     check()
 
 
@@ -175,13 +226,14 @@ def test_the_stream_takes_the_compiled_writer_where_it_was_built(monkeypatch, tm
     def spy(scan, compiled, want):
         seen.append(compiled)
         return real(scan, compiled, want)
+
     monkeypatch.setattr(logjson, "_chunk_bytes", spy)
     out = b"".join(stream_json_bytes(str(path), chunk=1 << 12))
     assert seen and all(seen)
     seen.clear()
     assert b"".join(stream_json_bytes(str(path), chunk=1 << 12, compiled=False)) == out
     assert seen and not any(seen)
-    monkeypatch.setattr(logjson, "compiled_available", lambda: False)     # a package built without it
+    monkeypatch.setattr(logjson, "compiled_available", lambda: False)  # a package built without it
     seen.clear()
     assert b"".join(stream_json_bytes(str(path), chunk=1 << 12)) == out
     assert seen and not any(seen)
@@ -202,17 +254,19 @@ def test_the_writer_refuses_buffers_that_do_not_fit():
     with pytest.raises(ValueError, match="too small"):
         _logjson.emit(*args, np.empty(10, dtype=np.uint8), i64.copy(), i64.copy())
     with pytest.raises(ValueError, match="shorter than the lines"):
-        _logjson.emit(data, np.ones(2, dtype=np.uint8), *args[2:], np.empty(4096, dtype=np.uint8), i64.copy(),
-                      i64.copy())
+        _logjson.emit(
+            data, np.ones(2, dtype=np.uint8), *args[2:], np.empty(4096, dtype=np.uint8), i64.copy(), i64.copy()
+        )
     bad = prog.mops.copy()
-    bad[0, 1] = 999                                   # a literal that is not there
+    bad[0, 1] = 999  # a literal that is not there
     with pytest.raises(ValueError, match="out of range"):
         _logjson.emit(*args[:5], bad, *args[6:], np.empty(4096, dtype=np.uint8), i64.copy(), i64.copy())
     w, nd = _logjson.emit(*args, out := np.empty(4096, dtype=np.uint8), i64.copy(), i64.copy())
     assert nd == 1 and out[:w].tobytes().decode() == _columns_json(data.decode() + "\n")[1] + "\n"
     with pytest.raises(ValueError, match="out of order"):
-        _logjson.merge(b"a\nb\n", np.array([2, 4]), np.array([2, 1]), b"", i64[:0], i64[:0], b"", i64[:0], i64[:0],
-                       bytearray(4))
+        _logjson.merge(
+            b"a\nb\n", np.array([2, 4]), np.array([2, 1]), b"", i64[:0], i64[:0], b"", i64[:0], i64[:0], bytearray(4)
+        )
 
 
 def test_cli_json_of_a_long_log_is_the_columns_output(cli, tmp_path):
@@ -222,8 +276,11 @@ def test_cli_json_of_a_long_log_is_the_columns_output(cli, tmp_path):
 
     from tests.sglang.test_logparse import DECODE_055, PREFILL_055
 
-    block = "".join(f"{DECODE_055}\n{PREFILL_055}\n[2025-11-10 09:00:00] INFO:     127.0.0.1:5000 - "
-                    f"\"POST /generate HTTP/1.1\" 200 OK\n" for _ in range(2000))
+    block = "".join(
+        f"{DECODE_055}\n{PREFILL_055}\n[2025-11-10 09:00:00] INFO:     127.0.0.1:5000 - "
+        f'"POST /generate HTTP/1.1" 200 OK\n'
+        for _ in range(2000)
+    )
     path = tmp_path / "long.log"
     with open(path, "w") as fh:
         while fh.tell() < 6 << 20:
@@ -233,7 +290,11 @@ def test_cli_json_of_a_long_log_is_the_columns_output(cli, tmp_path):
     r = cli("logs", "parse", str(path), "--json")
     assert r.returncode == 0, r.stderr
     assert r.stdout.encode() == want
-    piped = subprocess.run([sys.executable, "-m", "workbench", "logs", "parse", "-", "--json"],
-                           stdin=open(path, "rb"), capture_output=True, timeout=120)
+    piped = subprocess.run(
+        [sys.executable, "-m", "workbench", "logs", "parse", "-", "--json"],
+        stdin=open(path, "rb"),
+        capture_output=True,
+        timeout=120,
+    )
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == want

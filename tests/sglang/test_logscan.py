@@ -44,26 +44,78 @@ from workbench.sglang.logparse import (
 
 try:
     from workbench.sglang import _logscan
-except ImportError:          # `make venv` builds it: a missing module is a failed build, not a skip
-    pytest.fail("workbench/sglang/_logscan.c was not built: pip install -e . with a C compiler",
-                pytrace=False)
+except ImportError:  # `make venv` builds it: a missing module is a failed build, not a skip
+    pytest.fail("workbench/sglang/_logscan.c was not built: pip install -e . with a C compiler", pytrace=False)
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-BULK = [DECODE_049, DECODE_055, DECODE_0523, DECODE_054_ITER, DECODE_TP1_MS, DECODE_HYBRID_049, DECODE_NOSPEC,
-        DECODE_DSPARK, PREFILL_049, PREFILL_0523] + [line for line, _, _ in CORPUS]
+BULK = [
+    DECODE_049,
+    DECODE_055,
+    DECODE_0523,
+    DECODE_054_ITER,
+    DECODE_TP1_MS,
+    DECODE_HYBRID_049,
+    DECODE_NOSPEC,
+    DECODE_DSPARK,
+    PREFILL_049,
+    PREFILL_0523,
+] + [line for line, _, _ in CORPUS]
 ACCESS = '[2026-11-02 10:00:13] INFO:     127.0.0.1:36879 - "POST /generate HTTP/1.1" 200 OK'
 # pieces that move a line across the sorter's and readers' edges
-EDGES = ["#full token", "usage: full=", "block accept len", "block ", "full", "] ", "]", " ", "[2", "[", "#running-req: ", " batch", "Decode batch", "] Decode batch", "] INFO:  ", "] INFO: ", "] INFO:", "] Decode", "] Prefill batc",
-         "] Prefill batch", ".", "..", "1.2.3", "+", "-", "_", "a", "é", "\u00b2", "\u00aa", "\u20ac", "0",
-         "007", "1" * 70, ", ", "accept len: ", "accept rate: ", "cuda graph: ", "musa graph: ", "True", "\t",
-         "\x00", "\ufffd", ", #queue-req: 3", "[2026-11-02 10:00:13 TP0] "]
+EDGES = [
+    "#full token",
+    "usage: full=",
+    "block accept len",
+    "block ",
+    "full",
+    "] ",
+    "]",
+    " ",
+    "[2",
+    "[",
+    "#running-req: ",
+    " batch",
+    "Decode batch",
+    "] Decode batch",
+    "] INFO:  ",
+    "] INFO: ",
+    "] INFO:",
+    "] Decode",
+    "] Prefill batc",
+    "] Prefill batch",
+    ".",
+    "..",
+    "1.2.3",
+    "+",
+    "-",
+    "_",
+    "a",
+    "é",
+    "\u00b2",
+    "\u00aa",
+    "\u20ac",
+    "0",
+    "007",
+    "1" * 70,
+    ", ",
+    "accept len: ",
+    "accept rate: ",
+    "cuda graph: ",
+    "musa graph: ",
+    "True",
+    "\t",
+    "\x00",
+    "\ufffd",
+    ", #queue-req: 3",
+    "[2026-11-02 10:00:13 TP0] ",
+]
 
 
 def _mutated(line: str, rnd_ops: list[tuple[int, int, str]]) -> str:
     """``line`` with pieces cut out or put in (positions taken modulo its length)."""
     for pos, cut, piece in rnd_ops:
         p = pos % (len(line) + 1)
-        line = line[:p] + piece + line[p + cut % 4:]
+        line = line[:p] + piece + line[p + cut % 4 :]
     return line
 
 
@@ -81,8 +133,9 @@ def _python_sort(text: str) -> list[int]:
         if not c:
             kinds.append(2)
         else:
-            kinds.append(0 if line.startswith("] Decode batch", a) else 1 if line.startswith("] Prefill batch", a)
-                         else 3)
+            kinds.append(
+                0 if line.startswith("] Decode batch", a) else 1 if line.startswith("] Prefill batch", a) else 3
+            )
     return kinds
 
 
@@ -122,7 +175,7 @@ def test_sort_sorts_each_line_as_the_python_path_does(parts):
     else:
         assert got is not None
         _check_sort(got, text)
-        for joined in got[0], got[3], got[6]:           # one form per text, as Python makes them
+        for joined in got[0], got[3], got[6]:  # one form per text, as Python makes them
             assert type(joined) is str and joined.isascii() == all(ord(c) < 128 for c in joined)
     # the same log as the bytes a server wrote (any text; invalid UTF-8 read as the parser reads it)
     data = b"".join(g + (x + e).encode("utf-8", "surrogatepass") for x, e, g in parts) + b"\n"
@@ -138,9 +191,9 @@ def test_sort_leaves_text_it_cannot_read_to_the_python_path():
     assert _logscan.sort("no newline at the end") is None
     assert _logscan.sort(b"no newline at the end\r") is None
     assert _logscan.sort("") is None and _logscan.sort(b"") is None
-    assert _logscan.sort(DECODE_0523 + " \u20ac\n") is None          # a str not of one-byte kind
-    assert _logscan.sort((DECODE_0523 + " \u20ac\n").encode()) is not None   # its bytes are read
-    assert _logscan.sort(DECODE_0523 + " é\n") is not None               # latin-1 is
+    assert _logscan.sort(DECODE_0523 + " \u20ac\n") is None  # a str not of one-byte kind
+    assert _logscan.sort((DECODE_0523 + " \u20ac\n").encode()) is not None  # its bytes are read
+    assert _logscan.sort(DECODE_0523 + " é\n") is not None  # latin-1 is
     with pytest.raises(TypeError):
         _logscan.sort(12)
 
@@ -148,7 +201,7 @@ def test_sort_leaves_text_it_cannot_read_to_the_python_path():
 def _python_shape(joined: str) -> "tuple[np.ndarray, list[bool]] | None":
     """What Columns._decode_shape caches from the regex (None: the columns read each on its own)."""
     n = joined.count("\n") + 1
-    if any(k in joined for k in ("#full token", "usage: full=", "block accept len")):     # _unusual
+    if any(k in joined for k in ("#full token", "usage: full=", "block accept len")):  # _unusual
         return None
     found = _DECODE_SHAPE.findall(joined)
     if len(found) != n:
@@ -171,7 +224,7 @@ def test_decode_shape_reads_what_the_shape_regex_reads(lines):
         return
     assert got is not None
     values = np.frombuffer(got[0], dtype=float).reshape(len(_SHAPE_NUMBERS), len(lines))
-    np.testing.assert_array_equal(values, want[0])          # NaN where NaN, every other value bit for bit
+    np.testing.assert_array_equal(values, want[0])  # NaN where NaN, every other value bit for bit
     assert list(map(bool, got[1])) == want[1]
 
 
@@ -180,14 +233,14 @@ def test_decode_shape_reads_what_the_shape_regex_reads(lines):
 def test_decode_shape_leaves_a_line_with_an_exact_form_field_to_the_columns(field, where):
     line = DECODE_055 + field if where == "after" else DECODE_055.replace("] Decode", f"] {field} Decode")
     assert _logscan.decode_shape(line) is None and _python_shape(line) is None
-    assert _logscan.decode_shape(DECODE_055 + "x" + field[1:]) is not None     # not that field: read
+    assert _logscan.decode_shape(DECODE_055 + "x" + field[1:]) is not None  # not that field: read
 
 
 def test_decode_shape_reads_every_generation_and_refuses_a_broken_number():
     for line in (DECODE_049, DECODE_055, DECODE_0523, DECODE_054_ITER, DECODE_TP1_MS, DECODE_NOSPEC):
         assert _logscan.decode_shape(line) is not None, line
     assert _logscan.decode_shape(DECODE_0523.replace("token usage: 0.66", "token usage: 1.2.3")) is None
-    assert _logscan.decode_shape(DECODE_0523.replace("#queue-req: 2", "#queue-req: 2\u00b2")) is None   # \w after it
+    assert _logscan.decode_shape(DECODE_0523.replace("#queue-req: 2", "#queue-req: 2\u00b2")) is None  # \w after it
 
 
 @FUZZ
@@ -211,10 +264,21 @@ def _scan_both(data: bytes, step: int, monkeypatch: pytest.MonkeyPatch) -> list[
         monkeypatch.setattr(logparse, "_native", native)
         p, seen = LogParser(), []
         for i in range(0, len(data), step):
-            seen.append(_view(p.feed(data[i:i + step])))
+            seen.append(_view(p.feed(data[i : i + step])))
         seen.append(_view(p.finish()))
-        seen.append({"state": (p.lines, p.bytes, p._last_stamp, p._weights_begin, p._weights_end,
-                               p.server_port, p._no_context_arg)})
+        seen.append(
+            {
+                "state": (
+                    p.lines,
+                    p.bytes,
+                    p._last_stamp,
+                    p._weights_begin,
+                    p._weights_end,
+                    p.server_port,
+                    p._no_context_arg,
+                )
+            }
+        )
         out.append(seen)
     return out
 
@@ -227,9 +291,15 @@ def _view(scan: logparse.LogScan) -> dict:
     """Everything a scan answers, in a form == compares (NaN as a name)."""
     v: dict = {"lines": scan.lines, "events": scan.events, "records": list(scan.iter_records())}
     for cols, names in ((scan.decode, DECODE_FIELDS), (scan.prefill, PREFILL_FIELDS)):
-        v[cols.kind] = {"n": len(cols), "lines": cols.lines, "line": cols.line, "joined": cols.joined,
-                        "stamps": cols.stamps(), "graph": cols.graph(),
-                        **{name: _col(cols.column(name)) for name in names}}
+        v[cols.kind] = {
+            "n": len(cols),
+            "lines": cols.lines,
+            "line": cols.line,
+            "joined": cols.joined,
+            "stamps": cols.stamps(),
+            "graph": cols.graph(),
+            **{name: _col(cols.column(name)) for name in names},
+        }
     return v
 
 
@@ -254,18 +324,22 @@ def test_a_stampless_bulk_line_sends_its_chunk_to_the_python_path(monkeypatch):
     scan = logparse.LogScan()
     p = LogParser()
     assert p._parse_sorted(scan, text, _logscan.sort(text)) is False
-    assert p.lines == 0 and scan.lines == 0 and not scan.events          # nothing changed
+    assert p.lines == 0 and scan.lines == 0 and not scan.events  # nothing changed
     compiled, python = _scan_both(text.encode(), len(text), monkeypatch)
     assert compiled == python and compiled[0]["decode"]["n"] == 2
 
 
 def _fuzzed_log() -> st.SearchStrategy[bytes]:
-    piece = st.one_of(mutated_line, st.sampled_from([ACCESS, "", "\r", FAILURES[3][1]]),
-                      st.sampled_from(STARTUP_0523.splitlines()),
-                      st.builds(lambda p, x: PREFIXES[p] + x, st.sampled_from(list(PREFIXES)), st.sampled_from(BULK)))
+    piece = st.one_of(
+        mutated_line,
+        st.sampled_from([ACCESS, "", "\r", FAILURES[3][1]]),
+        st.sampled_from(STARTUP_0523.splitlines()),
+        st.builds(lambda p, x: PREFIXES[p] + x, st.sampled_from(list(PREFIXES)), st.sampled_from(BULK)),
+    )
     glue = st.sampled_from(["\n", "\n", "\n", "\r\n", "\r"])
     return st.lists(st.tuples(piece, glue, garbage), max_size=25).map(
-        lambda ps: b"".join((a + b).encode("utf-8", "surrogatepass") + g for a, b, g in ps))
+        lambda ps: b"".join((a + b).encode("utf-8", "surrogatepass") + g for a, b, g in ps)
+    )
 
 
 def test_fuzzed_logs_parse_the_same_both_ways(monkeypatch):
@@ -274,6 +348,7 @@ def test_fuzzed_logs_parse_the_same_both_ways(monkeypatch):
     def check(data, step):
         compiled, python = _scan_both(data, step, monkeypatch)
         assert compiled == python
+
     check()
 
 
@@ -290,7 +365,7 @@ def test_a_streamed_file_gives_the_same_records_both_ways(monkeypatch, tmp_path)
 
 @pytest.mark.parametrize("native", [True, False], ids=["compiled", "python"])
 def test_a_number_that_is_no_number_is_read_by_its_column(native, monkeypatch):
-    """"1.2.3" fits the shape's [\\d.]+ but not float(): the column's own reading takes it
+    """ "1.2.3" fits the shape's [\\d.]+ but not float(): the column's own reading takes it
     (its leading number), where it once raised ValueError out of the parser."""
     monkeypatch.setattr(logparse, "_native", _logscan if native else None)
     line = DECODE_0523.replace("token usage: 0.66", "token usage: 1.2.3")
@@ -323,18 +398,33 @@ def test_every_match_of_a_rare_alternative_starts_with_its_literal(part):
     @given(st.from_regex(re.compile(part), fullmatch=True))
     def check(s):
         assert s.startswith(lit)
+
     check()
 
 
-@pytest.mark.parametrize("part, lit", [(r"ab?c", "a"), (r"ab*", "a"), (r"ab+c", "ab"), (r"a\(b", "a(b"),
-                                       (r"a\db", "a"), (r"ab{2}", "a"), (r"(?:x)", ""), (r"abc", "abc")])
+@pytest.mark.parametrize(
+    "part, lit",
+    [
+        (r"ab?c", "a"),
+        (r"ab*", "a"),
+        (r"ab+c", "ab"),
+        (r"a\(b", "a(b"),
+        (r"a\db", "a"),
+        (r"ab{2}", "a"),
+        (r"(?:x)", ""),
+        (r"abc", "abc"),
+    ],
+)
 def test_leading_literal_stops_where_a_match_may_differ(part, lit):
     assert logparse._leading_literal(part) == lit
 
 
-rare_line = st.one_of(mutated_line, st.sampled_from([x for _, x in FAILURES]),
-                      st.sampled_from(STARTUP_0523.splitlines()),
-                      st.builds(_mutated, st.sampled_from([x for _, x in FAILURES]), ops))
+rare_line = st.one_of(
+    mutated_line,
+    st.sampled_from([x for _, x in FAILURES]),
+    st.sampled_from(STARTUP_0523.splitlines()),
+    st.builds(_mutated, st.sampled_from([x for _, x in FAILURES]), ops),
+)
 
 
 @FUZZ
@@ -348,6 +438,8 @@ def test_lines_with_finds_each_line_that_holds_a_literal(lines):
         return
     assert got == [k for k, x in enumerate(lines) if any(lit in x for lit in lits)]
     regex = sorted({text.count("\n", 0, m.start()) for m in logparse._RARE.finditer(text)})
-    at = memoryview(np.array([0] + [i + 1 for i, c in enumerate(text) if c == "\n"], dtype=np.int64)).cast("B").cast("q")
-    assert LogParser._rare_lines(text, at) == regex                # what the regex alone finds
+    at = (
+        memoryview(np.array([0] + [i + 1 for i, c in enumerate(text) if c == "\n"], dtype=np.int64)).cast("B").cast("q")
+    )
+    assert LogParser._rare_lines(text, at) == regex  # what the regex alone finds
     assert set(regex) <= set(got)

@@ -6,8 +6,7 @@ from workbench.sglang.measure import Measurement, accept_length
 
 
 def _m(server_al):
-    return Measurement(1, 8, 4, 64, 1, 512, 3.0, 170.0, {"mean": 40.0}, {"mean": 2.5, "stdev": 0.1},
-                       server_al)
+    return Measurement(1, 8, 4, 64, 1, 512, 3.0, 170.0, {"mean": 40.0}, {"mean": 2.5, "stdev": 0.1}, server_al)
 
 
 def test_the_servers_average_wins_when_reported_zero_included():

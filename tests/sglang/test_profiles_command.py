@@ -17,14 +17,19 @@ from workbench.workspace import load_settings
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_configs" / "workbench.toml"
 
-STORY_DEBUG = ("EAGLE3_DEBUG=1 SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 ~/ml-env/bin/python3 -m sglang.launch_server "
-               "--model-path /shared/kimi-k2.5-int4 --trust-remote-code --tp-size 8 --mem-fraction-static 0.88 "
-               "--host 0.0.0.0 --port 8000 --num-continuous-decode-steps 4 --disable-custom-all-reduce "
-               "--disable-cuda-graph --speculative-algorithm EAGLE3 --speculative-draft-model-path "
-               "/data/eagle3/output_100k_sglang/4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6 "
-               "--speculative-num-steps 5 > /data/eagle3/synth_100k/logs/sglang_eagle3_correct_config.log 2>&1")
-STORY_PROD = (STORY_DEBUG.replace("EAGLE3_DEBUG=1 ", "").replace("--disable-cuda-graph ", "")
-              .replace("sglang_eagle3_correct_config.log", "sglang_eagle3_prod.log"))
+STORY_DEBUG = (
+    "EAGLE3_DEBUG=1 SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 ~/ml-env/bin/python3 -m sglang.launch_server "
+    "--model-path /shared/kimi-k2.5-int4 --trust-remote-code --tp-size 8 --mem-fraction-static 0.88 "
+    "--host 0.0.0.0 --port 8000 --num-continuous-decode-steps 4 --disable-custom-all-reduce "
+    "--disable-cuda-graph --speculative-algorithm EAGLE3 --speculative-draft-model-path "
+    "/data/eagle3/output_100k_sglang/4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6 "
+    "--speculative-num-steps 5 > /data/eagle3/synth_100k/logs/sglang_eagle3_correct_config.log 2>&1"
+)
+STORY_PROD = (
+    STORY_DEBUG.replace("EAGLE3_DEBUG=1 ", "")
+    .replace("--disable-cuda-graph ", "")
+    .replace("sglang_eagle3_correct_config.log", "sglang_eagle3_prod.log")
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +47,12 @@ def test_0523_spellings_with_warnings(profiles):
     cmd = build(load_profile(profiles, "kimi-debug"), "0.5.23", "py")
     assert "--disable-cuda-graph" not in cmd.argv
     i = cmd.argv.index("--cuda-graph-backend-decode")
-    assert cmd.argv[i:i + 4] == ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+    assert cmd.argv[i : i + 4] == [
+        "--cuda-graph-backend-decode",
+        "disabled",
+        "--cuda-graph-backend-prefill",
+        "disabled",
+    ]
     assert "--num-continuous-decode-steps" in cmd.argv  # still accepted, but said to be ignored
     assert any("deprecates --disable-cuda-graph" in w for w in cmd.warnings)
     assert any("ignored" in w for w in cmd.warnings)
@@ -59,14 +69,30 @@ def test_unknown_version_keeps_spelling_and_warns_about_0523(profiles):
 
 
 def test_new_spellings_go_back_for_old_versions():
-    p = load_profile({"x": {"model": "/m", "args": ["--cuda-graph-backend-decode", "disabled",
-                                                   "--cuda-graph-backend-prefill", "disabled",
-                                                   "--cuda-graph-max-bs-decode", "16"]}}, "x")
+    p = load_profile(
+        {
+            "x": {
+                "model": "/m",
+                "args": [
+                    "--cuda-graph-backend-decode",
+                    "disabled",
+                    "--cuda-graph-backend-prefill",
+                    "disabled",
+                    "--cuda-graph-max-bs-decode",
+                    "16",
+                ],
+            }
+        },
+        "x",
+    )
     cmd = build(p, "0.5.5", "py")
     assert cmd.argv.count("--disable-cuda-graph") == 1 and "--cuda-graph-max-bs" in cmd.argv
     with pytest.raises(InputError, match="only SGLang 0.5.23"):
-        build(load_profile({"x": {"model": "/m", "args": ["--cuda-graph-backend-decode", "breakable"]}}, "x"),
-              "0.5.5", "py")
+        build(
+            load_profile({"x": {"model": "/m", "args": ["--cuda-graph-backend-decode", "breakable"]}}, "x"),
+            "0.5.5",
+            "py",
+        )
 
 
 def test_extends_merges_env_args_and_remove(profiles):
@@ -76,22 +102,27 @@ def test_extends_merges_env_args_and_remove(profiles):
     assert dbg.speculative == {"algorithm": "EAGLE3", "eagle_topk": 4, "num_draft_tokens": 8, "num_steps": 5}
     kimi = load_profile(profiles, "kimi-debug")
     assert list(kimi.env) == ["EAGLE3_DEBUG", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"]
-    child = load_profile({"a": {"model": "/m", "args": ["--tp-size", "8", "--x"]},
-                          "b": {"extends": "a", "args": ["--tp-size", "4"]}}, "b")
+    child = load_profile(
+        {"a": {"model": "/m", "args": ["--tp-size", "8", "--x"]}, "b": {"extends": "a", "args": ["--tp-size", "4"]}},
+        "b",
+    )
     assert child.args == ["--tp-size", "4", "--x"]
 
 
-@pytest.mark.parametrize("tables, msg", [
-    ({"a": {"extends": "b", "model": "/m"}, "b": {"extends": "a"}}, "cycle"),
-    ({"a": {"extends": "nope", "model": "/m"}}, "no profile 'nope'"),
-    ({"a": {"model": "/m", "port": "80"}}, "port: expected a port number"),
-    ({"a": {"model": "/m", "speculative": {"steps": 3}}}, "speculative.steps: unknown key"),
-    ({"a": {"model": "/m", "speculative": {"num_steps": 0}}}, "positive integer"),
-    ({"a": {"model": "/m", "args": "--tp 8"}}, "list of strings"),
-    ({"a": {"model": "/m", "colour": "red"}}, "unknown key 'colour'"),
-    ({"a": {"model": "/m", "draft_config_version": 3}}, "draft_config_version: not a profile key"),
-    ({"a": {"host": "x"}}, "model: expected"),
-])
+@pytest.mark.parametrize(
+    "tables, msg",
+    [
+        ({"a": {"extends": "b", "model": "/m"}, "b": {"extends": "a"}}, "cycle"),
+        ({"a": {"extends": "nope", "model": "/m"}}, "no profile 'nope'"),
+        ({"a": {"model": "/m", "port": "80"}}, "port: expected a port number"),
+        ({"a": {"model": "/m", "speculative": {"steps": 3}}}, "speculative.steps: unknown key"),
+        ({"a": {"model": "/m", "speculative": {"num_steps": 0}}}, "positive integer"),
+        ({"a": {"model": "/m", "args": "--tp 8"}}, "list of strings"),
+        ({"a": {"model": "/m", "colour": "red"}}, "unknown key 'colour'"),
+        ({"a": {"model": "/m", "draft_config_version": 3}}, "draft_config_version: not a profile key"),
+        ({"a": {"host": "x"}}, "model: expected"),
+    ],
+)
 def test_bad_profiles_are_one_line_errors(tables, msg):
     with pytest.raises(InputError, match=msg) as err:
         load_profile(tables, "a")
@@ -106,16 +137,24 @@ def test_port_and_spec_flags_belong_to_profile_fields():
 
 
 def _codes(spec, draft="/d", cfg=None):
-    p = load_profile({"a": {"model": "/m", "draft": draft, "speculative": spec}} if draft else
-                     {"a": {"model": "/m", "speculative": spec}}, "a")
+    p = load_profile(
+        {"a": {"model": "/m", "draft": draft, "speculative": spec}}
+        if draft
+        else {"a": {"model": "/m", "speculative": spec}},
+        "a",
+    )
     return [f.code for f in rule_findings(p, build(p, None, "py"), cfg) if f.severity == "error"]
 
 
 def test_workbench_rules():
     assert _codes({"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": 1, "num_draft_tokens": 6}) == []
     assert _codes({"algorithm": "EAGLE3", "num_steps": 5}) == ["spec-partial"]
-    assert _codes({"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": 1, "num_draft_tokens": 4}) == ["spec-chain-tokens"]
-    assert _codes({"algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 2, "num_draft_tokens": 8}) == ["spec-tokens-bound"]
+    assert _codes({"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": 1, "num_draft_tokens": 4}) == [
+        "spec-chain-tokens"
+    ]
+    assert _codes({"algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 2, "num_draft_tokens": 8}) == [
+        "spec-tokens-bound"
+    ]
     assert _codes({"algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 2, "num_draft_tokens": 5}) == []
     assert _codes({"algorithm": "EAGLE3"}, draft=None) == ["spec-no-draft"]
     eagle3 = {"architectures": ["LlamaForCausalLMEagle3"]}

@@ -34,9 +34,14 @@ def test_a_zombie_is_dead_and_a_reused_pid_is_someone_else():
         if st["state"] == "Z":
             break
         time.sleep(0.02)
-    out = _status(host, [{"id": 1, "pid": child.pid, "starttime": start},
-                         {"id": 2, "pid": child.pid, "starttime": start + 1},
-                         {"id": 3, "pid": 2 ** 22 + 7}])
+    out = _status(
+        host,
+        [
+            {"id": 1, "pid": child.pid, "starttime": start},
+            {"id": 2, "pid": child.pid, "starttime": start + 1},
+            {"id": 3, "pid": 2**22 + 7},
+        ],
+    )
     assert [s["state"] for s in out["servers"]] == ["zombie", "replaced", "gone"]
     child.wait()
 
@@ -61,9 +66,7 @@ def test_nvidia_smi_missing_is_reported_not_fatal(monkeypatch):
 
 def test_stop_signals_the_whole_group_and_refuses_a_stranger(tmp_path):
     host = LocalHost()
-    script = ("import os, time\n"
-              "if os.fork() == 0:\n    time.sleep(60)\n"
-              "time.sleep(60)\n")
+    script = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\ntime.sleep(60)\n"
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     time.sleep(0.3)
     st = _stat(proc.pid)
@@ -96,8 +99,15 @@ def test_launch_line_quotes_everything(tmp_path):
     host = LocalHost()
     log = tmp_path / "dir with space" / "s;erver.log"
     marker = tmp_path / "pwned"
-    argv = [sys.executable, "-c", "import sys, json, os; print(json.dumps(sys.argv[1:] + [os.environ['WB_X']]))",
-            "a b", f"$(touch {marker})", "x'y\"z", "l1\nl2"]
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys, json, os; print(json.dumps(sys.argv[1:] + [os.environ['WB_X']]))",
+        "a b",
+        f"$(touch {marker})",
+        "x'y\"z",
+        "l1\nl2",
+    ]
     r = host.run(host_scripts.launch_line(sys.executable, argv, {"WB_X": "v; $(id)"}, str(log), None)).check()
     ident = json.loads(r.out.strip().splitlines()[-1])
     assert ident["pid"] > 0 and ident["boot_id"]

@@ -22,12 +22,14 @@ SERVER = "import os, time\nif os.fork() == 0:\n    time.sleep(120)\n    os._exit
 
 # a stranger: a new session leader that forks a child and exits (any double-forking daemon); the
 # child keeps the leader's pid as its group and session id. Prints both pids.
-DAEMON = ("import os, sys, time\n"
-          "r, w = os.pipe()\n"
-          "pid = os.fork()\n"
-          "if pid == 0:\n"
-          "    os.close(r); time.sleep(120); os._exit(0)\n"
-          "os.close(w); print(os.getpid(), pid, flush=True)\n")
+DAEMON = (
+    "import os, sys, time\n"
+    "r, w = os.pipe()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.close(r); time.sleep(120); os._exit(0)\n"
+    "os.close(w); print(os.getpid(), pid, flush=True)\n"
+)
 
 
 def _stat(pid):
@@ -75,8 +77,7 @@ def _wait(cond, timeout=10.0):
 
 def _stranger():
     """A new session leader that leaves a child; returns (leader pid, child pid), leader reaped."""
-    p = subprocess.Popen([sys.executable, "-c", DAEMON], stdout=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen([sys.executable, "-c", DAEMON], stdout=subprocess.PIPE, text=True, start_new_session=True)
     leader, child = map(int, p.stdout.readline().split())
     p.wait(10)
     p.stdout.close()
@@ -111,7 +112,7 @@ def test_pid_reuse_by_a_session_leader_that_leaves_a_child_is_never_signalled(tm
         assert st["state"] == "gone" and st["leftover"] == []
         out = _run(host, host_scripts.STOP, {**rec, "grace": 1})
         assert out["result"] == "already-gone" and out["signals"] == [] and out["signalled"] == []
-        assert out["unproven"] == [child]          # reported, never signalled
+        assert out["unproven"] == [child]  # reported, never signalled
         # no token recorded (a launch by an older workbench): nothing can be proven, nothing signalled
         out = _run(host, host_scripts.STOP, {**rec, "token": None, "grace": 1})
         assert out["result"] == "already-gone" and out["signals"] == []
@@ -145,8 +146,10 @@ def test_children_of_a_dead_leader_are_proven_by_the_launch_token_and_stopped(tm
 def test_a_member_that_ignores_term_is_killed_by_its_identity(tmp_path):
     host = LocalHost()
     token = secrets.token_hex(16)
-    stubborn = ("import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                "if os.fork() == 0:\n    time.sleep(120)\n    os._exit(0)\ntime.sleep(120)\n")
+    stubborn = (
+        "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "if os.fork() == 0:\n    time.sleep(120)\n    os._exit(0)\ntime.sleep(120)\n"
+    )
     pid, pgid, start, _ = _launch(host, tmp_path, [sys.executable, "-c", stubborn], token)
     assert _wait(lambda: len(_children_in_group(pgid)) == 1)
     out = _run(host, host_scripts.STOP, {"pid": pid, "pgid": pgid, "starttime": start, "token": token, "grace": 0.5})
@@ -157,10 +160,12 @@ def test_launched_server_has_default_signal_dispositions_and_the_token(tmp_path)
     """Not through ``sh ... &`` + nohup (SIGINT, SIGQUIT ignored by the shell, SIGHUP by nohup)."""
     host = LocalHost()
     token = secrets.token_hex(16)
-    probe = ("import os, json\n"
-             "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
-             "print(json.dumps({'ign': st['SigIgn'].strip(), 'blk': st['SigBlk'].strip(), "
-             "'token': os.environ.get('EAGLE_WORKBENCH_LAUNCH'), 'sid': os.getsid(0), 'pid': os.getpid()}))\n")
+    probe = (
+        "import os, json\n"
+        "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
+        "print(json.dumps({'ign': st['SigIgn'].strip(), 'blk': st['SigBlk'].strip(), "
+        "'token': os.environ.get('EAGLE_WORKBENCH_LAUNCH'), 'sid': os.getsid(0), 'pid': os.getpid()}))\n"
+    )
     _, _, _, log = _launch(host, tmp_path, [sys.executable, "-c", probe], token)
     assert _wait(lambda: log.exists() and log.read_text().strip())
     got = json.loads(log.read_text())
@@ -174,8 +179,15 @@ def test_launched_server_has_default_signal_dispositions_and_the_token(tmp_path)
 def test_interrupt_reaches_a_launched_server(tmp_path):
     host = LocalHost()
     pid, pgid, start, log = _launch(
-        host, tmp_path, [sys.executable, "-c", "import time\ntry:\n    time.sleep(60)\n"
-                         "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n"], secrets.token_hex(4))
+        host,
+        tmp_path,
+        [
+            sys.executable,
+            "-c",
+            "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n",
+        ],
+        secrets.token_hex(4),
+    )
     time.sleep(0.3)
     os.kill(pid, signal.SIGINT)
     assert _wait(lambda: "interrupted" in log.read_text())

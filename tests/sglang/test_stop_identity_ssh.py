@@ -16,16 +16,20 @@ from workbench.errors import InputError
 
 pytestmark = pytest.mark.ssh
 
-DAEMON = ("import os, sys, time\n"
-          "os.setsid()\n"                              # the stranger's own session
-          "pid = os.fork()\n"
-          "if pid == 0:\n"
-          "    os.close(0); os.close(1); os.close(2); time.sleep(120); os._exit(0)\n"
-          "print(os.getpid(), pid, flush=True)\n")
+DAEMON = (
+    "import os, sys, time\n"
+    "os.setsid()\n"  # the stranger's own session
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.close(0); os.close(1); os.close(2); time.sleep(120); os._exit(0)\n"
+    "print(os.getpid(), pid, flush=True)\n"
+)
 # run from a forked child so that setsid is allowed (a session's first process cannot call it)
-LAUNCHER = ("import subprocess, sys\n"
-            "p = subprocess.run([sys.executable, '-c', sys.argv[1]], capture_output=True, text=True)\n"
-            "print(p.stdout.strip())\n")
+LAUNCHER = (
+    "import subprocess, sys\n"
+    "p = subprocess.run([sys.executable, '-c', sys.argv[1]], capture_output=True, text=True)\n"
+    "print(p.stdout.strip())\n"
+)
 
 
 def _alive(pid: int) -> bool:
@@ -52,8 +56,10 @@ def test_pid_reuse_over_ssh_never_signals_the_new_sessions_child(server_ws):
         try:
             assert _alive(child) and not _alive(leader)
             # the record points at the new session; it looks like a failed server whose leader died
-            wb.journal.db.execute("UPDATE servers SET pid = ?, pgid = ?, state = 'failed', stopped = NULL "
-                                  "WHERE id = ?", (leader, leader, rec.id))
+            wb.journal.db.execute(
+                "UPDATE servers SET pid = ?, pgid = ?, state = 'failed', stopped = NULL WHERE id = ?",
+                (leader, leader, rec.id),
+            )
             s = wb.server_status([rec.id])[0]
             assert s.process != "leftover" and child not in (wb.server(rec.id).extra.get("leftover") or [])
             wb.journal.db.execute("UPDATE servers SET state = 'failed', stopped = NULL WHERE id = ?", (rec.id,))
@@ -63,7 +69,7 @@ def test_pid_reuse_over_ssh_never_signals_the_new_sessions_child(server_ws):
             wrong += not _alive(child)
         finally:
             try:
-                os.kill(child, signal.SIGKILL)       # sshd runs on this machine: same pids
+                os.kill(child, signal.SIGKILL)  # sshd runs on this machine: same pids
             except ProcessLookupError:
                 pass
     print(json.dumps({"tried": tried, "signalled_wrongly": wrong}))

@@ -45,7 +45,7 @@ async def test_dashboard_polls_pause_under_the_stop_dialog(ssh_workspace, monkey
         assert app.screen.__class__.__name__ == "ConfirmModal"
         before = screen.polls
         await pilot.pause(1.0)
-        assert screen.polls == before          # no refresh while the dialog is open
+        assert screen.polls == before  # no refresh while the dialog is open
         await pilot.press("y")
         assert await until(pilot, lambda: table.row_count == 0)
         assert screen.polls > before
@@ -70,19 +70,24 @@ async def test_launch_screen_then_server_screen_log(ssh_workspace, monkeypatch):
         await pilot.press("ctrl+l")
         await pilot.pause()
         await pilot.press("y")
-        assert await until(pilot, lambda: isinstance(app.screen, ServerScreen) and app.screen.query("#log"),
-                              timeout=30)
+        assert await until(pilot, lambda: isinstance(app.screen, ServerScreen) and app.screen.query("#log"), timeout=30)
         screen = app.screen
         log = screen.query_one("#log", RichLog)
-        assert await until(pilot, lambda: any("fired up" in "".join(s.text for s in line)
-                                                 for line in log.lines), timeout=60)
+        assert await until(
+            pilot, lambda: any("fired up" in "".join(s.text for s in line) for line in log.lines), timeout=60
+        )
         assert "✔ ready" in str(screen.query_one("#progress").render())
         sid = screen.server_id
         await pilot.press("ctrl+k")
         await pilot.pause()
         await pilot.press("y")
-        assert await until(pilot, lambda: screen.status is not None and screen.status.state == "stopped"
-                              or app.wb.server(sid).state == "stopped", timeout=30)
+        assert await until(
+            pilot,
+            lambda: (
+                screen.status is not None and screen.status.state == "stopped" or app.wb.server(sid).state == "stopped"
+            ),
+            timeout=30,
+        )
 
 
 def test_launch_screen_snapshot(snap_compare, workspace):
@@ -95,11 +100,13 @@ def test_launch_screen_snapshot(snap_compare, workspace):
         await until(pilot, lambda: len(pilot.app.screen.query_one("#profile", Select)._options) > 1)
         pilot.app.screen.query_one("#profile", Select).value = "kimi-debug"
         table = pilot.app.screen.query_one("#findings", DataTable)
-        await until(pilot, lambda: getattr(pilot.app.screen.preview, "profile", None) == "kimi-debug"
-                       and table.row_count > 0)
+        await until(
+            pilot, lambda: getattr(pilot.app.screen.preview, "profile", None) == "kimi-debug" and table.row_count > 0
+        )
         # the columns are sized on a later refresh: wait for it (a loaded machine renders late)
-        await until(pilot, lambda: all(c.content_width >= len("host-unreachable")
-                                          for c in list(table.columns.values())[1:2]))
+        await until(
+            pilot, lambda: all(c.content_width >= len("host-unreachable") for c in list(table.columns.values())[1:2])
+        )
         await settle(pilot)
 
     assert snap_compare(WorkbenchApp(str(workspace), start="launch"), terminal_size=SIZE, run_before=run_before)

@@ -18,14 +18,26 @@ def local_wb(workspace, tmp_path):
 
     draft = tmp_path / "draft"
     draft.mkdir()
-    (tmp_path / "target").mkdir()                    # the pre-launch checks look for the model folder
+    (tmp_path / "target").mkdir()  # the pre-launch checks look for the model folder
     (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
-    write_toml(workspace / "workbench.toml", {"profiles": {"demo": {
-        "host": "local", "launcher": [sys.executable, str(STANDIN)], "model": str(tmp_path / "target"),
-        "draft": str(draft), "port": free_port(), "log": str(tmp_path / "demo.log"),
-        "args": ["--host", "127.0.0.1"], "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1,
-                                                          "num_draft_tokens": 4, "num_steps": 3},
-        "stop_grace": 5}}})
+    write_toml(
+        workspace / "workbench.toml",
+        {
+            "profiles": {
+                "demo": {
+                    "host": "local",
+                    "launcher": [sys.executable, str(STANDIN)],
+                    "model": str(tmp_path / "target"),
+                    "draft": str(draft),
+                    "port": free_port(),
+                    "log": str(tmp_path / "demo.log"),
+                    "args": ["--host", "127.0.0.1"],
+                    "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
+                    "stop_grace": 5,
+                }
+            }
+        },
+    )
     with Workbench.open(workspace) as wb:
         yield wb
         for r in wb.servers(active=True):
@@ -38,9 +50,9 @@ def test_launch_servers_logs_widgets(local_wb):
     wb = local_wb
     lw = LaunchWidget(wb, profile="demo")
     assert "parser-ok" in lw.view.value and "--speculative-num-steps 3" in lw.view.value
-    lw.launch_button.click()                    # arm: shows the plan
+    lw.launch_button.click()  # arm: shows the plan
     assert lw.launch_button.armed and "start demo on local" in lw.launch_button.plan_view.value
-    rec = lw.launch_button.click()              # confirm: launches
+    rec = lw.launch_button.click()  # confirm: launches
     assert rec is not None and "started" in lw.result.value
     assert wb.server_wait(rec.id, timeout=60, poll=0.2).state == "ready"
 

@@ -18,18 +18,20 @@ def story(wb, tmp_path):
     cfg.parent.mkdir()
     cfg.write_text('{\n  "eagle_config": {\n    "eagle_aux_hidden_state_layer_ids": [2, 30, 58]\n  }\n}\n')
     wb.config_track(str(cfg))
-    change = wb.config_set(str(cfg), {"eagle_config.eagle_aux_hidden_state_layer_ids": [-1, 2, 30]},
-                           reason="data holds the embedding")
+    change = wb.config_set(
+        str(cfg), {"eagle_config.eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}, reason="data holds the embedding"
+    )
     broken_sha = change.version.sha256
     cur = wb.journal.db.execute(
         "INSERT INTO servers(profile, host, pid, port, draft_config_sha256, state, launched) "
-        "VALUES ('kimi-debug', 'gpu1', 4242, 8000, ?, 'ready', ?)", (broken_sha, time.time()))
+        "VALUES ('kimi-debug', 'gpu1', 4242, 8000, ?, 'ready', ?)",
+        (broken_sha, time.time()),
+    )
     sid = cur.lastrowid
     wb._record("server.launch", f"server:{sid}", {"server_id": sid, "profile": "kimi-debug"})
     time.sleep(0.01)
     wb.config_revert(str(cfg), 1, confirm=True)
-    mid = wb._record("server.measure", f"server:{sid}", {"server_id": sid, "accept_length": 1.12,
-                                                         "tokens_per_s": 50.0})
+    mid = wb._record("server.measure", f"server:{sid}", {"server_id": sid, "accept_length": 1.12, "tokens_per_s": 50.0})
     return {"cfg": cfg, "sid": sid, "measure": mid, "broken_sha": broken_sha}
 
 
@@ -87,7 +89,7 @@ async def test_screen_select_shows_live_config(story, tui_app):
         assert table.row_count == 5
         await settle(pilot)
         live = str(app.screen.query_one("#live", Static).render())
-        assert "v2" in live and "[-1, 2, 30]" in live      # last entry (the measurement) is selected
+        assert "v2" in live and "[-1, 2, 30]" in live  # last entry (the measurement) is selected
         app.screen.query_one("#server").value = str(story["sid"])
         await settle(pilot)
         assert table.row_count == 2

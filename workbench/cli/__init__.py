@@ -37,8 +37,7 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     same whatever else is registered, and the other commands' parsers were two thirds of a start."""
     parser = Parser(
         prog="eagle-workbench",
-        description="Diagnose EAGLE-3 speculative decoding served by SGLang. "
-                    "Without a command, opens the terminal UI.",
+        description="Diagnose EAGLE-3 speculative decoding served by SGLang. Without a command, opens the terminal UI.",
     )
     parser.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     parser.add_argument("--json", action="store_true", default=False, help=JSON_HELP)
@@ -73,7 +72,7 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     """``--workspace`` (and ``--json`` where a command prints a result) after the subcommand too:
     ``eagle-workbench demo --workspace /tmp/x`` means what ``eagle-workbench --workspace /tmp/x demo``
     does. The copies default to SUPPRESS, so a value given before the subcommand is kept."""
-    if "-" not in parser.prefix_chars:      # `lab serve`: every flag belongs to the server's own parser
+    if "-" not in parser.prefix_chars:  # `lab serve`: every flag belongs to the server's own parser
         return
     if "--workspace" not in parser._option_string_actions:
         parser.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS, help=WORKSPACE_HELP)
@@ -121,8 +120,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if os.environ.get(DEBUG_ENV):
             raise
         what = " ".join(str(exc).split())[:200]
-        return fail(f"internal error: {type(exc).__name__}{': ' + what if what else ''} "
-                    f"(rerun with {DEBUG_ENV}=1 for the traceback)", 1)
+        return fail(
+            f"internal error: {type(exc).__name__}{': ' + what if what else ''} "
+            f"(rerun with {DEBUG_ENV}=1 for the traceback)",
+            1,
+        )
 
 
 def _run(parser, args, ctx) -> int:

@@ -6,9 +6,12 @@ from workbench.cli.common import add_json, confirm_or_yes, emit
 
 
 def register(sub) -> None:
-    p = sub.add_parser("config", help="config history: track, history, show, set, diff, revert",
-                       description="Every version of a tracked config is kept (content-addressed, with time "
-                                   "and reason); writes are atomic; edits made elsewhere are stored first.")
+    p = sub.add_parser(
+        "config",
+        help="config history: track, history, show, set, diff, revert",
+        description="Every version of a tracked config is kept (content-addressed, with time "
+        "and reason); writes are atomic; edits made elsewhere are stored first.",
+    )
     cs = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
 
     t = cs.add_parser("track", help="start tracking a file (stores its current content as version 1)")
@@ -34,23 +37,31 @@ def register(sub) -> None:
 
     st = cs.add_parser("set", help="set dotted keys, keeping key order and indentation")
     st.add_argument("path", help="the config.json to edit (local path or HOST:/path)")
-    st.add_argument("assignments", nargs="*", metavar="KEY=VALUE",
-                    help="e.g. eagle_config.eagle_aux_hidden_state_layer_ids=[2,30,58] (VALUE is JSON)")
+    st.add_argument(
+        "assignments",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="e.g. eagle_config.eagle_aux_hidden_state_layer_ids=[2,30,58] (VALUE is JSON)",
+    )
     st.add_argument("--delete", action="append", default=[], metavar="KEY", help="remove a key")
     st.add_argument("--reason", help="why (stored with the version)")
-    st.add_argument("--force", action="store_true",
-                    help="write a value of an unexpected type, or a key the file lacks, anyway")
-    st.add_argument("--add", action="store_true", help="the keys may be new (otherwise a missing key is "
-                                                       "refused with the closest existing ones)")
+    st.add_argument(
+        "--force", action="store_true", help="write a value of an unexpected type, or a key the file lacks, anyway"
+    )
+    st.add_argument(
+        "--add",
+        action="store_true",
+        help="the keys may be new (otherwise a missing key is refused with the closest existing ones)",
+    )
     add_json(st)
     st.set_defaults(func=_set)
 
     d = cs.add_parser("diff", help="unified diff between two versions (default: previous -> latest)")
     d.add_argument("path", help="a tracked config (local path or HOST:/path)")
-    d.add_argument("a", nargs="?", default=None, metavar="FROM",
-                   help="version number to diff from (default: the one before TO)")
-    d.add_argument("b", nargs="?", default=None, metavar="TO",
-                   help="version number to diff to (default: the newest)")
+    d.add_argument(
+        "a", nargs="?", default=None, metavar="FROM", help="version number to diff from (default: the one before TO)"
+    )
+    d.add_argument("b", nargs="?", default=None, metavar="TO", help="version number to diff to (default: the newest)")
     add_json(d)
     d.set_defaults(func=_diff)
 
@@ -65,7 +76,9 @@ def register(sub) -> None:
 def _versions_text(h) -> str:
     import datetime as dt
 
-    lines = [f"{h.config.location}  ({h.config.versions} versions{', ' + h.config.state if h.config.state != 'clean' else ''})"]
+    lines = [
+        f"{h.config.location}  ({h.config.versions} versions{', ' + h.config.state if h.config.state != 'clean' else ''})"
+    ]
     for v in h.versions:
         when = dt.datetime.fromtimestamp(v.ts).strftime("%Y-%m-%d %H:%M:%S")
         lines.append(f"  v{v.number:<3} {when}  {v.sha256[:12]}  {v.size:>7} B  {v.reason}")
@@ -99,8 +112,9 @@ def _set(args, ctx):
 
     if not args.assignments and not args.delete:
         raise InputError("config set: give at least one KEY=VALUE or --delete KEY")
-    res = ctx.wb.config_set(args.path, args.assignments, reason=args.reason, force=args.force,
-                            delete=args.delete or None, add=args.add)
+    res = ctx.wb.config_set(
+        args.path, args.assignments, reason=args.reason, force=args.force, delete=args.delete or None, add=args.add
+    )
     emit(res, args.json, _change_text)
 
 

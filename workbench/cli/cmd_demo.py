@@ -17,19 +17,34 @@ STORY: dict[str, Any] = {"acc": [0.75], "steps": 5, "topk": 1, "draft_tokens": 6
 
 
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="the diagnosis loop in the lab: TUI in a terminal, scripted otherwise",
-                       description="Build the lab (cached), launch its server with the story's broken draft "
-                                   "config, and walk the loop: accept length, doctor, alignment, fix, relaunch, "
-                                   "compare. The workspace defaults to ~/.eagle-workbench/demo.")
+    p = sub.add_parser(
+        "demo",
+        help="the diagnosis loop in the lab: TUI in a terminal, scripted otherwise",
+        description="Build the lab (cached), launch its server with the story's broken draft "
+        "config, and walk the loop: accept length, doctor, alignment, fix, relaunch, "
+        "compare. The workspace defaults to ~/.eagle-workbench/demo.",
+    )
     p.add_argument("--no-tui", action="store_true", help="run the story scripted and print the outcome")
-    p.add_argument("--size", choices=["tiny", "small"], default="small",
-                   help="lab world: small (default; about two minutes to build once) or tiny (tests)")
+    p.add_argument(
+        "--size",
+        choices=["tiny", "small"],
+        default="small",
+        help="lab world: small (default; about two minutes to build once) or tiny (tests)",
+    )
     p.add_argument("--lab-dir", metavar="DIR", help="lab cache folder (default: ~/.cache/eagle-workbench/lab)")
-    p.add_argument("--measure-tokens", type=int, default=32, metavar="N",
-                   help="tokens per prompt in each measurement (default 32; the lab runs on a CPU)")
+    p.add_argument(
+        "--measure-tokens",
+        type=int,
+        default=32,
+        metavar="N",
+        help="tokens per prompt in each measurement (default 32; the lab runs on a CPU)",
+    )
     p.add_argument("--keep", action="store_true", help="leave the lab servers running when the TUI exits")
-    p.add_argument("--predictor", action="store_true",
-                   help="print the Predictor on the original story's numbers (75%% accuracy, 5/1/6, 1.12)")
+    p.add_argument(
+        "--predictor",
+        action="store_true",
+        help="print the Predictor on the original story's numbers (75%% accuracy, 5/1/6, 1.12)",
+    )
     p.add_argument("--json", action="store_true", help="with --no-tui: print the outcome as JSON")
     p.set_defaults(func=run)
 
@@ -64,7 +79,7 @@ def run(args, ctx) -> int:
         m = wb.demo_measure(rec.id, args.measure_tokens)
     from workbench.tui.demo import run_demo_app
 
-    progress.finish()   # the TUI takes the terminal from here
+    progress.finish()  # the TUI takes the terminal from here
 
     try:
         return run_demo_app(str(root), rec.id, accept_length=m.accept_length, measure_tokens=args.measure_tokens)
@@ -80,16 +95,32 @@ def demo_text(result) -> str:
 
     curve = result.curve
     hi = float(int(max(p.accept_length for p in curve)) + 1)
-    plot = render(bar_lines([f"{p.steps} steps" for p in curve], [p.accept_length for p in curve], lo=1.0, hi=hi,
-                            width=40, marker=STORY["observed_accept_length"],
-                            highlight=[p.steps for p in curve].index(result.steps)))
-    table = ["steps  draft_tokens  accept_length  accepted_drafts",
-             *(f"{p.steps:>5}  {p.draft_tokens:>12}  {p.accept_length:>13.3f}  {p.accepted_drafts:>15.3f}"
-               for p in curve)]
-    return "\n".join([
-        "Predictor: training accuracy 0.75 (acc), served with --speculative-num-steps 5 "
-        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 6, logged accept len 1.12", "",
-        prediction_text(result), "",
-        "accept length for steps 1..8 (chain, bonus token included)", *table, "",
-        f"accept length vs steps (scale 1..{hi:g}; ┃ = observed 1.12, < = configured)", plot,
-    ])
+    plot = render(
+        bar_lines(
+            [f"{p.steps} steps" for p in curve],
+            [p.accept_length for p in curve],
+            lo=1.0,
+            hi=hi,
+            width=40,
+            marker=STORY["observed_accept_length"],
+            highlight=[p.steps for p in curve].index(result.steps),
+        )
+    )
+    table = [
+        "steps  draft_tokens  accept_length  accepted_drafts",
+        *(f"{p.steps:>5}  {p.draft_tokens:>12}  {p.accept_length:>13.3f}  {p.accepted_drafts:>15.3f}" for p in curve),
+    ]
+    return "\n".join(
+        [
+            "Predictor: training accuracy 0.75 (acc), served with --speculative-num-steps 5 "
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 6, logged accept len 1.12",
+            "",
+            prediction_text(result),
+            "",
+            "accept length for steps 1..8 (chain, bonus token included)",
+            *table,
+            "",
+            f"accept length vs steps (scale 1..{hi:g}; ┃ = observed 1.12, < = configured)",
+            plot,
+        ]
+    )

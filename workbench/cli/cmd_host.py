@@ -39,8 +39,10 @@ def _check(args, ctx):
     def text(r):
         if not r.reachable:
             return f"{r.name}: unreachable: {r.error}"
-        lines = [f"{r.name}: reachable ({r.latency_s * 1000:.0f} ms)",
-                 f"  python {r.python} ({r.python_version or '?'}), SGLang {r.sglang_version or 'not installed'}"]
+        lines = [
+            f"{r.name}: reachable ({r.latency_s * 1000:.0f} ms)",
+            f"  python {r.python} ({r.python_version or '?'}), SGLang {r.sglang_version or 'not installed'}",
+        ]
         if r.gpus:
             lines += [f"  GPU{g.index}: {g.used_mib:g} / {g.total_mib:g} MiB, {g.util:g}%" for g in r.gpus]
         else:
@@ -64,6 +66,13 @@ def _trust(args, ctx):
             return 1
         fp = args.fingerprint or exc.plan.summary.split(" host key ")[1].split(" ")[0]
         out = ctx.wb.host_trust(args.name, fp, confirm=True)
-    emit(out, args.json, lambda o: (f"added {o['entry']} {o['fingerprint']} to {o['known_hosts']}" if o["added"]
-                                    else f"{o['entry']} is already known ({o['fingerprint']})"))
+    emit(
+        out,
+        args.json,
+        lambda o: (
+            f"added {o['entry']} {o['fingerprint']} to {o['known_hosts']}"
+            if o["added"]
+            else f"{o['entry']} is already known ({o['fingerprint']})"
+        ),
+    )
     return 0

@@ -12,8 +12,12 @@ def register(sub) -> None:
     s = p.add_subparsers(dest="logs_cmd", metavar="SUBCOMMAND")
     parse = s.add_parser("parse", help="one record per recognised line: decode, prefill, milestone, failure")
     parse.add_argument("file", help="an SGLang server log ('-' for stdin)")
-    parse.add_argument("--kind", choices=["decode", "prefill", "milestone", "warning", "failure"], action="append",
-                       help="only these kinds (repeatable)")
+    parse.add_argument(
+        "--kind",
+        choices=["decode", "prefill", "milestone", "warning", "failure"],
+        action="append",
+        help="only these kinds (repeatable)",
+    )
     add_json(parse)
     parse.set_defaults(func=cmd_parse)
 
@@ -39,7 +43,7 @@ def cmd_parse(args: argparse.Namespace, ctx) -> int:
     try:
         # streamed: each record is written as its chunk of the log is parsed (memory stays flat)
         if args.json:
-            raw = getattr(out, "buffer", None)      # bytes straight through where stdout has them
+            raw = getattr(out, "buffer", None)  # bytes straight through where stdout has them
             out.flush()
             for piece in parse_log_json_bytes(source, args.kind):
                 if raw is not None:
@@ -63,14 +67,21 @@ def format_record(rec: dict) -> str:
     head = f"{rec.get('line') or '':>7} {rec.get('time') or '':<19} {rec['kind']:<9} "
     kind = rec["kind"]
     if kind == "decode":
-        parts = [f"accept len {_f(rec['accept_len'])}", f"accept rate {_f(rec['accept_rate'])}",
-                 f"gen {_f(rec['gen_throughput'])} tok/s", f"running {_f(rec['running_req'])}",
-                 f"queue {_f(rec['queue_req'])}", f"usage {_f(rec['token_usage'])}"]
+        parts = [
+            f"accept len {_f(rec['accept_len'])}",
+            f"accept rate {_f(rec['accept_rate'])}",
+            f"gen {_f(rec['gen_throughput'])} tok/s",
+            f"running {_f(rec['running_req'])}",
+            f"queue {_f(rec['queue_req'])}",
+            f"usage {_f(rec['token_usage'])}",
+        ]
         return head + "  ".join(parts)
     if kind == "prefill":
-        return head + (f"new-seq {_f(rec['new_seq'])}  new-token {_f(rec['new_token'])}  "
-                       f"cached {_f(rec['cached_token'])}  running {_f(rec['running_req'])}  "
-                       f"queue {_f(rec['queue_req'])}")
+        return head + (
+            f"new-seq {_f(rec['new_seq'])}  new-token {_f(rec['new_token'])}  "
+            f"cached {_f(rec['cached_token'])}  running {_f(rec['running_req'])}  "
+            f"queue {_f(rec['queue_req'])}"
+        )
     if kind == "milestone":
         role = f" ({rec['role']})" if rec.get("role") else ""
         return head + f"{rec['name']}{role}"

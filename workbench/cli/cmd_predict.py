@@ -1,8 +1,8 @@
 """``eagle-workbench predict``: expected accept length, the best (steps, topk, draft_tokens), fits.
 
-    eagle-workbench predict --acc 0.75 --steps 5 --topk 1 --draft-tokens 6 --observed-accept-length 1.12
-    eagle-workbench predict sweep --acc 0.75 --verify-ms 2:20,4:22,6:25 --draft-ms 1.2 --baseline-ms 19
-    eagle-workbench predict fit --measured 1:1.83,2:2.45,3:2.94
+eagle-workbench predict --acc 0.75 --steps 5 --topk 1 --draft-tokens 6 --observed-accept-length 1.12
+eagle-workbench predict sweep --acc 0.75 --verify-ms 2:20,4:22,6:25 --draft-ms 1.2 --baseline-ms 19
+eagle-workbench predict fit --measured 1:1.83,2:2.45,3:2.94
 """
 
 from __future__ import annotations
@@ -18,27 +18,36 @@ CONVENTION_FLAGS = ("acc", "conditional", "marginal", "alpha")
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "predict", help="expected accept length from per-depth accuracy (sweep, fit)",
+        "predict",
+        help="expected accept length from per-depth accuracy (sweep, fit)",
         description="Expected accept length (bonus token included, as SGLang logs `accept len`) from "
-                    "per-depth accuracies in one explicit convention.",
+        "per-depth accuracies in one explicit convention.",
         epilog="conventions: --acc = SpecForge/EAGLE training acc_k (conditional at depth k+1); "
-               "--conditional = c_1..c_K; --marginal = vLLM per-position rates P(first k accepted); "
-               "--alpha = one rate for every depth. A shorter list reuses its last value.")
+        "--conditional = c_1..c_K; --marginal = vLLM per-position rates P(first k accepted); "
+        "--alpha = one rate for every depth. A shorter list reuses its last value.",
+    )
     _rates(p)
     p.add_argument("--steps", type=int_flag(0, 64), metavar="N", help="--speculative-num-steps")
     p.add_argument("--topk", type=int_flag(0, 1024), metavar="K", help="--speculative-eagle-topk")
     p.add_argument("--draft-tokens", type=int_flag(0, 1 << 16), metavar="M", help="--speculative-num-draft-tokens")
-    p.add_argument("--observed-accept-length", type=float_flag(0, 1e6), metavar="X",
-                   help="accept len the server logs: adds a verdict")
+    p.add_argument(
+        "--observed-accept-length",
+        type=float_flag(0, 1e6),
+        metavar="X",
+        help="accept len the server logs: adds a verdict",
+    )
     _timings(p, required=False)
     add_json(p)
     p.set_defaults(func=run_predict)
 
     groups = p.add_subparsers(dest="predict_command", metavar="{sweep,fit}")
-    s = groups.add_parser("sweep", help="rank (steps, topk, draft tokens) by predicted tokens/s",
-                          description="Rank configurations by AL / (t_verify(draft_tokens) + steps * t_draft). "
-                                      "Trees (topk > 1) only with --topk-hits; only draft-token counts inside "
-                                      "the measured verify times are ranked.")
+    s = groups.add_parser(
+        "sweep",
+        help="rank (steps, topk, draft tokens) by predicted tokens/s",
+        description="Rank configurations by AL / (t_verify(draft_tokens) + steps * t_draft). "
+        "Trees (topk > 1) only with --topk-hits; only draft-token counts inside "
+        "the measured verify times are ranked.",
+    )
     _rates(s)
     _timings(s, required=True)
     s.add_argument("--steps", default="1..8", metavar="RANGE", help="step counts, e.g. 1..8 or 2,3,5 (default 1..8)")
@@ -47,11 +56,16 @@ def register(sub) -> None:
     add_json(s)
     s.set_defaults(func=run_sweep)
 
-    f = groups.add_parser("fit", help="per-depth rates from accept lengths measured at several step counts",
-                          description="Recover per-depth conditional rates from chain accept lengths measured "
-                                      "at several --speculative-num-steps, and extrapolate.")
+    f = groups.add_parser(
+        "fit",
+        help="per-depth rates from accept lengths measured at several step counts",
+        description="Recover per-depth conditional rates from chain accept lengths measured "
+        "at several --speculative-num-steps, and extrapolate.",
+    )
     f.add_argument("--measured", required=True, metavar="STEPS:AL,...", help="e.g. 1:1.83,2:2.45,3:2.94")
-    f.add_argument("--max-steps", type=int_flag(1, 64), default=8, metavar="N", help="extrapolate to N steps (default 8)")
+    f.add_argument(
+        "--max-steps", type=int_flag(1, 64), default=8, metavar="N", help="extrapolate to N steps (default 8)"
+    )
     add_json(f)
     f.set_defaults(func=run_fit)
 
@@ -62,14 +76,23 @@ def _rates(p: argparse.ArgumentParser) -> None:
     g.add_argument("--conditional", metavar="LIST", help="conditional acceptance c_1,c_2,...")
     g.add_argument("--marginal", metavar="LIST", help="vLLM per-position rates P_1,P_2,...")
     g.add_argument("--alpha", metavar="X", help="one acceptance rate for every depth")
-    p.add_argument("--topk-hits", metavar="LIST",
-                   help="cumulative top-1..top-k hit rates, e.g. 0.75,0.85,0.9; per depth separated by /")
+    p.add_argument(
+        "--topk-hits",
+        metavar="LIST",
+        help="cumulative top-1..top-k hit rates, e.g. 0.75,0.85,0.9; per depth separated by /",
+    )
 
 
 def _timings(p: argparse.ArgumentParser, required: bool) -> None:
-    p.add_argument("--verify-ms", required=required, metavar="NDT:MS,...",
-                   help="measured target verify time per draft-token count, e.g. 2:20,4:22.5")
-    p.add_argument("--draft-ms", required=required, type=float_flag(0, 1e9), metavar="MS", help="time of one draft step")
+    p.add_argument(
+        "--verify-ms",
+        required=required,
+        metavar="NDT:MS,...",
+        help="measured target verify time per draft-token count, e.g. 2:20,4:22.5",
+    )
+    p.add_argument(
+        "--draft-ms", required=required, type=float_flag(0, 1e9), metavar="MS", help="time of one draft step"
+    )
     p.add_argument("--baseline-ms", type=float_flag(0, 1e9), metavar="MS", help="decode step time without speculation")
 
 
@@ -97,22 +120,29 @@ def _timing_kw(args) -> dict:
 
 
 def run_predict(args, ctx) -> int:
-    result = ctx.wb.predict(**_rates_kw(args), steps=args.steps, topk=args.topk, draft_tokens=args.draft_tokens,
-                            observed_accept_length=args.observed_accept_length, **_timing_kw(args))
+    result = ctx.wb.predict(
+        **_rates_kw(args),
+        steps=args.steps,
+        topk=args.topk,
+        draft_tokens=args.draft_tokens,
+        observed_accept_length=args.observed_accept_length,
+        **_timing_kw(args),
+    )
     emit(result, args.json, prediction_text)
     return 0
 
 
 def run_sweep(args, ctx) -> int:
     topks = parse_ints(args.topk, "--topk") if args.topk else None
-    result = ctx.wb.predict_sweep(**_rates_kw(args), steps=parse_ints(args.steps, "--steps"), topks=topks,
-                                  **_timing_kw(args))
+    result = ctx.wb.predict_sweep(
+        **_rates_kw(args), steps=parse_ints(args.steps, "--steps"), topks=topks, **_timing_kw(args)
+    )
     if args.top is not None and args.top < 1:
         raise InputError("--top: must be at least 1")
     if args.json:
         data = result.to_dict()
         if args.top:
-            data["table"] = data["table"][:args.top]
+            data["table"] = data["table"][: args.top]
         emit(data, True)
     else:
         print(sweep_text(result, args.top or 10))
@@ -154,12 +184,17 @@ def prediction_text(r) -> str:
 
 def sweep_text(s, top: int) -> str:
     b = s.best
-    lines = [f"best: steps {b.steps}, topk {b.topk}, draft tokens {b.draft_tokens}: {b.tokens_per_s:.1f} tok/s"
-             + (f" ({b.speedup:.2f}x baseline)" if b.speedup is not None else ""), "",
-             "steps  topk  draft_tokens  accept_length  cycle_ms  tokens/s" + ("  speedup" if b.speedup else "")]
+    lines = [
+        f"best: steps {b.steps}, topk {b.topk}, draft tokens {b.draft_tokens}: {b.tokens_per_s:.1f} tok/s"
+        + (f" ({b.speedup:.2f}x baseline)" if b.speedup is not None else ""),
+        "",
+        "steps  topk  draft_tokens  accept_length  cycle_ms  tokens/s" + ("  speedup" if b.speedup else ""),
+    ]
     for r in s.rows(top):
-        lines.append(f"{r.steps:>5}  {r.topk:>4}  {r.draft_tokens:>12}  {r.accept_length:>13.3f}  {r.cycle_ms:>8.2f}"
-                     f"  {r.tokens_per_s:>8.1f}" + (f"  {r.speedup:>7.2f}" if r.speedup is not None else ""))
+        lines.append(
+            f"{r.steps:>5}  {r.topk:>4}  {r.draft_tokens:>12}  {r.accept_length:>13.3f}  {r.cycle_ms:>8.2f}"
+            f"  {r.tokens_per_s:>8.1f}" + (f"  {r.speedup:>7.2f}" if r.speedup is not None else "")
+        )
     if len(s) > top:
         lines.append(f"... {len(s) - top} more (--top N, or --json for all)")
     lines.extend(f"warning: {w}" for w in s.warnings)

@@ -44,9 +44,8 @@ def register(sub) -> None:
     me.add_argument("id", type=int, help="server id (see `server status`)")
     me.add_argument("--concurrency", type=int, default=4, help="requests in flight at once (default 4)")
     me.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default: the protocol's)")
-    me.add_argument("--rounds", type=int, default=1,
-                    help="timed rounds over the prompt set (default 1)")
-    me.add_argument("--prompts", metavar="FILE.json", help="another prompt set ({\"prompts\": [...]})")
+    me.add_argument("--rounds", type=int, default=1, help="timed rounds over the prompt set (default 1)")
+    me.add_argument("--prompts", metavar="FILE.json", help='another prompt set ({"prompts": [...]})')
     add_json(me)
     me.set_defaults(func=_measure)
 
@@ -60,8 +59,13 @@ def register(sub) -> None:
     sw.add_argument("--steps", required=True, help="e.g. 1,2,3,5")
     sw.add_argument("--topk", default="1", help="e.g. 1,4 (default 1)")
     sw.add_argument("--draft-tokens", help="for topk > 1, e.g. 4,8 (chains use steps+1)")
-    sw.add_argument("--env", action="append", default=[], metavar="'K=V K2=V2'",
-                    help="an env variant (repeatable; each is one relaunch per point)")
+    sw.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="'K=V K2=V2'",
+        help="an env variant (repeatable; each is one relaunch per point)",
+    )
     sw.add_argument("--baseline", action="store_true", help="also run without speculation")
     sw.add_argument("--concurrency", type=int, default=4, help="requests in flight at once (default 4)")
     sw.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default: the protocol's)")
@@ -98,7 +102,7 @@ def _env(text: str) -> dict:
 
 def _launch(args, ctx):
     wb = ctx.wb
-    if args.timeout is not None:        # refused before anything starts (nan/inf would wait for ever)
+    if args.timeout is not None:  # refused before anything starts (nan/inf would wait for ever)
         from workbench.api import TIMEOUT
         from workbench.numbers import number
 
@@ -111,7 +115,9 @@ def _launch(args, ctx):
                 print(f"error: {f.message}" + (f" (fix: {f.fix})" if f.fix else ""), file=sys.stderr)
         from workbench.errors import WorkbenchError
 
-        raise WorkbenchError(f"profile {args.profile}: not launched ({sum(f.severity == 'error' for f in preview.findings)} problem(s))")
+        raise WorkbenchError(
+            f"profile {args.profile}: not launched ({sum(f.severity == 'error' for f in preview.findings)} problem(s))"
+        )
     if not confirm_or_yes(plan, args.yes):
         print("not launched")
         return 1
@@ -131,8 +137,10 @@ def _status_line(s) -> str:
     gt = m.get("gen_throughput")
     gpu = ", ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}G" for g in s.gpus) or "-"
     up = f"{s.uptime_s / 60:.0f}m" if s.uptime_s else "-"
-    line = (f"{s.id:>4} {s.profile:<18} {s.host:<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
-            f"AL {al if al is not None else '-':>5} {('%.1f' % gt) if gt else '-':>8} tok/s  GPU {gpu}")
+    line = (
+        f"{s.id:>4} {s.profile:<18} {s.host:<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
+        f"AL {al if al is not None else '-':>5} {('%.1f' % gt) if gt else '-':>8} tok/s  GPU {gpu}"
+    )
     if s.failure:
         line += f"\n     {s.failure.get('class')}: {s.failure.get('hint', '')}"
     elif s.state == "starting":
@@ -174,27 +182,44 @@ def _logs(args, ctx):
 
 def _stop(args, ctx):
     wb = ctx.wb
-    if not confirm_or_yes(wb.stop_plan(args.id, args.grace), args.yes):   # a bad --grace is refused first
+    if not confirm_or_yes(wb.stop_plan(args.id, args.grace), args.yes):  # a bad --grace is refused first
         print("not stopped")
         return 1
     res = wb.server_stop(args.id, confirm=True, grace=args.grace, gpu_wait=args.gpu_wait)
-    emit(res, args.json, lambda r: f"server {r.id}: {r.message} (signals: {', '.join(r.signals) or 'none'}"
-                                   + (f", GPUs idle: {r.gpus_idle}" if r.gpus_idle is not None else "") + ")")
+    emit(
+        res,
+        args.json,
+        lambda r: (
+            f"server {r.id}: {r.message} (signals: {', '.join(r.signals) or 'none'}"
+            + (f", GPUs idle: {r.gpus_idle}" if r.gpus_idle is not None else "")
+            + ")"
+        ),
+    )
     return 0 if res.result in ("stopped", "already-gone") else 1
 
 
 def _measure(args, ctx):
-    m = ctx.wb.server_measure(args.id, concurrency=args.concurrency, max_new_tokens=args.max_new_tokens,
-                              rounds=args.rounds, prompts=args.prompts)
+    m = ctx.wb.server_measure(
+        args.id,
+        concurrency=args.concurrency,
+        max_new_tokens=args.max_new_tokens,
+        rounds=args.rounds,
+        prompts=args.prompts,
+    )
 
     def text(m):
         al, tps = m.accept_len, m.tokens_per_s_per_request
-        head = (f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}, "
-                f"{m.wall_s:.1f} s timed after a {m.warmup_s:.1f} s warm-up")
-        body = (f"\n  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
-                f"server says {m.server_accept_len if m.server_accept_len is not None else '-'}\n"
-                f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
-                if al["mean"] is not None else f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)")
+        head = (
+            f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}, "
+            f"{m.wall_s:.1f} s timed after a {m.warmup_s:.1f} s warm-up"
+        )
+        body = (
+            f"\n  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
+            f"server says {m.server_accept_len if m.server_accept_len is not None else '-'}\n"
+            f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
+            if al["mean"] is not None
+            else f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)"
+        )
         flags = "".join(f"\n  UNSTABLE: {w}" for w in m.unstable)
         return head + body + flags
 
@@ -211,10 +236,15 @@ def _sweep(args, ctx):
     from workbench.errors import ConfirmationRequired
 
     wb = ctx.wb
-    kw = dict(steps=_ints(args.steps, "--steps"), topks=_ints(args.topk, "--topk"),
-              draft_tokens=_ints(args.draft_tokens, "--draft-tokens") if args.draft_tokens else None,
-              envs=[_env(e) for e in args.env], baseline=args.baseline, concurrency=args.concurrency,
-              max_new_tokens=args.max_new_tokens)
+    kw = dict(
+        steps=_ints(args.steps, "--steps"),
+        topks=_ints(args.topk, "--topk"),
+        draft_tokens=_ints(args.draft_tokens, "--draft-tokens") if args.draft_tokens else None,
+        envs=[_env(e) for e in args.env],
+        baseline=args.baseline,
+        concurrency=args.concurrency,
+        max_new_tokens=args.max_new_tokens,
+    )
     try:
         res = wb.server_sweep(args.profile, confirm=False, **kw)
     except ConfirmationRequired as exc:
@@ -224,18 +254,24 @@ def _sweep(args, ctx):
         res = wb.server_sweep(args.profile, confirm=True, **kw)
 
     def text(r):
-        lines = [f"sweep {r.sweep_id} of {r.profile} ({r.resumed} point(s) resumed from the journal)",
-                 f"{'point':<40} {'tok/s':>9} {'AL':>6} {'state':<9}"]
+        lines = [
+            f"sweep {r.sweep_id} of {r.profile} ({r.resumed} point(s) resumed from the journal)",
+            f"{'point':<40} {'tok/s':>9} {'AL':>6} {'state':<9}",
+        ]
         for p in r.points:
             tps = f"{p.tokens_per_s:.1f}" if p.tokens_per_s else "-"
             al = f"{p.accept_len:.2f}" if p.accept_len else "-"
             lines.append(f"{p.key:<40} {tps:>9} {al:>6} {p.state:<9}" + (f" {p.error}" if p.error else ""))
         if r.best:
-            lines.append(f"best: {r.best['key']} at {r.best['tokens_per_s']:.1f} tok/s"
-                         + (f" ({(r.speedup_vs_baseline - 1) * 100:+.1f}% vs baseline)" if r.speedup_vs_baseline else ""))
+            lines.append(
+                f"best: {r.best['key']} at {r.best['tokens_per_s']:.1f} tok/s"
+                + (f" ({(r.speedup_vs_baseline - 1) * 100:+.1f}% vs baseline)" if r.speedup_vs_baseline else "")
+            )
         if r.model:
-            lines.append(f"model: t_verify = {r.model['t_verify_a_s'] * 1000:.2f} + {r.model['t_verify_b_s_per_token'] * 1000:.3f}*ndt ms, "
-                         f"t_draft = {r.model['t_draft_s'] * 1000:.2f} ms (r2 {r.model['r2']:.2f})")
+            lines.append(
+                f"model: t_verify = {r.model['t_verify_a_s'] * 1000:.2f} + {r.model['t_verify_b_s_per_token'] * 1000:.3f}*ndt ms, "
+                f"t_draft = {r.model['t_draft_s'] * 1000:.2f} ms (r2 {r.model['r2']:.2f})"
+            )
         return "\n".join(lines)
 
     emit(res, args.json, text)

@@ -79,7 +79,9 @@ class ProgressPrinter:
             self.out.write("\r\x1b[2K")
             self.out.flush()
             self._live = False
-MAX_ID = 2 ** 63 - 1    # journal ids are SQLite integers
+
+
+MAX_ID = 2**63 - 1  # journal ids are SQLite integers
 
 
 def int_flag(lo: int = 1, hi: "int | None" = None) -> Callable[[str], int]:
@@ -89,11 +91,12 @@ def int_flag(lo: int = 1, hi: "int | None" = None) -> Callable[[str], int]:
 
     def convert(text: str) -> int:
         if not text.strip().lstrip("+-").isdigit():
-            raise ValueError(text)          # argparse: "invalid int value: 'three'"
+            raise ValueError(text)  # argparse: "invalid int value: 'three'"
         try:
             return integer(text, "value", Range(lo, hi))
         except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc).partition(': ')[2]) from None
+            raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
     convert.__name__ = "int"
     return convert
 
@@ -106,7 +109,8 @@ def float_flag(lo: "float | None" = 0.0, hi: "float | None" = None, *, lo_open: 
         try:
             return number(text, "value", Range(lo, hi, lo_open=lo_open))
         except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc).partition(': ')[2]) from None
+            raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
     convert.__name__ = "float"
     return convert
 

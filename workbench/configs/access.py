@@ -70,7 +70,8 @@ class LocalFiles:
                 f"{path}: changed on disk since it was read (expected "
                 f"{'no file' if c.expected is None else c.expected[:12]}, found "
                 f"{'no file' if c.actual is None else c.actual[:12]}); nothing written"
-                + (f" ({c.note})" if c.note else "")) from None
+                + (f" ({c.note})" if c.note else "")
+            ) from None
         except casfile.Busy as b:
             raise WorkbenchError(f"{path}: {b}; nothing written") from None
         except OSError as exc:

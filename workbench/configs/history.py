@@ -38,7 +38,7 @@ REASON_EXTERNAL = "external edit"
 
 @dataclass
 class ConfigVersion(Result):
-    number: int                    # 1-based, per tracked file
+    number: int  # 1-based, per tracked file
     sha256: str
     ts: float
     reason: str
@@ -53,9 +53,9 @@ class TrackedConfig(Result):
     label: str
     added: float
     versions: int
-    current_sha256: Optional[str] = None       # None when the file is missing now
+    current_sha256: Optional[str] = None  # None when the file is missing now
     latest_sha256: Optional[str] = None
-    state: str = "clean"                       # clean | external edit stored | missing
+    state: str = "clean"  # clean | external edit stored | missing
 
 
 @dataclass
@@ -70,7 +70,7 @@ class ConfigChange(Result):
     version: ConfigVersion
     previous_sha256: Optional[str]
     diff: str
-    external_edit: Optional[ConfigVersion] = None   # stored before writing, when one was found
+    external_edit: Optional[ConfigVersion] = None  # stored before writing, when one was found
     changed: bool = True
 
 
@@ -133,25 +133,42 @@ class ConfigStore:
             raise WorkbenchError(f"blob {digest[:12]} missing from the journal")
         return content
 
-    def _add_version(self, config_id: int, data: bytes, reason: Optional[str], parent: Optional[str] = None,
-                     location: Optional[str] = None, sync: bool = False) -> Optional[str]:
+    def _add_version(
+        self,
+        config_id: int,
+        data: bytes,
+        reason: Optional[str],
+        parent: Optional[str] = None,
+        location: Optional[str] = None,
+        sync: bool = False,
+    ) -> Optional[str]:
         """Add a version unless it is already the latest (see ``Journal.add_config_version``)."""
-        return self.journal.add_config_version(config_id, sha256(data), data, reason, parent,
-                                               location=location, sync=sync)
+        return self.journal.add_config_version(
+            config_id, sha256(data), data, reason, parent, location=location, sync=sync
+        )
 
     def _announce(self, location: str, digest: str, parent: Optional[str], reason: str) -> None:
         self.journal.announce_config_write(location, digest, parent, reason)
 
     def _versions(self, config_id: int) -> list[ConfigVersion]:
         rows = self.journal.config_versions(config_id)
-        return [ConfigVersion(i + 1, r["sha256"], r["ts"], r["reason"], r["parent_sha256"], r["size"])
-                for i, r in enumerate(rows)]
+        return [
+            ConfigVersion(i + 1, r["sha256"], r["ts"], r["reason"], r["parent_sha256"], r["size"])
+            for i, r in enumerate(rows)
+        ]
 
     def _tracked(self, row: sqlite3.Row, current: Optional[bytes] = None, state: str = "clean") -> TrackedConfig:
         versions = self._versions(row["id"])
-        return TrackedConfig(row["id"], row["location"], row["label"], row["added"], len(versions),
-                             None if current is None else sha256(current),
-                             versions[-1].sha256 if versions else None, state)
+        return TrackedConfig(
+            row["id"],
+            row["location"],
+            row["label"],
+            row["added"],
+            len(versions),
+            None if current is None else sha256(current),
+            versions[-1].sha256 if versions else None,
+            state,
+        )
 
     # -- tracking -----------------------------------------------------------------------------
     def track(self, location: str, label: str = "") -> TrackedConfig:
@@ -245,8 +262,9 @@ class ConfigStore:
         return ConfigDiff(loc, f"v{va.number}", f"v{vb.number}", text)
 
     # -- writes -------------------------------------------------------------------------------
-    def _write(self, location: str, make: Callable[[Optional[bytes]], bytes], reason: str, *,
-               allow_missing: bool = False) -> ConfigChange:
+    def _write(
+        self, location: str, make: Callable[[Optional[bytes]], bytes], reason: str, *, allow_missing: bool = False
+    ) -> ConfigChange:
         """Sync, compute the new bytes from the current ones, CAS-write, record the version."""
         loc, acc, path = self._open(location)
         row = self._row(loc)
@@ -262,7 +280,7 @@ class ConfigStore:
         current = acc.read_bytes(path)
         if current is None and not allow_missing:
             raise InputError(f"{path}: the file is gone (its versions are kept; revert to restore it)")
-        if current is not None and sha256(current) != tracked.latest_sha256:   # changed again while we looked
+        if current is not None and sha256(current) != tracked.latest_sha256:  # changed again while we looked
             self.sync(loc)
             raise ConflictError(f"{path}: changed on disk while being read; stored that version, nothing written")
         new = make(current)
@@ -278,13 +296,21 @@ class ConfigStore:
         except ConflictError:
             self.sync(loc)  # keep what the other writer (or a hand edit) put there
             raise
-        casfile.hook("renamed")                 # written; the version row not yet added
+        casfile.hook("renamed")  # written; the version row not yet added
         self._add_version(row["id"], new, reason, prev_sha, location=loc)
         mine = [v for v in self._versions(row["id"]) if v.sha256 == sha256(new) and v.parent_sha256 == prev_sha]
         return ConfigChange(loc, mine[-1], prev_sha, diff, external)
 
-    def set(self, location: str, assignments: builtins.list[tuple[str, Any]], *, reason: Optional[str] = None,
-            force: bool = False, deletions: Optional[builtins.list[str]] = None, add: bool = False) -> ConfigChange:
+    def set(
+        self,
+        location: str,
+        assignments: builtins.list[tuple[str, Any]],
+        *,
+        reason: Optional[str] = None,
+        force: bool = False,
+        deletions: Optional[builtins.list[str]] = None,
+        add: bool = False,
+    ) -> ConfigChange:
         """``add``: the keys may be new (otherwise a key the file does not have is refused with the
         closest ones it has: a typo must not add a key SGLang then ignores)."""
         if not assignments and not deletions:
@@ -292,7 +318,7 @@ class ConfigStore:
         loc, acc, path = self._open(location)
 
         def make(current: Optional[bytes]) -> bytes:
-            assert current is not None          # _write refuses a missing file (no allow_missing here)
+            assert current is not None  # _write refuses a missing file (no allow_missing here)
             try:
                 text = current.decode("utf-8")
             except UnicodeDecodeError:
@@ -308,8 +334,9 @@ class ConfigStore:
         current = acc.read_bytes(path)
         if current is not None:
             make(current)
-        why = reason or "set " + ", ".join([f"{k}={json.dumps(v)}" for k, v in assignments] +
-                                           [f"delete {k}" for k in deletions or []])
+        why = reason or "set " + ", ".join(
+            [f"{k}={json.dumps(v)}" for k, v in assignments] + [f"delete {k}" for k in deletions or []]
+        )
         return self._write(loc, make, why)
 
     def revert_plan_details(self, location: str, ref: "int | str | None") -> tuple[ConfigVersion, str, bytes]:
@@ -354,7 +381,7 @@ def unknown_keys(text: str, keys: list[str], name: str) -> None:
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError):
-        return      # not (plain) JSON: the edit itself reports it
+        return  # not (plain) JSON: the edit itself reports it
     have = None
     for key in keys:
         node, parts = doc, key.split(".")
@@ -367,7 +394,7 @@ def unknown_keys(text: str, keys: list[str], name: str) -> None:
                     have = dotted_keys(doc)
                 close = difflib.get_close_matches(key, have, n=2, cutoff=0.6)
                 hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-                missing = ".".join(parts[:depth + 1])
+                missing = ".".join(parts[: depth + 1])
                 where = f" ({missing!r} is not in the file)" if missing != key else ""
                 raise InputError(f"{name}: no key {key!r}{where}: {hint}add it on purpose with --add")
-            break       # a list index or a scalar: the edit checks it
+            break  # a list index or a scalar: the edit checks it

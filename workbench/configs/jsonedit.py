@@ -20,17 +20,17 @@ _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 class Node:
     """A parsed value with its span; objects keep their members in file order."""
 
-    kind: str                       # "object", "array", "scalar"
+    kind: str  # "object", "array", "scalar"
     start: int
     end: int
-    members: list["Member"] = field(default_factory=list)   # objects
-    items: list["Node"] = field(default_factory=list)       # arrays
+    members: list["Member"] = field(default_factory=list)  # objects
+    items: list["Node"] = field(default_factory=list)  # arrays
 
 
 @dataclass
 class Member:
     key: str
-    start: int                      # where the key's opening quote is
+    start: int  # where the key's opening quote is
     value: Node
 
 
@@ -70,7 +70,7 @@ class _Parser:
         elif self.s.startswith("false", self.i):
             self.i += 5
         elif self.s.startswith(("NaN", "Infinity", "-Infinity"), self.i):
-            m = re.match(r"-?Infinity|NaN", self.s[self.i:])
+            m = re.match(r"-?Infinity|NaN", self.s[self.i :])
             self.i += cast("re.Match[str]", m).end()
         else:
             m = _NUMBER.match(self.s, self.i)
@@ -95,7 +95,7 @@ class _Parser:
             self.i = j + 1
             if backslashes % 2 == 0:
                 try:
-                    return cast(str, json.loads(self.s[start:self.i]))      # a JSON string literal
+                    return cast(str, json.loads(self.s[start : self.i]))  # a JSON string literal
                 except json.JSONDecodeError as exc:
                     self.i = start + exc.pos
                     self.fail(f"bad string: {exc.msg}")
@@ -170,8 +170,9 @@ def split_key(key: str) -> list[str]:
     if not key or any(p == "" for p in parts):
         raise InputError(f"key {key!r}: expected a dotted key like eagle_config.eagle_aux_hidden_state_layer_ids")
     if len(parts) > strictjson.MAX_DEPTH or not _utf8(str(key)):
-        raise InputError(f"key {str(key)[:60]!r}: expected a dotted key of at most {strictjson.MAX_DEPTH} "
-                         "parts, in valid Unicode")
+        raise InputError(
+            f"key {str(key)[:60]!r}: expected a dotted key of at most {strictjson.MAX_DEPTH} parts, in valid Unicode"
+        )
     return parts
 
 
@@ -179,11 +180,12 @@ def _utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
         return True
-    except UnicodeEncodeError:      # lone surrogates (e.g. undecodable bytes of a command line)
+    except UnicodeEncodeError:  # lone surrogates (e.g. undecodable bytes of a command line)
         return False
 
 
 # -- style ------------------------------------------------------------------------------------------
+
 
 def _line_indent(text: str, pos: int) -> str:
     ls = text.rfind("\n", 0, pos) + 1
@@ -195,11 +197,11 @@ def _indent_unit(text: str, root: Node) -> Optional[str]:
     """The indentation step of the document (None when it is written on one line)."""
     for node in _walk(root):
         kids = [m.start for m in node.members] if node.kind == "object" else [n.start for n in node.items]
-        if kids and "\n" in text[node.start:kids[0]]:
+        if kids and "\n" in text[node.start : kids[0]]:
             outer = _line_indent(text, node.start)
             inner = _line_indent(text, kids[0])
             if len(inner) > len(outer) and inner.startswith(outer):
-                return inner[len(outer):]
+                return inner[len(outer) :]
     return None
 
 
@@ -236,7 +238,7 @@ def _descend(root: Node, text: str, parts: list[str], key: str) -> tuple[Node, O
     """Walk to the parent of the last part: (parent node, existing member/item or None, last part)."""
     node = root
     for depth, part in enumerate(parts[:-1]):
-        child = _child(node, part, text, ".".join(parts[:depth + 1]))
+        child = _child(node, part, text, ".".join(parts[: depth + 1]))
         if child is None:
             return node, None, ".".join(parts[depth:])  # missing intermediate: caller creates
         node = child.value if isinstance(child, Member) else child
@@ -247,7 +249,7 @@ def _descend(root: Node, text: str, parts: list[str], key: str) -> tuple[Node, O
 def _child(node: Node, part: str, text: str, where: str) -> Optional[Union[Member, Node]]:
     if node.kind == "object":
         found = [m for m in node.members if m.key == part]
-        return found[-1] if found else None   # JSON parsers keep the last duplicate
+        return found[-1] if found else None  # JSON parsers keep the last duplicate
     if node.kind == "array":
         if not re.fullmatch(r"-?\d+", part):
             raise InputError(f"key {where!r}: {part!r} indexes an array; expected a number")
@@ -292,9 +294,12 @@ def _edit_checked(text: str, key: str, value: Any, name: str) -> str:
             if not isinstance(existing, Member):
                 raise InputError(f"key {key!r}: deleting array items is not supported")
             return _remove_member(text, parent, existing)
-        multiline = "\n" in text[target.start:target.end]
-        return text[:target.start] + _render(value, text, _line_indent(text, target.start), multiline, unit) \
-            + text[target.end:]
+        multiline = "\n" in text[target.start : target.end]
+        return (
+            text[: target.start]
+            + _render(value, text, _line_indent(text, target.start), multiline, unit)
+            + text[target.end :]
+        )
     if value is _DELETE:
         raise InputError(f"key {key!r}: not present, nothing to delete")
     if parent.kind != "object":
@@ -312,35 +317,35 @@ def _insert_member(text: str, obj: Node, key: str, value: Any, unit: Optional[st
     if obj.members:
         last = obj.members[-1]
         after = last.value.end
-        multiline = "\n" in text[obj.start:obj.members[0].start]
+        multiline = "\n" in text[obj.start : obj.members[0].start]
         if multiline:
             indent = _line_indent(text, last.start)
             rendered = _render(value, text, indent, True, unit)
             piece = f",\n{indent}{kjson}: {rendered}"
         else:
-            sep = ", " if re.search(r",\s", text[obj.start:obj.end]) or ": " in text[obj.start:obj.end] else ","
-            colon = ": " if ": " in text[obj.start:obj.end] else ":"
+            sep = ", " if re.search(r",\s", text[obj.start : obj.end]) or ": " in text[obj.start : obj.end] else ","
+            colon = ": " if ": " in text[obj.start : obj.end] else ":"
             piece = f"{sep}{kjson}{colon}{_render(value, text, '', False, unit)}"
         return text[:after] + piece + text[after:]
     # empty object: {} -> {\n<indent+unit>"k": v\n<indent>}
     if unit is None:
-        return text[:obj.start] + "{" + f"{kjson}: {_render(value, text, '', False, None)}" + "}" + text[obj.end:]
+        return text[: obj.start] + "{" + f"{kjson}: {_render(value, text, '', False, None)}" + "}" + text[obj.end :]
     outer = _line_indent(text, obj.start)
     inner = outer + unit
     rendered = _render(value, text, inner, True, unit)
-    return text[:obj.start] + "{\n" + inner + f"{kjson}: {rendered}\n{outer}}}" + text[obj.end:]
+    return text[: obj.start] + "{\n" + inner + f"{kjson}: {rendered}\n{outer}}}" + text[obj.end :]
 
 
 def _remove_member(text: str, obj: Node, member: Member) -> str:
     idx = obj.members.index(member)
     if len(obj.members) == 1:
         outer_close = obj.end - 1
-        return text[:obj.start + 1] + text[outer_close:]
+        return text[: obj.start + 1] + text[outer_close:]
     if idx > 0:
         prev_end = obj.members[idx - 1].value.end
-        return text[:prev_end] + text[member.value.end:]
+        return text[:prev_end] + text[member.value.end :]
     nxt = obj.members[1].start
-    return text[:member.start] + text[nxt:]
+    return text[: member.start] + text[nxt:]
 
 
 def get_key(data: Any, key: str, default: Any = None) -> Any:
@@ -355,8 +360,14 @@ def get_key(data: Any, key: str, default: Any = None) -> Any:
     return node
 
 
-def apply_edits(text: str, sets: "list[tuple[str, Any]]", deletions: "list[str] | tuple[str, ...]" = (), *,
-                name: str = "JSON", check_types: bool = True) -> str:
+def apply_edits(
+    text: str,
+    sets: "list[tuple[str, Any]]",
+    deletions: "list[str] | tuple[str, ...]" = (),
+    *,
+    name: str = "JSON",
+    check_types: bool = True,
+) -> str:
     """``text`` with every ``KEY=VALUE`` set and every key deleted, checked as a whole: the result is
     JSON, valid Unicode, and (unless ``check_types`` is off) every typed field the edits changed,
     however they reached it (``ids.0="abc"``, a whole ``eagle_config={...}``), has its type."""
@@ -378,6 +389,7 @@ def apply_edits(text: str, sets: "list[tuple[str, Any]]", deletions: "list[str] 
 def _values(text: str, name: str) -> Any:
     """The document's values for comparing before and after (NaN and long integers already in the
     file kept as they are: only what an edit changes is judged)."""
+
     def big_int(s: str) -> int | tuple[str, str]:
         return int(s) if len(s) <= 4000 else ("<integer>", s)
 
@@ -400,8 +412,11 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         return key, strictjson.loads(raw, key, as_field=True)
     except strictjson.JSONSyntaxError:
         if raw.lstrip("+-") in ("NaN", "Infinity", "inf", "nan", "Inf"):
-            raise InputError(f"{key}: {raw} is not a JSON number; expected a finite number "
-                             "(quote it as '\"text\"' to set a string)") from None
+            raise InputError(
+                f"{key}: {raw} is not a JSON number; expected a finite number (quote it as '\"text\"' to set a string)"
+            ) from None
         if re.fullmatch(r"[A-Za-z_][\w./-]*", raw) and raw not in ("true", "false", "null") and _utf8(raw):
             return key, raw
-        raise InputError(f"{key}: value {raw[:60]!r} is not JSON (lists like [2,30,58]; quote text as '\"text\"')") from None
+        raise InputError(
+            f"{key}: value {raw[:60]!r} is not JSON (lists like [2,30,58]; quote text as '\"text\"')"
+        ) from None

@@ -4,5 +4,18 @@ from workbench.doctor.capture import CaptureReport, CaptureRow
 from workbench.doctor.findings import CODES, EVIDENCE_CLASSES, SEVERITIES, ConfigEdit, Finding, Fix, sort_findings
 from workbench.doctor.static import ALGORITHMS, DoctorReport, normalize_algorithm, run_static
 
-__all__ = ["CODES", "EVIDENCE_CLASSES", "SEVERITIES", "ALGORITHMS", "CaptureReport", "CaptureRow", "ConfigEdit", "DoctorReport",
-           "Finding", "Fix", "normalize_algorithm", "run_static", "sort_findings"]
+__all__ = [
+    "CODES",
+    "EVIDENCE_CLASSES",
+    "SEVERITIES",
+    "ALGORITHMS",
+    "CaptureReport",
+    "CaptureRow",
+    "ConfigEdit",
+    "DoctorReport",
+    "Finding",
+    "Fix",
+    "normalize_algorithm",
+    "run_static",
+    "sort_findings",
+]

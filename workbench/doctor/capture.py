@@ -24,20 +24,25 @@ if TYPE_CHECKING:
 class Reading(Result):
     """One account of what the training data holds."""
 
-    label: str                       # "captured by sglang==0.5.14 (+1 only if the first id is 1)"
-    points: Optional[list[Point]]    # None: this capture path cannot produce training data for the ids
-    basis: str                       # "given" (--trained-layers), "provenance" (--trained-engine), "assumed"
+    label: str  # "captured by sglang==0.5.14 (+1 only if the first id is 1)"
+    points: Optional[list[Point]]  # None: this capture path cannot produce training data for the ids
+    basis: str  # "given" (--trained-layers), "provenance" (--trained-engine), "assumed"
     engines: list[str] = field(default_factory=list)
     problem: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "points": None if self.points is None else [str(p) for p in self.points],
-                "basis": self.basis, "engines": self.engines, "problem": self.problem}
+        return {
+            "label": self.label,
+            "points": None if self.points is None else [str(p) for p in self.points],
+            "basis": self.basis,
+            "engines": self.engines,
+            "problem": self.problem,
+        }
 
 
 @dataclass
 class CaptureRow(Result):
-    slot: int                        # position in the concatenated aux vector
+    slot: int  # position in the concatenated aux vector
     config_id: Optional[int]
     engine_index: Optional[int]
     engine_point: Optional[str]
@@ -48,33 +53,38 @@ class CaptureRow(Result):
 @dataclass
 class CaptureReport(Result):
     engine: str
-    rule: str                        # the source the rule was read from
+    rule: str  # the source the rule was read from
     arch: Optional[str]
     arch_family: Optional[str]
     num_layers: Optional[int]
-    ids_source: str                  # which config key the engine reads, or "default"
+    ids_source: str  # which config key the engine reads, or "default"
     config_ids: Optional[list[int]]
     engine_indices: list[int]
     engine_points: list[Optional[str]]
     trained_points: Optional[list[str]]
-    trained_source: str              # how the trained points are known (or which reading is shown)
+    trained_source: str  # how the trained points are known (or which reading is shown)
     match: Optional[bool]
     rows: list[CaptureRow]
     notes: list[str] = field(default_factory=list)
     fatal: Optional[str] = None
     across_engines: dict[str, list[Optional[str]]] = field(default_factory=dict)
-    readings: list[dict[str, Any]] = field(default_factory=list)   # every reading of the training capture
-    settled: bool = True             # False: the readings disagree and nothing given settles them
+    readings: list[dict[str, Any]] = field(default_factory=list)  # every reading of the training capture
+    settled: bool = True  # False: the readings disagree and nothing given settles them
 
     def text(self) -> str:
-        lines = [f"capture under {self.engine} ({self.arch or 'unknown target'}, "
-                 f"{self.num_layers if self.num_layers else '?'} layers), ids from {self.ids_source}"]
-        lines.append(f"  {'slot':>4}  {'config id':>9}  {'engine index':>12}  {'engine captures':<16}  "
-                     f"{'trained on':<16}")
+        lines = [
+            f"capture under {self.engine} ({self.arch or 'unknown target'}, "
+            f"{self.num_layers if self.num_layers else '?'} layers), ids from {self.ids_source}"
+        ]
+        lines.append(
+            f"  {'slot':>4}  {'config id':>9}  {'engine index':>12}  {'engine captures':<16}  {'trained on':<16}"
+        )
         for r in self.rows:
             mark = "" if r.match is None else ("ok" if r.match else "MISMATCH")
-            lines.append(f"  {r.slot:>4}  {_s(r.config_id):>9}  {_s(r.engine_index):>12}  "
-                         f"{_s(r.engine_point, 'missing'):<16}  {_s(r.trained_point):<16}  {mark}")
+            lines.append(
+                f"  {r.slot:>4}  {_s(r.config_id):>9}  {_s(r.engine_index):>12}  "
+                f"{_s(r.engine_point, 'missing'):<16}  {_s(r.trained_point):<16}  {mark}"
+            )
         lines.append(f"  training: {self.trained_source}")
         if len(self.readings) > 1:
             for rd in self.readings:
@@ -94,11 +104,13 @@ def _trainer_ids(draft: DraftCheckpoint, num_layers: int) -> tuple[list[int], st
     [1, N//2-1, N-4], resolve_eagle_capture_layers), speculators' top-level ids (default [2, N//2, N-3])."""
     if draft.layout == "speculators":
         ids = draft.top_level_layer_ids
-        return (ids if ids is not None else [2, num_layers // 2, num_layers - 3]), \
-            "top-level ids" if ids is not None else "speculators default ids"
+        return (
+            ids if ids is not None else [2, num_layers // 2, num_layers - 3]
+        ), "top-level ids" if ids is not None else "speculators default ids"
     ids = draft.layer_ids
-    return (ids if ids is not None else default_ids(num_layers)), \
-        "eagle_config ids" if ids is not None else "SpecForge default ids"
+    return (
+        ids if ids is not None else default_ids(num_layers)
+    ), "eagle_config ids" if ids is not None else "SpecForge default ids"
 
 
 def _through(rule: EngineRule, ids: list[int], n: int, label: str, basis: str) -> Reading:
@@ -109,8 +121,14 @@ def _through(rule: EngineRule, ids: list[int], n: int, label: str, basis: str) -
     return Reading(label, list(res.captured), basis, [rule.name])
 
 
-def trained_readings(draft: DraftCheckpoint, num_layers: int, arch: Optional[str], trained_layers: Optional[list[int]],
-                     trained_convention: str, provenance: Optional[Provenance] = None) -> list[Reading]:
+def trained_readings(
+    draft: DraftCheckpoint,
+    num_layers: int,
+    arch: Optional[str],
+    trained_layers: Optional[list[int]],
+    trained_convention: str,
+    provenance: Optional[Provenance] = None,
+) -> list[Reading]:
     from workbench.doctor.engines import engine_rule, sglang_releases, sglang_rule
     from workbench.layers import parse_version
 
@@ -127,10 +145,14 @@ def trained_readings(draft: DraftCheckpoint, num_layers: int, arch: Optional[str
         try:
             pts = to_points(ids, "capture-before", n)
         except InputError:
-            return [Reading(f"assumed: speculators ({where})", None, "assumed", [],
-                            f"ids {ids} are outside speculators' 0..{n}")]
-        return [Reading(f"assumed: speculators read the {where} {ids} as vLLM capture indices", pts, "assumed",
-                        ["vllm"])]
+            return [
+                Reading(
+                    f"assumed: speculators ({where})", None, "assumed", [], f"ids {ids} are outside speculators' 0..{n}"
+                )
+            ]
+        return [
+            Reading(f"assumed: speculators read the {where} {ids} as vLLM capture indices", pts, "assumed", ["vllm"])
+        ]
     # SpecForge format: each SGLang release that may have captured the data, grouped by what it yields
     groups: dict[tuple[str, ...], Reading] = {}
     impossible: list[Reading] = []
@@ -156,8 +178,15 @@ def trained_readings(draft: DraftCheckpoint, num_layers: int, arch: Optional[str
         for r in impossible:
             by_why.setdefault(r.problem or "a state is missing", []).extend(r.engines)
         why = "; ".join(f"{_span(e)}: {w}" for w, e in by_why.items())
-        return [Reading(f"assumed: SpecForge captured the {where} {list(ids)} through SGLang", None, "assumed",
-                        [e for r in impossible for e in r.engines], why or "no SGLang release captures them")]
+        return [
+            Reading(
+                f"assumed: SpecForge captured the {where} {list(ids)} through SGLang",
+                None,
+                "assumed",
+                [e for r in impossible for e in r.engines],
+                why or "no SGLang release captures them",
+            )
+        ]
     return out
 
 
@@ -165,9 +194,18 @@ def _span(engines: list[str]) -> str:
     return engines[0] if len(engines) == 1 else f"{engines[0]} .. {engines[-1]} ({len(engines)} releases read)"
 
 
-def build_report(rule: EngineRule, config: dict[str, Any], ids: Optional[Sequence[int]], ids_source: str,
-                 num_layers: int, arch: Optional[str], trained: Optional[list[Point]], trained_source: str,
-                 readings: Optional[list[Reading]] = None, settled: bool = True) -> tuple[CaptureReport, CaptureResult]:
+def build_report(
+    rule: EngineRule,
+    config: dict[str, Any],
+    ids: Optional[Sequence[int]],
+    ids_source: str,
+    num_layers: int,
+    arch: Optional[str],
+    trained: Optional[list[Point]],
+    trained_source: str,
+    readings: Optional[list[Reading]] = None,
+    settled: bool = True,
+) -> tuple[CaptureReport, CaptureResult]:
     from workbench.doctor.engines import engine_rule, known_engines
 
     res = rule.capture(ids, num_layers)
@@ -203,16 +241,30 @@ def build_report(rule: EngineRule, config: dict[str, Any], ids: Optional[Sequenc
     for eng in known_engines():
         other = engine_rule(eng, arch)
         o_ids, _ = other.ids_from_config(config)
-        if o_ids is not None and not (isinstance(o_ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in o_ids)):
+        if o_ids is not None and not (
+            isinstance(o_ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in o_ids)
+        ):
             continue
         o_res = other.capture(o_ids, n)
-        across[other.name] = [point_str(p) for p in o_res.points] if not o_res.fatal else \
-            [None] * len(o_res.points)
+        across[other.name] = [point_str(p) for p in o_res.points] if not o_res.fatal else [None] * len(o_res.points)
     report = CaptureReport(
-        engine=rule.name, rule=rule.source, arch=arch, arch_family=rule.family, num_layers=n,
-        ids_source=ids_source, config_ids=None if ids is None else list(ids), engine_indices=res.indices,
+        engine=rule.name,
+        rule=rule.source,
+        arch=arch,
+        arch_family=rule.family,
+        num_layers=n,
+        ids_source=ids_source,
+        config_ids=None if ids is None else list(ids),
+        engine_indices=res.indices,
         engine_points=[point_str(p) for p in engine_pts],
-        trained_points=None if trained is None else [str(p) for p in trained], trained_source=trained_source,
-        match=match, rows=rows, notes=res.notes, fatal=res.fatal, across_engines=across,
-        readings=[r.to_dict() for r in readings or []], settled=settled)
+        trained_points=None if trained is None else [str(p) for p in trained],
+        trained_source=trained_source,
+        match=match,
+        rows=rows,
+        notes=res.notes,
+        fatal=res.fatal,
+        across_engines=across,
+        readings=[r.to_dict() for r in readings or []],
+        settled=settled,
+    )
     return report, res

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Optional
 
 TABLE = Path(__file__).with_name("config_keys.json")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{2,60}$")
-CUTOFF = 0.88          # a near-miss: one or two characters off a known key
+CUTOFF = 0.88  # a near-miss: one or two characters off a known key
 
 
 @lru_cache(maxsize=1)
@@ -57,7 +57,7 @@ def unknown_keys(config: dict[str, Any], layout: str) -> list[tuple[str, Optiona
             guess = difflib.get_close_matches(key, sorted(names), n=1, cutoff=CUTOFF)
             best = guess[0] if guess else None
             if best is not None and best in node:
-                best = None        # both spellings present: the known one is already set
+                best = None  # both spellings present: the known one is already set
             out.append((prefix + key, (prefix + best) if best else None, value))
     return out
 
@@ -73,17 +73,33 @@ def _reads(src: str) -> set[str]:
     for n in ast.walk(tree):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and "config" in n.value.id.lower():
             out.add(n.attr)
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("getattr", "hasattr") \
-                and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) and "config" in ast.unparse(n.args[0]).lower():
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("getattr", "hasattr")
+            and len(n.args) >= 2
+            and isinstance(n.args[1], ast.Constant)
+            and "config" in ast.unparse(n.args[0]).lower()
+        ):
             out.add(str(n.args[1].value))
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "pop") \
-                and n.args and isinstance(n.args[0], ast.Constant) and "config" in ast.unparse(n.func.value).lower():
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("get", "pop")
+            and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and "config" in ast.unparse(n.func.value).lower()
+        ):
             out.add(str(n.args[0].value))
-        elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str) \
-                and "config" in ast.unparse(n.value).lower():
+        elif (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.slice, ast.Constant)
+            and isinstance(n.slice.value, str)
+            and "config" in ast.unparse(n.value).lower()
+        ):
             out.add(n.slice.value)
         elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
-            out.add(n.target.id)     # pydantic / dataclass config fields
+            out.add(n.target.id)  # pydantic / dataclass config fields
     return {k for k in out if _NAME.match(k)}
 
 
@@ -104,8 +120,11 @@ def _transformers_keys() -> set[str]:
         p = base / rel
         if p.is_file():
             text = p.read_text(encoding="utf-8")
-            keys |= {m for m in re.findall(r"[\"']([a-z][a-z0-9_]+)[\"']", text)
-                     if m.endswith(("_id", "_ids", "dtype", "theta", "scaling", "_map", "_version", "_path"))}
+            keys |= {
+                m
+                for m in re.findall(r"[\"']([a-z][a-z0-9_]+)[\"']", text)
+                if m.endswith(("_id", "_ids", "dtype", "theta", "scaling", "_map", "_version", "_path"))
+            }
     return {k for k in keys if _NAME.match(k) or k.startswith("_")}
 
 
@@ -131,7 +150,7 @@ def _wheel_keys(pattern: str, members: tuple[str, ...]) -> set[str]:
         with zipfile.ZipFile(whl) as z:
             names = set(z.namelist())
             for m in members:
-                for n in ([m] if not m.endswith("/") else [x for x in names if x.startswith(m) and x.endswith(".py")]):
+                for n in [m] if not m.endswith("/") else [x for x in names if x.startswith(m) and x.endswith(".py")]:
                     if n in names:
                         keys |= _reads(z.read(n).decode("utf-8"))
     return keys
@@ -139,32 +158,68 @@ def _wheel_keys(pattern: str, members: tuple[str, ...]) -> set[str]:
 
 # Keys that are part of the drafter formats themselves (read by name in the readers above, which set them
 # as literals on the config they build rather than reading them off it).
-_FORMAT = {"eagle_config", "eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "draft_vocab_size",
-           "target_hidden_size", "norm_before_fc", "fc_norm", "use_aux_norm", "num_aux_hidden_states",
-           "speculators_model_type", "speculators_config", "speculators_version", "transformer_layer_config",
-           "norm_before_residual", "torch_dtype", "rope_theta", "rope_scaling", "auto_map", "quantization_config"}
+_FORMAT = {
+    "eagle_config",
+    "eagle_aux_hidden_state_layer_ids",
+    "use_aux_hidden_state",
+    "draft_vocab_size",
+    "target_hidden_size",
+    "norm_before_fc",
+    "fc_norm",
+    "use_aux_norm",
+    "num_aux_hidden_states",
+    "speculators_model_type",
+    "speculators_config",
+    "speculators_version",
+    "transformer_layer_config",
+    "norm_before_residual",
+    "torch_dtype",
+    "rope_theta",
+    "rope_scaling",
+    "auto_map",
+    "quantization_config",
+}
 
 
 def regenerate(out: Path = TABLE) -> dict[str, Any]:
     sources = {
         "transformers": _transformers_keys(),
         "sglang": _sglang_keys(),
-        "vllm": _wheel_keys("vllm-*.whl", ("vllm/model_executor/models/llama_eagle3.py",
-                                           "vllm/transformers_utils/configs/eagle.py",
-                                           "vllm/transformers_utils/configs/speculators/")),
-        "specforge": _wheel_keys("specforge-*.whl", ("specforge/modeling/draft/llama3_eagle.py",
-                                                     "specforge/algorithms/model_providers.py")),
-        "speculators": _wheel_keys("speculators-*.whl", ("speculators/models/eagle3/config.py", "speculators/config.py")),
+        "vllm": _wheel_keys(
+            "vllm-*.whl",
+            (
+                "vllm/model_executor/models/llama_eagle3.py",
+                "vllm/transformers_utils/configs/eagle.py",
+                "vllm/transformers_utils/configs/speculators/",
+            ),
+        ),
+        "specforge": _wheel_keys(
+            "specforge-*.whl", ("specforge/modeling/draft/llama3_eagle.py", "specforge/algorithms/model_providers.py")
+        ),
+        "speculators": _wheel_keys(
+            "speculators-*.whl", ("speculators/models/eagle3/config.py", "speculators/config.py")
+        ),
         "formats": set(_FORMAT),
     }
     allk = set().union(*sources.values())
-    table = {"generated_by": "python -m workbench.doctor.config_keys regenerate",
-             "sources": {k: len(v) for k, v in sources.items()},
-             "keys": {"config": sorted(allk),
-                      "eagle_config": sorted({"eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state",
-                                              "norm_before_fc", "use_input_layernorm_in_first_layer",
-                                              "use_last_layernorm", "use_mtp_layernorm"} |
-                                             (sources["sglang"] & {k for k in allk if k.startswith(("use_", "eagle"))}))}}
+    table = {
+        "generated_by": "python -m workbench.doctor.config_keys regenerate",
+        "sources": {k: len(v) for k, v in sources.items()},
+        "keys": {
+            "config": sorted(allk),
+            "eagle_config": sorted(
+                {
+                    "eagle_aux_hidden_state_layer_ids",
+                    "use_aux_hidden_state",
+                    "norm_before_fc",
+                    "use_input_layernorm_in_first_layer",
+                    "use_last_layernorm",
+                    "use_mtp_layernorm",
+                }
+                | (sources["sglang"] & {k for k in allk if k.startswith(("use_", "eagle"))})
+            ),
+        },
+    }
     out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     return table
 

@@ -59,10 +59,10 @@ def _vkey(v: str) -> tuple[int, int, int, int]:
 class VllmRule(EngineRule):
     """A vLLM release's rule, with the facts read from its source."""
 
-    config_ids: str = "unknown"          # "ignored", "top-level", "top-level-then-eagle_config", ...
+    config_ids: str = "unknown"  # "ignored", "top-level", "top-level-then-eagle_config", ...
     default_exprs: tuple[str, ...] = ("2", "N//2", "N-3")
     facts: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    assumed_from: Optional[str] = None   # the cached release used for an uncached one
+    assumed_from: Optional[str] = None  # the cached release used for an uncached one
 
     @property
     def name(self) -> str:
@@ -77,9 +77,12 @@ class VllmRule(EngineRule):
         top = config.get("eagle_aux_hidden_state_layer_ids") if isinstance(config, dict) else None
         ec = config.get("eagle_config") if isinstance(config, dict) else None
         nested = ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None
-        order = {"top-level": ("top",), "eagle_config": ("nested",),
-                 "top-level-then-eagle_config": ("top", "nested"),
-                 "eagle_config-then-top-level": ("nested", "top")}.get(self.config_ids, ())
+        order = {
+            "top-level": ("top",),
+            "eagle_config": ("nested",),
+            "top-level-then-eagle_config": ("top", "nested"),
+            "eagle_config-then-top-level": ("nested", "top"),
+        }.get(self.config_ids, ())
         for which in order:
             if which == "top" and top:
                 return top, "eagle_aux_hidden_state_layer_ids"
@@ -99,8 +102,9 @@ class VllmRule(EngineRule):
         return [f"{e['file']}:{e['line']}: {e['text']}" for e in self.facts.get("evidence", []) if e["what"] == what]
 
     # what vLLM's registry and config code say about a draft --------------------------------------------
-    def draft_architecture(self, archs: Sequence[str], speculators_type: Optional[str],
-                           model_type: Optional[str]) -> tuple[Optional[str], str]:
+    def draft_architecture(
+        self, archs: Sequence[str], speculators_type: Optional[str], model_type: Optional[str]
+    ) -> tuple[Optional[str], str]:
         """The architecture vLLM looks up for this draft under method eagle3, and how it got it."""
         if speculators_type is not None:
             sp = self.facts.get("speculators")
@@ -135,18 +139,32 @@ def vllm_rule(version: Optional[tuple[int, int, int, int]], arch: Optional[str])
         else:
             older = [v for v in table if _vkey(v) <= version]
             if not older:
-                raise InputError(f"engine: vllm=={want} is older than every release read "
-                                 f"({', '.join(table)}); regenerate: python -m workbench.engine.vllm_rules "
-                                 f"regenerate {want}")
+                raise InputError(
+                    f"engine: vllm=={want} is older than every release read "
+                    f"({', '.join(table)}); regenerate: python -m workbench.engine.vllm_rules "
+                    f"regenerate {want}"
+                )
             key = sorted(older, key=_vkey)[-1]
             assumed = want
     f = table[key]
     default = tuple(f["default"]) if isinstance(f.get("default"), list) else ("2", "N//2", "N-3")
-    src = f"vllm {key}: " + "; ".join(f"{e['file']}:{e['line']}" for e in f.get("evidence", [])
-                                       if e["what"] in ("config_ids", "capture"))
-    return VllmRule("vllm", parse_version(key), arch_family(arch), "never", f.get("index0") == "embed",
-                    f.get("boundary") == "final-prenorm", src, reads_top_level_first=f.get("config_ids", "").startswith("top"),
-                    config_ids=f.get("config_ids", "unknown"), default_exprs=default, facts=f, assumed_from=assumed)
+    src = f"vllm {key}: " + "; ".join(
+        f"{e['file']}:{e['line']}" for e in f.get("evidence", []) if e["what"] in ("config_ids", "capture")
+    )
+    return VllmRule(
+        "vllm",
+        parse_version(key),
+        arch_family(arch),
+        "never",
+        f.get("index0") == "embed",
+        f.get("boundary") == "final-prenorm",
+        src,
+        reads_top_level_first=f.get("config_ids", "").startswith("top"),
+        config_ids=f.get("config_ids", "unknown"),
+        default_exprs=default,
+        facts=f,
+        assumed_from=assumed,
+    )
 
 
 def engine_rule(engine: Optional[str], arch: Optional[str]) -> EngineRule:
@@ -159,14 +177,17 @@ def engine_rule(engine: Optional[str], arch: Optional[str]) -> EngineRule:
 
 def known_engines() -> list[str]:
     """Engines the capture report compares across."""
-    return [f"sglang=={v}" for v in ("0.5.12.post1", "0.5.14", "0.5.23")] + \
-        [f"vllm=={v}" for v in vllm_releases()]
+    return [f"sglang=={v}" for v in ("0.5.12.post1", "0.5.14", "0.5.23")] + [f"vllm=={v}" for v in vllm_releases()]
 
 
 def engine_choices() -> list[tuple[str, str]]:
     """(label, engine) for the faces' pickers, newest first per engine."""
-    out = [("sglang 0.5.23 (latest)", "sglang==0.5.23"), ("sglang 0.5.14 (SpecForge 0.2.0's)", "sglang==0.5.14"),
-           ("sglang 0.5.13", "sglang==0.5.13"), ("sglang 0.5.12.post1", "sglang==0.5.12.post1")]
+    out = [
+        ("sglang 0.5.23 (latest)", "sglang==0.5.23"),
+        ("sglang 0.5.14 (SpecForge 0.2.0's)", "sglang==0.5.14"),
+        ("sglang 0.5.13", "sglang==0.5.13"),
+        ("sglang 0.5.12.post1", "sglang==0.5.12.post1"),
+    ]
     rel = sorted(vllm_releases(), key=_vkey, reverse=True)
     out += [(f"vllm {v}" + (" (latest read)" if i == 0 else ""), f"vllm=={v}") for i, v in enumerate(rel)]
     return out

@@ -18,8 +18,13 @@ EVIDENCE_CLASSES: dict[str, str] = {
     "numbers": "hidden states compared numerically (training data against the server)",
     "convention": "a reading of the ids that no evidence settles yet",
 }
-MAX_SEVERITY = {"engine-code": "error", "static-file": "error", "provenance": "error", "numbers": "error",
-                "convention": "warning"}
+MAX_SEVERITY = {
+    "engine-code": "error",
+    "static-file": "error",
+    "provenance": "error",
+    "numbers": "error",
+    "convention": "warning",
+}
 
 # Every code the static doctor emits, with what it means. Tests pin these names.
 CODES: dict[str, str] = {
@@ -52,18 +57,30 @@ CODES: dict[str, str] = {
 
 # The class a code's finding rests on unless the check says otherwise.
 CODE_CLASS: dict[str, str] = {
-    "algorithm-mismatch": "engine-code", "layer-ids-engine-mismatch": "engine-code",
-    "layer-ids-embedding": "engine-code", "layer-ids-out-of-range": "engine-code",
-    "layer-ids-final-uncaptured": "engine-code", "layer-ids-unsorted": "convention",
-    "layer-ids-count-mismatch": "static-file", "layer-ids-nondefault": "static-file",
-    "eagle-config-misplaced": "engine-code", "draft-context-too-short": "engine-code",
-    "tied-embeddings": "engine-code", "missing-weight": "static-file",
+    "algorithm-mismatch": "engine-code",
+    "layer-ids-engine-mismatch": "engine-code",
+    "layer-ids-embedding": "engine-code",
+    "layer-ids-out-of-range": "engine-code",
+    "layer-ids-final-uncaptured": "engine-code",
+    "layer-ids-unsorted": "convention",
+    "layer-ids-count-mismatch": "static-file",
+    "layer-ids-nondefault": "static-file",
+    "eagle-config-misplaced": "engine-code",
+    "draft-context-too-short": "engine-code",
+    "tied-embeddings": "engine-code",
+    "missing-weight": "static-file",
     # the loader's accepted names come from workbench/drafter/names.py, our reading of SGLang's loader
     "unexpected-weight": "convention",
-    "weight-shape-mismatch": "static-file", "d2t-invalid": "static-file", "hidden-size-mismatch": "static-file",
-    "config-invalid": "static-file", "weights-unreadable": "static-file", "weights-not-checked": "static-file",
-    "draft-arch-unsupported": "engine-code", "target-eagle3-unsupported": "engine-code",
-    "unknown-config-key": "static-file", "training-capture-impossible": "engine-code",
+    "weight-shape-mismatch": "static-file",
+    "d2t-invalid": "static-file",
+    "hidden-size-mismatch": "static-file",
+    "config-invalid": "static-file",
+    "weights-unreadable": "static-file",
+    "weights-not-checked": "static-file",
+    "draft-arch-unsupported": "engine-code",
+    "target-eagle3-unsupported": "engine-code",
+    "unknown-config-key": "static-file",
+    "training-capture-impossible": "engine-code",
     "draft-variant": "static-file",
     "layer-ids-cuda-graph-defaults": "engine-code",
 }
@@ -88,9 +105,9 @@ class Fix(Result):
     """A concrete remedy: config edits to one file (applied through the history) or a launch change."""
 
     summary: str
-    file: Optional[str] = None               # the config.json the edits apply to
+    file: Optional[str] = None  # the config.json the edits apply to
     edits: list[ConfigEdit] = field(default_factory=list)
-    launch: list[str] = field(default_factory=list)   # launch-command changes, e.g. "--speculative-algorithm EAGLE3"
+    launch: list[str] = field(default_factory=list)  # launch-command changes, e.g. "--speculative-algorithm EAGLE3"
 
     @property
     def applicable(self) -> bool:

@@ -56,8 +56,8 @@ def _sources(where: Path) -> Iterator[tuple[str, str]]:
         with zipfile.ZipFile(where) as z:
             prefix = "sglang/srt/models/"
             for n in sorted(z.namelist()):
-                if n.startswith(prefix) and n.endswith(".py") and "/" not in n[len(prefix):]:
-                    yield n[len(prefix):], z.read(n).decode("utf-8", "replace")
+                if n.startswith(prefix) and n.endswith(".py") and "/" not in n[len(prefix) :]:
+                    yield n[len(prefix) :], z.read(n).decode("utf-8", "replace")
         return
     for path in sorted(where.glob("*.py")):
         try:
@@ -80,8 +80,9 @@ def read_registry(models_dir: Path, version: str) -> dict[str, Any]:
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 bases = [ast.unparse(b).split(".")[-1].split("[")[0] for b in node.bases]
-                has = any(isinstance(b, ast.FunctionDef) and b.name == "set_eagle3_layers_to_capture"
-                          for b in node.body)
+                has = any(
+                    isinstance(b, ast.FunctionDef) and b.name == "set_eagle3_layers_to_capture" for b in node.body
+                )
                 if node.name not in classes or has:
                     classes[node.name] = (bases, has)
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -100,8 +101,9 @@ def read_registry(models_dir: Path, version: str) -> dict[str, Any]:
         bases, has = classes[name]
         return has or any(captures(b, seen + (name,)) for b in bases)
 
-    archs = {name: {"file": f, "line": line, "eagle3_capture": captures(name)}
-             for name, (f, line) in sorted(entries.items())}
+    archs = {
+        name: {"file": f, "line": line, "eagle3_capture": captures(name)} for name, (f, line) in sorted(entries.items())
+    }
     return {"engine": "sglang", "version": version, "architectures": archs}
 
 
@@ -140,16 +142,25 @@ def regenerate(versions: list[str], out: Path = TABLE) -> dict[str, Any]:
     for ver in versions:
         found = sorted(cache.glob(f"sglang-{ver}-*.whl"))
         if not found:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"sglang=={ver}",
-                            "-d", str(cache)], check=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"sglang=={ver}", "-d", str(cache)],
+                check=True,
+            )
             found = sorted(cache.glob(f"sglang-{ver}-*.whl"))
         if not found:
             raise SystemExit(f"no wheel of sglang=={ver} in {cache}")
         table["releases"][ver] = read_registry(found[0], ver)
-    table["releases"] = dict(sorted(table["releases"].items(),
-                                    key=lambda kv: [int(x) if x.isdigit() else 0 for x in re.split(r"[.post]+", kv[0])]))
-    table["generated_by"] = ("python -m workbench.doctor.sglang_loaders regenerate " + " ".join(versions)
-                             + " (the installed sglang and those releases' wheels)")
+    table["releases"] = dict(
+        sorted(
+            table["releases"].items(),
+            key=lambda kv: [int(x) if x.isdigit() else 0 for x in re.split(r"[.post]+", kv[0])],
+        )
+    )
+    table["generated_by"] = (
+        "python -m workbench.doctor.sglang_loaders regenerate "
+        + " ".join(versions)
+        + " (the installed sglang and those releases' wheels)"
+    )
     out.write_text(json.dumps(table, separators=(",", ":")) + "\n", encoding="utf-8")
     return table
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from workbench.draftconfig import DraftCheckpoint
 
 _DTYPE_KIND = {"int64": ("I64",), "bool": ("BOOL", "U8")}
-_LIST = 20   # names listed in one finding's evidence
+_LIST = 20  # names listed in one finding's evidence
 
 
 def flat_config(d: DraftCheckpoint) -> dict[str, Any]:
@@ -21,8 +21,15 @@ def flat_config(d: DraftCheckpoint) -> dict[str, Any]:
     if d.layout == "speculators":
         inner = cfg.get("transformer_layer_config")
         merged = dict(inner) if isinstance(inner, dict) else {}
-        for key in ("draft_vocab_size", "target_hidden_size", "norm_before_fc", "fc_norm", "bias",
-                    "eagle_config", "num_aux_hidden_states"):
+        for key in (
+            "draft_vocab_size",
+            "target_hidden_size",
+            "norm_before_fc",
+            "fc_norm",
+            "bias",
+            "eagle_config",
+            "num_aux_hidden_states",
+        ):
             if key in cfg:
                 merged[key] = cfg[key]
         ids = d.top_level_layer_ids
@@ -47,7 +54,7 @@ def check_names_and_shapes(ck: _Checker) -> None:
     from workbench.drafter import names as N
 
     d = ck.d
-    if d.problems:   # a mistyped field would give wrong expectations: config-invalid says why
+    if d.problems:  # a mistyped field would give wrong expectations: config-invalid says why
         return
     cfg = flat_config(d)
     present = {N.to_sglang(n, int(cfg.get("num_hidden_layers") or 1)): n for n in d.tensors}
@@ -55,9 +62,12 @@ def check_names_and_shapes(ck: _Checker) -> None:
     try:
         expected = N.expected_weights(cfg, N.SGLANG)
     except (KeyError, ValueError, TypeError) as exc:
-        ck.add("weights-not-checked", "info",
-               f"Weight names and shapes not checked: the config lacks what sizes them ({exc}).",
-               {"path": d.path, "reason": f"config: {exc}"})
+        ck.add(
+            "weights-not-checked",
+            "info",
+            f"Weight names and shapes not checked: the config lacks what sizes them ({exc}).",
+            {"path": d.path, "reason": f"config: {exc}"},
+        )
         return
     ev_base = {"naming": naming, "files": d.weight_files}
 
@@ -71,22 +81,35 @@ def check_names_and_shapes(ck: _Checker) -> None:
             why.append("without d2t draft ids are not mapped to target ids")
         if "fc.weight" in names:
             why.append("without fc the target features are never projected")
-        ck.add("missing-weight", "error",
-               f"{len(names)} weight{'s' if len(names) > 1 else ''} the engine's drafter needs "
-               f"{'are' if len(names) > 1 else 'is'} absent ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
-               + (f": {'; '.join(why)}." if why else "; SGLang does not report missing weights."),
-               {**ev_base, "missing": names[:_LIST], "count": len(names),
-                "expected_shapes": {s.name: list(s.shape) for s in missing[:_LIST]}})
+        ck.add(
+            "missing-weight",
+            "error",
+            f"{len(names)} weight{'s' if len(names) > 1 else ''} the engine's drafter needs "
+            f"{'are' if len(names) > 1 else 'is'} absent ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+            + (f": {'; '.join(why)}." if why else "; SGLang does not report missing weights."),
+            {
+                **ev_base,
+                "missing": names[:_LIST],
+                "count": len(names),
+                "expected_shapes": {s.name: list(s.shape) for s in missing[:_LIST]},
+            },
+        )
 
     unexpected = sorted(orig for sg, orig in present.items() if sg not in expected)
     if unexpected and getattr(ck, "is_vllm", False):
-        ck.skip("weight names the loader drops", "--engine sglang==X",
-                f"{ck.rule.name}'s weight loader is not read; the names were checked against SGLang's")
+        ck.skip(
+            "weight names the loader drops",
+            "--engine sglang==X",
+            f"{ck.rule.name}'s weight loader is not read; the names were checked against SGLang's",
+        )
     elif unexpected:
-        ck.add("unexpected-weight", "warning",
-               f"{len(unexpected)} weight name{'s' if len(unexpected) > 1 else ''} SGLang's loader would "
-               f"silently drop ({', '.join(unexpected[:3])}{', ...' if len(unexpected) > 3 else ''}).",
-               {**ev_base, "unexpected": unexpected[:_LIST], "count": len(unexpected)})
+        ck.add(
+            "unexpected-weight",
+            "warning",
+            f"{len(unexpected)} weight name{'s' if len(unexpected) > 1 else ''} SGLang's loader would "
+            f"silently drop ({', '.join(unexpected[:3])}{', ...' if len(unexpected) > 3 else ''}).",
+            {**ev_base, "unexpected": unexpected[:_LIST], "count": len(unexpected)},
+        )
 
     wrong = []
     for sg, orig in sorted(present.items()):
@@ -97,15 +120,26 @@ def check_names_and_shapes(ck: _Checker) -> None:
         if list(spec.shape) != info.shape:
             wrong.append({"name": orig, "shape": info.shape, "expected": list(spec.shape), "dtype": info.dtype})
         elif spec.kind in _DTYPE_KIND and info.dtype not in _DTYPE_KIND[spec.kind]:
-            wrong.append({"name": orig, "shape": info.shape, "expected": list(spec.shape), "dtype": info.dtype,
-                          "expected_dtype": spec.kind})
+            wrong.append(
+                {
+                    "name": orig,
+                    "shape": info.shape,
+                    "expected": list(spec.shape),
+                    "dtype": info.dtype,
+                    "expected_dtype": spec.kind,
+                }
+            )
     if wrong:
         w0 = wrong[0]
-        detail = (f"{w0['name']} is {w0['shape']} {w0['dtype']}, the config implies {w0['expected']}"
-                  + (f" {w0['expected_dtype']}" if "expected_dtype" in w0 else ""))
-        ck.add("weight-shape-mismatch", "error",
-               f"{len(wrong)} weight{'s' if len(wrong) > 1 else ''} disagree with the config: {detail}.",
-               {**ev_base, "mismatches": wrong[:_LIST], "count": len(wrong)})
+        detail = f"{w0['name']} is {w0['shape']} {w0['dtype']}, the config implies {w0['expected']}" + (
+            f" {w0['expected_dtype']}" if "expected_dtype" in w0 else ""
+        )
+        ck.add(
+            "weight-shape-mismatch",
+            "error",
+            f"{len(wrong)} weight{'s' if len(wrong) > 1 else ''} disagree with the config: {detail}.",
+            {**ev_base, "mismatches": wrong[:_LIST], "count": len(wrong)},
+        )
 
 
 def check_d2t(ck: _Checker) -> None:
@@ -133,8 +167,10 @@ def check_d2t(ck: _Checker) -> None:
             steps = np.diff(tgt)
             if steps.size and (steps <= 0).any():
                 first = int(np.argmax(steps <= 0))
-                problems.append(f"target ids not strictly increasing at draft id {first + 1} "
-                                f"({int(tgt[first])} then {int(tgt[first + 1])})")
+                problems.append(
+                    f"target ids not strictly increasing at draft id {first + 1} "
+                    f"({int(tgt[first])} then {int(tgt[first + 1])})"
+                )
             if tgt.size and (tgt.min() < 0 or (vocab and tgt.max() >= vocab)):
                 problems.append(f"target ids span {int(tgt.min())}..{int(tgt.max())}, outside 0..{(vocab or 0) - 1}")
             if "t2d" in d.tensors:
@@ -156,5 +192,6 @@ def check_d2t(ck: _Checker) -> None:
                         if inside.size and not mask[inside].all():
                             problems.append(f"{int((~mask[inside]).sum())} target ids of d2t are false in t2d")
     if problems:
-        ck.add("d2t-invalid", "error",
-               f"The vocabulary mapping is invalid: {problems[0]}.", {**ev, "problems": problems})
+        ck.add(
+            "d2t-invalid", "error", f"The vocabulary mapping is invalid: {problems[0]}.", {**ev, "problems": problems}
+        )

@@ -75,7 +75,7 @@ class _Fields:
             return schema.validate(key, v)
         except InputError as exc:
             text = str(exc)
-            self._bad(key, text[len(key) + 2:] if text.startswith(key + ": ") else text)
+            self._bad(key, text[len(key) + 2 :] if text.startswith(key + ": ") else text)
             return None
 
 
@@ -92,8 +92,7 @@ def derived_context_length(cfg: dict[str, Any]) -> Optional[int]:
             return None
         if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
             factor = 1
-    for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
-                "max_position_embeddings"):
+    for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"):
         v = cfg.get(key)
         if v is not None:
             try:
@@ -109,7 +108,7 @@ class DraftCheckpoint(Result):
 
     path: str
     config_file: str
-    layout: str                                   # "sglang" (SpecForge/EAGLE) or "speculators"
+    layout: str  # "sglang" (SpecForge/EAGLE) or "speculators"
     architectures: list[str]
     model_type: Optional[str]
     is_eagle3: bool
@@ -125,8 +124,8 @@ class DraftCheckpoint(Result):
     max_position_embeddings: Optional[int]
     context_length: Optional[int]
     tie_word_embeddings: Optional[bool]
-    layer_ids: Optional[list[int]]               # eagle_config.eagle_aux_hidden_state_layer_ids
-    top_level_layer_ids: Optional[list[int]]     # top-level eagle_aux_hidden_state_layer_ids
+    layer_ids: Optional[list[int]]  # eagle_config.eagle_aux_hidden_state_layer_ids
+    top_level_layer_ids: Optional[list[int]]  # top-level eagle_aux_hidden_state_layer_ids
     use_aux_hidden_state: Optional[bool]
     num_aux_hidden_states: Optional[int]
     norm_before_fc: Optional[bool]
@@ -140,8 +139,10 @@ class DraftCheckpoint(Result):
     config: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
 
     def has_field(self, name: str) -> bool:
-        return self.key_for.get(name) is not None and _Fields(self.config, "", []).raw(
-            self.key_for[name], _MISSING) is not _MISSING
+        return (
+            self.key_for.get(name) is not None
+            and _Fields(self.config, "", []).raw(self.key_for[name], _MISSING) is not _MISSING
+        )
 
     def bad_fields(self) -> set[str]:
         return {p.field for p in self.problems}
@@ -207,19 +208,25 @@ def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], Opt
                     return {}, files, f"{index}: shard {f} is missing"
                 infos, _ = read_header(shard)
                 for info in infos.values():
-                    info.file = f            # relative to the checkpoint, as the index names it
+                    info.file = f  # relative to the checkpoint, as the index names it
                 tensors.update(infos)
             missing = sorted(n for n, f in wmap.items() if n not in tensors or tensors[n].file != f)
             if missing:
-                return tensors, files, (f"{index}: {len(missing)} names not found in the shard the index "
-                                        f"names (first: {missing[0]})")
+                return (
+                    tensors,
+                    files,
+                    (f"{index}: {len(missing)} names not found in the shard the index names (first: {missing[0]})"),
+                )
             return tensors, files, None
         single = directory / SINGLE_NAME
         files = [single] if single.is_file() else sorted(directory.glob("*.safetensors"))
         if not files:
             if (directory / "pytorch_model.bin").is_file():
-                return {}, ["pytorch_model.bin"], (f"{directory}: weights only in pytorch_model.bin (a pickle); "
-                                                   "names and shapes not inspected")
+                return (
+                    {},
+                    ["pytorch_model.bin"],
+                    (f"{directory}: weights only in pytorch_model.bin (a pickle); names and shapes not inspected"),
+                )
             return {}, [], f"{directory}: no {SINGLE_NAME} or {INDEX_NAME}"
         tensors = {}
         names = [f.name for f in files]
@@ -245,8 +252,7 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
     problems: list[FieldProblem] = []
     f = _Fields(cfg, str(cfg_path), problems)
 
-    speculators = "speculators_model_type" in cfg or "transformer_layer_config" in cfg \
-        or "speculators_config" in cfg
+    speculators = "speculators_model_type" in cfg or "transformer_layer_config" in cfg or "speculators_config" in cfg
     layout = "speculators" if speculators else "sglang"
     text_prefix = "transformer_layer_config." if speculators else ""
     if speculators:
@@ -256,18 +262,26 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
         return text_prefix + name
 
     key_for = {
-        "architectures": "architectures", "model_type": tkey("model_type"),
-        "hidden_size": tkey("hidden_size"), "target_hidden_size": "target_hidden_size",
-        "num_hidden_layers": tkey("num_hidden_layers"), "num_attention_heads": tkey("num_attention_heads"),
-        "num_key_value_heads": tkey("num_key_value_heads"), "head_dim": tkey("head_dim"),
-        "intermediate_size": tkey("intermediate_size"), "vocab_size": tkey("vocab_size"),
-        "draft_vocab_size": "draft_vocab_size", "max_position_embeddings": tkey("max_position_embeddings"),
+        "architectures": "architectures",
+        "model_type": tkey("model_type"),
+        "hidden_size": tkey("hidden_size"),
+        "target_hidden_size": "target_hidden_size",
+        "num_hidden_layers": tkey("num_hidden_layers"),
+        "num_attention_heads": tkey("num_attention_heads"),
+        "num_key_value_heads": tkey("num_key_value_heads"),
+        "head_dim": tkey("head_dim"),
+        "intermediate_size": tkey("intermediate_size"),
+        "vocab_size": tkey("vocab_size"),
+        "draft_vocab_size": "draft_vocab_size",
+        "max_position_embeddings": tkey("max_position_embeddings"),
         "tie_word_embeddings": tkey("tie_word_embeddings") if speculators else "tie_word_embeddings",
         "layer_ids": "eagle_config.eagle_aux_hidden_state_layer_ids",
         "top_level_layer_ids": "eagle_aux_hidden_state_layer_ids",
         "use_aux_hidden_state": "eagle_config.use_aux_hidden_state",
         "num_aux_hidden_states": "num_aux_hidden_states",
-        "norm_before_fc": "norm_before_fc", "fc_norm": "fc_norm", "bias": "bias",
+        "norm_before_fc": "norm_before_fc",
+        "fc_norm": "fc_norm",
+        "bias": "bias",
     }
     f.typed("eagle_config")
     archs = f.typed("architectures") or []
@@ -276,8 +290,9 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
     sc = cfg.get("speculators_config")
     if isinstance(sc, dict):
         algo = sc.get("algorithm")
-    is_eagle3 = any("eagle3" in a.lower() for a in archs) or str(spec_type).lower() == "eagle3" \
-        or str(algo).lower() == "eagle3"
+    is_eagle3 = (
+        any("eagle3" in a.lower() for a in archs) or str(spec_type).lower() == "eagle3" or str(algo).lower() == "eagle3"
+    )
     text_cfg = f.raw("transformer_layer_config", {}) if speculators else cfg
     text_cfg = text_cfg if isinstance(text_cfg, dict) else {}
 
@@ -294,8 +309,12 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
     mt = f.raw(tkey("model_type"), None)
     _check_all(f, cfg)
     return DraftCheckpoint(
-        path=str(directory), config_file=str(cfg_path), layout=layout, architectures=archs,
-        model_type=mt if isinstance(mt, str) else None, is_eagle3=is_eagle3,
+        path=str(directory),
+        config_file=str(cfg_path),
+        layout=layout,
+        architectures=archs,
+        model_type=mt if isinstance(mt, str) else None,
+        is_eagle3=is_eagle3,
         hidden_size=f.typed(tkey("hidden_size")),
         target_hidden_size=f.typed("target_hidden_size"),
         num_hidden_layers=f.typed(tkey("num_hidden_layers")),
@@ -312,9 +331,15 @@ def read_draft(path: "str | Path") -> DraftCheckpoint:
         top_level_layer_ids=f.typed("eagle_aux_hidden_state_layer_ids"),
         use_aux_hidden_state=f.typed("eagle_config.use_aux_hidden_state"),
         num_aux_hidden_states=f.typed("num_aux_hidden_states"),
-        norm_before_fc=nbf, fc_norm=fc_norm, bias=f.typed("bias"),
-        weight_files=files, weights_error=werr, problems=_dedupe(problems), key_for=key_for,
-        tensors=tensors, config=cfg,
+        norm_before_fc=nbf,
+        fc_norm=fc_norm,
+        bias=f.typed("bias"),
+        weight_files=files,
+        weights_error=werr,
+        problems=_dedupe(problems),
+        key_for=key_for,
+        tensors=tensors,
+        config=cfg,
     )
 
 
@@ -341,7 +366,7 @@ class TargetInfo(Result):
     path: str
     architectures: list[str]
     model_type: Optional[str]
-    arch: Optional[str]                # what picks the engine's model file: architectures[0] or model_type
+    arch: Optional[str]  # what picks the engine's model file: architectures[0] or model_type
     num_layers: Optional[int]
     hidden_size: Optional[int]
     vocab_size: Optional[int]
@@ -362,11 +387,11 @@ def read_target(path: "str | Path") -> TargetInfo:
     from workbench.engine.target import TEXT_KEYS, text_config_key
 
     for k in TEXT_KEYS:
-        f.typed(k)                      # a sub-config that is not an object is a problem, named
+        f.typed(k)  # a sub-config that is not an object is a problem, named
     key = text_config_key(cfg)
     text = cfg[key] if key else None
 
-    def pick_int(name: str) -> Optional[int]:        # integer fields of the schema: validated as int
+    def pick_int(name: str) -> Optional[int]:  # integer fields of the schema: validated as int
         if text is not None and name in text:
             return cast("Optional[int]", f.typed(f"{key}.{name}"))
         return cast("Optional[int]", f.typed(name))
@@ -378,11 +403,20 @@ def read_target(path: "str | Path") -> TargetInfo:
     text_mt = (text or {}).get("model_type")
     arch = archs[0] if archs else (mt or (text_mt if isinstance(text_mt, str) else None))
     _check_all(f, cfg)
-    ctx_src = text if text is not None and any(
-        k in text for k in ("max_position_embeddings", "max_sequence_length", "seq_length")) else cfg
+    ctx_src = (
+        text
+        if text is not None and any(k in text for k in ("max_position_embeddings", "max_sequence_length", "seq_length"))
+        else cfg
+    )
     return TargetInfo(
-        path=str(cfg_path), architectures=archs, model_type=mt, arch=arch,
-        num_layers=pick_int("num_hidden_layers"), hidden_size=pick_int("hidden_size"),
-        vocab_size=pick_int("vocab_size"), max_position_embeddings=pick_int("max_position_embeddings"),
-        context_length=derived_context_length(ctx_src), problems=_dedupe(problems),
+        path=str(cfg_path),
+        architectures=archs,
+        model_type=mt,
+        arch=arch,
+        num_layers=pick_int("num_hidden_layers"),
+        hidden_size=pick_int("hidden_size"),
+        vocab_size=pick_int("vocab_size"),
+        max_position_embeddings=pick_int("max_position_embeddings"),
+        context_length=derived_context_length(ctx_src),
+        problems=_dedupe(problems),
     )

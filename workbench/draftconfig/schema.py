@@ -20,7 +20,7 @@ MAX_LAYERS = 1024
 MAX_HIDDEN = 1 << 16
 MAX_VOCAB = 1 << 22
 MAX_CONTEXT = 1 << 30
-MAX_AUX = 64            # aux hidden states (drafter-input slots)
+MAX_AUX = 64  # aux hidden states (drafter-input slots)
 MAX_LIST = 64
 
 
@@ -31,7 +31,7 @@ class FieldError(InputError, ValueError):
 
 @dataclass(frozen=True)
 class Field:
-    kind: str                       # int | number | bool | str | str-list | int-list | object
+    kind: str  # int | number | bool | str | str-list | int-list | object
     where: Range = Range()
     max_items: int = MAX_LIST
 
@@ -44,8 +44,9 @@ class Field:
             return f"a number {self.where.describe()}"
         if self.kind == "int-list":
             return f"a list of integers like [2, 30, 58] (at most {self.max_items})"
-        return {"bool": "true or false", "str": "a string", "str-list": "a list of strings",
-                "object": "an object"}[self.kind]
+        return {"bool": "true or false", "str": "a string", "str-list": "a list of strings", "object": "an object"}[
+            self.kind
+        ]
 
 
 _DIM = Field("int", Range(1, MAX_HIDDEN))
@@ -101,8 +102,8 @@ def field_for(key: str) -> Optional[Field]:
     """The field a dotted config key names (``eagle_config.eagle_aux_hidden_state_layer_ids``,
     ``transformer_layer_config.hidden_size``), or None for keys without a type."""
     for prefix in _PREFIXES:
-        if key.startswith(prefix) and key[len(prefix):] in FIELDS:
-            return FIELDS[key[len(prefix):]]
+        if key.startswith(prefix) and key[len(prefix) :] in FIELDS:
+            return FIELDS[key[len(prefix) :]]
     return FIELDS.get(key)
 
 
@@ -136,7 +137,7 @@ def _validate(key: str, value: Any, f: Field) -> Any:
         if not isinstance(value, int) or isinstance(value, bool):
             ok = False
         else:
-            v = integer(value, key, Range(), allow_str=False)      # digits bounded
+            v = integer(value, key, Range(), allow_str=False)  # digits bounded
             if not f.where.holds(v):
                 raise FieldError(f"{key}: {v} is out of range; expected {f.expected()}")
             return v
@@ -154,8 +155,11 @@ def _validate(key: str, value: Any, f: Field) -> Any:
     elif f.kind == "str-list":
         ok = isinstance(value, list) and len(value) <= f.max_items and all(isinstance(v, str) for v in value)
     elif f.kind == "int-list":
-        ok = isinstance(value, list) and len(value) <= f.max_items and \
-            all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ok = (
+            isinstance(value, list)
+            and len(value) <= f.max_items
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        )
         if ok:
             for i, v in enumerate(value):
                 integer(v, f"{key}[{i}]", f.where, allow_str=False)
@@ -216,4 +220,4 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _canon(v: Any) -> str:
-    return json.dumps(v, sort_keys=True, default=repr)     # NaN == NaN here, True != 1
+    return json.dumps(v, sort_keys=True, default=repr)  # NaN == NaN here, True != 1

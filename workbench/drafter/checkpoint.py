@@ -43,14 +43,14 @@ WEIGHTS = "model.safetensors"
 @dataclass
 class WeightReport(Result):
     naming: str = N.SGLANG
-    missing: list[str] = field(default_factory=list)                # required, absent
-    optional_missing: list[str] = field(default_factory=list)       # optional, absent (e.g. embed_tokens)
-    unexpected: list[str] = field(default_factory=list)             # present, not expected (SGLang drops them)
+    missing: list[str] = field(default_factory=list)  # required, absent
+    optional_missing: list[str] = field(default_factory=list)  # optional, absent (e.g. embed_tokens)
+    unexpected: list[str] = field(default_factory=list)  # present, not expected (SGLang drops them)
     mismatched: list[dict[str, Any]] = field(default_factory=list)  # {"name", "expected", "actual"}
     present: int = 0
-    layout: str = N.SGLANG                                          # config layout: "sglang" or "speculators"
-    variants: list[str] = field(default_factory=list)               # variants.explain: one line per variant
-    unsupported: Optional[str] = None                               # a flag the forward does not implement
+    layout: str = N.SGLANG  # config layout: "sglang" or "speculators"
+    variants: list[str] = field(default_factory=list)  # variants.explain: one line per variant
+    unsupported: Optional[str] = None  # a flag the forward does not implement
 
     @property
     def ok(self) -> bool:
@@ -69,8 +69,9 @@ class WeightReport(Result):
         return ""
 
 
-def make_config(target_config: Mapping[str, Any], layer_ids: list[int], draft_vocab_size: int,
-                **overrides: Any) -> dict[str, Any]:
+def make_config(
+    target_config: Mapping[str, Any], layer_ids: list[int], draft_vocab_size: int, **overrides: Any
+) -> dict[str, Any]:
     """SGLang draft config for a Llama-like target; fields follow SpecForge's ``configs/*-eagle3.json``."""
     H = int(target_config["hidden_size"])
     heads = int(target_config["num_attention_heads"])
@@ -108,7 +109,7 @@ def read_config(path: "str | os.PathLike[str]") -> dict[str, Any]:
     p = Path(path) / CONFIG if Path(path).is_dir() else Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file; expected a draft config.json")
-    data = strictjson.load_file(p, "draft config")   # standard JSON, finite numbers, bounded nesting
+    data = strictjson.load_file(p, "draft config")  # standard JSON, finite numbers, bounded nesting
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a JSON object")
     return data
@@ -148,9 +149,18 @@ def read_tensors(path: "str | os.PathLike[str]") -> dict[str, torch.Tensor]:
 
 # The dtypes whose torch names the header path gives (what ``str(tensor.dtype)`` says after loading);
 # a file with any other dtype is loaded, so its names come from torch itself.
-_TORCH_DTYPE = {"F64": "torch.float64", "F32": "torch.float32", "F16": "torch.float16", "BF16": "torch.bfloat16",
-                "I64": "torch.int64", "I32": "torch.int32", "I16": "torch.int16", "I8": "torch.int8",
-                "U8": "torch.uint8", "BOOL": "torch.bool"}
+_TORCH_DTYPE = {
+    "F64": "torch.float64",
+    "F32": "torch.float32",
+    "F16": "torch.float16",
+    "BF16": "torch.bfloat16",
+    "I64": "torch.int64",
+    "I32": "torch.int32",
+    "I16": "torch.int16",
+    "I8": "torch.int8",
+    "U8": "torch.uint8",
+    "BOOL": "torch.bool",
+}
 
 
 @dataclass(frozen=True)
@@ -193,18 +203,20 @@ def _header_shapes(path: Path) -> Optional[dict[str, TensorShape]]:
         with open(path, "rb") as fh:
             (n,) = struct.unpack("<Q", fh.read(8))
         for text in [*infos, *meta, *meta.values()]:
-            text.encode("utf-8")                 # a lone surrogate: JSON's escapes allow it, the loader not
+            text.encode("utf-8")  # a lone surrogate: JSON's escapes allow it, the loader not
     except (InputError, OSError, struct.error, UnicodeEncodeError):
         return None
-    pos = 8 + n                                  # the loader's checks beyond the header reader's
+    pos = 8 + n  # the loader's checks beyond the header reader's
     for info in sorted(infos.values(), key=lambda i: (i.offset, i.offset + i.nbytes, i.name)):
         if info.offset != pos or info.dtype not in _TORCH_DTYPE:
             return None
         pos += info.nbytes
     if pos != size:
         return None
-    return {i.name: TensorShape(tuple(i.shape), _TORCH_DTYPE[i.dtype])
-            for i in sorted(infos.values(), key=lambda i: (i.offset, i.offset + i.nbytes, i.name))}
+    return {
+        i.name: TensorShape(tuple(i.shape), _TORCH_DTYPE[i.dtype])
+        for i in sorted(infos.values(), key=lambda i: (i.offset, i.offset + i.nbytes, i.name))
+    }
 
 
 def _kind(t: object) -> str:
@@ -228,8 +240,12 @@ def check_weights(config: dict[str, Any], tensors: Mapping[str, Any], source: st
     from workbench.drafter import variants as V
 
     layers = N.draft_dims(config).num_layers
-    rep = WeightReport(naming=N.detect_naming(tensors.keys()), layout=V.layout(config),
-                       variants=V.explain(config), unsupported=V.unsupported(config))
+    rep = WeightReport(
+        naming=N.detect_naming(tensors.keys()),
+        layout=V.layout(config),
+        variants=V.explain(config),
+        unsupported=V.unsupported(config),
+    )
     seen = set()
     for raw, t in tensors.items():
         name = N.to_sglang(raw, layers)
@@ -242,8 +258,9 @@ def check_weights(config: dict[str, Any], tensors: Mapping[str, Any], source: st
         if shape != tuple(spec.shape):
             rep.mismatched.append({"name": raw, "expected": list(spec.shape), "actual": list(shape)})
         elif not isinstance(t, (tuple, list)) and spec.kind != "float" and _kind(t) == "float":
-            rep.mismatched.append({"name": raw, "expected": f"{spec.kind} {list(spec.shape)}",
-                                   "actual": f"{t.dtype} {list(shape)}"})
+            rep.mismatched.append(
+                {"name": raw, "expected": f"{spec.kind} {list(spec.shape)}", "actual": f"{t.dtype} {list(shape)}"}
+            )
         else:
             rep.present += 1
     for name, spec in expected.items():
@@ -252,9 +269,13 @@ def check_weights(config: dict[str, Any], tensors: Mapping[str, Any], source: st
     return rep
 
 
-def load_drafter(path: "str | os.PathLike[str]", embed: Optional[torch.Tensor] = None, strict: bool = True,
-                 dtype: Optional[torch.dtype] = None,
-                 convention: Optional[str] = None) -> tuple[Eagle3Drafter, WeightReport]:
+def load_drafter(
+    path: "str | os.PathLike[str]",
+    embed: Optional[torch.Tensor] = None,
+    strict: bool = True,
+    dtype: Optional[torch.dtype] = None,
+    convention: Optional[str] = None,
+) -> tuple[Eagle3Drafter, WeightReport]:
     """Build an ``Eagle3Drafter`` from an SGLang- or speculators-named checkpoint directory."""
     import torch
 
@@ -276,7 +297,7 @@ def load_drafter(path: "str | os.PathLike[str]", embed: Optional[torch.Tensor] =
         model.own_embedding(own_embed)
     elif embed is not None:
         model.set_embed(embed)
-    if "t2d" not in state:                        # optional on disk; derive it from d2t
+    if "t2d" not in state:  # optional on disk; derive it from d2t
         t2d = torch.zeros(model.dims.vocab, dtype=torch.bool)
         if "d2t" in state:
             ids = state["d2t"].long() + torch.arange(state["d2t"].numel())

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from workbench.hidden.view import Capture
 
-_Rates = list[Optional[float]]      # one rate per depth (None: nothing to count)
+_Rates = list[Optional[float]]  # one rate per depth (None: nothing to count)
 
 DEFAULT_DEPTH = 3
 DEFAULT_TOPK = 4
@@ -74,48 +74,58 @@ class DrafterEval(Result):
     target: str
     depth: int
     samples: int
-    positions: int                    # loss-masked positions at step 0
+    positions: int  # loss-masked positions at step 0
     positions_per_depth: list[int]
-    acc: _Rates                       # SpecForge acc_k, k = 0..depth-1
-    full_acc: _Rates                  # workbench chain: steps 0..k right (SpecForge mask and teacher)
-    cond_acc: _Rates                  # workbench chain: right at k given 0..k-1 right
-    topk: list[int]                   # the k of the top-k columns
-    topk_acc: list[_Rates]            # [depth][i] cumulative top-(i+1) hit rate
+    acc: _Rates  # SpecForge acc_k, k = 0..depth-1
+    full_acc: _Rates  # workbench chain: steps 0..k right (SpecForge mask and teacher)
+    cond_acc: _Rates  # workbench chain: right at k given 0..k-1 right
+    topk: list[int]  # the k of the top-k columns
+    topk_acc: list[_Rates]  # [depth][i] cumulative top-(i+1) hit rate
     topk_cond: list[_Rates]
     vocab_coverage: Optional[float]
     predicted: dict[str, Any]
     weights: dict[str, Any]
-    speculators_full_acc: _Rates = field(default_factory=list)        # speculators full_acc_k, its way
-    speculators_cond_acc: _Rates = field(default_factory=list)        # speculators cond_acc_k, its way
-    speculators_positions: list[int] = field(default_factory=list)    # speculators' full_acc_k totals
-    variant: dict[str, Any] = field(default_factory=dict)             # the forward's switches (variants.Variant)
-    explanations: list[str] = field(default_factory=list)             # variants.explain: one line per variant
+    speculators_full_acc: _Rates = field(default_factory=list)  # speculators full_acc_k, its way
+    speculators_cond_acc: _Rates = field(default_factory=list)  # speculators cond_acc_k, its way
+    speculators_positions: list[int] = field(default_factory=list)  # speculators' full_acc_k totals
+    variant: dict[str, Any] = field(default_factory=dict)  # the forward's switches (variants.Variant)
+    explanations: list[str] = field(default_factory=list)  # variants.explain: one line per variant
     labels: dict[str, str] = field(default_factory=lambda: dict(LABELS))
     device: str = "cpu"
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
-        lines = [f"drafter {self.draft} on {self.data}: {self.samples} samples, {self.positions} positions, "
-                 f"depth {self.depth}"]
+        lines = [
+            f"drafter {self.draft} on {self.data}: {self.samples} samples, {self.positions} positions, "
+            f"depth {self.depth}"
+        ]
         for e in self.explanations:
             lines.append(f"  variant: {e}")
-        lines.append("  depth  SpecForge  chain     chain     speculators  speculators  "
-                     + "  ".join(f"top{k}" for k in self.topk))
+        lines.append(
+            "  depth  SpecForge  chain     chain     speculators  speculators  "
+            + "  ".join(f"top{k}" for k in self.topk)
+        )
         lines.append("         acc_k      full      cond      full_acc     cond_acc")
         sf = self.speculators_full_acc or [None] * self.depth
         sc = self.speculators_cond_acc or [None] * self.depth
         for d in range(self.depth):
-            lines.append(f"  {d:>5}  {_pct(self.acc[d])}     {_pct(self.full_acc[d])}    {_pct(self.cond_acc[d])}    "
-                         f"{_pct(sf[d])}       {_pct(sc[d])}       " + "  ".join(_pct(v) for v in self.topk_acc[d]))
-        lines.append("  SpecForge acc_k and speculators full/cond_acc are computed as those tools compute them; "
-                     "chain = the workbench's (SpecForge mask and teacher)")
+            lines.append(
+                f"  {d:>5}  {_pct(self.acc[d])}     {_pct(self.full_acc[d])}    {_pct(self.cond_acc[d])}    "
+                f"{_pct(sf[d])}       {_pct(sc[d])}       " + "  ".join(_pct(v) for v in self.topk_acc[d])
+            )
+        lines.append(
+            "  SpecForge acc_k and speculators full/cond_acc are computed as those tools compute them; "
+            "chain = the workbench's (SpecForge mask and teacher)"
+        )
         if self.vocab_coverage is not None:
             lines.append(f"  draft vocabulary covers {_pct(self.vocab_coverage)} of the target's tokens")
         p = self.predicted
         if p.get("accept_length") is not None:
-            lines.append(f"  predicted accept length {p['accept_length']:.3f} ({p['steps']} steps, chain, bonus "
-                         f"included, from full_acc); from acc_k {p.get('from_acc', float('nan')):.3f}")
+            lines.append(
+                f"  predicted accept length {p['accept_length']:.3f} ({p['steps']} steps, chain, bonus "
+                f"included, from full_acc); from acc_k {p.get('from_acc', float('nan')):.3f}"
+            )
         for n in self.notes:
             lines.append(f"  note: {n}")
         return "\n".join(lines)
@@ -152,16 +162,16 @@ class Counts:
         K, L, kmax = topk_ids.shape
         m = loss_mask.astype(bool).copy()
         if L:
-            m[-1] = False                               # offline SpecForge: loss_mask[-1] = 0
-        chain = np.ones(L, dtype=bool)                  # steps 0..k-1 right at this index
+            m[-1] = False  # offline SpecForge: loss_mask[-1] = 0
+        chain = np.ones(L, dtype=bool)  # steps 0..k-1 right at this index
         for k in range(K):
             mk = np.zeros(L, dtype=bool)
-            mk[:max(0, L - k)] = m[k:]
+            mk[: max(0, L - k)] = m[k:]
             want = np.full(L, -1, dtype=np.int64)
             n = max(0, L - 1 - k)
-            want[:n] = greedy[1 + k:1 + k + n]
+            want[:n] = greedy[1 + k : 1 + k + n]
             mk &= want >= 0
-            hit = topk_ids[k] == want[:, None]          # [L, kmax]
+            hit = topk_ids[k] == want[:, None]  # [L, kmax]
             cum = np.cumsum(hit, axis=1) > 0
             top1 = hit[:, 0]
             self.den[k] += mk.sum()
@@ -218,16 +228,18 @@ class SpeculatorsCounts:
         prev = lm.copy()
         for k in range(min(K, n)):
             m = n - k
-            correct = pred[k][:m] == tgt[k:k + m]
+            correct = pred[k][:m] == tgt[k : k + m]
             self.cond_total[k] += prev[:m].sum()
             prev[:m] &= correct
-            mk = lm[k:k + m]
+            mk = lm[k : k + m]
             self.full[k] += prev[:m][mk].sum()
             self.total[k] += mk.sum()
 
     def rates(self) -> dict[str, _Rates]:
-        return {"speculators_full_acc": _list(Counts._div(self.full, self.total)),
-                "speculators_cond_acc": _list(Counts._div(self.full, self.cond_total))}
+        return {
+            "speculators_full_acc": _list(Counts._div(self.full, self.total)),
+            "speculators_cond_acc": _list(Counts._div(self.full, self.cond_total)),
+        }
 
 
 def _list(a: npt.ArrayLike) -> _Rates:
@@ -245,10 +257,19 @@ def samples(data: "str | os.PathLike[str]") -> tuple[str, list[Path]]:
     raise InputError(f"{p}: no SpecForge data_{{i}}.ckpt or speculators hs_{{i}}.safetensors files")
 
 
-def evaluate(draft: "str | os.PathLike[str]", data: "str | os.PathLike[str]", target: "str | os.PathLike[str]", *,
-             depth: Optional[int] = None, topk: int = DEFAULT_TOPK, max_samples: Optional[int] = None,
-             device: Optional[str] = None, strict: bool = True, progress: Optional[ProgressCallback] = None,
-             convention: Optional[str] = None) -> DrafterEval:
+def evaluate(
+    draft: "str | os.PathLike[str]",
+    data: "str | os.PathLike[str]",
+    target: "str | os.PathLike[str]",
+    *,
+    depth: Optional[int] = None,
+    topk: int = DEFAULT_TOPK,
+    max_samples: Optional[int] = None,
+    device: Optional[str] = None,
+    strict: bool = True,
+    progress: Optional[ProgressCallback] = None,
+    convention: Optional[str] = None,
+) -> DrafterEval:
     """``convention``: how the draft's flags are read (``variants.CONVENTIONS``; default: the
     training tool of the checkpoint's layout)."""
     import torch
@@ -269,13 +290,15 @@ def evaluate(draft: "str | os.PathLike[str]", data: "str | os.PathLike[str]", ta
     dev = pick_device(device)
     fmt, files = samples(data)
     if max_samples is not None:
-        files = files[:max(1, int(max_samples))]
+        files = files[: max(1, int(max_samples))]
     head = read_target_head(target)
     model, report = load_drafter(draft, strict=strict, convention=convention)
     d = model.dims
     if (head.vocab, head.hidden) != (d.vocab, d.hidden) and model.embed_tokens is None:
-        raise InputError(f"{target}: embedding is {head.vocab}x{head.hidden}, the draft expects "
-                         f"{d.vocab}x{d.hidden} (vocab_size x hidden_size)")
+        raise InputError(
+            f"{target}: embedding is {head.vocab}x{head.hidden}, the draft expects "
+            f"{d.vocab}x{d.hidden} (vocab_size x hidden_size)"
+        )
     if model.embed_tokens is None:
         model.set_embed(head.embed)
     notes: list[str] = []
@@ -297,7 +320,7 @@ def evaluate(draft: "str | os.PathLike[str]", data: "str | os.PathLike[str]", ta
     kmax = min(topk, d.draft_vocab)
     counts = Counts(K, kmax)
     spec_counts = SpeculatorsCounts(K)
-    hot_rows = hot.to(dev)                      # draft id i <-> target id i + d2t[i]
+    hot_rows = hot.to(dev)  # draft id i <-> target id i + d2t[i]
     width = d.num_aux * d.target_hidden
     n_samples = 0
 
@@ -305,8 +328,10 @@ def evaluate(draft: "str | os.PathLike[str]", data: "str | os.PathLike[str]", ta
         cap = _open(fmt, f, d.num_aux)
         slots = cap.slots()
         if len(slots) != d.num_aux or slots[0].width != d.target_hidden:
-            raise InputError(f"{f}: {len(slots)} slots of {slots[0].width if slots else 0} for a draft whose fc "
-                             f"takes {d.num_aux} x {d.target_hidden} = {width}")
+            raise InputError(
+                f"{f}: {len(slots)} slots of {slots[0].width if slots else 0} for a draft whose fc "
+                f"takes {d.num_aux} x {d.target_hidden} = {width}"
+            )
         L = cap.rows
         if L < 2:
             continue
@@ -323,8 +348,7 @@ def evaluate(draft: "str | os.PathLike[str]", data: "str | os.PathLike[str]", ta
             tk = torch.stack([model.to_target(lg[0].topk(kmax, dim=-1).indices) for lg in logits])
             pred_d = torch.stack([lg[0].argmax(-1) for lg in logits])
         counts.add(tk.cpu().numpy(), greedy, np.asarray(mask), in_vocab_np)
-        spec_counts.add(pred_d.cpu().numpy(), teacher_d,
-                        None if cap.loss_mask is None else np.asarray(cap.loss_mask))
+        spec_counts.add(pred_d.cpu().numpy(), teacher_d, None if cap.loss_mask is None else np.asarray(cap.loss_mask))
         n_samples += 1
         progress(Progress("drafter-eval", i + 1, len(files), f.name))
     if fmt == "speculators":
@@ -336,15 +360,31 @@ def evaluate(draft: "str | os.PathLike[str]", data: "str | os.PathLike[str]", ta
     rs = spec_counts.rates()
     predicted = _predict(r, K)
     return DrafterEval(
-        draft=str(draft), data=str(data), target=str(target), depth=K, samples=n_samples,
-        positions=int(counts.den[0]), positions_per_depth=[int(x) for x in counts.den],
-        acc=r["acc"], full_acc=r["full_acc"], cond_acc=r["cond_acc"], topk=list(range(1, kmax + 1)),
-        topk_acc=r["topk_acc"], topk_cond=r["topk_cond"], vocab_coverage=r["vocab_coverage"],
-        predicted=predicted, weights=report.to_dict(), device=str(dev),
-        speculators_full_acc=rs["speculators_full_acc"], speculators_cond_acc=rs["speculators_cond_acc"],
-        speculators_positions=[int(x) for x in spec_counts.total], variant=model.variant.to_dict(),
+        draft=str(draft),
+        data=str(data),
+        target=str(target),
+        depth=K,
+        samples=n_samples,
+        positions=int(counts.den[0]),
+        positions_per_depth=[int(x) for x in counts.den],
+        acc=r["acc"],
+        full_acc=r["full_acc"],
+        cond_acc=r["cond_acc"],
+        topk=list(range(1, kmax + 1)),
+        topk_acc=r["topk_acc"],
+        topk_cond=r["topk_cond"],
+        vocab_coverage=r["vocab_coverage"],
+        predicted=predicted,
+        weights=report.to_dict(),
+        device=str(dev),
+        speculators_full_acc=rs["speculators_full_acc"],
+        speculators_cond_acc=rs["speculators_cond_acc"],
+        speculators_positions=[int(x) for x in spec_counts.total],
+        variant=model.variant.to_dict(),
         explanations=V.explain(model.config, model.variant.convention),
-        seconds=time.perf_counter() - t0, notes=notes)
+        seconds=time.perf_counter() - t0,
+        notes=notes,
+    )
 
 
 def _open(fmt: str, f: Path, num_aux: int) -> Capture:
@@ -357,8 +397,15 @@ def _open(fmt: str, f: Path, num_aux: int) -> Capture:
     return read_speculators(f)
 
 
-def _greedy(cap: Capture, lm: torch.Tensor, norm_w: Optional[torch.Tensor], eps: float, dev: torch.device, L: int,
-            hot_rows: Optional[torch.Tensor] = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def _greedy(
+    cap: Capture,
+    lm: torch.Tensor,
+    norm_w: Optional[torch.Tensor],
+    eps: float,
+    dev: torch.device,
+    L: int,
+    hot_rows: Optional[torch.Tensor] = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``(a, a_d)`` for t = 0..L-1: the target's greedy token over its full vocabulary (-1 where the
     file cannot tell) and the draft id of its argmax over the draft vocabulary only (``lm_head``
     rows ``hot_rows``, speculators' ``verifier_lm_head``)."""
@@ -369,13 +416,13 @@ def _greedy(cap: Capture, lm: torch.Tensor, norm_w: Optional[torch.Tensor], eps:
     out = np.full(L, -1, dtype=np.int64)
     out_d = np.full(L, -1, dtype=np.int64)
     logit_t = [t for t in cap.tensors if t.role == LOGITS]
-    if logit_t:                          # stored[t] = target logits at t+1 (left-shifted)
+    if logit_t:  # stored[t] = target logits at t+1 (left-shifted)
         stored = logit_t[0].load()
         n = min(L - 1, stored.shape[0])
         full = stored[:n].float()
-        out[1:1 + n] = full.argmax(-1).numpy()
+        out[1 : 1 + n] = full.argmax(-1).numpy()
         if hot_rows is not None:
-            out_d[1:1 + n] = full[:, hot_rows.cpu()].argmax(-1).numpy()
+            out_d[1 : 1 + n] = full[:, hot_rows.cpu()].argmax(-1).numpy()
         return out, out_d
     final = [t for t in cap.tensors if t.role == FINAL]
     if not final:
@@ -383,15 +430,15 @@ def _greedy(cap: Capture, lm: torch.Tensor, norm_w: Optional[torch.Tensor], eps:
     f = final[0]
     h_all = f.load()
     for r0 in range(0, L, 512):
-        h = h_all[r0:r0 + 512].to(dev).float()
+        h = h_all[r0 : r0 + 512].to(dev).float()
         if f.physical == "final-prenorm":
             if norm_w is None:
                 raise InputError(f"{cap.path}: the last state is pre-norm and the target has no final norm weight")
             h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * norm_w
         h = h.to(lm.dtype)
-        out[r0:r0 + h.shape[0]] = (h @ lm.T).float().argmax(-1).cpu().numpy()
+        out[r0 : r0 + h.shape[0]] = (h @ lm.T).float().argmax(-1).cpu().numpy()
         if hot_rows is not None:
-            out_d[r0:r0 + h.shape[0]] = (h @ lm[hot_rows].T).float().argmax(-1).cpu().numpy()
+            out_d[r0 : r0 + h.shape[0]] = (h @ lm[hot_rows].T).float().argmax(-1).cpu().numpy()
     return out, out_d
 
 
@@ -401,11 +448,16 @@ def _predict(r: dict[str, Any], K: int) -> dict[str, Any]:
     from acc_k used as conditional rates, and the conditional rates where every depth has some."""
     from workbench.predict import predict
 
-    out: dict[str, Any] = {"steps": K, "topk": 1, "draft_tokens": K + 1, "convention": "marginal",
-                           "accept_length": None}
+    out: dict[str, Any] = {
+        "steps": K,
+        "topk": 1,
+        "draft_tokens": K + 1,
+        "convention": "marginal",
+        "accept_length": None,
+    }
     full = [v for v in r["full_acc"] if v is not None]
     if len(full) == K:
-        marg = list(np.minimum.accumulate(np.clip(full, 0.0, 1.0)))   # P_k cannot grow with k
+        marg = list(np.minimum.accumulate(np.clip(full, 0.0, 1.0)))  # P_k cannot grow with k
         p = predict("marginal", marg, K, 1, K + 1)
         out.update(accept_length=p.accept_length, formula=p.formula)
     acc = [v for v in r["acc"] if v is not None]

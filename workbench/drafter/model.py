@@ -49,8 +49,8 @@ from workbench.drafter import rope as R
 from workbench.drafter import variants as V
 from workbench.drafter.names import DraftDims, draft_dims
 
-KV = tuple[torch.Tensor, torch.Tensor]      # (K, V) [B, kv_heads, S, d] of one layer
-Past = Union[KV, list[KV]]                  # one layer's pair, or one per layer for a multi-layer drafter
+KV = tuple[torch.Tensor, torch.Tensor]  # (K, V) [B, kv_heads, S, d] of one layer
+Past = Union[KV, list[KV]]  # one layer's pair, or one per layer for a multi-layer drafter
 
 
 class Unsupported(ValueError):
@@ -75,14 +75,23 @@ class RMSNorm(nn.Module):
 
 
 class _Attention(nn.Module):
-    def __init__(self, in_dim: int, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool,
-                 qk_norm: bool = False, eps: float = 1e-6):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        bias: bool,
+        qk_norm: bool = False,
+        eps: float = 1e-6,
+    ):
         super().__init__()
         self.q_proj = nn.Linear(in_dim, heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(in_dim, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(in_dim, kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)    # HF: o_proj follows attention_bias
-        if qk_norm:                  # Qwen3: per-head RMSNorm on q and k before RoPE
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)  # HF: o_proj follows attention_bias
+        if qk_norm:  # Qwen3: per-head RMSNorm on q and k before RoPE
             self.q_norm = RMSNorm(head_dim, eps)
             self.k_norm = RMSNorm(head_dim, eps)
 
@@ -106,8 +115,16 @@ class _MidLayer(nn.Module):
     def __init__(self, d: DraftDims, eps: float, v: V.Variant, first: bool = True) -> None:
         super().__init__()
         self.first = first
-        self.self_attn = _Attention((2 if first else 1) * d.hidden, d.hidden, d.num_heads, d.num_kv_heads,
-                                    d.head_dim, v.attention_bias, v.qk_norm, eps)
+        self.self_attn = _Attention(
+            (2 if first else 1) * d.hidden,
+            d.hidden,
+            d.num_heads,
+            d.num_kv_heads,
+            d.head_dim,
+            v.attention_bias,
+            v.qk_norm,
+            eps,
+        )
         self.mlp = _MLP(d.hidden, d.intermediate)
         self.input_layernorm = RMSNorm(d.hidden, eps)
         if first:
@@ -117,10 +134,10 @@ class _MidLayer(nn.Module):
 
 @dataclass
 class StepOut:
-    hidden: torch.Tensor           # [B, T, H] the state fed to the next step (pre-norm unless norm_output)
-    logits: torch.Tensor           # [B, T, Vd] draft-vocab logits
-    kv: Past                       # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
-                                   # per layer, for a multi-layer drafter)
+    hidden: torch.Tensor  # [B, T, H] the state fed to the next step (pre-norm unless norm_output)
+    logits: torch.Tensor  # [B, T, Vd] draft-vocab logits
+    kv: Past  # (K, V) [B, kv_heads, S, d]: past + new keys (a list of them, one
+    # per layer, for a multi-layer drafter)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -129,11 +146,12 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Eagle3Drafter(nn.Module):
-    d2t: torch.Tensor              # buffers (register_buffer)
+    d2t: torch.Tensor  # buffers (register_buffer)
     t2d: torch.Tensor
 
-    def __init__(self, config: dict[str, Any], embed: Optional[torch.Tensor] = None,
-                 convention: Optional[str] = None) -> None:
+    def __init__(
+        self, config: dict[str, Any], embed: Optional[torch.Tensor] = None, convention: Optional[str] = None
+    ) -> None:
         super().__init__()
         why = V.unsupported(config, convention)
         if why:
@@ -151,7 +169,7 @@ class Eagle3Drafter(nn.Module):
             self.fc_norm = nn.ModuleList(RMSNorm(d.target_hidden, eps) for _ in range(d.num_aux))
         if d.num_layers == 1:
             self.midlayer = _MidLayer(d, eps, v)
-        else:                       # names follow names.layer_prefix: midlayers.{i}.*
+        else:  # names follow names.layer_prefix: midlayers.{i}.*
             self.midlayers = nn.ModuleList(_MidLayer(d, eps, v, first=i == 0) for i in range(d.num_layers))
         self.norm = RMSNorm(d.hidden, eps)
         self.lm_head = nn.Linear(d.hidden, d.draft_vocab, bias=False)
@@ -220,7 +238,7 @@ class Eagle3Drafter(nn.Module):
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         try:
-            cos, sin = R.cos_sin(self._rope_spec, positions, x.dtype)           # [B, 1, T, d]
+            cos, sin = R.cos_sin(self._rope_spec, positions, x.dtype)  # [B, 1, T, d]
         except R.RopeRefused as exc:
             raise Unsupported(str(exc)) from None
         return x * cos + _rotate_half(x) * sin
@@ -228,8 +246,9 @@ class Eagle3Drafter(nn.Module):
     def _layers(self) -> list[_MidLayer]:
         return [self.midlayer] if self.dims.num_layers == 1 else cast("list[_MidLayer]", list(self.midlayers))
 
-    def _qkv(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-             layer: Optional[_MidLayer] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _qkv(
+        self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, layer: Optional[_MidLayer] = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(residual, q, k, v) of one layer; ``hidden`` is the previous layer's output for the
         plain layers, the target features or the previous step's state for the first."""
         d = self.dims
@@ -258,8 +277,9 @@ class Eagle3Drafter(nn.Module):
         rep = self.dims.num_heads // self.dims.num_kv_heads
         return t if rep == 1 else t.repeat_interleave(rep, dim=1)
 
-    def _finish(self, residual: torch.Tensor, attn: torch.Tensor,
-                layer: Optional[_MidLayer] = None) -> torch.Tensor:                 # attn [B, nh, T, d]
+    def _finish(
+        self, residual: torch.Tensor, attn: torch.Tensor, layer: Optional[_MidLayer] = None
+    ) -> torch.Tensor:  # attn [B, nh, T, d]
         B, _, T, _ = attn.shape
         layer = layer if layer is not None else self._layers()[0]
         h1 = residual + layer.self_attn.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
@@ -267,15 +287,19 @@ class Eagle3Drafter(nn.Module):
         return h2
 
     # ----- inference -----
-    def step(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-             past: Optional[Past] = None) -> StepOut:
+    def step(
+        self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, past: Optional[Past] = None
+    ) -> StepOut:
         """One draft forward over T new positions (see the module docstring)."""
         if positions.dim() == 1:
             positions = positions[None].expand(tokens.shape[0], -1)
         layers = self._layers()
         # one layer: ``past`` is its (K, V); several: a list of them, one per layer
-        pasts: list[Optional[KV]] = [None] * len(layers) if past is None else (
-            [cast(KV, past)] if len(layers) == 1 else list(cast("list[KV]", past)))
+        pasts: list[Optional[KV]] = (
+            [None] * len(layers)
+            if past is None
+            else ([cast(KV, past)] if len(layers) == 1 else list(cast("list[KV]", past)))
+        )
         kvs: list[KV]
         x, kvs = hidden, []
         for layer, pk in zip(layers, pasts):
@@ -299,7 +323,7 @@ class Eagle3Drafter(nn.Module):
         RoPE ``position`` = t); ``past`` the drafter KV cache including that pair. Step k >= 1 runs at
         position t + k on (previous output, previous draft token) attending to ``past`` + chain keys.
         """
-        draft = last.logits[:, -1].argmax(-1)                                  # [B] draft ids
+        draft = last.logits[:, -1].argmax(-1)  # [B] draft ids
         out = [self.to_target(draft)]
         h, kv = last.hidden[:, -1:], past
         B = draft.shape[0]
@@ -312,8 +336,9 @@ class Eagle3Drafter(nn.Module):
         return torch.stack(out, dim=1)
 
     # ----- training-time test -----
-    def unroll(self, aux: torch.Tensor, step_tokens: Sequence[torch.Tensor],
-               positions: Optional[torch.Tensor] = None) -> list[torch.Tensor]:
+    def unroll(
+        self, aux: torch.Tensor, step_tokens: Sequence[torch.Tensor], positions: Optional[torch.Tensor] = None
+    ) -> list[torch.Tensor]:
         """TTT forward; returns one ``[B, T, Vd]`` logits tensor per step (see module docstring)."""
         B, T = step_tokens[0].shape
         if positions is None:
@@ -326,10 +351,11 @@ class Eagle3Drafter(nn.Module):
             def scaled(x: torch.Tensor) -> torch.Tensor:
                 return x / root
         else:
-            inv: float = self.dims.head_dim ** -0.5
+            inv: float = self.dims.head_dim**-0.5
 
             def scaled(x: torch.Tensor) -> torch.Tensor:
                 return x * inv
+
         causal = torch.ones(T, T, dtype=torch.bool, device=aux.device).tril()
         layers = self._layers()
         hidden, outs = aux, []
@@ -349,7 +375,7 @@ class Eagle3Drafter(nn.Module):
                 p = torch.softmax(torch.cat([s0] + diag, dim=-1), dim=-1)
                 attn = p[..., :T] @ vs[0]
                 for j, vj in enumerate(vs[1:]):
-                    attn = attn + p[..., T + j:T + j + 1] * vj
+                    attn = attn + p[..., T + j : T + j + 1] * vj
                 x = self._finish(residual, attn, layer)
             hidden, logits = self._outputs(x)
             outs.append(logits)

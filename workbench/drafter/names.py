@@ -35,7 +35,7 @@ LEGACY_AUX_NORM = {"aux_norm_low": 0, "aux_norm_mid": 1, "aux_norm_high": 2}
 class WeightSpec:
     name: str
     shape: tuple[int, ...]
-    kind: str = "float"        # "float" | "int64" | "bool"
+    kind: str = "float"  # "float" | "int64" | "bool"
     required: bool = True
     note: str = ""
 
@@ -57,7 +57,7 @@ class DraftDims:
     norm_before_fc: bool
     fc_norm: bool
     tie_word_embeddings: bool
-    qk_norm: bool = False          # Qwen3-style q_norm/k_norm (speculators' default layer)
+    qk_norm: bool = False  # Qwen3-style q_norm/k_norm (speculators' default layer)
 
 
 def _get(config: dict[str, Any], key: str, default: Any = None) -> Any:
@@ -155,11 +155,10 @@ def expected_weights(config: dict[str, Any], naming: str = SGLANG) -> dict[str, 
     if d.norm_before_fc:
         specs.append(WeightSpec("input_norm.weight", (d.num_aux * Ht,), note="norm_before_fc"))
     if d.fc_norm:
-        specs += [WeightSpec(f"fc_norm.{i}.weight", (Ht,), note="fc_norm per aux chunk")
-                  for i in range(d.num_aux)]
+        specs += [WeightSpec(f"fc_norm.{i}.weight", (Ht,), note="fc_norm per aux chunk") for i in range(d.num_aux)]
     for i in range(d.num_layers):
         p = layer_prefix(i, d.num_layers, naming)
-        in_dim = 2 * H if i == 0 else H   # layer 0 reads cat[norm(embed), norm(hidden)]
+        in_dim = 2 * H if i == 0 else H  # layer 0 reads cat[norm(embed), norm(hidden)]
         specs += [
             WeightSpec(p + "self_attn.q_proj.weight", (q_out, in_dim)),
             WeightSpec(p + "self_attn.k_proj.weight", (kv_out, in_dim)),
@@ -174,19 +173,22 @@ def expected_weights(config: dict[str, Any], naming: str = SGLANG) -> dict[str, 
         if i == 0:
             specs.append(WeightSpec(p + "hidden_norm.weight", (H,), note="applied to the fc output"))
         if d.qk_norm:
-            specs += [WeightSpec(p + f"self_attn.{x}_norm.weight", (d.head_dim,), note="Qwen3 layer")
-                      for x in ("q", "k")]
+            specs += [
+                WeightSpec(p + f"self_attn.{x}_norm.weight", (d.head_dim,), note="Qwen3 layer") for x in ("q", "k")
+            ]
         if d.attention_bias:
-            specs += [WeightSpec(p + f"self_attn.{x}_proj.bias", (n,), note="attention_bias")
-                      for x, n in (("q", q_out), ("k", kv_out), ("v", kv_out), ("o", H))]
+            specs += [
+                WeightSpec(p + f"self_attn.{x}_proj.bias", (n,), note="attention_bias")
+                for x, n in (("q", q_out), ("k", kv_out), ("v", kv_out), ("o", H))
+            ]
     specs += [
         WeightSpec("norm.weight", (H,)),
-        WeightSpec("lm_head.weight", (d.draft_vocab, H), required=not d.tie_word_embeddings,
-                   note="draft vocab head"),
+        WeightSpec("lm_head.weight", (d.draft_vocab, H), required=not d.tie_word_embeddings, note="draft vocab head"),
         WeightSpec("d2t", (d.draft_vocab,), kind="int64", note="draft id -> target id offsets"),
         WeightSpec("t2d", (d.vocab,), kind="bool", required=False, note="ignored by SGLang"),
-        WeightSpec("embed_tokens.weight", (d.vocab, H), required=False,
-                   note="usually absent: the target's embedding is shared"),
+        WeightSpec(
+            "embed_tokens.weight", (d.vocab, H), required=False, note="usually absent: the target's embedding is shared"
+        ),
     ]
     return {s.name: s for s in specs}
 
@@ -196,7 +198,7 @@ _SGL_LAYER = re.compile(r"^midlayers\.(\d+)\.")
 
 
 def _strip_model_prefix(name: str) -> str:
-    return name[len("model."):] if name.startswith("model.") else name
+    return name[len("model.") :] if name.startswith("model.") else name
 
 
 def to_sglang(name: str, num_layers: int = 1) -> str:
@@ -204,13 +206,13 @@ def to_sglang(name: str, num_layers: int = 1) -> str:
     name = _strip_model_prefix(name)
     for legacy, i in LEGACY_AUX_NORM.items():
         if name.startswith(legacy + "."):
-            return f"fc_norm.{i}." + name[len(legacy) + 1:]
+            return f"fc_norm.{i}." + name[len(legacy) + 1 :]
     m = _SPEC_LAYER.match(name)
     if m:
-        return layer_prefix(int(m.group(1)), num_layers, SGLANG) + name[m.end():]
+        return layer_prefix(int(m.group(1)), num_layers, SGLANG) + name[m.end() :]
     m = _SGL_LAYER.match(name)
     if m and num_layers == 1 and m.group(1) == "0":
-        return "midlayer." + name[m.end():]
+        return "midlayer." + name[m.end() :]
     return name
 
 
@@ -218,10 +220,10 @@ def to_speculators(name: str) -> str:
     """``midlayer.x`` -> ``layers.0.x``; ``midlayers.i.x`` -> ``layers.i.x``."""
     name = _strip_model_prefix(name)
     if name.startswith("midlayer."):
-        return "layers.0." + name[len("midlayer."):]
+        return "layers.0." + name[len("midlayer.") :]
     m = _SGL_LAYER.match(name)
     if m:
-        return f"layers.{m.group(1)}." + name[m.end():]
+        return f"layers.{m.group(1)}." + name[m.end() :]
     return name
 
 

@@ -24,8 +24,8 @@ class RopeRefused(ValueError):
 
 @dataclass
 class Rope:
-    inv_freq: torch.Tensor     # torch [head_dim // 2] float32
-    scale: float               # transformers' attention_scaling (yarn, longrope), applied to cos/sin
+    inv_freq: torch.Tensor  # torch [head_dim // 2] float32
+    scale: float  # transformers' attention_scaling (yarn, longrope), applied to cos/sin
     rope_type: str
     max_positions: int | None  # dynamic: positions must stay below this
     long_inv_freq: Optional[torch.Tensor] = None  # longrope: frequencies past original_max_position_embeddings
@@ -35,8 +35,11 @@ class Rope:
 def _hf_config(flat: dict[str, Any], rope: dict[str, Any]) -> LlamaConfig:
     from transformers import LlamaConfig
 
-    kw = {k: flat[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                               "max_position_embeddings") if flat.get(k) is not None}
+    kw = {
+        k: flat[k]
+        for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings")
+        if flat.get(k) is not None
+    }
     cfg = LlamaConfig(**kw)
     cfg.rope_parameters = dict(rope)
     cfg.head_dim = int(flat["head_dim"]) if flat.get("head_dim") else cfg.head_dim
@@ -73,12 +76,14 @@ def cos_sin(rope: Rope, positions: torch.Tensor, dtype: torch.dtype) -> tuple[to
 
     top = int(positions.max()) if positions.numel() else 0
     if rope.max_positions is not None and top >= rope.max_positions:
-        raise RopeRefused(f"rope_scaling dynamic: position {top} is past max_position_embeddings "
-                          f"{rope.max_positions}, where transformers, SpecForge and SGLang compute different "
-                          f"frequencies")
+        raise RopeRefused(
+            f"rope_scaling dynamic: position {top} is past max_position_embeddings "
+            f"{rope.max_positions}, where transformers, SpecForge and SGLang compute different "
+            f"frequencies"
+        )
     inv = rope.inv_freq
     if rope.long_inv_freq is not None and top + 1 > cast(int, rope.original_max):
-        inv = rope.long_inv_freq            # transformers switches the whole batch to long factors
+        inv = rope.long_inv_freq  # transformers switches the whole batch to long factors
     freqs = positions.to(torch.float32)[..., None] * inv.to(positions.device)
     emb = torch.cat((freqs, freqs), dim=-1)[:, None]
     return (emb.cos() * rope.scale).to(dtype), (emb.sin() * rope.scale).to(dtype)

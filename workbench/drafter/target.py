@@ -27,11 +27,11 @@ INDEX = "model.safetensors.index.json"
 class TargetHead:
     path: str
     config: dict[str, Any]
-    embed: torch.Tensor      # torch [V, H] (mapped)
-    lm_head: torch.Tensor    # torch [V, H] (mapped; the embedding when tied)
+    embed: torch.Tensor  # torch [V, H] (mapped)
+    lm_head: torch.Tensor  # torch [V, H] (mapped; the embedding when tied)
     norm: Optional[torch.Tensor]  # torch [H] or None
     eps: float
-    names: dict[str, Optional[str]]   # which checkpoint tensors were used
+    names: dict[str, Optional[str]]  # which checkpoint tensors were used
 
     @property
     def vocab(self) -> int:
@@ -42,8 +42,9 @@ class TargetHead:
         return int(self.embed.shape[1])
 
 
-def _pick(names: Iterable[str], suffix: str,
-          exclude: tuple[str, ...] = ("mtp", "vision", "visual", "draft")) -> Optional[str]:
+def _pick(
+    names: Iterable[str], suffix: str, exclude: tuple[str, ...] = ("mtp", "vision", "visual", "draft")
+) -> Optional[str]:
     found = [n for n in names if n.endswith(suffix) and not any(x in n for x in exclude)]
     return min(found, key=len) if found else None
 
@@ -90,8 +91,7 @@ def read_target_head(path: "str | os.PathLike[str]") -> TargetHead:
     where = tensor_files(root)
     embed_n = _pick(where, "embed_tokens.weight") or _pick(where, "wte.weight")
     head_n = _pick(where, "lm_head.weight")
-    norm_n = _pick([n for n in where if ".layers." not in n and "layers." not in n.split(".")[0]],
-                   "norm.weight")
+    norm_n = _pick([n for n in where if ".layers." not in n and "layers." not in n.split(".")[0]], "norm.weight")
     if embed_n is None:
         raise InputError(f"{root}: no embed_tokens.weight among the checkpoint tensors")
     tied = head_n is None and bool(cfg.get("tie_word_embeddings", False))
@@ -108,12 +108,19 @@ def read_target_head(path: "str | os.PathLike[str]") -> TargetHead:
         return files[f].load(name)
 
     embed = load(embed_n)
-    head = load(head_n) if head_n is not None else embed     # None: tied (checked above)
+    head = load(head_n) if head_n is not None else embed  # None: tied (checked above)
     if head.shape[1] != embed.shape[1]:
         raise InputError(f"{root}: lm_head {list(head.shape)} and embedding {list(embed.shape)} disagree")
     norm = load(norm_n) if norm_n else None
     from workbench.draftconfig.schema import validate
 
     eps = float(validate("rms_norm_eps", cfg.get("rms_norm_eps") or 1e-6))
-    return TargetHead(str(root), cfg, embed, head, norm, eps,
-                      {"embed": embed_n, "lm_head": head_n or embed_n + " (tied)", "norm": norm_n})
+    return TargetHead(
+        str(root),
+        cfg,
+        embed,
+        head,
+        norm,
+        eps,
+        {"embed": embed_n, "lm_head": head_n or embed_n + " (tied)", "norm": norm_n},
+    )

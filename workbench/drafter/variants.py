@@ -40,18 +40,50 @@ SPECULATORS_LAYOUT = "speculators"
 CONVENTIONS = ("specforge", "speculators", "sglang")
 
 # The decoder-layer fields speculators keeps nested; everything the drafter's shapes depend on.
-_NESTED = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
-           "vocab_size", "num_hidden_layers", "rms_norm_eps", "max_position_embeddings", "hidden_act",
-           "attention_bias", "mlp_bias", "rope_theta", "rope_scaling", "rope_parameters", "model_type",
-           "sliding_window", "use_sliding_window", "layer_types", "partial_rotary_factor",
-           "tie_word_embeddings", "pad_token_id")
-_TOP = ("draft_vocab_size", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output",
-        "eagle_aux_hidden_state_layer_ids", "speculators_config", "speculators_model_type")
+_NESTED = (
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "num_hidden_layers",
+    "rms_norm_eps",
+    "max_position_embeddings",
+    "hidden_act",
+    "attention_bias",
+    "mlp_bias",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "model_type",
+    "sliding_window",
+    "use_sliding_window",
+    "layer_types",
+    "partial_rotary_factor",
+    "tie_word_embeddings",
+    "pad_token_id",
+)
+_TOP = (
+    "draft_vocab_size",
+    "norm_before_residual",
+    "norm_before_fc",
+    "fc_norm",
+    "norm_output",
+    "eagle_aux_hidden_state_layer_ids",
+    "speculators_config",
+    "speculators_model_type",
+)
 # speculators' pydantic defaults (Eagle3SpeculatorConfig) for fields a hand-made config may omit.
-_SPECULATORS_DEFAULTS = {"draft_vocab_size": 32000, "norm_before_residual": False, "norm_before_fc": False,
-                         "fc_norm": False, "norm_output": False}
+_SPECULATORS_DEFAULTS = {
+    "draft_vocab_size": 32000,
+    "norm_before_residual": False,
+    "norm_before_fc": False,
+    "fc_norm": False,
+    "norm_output": False,
+}
 # The layer families speculators 0.9.0 builds an EAGLE-3 first layer for.
-_SPECULATORS_LAYERS = {"llama": False, "qwen3": True}          # model_type -> q_norm/k_norm
+_SPECULATORS_LAYERS = {"llama": False, "qwen3": True}  # model_type -> q_norm/k_norm
 
 
 def layout(config: dict[str, Any]) -> str:
@@ -70,8 +102,12 @@ def flat_config(config: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("transformer_layer_config: expected an object (speculators layout)")
     flat = {k: inner[k] for k in _NESTED if k in inner}
     flat.setdefault("model_type", "qwen3")
-    if "head_dim" not in flat and flat.get("model_type") == "llama" and "hidden_size" in flat \
-            and "num_attention_heads" in flat:
+    if (
+        "head_dim" not in flat
+        and flat.get("model_type") == "llama"
+        and "hidden_size" in flat
+        and "num_attention_heads" in flat
+    ):
         flat["head_dim"] = int(flat["hidden_size"]) // int(flat["num_attention_heads"])
     for k in ("hidden_size", "num_attention_heads", "head_dim", "intermediate_size", "vocab_size"):
         if k not in flat:
@@ -118,14 +154,14 @@ def rope_parameters(cfg: dict[str, Any]) -> dict[str, Any]:
 class Variant:
     convention: str
     layout: str
-    logits_norm: bool = True              # lm_head(norm(h)) (False: lm_head(h), SpecForge norm_output: false)
-    feed_normed: bool = False             # norm(h) feeds the next step (speculators/SGLang norm_output: true)
-    norm_before_residual: bool = False    # the residual is hidden_norm(h), not h (speculators)
-    norm_before_fc: bool = False          # one RMSNorm over the concatenated aux slots before fc
-    fc_norm: bool = False                 # one RMSNorm per aux slot before fc
-    qk_norm: bool = False                 # q_norm/k_norm per head before RoPE (Qwen3 layers)
+    logits_norm: bool = True  # lm_head(norm(h)) (False: lm_head(h), SpecForge norm_output: false)
+    feed_normed: bool = False  # norm(h) feeds the next step (speculators/SGLang norm_output: true)
+    norm_before_residual: bool = False  # the residual is hidden_norm(h), not h (speculators)
+    norm_before_fc: bool = False  # one RMSNorm over the concatenated aux slots before fc
+    fc_norm: bool = False  # one RMSNorm per aux slot before fc
+    qk_norm: bool = False  # q_norm/k_norm per head before RoPE (Qwen3 layers)
     attention_bias: bool = False
-    position_offset: int = 0              # speculators' position ids start at 1 (shift_batch)
+    position_offset: int = 0  # speculators' position ids start at 1 (shift_batch)
     rope: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,12 +187,19 @@ def resolve(config: dict[str, Any], convention: Optional[str] = None) -> Variant
     else:
         logits_norm, feed_normed = True, bool(no)
     return Variant(
-        convention=conv, layout=lay, logits_norm=logits_norm, feed_normed=feed_normed,
+        convention=conv,
+        layout=lay,
+        logits_norm=logits_norm,
+        feed_normed=feed_normed,
         # SGLang builds its residual from the pre-norm state and its q/k/v without bias.
         norm_before_residual=bool(cfg.get("norm_before_residual")) and conv != "sglang",
-        norm_before_fc=nbf, fc_norm=fcn, qk_norm=qk and conv != "sglang",
+        norm_before_fc=nbf,
+        fc_norm=fcn,
+        qk_norm=qk and conv != "sglang",
         attention_bias=bool(cfg.get("attention_bias")) and conv != "sglang",
-        position_offset=1 if conv == "speculators" else 0, rope=rope_parameters(cfg))
+        position_offset=1 if conv == "speculators" else 0,
+        rope=rope_parameters(cfg),
+    )
 
 
 # rope types transformers' ROPE_INIT_FUNCTIONS computes (plus the plain one).
@@ -180,9 +223,11 @@ def _unsupported(config: dict[str, Any], convention: Optional[str]) -> Optional[
     n = int(cfg.get("num_hidden_layers") or 1)
     conv = convention or default_convention(config)
     if n != 1 and conv != "speculators":
-        return (f"{pre}num_hidden_layers={n}: multi-layer drafters are evaluated under the speculators reading "
-                f"only (SpecForge 0.2.0 trains one layer; SGLang feeds the later layers through hidden_norm "
-                f"instead of input_layernorm)")
+        return (
+            f"{pre}num_hidden_layers={n}: multi-layer drafters are evaluated under the speculators reading "
+            f"only (SpecForge 0.2.0 trains one layer; SGLang feeds the later layers through hidden_norm "
+            f"instead of input_layernorm)"
+        )
     rope = rope_parameters(cfg)
     if rope["rope_type"] not in ROPE_TYPES or "mrope_section" in rope:
         return f"{pre}rope_scaling: rope_type {rope['rope_type']!r} (multimodal or unknown) is not evaluated"
@@ -198,12 +243,16 @@ def _unsupported(config: dict[str, Any], convention: Optional[str]) -> Optional[
         return f"{pre}sliding_window: sliding-window draft attention is not evaluated"
     mt = cfg.get("model_type")
     if layout(config) == SPECULATORS_LAYOUT and mt not in _SPECULATORS_LAYERS:
-        return (f"transformer_layer_config.model_type={mt!r}: speculators 0.9.0 builds EAGLE-3 layers for "
-                f"{', '.join(sorted(_SPECULATORS_LAYERS))} only")
+        return (
+            f"transformer_layer_config.model_type={mt!r}: speculators 0.9.0 builds EAGLE-3 layers for "
+            f"{', '.join(sorted(_SPECULATORS_LAYERS))} only"
+        )
     if conv == "specforge" and rope["rope_type"] == "dynamic":
-        return (f"{pre}rope_scaling dynamic: SpecForge 0.2.0 builds its dynamic-NTK table for "
-                f"max_position_embeddings+20 positions, which already rescales the base; transformers and "
-                f"SGLang do not: not evaluated under the SpecForge reading")
+        return (
+            f"{pre}rope_scaling dynamic: SpecForge 0.2.0 builds its dynamic-NTK table for "
+            f"max_position_embeddings+20 positions, which already rescales the base; transformers and "
+            f"SGLang do not: not evaluated under the SpecForge reading"
+        )
     if convention is not None and convention not in CONVENTIONS:
         return f"convention {convention!r}: expected one of {', '.join(CONVENTIONS)}"
     return None
@@ -215,7 +264,7 @@ def explain(config: dict[str, Any], convention: Optional[str] = None, rope: bool
     try:
         return _explain(config, convention, rope)
     except (ValueError, TypeError, KeyError, AttributeError):
-        return []           # a config too malformed to read: the config checks say why
+        return []  # a config too malformed to read: the config checks say why
 
 
 def _explain(config: dict[str, Any], convention: Optional[str], with_rope: bool = True) -> list[str]:
@@ -224,61 +273,90 @@ def _explain(config: dict[str, Any], convention: Optional[str], with_rope: bool 
     out: list[str] = []
     lay = layout(config)
     if lay == SPECULATORS_LAYOUT:
-        ver = ((config.get("speculators_config") or {}).get("verifier") or {})
-        out.append(f"speculators layout: sizes from transformer_layer_config ({cfg.get('model_type')} layers), "
-                   f"weights layers.0.*; verifier {ver.get('name_or_path') or '(not named)'}")
+        ver = (config.get("speculators_config") or {}).get("verifier") or {}
+        out.append(
+            f"speculators layout: sizes from transformer_layer_config ({cfg.get('model_type')} layers), "
+            f"weights layers.0.*; verifier {ver.get('name_or_path') or '(not named)'}"
+        )
         if "_declared_target_hidden_size" in cfg:
-            out.append(f"target_hidden_size={cfg['_declared_target_hidden_size']} is recorded but speculators "
-                       f"builds fc from hidden_size ({cfg['hidden_size']})")
+            out.append(
+                f"target_hidden_size={cfg['_declared_target_hidden_size']} is recorded but speculators "
+                f"builds fc from hidden_size ({cfg['hidden_size']})"
+            )
     if v.qk_norm:
-        out.append("qk_norm: Qwen3-style layer, q_norm/k_norm RMS-normalise each head's query and key before "
-                   "RoPE (SGLang's llama_eagle3.py has no q_norm/k_norm)")
+        out.append(
+            "qk_norm: Qwen3-style layer, q_norm/k_norm RMS-normalise each head's query and key before "
+            "RoPE (SGLang's llama_eagle3.py has no q_norm/k_norm)"
+        )
     no = _flag(cfg, "norm_output")
     if no is not None and lay == SGLANG_LAYOUT:
         if v.convention == "specforge":
-            out.append(f"norm_output={str(bool(no)).lower()}: read as SpecForge does (lm_head "
-                       f"{'after' if v.logits_norm else 'without'} the final norm, the pre-norm state feeds the "
-                       f"next step); SGLang reads norm_output as 'feed the normed state to the next step' and "
-                       f"always norms before lm_head")
+            out.append(
+                f"norm_output={str(bool(no)).lower()}: read as SpecForge does (lm_head "
+                f"{'after' if v.logits_norm else 'without'} the final norm, the pre-norm state feeds the "
+                f"next step); SGLang reads norm_output as 'feed the normed state to the next step' and "
+                f"always norms before lm_head"
+            )
         else:
-            out.append(f"norm_output={str(bool(no)).lower()}: read as SGLang does (the "
-                       f"{'normed' if v.feed_normed else 'pre-norm'} state feeds the next step; logits normed); "
-                       f"SpecForge reads it as whether norm precedes lm_head")
+            out.append(
+                f"norm_output={str(bool(no)).lower()}: read as SGLang does (the "
+                f"{'normed' if v.feed_normed else 'pre-norm'} state feeds the next step; logits normed); "
+                f"SpecForge reads it as whether norm precedes lm_head"
+            )
     elif v.feed_normed:
-        out.append("norm_output: the normed state (norm(h)) feeds the next draft step; logits are "
-                   "lm_head(norm(h)) as usual (Eagle 3.1; SGLang serves it the same way)")
+        out.append(
+            "norm_output: the normed state (norm(h)) feeds the next draft step; logits are "
+            "lm_head(norm(h)) as usual (Eagle 3.1; SGLang serves it the same way)"
+        )
     if v.norm_before_residual:
-        out.append("norm_before_residual: the first layer's residual is hidden_norm(h), not h (speculators; "
-                   "SGLang's llama_eagle3.py keeps the pre-norm residual)")
+        out.append(
+            "norm_before_residual: the first layer's residual is hidden_norm(h), not h (speculators; "
+            "SGLang's llama_eagle3.py keeps the pre-norm residual)"
+        )
     elif cfg.get("norm_before_residual") and v.convention == "sglang":
         out.append("norm_before_residual: ignored, as SGLang ignores it")
     if v.norm_before_fc:
-        out.append("norm_before_fc: the fc input (all aux slots concatenated) is RMS-normalised once with "
-                   "input_norm.weight before fc (SpecForge 0.2.0 has no such option)")
+        out.append(
+            "norm_before_fc: the fc input (all aux slots concatenated) is RMS-normalised once with "
+            "input_norm.weight before fc (SpecForge 0.2.0 has no such option)"
+        )
     if v.fc_norm:
-        out.append("fc_norm: each aux slot is RMS-normalised on its own (fc_norm.{i}.weight) before the "
-                   "slots are concatenated into fc")
+        out.append(
+            "fc_norm: each aux slot is RMS-normalised on its own (fc_norm.{i}.weight) before the "
+            "slots are concatenated into fc"
+        )
     if cfg.get("attention_bias"):
-        out.append("attention_bias: q/k/v projections carry a bias" + (
-            " (SGLang's llama_eagle3.py builds qkv without bias and drops it)" if v.convention != "sglang"
-            else "; ignored, as SGLang builds qkv without bias"))
+        out.append(
+            "attention_bias: q/k/v projections carry a bias"
+            + (
+                " (SGLang's llama_eagle3.py builds qkv without bias and drops it)"
+                if v.convention != "sglang"
+                else "; ignored, as SGLang builds qkv without bias"
+            )
+        )
     th, h = cfg.get("target_hidden_size"), cfg.get("hidden_size")
     if lay == SGLANG_LAYOUT and th not in (None, h):
         out.append(f"target_hidden_size={th}: fc maps the target's {th}-wide slots to the draft's hidden {h}")
     layers = int(cfg.get("num_hidden_layers") or 1)
     if layers > 1:
-        out.append(f"num_hidden_layers={layers}: after the EAGLE-3 first layer, {layers - 1} plain decoder "
-                   f"layer(s) (input_layernorm, attention, MLP) with their own KV per draft step (speculators; "
-                   f"SGLang normalises their input with hidden_norm instead)")
+        out.append(
+            f"num_hidden_layers={layers}: after the EAGLE-3 first layer, {layers - 1} plain decoder "
+            f"layer(s) (input_layernorm, attention, MLP) with their own KV per draft step (speculators; "
+            f"SGLang normalises their input with hidden_norm instead)"
+        )
     n_aux = cfg.get("num_aux_hidden_states")
-    ids = ((cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-           if isinstance(cfg.get("eagle_config"), dict) else None) or cfg.get("eagle_aux_hidden_state_layer_ids")
+    ids = (
+        (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        if isinstance(cfg.get("eagle_config"), dict)
+        else None
+    ) or cfg.get("eagle_aux_hidden_state_layer_ids")
     k = int(n_aux) if n_aux else (len(ids) if isinstance(ids, list) and ids else 3)
     if k != 3:
         out.append(f"{k} aux hidden states: fc reads {k} slots (SpecForge 0.2.0 trains exactly 3)")
     rope = v.rope
     if with_rope and rope.get("rope_type") not in (None, "default"):
         keys = ", ".join(f"{a}={b}" for a, b in sorted(rope.items()) if a not in ("rope_type",))
-        out.append(f"rope_scaling {rope['rope_type']}: RoPE frequencies from transformers' "
-                   f"ROPE_INIT_FUNCTIONS ({keys})")
+        out.append(
+            f"rope_scaling {rope['rope_type']}: RoPE frequencies from transformers' ROPE_INIT_FUNCTIONS ({keys})"
+        )
     return out

@@ -50,10 +50,26 @@ def rule(engine: str, arch: Optional[str], *, source: str = "auto", host: Option
     return find_rule(engine, arch, source=source, host=host)[0]
 
 
-def capture(engine: str, *, target_config: "str | os.PathLike[str] | None" = None, arch: Optional[str] = None,
-            num_layers: Optional[int] = None, ids: Optional[Sequence[int]] = None, cuda_graph: bool = True,
-            host: Optional[Host] = None, source: str = "auto") -> EngineCapture:
+def capture(
+    engine: str,
+    *,
+    target_config: "str | os.PathLike[str] | None" = None,
+    arch: Optional[str] = None,
+    num_layers: Optional[int] = None,
+    ids: Optional[Sequence[int]] = None,
+    cuda_graph: bool = True,
+    host: Optional[Host] = None,
+    source: str = "auto",
+) -> EngineCapture:
     from workbench.engine.lookup import engine_capture
 
-    return engine_capture(engine, target_config=target_config, arch=arch, num_layers=num_layers, ids=ids,
-                          cuda_graph=cuda_graph, host=host, source=source)
+    return engine_capture(
+        engine,
+        target_config=target_config,
+        arch=arch,
+        num_layers=num_layers,
+        ids=ids,
+        cuda_graph=cuda_graph,
+        host=host,
+        source=source,
+    )

@@ -51,11 +51,16 @@ def pack(rows: list[dict[str, Any]]) -> dict[str, Any]:
     common["evidence"] = [e for e in rows[0]["evidence"] if e["what"] in _RELEASE_EVIDENCE]
     out = []
     for r in rows:
-        if {k: r[k] for k in RELEASE_WIDE} != {k: common[k] for k in RELEASE_WIDE} or \
-                [e for e in r["evidence"] if e["what"] in _RELEASE_EVIDENCE] != common["evidence"]:
+        if {k: r[k] for k in RELEASE_WIDE} != {k: common[k] for k in RELEASE_WIDE} or [
+            e for e in r["evidence"] if e["what"] in _RELEASE_EVIDENCE
+        ] != common["evidence"]:
             raise ValueError(f"{r['arch']}: runner facts differ from the release's")
-        out.append({**{k: v for k, v in r.items() if k not in RELEASE_WIDE},
-                    "evidence": [e for e in r["evidence"] if e["what"] not in _RELEASE_EVIDENCE]})
+        out.append(
+            {
+                **{k: v for k, v in r.items() if k not in RELEASE_WIDE},
+                "evidence": [e for e in r["evidence"] if e["what"] not in _RELEASE_EVIDENCE],
+            }
+        )
     return {"common": common, "rules": out}
 
 
@@ -63,8 +68,9 @@ def _write(data: dict[str, Any], out: Path) -> None:
     # one release per line: a regenerated release shows as one changed line
     tmp = out.with_suffix(".json.tmp")
     lines = [f"{json.dumps(v)}: {json.dumps(rows, separators=(',', ':'))}" for v, rows in data["releases"].items()]
-    tmp.write_text('{"generator": ' + json.dumps(data["generator"]) + ', "releases": {\n'
-                   + ",\n".join(lines) + "\n}}\n")
+    tmp.write_text(
+        '{"generator": ' + json.dumps(data["generator"]) + ', "releases": {\n' + ",\n".join(lines) + "\n}}\n"
+    )
     os.replace(tmp, out)
 
 

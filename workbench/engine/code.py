@@ -59,13 +59,25 @@ def _rules(root: Path, version: str, names: Sequence[str]) -> list[CaptureRule]:
         return {"rules": [r.to_dict() for r in extract(root, version=version, archs=set(names))]}
 
     question = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"capture-rules-{version}-{'+'.join(sorted(names))}")
-    got = source_cache.read(question, root, read, parts=READS,
-                            modules=("workbench.engine.extract", "workbench.engine.source", "workbench.engine.rule"))
+    got = source_cache.read(
+        question,
+        root,
+        read,
+        parts=READS,
+        modules=("workbench.engine.extract", "workbench.engine.source", "workbench.engine.rule"),
+    )
     return [CaptureRule.from_dict(d) for d in got["rules"]]
 
 
-def code_capture(engine: str, *, arch: str, num_layers: int, ids: Optional[Sequence[int]],
-                 cuda_graph: bool = True, index0: Optional[str] = None) -> tuple[EngineCapture, CaptureRule]:
+def code_capture(
+    engine: str,
+    *,
+    arch: str,
+    num_layers: int,
+    ids: Optional[Sequence[int]],
+    cuda_graph: bool = True,
+    index0: Optional[str] = None,
+) -> tuple[EngineCapture, CaptureRule]:
     """What the release's code captures; ``index0`` overrides that one part (the lab's patched engine)."""
     from dataclasses import replace
 
@@ -74,8 +86,7 @@ def code_capture(engine: str, *, arch: str, num_layers: int, ids: Optional[Seque
     rule, source = code_rule(parse_engine(engine), arch)
     if index0 is not None and rule.supported:
         rule = replace(rule, index0=index0)
-    return apply(rule, list(ids) if ids is not None else None, num_layers, cuda_graph=cuda_graph,
-                 source=source), rule
+    return apply(rule, list(ids) if ids is not None else None, num_layers, cuda_graph=cuda_graph, source=source), rule
 
 
 def ids_from_config(rule: CaptureRule, config: dict[str, Any]) -> tuple[Optional[list[Any]], str]:

@@ -51,8 +51,16 @@ _Site = Union[tuple[Literal["if"], ast.If], tuple[Literal["keyword"], ast.keywor
 
 
 def _probe_ids(n: int) -> list[list[int]]:
-    return [[2, n // 2, n - 4], [1, n // 2 - 1, n - 4], [0, 5, 10], [3, 10, n], [n - 3, 5, 1], [-1, 2, 30 % n],
-            [1, 2], [5]]
+    return [
+        [2, n // 2, n - 4],
+        [1, n // 2 - 1, n - 4],
+        [0, 5, 10],
+        [3, 10, n],
+        [n - 3, 5, 1],
+        [-1, 2, 30 % n],
+        [1, 2],
+        [5],
+    ]
 
 
 _CANDIDATES: dict[str, Callable[[list[int], int], list[int]]] = {
@@ -63,15 +71,17 @@ _CANDIDATES: dict[str, Callable[[list[int], int], list[int]]] = {
 }
 
 
-def extract(root: "str | os.PathLike[str] | Source", version: Optional[str] = None,
-            archs: Optional[Collection[str]] = None) -> list[CaptureRule]:
+def extract(
+    root: "str | os.PathLike[str] | Source", version: Optional[str] = None, archs: Optional[Collection[str]] = None
+) -> list[CaptureRule]:
     """Every EAGLE-3-capable architecture of the installation at ``root`` (or those in ``archs``)."""
-    with paused():   # (a release's parsed files: see workbench.collector)
+    with paused():  # (a release's parsed files: see workbench.collector)
         return _extract(root, version, archs)
 
 
-def _extract(root: "str | os.PathLike[str] | Source", version: Optional[str],
-             archs: Optional[Collection[str]]) -> list[CaptureRule]:
+def _extract(
+    root: "str | os.PathLike[str] | Source", version: Optional[str], archs: Optional[Collection[str]]
+) -> list[CaptureRule]:
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
     graph = graph_order(src)
@@ -89,25 +99,39 @@ def _extract(root: "str | os.PathLike[str] | Source", version: Optional[str],
             if hook is None:
                 continue
             rule = extract_class(src, f, cls, arch, version)
-            rule = replace(rule, graph_reset=graph["graph_reset"], config_before_graphs=graph["config_before_graphs"],
-                           id_source=tuple(ids_from["keys"]),
-                           evidence=tuple(rule.evidence) + tuple(graph["evidence"]) + tuple(ids_from["evidence"]))
+            rule = replace(
+                rule,
+                graph_reset=graph["graph_reset"],
+                config_before_graphs=graph["config_before_graphs"],
+                id_source=tuple(ids_from["keys"]),
+                evidence=tuple(rule.evidence) + tuple(graph["evidence"]) + tuple(ids_from["evidence"]),
+            )
             out.append(rule)
     out.sort(key=lambda r: r.arch)
     return out
 
 
 def unsupported(arch: str, version: str) -> CaptureRule:
-    return CaptureRule("sglang", version, arch, "", id_map="unsupported", membership="none", index0="none",
-                       boundary="none", missing="none",
-                       evidence=(Evidence("id_map", MODELS, 0, f"no class {arch} with {HOOK} in this release"),))
+    return CaptureRule(
+        "sglang",
+        version,
+        arch,
+        "",
+        id_map="unsupported",
+        membership="none",
+        index0="none",
+        boundary="none",
+        missing="none",
+        evidence=(Evidence("id_map", MODELS, 0, f"no class {arch} with {HOOK} in this release"),),
+    )
 
 
 def extract_class(src: Source, rel: str, cls: ast.ClassDef, arch: str, version: str) -> CaptureRule:
     ev: list[Evidence] = []
     # extract() calls this only for classes it found the hook on
-    hook_file, hook_cls, hook_node = cast("tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]",
-                                          src.find_method(rel, cls, HOOK))
+    hook_file, hook_cls, hook_node = cast(
+        "tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]", src.find_method(rel, cls, HOOK)
+    )
     ev.append(Evidence("hook", hook_file, hook_node.lineno, f"{hook_cls.name}.{HOOK}"))
     id_map, default, startup, where, delegate = _fit_hook(src, rel, cls, ev)
     # the class whose forward runs the capture: the stub path the ids were written on
@@ -116,11 +140,16 @@ def extract_class(src: Source, rel: str, cls: ast.ClassDef, arch: str, version: 
         first = where.split(".")[1]
         part = src.attr_classes(rel, cls).get(first)
         delegate = part[1].name if part else None
-    rule = CaptureRule("sglang", version, arch, rel, id_map=id_map, default=default, startup=startup,
-                       delegate=delegate)
+    rule = CaptureRule("sglang", version, arch, rel, id_map=id_map, default=default, startup=startup, delegate=delegate)
     if model is None:
-        ev.append(Evidence("forward", hook_file, hook_node.lineno,
-                           f"unknown: the model that holds layers_to_capture ({where}) was not resolved"))
+        ev.append(
+            Evidence(
+                "forward",
+                hook_file,
+                hook_node.lineno,
+                f"unknown: the model that holds layers_to_capture ({where}) was not resolved",
+            )
+        )
         return replace(rule, evidence=tuple(ev))
     mf, mcls = model
     fwd = src.find_method(mf, mcls, "forward")
@@ -128,13 +157,20 @@ def extract_class(src: Source, rel: str, cls: ast.ClassDef, arch: str, version: 
         ev.append(Evidence("forward", mf, mcls.lineno, f"unknown: {mcls.name} has no forward"))
         return replace(rule, evidence=tuple(ev))
     parts = classify_forward(src, fwd[0], fwd[2], ev)
-    return replace(rule, evidence=tuple(ev), membership=parts["membership"], index0=parts["index0"],
-                   boundary=parts["boundary"], missing=parts["missing"])
+    return replace(
+        rule,
+        evidence=tuple(ev),
+        membership=parts["membership"],
+        index0=parts["index0"],
+        boundary=parts["boundary"],
+        missing=parts["missing"],
+    )
 
 
 # -- the hook, executed ------------------------------------------------------------------------------
-def _fit_hook(src: Source, rel: str, cls: ast.ClassDef, ev: list[Evidence]
-              ) -> tuple[str, Optional[tuple[str, ...]], str, Optional[str], Optional[str]]:
+def _fit_hook(
+    src: Source, rel: str, cls: ast.ClassDef, ev: list[Evidence]
+) -> tuple[str, Optional[tuple[str, ...]], str, Optional[str], Optional[str]]:
     # extract_class calls this only for classes it found the hook on
     hook_file, _c, hook_node = cast("tuple[str, ast.ClassDef, _FnDef]", src.find_method(rel, cls, HOOK))
     alive = dict(_CANDIDATES)
@@ -169,18 +205,31 @@ def _fit_hook(src: Source, rel: str, cls: ast.ClassDef, ev: list[Evidence]
         ev.append(Evidence("id_map", f, line, f"hook raised for ids {ids}, N={n}: {o.error}"))
         if startup == "none":
             id_map = UNKNOWN
-    if where and where.count(".") >= 2:      # a wrapper: the ids are mapped by its part's own hook
+    if where and where.count(".") >= 2:  # a wrapper: the ids are mapped by its part's own hook
         owner = _resolve_path(src, rel, cls, where.rsplit(".", 1)[0])
         inner = src.find_method(owner[0], owner[1], HOOK) if owner else None
         if inner is not None:
             hook_file, _c, hook_node = inner
     if id_map != UNKNOWN:
         line = _assign_line(src, hook_file, hook_node) or hook_node.lineno
-        ev.append(Evidence("id_map", hook_file, line, f"{id_map}: {src.line(hook_file, line)}"
-                           + (f" (also consistent: {', '.join(list(alive)[1:])})" if len(alive) > 1 else "")))
+        ev.append(
+            Evidence(
+                "id_map",
+                hook_file,
+                line,
+                f"{id_map}: {src.line(hook_file, line)}"
+                + (f" (also consistent: {', '.join(list(alive)[1:])})" if len(alive) > 1 else ""),
+            )
+        )
     else:
-        ev.append(Evidence("id_map", hook_file, hook_node.lineno,
-                           "unknown: no candidate mapping reproduces the hook's output on the probes"))
+        ev.append(
+            Evidence(
+                "id_map",
+                hook_file,
+                hook_node.lineno,
+                "unknown: no candidate mapping reproduces the hook's output on the probes",
+            )
+        )
     # defaults: the hook with no ids, fitted per position to c, N-c or N//k
     outs: dict[int, Optional[list[Any]]] = {}
     for n in PROBE_LAYERS:
@@ -189,8 +238,14 @@ def _fit_hook(src: Source, rel: str, cls: ast.ClassDef, ev: list[Evidence]
         where = where or o.where
     default = _fit_default(outs)
     dline = _default_line(src, hook_file, hook_node) or hook_node.lineno
-    ev.append(Evidence("default", hook_file, dline,
-                       (f"[{', '.join(default)}]: " if default else "unknown: ") + src.line(hook_file, dline)))
+    ev.append(
+        Evidence(
+            "default",
+            hook_file,
+            dline,
+            (f"[{', '.join(default)}]: " if default else "unknown: ") + src.line(hook_file, dline),
+        )
+    )
     return id_map, default, startup, where, None
 
 
@@ -223,10 +278,16 @@ def _fit_default(outs: Mapping[int, Optional[Sequence[Any]]]) -> Optional[tuple[
 
 def _assign_line(src: Source, f: str, node: ast.AST) -> Optional[int]:
     """The line of the hook that writes ids into layers_to_capture (the else branch)."""
-    lines = [n.lineno for n in ast.walk(node)
-             if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "layers_to_capture"
-                                                   for t in n.targets) and not isinstance(n.value, ast.List))
-             or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == HOOK)]
+    lines = [
+        n.lineno
+        for n in ast.walk(node)
+        if (
+            isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Attribute) and t.attr == "layers_to_capture" for t in n.targets)
+            and not isinstance(n.value, ast.List)
+        )
+        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == HOOK)
+    ]
     return max(lines) if lines else None
 
 
@@ -255,12 +316,21 @@ def _is_ltc(node: ast.AST) -> bool:
 
 def _membership(node: ast.AST) -> Optional[tuple[str, Optional[ast.AST]]]:
     """('index', left) for ``X in self.layers_to_capture``; ('layer-attr', None) for the flag getattr."""
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In) \
-            and _is_ltc(node.comparators[0]):
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.In)
+        and _is_ltc(node.comparators[0])
+    ):
         return "index", node.left
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
-            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
-            and node.args[1].value == "_is_layer_to_capture":
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value == "_is_layer_to_capture"
+    ):
         return "layer-attr", None
     return None
 
@@ -274,28 +344,41 @@ def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
 
 
 def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
-        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+    }
 
 
 def _guarded(node: ast.AST) -> bool:
     """``residual is not None`` / ``residual is None`` tested in ``node``."""
     for n in ast.walk(node):
-        if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.IsNot, ast.Is)) \
-                and isinstance(n.comparators[0], ast.Constant) and n.comparators[0].value is None \
-                and "residual" in _names(n.left):
+        if (
+            isinstance(n, ast.Compare)
+            and len(n.ops) == 1
+            and isinstance(n.ops[0], (ast.IsNot, ast.Is))
+            and isinstance(n.comparators[0], ast.Constant)
+            and n.comparators[0].value is None
+            and "residual" in _names(n.left)
+        ):
             return True
     return False
 
 
 def _adds_residual(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and "residual" in _names(n)
-               for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and "residual" in _names(n) for n in ast.walk(node)
+    )
 
 
 def _appends(node: ast.AST) -> list[ast.Call]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and n.func.attr in ("append", "capture") and n.args]
+    return [
+        n
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("append", "capture")
+        and n.args
+    ]
 
 
 def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> dict[str, str]:
@@ -323,8 +406,13 @@ def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> 
     # after layer i (``i + 1 in``): a boundary loop
     offset = 0
     if kind == "index":
-        if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and isinstance(left.right, ast.Constant) \
-                and isinstance(left.left, ast.Name) and left.left.id == var:
+        if (
+            isinstance(left, ast.BinOp)
+            and isinstance(left.op, ast.Add)
+            and isinstance(left.right, ast.Constant)
+            and isinstance(left.left, ast.Name)
+            and left.left.id == var
+        ):
             offset = int(cast(Any, left.right.value))
         elif not (isinstance(left, ast.Name) and left.id == var):
             ev.append(Evidence("loop", rel, node.lineno, f"unknown: {src.line(rel, node.lineno)}"))
@@ -333,14 +421,23 @@ def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> 
     text = src.line(rel, node.lineno)
     if offset == 1:
         ev.append(Evidence("loop", rel, node.lineno, f"after layer i (boundary loop: index i+1 = out(i)): {text}"))
-        pre = [(n, m) for n, m in tests if n.lineno < loop.lineno and m[0] == "index"
-               and isinstance(m[1], ast.Attribute) and "start" in m[1].attr]
+        pre = [
+            (n, m)
+            for n, m in tests
+            if n.lineno < loop.lineno and m[0] == "index" and isinstance(m[1], ast.Attribute) and "start" in m[1].attr
+        ]
         if pre:
             p_if = _enclosing(pre[0][0], par, ast.If)
             g = p_if is not None and _guarded(p_if)
             out["index0"] = "embed" if g else UNKNOWN
-            ev.append(Evidence("index0", rel, pre[0][0].lineno, ("embed (guarded residual is None): " if g else
-                                                                  "unknown: ") + src.line(rel, pre[0][0].lineno)))
+            ev.append(
+                Evidence(
+                    "index0",
+                    rel,
+                    pre[0][0].lineno,
+                    ("embed (guarded residual is None): " if g else "unknown: ") + src.line(rel, pre[0][0].lineno),
+                )
+            )
         else:
             out["index0"] = "none"
             ev.append(Evidence("index0", rel, loop.lineno, "index 0 is never tested: no embedding capture"))
@@ -351,30 +448,54 @@ def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> 
         apps = [_resolved_arg(a, body) for a in _appends(body)]
         ev.append(Evidence("loop", rel, node.lineno, f"before layer i: {text}"))
         helper = _helper(src, rel, apps)
-        if helper is not None:        # ``append(snapshot(hidden_states, residual))``: read the helper
+        if helper is not None:  # ``append(snapshot(hidden_states, residual))``: read the helper
             hf, hfn = helper
             guard = next((n for n in ast.walk(hfn) if isinstance(n, ast.Compare) and _guarded(n)), None)
             if guard is not None and _adds_residual(hfn):
                 out["index0"] = "embed"
-                ev.append(Evidence("index0", hf, guard.lineno, f"embed ({hfn.name} handles residual None): "
-                                   + src.line(hf, guard.lineno)))
+                ev.append(
+                    Evidence(
+                        "index0",
+                        hf,
+                        guard.lineno,
+                        f"embed ({hfn.name} handles residual None): " + src.line(hf, guard.lineno),
+                    )
+                )
                 apps = []
         if not apps and out["index0"] == "embed":
             pass
         elif apps and all(_guarded(body) or _guarded(a) for a in apps):
             out["index0"] = "embed"
-            ev.append(Evidence("index0", rel, apps[0].lineno, "embed (guarded residual is not None): "
-                               + src.line(rel, apps[0].lineno)))
+            ev.append(
+                Evidence(
+                    "index0",
+                    rel,
+                    apps[0].lineno,
+                    "embed (guarded residual is not None): " + src.line(rel, apps[0].lineno),
+                )
+            )
         elif apps and all(_adds_residual(a) for a in apps):
             none_line = _residual_none_before(fwd, loop)
             if none_line:
                 out["index0"] = "type-error"
-                ev.append(Evidence("index0", rel, apps[0].lineno,
-                                   f"type-error (hidden_states + residual, residual = None at line {none_line}): "
-                                   + src.line(rel, apps[0].lineno)))
+                ev.append(
+                    Evidence(
+                        "index0",
+                        rel,
+                        apps[0].lineno,
+                        f"type-error (hidden_states + residual, residual = None at line {none_line}): "
+                        + src.line(rel, apps[0].lineno),
+                    )
+                )
             else:
-                ev.append(Evidence("index0", rel, apps[0].lineno, "unknown: residual at layer 0 not settled: "
-                                   + src.line(rel, apps[0].lineno)))
+                ev.append(
+                    Evidence(
+                        "index0",
+                        rel,
+                        apps[0].lineno,
+                        "unknown: residual at layer 0 not settled: " + src.line(rel, apps[0].lineno),
+                    )
+                )
         else:
             ev.append(Evidence("index0", rel, node.lineno, f"unknown capture expression: {text}"))
     elif offset == 0 and site[0] == "keyword":
@@ -400,12 +521,15 @@ def _helper(src: Source, rel: str, apps: Sequence[ast.expr]) -> Optional[tuple[s
     if len(names) != 1 or len(apps) == 0 or not all(isinstance(a, ast.Call) for a in apps):
         return None
     name = names.pop()
-    for f in [rel] + [src.module_file(n.module) for n in src.imports(rel)
-                      if n.module and n.level == 0 and any((x.asname or x.name) == name for x in n.names)]:
+    for f in [rel] + [
+        src.module_file(n.module)
+        for n in src.imports(rel)
+        if n.module and n.level == 0 and any((x.asname or x.name) == name for x in n.names)
+    ]:
         if not f:
             continue
         t = src.tree(f)
-        for node in (t.body if t else []):
+        for node in t.body if t else []:
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 return f, node
     return None
@@ -417,8 +541,12 @@ def _loop_var(n: ast.For) -> Optional[str]:
         return None
     if n.iter.func.id == "range" and isinstance(n.target, ast.Name):
         return n.target.id
-    if n.iter.func.id == "enumerate" and isinstance(n.target, ast.Tuple) and n.target.elts \
-            and isinstance(n.target.elts[0], ast.Name):
+    if (
+        n.iter.func.id == "enumerate"
+        and isinstance(n.target, ast.Tuple)
+        and n.target.elts
+        and isinstance(n.target.elts[0], ast.Name)
+    ):
         return n.target.elts[0].id
     return None
 
@@ -428,8 +556,11 @@ def _resolved_arg(call: ast.Call, body: ast.AST) -> ast.expr:
     arg = call.args[0]
     if isinstance(arg, ast.Name):
         for n in ast.walk(body):
-            if isinstance(n, ast.Assign) and n.lineno < call.lineno and any(
-                    isinstance(t, ast.Name) and t.id == arg.id for t in n.targets):
+            if (
+                isinstance(n, ast.Assign)
+                and n.lineno < call.lineno
+                and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
+            ):
                 return n.value
     return arg
 
@@ -446,8 +577,9 @@ def _within(node: ast.AST, anc: ast.AST, par: Mapping[ast.AST, ast.AST]) -> bool
 def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: type[_T]) -> Optional[_T]: ...
 @overload
 def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: tuple[type[_T], type[_U]]) -> Optional[_T | _U]: ...
-def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST],
-               typ: "type[ast.AST] | tuple[type[ast.AST], ...]") -> Optional[ast.AST]:
+def _enclosing(
+    node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: "type[ast.AST] | tuple[type[ast.AST], ...]"
+) -> Optional[ast.AST]:
     while node in par:
         node = par[node]
         if isinstance(node, typ):
@@ -470,28 +602,57 @@ def _site(node: ast.AST, loop: Optional[ast.AST], par: Mapping[ast.AST, ast.AST]
 
 def _residual_none_before(fwd: ast.AST, loop: ast.For) -> Optional[int]:
     for n in ast.walk(fwd):
-        if isinstance(n, ast.Assign) and n.lineno < loop.lineno and isinstance(n.value, ast.Constant) \
-                and n.value.value is None and any(isinstance(t, ast.Name) and t.id == "residual" for t in n.targets):
+        if (
+            isinstance(n, ast.Assign)
+            and n.lineno < loop.lineno
+            and isinstance(n.value, ast.Constant)
+            and n.value.value is None
+            and any(isinstance(t, ast.Name) and t.id == "residual" for t in n.targets)
+        ):
             return n.lineno
     return None
 
 
-def _boundary(src: Source, rel: str, fwd: _FnDef, loop: ast.For, tests: Sequence[tuple[Any, Any]],
-              par: Mapping[ast.AST, ast.AST], ev: list[Evidence]) -> str:
+def _boundary(
+    src: Source,
+    rel: str,
+    fwd: _FnDef,
+    loop: ast.For,
+    tests: Sequence[tuple[Any, Any]],
+    par: Mapping[ast.AST, ast.AST],
+    ev: list[Evidence],
+) -> str:
     loops = [x for x in ast.walk(fwd) if isinstance(x, ast.For) and _loop_var(x)]
-    after = sorted([(n, m) for n, m in tests if n.lineno > (loop.end_lineno or loop.lineno) and m[0] == "index"
-                    and not any(_within(n, lp, par) for lp in loops)], key=lambda t: t[0].lineno)
+    after = sorted(
+        [
+            (n, m)
+            for n, m in tests
+            if n.lineno > (loop.end_lineno or loop.lineno)
+            and m[0] == "index"
+            and not any(_within(n, lp, par) for lp in loops)
+        ],
+        key=lambda t: t[0].lineno,
+    )
     if not after:
-        ev.append(Evidence("boundary", rel, loop.lineno, "none: no test of layers_to_capture after the layer loop "
-                           "(index N never fires)"))
+        ev.append(
+            Evidence(
+                "boundary",
+                rel,
+                loop.lineno,
+                "none: no test of layers_to_capture after the layer loop (index N never fires)",
+            )
+        )
         return "none"
     node = after[0][0]
     text = src.line(rel, node.lineno)
     site = _site(node, None, par)
     if site[0] == "keyword":
         call = par.get(site[1])
-        callee = call.func.attr if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else \
-            (call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else "")
+        callee = (
+            call.func.attr
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            else (call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else "")
+        )
         if "norm" in callee:
             got = _chase_norm_capture(src, callee, site[1].arg)
             if got:
@@ -512,8 +673,12 @@ def _boundary(src: Source, rel: str, fwd: _FnDef, loop: ast.For, tests: Sequence
 
 def _norm_line(fwd: ast.AST, before: int) -> Optional[int]:
     for n in ast.walk(fwd):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "norm" \
-                and n.lineno < before:
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "norm"
+            and n.lineno < before
+        ):
             return n.lineno
     return None
 
@@ -521,7 +686,11 @@ def _norm_line(fwd: ast.AST, before: int) -> Optional[int]:
 def _missing(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> str:
     for n in ast.walk(fwd):
         if isinstance(n, ast.Call):
-            name = n.func.id if isinstance(n.func, ast.Name) else (n.func.attr if isinstance(n.func, ast.Attribute) else "")
+            name = (
+                n.func.id
+                if isinstance(n.func, ast.Name)
+                else (n.func.attr if isinstance(n.func, ast.Attribute) else "")
+            )
             base = n.func.value.id if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) else ""
             if "AuxHiddenStatePacker" in (name, base):
                 raise_ev = _packer_raise(src)
@@ -531,20 +700,23 @@ def _missing(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> str:
                     return "fatal"
                 ev.append(Evidence("missing", rel, n.lineno, "unknown: packer without a recognised finalize check"))
                 return UNKNOWN
-    ev.append(Evidence("missing", rel, fwd.lineno, "dropped: the aux states are a list; one that never fires is "
-                       "simply absent"))
+    ev.append(
+        Evidence(
+            "missing", rel, fwd.lineno, "dropped: the aux states are a list; one that never fires is simply absent"
+        )
+    )
     return "dropped"
 
 
 def _packer_raise(src: Source) -> Optional[Evidence]:
     for rel in ("sglang/srt/layers/aux_hidden_states.py",):
         t = src.tree(rel)
-        for c in (t.body if t else []):
+        for c in t.body if t else []:
             if isinstance(c, ast.ClassDef) and c.name == "AuxHiddenStatePacker":
                 for f in c.body:
                     if isinstance(f, ast.FunctionDef) and f.name == "finalize":
                         for n in ast.walk(f):
-                            if isinstance(n, (ast.Raise, ast.Assert)):   # RuntimeError, or AssertionError
+                            if isinstance(n, (ast.Raise, ast.Assert)):  # RuntimeError, or AssertionError
                                 return Evidence("missing", rel, n.lineno, src.line(rel, n.lineno))
     return None
 
@@ -569,9 +741,10 @@ def _takes(fn: _FnDef, param: Optional[str], kwargs_ok: bool = False) -> bool:
     return param in [a.arg for a in fn.args.args + fn.args.kwonlyargs] or (kwargs_ok and fn.args.kwarg is not None)
 
 
-def _functions_with_param(src: Source, files: list[str], param: Optional[str], name: Optional[str] = None,
-                          kwargs_ok: bool = False) -> list[tuple[str, _FnDef]]:
-    if name is not None and len(files) > 1:      # parse only the files that define ``name``
+def _functions_with_param(
+    src: Source, files: list[str], param: Optional[str], name: Optional[str] = None, kwargs_ok: bool = False
+) -> list[tuple[str, _FnDef]]:
+    if name is not None and len(files) > 1:  # parse only the files that define ``name``
         files = [f for f in files if _text(src, f).find(f"def {name}(") >= 0]
     idx = _function_index(src, files)
     pool = idx.get(name, []) if name is not None else [x for v in idx.values() for x in v]
@@ -599,8 +772,9 @@ def _chase(src: Source, rel: str, param: Optional[str]) -> Optional[tuple[str, E
             for cf, cfn in _functions_with_param(src, layer_files + [rel], kw, callee, kwargs_ok=True):
                 hit = _residual_none(src, cf, cfn, kw)
                 if hit:
-                    return "embed", Evidence("index0", cf, hit, "embed (the input stage handles residual None): "
-                                             + src.line(cf, hit))
+                    return "embed", Evidence(
+                        "index0", cf, hit, "embed (the input stage handles residual None): " + src.line(cf, hit)
+                    )
     return None
 
 
@@ -627,11 +801,17 @@ def _residual_none(src: Source, f: str, fn: _FnDef, param: str) -> Optional[int]
     for n in ast.walk(fn):
         if _guarded(n) and isinstance(n, ast.Compare):
             return n.lineno
-    called = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
-              for c in ast.walk(fn) if isinstance(c, ast.Call)}
+    called = {
+        c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+    }
     # methods picked by reference (``method = self._prepare_attention if ... else ...; method(...)``)
-    called |= {a.attr for a in ast.walk(fn) if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
-               and a.value.id == "self"}
+    called |= {
+        a.attr
+        for a in ast.walk(fn)
+        if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id == "self"
+    }
     for name in sorted(called):
         for _f, n in _function_index(src, [f]).get(name, []):
             if n is fn:
@@ -656,7 +836,8 @@ def _chase_norm_capture(src: Source, callee: str, param: Optional[str]) -> Optio
                 if isinstance(c, ast.Call):
                     nm = c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
                     if any(kw.arg == param for kw in c.keywords) or any(
-                            isinstance(a, ast.Name) and a.id == param for a in c.args):
+                        isinstance(a, ast.Name) and a.id == param for a in c.args
+                    ):
                         names.add(nm)
         for g, gfn in [x for nm in sorted(names) for x in _functions_with_param(src, files, param, nm)]:
             for c in ast.walk(gfn):
@@ -671,8 +852,9 @@ def _chase_norm_capture(src: Source, callee: str, param: Optional[str]) -> Optio
 RUNNER_DIRS = ("sglang/srt/model_executor", "sglang/srt/speculative")
 
 
-def _calls(src: Source, under: str, name: str
-           ) -> Iterator[tuple[str, ast.Call, Optional[_FnDef], Optional[ast.ClassDef]]]:
+def _calls(
+    src: Source, under: str, name: str
+) -> Iterator[tuple[str, ast.Call, Optional[_FnDef], Optional[ast.ClassDef]]]:
     for f in src.files(under):
         t = src.tree(f)
         if t is None:
@@ -682,8 +864,12 @@ def _calls(src: Source, under: str, name: str
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name:
                 if par is None:
                     par = _parents(t)
-                yield f, n, _enclosing(n, par, (ast.FunctionDef, ast.AsyncFunctionDef)), \
-                    _enclosing(n, par, ast.ClassDef)
+                yield (
+                    f,
+                    n,
+                    _enclosing(n, par, (ast.FunctionDef, ast.AsyncFunctionDef)),
+                    _enclosing(n, par, ast.ClassDef),
+                )
 
 
 def graph_order(src: Source) -> dict[str, Any]:
@@ -700,19 +886,27 @@ def _graph_order(src: Source) -> dict[str, Any]:
     config_line = None
     for f, call, fn, cls in _calls(src, "sglang/srt/model_executor", HOOK):
         if not call.args and not call.keywords:
-            if cls is not None and "GraphRunner" in cls.name and "Piecewise" not in cls.name and fn is not None \
-                    and fn.name == "__init__":
+            if (
+                cls is not None
+                and "GraphRunner" in cls.name
+                and "Piecewise" not in cls.name
+                and fn is not None
+                and fn.name == "__init__"
+            ):
                 reset = True
                 ev.append(Evidence("graph_reset", f, call.lineno, f"{cls.name}.__init__: {src.line(f, call.lineno)}"))
         elif config_line is None:
             config_line = (f, call, fn)
     if reset is None:
-        graph_files = sorted((f for f in src.files("sglang/srt/model_executor") if "cuda_graph_runner" in f),
-                             key=lambda f: (not f.endswith("/cuda_graph_runner.py"), f))
+        graph_files = sorted(
+            (f for f in src.files("sglang/srt/model_executor") if "cuda_graph_runner" in f),
+            key=lambda f: (not f.endswith("/cuda_graph_runner.py"), f),
+        )
         if graph_files:
             reset = False
-            ev.append(Evidence("graph_reset", graph_files[0], 1,
-                               f"no {HOOK}() without ids in any graph runner's __init__"))
+            ev.append(
+                Evidence("graph_reset", graph_files[0], 1, f"no {HOOK}() without ids in any graph runner's __init__")
+            )
         else:
             ev.append(Evidence("graph_reset", "sglang/srt/model_executor", 0, "unknown: no cuda_graph_runner found"))
     before = None
@@ -720,17 +914,34 @@ def _graph_order(src: Source) -> dict[str, Any]:
         f, call, fn = config_line
         ev.append(Evidence("config_ids", f, call.lineno, src.line(f, call.lineno)))
         if reset and fn is not None:
-            graphs = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                      and n.func.attr in ("init_device_graphs", "init_cuda_graphs")]
+            graphs = [
+                n
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("init_device_graphs", "init_cuda_graphs")
+            ]
             if graphs:
                 before = call.lineno < min(g.lineno for g in graphs)
                 g = min(graphs, key=lambda g: g.lineno)
-                ev.append(Evidence("config_before_graphs", f, g.lineno,
-                                   f"{'after' if before else 'before'} the config ids (line {call.lineno}): "
-                                   + src.line(f, g.lineno)))
+                ev.append(
+                    Evidence(
+                        "config_before_graphs",
+                        f,
+                        g.lineno,
+                        f"{'after' if before else 'before'} the config ids (line {call.lineno}): "
+                        + src.line(f, g.lineno),
+                    )
+                )
             else:
-                ev.append(Evidence("config_before_graphs", f, call.lineno,
-                                   f"unknown: {fn.name} applies the ids but does not itself initialise the graphs"))
+                ev.append(
+                    Evidence(
+                        "config_before_graphs",
+                        f,
+                        call.lineno,
+                        f"unknown: {fn.name} applies the ids but does not itself initialise the graphs",
+                    )
+                )
     return {"graph_reset": reset, "config_before_graphs": before, "evidence": ev}
 
 
@@ -742,9 +953,10 @@ def id_sources(src: Source) -> dict[str, Any]:
         t = src.tree(f)
         for n in ast.walk(t) if t else ():
             if isinstance(n, ast.Assign) and any(
-                    (isinstance(x, ast.Name) and x.id == "eagle_aux_hidden_state_layer_ids")
-                    or (isinstance(x, ast.Attribute) and x.attr == "eagle_aux_hidden_state_layer_ids")
-                    for x in n.targets):
+                (isinstance(x, ast.Name) and x.id == "eagle_aux_hidden_state_layer_ids")
+                or (isinstance(x, ast.Attribute) and x.attr == "eagle_aux_hidden_state_layer_ids")
+                for x in n.targets
+            ):
                 v = n.value
                 if isinstance(v, ast.Subscript) and isinstance(v.slice, ast.Constant):
                     base = v.value.id if isinstance(v.value, ast.Name) else getattr(v.value, "attr", "?")

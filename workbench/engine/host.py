@@ -51,8 +51,9 @@ def host_rules(host: Host, archs: Optional[Iterable[str]] = None) -> tuple[list[
     return [CaptureRule.from_dict(r) for r in result["rules"]], str(result["version"])
 
 
-def capture_job(engine: str, arch: Optional[str], num_layers: int, ids: Optional[Sequence[int]] = None,
-                cuda_graph: bool = True) -> dict[str, Any]:
+def capture_job(
+    engine: str, arch: Optional[str], num_layers: int, ids: Optional[Sequence[int]] = None, cuda_graph: bool = True
+) -> dict[str, Any]:
     """The remote job: what ``engine`` captures, from this host's own SGLang when it is that release
     (source ``host``), else from the table (``table``)."""
     from workbench.engine.code import code_rule
@@ -68,5 +69,6 @@ def capture_job(engine: str, arch: Optional[str], num_layers: int, ids: Optional
     if local is not None and version in ("latest", local):
         rule, _src = code_rule(local, arch)
         return apply(rule, ids, num_layers, cuda_graph=cuda_graph, source="host").to_dict()
-    return engine_capture(engine, arch=arch, num_layers=num_layers, ids=ids, cuda_graph=cuda_graph,
-                          source="table").to_dict()
+    return engine_capture(
+        engine, arch=arch, num_layers=num_layers, ids=ids, cuda_graph=cuda_graph, source="table"
+    ).to_dict()

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 SOURCES = ("auto", "host", "table", "wheel")
 
 
-def release_rules(engine: str, *, source: str = "auto", host: Optional[Host] = None,
-                  archs: Optional[Iterable[str]] = None) -> tuple[list[CaptureRule], str, str]:
+def release_rules(
+    engine: str, *, source: str = "auto", host: Optional[Host] = None, archs: Optional[Iterable[str]] = None
+) -> tuple[list[CaptureRule], str, str]:
     """(rules, version, source used); ``archs`` narrows what a host reads (the table has them all)."""
     from workbench.engine import table
     from workbench.engine.table import parse_engine
@@ -44,9 +45,12 @@ def release_rules(engine: str, *, source: str = "auto", host: Optional[Host] = N
         if rows is not None:
             return rows, version, "table"
         if source == "table":
-            raise InputError(f"engine sglang=={version}: not in the rule table (releases {table.versions()[0]}"
-                             f"..{table.versions()[-1]}); `make engine-rules` or source='wheel' settles it"
-                             if table.versions() else "the rule table is empty: run `make engine-rules`")
+            raise InputError(
+                f"engine sglang=={version}: not in the rule table (releases {table.versions()[0]}"
+                f"..{table.versions()[-1]}); `make engine-rules` or source='wheel' settles it"
+                if table.versions()
+                else "the rule table is empty: run `make engine-rules`"
+            )
     from workbench.engine.extract import extract
     from workbench.engine.wheels import unpacked
 
@@ -57,14 +61,19 @@ def _norm(a: str) -> str:
     return "".join(ch for ch in a.lower() if ch.isalnum())
 
 
-def find_rule(engine: str, arch: Optional[str], *, source: str = "auto", host: Optional[Host] = None,
-              text_arch: Optional[str] = None) -> tuple[CaptureRule, str]:
+def find_rule(
+    engine: str,
+    arch: Optional[str],
+    *,
+    source: str = "auto",
+    host: Optional[Host] = None,
+    text_arch: Optional[str] = None,
+) -> tuple[CaptureRule, str]:
     from workbench.engine.extract import unsupported
 
     if not arch:
         raise InputError("target architecture: unknown (give --target-config DIR or arch=...)")
-    rules, version, used = release_rules(engine, source=source, host=host,
-                                         archs=[a for a in (arch, text_arch) if a])
+    rules, version, used = release_rules(engine, source=source, host=host, archs=[a for a in (arch, text_arch) if a])
     if not arch:
         raise InputError("target architecture: unknown (give --target-config DIR or arch=...)")
     by = {_norm(r.arch): r for r in rules}
@@ -74,9 +83,17 @@ def find_rule(engine: str, arch: Optional[str], *, source: str = "auto", host: O
     return unsupported(arch, version), used
 
 
-def engine_capture(engine: str, *, target_config: "str | os.PathLike[str] | None" = None,
-                   arch: Optional[str] = None, num_layers: Optional[int] = None, ids: Optional[Sequence[int]] = None,
-                   cuda_graph: bool = True, host: Optional[Host] = None, source: str = "auto") -> EngineCapture:
+def engine_capture(
+    engine: str,
+    *,
+    target_config: "str | os.PathLike[str] | None" = None,
+    arch: Optional[str] = None,
+    num_layers: Optional[int] = None,
+    ids: Optional[Sequence[int]] = None,
+    cuda_graph: bool = True,
+    host: Optional[Host] = None,
+    source: str = "auto",
+) -> EngineCapture:
     text_arch = None
     if target_config is not None:
         from workbench.engine.target import read_target

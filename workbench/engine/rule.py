@@ -40,10 +40,10 @@ _EXPR = re.compile(r"^(?:(-?\d+)|N|N//(\d+)|N-(\d+)|N\+(\d+))$")
 class Evidence(Result):
     """One line of engine source that settles (or fails to settle) a part of a rule."""
 
-    what: str                 # the rule part, e.g. "id_map", "index0", "graph_reset"
-    file: str                 # relative to the installation, e.g. "sglang/srt/models/llama.py"
+    what: str  # the rule part, e.g. "id_map", "index0", "graph_reset"
+    file: str  # relative to the installation, e.g. "sglang/srt/models/llama.py"
     line: int
-    text: str                 # the source line (stripped), or what was not recognised
+    text: str  # the source line (stripped), or what was not recognised
 
     def __str__(self) -> str:
         return f"{self.what}: {self.file}:{self.line}: {self.text}"
@@ -55,12 +55,12 @@ class Evidence(Result):
 
 @dataclass(frozen=True)
 class CaptureRule(Result):
-    engine: str                          # "sglang"
-    version: str                         # "0.5.23"
-    arch: str                            # the model class (HF ``architectures`` entry)
-    file: str                            # the model file the class lives in
+    engine: str  # "sglang"
+    version: str  # "0.5.23"
+    arch: str  # the model class (HF ``architectures`` entry)
+    file: str  # the model file the class lives in
     id_map: str = UNKNOWN
-    default: Optional[tuple[str, ...]] = None   # expressions of N; None = unknown
+    default: Optional[tuple[str, ...]] = None  # expressions of N; None = unknown
     membership: str = UNKNOWN
     startup: str = "none"
     index0: str = UNKNOWN
@@ -69,7 +69,7 @@ class CaptureRule(Result):
     graph_reset: Optional[bool] = None
     config_before_graphs: Optional[bool] = None
     id_source: tuple[str, ...] = ()
-    delegate: Optional[str] = None       # a wrapper's inner class (Kimi-K2.5 -> DeepseekV3ForCausalLM)
+    delegate: Optional[str] = None  # a wrapper's inner class (Kimi-K2.5 -> DeepseekV3ForCausalLM)
     evidence: tuple[Evidence, ...] = ()
 
     @property
@@ -86,9 +86,24 @@ class CaptureRule(Result):
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in ("engine", "version", "arch", "file", "id_map", "membership", "startup",
-                                           "index0", "boundary", "missing", "graph_reset", "config_before_graphs",
-                                           "delegate")}
+        d = {
+            k: getattr(self, k)
+            for k in (
+                "engine",
+                "version",
+                "arch",
+                "file",
+                "id_map",
+                "membership",
+                "startup",
+                "index0",
+                "boundary",
+                "missing",
+                "graph_reset",
+                "config_before_graphs",
+                "delegate",
+            )
+        }
         d["default"] = list(self.default) if self.default is not None else None
         d["id_source"] = list(self.id_source)
         d["evidence"] = [e.to_dict() for e in self.evidence]
@@ -97,9 +112,24 @@ class CaptureRule(Result):
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureRule":
         kw: dict[str, Any]
-        kw = {k: d.get(k) for k in ("engine", "version", "arch", "file", "id_map", "membership", "startup",
-                                    "index0", "boundary", "missing", "graph_reset", "config_before_graphs",
-                                    "delegate")}
+        kw = {
+            k: d.get(k)
+            for k in (
+                "engine",
+                "version",
+                "arch",
+                "file",
+                "id_map",
+                "membership",
+                "startup",
+                "index0",
+                "boundary",
+                "missing",
+                "graph_reset",
+                "config_before_graphs",
+                "delegate",
+            )
+        }
         kw["default"] = tuple(d["default"]) if d.get("default") is not None else None
         kw["id_source"] = tuple(d.get("id_source") or ())
         kw["evidence"] = tuple(Evidence.from_dict(e) for e in d.get("evidence") or ())
@@ -161,9 +191,9 @@ class EngineCapture(Result):
     fatal: Optional[str]
     cuda_graph_points: Optional[list[str]]
     evidence: list[str]
-    source: str                          # "host" | "table" | "wheel"
+    source: str  # "host" | "table" | "wheel"
     notes: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)   # rule parts the code did not settle
+    unknown: list[str] = field(default_factory=list)  # rule parts the code did not settle
     cuda_graph: bool = True
 
     @property
@@ -171,10 +201,21 @@ class EngineCapture(Result):
         return self.cuda_graph_points is not None and self.cuda_graph_points != self.points
 
     def to_dict(self) -> dict[str, Any]:
-        return {"points": list(self.points), "fatal": self.fatal, "cuda_graph_points": self.cuda_graph_points,
-                "evidence": list(self.evidence), "source": self.source, "engine": self.engine, "arch": self.arch,
-                "num_layers": self.num_layers, "ids": self.ids, "indices": self.indices, "notes": list(self.notes),
-                "unknown": list(self.unknown), "cuda_graph": self.cuda_graph}
+        return {
+            "points": list(self.points),
+            "fatal": self.fatal,
+            "cuda_graph_points": self.cuda_graph_points,
+            "evidence": list(self.evidence),
+            "source": self.source,
+            "engine": self.engine,
+            "arch": self.arch,
+            "num_layers": self.num_layers,
+            "ids": self.ids,
+            "indices": self.indices,
+            "notes": list(self.notes),
+            "unknown": list(self.unknown),
+            "cuda_graph": self.cuda_graph,
+        }
 
 
 def _point_of(rule: CaptureRule, idx: int, n: int) -> tuple[Optional[str], Optional[str]]:
@@ -198,8 +239,9 @@ def _point_of(rule: CaptureRule, idx: int, n: int) -> tuple[Optional[str], Optio
     return None, f"index {idx} is outside the capture loop 0..{n - 1}: never fires"
 
 
-def apply(rule: CaptureRule, ids: Optional[Sequence[int]], num_layers: int, *, cuda_graph: bool = True,
-          source: str = "table") -> EngineCapture:
+def apply(
+    rule: CaptureRule, ids: Optional[Sequence[int]], num_layers: int, *, cuda_graph: bool = True, source: str = "table"
+) -> EngineCapture:
     """Run a rule: the points for ``ids`` (None: the config has none), CUDA-graph decode included."""
     n = int(num_layers)
     if n < 1:
@@ -216,31 +258,51 @@ def apply(rule: CaptureRule, ids: Optional[Sequence[int]], num_layers: int, *, c
     graph_points = None
     if cuda_graph and rule.supported:
         if rule.graph_reset is None:
-            notes.append("CUDA-graph decode: the release's graph runner was not recognised; what decode "
-                         "graphs capture is unknown (settle it with a tensor dump taken with CUDA graphs on)")
+            notes.append(
+                "CUDA-graph decode: the release's graph runner was not recognised; what decode "
+                "graphs capture is unknown (settle it with a tensor dump taken with CUDA graphs on)"
+            )
         elif rule.graph_reset:
             gp, gfatal, _ = _eager(rule, None, n, [])
             graph_points = gp
             if ids is not None:
-                notes.append(f"{name}: the CUDA-graph runner calls set_eagle3_layers_to_capture() with no ids "
-                             f"before capturing, so decode graphs capture the defaults {gp}; the config's ids "
-                             "reach only the eager paths (prefill, --disable-cuda-graph)")
+                notes.append(
+                    f"{name}: the CUDA-graph runner calls set_eagle3_layers_to_capture() with no ids "
+                    f"before capturing, so decode graphs capture the defaults {gp}; the config's ids "
+                    "reach only the eager paths (prefill, --disable-cuda-graph)"
+                )
                 if rule.config_before_graphs:
                     points, fatal = gp, gfatal
-                    notes.append("the config ids are applied before the graphs are initialised and then "
-                                 "overwritten: the eager paths capture the defaults too")
+                    notes.append(
+                        "the config ids are applied before the graphs are initialised and then "
+                        "overwritten: the eager paths capture the defaults too"
+                    )
         else:
             graph_points = list(points)
     if rule.id_map == "unsupported":
         fatal = f"{name}: {rule.arch} has no set_eagle3_layers_to_capture (no EAGLE-3 capture on this target)"
     elif fatal is None and points and any(p == UNKNOWN for p in points):
         notes.append("some states depend on code the extractor did not recognise (see evidence)")
-    return EngineCapture(name, rule.arch, n, list(ids) if ids is not None else None, indices, points, fatal,
-                         graph_points, evidence, source, notes, unknown, cuda_graph)
+    return EngineCapture(
+        name,
+        rule.arch,
+        n,
+        list(ids) if ids is not None else None,
+        indices,
+        points,
+        fatal,
+        graph_points,
+        evidence,
+        source,
+        notes,
+        unknown,
+        cuda_graph,
+    )
 
 
-def _eager(rule: CaptureRule, ids: Optional[Sequence[int]], n: int,
-           notes: list[str]) -> tuple[list[str], Optional[str], Optional[list[int]]]:
+def _eager(
+    rule: CaptureRule, ids: Optional[Sequence[int]], n: int, notes: list[str]
+) -> tuple[list[str], Optional[str], Optional[list[int]]]:
     name = f"{rule.engine}=={rule.version}"
     if not rule.supported:
         return [], None, None
@@ -252,8 +314,10 @@ def _eager(rule: CaptureRule, ids: Optional[Sequence[int]], n: int,
     if rule.startup == "index-error":
         bad = [i for i in indices if not -n <= i < n]
         if bad:
-            fatal = (f"IndexError at start-up: set_eagle3_layers_to_capture indexes self.layers[{bad[0]}] "
-                     f"of a {n}-layer model")
+            fatal = (
+                f"IndexError at start-up: set_eagle3_layers_to_capture indexes self.layers[{bad[0]}] "
+                f"of a {n}-layer model"
+            )
             return ["missing"] * len(indices), fatal, indices
     yields = []
     for idx in indices:
@@ -261,8 +325,10 @@ def _eager(rule: CaptureRule, ids: Optional[Sequence[int]], n: int,
         eff = idx + n if (rule.membership == "layer-attr" and -n <= idx < 0) else idx
         yields.append((eff, p, prob))
         if prob == "type-error" and fatal is None:
-            fatal = ("TypeError at the first forward: capture index 0 computes hidden_states + residual "
-                     "with residual None at layer 0")
+            fatal = (
+                "TypeError at the first forward: capture index 0 computes hidden_states + residual "
+                "with residual None at layer 0"
+            )
         elif prob and prob != UNKNOWN:
             notes.append(prob)
     # loop order (ascending index), each index once; states that never fire are missing
@@ -285,11 +351,15 @@ def _eager(rule: CaptureRule, ids: Optional[Sequence[int]], n: int,
     points = [p for _, p in captured] + ["missing"] * missing + [UNKNOWN] * unknown
     if missing and fatal is None:
         if rule.missing == "fatal":
-            fatal = (f"fails at the first forward: captured {len(captured)} of {len(indices)} aux hidden "
-                     "states (AuxHiddenStatePacker.finalize)")
+            fatal = (
+                f"fails at the first forward: captured {len(captured)} of {len(indices)} aux hidden "
+                "states (AuxHiddenStatePacker.finalize)"
+            )
         elif rule.missing == UNKNOWN:
             notes.append(f"{missing} state(s) never fire; whether that is fatal is unknown (see evidence)")
         else:
-            notes.append(f"{missing} of {len(indices)} states never fire: the concatenation is "
-                         f"{len(captured)}*H wide and the drafter's fc input no longer fits")
+            notes.append(
+                f"{missing} of {len(indices)} states never fire: the concatenation is "
+                f"{len(captured)}*H wide and the drafter's fc input no longer fits"
+            )
     return points, fatal, indices

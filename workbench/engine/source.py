@@ -67,7 +67,7 @@ class Source:
     def version(self) -> Optional[str]:
         """The release, from ``sglang/version.py`` (every release has one)."""
         t = self.tree("sglang/version.py")
-        for node in (t.body if t else []):
+        for node in t.body if t else []:
             if isinstance(node, ast.Assign) and any(getattr(x, "id", None) == "__version__" for x in node.targets):
                 if isinstance(node.value, ast.Constant):
                     return str(node.value.value)
@@ -121,8 +121,9 @@ class Source:
                         out.append(item)
         return out
 
-    def find_method(self, rel: str, cls: ast.ClassDef,
-                    meth: str) -> Optional[tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    def find_method(
+        self, rel: str, cls: ast.ClassDef, meth: str
+    ) -> Optional[tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]]:
         for f, c in self.mro(rel, cls):
             for node in c.body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == meth:
@@ -154,8 +155,13 @@ class Source:
                     if attr_cls:
                         name, ff = attr_cls[1], attr_cls[0]
                     elif got:
-                        rets = [r.value.func.id for r in ast.walk(got[2]) if isinstance(r, ast.Return)
-                                and isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Name)]
+                        rets = [
+                            r.value.func.id
+                            for r in ast.walk(got[2])
+                            if isinstance(r, ast.Return)
+                            and isinstance(r.value, ast.Call)
+                            and isinstance(r.value.func, ast.Name)
+                        ]
                         if len(set(rets)) == 1:
                             name, ff = rets[0], got[0]
                 if name and self.find_class(ff, name) is None:
@@ -180,8 +186,11 @@ class Source:
         """``attr = Name`` in a class body along the MRO (the most derived first): (file, Name)."""
         for f, c in self.mro(rel, cls):
             for node in c.body:
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and any(
-                        isinstance(t, ast.Name) and t.id == attr for t in node.targets):
+                if (
+                    isinstance(node, ast.Assign)
+                    and isinstance(node.value, ast.Name)
+                    and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
+                ):
                     return f, node.value.id
         return None
 
@@ -189,7 +198,7 @@ class Source:
         """``EntryClass = X`` or ``[X, Y]``: the architectures a model file serves."""
         t = self.tree(rel)
         out: list[str] = []
-        for node in (t.body if t else []):
+        for node in t.body if t else []:
             if isinstance(node, ast.Assign) and any(getattr(x, "id", None) == "EntryClass" for x in node.targets):
                 vals = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
                 out += [v.id for v in vals if isinstance(v, ast.Name)]

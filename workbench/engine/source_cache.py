@@ -25,8 +25,7 @@ from workbench.engine.wheels import cache_dir
 SUBDIR = "source-reads"
 
 
-def fingerprint(folder: Path, suffix: str = ".py", parts: Optional[Sequence[str]] = None
-                ) -> list[tuple[str, int, int]]:
+def fingerprint(folder: Path, suffix: str = ".py", parts: Optional[Sequence[str]] = None) -> list[tuple[str, int, int]]:
     """(name, size, mtime_ns) of each file of ``folder`` ending in ``suffix``, sorted by name; with
     ``parts`` (paths under ``folder``), of those files and of every such file in those folders and
     below them, named by their paths relative to ``folder``."""
@@ -63,16 +62,31 @@ def _module_files(names: Sequence[str]) -> list[Optional[list[Any]]]:
     return out
 
 
-def _key(question: str, folder: Path, reader: Callable[..., Any], parts: Optional[Sequence[str]] = None,
-         modules: Sequence[str] = ()) -> str:
-    ident = [question, str(folder.resolve()), fingerprint(folder, parts=parts),
-             *_module_files([reader.__module__, *modules]), getattr(reader, "__qualname__", repr(reader))]
+def _key(
+    question: str,
+    folder: Path,
+    reader: Callable[..., Any],
+    parts: Optional[Sequence[str]] = None,
+    modules: Sequence[str] = (),
+) -> str:
+    ident = [
+        question,
+        str(folder.resolve()),
+        fingerprint(folder, parts=parts),
+        *_module_files([reader.__module__, *modules]),
+        getattr(reader, "__qualname__", repr(reader)),
+    ]
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()
 
 
-def read(question: str, folder: Path, reader: Callable[[], dict[str, Any]],
-         root: Optional[Path] = None, parts: Optional[Sequence[str]] = None,
-         modules: Sequence[str] = ()) -> dict[str, Any]:
+def read(
+    question: str,
+    folder: Path,
+    reader: Callable[[], dict[str, Any]],
+    root: Optional[Path] = None,
+    parts: Optional[Sequence[str]] = None,
+    modules: Sequence[str] = (),
+) -> dict[str, Any]:
     """``reader()`` (a JSON object) for the files of ``folder`` now (``parts``: of those files and
     folders of it, see ``fingerprint``): from the cache when an entry for exactly these files and
     this reader is there, else read and kept. ``modules``: more modules (imported) the reader's
@@ -99,5 +113,5 @@ def read(question: str, folder: Path, reader: Callable[[], dict[str, Any]],
             os.unlink(tmp)
             raise
     except OSError:
-        pass            # a cache that cannot be written costs the next command the read, nothing else
+        pass  # a cache that cannot be written costs the next command the read, nothing else
     return fresh

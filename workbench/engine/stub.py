@@ -78,21 +78,22 @@ def _copy(v: Any) -> Any:
 @dataclass
 class Run:
     n: int
-    writes: list[tuple[str, str, Any]] = field(default_factory=list)       # (stub path, attribute, value)
+    writes: list[tuple[str, str, Any]] = field(default_factory=list)  # (stub path, attribute, value)
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
 class Outcome:
-    indices: Optional[list[Any]]       # the last ``layers_to_capture`` written
-    where: Optional[str]               # the stub path it was written on ("self.model")
-    error: Optional[str] = None        # "IndexError: ..." raised by the hook
+    indices: Optional[list[Any]]  # the last ``layers_to_capture`` written
+    where: Optional[str]  # the stub path it was written on ("self.model")
+    error: Optional[str] = None  # "IndexError: ..." raised by the hook
     error_line: Optional[tuple[str, int]] = None  # (file, line) of the raising statement
-    capture_flag: bool = False         # capture_aux_hidden_states = True was written
+    capture_flag: bool = False  # capture_aux_hidden_states = True was written
 
 
-def compile_hook(src_text_tree: ast.FunctionDef | ast.AsyncFunctionDef, filename: str,
-                 module_tree: Optional[ast.Module] = None) -> Callable[..., Any]:
+def compile_hook(
+    src_text_tree: ast.FunctionDef | ast.AsyncFunctionDef, filename: str, module_tree: Optional[ast.Module] = None
+) -> Callable[..., Any]:
     """The hook as a plain function, compiled under ``filename`` with its original line numbers."""
     fn = copy.deepcopy(src_text_tree)
     fn.decorator_list = []
@@ -102,7 +103,7 @@ def compile_hook(src_text_tree: ast.FunctionDef | ast.AsyncFunctionDef, filename
     for va in (fn.args.vararg, fn.args.kwarg):
         if va is not None:
             va.annotation = None
-    for node in ast.walk(fn):       # annotated assignments would evaluate torch types
+    for node in ast.walk(fn):  # annotated assignments would evaluate torch types
         if isinstance(node, ast.AnnAssign):
             node.annotation = ast.Constant(None)
     mod = ast.Module(body=[fn], type_ignores=[])
@@ -112,7 +113,7 @@ def compile_hook(src_text_tree: ast.FunctionDef | ast.AsyncFunctionDef, filename
     glb: dict[str, Any] = {"__builtins__": builtins, "__name__": "wb_engine_stub"}
     for name in names:
         if not hasattr(builtins, name):
-            glb[name] = Stub(name, Run(0))     # module globals the hook names (a logger, a helper)
+            glb[name] = Stub(name, Run(0))  # module globals the hook names (a logger, a helper)
     exec(code, glb)
     hook: Callable[..., Any] = glb[fn.name]
     return hook
@@ -155,7 +156,7 @@ def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Optional[Sequence
             tb = tb.tb_next
         if tb is not None:
             err_line = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
-        del tb      # the traceback holds this frame: kept, the two (and the whole Source) wait for the collector
+        del tb  # the traceback holds this frame: kept, the two (and the whole Source) wait for the collector
     writes = [(p, v) for p, name, v in run.writes if name == "layers_to_capture"]
     flag = any(name == "capture_aux_hidden_states" and v is True for _p, name, v in run.writes)
     if writes:
@@ -163,8 +164,9 @@ def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Optional[Sequence
         idx = list(v) if isinstance(v, (list, tuple)) else None
         return Outcome(idx, p, err, err_line, flag)
     # the indices handed to the hook of a part whose class was not resolved (``self.model``)
-    handed = [(p, a) for p, a, _k in run.calls if p.endswith("." + HOOK) and len(a) == 1
-              and isinstance(a[0], (list, tuple))]
+    handed = [
+        (p, a) for p, a, _k in run.calls if p.endswith("." + HOOK) and len(a) == 1 and isinstance(a[0], (list, tuple))
+    ]
     if handed:
         p, a = handed[-1]
         return Outcome(list(a[0]), p[: -len(HOOK) - 1], err, err_line, flag)

@@ -68,7 +68,7 @@ def release_rules(version: str) -> Optional[tuple[CaptureRule, ...]]:
     if entry is None:
         return None
     kept = _UNPACKED.get(version)
-    if kept is None or kept[0] is not entry:     # a table loaded again (or replaced) is read again
+    if kept is None or kept[0] is not entry:  # a table loaded again (or replaced) is read again
         kept = (entry, tuple(CaptureRule.from_dict(r) for r in unpack(entry)))
         _UNPACKED[version] = kept
     return kept[1]
@@ -79,6 +79,11 @@ def unpack(entry: "dict[str, Any] | list[dict[str, Any]]") -> list[dict[str, Any
     if isinstance(entry, list):
         return entry
     common = entry.get("common") or {}
-    return [{**r, **{k: common.get(k) for k in RELEASE_WIDE},
-             "evidence": list(r.get("evidence") or []) + list(common.get("evidence") or [])}
-            for r in entry.get("rules") or []]
+    return [
+        {
+            **r,
+            **{k: common.get(k) for k in RELEASE_WIDE},
+            "evidence": list(r.get("evidence") or []) + list(common.get("evidence") or []),
+        }
+        for r in entry.get("rules") or []
+    ]

@@ -54,6 +54,7 @@ def read_target(path: "str | os.PathLike[str]") -> tuple[str, int, Optional[str]
         ta = sub.get("architectures")
         text_arch = ta[0] if isinstance(ta, list) and ta and isinstance(ta[0], str) else None
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise InputError(f"{f}: field 'num_hidden_layers' (or text_config.num_hidden_layers) must be a "
-                         f"positive integer, got {n!r}")
+        raise InputError(
+            f"{f}: field 'num_hidden_layers' (or text_config.num_hidden_layers) must be a positive integer, got {n!r}"
+        )
     return archs[0], n, text_arch

@@ -73,8 +73,9 @@ class Source:
 
     def listdir(self, prefix: str) -> list[str]:
         if self._zip is not None:
-            return sorted(n for n in self._names if n.startswith(prefix) and n.endswith(".py")
-                          and "/" not in n[len(prefix):])
+            return sorted(
+                n for n in self._names if n.startswith(prefix) and n.endswith(".py") and "/" not in n[len(prefix) :]
+            )
         base = self.path / prefix.split("/", 1)[1]
         return sorted(f"{prefix}{p.name}" for p in base.glob("*.py")) if base.is_dir() else []
 
@@ -111,16 +112,20 @@ def _functions(tree: ast.AST) -> dict[str, ast.FunctionDef]:
 def _exec_function(src: str, fn: ast.FunctionDef, extra: Optional[dict[str, Any]] = None) -> Callable[..., Any]:
     """Compile one function of the engine's source on its own (decorators dropped) and return it."""
     if sys.version_info >= (3, 12):
-        fn = ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None,
-                             type_comment=None, type_params=[])
+        fn = ast.FunctionDef(
+            name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None, type_comment=None, type_params=[]
+        )
     else:
-        fn = ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None,
-                             type_comment=None)
+        fn = ast.FunctionDef(
+            name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None, type_comment=None
+        )
     for a in fn.args.args + fn.args.kwonlyargs:
         a.annotation = None
     mod = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
-    ns: dict[str, Any] = {"Optional": Optional, "logger": SimpleNamespace(info=lambda *a, **k: None,
-                                                                          warning=lambda *a, **k: None)}
+    ns: dict[str, Any] = {
+        "Optional": Optional,
+        "logger": SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None),
+    }
     ns.update(extra or {})
     exec(compile(mod, "<vllm source>", "exec"), ns)
     compiled: Callable[..., Any] = ns[fn.name]
@@ -140,8 +145,16 @@ def _config_ids(s: Source, ev: _Ev) -> dict[str, str]:
     fns = _functions(tree)
     fn = fns.get("_get_eagle3_aux_layers_from_config")
     if fn is None:
-        call = next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                     and n.func.attr == "set_aux_hidden_state_layers"), None)
+        call = next(
+            (
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "set_aux_hidden_state_layers"
+            ),
+            None,
+        )
         if call is not None and call.args and "get_eagle3_aux_hidden_state_layers" in ast.unparse(call.args[0]):
             ev.add("config_ids", _RUNNER, call.lineno, _line(src, call) + "  (no config lookup: model defaults)")
             return {"config_ids": "ignored"}
@@ -161,8 +174,12 @@ def _config_ids(s: Source, ev: _Ev) -> dict[str, str]:
     k = "eagle_aux_hidden_state_layer_ids"
     r_top, r_nested = run({k: top}), run({"eagle_config": {k: nested}})
     r_both = run({k: top, "eagle_config": {k: nested}})
-    ev.add("config_ids", _RUNNER, fn.lineno, _line(src, fn) + f"  (executed: top -> {r_top}, eagle_config -> "
-                                                               f"{r_nested}, both -> {r_both})")
+    ev.add(
+        "config_ids",
+        _RUNNER,
+        fn.lineno,
+        _line(src, fn) + f"  (executed: top -> {r_top}, eagle_config -> {r_nested}, both -> {r_both})",
+    )
     if UNKNOWN in (r_top, r_nested, r_both):
         return {"config_ids": UNKNOWN}
     if r_top == top and r_nested == nested:
@@ -180,8 +197,10 @@ def _fit_default(f: Callable[..., Any]) -> Optional[list[str]]:
     """Express the default indices as a, N//b, N-c from runs at several N."""
     runs: dict[int, list[Any]] = {}
     for n in (16, 32, 61, 80):
+
         class _Holder:  # noqa: N801 - a stub with n decoder layers
             layers = [None] * n
+
         me = SimpleNamespace(model=_Holder())
         try:
             runs[n] = list(f(me))
@@ -212,9 +231,11 @@ def _eval(expr: str, n: int) -> int:
 
 
 def _default(s: Source, ev: _Ev) -> "dict[str, list[str] | str]":
-    for rel, name in ((_MODELS + "interfaces.py", "get_eagle3_default_aux_hidden_state_layers"),
-                      (_MODELS + "llama.py", "get_eagle3_default_aux_hidden_state_layers"),
-                      (_MODELS + "llama.py", "get_eagle3_aux_hidden_state_layers")):
+    for rel, name in (
+        (_MODELS + "interfaces.py", "get_eagle3_default_aux_hidden_state_layers"),
+        (_MODELS + "llama.py", "get_eagle3_default_aux_hidden_state_layers"),
+        (_MODELS + "llama.py", "get_eagle3_aux_hidden_state_layers"),
+    ):
         src = s.read(rel)
         if src is None:
             continue
@@ -231,11 +252,19 @@ def _default(s: Source, ev: _Ev) -> "dict[str, list[str] | str]":
 def _is_capture(stmt: ast.AST) -> Optional[str]:
     """The index expression of a capture statement, or None."""
     for n in ast.walk(stmt):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "_maybe_add_hidden_state" \
-                and len(n.args) >= 2:
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "_maybe_add_hidden_state"
+            and len(n.args) >= 2
+        ):
             return ast.unparse(n.args[1])
-        if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.In) \
-                and "aux_hidden_state_layers" in ast.unparse(n.comparators[0]):
+        if (
+            isinstance(n, ast.Compare)
+            and len(n.ops) == 1
+            and isinstance(n.ops[0], ast.In)
+            and "aux_hidden_state_layers" in ast.unparse(n.comparators[0])
+        ):
             return ast.unparse(n.left)
     return None
 
@@ -260,21 +289,29 @@ def _capture(s: Source, ev: _Ev) -> dict[str, str]:
         loop = next((n for n in fn.body if isinstance(n, ast.For) and "self.layers" in ast.unparse(n.iter)), None)
         if loop is None:
             continue
-        layer_at = next((i for i, st in enumerate(loop.body) if isinstance(st, ast.Assign)
-                         and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "layer"), None)
+        layer_at = next(
+            (
+                i
+                for i, st in enumerate(loop.body)
+                if isinstance(st, ast.Assign)
+                and isinstance(st.value, ast.Call)
+                and ast.unparse(st.value.func) == "layer"
+            ),
+            None,
+        )
         caps = [(i, st, _is_capture(st)) for i, st in enumerate(loop.body) if _is_capture(st)]
         if layer_at is None or len(caps) != 1:
             continue
         loop_var = ast.unparse(loop.target).split(",")[0].strip("() ")
         i, st, idx = caps[0]
         before = i < layer_at
-        pre = [st2 for st2 in fn.body[:fn.body.index(loop)] if _is_capture(st2)]
+        pre = [st2 for st2 in fn.body[: fn.body.index(loop)] if _is_capture(st2)]
         ev.add("capture", rel, st.lineno, _line(src, st) + (" (before the layer)" if before else " (after the layer)"))
         if before and idx == loop_var:
             index0 = "embed" if _guarded(s, st) else "type-error"
             boundary = "none"
         elif not before and idx is not None and idx.replace(" ", "") == f"{loop_var}+1":
-            boundary = "final-prenorm"       # index N fires after the last layer, before the final norm
+            boundary = "final-prenorm"  # index N fires after the last layer, before the final norm
             if pre:
                 ev.add("index0", rel, pre[0].lineno, _line(src, pre[0]))
                 index0 = "embed" if _guarded(s, pre[0]) else "type-error"
@@ -302,6 +339,7 @@ def _arch_map(s: Source, ev: _Ev) -> "dict[str, str | dict[str, Any]]":
             def mapped(arch: str, code: CodeType = code) -> object:
                 me = SimpleNamespace(model=SimpleNamespace(architectures=[arch]))
                 return eval(code, {"self": me, "model": me.model})[0]  # noqa: S307 - the engine's own expression
+
             try:
                 probes = {a: mapped(a) for a in ("FooForCausalLM", "Eagle3FooForCausalLM", "FooForCausalLMEagle3")}
             except Exception:  # noqa: BLE001
@@ -310,9 +348,13 @@ def _arch_map(s: Source, ev: _Ev) -> "dict[str, str | dict[str, Any]]":
             ok = probes["FooForCausalLM"] == "Eagle3FooForCausalLM"
             if not ok:
                 return {"arch_map": UNKNOWN}
-            return {"arch_map": {"prefix": "Eagle3",
-                                 "keeps_prefixed": probes["Eagle3FooForCausalLM"] == "Eagle3FooForCausalLM",
-                                 "keeps_suffixed": probes["FooForCausalLMEagle3"] == "FooForCausalLMEagle3"}}
+            return {
+                "arch_map": {
+                    "prefix": "Eagle3",
+                    "keeps_prefixed": probes["Eagle3FooForCausalLM"] == "Eagle3FooForCausalLM",
+                    "keeps_suffixed": probes["FooForCausalLMEagle3"] == "FooForCausalLMEagle3",
+                }
+            }
     return {"arch_map": UNKNOWN}
 
 
@@ -323,10 +365,20 @@ def _registry(s: Source, ev: _Ev) -> tuple[dict[str, list[Any]], dict[str, list[
         return {}, {}
     tables: dict[str, dict[str, list[Any]]] = {}
     for node in ast.parse(src).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
-            node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(target, ast.Name) and target.id.startswith("_") and target.id.endswith("_MODELS") \
-                and isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else node.target
+            if isinstance(node, ast.AnnAssign)
+            else None
+        )
+        if (
+            isinstance(target, ast.Name)
+            and target.id.startswith("_")
+            and target.id.endswith("_MODELS")
+            and isinstance(node, (ast.Assign, ast.AnnAssign))
+            and isinstance(node.value, ast.Dict)
+        ):
             try:
                 tables[target.id] = {k: list(v) for k, v in ast.literal_eval(node.value).items()}
             except ValueError:
@@ -420,8 +472,9 @@ def _fc_states(s: Source, ev: _Ev) -> str:
     if src is None:
         return UNKNOWN
     for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Assign) and any(ast.unparse(t) in ("self.fc", "self.fc_input_size", "fc_input_size")
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            ast.unparse(t) in ("self.fc", "self.fc_input_size", "fc_input_size") for t in node.targets
+        ):
             text = ast.unparse(node.value)
             if re.search(r"hidden_size \* 3\b", text):
                 ev.add("fc_states", rel, node.lineno, _line(src, node))
@@ -465,8 +518,21 @@ def download(version: str, dest: Optional[Path] = None) -> Path:
     found = sorted(dest.glob(f"vllm-{version}-*.whl"))
     if found:
         return found[0]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                    f"vllm=={version}", "-d", str(dest)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            f"vllm=={version}",
+            "-d",
+            str(dest),
+        ],
+        check=True,
+    )
     found = sorted(dest.glob(f"vllm-{version}-*.whl"))
     if not found:
         raise RuntimeError(f"pip download vllm=={version} left no wheel in {dest}")
@@ -478,8 +544,10 @@ def regenerate(versions: list[str], out: Path = TABLE) -> dict[str, Any]:
     for v in versions:
         facts = extract(download(v))
         releases[facts["version"]] = facts
-    table = {"generated_by": "python -m workbench.engine.vllm_rules regenerate " + " ".join(versions),
-             "releases": dict(sorted(releases.items(), key=lambda kv: _vkey(kv[0])))}
+    table = {
+        "generated_by": "python -m workbench.engine.vllm_rules regenerate " + " ".join(versions),
+        "releases": dict(sorted(releases.items(), key=lambda kv: _vkey(kv[0]))),
+    }
     out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     return table
 

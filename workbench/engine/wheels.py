@@ -19,8 +19,13 @@ from typing import Optional
 from workbench.errors import InputError, WorkbenchError
 
 # what the extractor reads: model classes, runners, layers (capture helpers), the version
-READS = ("sglang/version.py", "sglang/srt/models/", "sglang/srt/model_executor/", "sglang/srt/speculative/",
-         "sglang/srt/layers/")
+READS = (
+    "sglang/version.py",
+    "sglang/srt/models/",
+    "sglang/srt/model_executor/",
+    "sglang/srt/speculative/",
+    "sglang/srt/layers/",
+)
 
 
 def cache_dir() -> Path:
@@ -42,8 +47,12 @@ def download(version: str, timeout: float = 300) -> Path:
         return got
     d = cache_dir() / "wheels"
     d.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"sglang=={version}", "-d",
-                        str(d)], capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"sglang=={version}", "-d", str(d)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     got = wheel_path(version)
     if r.returncode != 0 or got is None:
         msg = (r.stderr or r.stdout).strip().splitlines()
@@ -68,7 +77,7 @@ def unpacked(version: str) -> Path:
         try:
             os.rename(tmp, dest)
         except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)     # another process unpacked it first
+            shutil.rmtree(tmp, ignore_errors=True)  # another process unpacked it first
     finally:
         if tmp.exists() and tmp != dest:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -79,8 +88,9 @@ def releases(minimum: str = "0.4.9") -> list[str]:
     """Every sglang release on the index from ``minimum`` (``pip index versions sglang``)."""
     from workbench.engine.version import Version
 
-    r = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "sglang"], capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "sglang"], capture_output=True, text=True, timeout=120
+    )
     m = re.search(r"Available versions:\s*(.+)", r.stdout)
     if not m:
         raise WorkbenchError("pip index versions sglang: no version list")

@@ -17,8 +17,12 @@ if TYPE_CHECKING:
 
 
 class WorkbenchBase:
-    def __init__(self, workspace: "str | os.PathLike[str] | Workspace | None" = None, *,
-                 progress: Optional[ProgressCallback] = None):
+    def __init__(
+        self,
+        workspace: "str | os.PathLike[str] | Workspace | None" = None,
+        *,
+        progress: Optional[ProgressCallback] = None,
+    ):
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         self.journal = Journal(self.workspace.journal_path)
         self.progress: ProgressCallback = progress or noop
@@ -41,7 +45,9 @@ class WorkbenchBase:
         """Every operation is journaled: kind like 'predict', 'config.set', 'server.launch'."""
         return self.journal.record(kind, subject, payload)
 
-    def events(self, kind: Optional[str] = None, subject: Optional[str] = None, limit: Optional[int] = None) -> "list[Event]":
+    def events(
+        self, kind: Optional[str] = None, subject: Optional[str] = None, limit: Optional[int] = None
+    ) -> "list[Event]":
         return self.journal.events(kind=kind, subject=subject, limit=limit)
 
     def close(self) -> None:

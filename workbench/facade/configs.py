@@ -74,8 +74,16 @@ class ConfigsAPI(WorkbenchBase):
     def config_diff(self, path: str, a: Union[int, str, None] = None, b: Union[int, str, None] = None) -> "ConfigDiff":
         return self.configs.diff(path, a, b)
 
-    def config_set(self, path: str, assignments: "dict[str, Any] | list[str | tuple[str, Any]]", *, reason: Optional[str] = None,
-                   force: bool = False, delete: Optional[list[str]] = None, add: bool = False) -> "ConfigChange":
+    def config_set(
+        self,
+        path: str,
+        assignments: "dict[str, Any] | list[str | tuple[str, Any]]",
+        *,
+        reason: Optional[str] = None,
+        force: bool = False,
+        delete: Optional[list[str]] = None,
+        add: bool = False,
+    ) -> "ConfigChange":
         """Set dotted keys, e.g. ``{"eagle_config.eagle_aux_hidden_state_layer_ids": [2, 30, 58]}``
         or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away. A key
         the file does not have is refused with a did-you-mean unless ``add`` (or ``force``)."""
@@ -90,9 +98,16 @@ class ConfigsAPI(WorkbenchBase):
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
         change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete, add=add)
-        self._record("config.set", change.location, {"version": change.version.number, "reason": change.version.reason,
-                                                     "changed": change.changed,
-                                                     "external_edit": change.external_edit is not None})
+        self._record(
+            "config.set",
+            change.location,
+            {
+                "version": change.version.number,
+                "reason": change.version.reason,
+                "changed": change.changed,
+                "external_edit": change.external_edit is not None,
+            },
+        )
         return change
 
     def config_revert_plan(self, path: str, to: Union[int, str]) -> Plan:
@@ -100,14 +115,21 @@ class ConfigsAPI(WorkbenchBase):
         from workbench.configs import location_of
 
         loc = location_of(path)
-        return Plan("revert", loc, f"revert {loc} to v{v.number} ({v.sha256[:12]}, {v.reason})",
-                    diff.splitlines() or ["(no change: the file already holds that version)"])
+        return Plan(
+            "revert",
+            loc,
+            f"revert {loc} to v{v.number} ({v.sha256[:12]}, {v.reason})",
+            diff.splitlines() or ["(no change: the file already holds that version)"],
+        )
 
     def config_revert(self, path: str, to: Union[int, str], *, confirm: bool = False) -> "ConfigChange":
         require(self.config_revert_plan(path, to), confirm)
         change = self.configs.revert(path, to)
-        self._record("config.revert", change.location, {"to": str(to), "version": change.version.number,
-                                                        "sha256": change.version.sha256})
+        self._record(
+            "config.revert",
+            change.location,
+            {"to": str(to), "version": change.version.number, "sha256": change.version.sha256},
+        )
         return change
 
     def config_fix_plan(self, fix: "FixLike") -> Plan:
@@ -132,12 +154,13 @@ class ConfigsAPI(WorkbenchBase):
 
     def config_apply_fix(self, fix: "FixLike", *, confirm: bool = False) -> "ConfigChange":
         fix = _as_fix(fix)
-        require(self.config_fix_plan(fix), confirm)   # refuses a fix that edits no file
+        require(self.config_fix_plan(fix), confirm)  # refuses a fix that edits no file
         assert fix.file is not None
         sets = [(e.key, e.value) for e in fix.edits if not e.delete]
         dels = [e.key for e in fix.edits if e.delete]
-        change = self.configs.set(fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels,
-                                  add=True)   # a fix may add the key a config lacks
+        change = self.configs.set(
+            fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels, add=True
+        )  # a fix may add the key a config lacks
         self._record("config.fix", change.location, {"fix": fix.to_dict(), "version": change.version.number})
         return change
 
@@ -154,9 +177,12 @@ def _as_fix(fix: "FixLike") -> "Fix":
     if isinstance(fix, Finding):
         fix = fix.fix
     if isinstance(fix, dict):
-        fix = Fix(fix.get("summary", ""), fix.get("file"),
-                  [ConfigEdit(e["key"], e.get("value"), e.get("delete", False)) for e in fix.get("edits", [])],
-                  list(fix.get("launch", [])))
+        fix = Fix(
+            fix.get("summary", ""),
+            fix.get("file"),
+            [ConfigEdit(e["key"], e.get("value"), e.get("delete", False)) for e in fix.get("edits", [])],
+            list(fix.get("launch", [])),
+        )
     if fix is None:
         from workbench.errors import InputError
 

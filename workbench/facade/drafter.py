@@ -22,14 +22,31 @@ class DrafterAPI(WorkbenchBase):
         config = read_config(draft)
         source = Path(draft) / "config.json" if Path(draft).is_dir() else Path(draft)
         report = check_weights(config, read_tensor_shapes(draft), source=str(source))
-        self._record("drafter.check", str(draft), {"ok": report.ok, "missing": report.missing,
-                                                  "unexpected": report.unexpected,
-                                                  "mismatched": len(report.mismatched)})
+        self._record(
+            "drafter.check",
+            str(draft),
+            {
+                "ok": report.ok,
+                "missing": report.missing,
+                "unexpected": report.unexpected,
+                "mismatched": len(report.mismatched),
+            },
+        )
         return report
 
-    def drafter_eval(self, draft: str, data: str, target: str, *, depth: Optional[int] = None, topk: int = 4,
-                     max_samples: Optional[int] = None, device: Optional[str] = None, strict: bool = True,
-                     convention: Optional[str] = None) -> "DrafterEval":
+    def drafter_eval(
+        self,
+        draft: str,
+        data: str,
+        target: str,
+        *,
+        depth: Optional[int] = None,
+        topk: int = 4,
+        max_samples: Optional[int] = None,
+        device: Optional[str] = None,
+        strict: bool = True,
+        convention: Optional[str] = None,
+    ) -> "DrafterEval":
         """Evaluate a drafter on training data the way training measures it (SpecForge acc_k and
         speculators' full/cond_acc, each computed as that tool computes it; the workbench's chain
         rates; top-k per depth, vocabulary coverage) and predict its accept length. ``target`` is
@@ -38,12 +55,33 @@ class DrafterAPI(WorkbenchBase):
         "sglang" does (default: the trainer of the checkpoint's layout)."""
         from workbench.drafter.evaluate import evaluate
 
-        result = evaluate(draft, data, target, depth=depth, topk=topk, max_samples=max_samples, device=device,
-                          strict=strict, progress=self.progress, convention=convention)
-        self._record("drafter.eval", str(draft), {
-            "data": str(data), "target": str(target), "depth": result.depth, "samples": result.samples,
-            "positions": result.positions, "acc": result.acc, "full_acc": result.full_acc,
-            "cond_acc": result.cond_acc, "accept_length": result.predicted.get("accept_length")})
+        result = evaluate(
+            draft,
+            data,
+            target,
+            depth=depth,
+            topk=topk,
+            max_samples=max_samples,
+            device=device,
+            strict=strict,
+            progress=self.progress,
+            convention=convention,
+        )
+        self._record(
+            "drafter.eval",
+            str(draft),
+            {
+                "data": str(data),
+                "target": str(target),
+                "depth": result.depth,
+                "samples": result.samples,
+                "positions": result.positions,
+                "acc": result.acc,
+                "full_acc": result.full_acc,
+                "cond_acc": result.cond_acc,
+                "accept_length": result.predicted.get("accept_length"),
+            },
+        )
         return result
 
     def drafter_predictor_inputs(self, result: "DrafterEval") -> dict[str, Any]:

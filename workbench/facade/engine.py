@@ -11,9 +11,18 @@ if TYPE_CHECKING:
 
 
 class EngineAPI(WorkbenchBase):
-    def engine_capture(self, engine: str, *, target_config: Any = None, arch: Optional[str] = None,
-                       num_layers: Optional[int] = None, ids: Optional[Sequence[int]] = None,
-                       cuda_graph: bool = True, host: Any = None, source: str = "auto") -> "EngineCapture":
+    def engine_capture(
+        self,
+        engine: str,
+        *,
+        target_config: Any = None,
+        arch: Optional[str] = None,
+        num_layers: Optional[int] = None,
+        ids: Optional[Sequence[int]] = None,
+        cuda_graph: bool = True,
+        host: Any = None,
+        source: str = "auto",
+    ) -> "EngineCapture":
         """What ``engine`` captures for ``ids`` (None: the config has none) on a target: points, fatal,
         CUDA-graph decode points, evidence, and the source used (host | table | wheel). ``host``: a
         host name of the workspace (its own SGLang is asked first) or a Host."""
@@ -21,10 +30,20 @@ class EngineAPI(WorkbenchBase):
 
         if isinstance(host, str):
             host = self.hosts_registry.get(host)
-        return capture(engine, target_config=target_config, arch=arch, num_layers=num_layers, ids=ids,
-                       cuda_graph=cuda_graph, host=host, source=source)
+        return capture(
+            engine,
+            target_config=target_config,
+            arch=arch,
+            num_layers=num_layers,
+            ids=ids,
+            cuda_graph=cuda_graph,
+            host=host,
+            source=source,
+        )
 
-    def engine_rules(self, engine: str, *, source: str = "auto", host: Any = None) -> "tuple[list[CaptureRule], str, str]":
+    def engine_rules(
+        self, engine: str, *, source: str = "auto", host: Any = None
+    ) -> "tuple[list[CaptureRule], str, str]":
         """(rules, version, source) of one release."""
         if isinstance(host, str):
             host = self.hosts_registry.get(host)

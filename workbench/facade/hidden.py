@@ -12,18 +12,34 @@ if TYPE_CHECKING:
 
 
 class HiddenAPI(WorkbenchBase):
-    def hidden_open(self, path: str, *, format: Optional[str] = None, sample: Optional[int] = None, **hints: Any) -> "Capture":
+    def hidden_open(
+        self, path: str, *, format: Optional[str] = None, sample: Optional[int] = None, **hints: Any
+    ) -> "Capture":
         """Open a capture (any supported format) and describe it: tensors, roles, points, tokens."""
         from workbench.hidden import open_capture
 
         return open_capture(path, format=format, sample=sample, **hints)
 
-    def align(self, train: str, infer: str, *, engine: Optional[str] = None, target: Optional[str] = None,
-              num_layers: Optional[int] = None, arch: Optional[str] = None, draft: Optional[str] = None,
-              train_format: Optional[str] = None, infer_format: Optional[str] = None,
-              sample: Optional[int] = None, infer_sample: Optional[int] = None,
-              train_layer_ids: Optional[Sequence[int]] = None, device: Optional[str] = None,
-              include_final: bool = False, abs_stats: str = "top", thresholds: "Thresholds | None" = None) -> "AlignResult":
+    def align(
+        self,
+        train: str,
+        infer: str,
+        *,
+        engine: Optional[str] = None,
+        target: Optional[str] = None,
+        num_layers: Optional[int] = None,
+        arch: Optional[str] = None,
+        draft: Optional[str] = None,
+        train_format: Optional[str] = None,
+        infer_format: Optional[str] = None,
+        sample: Optional[int] = None,
+        infer_sample: Optional[int] = None,
+        train_layer_ids: Optional[Sequence[int]] = None,
+        device: Optional[str] = None,
+        include_final: bool = False,
+        abs_stats: str = "top",
+        thresholds: "Thresholds | None" = None,
+    ) -> "AlignResult":
         """Which capture point is each training slot? Compares every slot of ``train`` (a training
         capture) with every candidate of ``infer`` and, with ``engine`` and the layer count (from
         ``target``'s config.json, ``num_layers`` or the capture), recommends the engine's
@@ -35,16 +51,24 @@ class HiddenAPI(WorkbenchBase):
         from workbench.hidden.align import align
         from workbench.hidden.recommend import recommend, target_info
 
-        tr = open_capture(train, format=train_format, sample=sample,
-                          layer_ids=list(train_layer_ids) if train_layer_ids else None)
+        tr = open_capture(
+            train, format=train_format, sample=sample, layer_ids=list(train_layer_ids) if train_layer_ids else None
+        )
         inf = open_capture(infer, format=infer_format, sample=infer_sample)
         if target:
             t_arch, t_layers = target_info(target)
             arch = arch or t_arch
             num_layers = num_layers or t_layers
         num_layers = num_layers or inf.meta.get("num_layers")
-        result = align(tr, inf, device=device, include_final=include_final, abs_stats=abs_stats,
-                       thresholds=thresholds, progress=self.progress)
+        result = align(
+            tr,
+            inf,
+            device=device,
+            include_final=include_final,
+            abs_stats=abs_stats,
+            thresholds=thresholds,
+            progress=self.progress,
+        )
         if engine or draft:
             cfg = cfg_path = None
             if draft:
@@ -53,14 +77,29 @@ class HiddenAPI(WorkbenchBase):
                 cfg = read_config(draft)
                 p = Path(draft)
                 cfg_path = str((p / "config.json") if p.is_dir() else p)
-            rec, findings = recommend(result, engine or "sglang", arch=arch, num_layers=num_layers,
-                                      draft_config=cfg, draft_config_path=cfg_path)
+            rec, findings = recommend(
+                result,
+                engine or "sglang",
+                arch=arch,
+                num_layers=num_layers,
+                draft_config=cfg,
+                draft_config_path=cfg_path,
+            )
             result.recommendation = rec
             result.findings.extend(findings)
-        self._record("align", str(infer), {
-            "train": str(train), "infer": str(infer), "tokens": result.tokens_compared,
-            "best": [b.physical or b.candidate for b in result.best], "verdicts": result.verdicts(),
-            "recommendation": result.recommendation.layer_ids if result.recommendation else None,
-            "engine": result.recommendation.engine if result.recommendation else None,
-            "codes": [f.code for f in result.findings], "seconds": round(result.seconds, 3)})
+        self._record(
+            "align",
+            str(infer),
+            {
+                "train": str(train),
+                "infer": str(infer),
+                "tokens": result.tokens_compared,
+                "best": [b.physical or b.candidate for b in result.best],
+                "verdicts": result.verdicts(),
+                "recommendation": result.recommendation.layer_ids if result.recommendation else None,
+                "engine": result.recommendation.engine if result.recommendation else None,
+                "codes": [f.code for f in result.findings],
+                "seconds": round(result.seconds, 3),
+            },
+        )
         return result

@@ -52,27 +52,49 @@ class LabWorld(Result):
 
 
 class LabAPI(WorkbenchBase):
-    def lab_build(self, size: str = "tiny", dir: Optional[str] = None, force: bool = False,
-                  seed: Optional[int] = None, threads: Optional[int] = None) -> LabWorld:
+    def lab_build(
+        self,
+        size: str = "tiny",
+        dir: Optional[str] = None,
+        force: bool = False,
+        seed: Optional[int] = None,
+        threads: Optional[int] = None,
+    ) -> LabWorld:
         from workbench.lab.build import build
 
         def prog(p: "Progress") -> None:
             self.progress(p)
 
         overrides = {k: v for k, v in (("seed", seed), ("threads", threads)) if v is not None}
-        manifest = build(size, root=Path(dir).expanduser() if dir else None, progress=prog, force=force,
-                         **overrides)
+        manifest = build(size, root=Path(dir).expanduser() if dir else None, progress=prog, force=force, **overrides)
         world = LabWorld.from_manifest(manifest)
-        self._record("lab.build", world.dir, {"size": size, "cached": world.cached, "acc": world.acc,
-                                              "accept_length": world.accept_length,
-                                              "seed": world.calibration.get("seed_used"),
-                                              "retries": world.calibration.get("retries")})
+        self._record(
+            "lab.build",
+            world.dir,
+            {
+                "size": size,
+                "cached": world.cached,
+                "acc": world.acc,
+                "accept_length": world.accept_length,
+                "seed": world.calibration.get("seed_used"),
+                "retries": world.calibration.get("retries"),
+            },
+        )
         return world
 
-    def lab_start(self, world: "LabWorld | str | None" = None, draft: Optional[str] = "draft", *,
-                  port: Optional[int] = None, host: str = "127.0.0.1", extra: Sequence[str] = (),
-                  env: Optional[dict[str, str]] = None,
-                  steps: int = 3, log_path: Optional[str] = None, timeout: float = 180.0) -> "LabProcess":
+    def lab_start(
+        self,
+        world: "LabWorld | str | None" = None,
+        draft: Optional[str] = "draft",
+        *,
+        port: Optional[int] = None,
+        host: str = "127.0.0.1",
+        extra: Sequence[str] = (),
+        env: Optional[dict[str, str]] = None,
+        steps: int = 3,
+        log_path: Optional[str] = None,
+        timeout: float = 180.0,
+    ) -> "LabProcess":
         from workbench.lab.build import load_manifest
         from workbench.lab.process import start_server
 
@@ -85,8 +107,17 @@ class LabAPI(WorkbenchBase):
             logs = Path(self.workspace.state_dir) / "lab-logs"
             logs.mkdir(parents=True, exist_ok=True)
             log_path = str(logs / f"lab-{draft or 'plain'}-{port or 'auto'}.log")
-        proc = start_server(m["target"], m[draft] if draft else None, host=host, port=port, extra=extra,
-                            env=env, steps=steps, log_path=log_path, timeout=timeout)
+        proc = start_server(
+            m["target"],
+            m[draft] if draft else None,
+            host=host,
+            port=port,
+            extra=extra,
+            env=env,
+            steps=steps,
+            log_path=log_path,
+            timeout=timeout,
+        )
         self._record("lab.start", f"{host}:{proc.port}", proc.to_dict())
         self.__dict__.setdefault("_lab_procs", {})[proc.pid] = proc
         return proc
@@ -100,9 +131,16 @@ class LabAPI(WorkbenchBase):
             raise InputError(f"pid {pid}: not a lab server started by this workbench")
         if pgid is not None and pgid != proc.pgid:
             raise InputError(f"pid {pid}: its process group is {proc.pgid}, not {pgid}")
-        plan = Plan("stop", f"pid {pid}", f"stop the lab server (pid {pid}, process group {proc.pgid})",
-                    [f"pid {pid}, start time {proc.starttime} (checked again before any signal)",
-                     "SIGTERM to its processes (the group's, proven its own)", "SIGKILL after 5 s if still running"])
+        plan = Plan(
+            "stop",
+            f"pid {pid}",
+            f"stop the lab server (pid {pid}, process group {proc.pgid})",
+            [
+                f"pid {pid}, start time {proc.starttime} (checked again before any signal)",
+                "SIGTERM to its processes (the group's, proven its own)",
+                "SIGKILL after 5 s if still running",
+            ],
+        )
         require(plan, confirm)
         outcome = stop_server(proc)
         self.__dict__["_lab_procs"].pop(pid, None)

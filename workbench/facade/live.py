@@ -49,7 +49,7 @@ class LiveAPI(ServersAPI):
 
     def session_profile(self, name: str, table: dict[str, Any]) -> None:
         """A profile that lives for this session only (the doctor's tensor-dump relaunch)."""
-        _ = self.lifecycle            # creates the overlay the lifecycle reads
+        _ = self.lifecycle  # creates the overlay the lifecycle reads
         self.__dict__.setdefault("_profile_overlay", {})[name] = table
 
     # -- the doctor ---------------------------------------------------------------------------------
@@ -60,11 +60,23 @@ class LiveAPI(ServersAPI):
 
         return dump_plan(self, LiveDoctor(self, server_id), samples, alongside)
 
-    def doctor_live(self, server_id: int, training_data: Optional[str] = None, *,
-                    accuracies: Optional[list[float]] = None, samples: int = 4, eval_samples: int = 32,
-                    measure: bool = True, measure_tokens: Optional[int] = None, measure_concurrency: int = 4,
-                    dump: str = "ask", confirm: "bool | Callable[[Plan], bool]" = False, static: bool = True, dump_alongside: bool = False,
-                    ready_timeout: Optional[float] = None) -> "LiveReport":
+    def doctor_live(
+        self,
+        server_id: int,
+        training_data: Optional[str] = None,
+        *,
+        accuracies: Optional[list[float]] = None,
+        samples: int = 4,
+        eval_samples: int = 32,
+        measure: bool = True,
+        measure_tokens: Optional[int] = None,
+        measure_concurrency: int = 4,
+        dump: str = "ask",
+        confirm: "bool | Callable[[Plan], bool]" = False,
+        static: bool = True,
+        dump_alongside: bool = False,
+        ready_timeout: Optional[float] = None,
+    ) -> "LiveReport":
         """The doctor on a running server: static checks of the config it loaded, observed vs
         predicted accept length, hidden states of training samples through the server aligned with
         the training slots, findings ranked by how much of the gap they explain.
@@ -77,28 +89,61 @@ class LiveAPI(ServersAPI):
         sid = int(server_id)
         rec = self.server(sid)
         training_data = training_data or self.live_training_data(rec.profile)
-        options = DiagnoseOptions(training_data=training_data, accuracies=accuracies, samples=samples,
-                                  eval_samples=eval_samples, measure=measure, measure_tokens=measure_tokens,
-                                  measure_concurrency=measure_concurrency, dump=dump, confirm=confirm, static=static,
-                                  dump_alongside=dump_alongside, ready_timeout=ready_timeout,
-                                  prompts=self.live_prompts())
+        options = DiagnoseOptions(
+            training_data=training_data,
+            accuracies=accuracies,
+            samples=samples,
+            eval_samples=eval_samples,
+            measure=measure,
+            measure_tokens=measure_tokens,
+            measure_concurrency=measure_concurrency,
+            dump=dump,
+            confirm=confirm,
+            static=static,
+            dump_alongside=dump_alongside,
+            ready_timeout=ready_timeout,
+            prompts=self.live_prompts(),
+        )
         report = diagnose(self, sid, options, progress=self.progress)
-        self._record("live.doctor", str(sid), {
-            "server_id": sid, "profile": report.profile, "engine": report.engine, "training_data": training_data,
-            "observed": report.observed.to_dict(),
-            "predicted": {k: v for k, v in report.predicted.to_dict().items() if k != "acc"},
-            "gap": report.gap, "features": report.features.to_dict(),
-            "findings": [{"code": f.code, "severity": f.severity, "source": f.source, "explains": f.explains,
-                          "share": f.share, "message": f.message} for f in report.findings],
-            "fix": report.fix.to_dict() if report.fix else None,
-            "alignment": {"mode": report.alignment.mode,
-                          "best": [b.point for b in report.alignment.best],
-                          "verdicts": [b.verdict for b in report.alignment.best],
-                          "recommendation": (report.alignment.recommendation.layer_ids
-                                             if report.alignment.recommendation else None)}
-            if report.alignment else None,
-            "pending": report.pending.summary if report.pending else None,
-            "transfers": [t.to_dict() for t in report.transfers], "seconds": round(report.seconds, 2)})
+        self._record(
+            "live.doctor",
+            str(sid),
+            {
+                "server_id": sid,
+                "profile": report.profile,
+                "engine": report.engine,
+                "training_data": training_data,
+                "observed": report.observed.to_dict(),
+                "predicted": {k: v for k, v in report.predicted.to_dict().items() if k != "acc"},
+                "gap": report.gap,
+                "features": report.features.to_dict(),
+                "findings": [
+                    {
+                        "code": f.code,
+                        "severity": f.severity,
+                        "source": f.source,
+                        "explains": f.explains,
+                        "share": f.share,
+                        "message": f.message,
+                    }
+                    for f in report.findings
+                ],
+                "fix": report.fix.to_dict() if report.fix else None,
+                "alignment": {
+                    "mode": report.alignment.mode,
+                    "best": [b.point for b in report.alignment.best],
+                    "verdicts": [b.verdict for b in report.alignment.best],
+                    "recommendation": (
+                        report.alignment.recommendation.layer_ids if report.alignment.recommendation else None
+                    ),
+                }
+                if report.alignment
+                else None,
+                "pending": report.pending.summary if report.pending else None,
+                "transfers": [t.to_dict() for t in report.transfers],
+                "seconds": round(report.seconds, 2),
+            },
+        )
         return report
 
     # -- the fix --------------------------------------------------------------------------------------
@@ -114,9 +159,16 @@ class LiveAPI(ServersAPI):
 
         fix = fix if fix is not None else last_fix(self, int(server_id))
         change = self.config_apply_fix(fix, confirm=confirm)
-        self._record("live.fix", str(server_id), {"server_id": int(server_id), "location": change.location,
-                                                  "version": change.version.number,
-                                                  "summary": _as_fix(fix).summary})
+        self._record(
+            "live.fix",
+            str(server_id),
+            {
+                "server_id": int(server_id),
+                "location": change.location,
+                "version": change.version.number,
+                "summary": _as_fix(fix).summary,
+            },
+        )
         return change
 
     def live_relaunch_plan(self, server_id: int) -> Plan:
@@ -124,19 +176,42 @@ class LiveAPI(ServersAPI):
 
         return relaunch_plan(self, int(server_id))
 
-    def live_relaunch(self, server_id: int, *, confirm: bool = False, measure: bool = True,
-                      measure_tokens: Optional[int] = None, measure_concurrency: Optional[int] = None,
-                      timeout: Optional[float] = None) -> "ServerRecord":
+    def live_relaunch(
+        self,
+        server_id: int,
+        *,
+        confirm: bool = False,
+        measure: bool = True,
+        measure_tokens: Optional[int] = None,
+        measure_concurrency: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> "ServerRecord":
         """Stop the server (if running), launch its profile again, wait until ready and measure with
         the same protocol settings as its last measurement. Returns the new ServerRecord."""
         from workbench.live.fix import relaunch
 
         sid = int(server_id)
         require(self.live_relaunch_plan(sid), confirm)
-        rec, st, m = relaunch(self, sid, measure=measure, measure_tokens=measure_tokens,
-                              measure_concurrency=measure_concurrency, timeout=timeout, prompts=self.live_prompts())
-        self._record("live.relaunch", str(rec.id), {"server_id": rec.id, "from_server": sid, "profile": rec.profile,
-                                                    "state": st.state, "measured": m is not None})
+        rec, st, m = relaunch(
+            self,
+            sid,
+            measure=measure,
+            measure_tokens=measure_tokens,
+            measure_concurrency=measure_concurrency,
+            timeout=timeout,
+            prompts=self.live_prompts(),
+        )
+        self._record(
+            "live.relaunch",
+            str(rec.id),
+            {
+                "server_id": rec.id,
+                "from_server": sid,
+                "profile": rec.profile,
+                "state": st.state,
+                "measured": m is not None,
+            },
+        )
         return rec
 
     def live_compare(self, before: int, after: int) -> "Comparison":
@@ -145,12 +220,20 @@ class LiveAPI(ServersAPI):
         from workbench.live.fix import compare
 
         cmp = compare(self, int(before), int(after))
-        self._record("live.compare", str(after), {"server_id": int(after), "before": int(before),
-                                                  "rows": cmp.rows})
+        self._record("live.compare", str(after), {"server_id": int(after), "before": int(before), "rows": cmp.rows})
         return cmp
 
-    def live_fix(self, server_id: int, fix: "FixLike" = None, *, confirm: bool = False, relaunch: bool = True,
-                 measure: bool = True, measure_tokens: Optional[int] = None, timeout: Optional[float] = None) -> "FixOutcome":
+    def live_fix(
+        self,
+        server_id: int,
+        fix: "FixLike" = None,
+        *,
+        confirm: bool = False,
+        relaunch: bool = True,
+        measure: bool = True,
+        measure_tokens: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> "FixOutcome":
         """The one-key fix: apply (history), relaunch the same profile, measure, compare."""
         from workbench.live.fix import last_fix
         from workbench.live.report import FixOutcome
@@ -158,9 +241,13 @@ class LiveAPI(ServersAPI):
         sid = int(server_id)
         fix = fix if fix is not None else last_fix(self, sid)
         fix_plan = self.live_fix_plan(sid, fix)
-        plan = Plan("fix", fix_plan.target, fix_plan.summary + (f"; then stop server {sid} and relaunch "
-                                                                f"{self.server(sid).profile}" if relaunch else ""),
-                    fix_plan.details)
+        plan = Plan(
+            "fix",
+            fix_plan.target,
+            fix_plan.summary
+            + (f"; then stop server {sid} and relaunch {self.server(sid).profile}" if relaunch else ""),
+            fix_plan.details,
+        )
         require(plan, confirm)
         change = self.live_apply_fix(sid, fix, confirm=True)
         fx: Any = getattr(fix, "fix", None) or fix
@@ -170,8 +257,7 @@ class LiveAPI(ServersAPI):
             fx = fix_from_dict(fx)
         out = FixOutcome(sid, fx, change)
         if relaunch:
-            rec = self.live_relaunch(sid, confirm=True, measure=measure, measure_tokens=measure_tokens,
-                                     timeout=timeout)
+            rec = self.live_relaunch(sid, confirm=True, measure=measure, measure_tokens=measure_tokens, timeout=timeout)
             out.server_after = rec.id
             out.ready = rec.state == ServerState.READY
             if measure and out.ready:
@@ -185,15 +271,21 @@ class LiveAPI(ServersAPI):
 
         return str(demo.default_dir())
 
-    def demo_prepare(self: "DemoPrepareOps", size: str = "small", *, lab_dir: Optional[str] = None,
-                     progress: Optional[ProgressCallback] = None) -> DemoSetup:
+    def demo_prepare(
+        self: "DemoPrepareOps",
+        size: str = "small",
+        *,
+        lab_dir: Optional[str] = None,
+        progress: Optional[ProgressCallback] = None,
+    ) -> DemoSetup:
         """Build (or reuse) the lab world and write the demo workspace around this workbench's folder."""
         from workbench.live import demo
 
         return demo.prepare(self, size, lab_dir=lab_dir, progress=progress)
 
-    def demo_run(self, setup: DemoSetup, *, measure_tokens: int = 48,
-                 progress: Optional[ProgressCallback] = None) -> DemoResult:
+    def demo_run(
+        self, setup: DemoSetup, *, measure_tokens: int = 48, progress: Optional[ProgressCallback] = None
+    ) -> DemoResult:
         """The scripted story: launch with the story's config, measure, doctor, fix, relaunch, compare."""
         from workbench.live import demo
 

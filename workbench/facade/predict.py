@@ -26,10 +26,22 @@ def _one_convention(acc: Any, conditional: Any, marginal: Any, alpha: Any) -> tu
 
 
 class PredictAPI(WorkbenchBase):
-    def predict(self, acc: Any = None, *, conditional: Any = None, marginal: Any = None, alpha: Any = None,
-                steps: Optional[int] = None, topk: Optional[int] = None, draft_tokens: Optional[int] = None,
-                topk_hits: Any = None, observed_accept_length: Optional[float] = None,
-                verify_ms: Any = None, draft_ms: Optional[float] = None, baseline_ms: Optional[float] = None) -> "Prediction":
+    def predict(
+        self,
+        acc: Any = None,
+        *,
+        conditional: Any = None,
+        marginal: Any = None,
+        alpha: Any = None,
+        steps: Optional[int] = None,
+        topk: Optional[int] = None,
+        draft_tokens: Optional[int] = None,
+        topk_hits: Any = None,
+        observed_accept_length: Optional[float] = None,
+        verify_ms: Any = None,
+        draft_ms: Optional[float] = None,
+        baseline_ms: Optional[float] = None,
+    ) -> "Prediction":
         """Expected accept length of one (steps, topk, draft_tokens) configuration.
 
         steps/topk/draft_tokens: all three or none (SGLang's rule). With ``observed_accept_length``
@@ -39,13 +51,26 @@ class PredictAPI(WorkbenchBase):
         from workbench import predict as core
 
         convention, values = _one_convention(acc, conditional, marginal, alpha)
-        result = core.predict(convention, values, steps, topk, draft_tokens, topk_hits=topk_hits,
-                              observed_accept_length=observed_accept_length, verify_ms=verify_ms,
-                              draft_ms=draft_ms, baseline_ms=baseline_ms)
+        result = core.predict(
+            convention,
+            values,
+            steps,
+            topk,
+            draft_tokens,
+            topk_hits=topk_hits,
+            observed_accept_length=observed_accept_length,
+            verify_ms=verify_ms,
+            draft_ms=draft_ms,
+            baseline_ms=baseline_ms,
+        )
         payload = {
-            "convention": convention, "values": list(core.parse_rates(convention, values).values),
-            "steps": result.steps, "topk": result.topk, "draft_tokens": result.draft_tokens,
-            "accept_length": result.accept_length, "warnings": result.warnings,
+            "convention": convention,
+            "values": list(core.parse_rates(convention, values).values),
+            "steps": result.steps,
+            "topk": result.topk,
+            "draft_tokens": result.draft_tokens,
+            "accept_length": result.accept_length,
+            "warnings": result.warnings,
         }
         if result.verdict is not None:
             payload["observed_accept_length"] = observed_accept_length
@@ -55,21 +80,46 @@ class PredictAPI(WorkbenchBase):
         self._record("predict", f"{result.steps}/{result.topk}/{result.draft_tokens}", payload)
         return result
 
-    def predict_sweep(self, acc: Any = None, *, conditional: Any = None, marginal: Any = None,
-                      alpha: Any = None, verify_ms: Any, draft_ms: float, baseline_ms: Optional[float] = None,
-                      steps: Iterable[int] = range(1, 9), topks: Optional[Iterable[int]] = None,
-                      topk_hits: Any = None) -> "Sweep":
+    def predict_sweep(
+        self,
+        acc: Any = None,
+        *,
+        conditional: Any = None,
+        marginal: Any = None,
+        alpha: Any = None,
+        verify_ms: Any,
+        draft_ms: float,
+        baseline_ms: Optional[float] = None,
+        steps: Iterable[int] = range(1, 9),
+        topks: Optional[Iterable[int]] = None,
+        topk_hits: Any = None,
+    ) -> "Sweep":
         """Rank (steps, topk, draft_tokens) by tokens/s per request; trees only with ``topk_hits``."""
         from workbench import predict as core
 
         convention, values = _one_convention(acc, conditional, marginal, alpha)
-        result = core.sweep(convention, values, verify_ms=verify_ms, draft_ms=draft_ms,
-                            baseline_ms=baseline_ms, steps=steps, topks=topks, topk_hits=topk_hits)
+        result = core.sweep(
+            convention,
+            values,
+            verify_ms=verify_ms,
+            draft_ms=draft_ms,
+            baseline_ms=baseline_ms,
+            steps=steps,
+            topks=topks,
+            topk_hits=topk_hits,
+        )
         best = result.best
-        self._record("predict.sweep", f"{best.steps}/{best.topk}/{best.draft_tokens}", {
-            "convention": convention, "configurations": len(result), "best": best,
-            "baseline_tokens_per_s": result.baseline_tokens_per_s, "warnings": result.warnings,
-        })
+        self._record(
+            "predict.sweep",
+            f"{best.steps}/{best.topk}/{best.draft_tokens}",
+            {
+                "convention": convention,
+                "configurations": len(result),
+                "best": best,
+                "baseline_tokens_per_s": result.baseline_tokens_per_s,
+                "warnings": result.warnings,
+            },
+        )
         return result
 
     def fit(self, measured: Any, *, max_steps: int = 8) -> "Fit":
@@ -78,8 +128,14 @@ class PredictAPI(WorkbenchBase):
         from workbench import predict as core
 
         result = core.fit(measured, max_steps=max_steps)
-        self._record("predict.fit", ",".join(result.measured), {
-            "measured": result.measured, "conditional": result.conditional,
-            "max_residual": result.max_residual, "warnings": result.warnings,
-        })
+        self._record(
+            "predict.fit",
+            ",".join(result.measured),
+            {
+                "measured": result.measured,
+                "conditional": result.conditional,
+                "max_residual": result.max_residual,
+                "warnings": result.warnings,
+            },
+        )
         return result

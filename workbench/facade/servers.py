@@ -44,7 +44,7 @@ class HostCheck(Result):
     gpus: list[GPU] = field(default_factory=list)
     gpu_error: Optional[str] = None
     error: Optional[str] = None
-    host_key: Optional[str] = None        # "unknown" / "changed" when refused
+    host_key: Optional[str] = None  # "unknown" / "changed" when refused
     fingerprint: Optional[str] = None
 
 
@@ -68,8 +68,11 @@ class ServersAPI(ConfigsAPI):
 
             overlay = self.__dict__.setdefault("_profile_overlay", {})
             lc = self.__dict__["_lifecycle"] = Lifecycle(
-                self.journal, self.hosts_registry, lambda: {**self.workspace.section("profiles"), **overlay},
-                self._record)
+                self.journal,
+                self.hosts_registry,
+                lambda: {**self.workspace.section("profiles"), **overlay},
+                self._record,
+            )
         return lc
 
     def close(self) -> None:
@@ -83,8 +86,9 @@ class ServersAPI(ConfigsAPI):
         out = []
         for name in self.hosts_registry.names():
             t = self.hosts_registry.settings(name)
-            out.append(HostInfo(name, t.get("kind", "ssh"), t.get("address"), t.get("python"),
-                                t.get("description", "")))
+            out.append(
+                HostInfo(name, t.get("kind", "ssh"), t.get("address"), t.get("python"), t.get("description", ""))
+            )
         return out
 
     def host(self, name: str) -> "Host":
@@ -109,8 +113,14 @@ class ServersAPI(ConfigsAPI):
             out.sglang_version = probe.get("version")
             if r.rc != 0:
                 out.error = f"{python}: exit {r.rc}: {r.err.strip()[-200:]}"
-            g = host.run(["nvidia-smi", "--query-gpu=index,memory.used,memory.total,utilization.gpu",
-                          "--format=csv,noheader,nounits"], timeout=20)
+            g = host.run(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=index,memory.used,memory.total,utilization.gpu",
+                    "--format=csv,noheader,nounits",
+                ],
+                timeout=20,
+            )
             if g.rc == 0:
                 out.gpus = parse_gpus(g.out)
             else:
@@ -136,8 +146,15 @@ class ServersAPI(ConfigsAPI):
         if fingerprint is None:
             fingerprint = fp_of(host.scan_key())
         r = host.resolved
-        require(Plan("trust", name, f"add {name}'s host key {fingerprint} to {r.known_hosts} as {r.known_hosts_name}",
-                     ["only do this if the fingerprint matches the one the machine's owner gives you"]), confirm)
+        require(
+            Plan(
+                "trust",
+                name,
+                f"add {name}'s host key {fingerprint} to {r.known_hosts} as {r.known_hosts_name}",
+                ["only do this if the fingerprint matches the one the machine's owner gives you"],
+            ),
+            confirm,
+        )
         out = trust_key(host, expected_fingerprint=fingerprint)
         self.hosts_registry.forget(name)
         self._record("host.trust", name, out)
@@ -172,37 +189,73 @@ class ServersAPI(ConfigsAPI):
     # -- launch -----------------------------------------------------------------------------------
     def launch_preview(self, name: str, sglang_version: Optional[str] = None) -> "Preview":
         preview = self.lifecycle.preview(name, sglang_version)
-        self._record("server.preview", name, {"ok": preview.ok, "findings": preview.findings,
-                                              "version": preview.version})
+        self._record(
+            "server.preview", name, {"ok": preview.ok, "findings": preview.findings, "version": preview.version}
+        )
         return preview
 
     def launch_plan(self, preview: "Preview") -> Plan:
-        details = [preview.display, *[f"diff: {d}" for d in preview.diff],
-                   *[f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info"],
-                   *[f"warning: {w}" for w in preview.warnings]]
+        details = [
+            preview.display,
+            *[f"diff: {d}" for d in preview.diff],
+            *[f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info"],
+            *[f"warning: {w}" for w in preview.warnings],
+        ]
         return Plan("launch", preview.profile, f"start {preview.profile} on {preview.host}", details)
 
     @overload
-    def launch(self, name: str, *, confirm: bool = False, wait: Literal[False] = False,
-               timeout: Optional[float] = None, preview: "Optional[Preview]" = None,
-               poll: float = 1.0) -> "ServerRecord": ...
+    def launch(
+        self,
+        name: str,
+        *,
+        confirm: bool = False,
+        wait: Literal[False] = False,
+        timeout: Optional[float] = None,
+        preview: "Optional[Preview]" = None,
+        poll: float = 1.0,
+    ) -> "ServerRecord": ...
 
     @overload
-    def launch(self, name: str, *, confirm: bool = False, wait: Literal[True],
-               timeout: Optional[float] = None, preview: "Optional[Preview]" = None,
-               poll: float = 1.0) -> "ServerStatus": ...
+    def launch(
+        self,
+        name: str,
+        *,
+        confirm: bool = False,
+        wait: Literal[True],
+        timeout: Optional[float] = None,
+        preview: "Optional[Preview]" = None,
+        poll: float = 1.0,
+    ) -> "ServerStatus": ...
 
-    def launch(self, name: str, *, confirm: bool = False, wait: bool = False, timeout: Optional[float] = None,
-               preview: "Optional[Preview]" = None, poll: float = 1.0) -> "ServerRecord | ServerStatus":
+    def launch(
+        self,
+        name: str,
+        *,
+        confirm: bool = False,
+        wait: bool = False,
+        timeout: Optional[float] = None,
+        preview: "Optional[Preview]" = None,
+        poll: float = 1.0,
+    ) -> "ServerRecord | ServerStatus":
         """Start the profile's server (after its preview's checks); with ``wait``, its status once
         ready (or failed)."""
         preview = preview or self.launch_preview(name)
         require(self.launch_plan(preview), confirm)
         self._track_draft_config(name, preview)
         rec = self.lifecycle.launch(name, preview)
-        self._record("server.launch", f"server:{rec.id}", {"profile": name, "host": rec.host, "pid": rec.pid,
-                                                     "argv": rec.argv, "env": rec.env, "log": rec.log,
-                                                     "draft_config_sha256": rec.draft_config_sha256})
+        self._record(
+            "server.launch",
+            f"server:{rec.id}",
+            {
+                "profile": name,
+                "host": rec.host,
+                "pid": rec.pid,
+                "argv": rec.argv,
+                "env": rec.env,
+                "log": rec.log,
+                "draft_config_sha256": rec.draft_config_sha256,
+            },
+        )
         if wait:
             return self.server_wait(rec.id, timeout=timeout, poll=poll)
         return rec
@@ -214,8 +267,9 @@ class ServersAPI(ConfigsAPI):
         if not preview.draft_config_sha256 or not prof.draft or not prof.draft.startswith("/"):
             return
         path = prof.draft.rstrip("/") + "/config.json"
-        location = path if prof.host == "local" and "local" not in self.workspace.section("hosts") \
-            else f"{prof.host}:{path}"
+        location = (
+            path if prof.host == "local" and "local" not in self.workspace.section("hosts") else f"{prof.host}:{path}"
+        )
         try:
             tracked = self.config_track(location, label=f"draft of {name}")
         except WorkbenchError:
@@ -223,10 +277,12 @@ class ServersAPI(ConfigsAPI):
         if getattr(tracked, "current_sha256", None):
             preview.draft_config_sha256 = tracked.current_sha256
 
-    def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0,
-                    health: bool = True) -> "ServerStatus":
-        return self.lifecycle.wait_ready(int(server_id), timeout=timeout, poll=poll, progress=self.progress,
-                                         health=health)
+    def server_wait(
+        self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0, health: bool = True
+    ) -> "ServerStatus":
+        return self.lifecycle.wait_ready(
+            int(server_id), timeout=timeout, poll=poll, progress=self.progress, health=health
+        )
 
     # -- status, logs, metrics --------------------------------------------------------------------
     def servers(self, active: bool = False) -> "list[ServerRecord]":
@@ -242,8 +298,9 @@ class ServersAPI(ConfigsAPI):
     def server_log(self, server_id: int, offset: int = 0, length: Optional[int] = None) -> bytes:
         return self.lifecycle.read_log(int(server_id), offset, length)
 
-    def server_follow(self, server_id: int, offset: int = 0, poll: float = 0.5,
-                      stop: Optional[Callable[[], bool]] = None) -> Iterator[tuple[int, bytes]]:
+    def server_follow(
+        self, server_id: int, offset: int = 0, poll: float = 0.5, stop: Optional[Callable[[], bool]] = None
+    ) -> Iterator[tuple[int, bytes]]:
         return self.lifecycle.follow_log(int(server_id), offset, poll=poll, stop=stop)
 
     def server_lines(self, server_id: int, since: int = 0) -> list[tuple[int, str]]:
@@ -263,25 +320,45 @@ class ServersAPI(ConfigsAPI):
     def stop_plan(self, server_id: int, grace: Optional[float] = None) -> Plan:
         r = self.server(server_id)
         grace = self.lifecycle.stop_grace(r, grace)
-        return Plan("stop", f"server {r.id}",
-                    f"stop server {r.id} ({r.profile}) on {r.host}: SIGTERM to its processes (group "
-                    f"{r.pgid or r.pid}), {grace:g} s grace, then SIGKILL",
-                    [f"pid {r.pid}, start time {r.starttime} (checked again on the host before signalling)",
-                     "its other processes only if proven its own: same group and session, started after it, "
-                     "the launch token in their environment",
-                     f"port {r.port}, log {r.log}",
-                     f"then wait for GPUs {r.extra.get('gpus') or 'all'} to be idle"])
+        return Plan(
+            "stop",
+            f"server {r.id}",
+            f"stop server {r.id} ({r.profile}) on {r.host}: SIGTERM to its processes (group "
+            f"{r.pgid or r.pid}), {grace:g} s grace, then SIGKILL",
+            [
+                f"pid {r.pid}, start time {r.starttime} (checked again on the host before signalling)",
+                "its other processes only if proven its own: same group and session, started after it, "
+                "the launch token in their environment",
+                f"port {r.port}, log {r.log}",
+                f"then wait for GPUs {r.extra.get('gpus') or 'all'} to be idle",
+            ],
+        )
 
-    def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
-                    gpu_wait: float = 60.0, idle_mib: Optional[float] = None) -> "StopResult":
-        require(self.stop_plan(server_id, grace), confirm)   # a grace that never ends is refused first
+    def server_stop(
+        self,
+        server_id: int,
+        *,
+        confirm: bool = False,
+        grace: Optional[float] = None,
+        gpu_wait: float = 60.0,
+        idle_mib: Optional[float] = None,
+    ) -> "StopResult":
+        require(self.stop_plan(server_id, grace), confirm)  # a grace that never ends is refused first
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
         self._record("server.stopped", f"server:{server_id}", res)
         return res
 
     # -- measurement ------------------------------------------------------------------------------
-    def server_measure(self, server_id: int, *, concurrency: int = 4, max_new_tokens: Optional[int] = None,
-                       rounds: int = 1, prompts: Optional[str] = None, label: str = "") -> "Measurement":
+    def server_measure(
+        self,
+        server_id: int,
+        *,
+        concurrency: int = 4,
+        max_new_tokens: Optional[int] = None,
+        rounds: int = 1,
+        prompts: Optional[str] = None,
+        label: str = "",
+    ) -> "Measurement":
         from workbench.sglang.measure import run_protocol
 
         sid = int(server_id)
@@ -291,9 +368,15 @@ class ServersAPI(ConfigsAPI):
         if rec.state not in (ServerState.READY, ServerState.STARTING):
             raise WorkbenchError(f"server {sid}: is {rec.state}; measure a ready server")
         client = self.lifecycle.client(sid, timeout=600)
-        m = run_protocol(client, sid, concurrency=concurrency, max_new_tokens=max_new_tokens, rounds=rounds,
-                         prompts=prompts,
-                         progress=lambda i, n: self.progress(Progress("server.measure", i, n, f"round {i}/{n}")))
+        m = run_protocol(
+            client,
+            sid,
+            concurrency=concurrency,
+            max_new_tokens=max_new_tokens,
+            rounds=rounds,
+            prompts=prompts,
+            progress=lambda i, n: self.progress(Progress("server.measure", i, n, f"round {i}/{n}")),
+        )
         payload = m.to_dict()
         if label:
             payload["label"] = label
@@ -311,26 +394,56 @@ class ServersAPI(ConfigsAPI):
 
     # -- sweeps -----------------------------------------------------------------------------------
     def sweep_plan(self, profile: str, points: "list[SweepPoint]") -> Plan:
-        return Plan("sweep", profile, f"relaunch {profile} for {len(points)} points (each: launch, wait, "
-                    "measure, stop with SIGTERM/SIGKILL of its process group)",
-                    [f"{p.key}" for p in points])
+        return Plan(
+            "sweep",
+            profile,
+            f"relaunch {profile} for {len(points)} points (each: launch, wait, "
+            "measure, stop with SIGTERM/SIGKILL of its process group)",
+            [f"{p.key}" for p in points],
+        )
 
-    def server_sweep(self, profile: str, *, steps: Sequence[int], topks: Sequence[int] = (1,), draft_tokens: Optional[Sequence[int]] = None,
-                     envs: Optional[Sequence[dict[str, Any]]] = None, baseline: bool = False, confirm: bool = False,
-                     concurrency: int = 4, max_new_tokens: Optional[int] = None, rounds: int = 1,
-                     prompts: Optional[str] = None, ready_timeout: Optional[float] = None, poll: float = 1.0,
-                     stop_grace: Optional[float] = None, gpu_wait: float = 60.0) -> "SweepResult":
+    def server_sweep(
+        self,
+        profile: str,
+        *,
+        steps: Sequence[int],
+        topks: Sequence[int] = (1,),
+        draft_tokens: Optional[Sequence[int]] = None,
+        envs: Optional[Sequence[dict[str, Any]]] = None,
+        baseline: bool = False,
+        confirm: bool = False,
+        concurrency: int = 4,
+        max_new_tokens: Optional[int] = None,
+        rounds: int = 1,
+        prompts: Optional[str] = None,
+        ready_timeout: Optional[float] = None,
+        poll: float = 1.0,
+        stop_grace: Optional[float] = None,
+        gpu_wait: float = 60.0,
+    ) -> "SweepResult":
         from workbench.sglang import sweep as sw
 
-        self.profile(profile)         # an unknown profile is refused before the plan
-        points = sw.expand(list(steps), list(topks), list(draft_tokens) if draft_tokens else None,
-                           list(envs or []), baseline)
-        measure = {"concurrency": concurrency, "max_new_tokens": max_new_tokens, "rounds": rounds,
-                   "prompts": prompts}
+        self.profile(profile)  # an unknown profile is refused before the plan
+        points = sw.expand(
+            list(steps), list(topks), list(draft_tokens) if draft_tokens else None, list(envs or []), baseline
+        )
+        measure = {"concurrency": concurrency, "max_new_tokens": max_new_tokens, "rounds": rounds, "prompts": prompts}
         sid_ = sw.sweep_id(profile, points, measure)
         require(self.sweep_plan(profile, points), confirm)
-        result = sw.run(self, profile, points, sid_, self.__dict__.setdefault("_profile_overlay", {}),
-                        concurrency=concurrency, max_new_tokens=max_new_tokens, rounds=rounds, prompts=prompts,
-                        ready_timeout=ready_timeout, poll=poll, stop_grace=stop_grace, gpu_wait=gpu_wait)
+        result = sw.run(
+            self,
+            profile,
+            points,
+            sid_,
+            self.__dict__.setdefault("_profile_overlay", {}),
+            concurrency=concurrency,
+            max_new_tokens=max_new_tokens,
+            rounds=rounds,
+            prompts=prompts,
+            ready_timeout=ready_timeout,
+            poll=poll,
+            stop_grace=stop_grace,
+            gpu_wait=gpu_wait,
+        )
         self._record("server.sweep", profile, result)
         return result

@@ -11,8 +11,14 @@ if TYPE_CHECKING:
 
 
 class TimelineAPI(WorkbenchBase):
-    def timeline(self, *, server: Optional[int] = None, profile: Optional[str] = None,
-                 config: Optional[str] = None, category: Optional[str] = None) -> "Timeline":
+    def timeline(
+        self,
+        *,
+        server: Optional[int] = None,
+        profile: Optional[str] = None,
+        config: Optional[str] = None,
+        category: Optional[str] = None,
+    ) -> "Timeline":
         """Every launch, config version, measurement and finding in time order, filtered."""
         from workbench import timeline
 

@@ -20,8 +20,18 @@ from workbench.hidden.view import FINAL, LAYER, LOGITS, PACKED, SLOT, Capture, H
 
 FORMATS = ("specforge", "speculators", "sglang-payload", "sglang-tensor-dump", "sglang-dumper", "stack")
 
-__all__ = ["open_capture", "detect_format", "Capture", "HiddenTensor", "FORMATS",
-           "SLOT", "LAYER", "PACKED", "FINAL", "LOGITS"]
+__all__ = [
+    "open_capture",
+    "detect_format",
+    "Capture",
+    "HiddenTensor",
+    "FORMATS",
+    "SLOT",
+    "LAYER",
+    "PACKED",
+    "FINAL",
+    "LOGITS",
+]
 
 
 def detect_format(path: "str | os.PathLike[str]") -> str:
@@ -53,20 +63,28 @@ def detect_format(path: "str | os.PathLike[str]") -> str:
         from workbench.hidden.st_io import SafetensorsFile
 
         ents = SafetensorsFile(p).entries
-        if "token_ids" in ents and "hidden_states" in ents and len(ents["hidden_states"].shape) == 3 \
-                and ents["token_ids"].shape and ents["hidden_states"].shape[0] == ents["token_ids"].shape[0]:
+        if (
+            "token_ids" in ents
+            and "hidden_states" in ents
+            and len(ents["hidden_states"].shape) == 3
+            and ents["token_ids"].shape
+            and ents["hidden_states"].shape[0] == ents["token_ids"].shape[0]
+        ):
             return "speculators"
         return "stack"
     if name.endswith(".npz"):
         return "stack"
     if name.endswith((".ckpt", ".pt", ".ckpt.gz", ".pt.gz")):
         return "specforge"
-    raise InputError(f"{p}: unknown capture format (expected .ckpt[.gz], .safetensors, .npz, .json, "
-                     "a DUMPER step=*.pt or a tensor-dump folder)")
+    raise InputError(
+        f"{p}: unknown capture format (expected .ckpt[.gz], .safetensors, .npz, .json, "
+        "a DUMPER step=*.pt or a tensor-dump folder)"
+    )
 
 
-def open_capture(path: "str | os.PathLike[str]", *, format: Optional[str] = None, sample: Optional[int] = None,
-                 **hints: Any) -> Capture:
+def open_capture(
+    path: "str | os.PathLike[str]", *, format: Optional[str] = None, sample: Optional[int] = None, **hints: Any
+) -> Capture:
     """Open any supported capture as a Capture (lazy: tensors are read by ``load()``).
 
     ``hints`` go to the format's reader: ``layer_ids``, ``slots``, ``vocab_size`` (specforge);
@@ -84,8 +102,7 @@ def open_capture(path: "str | os.PathLike[str]", *, format: Optional[str] = None
     if fmt == "speculators":
         from workbench.hidden.speculators import read_speculators
 
-        return read_speculators(path, sample=sample, **_only(hints, "layer_ids", "num_layers",
-                                                              "include_last_layer"))
+        return read_speculators(path, sample=sample, **_only(hints, "layer_ids", "num_layers", "include_last_layer"))
     if fmt == "sglang-payload":
         from workbench.hidden.sglang_payload import read_payload
 

@@ -72,15 +72,16 @@ if TYPE_CHECKING:
     _F64 = npt.NDArray[np.float64]
     # what a stream pass gives: per-token products XY [S, C, T] and YY [C, T], per slot the
     # screen's best [(value, candidate)], the candidates' rows kept for the exact pass, timings
-    _Streamed = tuple[torch.Tensor, torch.Tensor, list[list[tuple[float, int]]], dict[int, torch.Tensor],
-                      dict[str, Any]]
+    _Streamed = tuple[
+        torch.Tensor, torch.Tensor, list[list[tuple[float, int]]], dict[int, torch.Tensor], dict[str, Any]
+    ]
 
-GROUP = 8                       # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
-BUFFER_BYTES = 384 << 20        # group buffer budget (x8 on CUDA); longer sequences go in row blocks
-REFINE_ROWS = 256               # rows per chunk in the exact pass
-SAMPLE_TOKENS = 64              # tokens whose screen foretells, per group, the pairs the exact pass needs
-SAMPLE_THREAD_TOKENS = 4        # the sample's passes: a few of its tokens a thread, spread over every thread
-CPU_GROUP = 64                  # candidates per pass of the compiled CPU kernels: each stays mapped
+GROUP = 8  # candidates per batched matmul on a CPU (S + 8 = 11 wide runs best)
+BUFFER_BYTES = 384 << 20  # group buffer budget (x8 on CUDA); longer sequences go in row blocks
+REFINE_ROWS = 256  # rows per chunk in the exact pass
+SAMPLE_TOKENS = 64  # tokens whose screen foretells, per group, the pairs the exact pass needs
+SAMPLE_THREAD_TOKENS = 4  # the sample's passes: a few of its tokens a thread, spread over every thread
+CPU_GROUP = 64  # candidates per pass of the compiled CPU kernels: each stays mapped
 # while its group runs (the page cache's pages, mapped: 62 Kimi-sized candidates are 1.82 GB), and a
 # token block's slot rows are read from memory once per group (with 16 a group, the slot rows were
 # a fifth of the bytes read at Kimi scale)
@@ -123,10 +124,19 @@ def reference_slots(train: Capture, include_final: bool = False) -> list[HiddenT
     return slots
 
 
-def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
-          thresholds: Optional[Thresholds] = None, refine_top: int = 2, abs_stats: str = "top",
-          include_final: bool = False, screen: str = "auto", group: int = GROUP,
-          progress: Optional[ProgressCallback] = None) -> AlignResult:
+def align(
+    train: Capture,
+    infer: Capture,
+    *,
+    device: Optional[str] = None,
+    thresholds: Optional[Thresholds] = None,
+    refine_top: int = 2,
+    abs_stats: str = "top",
+    include_final: bool = False,
+    screen: str = "auto",
+    group: int = GROUP,
+    progress: Optional[ProgressCallback] = None,
+) -> AlignResult:
     """Compare every reference slot of ``train`` with every candidate of ``infer``."""
     t0 = time.perf_counter()
     progress = progress or noop
@@ -140,21 +150,25 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     cands = [c for c in infer.candidates(H)]
     if not cands:
         widths = sorted({t.width for t in infer.tensors})
-        raise InputError(f"{infer.path}: no tensor {H} wide to compare with the {len(slots)} reference slots "
-                         f"(widths here: {widths}; hidden-size or slot-count mismatch)")
+        raise InputError(
+            f"{infer.path}: no tensor {H} wide to compare with the {len(slots)} reference slots "
+            f"(widths here: {widths}; hidden-size or slot-count mismatch)"
+        )
     notes = list(train.notes) + list(infer.notes)
     n_rows = infer.rows
     odd = [c.name for c in cands if c.rows != n_rows]
     if odd:
-        notes.append(f"skipped {len(odd)} candidate(s) whose row count differs from the capture's "
-                     f"{n_rows}: {', '.join(odd[:4])}")
+        notes.append(
+            f"skipped {len(odd)} candidate(s) whose row count differs from the capture's {n_rows}: {', '.join(odd[:4])}"
+        )
         cands = [c for c in cands if c.rows == n_rows]
     packed = [t for t in infer.tensors if t.width != H and t.width % H == 0 and t.role != LOGITS]
     for t in packed:
         k = t.width // H
         if k != len([s for s in slots if s.role != FINAL]):
-            notes.append(f"{t.name} packs {k} slots of {H}; the reference has "
-                         f"{len([s for s in slots if s.role != FINAL])}")
+            notes.append(
+                f"{t.name} packs {k} slots of {H}; the reference has {len([s for s in slots if s.role != FINAL])}"
+            )
     tok = align_tokens(train, infer, ref_rows=slots[0].rows, infer_rows=n_rows)
     T, S, C = tok.compared, len(slots), len(cands)
     if T < 100:
@@ -172,7 +186,7 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     if dev.type == "cuda":
         work = torch.bfloat16 if all_bf16 else torch.float32
         precision = "fp32"
-    elif ps_mod is not None:    # the compiled CPU pass: fp32 sums of exact products, refine exact
+    elif ps_mod is not None:  # the compiled CPU pass: fp32 sums of exact products, refine exact
         work = None
         precision = "fp32"
     else:
@@ -188,10 +202,11 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     ps: Optional[PairStats] = None
     X: Optional[torch.Tensor] = None
     stager: Optional[Stager] = None
-    xx: Optional[torch.Tensor] = None        # the slots' per-token squared norms, fp32 [S, T]
-    if ps_mod is not None:      # (their norms come with the first group's screen)
-        ps = ps_mod.PairStats([s.load() for s in slots], tok.ref_positions(), _infer_rows(tok),
-                              threads=torch.get_num_threads())
+    xx: Optional[torch.Tensor] = None  # the slots' per-token squared norms, fp32 [S, T]
+    if ps_mod is not None:  # (their norms come with the first group's screen)
+        ps = ps_mod.PairStats(
+            [s.load() for s in slots], tok.ref_positions(), _infer_rows(tok), threads=torch.get_num_threads()
+        )
     else:
         X = torch.empty((S, T, H), dtype=work, device=dev)
         stager = _stager(dev)
@@ -215,24 +230,27 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     def rows_of(c: int) -> torch.Tensor:
         return _rows(cands[c].load(), tok.infer_index)
 
-    sums: Optional[_PairSums] = None       # the pairs' statistics, where the stream gave them
+    sums: Optional[_PairSums] = None  # the pairs' statistics, where the stream gave them
     if ps is not None:
-        warm = _compiled(cast(ModuleType, ps_mod))                  # ps came from it
-        XY, YY, best, kept, timing, xx, fused, sums = _stream_cpu(ps, cast(ModuleType, ps_mod), cands, refine_k,
-                                                                  progress)
+        warm = _compiled(cast(ModuleType, ps_mod))  # ps came from it
+        XY, YY, best, kept, timing, xx, fused, sums = _stream_cpu(
+            ps, cast(ModuleType, ps_mod), cands, refine_k, progress
+        )
         bad_tok = torch.from_numpy(_bad_tokens(xx.numpy()))
         if warm:
             from workbench.hidden.placement import note_kernel_rate
 
             note_kernel_rate(ps.kernel, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - tl)
-    else:   # no compiled pass: the reference was gathered into X, in the work dtype
+    else:  # no compiled pass: the reference was gathered into X, in the work dtype
         X_, work_, xx_ = cast(torch.Tensor, X), cast(torch.dtype, work), cast(torch.Tensor, xx)
         if dev.type == "cuda" and _fits_on_device(dev, C * T * H * _esize(work_)):
-            XY, YY, best, kept, timing = _stream_cuda(X_, xx_, bad_tok, cands, tok, refine_k, work_, stager, dev,
-                                                      progress)
+            XY, YY, best, kept, timing = _stream_cuda(
+                X_, xx_, bad_tok, cands, tok, refine_k, work_, stager, dev, progress
+            )
         else:
-            XY, YY, best, kept, timing = _stream_torch(X_, xx_, bad_tok, cands, rows_of, refine_k, work_, S, T, H,
-                                                       C, dev, group, progress)
+            XY, YY, best, kept, timing = _stream_torch(
+                X_, xx_, bad_tok, cands, rows_of, refine_k, work_, S, T, H, C, dev, group, progress
+            )
     if stager is not None:
         stager.finish()
     bytes_read += int(cand_bytes)
@@ -253,14 +271,14 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
     del XY, YY
     finite, yy_n, per_token, num, den, dot, yy_sum = st
     fin_c = finite.all(-1)
-    ok_ct = ~bad_n[None, :] & finite                                              # [C, T]
+    ok_ct = ~bad_n[None, :] & finite  # [C, T]
     timing["stats_s"] = timing.get("stats_s", 0.0) + time.perf_counter() - td
     exact = np.zeros((S, C), dtype=bool)
     max_abs = np.full((S, C), np.nan)
     mean_abs = np.full((S, C), np.nan)
     fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
     for c in fin_rows:
-        if ps is not None:          # kept whole (rows read in place): gather the compared rows
+        if ps is not None:  # kept whole (rows read in place): gather the compared rows
             y = _rows(kept[c], tok.infer_index) if c in kept else rows_of(c)
         else:
             y = kept[c] if c in kept else rows_of(c)
@@ -268,77 +286,148 @@ def align(train: Capture, infer: Capture, *, device: Optional[str] = None,
 
     # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
     tr = time.perf_counter()
-    if ps is not None:              # pairs the stream differenced, then every other in one pass
+    if ps is not None:  # pairs the stream differenced, then every other in one pass
         wanted = [(s_i, c) for s_i in range(S) for _, c in best[s_i]]
         missed = {(s_i, c) for s_i, c in wanted if (s_i, c) not in fused}
         done = [p for p in wanted if p in fused]
         if done:
             n_d, sa_d, mx_d = (np.stack([fused[p][k] for p in done]) for k in range(3))
-            _exact_stats(ps.H, xx_n, yy_n, done, ok_ct, n_d, sa_d, mx_d, num, den, dot, yy_sum, per_token, exact,
-                         max_abs, mean_abs)
+            _exact_stats(
+                ps.H,
+                xx_n,
+                yy_n,
+                done,
+                ok_ct,
+                n_d,
+                sa_d,
+                mx_d,
+                num,
+                den,
+                dot,
+                yy_sum,
+                per_token,
+                exact,
+                max_abs,
+                mean_abs,
+            )
         todo = sorted({c for _, c in missed})
         timing["fused_pairs"], timing["read_again"] = len(wanted) - len(missed), len(todo)
         for i in range(0, len(todo), CPU_GROUP):
-            part = todo[i:i + CPU_GROUP]
+            part = todo[i : i + CPU_GROUP]
             with mapping.shared():
                 ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
             pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if (s_i, c) in missed]
             n, sa, mx = ps.exact(pairs, ys)
-            _exact_stats(ps.H, xx_n, yy_n, [(s_i, part[j]) for s_i, j in pairs], ok_ct, n, sa, mx, num, den, dot,
-                         yy_sum, per_token, exact, max_abs, mean_abs)
+            _exact_stats(
+                ps.H,
+                xx_n,
+                yy_n,
+                [(s_i, part[j]) for s_i, j in pairs],
+                ok_ct,
+                n,
+                sa,
+                mx,
+                num,
+                den,
+                dot,
+                yy_sum,
+                per_token,
+                exact,
+                max_abs,
+                mean_abs,
+            )
             del ys
     else:
         refine = _refine_whole if dev.type == "cuda" and T * H * 4 <= (1 << 29) else _refine
         for c in sorted({c for b_ in best for _, c in b_}):
             slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
             ok_c = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
-            y = kept.pop(c) if c in kept else rows_of(c)      # read again only when rows were blocked
-            refine(cast(torch.Tensor, X), xx, y, c, slots_for, ok_c, num, den, dot, yy_sum, per_token, exact,
-                   max_abs, mean_abs)
+            y = kept.pop(c) if c in kept else rows_of(c)  # read again only when rows were blocked
+            refine(
+                cast(torch.Tensor, X),
+                xx,
+                y,
+                c,
+                slots_for,
+                ok_c,
+                num,
+                den,
+                dot,
+                yy_sum,
+                per_token,
+                exact,
+                max_abs,
+                mean_abs,
+            )
     kept.clear()
     timing["refine_s"] = time.perf_counter() - tr
     timing["candidate_bytes"] = int(cand_bytes)
     timing["device_choice"] = choice.to_dict()
-    if warm:            # what this path achieved, for later choices (not a first compile)
+    if warm:  # what this path achieved, for later choices (not a first compile)
         from workbench.hidden.placement import note_path_rate
 
         note_path_rate(dev.type, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - t0)
     timing["total_s"] = time.perf_counter() - t0
 
     rel = _ratio(num, den)
-    if not ok_ct.all():     # a left-out token has no value (0 would read as identical)
+    if not ok_ct.all():  # a left-out token has no value (0 would read as identical)
         per_token[:, ~ok_ct] = np.nan
     # Tokens where both sides are finite, per candidate (a token non-finite in any slot is left out
     # of every pair): a pair with none has no value at all, never "identical" (0 / 0).
     n_ok = ok_ct.sum(-1)
     rel[:, n_ok == 0] = np.nan
     notes += _nonfinite_notes(nonfinite, n_ok, T, int(bad_n.sum()), cands)
-    cos = np.where((xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
-                   dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)), np.nan)
-    bests = [_judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th,
-                    n_ok) for s in range(S)]
+    cos = np.where(
+        (xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
+        dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)),
+        np.nan,
+    )
+    bests = [
+        _judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th, n_ok)
+        for s in range(S)
+    ]
     tokens = tok.to_dict()
     res = AlignResult(
-        train=train.path, infer=infer.path, rows=[s.name for s in slots],
-        rows_physical=[s.physical for s in slots], row_roles=[s.role for s in slots], cols=[c.name for c in cands],
-        cols_physical=[c.physical for c in cands], metric="rel_diff",
-        matrix=_clean(rel), cosine=_clean(cos), max_abs=_clean(max_abs), mean_abs=_clean(mean_abs),
-        exact=exact.tolist(), best=bests, tokens_compared=T, tokens=tokens, recommendation=None,
-        nonfinite=nonfinite, thresholds=th, device=str(dev), precision=precision,
-        seconds=time.perf_counter() - t0, bytes_read=int(bytes_read), notes=notes + list(tok.notes),
-        timing=timing, per_token_values=per_token, token_positions=tok.ref_positions())
+        train=train.path,
+        infer=infer.path,
+        rows=[s.name for s in slots],
+        rows_physical=[s.physical for s in slots],
+        row_roles=[s.role for s in slots],
+        cols=[c.name for c in cands],
+        cols_physical=[c.physical for c in cands],
+        metric="rel_diff",
+        matrix=_clean(rel),
+        cosine=_clean(cos),
+        max_abs=_clean(max_abs),
+        mean_abs=_clean(mean_abs),
+        exact=exact.tolist(),
+        best=bests,
+        tokens_compared=T,
+        tokens=tokens,
+        recommendation=None,
+        nonfinite=nonfinite,
+        thresholds=th,
+        device=str(dev),
+        precision=precision,
+        seconds=time.perf_counter() - t0,
+        bytes_read=int(bytes_read),
+        notes=notes + list(tok.notes),
+        timing=timing,
+        per_token_values=per_token,
+        token_positions=tok.ref_positions(),
+    )
     return res
 
 
 # ------------------------------------------------------------------------------------------- parts
 class _PairSums(NamedTuple):
-    finite: npt.NDArray[np.bool_]        # [C, T] the candidate's per-token sum is finite
-    yy: np.ndarray                        # [C, T] per-token sum y^2, 0 where a token is left out
-    per_token: npt.NDArray[np.float32]    # [S, C, T] rel_diff, 0 where left out
-    num: _F64                             # [S, C] sum (xx + yy - 2 xy)
-    den: _F64                             # [S, C] sum (xx + yy)
-    dot: _F64                             # [S, C] sum xy
-    yy_sum: _F64                          # [C] sum yy
+    finite: npt.NDArray[np.bool_]  # [C, T] the candidate's per-token sum is finite
+    yy: np.ndarray  # [C, T] per-token sum y^2, 0 where a token is left out
+    per_token: npt.NDArray[np.float32]  # [S, C, T] rel_diff, 0 where left out
+    num: _F64  # [S, C] sum (xx + yy - 2 xy)
+    den: _F64  # [S, C] sum (xx + yy)
+    dot: _F64  # [S, C] sum xy
+    yy_sum: _F64  # [C] sum yy
 
 
 def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.bool_]) -> _PairSums:
@@ -348,22 +437,24 @@ def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.boo
     ``pairstats._token_sums``.)"""
     S, C, T = xy.shape
     with np.errstate(invalid="ignore", over="ignore"):
-        finite = np.isfinite(yy)                                                   # [C, T]
-        ok = ~bad[None, :] & finite                                                # [C, T]
-        d_t = xx[:, None, :] + yy[None]                                            # [S, C, T]
+        finite = np.isfinite(yy)  # [C, T]
+        ok = ~bad[None, :] & finite  # [C, T]
+        d_t = xx[:, None, :] + yy[None]  # [S, C, T]
         n_t = np.maximum(d_t - 2.0 * xy, 0.0)
-        if not ok.all():   # leave out the tokens where either side is not finite
+        if not ok.all():  # leave out the tokens where either side is not finite
             d_t = np.where(ok[None], d_t, 0.0)
             n_t = np.where(ok[None], n_t, 0.0)
             xy = np.where(ok[None], xy, 0.0)
             yy = np.where(ok, yy, 0.0)
         per_token = (n_t / np.maximum(d_t, 1e-30)).astype(np.float32)
-        return _PairSums(finite, yy, per_token, n_t.sum(-1), d_t.sum(-1), xy.sum(-1, dtype=np.float64),
-                          yy.sum(-1, dtype=np.float64))
+        return _PairSums(
+            finite, yy, per_token, n_t.sum(-1), d_t.sum(-1), xy.sum(-1, dtype=np.float64), yy.sum(-1, dtype=np.float64)
+        )
 
 
-def _choose(device: Optional[str], cands: Sequence[HiddenTensor], cand_bytes: int, all_bf16: bool,
-            screen: str) -> Choice:
+def _choose(
+    device: Optional[str], cands: Sequence[HiddenTensor], cand_bytes: int, all_bf16: bool, screen: str
+) -> Choice:
     """CPU kernels or the GPU (``workbench.hidden.placement``); which CPU kernel would run."""
     from workbench.hidden import placement
 
@@ -376,7 +467,7 @@ def _choose(device: Optional[str], cands: Sequence[HiddenTensor], cand_bytes: in
     return placement.choose(None, cands, cand_bytes, kernel=kernel)
 
 
-_CUDA_WARM: dict[str, bool] = {}          # devices an alignment already ran on in this process (kernels loaded)
+_CUDA_WARM: dict[str, bool] = {}  # devices an alignment already ran on in this process (kernels loaded)
 
 
 def _compiled(ps_mod: ModuleType) -> bool:
@@ -418,9 +509,18 @@ def _bmm32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.bmm(a.float(), b.float())
 
 
-def _stream_cuda(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands: Sequence[HiddenTensor],
-                 tok: TokenAlignment, refine_k: int, work: torch.dtype, stager: Optional[Stager],
-                 dev: torch.device, progress: ProgressCallback) -> _Streamed:
+def _stream_cuda(
+    X: torch.Tensor,
+    xx: torch.Tensor,
+    bad_tok: torch.Tensor,
+    cands: Sequence[HiddenTensor],
+    tok: TokenAlignment,
+    refine_k: int,
+    work: torch.dtype,
+    stager: Optional[Stager],
+    dev: torch.device,
+    progress: ProgressCallback,
+) -> _Streamed:
     """Every candidate onto the device once (pinned ring, the host copy of one piece overlapping
     the bus transfer of the last and the kernels of the candidate before; rows already on the
     device are read where they are), its per-token products computed as it lands. The candidates
@@ -430,11 +530,18 @@ def _stream_cuda(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands
     XY = torch.empty((S, C, T), dtype=torch.float32, device=dev)
     YY = torch.empty((C, T), dtype=torch.float32, device=dev)
     Y: Optional[torch.Tensor] = None
-    ys: list[torch.Tensor] = []                  # candidate c's rows on the device, c = 0..C-1
-    Xt = X.transpose(0, 1).contiguous()                                          # [T, S, H]
-    timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": C, "group_size": 1,
-                              "row_block": T,
-              "path": "cuda-resident", "stage": stager.mode if stager is not None else None}
+    ys: list[torch.Tensor] = []  # candidate c's rows on the device, c = 0..C-1
+    Xt = X.transpose(0, 1).contiguous()  # [T, S, H]
+    timing: dict[str, Any] = {
+        "load_s": 0.0,
+        "device_s": 0.0,
+        "refine_s": 0.0,
+        "groups": C,
+        "group_size": 1,
+        "row_block": T,
+        "path": "cuda-resident",
+        "stage": stager.mode if stager is not None else None,
+    }
     start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
     end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
     t0 = time.perf_counter()
@@ -442,14 +549,18 @@ def _stream_cuda(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands
     for c in range(C):
         src = cands[c].load()
         if src.is_cuda:
-            y = _rows(src, tok.infer_index if isinstance(tok.infer_index, slice)
-                      else torch.as_tensor(tok.infer_index, device=src.device))
+            y = _rows(
+                src,
+                tok.infer_index
+                if isinstance(tok.infer_index, slice)
+                else torch.as_tensor(tok.infer_index, device=src.device),
+            )
             y = y if y.dtype == work else y.to(work)
         else:
             if Y is None:
                 Y = torch.empty((C, T, H), dtype=work, device=dev)
             src = _rows(src, tok.infer_index)
-            st = cast("Stager", stager)              # a CUDA device always has one (``_stager``)
+            st = cast("Stager", stager)  # a CUDA device always has one (``_stager``)
             st.put(src if src.dtype == work else src.to(work), Y[c])
             st.ready()
             y = Y[c]
@@ -459,7 +570,7 @@ def _stream_cuda(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands
         if c % 8 == 7 or c == C - 1:
             progress(Progress("align", c + 1, C, cands[c].name))
     end.record()
-    rel = _screen_rel(xx, bad_tok, XY, YY).cpu().numpy()       # waits for the last kernels
+    rel = _screen_rel(xx, bad_tok, XY, YY).cpu().numpy()  # waits for the last kernels
     if stager is not None:
         stager.finish()
     timing["load_s"] = stager.host_s if stager is not None else 0.0
@@ -472,10 +583,22 @@ def _stream_cuda(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands
     return XY, YY, top.lists, kept, timing
 
 
-def _refine_whole(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, slot_ids: Sequence[int],
-                  ok: torch.Tensor, num: _F64, den: _F64, dot: _F64, yy_sum: _F64,
-                  per_token: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_], max_abs: _F64,
-                  mean_abs: _F64) -> None:
+def _refine_whole(
+    X: torch.Tensor,
+    xx: torch.Tensor,
+    y: torch.Tensor,
+    c: int,
+    slot_ids: Sequence[int],
+    ok: torch.Tensor,
+    num: _F64,
+    den: _F64,
+    dot: _F64,
+    yy_sum: _F64,
+    per_token: npt.NDArray[np.float32],
+    exact: npt.NDArray[np.bool_],
+    max_abs: _F64,
+    mean_abs: _F64,
+) -> None:
     """``_refine`` over all rows at once, every sum kept on the device until one copy back (on a
     GPU each host read of a scalar is a synchronisation)."""
     dev = X.device
@@ -484,16 +607,24 @@ def _refine_whole(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, sl
     zero = torch.zeros((), device=dev)
     yf = torch.where(ok[:, None], y.float(), zero)
     y_t = torch.linalg.vecdot(yf, yf)
-    xx_ok = torch.where(ok[None], xx, zero)                                       # [S, T]
+    xx_ok = torch.where(ok[None], xx, zero)  # [S, T]
     rows, sums = [], []
     for s in slot_ids:
         d = torch.where(ok[:, None], X[s].float() - yf, zero)
         n_t = torch.linalg.vecdot(d, d)
         den_t = xx_ok[s] + y_t
         rows.append(torch.where(den_t > 0, n_t / den_t.clamp_min(1e-30), zero))
-        sums.append(torch.stack([n_t.double().sum(), den_t.double().sum(),
-                                 torch.linalg.vector_norm(d, ord=float("inf")).double(),
-                                 torch.linalg.vector_norm(d, ord=1).double(), xx_ok[s].double().sum()]))
+        sums.append(
+            torch.stack(
+                [
+                    n_t.double().sum(),
+                    den_t.double().sum(),
+                    torch.linalg.vector_norm(d, ord=float("inf")).double(),
+                    torch.linalg.vector_norm(d, ord=1).double(),
+                    xx_ok[s].double().sum(),
+                ]
+            )
+        )
     rel_t = torch.stack(rows).cpu().numpy()
     got = torch.stack(sums).cpu().numpy()
     yy_acc = float(y_t.double().sum())
@@ -509,13 +640,21 @@ def _refine_whole(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, sl
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
-_Fused = dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]   # (slot, c) -> exact n, sa, mx [T]
+_Fused = dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]  # (slot, c) -> exact n, sa, mx [T]
 
 
-def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor], refine_k: int,
-                progress: ProgressCallback
-                ) -> tuple[torch.Tensor, torch.Tensor, list[list[tuple[float, int]]], dict[int, torch.Tensor],
-                           dict[str, Any], torch.Tensor, _Fused, _PairSums]:
+def _stream_cpu(
+    ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor], refine_k: int, progress: ProgressCallback
+) -> tuple[
+    torch.Tensor,
+    torch.Tensor,
+    list[list[tuple[float, int]]],
+    dict[int, torch.Tensor],
+    dict[str, Any],
+    torch.Tensor,
+    _Fused,
+    _PairSums,
+]:
     """Candidates read in place by the compiled kernels, a group at a time: per-token dot products
     of every pair (fp32 sums of exact products), their statistics (``_PairSums``, returned last:
     per token in the same pass) and by them a ranking, per group; the first group's pass also
@@ -533,39 +672,63 @@ def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor]
     top = _Top(S, refine_k, cands)
     kept: dict[int, torch.Tensor] = {}
     xx_np = np.empty((S, T), dtype=np.float32)
-    sums = _PairSums(np.empty((C, T), np.bool_), YY, np.empty((S, C, T), np.float32), np.empty((S, C)),
-                     np.empty((S, C)), np.empty((S, C)), np.empty(C))
+    sums = _PairSums(
+        np.empty((C, T), np.bool_),
+        YY,
+        np.empty((S, C, T), np.float32),
+        np.empty((S, C)),
+        np.empty((S, C)),
+        np.empty((S, C)),
+        np.empty(C),
+    )
     fused: _Fused = {}
     fuse = refine_k < C and T >= 4 * SAMPLE_TOKENS and ps.differences_in_pass
     sample = rest = None
     if fuse:
         sample, rest = _sample_tokens(T)
-    timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "unmap_s": 0.0, "refine_s": 0.0, "groups": 0,
-                              "group_size": G, "row_block": T, "kernel": ps.kernel, "threads": ps.threads,
-                              "block": ps.block, "sample_s": 0.0, "stats_s": 0.0}
+    timing: dict[str, Any] = {
+        "load_s": 0.0,
+        "device_s": 0.0,
+        "unmap_s": 0.0,
+        "refine_s": 0.0,
+        "groups": 0,
+        "group_size": G,
+        "row_block": T,
+        "kernel": ps.kernel,
+        "threads": ps.threads,
+        "block": ps.block,
+        "sample_s": 0.0,
+        "stats_s": 0.0,
+    }
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         g1 = g0 + len(group_c)
         tl = time.perf_counter()
-        with mapping.shared():              # a file's candidates in one mapping: one munmap when they go
+        with mapping.shared():  # a file's candidates in one mapping: one munmap when they go
             ys = _cpu_group(ps, [cands[c] for c in group_c])
         td = time.perf_counter()
         timing["load_s"] += td - tl
-        xx = xx_np if g0 == 0 else None     # (the first group's passes give the slots' norms)
+        xx = xx_np if g0 == 0 else None  # (the first group's passes give the slots' norms)
         whole = G == C
-        out = (XY, YY) if whole else (np.empty((S, len(group_c), T), np.float32),
-                                      np.empty((len(group_c), T), np.float32))
-        sout = ps_mod.SumsOut(xx_np, *((sums.finite, sums.per_token) if whole else
-                                       (np.empty((len(group_c), T), np.bool_),
-                                        np.empty((S, len(group_c), T), np.float32))))
+        out = (
+            (XY, YY) if whole else (np.empty((S, len(group_c), T), np.float32), np.empty((len(group_c), T), np.float32))
+        )
+        sout = ps_mod.SumsOut(
+            xx_np,
+            *(
+                (sums.finite, sums.per_token)
+                if whole
+                else (np.empty((len(group_c), T), np.bool_), np.empty((S, len(group_c), T), np.float32))
+            ),
+        )
         pairs: list[tuple[int, int]] = []
         diffs: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None
         before: Optional[PairSums] = None
         if sample is not None:
             before = ps.dots(ys, xx, (), sample, out, SAMPLE_THREAD_TOKENS, sums=sout).sums
             pairs = _foretell(cast("PairSums", before), [cands[c] for c in group_c], refine_k)
-            if pairs:                       # differenced in the pass over the rest, the sample's tokens too
-                diffs = tuple(np.empty((len(pairs), T), np.float32) for _ in range(3))   # type: ignore[assignment]
+            if pairs:  # differenced in the pass over the rest, the sample's tokens too
+                diffs = tuple(np.empty((len(pairs), T), np.float32) for _ in range(3))  # type: ignore[assignment]
         ts = time.perf_counter()
         timing["sample_s"] += ts - td
         got = ps.dots(ys, xx, pairs, rest, out, diffs=diffs, exact_cols=sample, sums=sout)
@@ -584,12 +747,12 @@ def _stream_cpu(ps: PairStats, ps_mod: ModuleType, cands: Sequence[HiddenTensor]
         timing["stats_s"] += time.perf_counter() - tt
         unfused = {c for s_i, lst in enumerate(top.lists) for _, c in lst if (s_i, c) not in fused}
         for g, c in enumerate(group_c):
-            if c in unfused and refine_k < C:   # (every pair refined: read again, a group at a time)
+            if c in unfused and refine_k < C:  # (every pair refined: read again, a group at a time)
                 kept[c] = ys.tensors[g] if ys.tensors else _mapped_view(ys, g, cands[c])
         tu = time.perf_counter()
         for c in [c for c in kept if c not in unfused]:
             del kept[c]
-        del ys                                  # the group's mappings go (unless kept)
+        del ys  # the group's mappings go (unless kept)
         timing["unmap_s"] += time.perf_counter() - tu
         timing["groups"] += 1
         progress(Progress("align", group_c[-1] + 1, C, cands[group_c[-1]].name))
@@ -620,8 +783,13 @@ def _cpu_group(ps: PairStats, group: Sequence[HiddenTensor]) -> Group:
         hi = max(s.begin + (c.rows - 1) * s.row_bytes + c.width * ITEMSIZE[c.dtype] for s, c in zip(sp, group))
         owner = torch.frombuffer(mapping.map_range(paths.pop(), lo, hi), dtype=torch.uint8, count=hi - lo)
         base = owner.data_ptr() - lo
-        return ps.group_at(owner, [base + s.begin for s in sp], [codes[c.dtype] for c in group],
-                           [s.row_bytes for s in sp], [c.rows for c in group])
+        return ps.group_at(
+            owner,
+            [base + s.begin for s in sp],
+            [codes[c.dtype] for c in group],
+            [s.row_bytes for s in sp],
+            [c.rows for c in group],
+        )
     return ps.group([c.load() for c in group])
 
 
@@ -632,7 +800,7 @@ def _mapped_view(grp: Group, g: int, cand: HiddenTensor) -> torch.Tensor:
     esize = ITEMSIZE[cand.dtype]
     owner, row_bytes = grp.owner, int(grp.ys[g])
     off = int(grp.ya[g]) - owner.data_ptr()
-    flat = owner[off:off + (cand.rows - 1) * row_bytes + cand.width * esize].view(getattr(torch, cand.dtype))
+    flat = owner[off : off + (cand.rows - 1) * row_bytes + cand.width * esize].view(getattr(torch, cand.dtype))
     view: torch.Tensor = flat.as_strided((cand.rows, cand.width), (row_bytes // esize, 1))
     return view
 
@@ -664,9 +832,9 @@ def _screen_rel(xx: torch.Tensor, bad_tok: torch.Tensor, xy: torch.Tensor, yy: t
     ``xy [S, G, T]``, ``yy [G, T]``) over the tokens the final statistics keep: where every slot
     and the candidate are finite. (Summing everything would make a single non-finite value in a
     slot or a candidate rank a whole row or column last, and the exact pass miss the real best.)"""
-    ok = ~bad_tok[None, :] & torch.isfinite(yy)                                   # [G, T]
+    ok = ~bad_tok[None, :] & torch.isfinite(yy)  # [G, T]
     zero = torch.zeros((), dtype=torch.float64, device=yy.device)
-    xxm = torch.where(bad_tok[None, :], zero, xx.double())                         # [S, T]
+    xxm = torch.where(bad_tok[None, :], zero, xx.double())  # [S, T]
     den = xxm @ ok.double().T + torch.where(ok, yy.double(), zero).sum(1)[None]
     xyd = torch.where(ok[None], xy.double(), zero).sum(2)
     return (den - 2 * xyd) / den
@@ -679,7 +847,7 @@ class _Top:
 
     def __init__(self, S: int, k: int, cands: Sequence[HiddenTensor]) -> None:
         self.k, self.cands = k, cands
-        self.lists: list[list[tuple[float, int]]] = [[] for _ in range(S)]      # per slot: sorted [(value, c)]
+        self.lists: list[list[tuple[float, int]]] = [[] for _ in range(S)]  # per slot: sorted [(value, c)]
 
     def _same(self, a: int, b: int) -> bool:
         pa, pb = self.cands[a].physical, self.cands[b].physical
@@ -687,20 +855,33 @@ class _Top:
 
     def add(self, rel_g: np.ndarray, group_c: Sequence[int]) -> set[int]:
         """Rank a group (``rel_g [S, len(group_c)]``); returns every candidate still kept."""
-        vals = np.where(np.isfinite(rel_g), rel_g, np.inf).astype(np.float64).tolist()    # a non-finite value ranks last
+        vals = np.where(np.isfinite(rel_g), rel_g, np.inf).astype(np.float64).tolist()  # a non-finite value ranks last
         for s_i, lst in enumerate(self.lists):
             lst.extend(zip(vals[s_i], group_c))
             lst.sort()
             # the shortest prefix holding k entries and one at a point other than the leader's:
             # whatever leads later, a kept entry at another point beats everything dropped
             other = next((i for i, (_, c) in enumerate(lst) if i and not self._same(c, lst[0][1])), None)
-            del lst[max(self.k, other + 1 if other is not None else 0):]
+            del lst[max(self.k, other + 1 if other is not None else 0) :]
         return {c for lst in self.lists for _, c in lst}
 
 
-def _stream_torch(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cands: Sequence[HiddenTensor],
-                  rows_of: Callable[[int], torch.Tensor], refine_k: int, work: torch.dtype, S: int, T: int, H: int,
-                  C: int, dev: torch.device, group: int, progress: ProgressCallback) -> _Streamed:
+def _stream_torch(
+    X: torch.Tensor,
+    xx: torch.Tensor,
+    bad_tok: torch.Tensor,
+    cands: Sequence[HiddenTensor],
+    rows_of: Callable[[int], torch.Tensor],
+    refine_k: int,
+    work: torch.dtype,
+    S: int,
+    T: int,
+    H: int,
+    C: int,
+    dev: torch.device,
+    group: int,
+    progress: ProgressCallback,
+) -> _Streamed:
     """Candidates through a group buffer and batched matmuls (CUDA, or a CPU without numba)."""
     cuda = dev.type == "cuda"
     esize = torch.tensor([], dtype=work).element_size()
@@ -725,22 +906,28 @@ def _stream_torch(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cand
     # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
     XY = torch.zeros((S, C, T), dtype=torch.float32, device=dev)
     YY = torch.zeros((C, T), dtype=torch.float32, device=dev)
-    top = _Top(S, refine_k, cands)                   # per slot: the screen's best, to refine
-    kept: dict[int, torch.Tensor] = {}               # those candidates' rows, copied out of the buffer
-    timing: dict[str, Any] = {"load_s": 0.0, "device_s": 0.0, "refine_s": 0.0, "groups": 0, "group_size": G,
-                              "row_block": Tb}
+    top = _Top(S, refine_k, cands)  # per slot: the screen's best, to refine
+    kept: dict[int, torch.Tensor] = {}  # those candidates' rows, copied out of the buffer
+    timing: dict[str, Any] = {
+        "load_s": 0.0,
+        "device_s": 0.0,
+        "refine_s": 0.0,
+        "groups": 0,
+        "group_size": G,
+        "row_block": Tb,
+    }
     events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
 
     for g0 in range(0, C, G):
         group_c = list(range(g0, min(C, g0 + G)))
         k = len(group_c)
-        kk = G                  # the whole buffer is multiplied (stale slots ignored): a partial view
+        kk = G  # the whole buffer is multiplied (stale slots ignored): a partial view
         # would make the matmul copy it (on a CPU a second buffer-sized allocation)
         td = time.perf_counter()
         for r0 in range(0, T, Tb):
             r1 = min(T, r0 + Tb)
             n = r1 - r0
-            for g, c in enumerate(group_c):     # each candidate mapped, copied in, and let go
+            for g, c in enumerate(group_c):  # each candidate mapped, copied in, and let go
                 dst = W[S + g, :n] if cuda else W[:n, S + g]
                 dst.copy_(rows_of(c)[r0:r1])
             if cuda:
@@ -748,16 +935,16 @@ def _stream_torch(X: torch.Tensor, xx: torch.Tensor, bad_tok: torch.Tensor, cand
                 start.record()
             if g0 == 0 or Tb < T:
                 (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
-            A = W[:S + kk, :n].transpose(0, 1) if cuda else W[:n, :S + kk]       # [n, S+kk, H]
-            gram = _gram(A)                                                      # fp32 [n, S+kk, S+kk]
-            XY[:, g0:g0 + k, r0:r1] = gram[:, :S, S:S + k].permute(1, 2, 0)
-            YY[g0:g0 + k, r0:r1] = torch.diagonal(gram[:, S:S + k, S:S + k], dim1=1, dim2=2).transpose(0, 1)
+            A = W[: S + kk, :n].transpose(0, 1) if cuda else W[:n, : S + kk]  # [n, S+kk, H]
+            gram = _gram(A)  # fp32 [n, S+kk, S+kk]
+            XY[:, g0 : g0 + k, r0:r1] = gram[:, :S, S : S + k].permute(1, 2, 0)
+            YY[g0 : g0 + k, r0:r1] = torch.diagonal(gram[:, S : S + k, S : S + k], dim1=1, dim2=2).transpose(0, 1)
             if cuda:
                 end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
                 end.record()
                 events.append((start, end))
         # Rank this group by the aggregate rel_diff over the tokens where both sides are finite.
-        rel_g = _screen_rel(xx, bad_tok, XY[:, g0:g0 + k], YY[g0:g0 + k]).cpu().numpy()
+        rel_g = _screen_rel(xx, bad_tok, XY[:, g0 : g0 + k], YY[g0 : g0 + k]).cpu().numpy()
         timing["device_s"] += time.perf_counter() - td  # CUDA: replaced by the event times below
         live = top.add(rel_g, group_c)
         for g, c in enumerate(group_c):
@@ -788,12 +975,12 @@ def _sq_rows(x: torch.Tensor) -> torch.Tensor:
     """Per-row sum of squares in fp32, in row chunks (no full-size fp32 copy)."""
     out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
     for r0 in range(0, x.shape[0], REFINE_ROWS):
-        c = x[r0:r0 + REFINE_ROWS].float()
-        out[r0:r0 + REFINE_ROWS] = (c * c).sum(-1)
+        c = x[r0 : r0 + REFINE_ROWS].float()
+        out[r0 : r0 + REFINE_ROWS] = (c * c).sum(-1)
     return out
 
 
-_OUT_DTYPE_OK: dict[Optional[int], bool] = {}     # per CUDA device index: bmm takes out_dtype
+_OUT_DTYPE_OK: dict[Optional[int], bool] = {}  # per CUDA device index: bmm takes out_dtype
 
 
 def _gram(A: torch.Tensor) -> torch.Tensor:
@@ -813,9 +1000,22 @@ def _gram(A: torch.Tensor) -> torch.Tensor:
     return torch.bmm(A, A.transpose(1, 2)).float()
 
 
-def _refine(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, slot_ids: Sequence[int], ok: torch.Tensor,
-            num: _F64, den: _F64, dot: _F64, yy_sum: _F64, per_token: npt.NDArray[np.float32],
-            exact: npt.NDArray[np.bool_], max_abs: _F64, mean_abs: _F64) -> None:
+def _refine(
+    X: torch.Tensor,
+    xx: torch.Tensor,
+    y: torch.Tensor,
+    c: int,
+    slot_ids: Sequence[int],
+    ok: torch.Tensor,
+    num: _F64,
+    den: _F64,
+    dot: _F64,
+    yy_sum: _F64,
+    per_token: npt.NDArray[np.float32],
+    exact: npt.NDArray[np.bool_],
+    max_abs: _F64,
+    mean_abs: _F64,
+) -> None:
     """Exact statistics of (slot, candidate c) pairs from fp32 differences (no cancellation),
     in row chunks; rows where ``ok`` is False (non-finite) are left out."""
     dev = X.device
@@ -823,7 +1023,7 @@ def _refine(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, slot_ids
     y = y.to(dev)
     ok = ok.to(dev)
     all_ok = bool(ok.all())
-    acc: dict[int, list[float]] = {s: [0.0, 0.0, 0.0, 0.0, 0] for s in slot_ids}     # num, den, max|d|, sum|d|, count
+    acc: dict[int, list[float]] = {s: [0.0, 0.0, 0.0, 0.0, 0] for s in slot_ids}  # num, den, max|d|, sum|d|, count
     yy_acc = 0.0
     for r0 in range(0, T, REFINE_ROWS):
         r1 = min(T, r0 + REFINE_ROWS)
@@ -858,10 +1058,24 @@ def _refine(X: torch.Tensor, xx: torch.Tensor, y: torch.Tensor, c: int, slot_ids
         mean_abs[s, c] = sabs / cnt if cnt else np.nan
 
 
-def _exact_stats(H: int, xx_n: np.ndarray, yy_n: np.ndarray, pairs: Sequence[tuple[int, int]],
-                 ok_ct: npt.NDArray[np.bool_], n: np.ndarray, sa: np.ndarray, mx: np.ndarray, num: _F64, den: _F64,
-                 dot: _F64, yy_sum: _F64, per_token: npt.NDArray[np.float32], exact: npt.NDArray[np.bool_],
-                 max_abs: _F64, mean_abs: _F64) -> None:
+def _exact_stats(
+    H: int,
+    xx_n: np.ndarray,
+    yy_n: np.ndarray,
+    pairs: Sequence[tuple[int, int]],
+    ok_ct: npt.NDArray[np.bool_],
+    n: np.ndarray,
+    sa: np.ndarray,
+    mx: np.ndarray,
+    num: _F64,
+    den: _F64,
+    dot: _F64,
+    yy_sum: _F64,
+    per_token: npt.NDArray[np.float32],
+    exact: npt.NDArray[np.bool_],
+    max_abs: _F64,
+    mean_abs: _F64,
+) -> None:
     """``_refine``'s statistics of ``pairs`` ``[(slot, candidate)]`` at once, from the compiled
     kernels' fp32 differences (``[P, T]`` per token: ``n`` sum of squares, ``sa`` of absolute
     values, ``mx`` their max), over the tokens ``ok_ct [C, T]`` keeps of each candidate. ``yy_n``
@@ -869,7 +1083,7 @@ def _exact_stats(H: int, xx_n: np.ndarray, yy_n: np.ndarray, pairs: Sequence[tup
     cancellation there."""
     s = np.array([p[0] for p in pairs], np.int64)
     c = np.array([p[1] for p in pairs], np.int64)
-    okn = ok_ct[c]                                                              # [P, T]
+    okn = ok_ct[c]  # [P, T]
     with np.errstate(invalid="ignore", over="ignore"):
         xs = np.where(okn, xx_n[s], 0.0)
         n_t = np.where(okn, n, 0.0)
@@ -906,34 +1120,66 @@ def _count_nonfinite(side: str, name: str, t: torch.Tensor, rows: np.ndarray) ->
     return NonFinite(side, name, int(nan.sum()), int(inf.sum()), int(bad.any(-1).sum()), first)
 
 
-def _nonfinite_notes(nonfinite: list[NonFinite], n_ok: np.ndarray, T: int, bad_ref: int,
-                     cands: Sequence[HiddenTensor]) -> list[str]:
+def _nonfinite_notes(
+    nonfinite: list[NonFinite], n_ok: np.ndarray, T: int, bad_ref: int, cands: Sequence[HiddenTensor]
+) -> list[str]:
     """What the non-finite values cost, said where the verdicts are read."""
     out: list[str] = []
     for nf in nonfinite:
-        out.append(f"{nf.side} {nf.tensor}: {nf.nan} NaN and {nf.inf} Inf value(s) on {nf.tokens} token(s); "
-                   "those tokens are left out of its comparisons")
+        out.append(
+            f"{nf.side} {nf.tensor}: {nf.nan} NaN and {nf.inf} Inf value(s) on {nf.tokens} token(s); "
+            "those tokens are left out of its comparisons"
+        )
     if bad_ref:
         out.append(f"{bad_ref} of {T} tokens are non-finite in a reference slot: left out of every pair")
     dead = [cands[int(c)].name for c in np.flatnonzero(n_ok == 0)]
     if dead and T:
-        out.append(f"{len(dead)} candidate(s) have no token where both sides are finite, so no value: "
-                   f"{', '.join(dead[:4])}{' ...' if len(dead) > 4 else ''}")
+        out.append(
+            f"{len(dead)} candidate(s) have no token where both sides are finite, so no value: "
+            f"{', '.join(dead[:4])}{' ...' if len(dead) > 4 else ''}"
+        )
     return out
 
 
-def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.ndarray, per_tok: np.ndarray,
-           exact: np.ndarray, cos: np.ndarray, max_abs: np.ndarray, mean_abs: np.ndarray, T: int,
-           th: Thresholds, n_ok: Optional[np.ndarray] = None) -> SlotBest:
+def _judge(
+    s: int,
+    slot: HiddenTensor,
+    cands: Sequence[HiddenTensor],
+    rel: np.ndarray,
+    per_tok: np.ndarray,
+    exact: np.ndarray,
+    cos: np.ndarray,
+    max_abs: np.ndarray,
+    mean_abs: np.ndarray,
+    T: int,
+    th: Thresholds,
+    n_ok: Optional[np.ndarray] = None,
+) -> SlotBest:
     idx = np.argsort(rel, kind="stable")
     order = idx[np.isfinite(rel[idx])].tolist()
     if not order:
-        why = ("no token where this slot and a candidate are both finite (NaN/Inf): nothing was compared"
-               if T and n_ok is not None and not n_ok.any() else "no finite comparison")
-        return SlotBest(slot.name, slot.physical, None, None, None, None, None, None, None, None, None,
-                        AMBIGUOUS if T else NO_MATCH, why)
+        why = (
+            "no token where this slot and a candidate are both finite (NaN/Inf): nothing was compared"
+            if T and n_ok is not None and not n_ok.any()
+            else "no finite comparison"
+        )
+        return SlotBest(
+            slot.name,
+            slot.physical,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            AMBIGUOUS if T else NO_MATCH,
+            why,
+        )
     b = int(order[0])
-    T_all, T = T, (int(n_ok[b]) if n_ok is not None else T)     # the best's compared tokens decide
+    T_all, T = T, (int(n_ok[b]) if n_ok is not None else T)  # the best's compared tokens decide
     bc = cands[b]
     r = None
     for c in order[1:]:
@@ -943,10 +1189,26 @@ def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.nd
         r = int(c)
         break
     bv = float(rel[b])
-    out = SlotBest(slot.name, slot.physical, bc.name, bc.physical, bv, None, None, None, None, None, None,
-                   AMBIGUOUS, "", exact=bool(exact[b]), cosine=_num(cos[b]), max_abs=_num(max_abs[b]),
-                   mean_abs=_num(mean_abs[b]))
-    pb = per_tok[b][np.isfinite(per_tok[b])]          # left-out tokens carry NaN
+    out = SlotBest(
+        slot.name,
+        slot.physical,
+        bc.name,
+        bc.physical,
+        bv,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        AMBIGUOUS,
+        "",
+        exact=bool(exact[b]),
+        cosine=_num(cos[b]),
+        max_abs=_num(max_abs[b]),
+        mean_abs=_num(mean_abs[b]),
+    )
+    pb = per_tok[b][np.isfinite(per_tok[b])]  # left-out tokens carry NaN
     if pb.size:
         pb_sorted = np.sort(pb)
         out.median_token = _quantile(pb_sorted, 0.5)
@@ -957,8 +1219,10 @@ def _judge(s: int, slot: HiddenTensor, cands: Sequence[HiddenTensor], rel: np.nd
         out.margin = float("inf") if bv == 0 else rv / bv
         both = np.isfinite(per_tok[b]) & np.isfinite(per_tok[r])
         xb, xr = per_tok[b][both], per_tok[r][both]
-        if xb.size:         # (every token the best has is compared: xb is pb, its median known)
-            mb = out.median_token if xb.size == pb.size and out.median_token is not None else _quantile(np.sort(xb), 0.5)
+        if xb.size:  # (every token the best has is compared: xb is pb, its median known)
+            mb = (
+                out.median_token if xb.size == pb.size and out.median_token is not None else _quantile(np.sort(xb), 0.5)
+            )
             mr = _quantile(np.sort(xr), 0.5)
             out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
             out.win_rate = float(np.mean(xb < xr))
@@ -994,8 +1258,9 @@ def _verdict(b: SlotBest, T: int, th: Thresholds) -> tuple[str, str]:
         return AMBIGUOUS, f"only {T} tokens compared (need {th.min_tokens})"
     if v <= th.exact:
         if b.runner_up_value is not None and b.runner_up_value <= th.exact:
-            return AMBIGUOUS, (f"{b.candidate} and {b.runner_up} are both identical to this slot "
-                               "(same tensor at two points?)")
+            return AMBIGUOUS, (
+                f"{b.candidate} and {b.runner_up} are both identical to this slot (same tensor at two points?)"
+            )
         return MATCH, f"identical to {b.candidate} (rel_diff {v:.1e})"
     if v > th.match_max:
         return AMBIGUOUS, f"best rel_diff {v:.3g} is above {th.match_max:g} (an adjacent layer?)"
@@ -1008,6 +1273,7 @@ def _verdict(b: SlotBest, T: int, th: Thresholds) -> tuple[str, str]:
     if margin < th.min_ratio:
         return AMBIGUOUS, f"margin x{margin:.2f} < x{th.min_ratio:g} over {b.runner_up}"
     if b.win_rate is not None and b.win_rate < th.min_win_rate:
-        return AMBIGUOUS, (f"best on only {b.win_rate:.0%} of tokens against {b.runner_up} "
-                           f"(aggregate dominated by a few tokens)")
+        return AMBIGUOUS, (
+            f"best on only {b.win_rate:.0%} of tokens against {b.runner_up} (aggregate dominated by a few tokens)"
+        )
     return MATCH, f"rel_diff {v:.2e}, x{margin:.3g} below {b.runner_up}, best on {b.win_rate:.0%} of tokens"

@@ -69,8 +69,7 @@ def _libc() -> Optional[Any]:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_long]
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
         libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         return libc
@@ -120,11 +119,11 @@ _REAPER_LOCK = threading.Lock()
 
 def _after_fork() -> None:
     global _REAPER, _REAPER_LOCK
-    _REAPER_LOCK = threading.Lock()         # (a fork while another thread held it would leave it held)
-    _REAPER = None                          # a forked child has none of its parent's threads
+    _REAPER_LOCK = threading.Lock()  # (a fork while another thread held it would leave it held)
+    _REAPER = None  # a forked child has none of its parent's threads
 
 
-if hasattr(os, "register_at_fork"):        # (where there is no fork there is nothing to reset)
+if hasattr(os, "register_at_fork"):  # (where there is no fork there is nothing to reset)
     os.register_at_fork(after_in_child=_after_fork)
 
 
@@ -140,7 +139,7 @@ def _reaper() -> _Reaper:
 def _unmap(libc: Any, addr: int, span: int) -> None:
     try:
         reaper = _reaper()
-    except RuntimeError:        # no new thread now (interpreter shutdown): unmap here
+    except RuntimeError:  # no new thread now (interpreter shutdown): unmap here
         libc.munmap(addr, span)
         return
     reaper.put(libc, addr, span)
@@ -153,7 +152,7 @@ def settle(timeout: Optional[float] = None) -> bool:
     return True if r is None else r.settle(timeout)
 
 
-_BLOCK = threading.local()      # .files: {path: whole-file buffer} in ``shared`` (a block reads a file as it
+_BLOCK = threading.local()  # .files: {path: whole-file buffer} in ``shared`` (a block reads a file as it
 # was at the block's first range of it)
 
 
@@ -178,7 +177,7 @@ def map_range(path: "str | os.PathLike[str]", begin: int, end: int) -> Any:
     if whole is None:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
-            if end > size:          # a page past the end would fault with SIGBUS, not an error
+            if end > size:  # a page past the end would fault with SIGBUS, not an error
                 raise ValueError(f"{path}: bytes {begin}..{end} run past its end ({size} bytes)")
             if end == begin:
                 return bytearray()
@@ -202,7 +201,7 @@ def _map(fd: int, begin: int, end: int) -> Any:
         mm.madvise(mmap.MADV_SEQUENTIAL)
     except (AttributeError, OSError):
         pass
-    return memoryview(mm)[begin - start:]
+    return memoryview(mm)[begin - start :]
 
 
 def _aligned(libc: Any, fd: int, begin: int, end: int) -> Optional[Any]:
@@ -230,9 +229,9 @@ def _aligned(libc: Any, fd: int, begin: int, end: int) -> Optional[Any]:
         tail = addr + (span + _PAGE - 1) // _PAGE * _PAGE
         if res + room > tail:
             libc.munmap(tail, res + room - tail)
-    libc.madvise(addr, span, _MADV_HUGEPAGE)        # advice only: ignored where unsupported
+    libc.madvise(addr, span, _MADV_HUGEPAGE)  # advice only: ignored where unsupported
     libc.madvise(addr, span, _MADV_SEQUENTIAL)
     buf = (ctypes.c_ubyte * (end - begin)).from_address(addr + (begin - start))
     fin = weakref.finalize(buf, _unmap, libc, addr, span)
-    fin.atexit = False          # (an exiting process gives its mappings back whole)
+    fin.atexit = False  # (an exiting process gives its mappings back whole)
     return buf

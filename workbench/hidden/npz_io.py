@@ -26,11 +26,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class Member:
-    name: str            # without ".npy"
+    name: str  # without ".npy"
     dtype: np.dtype[Any]
     shape: tuple[int, ...]
     fortran: bool
-    offset: int          # absolute offset of the array data when stored uncompressed, else -1
+    offset: int  # absolute offset of the array data when stored uncompressed, else -1
 
 
 class NpzFile:
@@ -49,8 +49,9 @@ class NpzFile:
                     offset = -1
                     if info.compress_type == zipfile.ZIP_STORED:
                         offset = self._data_offset(info) + header_len
-                    self.members[info.filename[:-4]] = Member(info.filename[:-4], dtype, tuple(shape),
-                                                              bool(fortran), offset)
+                    self.members[info.filename[:-4]] = Member(
+                        info.filename[:-4], dtype, tuple(shape), bool(fortran), offset
+                    )
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error, SyntaxError) as exc:
             raise InputError(f"{self.path}: not a readable .npz archive ({exc})") from None
 

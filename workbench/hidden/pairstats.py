@@ -54,13 +54,13 @@ if TYPE_CHECKING:
 
 BF16, F32 = 1, 2
 VDP, SPLIT, SPLIT256 = 0, 1, 2  # how the bf16 screen multiplies (``_dot_km``'s literal argument)
-FM = {"reassoc", "contract", "nsz", "arcp"}       # no nnan/ninf: NaN and Inf must reach the sums
-BLOCK: Optional[int] = None     # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
-MAX_BLOCK = 8                   # tokens per block at most: the fastest measured (block_tokens)
-PF_LOCALITY = 2                 # the bf16 screen prefetches the rows it reads next into L2 (T1; -1: none)
-THREAD_TOKENS = 64              # the fewest tokens a thread is given (less costs more in its start than it saves)
-GUIDE = 2                       # each token range is 1 / (GUIDE * threads) of the tokens not yet handed out
-RANGE_TOKENS = 2                # ... and at least this many: ranges shrink as the pass nears its end
+FM = {"reassoc", "contract", "nsz", "arcp"}  # no nnan/ninf: NaN and Inf must reach the sums
+BLOCK: Optional[int] = None  # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
+MAX_BLOCK = 8  # tokens per block at most: the fastest measured (block_tokens)
+PF_LOCALITY = 2  # the bf16 screen prefetches the rows it reads next into L2 (T1; -1: none)
+THREAD_TOKENS = 64  # the fewest tokens a thread is given (less costs more in its start than it saves)
+GUIDE = 2  # each token range is 1 / (GUIDE * threads) of the tokens not yet handed out
+RANGE_TOKENS = 2  # ... and at least this many: ranges shrink as the pass nears its end
 # Ranges are taken from a shared counter by whichever thread is free, so a core that falls behind
 # (another process, the host) takes fewer, and the shrinking ranges let every thread end together.
 # The screen over 1.82 GB on the H200 host, 16 threads: 24.1-26.6 ms with one range a thread,
@@ -94,6 +94,7 @@ HAS_AVX512 = _FEATURES.get("avx512f", False)
 def _ptr_u16(typingctx, addr):
     def codegen(context, builder, sig, args):
         return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.uint16)))
+
     return types.CPointer(types.uint16)(types.int64), codegen
 
 
@@ -101,6 +102,7 @@ def _ptr_u16(typingctx, addr):
 def _ptr_f32(typingctx, addr):
     def codegen(context, builder, sig, args):
         return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.float32)))
+
     return types.CPointer(types.float32)(types.int64), codegen
 
 
@@ -108,6 +110,7 @@ def _ptr_f32(typingctx, addr):
 def _bits_f32(typingctx, v):
     def codegen(context, builder, sig, args):
         return builder.bitcast(args[0], context.get_value_type(types.float32))
+
     return types.float32(types.uint32), codegen
 
 
@@ -116,10 +119,12 @@ def _abs_max_bits(typingctx, mx, d):
     """``max(mx, bits(|d|))`` on 32-bit lanes: the bits of a non-negative float order as the float
     does and a NaN above Inf. (Written in numba, the integers widen to 64 bits and the loop runs
     on half as many lanes.)"""
+
     def codegen(context, builder, sig, args):
         i32 = ir.IntType(32)
         bits = builder.and_(builder.bitcast(args[1], i32), ir.Constant(i32, 0x7FFFFFFF))
         return builder.select(builder.icmp_unsigned(">", bits, args[0]), bits, args[0])
+
     return types.uint32(types.uint32, types.float32), codegen
 
 
@@ -133,6 +138,7 @@ def _take(typingctx, counter):
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
         return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
     return types.int64(counter), codegen
 
 
@@ -143,7 +149,7 @@ def _cv(v):
 
 @overload(_cv, inline="always")
 def _cv_impl(v):
-    if v == types.uint16:                 # bf16 bits: the high half of an fp32
+    if v == types.uint16:  # bf16 bits: the high half of an fp32
         return lambda v: _bits_f32(np.uint32(v) << np.uint32(16))
     if v == types.float32:
         return lambda v: v
@@ -173,7 +179,7 @@ def _bf16_operand() -> Any:
 
 _BF16_OPERAND = _bf16_operand()
 HAS_BF16_DOT = HAS_BF16_DOT and _BF16_OPERAND is not None
-HAS_BF16_SCREEN = True          # the bf16 screen builds here (cleared where this numba/LLVM cannot)
+HAS_BF16_SCREEN = True  # the bf16 screen builds here (cleared where this numba/LLVM cannot)
 # the bf16 screens and the kernel each runs (looked up by name when called, so a test can stand in)
 SCREEN_FUNCS = {"vdpbf16ps": "dots_bf16", "bf16-fma": "dots_bf16_fma", "bf16-fma256": "dots_bf16_fma256"}
 BF16_SCREENS = tuple(SCREEN_FUNCS)
@@ -216,28 +222,30 @@ def _dot_km(typingctx, xs, ys, yn, nb, how):
         ynext = [builder.extract_value(ynt, m) for m in range(M)]
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
-        pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch")   # (LLVM adds the pointer type to the name)
+        pf = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch"
+        )  # (LLVM adds the pointer type to the name)
         zero = ir.Constant(f32v, None)
         accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(K + 1)] for _ in range(M)]
         vp = i32v.as_pointer()
         if split:
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32v, [f32v] * 3),
-                                                 f"llvm.fmuladd.v{lanes}f32")
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(f32v, [f32v] * 3), f"llvm.fmuladd.v{lanes}f32"
+            )
             sixteen = ir.Constant(i32v, [ir.Constant(i32, 16)] * lanes)
-            high = ir.Constant(i32v, [ir.Constant(i32, -65536)] * lanes)           # 0xFFFF0000
+            high = ir.Constant(i32v, [ir.Constant(i32, -65536)] * lanes)  # 0xFFFF0000
 
-            def vec(addr):     # (even elements, odd elements) as fp32
+            def vec(addr):  # (even elements, odd elements) as fp32
                 v = builder.load(builder.inttoptr(addr, vp), align=2)
-                return (builder.bitcast(builder.shl(v, sixteen), f32v),
-                        builder.bitcast(builder.and_(v, high), f32v))
+                return (builder.bitcast(builder.shl(v, sixteen), f32v), builder.bitcast(builder.and_(v, high), f32v))
 
             def acc(slot, u, v):
                 a = builder.call(fma, [u[0], v[0], builder.load(slot)])
                 builder.store(builder.call(fma, [u[1], v[1], a]), slot)
         else:
-            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32v, [f32v, bf32, bf32]),
-                                                "llvm.x86.avx512bf16.dpbf16ps.512")
+            dp = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(f32v, [f32v, bf32, bf32]), "llvm.x86.avx512bf16.dpbf16ps.512"
+            )
 
             def vec(addr):
                 return builder.bitcast(builder.load(builder.inttoptr(addr, vp), align=2), bf32)
@@ -245,16 +253,23 @@ def _dot_km(typingctx, xs, ys, yn, nb, how):
             def acc(slot, u, v):
                 builder.store(builder.call(dp, [builder.load(slot), u, v]), slot)
 
-        step = 4 * lanes                    # bytes of bf16 in one vector of 32-bit lanes
+        step = 4 * lanes  # bytes of bf16 in one vector of 32-bit lanes
         with cgutils.for_range(builder, n) as loop:
             off = builder.mul(loop.index, ir.Constant(i64, 64))
-            for j in range(64 // step):     # a block of 32 elements: one vector of 16 lanes, two of 8
+            for j in range(64 // step):  # a block of 32 elements: one vector of 16 lanes, two of 8
                 o = builder.add(off, ir.Constant(i64, j * step)) if j else off
                 xv = [vec(builder.add(xaddr[k], o)) for k in range(K)]
                 for m in range(M):
-                    if PF_LOCALITY >= 0 and j == 0:        # (read, this locality, data): a line a block
-                        builder.call(pf, [builder.inttoptr(builder.add(ynext[m], off), i8p), ir.Constant(i32, 0),
-                                          ir.Constant(i32, PF_LOCALITY), ir.Constant(i32, 1)])
+                    if PF_LOCALITY >= 0 and j == 0:  # (read, this locality, data): a line a block
+                        builder.call(
+                            pf,
+                            [
+                                builder.inttoptr(builder.add(ynext[m], off), i8p),
+                                ir.Constant(i32, 0),
+                                ir.Constant(i32, PF_LOCALITY),
+                                ir.Constant(i32, 1),
+                            ],
+                        )
                     yv = vec(builder.add(yaddr[m], o))
                     acc(accs[m][K], yv, yv)
                     for k in range(K):
@@ -268,6 +283,7 @@ def _dot_km(typingctx, xs, ys, yn, nb, how):
                     sm = builder.fadd(sm, builder.extract_element(v, ir.Constant(ir.IntType(32), j)))
                 outs.append(sm)
         return context.make_tuple(builder, sig.return_type, outs)
+
     return sig, codegen
 
 
@@ -307,32 +323,218 @@ def _dot_split256(xs, ys, yn, nb):
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma256(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out,
-                     xx_out, with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart):
+def dots_bf16_fma256(
+    xa,
+    xs,
+    xr,
+    H,
+    ya,
+    ys,
+    yr,
+    block,
+    ecols,
+    eranges,
+    cols,
+    ranges,
+    counter,
+    xy_out,
+    yy_out,
+    xx_out,
+    with_xx,
+    pidx,
+    n_out,
+    sa_out,
+    mx_out,
+    with_sums,
+    finite,
+    per_token,
+    part,
+    ypart,
+):
     """The bf16 screen with split lanes in 256-bit vectors (a CPU without AVX-512)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
-                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, _dot_split256)
+    _screen_bf16(
+        xa,
+        xs,
+        xr,
+        H,
+        ya,
+        ys,
+        yr,
+        block,
+        ecols,
+        eranges,
+        cols,
+        ranges,
+        counter,
+        xy_out,
+        yy_out,
+        xx_out,
+        with_xx,
+        pidx,
+        n_out,
+        sa_out,
+        mx_out,
+        with_sums,
+        finite,
+        per_token,
+        part,
+        ypart,
+        _dot_split256,
+    )
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
-              with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart):
+def dots_bf16(
+    xa,
+    xs,
+    xr,
+    H,
+    ya,
+    ys,
+    yr,
+    block,
+    ecols,
+    eranges,
+    cols,
+    ranges,
+    counter,
+    xy_out,
+    yy_out,
+    xx_out,
+    with_xx,
+    pidx,
+    n_out,
+    sa_out,
+    mx_out,
+    with_sums,
+    finite,
+    per_token,
+    part,
+    ypart,
+):
     """The bf16 screen with ``vdpbf16ps`` (only where the CPU has AVX512-BF16)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
-                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, _dot_vdp)
+    _screen_bf16(
+        xa,
+        xs,
+        xr,
+        H,
+        ya,
+        ys,
+        yr,
+        block,
+        ecols,
+        eranges,
+        cols,
+        ranges,
+        counter,
+        xy_out,
+        yy_out,
+        xx_out,
+        with_xx,
+        pidx,
+        n_out,
+        sa_out,
+        mx_out,
+        with_sums,
+        finite,
+        per_token,
+        part,
+        ypart,
+        _dot_vdp,
+    )
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
-def dots_bf16_fma(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out,
-                  xx_out, with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart):
+def dots_bf16_fma(
+    xa,
+    xs,
+    xr,
+    H,
+    ya,
+    ys,
+    yr,
+    block,
+    ecols,
+    eranges,
+    cols,
+    ranges,
+    counter,
+    xy_out,
+    yy_out,
+    xx_out,
+    with_xx,
+    pidx,
+    n_out,
+    sa_out,
+    mx_out,
+    with_sums,
+    finite,
+    per_token,
+    part,
+    ypart,
+):
     """The bf16 screen with split lanes and fused multiply-adds (any CPU)."""
-    _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
-                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, _dot_split)
+    _screen_bf16(
+        xa,
+        xs,
+        xr,
+        H,
+        ya,
+        ys,
+        yr,
+        block,
+        ecols,
+        eranges,
+        cols,
+        ranges,
+        counter,
+        xy_out,
+        yy_out,
+        xx_out,
+        with_xx,
+        pidx,
+        n_out,
+        sa_out,
+        mx_out,
+        with_sums,
+        finite,
+        per_token,
+        part,
+        ypart,
+        _dot_split,
+    )
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges, counter, xy_out, yy_out, xx_out,
-                 with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, dot):
+def _screen_bf16(
+    xa,
+    xs,
+    xr,
+    H,
+    ya,
+    ys,
+    yr,
+    block,
+    ecols,
+    eranges,
+    cols,
+    ranges,
+    counter,
+    xy_out,
+    yy_out,
+    xx_out,
+    with_xx,
+    pidx,
+    n_out,
+    sa_out,
+    mx_out,
+    with_sums,
+    finite,
+    per_token,
+    part,
+    ypart,
+    dot,
+):
     """All-bf16 screen of tokens ``cols[i0:i1]``, each range ``(i0, i1)`` of ``ranges`` taken from
     ``counter`` in turn: per token, slots four at a time against candidates four at a time (a short
     last quad repeats its last one), multiplied by ``dot`` (``_dot_vdp``, ``_dot_split`` or ``_dot_split256``). While
@@ -355,9 +557,38 @@ def _screen_bf16(xa, xs, xr, H, ya, ys, yr, block, ecols, eranges, cols, ranges,
         r -= E
         if r >= ranges.shape[0]:
             return
-        _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, ranges[r, 0], ranges[r, 1], r, xy_out, yy_out, xx_out,
-                      with_xx, pidx, n_out, sa_out, mx_out, with_sums, finite, per_token, part, ypart, dot, out, xrow,
-                      q, qn)
+        _screen_range(
+            xa,
+            xs,
+            xr,
+            H,
+            ya,
+            ys,
+            yr,
+            block,
+            cols,
+            ranges[r, 0],
+            ranges[r, 1],
+            r,
+            xy_out,
+            yy_out,
+            xx_out,
+            with_xx,
+            pidx,
+            n_out,
+            sa_out,
+            mx_out,
+            with_sums,
+            finite,
+            per_token,
+            part,
+            ypart,
+            dot,
+            out,
+            xrow,
+            q,
+            qn,
+        )
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
@@ -370,13 +601,44 @@ def _exact_range(xa, xs, xr, H, ya, ys, yr, cols, i0, i1, pidx, n_out, sa_out, m
             for g in range(G):
                 p = pidx[s, g]
                 if p >= 0:
-                    n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row_bf16(xa[s] + xr[t] * xs[s],
-                                                                             ya[g] + yr[t] * ys[g], H)
+                    n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row_bf16(
+                        xa[s] + xr[t] * xs[s], ya[g] + yr[t] * ys[g], H
+                    )
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
-def _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, r, xy_out, yy_out, xx_out, with_xx, pidx, n_out,
-                  sa_out, mx_out, with_sums, finite, per_token, part, ypart, dot, out, xrow, q, qn):
+def _screen_range(
+    xa,
+    xs,
+    xr,
+    H,
+    ya,
+    ys,
+    yr,
+    block,
+    cols,
+    i0,
+    i1,
+    r,
+    xy_out,
+    yy_out,
+    xx_out,
+    with_xx,
+    pidx,
+    n_out,
+    sa_out,
+    mx_out,
+    with_sums,
+    finite,
+    per_token,
+    part,
+    ypart,
+    dot,
+    out,
+    xrow,
+    q,
+    qn,
+):
     S = xa.shape[0]
     G = ya.shape[0]
     nb = H // 32
@@ -436,7 +698,7 @@ def _screen_range(xa, xs, xr, H, ya, ys, yr, block, cols, i0, i1, r, xy_out, yy_
                         p = pidx[s, g0 + m]
                         if p >= 0:
                             n_out[p, t], sa_out[p, t], mx_out[p, t] = _diff_row_bf16(xrow[s], q[m], H)
-        if with_sums:           # (the block's sums still in cache)
+        if with_sums:  # (the block's sums still in cache)
             _token_sums(xx_out, xy_out, yy_out, cols, b0, b1, finite, per_token, part[r], ypart[r])
 
 
@@ -508,8 +770,26 @@ def dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, cols, ranges, counter, xy_out, y
         r = _take(counter)
         if r >= ranges.shape[0]:
             return
-        _dots_any(xa, xs, xc, xr, H, ya, yc, ys, yr, cols, ranges[r, 0], ranges[r, 1], xy_out, yy_out, xx_out,
-                  with_xx, buf, out)
+        _dots_any(
+            xa,
+            xs,
+            xc,
+            xr,
+            H,
+            ya,
+            yc,
+            ys,
+            yr,
+            cols,
+            ranges[r, 0],
+            ranges[r, 1],
+            xy_out,
+            yy_out,
+            xx_out,
+            with_xx,
+            buf,
+            out,
+        )
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
@@ -559,7 +839,7 @@ def _diff_bf16(typingctx, xaddr, yaddr, nb):
         fma = cgutils.get_or_insert_function(mod, ir.FunctionType(f32x16, [f32x16] * 3), "llvm.fma.v16f32")
         umax = cgutils.get_or_insert_function(mod, ir.FunctionType(i32x16, [i32x16] * 2), "llvm.umax.v16i32")
         sixteen = ir.Constant(i32x16, [ir.Constant(i32, 16)] * 16)
-        high = ir.Constant(i32x16, [ir.Constant(i32, -65536)] * 16)           # 0xFFFF0000
+        high = ir.Constant(i32x16, [ir.Constant(i32, -65536)] * 16)  # 0xFFFF0000
         magnitude = ir.Constant(i32x16, [ir.Constant(i32, 0x7FFFFFFF)] * 16)
         acc_n = cgutils.alloca_once_value(builder, ir.Constant(f32x16, None))
         acc_a = cgutils.alloca_once_value(builder, ir.Constant(f32x16, None))
@@ -590,6 +870,7 @@ def _diff_bf16(typingctx, xaddr, yaddr, nb):
             e = builder.extract_element(vm, k)
             mx = builder.select(builder.icmp_unsigned(">", e, mx), e, mx)
         return context.make_tuple(builder, sig.return_type, [sn, sa, mx])
+
     return sig, codegen
 
 
@@ -617,9 +898,8 @@ def _diff_row(x, y, H):
         d = _cv(x[i]) - _cv(y[i])
         n += d * d
         sa += abs(d)
-        mx = _abs_max_bits(mx, d)                # on the bits: NaN orders above Inf
+        mx = _abs_max_bits(mx, d)  # on the bits: NaN orders above Inf
     return n, sa, _bits_f32(mx)
-
 
 
 @njit(nogil=True, fastmath=FM, cache=True)
@@ -631,8 +911,9 @@ def exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, ranges, 
         r = _take(counter)
         if r >= ranges.shape[0]:
             return
-        _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, ranges[r, 0], ranges[r, 1], n_out,
-                    sa_out, mx_out)
+        _exact_rows(
+            xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, ranges[r, 0], ranges[r, 1], n_out, sa_out, mx_out
+        )
 
 
 @njit(nogil=True, fastmath=FM, inline="always")
@@ -656,14 +937,13 @@ def _exact_rows(xa, xs, xc, xr, H, p_slot, p_cand, ya, yc, ys, yr, cols, i0, i1,
             n_out[p, t], sa_out[p, t], mx_out[p, t] = r
 
 
-
 # ------------------------------------------------------------------------ statistics of the pairs
 # A pass's statistics of every pair are taken per token as it is screened (``with_sums``), the
 # token's sums still in registers' reach: no pass of their own over ``[S, G, T]`` afterwards (on
 # the H200 host's 16 threads that pass cost 0.84 ms, most of it starting the threads). Each token
 # range adds into partial sums of its own (``part [R, 3, S, G]``, ``ypart [R, G]``, float64), summed
 # in range order after the pass: the same sums whichever thread takes which range.
-@njit(nogil=True, cache=True)          # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
+@njit(nogil=True, cache=True)  # IEEE arithmetic: no fast-math (NaN tests, the sums' order)
 def _token_sums(xx, xy, yy, cols, i0, i1, finite, per_token, part, ypart):
     """Tokens ``cols[i0:i1]``'s statistics of every pair from their screen (``xx [S, T]``,
     ``xy [S, G, T]``, ``yy [G, T]``, fp32), in float64, in token order: ``finite [G, T]`` (yy
@@ -696,7 +976,7 @@ def _one_token(xx, xy, yy, t, finite, per_token, part, ypart):
             v = np.float64(xy[s, g, t])
             d = np.float64(xx[s, t]) + y
             n = d - 2.0 * v
-            if n < 0.0:                 # (a NaN stays NaN, as numpy's maximum keeps it)
+            if n < 0.0:  # (a NaN stays NaN, as numpy's maximum keeps it)
                 n = 0.0
             part[0, s, g] += n
             part[1, s, g] += d
@@ -764,10 +1044,15 @@ def _team_sums_rows(n, *args):
         sums_rows(*args)
 
 
-_UNBUILT: set[Any] = set()      # launchers that did not build here
-LAUNCHERS = {dots_bf16: _team_dots_bf16, dots_bf16_fma: _team_dots_bf16_fma,
-             dots_bf16_fma256: _team_dots_bf16_fma256, dots_any: _team_dots_any, exact_rows: _team_exact_rows,
-             sums_rows: _team_sums_rows}
+_UNBUILT: set[Any] = set()  # launchers that did not build here
+LAUNCHERS = {
+    dots_bf16: _team_dots_bf16,
+    dots_bf16_fma: _team_dots_bf16_fma,
+    dots_bf16_fma256: _team_dots_bf16_fma256,
+    dots_any: _team_dots_any,
+    exact_rows: _team_exact_rows,
+    sums_rows: _team_sums_rows,
+}
 
 
 # ------------------------------------------------------------------------------------- the driver
@@ -802,7 +1087,7 @@ def block_tokens(S: int, H: int, esize: int = 2, l2: Optional[int] = None) -> in
     return max(4, min(MAX_BLOCK, 1 << (n.bit_length() - 1)))
 
 
-CODES = {"bfloat16": BF16, "float32": F32}     # the element codes the kernels read, by dtype name
+CODES = {"bfloat16": BF16, "float32": F32}  # the element codes the kernels read, by dtype name
 
 
 @functools.lru_cache(maxsize=1)
@@ -819,37 +1104,41 @@ def _code(t: torch.Tensor) -> Optional[int]:
 class Group(NamedTuple):
     """Prepared candidates and the addresses the kernels read them by, made once for every pass
     over them (``PairStats.group``): a pass takes a group or a plain list of candidates."""
+
     tensors: tuple[torch.Tensor, ...]
-    ya: npt.NDArray[np.int64]            # each candidate's first byte
-    yc: npt.NDArray[np.int64]            # its element code (BF16, F32)
-    ys: npt.NDArray[np.int64]            # its row stride in bytes
-    owner: Any = None                    # what keeps the bytes mapped, where there are no tensors (``group_at``)
+    ya: npt.NDArray[np.int64]  # each candidate's first byte
+    yc: npt.NDArray[np.int64]  # its element code (BF16, F32)
+    ys: npt.NDArray[np.int64]  # its row stride in bytes
+    owner: Any = None  # what keeps the bytes mapped, where there are no tensors (``group_at``)
 
 
 class Screened(NamedTuple):
     """What ``PairStats.dots`` gives: the screen's sums and the asked pairs' exact sums."""
-    xy: npt.NDArray[np.float32]          # [S, G, T]
-    yy: npt.NDArray[np.float32]          # [G, T]
-    n: npt.NDArray[np.float32]           # [P, T] sum (x - y)^2
-    sa: npt.NDArray[np.float32]          # [P, T] sum |x - y|
-    mx: npt.NDArray[np.float32]          # [P, T] max |x - y|
-    sums: Optional[PairSums] = None      # the pairs' statistics over the pass's tokens, where asked for
+
+    xy: npt.NDArray[np.float32]  # [S, G, T]
+    yy: npt.NDArray[np.float32]  # [G, T]
+    n: npt.NDArray[np.float32]  # [P, T] sum (x - y)^2
+    sa: npt.NDArray[np.float32]  # [P, T] sum |x - y|
+    mx: npt.NDArray[np.float32]  # [P, T] max |x - y|
+    sums: Optional[PairSums] = None  # the pairs' statistics over the pass's tokens, where asked for
 
 
 class SumsOut(NamedTuple):
     """Where a pass puts its pairs' per-token statistics (``_token_sums``), and the slots' squared
     norms they read (the pass's own ``xx`` where it writes them)."""
-    xx: npt.NDArray[np.float32]          # [S, T]
-    finite: npt.NDArray[np.bool_]        # [G, T] the candidate's yy is finite
-    per_token: npt.NDArray[np.float32]   # [S, G, T] rel_diff, 0 where a token is left out
+
+    xx: npt.NDArray[np.float32]  # [S, T]
+    finite: npt.NDArray[np.bool_]  # [G, T] the candidate's yy is finite
+    per_token: npt.NDArray[np.float32]  # [S, G, T] rel_diff, 0 where a token is left out
 
 
 class PairSums(NamedTuple):
     """A pass's statistics of every pair over its tokens, float64 (tokens left out add nothing)."""
-    num: npt.NDArray[np.float64]         # [S, G] sum max(xx + yy - 2xy, 0)
-    den: npt.NDArray[np.float64]         # [S, G] sum (xx + yy)
-    dot: npt.NDArray[np.float64]         # [S, G] sum xy
-    yy: npt.NDArray[np.float64]          # [G] sum yy
+
+    num: npt.NDArray[np.float64]  # [S, G] sum max(xx + yy - 2xy, 0)
+    den: npt.NDArray[np.float64]  # [S, G] sum (xx + yy)
+    dot: npt.NDArray[np.float64]  # [S, G] sum xy
+    yy: npt.NDArray[np.float64]  # [G] sum yy
 
 
 def token_ranges(T: int, threads: int, least: int = RANGE_TOKENS) -> list[tuple[int, int]]:
@@ -877,7 +1166,7 @@ def _summed(part: npt.NDArray[np.float64], ypart: npt.NDArray[np.float64]) -> Pa
     return PairSums(tot[0], tot[1], tot[2], ypart.sum(0))
 
 
-_Plan = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", int]     # token columns, ranges of them, threads
+_Plan = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", int]  # token columns, ranges of them, threads
 _Diffs = tuple["npt.NDArray[np.float32]", "npt.NDArray[np.float32]", "npt.NDArray[np.float32]"]
 
 
@@ -888,8 +1177,14 @@ class PairStats:
     columns of the arrays it fills, the others are left as they are): a sample of tokens and then
     the rest, each token read once."""
 
-    def __init__(self, slots: Sequence[torch.Tensor], ref_rows: np.ndarray, infer_rows: np.ndarray,
-                 threads: int = 1, thread_tokens: int = THREAD_TOKENS) -> None:
+    def __init__(
+        self,
+        slots: Sequence[torch.Tensor],
+        ref_rows: np.ndarray,
+        infer_rows: np.ndarray,
+        threads: int = 1,
+        thread_tokens: int = THREAD_TOKENS,
+    ) -> None:
         self.xr = np.ascontiguousarray(ref_rows, dtype=np.int64)
         self.yr = np.ascontiguousarray(infer_rows, dtype=np.int64)
         self.T = len(self.xr)
@@ -936,8 +1231,9 @@ class PairStats:
         ranges = np.array(token_ranges(len(cols), n, min(RANGE_TOKENS, thread_tokens)), np.int64).reshape(-1, 2)
         return cols, ranges, n
 
-    def _run(self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...], plan: _Plan,
-             more: int = 0) -> None:
+    def _run(
+        self, fn: Callable[..., Any], before: tuple[Any, ...], after: tuple[Any, ...], plan: _Plan, more: int = 0
+    ) -> None:
         """``fn(*before, cols, ranges, counter, *after)`` once on each of the plan's threads (numba's,
         ``workbench.hidden.team``, or else this one and its gang's): each call takes the next range
         from the shared counter until none is left, so a thread that falls behind takes fewer and
@@ -977,18 +1273,24 @@ class PairStats:
         """A candidate as the kernels read it: bf16 or fp32, unit stride along H (else a copy)."""
         return self._prepare(y, self.yr, "candidate")
 
-    def _x(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
-                          npt.NDArray[np.int64], int]:
+    def _x(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
         return (self.xa, self.xs, self.xc, self.xr, self.H)
 
     def group(self, ys: Sequence[torch.Tensor]) -> Group:
         """Candidates prepared (``prepare``) for the passes over them, their addresses taken once."""
         ts = tuple(self.prepare(y) for y in ys)
-        return Group(ts, np.array([y.data_ptr() for y in ts], np.int64), np.array([_code(y) for y in ts], np.int64),
-                     np.array([y.stride(0) * y.element_size() for y in ts], np.int64))
+        return Group(
+            ts,
+            np.array([y.data_ptr() for y in ts], np.int64),
+            np.array([_code(y) for y in ts], np.int64),
+            np.array([y.stride(0) * y.element_size() for y in ts], np.int64),
+        )
 
-    def group_at(self, owner: Any, addresses: Sequence[int], codes: Sequence[int], row_bytes: Sequence[int],
-                 rows: Sequence[int]) -> Group:
+    def group_at(
+        self, owner: Any, addresses: Sequence[int], codes: Sequence[int], row_bytes: Sequence[int], rows: Sequence[int]
+    ) -> Group:
         """Candidates read where they lie in a mapping that ``owner`` keeps: candidate g's row r at
         ``addresses[g] + r * row_bytes[g]``, ``rows[g]`` rows of H elements of ``codes[g]`` (BF16 or
         F32) each. No tensor is made (a file's candidates cost one mapping, not one load each)."""
@@ -1005,11 +1307,18 @@ class PairStats:
     def _group(self, ys: Union[Group, Sequence[torch.Tensor]]) -> Group:
         return ys if isinstance(ys, Group) else self.group(ys)
 
-    def dots(self, ys: Union[Group, Sequence[torch.Tensor]], xx: Optional[npt.NDArray[np.float32]] = None,
-             pairs: Sequence[tuple[int, int]] = (), cols: Optional[np.ndarray] = None,
-             out: Optional[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = None,
-             thread_tokens: Optional[int] = None, diffs: Optional[_Diffs] = None,
-             exact_cols: Optional[np.ndarray] = None, sums: Optional[SumsOut] = None) -> Screened:
+    def dots(
+        self,
+        ys: Union[Group, Sequence[torch.Tensor]],
+        xx: Optional[npt.NDArray[np.float32]] = None,
+        pairs: Sequence[tuple[int, int]] = (),
+        cols: Optional[np.ndarray] = None,
+        out: Optional[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = None,
+        thread_tokens: Optional[int] = None,
+        diffs: Optional[_Diffs] = None,
+        exact_cols: Optional[np.ndarray] = None,
+        sums: Optional[SumsOut] = None,
+    ) -> Screened:
         """Screen of a group of candidates (``group``, or a list): ``xy [S, G, T]`` and ``yy [G, T]``
         (fp32, into ``out`` where given); given ``xx [S, T]`` (fp32), the slots' squared norms are
         written there in the same pass (no read of the slots of their own); ``pairs``
@@ -1019,20 +1328,27 @@ class PairStats:
         pass. Only token columns ``cols`` are screened (None: all), at least ``thread_tokens`` a
         thread (None: this one's). ``sums``: the pairs' statistics of those tokens too, per token
         into its arrays and summed (``Screened.sums``); yy is zeroed where a token is left out."""
-        grp = self._group(ys)          # (held to the end: the kernels read its tensors by address)
+        grp = self._group(ys)  # (held to the end: the kernels read its tensors by address)
         G = len(grp.ya)
         plan = self._pass(cols, thread_tokens)
-        xy, yy = out if out is not None else (np.empty((self.S, G, self.T), np.float32),
-                                              np.empty((G, self.T), np.float32))
+        xy, yy = (
+            out if out is not None else (np.empty((self.S, G, self.T), np.float32), np.empty((G, self.T), np.float32))
+        )
         if xy.shape != (self.S, G, self.T) or yy.shape != (G, self.T):
-            raise ValueError(f"out: arrays of shape {xy.shape}, {yy.shape} for {self.S} slots, {G} candidates, "
-                             f"{self.T} tokens")
+            raise ValueError(
+                f"out: arrays of shape {xy.shape}, {yy.shape} for {self.S} slots, {G} candidates, {self.T} tokens"
+            )
         if sums is not None and xx is not None and sums.xx is not xx:
             raise ValueError("sums: its xx must be the pass's own xx where the pass writes the norms")
-        if sums is not None and (sums.xx.shape != (self.S, self.T) or sums.finite.shape != (G, self.T)
-                                 or sums.per_token.shape != (self.S, G, self.T)):
-            raise ValueError(f"sums: arrays of shape {sums.xx.shape}, {sums.finite.shape}, {sums.per_token.shape} "
-                             f"for {self.S} slots, {G} candidates, {self.T} tokens")
+        if sums is not None and (
+            sums.xx.shape != (self.S, self.T)
+            or sums.finite.shape != (G, self.T)
+            or sums.per_token.shape != (self.S, G, self.T)
+        ):
+            raise ValueError(
+                f"sums: arrays of shape {sums.xx.shape}, {sums.finite.shape}, {sums.per_token.shape} "
+                f"for {self.S} slots, {G} candidates, {self.T} tokens"
+            )
         with_xx = xx is not None
         xx_ = xx if xx is not None else sums.xx if sums is not None else np.empty((1, 1), np.float32)
         pidx = np.full((self.S, G), -1, np.int64)
@@ -1040,25 +1356,34 @@ class PairStats:
             pidx[s, g] = p
         n, sa, mx = diffs if diffs is not None else (np.empty((len(pairs), self.T), np.float32) for _ in range(3))
         if any(a.shape != (len(pairs), self.T) for a in (n, sa, mx)):
-            raise ValueError(f"diffs: arrays of shape {n.shape}, {sa.shape}, {mx.shape} for {len(pairs)} pairs, "
-                             f"{self.T} tokens")
-        ecols, eranges, _ = self._pass(exact_cols if exact_cols is not None and len(pairs) else np.empty(0, np.int64),
-                                       RANGE_TOKENS)
-        finite, per_token = ((sums.finite, sums.per_token) if sums is not None
-                             else (np.empty((1, 1), np.bool_), np.empty((1, 1, 1), np.float32)))
+            raise ValueError(
+                f"diffs: arrays of shape {n.shape}, {sa.shape}, {mx.shape} for {len(pairs)} pairs, {self.T} tokens"
+            )
+        ecols, eranges, _ = self._pass(
+            exact_cols if exact_cols is not None and len(pairs) else np.empty(0, np.int64), RANGE_TOKENS
+        )
+        finite, per_token = (
+            (sums.finite, sums.per_token)
+            if sums is not None
+            else (np.empty((1, 1), np.bool_), np.empty((1, 1, 1), np.float32))
+        )
         ya, yc, ys_ = grp.ya, grp.yc, grp.ys
         while self.kernel in BF16_SCREENS and (yc == BF16).all():
             fn = globals()[SCREEN_FUNCS[self.kernel]]
             part, ypart = _partials(len(plan[1]) if sums is not None else 0, self.S, G)
             try:
-                self._run(fn, (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block, ecols, eranges),
-                          (xy, yy, xx_, with_xx, pidx, n, sa, mx, sums is not None, finite, per_token, part, ypart),
-                          plan, len(eranges))
+                self._run(
+                    fn,
+                    (self.xa, self.xs, self.xr, self.H, ya, ys_, self.yr, self.block, ecols, eranges),
+                    (xy, yy, xx_, with_xx, pidx, n, sa, mx, sums is not None, finite, per_token, part, ypart),
+                    plan,
+                    len(eranges),
+                )
                 return Screened(xy, yy, n, sa, mx, _summed(part, ypart) if sums is not None else None)
             except Exception:  # noqa: BLE001
-                if fn.signatures:                        # it was built: a real error
+                if fn.signatures:  # it was built: a real error
                     raise
-                global HAS_BF16_DOT, HAS_BF16_SCREEN     # this numba/LLVM cannot build it: the next kernel
+                global HAS_BF16_DOT, HAS_BF16_SCREEN  # this numba/LLVM cannot build it: the next kernel
                 if fn is dots_bf16:
                     HAS_BF16_DOT = False
                 else:
@@ -1069,11 +1394,18 @@ class PairStats:
             self.exact(pairs, grp, cols, (n, sa, mx), thread_tokens)
             if len(ecols):
                 self.exact(pairs, grp, ecols, (n, sa, mx), RANGE_TOKENS)
-        return Screened(xy, yy, n, sa, mx, self.pair_sums(xy, yy, sums, cols, thread_tokens)
-                        if sums is not None else None)
+        return Screened(
+            xy, yy, n, sa, mx, self.pair_sums(xy, yy, sums, cols, thread_tokens) if sums is not None else None
+        )
 
-    def pair_sums(self, xy: npt.NDArray[np.float32], yy: npt.NDArray[np.float32], out: SumsOut,
-                  cols: Optional[np.ndarray] = None, thread_tokens: Optional[int] = None) -> PairSums:
+    def pair_sums(
+        self,
+        xy: npt.NDArray[np.float32],
+        yy: npt.NDArray[np.float32],
+        out: SumsOut,
+        cols: Optional[np.ndarray] = None,
+        thread_tokens: Optional[int] = None,
+    ) -> PairSums:
         """The statistics ``dots(sums=...)`` takes in its pass, from a screen's ``xy [S, G, T]`` and
         ``yy [G, T]`` (fp32; yy zeroed where a token is left out) and the slots' norms ``out.xx``,
         over token columns ``cols`` (None: all): per token into ``out``, summed by token range."""
@@ -1082,9 +1414,14 @@ class PairStats:
         self._run(sums_rows, (out.xx, xy, yy), (out.finite, out.per_token, part, ypart), plan)
         return _summed(part, ypart)
 
-    def exact(self, pairs: Sequence[tuple[int, int]], ys: Union[Group, Sequence[torch.Tensor]],
-              cols: Optional[np.ndarray] = None,
-              out: Optional[_Diffs] = None, thread_tokens: Optional[int] = None) -> _Diffs:
+    def exact(
+        self,
+        pairs: Sequence[tuple[int, int]],
+        ys: Union[Group, Sequence[torch.Tensor]],
+        cols: Optional[np.ndarray] = None,
+        out: Optional[_Diffs] = None,
+        thread_tokens: Optional[int] = None,
+    ) -> _Diffs:
         """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
         in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
         ``mx [P, T]`` (max |d|), into ``out`` where given; token columns and threads as ``dots``."""
@@ -1093,6 +1430,10 @@ class PairStats:
         pc = np.array([int(p[1]) for p in pairs], np.int64)
         grp = self._group(ys)
         if len(pairs):
-            self._run(exact_rows, self._x() + (ps_, pc, grp.ya, grp.yc, grp.ys, self.yr), (n, sa, mx),
-                      self._pass(cols, thread_tokens))
+            self._run(
+                exact_rows,
+                self._x() + (ps_, pc, grp.ya, grp.yc, grp.ys, self.yr),
+                (n, sa, mx),
+                self._pass(cols, thread_tokens),
+            )
         return n, sa, mx

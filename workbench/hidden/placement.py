@@ -37,16 +37,16 @@ if TYPE_CHECKING:
 
     from workbench.hidden.view import HiddenTensor
 
-CPU_SHARE = 0.45                 # the CPU kernels' share of the host's read bandwidth (see choose)
-SMALL_BYTES = 256 << 20          # below this a CUDA start costs more than the whole CPU pass
+CPU_SHARE = 0.45  # the CPU kernels' share of the host's read bandwidth (see choose)
+SMALL_BYTES = 256 << 20  # below this a CUDA start costs more than the whole CPU pass
 # Bytes of bf16 candidates one core screens per second with the compiled kernels (S = 3 slots),
 # measured on the H200 host's CPU (vdpbf16ps), a 2-core Xeon without AVX512-BF16 (bf16-fma, rows
 # already in memory: 10 GB/s a core), a 2-core AMD EPYC without AVX-512 (bf16-fma256: 8 GB/s a
 # core from the page cache) and the 2-core CI machine (fma, per-token fp32 conversion).
 KERNEL_BPS = {"vdpbf16ps": 6.0e9, "bf16-fma": 5.0e9, "bf16-fma256": 5.0e9, "fma": 1.5e9, "torch": 0.5e9}
-STAGE_BYTES = 32 << 20           # one pinned buffer
-STAGE_COUNT = 4                  # buffers in the ring
-COPY_PROBE_BYTES = 256 << 20    # host_copy_bps's buffers: past the last-level cache
+STAGE_BYTES = 32 << 20  # one pinned buffer
+STAGE_COUNT = 4  # buffers in the ring
+COPY_PROBE_BYTES = 256 << 20  # host_copy_bps's buffers: past the last-level cache
 
 _MEASURED: dict[tuple[object, ...], float] = {}
 
@@ -162,8 +162,9 @@ def on_cuda(tensors: Iterable[Union[HiddenTensor, torch.Tensor]]) -> Optional[st
     return None
 
 
-def choose(device: Optional[str], tensors: Iterable[Union[HiddenTensor, torch.Tensor]], nbytes: int,
-           kernel: str = "vdpbf16ps") -> Choice:
+def choose(
+    device: Optional[str], tensors: Iterable[Union[HiddenTensor, torch.Tensor]], nbytes: int, kernel: str = "vdpbf16ps"
+) -> Choice:
     """``device`` as asked (``None``/``auto``: the faster path for these bytes; see the module)."""
     import torch
 
@@ -177,8 +178,11 @@ def choose(device: Optional[str], tensors: Iterable[Union[HiddenTensor, torch.Te
     threads = _threads()
     cpu_rate = kernel_bps(kernel, threads)
     if nbytes < SMALL_BYTES and kernel != "torch":
-        return Choice("cpu", f"{nbytes / 1e6:.0f} MB: less than a CUDA start saves",
-                      {"bytes": nbytes, "cpu_kernel_gbps": round(cpu_rate / 1e9, 1)})
+        return Choice(
+            "cpu",
+            f"{nbytes / 1e6:.0f} MB: less than a CUDA start saves",
+            {"bytes": nbytes, "cpu_kernel_gbps": round(cpu_rate / 1e9, 1)},
+        )
     started = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]  # unannotated in torch
     t0 = time.perf_counter()
     bus = h2d_bps("cuda")
@@ -190,18 +194,25 @@ def choose(device: Optional[str], tensors: Iterable[Union[HiddenTensor, torch.Te
     # H200 host). A path this process already ran is taken at its measure.
     learned = {p: _MEASURED.get(("path", p, threads)) for p in ("cpu", "cuda")}
     cpu_s, gpu_s = estimate(nbytes, cpu_rate, copy, bus, learned)
-    figures = {"bytes": nbytes, "host_copy_gbps": round(copy / 1e9, 1),
-               "h2d_pinned_gbps": round(bus / 1e9, 1),
-               "cpu_kernel_gbps": round(cpu_rate / 1e9, 1), "threads": threads,
-               "cpu_est_s": round(cpu_s, 4), "gpu_est_s": round(gpu_s, 4), "cuda_start_s": round(start_s, 3),
-               "measured_paths": [p for p, v in learned.items() if v]}
+    figures = {
+        "bytes": nbytes,
+        "host_copy_gbps": round(copy / 1e9, 1),
+        "h2d_pinned_gbps": round(bus / 1e9, 1),
+        "cpu_kernel_gbps": round(cpu_rate / 1e9, 1),
+        "threads": threads,
+        "cpu_est_s": round(cpu_s, 4),
+        "gpu_est_s": round(gpu_s, 4),
+        "cuda_start_s": round(start_s, 3),
+        "measured_paths": [p for p, v in learned.items() if v],
+    }
     if gpu_s < cpu_s:
         return Choice("cuda", f"GPU {gpu_s * 1e3:.0f} ms vs CPU {cpu_s * 1e3:.0f} ms (estimated)", figures)
     return Choice("cpu", f"CPU {cpu_s * 1e3:.0f} ms vs GPU {gpu_s * 1e3:.0f} ms (estimated)", figures)
 
 
-def estimate(nbytes: int, cpu_rate: float, copy: float, bus: float,
-             learned: Optional[dict[str, Optional[float]]] = None) -> tuple[float, float]:
+def estimate(
+    nbytes: int, cpu_rate: float, copy: float, bus: float, learned: Optional[dict[str, Optional[float]]] = None
+) -> tuple[float, float]:
     """Seconds of the CPU path and of the staged GPU path for ``nbytes`` from host memory.
 
     The CPU kernels run at ``min(cpu_rate, CPU_SHARE x the host's read bandwidth)``, that bandwidth
@@ -226,18 +237,18 @@ class Stager:
     in buffer-sized pieces and returns at once for the DMA; ``ready()`` makes the current stream
     wait for every copy put so far. A buffer is refilled only after its last DMA finished."""
 
-    def __init__(self, device: Union[str, torch.device], stage_bytes: int = STAGE_BYTES,
-                 count: int = STAGE_COUNT) -> None:
+    def __init__(
+        self, device: Union[str, torch.device], stage_bytes: int = STAGE_BYTES, count: int = STAGE_COUNT
+    ) -> None:
         import torch
 
         self.device = torch.device(device)
         key = (os.getpid(), str(self.device), stage_bytes, count)
         ring = _RINGS.get(key)
-        if ring is None:        # pinned memory is slow to allocate: one ring per process and device
-            ring = _RINGS[key] = [torch.empty(stage_bytes, dtype=torch.uint8, pin_memory=True)
-                                  for _ in range(count)]
+        if ring is None:  # pinned memory is slow to allocate: one ring per process and device
+            ring = _RINGS[key] = [torch.empty(stage_bytes, dtype=torch.uint8, pin_memory=True) for _ in range(count)]
         self.ring = ring
-        self.done: list[Optional[torch.cuda.Event]] = [None] * count   # an event once its slot was used
+        self.done: list[Optional[torch.cuda.Event]] = [None] * count  # an event once its slot was used
         self.k = 0
         self.stream = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]  # unannotated in torch
         # destinations were allocated on the current stream: copies start after its work so far
@@ -265,11 +276,11 @@ class Stager:
             self.k = (k + 1) % len(self.ring)
             done = self.done[k]
             if done is not None:
-                done.synchronize()                  # its previous DMA has left the buffer
+                done.synchronize()  # its previous DMA has left the buffer
             n = (r1 - r0) * row_bytes
             buf = self.ring[k][:n].view(src.dtype).view((r1 - r0,) + tuple(src.shape[1:]))
             t0 = time.perf_counter()
-            buf.copy_(src[r0:r1])                    # host copy (torch's threads), faults the pages in
+            buf.copy_(src[r0:r1])  # host copy (torch's threads), faults the pages in
             self.host_s += time.perf_counter() - t0
             with torch.cuda.stream(self.stream):
                 dst[r0:r1].copy_(buf, non_blocking=True)

@@ -22,7 +22,7 @@ def load_pt(path: "str | os.PathLike[str]", *, mmap: bool = True) -> Any:
     import warnings
 
     path = Path(path)
-    with warnings.catch_warnings():   # torch warns about pickle protocols: noise beside the one line
+    with warnings.catch_warnings():  # torch warns about pickle protocols: noise beside the one line
         warnings.simplefilter("ignore")
         return _load(path, mmap)
 
@@ -43,8 +43,21 @@ def _load(path: Path, mmap: bool) -> Any:
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unsafe pickle"
         raise InputError(f"{path}: refused to unpickle (weights_only): {first[:160]}") from None
-    except (EOFError, gzip.BadGzipFile, zipfile.BadZipFile, OSError, zlib.error, struct.error,
-            ValueError, KeyError, IndexError, TypeError, AttributeError, MemoryError, RecursionError) as exc:
+    except (
+        EOFError,
+        gzip.BadGzipFile,
+        zipfile.BadZipFile,
+        OSError,
+        zlib.error,
+        struct.error,
+        ValueError,
+        KeyError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        MemoryError,
+        RecursionError,
+    ) as exc:
         # a damaged stream fails inside gzip/zlib/zipfile or torch's unpickler, in many ways
         raise InputError(f"{path}: truncated or corrupt file ({type(exc).__name__}: {str(exc)[:120]})") from None
     except RuntimeError as exc:

@@ -19,12 +19,21 @@ from workbench.hidden.view import SLOT
 from workbench.layers import Point, rule_for
 
 
-def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
-              num_layers: Optional[int] = None, draft_config: Optional[dict[str, Any]] = None,
-              draft_config_path: Optional[str] = None) -> tuple[Recommendation, list[Finding]]:
+def recommend(
+    result: AlignResult,
+    engine: str,
+    *,
+    arch: Optional[str] = None,
+    num_layers: Optional[int] = None,
+    draft_config: Optional[dict[str, Any]] = None,
+    draft_config_path: Optional[str] = None,
+) -> tuple[Recommendation, list[Finding]]:
     rule = rule_for(engine, arch)
-    key = ("eagle_aux_hidden_state_layer_ids" if rule.reads_top_level_first
-           else "eagle_config.eagle_aux_hidden_state_layer_ids")
+    key = (
+        "eagle_aux_hidden_state_layer_ids"
+        if rule.reads_top_level_first
+        else "eagle_config.eagle_aux_hidden_state_layer_ids"
+    )
     slot_rows = [i for i, r in enumerate(result.row_roles) if r == SLOT] or list(range(len(result.rows)))
     bests = [result.best[i] for i in slot_rows]
     points = [b.physical for b in bests]
@@ -38,7 +47,7 @@ def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
     if missing:
         rec.reason = f"no physical point known for the best candidate of {', '.join(missing)}"
         return rec, findings
-    named = [p for p in points if p is not None]      # every one of them (none missing)
+    named = [p for p in points if p is not None]  # every one of them (none missing)
     try:
         pts = [Point.parse(p) for p in named]
     except InputError as exc:
@@ -67,20 +76,41 @@ def recommend(result: AlignResult, engine: str, *, arch: Optional[str] = None,
     if rec.differs:
         shift = _shift(have, want)
         where = f"{source} {current}" if current is not None else "its defaults"
-        msg = (f"{rule.name} captures {_fmt(rec.current_points)} from {where}, but the training data's "
-               f"slots match {_fmt(points)} numerically")
+        msg = (
+            f"{rule.name} captures {_fmt(rec.current_points)} from {where}, but the training data's "
+            f"slots match {_fmt(points)} numerically"
+        )
         msg += f" (a {abs(shift)}-layer shift)" if shift else ""
         msg += "." if confident else "; not every slot matched firmly, check the alignment table."
         fix = None
         if ids is not None:
-            fix = Fix(f"set {key} to {ids} so {rule.name} captures {', '.join(named)}",
-                      str(Path(draft_config_path)) if draft_config_path else None, [ConfigEdit(key, ids)])
-        findings.append(Finding(
-            "layer-ids-engine-mismatch", "error" if confident else "warning", msg,
-            {"engine": rule.name, "rule": rule.source, "num_layers": num_layers, "config_ids": current,
-             "ids_key": source, "engine_points": rec.current_points, "trained_points": points,
-             "source": "numeric alignment", "shift": shift, "recommended_ids": ids,
-             "verdicts": [b.verdict for b in bests]}, fix, "numbers"))
+            fix = Fix(
+                f"set {key} to {ids} so {rule.name} captures {', '.join(named)}",
+                str(Path(draft_config_path)) if draft_config_path else None,
+                [ConfigEdit(key, ids)],
+            )
+        findings.append(
+            Finding(
+                "layer-ids-engine-mismatch",
+                "error" if confident else "warning",
+                msg,
+                {
+                    "engine": rule.name,
+                    "rule": rule.source,
+                    "num_layers": num_layers,
+                    "config_ids": current,
+                    "ids_key": source,
+                    "engine_points": rec.current_points,
+                    "trained_points": points,
+                    "source": "numeric alignment",
+                    "shift": shift,
+                    "recommended_ids": ids,
+                    "verdicts": [b.verdict for b in bests],
+                },
+                fix,
+                "numbers",
+            )
+        )
     return rec, findings
 
 
@@ -125,5 +155,3 @@ def target_info(path: "str | os.PathLike[str]") -> tuple[Optional[str], Optional
     mt = cfg.get("model_type") or text.get("model_type")
     arch = archs[0] if archs else (mt if isinstance(mt, str) else None)
     return arch, n
-
-

@@ -21,13 +21,13 @@ class Thresholds(Result):
     (true match 1e-5..6.5e-5, adjacent layer >= 7.4e-3, ratio >= 540) and widened for real
     cross-engine noise (true match near 1e-3 with the adjacent layer only a few times larger)."""
 
-    exact: float = 1e-9          # at or below: the same numbers (up to summation order)
-    match_max: float = 5e-3      # a match's rel_diff is at most this
-    min_ratio: float = 2.0       # runner-up / best (aggregate or per-token median) at least this
-    min_gap: float = 1e-4        # runner-up - best at least this (two near-identical points are a tie)
-    min_win_rate: float = 0.5    # share of tokens where the best beats the runner-up
-    no_match_min: float = 5e-2   # above: nothing here is this slot
-    min_tokens: int = 16         # fewer compared tokens: never more than ambiguous
+    exact: float = 1e-9  # at or below: the same numbers (up to summation order)
+    match_max: float = 5e-3  # a match's rel_diff is at most this
+    min_ratio: float = 2.0  # runner-up / best (aggregate or per-token median) at least this
+    min_gap: float = 1e-4  # runner-up - best at least this (two near-identical points are a tie)
+    min_win_rate: float = 0.5  # share of tokens where the best beats the runner-up
+    no_match_min: float = 5e-2  # above: nothing here is this slot
+    min_tokens: int = 16  # fewer compared tokens: never more than ambiguous
 
 
 @dataclass
@@ -40,9 +40,9 @@ class SlotBest(Result):
     runner_up: Optional[str]
     runner_up_physical: Optional[str]
     runner_up_value: Optional[float]
-    margin: Optional[float]           # runner_up_value / value (inf when value is 0)
-    token_margin: Optional[float]     # median per-token rel_diff, runner-up over best
-    win_rate: Optional[float]         # share of tokens where best < runner-up
+    margin: Optional[float]  # runner_up_value / value (inf when value is 0)
+    token_margin: Optional[float]  # median per-token rel_diff, runner-up over best
+    win_rate: Optional[float]  # share of tokens where best < runner-up
     verdict: str
     reason: str
     exact: bool = False
@@ -55,12 +55,12 @@ class SlotBest(Result):
 
 @dataclass
 class NonFinite(Result):
-    side: str                 # "train" or "infer"
+    side: str  # "train" or "infer"
     tensor: str
     nan: int
     inf: int
-    tokens: int               # rows holding at least one non-finite value
-    first: list[list[int]]    # up to 5 [row, column] positions (rows in that capture's own numbering)
+    tokens: int  # rows holding at least one non-finite value
+    first: list[list[int]]  # up to 5 [row, column] positions (rows in that capture's own numbering)
 
 
 @dataclass
@@ -68,10 +68,10 @@ class Recommendation(Result):
     engine: str
     arch: Optional[str]
     num_layers: Optional[int]
-    points: list[Optional[str]]        # best physical point per slot (None where unknown)
-    layer_ids: Optional[list[int]]     # the ids to write, in this engine's convention
-    key: str                           # where they go in the draft config.json
-    confident: bool                    # every slot matched
+    points: list[Optional[str]]  # best physical point per slot (None where unknown)
+    layer_ids: Optional[list[int]]  # the ids to write, in this engine's convention
+    key: str  # where they go in the draft config.json
+    confident: bool  # every slot matched
     current_ids: Optional[list[Any]] = None
     current_points: Optional[list[Optional[str]]] = None
     differs: Optional[bool] = None
@@ -83,20 +83,20 @@ class Recommendation(Result):
 class AlignResult(Result):
     train: str
     infer: str
-    rows: list[str]                   # slot names
+    rows: list[str]  # slot names
     rows_physical: list[Optional[str]]
-    row_roles: list[str]              # "slot" (a drafter input) or "final" (the teacher's input)
-    cols: list[str]                   # candidate names
+    row_roles: list[str]  # "slot" (a drafter input) or "final" (the teacher's input)
+    cols: list[str]  # candidate names
     cols_physical: list[Optional[str]]
     metric: str
-    matrix: list[list[Optional[float]]]   # rel_diff [rows][cols]
+    matrix: list[list[Optional[float]]]  # rel_diff [rows][cols]
     cosine: list[list[Optional[float]]]
     max_abs: list[list[Optional[float]]]  # None where not computed (see ``exact``)
     mean_abs: list[list[Optional[float]]]
-    exact: list[list[bool]]           # [rows][cols] True where refined exactly (fp32 differences)
-    best: list[SlotBest]              # SlotBest per row
+    exact: list[list[bool]]  # [rows][cols] True where refined exactly (fp32 differences)
+    best: list[SlotBest]  # SlotBest per row
     tokens_compared: int
-    tokens: dict[str, Any]            # the token alignment (method, dropped, notes)
+    tokens: dict[str, Any]  # the token alignment (method, dropped, notes)
     recommendation: Optional[Recommendation]
     findings: list[Finding] = field(default_factory=list)
     nonfinite: list[NonFinite] = field(default_factory=list)
@@ -116,25 +116,36 @@ class AlignResult(Result):
         c = candidate if isinstance(candidate, int) else self.cols.index(candidate)
         vals = np.asarray(self.per_token_values[s, c], dtype=np.float64)
         pos = np.asarray(self.token_positions)
-        ok = np.isfinite(vals)          # tokens left out (NaN/Inf on either side) have no value
-        return {"slot": self.rows[s], "candidate": self.cols[c], "exact": bool(self.exact[s][c]),
-                "positions": pos[ok].tolist(), "rel_diff": vals[ok].tolist(),
-                "left_out": pos[~ok].tolist()}
+        ok = np.isfinite(vals)  # tokens left out (NaN/Inf on either side) have no value
+        return {
+            "slot": self.rows[s],
+            "candidate": self.cols[c],
+            "exact": bool(self.exact[s][c]),
+            "positions": pos[ok].tolist(),
+            "rel_diff": vals[ok].tolist(),
+            "left_out": pos[~ok].tolist(),
+        }
 
     def verdicts(self) -> list[str]:
         return [b.verdict for b in self.best]
 
     def text(self) -> str:
-        lines = [f"alignment of {self.train} (rows) against {self.infer} (columns): {self.metric}, "
-                 f"{self.tokens_compared} tokens"]
+        lines = [
+            f"alignment of {self.train} (rows) against {self.infer} (columns): {self.metric}, "
+            f"{self.tokens_compared} tokens"
+        ]
         for b in self.best:
-            lines.append(f"  {b.slot:<10} -> {b.candidate or '-':<28} {_p(b.physical):<16} "
-                         f"{_f(b.value):>10}  runner-up {b.runner_up or '-'} {_f(b.runner_up_value)} "
-                         f"(x{_f(b.margin, 3)})  {b.verdict.upper()}")
+            lines.append(
+                f"  {b.slot:<10} -> {b.candidate or '-':<28} {_p(b.physical):<16} "
+                f"{_f(b.value):>10}  runner-up {b.runner_up or '-'} {_f(b.runner_up_value)} "
+                f"(x{_f(b.margin, 3)})  {b.verdict.upper()}"
+            )
         if self.recommendation is not None:
             r = self.recommendation
-            lines.append(f"  recommend {r.key} = {r.layer_ids} for {r.engine}"
-                         + ("" if r.confident else " (not confident: see verdicts)"))
+            lines.append(
+                f"  recommend {r.key} = {r.layer_ids} for {r.engine}"
+                + ("" if r.confident else " (not confident: see verdicts)")
+            )
         for f in self.findings:
             lines.append(f"  [{f.severity}] {f.code}: {f.message}")
         for n in self.notes:

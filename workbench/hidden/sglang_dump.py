@@ -48,8 +48,9 @@ Part = Union[str, int, None]
 
 def is_pass_dump(path: "str | os.PathLike[str]") -> bool:
     path = Path(path)
-    return path.is_dir() and (any(RANK_DIR.match(p.name) for p in path.iterdir() if p.is_dir())
-                              or (path / "target").is_dir())
+    return path.is_dir() and (
+        any(RANK_DIR.match(p.name) for p in path.iterdir() if p.is_dir()) or (path / "target").is_dir()
+    )
 
 
 def is_dumper(path: "str | os.PathLike[str]") -> bool:
@@ -60,8 +61,14 @@ def is_dumper(path: "str | os.PathLike[str]") -> bool:
 
 
 # ---------------------------------------------------------------------------- legacy per-pass
-def read_pass_dump(path: "str | os.PathLike[str]", *, side: str = "target", tp_rank: int = 0, everything: bool = False,
-                   passes: Optional[slice] = None) -> Capture:
+def read_pass_dump(
+    path: "str | os.PathLike[str]",
+    *,
+    side: str = "target",
+    tp_rank: int = 0,
+    everything: bool = False,
+    passes: Optional[slice] = None,
+) -> Capture:
     root = Path(path)
     tp_rank = integer(tp_rank, "tp_rank", NON_NEGATIVE)
     if side not in ("target", "draft"):
@@ -84,8 +91,10 @@ def read_pass_dump(path: "str | os.PathLike[str]", *, side: str = "target", tp_r
         chosen.append(dirs[-1])
     pass_lists: list[list[Path]] = []
     for d in chosen:
-        files = sorted((p for p in d.iterdir() if PASS_FILE.match(p.name)),
-                       key=lambda p: int(cast("re.Match[str]", PASS_FILE.match(p.name)).group(1)))
+        files = sorted(
+            (p for p in d.iterdir() if PASS_FILE.match(p.name)),
+            key=lambda p: int(cast("re.Match[str]", PASS_FILE.match(p.name)).group(1)),
+        )
         pass_lists.append(files)
     n_pass = min(len(x) for x in pass_lists)
     if n_pass == 0:
@@ -113,8 +122,13 @@ def read_pass_dump(path: "str | os.PathLike[str]", *, side: str = "target", tp_r
                 elif k == 0 and name != "model":
                     for part, t in _parts(v):
                         if hasattr(t, "dim") and t.dim() == 2 and t.dtype.is_floating_point:
-                            entries[name if part is None else f"{name}[{part}]"] = (pp_i, name, part,
-                                                                                    t.shape[1], dtype_name(t.dtype))
+                            entries[name if part is None else f"{name}[{part}]"] = (
+                                pp_i,
+                                name,
+                                part,
+                                t.shape[1],
+                                dtype_name(t.dtype),
+                            )
         if ids is None:
             raise InputError(f"{pass_lists[0][i]}: no model.forward_batch_info.input_ids in this pass")
         ids_parts.append(ids)
@@ -134,14 +148,24 @@ def read_pass_dump(path: "str | os.PathLike[str]", *, side: str = "target", tp_r
         if physical is None and not everything:
             continue
         files = [pass_lists[pp_i][i] for i in index]
-        tensors.append(HiddenTensor(key, rows, width, dtype, role, physical, str(files[0].parent),
-                                    _pass_loader(files, name, part, counts)))
+        tensors.append(
+            HiddenTensor(
+                key, rows, width, dtype, role, physical, str(files[0].parent), _pass_loader(files, name, part, counts)
+            )
+        )
     if not tensors and entries:
         notes.append("no residual-stream points recognised; every 2-D tensor is offered")
         return read_pass_dump(path, side=side, tp_rank=tp_rank, everything=True, passes=passes)
     tensors.sort(key=_order)
-    return Capture(str(root), "sglang-tensor-dump", tensors, token_ids=token_ids, positions=positions,
-                   notes=notes, meta={"passes": len(index), "rows_per_pass": counts[:8]})
+    return Capture(
+        str(root),
+        "sglang-tensor-dump",
+        tensors,
+        token_ids=token_ids,
+        positions=positions,
+        notes=notes,
+        meta={"passes": len(index), "rows_per_pass": counts[:8]},
+    )
 
 
 def _parts(v: Any) -> list[tuple[Optional[int], Any]]:
@@ -151,7 +175,7 @@ def _parts(v: Any) -> list[tuple[Optional[int], Any]]:
 
 
 def _physical(name: str, part: Part) -> tuple[Optional[str], str]:
-    base = name[len("non_intrusive__"):] if name.startswith("non_intrusive__") else name
+    base = name[len("non_intrusive__") :] if name.startswith("non_intrusive__") else name
     base = re.sub(r"\.output$", "", base)
     if base.endswith("embed_tokens") and part is None:
         return "embed", LAYER
@@ -181,14 +205,17 @@ def _pass_loader(files: list[Path], name: str, part: Optional[int], counts: list
             v = d.get(name) if isinstance(d, dict) else None
             t = _part(v, part)
             if t is None or not hasattr(t, "dim") or t.dim() != 2:
-                raise InputError(f"{f}: {name}{'' if part is None else f'[{part}]'} is missing or not a "
-                                 "[rows, width] tensor in this pass")
+                raise InputError(
+                    f"{f}: {name}{'' if part is None else f'[{part}]'} is missing or not a "
+                    "[rows, width] tensor in this pass"
+                )
             if t.shape[0] != n:
                 raise InputError(f"{f}: {name} has {t.shape[0]} rows for {n} tokens in this pass")
             if chunks and t.shape[1] != chunks[0].shape[1]:
                 raise InputError(f"{f}: {name} is {t.shape[1]} wide here, {chunks[0].shape[1]} in the first pass")
             chunks.append(t)
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
+
     return load
 
 
@@ -201,8 +228,12 @@ def _part(v: Any, part: Part) -> Any:
 def _order(t: HiddenTensor) -> tuple[int, int, int, str]:
     p = t.physical or ""
     m = re.match(r"out\((\d+)\)", p)
-    return (0 if p == "embed" else 1 if m else 2 if p.startswith("final") else 3,
-            int(m.group(1)) if m else 0, 0 if "pre" in p else 1, t.name)
+    return (
+        0 if p == "embed" else 1 if m else 2 if p.startswith("final") else 3,
+        int(m.group(1)) if m else 0,
+        0 if "pre" in p else 1,
+        t.name,
+    )
 
 
 # ---------------------------------------------------------------------------- DUMPER
@@ -227,8 +258,10 @@ def read_dumper(path: "str | os.PathLike[str]", *, rank: int = 0, everything: bo
         tags = _tags(f.name)
         if "name" not in tags or "step" not in tags:
             continue
-        num = {k: integer(tags.get(k, "0"), f"{f}: file name tag {k}", NON_NEGATIVE)
-               for k in ("rank", "step", "dump_index")}
+        num = {
+            k: integer(tags.get(k, "0"), f"{f}: file name tag {k}", NON_NEGATIVE)
+            for k in ("rank", "step", "dump_index")
+        }
         if num["rank"] != rank:
             continue
         key = tuple(sorted((k, v) for k, v in tags.items() if k not in ("step", "rank", "dump_index")))
@@ -272,16 +305,27 @@ def read_dumper(path: "str | os.PathLike[str]", *, rank: int = 0, everything: bo
                 continue
             rows = sum(_value_rows(f, part) for _, _, f in items)
             key_name = label if part is None else f"{label}[{part}]"
-            tensors.append(HiddenTensor(key_name, rows, t2.shape[1], dtype_name(t.dtype), role, physical,
-                                        str(items[0][2].parent), _dumper_loader([f for _, _, f in items], part)))
+            tensors.append(
+                HiddenTensor(
+                    key_name,
+                    rows,
+                    t2.shape[1],
+                    dtype_name(t.dtype),
+                    role,
+                    physical,
+                    str(items[0][2].parent),
+                    _dumper_loader([f for _, _, f in items], part),
+                )
+            )
     if not tensors and not everything:
         return read_dumper(path, rank=rank, everything=True)
     tensors.sort(key=_order)
     row_counts = {t.rows for t in tensors}
     notes: list[str] = []
     if token_ids is not None and row_counts and row_counts != {len(token_ids)}:
-        notes.append(f"token ids ({len(token_ids)}) do not cover the tensor rows ({sorted(row_counts)}): "
-                     "rows aligned by index")
+        notes.append(
+            f"token ids ({len(token_ids)}) do not cover the tensor rows ({sorted(row_counts)}): rows aligned by index"
+        )
         token_ids = positions = None
     return Capture(str(root), "sglang-dumper", tensors, token_ids=token_ids, positions=positions, notes=notes)
 
@@ -301,14 +345,19 @@ def _pick(v: Any, part: Part, f: Optional[Path] = None) -> torch.Tensor:
     else:
         t = _part(v, part)
     if not _tensor(t) or t.dim() < 2:
-        raise InputError(f"{f}: value{'' if part is None else f'[{part}]'} is not a tensor of rows like "
-                         "the first file of its series")
+        raise InputError(
+            f"{f}: value{'' if part is None else f'[{part}]'} is not a tensor of rows like the first file of its series"
+        )
     return t.reshape(-1, t.shape[-1])
 
 
 def _tensor(t: Any) -> TypeGuard[torch.Tensor]:
-    return hasattr(t, "dim") and hasattr(t, "reshape") and getattr(t, "dtype", None) is not None \
+    return (
+        hasattr(t, "dim")
+        and hasattr(t, "reshape")
+        and getattr(t, "dtype", None) is not None
         and t.dtype.is_floating_point
+    )
 
 
 def _value_rows(f: Path, part: Part) -> int:
@@ -321,7 +370,9 @@ def _dumper_loader(files: list[Path], part: Part) -> Callable[[], torch.Tensor]:
 
         chunks = [_pick(_value(f), part, f) for f in files]
         if len({c.shape[1] for c in chunks}) > 1:
-            raise InputError(f"{files[0].parent}: the files of one series differ in width "
-                             f"{sorted({c.shape[1] for c in chunks})}")
+            raise InputError(
+                f"{files[0].parent}: the files of one series differ in width {sorted({c.shape[1] for c in chunks})}"
+            )
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
+
     return load

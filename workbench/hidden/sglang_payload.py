@@ -49,10 +49,15 @@ def is_payload(path: "str | os.PathLike[str]") -> bool:
     return b"hidden_states" in head or b"meta_info" in head
 
 
-def read_payload(path: "str | os.PathLike[str]", *, sample: int = 0, offset: Optional[int] = None,
-                 slot_points: Optional[Sequence[str]] = None) -> Capture:
+def read_payload(
+    path: "str | os.PathLike[str]",
+    *,
+    sample: int = 0,
+    offset: Optional[int] = None,
+    slot_points: Optional[Sequence[str]] = None,
+) -> Capture:
     path = Path(path)
-    doc = strictjson.load_file(path, "response JSON")   # finite numbers, bounded nesting
+    doc = strictjson.load_file(path, "response JSON")  # finite numbers, bounded nesting
     sample = integer(sample, "sample", NON_NEGATIVE)
     if offset is not None:
         offset = integer(offset, "offset", NON_NEGATIVE)
@@ -68,8 +73,11 @@ def read_payload(path: "str | os.PathLike[str]", *, sample: int = 0, offset: Opt
         if not 0 <= sample < len(doc):
             raise InputError(f"{path}: sample {sample} out of range (have {len(doc)} responses)")
         doc = doc[sample]
-        if isinstance(request.get("input_ids"), list) and request["input_ids"] and \
-                isinstance(request["input_ids"][0], list):
+        if (
+            isinstance(request.get("input_ids"), list)
+            and request["input_ids"]
+            and isinstance(request["input_ids"][0], list)
+        ):
             request = {**request, "input_ids": request["input_ids"][sample]}
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a /generate response object")
@@ -90,15 +98,16 @@ def read_payload(path: "str | os.PathLike[str]", *, sample: int = 0, offset: Opt
         elif arr.ndim == 3 and arr.shape[0] == 1:
             arr = arr[0]
         if arr.ndim != 2:
-            raise InputError(f"{path}: meta_info.hidden_states[{i}] has shape {list(arr.shape)}; "
-                             "expected rows of one width")
+            raise InputError(
+                f"{path}: meta_info.hidden_states[{i}] has shape {list(arr.shape)}; expected rows of one width"
+            )
         blocks.append(arr)
     if not blocks:
         raise InputError(f"{path}: meta_info.hidden_states holds no rows")
     widths = {b.shape[1] for b in blocks}
     if len(widths) != 1:
         raise InputError(f"{path}: meta_info.hidden_states rows have different widths {sorted(widths)}")
-    with np.errstate(over="ignore"):   # a value beyond float32 is refused just below
+    with np.errstate(over="ignore"):  # a value beyond float32 is refused just below
         data = np.concatenate(blocks).astype(np.float32)  # values came from bf16/fp32: exact in fp32
     if not np.isfinite(data).all():
         raise InputError(f"{path}: meta_info.hidden_states holds values beyond the float32 range")
@@ -110,21 +119,28 @@ def read_payload(path: "str | os.PathLike[str]", *, sample: int = 0, offset: Opt
         prompt_tokens = integer(prompt_tokens, f"{path}: meta_info.prompt_tokens", NON_NEGATIVE, allow_str=False)
     if offset is None and prompt_tokens is not None and blocks[0].shape[0] < prompt_tokens:
         cached = meta.get("cached_tokens")
-        offset = integer(cached, f"{path}: meta_info.cached_tokens", NON_NEGATIVE, allow_str=False) \
-            if cached else prompt_tokens - blocks[0].shape[0]
-        notes.append(f"prefill rows cover {blocks[0].shape[0]} of {prompt_tokens} prompt tokens "
-                     f"(prefix cache): rows start at position {offset}")
+        offset = (
+            integer(cached, f"{path}: meta_info.cached_tokens", NON_NEGATIVE, allow_str=False)
+            if cached
+            else prompt_tokens - blocks[0].shape[0]
+        )
+        notes.append(
+            f"prefill rows cover {blocks[0].shape[0]} of {prompt_tokens} prompt tokens "
+            f"(prefix cache): rows start at position {offset}"
+        )
     start = int(offset or 0)
     ids = None
     inp = request.get("input_ids", doc.get("input_ids"))
     out = doc.get("output_ids", meta.get("output_ids"))
     if inp is not None:
         seq = list(as_int_array(inp, f"{path}:input_ids")) + (
-            list(as_int_array(out, f"{path}:output_ids")) if out is not None else [])
+            list(as_int_array(out, f"{path}:output_ids")) if out is not None else []
+        )
         if start + rows > len(seq):
-            raise InputError(f"{path}: {rows} hidden-state rows but only {len(seq) - start} tokens "
-                             f"from position {start}")
-        ids = np.asarray(seq[start:start + rows], dtype=np.int64)
+            raise InputError(
+                f"{path}: {rows} hidden-state rows but only {len(seq) - start} tokens from position {start}"
+            )
+        ids = np.asarray(seq[start : start + rows], dtype=np.int64)
     positions = np.arange(rows, dtype=np.int64) + start
 
     def load() -> torch.Tensor:
@@ -132,8 +148,23 @@ def read_payload(path: "str | os.PathLike[str]", *, sample: int = 0, offset: Opt
 
         return torch.from_numpy(data)
 
-    t = HiddenTensor("hidden_states", rows, width, "float32", PACKED, None, str(path), load,
-                     part_physical=list(slot_points) if slot_points else None)
-    return Capture(str(path), "sglang-payload", [t], token_ids=ids, positions=positions, notes=notes,
-                   meta={"prefill_rows": int(blocks[0].shape[0]), "decode_entries": len(blocks) - 1,
-                         "width": width})
+    t = HiddenTensor(
+        "hidden_states",
+        rows,
+        width,
+        "float32",
+        PACKED,
+        None,
+        str(path),
+        load,
+        part_physical=list(slot_points) if slot_points else None,
+    )
+    return Capture(
+        str(path),
+        "sglang-payload",
+        [t],
+        token_ids=ids,
+        positions=positions,
+        notes=notes,
+        meta={"prefill_rows": int(blocks[0].shape[0]), "decode_entries": len(blocks) - 1, "width": width},
+    )

@@ -44,9 +44,15 @@ def is_specforge(path: "str | os.PathLike[str]") -> bool:
     return path.is_dir() and any(FILE_RE.match(p.name) for p in path.rglob("data_*.ckpt*"))
 
 
-def read_specforge(path: "str | os.PathLike[str]", *, sample: Optional[int] = None, slots: Optional[int] = None,
-                   layer_ids: Optional[Sequence[int]] = None, vocab_size: Optional[int] = None,
-                   strip_padding: bool = True) -> Capture:
+def read_specforge(
+    path: "str | os.PathLike[str]",
+    *,
+    sample: Optional[int] = None,
+    slots: Optional[int] = None,
+    layer_ids: Optional[Sequence[int]] = None,
+    vocab_size: Optional[int] = None,
+    strip_padding: bool = True,
+) -> Capture:
     """One training sample as a Capture whose SLOT tensors are the K drafter-input slots.
 
     ``sample`` picks ``data_{sample}`` in a folder (default: the first file). ``layer_ids`` (SpecForge
@@ -69,8 +75,14 @@ def iter_samples(path: "str | os.PathLike[str]", **kw: Any) -> Iterator[Capture]
         yield read_file(f, **kw)
 
 
-def read_file(f: "str | os.PathLike[str]", *, slots: Optional[int] = None, layer_ids: Optional[Sequence[int]] = None,
-              vocab_size: Optional[int] = None, strip_padding: bool = True) -> Capture:
+def read_file(
+    f: "str | os.PathLike[str]",
+    *,
+    slots: Optional[int] = None,
+    layer_ids: Optional[Sequence[int]] = None,
+    vocab_size: Optional[int] = None,
+    strip_padding: bool = True,
+) -> Capture:
     import torch
 
     f = Path(f)
@@ -91,8 +103,10 @@ def read_file(f: "str | os.PathLike[str]", *, slots: Optional[int] = None, layer
     last = _rows2d(raw["hidden_state"], f, "hidden_state")
     for key, t in (("aux_hidden_state", aux), ("hidden_state", last)):
         if t.shape[1] == 0 or not t.dtype.is_floating_point:
-            raise InputError(f"{f}: {key} is {str(t.dtype).replace('torch.', '')} {list(t.shape)}; "
-                             "expected floating-point rows of a non-zero width")
+            raise InputError(
+                f"{f}: {key} is {str(t.dtype).replace('torch.', '')} {list(t.shape)}; "
+                "expected floating-point rows of a non-zero width"
+            )
     if slots is not None:
         slots = integer(slots, "slots", Range(1, MAX_AUX))
     if layer_ids is not None:
@@ -112,18 +126,22 @@ def read_file(f: "str | os.PathLike[str]", *, slots: Optional[int] = None, layer
     if k is None and not is_logits:
         k = a_w // l_w
     if is_logits:
-        notes.append(f"hidden_state holds logits ({last.shape[1]} wide): the HF-capture variant; "
-                     "no final hidden state in this file")
+        notes.append(
+            f"hidden_state holds logits ({last.shape[1]} wide): the HF-capture variant; "
+            "no final hidden state in this file"
+        )
     k = k or 3
     if k > MAX_AUX:
-        raise InputError(f"{f}: aux_hidden_state {a_w} wide over hidden_state {l_w} wide makes {k} slots; "
-                         f"expected at most {MAX_AUX}")
+        raise InputError(
+            f"{f}: aux_hidden_state {a_w} wide over hidden_state {l_w} wide makes {k} slots; expected at most {MAX_AUX}"
+        )
     if aux.shape[1] % k:
         raise InputError(f"{f}: aux_hidden_state width {aux.shape[1]} is not {k} slots of equal width")
     h = aux.shape[1] // k
     if not is_logits and last.shape[1] != h:
-        raise InputError(f"{f}: hidden_state width {last.shape[1]} != slot width {h} "
-                         f"(aux_hidden_state {aux.shape[1]} / {k} slots)")
+        raise InputError(
+            f"{f}: hidden_state width {last.shape[1]} != slot width {h} (aux_hidden_state {aux.shape[1]} / {k} slots)"
+        )
 
     length = len(ids)
     if aux.shape[0] > length:
@@ -146,18 +164,45 @@ def read_file(f: "str | os.PathLike[str]", *, slots: Optional[int] = None, layer
     tensors: list[HiddenTensor] = []
     for i in range(k):
         physical = f"out({int(layer_ids[i])})" if layer_ids and i < len(layer_ids) else None
-        tensors.append(HiddenTensor(f"aux[{i}]", length, h, dtype, SLOT, physical, src,
-                                    _slice(aux, length, i * h, (i + 1) * h)))
+        tensors.append(
+            HiddenTensor(f"aux[{i}]", length, h, dtype, SLOT, physical, src, _slice(aux, length, i * h, (i + 1) * h))
+        )
     if is_logits:
-        tensors.append(HiddenTensor("hidden_state", length, last.shape[1], dtype_name(last.dtype), LOGITS,
-                                    None, src, _slice(last, length, 0, last.shape[1])))
+        tensors.append(
+            HiddenTensor(
+                "hidden_state",
+                length,
+                last.shape[1],
+                dtype_name(last.dtype),
+                LOGITS,
+                None,
+                src,
+                _slice(last, length, 0, last.shape[1]),
+            )
+        )
     else:
-        tensors.append(HiddenTensor("hidden_state", length, h, dtype_name(last.dtype), FINAL,
-                                    "final-postnorm", src, _slice(last, length, 0, h)))
-    cap = Capture(src, "specforge", tensors, token_ids=ids[:length].copy(),
-                  positions=np.arange(length, dtype=np.int64), loss_mask=mask[:length].copy(), notes=notes,
-                  meta={"slots": k, "hidden_size": h, "variant": "logits" if is_logits else "hidden",
-                        "file_rows": int(len(ids))})
+        tensors.append(
+            HiddenTensor(
+                "hidden_state",
+                length,
+                h,
+                dtype_name(last.dtype),
+                FINAL,
+                "final-postnorm",
+                src,
+                _slice(last, length, 0, h),
+            )
+        )
+    cap = Capture(
+        src,
+        "specforge",
+        tensors,
+        token_ids=ids[:length].copy(),
+        positions=np.arange(length, dtype=np.int64),
+        loss_mask=mask[:length].copy(),
+        notes=notes,
+        meta={"slots": k, "hidden_size": h, "variant": "logits" if is_logits else "hidden", "file_rows": int(len(ids))},
+    )
     return cap
 
 

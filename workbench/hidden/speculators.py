@@ -41,8 +41,14 @@ def is_speculators(path: "str | os.PathLike[str]") -> bool:
     return path.is_dir() and any(FILE_RE.match(p.name) for p in path.rglob("hs_*.safetensors"))
 
 
-def read_speculators(path: "str | os.PathLike[str]", *, sample: Optional[int] = None, include_last_layer: bool = True,
-                     layer_ids: Optional[Sequence[int]] = None, num_layers: Optional[int] = None) -> Capture:
+def read_speculators(
+    path: "str | os.PathLike[str]",
+    *,
+    sample: Optional[int] = None,
+    include_last_layer: bool = True,
+    layer_ids: Optional[Sequence[int]] = None,
+    num_layers: Optional[int] = None,
+) -> Capture:
     files = sample_files(path)
     if sample is None:
         f = files[0]
@@ -79,17 +85,21 @@ def read_speculators(path: "str | os.PathLike[str]", *, sample: Optional[int] = 
             physical = None
             if layer_ids is not None and j < len(layer_ids):
                 b = int(layer_ids[j])
-                physical = "embed" if b == 0 else (
-                    "final-prenorm" if num_layers is not None and b == num_layers else f"out({b - 1})")
+                physical = (
+                    "embed"
+                    if b == 0
+                    else ("final-prenorm" if num_layers is not None and b == num_layers else f"out({b - 1})")
+                )
         tensors.append(HiddenTensor(name, length, h, dtype, role, physical, str(f), _slot(st, j, scales)))
     meta: dict[str, Any] = {"slots": n_aux, "hidden_size": h, "include_last_layer": include_last_layer}
     if scales is not None:
         meta["fp8"] = f"{ent.torch_dtype_name} x {SCALES_KEY} (dequantized to float32)"
-    return Capture(str(f), "speculators", tensors, token_ids=ids, positions=np.arange(length, dtype=np.int64),
-                   meta=meta)
+    return Capture(
+        str(f), "speculators", tensors, token_ids=ids, positions=np.arange(length, dtype=np.int64), meta=meta
+    )
 
 
-SCALES_KEY = "hidden_states_scales"     # hs_connectors.fp8_utils.SCALES_KEY
+SCALES_KEY = "hidden_states_scales"  # hs_connectors.fp8_utils.SCALES_KEY
 
 
 def _scales(st: SafetensorsFile, f: Path, ent: Entry, length: int) -> Optional[torch.Tensor]:

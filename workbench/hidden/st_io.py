@@ -20,21 +20,51 @@ from workbench.hidden.mapping import map_range
 if TYPE_CHECKING:
     import torch
 
-DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
-          "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
-          "U16": "uint16", "U32": "uint32", "U64": "uint64",
-          "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu"}
-ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-            "BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
-FP8 = ("F8_E4M3", "F8_E5M2", "F8_E8M0")   # stored scaled: a reader applies the file's scales, never the raw codes
+DTYPES = {
+    "BF16": "bfloat16",
+    "F16": "float16",
+    "F32": "float32",
+    "F64": "float64",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+    "U16": "uint16",
+    "U32": "uint32",
+    "U64": "uint64",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
+}
+ITEMSIZE = {
+    "BF16": 2,
+    "F16": 2,
+    "F32": 4,
+    "F64": 8,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "U16": 2,
+    "U32": 4,
+    "U64": 8,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+}
+FP8 = ("F8_E4M3", "F8_E5M2", "F8_E8M0")  # stored scaled: a reader applies the file's scales, never the raw codes
 
 
 @dataclass
 class Entry:
     name: str
-    dtype: str          # safetensors code, e.g. "BF16"
+    dtype: str  # safetensors code, e.g. "BF16"
     shape: tuple[int, ...]
-    begin: int          # absolute file offset
+    begin: int  # absolute file offset
     end: int
 
     @property
@@ -49,9 +79,10 @@ class SafetensorsFile:
         from workbench.draftconfig.safetensors_header import read_header
 
         self.path = Path(path)
-        infos, self.metadata = read_header(self.path)   # every header field validated there
+        infos, self.metadata = read_header(self.path)  # every header field validated there
         self.entries: dict[str, Entry] = {
-            name: Entry(name, i.dtype, tuple(i.shape), i.offset, i.offset + i.nbytes) for name, i in infos.items()}
+            name: Entry(name, i.dtype, tuple(i.shape), i.offset, i.offset + i.nbytes) for name, i in infos.items()
+        }
 
     def names(self) -> list[str]:
         return list(self.entries)
@@ -65,8 +96,9 @@ class SafetensorsFile:
         if ent is None:
             raise InputError(f"{self.path}: no tensor {name!r}")
         if ent.dtype in FP8 and not fp8:
-            raise InputError(f"{self.path}: tensor {name!r} is {ent.dtype} (scaled FP8); this reader does not "
-                             f"know its scales")
+            raise InputError(
+                f"{self.path}: tensor {name!r} is {ent.dtype} (scaled FP8); this reader does not know its scales"
+            )
         dtype = getattr(torch, ent.torch_dtype_name, None)
         if not isinstance(dtype, torch.dtype):
             raise InputError(f"{self.path}: tensor {name!r} has dtype {ent.dtype}, which this torch cannot read")
@@ -84,23 +116,31 @@ class SafetensorsFile:
         return flat.view(dtype).view(shape)
 
 
-def write_safetensors(path: "str | os.PathLike[str]", tensors: dict[str, torch.Tensor],
-                      metadata: Optional[dict[str, Any]] = None) -> None:
+def write_safetensors(
+    path: "str | os.PathLike[str]", tensors: dict[str, torch.Tensor], metadata: Optional[dict[str, Any]] = None
+) -> None:
     """Atomic write (temp + rename) through the safetensors package."""
     from safetensors.torch import save_file
 
     path = Path(path)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp),
-              metadata={k: str(v) for k, v in (metadata or {}).items()})
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()},
+        str(tmp),
+        metadata={k: str(v) for k, v in (metadata or {}).items()},
+    )
     os.replace(tmp, path)
 
 
 CODES = {v: k for k, v in DTYPES.items()}
 
 
-def write_streaming(path: "str | os.PathLike[str]", specs: Sequence[tuple[str, str, Sequence[int]]],
-                    tensors: Iterable[torch.Tensor], metadata: Optional[dict[str, Any]] = None) -> int:
+def write_streaming(
+    path: "str | os.PathLike[str]",
+    specs: Sequence[tuple[str, str, Sequence[int]]],
+    tensors: Iterable[torch.Tensor],
+    metadata: Optional[dict[str, Any]] = None,
+) -> int:
     """Write a safetensors file one tensor at a time: ``specs`` is ``[(name, dtype_name, shape)]``
     and ``tensors`` yields the tensors in that order (each may be dropped once written). Atomic
     (temp file + rename); returns the number of data bytes."""
@@ -127,7 +167,7 @@ def write_streaming(path: "str | os.PathLike[str]", specs: Sequence[tuple[str, s
             if tuple(t.shape) != tuple(shape) or str(t.dtype).replace("torch.", "") != dtype:
                 raise InputError(f"{path}: {name}: got {t.dtype}{list(t.shape)}, declared {dtype}{list(shape)}")
             buf = t.contiguous().view(-1).view(__import__("torch").uint8).numpy()
-            fh.write(buf.data)   # the array's memoryview (numpy types ndarray as a Buffer only on 3.12+)
+            fh.write(buf.data)  # the array's memoryview (numpy types ndarray as a Buffer only on 3.12+)
             written += buf.nbytes
     if written != off:
         tmp.unlink(missing_ok=True)

@@ -83,8 +83,19 @@ def read_stack(path: "str | os.PathLike[str]", *, hf_num_layers: Optional[int] =
                 physical, role = "final-prenorm", FINAL
             else:
                 physical, role = None, LAYER
-            tensors.append(HiddenTensor(name, shape[0], shape[1], dtypes[name], role, physical, str(path),
-                                        _loader(f, name, shape), span=_span(f, name, 0, shape[1], dtypes[name])))
+            tensors.append(
+                HiddenTensor(
+                    name,
+                    shape[0],
+                    shape[1],
+                    dtypes[name],
+                    role,
+                    physical,
+                    str(path),
+                    _loader(f, name, shape),
+                    span=_span(f, name, 0, shape[1], dtypes[name]),
+                )
+            )
         tensors.sort(key=_order)
     if not tensors:
         raise InputError(f"{path}: no [T, H] tensors (expected 'embed', 'layers.K' or 'hidden_states')")
@@ -100,7 +111,7 @@ def read_stack(path: "str | os.PathLike[str]", *, hf_num_layers: Optional[int] =
     if fmt.endswith("-hf"):
         meta["num_layers"] = len(tensors) - 1
     elif outs and any(t.physical == "final-postnorm" for t in tensors):
-        meta["num_layers"] = max(outs) + 1        # a stack with its final norm holds every layer
+        meta["num_layers"] = max(outs) + 1  # a stack with its final norm holds every layer
     return Capture(str(path), fmt, tensors, token_ids=token_ids, positions=positions, meta=meta)
 
 
@@ -123,8 +134,7 @@ def _squeeze(shape: Sequence[int]) -> tuple[int, ...]:
     return shape
 
 
-def _span(f: Union[NpzFile, SafetensorsFile], name: str, skip_rows: int, width: int, dtype: str
-          ) -> Optional[FileSpan]:
+def _span(f: Union[NpzFile, SafetensorsFile], name: str, skip_rows: int, width: int, dtype: str) -> Optional[FileSpan]:
     """Where a safetensors tensor's rows lie (``skip_rows`` rows of ``width`` in); None elsewhere."""
     entries = getattr(f, "entries", None)
     if entries is None or dtype not in ITEMSIZE:
@@ -137,8 +147,13 @@ def _loader(f: Union[NpzFile, SafetensorsFile], name: str, shape: tuple[int, ...
     return lambda: f.load(name).reshape(shape)
 
 
-def _ids(f: Union[NpzFile, SafetensorsFile], shapes: dict[str, tuple[int, ...]], metadata: dict[str, str],
-         keys: tuple[str, ...], path: Path) -> Optional[npt.NDArray[np.int64]]:
+def _ids(
+    f: Union[NpzFile, SafetensorsFile],
+    shapes: dict[str, tuple[int, ...]],
+    metadata: dict[str, str],
+    keys: tuple[str, ...],
+    path: Path,
+) -> Optional[npt.NDArray[np.int64]]:
     for k in keys:
         if k in shapes:
             return as_int_array(f.load(k), f"{path}:{k}")
@@ -151,8 +166,9 @@ def _ids(f: Union[NpzFile, SafetensorsFile], shapes: dict[str, tuple[int, ...]],
     return None
 
 
-def _hf_stack(f: Union[NpzFile, SafetensorsFile], path: Path, shape: Sequence[int], dtype: str,
-              num_layers: Optional[int]) -> list[HiddenTensor]:
+def _hf_stack(
+    f: Union[NpzFile, SafetensorsFile], path: Path, shape: Sequence[int], dtype: str, num_layers: Optional[int]
+) -> list[HiddenTensor]:
     shape = tuple(shape)
     if len(shape) == 4 and shape[1] == 1:
         shape = (shape[0], shape[2], shape[3])
@@ -160,8 +176,10 @@ def _hf_stack(f: Union[NpzFile, SafetensorsFile], path: Path, shape: Sequence[in
         raise InputError(f"{path}: hidden_states has shape {list(shape)}; expected [N+1, T, H]")
     n1, rows, width = shape
     if not 2 <= n1 <= MAX_LAYERS + 1 or width == 0:
-        raise InputError(f"{path}: hidden_states has shape {list(shape)}; expected [N+1, T, H] with "
-                         f"1 <= N <= {MAX_LAYERS} layers and H > 0")
+        raise InputError(
+            f"{path}: hidden_states has shape {list(shape)}; expected [N+1, T, H] with "
+            f"1 <= N <= {MAX_LAYERS} layers and H > 0"
+        )
     n = n1 - 1 if num_layers is None else integer(num_layers, "hf_num_layers", Range(1, MAX_LAYERS))
     if n1 != n + 1:
         raise InputError(f"{path}: hidden_states holds {n1} entries, expected N+1 = {n + 1}")
@@ -173,9 +191,19 @@ def _hf_stack(f: Union[NpzFile, SafetensorsFile], path: Path, shape: Sequence[in
             physical, role = f"out({i - 1})", LAYER
         else:
             physical, role = "final-postnorm", FINAL
-        out.append(HiddenTensor(f"hidden_states[{i}]", rows, width, dtype, role, physical, str(path),
-                                _hf_loader(f, i, (n1, rows, width)), span=_span(f, "hidden_states", i * rows, width,
-                                                                                dtype)))
+        out.append(
+            HiddenTensor(
+                f"hidden_states[{i}]",
+                rows,
+                width,
+                dtype,
+                role,
+                physical,
+                str(path),
+                _hf_loader(f, i, (n1, rows, width)),
+                span=_span(f, "hidden_states", i * rows, width, dtype),
+            )
+        )
     return out
 
 
@@ -184,4 +212,5 @@ def _hf_loader(f: Union[NpzFile, SafetensorsFile], i: int, shape: tuple[int, int
         if hasattr(f, "entries"):  # safetensors: map just this layer's rows
             return cast("SafetensorsFile", f).load("hidden_states", rows=slice(i, i + 1)).reshape(shape[1:])
         return f.load("hidden_states").reshape(shape)[i]
+
     return load

@@ -32,8 +32,8 @@ import numpy as np
 from numba import njit, prange
 
 SAFE_LAYERS = ("omp", "tbb")
-_CONFIG = cast(Any, numba.config)                 # (its settings are made at import: untyped)
-_STARTED: Optional[tuple[int, bool]] = None      # (pid that started the layer, whether it is safe)
+_CONFIG = cast(Any, numba.config)  # (its settings are made at import: untyped)
+_STARTED: Optional[tuple[int, bool]] = None  # (pid that started the layer, whether it is safe)
 _LOCK = threading.Lock()
 
 
@@ -67,7 +67,7 @@ def _start() -> bool:
 
 def _start_layer() -> bool:
     try:
-        layer: Optional[str] = numba.threading_layer()       # started already, by other code
+        layer: Optional[str] = numba.threading_layer()  # started already, by other code
     except ValueError:
         layer = None
     if layer is None:

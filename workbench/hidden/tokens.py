@@ -28,24 +28,31 @@ Index = Union[slice, np.ndarray]
 class TokenAlignment:
     ref_index: Index
     infer_index: Index
-    method: str                 # "positions+ids", "ids", "index"
+    method: str  # "positions+ids", "ids", "index"
     compared: int
     ref_rows: int
     infer_rows: int
-    dropped_ref: int            # reference rows with no partner
-    dropped_infer: int          # inference rows with no partner
-    id_mismatch: int = 0        # same position, different token id
-    duplicates: int = 0         # inference rows repeating a (position, id) seen earlier (not used)
+    dropped_ref: int  # reference rows with no partner
+    dropped_infer: int  # inference rows with no partner
+    id_mismatch: int = 0  # same position, different token id
+    duplicates: int = 0  # inference rows repeating a (position, id) seen earlier (not used)
     notes: list[str] = field(default_factory=list)
 
     def ref_positions(self) -> np.ndarray:
         return np.arange(self.ref_rows)[self.ref_index]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "compared": self.compared, "ref_rows": self.ref_rows,
-                "infer_rows": self.infer_rows, "dropped_ref": self.dropped_ref,
-                "dropped_infer": self.dropped_infer, "id_mismatch": self.id_mismatch,
-                "duplicates": self.duplicates, "notes": list(self.notes)}
+        return {
+            "method": self.method,
+            "compared": self.compared,
+            "ref_rows": self.ref_rows,
+            "infer_rows": self.infer_rows,
+            "dropped_ref": self.dropped_ref,
+            "dropped_infer": self.dropped_infer,
+            "id_mismatch": self.id_mismatch,
+            "duplicates": self.duplicates,
+            "notes": list(self.notes),
+        }
 
 
 def _as_slice(idx: np.ndarray) -> Index:
@@ -55,8 +62,9 @@ def _as_slice(idx: np.ndarray) -> Index:
     return idx
 
 
-def align_tokens(ref: Capture, infer: Capture, ref_rows: Optional[int] = None,
-                 infer_rows: Optional[int] = None) -> TokenAlignment:
+def align_tokens(
+    ref: Capture, infer: Capture, ref_rows: Optional[int] = None, infer_rows: Optional[int] = None
+) -> TokenAlignment:
     nr = ref_rows if ref_rows is not None else ref.rows
     ni = infer_rows if infer_rows is not None else infer.rows
     rid, iid = ref.token_ids, infer.token_ids
@@ -71,8 +79,7 @@ def align_tokens(ref: Capture, infer: Capture, ref_rows: Optional[int] = None,
         missing = "reference" if rid is None else "inference"
         out.notes.append(f"no token ids on the {missing} side: rows paired by index")
         if nr != ni:
-            out.notes.append(f"lengths differ ({nr} reference rows, {ni} inference rows): "
-                             f"compared the first {n}")
+            out.notes.append(f"lengths differ ({nr} reference rows, {ni} inference rows): compared the first {n}")
     if out.compared == 0:
         hint = ""
         if rid is not None and iid is not None:
@@ -97,8 +104,18 @@ def _by_position(rid: np.ndarray, rpos: np.ndarray, iid: np.ndarray, ipos: np.nd
     pos_set = set(ipos.tolist())
     miss = ~hit
     id_mismatch = int(sum(1 for p in rpos[miss].tolist() if p in pos_set))
-    res = TokenAlignment(_as_slice(ref_idx), _as_slice(inf_idx), "positions+ids", len(ref_idx), nr, ni,
-                         nr - len(ref_idx), ni - len(ref_idx), id_mismatch, duplicates)
+    res = TokenAlignment(
+        _as_slice(ref_idx),
+        _as_slice(inf_idx),
+        "positions+ids",
+        len(ref_idx),
+        nr,
+        ni,
+        nr - len(ref_idx),
+        ni - len(ref_idx),
+        id_mismatch,
+        duplicates,
+    )
     if id_mismatch:
         res.notes.append(f"{id_mismatch} reference positions hold another token id on the inference side")
     if duplicates:
@@ -120,20 +137,30 @@ def _by_offset(rid: np.ndarray, iid: np.ndarray) -> TokenAlignment:
         lo, hi = max(0, off), min(nr, ni + off)
         if hi <= lo:
             continue
-        agree = int(np.count_nonzero(rid[lo:hi] == iid[lo - off:hi - off]))
+        agree = int(np.count_nonzero(rid[lo:hi] == iid[lo - off : hi - off]))
         if agree > best[0]:
             best = (agree, off)
     agree, off = best
     lo, hi = max(0, off), min(nr, ni + off)
     if agree <= 0 or hi <= lo:
         return TokenAlignment(slice(0, 0), slice(0, 0), "ids", 0, nr, ni, nr, ni)
-    same = np.flatnonzero(rid[lo:hi] == iid[lo - off:hi - off])
+    same = np.flatnonzero(rid[lo:hi] == iid[lo - off : hi - off])
     ref_idx, inf_idx = same + lo, same + lo - off
-    res = TokenAlignment(_as_slice(ref_idx), _as_slice(inf_idx), "ids", len(same), nr, ni,
-                         nr - len(same), ni - len(same), id_mismatch=int((hi - lo) - len(same)))
+    res = TokenAlignment(
+        _as_slice(ref_idx),
+        _as_slice(inf_idx),
+        "ids",
+        len(same),
+        nr,
+        ni,
+        nr - len(same),
+        ni - len(same),
+        id_mismatch=int((hi - lo) - len(same)),
+    )
     if off:
-        res.notes.append(f"inference row 0 is reference token {off}" if off > 0
-                         else f"reference row 0 is inference token {-off}")
+        res.notes.append(
+            f"inference row 0 is reference token {off}" if off > 0 else f"reference row 0 is inference token {-off}"
+        )
     if res.id_mismatch:
         res.notes.append(f"{res.id_mismatch} overlapping rows hold different token ids (dropped)")
     return res

@@ -25,11 +25,11 @@ if TYPE_CHECKING:
     import torch
 
 # Roles: what a tensor is in its file.
-SLOT = "slot"        # one drafter-input slot of a training sample (SpecForge aux chunk, speculators slot)
-LAYER = "layer"      # a residual-stream capture point of a forward pass (a candidate)
-PACKED = "packed"    # K slots side by side, [T, K*H] (SGLang aux capture); split on demand
-FINAL = "final"      # the last hidden state (teacher input), pre- or post-norm per ``physical``
-LOGITS = "logits"    # logits stored where a hidden state was expected
+SLOT = "slot"  # one drafter-input slot of a training sample (SpecForge aux chunk, speculators slot)
+LAYER = "layer"  # a residual-stream capture point of a forward pass (a candidate)
+PACKED = "packed"  # K slots side by side, [T, K*H] (SGLang aux capture); split on demand
+FINAL = "final"  # the last hidden state (teacher input), pre- or post-norm per ``physical``
+LOGITS = "logits"  # logits stored where a hidden state was expected
 
 
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
@@ -40,6 +40,7 @@ class FileSpan:
     """Where a tensor's bytes lie in its file, as they are in memory (no encoding): row r at byte
     ``begin + r * row_bytes``, its elements contiguous. A reader that needs only addresses (the
     compiled CPU pass) maps the file once for all of its tensors instead of loading each."""
+
     path: str
     begin: int
     row_bytes: int
@@ -55,8 +56,8 @@ class HiddenTensor:
     physical: Optional[str] = None
     source: str = ""
     loader: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False)
-    part_physical: Optional[list[Optional[str]]] = None   # physical points of the parts of a packed tensor
-    span: Optional[FileSpan] = None     # where ``load()``'s bytes lie in the file, where they lie as they are
+    part_physical: Optional[list[Optional[str]]] = None  # physical points of the parts of a packed tensor
+    span: Optional[FileSpan] = None  # where ``load()``'s bytes lie in the file, where they lie as they are
 
     def load(self) -> torch.Tensor:
         """The tensor as torch ``[rows, width]`` in its stored dtype (CPU)."""
@@ -66,8 +67,10 @@ class HiddenTensor:
             raise InputError(f"{self.source or self.name}: tensor {self.name!r} has no data")
         t = self.loader()
         if tuple(t.shape) != (self.rows, self.width):
-            raise InputError(f"{self.source or self.name}: {self.name} has shape {tuple(t.shape)}, "
-                             f"expected {(self.rows, self.width)}")
+            raise InputError(
+                f"{self.source or self.name}: {self.name} has shape {tuple(t.shape)}, "
+                f"expected {(self.rows, self.width)}"
+            )
         return t
 
     def split(self, parts: int) -> list["HiddenTensor"]:
@@ -76,18 +79,33 @@ class HiddenTensor:
         known = self.part_physical if self.part_physical and len(self.part_physical) == parts else None
         out: list[HiddenTensor] = []
         for i in range(parts):
-            out.append(HiddenTensor(
-                name=f"{self.name}[{i}]", rows=self.rows, width=h, dtype=self.dtype,
-                role=SLOT if self.role == SLOT else LAYER, physical=known[i] if known else None,
-                source=self.source,
-                loader=_column_loader(self, i * h, (i + 1) * h),
-                span=(FileSpan(self.span.path, self.span.begin + i * h * ITEMSIZE[self.dtype], self.span.row_bytes)
-                      if self.span is not None and self.dtype in ITEMSIZE else None)))
+            out.append(
+                HiddenTensor(
+                    name=f"{self.name}[{i}]",
+                    rows=self.rows,
+                    width=h,
+                    dtype=self.dtype,
+                    role=SLOT if self.role == SLOT else LAYER,
+                    physical=known[i] if known else None,
+                    source=self.source,
+                    loader=_column_loader(self, i * h, (i + 1) * h),
+                    span=(
+                        FileSpan(self.span.path, self.span.begin + i * h * ITEMSIZE[self.dtype], self.span.row_bytes)
+                        if self.span is not None and self.dtype in ITEMSIZE
+                        else None
+                    ),
+                )
+            )
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": [self.rows, self.width], "dtype": self.dtype,
-                "role": self.role, "physical": self.physical}
+        return {
+            "name": self.name,
+            "shape": [self.rows, self.width],
+            "dtype": self.dtype,
+            "role": self.role,
+            "physical": self.physical,
+        }
 
 
 def _column_loader(parent: HiddenTensor, lo: int, hi: int) -> Callable[[], torch.Tensor]:
@@ -101,9 +119,9 @@ class Capture:
     path: str
     format: str
     tensors: list[HiddenTensor]
-    token_ids: Optional[npt.NDArray[np.int64]] = None     # int64 [T]
-    positions: Optional[npt.NDArray[np.int64]] = None     # int64 [T]
-    loss_mask: Optional[npt.NDArray[np.int64]] = None     # int64 [T] (training files)
+    token_ids: Optional[npt.NDArray[np.int64]] = None  # int64 [T]
+    positions: Optional[npt.NDArray[np.int64]] = None  # int64 [T]
+    loss_mask: Optional[npt.NDArray[np.int64]] = None  # int64 [T] (training files)
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -139,10 +157,16 @@ class Capture:
                 yield from t.split(t.width // width)
 
     def describe(self) -> dict[str, Any]:
-        return {"path": self.path, "format": self.format, "rows": self.rows,
-                "has_token_ids": self.token_ids is not None, "has_positions": self.positions is not None,
-                "tensors": [t.describe() for t in self.tensors], "notes": list(self.notes),
-                "meta": self.meta}
+        return {
+            "path": self.path,
+            "format": self.format,
+            "rows": self.rows,
+            "has_token_ids": self.token_ids is not None,
+            "has_positions": self.positions is not None,
+            "tensors": [t.describe() for t in self.tensors],
+            "notes": list(self.notes),
+            "meta": self.meta,
+        }
 
 
 def dtype_name(dtype: object) -> str:
@@ -167,7 +191,7 @@ def indexed_files(root: "str | os.PathLike[str]", pattern: str, name_re: re.Patt
 
 
 def _index(name_re: re.Pattern[str], name: str) -> int:
-    m = name_re.match(name)     # the caller kept only matching names
+    m = name_re.match(name)  # the caller kept only matching names
     return int(m.group(1)) if m else -1
 
 
@@ -178,8 +202,10 @@ def as_int_array(values: Any, where: str) -> npt.NDArray[np.int64]:
     if hasattr(values, "detach"):
         if values.is_floating_point() and values.element_size() < 4:
             # bf16 / fp16 hold integers exactly only up to 256 / 2048: such ids are already rounded
-            raise InputError(f"{where}: token ids stored as {str(values.dtype).replace('torch.', '')} "
-                             "are not exact; expected an integer tensor")
+            raise InputError(
+                f"{where}: token ids stored as {str(values.dtype).replace('torch.', '')} "
+                "are not exact; expected an integer tensor"
+            )
         try:
             values = values.detach().cpu().numpy()
         except (TypeError, RuntimeError):
@@ -187,8 +213,7 @@ def as_int_array(values: Any, where: str) -> npt.NDArray[np.int64]:
     try:
         arr = np.asarray(values)
     except (ValueError, TypeError, OverflowError):
-        raise InputError(f"{where}: expected a 1-D list of integers (rows of unequal length or "
-                         "non-numbers)") from None
+        raise InputError(f"{where}: expected a 1-D list of integers (rows of unequal length or non-numbers)") from None
     if arr.dtype == object or arr.dtype.kind in "USV":
         raise InputError(f"{where}: expected integers, got {_kind(arr)}")
     if arr.ndim == 2 and arr.shape[0] == 1:
@@ -196,8 +221,12 @@ def as_int_array(values: Any, where: str) -> npt.NDArray[np.int64]:
     if arr.ndim != 1:
         raise InputError(f"{where}: expected a 1-D list of integers, got shape {list(arr.shape)}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)) \
-                and float(np.abs(arr).max()) < 2.0 ** 53:
+        if (
+            np.issubdtype(arr.dtype, np.floating)
+            and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))
+            and float(np.abs(arr).max()) < 2.0**53
+        ):
             arr = arr.astype(np.int64)
         else:
             raise InputError(f"{where}: expected integers, got {arr.dtype}")

@@ -29,15 +29,43 @@ from workbench.hosts.base import (
 )
 from workbench.numbers import Range, number
 
-__all__ = ["Host", "Hosts", "HostError", "HostUnreachable", "HostTimeout", "HostKeyError", "UnknownHostKey",
-           "ChangedHostKey", "RevokedHostKey", "CasConflict", "RunResult", "FileStat", "Tunnel", "ANY", "host_settings"]
+__all__ = [
+    "Host",
+    "Hosts",
+    "HostError",
+    "HostUnreachable",
+    "HostTimeout",
+    "HostKeyError",
+    "UnknownHostKey",
+    "ChangedHostKey",
+    "RevokedHostKey",
+    "CasConflict",
+    "RunResult",
+    "FileStat",
+    "Tunnel",
+    "ANY",
+    "host_settings",
+]
 
-_KEYS = {"address", "user", "port", "identity_file", "python", "known_hosts", "proxy_jump", "ssh_config",
-         "connect_timeout", "command_timeout", "kind", "gpu_idle_mib", "description"}
+_KEYS = {
+    "address",
+    "user",
+    "port",
+    "identity_file",
+    "python",
+    "known_hosts",
+    "proxy_jump",
+    "ssh_config",
+    "connect_timeout",
+    "command_timeout",
+    "kind",
+    "gpu_idle_mib",
+    "description",
+}
 
 
-_SECONDS = Range(0, 86400, lo_open=True)      # finite: a call with an infinite timeout never ends
-_MIB = Range(0, 10 ** 7, lo_open=True)
+_SECONDS = Range(0, 86400, lo_open=True)  # finite: a call with an infinite timeout never ends
+_MIB = Range(0, 10**7, lo_open=True)
 
 
 def host_settings(hosts: dict[str, Any], name: str, source: str = "workbench.toml") -> dict[str, Any]:
@@ -78,19 +106,28 @@ def make_host(name: str, table: dict[str, Any]) -> Host:
         return LocalHost(name, python=table.get("python"))
     from workbench.hosts.ssh import SSHHost, SSHSettings
 
-    return SSHHost(SSHSettings(
-        name=name, address=table["address"], user=table.get("user"), port=table.get("port"),
-        identity_file=table.get("identity_file"), python=table.get("python", "python3"),
-        known_hosts=table.get("known_hosts"), ssh_config=table.get("ssh_config"),
-        proxy_jump=table.get("proxy_jump"), connect_timeout=float(table.get("connect_timeout", 10)),
-        command_timeout=float(table.get("command_timeout", 60))))
+    return SSHHost(
+        SSHSettings(
+            name=name,
+            address=table["address"],
+            user=table.get("user"),
+            port=table.get("port"),
+            identity_file=table.get("identity_file"),
+            python=table.get("python", "python3"),
+            known_hosts=table.get("known_hosts"),
+            ssh_config=table.get("ssh_config"),
+            proxy_jump=table.get("proxy_jump"),
+            connect_timeout=float(table.get("connect_timeout", 10)),
+            command_timeout=float(table.get("command_timeout", 60)),
+        )
+    )
 
 
 class Hosts:
     """One Host object per name for the life of a Workbench: one SSH transport per host, reused."""
 
     def __init__(self, settings_of: "Callable[[], dict[str, Any]]") -> None:
-        self._settings_of = settings_of      # () -> the [hosts] tables (re-read on reload)
+        self._settings_of = settings_of  # () -> the [hosts] tables (re-read on reload)
         self._hosts: dict[str, Host] = {}
         self._lock = threading.Lock()
 

@@ -42,7 +42,8 @@ class UnknownHostKey(HostKeyError):
         self.known_hosts = known_hosts
         super().__init__(
             f"host {host} ({where}): unknown host key {key_type} {fingerprint}; not in {known_hosts}. "
-            f"If this is the right machine, trust it: eagle-workbench host trust {host} --fingerprint {fingerprint}")
+            f"If this is the right machine, trust it: eagle-workbench host trust {host} --fingerprint {fingerprint}"
+        )
 
 
 class ChangedHostKey(HostKeyError):
@@ -53,7 +54,8 @@ class ChangedHostKey(HostKeyError):
             f"HOST KEY CHANGED for {host} ({where}): it now presents {key_type} {fingerprint}, "
             f"{known_hosts} has {expected}. Someone may be intercepting the connection, or the host was "
             f"reinstalled. Refusing to connect; verify the new key out of band, then remove the old entry "
-            f"(ssh-keygen -R '{where}' -f {known_hosts}).")
+            f"(ssh-keygen -R '{where}' -f {known_hosts})."
+        )
 
 
 class RevokedHostKey(ChangedHostKey):
@@ -63,8 +65,10 @@ class RevokedHostKey(ChangedHostKey):
         self.host, self.where, self.key_type, self.fingerprint = host, where, key_type, fingerprint
         self.expected, self.known_hosts = "", known_hosts
         HostKeyError.__init__(
-            self, f"REVOKED HOST KEY for {host} ({where}): it presents {key_type} {fingerprint}, which "
-                  f"{known_hosts} marks @revoked. Refusing to connect; it cannot be trusted.")
+            self,
+            f"REVOKED HOST KEY for {host} ({where}): it presents {key_type} {fingerprint}, which "
+            f"{known_hosts} marks @revoked. Refusing to connect; it cannot be trusted.",
+        )
 
 
 class CasConflict(HostError):
@@ -84,7 +88,7 @@ class _AnyVersion(enum.Enum):
 
 
 ANY: Final = _AnyVersion.ANY  # write_bytes(expect=ANY): no compare-and-swap
-Expect = Union[str, None, _AnyVersion]    # write_bytes(expect=): a sha256, None (must not exist), or ANY
+Expect = Union[str, None, _AnyVersion]  # write_bytes(expect=): a sha256, None (must not exist), or ANY
 
 
 @dataclass
@@ -110,8 +114,7 @@ class RunResult(Result):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"argv": self.argv, "rc": self.rc, "stdout": self.out, "stderr": self.err,
-                "elapsed": self.elapsed}
+        return {"argv": self.argv, "rc": self.rc, "stdout": self.out, "stderr": self.err, "elapsed": self.elapsed}
 
 
 @dataclass
@@ -129,8 +132,7 @@ def check_argv(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, wha
     (before anything is recorded or started, so nothing is left half-launched)."""
     for i, a in enumerate(argv):
         if "\0" in str(a):
-            raise InputError(f"{what}: argument {i} ({str(a)[:40]!r}) contains a NUL byte; "
-                             "no program can receive it")
+            raise InputError(f"{what}: argument {i} ({str(a)[:40]!r}) contains a NUL byte; no program can receive it")
     for k, v in (env or {}).items():
         if not _ENV_NAME.match(str(k)):
             raise InputError(f"env: {k!r} is not a valid variable name")
@@ -146,8 +148,7 @@ def env_argv(env: Optional[Mapping[str, str]]) -> list[str]:
     return ["env"] + [f"{k}={v}" for k, v in env.items()]
 
 
-def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
-                 cwd: Optional[str] = None) -> str:
+def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None) -> str:
     """One shell command line for argv: every argument quoted."""
     if not argv:
         raise InputError("command: empty argv")
@@ -175,16 +176,31 @@ class Host:
 
     name: str = ""
     python: str = "python3"
-    round_trips: int = 0   # remote requests made (exec, SFTP calls); a status refresh costs one
+    round_trips: int = 0  # remote requests made (exec, SFTP calls); a status refresh costs one
 
     # -- commands ---------------------------------------------------------------------------------
-    def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
-            input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: float = 30.0,
+        input: Optional[bytes] = None,
+        cwd: Optional[str] = None,
+        idempotent: bool = False,
+    ) -> RunResult:
         """``idempotent``: safe to repeat after a dropped connection (SSH retries it once)."""
         raise NotImplementedError
 
-    def python_run(self, script: str, args: Sequence[str] = (), *, timeout: float = 60.0,
-                   input: Optional[bytes] = None, env: Optional[Mapping[str, str]] = None) -> RunResult:
+    def python_run(
+        self,
+        script: str,
+        args: Sequence[str] = (),
+        *,
+        timeout: float = 60.0,
+        input: Optional[bytes] = None,
+        env: Optional[Mapping[str, str]] = None,
+    ) -> RunResult:
         """Run a Python snippet with the host's python: ``python -c SCRIPT ARGS...``."""
         return self.run([self.python, "-c", script, *args], timeout=timeout, input=input, env=env)
 

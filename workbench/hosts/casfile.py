@@ -25,12 +25,12 @@ import sys
 import time
 from typing import Any, Optional
 
-ANY = "*"                  # expect: write whatever is there now (no compare)
-LOCK_WAIT = 30.0           # seconds to wait for a live writer to finish
+ANY = "*"  # expect: write whatever is there now (no compare)
+LOCK_WAIT = 30.0  # seconds to wait for a live writer to finish
 RENAME_EXCHANGE = 2
-PAUSE_AT = "EAGLE_WORKBENCH_PAUSE_AT"     # test hook: point[,point] where a writer pauses
-PAUSE_DIR = "EAGLE_WORKBENCH_PAUSE_DIR"   # ... announcing itself as DIR/POINT.PID until DIR/POINT.go
-PAUSE_MAX = "EAGLE_WORKBENCH_PAUSE_MAX"   # ... for at most this many seconds (default 60)
+PAUSE_AT = "EAGLE_WORKBENCH_PAUSE_AT"  # test hook: point[,point] where a writer pauses
+PAUSE_DIR = "EAGLE_WORKBENCH_PAUSE_DIR"  # ... announcing itself as DIR/POINT.PID until DIR/POINT.go
+PAUSE_MAX = "EAGLE_WORKBENCH_PAUSE_MAX"  # ... for at most this many seconds (default 60)
 
 
 class Conflict(Exception):
@@ -96,7 +96,7 @@ def _lock(path: str, wait: float) -> "tuple[int, str]":
     while True:
         try:
             fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o600)
-        except IsADirectoryError:          # a lock directory left by an older workbench
+        except IsADirectoryError:  # a lock directory left by an older workbench
             try:
                 os.rmdir(lp)
                 continue
@@ -118,7 +118,7 @@ def _lock(path: str, wait: float) -> "tuple[int, str]":
             now = None
         if now is not None and (now.st_ino, now.st_dev) == (mine.st_ino, mine.st_dev):
             return fd, lp
-        os.close(fd)                       # its holder removed it as we waited: take the new one
+        os.close(fd)  # its holder removed it as we waited: take the new one
 
 
 def _unlock(lock: "tuple[int, str]") -> None:
@@ -179,8 +179,9 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
-def cas_write(path: str, data: bytes, expect: Optional[str], mode: Optional[int] = None,
-              wait: float = LOCK_WAIT) -> "dict[str, Any]":
+def cas_write(
+    path: str, data: bytes, expect: Optional[str], mode: Optional[int] = None, wait: float = LOCK_WAIT
+) -> "dict[str, Any]":
     """Replace ``path`` with ``data`` iff its sha256 is ``expect`` (None: it must not exist; ANY: no
     check). Raises Conflict (nothing written), Busy, or OSError. Returns what happened."""
     path = os.path.abspath(path)
@@ -203,23 +204,23 @@ def cas_write(path: str, data: bytes, expect: Optional[str], mode: Optional[int]
             with open(tmp, "xb") as fh:
                 view = memoryview(data)
                 for i in range(0, len(view), 1 << 20):
-                    fh.write(view[i:i + (1 << 20)])
+                    fh.write(view[i : i + (1 << 20)])
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, mode)
-            hook("window")                     # checked; not swapped yet
+            hook("window")  # checked; not swapped yet
             if expect == ANY:
                 os.replace(tmp, path)
             elif current is None:
                 try:
-                    os.link(tmp, path)         # never replaces a file that appeared meanwhile
+                    os.link(tmp, path)  # never replaces a file that appeared meanwhile
                 except FileExistsError:
                     raise Conflict(expect, sha256_of(path)) from None
                 os.unlink(tmp)
             elif _exchange(tmp, path):
-                was = sha256_of(tmp)           # what the path held at the instant of the swap
+                was = sha256_of(tmp)  # what the path held at the instant of the swap
                 if was != current:
-                    _exchange(tmp, path)       # a hand edit came in between: put it back
+                    _exchange(tmp, path)  # a hand edit came in between: put it back
                     note = ""
                     if sha256_of(tmp) != new_sha:
                         keep = os.path.join(folder, "%s.conflict-%d" % (base, int(time.time())))
@@ -260,9 +261,9 @@ def main() -> None:
     for k, v in (req.get("pause") or {}).items():
         os.environ[k] = v
     data = sys.stdin.buffer.read()
-    out: dict[str, Any] = {}           # a local annotation: never evaluated, whatever the host python
+    out: dict[str, Any] = {}  # a local annotation: never evaluated, whatever the host python
     if len(data) != req["size"] or hashlib.sha256(data).hexdigest() != req["sha256"]:
-        out = {"error": "truncated", "got": len(data)}      # the sender died mid-transfer: nothing written
+        out = {"error": "truncated", "got": len(data)}  # the sender died mid-transfer: nothing written
     else:
         try:
             out = {"ok": cas_write(req["path"], data, req["expect"], req.get("mode"), req.get("wait", LOCK_WAIT))}

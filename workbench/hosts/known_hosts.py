@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 class KnownHosts:
     path: str
     entries: list[tuple[str, str, paramiko.PKey]] = field(default_factory=list)  # (host name or |1|hash, key type, key)
-    revoked: set[tuple[str, str]] = field(default_factory=set)   # (key type, base64)
+    revoked: set[tuple[str, str]] = field(default_factory=set)  # (key type, base64)
     cert_authorities: int = 0
-    skipped: list[int] = field(default_factory=list)      # line numbers that could not be read
+    skipped: list[int] = field(default_factory=list)  # line numbers that could not be read
 
     def is_revoked(self, key: paramiko.PKey) -> bool:
         return (key.get_name(), key.get_base64()) in self.revoked
@@ -74,7 +74,7 @@ def load(path: str) -> KnownHosts:
             continue
         try:
             entry = HostKeyEntry.from_line(line, n)
-        except Exception:          # paramiko raises several kinds for one bad line; skip it like ssh does
+        except Exception:  # paramiko raises several kinds for one bad line; skip it like ssh does
             entry = None
         if entry is None:
             kh.skipped.append(n)

@@ -29,16 +29,31 @@ class LocalHost(Host):
         self.python = python or sys.executable
         self.round_trips = 0
 
-    def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
-            input: Optional[bytes] = None, cwd: Optional[str] = None, idempotent: bool = False) -> RunResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: float = 30.0,
+        input: Optional[bytes] = None,
+        cwd: Optional[str] = None,
+        idempotent: bool = False,
+    ) -> RunResult:
         argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in map(str, argv)]
         check_argv(argv, env)  # NUL bytes, variable names
         full_env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}
         t0 = time.monotonic()
         self.round_trips += 1
         try:
-            p = subprocess.run(argv, input=input, capture_output=True, timeout=timeout, env=full_env,
-                               cwd=cwd, stdin=None if input is not None else subprocess.DEVNULL)
+            p = subprocess.run(
+                argv,
+                input=input,
+                capture_output=True,
+                timeout=timeout,
+                env=full_env,
+                cwd=cwd,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             raise HostTimeout(f"{self.name}: {argv[0]} did not finish within {timeout:g} s") from None
         except FileNotFoundError:

@@ -51,7 +51,7 @@ T = TypeVar("T")
 @dataclass
 class SSHSettings:
     name: str
-    address: str                       # hostname, IP or an alias from ~/.ssh/config
+    address: str  # hostname, IP or an alias from ~/.ssh/config
     user: Optional[str] = None
     port: Optional[int] = None
     identity_file: Optional[str] = None
@@ -128,9 +128,9 @@ class SSHHost(Host):
         self.name = settings.name
         self.python = settings.python or "python3"
         self.round_trips = 0
-        self.connects = 0              # transports opened (reuse keeps this at 1)
-        self.bytes_sent = 0            # bytes written to / read from the SSH connection (encrypted,
-        self.bytes_received = 0        # framing included): what really crossed the network
+        self.connects = 0  # transports opened (reuse keeps this at 1)
+        self.bytes_sent = 0  # bytes written to / read from the SSH connection (encrypted,
+        self.bytes_received = 0  # framing included): what really crossed the network
         self._lock = threading.RLock()
         self._client: Optional[paramiko.SSHClient] = None
         self._jump: Optional[SSHHost] = None
@@ -149,25 +149,34 @@ class SSHHost(Host):
             hop = r.proxy_jump.split(",")[0].strip()
             user, _, rest = hop.rpartition("@")
             address, _, port = rest.partition(":")
-            jump_settings = SSHSettings(name=f"{self.name}-jump", address=address, user=user or None,
-                                        port=int(port) if port else None, known_hosts=r.known_hosts,
-                                        ssh_config=self.settings.ssh_config,
-                                        connect_timeout=self.settings.connect_timeout)
+            jump_settings = SSHSettings(
+                name=f"{self.name}-jump",
+                address=address,
+                user=user or None,
+                port=int(port) if port else None,
+                known_hosts=r.known_hosts,
+                ssh_config=self.settings.ssh_config,
+                connect_timeout=self.settings.connect_timeout,
+            )
             self._jump = SSHHost(jump_settings)
             jt = self._jump._transport()
             try:
-                return _Counted(jt.open_channel("direct-tcpip", (r.hostname, r.port), ("127.0.0.1", 0),
-                                                timeout=r.connect_timeout), self)
+                return _Counted(
+                    jt.open_channel("direct-tcpip", (r.hostname, r.port), ("127.0.0.1", 0), timeout=r.connect_timeout),
+                    self,
+                )
             except Exception as exc:
-                raise HostUnreachable(f"host {self.name}: jump host {hop} cannot reach "
-                                      f"{r.hostname}:{r.port}: {exc}") from None
+                raise HostUnreachable(
+                    f"host {self.name}: jump host {hop} cannot reach {r.hostname}:{r.port}: {exc}"
+                ) from None
         try:
             return _Counted(socket.create_connection((r.hostname, r.port), timeout=r.connect_timeout), self)
         except socket.gaierror:
             raise HostUnreachable(f"host {self.name}: cannot resolve {r.hostname}") from None
         except socket.timeout:
-            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port} did not answer within "
-                                  f"{r.connect_timeout:g} s") from None
+            raise HostUnreachable(
+                f"host {self.name}: {r.hostname}:{r.port} did not answer within {r.connect_timeout:g} s"
+            ) from None
         except OSError as exc:
             raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc.strerror or exc}") from None
 
@@ -177,7 +186,7 @@ class SSHHost(Host):
         r = self.resolved
         client = paramiko.SSHClient()
         kh = known_hosts.load(r.known_hosts)
-        for name, kind, key in kh.entries:      # paramiko's own reader stops at marker lines
+        for name, kind, key in kh.entries:  # paramiko's own reader stops at marker lines
             if not kh.is_revoked(key):
                 client.get_host_keys().add(name, kind, key)
         host = self
@@ -191,24 +200,41 @@ class SSHHost(Host):
         sock = self._open_sock(r)
         ids = [p for p in r.identity_files if os.path.exists(p)]
         try:
-            client.connect(r.hostname, port=r.port, username=r.user, key_filename=ids or None,
-                           look_for_keys=not ids, allow_agent=True, timeout=r.connect_timeout,
-                           banner_timeout=r.connect_timeout, auth_timeout=r.connect_timeout,
-                           sock=sock)
-        except HostKeyError:             # refused by the policy: unknown, changed type, revoked
+            client.connect(
+                r.hostname,
+                port=r.port,
+                username=r.user,
+                key_filename=ids or None,
+                look_for_keys=not ids,
+                allow_agent=True,
+                timeout=r.connect_timeout,
+                banner_timeout=r.connect_timeout,
+                auth_timeout=r.connect_timeout,
+                sock=sock,
+            )
+        except HostKeyError:  # refused by the policy: unknown, changed type, revoked
             client.close()
             raise
         except paramiko.BadHostKeyException as exc:
             client.close()
             if kh.is_revoked(exc.key):
-                raise RevokedHostKey(self.name, r.known_hosts_name, exc.key.get_name(), fingerprint(exc.key),
-                                     r.known_hosts) from None
-            raise ChangedHostKey(self.name, r.known_hosts_name, exc.key.get_name(), fingerprint(exc.key),
-                                 fingerprint(exc.expected_key), r.known_hosts) from None
+                raise RevokedHostKey(
+                    self.name, r.known_hosts_name, exc.key.get_name(), fingerprint(exc.key), r.known_hosts
+                ) from None
+            raise ChangedHostKey(
+                self.name,
+                r.known_hosts_name,
+                exc.key.get_name(),
+                fingerprint(exc.key),
+                fingerprint(exc.expected_key),
+                r.known_hosts,
+            ) from None
         except paramiko.AuthenticationException as exc:
             client.close()
-            raise HostError(f"host {self.name}: authentication as {r.user} failed ({exc}); "
-                            f"identity files tried: {', '.join(ids) or 'default keys and agent'}") from None
+            raise HostError(
+                f"host {self.name}: authentication as {r.user} failed ({exc}); "
+                f"identity files tried: {', '.join(ids) or 'default keys and agent'}"
+            ) from None
         except (paramiko.SSHException, EOFError, OSError) as exc:
             client.close()
             raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc}") from None
@@ -265,9 +291,16 @@ class SSHHost(Host):
                 raise HostUnreachable(f"host {self.name}: connection lost: {exc2}") from None
 
     # -- commands ---------------------------------------------------------------------------------
-    def run(self, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 30.0,
-            input: Optional[bytes] = None, cwd: Optional[str] = None,
-            idempotent: bool = False) -> RunResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: float = 30.0,
+        input: Optional[bytes] = None,
+        cwd: Optional[str] = None,
+        idempotent: bool = False,
+    ) -> RunResult:
         line = command_line(argv, env, cwd)
         argv = [str(a) for a in argv]
 
@@ -290,8 +323,12 @@ class SSHHost(Host):
                     while chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
                         got = True
-                    if chan.exit_status_ready() and chan.eof_received and not chan.recv_ready() \
-                            and not chan.recv_stderr_ready():
+                    if (
+                        chan.exit_status_ready()
+                        and chan.eof_received
+                        and not chan.recv_ready()
+                        and not chan.recv_stderr_ready()
+                    ):
                         break
                     if chan.closed and not chan.recv_ready() and not chan.recv_stderr_ready():
                         break
@@ -357,12 +394,21 @@ class SSHHost(Host):
         stdin with their sha256 so a transfer cut short writes nothing."""
         from workbench.hosts import casfile
 
-        req = {"path": path, "expect": casfile.ANY if expect is ANY else expect, "mode": mode,
-               "size": len(data), "sha256": sha256(data),
-               "pause": {k: os.environ[k] for k in (casfile.PAUSE_AT, casfile.PAUSE_DIR, casfile.PAUSE_MAX)
-                         if k in os.environ}}
-        r = self.run([self.python, "-c", _casfile_source(), json.dumps(req)], input=data,
-                     timeout=max(self.settings.command_timeout, casfile.LOCK_WAIT + 30))
+        req = {
+            "path": path,
+            "expect": casfile.ANY if expect is ANY else expect,
+            "mode": mode,
+            "size": len(data),
+            "sha256": sha256(data),
+            "pause": {
+                k: os.environ[k] for k in (casfile.PAUSE_AT, casfile.PAUSE_DIR, casfile.PAUSE_MAX) if k in os.environ
+            },
+        }
+        r = self.run(
+            [self.python, "-c", _casfile_source(), json.dumps(req)],
+            input=data,
+            timeout=max(self.settings.command_timeout, casfile.LOCK_WAIT + 30),
+        )
         try:
             out = json.loads(r.out.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -467,8 +513,9 @@ class _Forwarder:
         chan = None
         try:
             transport = self.host._transport()
-            chan = transport.open_channel("direct-tcpip", self.remote, client.getpeername(),
-                                          timeout=self.host.resolved.connect_timeout)
+            chan = transport.open_channel(
+                "direct-tcpip", self.remote, client.getpeername(), timeout=self.host.resolved.connect_timeout
+            )
             self.host.round_trips += 1
             while not self.stopped.is_set():
                 r, _, _ = select.select([client, chan], [], [], 0.5)
@@ -525,24 +572,34 @@ def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict
     key = host.scan_key()
     fp = fingerprint(key)
     if expected_fingerprint and expected_fingerprint != fp:
-        raise HostError(f"host {host.name}: presents {fp}, not the {expected_fingerprint} you approved; "
-                        "not trusted")
+        raise HostError(f"host {host.name}: presents {fp}, not the {expected_fingerprint} you approved; not trusted")
     kh = known_hosts.load(r.known_hosts)
     have = kh.lookup(r.known_hosts_name)
     if not kh.is_revoked(key) and any(k == key for k in have.values()):
-        return {"host": host.name, "entry": r.known_hosts_name, "fingerprint": fp, "added": False,
-                "known_hosts": r.known_hosts}
+        return {
+            "host": host.name,
+            "entry": r.known_hosts_name,
+            "fingerprint": fp,
+            "added": False,
+            "known_hosts": r.known_hosts,
+        }
     try:
         _refuse_unless_trusted(host.name, r, kh, key)
     except UnknownHostKey:
-        pass                        # the one case trust is for
+        pass  # the one case trust is for
     os.makedirs(os.path.dirname(os.path.abspath(r.known_hosts)), exist_ok=True)
     local = LocalHost()
     exists = os.path.exists(r.known_hosts)
     raw = open(r.known_hosts, "rb").read() if exists else b""
     sep = b"\n" if raw and not raw.endswith(b"\n") else b""
     line = f"{r.known_hosts_name} {key.get_name()} {key.get_base64()}\n".encode()
-    local.write_bytes(r.known_hosts, raw + sep + line, expect=sha256(raw) if exists else None,
-                      mode=None if exists else 0o600)
-    return {"host": host.name, "entry": r.known_hosts_name, "fingerprint": fp, "added": True,
-            "known_hosts": r.known_hosts}
+    local.write_bytes(
+        r.known_hosts, raw + sep + line, expect=sha256(raw) if exists else None, mode=None if exists else 0o600
+    )
+    return {
+        "host": host.name,
+        "entry": r.known_hosts_name,
+        "fingerprint": fp,
+        "added": True,
+        "known_hosts": r.known_hosts,
+    }

@@ -76,8 +76,13 @@ def load_manifest(path: "str | os.PathLike[str]") -> dict[str, Any]:
     return manifest
 
 
-def build(size: str = "tiny", root: "str | os.PathLike[str] | None" = None,
-          progress: Optional[ProgressCallback] = None, force: bool = False, **overrides: Any) -> dict[str, Any]:
+def build(
+    size: str = "tiny",
+    root: "str | os.PathLike[str] | None" = None,
+    progress: Optional[ProgressCallback] = None,
+    force: bool = False,
+    **overrides: Any,
+) -> dict[str, Any]:
     """Build (or reuse) a lab world; returns the manifest dict."""
     import fcntl
 
@@ -86,7 +91,7 @@ def build(size: str = "tiny", root: "str | os.PathLike[str] | None" = None,
     final.parent.mkdir(parents=True, exist_ok=True)
     lock_path = final.parent / f".{final.name}.lock"
     with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)          # one builder per world; others wait and reuse
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per world; others wait and reuse
         try:
             if (final / MANIFEST).exists() and not force:
                 m = load_manifest(final)
@@ -115,18 +120,24 @@ def build(size: str = "tiny", root: "str | os.PathLike[str] | None" = None,
 def _relocate(m: dict[str, Any], old: Path, new: Path) -> dict[str, Any]:
     def fix(v: Any) -> Any:
         if isinstance(v, str) and v.startswith(str(old)):
-            return str(new) + v[len(str(old)):]
+            return str(new) + v[len(str(old)) :]
         if isinstance(v, dict):
             return {k: fix(x) for k, x in v.items()}
         if isinstance(v, list):
             return [fix(x) for x in v]
         return v
+
     moved: dict[str, Any] = fix(m)
     return moved
 
 
-def _step(progress: Optional[ProgressCallback], stage: str, done: float = 0.0, total: Optional[float] = None,
-          message: str = "") -> None:
+def _step(
+    progress: Optional[ProgressCallback],
+    stage: str,
+    done: float = 0.0,
+    total: Optional[float] = None,
+    message: str = "",
+) -> None:
     if progress:
         from workbench.progress import Progress
 
@@ -149,20 +160,31 @@ def _build_into(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
         out.mkdir()
         m = _build_once(replace(s, seed=s.seed + retry), out, progress)
         missed = K.misses(m["calibration"]["figures"])
-        attempts.append({"seed": s.seed + retry, "figures": m["calibration"]["figures"], "misses": missed,
-                         "seconds": m["timings"]["total"], "drafter_steps": m["drafter_training"]["steps"],
-                         "checks": m["drafter_training"]["checks"]})
+        attempts.append(
+            {
+                "seed": s.seed + retry,
+                "figures": m["calibration"]["figures"],
+                "misses": missed,
+                "seconds": m["timings"]["total"],
+                "drafter_steps": m["drafter_training"]["steps"],
+                "checks": m["drafter_training"]["checks"],
+            }
+        )
         if not missed:
             break
         last = retry == s.max_retries
-        _step(progress, "retry", retry + 1, s.max_retries,
-              f"seed {s.seed + retry} outside the bands ({'; '.join(missed)}): "
-              + ("kept, marked calibration.ok = false" if last else "next seed"))
-    m["calibration"].update(ok=not missed, seed=s.seed, seed_used=s.seed + retry, retries=retry,
-                            attempts=attempts)
-    m["hash"] = s.content_hash()          # the folder's name: the settings asked for
+        _step(
+            progress,
+            "retry",
+            retry + 1,
+            s.max_retries,
+            f"seed {s.seed + retry} outside the bands ({'; '.join(missed)}): "
+            + ("kept, marked calibration.ok = false" if last else "next seed"),
+        )
+    m["calibration"].update(ok=not missed, seed=s.seed, seed_used=s.seed + retry, retries=retry, attempts=attempts)
+    m["hash"] = s.content_hash()  # the folder's name: the settings asked for
     m["timings"]["total"] = round(time.time() - t0, 2)
-    m["timings"]["cpu"] = round(time.process_time() - c0, 2)   # this process's CPU seconds (load-free)
+    m["timings"]["cpu"] = round(time.process_time() - c0, 2)  # this process's CPU seconds (load-free)
     m["machine"] = machine()
     return m
 
@@ -173,8 +195,13 @@ def machine() -> dict[str, Any]:
 
     import torch
 
-    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": cpu_model(),
-            "machine": platform.machine(), "python": platform.python_version()}
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu": cpu_model(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }
 
 
 def cpu_model() -> str:
@@ -232,14 +259,14 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
     hfinals, hauxes = C.capture_rows(target, hseqs, layers)
     C.write_rows(out / "training_data", seqs, s.prompt_len, finals, auxes, s.rows_per_group)
     C.write_rows(out / "heldout_data", hseqs, s.prompt_len, hfinals, hauxes, s.rows_per_group)
-    distinct = len({tuple(r) for r in seqs[:, s.prompt_len:].tolist()})
+    distinct = len({tuple(r) for r in seqs[:, s.prompt_len :].tolist()})
     times["data"] = round(time.time() - t1, 2)
 
     t2 = time.time()
 
     def as_rows(ids: torch.Tensor, hidden: torch.Tensor, aux: torch.Tensor) -> dict[str, torch.Tensor]:
         mask = torch.zeros_like(ids)
-        mask[:, s.prompt_len:] = 1
+        mask[:, s.prompt_len :] = 1
         return {"input_ids": ids, "loss_mask": mask, "hidden_state": hidden, "aux_hidden_state": aux}
 
     rows, held = as_rows(seqs, finals, auxes), as_rows(hseqs, hfinals, hauxes)
@@ -267,9 +294,15 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
         demo = {k[5:]: v for k, v in results.items() if k.startswith("demo:")}
         fig = K.figures(metrics["acc"][0], predicted, measured, demo)
         missed = K.misses(fig)
-        _step(progress, "evaluate", 1, 1, f"accept length {fig['accept_length']:.2f} (predicted {predicted:.2f}), "
-              f"broken x{fig['broken_ratio']:.2f}, shifted x{fig['shifted_ratio']:.2f}: "
-              + ("; ".join(missed) if missed else "in the bands"))
+        _step(
+            progress,
+            "evaluate",
+            1,
+            1,
+            f"accept length {fig['accept_length']:.2f} (predicted {predicted:.2f}), "
+            f"broken x{fig['broken_ratio']:.2f}, shifted x{fig['shifted_ratio']:.2f}: "
+            + ("; ".join(missed) if missed else "in the bands"),
+        )
         return {"metrics": metrics, "predicted": predicted, "measured": measured, "demo": demo, "figures": fig}
 
     check = HeldoutCheck(s, target, held, hseqs, points, confirm=evaluate)
@@ -278,49 +311,77 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
     torch.save({"d2t": drafter.d2t.clone(), "t2d": drafter.t2d.clone()}, vm / "vocab_mapping.pt")
     times["drafter"] = round(time.time() - t2 - check.stop.confirm_seconds, 2)
 
-    t3 = time.time() - check.stop.confirm_seconds    # the measurements during training count as evaluation
+    t3 = time.time() - check.stop.confirm_seconds  # the measurements during training count as evaluation
     if dlog["stopped_by_check"] and check.stop.last is not None:
-        ev = check.stop.last                     # measured at the check that stopped training
+        ev = check.stop.last  # measured at the check that stopped training
     else:
         ev = evaluate(drafter)
     metrics, predicted, measured, demo = ev["metrics"], ev["predicted"], ev["measured"], ev["demo"]
     times["evaluate"] = round(time.time() - t3, 2)
     times["total"] = round(time.time() - t0, 2)
-    acc = {f"acc_{k}": v for k, v in enumerate(metrics["acc"][:s.ttt_steps])}
+    acc = {f"acc_{k}": v for k, v in enumerate(metrics["acc"][: s.ttt_steps])}
     fig = ev["figures"]
     return {
-        "dir": str(out), "size": s.size, "hash": s.content_hash(),
-        "target": str(out / "target"), "draft": str(out / "draft"), "draft_broken": str(out / "draft_broken"),
-        "draft_shifted": str(out / "draft_shifted"), "training_data": str(out / "training_data"),
+        "dir": str(out),
+        "size": s.size,
+        "hash": s.content_hash(),
+        "target": str(out / "target"),
+        "draft": str(out / "draft"),
+        "draft_broken": str(out / "draft_broken"),
+        "draft_shifted": str(out / "draft_shifted"),
+        "training_data": str(out / "training_data"),
         "heldout_data": str(out / "heldout_data"),
         "acc": acc,
-        "layers": {"num_layers": N, "convention": "output-of-layer", "trained": layers,
-                   "points": [f"out({i})" for i in layers], "draft": layers, "draft_broken": broken_ids,
-                   "draft_shifted": shifted_ids},
+        "layers": {
+            "num_layers": N,
+            "convention": "output-of-layer",
+            "trained": layers,
+            "points": [f"out({i})" for i in layers],
+            "draft": layers,
+            "draft_broken": broken_ids,
+            "draft_shifted": shifted_ids,
+        },
         "heldout": metrics,
-        "accept_length": {"steps": s.eval_steps, "topk": 1, "draft_tokens": s.eval_steps + 1,
-                          "engine": MEASURE_ENGINE, "dtype": "bfloat16", "predicted": round(predicted, 4),
-                          "prompts": {"count": s.eval_prompts, "seed": s.seed + 2,
-                                      "new_tokens": s.eval_new_tokens},
-                          "measured": {k: round(v, 4) for k, v in measured.items()}},
-        "demo": {"steps": K.DEMO_STEPS, "prompts": {"count": s.eval_prompts, "seed": s.seed + 7,
-                                                    "new_tokens": s.eval_new_tokens},
-                 "measured": {k: round(v, 4) for k, v in demo.items()}},
+        "accept_length": {
+            "steps": s.eval_steps,
+            "topk": 1,
+            "draft_tokens": s.eval_steps + 1,
+            "engine": MEASURE_ENGINE,
+            "dtype": "bfloat16",
+            "predicted": round(predicted, 4),
+            "prompts": {"count": s.eval_prompts, "seed": s.seed + 2, "new_tokens": s.eval_new_tokens},
+            "measured": {k: round(v, 4) for k, v in measured.items()},
+        },
+        "demo": {
+            "steps": K.DEMO_STEPS,
+            "prompts": {"count": s.eval_prompts, "seed": s.seed + 7, "new_tokens": s.eval_new_tokens},
+            "measured": {k: round(v, 4) for k, v in demo.items()},
+        },
         "calibration": {"bands": K.bands(), "figures": fig, "in_band": K.in_band(fig)},
-        "target_training": tlog, "drafter_training": dlog, "distinct_responses": distinct,
-        "timings": times, "settings": s.to_dict(),
+        "target_training": tlog,
+        "drafter_training": dlog,
+        "distinct_responses": distinct,
+        "timings": times,
+        "settings": s.to_dict(),
     }
 
 
-def measured_points(variants: dict[str, list[int]], num_layers: int,
-                    arch: str = "LlamaForCausalLM") -> dict[str, list[str]]:
+def measured_points(
+    variants: dict[str, list[int]], num_layers: int, arch: str = "LlamaForCausalLM"
+) -> dict[str, list[str]]:
     """The stream points ``MEASURE_ENGINE`` captures for each variant's ids, read from that
     release's code (the installed SGLang or its wheel, ``workbench.engine.code``), as the measuring
     engine reads them; a point that never fires is left out, as the engine leaves it out."""
     from workbench.engine.code import code_capture
 
-    return {name: [str(p) for p in code_capture(MEASURE_ENGINE, arch=arch, num_layers=num_layers, ids=ids)[0].points
-                   if p != "missing"] for name, ids in variants.items()}
+    return {
+        name: [
+            str(p)
+            for p in code_capture(MEASURE_ENGINE, arch=arch, num_layers=num_layers, ids=ids)[0].points
+            if p != "missing"
+        ]
+        for name, ids in variants.items()
+    }
 
 
 class HeldoutCheck:
@@ -332,15 +393,23 @@ class HeldoutCheck:
     broken) at the demo's 5. ``stop`` (a ``ConfirmedStop``) decides from them.
     ``check(drafter) -> (figures, stop)``."""
 
-    def __init__(self, s: LabSettings, target: LlamaForCausalLM, held: dict[str, torch.Tensor], seqs: torch.Tensor,
-                 points: dict[str, list[str]], confirm: Optional[Confirm] = None) -> None:
+    def __init__(
+        self,
+        s: LabSettings,
+        target: LlamaForCausalLM,
+        held: dict[str, torch.Tensor],
+        seqs: torch.Tensor,
+        points: dict[str, list[str]],
+        confirm: Optional[Confirm] = None,
+    ) -> None:
         from workbench.lab import calibration as K
         from workbench.lab.capture import capture_points
 
         self.s, self.target, self.K = s, target, K
         feats = capture_points(target, seqs, sorted({p for ps in points.values() for p in ps}))
-        self.rows = {name: dict(held, aux_hidden_state=torch_cat([feats[p] for p in ps]))
-                     for name, ps in points.items()}
+        self.rows = {
+            name: dict(held, aux_hidden_state=torch_cat([feats[p] for p in ps])) for name, ps in points.items()
+        }
         self.depth = max(s.eval_steps, K.DEMO_STEPS)
         self.stop = ConfirmedStop(s, confirm)
 
@@ -348,12 +417,14 @@ class HeldoutCheck:
         from workbench.lab import train_drafter as D
 
         K, s = self.K, self.s
-        m = {n: D.offline_metrics(drafter, self.target, r, self.depth, batch=len(r["input_ids"]))
-             for n, r in self.rows.items()}
+        m = {
+            n: D.offline_metrics(drafter, self.target, r, self.depth, batch=len(r["input_ids"]))
+            for n, r in self.rows.items()
+        }
         al = {n: predict_al(x["cond"], s.eval_steps) for n, x in m.items()}
         demo = {n: predict_al(m[n]["cond"], K.DEMO_STEPS) for n in ("draft", "draft_broken")}
         fig: dict[str, Any] = K.figures(m["draft"]["acc"][0], al["draft"], al, demo)
-        fig.pop("predicted_error")           # predicted against itself: only a decode measures it
+        fig.pop("predicted_error")  # predicted against itself: only a decode measures it
         return fig
 
     def __call__(self, drafter: Eagle3Drafter) -> tuple[dict[str, Any], bool]:
@@ -377,7 +448,7 @@ class ConfirmedStop:
         self.s, self.K, self.confirm = s, K, confirm
         self.confirmed = 0
         self.confirm_seconds = 0.0
-        self.last: Optional[dict[str, Any]] = None     # the measurement of this check's drafter, if it was measured
+        self.last: Optional[dict[str, Any]] = None  # the measurement of this check's drafter, if it was measured
 
     def __call__(self, fig: dict[str, Any], drafter: Eagle3Drafter) -> tuple[dict[str, Any], bool]:
         self.last = None
@@ -411,7 +482,7 @@ def predict_al(cond: Iterable[float], steps: int) -> float:
     return float(P.predict("conditional", list(cond), steps, 1, steps + 1).accept_length)
 
 
-PIECE_PROMPTS = 4       # prompts a measuring worker decodes at a time (see measure_many)
+PIECE_PROMPTS = 4  # prompts a measuring worker decodes at a time (see measure_many)
 
 
 def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int = 1) -> dict[str, float]:
@@ -450,23 +521,24 @@ def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int
 
 
 _JOBS: Optional[tuple[Path, list[Any], int]] = None  # what forked measurement workers read (inherited, never pickled)
-_ENGINES: dict[tuple[str, int], Any] = {}            # a measuring process's engines, per (draft, steps)
+_ENGINES: dict[tuple[str, int], Any] = {}  # a measuring process's engines, per (draft, steps)
 
 
 def _measure_piece(piece: tuple[int, int]) -> tuple[int, int, int]:
     """(job, accepted tokens, verify rounds) of one piece of a job's prompts."""
     from workbench.lab.engine import LabEngine, Stats
 
-    world, jobs, new_tokens = cast("tuple[Path, list[Any], int]", _JOBS)     # measure_many set it
+    world, jobs, new_tokens = cast("tuple[Path, list[Any], int]", _JOBS)  # measure_many set it
     j, start = piece
     name, prompts, steps = jobs[j]
     draft = name.split(":")[-1]
     eng = _ENGINES.get((draft, steps))
     if eng is None:
-        eng = _ENGINES[draft, steps] = LabEngine(world / "target", world / draft, dtype="bfloat16",
-                                                 engine=MEASURE_ENGINE, num_steps=steps)
+        eng = _ENGINES[draft, steps] = LabEngine(
+            world / "target", world / draft, dtype="bfloat16", engine=MEASURE_ENGINE, num_steps=steps
+        )
     eng.stats = Stats()
-    for p in prompts[start:start + PIECE_PROMPTS]:
+    for p in prompts[start : start + PIECE_PROMPTS]:
         eng.generate(p, new_tokens, ignore_eos=True)
     return j, eng.stats.accept_tokens, eng.stats.verify_ct
 

@@ -38,23 +38,43 @@ DEMO_STEPS = 5
 
 # how far inside each band (absolute, in the figure's own unit) training stops (offline prediction)
 # (offline teacher-forced rates under-read the broken ratio by 0.02-0.07 against real decoding)
-MARGINS = {"acc_0": 0.0, "accept_length": 0.1, "broken_ratio": 0.05, "shifted_ratio": 0.02,
-           "predicted_error": 0.03, "demo_recovery": 0.05}
+MARGINS = {
+    "acc_0": 0.0,
+    "accept_length": 0.1,
+    "broken_ratio": 0.05,
+    "shifted_ratio": 0.02,
+    "predicted_error": 0.03,
+    "demo_recovery": 0.05,
+}
 # ... and the end of the build accepts a world (measured as the tests measure it)
-FINAL_MARGINS = {"acc_0": 0.0, "accept_length": 0.03, "broken_ratio": 0.01, "shifted_ratio": 0.01,
-                 "predicted_error": 0.01, "demo_recovery": 0.02}
+FINAL_MARGINS = {
+    "acc_0": 0.0,
+    "accept_length": 0.03,
+    "broken_ratio": 0.01,
+    "shifted_ratio": 0.01,
+    "predicted_error": 0.01,
+    "demo_recovery": 0.02,
+}
 
 
 def bands() -> dict[str, Any]:
     """The bands as ``lab.json`` and the benchmark print them."""
-    return {"acc_0": list(ACC_BAND), "accept_length": list(ACCEPT_BAND), "broken_ratio_max": BROKEN_RATIO_MAX,
-            "shifted_ratio_min": SHIFTED_RATIO_MIN, "predicted_error_max": PREDICTED_ERROR_MAX,
-            "demo_recovery_min": DEMO_RECOVERY_MIN, "demo_steps": DEMO_STEPS, "stop_margins": dict(MARGINS),
-            "accept_margins": dict(FINAL_MARGINS)}
+    return {
+        "acc_0": list(ACC_BAND),
+        "accept_length": list(ACCEPT_BAND),
+        "broken_ratio_max": BROKEN_RATIO_MAX,
+        "shifted_ratio_min": SHIFTED_RATIO_MIN,
+        "predicted_error_max": PREDICTED_ERROR_MAX,
+        "demo_recovery_min": DEMO_RECOVERY_MIN,
+        "demo_steps": DEMO_STEPS,
+        "stop_margins": dict(MARGINS),
+        "accept_margins": dict(FINAL_MARGINS),
+    }
 
 
-def figures(acc0: float, predicted: float, measured: Mapping[str, float],
-            demo: Mapping[str, float]) -> dict[str, float]:
+def figures(
+    acc0: float, predicted: float, measured: Mapping[str, float], demo: Mapping[str, float]
+) -> dict[str, float]:
     """The checked figures of a world from its raw measurements."""
     ok = measured["draft"]
     return {
@@ -92,25 +112,55 @@ def _misses(fig: Mapping[str, float], m: Mapping[str, float]) -> list[tuple[str,
     out: list[tuple[str, str, str]] = []
     lo, hi = ACC_BAND
     if not lo + m["acc_0"] <= fig["acc_0"] <= hi - m["acc_0"]:
-        out.append(("acc_0", "low" if fig["acc_0"] < lo + m["acc_0"] else "high",
-                    f"acc_0 {fig['acc_0']:.3f} outside [{lo + m['acc_0']:.2f}, {hi - m['acc_0']:.2f}]"))
+        out.append(
+            (
+                "acc_0",
+                "low" if fig["acc_0"] < lo + m["acc_0"] else "high",
+                f"acc_0 {fig['acc_0']:.3f} outside [{lo + m['acc_0']:.2f}, {hi - m['acc_0']:.2f}]",
+            )
+        )
     lo, hi = ACCEPT_BAND
     if not lo + m["accept_length"] <= fig["accept_length"] <= hi - m["accept_length"]:
-        out.append(("accept_length", "low" if fig["accept_length"] < lo + m["accept_length"] else "high",
-                    f"accept length {fig['accept_length']:.3f} outside "
-                    f"[{lo + m['accept_length']:.2f}, {hi - m['accept_length']:.2f}]"))
+        out.append(
+            (
+                "accept_length",
+                "low" if fig["accept_length"] < lo + m["accept_length"] else "high",
+                f"accept length {fig['accept_length']:.3f} outside "
+                f"[{lo + m['accept_length']:.2f}, {hi - m['accept_length']:.2f}]",
+            )
+        )
     if fig["broken_ratio"] > BROKEN_RATIO_MAX - m["broken_ratio"]:
-        out.append(("broken_ratio", "high",
-                    f"broken ratio {fig['broken_ratio']:.3f} > {BROKEN_RATIO_MAX - m['broken_ratio']:.2f}"))
+        out.append(
+            (
+                "broken_ratio",
+                "high",
+                f"broken ratio {fig['broken_ratio']:.3f} > {BROKEN_RATIO_MAX - m['broken_ratio']:.2f}",
+            )
+        )
     if fig["shifted_ratio"] < SHIFTED_RATIO_MIN + m["shifted_ratio"]:
-        out.append(("shifted_ratio", "low",
-                    f"shifted ratio {fig['shifted_ratio']:.3f} < {SHIFTED_RATIO_MIN + m['shifted_ratio']:.2f}"))
+        out.append(
+            (
+                "shifted_ratio",
+                "low",
+                f"shifted ratio {fig['shifted_ratio']:.3f} < {SHIFTED_RATIO_MIN + m['shifted_ratio']:.2f}",
+            )
+        )
     if fig["predicted_error"] > PREDICTED_ERROR_MAX - m["predicted_error"]:
-        out.append(("predicted_error", "high", f"predicted error {fig['predicted_error']:.3f} > "
-                    f"{PREDICTED_ERROR_MAX - m['predicted_error']:.2f}"))
+        out.append(
+            (
+                "predicted_error",
+                "high",
+                f"predicted error {fig['predicted_error']:.3f} > {PREDICTED_ERROR_MAX - m['predicted_error']:.2f}",
+            )
+        )
     if fig["demo_recovery"] < DEMO_RECOVERY_MIN + m["demo_recovery"]:
-        out.append(("demo_recovery", "low",
-                    f"demo recovery {fig['demo_recovery']:.3f} < {DEMO_RECOVERY_MIN + m['demo_recovery']:.2f}"))
+        out.append(
+            (
+                "demo_recovery",
+                "low",
+                f"demo recovery {fig['demo_recovery']:.3f} < {DEMO_RECOVERY_MIN + m['demo_recovery']:.2f}",
+            )
+        )
     return out
 
 

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from workbench.lab.lean import KV, LeanLlama
 
 
-def make_prompts(prompt_len: int, count: int, seed: int, world: int,
-                 style: Optional[dict[str, Any]] = None) -> torch.Tensor:
+def make_prompts(
+    prompt_len: int, count: int, seed: int, world: int, style: Optional[dict[str, Any]] = None
+) -> torch.Tensor:
     """``count`` prompts of ``prompt_len`` tokens, each starting at a document's ``<bos>``;
     ``style``: the world's corpus style (``settings.corpus_style``)."""
     import torch
@@ -56,7 +57,7 @@ def greedy(model: LlamaForCausalLM, ids: torch.Tensor, n: int, batch: int = 1024
 
     lean = lean_for(model)
     with torch.no_grad():
-        return torch.cat([_greedy_batch(model, lean, ids[b:b + batch], n) for b in range(0, ids.shape[0], batch)])
+        return torch.cat([_greedy_batch(model, lean, ids[b : b + batch], n) for b in range(0, ids.shape[0], batch)])
 
 
 def _greedy_batch(model: LlamaForCausalLM, lean: Optional[LeanLlama], x: torch.Tensor, n: int) -> torch.Tensor:
@@ -80,8 +81,9 @@ def _greedy_batch(model: LlamaForCausalLM, lean: Optional[LeanLlama], x: torch.T
     return torch.cat([x] + toks, dim=1)
 
 
-def capture_rows(model: LlamaForCausalLM, ids: torch.Tensor, layer_ids: Sequence[int],
-                 batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+def capture_rows(
+    model: LlamaForCausalLM, ids: torch.Tensor, layer_ids: Sequence[int], batch: int = 64
+) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 capture: (hidden_state post-norm [R, L, H], aux [R, L, k*H]) for output-of-layer ids."""
     import torch
 
@@ -90,8 +92,9 @@ def capture_rows(model: LlamaForCausalLM, ids: torch.Tensor, layer_ids: Sequence
     return got["final-postnorm"], torch.cat([got[n] for n in names], dim=-1)
 
 
-def capture_points(model: LlamaForCausalLM, ids: torch.Tensor, names: Sequence[str],
-                   batch: int = 64) -> dict[str, torch.Tensor]:
+def capture_points(
+    model: LlamaForCausalLM, ids: torch.Tensor, names: Sequence[str], batch: int = 64
+) -> dict[str, torch.Tensor]:
     """fp32 capture of named stream points (``embed``, ``out(k)``, ...): ``{name: [R, L, H]}``.
     (Through the model's own forward: at 64 rows a pass is arithmetic, ``workbench.lab.lean``
     saves nothing here.)"""
@@ -105,7 +108,7 @@ def capture_points(model: LlamaForCausalLM, ids: torch.Tensor, names: Sequence[s
         with torch.no_grad():
             for b in range(0, ids.shape[0], batch):
                 store = tap.grab(names)
-                model(input_ids=ids[b:b + batch], use_cache=False)
+                model(input_ids=ids[b : b + batch], use_cache=False)
                 for n in names:
                     got[n].append(store[n].float())
     finally:
@@ -118,8 +121,9 @@ def group_dir(i: int, group: int) -> str:
     return f"rows_{g}-{g + group}"
 
 
-def write_rows(out_dir: Path, ids: torch.Tensor, prompt_len: int, finals: torch.Tensor, auxes: torch.Tensor,
-               group: int = 2000) -> int:
+def write_rows(
+    out_dir: Path, ids: torch.Tensor, prompt_len: int, finals: torch.Tensor, auxes: torch.Tensor, group: int = 2000
+) -> int:
     import torch
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -128,9 +132,15 @@ def write_rows(out_dir: Path, ids: torch.Tensor, prompt_len: int, finals: torch.
         d.mkdir(exist_ok=True)
         mask = torch.zeros(ids.shape[1], dtype=torch.long)
         mask[prompt_len:] = 1
-        torch.save({"input_ids": ids[i].clone(), "loss_mask": mask,
-                    "hidden_state": finals[i:i + 1].clone(), "aux_hidden_state": auxes[i:i + 1].clone()},
-                   d / f"data_{i}.ckpt")
+        torch.save(
+            {
+                "input_ids": ids[i].clone(),
+                "loss_mask": mask,
+                "hidden_state": finals[i : i + 1].clone(),
+                "aux_hidden_state": auxes[i : i + 1].clone(),
+            },
+            d / f"data_{i}.ckpt",
+        )
     return ids.shape[0]
 
 
@@ -140,8 +150,10 @@ def read_rows(data_dir: Path) -> dict[str, torch.Tensor]:
 
     import torch
 
-    files = sorted(Path(data_dir).glob("rows_*/data_*.ckpt"),
-                   key=lambda p: int(cast("re.Match[str]", re.search(r"data_(\d+)", p.name)).group(1)))
+    files = sorted(
+        Path(data_dir).glob("rows_*/data_*.ckpt"),
+        key=lambda p: int(cast("re.Match[str]", re.search(r"data_(\d+)", p.name)).group(1)),
+    )
     rows = [torch.load(str(f), map_location="cpu", weights_only=True) for f in files]
     return {
         "input_ids": torch.stack([r["input_ids"] for r in rows]),

@@ -33,19 +33,127 @@ from typing import Any, Iterator, Optional, Sequence
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 PUNCT = [".", "?", "=", "+", ":", ","]
 FUNCTION = ["the", "a", "in", "is", "ask", "file", "sum", "count", "says", "and", "then", "near", "with"]
-NOUNS = ["fox", "cat", "dog", "bee", "owl", "cow", "hen", "rat", "elk", "ant", "bat", "eel", "yak",
-         "pig", "ram", "emu", "doe", "jay", "cod", "koi", "ape", "boar", "crab", "crow", "deer",
-         "duck", "frog", "goat", "hare", "lamb", "lion", "mole", "moth", "mule", "newt", "seal",
-         "slug", "swan", "toad", "wolf", "wren", "worm", "bear", "colt", "dove", "gnat", "hawk", "ibis"]
-ADJS = ["red", "old", "big", "small", "quick", "lazy", "happy", "sad", "green", "blue", "tiny", "loud",
-        "calm", "brave", "shy", "wild", "tame", "young", "grey", "pale", "dark", "bright", "wise", "odd",
-        "proud", "gentle", "fierce", "sleepy"]
-VERBS = ["sees", "finds", "likes", "chases", "meets", "helps", "follows", "greets", "hears", "watches",
-         "feeds", "calls", "leads", "trusts", "avoids", "visits", "pushes", "carries", "teaches", "hides"]
-PLACES = ["garden", "forest", "river", "barn", "field", "house", "cave", "lake", "hill", "road", "park",
-          "shop", "yard", "bridge", "tower", "valley"]
-NAMES = ["ada", "bob", "cy", "dee", "eve", "flo", "gus", "hal", "ivy", "jo", "kim", "lu", "max", "ned",
-         "oz", "pam"]
+NOUNS = [
+    "fox",
+    "cat",
+    "dog",
+    "bee",
+    "owl",
+    "cow",
+    "hen",
+    "rat",
+    "elk",
+    "ant",
+    "bat",
+    "eel",
+    "yak",
+    "pig",
+    "ram",
+    "emu",
+    "doe",
+    "jay",
+    "cod",
+    "koi",
+    "ape",
+    "boar",
+    "crab",
+    "crow",
+    "deer",
+    "duck",
+    "frog",
+    "goat",
+    "hare",
+    "lamb",
+    "lion",
+    "mole",
+    "moth",
+    "mule",
+    "newt",
+    "seal",
+    "slug",
+    "swan",
+    "toad",
+    "wolf",
+    "wren",
+    "worm",
+    "bear",
+    "colt",
+    "dove",
+    "gnat",
+    "hawk",
+    "ibis",
+]
+ADJS = [
+    "red",
+    "old",
+    "big",
+    "small",
+    "quick",
+    "lazy",
+    "happy",
+    "sad",
+    "green",
+    "blue",
+    "tiny",
+    "loud",
+    "calm",
+    "brave",
+    "shy",
+    "wild",
+    "tame",
+    "young",
+    "grey",
+    "pale",
+    "dark",
+    "bright",
+    "wise",
+    "odd",
+    "proud",
+    "gentle",
+    "fierce",
+    "sleepy",
+]
+VERBS = [
+    "sees",
+    "finds",
+    "likes",
+    "chases",
+    "meets",
+    "helps",
+    "follows",
+    "greets",
+    "hears",
+    "watches",
+    "feeds",
+    "calls",
+    "leads",
+    "trusts",
+    "avoids",
+    "visits",
+    "pushes",
+    "carries",
+    "teaches",
+    "hides",
+]
+PLACES = [
+    "garden",
+    "forest",
+    "river",
+    "barn",
+    "field",
+    "house",
+    "cave",
+    "lake",
+    "hill",
+    "road",
+    "park",
+    "shop",
+    "yard",
+    "bridge",
+    "tower",
+    "valley",
+]
+NAMES = ["ada", "bob", "cy", "dee", "eve", "flo", "gus", "hal", "ivy", "jo", "kim", "lu", "max", "ned", "oz", "pam"]
 LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 NUMBERS = [str(i) for i in range(100)]
 NUM_KEYS = 48
@@ -68,9 +176,18 @@ def vocabulary() -> list[str]:
 class Generator:
     """Deterministic document stream for a seed."""
 
-    def __init__(self, seed: int, world: int = 0, pref: float = 0.6, succ: float = 0.8,
-                 mix: Optional[Sequence[float]] = None, ordered: bool = True, code_len: int = 3,
-                 file_keys: Sequence[int] = (2, 4), language: Optional[int] = None):
+    def __init__(
+        self,
+        seed: int,
+        world: int = 0,
+        pref: float = 0.6,
+        succ: float = 0.8,
+        mix: Optional[Sequence[float]] = None,
+        ordered: bool = True,
+        code_len: int = 3,
+        file_keys: Sequence[int] = (2, 4),
+        language: Optional[int] = None,
+    ):
         self.rng = random.Random(seed)
         self.pref, self.succ_p = pref, succ
         # ordered: asks recall keys in the order they were filed (a greedy reader must track
@@ -79,7 +196,7 @@ class Generator:
         self._asked = 0
         # cumulative thresholds of story, ask, sums, count, says (records take the rest)
         w = list(mix or MIX)
-        self.cuts = [sum(w[:i + 1]) / sum(w) for i in range(len(w) - 1)]
+        self.cuts = [sum(w[: i + 1]) / sum(w) for i in range(len(w) - 1)]
         # the language's fixed preferences, shared by its streams: ``language`` when given (the lab's
         # settings fix it, so a seed changes the sampling, not the language), else ``world``
         lang = world if language is None else language
@@ -88,7 +205,7 @@ class Generator:
         self.verb_of = {n: prefs.sample(VERBS, 2) for n in NOUNS}
         self.place_of = {n: prefs.choice(PLACES) for n in NOUNS}
         order = NOUNS[:]
-        prefs.shuffle(order)                      # one long cycle: who meets whom next
+        prefs.shuffle(order)  # one long cycle: who meets whom next
         self.succ = {order[i]: order[(i + 1) % len(order)] for i in range(len(order))}
 
     # -- sections ------------------------------------------------------------------------------

@@ -39,8 +39,13 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
 
 
 class Dumper:
-    def __init__(self, folder: "str | os.PathLike[str]", layers: Optional[list[int]] = None, spec: bool = True,
-                 dtype: Optional[torch.dtype] = None) -> None:
+    def __init__(
+        self,
+        folder: "str | os.PathLike[str]",
+        layers: Optional[list[int]] = None,
+        spec: bool = True,
+        dtype: Optional[torch.dtype] = None,
+    ) -> None:
         self.root = Path(folder)
         self.layers = set(layers) if layers else None
         self.spec = spec
@@ -63,8 +68,9 @@ class Dumper:
         t = _flat(t)
         return t.to(self.dtype) if self.dtype is not None and t.is_floating_point() else t
 
-    def _put(self, role: str, name: str,
-             value: Union[torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]]) -> None:
+    def _put(
+        self, role: str, name: str, value: Union[torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]]
+    ) -> None:
         if isinstance(value, (list, tuple)):
             self.current[role][name] = [self._cast(v) for v in value]
         else:
@@ -77,24 +83,25 @@ class Dumper:
     def attach(self, model: LlamaForCausalLM, role: str = "target") -> None:
         inner = model.model
         H = self._handles
-        H.append(inner.embed_tokens.register_forward_hook(
-            lambda m, i, o: self._put(role, "model.embed_tokens", o)))
+        H.append(inner.embed_tokens.register_forward_hook(lambda m, i, o: self._put(role, "model.embed_tokens", o)))
         for idx, module in enumerate(inner.layers):
             if not self._want_layer(idx):
                 continue
-            layer = cast("LlamaDecoderLayer", module)       # the lab target is a Llama
+            layer = cast("LlamaDecoderLayer", module)  # the lab target is a Llama
             p = f"model.layers.{idx}"
             state: dict[str, Any] = {}
 
-            def pre(m: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    state: dict[str, Any] = state) -> None:
+            def pre(
+                m: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], state: dict[str, Any] = state
+            ) -> None:
                 x = args[0] if args else kwargs.get("hidden_states")
                 state["in"] = x
 
             H.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
 
-            def ln_in(m: torch.nn.Module, i: Any, o: Any, p: str = p, idx: int = idx,
-                      state: dict[str, Any] = state) -> None:
+            def ln_in(
+                m: torch.nn.Module, i: Any, o: Any, p: str = p, idx: int = idx, state: dict[str, Any] = state
+            ) -> None:
                 self._put(role, f"{p}.input_layernorm", o if idx == 0 else [o, state["in"]])
 
             def ln_post(m: torch.nn.Module, i: Any, o: Any, p: str = p) -> None:
@@ -113,6 +120,7 @@ class Dumper:
 
                         self._put(role, f"{p}.self_attn.qkv_proj", torch.cat([qkv["q"], qkv["k"], qkv["v"]], -1))
                         qkv.clear()
+
                 return fn
 
             for name in ("q", "k", "v"):
@@ -128,6 +136,7 @@ class Dumper:
 
                         self._put(role, f"{p}.mlp.gate_up_proj", torch.cat([gu["gate"], gu["up"]], -1))
                         gu.clear()
+
                 return fn
 
             H.append(mlp.gate_proj.register_forward_hook(gate_up("gate")))
@@ -139,21 +148,33 @@ class Dumper:
             self.carry[role]["model"] = self._cast(o)
 
         H.append(inner.norm.register_forward_hook(final))
-        H.append(model.lm_head.register_forward_hook(
-            lambda m, i, o: self.carry[role].__setitem__("logits_processor", self._cast(o[:, -1]))))
+        H.append(
+            model.lm_head.register_forward_hook(
+                lambda m, i, o: self.carry[role].__setitem__("logits_processor", self._cast(o[:, -1]))
+            )
+        )
 
     def attach_drafter(self, drafter: Eagle3Drafter) -> None:
         role = "draft"
         H = self._handles
-        names = {drafter.fc: "model.fc", drafter.midlayer.input_layernorm: "model.layers.0.input_layernorm",
-                 drafter.midlayer.hidden_norm: "model.layers.0.hidden_norm",
-                 drafter.midlayer.self_attn.o_proj: "model.layers.0.self_attn.o_proj",
-                 drafter.midlayer.post_attention_layernorm: "model.layers.0.post_attention_layernorm",
-                 drafter.midlayer.mlp.down_proj: "model.layers.0.mlp.down_proj", drafter.norm: "model.norm"}
+        names = {
+            drafter.fc: "model.fc",
+            drafter.midlayer.input_layernorm: "model.layers.0.input_layernorm",
+            drafter.midlayer.hidden_norm: "model.layers.0.hidden_norm",
+            drafter.midlayer.self_attn.o_proj: "model.layers.0.self_attn.o_proj",
+            drafter.midlayer.post_attention_layernorm: "model.layers.0.post_attention_layernorm",
+            drafter.midlayer.mlp.down_proj: "model.layers.0.mlp.down_proj",
+            drafter.norm: "model.norm",
+        }
         for mod, name in names.items():
             H.append(mod.register_forward_hook(lambda m, i, o, name=name: self._put(role, name, o)))
-        H.append(drafter.lm_head.register_forward_hook(
-            lambda m, i, o: self.carry[role].__setitem__("logits_processor", self._cast(o.reshape(-1, o.shape[-1])[-1:]))))
+        H.append(
+            drafter.lm_head.register_forward_hook(
+                lambda m, i, o: self.carry[role].__setitem__(
+                    "logits_processor", self._cast(o.reshape(-1, o.shape[-1])[-1:])
+                )
+            )
+        )
 
     # -- passes ---------------------------------------------------------------------------------
     def end_pass(self, role: str, input_ids: torch.Tensor, start: int) -> Path:
@@ -167,7 +188,7 @@ class Dumper:
         path = self.dir_for(role) / f"Pass{self.pass_id[role]:05d}.pt"
         torch.save(cur, str(path))
         self.pass_id[role] += 1
-        self.current[role] = dict(self.carry[role])      # written with the next pass, as SGLang does
+        self.current[role] = dict(self.carry[role])  # written with the next pass, as SGLang does
         self.carry[role] = {}
         return path
 

@@ -43,8 +43,17 @@ if TYPE_CHECKING:
 
 _Model = TypeVar("_Model", bound="torch.nn.Module")
 
-DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
-          "half": "float16", "fp16": "float16", "float32": "float32", "float": "float32", "fp32": "float32"}
+DTYPES = {
+    "auto": "bfloat16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "half": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "float": "float32",
+    "fp32": "float32",
+}
 
 
 @dataclass
@@ -67,8 +76,9 @@ class GenOutput:
 @dataclass
 class Stats:
     """Totals since start or the last reset (``/flush_cache``)."""
+
     verify_ct: int = 0
-    accept_tokens: int = 0          # accepted drafts + 1 bonus per verify
+    accept_tokens: int = 0  # accepted drafts + 1 bonus per verify
     generated: int = 0
     seconds: float = 0.0
 
@@ -88,11 +98,21 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 class LabEngine:
-    def __init__(self, target_dir: "str | os.PathLike[str]", draft_dir: "str | os.PathLike[str] | None" = None, *,
-                 dtype: str = "bfloat16", engine: str = "sglang==0.5.12",
-                 arch: Optional[str] = None, num_steps: int = 3, embed_patch: bool = False,
-                 algorithm: str = "EAGLE3", cuda_graph: bool = True,
-                 dumper: Optional[Dumper] = None, threads: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        target_dir: "str | os.PathLike[str]",
+        draft_dir: "str | os.PathLike[str] | None" = None,
+        *,
+        dtype: str = "bfloat16",
+        engine: str = "sglang==0.5.12",
+        arch: Optional[str] = None,
+        num_steps: int = 3,
+        embed_patch: bool = False,
+        algorithm: str = "EAGLE3",
+        cuda_graph: bool = True,
+        dumper: Optional[Dumper] = None,
+        threads: Optional[int] = None,
+    ) -> None:
         import torch
 
         from workbench.lab.lean import lean_for
@@ -117,7 +137,7 @@ class LabEngine:
         self.cuda_graph = bool(cuda_graph)
         self.sglang = not str(engine).strip().lower().startswith("vllm")
         self.rule = None if self.sglang else rule_for(engine, self.arch)
-        self.code_rule: Optional[CaptureRule] = None    # the rule read from the release's code (SGLang)
+        self.code_rule: Optional[CaptureRule] = None  # the rule read from the release's code (SGLang)
         self.graph_capture: Optional[list[str]] = None  # what CUDA-graph verify rounds capture (None: eager's)
         self.embed_patch = embed_patch
         # EAGLE (not EAGLE3) feeds the draft the target's last hidden state (H wide): an EAGLE-3
@@ -135,7 +155,7 @@ class LabEngine:
         self.on_prefill: Optional[Callable[[int, float], None]] = None
         self.on_round: Optional[Callable[[Optional[int], int, int], None]] = None
         self.drafter: Optional[Eagle3Drafter] = None
-        self.capture: Optional[EngineCapture | CaptureResult] = None    # EngineCapture for SGLang
+        self.capture: Optional[EngineCapture | CaptureResult] = None  # EngineCapture for SGLang
         self.draft_config: Optional[dict[str, Any]] = None
         if draft_dir is not None:
             from workbench.drafter.checkpoint import load_drafter, read_config
@@ -147,18 +167,24 @@ class LabEngine:
 
                 rule, _src = code_rule(parse_engine(engine), self.arch)
                 ids, _where = ids_from_config(rule, self.draft_config)
-                self.capture, self.code_rule = code_capture(engine, arch=self.arch, num_layers=self.num_layers,
-                                                            ids=ids, cuda_graph=self.cuda_graph,
-                                                            index0="embed" if embed_patch else None)
+                self.capture, self.code_rule = code_capture(
+                    engine,
+                    arch=self.arch,
+                    num_layers=self.num_layers,
+                    ids=ids,
+                    cuda_graph=self.cuda_graph,
+                    index0="embed" if embed_patch else None,
+                )
                 if self.capture.cuda_graph_points is not None and self.capture.graph_differs:
                     self.graph_capture = self.capture.cuda_graph_points
             else:
-                erule = cast("EngineRule", self.rule)     # set whenever not self.sglang
+                erule = cast("EngineRule", self.rule)  # set whenever not self.sglang
                 ids, _where = erule.ids_from_config(self.draft_config)
                 erule = dataclasses.replace(erule, embed_at_zero=True) if embed_patch else erule
                 self.capture = erule.capture(ids, self.num_layers)
             self.drafter, self.weight_report = load_drafter(
-                draft_dir, embed=self.target.model.embed_tokens.weight, strict=False)
+                draft_dir, embed=self.target.model.embed_tokens.weight, strict=False
+            )
             _rounded(self.drafter, self.dtype)
         if dumper is not None:
             dumper.attach(self.target, "target")
@@ -177,7 +203,7 @@ class LabEngine:
         """Stream names to concatenate, in the engine's order; raises what the engine would raise.
         ``graph``: a verify round, which runs in the release's CUDA graph when graphs are on."""
         cap = self.capture
-        if cap is None or self.algorithm != "EAGLE3":   # SGLang hands over the final hidden states
+        if cap is None or self.algorithm != "EAGLE3":  # SGLang hands over the final hidden states
             return ["final-postnorm"]
         if not self.sglang:
             if cap.fatal and cast("EngineRule", self.rule).plus_one != "unsupported":
@@ -185,7 +211,7 @@ class LabEngine:
                     raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
                 raise RuntimeError(cap.fatal.split(" (")[0])
             return [str(p) for p in cap.points if p is not None]
-        cap = cast("EngineCapture", cap)        # SGLang: code_capture's
+        cap = cast("EngineCapture", cap)  # SGLang: code_capture's
         if not cast("CaptureRule", self.code_rule).supported:  # the release's runner calls the missing hook at start-up
             raise AttributeError(f"'{self.arch}' object has no attribute 'set_eagle3_layers_to_capture'")
         if graph and self.graph_capture is not None:
@@ -195,8 +221,10 @@ class LabEngine:
                 _raise(cap.fatal)
             points = cap.points
         if "unknown" in points:
-            raise RuntimeError(f"{cap.engine}: what {self.arch} captures is not settled by its code "
-                               f"({', '.join(cap.unknown)}); see `eagle-workbench engine capture`")
+            raise RuntimeError(
+                f"{cap.engine}: what {self.arch} captures is not settled by its code "
+                f"({', '.join(cap.unknown)}); see `eagle-workbench engine capture`"
+            )
         # a state that never fires is simply absent: the concatenation is narrower than fc expects
         return [p for p in points if p != "missing"]
 
@@ -205,8 +233,9 @@ class LabEngine:
 
         return self.lean.kv() if self.lean is not None else DynamicCache()
 
-    def _target(self, ids: torch.Tensor, cache: "DynamicCache | KV",
-                names: Sequence[str]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _target(
+        self, ids: torch.Tensor, cache: "DynamicCache | KV", names: Sequence[str]
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         import torch
 
         if self.lean is not None:
@@ -225,15 +254,22 @@ class LabEngine:
         if self.lean is not None:
             cast("KV", cache).crop(count)
         else:
-            cast("DynamicCache", cache).crop(-count)        # (DynamicCache.crop takes a negative count)
+            cast("DynamicCache", cache).crop(-count)  # (DynamicCache.crop takes a negative count)
 
     def warmup(self) -> None:
         """One short generation, as SGLang's warm-up request does (errors surface here)."""
         self.generate([1, 4, 5], 4, ignore_eos=True, record=False)
 
     # ----- generation -----
-    def generate(self, input_ids: Sequence[int], max_new_tokens: int, *, ignore_eos: bool = False,
-                 return_hidden: bool = False, record: bool = True) -> GenOutput:
+    def generate(
+        self,
+        input_ids: Sequence[int],
+        max_new_tokens: int,
+        *,
+        ignore_eos: bool = False,
+        return_hidden: bool = False,
+        record: bool = True,
+    ) -> GenOutput:
         import torch
 
         with self.lock, torch.inference_mode():
@@ -255,15 +291,15 @@ class LabEngine:
                 self._plain(seq, cache, max_new_tokens, ignore_eos, res, names, hidden_rows, return_hidden)
             else:
                 self._spec(seq, cache, aux, max_new_tokens, ignore_eos, res, names, hidden_rows, return_hidden)
-            out = seq[res.prompt_tokens:]
+            out = seq[res.prompt_tokens :]
             reason = {"type": "length", "length": max_new_tokens}
             if not ignore_eos and self.eos in out:
-                out = out[:out.index(cast(int, self.eos)) + 1]     # in ``out``: a token id
+                out = out[: out.index(cast(int, self.eos)) + 1]  # in ``out``: a token id
                 reason = {"type": "stop", "matched": self.eos}
             res.output_ids = out[:max_new_tokens]
             if return_hidden:
                 # prefill rows, then one row per further output token (the row that produced it)
-                res.hidden_states = hidden_rows[:1] + hidden_rows[1:][:max(0, len(res.output_ids) - 1)]
+                res.hidden_states = hidden_rows[:1] + hidden_rows[1:][: max(0, len(res.output_ids) - 1)]
             res.finish_reason = reason
             res.seconds = time.time() - t0
             if record:
@@ -278,8 +314,17 @@ class LabEngine:
         new = seq[start:]
         return len(new) >= max_new or (not ignore_eos and self.eos in new)
 
-    def _plain(self, seq: list[int], cache: "DynamicCache | KV", max_new: int, ignore_eos: bool, res: GenOutput,
-               names: list[str], rows: list[Any], return_hidden: bool) -> None:
+    def _plain(
+        self,
+        seq: list[int],
+        cache: "DynamicCache | KV",
+        max_new: int,
+        ignore_eos: bool,
+        res: GenOutput,
+        names: list[str],
+        rows: list[Any],
+        return_hidden: bool,
+    ) -> None:
         import torch
 
         while not self._done(seq, res.prompt_tokens, max_new, ignore_eos):
@@ -292,15 +337,25 @@ class LabEngine:
             if self.on_round:
                 self.on_round(None, 1, len(seq))
 
-    def _spec(self, seq: list[int], cache: "DynamicCache | KV", aux: Optional[torch.Tensor], max_new: int,
-              ignore_eos: bool, res: GenOutput, names: list[str], rows: list[Any], return_hidden: bool) -> None:
+    def _spec(
+        self,
+        seq: list[int],
+        cache: "DynamicCache | KV",
+        aux: Optional[torch.Tensor],
+        max_new: int,
+        ignore_eos: bool,
+        res: GenOutput,
+        names: list[str],
+        rows: list[Any],
+        return_hidden: bool,
+    ) -> None:
         import torch
 
-        d = cast("Eagle3Drafter", self.drafter)        # generate() speculates only with a drafter
+        d = cast("Eagle3Drafter", self.drafter)  # generate() speculates only with a drafter
         K = self.num_steps
         n = len(seq)
         gnames = self._aux_names(graph=True) if names else names
-        pairs = torch.tensor([seq[1:n]], dtype=torch.long)                  # x_1 .. x_{n-1}
+        pairs = torch.tensor([seq[1:n]], dtype=torch.long)  # x_1 .. x_{n-1}
         last = self._draft_step(_captured(aux), pairs, torch.arange(n - 1), None)
         dkv = last.kv
         while not self._done(seq, res.prompt_tokens, max_new, ignore_eos):
@@ -316,7 +371,7 @@ class LabEngine:
                 a += 1
             new = drafts[:a] + [pred[a]]
             seq.extend(new)
-            if K > a:                      # drop the rejected drafts' KV
+            if K > a:  # drop the rejected drafts' KV
                 self._drop(cache, K - a)
             res.verify_ct += 1
             res.accepted_drafts += a
@@ -324,20 +379,22 @@ class LabEngine:
             if self.on_round:
                 self.on_round(a, a + 1, len(seq))
             if return_hidden:
-                rows.extend(self._rows(_captured(vaux)[0, :a + 1]))
-            last = self._draft_step(_captured(vaux)[:, :a + 1], torch.tensor([new]), torch.arange(n - 1, n + a), dkv)
+                rows.extend(self._rows(_captured(vaux)[0, : a + 1]))
+            last = self._draft_step(_captured(vaux)[:, : a + 1], torch.tensor([new]), torch.arange(n - 1, n + a), dkv)
             dkv = last.kv
 
-    def _draft_step(self, aux: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-                    past: Optional[Past]) -> StepOut:
+    def _draft_step(
+        self, aux: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, past: Optional[Past]
+    ) -> StepOut:
         import torch
 
-        d = cast("Eagle3Drafter", self.drafter)        # only called by _spec
+        d = cast("Eagle3Drafter", self.drafter)  # only called by _spec
         want = d.fc.in_features
         if aux.shape[-1] != want and aux.shape[-1] != d.dims.hidden:
             # what SGLang's fc matmul raises when fewer states were captured than the draft expects
-            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
-                                f"({aux.shape[1]}x{aux.shape[-1]} and {want}x{d.dims.hidden})")
+            raise RuntimeError(
+                f"mat1 and mat2 shapes cannot be multiplied ({aux.shape[1]}x{aux.shape[-1]} and {want}x{d.dims.hidden})"
+            )
         out = d.step(aux.to(d.fc.weight.dtype), tokens, positions.to(torch.long), past=past)
         if self.dumper is not None:
             self.dumper.end_pass("draft", tokens, int(positions[0]))
@@ -357,8 +414,10 @@ def _captured(aux: Optional[torch.Tensor]) -> torch.Tensor:
     """The aux states a speculative round feeds the drafter; none at all when every capture point of
     the draft's ids is missing, which leaves nothing to draft from."""
     if aux is None:
-        raise RuntimeError("no aux hidden state was captured for the draft's layer ids (every capture point is "
-                           "missing): nothing to feed the drafter's fc")
+        raise RuntimeError(
+            "no aux hidden state was captured for the draft's layer ids (every capture point is "
+            "missing): nothing to feed the drafter's fc"
+        )
     return aux
 
 
@@ -382,4 +441,3 @@ def _rounded(model: _Model, dtype: torch.dtype) -> _Model:
             for p in model.parameters():
                 p.copy_(p.to(dtype).float())
     return model
-

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import LlamaForCausalLM
 
-_CHECKED = "_workbench_lean_ok"     # the model attribute holding the check's outcome
+_CHECKED = "_workbench_lean_ok"  # the model attribute holding the check's outcome
 
 
 class KV:
@@ -69,7 +69,9 @@ class LeanLlama:
     def kv(self) -> KV:
         return KV(len(self.layers))
 
-    def forward(self, ids: torch.Tensor, kv: KV, names: Iterable[str] = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def forward(
+        self, ids: torch.Tensor, kv: KV, names: Iterable[str] = ()
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         import torch
         import torch.nn.functional as F
 
@@ -114,7 +116,7 @@ class LeanLlama:
 class _Layer:
     """One decoder layer's parameters (``LlamaDecoderLayer``'s, as its forward reads them)."""
 
-    def __init__(self, layer: Any) -> None:            # a transformers LlamaDecoderLayer
+    def __init__(self, layer: Any) -> None:  # a transformers LlamaDecoderLayer
         a, m = layer.self_attn, layer.mlp
         n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
         self.norm1: torch.Tensor = n1.weight
@@ -153,11 +155,17 @@ def implements(model: LlamaForCausalLM) -> bool:
     cfg = model.config
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
     heads = getattr(cfg, "num_attention_heads", None)
-    return (type(model).__name__ == "LlamaForCausalLM" and isinstance(rope, dict)
-            and rope.get("rope_type", rope.get("type", "default")) == "default"
-            and not getattr(cfg, "attention_bias", False) and not getattr(cfg, "mlp_bias", False)
-            and getattr(cfg, "hidden_act", None) == "silu" and getattr(cfg, "num_key_value_heads", heads) == heads
-            and getattr(cfg, "pretraining_tp", 1) == 1 and getattr(cfg, "_attn_implementation", None) == "sdpa")
+    return (
+        type(model).__name__ == "LlamaForCausalLM"
+        and isinstance(rope, dict)
+        and rope.get("rope_type", rope.get("type", "default")) == "default"
+        and not getattr(cfg, "attention_bias", False)
+        and not getattr(cfg, "mlp_bias", False)
+        and getattr(cfg, "hidden_act", None) == "silu"
+        and getattr(cfg, "num_key_value_heads", heads) == heads
+        and getattr(cfg, "pretraining_tp", 1) == 1
+        and getattr(cfg, "_attn_implementation", None) == "sdpa"
+    )
 
 
 def lean_for(model: LlamaForCausalLM) -> Optional[LeanLlama]:

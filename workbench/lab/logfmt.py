@@ -23,8 +23,9 @@ V0_5_23 = (0, 5, 23, 0)
 
 
 class LogFormat:
-    def __init__(self, version: tuple[int, ...], tp_size: int = 1, log_ms: bool = False,
-                 forward_iters: bool = False) -> None:
+    def __init__(
+        self, version: tuple[int, ...], tp_size: int = 1, log_ms: bool = False, forward_iters: bool = False
+    ) -> None:
         self.v = tuple(version)
         self.tp_size = tp_size
         self.log_ms = log_ms
@@ -58,9 +59,13 @@ class LogFormat:
 
     def load_end(self, model_class: str, dtype: str, elapsed: float, avail: float, usage: float) -> str:
         if self.v >= V0_5_23:
-            return (f"Load weight end. elapsed={elapsed:.2f} s, type={model_class}, avail mem={avail:.2f} GB, "
-                    f"mem usage={usage:.2f} GB.")
-        return f"Load weight end. type={model_class}, dtype={dtype}, avail mem={avail:.2f} GB, mem usage={usage:.2f} GB."
+            return (
+                f"Load weight end. elapsed={elapsed:.2f} s, type={model_class}, avail mem={avail:.2f} GB, "
+                f"mem usage={usage:.2f} GB."
+            )
+        return (
+            f"Load weight end. type={model_class}, dtype={dtype}, avail mem={avail:.2f} GB, mem usage={usage:.2f} GB."
+        )
 
     def kv_cache(self, dtype: str, tokens: int, k_gb: float, v_gb: float) -> str:
         if self.v >= V0_5_23:
@@ -76,8 +81,10 @@ class LogFormat:
         if self.v >= V0_5_23:
             name = {"target": "target verify", "draft": "draft decode", "draft extend": "draft extend"}[role]
             bs_part = f"bs={bs}, " if role != "target" and bs else ""
-            return (f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={num_tokens}, "
-                    f"{bs_part}avail mem={avail:.2f} GB")
+            return (
+                f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={num_tokens}, "
+                f"{bs_part}avail mem={avail:.2f} GB"
+            )
         name = {"target": "cuda graph", "draft": "draft cuda graph", "draft extend": "draft extend cuda graph"}[role]
         return f"Capture {name} begin. This can take up to several minutes. avail mem={avail:.2f} GB"
 
@@ -85,8 +92,10 @@ class LogFormat:
         if self.v >= V0_5_23:
             name = {"target": "target verify", "draft": "draft decode", "draft extend": "draft extend"}[role]
             bs_part = f"bs={bs}, " if role == "target" else ""
-            return (f"Capture {name} CUDA graph end. {bs_part}elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, "
-                    f"avail mem={avail:.2f} GB.")
+            return (
+                f"Capture {name} CUDA graph end. {bs_part}elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, "
+                f"avail mem={avail:.2f} GB."
+            )
         name = {"target": "cuda graph", "draft": "draft cuda graph", "draft extend": "draft extend cuda graph"}[role]
         return f"Capture {name} end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB."
 
@@ -100,19 +109,36 @@ class LogFormat:
             return f"{what} batch [{forward_ct}],"
         return f"{what} batch,"
 
-    def prefill(self, new_seq: int, new_token: int, cached: int, used: int, usage: float, running: int,
-                queue: int, forward_ct: int = 0, cuda_graph: bool = False, input_tps: float = 0.0) -> str:
+    def prefill(
+        self,
+        new_seq: int,
+        new_token: int,
+        cached: int,
+        used: int,
+        usage: float,
+        running: int,
+        queue: int,
+        forward_ct: int = 0,
+        cuda_graph: bool = False,
+        input_tps: float = 0.0,
+    ) -> str:
         head = self._head("Prefill", forward_ct)
         if self.v <= V0_4_9:
-            return (f"{head} #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
-                    f"#token: {used}, token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queue}")
-        line = (f"{head} #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
-                f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queue}, ")
+            return (
+                f"{head} #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
+                f"#token: {used}, token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queue}"
+            )
+        line = (
+            f"{head} #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
+            f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queue}, "
+        )
         if self.v < V0_5_12:
             return line
         return line + f"#pending-token: 0, cuda graph: {cuda_graph}, input throughput (token/s): {input_tps:.2f}"
 
-    def accept_rate(self, accept_tokens: int, forward_ct: int, num_steps: int, num_draft_tokens: int) -> Optional[float]:
+    def accept_rate(
+        self, accept_tokens: int, forward_ct: int, num_steps: int, num_draft_tokens: int
+    ) -> Optional[float]:
         """The version's accept rate for one log window (None where the version prints none)."""
         if self.v <= V0_4_9 or forward_ct == 0:
             return None
@@ -121,17 +147,29 @@ class LogFormat:
         denom = (num_draft_tokens or num_steps + 1) - 1
         return (accept_tokens - forward_ct) / (forward_ct * max(1, denom))
 
-    def decode(self, running: int, used: int, usage: float, gen_tps: float, queue: int, *,
-               accept_len: Optional[float] = None, accept_rate: Optional[float] = None,
-               cuda_graph: bool = True, forward_ct: int = 0) -> str:
+    def decode(
+        self,
+        running: int,
+        used: int,
+        usage: float,
+        gen_tps: float,
+        queue: int,
+        *,
+        accept_len: Optional[float] = None,
+        accept_rate: Optional[float] = None,
+        cuda_graph: bool = True,
+        forward_ct: int = 0,
+    ) -> str:
         head = self._head("Decode", forward_ct)
         spec = ""
         if accept_len is not None:
             spec = f"accept len: {accept_len:.2f}, "
             if accept_rate is not None:
                 spec += f"accept rate: {accept_rate:.2f}, "
-        line = (f"{head} #running-req: {running}, #token: {used}, token usage: {usage:.2f}, {spec}"
-                f"cuda graph: {cuda_graph}, gen throughput (token/s): {gen_tps:.2f}, #queue-req: {queue}")
+        line = (
+            f"{head} #running-req: {running}, #token: {used}, token usage: {usage:.2f}, {spec}"
+            f"cuda graph: {cuda_graph}, gen throughput (token/s): {gen_tps:.2f}, #queue-req: {queue}"
+        )
         if V0_5_4 <= self.v < V0_5_12:
             line += ", "
         return line

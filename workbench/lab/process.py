@@ -40,8 +40,8 @@ class LabProcess(Result):
     argv: list[str] = field(default_factory=list)
     ready: bool = False
     returncode: Optional[int] = None
-    starttime: Optional[int] = None     # clock ticks since boot (/proc/PID/stat): the pid's identity
-    token: Optional[str] = None         # in its environment: proves its children its own
+    starttime: Optional[int] = None  # clock ticks since boot (/proc/PID/stat): the pid's identity
+    token: Optional[str] = None  # in its environment: proves its children its own
 
     @property
     def url(self) -> str:
@@ -68,14 +68,31 @@ def free_port(host: str = "127.0.0.1", attempts: int = 64) -> int:
     raise WorkbenchError(f"no free port on {host} after {attempts} tries that this process had not used")
 
 
-def server_argv(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str] | None" = None, *,
-                host: str = "127.0.0.1", port: int = 30000, steps: int = 3, topk: int = 1,
-                draft_tokens: Optional[int] = None, extra: Iterable[object] = ()) -> list[str]:
+def server_argv(
+    target: "str | os.PathLike[str]",
+    draft: "str | os.PathLike[str] | None" = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 30000,
+    steps: int = 3,
+    topk: int = 1,
+    draft_tokens: Optional[int] = None,
+    extra: Iterable[object] = (),
+) -> list[str]:
     argv = ["--model-path", str(target), "--host", host, "--port", str(port)]
     if draft is not None:
-        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
-                 "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
-                 "--speculative-num-draft-tokens", str(draft_tokens or steps + 1)]
+        argv += [
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-draft-model-path",
+            str(draft),
+            "--speculative-num-steps",
+            str(steps),
+            "--speculative-eagle-topk",
+            str(topk),
+            "--speculative-num-draft-tokens",
+            str(draft_tokens or steps + 1),
+        ]
     return argv + [str(x) for x in extra]
 
 
@@ -89,11 +106,20 @@ def new_log_path(stem: str, folder: "str | os.PathLike[str] | None" = None) -> P
     return Path(path)
 
 
-def start_server(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str] | None" = None, *,
-                 host: str = "127.0.0.1", port: Optional[int] = None,
-                 log_path: "str | os.PathLike[str] | None" = None, env: Optional[dict[str, str]] = None,
-                 extra: Iterable[object] = (), steps: int = 3, wait: bool = True, timeout: float = 120.0,
-                 python: Optional[str] = None) -> LabProcess:
+def start_server(
+    target: "str | os.PathLike[str]",
+    draft: "str | os.PathLike[str] | None" = None,
+    *,
+    host: str = "127.0.0.1",
+    port: Optional[int] = None,
+    log_path: "str | os.PathLike[str] | None" = None,
+    env: Optional[dict[str, str]] = None,
+    extra: Iterable[object] = (),
+    steps: int = 3,
+    wait: bool = True,
+    timeout: float = 120.0,
+    python: Optional[str] = None,
+) -> LabProcess:
     port = port or free_port(host)
     argv = server_argv(target, draft, host=host, port=port, steps=steps, extra=extra)
     log_path = Path(log_path) if log_path else new_log_path(f"lab-server-{port}")
@@ -107,9 +133,10 @@ def start_server(target: "str | os.PathLike[str]", draft: "str | os.PathLike[str
     cmd = [python or sys.executable, "-m", "workbench.lab.serve", *argv]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
-    st = local_procfs()["stat"](proc.pid)   # our child: its pid cannot be reused before we reap it
-    lp = LabProcess(proc.pid, proc.pid, host, port, str(log_path), cmd,
-                    starttime=st["starttime"] if st else None, token=token)
+    st = local_procfs()["stat"](proc.pid)  # our child: its pid cannot be reused before we reap it
+    lp = LabProcess(
+        proc.pid, proc.pid, host, port, str(log_path), cmd, starttime=st["starttime"] if st else None, token=token
+    )
     lp._popen = proc  # type: ignore[attr-defined]
     if wait:
         wait_ready(lp, timeout)
@@ -163,8 +190,14 @@ def _reap(pid: int) -> bool:
         return False
 
 
-def stop_server(proc: "LabProcess | int", pgid: Optional[int] = None, grace: float = 5.0, *,
-                starttime: Optional[int] = None, token: Optional[str] = None) -> str:
+def stop_server(
+    proc: "LabProcess | int",
+    pgid: Optional[int] = None,
+    grace: float = 5.0,
+    *,
+    starttime: Optional[int] = None,
+    token: Optional[str] = None,
+) -> str:
     """SIGTERM the server's processes, wait ``grace`` seconds, then SIGKILL. Returns what it did.
 
     Only processes proven to be the server's are signalled: the leader by its recorded (pid, start
@@ -185,9 +218,10 @@ def stop_server(proc: "LabProcess | int", pgid: Optional[int] = None, grace: flo
     if starttime is None:
         raise WorkbenchError(f"pid {pid}: no start time recorded for it; not signalled")
     if st["starttime"] != starttime:
-        return "not running"            # the pid belongs to another process now
-    signalled = {p: t for p, t in fs["members"](pid, pgid, starttime, token).items()
-                 if fs["send"](p, t, signal.SIGTERM)}
+        return "not running"  # the pid belongs to another process now
+    signalled = {
+        p: t for p, t in fs["members"](pid, pgid, starttime, token).items() if fs["send"](p, t, signal.SIGTERM)
+    }
     if not signalled:
         return "not running"
     # stopped once every process signalled has exited, not merely once none can be proven ours:

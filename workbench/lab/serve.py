@@ -37,14 +37,15 @@ if TYPE_CHECKING:
     from workbench.lab.engine import GenOutput, LabEngine
 
 FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
-GPU_GB = 79.11                       # what the emulated card reports as available at start
+GPU_GB = 79.11  # what the emulated card reports as available at start
 CUDA_GRAPH_FAILED = (
     "Possible solutions:\n"
     "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
     "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
     "3. disable torch compile by not using --enable-torch-compile\n"
     "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
-    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n")
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+)
 
 
 class SchedulerFailure(Exception):
@@ -56,20 +57,26 @@ def _fake_traceback(where: str, exc: BaseException) -> str:
     frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
     if len(frames) > 1:
         return "".join(frames).rstrip()
-    return (f"Traceback (most recent call last):\n  File \"{where}\", line 1, in run_scheduler_process\n"
-            f"{type(exc).__name__}: {exc}")
+    return (
+        f'Traceback (most recent call last):\n  File "{where}", line 1, in run_scheduler_process\n'
+        f"{type(exc).__name__}: {exc}"
+    )
 
 
 class LabServer:
     def __init__(self, args: argparse.Namespace, version: tuple[int, int, int, int]) -> None:
         self.args = args
         self.version = version
-        self.fmt = LogFormat(version, tp_size=args.tp_size, log_ms=os.environ.get("SGLANG_LOG_MS") == "1",
-                             forward_iters=os.environ.get("SGLANG_LOG_FORWARD_ITERS") == "1")
+        self.fmt = LogFormat(
+            version,
+            tp_size=args.tp_size,
+            log_ms=os.environ.get("SGLANG_LOG_MS") == "1",
+            forward_iters=os.environ.get("SGLANG_LOG_FORWARD_ITERS") == "1",
+        )
         self.fail = os.environ.get("LAB_FAIL", "").strip().lower() or None
         self.ready = False
-        self.engine: Optional[LabEngine] = None       # set by start()
-        self.tokenizer: Any = None                    # set by main() before start()
+        self.engine: Optional[LabEngine] = None  # set by start()
+        self.tokenizer: Any = None  # set by main() before start()
         self.spec = args.speculative_algorithm is not None
         self.state_lock = threading.Lock()
         self.running = 0
@@ -116,8 +123,7 @@ class LabServer:
             torch.set_num_threads(a.lab_threads)
         self.log(self.fmt.server_args(serverargs.server_args_dict(a)), scheduler=False)
         if self.dump:
-            self.log("Cuda graph and server warmup are disabled because of using tensor dump mode",
-                     scheduler=False)
+            self.log("Cuda graph and server warmup are disabled because of using tensor dump mode", scheduler=False)
             a.disable_cuda_graph = True
         if self.fail and self.fail not in FAILURES:
             self.log(f"LAB_FAIL={self.fail!r} is not one of {', '.join(FAILURES)}; ignored", scheduler=False)
@@ -135,25 +141,41 @@ class LabServer:
                 from workbench.lab.dump import Dumper
                 from workbench.lab.engine import torch_dtype
 
-                dumper = Dumper(a.debug_tensor_dump_output_folder, a.debug_tensor_dump_layers, spec=self.spec,
-                                dtype=torch_dtype(a.dtype))
+                dumper = Dumper(
+                    a.debug_tensor_dump_output_folder,
+                    a.debug_tensor_dump_layers,
+                    spec=self.spec,
+                    dtype=torch_dtype(a.dtype),
+                )
             draft_path = a.speculative_draft_model_path if self.spec else None
             if self.spec and draft_path is None:
                 raise ValueError("--speculative-draft-model-path is required for EAGLE3 in the lab")
             if draft_path is not None:
                 self._check_draft_context(draft_path, context)
-            self.engine = LabEngine(a.model_path, draft_path, dtype=a.dtype, engine=a.lab_engine, arch=arch,
-                                    num_steps=a.speculative_num_steps or 1, embed_patch=a.lab_embed_patch,
-                                    algorithm=a.speculative_algorithm or "EAGLE3",
-                                    cuda_graph=not a.disable_cuda_graph, dumper=dumper)
+            self.engine = LabEngine(
+                a.model_path,
+                draft_path,
+                dtype=a.dtype,
+                engine=a.lab_engine,
+                arch=arch,
+                num_steps=a.speculative_num_steps or 1,
+                embed_patch=a.lab_embed_patch,
+                algorithm=a.speculative_algorithm or "EAGLE3",
+                cuda_graph=not a.disable_cuda_graph,
+                dumper=dumper,
+            )
             dtype_name = str(self.engine.dtype)
             weights_gb = sum(p.numel() for p in self.engine.target.parameters()) * 2 / 1e9
             self.log(self.fmt.load_end(arch, dtype_name, time.time() - t0, GPU_GB - weights_gb, weights_gb))
             frac = a.mem_fraction_static or 0.88
             if self.fail == "oom":
-                suffix = ("" if self.version <= (0, 4, 9, 0) else
-                          f" Current value: mem_fraction_static={frac}" if self.version >= (0, 5, 23, 0) else
-                          f" Current value: self.server_args.mem_fraction_static={frac}")
+                suffix = (
+                    ""
+                    if self.version <= (0, 4, 9, 0)
+                    else f" Current value: mem_fraction_static={frac}"
+                    if self.version >= (0, 5, 23, 0)
+                    else f" Current value: self.server_args.mem_fraction_static={frac}"
+                )
                 raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static." + suffix)
             cfg = self.engine.target.config
             self.max_total_tokens = a.max_total_tokens or int(frac * 600000)
@@ -166,8 +188,10 @@ class LabServer:
                 ndt = a.speculative_num_draft_tokens or 1
                 self.log(self.fmt.graph_begin("target", avail, ndt))
                 if self.fail == "cuda-graph":
-                    raise Exception("Capture cuda graph failed: CUDA error: an illegal memory access was "
-                                    "encountered\n" + CUDA_GRAPH_FAILED)
+                    raise Exception(
+                        "Capture cuda graph failed: CUDA error: an illegal memory access was "
+                        "encountered\n" + CUDA_GRAPH_FAILED
+                    )
                 self.log(self.fmt.graph_end("target", 0.41, 0.05, avail - 0.05, bs))
             if self.engine.drafter is not None:
                 self._start_draft(avail, bs)
@@ -190,25 +214,29 @@ class LabServer:
         if context > derived:
             allow_default = "1" if self.version <= (0, 4, 9, 0) else "0"
             allow = os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", allow_default).lower() in ("1", "true")
-            msg = (f"Warning: Target model's context_length ({context}) is greater than the derived "
-                   f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. "
-                   "Note that the derived context_length may differ from max_position_embeddings in the "
-                   "model's config.")
+            msg = (
+                f"Warning: Target model's context_length ({context}) is greater than the derived "
+                f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. "
+                "Note that the derived context_length may differ from max_position_embeddings in the "
+                "model's config."
+            )
             if not allow:
-                raise ValueError(msg + " To allow overriding this maximum, set the env var "
-                                       "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+                raise ValueError(
+                    msg + " To allow overriding this maximum, set the env var "
+                    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+                )
             self.log(msg)
             self.log(f"Overriding the draft model's max_position_embeddings to {context}.")
 
     def _start_draft(self, avail: float, bs: list[int]) -> None:
         a = self.args
-        eng = cast("LabEngine", self.engine)      # start() loaded it
+        eng = cast("LabEngine", self.engine)  # start() loaded it
         self.log(self.fmt.load_begin(avail))
-        dw = sum(p.numel() for p in cast(Any, eng.drafter).parameters()) * 2 / 1e9   # start(): only with one
+        dw = sum(p.numel() for p in cast(Any, eng.drafter).parameters()) * 2 / 1e9  # start(): only with one
         self.log(self.fmt.load_end("LlamaForCausalLMEagle3", str(eng.dtype), 0.05, avail - dw, dw))
         cap = eng.capture
         if cap is not None and cap.fatal and eng.unsupported:
-            raise ValueError(cap.fatal)     # the target model class has no EAGLE-3 capture at all
+            raise ValueError(cap.fatal)  # the target model class has no EAGLE-3 capture at all
         if not a.disable_cuda_graph:
             if (a.speculative_num_steps or 1) > 1:
                 self.log(self.fmt.graph_begin("draft", avail - dw, a.speculative_eagle_topk or 1, bs))
@@ -227,12 +255,18 @@ class LabServer:
         a = self.args
         try:
             if self.fail == "port":
-                raise OSError(98, "error while attempting to bind on address "
-                                  f"('{a.host}', {a.port}): address already in use")
+                raise OSError(
+                    98, f"error while attempting to bind on address ('{a.host}', {a.port}): address already in use"
+                )
             self.httpd = ThreadingHTTPServer((a.host, a.port), _handler(self))
         except OSError as exc:
-            msg = exc.strerror if self.fail == "port" else (
-                f"error while attempting to bind on address ('{a.host}', {a.port}): {cast(str, exc.strerror).lower()}")
+            msg = (
+                exc.strerror
+                if self.fail == "port"
+                else (
+                    f"error while attempting to bind on address ('{a.host}', {a.port}): {cast(str, exc.strerror).lower()}"
+                )
+            )
             self.uvicorn("ERROR", f"[Errno {exc.errno}] {msg}")
             sys.stderr.flush()
             os._exit(1)
@@ -240,7 +274,9 @@ class LabServer:
         self.uvicorn("INFO", f"Started server process [{os.getpid()}]")
         self.uvicorn("INFO", "Waiting for application startup.")
         self.uvicorn("INFO", "Application startup complete.")
-        self.uvicorn("INFO", f"Uvicorn running on http://{a.host}:{self.httpd.server_address[1]} (Press CTRL+C to quit)")
+        self.uvicorn(
+            "INFO", f"Uvicorn running on http://{a.host}:{self.httpd.server_address[1]} (Press CTRL+C to quit)"
+        )
         threading.Thread(target=self._warmup_then_ready, daemon=True).start()
         signal.signal(signal.SIGTERM, lambda *_: self._shutdown())
         try:
@@ -268,8 +304,7 @@ class LabServer:
                 self.log("Dump of the input file finished; the server exits.", scheduler=False)
                 self._kill_self()
         except BaseException as exc:
-            self.log("Initialization failed. warmup error: " + _fake_traceback("http_server.py", exc),
-                     scheduler=False)
+            self.log("Initialization failed. warmup error: " + _fake_traceback("http_server.py", exc), scheduler=False)
             self.die_from_scheduler(exc)
             return
         self.ready = True
@@ -280,18 +315,33 @@ class LabServer:
 
     def _crash(self) -> None:
         self.crashed = True
-        self.die_from_scheduler(RuntimeError("CUDA error: an illegal memory access was encountered\n"
-                                             "CUDA kernel errors might be asynchronously reported at some other "
-                                             "API call, so the stacktrace below might be incorrect."))
+        self.die_from_scheduler(
+            RuntimeError(
+                "CUDA error: an illegal memory access was encountered\n"
+                "CUDA kernel errors might be asynchronously reported at some other "
+                "API call, so the stacktrace below might be incorrect."
+            )
+        )
 
     # ----- scheduler bookkeeping -----
     def _on_prefill(self, new_tokens: int, seconds: float) -> None:
         self.seq_len = new_tokens
         with self.state_lock:
             running, waiting = self.running, max(0, self.waiting)
-        self.log(self.fmt.prefill(1, new_tokens, 0, new_tokens, new_tokens / max(1, self.max_total_tokens),
-                                  max(0, running - 1), waiting, self.forward_ct + 1,
-                                  cuda_graph=False, input_tps=new_tokens / max(seconds, 1e-6)))
+        self.log(
+            self.fmt.prefill(
+                1,
+                new_tokens,
+                0,
+                new_tokens,
+                new_tokens / max(1, self.max_total_tokens),
+                max(0, running - 1),
+                waiting,
+                self.forward_ct + 1,
+                cuda_graph=False,
+                input_tps=new_tokens / max(seconds, 1e-6),
+            )
+        )
 
     def _on_round(self, accepted: Optional[int], emitted: int, seq_len: int) -> None:
         a = self.args
@@ -309,18 +359,35 @@ class LabServer:
             al = rate = None
             if self.spec:
                 al = w["accept"] / w["ct"]
-                rate = self.fmt.accept_rate(w["accept"], w["ct"], a.speculative_num_steps,
-                                            a.speculative_num_draft_tokens)
+                rate = self.fmt.accept_rate(
+                    w["accept"], w["ct"], a.speculative_num_steps, a.speculative_num_draft_tokens
+                )
             with self.state_lock:
                 running, waiting = self.running, self.waiting
-            self.log(self.fmt.decode(max(1, running), seq_len, seq_len / max(1, self.max_total_tokens), gen, waiting,
-                                     accept_len=al, accept_rate=rate, cuda_graph=not a.disable_cuda_graph,
-                                     forward_ct=self.forward_ct))
+            self.log(
+                self.fmt.decode(
+                    max(1, running),
+                    seq_len,
+                    seq_len / max(1, self.max_total_tokens),
+                    gen,
+                    waiting,
+                    accept_len=al,
+                    accept_rate=rate,
+                    cuda_graph=not a.disable_cuda_graph,
+                    forward_ct=self.forward_ct,
+                )
+            )
             self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
 
-    def generate_ids(self, ids: Sequence[int], max_new: int, ignore_eos: bool = False, return_hidden: bool = False,
-                     warmup: bool = False) -> GenOutput:
-        eng = cast("LabEngine", self.engine)      # requests come only after start() loaded it
+    def generate_ids(
+        self,
+        ids: Sequence[int],
+        max_new: int,
+        ignore_eos: bool = False,
+        return_hidden: bool = False,
+        warmup: bool = False,
+    ) -> GenOutput:
+        eng = cast("LabEngine", self.engine)  # requests come only after start() loaded it
         with self.state_lock:
             self.waiting += 1
         with eng.lock:
@@ -330,8 +397,7 @@ class LabServer:
             try:
                 eng.on_prefill = self._on_prefill
                 eng.on_round = self._on_round
-                return eng.generate(ids, max_new, ignore_eos=ignore_eos, return_hidden=return_hidden,
-                                    record=not warmup)
+                return eng.generate(ids, max_new, ignore_eos=ignore_eos, return_hidden=return_hidden, record=not warmup)
             finally:
                 with self.state_lock:
                     self.running -= 1
@@ -342,42 +408,70 @@ class LabServer:
         args = serverargs.server_args_dict(a)
         internal = dict(args)
         internal["last_gen_throughput"] = round(self.last_gen_throughput, 4)
-        internal["memory_usage"] = {"weight": 0.01, "kvcache": 0.1, "token_capacity": self.max_total_tokens,
-                                    "graph": 0.0 if a.disable_cuda_graph else 0.05}
+        internal["memory_usage"] = {
+            "weight": 0.01,
+            "kvcache": 0.1,
+            "token_capacity": self.max_total_tokens,
+            "graph": 0.0 if a.disable_cuda_graph else 0.05,
+        }
         if self.spec and self.engine is not None and self.engine.stats.verify_ct:
             internal["avg_spec_accept_length"] = self.engine.stats.avg_accept_length
         info = dict(args)
-        info.update({"status": "ready" if self.ready else "starting", "max_total_num_tokens": self.max_total_tokens,
-                     "max_req_input_len": (a.context_length or 1024) - 1, "internal_states": [internal],
-                     "version": _version_text(self.version)})
+        info.update(
+            {
+                "status": "ready" if self.ready else "starting",
+                "max_total_num_tokens": self.max_total_tokens,
+                "max_req_input_len": (a.context_length or 1024) - 1,
+                "internal_states": [internal],
+                "version": _version_text(self.version),
+            }
+        )
         if self.version >= (0, 5, 23, 0):
-            info.update({"launch_command": " ".join(["python3", "-m", "sglang.launch_server"] + sys.argv[1:]),
-                         "startup_time": round(time.time() - self.startup_time, 3), "frontend": "python"})
+            info.update(
+                {
+                    "launch_command": " ".join(["python3", "-m", "sglang.launch_server"] + sys.argv[1:]),
+                    "startup_time": round(time.time() - self.startup_time, 3),
+                    "frontend": "python",
+                }
+            )
         return info
 
     def model_info(self) -> dict[str, Any]:
         a = self.args
-        info: dict[str, Any] = {"model_path": a.model_path, "tokenizer_path": a.tokenizer_path or a.model_path,
-                "is_generation": True, "preferred_sampling_params": None}
+        info: dict[str, Any] = {
+            "model_path": a.model_path,
+            "tokenizer_path": a.tokenizer_path or a.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+        }
         if self.version > (0, 4, 9, 0):
             info["weight_version"] = "default"
         if self.version >= (0, 5, 23, 0):
-            info.update({"served_model_name": a.served_model_name or a.model_path, "model_type": "llama",
-                         "architectures": ["LlamaForCausalLM"]})
+            info.update(
+                {
+                    "served_model_name": a.served_model_name or a.model_path,
+                    "model_type": "llama",
+                    "architectures": ["LlamaForCausalLM"],
+                }
+            )
         return info
 
     def flush_cache(self) -> tuple[int, str]:
         with self.state_lock:
             busy = self.running + self.waiting
         if busy:
-            return 400, ("Cache not flushed. Please check backend logs for more details. (When there are running "
-                         "or waiting requests, the operation will not be performed.)")
+            return 400, (
+                "Cache not flushed. Please check backend logs for more details. (When there are running "
+                "or waiting requests, the operation will not be performed.)"
+            )
         if self.engine is not None:
             self.engine.reset_stats()
         self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
         self.log("Cache flushed successfully!")
-        return 200, ("Cache flushed.\nPlease check backend logs for more details. (When there are running or "
-                     "waiting requests, the operation will not be performed.)\n")
+        return 200, (
+            "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+            "waiting requests, the operation will not be performed.)\n"
+        )
 
     def generate(self, body: object) -> Union[dict[str, Any], list[dict[str, Any]]]:
         if self.fail == "crash-after-ready" and not os.environ.get("LAB_FAIL_AFTER"):
@@ -394,12 +488,17 @@ class LabServer:
         ignore_eos = bool(sp.get("ignore_eos", False))
         want_hidden = bool(body.get("return_hidden_states", False))
         if want_hidden and not self.args.enable_return_hidden_states:
-            raise ValueError("The server is not configured to return the hidden states. Please set "
-                             "`--enable-return-hidden-states` to enable this feature.")
+            raise ValueError(
+                "The server is not configured to return the hidden states. Please set "
+                "`--enable-return-hidden-states` to enable this feature."
+            )
         batch = isinstance(text, list) or (isinstance(ids, list) and ids and isinstance(ids[0], list))
         prompts: list[list[int]] = []
-        for item in (text if isinstance(text, list) else [text]) if text is not None else \
-                (cast("list[Any]", ids) if batch else [ids]):     # batch: ids is a list of lists
+        for item in (
+            (text if isinstance(text, list) else [text])
+            if text is not None
+            else (cast("list[Any]", ids) if batch else [ids])
+        ):  # batch: ids is a list of lists
             if text is not None:
                 if not isinstance(item, str):
                     raise ValueError("text must be a string or a list of strings")
@@ -417,20 +516,27 @@ class LabServer:
     def _one(self, prompt: list[int], max_new: int, ignore_eos: bool, want_hidden: bool) -> dict[str, Any]:
         t0 = time.time()
         res = self.generate_ids(prompt, max_new, ignore_eos=ignore_eos, return_hidden=want_hidden)
-        meta: dict[str, Any] = {"id": uuid.uuid4().hex, "finish_reason": res.finish_reason,
-                                "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                                "cached_tokens": 0, "e2e_latency": round(time.time() - t0, 6)}
+        meta: dict[str, Any] = {
+            "id": uuid.uuid4().hex,
+            "finish_reason": res.finish_reason,
+            "prompt_tokens": res.prompt_tokens,
+            "completion_tokens": res.completion_tokens,
+            "cached_tokens": 0,
+            "e2e_latency": round(time.time() - t0, 6),
+        }
         if self.spec:
             a = self.args
             vct = max(1, res.verify_ct)
-            meta.update({
-                "spec_verify_ct": res.verify_ct,
-                "spec_accept_length": res.completion_tokens / vct,
-                "spec_accept_rate": res.accepted_drafts / (vct * max(1, (a.speculative_num_draft_tokens or 2) - 1)),
-                "spec_num_correct_drafts": res.accepted_drafts,
-                "spec_num_proposed_drafts": res.verify_ct * a.speculative_num_steps,
-                "spec_correct_drafts_histogram": res.histogram,
-            })
+            meta.update(
+                {
+                    "spec_verify_ct": res.verify_ct,
+                    "spec_accept_length": res.completion_tokens / vct,
+                    "spec_accept_rate": res.accepted_drafts / (vct * max(1, (a.speculative_num_draft_tokens or 2) - 1)),
+                    "spec_num_correct_drafts": res.accepted_drafts,
+                    "spec_num_proposed_drafts": res.verify_ct * a.speculative_num_steps,
+                    "spec_correct_drafts_histogram": res.histogram,
+                }
+            )
         if want_hidden:
             meta["hidden_states"] = res.hidden_states
         text = self.tokenizer.decode(res.output_ids, skip_special_tokens=True)
@@ -449,20 +555,26 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
         server_version = "uvicorn"
         sys_version = ""
 
-        def log_message(self, fmt: str, *args: Any) -> None:   # uvicorn's access-log line instead of http.server's
+        def log_message(self, fmt: str, *args: Any) -> None:  # uvicorn's access-log line instead of http.server's
             pass
 
         def _send(self, code: int, payload: object, content_type: str = "application/json") -> None:
-            body = payload if isinstance(payload, bytes) else (
-                json.dumps(payload).encode() if content_type == "application/json" else str(payload).encode())
+            body = (
+                payload
+                if isinstance(payload, bytes)
+                else (json.dumps(payload).encode() if content_type == "application/json" else str(payload).encode())
+            )
             self.send_response(code)
             self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
             phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}.get(code, "")
-            server.uvicorn("INFO", f'{self.client_address[0]}:{self.client_address[1]} - '
-                                   f'"{self.command} {self.path} HTTP/1.1" {code} {phrase}')
+            server.uvicorn(
+                "INFO",
+                f"{self.client_address[0]}:{self.client_address[1]} - "
+                f'"{self.command} {self.path} HTTP/1.1" {code} {phrase}',
+            )
 
         def _body(self) -> Any:
             n = int(self.headers.get("content-length") or 0)
@@ -492,15 +604,21 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
                     if path == "/server_info" and not new_routes:
                         return self._send(404, {"detail": "Not Found"})
                     if path == "/get_server_info" and new_routes:
-                        server.log("Endpoint '/get_server_info' is deprecated and will be removed in a future "
-                                   "version. Please use '/server_info' instead.", scheduler=False)
+                        server.log(
+                            "Endpoint '/get_server_info' is deprecated and will be removed in a future "
+                            "version. Please use '/server_info' instead.",
+                            scheduler=False,
+                        )
                     return self._send(200, server.server_info())
                 if path in ("/get_model_info", "/model_info"):
                     if path == "/model_info" and not new_routes:
                         return self._send(404, {"detail": "Not Found"})
                     if path == "/get_model_info" and new_routes:
-                        server.log("Endpoint '/get_model_info' is deprecated and will be removed in a future "
-                                   "version. Please use '/model_info' instead.", scheduler=False)
+                        server.log(
+                            "Endpoint '/get_model_info' is deprecated and will be removed in a future "
+                            "version. Please use '/model_info' instead.",
+                            scheduler=False,
+                        )
                     return self._send(200, server.model_info())
                 if path == "/flush_cache":
                     code, text = server.flush_cache()
@@ -524,7 +642,7 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    gc.disable()            # until the server is up (workbench.collector.started)
+    gc.disable()  # until the server is up (workbench.collector.started)
     argv = sys.argv[1:] if argv is None else list(argv)
     args, version = serverargs.parse(argv)
     server = LabServer(args, version)

@@ -99,10 +99,13 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     if version >= (0, 5, 23, 0):
         a("--speculative-algorithm", default=None)
     else:
-        a("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"], default=None,
-          type=lambda s: s.upper())
-    a("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path",
-      default=None)
+        a(
+            "--speculative-algorithm",
+            choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"],
+            default=None,
+            type=lambda s: s.upper(),
+        )
+    a("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path", default=None)
     a("--speculative-draft-model-revision", default=None)
     a("--speculative-num-steps", type=int, default=None)
     a("--speculative-eagle-topk", type=int, default=None)
@@ -124,12 +127,18 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--debug-tensor-dump-layers", type=int, nargs="*", default=None)
     a("--debug-tensor-dump-input-file", default=None)
     # the lab's own
-    a("--lab-engine", default=DEFAULT_ENGINE,
-      help="capture rule and emulated version: sglang-0.5.12 | sglang-0.5.13 | sglang==X.Y.Z | vllm")
+    a(
+        "--lab-engine",
+        default=DEFAULT_ENGINE,
+        help="capture rule and emulated version: sglang-0.5.12 | sglang-0.5.13 | sglang==X.Y.Z | vllm",
+    )
     a("--lab-sglang-version", default=None, help="log/API format version (default: from --lab-engine)")
     a("--lab-arch", default=None, help="target architecture for the capture rule (default: the target's)")
-    a("--lab-embed-patch", action="store_true",
-      help="capture index 0 yields the embedding output (a patched engine, as in the story)")
+    a(
+        "--lab-embed-patch",
+        action="store_true",
+        help="capture index 0 yields the embedding output (a patched engine, as in the story)",
+    )
     a("--lab-threads", type=int, default=None)
     return p
 
@@ -158,13 +167,16 @@ def resolve_spec(args: argparse.Namespace, arch: Optional[str]) -> list[str]:
         args.speculative_eagle_topk = 1
     if args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != args.speculative_num_steps + 1:
         if args.speculative_num_draft_tokens is not None:
-            notes.append("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
-                         "speculative_eagle_topk == 1")
+            notes.append(
+                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+            )
         args.speculative_num_draft_tokens = args.speculative_num_steps + 1
     if args.max_running_requests is None:
         args.max_running_requests = 48
-        notes.append("Max running requests is reset to 48 for speculative decoding. You can override "
-                     "this by explicitly setting --max-running-requests.")
+        notes.append(
+            "Max running requests is reset to 48 for speculative decoding. You can override "
+            "this by explicitly setting --max-running-requests."
+        )
     return notes
 
 

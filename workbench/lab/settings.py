@@ -59,19 +59,19 @@ class LabSettings:
     # drafter
     draft_vocab: int = 256
     ttt_steps: int = 3
-    draft_steps: int = 200          # the cap: training stops at the first confirmed check in the bands
+    draft_steps: int = 200  # the cap: training stops at the first confirmed check in the bands
     draft_batch: int = 32
     draft_lr: float = 3e-3
     loss_decay: float = 0.8
-    token_drop: float = 0.5         # share of the drafter's input tokens hidden in training
+    token_drop: float = 0.5  # share of the drafter's input tokens hidden in training
     # held-out checks during training (``build.HeldoutCheck``): every eval_every steps from check_from;
     # stop_rule "bands" stops at the first check inside the bands, "never" only records them
     eval_every: int = 5
     check_from: int = 20
     stop_rule: str = "bands"
-    confirms: int = 4               # checks confirmed by real decoding per attempt (each ~1/4 of a build)
+    confirms: int = 4  # checks confirmed by real decoding per attempt (each ~1/4 of a build)
     # evaluation
-    eval_prompts: int = 16          # the measured prompts, also the held-out rows
+    eval_prompts: int = 16  # the measured prompts, also the held-out rows
     eval_new_tokens: int = 48
     eval_steps: int = 3
     threads: int = 2

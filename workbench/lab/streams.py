@@ -36,6 +36,7 @@ class StreamTap:
         def fn(_mod: torch.nn.Module, _inp: Any, out: Any) -> None:
             if self._want is not None and (name in self._want or "*" in self._want):
                 self.store[name] = _first(out).detach()
+
         return fn
 
     def _norm_hook(self, _mod: torch.nn.Module, inp: Any, out: Any) -> None:
@@ -62,4 +63,3 @@ class StreamTap:
         for h in self._handles:
             h.remove()
         self._handles = []
-

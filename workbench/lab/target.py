@@ -35,8 +35,13 @@ def build_tokenizer(out_dir: Path) -> PreTrainedTokenizerFast:
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
     fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # TokenizersBackend.__init__ is unannotated
-        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>", pad_token="<pad>",
-        model_max_length=1024)
+        tokenizer_object=tok,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=1024,
+    )
     fast.save_pretrained(str(out_dir))
     return fast
 
@@ -46,10 +51,20 @@ def target_config(s: LabSettings) -> LlamaConfig:
 
     vocab = corpus.vocabulary()
     return LlamaConfig(  # type: ignore[call-arg]  # the typed signature omits the **kwargs (torch_dtype)
-        vocab_size=len(vocab), hidden_size=s.hidden, intermediate_size=s.ffn,
-        num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.heads,
-        max_position_embeddings=s.max_positions, rms_norm_eps=1e-6, tie_word_embeddings=False,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0, torch_dtype="float32", initializer_range=s.init_std,
+        vocab_size=len(vocab),
+        hidden_size=s.hidden,
+        intermediate_size=s.ffn,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        num_key_value_heads=s.heads,
+        max_position_embeddings=s.max_positions,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        torch_dtype="float32",
+        initializer_range=s.init_std,
     )
 
 
@@ -68,8 +83,9 @@ def build_target(s: LabSettings, out_dir: Path, progress: Optional[StepProgress]
     torch.manual_seed(s.seed)
     vocab_index = {w: i for i, w in enumerate(corpus.vocabulary())}
     n_tokens = s.target_steps * s.target_batch * s.target_seq // 2 + 10 * s.target_seq
-    data = torch.tensor(corpus.token_stream(s.seed, n_tokens, vocab_index, world=s.seed, **corpus_style(s)),
-                        dtype=torch.long)
+    data = torch.tensor(
+        corpus.token_stream(s.seed, n_tokens, vocab_index, world=s.seed, **corpus_style(s)), dtype=torch.long
+    )
     model = LlamaForCausalLM(target_config(s))
     opt = torch.optim.AdamW(model.parameters(), lr=s.target_lr, weight_decay=0.01, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(s.seed)
@@ -80,7 +96,7 @@ def build_target(s: LabSettings, out_dir: Path, progress: Optional[StepProgress]
         for g in opt.param_groups:
             g["lr"] = _lr(step, s.target_steps, s.target_lr)
         starts = torch.randint(0, len(data) - s.target_seq - 1, (s.target_batch,), generator=gen)
-        x = torch.stack([data[i:i + s.target_seq] for i in starts.tolist()])
+        x = torch.stack([data[i : i + s.target_seq] for i in starts.tolist()])
         loss = model(input_ids=x, labels=x).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -95,8 +111,12 @@ def build_target(s: LabSettings, out_dir: Path, progress: Optional[StepProgress]
     quiet_transformers()
     model.save_pretrained(str(out_dir), safe_serialization=True)
     build_tokenizer(out_dir)
-    return {"steps": s.target_steps, "tokens": s.target_steps * s.target_batch * s.target_seq,
-            "seconds": round(time.time() - t0, 2), "loss": losses}
+    return {
+        "steps": s.target_steps,
+        "tokens": s.target_steps * s.target_batch * s.target_seq,
+        "seconds": round(time.time() - t0, 2),
+        "loss": losses,
+    }
 
 
 def quiet_transformers() -> None:

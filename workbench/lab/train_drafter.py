@@ -57,8 +57,9 @@ def _shift(x: torch.Tensor, k: int) -> torch.Tensor:
     return torch.cat([x[:, k:], pad], dim=1)
 
 
-def _batch_views(ids: torch.Tensor, mask: torch.Tensor, tlogits: torch.Tensor,
-                 steps: int) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+def _batch_views(
+    ids: torch.Tensor, mask: torch.Tensor, tlogits: torch.Tensor, steps: int
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
     from workbench.drafter.model import ttt_tokens
 
     next_ids = _shift(ids, 1)
@@ -68,22 +69,23 @@ def _batch_views(ids: torch.Tensor, mask: torch.Tensor, tlogits: torch.Tensor,
     return tokens, targets, valid
 
 
-def offline_metrics(drafter: Eagle3Drafter, target: LlamaForCausalLM, rows: dict[str, torch.Tensor], steps: int,
-                    batch: int = 32) -> dict[str, Any]:
+def offline_metrics(
+    drafter: Eagle3Drafter, target: LlamaForCausalLM, rows: dict[str, torch.Tensor], steps: int, batch: int = 32
+) -> dict[str, Any]:
     """Teacher-forced per-depth metrics on ``rows`` (see the module docstring)."""
     import torch
 
     n = rows["input_ids"].shape[0]
     correct_cnt = [0] * steps
     valid_cnt = [0] * steps
-    chain_ok = [0] * steps       # correct at 0..k
-    chain_prev = [0] * steps     # correct at 0..k-1 (and valid at k)
+    chain_ok = [0] * steps  # correct at 0..k
+    chain_prev = [0] * steps  # correct at 0..k-1 (and valid at k)
     with torch.no_grad():
         for b in range(0, n, batch):
-            ids = rows["input_ids"][b:b + batch]
-            mask = rows["loss_mask"][b:b + batch]
-            tl = _target_logits(target, rows["hidden_state"][b:b + batch].float())
-            aux = rows["aux_hidden_state"][b:b + batch].float()
+            ids = rows["input_ids"][b : b + batch]
+            mask = rows["loss_mask"][b : b + batch]
+            tl = _target_logits(target, rows["hidden_state"][b : b + batch].float())
+            aux = rows["aux_hidden_state"][b : b + batch].float()
             tokens, targets, valid = _batch_views(ids, mask, tl, steps)
             outs = drafter.unroll(aux.to(drafter.fc.weight.dtype), tokens)
             prev = torch.ones_like(valid[0])
@@ -98,13 +100,22 @@ def offline_metrics(drafter: Eagle3Drafter, target: LlamaForCausalLM, rows: dict
     acc = [c / max(1, v) for c, v in zip(correct_cnt, valid_cnt)]
     cond = [c / max(1, p) for c, p in zip(chain_ok, chain_prev)]
     full = [c / max(1, v) for c, v in zip(chain_ok, valid_cnt)]
-    return {"acc": [round(a, 4) for a in acc], "cond": [round(c, 4) for c in cond],
-            "full": [round(f, 4) for f in full], "positions": valid_cnt[0]}
+    return {
+        "acc": [round(a, 4) for a in acc],
+        "cond": [round(c, 4) for c in cond],
+        "full": [round(f, 4) for f in full],
+        "positions": valid_cnt[0],
+    }
 
 
-def train_drafter(s: LabSettings, target: LlamaForCausalLM, rows: dict[str, torch.Tensor], layer_ids: list[int],
-                  progress: Optional[StepProgress] = None,
-                  check: Optional[Check] = None) -> tuple[Eagle3Drafter, dict[str, Any]]:
+def train_drafter(
+    s: LabSettings,
+    target: LlamaForCausalLM,
+    rows: dict[str, torch.Tensor],
+    layer_ids: list[int],
+    progress: Optional[StepProgress] = None,
+    check: Optional[Check] = None,
+) -> tuple[Eagle3Drafter, dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
@@ -117,8 +128,7 @@ def train_drafter(s: LabSettings, target: LlamaForCausalLM, rows: dict[str, torc
     counts = torch.bincount(ids[mask.bool()], minlength=V)
     d2t, t2d = vocab_mapping(counts, s.draft_vocab)
     tcfg = target.config.to_dict()
-    config = make_config(tcfg, layer_ids, s.draft_vocab,
-                         max_position_embeddings=int(tcfg["max_position_embeddings"]))
+    config = make_config(tcfg, layer_ids, s.draft_vocab, max_position_embeddings=int(tcfg["max_position_embeddings"]))
     drafter = Eagle3Drafter(config, embed=target.model.embed_tokens.weight)
     used = d2t + torch.arange(s.draft_vocab)
     with torch.no_grad():
@@ -129,8 +139,9 @@ def train_drafter(s: LabSettings, target: LlamaForCausalLM, rows: dict[str, torc
         drafter.norm.weight.copy_(target.model.norm.weight)
     for param in target.parameters():
         param.requires_grad_(False)
-    opt = torch.optim.AdamW([p for p in drafter.parameters() if p.requires_grad], lr=s.draft_lr,
-                            weight_decay=0.0, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [p for p in drafter.parameters() if p.requires_grad], lr=s.draft_lr, weight_decay=0.0, betas=(0.9, 0.95)
+    )
     gen = torch.Generator().manual_seed(s.seed + 2)
     n = ids.shape[0]
     log: list[dict[str, float]] = []
@@ -151,14 +162,14 @@ def train_drafter(s: LabSettings, target: LlamaForCausalLM, rows: dict[str, torc
             # features, as drafters of real models do, instead of on a tiny language's grammar
             tokens = [tok.masked_fill(torch.rand(tok.shape, generator=gen) < s.token_drop, 0) for tok in tokens]
         outs = drafter.unroll(rows["aux_hidden_state"][pick].float(), tokens)
-        loss = torch.zeros(())      # the steps' weighted losses, summed (0.0 + ... as a tensor)
+        loss = torch.zeros(())  # the steps' weighted losses, summed (0.0 + ... as a tensor)
         accs: list[float] = []
         for k, (logits, tgt, v) in enumerate(zip(outs, targets, valid)):
             p = torch.softmax(tgt[..., t2d], dim=-1)
             pmask = v & t2d[tgt.argmax(-1)]
             ploss = -(p * F.log_softmax(logits, dim=-1)).sum(-1)
             ploss = (ploss * pmask).sum() / pmask.sum().clamp(min=1)
-            loss = loss + (s.loss_decay ** k) * ploss
+            loss = loss + (s.loss_decay**k) * ploss
             with torch.no_grad():
                 ok = (drafter.to_target(logits.argmax(-1)) == tgt.argmax(-1)) & v
                 accs.append(float(ok.sum()) / max(1, int(v.sum())))
@@ -171,8 +182,7 @@ def train_drafter(s: LabSettings, target: LlamaForCausalLM, rows: dict[str, torc
             entry.update({f"acc_{k}": round(a, 4) for k, a in enumerate(accs)})
             log.append(entry)
             if progress:
-                progress("drafter", step + 1, s.draft_steps,
-                         " ".join(f"acc_{k} {a:.2f}" for k, a in enumerate(accs)))
+                progress("drafter", step + 1, s.draft_steps, " ".join(f"acc_{k} {a:.2f}" for k, a in enumerate(accs)))
         if check is not None and step + 1 >= s.check_from and (step + 1) % s.eval_every == 0:
             drafter.eval()
             figures, stop = check(drafter)
@@ -182,7 +192,12 @@ def train_drafter(s: LabSettings, target: LlamaForCausalLM, rows: dict[str, torc
                 break
             drafter.train()
     drafter.eval()
-    return drafter, {"steps": stopped or s.draft_steps, "max_steps": s.draft_steps,
-                     "stopped_by_check": stopped is not None, "checks": checks,
-                     "seconds": round(time.time() - t0, 2), "log": log,
-                     "coverage": round(float(counts[used].sum()) / max(1, int(counts.sum())), 4)}
+    return drafter, {
+        "steps": stopped or s.draft_steps,
+        "max_steps": s.draft_steps,
+        "stopped_by_check": stopped is not None,
+        "checks": checks,
+        "seconds": round(time.time() - t0, 2),
+        "log": log,
+        "coverage": round(float(counts[used].sum()) / max(1, int(counts.sum())), 4),
+    }

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 PROFILE = "lab-story"
 MARKER = "# written by `eagle-workbench demo`"
-LAB_ENGINE = "sglang==0.5.23"      # the engine rule that captures the embedding at index 0, as in the story
+LAB_ENGINE = "sglang==0.5.23"  # the engine rule that captures the embedding at index 0, as in the story
 
 
 @dataclass
@@ -46,8 +46,8 @@ class DemoSetup(Result):
     workspace: str
     profile: str
     world: str
-    draft: str                  # the workspace's copy of the story's draft (its config gets fixed)
-    config: str                 # draft/config.json
+    draft: str  # the workspace's copy of the story's draft (its config gets fixed)
+    config: str  # draft/config.json
     training_data: str
     story_ids: list[Any]
     trained_ids: list[Any]
@@ -63,26 +63,33 @@ class DemoResult(Result):
     after: dict[str, Any]
     predicted: Optional[float] = None
     wall_s: float = 0.0
-    journal: list[Any] = field(default_factory=list)       # event kinds, in order
+    journal: list[Any] = field(default_factory=list)  # event kinds, in order
     servers: dict[str, Any] = field(default_factory=dict)
     transfers: list[Any] = field(default_factory=list)
 
     def text(self) -> str:
         b, a = self.before.get("accept_length"), self.after.get("accept_length")
-        lines = ["The story, in the lab:",
-                 f"  1. the server runs the story's draft config (layer ids {self.before.get('layer_ids')}): "
-                 f"accept length {_f(b)}" + (f", the drafter predicts {_f(self.predicted)}" if self.predicted else "")]
+        lines = [
+            "The story, in the lab:",
+            f"  1. the server runs the story's draft config (layer ids {self.before.get('layer_ids')}): "
+            f"accept length {_f(b)}" + (f", the drafter predicts {_f(self.predicted)}" if self.predicted else ""),
+        ]
         lines.append("  2. the doctor, from the server's hidden states and the training data:")
         for i, f in enumerate(self.findings[:4], 1):
             ex = f" (costs {_f(f['explains'])} accept length)" if f.get("explains") is not None else ""
             lines.append(f"       {i}. {f['severity']} {f['code']}{ex}: {f['message']}")
         if self.fix:
-            lines.append(f"  3. fix, written through the config history (v{self.fix.get('version')}): "
-                         f"{self.fix.get('summary')}")
-        lines.append(f"  4. relaunched the same profile: accept length {_f(b)} -> {_f(a)}"
-                     + (f" (x{a / b:.2f})" if a and b else ""))
-        lines.append(f"  {len(self.journal)} steps in the journal (eagle-workbench --workspace {self.servers.get('workspace')} "
-                     f"timeline); {self.wall_s:.0f} s")
+            lines.append(
+                f"  3. fix, written through the config history (v{self.fix.get('version')}): {self.fix.get('summary')}"
+            )
+        lines.append(
+            f"  4. relaunched the same profile: accept length {_f(b)} -> {_f(a)}"
+            + (f" (x{a / b:.2f})" if a and b else "")
+        )
+        lines.append(
+            f"  {len(self.journal)} steps in the journal (eagle-workbench --workspace {self.servers.get('workspace')} "
+            f"timeline); {self.wall_s:.0f} s"
+        )
         return "\n".join(lines)
 
 
@@ -92,24 +99,42 @@ class DemoOps(Protocol):
     workspace: "Workspace"
 
     def _record(self, kind: str, subject: str = "", payload: Any = None) -> int: ...
-    def events(self, kind: Optional[str] = None, subject: Optional[str] = None,
-               limit: Optional[int] = None) -> "list[Event]": ...
+    def events(
+        self, kind: Optional[str] = None, subject: Optional[str] = None, limit: Optional[int] = None
+    ) -> "list[Event]": ...
     def config_track(self, path: str, label: str = "") -> "TrackedConfig": ...
-    def config_set(self, path: str, assignments: dict[str, Any], *,
-                   reason: Optional[str] = None) -> "ConfigChange": ...
+    def config_set(self, path: str, assignments: dict[str, Any], *, reason: Optional[str] = None) -> "ConfigChange": ...
     def servers(self, active: bool = False) -> "list[ServerRecord]": ...
     def server(self, server_id: int) -> "ServerRecord": ...
-    def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
-                    gpu_wait: float = ...) -> "StopResult": ...
+    def server_stop(
+        self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None, gpu_wait: float = ...
+    ) -> "StopResult": ...
     def launch(self, name: str, *, confirm: bool = False) -> "ServerRecord": ...
     def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0) -> "ServerStatus": ...
-    def server_measure(self, server_id: int, *, concurrency: int = ..., max_new_tokens: Optional[int] = ...,
-                       rounds: int = ..., prompts: Optional[str] = ..., label: str = ...) -> "Measurement": ...
+    def server_measure(
+        self,
+        server_id: int,
+        *,
+        concurrency: int = ...,
+        max_new_tokens: Optional[int] = ...,
+        rounds: int = ...,
+        prompts: Optional[str] = ...,
+        label: str = ...,
+    ) -> "Measurement": ...
     def live_prompts(self) -> Optional[str]: ...
-    def doctor_live(self, server_id: int, training_data: Optional[str] = None, *, samples: int = ...,
-                    measure: bool = ..., dump: str = ..., dump_alongside: bool = ...) -> "LiveReport": ...
-    def live_fix(self, server_id: int, fix: "Fix", *, confirm: bool = False,
-                 measure_tokens: Optional[int] = None) -> "FixOutcome": ...
+    def doctor_live(
+        self,
+        server_id: int,
+        training_data: Optional[str] = None,
+        *,
+        samples: int = ...,
+        measure: bool = ...,
+        dump: str = ...,
+        dump_alongside: bool = ...,
+    ) -> "LiveReport": ...
+    def live_fix(
+        self, server_id: int, fix: "Fix", *, confirm: bool = False, measure_tokens: Optional[int] = None
+    ) -> "FixOutcome": ...
 
 
 class DemoPrepareOps(DemoOps, Protocol):
@@ -148,13 +173,15 @@ def _copy_draft(src: Path, dst: Path) -> None:
             shutil.copy2(f, target)
 
 
-def write_workspace(root: Path, world: dict[str, Any], size: str, port: Optional[int] = None,
-                    python: Optional[str] = None) -> DemoSetup:
+def write_workspace(
+    root: Path, world: dict[str, Any], size: str, port: Optional[int] = None, python: Optional[str] = None
+) -> DemoSetup:
     root.mkdir(parents=True, exist_ok=True)
     cfg_path = root / "workbench.toml"
     if cfg_path.exists() and not cfg_path.read_text().startswith(MARKER):
-        raise WorkbenchError(f"{cfg_path}: exists and was not written by the demo; give the demo its own folder "
-                             "(--workspace DIR)")
+        raise WorkbenchError(
+            f"{cfg_path}: exists and was not written by the demo; give the demo its own folder (--workspace DIR)"
+        )
     draft = root / "drafts" / "story-draft"
     _copy_draft(Path(world["draft_broken"]), draft)
     from workbench.lab.process import free_port
@@ -164,7 +191,7 @@ def write_workspace(root: Path, world: dict[str, Any], size: str, port: Optional
     story_ids = world["layers"]["draft_broken"]
     toml = f"""{MARKER}: the story in the lab, on this machine.
 # The profile serves the lab's target with the story's draft config (layer ids {story_ids}, trained on
-# {world['layers']['trained']}); `eagle-workbench demo` puts that config back at every start.
+# {world["layers"]["trained"]}); `eagle-workbench demo` puts that config back at every start.
 
 [profiles.{PROFILE}]
 description = "the lab target and drafter, served with the story's draft config"
@@ -190,8 +217,18 @@ story-draft = {json.dumps(str(draft / "config.json"))}
 """
     cfg_path.write_text(toml)
     write_prompts(world, root / "prompts.json")
-    return DemoSetup(str(root), PROFILE, world["dir"], str(draft), str(draft / "config.json"),
-                     world["training_data"], story_ids, world["layers"]["trained"], port, size)
+    return DemoSetup(
+        str(root),
+        PROFILE,
+        world["dir"],
+        str(draft),
+        str(draft / "config.json"),
+        world["training_data"],
+        story_ids,
+        world["layers"]["trained"],
+        port,
+        size,
+    )
 
 
 def write_prompts(world: dict[str, Any], path: Path, count: int = 16) -> None:
@@ -215,9 +252,18 @@ def write_prompts(world: dict[str, Any], path: Path, count: int = 16) -> None:
     ids = make_prompts(built["prompt_len"], count, built["seed"] + 7, built["seed"], corpus_style(built))
     tok = AutoTokenizer.from_pretrained(world["target"])
     texts = [tok.decode(row.tolist(), skip_special_tokens=True) for row in ids]
-    path.write_text(json.dumps({"name": name, "max_new_tokens": 64,
-                                "description": "held-out documents of the lab corpus (greedy)",
-                                "prompts": texts}, indent=1) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "max_new_tokens": 64,
+                "description": "held-out documents of the lab corpus (greedy)",
+                "prompts": texts,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def reset_story_config(wb: DemoOps, setup: DemoSetup, world: dict[str, Any]) -> None:
@@ -231,8 +277,11 @@ def reset_story_config(wb: DemoOps, setup: DemoSetup, world: dict[str, Any]) -> 
     wb.config_track(str(path), label="story-draft")
     if path.read_bytes() != src:
         ids = json.loads(src)["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
-        wb.config_set(str(path), {"eagle_config.eagle_aux_hidden_state_layer_ids": ids},
-                      reason=f"demo: back to the story's config {ids}")
+        wb.config_set(
+            str(path),
+            {"eagle_config.eagle_aux_hidden_state_layer_ids": ids},
+            reason=f"demo: back to the story's config {ids}",
+        )
 
 
 def stop_demo_servers(wb: DemoOps) -> list[int]:
@@ -247,9 +296,14 @@ def stop_demo_servers(wb: DemoOps) -> list[int]:
     return stopped
 
 
-def prepare(wb: DemoPrepareOps, size: str = "small", *, lab_dir: Optional[str] = None,
-            progress: Optional[ProgressCallback] = None,
-            world: Optional[dict[str, Any]] = None) -> DemoSetup:
+def prepare(
+    wb: DemoPrepareOps,
+    size: str = "small",
+    *,
+    lab_dir: Optional[str] = None,
+    progress: Optional[ProgressCallback] = None,
+    world: Optional[dict[str, Any]] = None,
+) -> DemoSetup:
     """Build (or reuse) the lab world and write the demo workspace around ``wb``'s folder."""
     progress = progress or noop
     if world is None:
@@ -264,37 +318,46 @@ def prepare(wb: DemoPrepareOps, size: str = "small", *, lab_dir: Optional[str] =
     return setup
 
 
-def launch_story(wb: DemoOps, setup: DemoSetup, timeout: float = 300.0,
-                 progress: Optional[ProgressCallback] = None) -> ServerRecord:
+def launch_story(
+    wb: DemoOps, setup: DemoSetup, timeout: float = 300.0, progress: Optional[ProgressCallback] = None
+) -> ServerRecord:
     progress = progress or noop
     progress(Progress("demo", 1, 4, f"launching {setup.profile} with the story's config {setup.story_ids}"))
     rec = wb.launch(setup.profile, confirm=True)
     st = wb.server_wait(rec.id, timeout=timeout, poll=0.5)
     if st.state != ServerState.READY:
         fail = st.failure or {}
-        raise WorkbenchError(f"the lab server did not start ({st.state}: {fail.get('class', '')} "
-                             f"{fail.get('text', '') or fail.get('hint', '')}); log {rec.log}")
+        raise WorkbenchError(
+            f"the lab server did not start ({st.state}: {fail.get('class', '')} "
+            f"{fail.get('text', '') or fail.get('hint', '')}); log {rec.log}"
+        )
     return wb.server(rec.id)
 
 
 def measure_story(wb: DemoOps, server_id: int, measure_tokens: int) -> Measurement:
     """Step 1 of the story: the accept length the server shows with the story's config."""
-    return wb.server_measure(server_id, max_new_tokens=measure_tokens, prompts=wb.live_prompts(),
-                             label="demo: the story's config")
+    return wb.server_measure(
+        server_id, max_new_tokens=measure_tokens, prompts=wb.live_prompts(), label="demo: the story's config"
+    )
 
 
-def run_story(wb: DemoOps, setup: DemoSetup, *, measure_tokens: int = 48, samples: int = 4,
-              progress: Optional[ProgressCallback] = None,
-              server_id: Optional[int] = None) -> DemoResult:
+def run_story(
+    wb: DemoOps,
+    setup: DemoSetup,
+    *,
+    measure_tokens: int = 48,
+    samples: int = 4,
+    progress: Optional[ProgressCallback] = None,
+    server_id: Optional[int] = None,
+) -> DemoResult:
     """The scripted story on a launched (or to-be-launched) server."""
     t0 = time.perf_counter()
-    first_event = (wb.events()[-1].id if wb.events() else 0)
+    first_event = wb.events()[-1].id if wb.events() else 0
     progress = progress or noop
     sid = server_id if server_id is not None else launch_story(wb, setup, progress=progress).id
     progress(Progress("demo", 2, 4, "measuring accept length, then asking the doctor"))
     measure_story(wb, sid, measure_tokens)
-    report = wb.doctor_live(sid, setup.training_data, samples=samples, measure=False, dump="yes",
-                            dump_alongside=True)
+    report = wb.doctor_live(sid, setup.training_data, samples=samples, measure=False, dump="yes", dump_alongside=True)
     if report.fix is None:
         raise WorkbenchError(f"the doctor found no applicable fix on server {sid}: {report.codes}")
     progress(Progress("demo", 3, 4, "applying the fix, relaunching, measuring again"))
@@ -304,17 +367,31 @@ def run_story(wb: DemoOps, setup: DemoSetup, *, measure_tokens: int = 48, sample
     events = [e for e in wb.events() if e.id > first_event]
     progress(Progress("demo", 4, 4, "done"))
     result = DemoResult(
-        before={"accept_length": before.get("accept_length"), "tokens_per_s": before.get("tokens_per_s"),
-                "server": sid, "layer_ids": before.get("layer_ids"), "config_version": before.get("config_version")},
+        before={
+            "accept_length": before.get("accept_length"),
+            "tokens_per_s": before.get("tokens_per_s"),
+            "server": sid,
+            "layer_ids": before.get("layer_ids"),
+            "config_version": before.get("config_version"),
+        },
         findings=[f.to_dict() for f in report.findings],
         fix={**report.fix.to_dict(), "version": out.change.version.number, "location": out.change.location},
-        after={"accept_length": after.get("accept_length"), "tokens_per_s": after.get("tokens_per_s"),
-               "server": out.server_after, "layer_ids": after.get("layer_ids"),
-               "config_version": after.get("config_version")},
-        predicted=report.predicted.accept_length, wall_s=time.perf_counter() - t0,
-        journal=[e.kind for e in events], servers={"workspace": setup.workspace, "story": sid,
-                                                   "fixed": out.server_after},
-        transfers=[t.to_dict() for t in report.transfers])
-    wb._record("demo.story", setup.workspace, {"before": result.before, "after": result.after,
-                                               "fix": result.fix, "wall_s": round(result.wall_s, 1)})
+        after={
+            "accept_length": after.get("accept_length"),
+            "tokens_per_s": after.get("tokens_per_s"),
+            "server": out.server_after,
+            "layer_ids": after.get("layer_ids"),
+            "config_version": after.get("config_version"),
+        },
+        predicted=report.predicted.accept_length,
+        wall_s=time.perf_counter() - t0,
+        journal=[e.kind for e in events],
+        servers={"workspace": setup.workspace, "story": sid, "fixed": out.server_after},
+        transfers=[t.to_dict() for t in report.transfers],
+    )
+    wb._record(
+        "demo.story",
+        setup.workspace,
+        {"before": result.before, "after": result.after, "fix": result.fix, "wall_s": round(result.wall_s, 1)},
+    )
     return result

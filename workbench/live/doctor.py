@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from workbench.hosts.base import Host
     from workbench.remote import NearCompute
 
-SAME_MAX = 1e-3           # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
+SAME_MAX = 1e-3  # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
 DUMP_MODES = ("ask", "yes", "no")
 
 
@@ -66,8 +66,7 @@ def _arg(argv: Sequence[str], flag: str) -> Optional[str]:
 
 
 class LiveDoctor:
-    def __init__(self, ops: LiveOps, server_id: int, *,
-                 progress: Optional[Callable[[Progress], None]] = None) -> None:
+    def __init__(self, ops: LiveOps, server_id: int, *, progress: Optional[Callable[[Progress], None]] = None) -> None:
         self.ops = ops
         self.sid = int(server_id)
         self.progress = progress or noop
@@ -141,9 +140,12 @@ class LiveDoctor:
 
         text: dict[str, Any] = text_config(cfg)
         archs = cfg.get("architectures") or []
-        return {"path": model, "arch": archs[0] if archs else cfg.get("model_type"),
-                "num_layers": text.get("num_hidden_layers"),
-                "context_length": text.get("max_position_embeddings")}
+        return {
+            "path": model,
+            "arch": archs[0] if archs else cfg.get("model_type"),
+            "num_layers": text.get("num_hidden_layers"),
+            "context_length": text.get("max_position_embeddings"),
+        }
 
     def draft_info(self, draft: str) -> dict[str, Any]:
         from workbench.hosts.base import sha256
@@ -162,13 +164,22 @@ class LiveDoctor:
         cur_sha = sha256(raw) if raw is not None else None
         changed = bool(loaded_sha and cur_sha and cur_sha != loaded_sha)
         if changed:
-            self.notes.append(f"{path} changed since server {self.sid} loaded it: the server still runs the old "
-                              "version (relaunch to load the new one)")
+            self.notes.append(
+                f"{path} changed since server {self.sid} loaded it: the server still runs the old "
+                "version (relaunch to load the new one)"
+            )
         ec = (loaded or {}).get("eagle_config") or {}
-        return {"path": draft, "config": path, "location": self.location(path), "loaded": loaded,
-                "loaded_text": loaded_raw.decode("utf-8") if loaded_raw else None,
-                "ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
-                "loaded_sha256": loaded_sha or cur_sha, "current_sha256": cur_sha, "changed_since_launch": changed}
+        return {
+            "path": draft,
+            "config": path,
+            "location": self.location(path),
+            "loaded": loaded,
+            "loaded_text": loaded_raw.decode("utf-8") if loaded_raw else None,
+            "ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
+            "loaded_sha256": loaded_sha or cur_sha,
+            "current_sha256": cur_sha,
+            "changed_since_launch": changed,
+        }
 
 
 @dataclass(frozen=True)
@@ -215,8 +226,13 @@ class DiagnoseOptions:
 N_STEPS = 6
 
 
-def diagnose(ops: LiveOps, server_id: int, options: Optional[DiagnoseOptions] = None, *,
-             progress: Optional[Callable[[Progress], None]] = None) -> LiveReport:
+def diagnose(
+    ops: LiveOps,
+    server_id: int,
+    options: Optional[DiagnoseOptions] = None,
+    *,
+    progress: Optional[Callable[[Progress], None]] = None,
+) -> LiveReport:
     """The live doctor's steps, in order (each a method of ``Diagnosis``; the module docstring says why)."""
     t0 = time.perf_counter()
     run = Diagnosis(ops, server_id, options or DiagnoseOptions(), progress)
@@ -233,8 +249,9 @@ def diagnose(ops: LiveOps, server_id: int, options: Optional[DiagnoseOptions] = 
 class Diagnosis:
     """One run of the live doctor: what each step found, for the steps after it."""
 
-    def __init__(self, ops: LiveOps, server_id: int, opts: DiagnoseOptions,
-                 progress: Optional[Callable[[Progress], None]]) -> None:
+    def __init__(
+        self, ops: LiveOps, server_id: int, opts: DiagnoseOptions, progress: Optional[Callable[[Progress], None]]
+    ) -> None:
         self.ops, self.opts = ops, opts
         self.d = LiveDoctor(ops, server_id, progress=progress)
         self.ranked: list[RankedFinding] = []
@@ -254,8 +271,9 @@ class Diagnosis:
         d._step("live.doctor", 0, N_STEPS, "reading what the server loaded")
         self.facts = facts = d.server_facts()
         self.engine = engine_of(facts["version"])
-        self.target = (d.target_info(facts["model"]) if facts["model"]
-                       else {"path": None, "arch": None, "num_layers": None})
+        self.target = (
+            d.target_info(facts["model"]) if facts["model"] else {"path": None, "arch": None, "num_layers": None}
+        )
         draft = d.draft_info(facts["draft"]) if facts["draft"] else None
         if draft is None:
             raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
@@ -266,8 +284,10 @@ class Diagnosis:
         self.production_graphs = cuda_graph_on(d.rec.argv)
         self.readable = draft["loaded"] is not None
         if not self.readable:
-            d.notes.append(f"{draft['config']} cannot be read on {d.rec.host} (a hub id, or no access): static "
-                           "checks and the drafter evaluation skipped")
+            d.notes.append(
+                f"{draft['config']} cannot be read on {d.rec.host} (a hub id, or no access): static "
+                "checks and the drafter evaluation skipped"
+            )
 
     # 1. static checks on the loaded config, on the host (weights stay there)
     def static_checks(self) -> None:
@@ -275,14 +295,22 @@ class Diagnosis:
             return
         d, draft, target, facts = self.d, self.draft, self.target, self.facts
         d._step("live.doctor", 1, N_STEPS, f"static checks of the loaded config ({self.engine})")
-        rep = d._job("static", {"draft": draft["path"], "config_text": draft["loaded_text"],
-                                "target_config": target["path"], "engine": self.engine,
-                                "algorithm": facts["algorithm"], "context_length": facts["context_length"],
-                                "env": dict(getattr(d.rec, "env", None) or {}),
-                                "cuda_graph": self.production_graphs})
+        rep = d._job(
+            "static",
+            {
+                "draft": draft["path"],
+                "config_text": draft["loaded_text"],
+                "target_config": target["path"],
+                "engine": self.engine,
+                "algorithm": facts["algorithm"],
+                "context_length": facts["context_length"],
+                "env": dict(getattr(d.rec, "env", None) or {}),
+                "cuda_graph": self.production_graphs,
+            },
+        )
         for f in rep["findings"]:
             if f["severity"] == "info" and f["code"] in ("layer-ids-nondefault", "weights-not-checked"):
-                continue          # true of any non-default or remote draft; not a problem of this server
+                continue  # true of any non-default or remote draft; not a problem of this server
             self.ranked.append(RankedFinding(finding_from_dict(f, d.location), "static"))
 
     # 1b. the production configuration: what CUDA-graph decode captures, asked of the host's own SGLang.
@@ -295,8 +323,9 @@ class Diagnosis:
     def observe(self) -> None:
         o = self.opts
         self.d._step("live.doctor", 2, N_STEPS, "measuring accept length (flush, fixed prompts)")
-        self.observed = _observe(self.ops, self.d, self.facts, o.measure, o.measure_tokens, o.measure_concurrency,
-                                 o.prompts)
+        self.observed = _observe(
+            self.ops, self.d, self.facts, o.measure, o.measure_tokens, o.measure_concurrency, o.prompts
+        )
 
     # 3 and 4. hidden states and the drafter, near the data
     def hidden_states_and_drafter(self) -> None:
@@ -305,23 +334,48 @@ class Diagnosis:
             self.predicted = _from_accuracies(list(o.accuracies), spec)
         if not o.training_data:
             if not o.accuracies:
-                d.notes.append("no training data: predicted accept length and hidden states not checked "
-                               "(give training_data on the server's host, or accuracies)")
+                d.notes.append(
+                    "no training data: predicted accept length and hidden states not checked "
+                    "(give training_data on the server's host, or accuracies)"
+                )
             return
         target, draft = self.target, self.draft
-        job = {"training_data": o.training_data, "count": o.samples,
-               "part_points": _engine_points(self.engine, target, draft), "engine": self.engine,
-               "arch": target["arch"], "num_layers": target["num_layers"], "draft_config": draft["loaded"],
-               "draft_config_path": draft["config"], "draft": draft["path"] if self.readable else None,
-               "target": target["path"] if target.get("num_layers") else None,
-               "steps": spec.steps, "eval_samples": 0 if o.accuracies else o.eval_samples}
+        job = {
+            "training_data": o.training_data,
+            "count": o.samples,
+            "part_points": _engine_points(self.engine, target, draft),
+            "engine": self.engine,
+            "arch": target["arch"],
+            "num_layers": target["num_layers"],
+            "draft_config": draft["loaded"],
+            "draft_config_path": draft["config"],
+            "draft": draft["path"] if self.readable else None,
+            "target": target["path"] if target.get("num_layers") else None,
+            "steps": spec.steps,
+            "eval_samples": 0 if o.accuracies else o.eval_samples,
+        }
         evals = self._hidden_states(job)
-        if not o.accuracies and job["draft"] and job["target"] and spec.steps and \
-                (evals is None or "headline" not in evals):
+        if (
+            not o.accuracies
+            and job["draft"]
+            and job["target"]
+            and spec.steps
+            and (evals is None or "headline" not in evals)
+        ):
             d._step("live.doctor", 4, N_STEPS, f"evaluating the drafter on {o.eval_samples} training samples")
-            evals = {**(evals or {}), **d._job("drafter", {"draft": job["draft"], "target": job["target"],
-                                                         "training_data": o.training_data, "steps": spec.steps,
-                                                         "samples": o.eval_samples})}
+            evals = {
+                **(evals or {}),
+                **d._job(
+                    "drafter",
+                    {
+                        "draft": job["draft"],
+                        "target": job["target"],
+                        "training_data": o.training_data,
+                        "steps": spec.steps,
+                        "samples": o.eval_samples,
+                    },
+                ),
+            }
         if evals:
             self._take_evaluations(evals)
         d.notes += [f"drafter evaluation: {n}" for n in (evals or {}).get("notes", [])]
@@ -340,14 +394,16 @@ class Diagnosis:
             same = _same_as_engine(res["align"])
             self.features["verdict"] = (
                 "every training slot is the engine's part at its place (the server feeds the drafter what it "
-                "was trained on)" if same else
-                "the server's features differ from the training slots: " + _diff_text(res["align"]))
+                "was trained on)"
+                if same
+                else "the server's features differ from the training slots: " + _diff_text(res["align"])
+            )
         else:
             same = None
             self.features["verdict"] = "the server does not return hidden states (--enable-return-hidden-states is off)"
         need_dump = res is None or not same
         if need_dump and res is not None and _all_slots_matched(res["align"]):
-            need_dump = False           # every slot found among the engine's parts (a permutation): named already
+            need_dump = False  # every slot found among the engine's parts (a permutation): named already
             _add_alignment_findings(self.ranked, res, d)
         if not need_dump:
             return evals
@@ -356,16 +412,21 @@ class Diagnosis:
             self.pending = plan if o.dump == "ask" else None
             if res is not None:
                 self.ranked.append(RankedFinding(_provisional(res, self.draft, self.engine), "hidden states"))
-            d.notes.append("the trained layers are not named yet: " + plan.summary +
-                           (" (confirm to run it)" if o.dump == "ask" else " (dump disabled)"))
+            d.notes.append(
+                "the trained layers are not named yet: "
+                + plan.summary
+                + (" (confirm to run it)" if o.dump == "ask" else " (dump disabled)")
+            )
             return evals
         d._step("live.doctor", 4, N_STEPS, "relaunching with a tensor dump to name every layer")
         dres = _dump_run(self.ops, d, {**job, "eval_samples": 0}, o.dump_alongside, o.ready_timeout)
         if dres is not None:
             self.alignment = _compact(dres, "dump")
             if dres.get("evals"):
-                evals = {**(evals or {}), **{k: v for k, v in (dres.get("evals") or {}).items()
-                                             if k in ("train", "live")}}
+                evals = {
+                    **(evals or {}),
+                    **{k: v for k, v in (dres.get("evals") or {}).items() if k in ("train", "live")},
+                }
             _add_alignment_findings(self.ranked, dres, d)
         return evals
 
@@ -373,26 +434,40 @@ class Diagnosis:
         """The drafter on training features vs on the server's: what the features cost; the headline
         evaluation is the prediction when no accuracies were given."""
         tr, lv = evals.get("train") or {}, evals.get("live") or {}
-        self.features.update(train_accept_length=tr.get("accept_length"), live_accept_length=lv.get("accept_length"),
-                             samples=tr.get("samples"))
+        self.features.update(
+            train_accept_length=tr.get("accept_length"),
+            live_accept_length=lv.get("accept_length"),
+            samples=tr.get("samples"),
+        )
         if tr.get("accept_length") is not None and lv.get("accept_length") is not None:
             self.features["explains"] = tr["accept_length"] - lv["accept_length"]
         if not self.opts.accuracies:
             head = evals.get("headline") or tr
-            self.predicted = Predicted(head.get("accept_length"), head.get("acc"),
-                                       f"drafter on {head.get('samples')} training samples, {self.spec.steps} steps",
-                                       head.get("samples"), absent=frozenset())
+            self.predicted = Predicted(
+                head.get("accept_length"),
+                head.get("acc"),
+                f"drafter on {head.get('samples')} training samples, {self.spec.steps} steps",
+                head.get("samples"),
+                absent=frozenset(),
+            )
 
     # numbers settle what the files could only read two ways
     def settle_by_numbers(self) -> None:
         if self.alignment is None:
             return
-        unsettled = [r for r in self.ranked if r.source == "static" and r.code == "layer-ids-engine-mismatch"
-                     and r.finding.evidence_class == "convention"]
+        unsettled = [
+            r
+            for r in self.ranked
+            if r.source == "static"
+            and r.code == "layer-ids-engine-mismatch"
+            and r.finding.evidence_class == "convention"
+        ]
         if unsettled:
             self.ranked = [r for r in self.ranked if r not in unsettled]
-            self.d.notes.append("the layer-id reading the files left open is settled by the hidden states: "
-                                + (self.features.get("verdict") or "see the alignment"))
+            self.d.notes.append(
+                "the layer-id reading the files left open is settled by the hidden states: "
+                + (self.features.get("verdict") or "see the alignment")
+            )
 
     # 5. rank by the share of the gap each finding explains
     def rank_findings(self) -> None:
@@ -404,7 +479,7 @@ class Diagnosis:
             if r.source == "hidden states" and r.code == "layer-ids-engine-mismatch" and explains is not None:
                 r.explains = explains
             elif r.code == "algorithm-mismatch" and gap is not None:
-                r.explains = gap            # an EAGLE3 draft under EAGLE sits at accept length 1: all of it
+                r.explains = gap  # an EAGLE3 draft under EAGLE sits at accept length 1: all of it
             if r.explains is not None and gap and gap > 0:
                 r.share = max(0.0, min(1.0, r.explains / gap))
         self.ranked = rank(_dedupe(_settle_fixes(self.ranked, self.draft["loaded"])))
@@ -417,29 +492,63 @@ class Diagnosis:
         # a config's odd value is the doctor's subject, not a reason to lose the report
         draft = {k: v for k, v in self.draft.items() if k not in ("loaded", "loaded_text")}
         return LiveReport(
-            d.sid, d.rec.profile, d.rec.host, self.ops.server(d.sid).state, self.engine, self.facts["version"],
-            self.spec, Target.from_dict(self.target, check=False), Draft.from_dict(draft, check=False),
-            self.observed, self.predicted, self.gap, Features.from_dict(self.features, check=False),
+            d.sid,
+            d.rec.profile,
+            d.rec.host,
+            self.ops.server(d.sid).state,
+            self.engine,
+            self.facts["version"],
+            self.spec,
+            Target.from_dict(self.target, check=False),
+            Draft.from_dict(draft, check=False),
+            self.observed,
+            self.predicted,
+            self.gap,
+            Features.from_dict(self.features, check=False),
             Alignment.from_dict(self.alignment, check=False) if self.alignment is not None else None,
-            self.ranked, fix, self.pending, d.transfers, d.steps, d.notes, seconds)
+            self.ranked,
+            fix,
+            self.pending,
+            d.transfers,
+            d.steps,
+            d.notes,
+            seconds,
+        )
 
 
 # ------------------------------------------------------------------------------------------- parts
-def _observe(ops: LiveOps, d: LiveDoctor, facts: dict[str, Any], measure: bool, tokens: Optional[int], concurrency: int,
-             prompts: Optional[str]) -> Observed:
+def _observe(
+    ops: LiveOps,
+    d: LiveDoctor,
+    facts: dict[str, Any],
+    measure: bool,
+    tokens: Optional[int],
+    concurrency: int,
+    prompts: Optional[str],
+) -> Observed:
     if measure:
-        m = ops.server_measure(d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts,
-                               label="live doctor")
-        return Observed(m.accept_length, m.tokens_per_s, m.accept_len,
-                        f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)", absent=frozenset())
+        m = ops.server_measure(
+            d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts, label="live doctor"
+        )
+        return Observed(
+            m.accept_length,
+            m.tokens_per_s,
+            m.accept_len,
+            f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)",
+            absent=frozenset(),
+        )
     rows = [r for r in ops.measurements(d.sid) if r.get("kind") == "protocol"]
     if rows:
         r = rows[-1]
-        return Observed(accept_length(r), r.get("tokens_per_s"),
-                        source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})")
+        return Observed(
+            accept_length(r),
+            r.get("tokens_per_s"),
+            source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})",
+        )
     if facts.get("avg_spec_accept_length") is not None:
-        return Observed(facts["avg_spec_accept_length"], None,
-                        source="/server_info avg_spec_accept_length (since the last flush)")
+        return Observed(
+            facts["avg_spec_accept_length"], None, source="/server_info avg_spec_accept_length (since the last flush)"
+        )
     return Observed(None, None, source="not measured")
 
 
@@ -450,8 +559,11 @@ def _from_accuracies(acc: list[Any], spec: Spec) -> Predicted:
     topk = int(spec.topk or 1)
     ndt = int(spec.draft_tokens or steps + 1)
     p = predict("acc", [float(a) for a in acc], steps, topk, ndt)
-    return Predicted(p.accept_length, list(acc),
-                     f"predictor from the given accuracies ({steps} steps, topk {topk}, {ndt} draft tokens)")
+    return Predicted(
+        p.accept_length,
+        list(acc),
+        f"predictor from the given accuracies ({steps} steps, topk {topk}, {ndt} draft tokens)",
+    )
 
 
 def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> Optional[list[Any]]:
@@ -469,35 +581,58 @@ def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -
     return [None if p is None else str(p) for p in cap.points]
 
 
-def _check_decode_graphs(d: LiveDoctor, ranked: list[RankedFinding], engine: str, target: dict[str, Any],
-                         draft: dict[str, Any], graphs: bool) -> None:
+def _check_decode_graphs(
+    d: LiveDoctor, ranked: list[RankedFinding], engine: str, target: dict[str, Any], draft: dict[str, Any], graphs: bool
+) -> None:
     """A server is only healthy if its decode graphs capture what its prefill does (source: host|table)."""
     from workbench.engine.code import ids_from_config
     from workbench.engine.rule import CaptureRule
 
     if not graphs:
-        d.notes.append("the server runs with CUDA graphs off: decode captures what prefill does "
-                       "(production launches with graphs on may differ on some releases)")
+        d.notes.append(
+            "the server runs with CUDA graphs off: decode captures what prefill does "
+            "(production launches with graphs on may differ on some releases)"
+        )
         return
     ids, _key = ids_from_config(CaptureRule("sglang", "", "", ""), draft["loaded"])
     try:
-        res = d._job("engine_capture", {"engine": engine, "arch": target.get("arch"),
-                                        "num_layers": int(target["num_layers"]), "ids": ids, "cuda_graph": True})
+        res = d._job(
+            "engine_capture",
+            {
+                "engine": engine,
+                "arch": target.get("arch"),
+                "num_layers": int(target["num_layers"]),
+                "ids": ids,
+                "cuda_graph": True,
+            },
+        )
     except WorkbenchError as exc:
         d.notes.append(f"CUDA-graph decode capture not checked ({exc})")
         return
     gp, pts = res.get("cuda_graph_points"), res.get("points")
-    d.notes.append(f"CUDA-graph decode capture read from {res.get('source')}: "
-                   + (", ".join(gp) if gp is not None else "not settled by the code"))
+    d.notes.append(
+        f"CUDA-graph decode capture read from {res.get('source')}: "
+        + (", ".join(gp) if gp is not None else "not settled by the code")
+    )
     if gp is None or pts is None or gp == pts or any(r.code == "layer-ids-cuda-graph-defaults" for r in ranked):
         return
-    f = Finding("layer-ids-cuda-graph-defaults", "error",
-                f"{res.get('engine')} decodes with CUDA graphs that capture {', '.join(gp)}, not the config's "
-                f"{', '.join(pts)} (its graph runner resets the ids to the defaults): prefill and a dump with "
-                "graphs off look right while production decode feeds the drafter other layers.",
-                {"engine_points": pts, "cuda_graph_points": gp, "source": res.get("source"),
-                 "code": [e for e in res.get("evidence", []) if e.split(":", 1)[0] in ("graph_reset", "config_ids",
-                                                                                      "config_before_graphs")]})
+    f = Finding(
+        "layer-ids-cuda-graph-defaults",
+        "error",
+        f"{res.get('engine')} decodes with CUDA graphs that capture {', '.join(gp)}, not the config's "
+        f"{', '.join(pts)} (its graph runner resets the ids to the defaults): prefill and a dump with "
+        "graphs off look right while production decode feeds the drafter other layers.",
+        {
+            "engine_points": pts,
+            "cuda_graph_points": gp,
+            "source": res.get("source"),
+            "code": [
+                e
+                for e in res.get("evidence", [])
+                if e.split(":", 1)[0] in ("graph_reset", "config_ids", "config_before_graphs")
+            ],
+        },
+    )
     ranked.append(RankedFinding(f, "production"))
 
 
@@ -534,21 +669,39 @@ def _diff_text(al: dict[str, Any]) -> str:
         if j == i:
             parts.append(f"slot {i} vs the engine's {name(i)}: rel_diff {vt}, not the same state")
         else:
-            parts.append(f"slot {i} is closest to the engine's slot {j} {name(j) if j is not None else '?'} "
-                         f"(rel_diff {vt}), not its own {name(i)}")
+            parts.append(
+                f"slot {i} is closest to the engine's slot {j} {name(j) if j is not None else '?'} "
+                f"(rel_diff {vt}), not its own {name(i)}"
+            )
     return "; ".join(parts) or "margins too small to call"
 
 
 def _compact(res: dict[str, Any], mode: str) -> dict[str, Any]:
     al = res["align"]
-    keep = ("rows", "rows_physical", "cols", "cols_physical", "matrix", "best", "tokens_compared", "recommendation",
-            "device", "precision", "notes", "thresholds")
-    return {"mode": mode, **{k: al.get(k) for k in keep}, "samples": res.get("samples"),
-            "tensor_bytes": res.get("tensor_bytes")}
+    keep = (
+        "rows",
+        "rows_physical",
+        "cols",
+        "cols_physical",
+        "matrix",
+        "best",
+        "tokens_compared",
+        "recommendation",
+        "device",
+        "precision",
+        "notes",
+        "thresholds",
+    )
+    return {
+        "mode": mode,
+        **{k: al.get(k) for k in keep},
+        "samples": res.get("samples"),
+        "tensor_bytes": res.get("tensor_bytes"),
+    }
 
 
 def _add_alignment_findings(ranked: list[Any], res: dict[str, Any], d: LiveDoctor) -> None:
-    for f in (res["align"].get("findings") or []):
+    for f in res["align"].get("findings") or []:
         ranked.append(RankedFinding(finding_from_dict(f, d.location), "hidden states"))
 
 
@@ -556,13 +709,21 @@ def _provisional(res: dict[str, Any], draft: dict[str, Any], engine: str) -> Fin
     """The mismatch seen in the packed features, before the dump names the trained layers."""
     al = res["align"]
     return Finding(
-        "layer-ids-engine-mismatch", "warning",
+        "layer-ids-engine-mismatch",
+        "warning",
         f"{engine} feeds the drafter other hidden states than it was trained on ({_diff_text(al)}); "
         "a tensor dump names the trained layers and the ids to write.",
-        {"engine": engine, "config_ids": draft.get("ids"), "engine_points": al.get("cols_physical"),
-         "source": "numeric alignment (return_hidden_states)", "best": [b.get("physical") or b.get("candidate")
-                                                                        for b in al.get("best") or []],
-         "rel_diff": [b.get("value") for b in al.get("best") or []]}, None, "numbers")
+        {
+            "engine": engine,
+            "config_ids": draft.get("ids"),
+            "engine_points": al.get("cols_physical"),
+            "source": "numeric alignment (return_hidden_states)",
+            "best": [b.get("physical") or b.get("candidate") for b in al.get("best") or []],
+            "rel_diff": [b.get("value") for b in al.get("best") or []],
+        },
+        None,
+        "numbers",
+    )
 
 
 def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict[str, Any]]) -> list[RankedFinding]:
@@ -600,33 +761,48 @@ def dump_profile(ops: LiveOps, d: LiveDoctor, port: int, stamp: str) -> tuple[st
     base = (prof.run_dir or "/tmp/eagle-workbench").rstrip("/")
     dump_dir = f"{base}/dumps/server{d.sid}-{stamp}"
     name = f"{d.rec.profile}@dump"
-    table = {"extends": d.rec.profile, "port": port, "log": f"{dump_dir}.log",
-             "args": ["--debug-tensor-dump-output-folder", dump_dir],
-             "description": f"tensor dump of {d.rec.profile} for the live doctor (server {d.sid})"}
+    table = {
+        "extends": d.rec.profile,
+        "port": port,
+        "log": f"{dump_dir}.log",
+        "args": ["--debug-tensor-dump-output-folder", dump_dir],
+        "description": f"tensor dump of {d.rec.profile} for the live doctor (server {d.sid})",
+    }
     return name, table, dump_dir
 
 
 def dump_plan(ops: LiveOps, d: LiveDoctor, samples: int, alongside: bool) -> Plan:
     prof = ops.profile(d.rec.profile)
     first = "" if alongside else f"stop server {d.sid}, then "
-    return Plan("relaunch", f"server {d.sid}",
-                f"{first}launch {d.rec.profile} again with --debug-tensor-dump-output-folder on another port, "
-                f"send {samples} training sample(s), stop it",
-                [f"profile {prof.name} on {prof.host}: the same command plus the tensor dump (CUDA graphs and "
-                 "warm-up are off in dump mode)",
-                 "the dump holds every layer's residual stream for those tokens; the alignment runs on the host",
-                 *([] if alongside else [f"server {d.sid} is stopped first (the GPUs cannot hold two copies); "
-                                         "relaunch it after the fix"])])
+    return Plan(
+        "relaunch",
+        f"server {d.sid}",
+        f"{first}launch {d.rec.profile} again with --debug-tensor-dump-output-folder on another port, "
+        f"send {samples} training sample(s), stop it",
+        [
+            f"profile {prof.name} on {prof.host}: the same command plus the tensor dump (CUDA graphs and "
+            "warm-up are off in dump mode)",
+            "the dump holds every layer's residual stream for those tokens; the alignment runs on the host",
+            *(
+                []
+                if alongside
+                else [f"server {d.sid} is stopped first (the GPUs cannot hold two copies); relaunch it after the fix"]
+            ),
+        ],
+    )
 
 
 def _free_port(host: "Host") -> int:
-    r = host.python_run("import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\n"
-                        "print(s.getsockname()[1])", timeout=30)
+    r = host.python_run(
+        "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\nprint(s.getsockname()[1])", timeout=30
+    )
     r.check("free port")
     return int(r.out.strip().splitlines()[-1])
 
 
-def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict[str, Any], alongside: bool, ready_timeout: Optional[float]) -> Optional[dict[str, Any]]:
+def _dump_run(
+    ops: LiveOps, d: LiveDoctor, job: dict[str, Any], alongside: bool, ready_timeout: Optional[float]
+) -> Optional[dict[str, Any]]:
     port = _free_port(d.host)
     name, table, dump_dir = dump_profile(ops, d, port, time.strftime("%Y%m%d-%H%M%S"))
     ops.session_profile(name, table)
@@ -639,8 +815,10 @@ def _dump_run(ops: LiveOps, d: LiveDoctor, job: dict[str, Any], alongside: bool,
         st = ops.server_wait(rec.id, timeout=ready_timeout)
         if st.state != ServerState.READY:
             fail = st.failure or {}
-            d.notes.append(f"the dump server did not become ready ({st.state}: {fail.get('class', '')} "
-                           f"{fail.get('hint', '')}); layers not named")
+            d.notes.append(
+                f"the dump server did not become ready ({st.state}: {fail.get('class', '')} "
+                f"{fail.get('hint', '')}); layers not named"
+            )
             return None
         return d._job("live", {**job, "url": f"http://127.0.0.1:{port}", "mode": "dump", "dump_dir": dump_dir})
     finally:

@@ -42,13 +42,17 @@ def relaunch_plan(ops: LiveOps, server_id: int) -> Plan:
     if running:
         details.insert(0, f"stop server {rec.id}: SIGTERM to process group {rec.pgid or rec.pid}, grace, SIGKILL")
     # the port this server holds is free by the time the plan launches: not a problem of the plan
-    freed = [f for f in preview.findings if running and f.code == "port-taken"
-             and f.message.startswith(f"server {rec.id} (")]
+    freed = [
+        f for f in preview.findings if running and f.code == "port-taken" and f.message.startswith(f"server {rec.id} (")
+    ]
     details += [f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info" and f not in freed]
     details += [f"port {rec.port}: freed when server {rec.id} stops, then reused" for _ in freed[:1]]
-    return Plan("relaunch", f"server {rec.id}",
-                (f"stop server {rec.id} and " if running else "") + f"launch {rec.profile} again on {rec.host}",
-                details)
+    return Plan(
+        "relaunch",
+        f"server {rec.id}",
+        (f"stop server {rec.id} and " if running else "") + f"launch {rec.profile} again on {rec.host}",
+        details,
+    )
 
 
 def measure_settings(ops: LiveOps, server_id: int) -> dict[str, Any]:
@@ -60,9 +64,17 @@ def measure_settings(ops: LiveOps, server_id: int) -> dict[str, Any]:
     return {"concurrency": r.get("concurrency", 4), "max_new_tokens": r.get("max_new_tokens")}
 
 
-def relaunch(ops: LiveOps, server_id: int, *, measure: bool = True, measure_tokens: Optional[int] = None,
-             measure_concurrency: Optional[int] = None, timeout: Optional[float] = None, poll: float = 0.5,
-             prompts: Optional[str] = None) -> "tuple[ServerRecord, Any, Optional[Measurement]]":
+def relaunch(
+    ops: LiveOps,
+    server_id: int,
+    *,
+    measure: bool = True,
+    measure_tokens: Optional[int] = None,
+    measure_concurrency: Optional[int] = None,
+    timeout: Optional[float] = None,
+    poll: float = 0.5,
+    prompts: Optional[str] = None,
+) -> "tuple[ServerRecord, Any, Optional[Measurement]]":
     """Stop the server if it runs, launch its profile, wait, measure like before. Returns
     (new server record, status, measurement or None)."""
     rec = ops.server(server_id)
@@ -73,9 +85,13 @@ def relaunch(ops: LiveOps, server_id: int, *, measure: bool = True, measure_toke
     m = None
     if st.state == ServerState.READY and measure:
         prev = measure_settings(ops, server_id)
-        m = ops.server_measure(new.id, concurrency=measure_concurrency or prev.get("concurrency") or 4,
-                               max_new_tokens=measure_tokens or prev.get("max_new_tokens"), prompts=prompts,
-                               label="after fix")
+        m = ops.server_measure(
+            new.id,
+            concurrency=measure_concurrency or prev.get("concurrency") or 4,
+            max_new_tokens=measure_tokens or prev.get("max_new_tokens"),
+            prompts=prompts,
+            label="after fix",
+        )
     return ops.server(new.id), st, m
 
 
@@ -100,10 +116,17 @@ def _side(ops: LiveOps, server_id: int) -> dict[str, Any]:
     m = rows[-1] if rows else {}
     cfg, sha = _loaded(ops, server_id)
     ec = (cfg or {}).get("eagle_config") or {}
-    return {"server": server_id, "profile": rec.profile, "state": rec.state, "accept_length": accept_length(m),
-            "tokens_per_s": m.get("tokens_per_s"), "measurement": m.get("id"),
-            "layer_ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
-            "config_sha256": sha, "config_version": _version_of(ops, sha)}
+    return {
+        "server": server_id,
+        "profile": rec.profile,
+        "state": rec.state,
+        "accept_length": accept_length(m),
+        "tokens_per_s": m.get("tokens_per_s"),
+        "measurement": m.get("id"),
+        "layer_ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
+        "config_sha256": sha,
+        "config_version": _version_of(ops, sha),
+    }
 
 
 def compare(ops: LiveOps, before: int, after: int) -> Comparison:
@@ -115,14 +138,30 @@ def compare(ops: LiveOps, before: int, after: int) -> Comparison:
         return None
 
     rows = [
-        {"name": "server", "before": f"#{b['server']} {b['profile']}", "after": f"#{a['server']} {a['profile']}",
-         "change": None},
-        {"name": "accept length", "before": b["accept_length"], "after": a["accept_length"],
-         "change": ratio(b["accept_length"], a["accept_length"])},
-        {"name": "tokens/s", "before": b["tokens_per_s"], "after": a["tokens_per_s"],
-         "change": ratio(b["tokens_per_s"], a["tokens_per_s"])},
-        {"name": "layer ids", "before": b["layer_ids"], "after": a["layer_ids"],
-         "change": None if b["layer_ids"] == a["layer_ids"] else "changed"},
+        {
+            "name": "server",
+            "before": f"#{b['server']} {b['profile']}",
+            "after": f"#{a['server']} {a['profile']}",
+            "change": None,
+        },
+        {
+            "name": "accept length",
+            "before": b["accept_length"],
+            "after": a["accept_length"],
+            "change": ratio(b["accept_length"], a["accept_length"]),
+        },
+        {
+            "name": "tokens/s",
+            "before": b["tokens_per_s"],
+            "after": a["tokens_per_s"],
+            "change": ratio(b["tokens_per_s"], a["tokens_per_s"]),
+        },
+        {
+            "name": "layer ids",
+            "before": b["layer_ids"],
+            "after": a["layer_ids"],
+            "change": None if b["layer_ids"] == a["layer_ids"] else "changed",
+        },
         {"name": "draft config", "before": _ver(b), "after": _ver(a), "change": None},
     ]
     return Comparison(before, after, rows, b, a)
@@ -132,4 +171,3 @@ def _ver(side: dict[str, Any]) -> str:
     v = side.get("config_version")
     sha = side.get("config_sha256")
     return (f"v{v} " if v else "") + (sha[:10] if sha else "-")
-

@@ -16,7 +16,7 @@ from workbench.errors import InputError
 from workbench.results import jsonable
 
 R = TypeVar("R", bound="Record")
-_OWN = frozenset({"absent", "extra"})     # the record's bookkeeping, not keys of its JSON form
+_OWN = frozenset({"absent", "extra"})  # the record's bookkeeping, not keys of its JSON form
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Record:
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset()
     absent: Optional[frozenset[str]] = field(default=None, kw_only=True, repr=False)
-    extra: Optional[dict[str, Any]] = field(default=None, kw_only=True, repr=False)   # keys of another version
+    extra: Optional[dict[str, Any]] = field(default=None, kw_only=True, repr=False)  # keys of another version
 
     def __post_init__(self) -> None:
         if self.absent is None:
@@ -165,7 +165,7 @@ class AlignedSlot(Record):
     runner_up: Optional[str] = None
     runner_up_physical: Optional[str] = None
     runner_up_value: Optional[float] = None
-    margin: Optional[float] = None          # runner-up over best (None: infinite, or no runner-up)
+    margin: Optional[float] = None  # runner-up over best (None: infinite, or no runner-up)
     token_margin: Optional[float] = None
     win_rate: Optional[float] = None
     verdict: Optional[str] = None
@@ -222,8 +222,10 @@ def _nested(where: str, value: Any, tp: Any, check: bool) -> Any:
         (item,) = get_args(tp)
         rec = _record_type(item)
         if rec is not None:
-            return [rec.from_dict(v, check=check, where=f"{where}[{i}]") if isinstance(v, dict) or check else v
-                    for i, v in enumerate(value)]
+            return [
+                rec.from_dict(v, check=check, where=f"{where}[{i}]") if isinstance(v, dict) or check else v
+                for i, v in enumerate(value)
+            ]
     return value
 
 
@@ -235,7 +237,7 @@ def _check(where: str, value: Any, tp: Any) -> None:
     if _record_type(tp) is not None and not (value is None and _record_type(tp) is not tp):
         if not isinstance(value, dict):
             raise InputError(f"{where}: expected an object, got {value!r:.60}")
-        return                  # its own fields are checked by its from_dict
+        return  # its own fields are checked by its from_dict
     origin, args = get_origin(tp), get_args(tp)
     if origin is Union or origin is types.UnionType:
         if value is None and type(None) in args:

@@ -41,8 +41,10 @@ class ArmButton(w.VBox):
             self.button.description = "Confirm: " + self.plan.action
             self.button.button_style = "danger"
             self.cancel.layout.display = None
-            self.plan_view.value = (f"<b>{html.escape(self.plan.summary)}</b><pre style='max-height:20em;"
-                                    f"overflow:auto'>{html.escape(chr(10).join(self.plan.details))}</pre>")
+            self.plan_view.value = (
+                f"<b>{html.escape(self.plan.summary)}</b><pre style='max-height:20em;"
+                f"overflow:auto'>{html.escape(chr(10).join(self.plan.details))}</pre>"
+            )
             return None
         try:
             return self.act_fn()

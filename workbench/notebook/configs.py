@@ -26,8 +26,9 @@ class ConfigsWidget(w.VBox):
         self.wb = wb
         self.error: Optional[str] = None
         self.history = None
-        self.path = w.Text(value=path, description="config.json", placeholder="path to track",
-                           layout=w.Layout(width="70%"))
+        self.path = w.Text(
+            value=path, description="config.json", placeholder="path to track", layout=w.Layout(width="70%")
+        )
         self.track_button = w.Button(description="Track", button_style="primary")
         self.refresh_button = w.Button(description="Refresh")
         self.files = w.Dropdown(options=[], description="tracked", layout=w.Layout(width="100%"))
@@ -45,9 +46,19 @@ class ConfigsWidget(w.VBox):
         self.files.observe(lambda _c: None if self._muted else self.show_history(), names="value")
         self.diff_a.observe(lambda _c: None if self._muted else self.show_diff(), names="value")
         self.diff_b.observe(lambda _c: None if self._muted else self.show_diff(), names="value")
-        super().__init__([w.HBox([self.path, self.track_button, self.refresh_button]), self.error_line,
-                          self.files, self.table, w.HBox([self.diff_a, self.diff_b]), self.diff,
-                          w.HBox([self.revert_to]), self.revert_button, self.status])
+        super().__init__(
+            [
+                w.HBox([self.path, self.track_button, self.refresh_button]),
+                self.error_line,
+                self.files,
+                self.table,
+                w.HBox([self.diff_a, self.diff_b]),
+                self.diff,
+                w.HBox([self.revert_to]),
+                self.revert_button,
+                self.status,
+            ]
+        )
         if path:
             self.track()
         else:
@@ -100,15 +111,20 @@ class ConfigsWidget(w.VBox):
         rows = "".join(
             f"<tr><td>v{v.number}</td><td>{dt.datetime.fromtimestamp(v.ts):%Y-%m-%d %H:%M:%S}</td>"
             f"<td><code>{v.sha256[:12]}</code></td><td>{v.size}</td><td>{html.escape(v.reason)}</td></tr>"
-            for v in reversed(hist.versions))
-        self.table.value = ("<table><tr><th>version</th><th>time</th><th>sha256</th><th>bytes</th><th>reason</th>"
-                            f"</tr>{rows}</table>")
+            for v in reversed(hist.versions)
+        )
+        self.table.value = (
+            f"<table><tr><th>version</th><th>time</th><th>sha256</th><th>bytes</th><th>reason</th></tr>{rows}</table>"
+        )
         opts = [(f"v{v.number} ({v.reason[:40]})", v.number) for v in hist.versions]
         n = len(opts)
         self._muted = True
         try:
-            for dd, value in ((self.diff_a, n - 1 if n > 1 else n), (self.diff_b, n),
-                              (self.revert_to, n - 1 if n > 1 else n)):
+            for dd, value in (
+                (self.diff_a, n - 1 if n > 1 else n),
+                (self.diff_b, n),
+                (self.revert_to, n - 1 if n > 1 else n),
+            ):
                 dd.options = opts
                 dd.value = value if n else None
         finally:
@@ -141,8 +157,14 @@ class ConfigsWidget(w.VBox):
 def diff_html(diff: str) -> str:
     lines = []
     for line in diff.splitlines():
-        colour = ("#2e7d32" if line.startswith("+") and not line.startswith("+++") else
-                  "#c62828" if line.startswith("-") and not line.startswith("---") else
-                  "#1565c0" if line.startswith("@@") else "inherit")
+        colour = (
+            "#2e7d32"
+            if line.startswith("+") and not line.startswith("+++")
+            else "#c62828"
+            if line.startswith("-") and not line.startswith("---")
+            else "#1565c0"
+            if line.startswith("@@")
+            else "inherit"
+        )
         lines.append(f"<span style='color:{colour}'>{html.escape(line)}</span>")
     return "<pre style='max-height:24em;overflow:auto'>" + "\n".join(lines) + "</pre>"

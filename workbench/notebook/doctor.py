@@ -21,7 +21,7 @@ from workbench.display import evidence_label
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
 
-ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
+ENGINES = engine_choices()  # SGLang releases, then every vLLM release read
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
 CONVENTIONS = ["output-of-layer", "capture-before", "hf-index"]
@@ -29,9 +29,20 @@ COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#666"}
 
 
 class DoctorWidget(w.VBox):
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, draft: str = "", target: str = "",
-                 engine: str = "sglang==0.5.23", algorithm: str = "EAGLE3", trained: str = "",
-                 convention: str = "output-of-layer", trained_engine: str = "", run: Optional[bool] = None):
+    def __init__(
+        self,
+        wb=None,
+        *,
+        workspace: Optional[str] = None,
+        draft: str = "",
+        target: str = "",
+        engine: str = "sglang==0.5.23",
+        algorithm: str = "EAGLE3",
+        trained: str = "",
+        convention: str = "output-of-layer",
+        trained_engine: str = "",
+        run: Optional[bool] = None,
+    ):
         if wb is None:
             from workbench.api import Workbench
 
@@ -47,8 +58,12 @@ class DoctorWidget(w.VBox):
             "algorithm": w.Dropdown(options=ALGORITHMS, value=algorithm, description="algorithm", **box),
             "trained": w.Text(value=trained, description="trained layers", placeholder="2,30,58", **box),
             "convention": w.Dropdown(options=CONVENTIONS, value=convention, description="convention", **box),
-            "trained_engine": w.Text(value=trained_engine, description="trained engine",
-                                     placeholder="specforge==0.2.0 or sglang==0.5.14", **box),
+            "trained_engine": w.Text(
+                value=trained_engine,
+                description="trained engine",
+                placeholder="specforge==0.2.0 or sglang==0.5.14",
+                **box,
+            ),
         }
         self.run_button = w.Button(description="Run checks", button_style="primary")
         self.run_button.on_click(lambda _b: self.run())
@@ -58,10 +73,13 @@ class DoctorWidget(w.VBox):
         self.fix_choice = w.Dropdown(options=[], description="fix", layout=w.Layout(width="100%"))
         self.fix_button = ArmButton("Apply fix", self._fix_plan, self._apply_fix, on_error=self._show_error)
         self.status = w.HTML()
-        inputs = w.VBox(list(self.controls.values()) + [self.run_button, self.error_line],
-                        layout=w.Layout(width="420px"))
-        outputs = w.VBox([self.findings, self.capture, self.fix_choice, self.fix_button, self.status],
-                         layout=w.Layout(flex="1", padding="0 0 0 16px"))
+        inputs = w.VBox(
+            list(self.controls.values()) + [self.run_button, self.error_line], layout=w.Layout(width="420px")
+        )
+        outputs = w.VBox(
+            [self.findings, self.capture, self.fix_choice, self.fix_button, self.status],
+            layout=w.Layout(flex="1", padding="0 0 0 16px"),
+        )
         super().__init__([w.HBox([inputs, outputs])])
         if run if run is not None else bool(draft):
             self.run()
@@ -80,10 +98,15 @@ class DoctorWidget(w.VBox):
 
                 raise InputError("draft: enter the draft checkpoint directory")
             trained = parse_ids(f["trained"], "trained layers") if f["trained"].strip() else None
-            report = self.wb.doctor(f["draft"].strip(), f["target"].strip() or None, engine=f["engine"],
-                                    algorithm=f["algorithm"] or None, trained_layers=trained,
-                                    trained_convention=f["convention"],
-                                    trained_engine=f["trained_engine"].strip() or None)
+            report = self.wb.doctor(
+                f["draft"].strip(),
+                f["target"].strip() or None,
+                engine=f["engine"],
+                algorithm=f["algorithm"] or None,
+                trained_layers=trained,
+                trained_convention=f["convention"],
+                trained_engine=f["trained_engine"].strip() or None,
+            )
         except WorkbenchError as exc:
             self._show_error(str(exc))
             return None
@@ -100,21 +123,34 @@ class DoctorWidget(w.VBox):
     def _render(self, r) -> None:
         rows = []
         for f in r.findings:
-            ev = "<br>".join(f"<code>{html.escape(k)}</code>: {html.escape(v if isinstance(v, str) else json.dumps(v, default=str))}"
-                             for k, v in f.evidence.items())
+            ev = "<br>".join(
+                f"<code>{html.escape(k)}</code>: {html.escape(v if isinstance(v, str) else json.dumps(v, default=str))}"
+                for k, v in f.evidence.items()
+            )
             fix = html.escape(f.fix.summary) if f.fix else ""
-            rows.append(f"<tr><td style='color:{COLOURS[f.severity]};font-weight:bold'>{f.severity}</td>"
-                        f"<td class='evidence-class'>{evidence_label(f.evidence_class)}</td>"
-                        f"<td><code>{f.code}</code></td><td>{html.escape(f.message)}"
-                        f"<details><summary>evidence</summary><small>{ev}</small></details></td><td>{fix}</td></tr>")
+            rows.append(
+                f"<tr><td style='color:{COLOURS[f.severity]};font-weight:bold'>{f.severity}</td>"
+                f"<td class='evidence-class'>{evidence_label(f.evidence_class)}</td>"
+                f"<td><code>{f.code}</code></td><td>{html.escape(f.message)}"
+                f"<details><summary>evidence</summary><small>{ev}</small></details></td><td>{fix}</td></tr>"
+            )
         skipped = getattr(r, "skipped", [])
-        skipped_html = ("<details><summary>skipped " + str(len(skipped)) + " checks for lack of inputs (not an "
-                        "all-clear)</summary><small>" + "<br>".join(html.escape(f"{s.check}: needs {s.needs}")
-                                                                   for s in skipped) + "</small></details>"
-                        if skipped else "")
-        self.findings.value = (("<table><tr><th>severity</th><th>evidence</th><th>code</th><th>finding</th>"
-                                "<th>fix</th></tr>" + "".join(rows) + "</table>") if rows else
-                               "<b style='color:#2e7d32'>No findings in the checks that ran.</b>") + skipped_html
+        skipped_html = (
+            "<details><summary>skipped " + str(len(skipped)) + " checks for lack of inputs (not an "
+            "all-clear)</summary><small>"
+            + "<br>".join(html.escape(f"{s.check}: needs {s.needs}") for s in skipped)
+            + "</small></details>"
+            if skipped
+            else ""
+        )
+        self.findings.value = (
+            (
+                "<table><tr><th>severity</th><th>evidence</th><th>code</th><th>finding</th>"
+                "<th>fix</th></tr>" + "".join(rows) + "</table>"
+            )
+            if rows
+            else "<b style='color:#2e7d32'>No findings in the checks that ran.</b>"
+        ) + skipped_html
         self.capture.value = capture_html(r.capture)
         fixes = [(f"{f.code}: {f.fix.summary}", i) for i, f in enumerate(r.findings) if f.fix and f.fix.applicable]
         self.fix_choice.options = fixes
@@ -136,8 +172,7 @@ class DoctorWidget(w.VBox):
 
     def _apply_fix(self):
         change = self.wb.config_apply_fix(self._selected_fix(), confirm=True)
-        self.status.value = (f"applied: <code>{html.escape(change.location)}</code> is now "
-                             f"v{change.version.number}")
+        self.status.value = f"applied: <code>{html.escape(change.location)}</code> is now v{change.version.number}"
         self.run()
         return change
 
@@ -149,13 +184,16 @@ def capture_html(cap) -> str:
         f"<tr><td>{r.slot}</td><td>{_s(r.config_id)}</td><td>{_s(r.engine_index)}</td>"
         f"<td>{r.engine_point or '<b style=color:#c62828>missing</b>'}</td><td>{_s(r.trained_point)}</td>"
         f"<td>{'' if r.match is None else ('ok' if r.match else '<b style=color:#c62828>MISMATCH</b>')}</td></tr>"
-        for r in cap.rows)
+        for r in cap.rows
+    )
     fatal = f"<br><b style='color:#c62828'>engine fails:</b> {html.escape(cap.fatal)}" if cap.fatal else ""
-    return (f"<b>Capture</b> under {html.escape(cap.engine)} on {html.escape(cap.arch or 'unknown target')} "
-            f"({cap.num_layers} layers), ids from <code>{html.escape(cap.ids_source)}</code>"
-            "<table><tr><th>slot</th><th>config id</th><th>engine index</th><th>engine captures</th>"
-            f"<th>trained on</th><th></th></tr>{rows}</table>"
-            f"<small>training: {html.escape(cap.trained_source)}</small>{fatal}")
+    return (
+        f"<b>Capture</b> under {html.escape(cap.engine)} on {html.escape(cap.arch or 'unknown target')} "
+        f"({cap.num_layers} layers), ids from <code>{html.escape(cap.ids_source)}</code>"
+        "<table><tr><th>slot</th><th>config id</th><th>engine index</th><th>engine captures</th>"
+        f"<th>trained on</th><th></th></tr>{rows}</table>"
+        f"<small>training: {html.escape(cap.trained_source)}</small>{fatal}"
+    )
 
 
 def _s(v) -> str:

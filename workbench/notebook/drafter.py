@@ -30,34 +30,56 @@ def table_html(r) -> str:
     rows = "".join(
         f"<tr><td>{d}</td><td>{pct(r.acc[d])}</td><td>{pct(r.full_acc[d])}</td><td>{pct(r.cond_acc[d])}</td>"
         f"<td>{pct(sf[d])}</td><td>{pct(sc[d])}</td>"
-        + "".join(f"<td>{pct(v)}</td>" for v in r.topk_acc[d]) + f"<td>{r.positions_per_depth[d]}</td></tr>"
-        for d in range(r.depth))
-    return ("<table><tr><th>depth</th><th>SpecForge acc_k</th><th>chain full</th><th>chain cond</th>"
-            "<th>speculators full_acc</th><th>speculators cond_acc</th>" + head
-            + f"<th>positions</th></tr>{rows}</table>")
+        + "".join(f"<td>{pct(v)}</td>" for v in r.topk_acc[d])
+        + f"<td>{r.positions_per_depth[d]}</td></tr>"
+        for d in range(r.depth)
+    )
+    return (
+        "<table><tr><th>depth</th><th>SpecForge acc_k</th><th>chain full</th><th>chain cond</th>"
+        "<th>speculators full_acc</th><th>speculators cond_acc</th>" + head + f"<th>positions</th></tr>{rows}</table>"
+    )
 
 
 def summary_html(r) -> str:
     p = r.predicted
     out = []
     if p.get("accept_length") is not None:
-        out.append(f"<b style='font-size:120%'>{p['accept_length']:.3f}</b> predicted accept length "
-                   f"({p['steps']} steps, chain, bonus token included, from chain full)")
+        out.append(
+            f"<b style='font-size:120%'>{p['accept_length']:.3f}</b> predicted accept length "
+            f"({p['steps']} steps, chain, bonus token included, from chain full)"
+        )
     if p.get("from_acc") is not None:
         out.append(f"<b>{p['from_acc']:.3f}</b> from acc_k alone (SpecForge-style)")
-    out.append(f"{r.samples} samples, {r.positions} positions; the draft vocabulary covers "
-               f"{pct(r.vocab_coverage)} of the target's tokens")
+    out.append(
+        f"{r.samples} samples, {r.positions} positions; the draft vocabulary covers "
+        f"{pct(r.vocab_coverage)} of the target's tokens"
+    )
     wr = r.weights
     bad = wr["missing"] + wr["unexpected"] + [m["name"] for m in wr["mismatched"]]
-    out.append("weights: " + ("<b style='color:#2e7d32'>ok</b>" if not bad else
-                              "<b style='color:#c62828'>PROBLEMS</b> " + html.escape(", ".join(bad))))
+    out.append(
+        "weights: "
+        + (
+            "<b style='color:#2e7d32'>ok</b>"
+            if not bad
+            else "<b style='color:#c62828'>PROBLEMS</b> " + html.escape(", ".join(bad))
+        )
+    )
     out += [f"<small>note: {html.escape(n)}</small>" for n in r.notes]
     return "<br>".join(out)
 
 
 class DrafterWidget(w.VBox):
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, draft: str = "", data: str = "",
-                 target: str = "", depth: int = 3, run: Optional[bool] = None):
+    def __init__(
+        self,
+        wb=None,
+        *,
+        workspace: Optional[str] = None,
+        draft: str = "",
+        data: str = "",
+        target: str = "",
+        depth: int = 3,
+        run: Optional[bool] = None,
+    ):
         if wb is None:
             from workbench.api import Workbench
 
@@ -77,10 +99,12 @@ class DrafterWidget(w.VBox):
         self.error_line = w.HTML()
         self.table = w.HTML()
         self.summary = w.HTML()
-        inputs = w.VBox(list(self.controls.values()) + [self.run_button, self.error_line],
-                        layout=w.Layout(width="420px"))
-        super().__init__([w.HBox([inputs, w.VBox([self.table, self.summary],
-                                                 layout=w.Layout(flex="1", padding="0 0 0 16px"))])])
+        inputs = w.VBox(
+            list(self.controls.values()) + [self.run_button, self.error_line], layout=w.Layout(width="420px")
+        )
+        super().__init__(
+            [w.HBox([inputs, w.VBox([self.table, self.summary], layout=w.Layout(flex="1", padding="0 0 0 16px"))])]
+        )
         if run if run is not None else bool(draft and data and target):
             self.run()
 
@@ -106,10 +130,15 @@ class DrafterWidget(w.VBox):
             raise InputError("evaluate a drafter first")
         p = self.wb.drafter_predictor_inputs(self.result)
         obs = p["observed_accept_length"]
-        return {"convention": "marginal", "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
-                "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
-                "steps": p["steps"], "topk": 1, "draft_tokens": p["steps"] + 1,
-                "observed": "" if obs is None else f"{obs:.2f}"}
+        return {
+            "convention": "marginal",
+            "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
+            "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
+            "steps": p["steps"],
+            "topk": 1,
+            "draft_tokens": p["steps"] + 1,
+            "observed": "" if obs is None else f"{obs:.2f}",
+        }
 
     def to_predictor(self, widget=None):
         """Feed a PredictorWidget (a new one unless given) with this drafter's rates."""

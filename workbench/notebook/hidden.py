@@ -23,7 +23,7 @@ from workbench.display import heat_colour
 from workbench.errors import InputError, WorkbenchError
 from workbench.notebook._arm import ArmButton
 
-ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
+ENGINES = engine_choices()  # SGLang releases, then every vLLM release read
 
 VERDICT_COLOUR = {"match": "#2e7d32", "ambiguous": "#b26a00", "no-match": "#c62828"}
 
@@ -34,8 +34,9 @@ def heat(v: Optional[float]) -> str:
 
 def matrix_html(r) -> str:
     best = {i: r.cols.index(b.candidate) for i, b in enumerate(r.best) if b.candidate in r.cols}
-    head = "".join(f"<th>{html.escape(s)}<br><small>{html.escape(p or '')}</small></th>"
-                   for s, p in zip(r.rows, r.rows_physical))
+    head = "".join(
+        f"<th>{html.escape(s)}<br><small>{html.escape(p or '')}</small></th>" for s, p in zip(r.rows, r.rows_physical)
+    )
     rows = []
     for c, name in enumerate(r.cols):
         cells = []
@@ -43,10 +44,15 @@ def matrix_html(r) -> str:
             v = r.matrix[s][c]
             edge = "outline:3px solid #000;font-weight:bold;" if best.get(s) == c else ""
             cells.append(f"<td style='background:{heat(v)};color:#fff;text-align:right;{edge}'>{fmt(v)}</td>")
-        rows.append(f"<tr><td><code>{html.escape(name)}</code></td><td>{html.escape(r.cols_physical[c] or '?')}</td>"
-                    + "".join(cells) + "</tr>")
-    return (f"<b>rel_diff</b> ({r.tokens_compared} tokens): candidates x training slots"
-            f"<table><tr><th>candidate</th><th>point</th>{head}</tr>{''.join(rows)}</table>")
+        rows.append(
+            f"<tr><td><code>{html.escape(name)}</code></td><td>{html.escape(r.cols_physical[c] or '?')}</td>"
+            + "".join(cells)
+            + "</tr>"
+        )
+    return (
+        f"<b>rel_diff</b> ({r.tokens_compared} tokens): candidates x training slots"
+        f"<table><tr><th>candidate</th><th>point</th>{head}</tr>{''.join(rows)}</table>"
+    )
 
 
 def best_html(r) -> str:
@@ -55,9 +61,13 @@ def best_html(r) -> str:
         f"<td>{html.escape(b.physical or '?')}</td><td>{fmt(b.value)}</td>"
         f"<td>{html.escape(b.runner_up or '-')}</td><td>{'-' if b.margin is None else 'x' + fmt(b.margin)}</td>"
         f"<td style='color:{VERDICT_COLOUR.get(b.verdict, '#000')};font-weight:bold'>{b.verdict}</td>"
-        f"<td><small>{html.escape(b.reason)}</small></td></tr>" for b in r.best)
-    return ("<table><tr><th>slot</th><th>best</th><th>point</th><th>rel_diff</th><th>runner-up</th>"
-            f"<th>margin</th><th>verdict</th><th>why</th></tr>{rows}</table>")
+        f"<td><small>{html.escape(b.reason)}</small></td></tr>"
+        for b in r.best
+    )
+    return (
+        "<table><tr><th>slot</th><th>best</th><th>point</th><th>rel_diff</th><th>runner-up</th>"
+        f"<th>margin</th><th>verdict</th><th>why</th></tr>{rows}</table>"
+    )
 
 
 def recommendation_html(r) -> str:
@@ -66,16 +76,19 @@ def recommendation_html(r) -> str:
         return "<i style='color:#666'>No engine given: no layer-id recommendation.</i>"
     out = []
     if rec.layer_ids is not None:
-        out.append(f"<b>Recommended</b> <code>{html.escape(rec.key)} = {rec.layer_ids}</code> for "
-                   f"{html.escape(rec.engine)} (captures {html.escape(', '.join(p or '?' for p in rec.points))})")
+        out.append(
+            f"<b>Recommended</b> <code>{html.escape(rec.key)} = {rec.layer_ids}</code> for "
+            f"{html.escape(rec.engine)} (captures {html.escape(', '.join(p or '?' for p in rec.points))})"
+        )
         if not rec.confident:
             out.append("<span style='color:#b26a00'>not every slot matched firmly</span>")
     else:
         out.append(f"<span style='color:#b26a00'>No recommendation: {html.escape(rec.reason)}</span>")
     for f in r.findings:
         colour = "#c62828" if f.severity == "error" else "#b26a00"
-        out.append(f"<span style='color:{colour};font-weight:bold'>{f.severity} {f.code}</span>: "
-                   f"{html.escape(f.message)}")
+        out.append(
+            f"<span style='color:{colour};font-weight:bold'>{f.severity} {f.code}</span>: {html.escape(f.message)}"
+        )
     if rec.differs is False:
         out.append("<span style='color:#2e7d32'>the draft's config already captures these points</span>")
     return "<br>".join(out)
@@ -89,15 +102,27 @@ def sparkline_svg(values, width: int = 480, height: int = 60) -> str:
     span = (hi - lo) or 1.0
     step = width / max(1, len(vals) - 1)
     pts = " ".join(f"{i * step:.1f},{height - (v - lo) / span * (height - 4) - 2:.1f}" for i, v in enumerate(vals))
-    return (f"<svg width='{width}' height='{height}' style='background:#fafafa'>"
-            f"<polyline fill='none' stroke='#1565c0' stroke-width='1' points='{pts}'/></svg>"
-            f"<br><small>log10 rel_diff per token, {10 ** lo:.1e} .. {10 ** hi:.1e}</small>")
+    return (
+        f"<svg width='{width}' height='{height}' style='background:#fafafa'>"
+        f"<polyline fill='none' stroke='#1565c0' stroke-width='1' points='{pts}'/></svg>"
+        f"<br><small>log10 rel_diff per token, {10**lo:.1e} .. {10**hi:.1e}</small>"
+    )
 
 
 class AlignmentWidget(w.VBox):
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, train: str = "", infer: str = "",
-                 engine: str = "sglang==0.5.23", draft: str = "", target: str = "", num_layers: Optional[int] = None,
-                 run: Optional[bool] = None):
+    def __init__(
+        self,
+        wb=None,
+        *,
+        workspace: Optional[str] = None,
+        train: str = "",
+        infer: str = "",
+        engine: str = "sglang==0.5.23",
+        draft: str = "",
+        target: str = "",
+        num_layers: Optional[int] = None,
+        run: Optional[bool] = None,
+    ):
         if wb is None:
             from workbench.api import Workbench
 
@@ -112,8 +137,9 @@ class AlignmentWidget(w.VBox):
             "engine": w.Dropdown(options=ENGINES, value=engine, description="engine", **box),
             "draft": w.Text(value=str(draft), description="draft dir", placeholder="optional", **box),
             "target": w.Text(value=str(target), description="target config", placeholder="optional", **box),
-            "num_layers": w.Text(value="" if num_layers is None else str(num_layers), description="layers",
-                                 placeholder="optional", **box),
+            "num_layers": w.Text(
+                value="" if num_layers is None else str(num_layers), description="layers", placeholder="optional", **box
+            ),
         }
         self.run_button = w.Button(description="Align", button_style="primary")
         self.run_button.on_click(lambda _b: self.run())
@@ -128,11 +154,20 @@ class AlignmentWidget(w.VBox):
         self.drill = w.HTML()
         self.slot.observe(lambda _c: self._drill(), names="value")
         self.candidate.observe(lambda _c: self._drill(), names="value")
-        inputs = w.VBox(list(self.controls.values()) + [self.run_button, self.error_line],
-                        layout=w.Layout(width="420px"))
-        outputs = w.VBox([self.best, self.recommendation, self.apply_button, self.status,
-                          w.HBox([self.slot, self.candidate]), self.drill],
-                         layout=w.Layout(flex="1", padding="0 0 0 16px"))
+        inputs = w.VBox(
+            list(self.controls.values()) + [self.run_button, self.error_line], layout=w.Layout(width="420px")
+        )
+        outputs = w.VBox(
+            [
+                self.best,
+                self.recommendation,
+                self.apply_button,
+                self.status,
+                w.HBox([self.slot, self.candidate]),
+                self.drill,
+            ],
+            layout=w.Layout(flex="1", padding="0 0 0 16px"),
+        )
         super().__init__([w.HBox([inputs, outputs]), self.matrix])
         if run if run is not None else bool(train and infer):
             self.run()
@@ -150,8 +185,14 @@ class AlignmentWidget(w.VBox):
                 n = int(f["num_layers"]) if f["num_layers"] else None
             except ValueError:
                 raise InputError(f"layers: {f['num_layers']!r} is not an integer") from None
-            r = self.wb.align(f["train"], f["infer"], engine=f["engine"], draft=f["draft"] or None,
-                              target=f["target"] or None, num_layers=n)
+            r = self.wb.align(
+                f["train"],
+                f["infer"],
+                engine=f["engine"],
+                draft=f["draft"] or None,
+                target=f["target"] or None,
+                num_layers=n,
+            )
         except WorkbenchError as exc:
             self._show_error(str(exc))
             return None
@@ -182,9 +223,13 @@ class AlignmentWidget(w.VBox):
         pt = r.per_token(self.slot.value, self.candidate.value)
         vals = pt["rel_diff"]
         worst = sorted(range(len(vals)), key=lambda i: -vals[i])[:5]
-        self.drill.value = (f"<b>{html.escape(pt['slot'])} vs {html.escape(pt['candidate'])}</b>"
-                            f"{'' if pt['exact'] else ' <i>(screen values)</i>'}<br>" + sparkline_svg(vals)
-                            + "<br>worst tokens: " + ", ".join(f"{pt['positions'][i]}: {fmt(vals[i])}" for i in worst))
+        self.drill.value = (
+            f"<b>{html.escape(pt['slot'])} vs {html.escape(pt['candidate'])}</b>"
+            f"{'' if pt['exact'] else ' <i>(screen values)</i>'}<br>"
+            + sparkline_svg(vals)
+            + "<br>worst tokens: "
+            + ", ".join(f"{pt['positions'][i]}: {fmt(vals[i])}" for i in worst)
+        )
 
     def _fix(self):
         if self.result is None:

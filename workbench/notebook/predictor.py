@@ -23,8 +23,18 @@ CONVENTIONS = [
     ("alpha (one rate)", "alpha"),
 ]
 #: The numbers of a real debugging session: training acc ~0.75, served at 5/1/6, logged 1.12.
-EXAMPLE = {"convention": "acc", "rates": "0.75", "topk_hits": "", "steps": 5, "topk": 1, "draft_tokens": 6,
-           "observed": "1.12", "verify_ms": "", "draft_ms": "", "baseline_ms": ""}
+EXAMPLE = {
+    "convention": "acc",
+    "rates": "0.75",
+    "topk_hits": "",
+    "steps": 5,
+    "topk": 1,
+    "draft_tokens": 6,
+    "observed": "1.12",
+    "verify_ms": "",
+    "draft_ms": "",
+    "baseline_ms": "",
+}
 
 
 class PredictorWidget(w.VBox):
@@ -37,27 +47,40 @@ class PredictorWidget(w.VBox):
 
             wb = Workbench.open(workspace)
         self.wb = wb
-        self.result = None          # the last Prediction shown
+        self.result = None  # the last Prediction shown
         self.error: Optional[str] = None
         v = {**EXAMPLE, **initial}
         text = dict(continuous_update=False, layout=w.Layout(width="100%"), style={"description_width": "150px"})
         self.controls: dict[str, w.ValueWidget] = {
-            "convention": w.Dropdown(options=CONVENTIONS, value=v["convention"], description="convention",
-                                     layout=w.Layout(width="100%"), style={"description_width": "150px"}),
+            "convention": w.Dropdown(
+                options=CONVENTIONS,
+                value=v["convention"],
+                description="convention",
+                layout=w.Layout(width="100%"),
+                style={"description_width": "150px"},
+            ),
             "rates": w.Text(value=str(v["rates"]), description="per-depth rates", placeholder="0.8,0.7,0.6", **text),
-            "topk_hits": w.Text(value=str(v["topk_hits"]), description="top-k hits (trees)",
-                                placeholder="0.75,0.85,0.9 (depths split by /)", **text),
+            "topk_hits": w.Text(
+                value=str(v["topk_hits"]),
+                description="top-k hits (trees)",
+                placeholder="0.75,0.85,0.9 (depths split by /)",
+                **text,
+            ),
             "steps": w.IntSlider(value=int(v["steps"]), min=1, max=16, description="steps", **text),
             "topk": w.IntSlider(value=int(v["topk"]), min=1, max=8, description="topk", **text),
-            "draft_tokens": w.BoundedIntText(value=int(v["draft_tokens"]), min=1, max=1024,
-                                             description="draft tokens", **text),
-            "observed": w.Text(value=str(v["observed"]), description="observed accept len",
-                               placeholder="from the server log", **text),
-            "verify_ms": w.Text(value=str(v["verify_ms"]), description="verify ms (NDT:MS)",
-                                placeholder="2:20.1,4:21.8,6:23.5", **text),
+            "draft_tokens": w.BoundedIntText(
+                value=int(v["draft_tokens"]), min=1, max=1024, description="draft tokens", **text
+            ),
+            "observed": w.Text(
+                value=str(v["observed"]), description="observed accept len", placeholder="from the server log", **text
+            ),
+            "verify_ms": w.Text(
+                value=str(v["verify_ms"]), description="verify ms (NDT:MS)", placeholder="2:20.1,4:21.8,6:23.5", **text
+            ),
             "draft_ms": w.Text(value=str(v["draft_ms"]), description="draft step ms", placeholder="1.2", **text),
-            "baseline_ms": w.Text(value=str(v["baseline_ms"]), description="baseline ms",
-                                  placeholder="decode without speculation", **text),
+            "baseline_ms": w.Text(
+                value=str(v["baseline_ms"]), description="baseline ms", placeholder="decode without speculation", **text
+            ),
         }
         self.error_line = w.HTML()
         self.headline = w.HTML()
@@ -67,8 +90,10 @@ class PredictorWidget(w.VBox):
         self.formula = w.HTML()
         self.warnings = w.HTML()
         inputs = w.VBox(list(self.controls.values()) + [self.error_line], layout=w.Layout(width="420px"))
-        outputs = w.VBox([self.headline, self.verdict, w.HBox([self.table, self.plot]), self.formula, self.warnings],
-                         layout=w.Layout(flex="1", padding="0 0 0 16px"))
+        outputs = w.VBox(
+            [self.headline, self.verdict, w.HBox([self.table, self.plot]), self.formula, self.warnings],
+            layout=w.Layout(flex="1", padding="0 0 0 16px"),
+        )
         super().__init__([w.HBox([inputs, outputs])])
         self._muted = False
         for control in self.controls.values():
@@ -102,8 +127,12 @@ class PredictorWidget(w.VBox):
         f = self.fields()
         try:
             conv = f["convention"]
-            kw: dict[str, Any] = {conv: parse_floats(f["rates"], conv), "steps": f["steps"], "topk": f["topk"],
-                                  "draft_tokens": f["draft_tokens"]}
+            kw: dict[str, Any] = {
+                conv: parse_floats(f["rates"], conv),
+                "steps": f["steps"],
+                "topk": f["topk"],
+                "draft_tokens": f["draft_tokens"],
+            }
             if optional(f["topk_hits"]):
                 kw["topk_hits"] = parse_float_rows(f["topk_hits"], "top-k hits")
             if optional(f["observed"]):
@@ -129,25 +158,33 @@ class PredictorWidget(w.VBox):
         if r.throughput:
             t = r.throughput
             tp = f"<br><b>{t.tokens_per_s:.1f}</b> tok/s per request (cycle {t.cycle_ms:.2f} ms)" + (
-                f", <b>{t.speedup:.2f}×</b> baseline" if t.speedup else "")
+                f", <b>{t.speedup:.2f}×</b> baseline" if t.speedup else ""
+            )
         self.headline.value = (
             f"<span style='font-size:1.6em;font-weight:bold'>{r.accept_length:.3f}</span> accept length "
             f"<span style='color:#666'>(bonus token included, as SGLang logs accept len; {r.model} "
             f"{r.steps}/{r.topk}/{r.draft_tokens})</span><br><b>{r.accepted_drafts:.3f}</b> accepted drafts per "
             f"step · SGLang accept rate <b>{rate['>=0.5.12']:.3f}</b> on ≥0.5.12, <b>{rate['0.5.5']:.3f}</b> "
-            f"on 0.5.5{tp}")
+            f"on 0.5.5{tp}"
+        )
         if r.verdict:
             v = r.verdict
             colour = "#2e7d32" if v.code == "ok" else "#c62828"
-            self.verdict.value = (f"<div style='border-left:4px solid {colour};padding-left:8px'>"
-                                  f"<b style='color:{colour}'>{v.code}</b> ratio {v.ratio:.2f} — "
-                                  f"{html.escape(v.explanation)}</div>")
+            self.verdict.value = (
+                f"<div style='border-left:4px solid {colour};padding-left:8px'>"
+                f"<b style='color:{colour}'>{v.code}</b> ratio {v.ratio:.2f} — "
+                f"{html.escape(v.explanation)}</div>"
+            )
         else:
             self.verdict.value = "<i style='color:#666'>Enter an observed accept length for a verdict.</i>"
         self.table.value = curve_table_html(r)
         observed = r.verdict.ratio * r.accept_length if r.verdict else None
-        self.plot.value = curve_svg([p.steps for p in r.curve], [p.accept_length for p in r.curve],
-                                    current=r.steps if r.topk == 1 else None, observed=observed)
+        self.plot.value = curve_svg(
+            [p.steps for p in r.curve],
+            [p.accept_length for p in r.curve],
+            current=r.steps if r.topk == 1 else None,
+            observed=observed,
+        )
         self.formula.value = f"<code>{html.escape(r.formula)}</code>"
         self.warnings.value = "".join(f"<div style='color:#e65100'>⚠ {html.escape(x)}</div>" for x in r.warnings)
 
@@ -163,8 +200,11 @@ def _float(text: str, name: str) -> float:
 
 def curve_table_html(r) -> str:
     timed = any(p.tokens_per_s is not None for p in r.curve)
-    head = "<tr><th>steps</th><th>draft tokens</th><th>accept length</th><th>accepted drafts</th>" + (
-        "<th>tok/s</th>" if timed else "") + "</tr>"
+    head = (
+        "<tr><th>steps</th><th>draft tokens</th><th>accept length</th><th>accepted drafts</th>"
+        + ("<th>tok/s</th>" if timed else "")
+        + "</tr>"
+    )
     rows = []
     for p in r.curve:
         bold = " style='font-weight:bold;background:#fff3e0'" if (p.steps == r.steps and r.topk == 1) else ""
@@ -180,13 +220,17 @@ def curve_svg(steps, values, *, current=None, observed=None, width: int = 360, h
     left, right, top, bottom = 40, 10, 14, 28
     hi = max([*values, observed or 1.0, 2.0]) * 1.08
     xs = [left + (s - steps[0]) / max(steps[-1] - steps[0], 1) * (width - left - right) for s in steps]
+
     def y(v):  # noqa: E306
         return top + (hi - v) / (hi - 1.0) * (height - top - bottom)
+
     pts = " ".join(f"{x:.1f},{y(v):.1f}" for x, v in zip(xs, values))
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' class='predictor-plot'>",
-             f"<text x='{left}' y='10' font-size='11'>accept length vs steps (chain, bonus included)</text>",
-             f"<line x1='{left}' y1='{y(1.0):.1f}' x2='{width - right}' y2='{y(1.0):.1f}' stroke='#999'/>",
-             f"<line x1='{left}' y1='{top}' x2='{left}' y2='{y(1.0):.1f}' stroke='#999'/>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' class='predictor-plot'>",
+        f"<text x='{left}' y='10' font-size='11'>accept length vs steps (chain, bonus included)</text>",
+        f"<line x1='{left}' y1='{y(1.0):.1f}' x2='{width - right}' y2='{y(1.0):.1f}' stroke='#999'/>",
+        f"<line x1='{left}' y1='{top}' x2='{left}' y2='{y(1.0):.1f}' stroke='#999'/>",
+    ]
     for tick in range(1, int(hi) + 1):
         parts.append(f"<text x='{left - 6}' y='{y(tick) + 4:.1f}' font-size='10' text-anchor='end'>{tick}</text>")
     for x, s in zip(xs, steps):
@@ -195,11 +239,14 @@ def curve_svg(steps, values, *, current=None, observed=None, width: int = 360, h
     for x, s, v in zip(xs, steps, values):
         r = 5 if s == current else 3
         fill = "#ef6c00" if s == current else "#1565c0"
-        parts.append(f"<circle cx='{x:.1f}' cy='{y(v):.1f}' r='{r}' fill='{fill}'><title>{s} steps: "
-                     f"{v:.3f}</title></circle>")
+        parts.append(
+            f"<circle cx='{x:.1f}' cy='{y(v):.1f}' r='{r}' fill='{fill}'><title>{s} steps: {v:.3f}</title></circle>"
+        )
     if observed is not None:
-        parts.append(f"<line x1='{left}' y1='{y(observed):.1f}' x2='{width - right}' y2='{y(observed):.1f}' "
-                     f"stroke='#c62828' stroke-dasharray='4 3'/><text x='{width - right}' y='{y(observed) - 4:.1f}' "
-                     f"font-size='10' text-anchor='end' fill='#c62828'>observed {observed:.2f}</text>")
+        parts.append(
+            f"<line x1='{left}' y1='{y(observed):.1f}' x2='{width - right}' y2='{y(observed):.1f}' "
+            f"stroke='#c62828' stroke-dasharray='4 3'/><text x='{width - right}' y='{y(observed) - 4:.1f}' "
+            f"font-size='10' text-anchor='end' fill='#c62828'>observed {observed:.2f}</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)

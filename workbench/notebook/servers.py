@@ -1,9 +1,9 @@
 """Notebook widgets for servers, on the same ``Workbench`` methods as the TUI and the CLI.
 
-    from workbench.notebook import ServersWidget, LaunchWidget, LogsWidget
-    LaunchWidget(wb, profile="kimi-debug")     # command, diff, checks; launch with arm-then-confirm
-    ServersWidget(wb)                          # hosts and servers: state, accept length, tok/s, GPUs; stop
-    LogsWidget(wb, server_id=3)                # the log with milestones and failures marked
+from workbench.notebook import ServersWidget, LaunchWidget, LogsWidget
+LaunchWidget(wb, profile="kimi-debug")     # command, diff, checks; launch with arm-then-confirm
+ServersWidget(wb)                          # hosts and servers: state, accept length, tok/s, GPUs; stop
+LogsWidget(wb, server_id=3)                # the log with milestones and failures marked
 """
 
 from __future__ import annotations
@@ -17,8 +17,16 @@ import ipywidgets as w
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
 
-STATE_COLOUR = {"ready": "#080", "starting": "#a60", "failing": "#c00", "failed": "#c00", "exited": "#c00",
-                "stopped": "#777", "stopping": "#a60", "unknown": "#777"}
+STATE_COLOUR = {
+    "ready": "#080",
+    "starting": "#a60",
+    "failing": "#c00",
+    "failed": "#c00",
+    "exited": "#c00",
+    "stopped": "#777",
+    "stopping": "#a60",
+    "unknown": "#777",
+}
 BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -62,8 +70,17 @@ class ServersWidget(w.VBox):
         self.result = w.HTML()
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.show_all.observe(lambda _c: self.refresh(), names="value")
-        super().__init__([w.HBox([self.refresh_button, self.show_all]), self.error_line, self.hosts_view,
-                          self.table, w.HBox([self.select]), self.stop_button, self.result])
+        super().__init__(
+            [
+                w.HBox([self.refresh_button, self.show_all]),
+                self.error_line,
+                self.hosts_view,
+                self.table,
+                w.HBox([self.select]),
+                self.stop_button,
+                self.result,
+            ]
+        )
         self.refresh()
 
     def _error(self, text: str) -> None:
@@ -82,10 +99,18 @@ class ServersWidget(w.VBox):
             self._error(str(exc))
             return
         gpus = {h.name: self.wb.lifecycle.host_gpus(h.name) for h in hosts}
-        self.hosts_view.value = _table(["host", "kind", "address", "GPUs used/total MiB"], [
-            [html.escape(h.name), h.kind, html.escape(h.address or "-"),
-             " ".join(f"{g.index}: {g.used_mib:g}/{g.total_mib:g}" for g in gpus.get(h.name, [])) or "-"]
-            for h in hosts])
+        self.hosts_view.value = _table(
+            ["host", "kind", "address", "GPUs used/total MiB"],
+            [
+                [
+                    html.escape(h.name),
+                    h.kind,
+                    html.escape(h.address or "-"),
+                    " ".join(f"{g.index}: {g.used_mib:g}/{g.total_mib:g}" for g in gpus.get(h.name, [])) or "-",
+                ]
+                for h in hosts
+            ],
+        )
         rows = []
         for s in self.statuses:
             m = s.metrics or {}
@@ -93,16 +118,41 @@ class ServersWidget(w.VBox):
             colour = "#777" if s.stale else STATE_COLOUR.get(s.state, "#000")
             up = time.strftime("%H:%M:%S", time.gmtime(s.uptime_s)) if s.uptime_s else "-"
             problem = (s.failure or {}).get("class") or (s.stage if s.state == "starting" else "")
-            rows.append([str(s.id), html.escape(s.profile), html.escape(s.host),
-                         f"<b style='color:{colour}'>{html.escape(state)}</b>", up,
-                         "-" if m.get("accept_len") is None else f"{m['accept_len']:.2f}",
-                         _spark(s.series.get("accept_len", [])),
-                         "-" if m.get("gen_throughput") is None else f"{m['gen_throughput']:.1f}",
-                         _spark(s.series.get("gen_throughput", [])),
-                         " ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}G" for g in s.gpus) or "-",
-                         html.escape(problem or "")])
-        self.table.value = _table(["id", "profile", "host", "state", "uptime", "accept len", "", "tok/s", "",
-                                   "GPU mem", "stage / problem"], rows) if rows else "<i>no servers</i>"
+            rows.append(
+                [
+                    str(s.id),
+                    html.escape(s.profile),
+                    html.escape(s.host),
+                    f"<b style='color:{colour}'>{html.escape(state)}</b>",
+                    up,
+                    "-" if m.get("accept_len") is None else f"{m['accept_len']:.2f}",
+                    _spark(s.series.get("accept_len", [])),
+                    "-" if m.get("gen_throughput") is None else f"{m['gen_throughput']:.1f}",
+                    _spark(s.series.get("gen_throughput", [])),
+                    " ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}G" for g in s.gpus) or "-",
+                    html.escape(problem or ""),
+                ]
+            )
+        self.table.value = (
+            _table(
+                [
+                    "id",
+                    "profile",
+                    "host",
+                    "state",
+                    "uptime",
+                    "accept len",
+                    "",
+                    "tok/s",
+                    "",
+                    "GPU mem",
+                    "stage / problem",
+                ],
+                rows,
+            )
+            if rows
+            else "<i>no servers</i>"
+        )
         self.select.options = [(f"{s.id} {s.profile}", s.id) for s in self.statuses]
 
     def _stop_plan(self):
@@ -120,15 +170,22 @@ class ServersWidget(w.VBox):
 class LaunchWidget(w.VBox):
     """Pick a profile, Check (command, diff, every problem), then Launch (arm-then-confirm)."""
 
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, profile: Optional[str] = None,
-                 sglang_version: Optional[str] = None):
+    def __init__(
+        self,
+        wb=None,
+        *,
+        workspace: Optional[str] = None,
+        profile: Optional[str] = None,
+        sglang_version: Optional[str] = None,
+    ):
         self.wb = _wb(wb, workspace)
         self.preview = None
         self.record = None
         self.sglang_version = sglang_version
         names = [p.name for p in self.wb.profiles()]
-        self.profile = w.Dropdown(options=names, value=profile if profile in names else (names[0] if names else None),
-                                  description="profile")
+        self.profile = w.Dropdown(
+            options=names, value=profile if profile in names else (names[0] if names else None), description="profile"
+        )
         self.check_button = w.Button(description="Check")
         self.view = w.HTML()
         self.error_line = w.HTML()
@@ -136,8 +193,9 @@ class LaunchWidget(w.VBox):
         self.result = w.HTML()
         self.check_button.on_click(lambda _b: self.check())
         self.profile.observe(lambda _c: self.check(), names="value")
-        super().__init__([w.HBox([self.profile, self.check_button]), self.error_line, self.view,
-                          self.launch_button, self.result])
+        super().__init__(
+            [w.HBox([self.profile, self.check_button]), self.error_line, self.view, self.launch_button, self.result]
+        )
         if self.profile.value:
             self.check()
 
@@ -151,15 +209,25 @@ class LaunchWidget(w.VBox):
         except WorkbenchError as exc:
             self._error(str(exc))
             return None
-        findings = _table(["severity", "code", "problem", "fix"], [
-            [f"<b style='color:{'#c00' if f.severity == 'error' else '#a60' if f.severity == 'warning' else '#777'}'>"
-             f"{f.severity}</b>", html.escape(f.code), html.escape(f.message), html.escape(f.fix)]
-            for f in p.findings])
-        self.view.value = (f"<b>on {html.escape(p.host)}, SGLang {html.escape(p.version or 'unknown')}</b>"
-                           f"<pre style='white-space:pre-wrap'>{html.escape(p.display)}</pre>"
-                           f"<b>against the last launch</b><pre>{html.escape(chr(10).join(p.diff))}</pre>"
-                           f"{findings}" + "".join(f"<div style='color:#a60'>warning: {html.escape(x)}</div>"
-                                                   for x in p.warnings))
+        findings = _table(
+            ["severity", "code", "problem", "fix"],
+            [
+                [
+                    f"<b style='color:{'#c00' if f.severity == 'error' else '#a60' if f.severity == 'warning' else '#777'}'>"
+                    f"{f.severity}</b>",
+                    html.escape(f.code),
+                    html.escape(f.message),
+                    html.escape(f.fix),
+                ]
+                for f in p.findings
+            ],
+        )
+        self.view.value = (
+            f"<b>on {html.escape(p.host)}, SGLang {html.escape(p.version or 'unknown')}</b>"
+            f"<pre style='white-space:pre-wrap'>{html.escape(p.display)}</pre>"
+            f"<b>against the last launch</b><pre>{html.escape(chr(10).join(p.diff))}</pre>"
+            f"{findings}" + "".join(f"<div style='color:#a60'>warning: {html.escape(x)}</div>" for x in p.warnings)
+        )
         return p
 
     def _plan(self):
@@ -181,8 +249,7 @@ class LogsWidget(w.VBox):
     """The end of a server's log (fetched by a status refresh: one round trip), milestones in
     blue, failures in red, with the startup progress and the failure's fix."""
 
-    def __init__(self, wb=None, server_id: Optional[int] = None, *, workspace: Optional[str] = None,
-                 lines: int = 200):
+    def __init__(self, wb=None, server_id: Optional[int] = None, *, workspace: Optional[str] = None, lines: int = 200):
         self.wb = _wb(wb, workspace)
         if server_id is None:
             servers = self.wb.servers()
@@ -207,16 +274,29 @@ class LogsWidget(w.VBox):
             return None
         marks = {e["line"]: e for e in self.wb.server_events(self.server_id)}
         out = []
-        for n, text in self.wb.server_lines(self.server_id)[-self.max_lines:]:
+        for n, text in self.wb.server_lines(self.server_id)[-self.max_lines :]:
             e = marks.get(n)
-            colour = "#c00" if e and e["kind"] == "failure" else "#06c" if e else \
-                "#080" if "Decode batch" in text else "#000"
+            colour = (
+                "#c00"
+                if e and e["kind"] == "failure"
+                else "#06c"
+                if e
+                else "#080"
+                if "Decode batch" in text
+                else "#000"
+            )
             weight = "bold" if e else "normal"
             out.append(f"<span style='color:{colour};font-weight:{weight}'>{html.escape(text)}</span>")
-        self.log_view.value = ("<pre style='max-height:30em;overflow:auto;font-size:85%'>" + "\n".join(out) + "</pre>")
+        self.log_view.value = "<pre style='max-height:30em;overflow:auto;font-size:85%'>" + "\n".join(out) + "</pre>"
         fail = s.failure
-        self.summary.value = (f"<b>server {s.id} {html.escape(s.profile)}: {html.escape(s.state)}</b> "
-                              f"({html.escape(', '.join(s.progress) or s.stage)})"
-                              + (f"<br>{_err(fail.get('class', '') + ': ' + fail.get('text', ''))}"
-                                 f"<br>fix: {html.escape(fail.get('hint', ''))}" if fail else ""))
+        self.summary.value = (
+            f"<b>server {s.id} {html.escape(s.profile)}: {html.escape(s.state)}</b> "
+            f"({html.escape(', '.join(s.progress) or s.stage)})"
+            + (
+                f"<br>{_err(fail.get('class', '') + ': ' + fail.get('text', ''))}"
+                f"<br>fix: {html.escape(fail.get('hint', ''))}"
+                if fail
+                else ""
+            )
+        )
         return s

@@ -19,16 +19,25 @@ CATEGORIES = ["launch", "config", "measurement", "finding", "other"]
 
 
 class TimelineWidget(w.VBox):
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, category: Optional[str] = None,
-                 server: Optional[int] = None, profile: str = "", config: str = ""):
+    def __init__(
+        self,
+        wb=None,
+        *,
+        workspace: Optional[str] = None,
+        category: Optional[str] = None,
+        server: Optional[int] = None,
+        profile: str = "",
+        config: str = "",
+    ):
         if wb is None:
             from workbench.api import Workbench
 
             wb = Workbench.open(workspace)
         self.wb = wb
         self.entries: list = []
-        self.category = w.Dropdown(options=[("all", None)] + [(c, c) for c in CATEGORIES], value=category,
-                                   description="category")
+        self.category = w.Dropdown(
+            options=[("all", None)] + [(c, c) for c in CATEGORIES], value=category, description="category"
+        )
         self.server = w.Text(value="" if server is None else str(server), description="server")
         self.profile = w.Text(value=profile, description="profile")
         self.config = w.Text(value=config, description="config")
@@ -41,16 +50,27 @@ class TimelineWidget(w.VBox):
             control.observe(lambda _c: self.refresh(), names="value")
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.select.observe(lambda _c: self.show_entry(), names="value")
-        super().__init__([w.HBox([self.category, self.server, self.profile, self.config, self.refresh_button]),
-                          self.error_line, self.table, self.select, self.detail])
+        super().__init__(
+            [
+                w.HBox([self.category, self.server, self.profile, self.config, self.refresh_button]),
+                self.error_line,
+                self.table,
+                self.select,
+                self.detail,
+            ]
+        )
         self.refresh()
 
     def _filters(self) -> dict:
         server = self.server.value.strip()
         if server and not server.isdigit():
             raise WorkbenchError(f"server: {server!r} is not a server id (a whole number)")
-        return {"category": self.category.value, "server": int(server) if server else None,
-                "profile": self.profile.value.strip() or None, "config": self.config.value.strip() or None}
+        return {
+            "category": self.category.value,
+            "server": int(server) if server else None,
+            "profile": self.profile.value.strip() or None,
+            "config": self.config.value.strip() or None,
+        }
 
     def refresh(self) -> None:
         try:
@@ -62,9 +82,13 @@ class TimelineWidget(w.VBox):
         rows = "".join(
             f"<tr><td>{e.id}</td><td>{e.time}</td><td>{e.category}</td><td>{html.escape(e.kind)}</td>"
             f"<td>{'' if e.server is None else e.server}</td><td>{html.escape(e.profile or '')}</td>"
-            f"<td>{html.escape(e.summary)}</td></tr>" for e in self.entries)
-        self.table.value = ("<table><tr><th>#</th><th>time</th><th>category</th><th>kind</th><th>server</th>"
-                            f"<th>profile</th><th>summary</th></tr>{rows}</table>")
+            f"<td>{html.escape(e.summary)}</td></tr>"
+            for e in self.entries
+        )
+        self.table.value = (
+            "<table><tr><th>#</th><th>time</th><th>category</th><th>kind</th><th>server</th>"
+            f"<th>profile</th><th>summary</th></tr>{rows}</table>"
+        )
         self.select.options = [(f"{e.id} {e.time} {e.kind}: {e.summary}", e.id) for e in self.entries]
         if self.entries:
             self.select.value = self.entries[-1].id
@@ -75,8 +99,12 @@ class TimelineWidget(w.VBox):
             self.detail.value = ""
             return
         live = self.wb.timeline_live_config(entry.id)
-        live_html = ("<i>nothing ties this entry to a draft config</i>" if live is None else
-                     f"<b>{html.escape(live.location)} v{live.version}</b> ({live.sha256[:12]}, "
-                     f"{html.escape(live.reason)}; {html.escape(live.basis)})<pre>{html.escape(live.content)}</pre>")
-        self.detail.value = (f"<pre>{html.escape(json.dumps(entry.payload, indent=2))}</pre>"
-                             f"<div>config live for it: {live_html}</div>")
+        live_html = (
+            "<i>nothing ties this entry to a draft config</i>"
+            if live is None
+            else f"<b>{html.escape(live.location)} v{live.version}</b> ({live.sha256[:12]}, "
+            f"{html.escape(live.reason)}; {html.escape(live.basis)})<pre>{html.escape(live.content)}</pre>"
+        )
+        self.detail.value = (
+            f"<pre>{html.escape(json.dumps(entry.payload, indent=2))}</pre><div>config live for it: {live_html}</div>"
+        )

@@ -13,7 +13,7 @@ brings back only the JSON result, with an account of the bytes moved (``Transfer
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:       # for the type checker only: at run time they come through __getattr__ below
+if TYPE_CHECKING:  # for the type checker only: at run time they come through __getattr__ below
     from workbench.remote.near import NearCompute, RemoteJobError, Transfer
 
 __all__ = ["NearCompute", "RemoteJobError", "Transfer"]

@@ -19,13 +19,26 @@ from typing import cast
 
 ENTRY = ("workbench.remote.runner", "workbench.remote.jobs")
 # Never shipped: faces, the facade, and the parts that run servers or build the lab.
-EXCLUDED = ("workbench.tui", "workbench.notebook", "workbench.cli", "workbench.api", "workbench.facade",
-            "workbench.lab", "workbench.sglang", "workbench.hosts", "workbench.configs", "workbench.journal",
-            "workbench.workspace", "workbench.timeline", "workbench.live", "workbench.remote.near",
-            "workbench.remote.bundle")
+EXCLUDED = (
+    "workbench.tui",
+    "workbench.notebook",
+    "workbench.cli",
+    "workbench.api",
+    "workbench.facade",
+    "workbench.lab",
+    "workbench.sglang",
+    "workbench.hosts",
+    "workbench.configs",
+    "workbench.journal",
+    "workbench.workspace",
+    "workbench.timeline",
+    "workbench.live",
+    "workbench.remote.near",
+    "workbench.remote.bundle",
+)
 # Pure modules inside an excluded package that the core imports (they import nothing heavy).
 ALLOWED = ("workbench.sglang", "workbench.sglang.version")
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]          # .../workbench
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # .../workbench
 # A shipped module's data file, named next to it: ``Path(__file__).with_name("vllm_table.json")``.
 _DATA_REF = re.compile(r"""with_name\(\s*["']([\w.-]+\.json)["']\s*\)""")
 # Not shipped: the SGLang rule table (2 MB); a host answers from its installed SGLang, and without
@@ -35,8 +48,8 @@ DATA_NOT_SHIPPED = ("workbench/engine/rules.json",)
 
 @dataclass(frozen=True)
 class Bundle:
-    files: tuple[tuple[str, bytes], ...]    # ((relative path, bytes), ...) sorted by path
-    digest: str             # sha256 over paths and contents
+    files: tuple[tuple[str, bytes], ...]  # ((relative path, bytes), ...) sorted by path
+    digest: str  # sha256 over paths and contents
 
     @property
     def name(self) -> str:
@@ -61,8 +74,11 @@ class Bundle:
 
         buf = io.BytesIO()
         # the compressor's header carries no time (tarfile's "w:gz" would stamp the current one)
-        comp = (lzma.LZMAFile(buf, "wb", preset=9 | lzma.PRESET_EXTREME) if fmt == "xz"
-                else gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0))
+        comp = (
+            lzma.LZMAFile(buf, "wb", preset=9 | lzma.PRESET_EXTREME)
+            if fmt == "xz"
+            else gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0)
+        )
         with comp as out, tarfile.open(fileobj=out, mode="w") as tar:
             for rel, data in self.files:
                 info = tarfile.TarInfo(rel)
@@ -92,10 +108,14 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "workbench")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                and node.module.split(".")[0] == "workbench":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] == "workbench"
+        ):
             found.add(node.module)
-            for a in node.names:      # ``from workbench.hidden import specforge`` names a module
+            for a in node.names:  # ``from workbench.hidden import specforge`` names a module
                 sub = f"{node.module}.{a.name}"
                 if _module_file(sub) is not None:
                     found.add(sub)
@@ -110,7 +130,7 @@ def closure(entries: tuple[str, ...] = ENTRY) -> dict[str, Path]:
         if name in seen:
             continue
         parts = name.split(".")
-        for i in range(1, len(parts)):          # parent packages run first on import
+        for i in range(1, len(parts)):  # parent packages run first on import
             parent = ".".join(parts[:i])
             if parent not in seen:
                 todo.append(parent)
@@ -133,20 +153,24 @@ def shipped_source(text: str) -> str:
     for line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
 
-    def at(line: int, col: int) -> int:         # ast's (1-based line, utf-8 byte column) -> str index
-        return starts[line - 1] + len(text[starts[line - 1]:starts[line]].encode()[:col].decode())
+    def at(line: int, col: int) -> int:  # ast's (1-based line, utf-8 byte column) -> str index
+        return starts[line - 1] + len(text[starts[line - 1] : starts[line]].encode()[:col].decode())
 
     spans: list[tuple[int, int, str]] = []
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             d = body[0].value
             a, b = at(d.lineno, d.col_offset), at(cast(int, d.end_lineno), cast(int, d.end_col_offset))
             spans.append((a, b, '""' + "\n" * text[a:b].count("\n")))
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type == tokenize.COMMENT:        # (tokenize counts characters, not bytes)
+        if tok.type == tokenize.COMMENT:  # (tokenize counts characters, not bytes)
             spans.append((starts[tok.start[0] - 1] + tok.start[1], starts[tok.end[0] - 1] + tok.end[1], ""))
     out, pos = [], 0
     for a, b, repl in sorted(spans):
@@ -165,7 +189,7 @@ def current() -> Bundle:
         for ref in sorted(set(_DATA_REF.findall(data.decode("utf-8", "replace")))):
             dfile = f.with_name(ref)
             drel = dfile.relative_to(PACKAGE_ROOT.parent).as_posix()
-            if dfile.is_file() and drel not in DATA_NOT_SHIPPED:   # the doctor's tables, read on the host
+            if dfile.is_file() and drel not in DATA_NOT_SHIPPED:  # the doctor's tables, read on the host
                 files.append((drel, dfile.read_bytes()))
     files = sorted(set(files))
     h = hashlib.sha256()

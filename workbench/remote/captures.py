@@ -22,7 +22,7 @@ from workbench.hidden.view import PACKED, Capture, HiddenTensor
 if TYPE_CHECKING:
     import torch
 
-STRIDE = 1 << 24          # position offset between samples: no real sequence is this long
+STRIDE = 1 << 24  # position offset between samples: no real sequence is this long
 
 
 def concat(captures: Sequence[Capture], path: str, fmt: str) -> Capture:
@@ -42,24 +42,44 @@ def concat(captures: Sequence[Capture], path: str, fmt: str) -> Capture:
         if len(widths) != 1:
             raise InputError(f"{path}: {n} is {sorted(widths)} wide across samples")
         first = parts[0]
-        tensors.append(HiddenTensor(n, sum(p.rows for p in parts), first.width, first.dtype, first.role,
-                                    first.physical, path, _cat_loader(parts), first.part_physical))
+        tensors.append(
+            HiddenTensor(
+                n,
+                sum(p.rows for p in parts),
+                first.width,
+                first.dtype,
+                first.role,
+                first.physical,
+                path,
+                _cat_loader(parts),
+                first.part_physical,
+            )
+        )
     ids = pos = mask = None
     tok, posn, lm = [c.token_ids for c in captures], [c.positions for c in captures], [c.loss_mask for c in captures]
     if all(x is not None for x in tok):
-        ids = np.concatenate([x[:_rows(c)] for x, c in zip(tok, captures) if x is not None])
+        ids = np.concatenate([x[: _rows(c)] for x, c in zip(tok, captures) if x is not None])
     if all(x is not None for x in posn):
-        pos = np.concatenate([x[:_rows(c)] + i * STRIDE for i, (x, c) in enumerate(zip(posn, captures))
-                              if x is not None])
+        pos = np.concatenate(
+            [x[: _rows(c)] + i * STRIDE for i, (x, c) in enumerate(zip(posn, captures)) if x is not None]
+        )
     if all(x is not None for x in lm):
-        mask = np.concatenate([x[:_rows(c)] for x, c in zip(lm, captures) if x is not None])
+        mask = np.concatenate([x[: _rows(c)] for x, c in zip(lm, captures) if x is not None])
     notes = [f"{len(captures)} samples laid end to end"]
     if dropped:
         notes.append(f"left out (not in every sample): {', '.join(dropped[:6])}")
     for i, c in enumerate(captures):
         notes += [f"sample {i}: {n}" for n in c.notes]
-    return Capture(path, fmt, tensors, token_ids=ids, positions=pos, loss_mask=mask, notes=notes,
-                   meta={"samples": len(captures), "rows": [_rows(c) for c in captures]})
+    return Capture(
+        path,
+        fmt,
+        tensors,
+        token_ids=ids,
+        positions=pos,
+        loss_mask=mask,
+        notes=notes,
+        meta={"samples": len(captures), "rows": [_rows(c) for c in captures]},
+    )
 
 
 def _rows(c: Capture) -> int:
@@ -71,6 +91,7 @@ def _cat_loader(parts: Sequence[HiddenTensor]) -> Callable[[], torch.Tensor]:
         import torch
 
         return torch.cat([p.load() for p in parts])
+
     return load
 
 
@@ -84,9 +105,12 @@ def tensor_bytes(ref: Sequence[HiddenTensor], cands: Sequence[HiddenTensor]) -> 
 def http(url: str, path: str, body: Any = None, timeout: float = 300.0) -> tuple[int, str]:
     """(status, text) of one request to a server on this machine."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url.rstrip("/") + path, data=data, method="POST" if data is not None or
-                                 path == "/flush_cache" else "GET",
-                                 headers={"Content-Type": "application/json"} if data else {})
+    req = urllib.request.Request(
+        url.rstrip("/") + path,
+        data=data,
+        method="POST" if data is not None or path == "/flush_cache" else "GET",
+        headers={"Content-Type": "application/json"} if data else {},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read().decode("utf-8", errors="replace")
@@ -109,10 +133,13 @@ def flush(url: str, wait: float = 30.0) -> None:
         time.sleep(0.5)
 
 
-def generate_ids(url: str, ids: Sequence[int], *, hidden: bool, max_new_tokens: int = 1,
-                 timeout: float = 600.0) -> dict[str, Any]:
-    body: dict[str, Any] = {"input_ids": [int(i) for i in ids],
-            "sampling_params": {"max_new_tokens": int(max_new_tokens), "temperature": 0.0}}
+def generate_ids(
+    url: str, ids: Sequence[int], *, hidden: bool, max_new_tokens: int = 1, timeout: float = 600.0
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "input_ids": [int(i) for i in ids],
+        "sampling_params": {"max_new_tokens": int(max_new_tokens), "temperature": 0.0},
+    }
     if hidden:
         body["return_hidden_states"] = True
     status, text = http(url, "/generate", body, timeout=timeout)
@@ -121,8 +148,9 @@ def generate_ids(url: str, ids: Sequence[int], *, hidden: bool, max_new_tokens: 
     return cast("dict[str, Any]", json.loads(text))
 
 
-def payload_capture(ids: np.ndarray, response: dict[str, Any], part_points: Optional[Sequence[Optional[str]]],
-                    source: str) -> Capture:
+def payload_capture(
+    ids: np.ndarray, response: dict[str, Any], part_points: Optional[Sequence[Optional[str]]], source: str
+) -> Capture:
     """The prefill rows of a ``return_hidden_states`` answer as a capture: one packed [T, K*H]
     tensor whose parts carry the points the engine captures."""
     meta = response.get("meta_info") or {}
@@ -135,7 +163,7 @@ def payload_capture(ids: np.ndarray, response: dict[str, Any], part_points: Opti
     if pre.ndim != 2:
         raise WorkbenchError(f"{source}: prefill hidden states have shape {list(pre.shape)}")
     rows = pre.shape[0]
-    offset = len(ids) - rows          # rows served from a prefix cache have no hidden state
+    offset = len(ids) - rows  # rows served from a prefix cache have no hidden state
     if offset < 0:
         raise WorkbenchError(f"{source}: {rows} prefill rows for {len(ids)} input ids")
     data = pre
@@ -145,12 +173,27 @@ def payload_capture(ids: np.ndarray, response: dict[str, Any], part_points: Opti
 
         return torch.from_numpy(data)
 
-    t = HiddenTensor("hidden_states", rows, pre.shape[1], "float32", PACKED, None, source, load,
-                     part_physical=list(part_points) if part_points else None)
+    t = HiddenTensor(
+        "hidden_states",
+        rows,
+        pre.shape[1],
+        "float32",
+        PACKED,
+        None,
+        source,
+        load,
+        part_physical=list(part_points) if part_points else None,
+    )
     notes = [f"prefill rows start at position {offset} (prefix cache)"] if offset else []
-    return Capture(source, "sglang-payload", [t], token_ids=np.asarray(ids[offset:], dtype=np.int64),
-                   positions=np.arange(offset, len(ids), dtype=np.int64), notes=notes,
-                   meta={"prefill_rows": rows})
+    return Capture(
+        source,
+        "sglang-payload",
+        [t],
+        token_ids=np.asarray(ids[offset:], dtype=np.int64),
+        positions=np.arange(offset, len(ids), dtype=np.int64),
+        notes=notes,
+        meta={"prefill_rows": rows},
+    )
 
 
 def dump_passes(folder: "str | Path") -> list[Path]:
@@ -195,10 +238,13 @@ def dump_for_ids(folder: "str | Path", samples: Sequence[np.ndarray]) -> list[Ca
         ids_of.append(as_int_array(d[key], str(f)) if key else None)
     out: list[Capture] = []
     for i, want in enumerate(samples):
-        hit = [j for j, got in enumerate(ids_of) if got is not None and len(got) == len(want)
-               and np.array_equal(got, want)]
+        hit = [
+            j for j, got in enumerate(ids_of) if got is not None and len(got) == len(want) and np.array_equal(got, want)
+        ]
         if not hit:
-            raise WorkbenchError(f"{folder}: no pass prefilled the {len(want)} tokens of sample {i} "
-                                 f"({len(passes)} passes; was the cache flushed?)")
+            raise WorkbenchError(
+                f"{folder}: no pass prefilled the {len(want)} tokens of sample {i} "
+                f"({len(passes)} passes; was the cache flushed?)"
+            )
         out.append(read_pass_dump(folder, passes=slice(hit[-1], hit[-1] + 1)))
     return out

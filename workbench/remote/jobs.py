@@ -35,8 +35,13 @@ def probe() -> dict[str, Any]:
     import sys
 
     out: dict[str, Any]
-    out = {"python": sys.executable, "python_version": platform.python_version(), "libs": {}, "cuda": False,
-           "devices": []}
+    out = {
+        "python": sys.executable,
+        "python_version": platform.python_version(),
+        "libs": {},
+        "cuda": False,
+        "devices": [],
+    }
     for mod in ("numpy", "torch", "safetensors"):
         try:
             m = __import__(mod)
@@ -61,7 +66,7 @@ def sample_files(data: str, samples: Optional[Sequence[int]] = None, count: int 
 
     files = sf(data)
     if samples is None:
-        return files[:max(1, int(count))]
+        return files[: max(1, int(count))]
     out: list[Path] = []
     for i in samples:
         if not 0 <= int(i) < len(files):
@@ -89,12 +94,22 @@ def _trim(cap: Capture, rows: int) -> Capture:
 
     if rows >= cap.rows:
         return cap
-    ts = [HiddenTensor(t.name, rows, t.width, t.dtype, t.role, t.physical, t.source, _head_loader(t, rows),
-                       t.part_physical) for t in cap.tensors]
-    return Capture(cap.path, cap.format, ts, token_ids=np.asarray(_ids(cap)[:rows]),
-                   positions=None if cap.positions is None else cap.positions[:rows],
-                   loss_mask=None if cap.loss_mask is None else cap.loss_mask[:rows], notes=cap.notes,
-                   meta=cap.meta)
+    ts = [
+        HiddenTensor(
+            t.name, rows, t.width, t.dtype, t.role, t.physical, t.source, _head_loader(t, rows), t.part_physical
+        )
+        for t in cap.tensors
+    ]
+    return Capture(
+        cap.path,
+        cap.format,
+        ts,
+        token_ids=np.asarray(_ids(cap)[:rows]),
+        positions=None if cap.positions is None else cap.positions[:rows],
+        loss_mask=None if cap.loss_mask is None else cap.loss_mask[:rows],
+        notes=cap.notes,
+        meta=cap.meta,
+    )
 
 
 def _head_loader(t: HiddenTensor, rows: int) -> Callable[[], torch.Tensor]:
@@ -103,10 +118,18 @@ def _head_loader(t: HiddenTensor, rows: int) -> Callable[[], torch.Tensor]:
 
 
 # ------------------------------------------------------------------------------------- alignment
-def _align(train: Capture, infer: Capture, *, engine: Optional[str] = None, arch: Optional[str] = None,
-           num_layers: Optional[int] = None, draft_config: Optional[dict[str, Any]] = None,
-           draft_config_path: Optional[str] = None, device: Optional[str] = None,
-           include_final: bool = False) -> dict[str, Any]:
+def _align(
+    train: Capture,
+    infer: Capture,
+    *,
+    engine: Optional[str] = None,
+    arch: Optional[str] = None,
+    num_layers: Optional[int] = None,
+    draft_config: Optional[dict[str, Any]] = None,
+    draft_config_path: Optional[str] = None,
+    device: Optional[str] = None,
+    include_final: bool = False,
+) -> dict[str, Any]:
     from workbench.hidden.align import align, reference_slots
     from workbench.remote.captures import tensor_bytes
 
@@ -116,20 +139,41 @@ def _align(train: Capture, infer: Capture, *, engine: Optional[str] = None, arch
     if engine and num_layers:
         from workbench.hidden.recommend import recommend
 
-        rec, findings = recommend(res, engine, arch=arch, num_layers=num_layers, draft_config=draft_config,
-                                  draft_config_path=draft_config_path)
+        rec, findings = recommend(
+            res,
+            engine,
+            arch=arch,
+            num_layers=num_layers,
+            draft_config=draft_config,
+            draft_config_path=draft_config_path,
+        )
         res.recommendation = rec
         res.findings.extend(findings)
     # device None/"auto": the engine's choice on this host (where the bytes are, measured bandwidths)
-    return {"align": res.to_dict(), "tensor_bytes": tensor_bytes(slots, cands), "device": res.device,
-            "device_choice": res.timing.get("device_choice")}
+    return {
+        "align": res.to_dict(),
+        "tensor_bytes": tensor_bytes(slots, cands),
+        "device": res.device,
+        "device_choice": res.timing.get("device_choice"),
+    }
 
 
-def align_files(train: str, infer: str, *, samples: Optional[list[int]] = None, count: int = 1,
-                infer_format: Optional[str] = None, train_layer_ids: Optional[list[int]] = None,
-                engine: Optional[str] = None, arch: Optional[str] = None, num_layers: Optional[int] = None,
-                draft_config: Optional[dict[str, Any]] = None, draft_config_path: Optional[str] = None,
-                device: Optional[str] = None, include_final: bool = False) -> dict[str, Any]:
+def align_files(
+    train: str,
+    infer: str,
+    *,
+    samples: Optional[list[int]] = None,
+    count: int = 1,
+    infer_format: Optional[str] = None,
+    train_layer_ids: Optional[list[int]] = None,
+    engine: Optional[str] = None,
+    arch: Optional[str] = None,
+    num_layers: Optional[int] = None,
+    draft_config: Optional[dict[str, Any]] = None,
+    draft_config_path: Optional[str] = None,
+    device: Optional[str] = None,
+    include_final: bool = False,
+) -> dict[str, Any]:
     """Training samples against a capture on this host. With a tensor-dump folder and several
     samples, each sample is paired with the pass that prefilled its tokens."""
     from workbench.hidden import detect_format, open_capture
@@ -143,24 +187,50 @@ def align_files(train: str, infer: str, *, samples: Optional[list[int]] = None, 
         inf = concat(infers, str(infer), fmt)
     else:
         if len(trains) > 1:
-            raise InputError(f"{infer}: one capture for {len(trains)} training samples; give one sample "
-                             "or a tensor-dump folder holding every sample's pass")
+            raise InputError(
+                f"{infer}: one capture for {len(trains)} training samples; give one sample "
+                "or a tensor-dump folder holding every sample's pass"
+            )
         inf = open_capture(infer, format=fmt)
     tr = concat(trains, str(train), "specforge")
-    out = _align(tr, inf, engine=engine, arch=arch, num_layers=num_layers, draft_config=draft_config,
-                 draft_config_path=draft_config_path, device=device, include_final=include_final)
+    out = _align(
+        tr,
+        inf,
+        engine=engine,
+        arch=arch,
+        num_layers=num_layers,
+        draft_config=draft_config,
+        draft_config_path=draft_config_path,
+        device=device,
+        include_final=include_final,
+    )
     out["samples"] = [str(f) for f in files]
     return out
 
 
 # ------------------------------------------------------------------------------------ live server
-def live(url: str, training_data: str, *, samples: Optional[list[int]] = None, count: int = 2,
-         mode: str = "payload", dump_dir: Optional[str] = None, part_points: Optional[list[Optional[str]]] = None,
-         engine: Optional[str] = None, arch: Optional[str] = None, num_layers: Optional[int] = None,
-         draft_config: Optional[dict[str, Any]] = None, draft_config_path: Optional[str] = None,
-         draft: Optional[str] = None, target: Optional[str] = None, steps: Optional[int] = None,
-         eval_samples: int = 0, max_tokens: int = 4096, device: Optional[str] = None,
-         timeout: float = 600.0) -> dict[str, Any]:
+def live(
+    url: str,
+    training_data: str,
+    *,
+    samples: Optional[list[int]] = None,
+    count: int = 2,
+    mode: str = "payload",
+    dump_dir: Optional[str] = None,
+    part_points: Optional[list[Optional[str]]] = None,
+    engine: Optional[str] = None,
+    arch: Optional[str] = None,
+    num_layers: Optional[int] = None,
+    draft_config: Optional[dict[str, Any]] = None,
+    draft_config_path: Optional[str] = None,
+    draft: Optional[str] = None,
+    target: Optional[str] = None,
+    steps: Optional[int] = None,
+    eval_samples: int = 0,
+    max_tokens: int = 4096,
+    device: Optional[str] = None,
+    timeout: float = 600.0,
+) -> dict[str, Any]:
     """Send training samples' token ids to the server at ``url`` (on this host), read what the
     engine captures for them and align it with the training slots.
 
@@ -184,29 +254,39 @@ def live(url: str, training_data: str, *, samples: Optional[list[int]] = None, c
     trains = [_trim(c, max_tokens) for c in _train_captures(files)]
     infers: list[Capture] = []
     for i, cap in enumerate(trains):
-        flush(url)                       # prefill must cover every token: nothing from the prefix cache
+        flush(url)  # prefill must cover every token: nothing from the prefix cache
         resp = generate_ids(url, _ids(cap).tolist(), hidden=mode == "payload", timeout=timeout)
         if mode == "payload":
             infers.append(payload_capture(np.asarray(cap.token_ids), resp, part_points, f"{url} sample {i}"))
     if mode == "dump":
-        infers = dump_for_ids(cast(str, dump_dir), [_ids(c) for c in trains])   # checked above
+        infers = dump_for_ids(cast(str, dump_dir), [_ids(c) for c in trains])  # checked above
     request_s = time.perf_counter() - t0
     tr = concat(trains, training_data, "specforge")
-    inf = concat(infers, url if mode == "payload" else cast(str, dump_dir), "sglang-payload" if mode == "payload"
-                 else "sglang-tensor-dump")
-    out = _align(tr, inf, engine=engine, arch=arch, num_layers=num_layers, draft_config=draft_config,
-                 draft_config_path=draft_config_path, device=device)
-    out.update(samples=[str(f) for f in files], mode=mode, request_s=request_s,
-               tokens=[int(c.rows) for c in trains])
+    inf = concat(
+        infers,
+        url if mode == "payload" else cast(str, dump_dir),
+        "sglang-payload" if mode == "payload" else "sglang-tensor-dump",
+    )
+    out = _align(
+        tr,
+        inf,
+        engine=engine,
+        arch=arch,
+        num_layers=num_layers,
+        draft_config=draft_config,
+        draft_config_path=draft_config_path,
+        device=device,
+    )
+    out.update(samples=[str(f) for f in files], mode=mode, request_s=request_s, tokens=[int(c.rows) for c in trains])
     if draft and target and steps:
-        out["evals"] = _evaluate(files, trains, infers, mode, part_points, draft, target, int(steps),
-                                 training_data, eval_samples, device)
+        out["evals"] = _evaluate(
+            files, trains, infers, mode, part_points, draft, target, int(steps), training_data, eval_samples, device
+        )
     out["seconds"] = time.perf_counter() - t0
     return out
 
 
-def _live_features(cap: Capture, mode: str,
-                   part_points: Optional[Sequence[Optional[str]]]) -> Optional[torch.Tensor]:
+def _live_features(cap: Capture, mode: str, part_points: Optional[Sequence[Optional[str]]]) -> Optional[torch.Tensor]:
     """[T, K*H] features the engine feeds the drafter, in its concatenation order."""
     import torch
 
@@ -221,9 +301,19 @@ def _live_features(cap: Capture, mode: str,
     return torch.cat(parts, dim=-1) if parts else None
 
 
-def _evaluate(files: Sequence[Path], trains: Sequence[Capture], infers: Sequence[Capture], mode: str,
-              part_points: Optional[Sequence[Optional[str]]], draft: str, target: str, steps: int,
-              training_data: str, eval_samples: int, device: Optional[str]) -> dict[str, Any]:
+def _evaluate(
+    files: Sequence[Path],
+    trains: Sequence[Capture],
+    infers: Sequence[Capture],
+    mode: str,
+    part_points: Optional[Sequence[Optional[str]]],
+    draft: str,
+    target: str,
+    steps: int,
+    training_data: str,
+    eval_samples: int,
+    device: Optional[str],
+) -> dict[str, Any]:
     """Predicted accept length from the drafter on the training features and on the live ones."""
     import torch
 
@@ -239,10 +329,20 @@ def _evaluate(files: Sequence[Path], trains: Sequence[Capture], infers: Sequence
         for i, (f, cap, inf) in enumerate(zip(files, trains, infers)):
             raw = load_pt(f)
             L = cap.rows
-            base = {"input_ids": raw["input_ids"][:L].clone(), "loss_mask": raw["loss_mask"][:L].clone(),
-                    "hidden_state": raw["hidden_state"].reshape(-1, raw["hidden_state"].shape[-1])[:L][None].clone()}
-            torch.save({**base, "aux_hidden_state": raw["aux_hidden_state"].reshape(
-                -1, raw["aux_hidden_state"].shape[-1])[:L][None].clone()}, tdir / f"data_{i}.ckpt")
+            base = {
+                "input_ids": raw["input_ids"][:L].clone(),
+                "loss_mask": raw["loss_mask"][:L].clone(),
+                "hidden_state": raw["hidden_state"].reshape(-1, raw["hidden_state"].shape[-1])[:L][None].clone(),
+            }
+            torch.save(
+                {
+                    **base,
+                    "aux_hidden_state": raw["aux_hidden_state"]
+                    .reshape(-1, raw["aux_hidden_state"].shape[-1])[:L][None]
+                    .clone(),
+                },
+                tdir / f"data_{i}.ckpt",
+            )
             feats = _live_features(inf, mode, part_points)
             if feats is None:
                 continue
@@ -250,14 +350,18 @@ def _evaluate(files: Sequence[Path], trains: Sequence[Capture], infers: Sequence
             if feats.shape[0] != L or (pos is not None and int(pos[0]) != 0):
                 out["notes"].append(f"sample {i}: the server gave {feats.shape[0]} of {L} rows; not evaluated")
                 continue
-            if feats.shape[1] != base["hidden_state"].shape[-1] * (raw["aux_hidden_state"].shape[-1]
-                                                                   // base["hidden_state"].shape[-1]):
-                out["notes"].append(f"sample {i}: the server's features are {feats.shape[1]} wide, the drafter "
-                                    f"takes {raw['aux_hidden_state'].shape[-1]}: the engine captures another "
-                                    "number of states")
+            if feats.shape[1] != base["hidden_state"].shape[-1] * (
+                raw["aux_hidden_state"].shape[-1] // base["hidden_state"].shape[-1]
+            ):
+                out["notes"].append(
+                    f"sample {i}: the server's features are {feats.shape[1]} wide, the drafter "
+                    f"takes {raw['aux_hidden_state'].shape[-1]}: the engine captures another "
+                    "number of states"
+                )
                 continue
-            torch.save({**base, "aux_hidden_state": feats[None].to(raw["aux_hidden_state"].dtype)},
-                       ldir / f"data_{i}.ckpt")
+            torch.save(
+                {**base, "aux_hidden_state": feats[None].to(raw["aux_hidden_state"].dtype)}, ldir / f"data_{i}.ckpt"
+            )
             usable += 1
         out["train"] = summary(evaluate(draft, str(tdir), target, depth=steps, device=device))
         if usable:
@@ -265,19 +369,29 @@ def _evaluate(files: Sequence[Path], trains: Sequence[Capture], infers: Sequence
         elif mode == "dump" and not part_points:
             out["notes"].append("the engine's capture points are unknown: live features not evaluated")
     if eval_samples and eval_samples > len(files):
-        out["headline"] = drafter(draft, target, training_data, steps=steps, samples=eval_samples,
-                                  device=device)["headline"]
+        out["headline"] = drafter(draft, target, training_data, steps=steps, samples=eval_samples, device=device)[
+            "headline"
+        ]
     return out
 
 
 def summary(r: DrafterEval) -> dict[str, Any]:
-    return {"samples": r.samples, "positions": r.positions, "acc": r.acc, "full_acc": r.full_acc,
-            "cond_acc": r.cond_acc, "accept_length": r.predicted.get("accept_length"),
-            "from_acc": r.predicted.get("from_acc"), "steps": r.depth, "notes": r.notes}
+    return {
+        "samples": r.samples,
+        "positions": r.positions,
+        "acc": r.acc,
+        "full_acc": r.full_acc,
+        "cond_acc": r.cond_acc,
+        "accept_length": r.predicted.get("accept_length"),
+        "from_acc": r.predicted.get("from_acc"),
+        "steps": r.depth,
+        "notes": r.notes,
+    }
 
 
-def drafter(draft: str, target: str, training_data: str, *, steps: int, samples: int = 32,
-            device: Optional[str] = None) -> dict[str, Any]:
+def drafter(
+    draft: str, target: str, training_data: str, *, steps: int, samples: int = 32, device: Optional[str] = None
+) -> dict[str, Any]:
     """The drafter on the first ``samples`` training samples at ``steps`` (the predicted accept length)."""
     from workbench.drafter.evaluate import evaluate
 
@@ -288,17 +402,29 @@ def drafter(draft: str, target: str, training_data: str, *, steps: int, samples:
 
 
 # ------------------------------------------------------------------------------------ static checks
-def static(draft: str, *, config_text: Optional[str] = None, target_config: Optional[str] = None,
-           engine: Optional[str] = None, algorithm: Optional[str] = None,
-           context_length: Optional[int] = None, env: Optional[dict[str, str]] = None,
-           cuda_graph: bool = True) -> dict[str, Any]:
+def static(
+    draft: str,
+    *,
+    config_text: Optional[str] = None,
+    target_config: Optional[str] = None,
+    engine: Optional[str] = None,
+    algorithm: Optional[str] = None,
+    context_length: Optional[int] = None,
+    env: Optional[dict[str, str]] = None,
+    cuda_graph: bool = True,
+) -> dict[str, Any]:
     """The doctor's static checks of a draft folder on this host. ``config_text``: check this
     config.json (the one a server loaded) next to the folder's weights instead of the file there;
     ``env``: the launch's environment (SGLang reads some of its checks' switches there)."""
     from workbench.doctor import run_static
 
-    kw: dict[str, Any] = dict(engine=engine, algorithm=algorithm, context_length=context_length, cuda_graph=cuda_graph,
-              env={str(k): str(v) for k, v in (env or {}).items()})
+    kw: dict[str, Any] = dict(
+        engine=engine,
+        algorithm=algorithm,
+        context_length=context_length,
+        cuda_graph=cuda_graph,
+        env={str(k): str(v) for k, v in (env or {}).items()},
+    )
     if config_text is None:
         return run_static(draft, target_config, **kw).to_dict()
     src = Path(draft)
@@ -310,7 +436,7 @@ def static(draft: str, *, config_text: Optional[str] = None, target_config: Opti
                 os.symlink(f.resolve(), Path(tmp) / f.name)
         (Path(tmp) / "config.json").write_text(config_text)
         out = run_static(tmp, target_config, **kw).to_dict()
-    return cast("dict[str, Any]", _replace_paths(out, tmp, str(src)))     # a dict stays a dict
+    return cast("dict[str, Any]", _replace_paths(out, tmp, str(src)))  # a dict stays a dict
 
 
 def _replace_paths(value: Any, old: str, new: str) -> Any:
@@ -330,13 +456,25 @@ def engine_rules(archs: Optional[Sequence[str]] = None) -> dict[str, Any]:
     return job(archs)
 
 
-def engine_capture(engine: str, arch: Optional[str] = None, num_layers: int = 0, ids: Optional[list[int]] = None,
-                   cuda_graph: bool = True) -> dict[str, Any]:
+def engine_capture(
+    engine: str,
+    arch: Optional[str] = None,
+    num_layers: int = 0,
+    ids: Optional[list[int]] = None,
+    cuda_graph: bool = True,
+) -> dict[str, Any]:
     """What ``engine`` captures here: this host's SGLang when it is that release, else the table."""
     from workbench.engine.host import capture_job
 
     return capture_job(engine, arch, int(num_layers), ids, cuda_graph)
 
 
-JOBS = {"probe": probe, "align": align_files, "live": live, "static": static, "drafter": drafter,
-        "engine_rules": engine_rules, "engine_capture": engine_capture}
+JOBS = {
+    "probe": probe,
+    "align": align_files,
+    "live": live,
+    "static": static,
+    "drafter": drafter,
+    "engine_rules": engine_rules,
+    "engine_capture": engine_capture,
+}

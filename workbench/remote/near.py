@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 CACHE_ROOT = "~/.cache/eagle-workbench/remote"
 MISSING = "@@wb-missing@@"
 
-BOOT = r'''
+BOOT = r"""
 import json, os, sys
 root = os.path.expanduser(sys.argv[1]); name = sys.argv[2]
 d = os.path.join(root, name)
@@ -39,9 +39,9 @@ if not os.path.isfile(os.path.join(d, ".complete")):
 sys.path.insert(0, d)
 from workbench.remote.runner import main
 sys.exit(main())
-'''
+"""
 
-INSTALL = r'''
+INSTALL = r"""
 import json, os, shutil, sys, tarfile, tempfile
 root, name, tarpath, digest = sys.argv[1:5]
 d = os.path.join(root, name)
@@ -79,7 +79,7 @@ try:
 finally:
     if os.path.exists(tarpath):
         os.remove(tarpath)
-'''
+"""
 
 
 class RemoteJobError(WorkbenchError):
@@ -92,10 +92,10 @@ class Transfer(Result):
 
     host: str
     job: str
-    shipped_bytes: int = 0          # the code bundle, uploaded this time (0: cached on the host)
-    request_bytes: int = 0          # command line + job arguments
-    response_bytes: int = 0         # everything the job printed (the result and any warnings)
-    wire_sent: Optional[int] = None         # bytes on the SSH connection during the job
+    shipped_bytes: int = 0  # the code bundle, uploaded this time (0: cached on the host)
+    request_bytes: int = 0  # command line + job arguments
+    response_bytes: int = 0  # everything the job printed (the result and any warnings)
+    wire_sent: Optional[int] = None  # bytes on the SSH connection during the job
     wire_received: Optional[int] = None
     tensor_bytes: int = 0
     round_trips: int = 0
@@ -121,9 +121,12 @@ class Transfer(Result):
 
     def text(self) -> str:
         r = self.ratio
-        return (f"{_size(self.moved_bytes)} moved for {_size(self.tensor_bytes)} of tensors compared on "
-                f"{self.host}" + (f" ({100 * r:.2f}%)" if r is not None else "")
-                + (f", code shipped {_size(self.shipped_bytes)}" if self.shipped_bytes else ""))
+        return (
+            f"{_size(self.moved_bytes)} moved for {_size(self.tensor_bytes)} of tensors compared on "
+            f"{self.host}"
+            + (f" ({100 * r:.2f}%)" if r is not None else "")
+            + (f", code shipped {_size(self.shipped_bytes)}" if self.shipped_bytes else "")
+        )
 
 
 def _size(n: float) -> str:
@@ -137,8 +140,9 @@ def _size(n: float) -> str:
 class NearCompute:
     """Runs ``workbench.remote.jobs`` on ``host`` (a ``workbench.hosts.Host``)."""
 
-    def __init__(self, host: Host, python: Optional[str] = None, cache_root: str = CACHE_ROOT,
-                 in_process: Optional[bool] = None):
+    def __init__(
+        self, host: Host, python: Optional[str] = None, cache_root: str = CACHE_ROOT, in_process: Optional[bool] = None
+    ):
         from workbench.hosts.local import LocalHost
 
         self.host = host
@@ -146,8 +150,9 @@ class NearCompute:
         self.cache_root = cache_root
         self.in_process = isinstance(host, LocalHost) if in_process is None else in_process
 
-    def run(self, job: str, args: Optional[dict[str, Any]] = None,
-            timeout: float = 1800.0) -> tuple[dict[str, Any], Transfer]:
+    def run(
+        self, job: str, args: Optional[dict[str, Any]] = None, timeout: float = 1800.0
+    ) -> tuple[dict[str, Any], Transfer]:
         t0 = time.perf_counter()
         if self.in_process:
             from workbench.remote.jobs import JOBS
@@ -156,8 +161,13 @@ class NearCompute:
                 raise InputError(f"job {job!r}: not one of {', '.join(sorted(JOBS))}")
             fn: Any = JOBS[job]
             result = jsonable(fn(**(args or {})))
-            tr = Transfer(self.host.name, job, tensor_bytes=int(result.get("tensor_bytes") or 0),
-                          seconds=time.perf_counter() - t0, bundle="in-process")
+            tr = Transfer(
+                self.host.name,
+                job,
+                tensor_bytes=int(result.get("tensor_bytes") or 0),
+                seconds=time.perf_counter() - t0,
+                bundle="in-process",
+            )
             return result, tr
 
         from workbench.remote.bundle import current
@@ -170,7 +180,7 @@ class NearCompute:
         argv = [self.python, "-B", "-c", BOOT, self.cache_root, bundle.name]
         res = self._exec(argv, payload, timeout, tr)
         if res.out.startswith(MISSING):
-            root = json.loads(res.out[len(MISSING):].splitlines()[0])["root"]
+            root = json.loads(res.out[len(MISSING) :].splitlines()[0])["root"]
             self._ship(bundle, root, tr)
             res = self._exec(argv, payload, timeout, tr)
         out = self._parse(res, job)
@@ -185,7 +195,7 @@ class NearCompute:
 
     # -- parts ------------------------------------------------------------------------------------
     def _wire(self) -> Optional[tuple[int, int]]:
-        if not hasattr(self.host, "bytes_sent") or not hasattr(self.host, "bytes_received"):   # an SSHHost's counts
+        if not hasattr(self.host, "bytes_sent") or not hasattr(self.host, "bytes_received"):  # an SSHHost's counts
             return None
         return self.host.bytes_sent, self.host.bytes_received
 
@@ -206,10 +216,12 @@ class NearCompute:
             argv = [self.python, "-B", "-c", INSTALL, root, bundle.name, tarpath, bundle.digest]
             res = self._exec(argv, b"", 120, tr)
             if not (res.rc == 3 and '"no_lzma": true' in res.out):
-                break                   # a host python without lzma takes the gzip'd copy
+                break  # a host python without lzma takes the gzip'd copy
         if res.rc != 0:
-            raise RemoteJobError(f"host {self.host.name}: installing the job bundle in {root} failed: "
-                                 f"{(res.err.strip() or res.out.strip())[-300:]}")
+            raise RemoteJobError(
+                f"host {self.host.name}: installing the job bundle in {root} failed: "
+                f"{(res.err.strip() or res.out.strip())[-300:]}"
+            )
 
     def _parse(self, res: RunResult, job: str) -> dict[str, Any]:
         from workbench.remote.runner import MARK
@@ -217,9 +229,11 @@ class NearCompute:
         line = next((l for l in reversed(res.out.splitlines()) if l.startswith(MARK)), None)
         if line is None:
             tail = (res.err.strip() or res.out.strip())[-400:]
-            raise RemoteJobError(f"host {self.host.name}: job {job} ended without a result (exit {res.rc}): "
-                                 f"{tail.splitlines()[-1] if tail else 'no output'}")
-        out: dict[str, Any] = json.loads(line[len(MARK):])
+            raise RemoteJobError(
+                f"host {self.host.name}: job {job} ended without a result (exit {res.rc}): "
+                f"{tail.splitlines()[-1] if tail else 'no output'}"
+            )
+        out: dict[str, Any] = json.loads(line[len(MARK) :])
         if out.get("ok"):
             return out
         msg = f"host {self.host.name}: {out.get('error')}"
@@ -227,8 +241,14 @@ class NearCompute:
             raise InputError(msg)
         if out.get("kind") == "workbench":
             raise WorkbenchError(msg)
-        raise RemoteJobError(msg + (f" [{out['trace'].strip().splitlines()[-2].strip()}]"
-                                    if out.get("trace") and len(out["trace"].strip().splitlines()) > 1 else ""))
+        raise RemoteJobError(
+            msg
+            + (
+                f" [{out['trace'].strip().splitlines()[-2].strip()}]"
+                if out.get("trace") and len(out["trace"].strip().splitlines()) > 1
+                else ""
+            )
+        )
 
     def probe(self) -> dict[str, Any]:
         return self.run("probe")[0]

@@ -36,8 +36,12 @@ def main() -> int:
         msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if isinstance(exc, ImportError):
             kind, msg = "workbench", f"{msg} (the host's python needs numpy, torch and safetensors)"
-        out = {"ok": False, "kind": kind, "error": msg if kind != "bug" else f"{type(exc).__name__}: {msg}",
-               "trace": traceback.format_exc()[-2000:] if kind == "bug" else None}
+        out = {
+            "ok": False,
+            "kind": kind,
+            "error": msg if kind != "bug" else f"{type(exc).__name__}: {msg}",
+            "trace": traceback.format_exc()[-2000:] if kind == "bug" else None,
+        }
     out["seconds"] = time.perf_counter() - t0
     from workbench.results import jsonable
 

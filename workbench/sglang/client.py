@@ -65,8 +65,9 @@ class SGLangClient:
             return False, text
         raise ServerHTTPError(self.base + "/flush_cache", status, text[:200])
 
-    def generate(self, text: str, max_new_tokens: int, temperature: float = 0.0,
-                 timeout: Optional[float] = None) -> dict[str, Any]:
+    def generate(
+        self, text: str, max_new_tokens: int, temperature: float = 0.0, timeout: Optional[float] = None
+    ) -> dict[str, Any]:
         body = {"text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature}}
         status, raw = self._req("POST", "/generate", body, timeout=timeout)
         if status != 200:
@@ -78,8 +79,13 @@ def spec_summary(info: dict[str, Any]) -> dict[str, Any]:
     """The resolved speculative parameters and accept length from a server_info answer."""
     states = info.get("internal_states") or [{}]
     first = states[0] if isinstance(states, list) and states else {}
-    keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-            "speculative_num_draft_tokens", "speculative_draft_model_path")
+    keys = (
+        "speculative_algorithm",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "speculative_draft_model_path",
+    )
     out = {k: info.get(k, first.get(k)) for k in keys}
     out["avg_spec_accept_length"] = first.get("avg_spec_accept_length", info.get("avg_spec_accept_length"))
     out["last_gen_throughput"] = first.get("last_gen_throughput")

@@ -18,8 +18,12 @@ from workbench.sglang.profiles import Profile, join_flags, split_flags
 from workbench.sglang.version import Version
 
 NEW_FLAGS_SINCE = Version.parse("0.5.23")
-SPEC_FLAGS = {"algorithm": "--speculative-algorithm", "num_steps": "--speculative-num-steps",
-              "eagle_topk": "--speculative-eagle-topk", "num_draft_tokens": "--speculative-num-draft-tokens"}
+SPEC_FLAGS = {
+    "algorithm": "--speculative-algorithm",
+    "num_steps": "--speculative-num-steps",
+    "eagle_topk": "--speculative-eagle-topk",
+    "num_draft_tokens": "--speculative-num-draft-tokens",
+}
 
 
 @dataclass
@@ -37,7 +41,7 @@ class Command(Result):
     @property
     def sglang_args(self) -> list[Any]:
         """The arguments SGLang's parser sees (after ``-m MODULE``)."""
-        return self.argv[self.argv.index("--model-path"):]
+        return self.argv[self.argv.index("--model-path") :]
 
     @property
     def display(self) -> str:
@@ -45,9 +49,18 @@ class Command(Result):
         return (f"{env} " if env else "") + " ".join(map(_show, self.argv)) + f" > {_show(self.log)} 2>&1"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"profile": self.profile, "host": self.host, "version": self.version, "argv": self.argv,
-                "env": self.env, "log": self.log, "port": self.port, "run_dir": self.run_dir,
-                "warnings": self.warnings, "display": self.display}
+        return {
+            "profile": self.profile,
+            "host": self.host,
+            "version": self.version,
+            "argv": self.argv,
+            "env": self.env,
+            "log": self.log,
+            "port": self.port,
+            "run_dir": self.run_dir,
+            "warnings": self.warnings,
+            "display": self.display,
+        }
 
 
 def _show(arg: str) -> str:
@@ -72,10 +85,14 @@ def build(profile: Profile, version: Optional[str], python: str) -> Command:
     warnings: list[str] = []
     for flag, _ in items:
         if flag in ("--port", "--model-path", "--model"):
-            raise InputError(f"{where}: {flag} is set by the profile's "
-                             f"{'port' if flag == '--port' else 'model'} field, not args")
-        if flag.startswith("--speculative-") and flag != "--speculative-draft-model-path" \
-                and flag in SPEC_FLAGS.values():
+            raise InputError(
+                f"{where}: {flag} is set by the profile's {'port' if flag == '--port' else 'model'} field, not args"
+            )
+        if (
+            flag.startswith("--speculative-")
+            and flag != "--speculative-draft-model-path"
+            and flag in SPEC_FLAGS.values()
+        ):
             raise InputError(f"{where}: {flag} belongs in [profiles.{profile.name}].speculative")
         if flag in ("--speculative-draft-model-path", "--speculative-draft-model"):
             raise InputError(f"{where}: {flag} is set by the profile's draft field")
@@ -98,8 +115,17 @@ def build(profile: Profile, version: Optional[str], python: str) -> Command:
         if key in s:
             spec += [SPEC_FLAGS[key], str(s[key])]
     argv = launcher_for(profile, python) + ["--model-path", profile.model] + general + spec
-    return Command(profile.name, profile.host, str(v) if v else None, argv, dict(profile.env),
-                   profile.log_path, profile.port, profile.run_dir, warnings)
+    return Command(
+        profile.name,
+        profile.host,
+        str(v) if v else None,
+        argv,
+        dict(profile.env),
+        profile.log_path,
+        profile.port,
+        profile.run_dir,
+        warnings,
+    )
 
 
 def _respell(items: list[Any], v: Optional[Version], warnings: list[Any]) -> list[Any]:
@@ -110,29 +136,37 @@ def _respell(items: list[Any], v: Optional[Version], warnings: list[Any]) -> lis
     for flag, vals in items:
         if flag == "--disable-cuda-graph":
             if new:
-                warnings.append("0.5.23 deprecates --disable-cuda-graph: using --cuda-graph-backend-decode "
-                                "disabled --cuda-graph-backend-prefill disabled")
+                warnings.append(
+                    "0.5.23 deprecates --disable-cuda-graph: using --cuda-graph-backend-decode "
+                    "disabled --cuda-graph-backend-prefill disabled"
+                )
                 out += [("--cuda-graph-backend-decode", ["disabled"]), ("--cuda-graph-backend-prefill", ["disabled"])]
                 continue
             if v is None:
-                warnings.append("on 0.5.23 --disable-cuda-graph is deprecated in favour of "
-                                "--cuda-graph-backend-decode/prefill disabled")
+                warnings.append(
+                    "on 0.5.23 --disable-cuda-graph is deprecated in favour of "
+                    "--cuda-graph-backend-decode/prefill disabled"
+                )
         elif flag == "--cuda-graph-max-bs":
             if new:
                 warnings.append("0.5.23 rejects --cuda-graph-max-bs (ambiguous): using --cuda-graph-max-bs-decode")
                 out.append(("--cuda-graph-max-bs-decode", vals))
                 continue
             if v is None:
-                warnings.append("on 0.5.23 --cuda-graph-max-bs is rejected as ambiguous "
-                                "(--cuda-graph-max-bs-decode/prefill)")
+                warnings.append(
+                    "on 0.5.23 --cuda-graph-max-bs is rejected as ambiguous (--cuda-graph-max-bs-decode/prefill)"
+                )
         elif flag == "--num-continuous-decode-steps":
             if new or v is None:
-                warnings.append(("0.5.23" if new else "on 0.5.23") +
-                                " --num-continuous-decode-steps is accepted but ignored (read nowhere)")
+                warnings.append(
+                    ("0.5.23" if new else "on 0.5.23")
+                    + " --num-continuous-decode-steps is accepted but ignored (read nowhere)"
+                )
         elif flag in ("--cuda-graph-backend-decode", "--cuda-graph-backend-prefill") and not new:
             if vals != ["disabled"]:
-                raise InputError(f"{flag} {' '.join(vals)}: only SGLang 0.5.23 and later have it"
-                                 + (f" (host has {v})" if v else ""))
+                raise InputError(
+                    f"{flag} {' '.join(vals)}: only SGLang 0.5.23 and later have it" + (f" (host has {v})" if v else "")
+                )
             if old:
                 backends[flag] = True
                 if "--disable-cuda-graph" not in [f for f, _ in out]:
@@ -170,6 +204,12 @@ def diff_argv(old: Optional[list[Any]], new: list[Any]) -> list[str]:
     for f in a:
         if f not in b:
             out.append(f"- {f} {a[f]}".rstrip())
-    if old[:old.index("--model-path")] != new[:new.index("--model-path")] if "--model-path" in old and "--model-path" in new else False:
-        out.append(f"~ launcher {shlex.join(old[:old.index('--model-path')])} -> {shlex.join(new[:new.index('--model-path')])}")
+    if (
+        old[: old.index("--model-path")] != new[: new.index("--model-path")]
+        if "--model-path" in old and "--model-path" in new
+        else False
+    ):
+        out.append(
+            f"~ launcher {shlex.join(old[: old.index('--model-path')])} -> {shlex.join(new[: new.index('--model-path')])}"
+        )
     return out

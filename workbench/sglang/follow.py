@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from workbench.hosts.base import Tunnel
     from workbench.sglang.client import SGLangClient
 
-POLL = Range(0.01, 3600)     # seconds between readiness checks
+POLL = Range(0.01, 3600)  # seconds between readiness checks
 
 
 class Follow:
@@ -35,9 +35,15 @@ class Follow:
         self._tunnels: dict[int, Tunnel] = {}
         self._lock = threading.RLock()
 
-    def wait_ready(self, sid: int, timeout: Optional[float] = None, poll: float = 1.0,
-                   progress: Optional[Callable[[Progress], None]] = None,
-                   failing_grace: float = 10.0, health: bool = True) -> ServerStatus:
+    def wait_ready(
+        self,
+        sid: int,
+        timeout: Optional[float] = None,
+        poll: float = 1.0,
+        progress: Optional[Callable[[Progress], None]] = None,
+        failing_grace: float = 10.0,
+        health: bool = True,
+    ) -> ServerStatus:
         r = self.registry.get(sid)
         timeout = number(timeout if timeout is not None else r.extra.get("ready_timeout", 1200), "timeout", TIMEOUT)
         poll = number(poll, "poll", POLL)
@@ -63,8 +69,11 @@ class Follow:
                     return s
             if time.monotonic() > deadline:
                 s.state = ServerState.TIMEOUT
-                s.failure = {"class": "timeout", "hint": f"not ready after {timeout:g} s (stage: {s.stage})",
-                             "text": s.stage}
+                s.failure = {
+                    "class": "timeout",
+                    "hint": f"not ready after {timeout:g} s (stage: {s.stage})",
+                    "text": s.stage,
+                }
                 self._record("server.timeout", f"server:{sid}", {"stage": s.stage})
                 return s
             time.sleep(poll)
@@ -114,8 +123,14 @@ class Follow:
             length = max(0, st.size - offset)
         return host.read_bytes(r.log, offset, length) if length else b""
 
-    def follow_log(self, sid: int, offset: int = 0, poll: float = 0.5, stop: Optional[Callable[[], bool]] = None,
-                   retry_for: float = 120.0) -> Iterator[tuple[int, bytes]]:
+    def follow_log(
+        self,
+        sid: int,
+        offset: int = 0,
+        poll: float = 0.5,
+        stop: Optional[Callable[[], bool]] = None,
+        retry_for: float = 120.0,
+    ) -> Iterator[tuple[int, bytes]]:
         """Yield (offset, bytes) as the log grows. Offsets make it resumable: a dropped
         connection is reopened and reading goes on from the last byte received."""
         r = self.registry.get(sid)
@@ -123,10 +138,14 @@ class Follow:
         python = self.hosts.get(r.host).python
         down_since = None
         while stop is None or not stop():
-            req = {"servers": [{"id": sid, "pid": None, "log": r.log, "offset": offset, "cap": READ_CAP}],
-                   "gpus": False}
+            req = {
+                "servers": [{"id": sid, "pid": None, "log": r.log, "offset": offset, "cap": READ_CAP}],
+                "gpus": False,
+            }
             try:
-                res = host.run([python, "-c", host_scripts.STATUS, host_scripts.as_arg(req)], timeout=30, idempotent=True)
+                res = host.run(
+                    [python, "-c", host_scripts.STATUS, host_scripts.as_arg(req)], timeout=30, idempotent=True
+                )
                 row = json.loads(res.out)["servers"][0]
                 down_since = None
             except (HostError, ValueError) as exc:
@@ -150,8 +169,14 @@ class Follow:
         f = self.status.follower(sid)
         al = [x for x in f.series["accept_len"] if x == x]
         gt = [x for x in f.series["gen_throughput"] if x == x]
-        out = {"id": sid, "state": s.state, "decode_lines": f.decode_lines, "last": f.last_decode,
-               "accept_len_mean": _mean(al[-20:]), "gen_throughput_mean": _mean(gt[-20:])}
+        out = {
+            "id": sid,
+            "state": s.state,
+            "decode_lines": f.decode_lines,
+            "last": f.last_decode,
+            "accept_len_mean": _mean(al[-20:]),
+            "gen_throughput_mean": _mean(gt[-20:]),
+        }
         if with_server_info and s.state in (ServerState.READY, ServerState.STARTING, ServerState.FAILING):
             try:
                 out["server_info"] = self.server_info(sid)["summary"]

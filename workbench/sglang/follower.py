@@ -11,21 +11,21 @@ from typing import Any
 from workbench.sglang.logparse import LogParser, LogScan
 from workbench.sglang.registry import STAGES
 
-READ_CAP = 1 << 22           # log bytes fetched per refresh
-SERIES_LEN = 240             # decode samples kept per server for sparklines
-TAIL_LINES = 5000            # raw log lines kept per server for log panes
-EVENTS_KEPT = 2000           # milestone/failure events kept per server (see _compact_events)
+READ_CAP = 1 << 22  # log bytes fetched per refresh
+SERIES_LEN = 240  # decode samples kept per server for sparklines
+TAIL_LINES = 5000  # raw log lines kept per server for log panes
+EVENTS_KEPT = 2000  # milestone/failure events kept per server (see _compact_events)
 
 
 def _compact_events(events: list[Any]) -> list[Any]:
     """A bounded event list that still tells the story: the startup's milestones, the first
     failure of each class (what ``classify`` reads) and the most recent events."""
-    head = [e for e in events[:EVENTS_KEPT // 4] if e["kind"] == "milestone"]
+    head = [e for e in events[: EVENTS_KEPT // 4] if e["kind"] == "milestone"]
     first: dict[str, Any] = {}
     for e in events:
         if e["kind"] == "failure":
             first.setdefault(e["class"], e)
-    tail = events[-EVENTS_KEPT // 2:]
+    tail = events[-EVENTS_KEPT // 2 :]
     keep = {id(e): e for e in head + list(first.values()) + tail}
     return sorted(keep.values(), key=lambda e: e["line"] or 0)
 
@@ -44,12 +44,12 @@ class Follower:
         self.last_decode: dict[str, Any] = {}
         self.series: dict[str, list[Any]] = {"time": [], "accept_len": [], "gen_throughput": []}
         self.decode_lines = 0
-        self.tail: deque[Any] = deque(maxlen=TAIL_LINES)   # (line number, text) for log panes
+        self.tail: deque[Any] = deque(maxlen=TAIL_LINES)  # (line number, text) for log panes
         self.total_lines = 0
         self._partial = b""
 
     def feed(self, data: bytes, offset: int) -> LogScan:
-        if offset < self.offset:          # truncated or rotated: start again
+        if offset < self.offset:  # truncated or rotated: start again
             self._reset()
         self.offset = offset + len(data)
         scan = self.parser.feed(data)
@@ -81,7 +81,7 @@ class Follower:
         d = scan.decode
         if len(d):
             self.decode_lines += len(d)
-            if len(d) > SERIES_LEN:       # only the series' tail is read: its columns, not the chunk's
+            if len(d) > SERIES_LEN:  # only the series' tail is read: its columns, not the chunk's
                 d = d.tail(SERIES_LEN)
             times = d.times()
             al = [x if x - x == 0 else math.nan for x in d.column("accept_len").tolist()]
@@ -122,10 +122,17 @@ class Follower:
         if last is None:
             return "starting"
         role = last.get("role", "")
-        return str({"server_args": "loading", "weights_begin": f"loading {role} weights",
-                "weights_end": f"{role} weights loaded", "kv_cache": "KV cache allocated",
-                "graph_begin": f"capturing {role} CUDA graphs", "graph_end": f"{role} CUDA graphs captured",
-                "ready": "ready"}.get(last["name"], last["name"]))
+        return str(
+            {
+                "server_args": "loading",
+                "weights_begin": f"loading {role} weights",
+                "weights_end": f"{role} weights loaded",
+                "kv_cache": "KV cache allocated",
+                "graph_begin": f"capturing {role} CUDA graphs",
+                "graph_end": f"{role} CUDA graphs captured",
+                "ready": "ready",
+            }.get(last["name"], last["name"])
+        )
 
     @property
     def ready(self) -> bool:

@@ -14,7 +14,7 @@ import signal
 from typing import Any, Optional
 
 # -- SGLang version and argument validation with the host's own parser ------------------------------
-PROBE = r'''
+PROBE = r"""
 import gc; gc.disable()    # a short-lived process: the collector's passes over SGLang's imports cost a fifth
 import contextlib, importlib.util, io, json, os, sys
 req = json.loads(sys.argv[1])
@@ -53,10 +53,10 @@ if req.get("argv") is not None and out["version"]:
 print(json.dumps(out, default=str))
 sys.stdout.flush(); sys.stderr.flush()
 os._exit(0)                # the answer is out: no teardown of SGLang's 3000 modules, nor a last collection
-'''
+"""
 
 # One /proc/PID/stat reader, spliced into every host script that reads a process's identity.
-_STAT = r'''
+_STAT = r"""
 def stat(pid):
     try:
         s = open("/proc/%d/stat" % pid).read()
@@ -64,19 +64,23 @@ def stat(pid):
         return None
     r = s.rsplit(")", 1)[1].split()
     return {"state": r[0], "ppid": int(r[1]), "pgid": int(r[2]), "sid": int(r[3]), "starttime": int(r[19])}
-'''
+"""
 
 # -- identity of a process: pid, group, session, start time (clock ticks since boot), boot id -----
-IDENTITY = r'''
+IDENTITY = (
+    r"""
 import json, os, sys, time
 pid = int(sys.argv[1]); deadline = time.time() + 3
-''' + _STAT + r'''
+"""
+    + _STAT
+    + r"""
 st = stat(pid)
 while st and st["pgid"] != pid and st["state"] != "Z" and time.time() < deadline:
     time.sleep(0.02); st = stat(pid)   # setsid has not run yet
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf("SC_CLK_TCK")}))
-'''
+"""
+)
 
 # /proc readers shared by the status and stop scripts. A process is the server's only when it is
 # proven so: the leader by (pid, start time); any other process by being in the server's group and
@@ -85,8 +89,11 @@ print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf
 # is gone: its pid (and so that group id) can belong to a new session leader whose children live on.
 # Signals go through a pidfd opened before the identity is checked again, so a pid that is reused
 # between the check and the signal is never hit.
-_PROCFS = r"""
-""" + _STAT + r"""
+_PROCFS = (
+    r"""
+"""
+    + _STAT
+    + r"""
 TOKEN_VAR = b"EAGLE_WORKBENCH_LAUNCH="
 def has_token(pid, token):
     if not token:
@@ -164,12 +171,16 @@ def send(p, starttime, sig):
         if fd is not None:
             os.close(fd)
 """
+)
 
 # -- status of all servers on a host + GPUs, in one round trip -------------------------------------
-STATUS = r'''
+STATUS = (
+    r"""
 import base64, json, os, signal, subprocess, sys
 req = json.loads(sys.argv[1])
-''' + _PROCFS + r'''
+"""
+    + _PROCFS
+    + r"""
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 uptime = float(open("/proc/uptime").read().split()[0])
 tck = os.sysconf("SC_CLK_TCK")
@@ -219,14 +230,18 @@ if req.get("gpus", True):
     except subprocess.TimeoutExpired:
         out["gpus"] = {"rc": 124, "csv": "", "err": "nvidia-smi timed out"}
 print(json.dumps(out))
-'''
+"""
+)
 
 # -- stop: identity re-check, TERM the proven members, grace, KILL, confirm all gone -----------------
-STOP = r'''
+STOP = (
+    r"""
 import json, os, signal, sys, time
 req = json.loads(sys.argv[1])
 pid, pgid, start, token = req["pid"], req["pgid"], req["starttime"], req.get("token")
-''' + _PROCFS + r'''
+"""
+    + _PROCFS
+    + r"""
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 lead = stat(pid)
 res = {"pid": pid, "pgid": pgid, "signals": [], "signalled": []}
@@ -269,7 +284,8 @@ if left_now():
 left = sorted(left_now())
 res.update(result="stopped" if not left else "survivors", remaining=left, elapsed=round(time.time() - t0, 3))
 print(json.dumps(res))
-'''
+"""
+)
 
 
 # -- launch: the server detached (own session, no terminal, default signal dispositions) -------------
@@ -278,7 +294,8 @@ print(json.dumps(res))
 # SGLang could not be interrupted. Here the child gets every disposition back to default and an empty
 # signal mask, a new session (setsid), stdin from /dev/null and its output in the log; the launch
 # token in its environment is what later proves its children ours.
-LAUNCH = r"""
+LAUNCH = (
+    r"""
 import json, os, signal, subprocess, sys, time
 req = json.loads(sys.argv[1])
 def home(a):
@@ -316,24 +333,40 @@ except OSError as e:
     sys.stderr.write(msg); sys.exit(96)
 out.close()
 pid = child.pid
-""" + _STAT + r"""
+"""
+    + _STAT
+    + r"""
 st = stat(pid)
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 child.returncode = 0        # not ours to reap: the server outlives this launcher
 print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf("SC_CLK_TCK")}))
 """
+)
 
 
-def launch_line(python: str, argv: list[Any], env: dict[str, Any], log: str, run_dir: Optional[str],
-                token: Optional[str] = None) -> list[Any]:
+def launch_line(
+    python: str, argv: list[Any], env: dict[str, Any], log: str, run_dir: Optional[str], token: Optional[str] = None
+) -> list[Any]:
     """argv for the host: the host's python starts the server detached (new session, no terminal,
     default signal dispositions, all output in the log, the previous log kept as .prev) and prints its
     identity. Arguments travel as JSON: nothing passes through a shell."""
     from workbench.hosts.base import check_argv
 
     check_argv(argv, env, "launch")
-    return [python, "-c", LAUNCH, as_arg({"argv": [str(a) for a in argv], "env": {k: str(v) for k, v in env.items()},
-                                          "log": log, "run_dir": run_dir, "token": token})]
+    return [
+        python,
+        "-c",
+        LAUNCH,
+        as_arg(
+            {
+                "argv": [str(a) for a in argv],
+                "env": {k: str(v) for k, v in env.items()},
+                "log": log,
+                "run_dir": run_dir,
+                "token": token,
+            }
+        ),
+    ]
 
 
 @functools.cache

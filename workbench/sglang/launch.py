@@ -43,7 +43,6 @@ class Preview(Result):
         return d
 
 
-
 def _refuse_unrunnable(name: str, cmd: dict[str, Any]) -> None:
     """A command no exec can carry (a NUL byte in an argument, a variable or a path; a bad variable
     name): an input error naming the field."""
@@ -71,8 +70,9 @@ class Launcher:
     def detect_version(self, host: Host, python: Optional[str] = None, refresh: bool = False) -> Optional[str]:
         key = f"{host.name}:{python or host.python}"
         if refresh or key not in self._versions:
-            r = host.run([python or host.python, "-c", host_scripts.PROBE, host_scripts.as_arg({"argv": None})],
-                         timeout=60)
+            r = host.run(
+                [python or host.python, "-c", host_scripts.PROBE, host_scripts.as_arg({"argv": None})], timeout=60
+            )
             self._versions[key] = parse_probe(r.out).get("version") if r.rc == 0 else None
         return self._versions[key]
 
@@ -85,8 +85,9 @@ class Launcher:
             try:
                 v = self.detect_version(self.hosts.get(profile.host), _python_of(profile, python))
                 if v is None:
-                    warnings.append(f"SGLang is not installed for the launcher's python on {profile.host}: "
-                                    "flags spelled as written")
+                    warnings.append(
+                        f"SGLang is not installed for the launcher's python on {profile.host}: flags spelled as written"
+                    )
             except (HostError, InputError) as exc:
                 warnings.append(f"version unknown ({exc}); flags spelled as written")
         cmd = build(profile, v, python)
@@ -106,11 +107,11 @@ class Launcher:
                 v = self.detect_version(host, python)
             except HostKeyError:
                 raise
-            except HostError as exc:   # one failed contact is enough: nothing else is tried
+            except HostError as exc:  # one failed contact is enough: nothing else is tried
                 reachable = False
                 findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
         cmd = build(profile, v, python)
-        _refuse_unrunnable(name, cmd.to_dict())       # before the host is asked anything about it
+        _refuse_unrunnable(name, cmd.to_dict())  # before the host is asked anything about it
         if v is None and reachable:
             cmd.warnings.insert(0, f"SGLang is not installed for {python} on {profile.host}: flags spelled as written")
         probe = {}
@@ -122,11 +123,18 @@ class Launcher:
         try:
             probe = self._probes.get(key) or {}
             if not probe and reachable:
-                r = host.run([python, "-c", host_scripts.PROBE,
-                              host_scripts.as_arg({"argv": cmd.sglang_args, "keys": PROBE_KEYS})], timeout=120)
+                r = host.run(
+                    [
+                        python,
+                        "-c",
+                        host_scripts.PROBE,
+                        host_scripts.as_arg({"argv": cmd.sglang_args, "keys": PROBE_KEYS}),
+                    ],
+                    timeout=120,
+                )
                 probe = parse_probe(r.out) if r.rc == 0 else {"version": None, "error": r.err.strip()[-300:]}
                 if r.rc == 0 and probe.get("ok") is not None:
-                    self._probes[key] = probe     # the same command gets the same verdict
+                    self._probes[key] = probe  # the same command gets the same verdict
         except HostKeyError:
             raise
         except HostError as exc:
@@ -136,8 +144,9 @@ class Launcher:
         draft_cfg, draft_sha = self._draft_config(host, profile) if reachable else (None, None)
         from workbench.engine.flags import cuda_graph_on
 
-        doctor = doctor_findings(host, profile, cmd.version or probe.get("version"), draft_cfg,
-                                 cuda_graph=cuda_graph_on(cmd.argv))
+        doctor = doctor_findings(
+            host, profile, cmd.version or probe.get("version"), draft_cfg, cuda_graph=cuda_graph_on(cmd.argv)
+        )
         rules = rule_findings(profile, cmd, draft_cfg)
         if any(f.code == "algorithm-mismatch" for f in doctor):
             rules = [f for f in rules if f.code != "spec-eagle3-under-eagle"]
@@ -146,8 +155,17 @@ class Launcher:
         if reachable:
             findings += self._path_findings(host, profile)
         last = self.registry.last_launch(name)
-        return Preview(name, profile.host, cmd.version, cmd.to_dict(), cmd.display,
-                       diff_argv(last.argv if last else None, cmd.argv), findings, cmd.warnings, draft_sha)
+        return Preview(
+            name,
+            profile.host,
+            cmd.version,
+            cmd.to_dict(),
+            cmd.display,
+            diff_argv(last.argv if last else None, cmd.argv),
+            findings,
+            cmd.warnings,
+            draft_sha,
+        )
 
     def _draft_config(self, host: Host, profile: Profile) -> tuple[Optional[dict[str, Any]], Optional[str]]:
         if not profile.draft or not (profile.draft.startswith(("/", "~", "."))):
@@ -160,7 +178,7 @@ class Launcher:
         from workbench import strictjson
         from workbench.errors import InputError
 
-        try:    # strict: a hostile config (deep nesting, NaN, a top-level list) is "unreadable", not a crash
+        try:  # strict: a hostile config (deep nesting, NaN, a top-level list) is "unreadable", not a crash
             cfg = strictjson.loads(raw, path)
         except InputError:
             return None, sha256(raw)
@@ -185,42 +203,72 @@ class Launcher:
                 p = os.path.expanduser(p) if local else p[2:] if p.startswith("~/") else p
             elif not p.startswith("/"):
                 base = profile.run_dir or (os.getcwd() if local else "")
-                p = posixpath.join(base, p) if base else p     # ssh: relative to the login's home
+                p = posixpath.join(base, p) if base else p  # ssh: relative to the login's home
             try:
                 there = host.exists(p)
             except HostError:
                 continue
             if not there:
-                out.append(Finding("error", f"{what}-missing", f"{what} {path}: no such file or folder on "
-                                   f"{profile.host}" + (f" (looked at {p})" if p != path else ""),
-                                   f"fix [profiles.{profile.name}].{what} in workbench.toml", "workbench"))
+                out.append(
+                    Finding(
+                        "error",
+                        f"{what}-missing",
+                        f"{what} {path}: no such file or folder on "
+                        f"{profile.host}" + (f" (looked at {p})" if p != path else ""),
+                        f"fix [profiles.{profile.name}].{what} in workbench.toml",
+                        "workbench",
+                    )
+                )
         return out
 
     def _port_findings(self, profile: Profile) -> list[Finding]:
         busy = [s for s in self.registry.all(active=True) if s.host == profile.host and s.port == profile.port]
-        return [Finding("error", "port-taken", f"server {s.id} ({s.profile}) already uses port {s.port} on "
-                        f"{s.host}", "stop it or change the profile's port") for s in busy]
+        return [
+            Finding(
+                "error",
+                "port-taken",
+                f"server {s.id} ({s.profile}) already uses port {s.port} on {s.host}",
+                "stop it or change the profile's port",
+            )
+            for s in busy
+        ]
 
     def launch(self, name: str, preview: Optional[Preview] = None) -> ServerRecord:
         preview = preview or self.preview(name)
         errors = [f for f in preview.findings if f.severity == "error"]
         if errors:
-            raise WorkbenchError(f"profile {name}: not launched: {errors[0].message}"
-                                 + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""))
+            raise WorkbenchError(
+                f"profile {name}: not launched: {errors[0].message}"
+                + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else "")
+            )
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
         cmd = preview.command
-        _refuse_unrunnable(name, cmd)                 # before anything is recorded
+        _refuse_unrunnable(name, cmd)  # before anything is recorded
         python = _python_of(profile, self.hosts.get(profile.host).python)
         now = time.time()
         token = secrets.token_hex(16)
         # one log per launch: two servers of a profile (or a relaunch) never share a log, so each
         # server's metrics come from its own lines only
         sid, log = self.registry.insert(
-            name, profile.host, profile.port, cmd["log"], cmd["argv"], cmd["env"], preview.draft_config_sha256,
-            now, {"version": preview.version, "display": preview.display, "gpus": _gpus_of(profile, cmd),
-                  "stop_grace": profile.stop_grace, "ready_timeout": profile.ready_timeout, "launch_token": token},
-            lambda sid: unique_log(cmd["log"], sid, token))
+            name,
+            profile.host,
+            profile.port,
+            cmd["log"],
+            cmd["argv"],
+            cmd["env"],
+            preview.draft_config_sha256,
+            now,
+            {
+                "version": preview.version,
+                "display": preview.display,
+                "gpus": _gpus_of(profile, cmd),
+                "stop_grace": profile.stop_grace,
+                "ready_timeout": profile.ready_timeout,
+                "launch_token": token,
+            },
+            lambda sid: unique_log(cmd["log"], sid, token),
+        )
         argv = host_scripts.launch_line(python, cmd["argv"], cmd["env"], log, cmd.get("run_dir"), token)
         try:
             r = host.run(argv, timeout=60)
@@ -228,9 +276,12 @@ class Launcher:
             self.registry.set(sid, state=ServerState.FAILED, extra={"failure": {"class": "launch", "text": str(exc)}})
             raise
         if r.rc != 0 or not r.out.strip():
-            self.registry.set(sid, state=ServerState.FAILED, extra={"failure": {"class": "launch", "text": r.err.strip()[-300:]}})
-            raise WorkbenchError(f"profile {name}: the launch command failed (exit {r.rc}): "
-                                 f"{(r.err.strip() or r.out.strip())[-300:]}")
+            self.registry.set(
+                sid, state=ServerState.FAILED, extra={"failure": {"class": "launch", "text": r.err.strip()[-300:]}}
+            )
+            raise WorkbenchError(
+                f"profile {name}: the launch command failed (exit {r.rc}): {(r.err.strip() or r.out.strip())[-300:]}"
+            )
         ident = json.loads(r.out.strip().splitlines()[-1])
         st = ident.get("stat") or {}
         self.registry.started(sid, ident["pid"], st.get("pgid"), str(st.get("starttime")) if st else None)
@@ -256,15 +307,19 @@ def unique_log(path: str, sid: int, token: str) -> str:
     (server id, and a piece of the launch token so two workspaces launching one profile never meet)."""
     folder, base = os.path.split(path)
     stem, ext = os.path.splitext(base)
-    if not stem:                      # ".log" or a name that is only an extension
+    if not stem:  # ".log" or a name that is only an extension
         stem, ext = base, ""
     return os.path.join(folder, f"{stem}.{sid}-{token[:6]}{ext}")
 
 
 def _python_of(profile: Profile, default: str) -> str:
     """The python that runs SGLang: the launcher's when it is ``PY -m sglang...``, else the host's."""
-    if profile.launcher and len(profile.launcher) >= 3 and profile.launcher[1] == "-m" \
-            and profile.launcher[0] != "{python}":
+    if (
+        profile.launcher
+        and len(profile.launcher) >= 3
+        and profile.launcher[1] == "-m"
+        and profile.launcher[0] != "{python}"
+    ):
         return str(profile.launcher[0])
     return default
 
@@ -279,7 +334,7 @@ def _gpus_of(profile: Profile, cmd: dict[str, Any]) -> list[Any]:
         except ValueError:
             return []
     n = 1
-    for flag, vals in split_flags(cmd["argv"][cmd["argv"].index("--model-path"):], "argv"):
+    for flag, vals in split_flags(cmd["argv"][cmd["argv"].index("--model-path") :], "argv"):
         if flag in ("--tp-size", "--tp", "--tensor-parallel-size") and vals:
             try:
                 n = int(vals[0])

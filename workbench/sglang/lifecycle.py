@@ -31,8 +31,7 @@ __all__ = ["Lifecycle", "Preview", "ServerRecord", "ServerStatus", "StopResult",
 
 
 class Lifecycle:
-    def __init__(self, journal: Journal, hosts: Hosts, profiles: Callable[[], dict[str, Any]],
-                 record: Recorder):
+    def __init__(self, journal: Journal, hosts: Hosts, profiles: Callable[[], dict[str, Any]], record: Recorder):
         self.journal = journal
         self.hosts = hosts
         self.registry = Registry(journal)
@@ -81,9 +80,15 @@ class Lifecycle:
         return self.status.host_gpus(host_name)
 
     # -- following ----------------------------------------------------------------------------------
-    def wait_ready(self, sid: int, timeout: Optional[float] = None, poll: float = 1.0,
-                   progress: Optional[Callable[[Progress], None]] = None,
-                   failing_grace: float = 10.0, health: bool = True) -> ServerStatus:
+    def wait_ready(
+        self,
+        sid: int,
+        timeout: Optional[float] = None,
+        poll: float = 1.0,
+        progress: Optional[Callable[[Progress], None]] = None,
+        failing_grace: float = 10.0,
+        health: bool = True,
+    ) -> ServerStatus:
         return self.follow.wait_ready(sid, timeout, poll, progress, failing_grace, health)
 
     def tunnel(self, sid: int) -> "Tunnel":
@@ -104,24 +109,32 @@ class Lifecycle:
     def read_log(self, sid: int, offset: int = 0, length: Optional[int] = None) -> bytes:
         return self.follow.read_log(sid, offset, length)
 
-    def follow_log(self, sid: int, offset: int = 0, poll: float = 0.5, stop: Optional[Callable[[], bool]] = None,
-                   retry_for: float = 120.0) -> Iterator[tuple[int, bytes]]:
+    def follow_log(
+        self,
+        sid: int,
+        offset: int = 0,
+        poll: float = 0.5,
+        stop: Optional[Callable[[], bool]] = None,
+        retry_for: float = 120.0,
+    ) -> Iterator[tuple[int, bytes]]:
         return self.follow.follow_log(sid, offset, poll, stop, retry_for)
 
     def metrics(self, sid: int, with_server_info: bool = True) -> dict[str, Any]:
         return self.follow.metrics(sid, with_server_info)
 
     # -- stop ---------------------------------------------------------------------------------------
-    def stop(self, sid: int, grace: Optional[float] = None, gpu_wait: float = 60.0,
-             idle_mib: Optional[float] = None) -> StopResult:
+    def stop(
+        self, sid: int, grace: Optional[float] = None, gpu_wait: float = 60.0, idle_mib: Optional[float] = None
+    ) -> StopResult:
         return self.stopper.stop(sid, grace, gpu_wait, idle_mib)
 
     @staticmethod
     def stop_grace(r: ServerRecord, grace: Optional[float] = None) -> float:
         return Stopper.stop_grace(r, grace)
 
-    def gpus_idle(self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None,
-                  poll: float = 1.0) -> tuple[Optional[bool], list[GPU]]:
+    def gpus_idle(
+        self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None, poll: float = 1.0
+    ) -> tuple[Optional[bool], list[GPU]]:
         return self.stopper.gpus_idle(r, wait, idle_mib, poll)
 
     def close(self) -> None:

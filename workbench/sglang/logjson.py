@@ -35,18 +35,20 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 T = TypeVar("T")
-SHAPES = 4                    # programs tried per chunk and kind before the rest go to the columns
+SHAPES = 4  # programs tried per chunk and kind before the rest go to the columns
 
 # a bulk line's prefix: "[stamp( rank)?] (Decode|Prefill) batch( [iter])?[.,] ", then "key: value, ..."
-_HEAD = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?( [A-Za-z0-9_ ]*)?\]( ?)"
-                   r"(Decode|Prefill) batch( \[\d+\])?([.,]) ")
+_HEAD = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?( [A-Za-z0-9_ ]*)?\]( ?)"
+    r"(Decode|Prefill) batch( \[\d+\])?([.,]) "
+)
 _GRAPH_KEY = re.compile(r"(?:cuda|cpu|npu|musa) graph")
 _KEY_FIELD = {key[:-2]: name for name, key in _FIELD_KEYS.items()}
 
 # the writer's ops (_logjson.c): matching, then writing
 M_LIT, M_TIME, M_RANK, M_INT, M_FLOAT, M_BOOL = range(6)
 E_LIT, E_RAW, E_FLOAT, E_BOOL, E_LINE = range(5)
-SLOTS = 32                    # values a line can hold; the writer keeps the last for where a line ends
+SLOTS = 32  # values a line can hold; the writer keeps the last for where a line ends
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class Program:
     lit_off: "npt.NDArray[np.int32]"
     lit_len: "npt.NDArray[np.int32]"
     lits: "npt.NDArray[np.uint8]"
-    template_bytes: int           # the most a line writes beyond its own bytes
+    template_bytes: int  # the most a line writes beyond its own bytes
 
 
 def program(kind: str, line: str) -> Optional[Program]:
@@ -69,11 +71,11 @@ def program(kind: str, line: str) -> Optional[Program]:
     if m is None or m.group(3).lower() != kind:
         return None
     rank_part, space, _, it, sep = m.groups()
-    items = line[m.end():].split(", ")
+    items = line[m.end() :].split(", ")
     trail = items[-1] == ""
     if trail:
         items.pop()
-    if len(items) + 3 >= SLOTS:                # (the writer keeps the last slot for where a line ends)
+    if len(items) + 3 >= SLOTS:  # (the writer keeps the last slot for where a line ends)
         return None
     lits: list[bytes] = []
 
@@ -103,7 +105,7 @@ def program(kind: str, line: str) -> Optional[Program]:
         r_slot = next(slot)
         mops.append((M_RANK, r_slot))
     pending = "]" + space + kind.capitalize() + " batch"
-    values: dict[str, tuple[int, int]] = {}        # field -> (kind op, slot)
+    values: dict[str, tuple[int, int]] = {}  # field -> (kind op, slot)
     if it is not None:
         pending += " ["
         flush()
@@ -117,7 +119,7 @@ def program(kind: str, line: str) -> Optional[Program]:
         graph = _GRAPH_KEY.fullmatch(key) is not None
         name = _KEY_FIELD.get(key)
         if not colon or (graph and graph_slot is not None) or (not graph and (name is None or name in values)):
-            return None                          # a field the records do not carry, or one twice
+            return None  # a field the records do not carry, or one twice
         pending += (", " if j else "") + key + ": "
         flush()
         if graph:
@@ -166,9 +168,14 @@ def program(kind: str, line: str) -> Optional[Program]:
     eops.append((E_LIT, lit(text)))
     written += len(text) + 1 + 20 + sum(5 if op == E_BOOL else 1 for op, _ in eops if op in (E_BOOL, E_FLOAT))
     offs = np.cumsum([0] + [len(b) for b in lits[:-1]], dtype=np.int64).astype(np.int32)
-    return Program(np.array(mops, dtype=np.int32), np.array(eops, dtype=np.int32), offs,
-                   np.array([len(b) for b in lits], dtype=np.int32),
-                   np.frombuffer(b"".join(lits), dtype=np.uint8).copy(), written)
+    return Program(
+        np.array(mops, dtype=np.int32),
+        np.array(eops, dtype=np.int32),
+        offs,
+        np.array([len(b) for b in lits], dtype=np.int32),
+        np.frombuffer(b"".join(lits), dtype=np.uint8).copy(),
+        written,
+    )
 
 
 @dataclass
@@ -204,9 +211,9 @@ def compiled_json(kind: str, lines: Sequence[str], numbers: Iterable[int], joine
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     line_no = np.fromiter(numbers, dtype=np.int64, count=n)
     todo = np.ones(n, dtype=np.uint8)
-    texts: Optional[list[Optional[str]]] = None     # per line, once a first program left some
+    texts: Optional[list[Optional[str]]] = None  # per line, once a first program left some
     starts = np.empty(n, dtype=np.int64)
-    scanned = False                                 # the writer has noted where each line starts
+    scanned = False  # the writer has noted where each line starts
     first = 0
     for _ in range(SHAPES):
         prog = program(kind, lines[first])
@@ -214,8 +221,21 @@ def compiled_json(kind: str, lines: Sequence[str], numbers: Iterable[int], joine
             out = np.empty(len(data) + n * prog.template_bytes, dtype=np.uint8)
             done = np.empty(n, dtype=np.int64)
             ends = np.empty(n, dtype=np.int64)
-            w, nd = _logjson.emit(data, todo, line_no, starts, not scanned, prog.mops, prog.eops, prog.lit_off,
-                           prog.lit_len, prog.lits, out, done, ends)
+            w, nd = _logjson.emit(
+                data,
+                todo,
+                line_no,
+                starts,
+                not scanned,
+                prog.mops,
+                prog.eops,
+                prog.lit_off,
+                prog.lit_len,
+                prog.lits,
+                out,
+                done,
+                ends,
+            )
             if nd == n:
                 return Written(block=out[:w].tobytes(), ends=ends)
             scanned = True
@@ -299,8 +319,13 @@ def _events(scan: LogScan, want: Optional[set[str]]) -> tuple[list[int], list[st
     return [e["line"] for e in ev], [dumps(e) for e in ev]
 
 
-def _per_chunk(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]], chunk: int,
-               compiled: Optional[bool], make: Callable[[LogScan, bool, Optional[set[str]]], T]) -> Iterator[T]:
+def _per_chunk(
+    source: "str | Path | BinaryIO",
+    kinds: Optional[Iterable[str]],
+    chunk: int,
+    compiled: Optional[bool],
+    make: Callable[[LogScan, bool, Optional[set[str]]], T],
+) -> Iterator[T]:
     """``make(scan, compiled, kinds)`` of each chunk of the log, the chunk let go before the next."""
     fh, mine = _opened(source)
     want = set(kinds) if kinds else None
@@ -317,8 +342,11 @@ def _per_chunk(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]], 
 
 def _chunk_texts(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> list[str]:
     """A chunk's records as JSON texts, in line order."""
-    parts = [(cols.line, _texts(cols, compiled)) for cols in (scan.decode, scan.prefill)
-             if len(cols) and (want is None or cols.kind in want)]
+    parts = [
+        (cols.line, _texts(cols, compiled))
+        for cols in (scan.decode, scan.prefill)
+        if len(cols) and (want is None or cols.kind in want)
+    ]
     ev = _events(scan, want)
     if ev[0]:
         parts.append(ev)
@@ -334,8 +362,9 @@ def _chunk_bytes(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> byt
     if not compiled:
         texts = _chunk_texts(scan, compiled, want)
         return ("\n".join(texts) + "\n").encode("ascii") if texts else b""
-    parts = [_json_bytes(cols) for cols in (scan.decode, scan.prefill)
-             if len(cols) and (want is None or cols.kind in want)]
+    parts = [
+        _json_bytes(cols) for cols in (scan.decode, scan.prefill) if len(cols) and (want is None or cols.kind in want)
+    ]
     lines, texts = _events(scan, want)
     if lines:
         parts.append((np.array(lines, dtype=np.int64), ("\n".join(texts) + "\n").encode("ascii"), None))
@@ -344,8 +373,12 @@ def _chunk_bytes(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> byt
     return parts[0][1] if parts else b""
 
 
-def stream_json_lines(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
-                      chunk: int = STREAM_CHUNK, compiled: Optional[bool] = None) -> Iterator[str]:
+def stream_json_lines(
+    source: "str | Path | BinaryIO",
+    kinds: Optional[Iterable[str]] = None,
+    chunk: int = STREAM_CHUNK,
+    compiled: Optional[bool] = None,
+) -> Iterator[str]:
     """``json.dumps`` of every record of ``stream_records``, in line order, one text per record.
     ``compiled``: the compiled writer for bulk lines (True), the columns (False), or the writer
     where it was built (None)."""
@@ -353,8 +386,12 @@ def stream_json_lines(source: "str | Path | BinaryIO", kinds: Optional[Iterable[
         yield from texts
 
 
-def stream_json_bytes(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
-                      chunk: int = STREAM_CHUNK, compiled: Optional[bool] = None) -> Iterator[bytes]:
+def stream_json_bytes(
+    source: "str | Path | BinaryIO",
+    kinds: Optional[Iterable[str]] = None,
+    chunk: int = STREAM_CHUNK,
+    compiled: Optional[bool] = None,
+) -> Iterator[bytes]:
     """The JSON Lines of ``stream_json_lines`` as bytes, a chunk at a time (each piece ends in a
     newline)."""
     for piece in _per_chunk(source, kinds, chunk, compiled, _chunk_bytes):

@@ -38,28 +38,46 @@ if TYPE_CHECKING:
 _native: Optional[ModuleType]
 try:
     from workbench.sglang import _logscan as _native
-except ImportError:           # built with the package where a C compiler is found
+except ImportError:  # built with the package where a C compiler is found
     _native = None
 
-FAILURE_CLASSES = ("oom", "port-in-use", "draft-context", "context-length", "cuda-graph", "nccl",
-                   "scheduler-exception", "warmup-failed", "process-died")
+FAILURE_CLASSES = (
+    "oom",
+    "port-in-use",
+    "draft-context",
+    "context-length",
+    "cuda-graph",
+    "nccl",
+    "scheduler-exception",
+    "warmup-failed",
+    "process-died",
+)
 
 # When several classes show up in one log, the most specific explains the death.
-_PRIORITY = ("draft-context", "context-length", "port-in-use", "cuda-graph", "oom", "nccl", "warmup-failed",
-             "scheduler-exception", "process-died")
+_PRIORITY = (
+    "draft-context",
+    "context-length",
+    "port-in-use",
+    "cuda-graph",
+    "oom",
+    "nccl",
+    "warmup-failed",
+    "scheduler-exception",
+    "process-died",
+)
 
 HINTS = {
     "oom": "out of GPU memory: lower --mem-fraction-static (the draft's weights and KV pool share it) "
-           "or the CUDA-graph batch size, or free the GPUs",
+    "or the CUDA-graph batch size, or free the GPUs",
     "port-in-use": "the port is taken: stop whatever holds it or pick another --port",
     "draft-context": "the draft's context is shorter than the target's: raise the draft's "
-                     "max_position_embeddings or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    "max_position_embeddings or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
     "context-length": "--context-length is longer than the model's own: lower it, or set "
-                      "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the model really supports it",
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the model really supports it",
     "cuda-graph": "CUDA-graph capture failed: lower the decode CUDA-graph max batch size or "
-                  "--mem-fraction-static, try --disable-custom-all-reduce, or disable graphs to isolate it",
+    "--mem-fraction-static, try --disable-custom-all-reduce, or disable graphs to isolate it",
     "nccl": "NCCL / custom all-reduce error: try --disable-custom-all-reduce or NCCL settings "
-            "(NCCL_P2P_LEVEL, NCCL_PROTO, NCCL_ALGO)",
+    "(NCCL_P2P_LEVEL, NCCL_PROTO, NCCL_ALGO)",
     "scheduler-exception": "a scheduler raised: read the traceback above the line",
     "warmup-failed": "the warm-up request failed: read the traceback after the line",
     "process-died": "the server process died: read the end of the log",
@@ -67,18 +85,17 @@ HINTS = {
 # Hints that depend on what exactly failed (the record's "what"), over the class's own.
 HINTS_WHAT: dict[tuple[str, Optional[str]], str] = {
     ("oom", "kv-pool"): "no room left for the KV cache pool after the weights (SGLang: 'Not enough memory'): "
-                        "increase --mem-fraction-static, or lower --max-running-requests / --context-length, "
-                        "or spread the model over more GPUs",
+    "increase --mem-fraction-static, or lower --max-running-requests / --context-length, "
+    "or spread the model over more GPUs",
     ("port-in-use", "server"): "the server's --port is taken: stop whatever holds it or pick another --port",
     ("port-in-use", "internal"): "an internal port SGLang opens for its own processes (ZMQ, NCCL, the "
-                                 "distributed-init TCPStore) is taken, not --port: another server or a "
-                                 "leftover of one on this host holds it; stop it, or give this server its "
-                                 "own --nccl-port / --dist-init-addr",
+    "distributed-init TCPStore) is taken, not --port: another server or a "
+    "leftover of one on this host holds it; stop it, or give this server its "
+    "own --nccl-port / --dist-init-addr",
 }
 WARNINGS = ("context-override",)
 
-MILESTONES = ("server_args", "weights_begin", "weights_end", "kv_cache", "graph_begin",
-              "graph_end", "ready")
+MILESTONES = ("server_args", "weights_begin", "weights_end", "kv_cache", "graph_begin", "graph_end", "ready")
 
 _COMMON = ("] Decode batch", "] Prefill batch", "] INFO:  ")
 # SGLang's prefix: "[%(asctime)s(.%(msecs)03d)?( DPn)?( TPn)?( EPn)?( PPn)?] " (configure_logger).
@@ -88,18 +105,39 @@ _BULK_ANY = re.compile(r"(?:Decode|Prefill) batch(?: \[\d+\])?[.,] #")
 
 # Rare lines: milestones and failures. One alternation over the lines that are not bulk lines.
 _RARE_PARTS = (
-    r"server_args=", r"Load weight (?:begin|end)", r"KV Cache is allocated", r"Capture [^\n]*?graph",
+    r"server_args=",
+    r"Load weight (?:begin|end)",
+    r"KV Cache is allocated",
+    r"Capture [^\n]*?graph",
     r"The server is fired up and ready to roll",
-    r"Not enough memory", r"out of memory", r"OutOfMemoryError", r"leaves no room for the full KV pool",
-    r"address already in use", r"Errno 98", r"Port is already in use", r"is already in use",
+    r"Not enough memory",
+    r"out of memory",
+    r"OutOfMemoryError",
+    r"leaves no room for the full KV pool",
+    r"address already in use",
+    r"Errno 98",
+    r"Port is already in use",
+    r"is already in use",
     r"is not available in \d+ seconds",
     r"context_length \(\d+\) is greater than the derived context_length",
-    r"NCCL error", r"nccl\w*Error", r"custom_all_reduce\S*:\d+: CUDA error", r"CustomAllreduce",
-    r"Scheduler hit an exception", r"warmup error", r"Initialization failed",
-    r"scheduler died", r"scheduler is dead", r"Received sigquit",
-    r"Address already in use", r"EADDRINUSE", r"stream is capturing", r"cudaErrorStreamCapture",
+    r"NCCL error",
+    r"nccl\w*Error",
+    r"custom_all_reduce\S*:\d+: CUDA error",
+    r"CustomAllreduce",
+    r"Scheduler hit an exception",
+    r"warmup error",
+    r"Initialization failed",
+    r"scheduler died",
+    r"scheduler is dead",
+    r"Received sigquit",
+    r"Address already in use",
+    r"EADDRINUSE",
+    r"stream is capturing",
+    r"cudaErrorStreamCapture",
     r"Overriding the draft model's max_position_embeddings",
-    r"Decode batch", r"Prefill batch")    # plain literals: the engine's first-character scan stays on
+    r"Decode batch",
+    r"Prefill batch",
+)  # plain literals: the engine's first-character scan stays on
 _RARE = re.compile("|".join(_RARE_PARTS))
 
 
@@ -111,14 +149,14 @@ def _leading_literal(part: str) -> str:
     while i < len(part):
         c = part[i]
         if c == "\\":
-            if not part[i + 1:i + 2] or part[i + 1].isalnum():      # \d, \w, \S...: a class
+            if not part[i + 1 : i + 2] or part[i + 1].isalnum():  # \d, \w, \S...: a class
                 break
             c, i = part[i + 1], i + 2
         elif c in ".^$*+?{}[]()|":
             break
         else:
             i += 1
-        q = part[i:i + 1]
+        q = part[i : i + 1]
         if q in ("*", "?", "{"):
             break
         out.append(c)
@@ -135,7 +173,8 @@ if min(map(len, _RARE_LITERALS or ())) < 2:
 
 _GRAPH_LINE = re.compile(
     r"Capture (?:(target|draft) )?(?:(decode|verify|extend|prefill) )?(?:(draft) )?(?:(extend) )?"
-    r"(?:cuda|CUDA|cpu|npu|musa) graph (begin|end)")
+    r"(?:cuda|CUDA|cpu|npu|musa) graph (begin|end)"
+)
 _KV_TOKENS = re.compile(r"#tokens: (\d+)")
 _ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )([\d.]+) ?s")
 _AVAIL = re.compile(r"avail mem=([\d.]+) GB")
@@ -150,11 +189,20 @@ _EXIT = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)")
 # Each field: the literal that precedes its value. The first occurrence in a line is the field
 # (``block accept len`` and ``swa token usage`` come after ``accept len`` / ``token usage``).
 _FIELD_KEYS = {
-    "running_req": "#running-req: ", "queue_req": "#queue-req: ", "tokens": "#token: ",
-    "token_usage": "token usage: ", "accept_len": "accept len: ", "accept_rate": "accept rate: ",
-    "gen_throughput": "gen throughput (token/s): ", "input_throughput": "input throughput (token/s): ",
-    "new_seq": "#new-seq: ", "new_token": "#new-token: ", "cached_token": "#cached-token: ",
-    "pending_token": "#pending-token: ", "cap_len": "cap len: ", "block_accept_len": "block accept len: ",
+    "running_req": "#running-req: ",
+    "queue_req": "#queue-req: ",
+    "tokens": "#token: ",
+    "token_usage": "token usage: ",
+    "accept_len": "accept len: ",
+    "accept_rate": "accept rate: ",
+    "gen_throughput": "gen throughput (token/s): ",
+    "input_throughput": "input throughput (token/s): ",
+    "new_seq": "#new-seq: ",
+    "new_token": "#new-token: ",
+    "cached_token": "#cached-token: ",
+    "pending_token": "#pending-token: ",
+    "cap_len": "cap len: ",
+    "block_accept_len": "block accept len: ",
 }
 # Numbers as Python prints them: 3.05, 1e+30, inf, nan (a value that is not finite is kept as
 # such in the columns and reported as missing, never cut to its leading digits).
@@ -167,20 +215,46 @@ _COL_LINE["accept_len"] = re.compile(r"(?<!block )accept len: " + _NUM)
 _DECODE_SHAPE = re.compile(
     r"#running-req: (\d+), #token: (\d+), token usage: ([\d.]+), (?:accept len: ([\d.]+), "
     r"(?:accept rate: ([\d.]+), )?)?(?:cuda|cpu|npu|musa) graph: (True|False), "
-    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)(?![\w.+-])[^\n]*")   # one match per line
-_DECODE_SHAPE_COLS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate", "_graph",
-                      "gen_throughput", "queue_req")
-_SHAPE_NUMBERS = tuple(c for c in _DECODE_SHAPE_COLS if c != "_graph")   # _logscan.decode_shape's order
+    r"gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)(?![\w.+-])[^\n]*"
+)  # one match per line
+_DECODE_SHAPE_COLS = (
+    "running_req",
+    "tokens",
+    "token_usage",
+    "accept_len",
+    "accept_rate",
+    "_graph",
+    "gen_throughput",
+    "queue_req",
+)
+_SHAPE_NUMBERS = tuple(c for c in _DECODE_SHAPE_COLS if c != "_graph")  # _logscan.decode_shape's order
 _GRAPH_BULK = re.compile(r" graph: (True|False)[^\n]*")
 _GRAPH_ONE = re.compile(r"(?:cuda|cpu|npu|musa) graph: (True|False)")
-_STAMP_BULK = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?[^\]\[\n]*)\] ?", re.M)   # = _STAMP
+_STAMP_BULK = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?[^\]\[\n]*)\] ?", re.M)  # = _STAMP
 _ITER = re.compile(r"batch \[(\d+)\]")
-_INT_FIELDS = {"running_req", "queue_req", "tokens", "new_seq", "new_token", "cached_token",
-               "pending_token", "iter"}
-DECODE_FIELDS = ("running_req", "tokens", "token_usage", "accept_len", "accept_rate",
-                 "gen_throughput", "queue_req", "iter")
-PREFILL_FIELDS = ("new_seq", "new_token", "cached_token", "tokens", "token_usage", "running_req",
-                  "queue_req", "pending_token", "input_throughput", "iter")
+_INT_FIELDS = {"running_req", "queue_req", "tokens", "new_seq", "new_token", "cached_token", "pending_token", "iter"}
+DECODE_FIELDS = (
+    "running_req",
+    "tokens",
+    "token_usage",
+    "accept_len",
+    "accept_rate",
+    "gen_throughput",
+    "queue_req",
+    "iter",
+)
+PREFILL_FIELDS = (
+    "new_seq",
+    "new_token",
+    "cached_token",
+    "tokens",
+    "token_usage",
+    "running_req",
+    "queue_req",
+    "pending_token",
+    "input_throughput",
+    "iter",
+)
 
 
 class Columns:
@@ -191,9 +265,9 @@ class Columns:
         self.kind = kind
         self._lines: list[str] = []
         self._n = 0
-        self._unsplit = False                 # lines are only in _joined yet
+        self._unsplit = False  # lines are only in _joined yet
         self._line: list[int] = []
-        self._pending: list[Callable[[], Iterable[int]]] = []     # callables making line numbers, run on first use
+        self._pending: list[Callable[[], Iterable[int]]] = []  # callables making line numbers, run on first use
         self._joined: Optional[str] = None
         self._cache: dict[str, Any] = {}
 
@@ -219,8 +293,9 @@ class Columns:
             self._line.extend(self._pending.pop(0)())
         return self._line
 
-    def _add(self, lines: list[str], numbers: "Iterable[int] | Callable[[], Iterable[int]]",
-             joined: Optional[str] = None) -> None:
+    def _add(
+        self, lines: list[str], numbers: "Iterable[int] | Callable[[], Iterable[int]]", joined: Optional[str] = None
+    ) -> None:
         """``joined``: the new lines joined by newlines, where the caller made it."""
         fresh = not self._n
         self.lines.extend(lines)
@@ -270,7 +345,7 @@ class Columns:
             if shaped is not None:
                 return shaped
         if name == "iter":
-            vals = ([_ITER.search(s) for s in self.lines] if "batch [" in self.joined else [])
+            vals = [_ITER.search(s) for s in self.lines] if "batch [" in self.joined else []
             arr = np.array([float(m.group(1)) if m else np.nan for m in vals] or [np.nan] * n, dtype=float)
         else:
             found = _COL_BULK[name].findall(self.joined) if n else []
@@ -294,9 +369,13 @@ class Columns:
         self._cache[name] = arr
         return arr
 
-    def _value_columns(self, names: Sequence[str], ints: Optional[Callable[[list[float]], list[Any]]],
-                       floats: Optional[Callable[[list[float]], list[Any]]],
-                       missing: Optional[str]) -> tuple[list[list[Any]], dict[int, list[str]]]:
+    def _value_columns(
+        self,
+        names: Sequence[str],
+        ints: Optional[Callable[[list[float]], list[Any]]],
+        floats: Optional[Callable[[list[float]], list[Any]]],
+        missing: Optional[str],
+    ) -> tuple[list[list[Any]], dict[int, list[str]]]:
         """Each field's values as the list converters ``ints`` / ``floats`` make them (``None``: the
         floats as they are), ``missing`` where a value is not finite; and the rows whose value was
         present but not finite (``{row: [field, ...]}``: a ``nan``/``inf`` the server printed, not a
@@ -309,7 +388,7 @@ class Columns:
         for name in names:
             col = lists[name]
             conv = ints if name in _INT_FIELDS else floats
-            if np.isfinite(self.column(name)).all():         # all finite: the common case
+            if np.isfinite(self.column(name)).all():  # all finite: the common case
                 cols.append(col if conv is None else conv(col))
                 continue
             key = _FIELD_KEYS.get(name, "\0") + "nan"
@@ -346,6 +425,7 @@ class Columns:
                 if bad_rows and i in bad_rows:
                     rec["nonfinite"] = bad_rows[i]
                 yield rec
+
         return gen()
 
     def iter_json(self) -> Iterator[tuple[int, str]]:
@@ -370,9 +450,9 @@ class Columns:
             if got is None:
                 got = quoted[v] = json.dumps(v)
             return got
+
         split = _split_stamps(self.stamps())
-        times = ['"' + t + '"' if _SAFE_TIME.fullmatch(t) else ("null" if not t else json.dumps(t))
-                 for t, _ in split]
+        times = ['"' + t + '"' if _SAFE_TIME.fullmatch(t) else ("null" if not t else json.dumps(t)) for t, _ in split]
         ranks = ["" if not r else ', "rank": ' + q(r) for _, r in split]
         graph = ["true" if g else ("null" if g is None else "false") for g in self.graph()]
         head = '{"kind": "%s", "time": %%s, "line": %%s, ' % self.kind
@@ -389,6 +469,7 @@ class Columns:
         def gen() -> Iterator[tuple[int, str]]:
             for i, row in picked:
                 yield i, tmpl % (row + (bad.get(i, ""),) if bad else row + ("",))
+
         return gen()
 
     def _lists(self) -> dict[str, list[Any]]:
@@ -408,7 +489,7 @@ class Columns:
         if not n:
             return
         got = _native.decode_shape(self.joined) if _native is not None else None
-        if got is not None and len(got[1]) == n:       # (it reads no text that is _unusual)
+        if got is not None and len(got[1]) == n:  # (it reads no text that is _unusual)
             values = np.frombuffer(got[0], dtype=float).reshape(len(_SHAPE_NUMBERS), n)
             self._cache.update(zip(_SHAPE_NUMBERS, values))
             self._cache["_graph"] = list(map(bool, got[1]))
@@ -428,7 +509,7 @@ class Columns:
                     shaped[name] = np.array([float(x) if x else np.nan for x in col], dtype=float)
                 else:
                     shaped[name] = np.array(list(map(float, col)), dtype=float)
-        except ValueError:              # "1.2.3" fits [\d.]+ but is no number: each column's own reading
+        except ValueError:  # "1.2.3" fits [\d.]+ but is no number: each column's own reading
             return
         self._cache.update(shaped)
 
@@ -436,8 +517,7 @@ class Columns:
         got = self._cache.get("_unusual")
         if got is None:
             j = self.joined
-            got = self._cache["_unusual"] = any(k in j for k in ("#full token", "usage: full=",
-                                                                  "block accept len"))
+            got = self._cache["_unusual"] = any(k in j for k in ("#full token", "usage: full=", "block accept len"))
         return got
 
     def graph(self) -> list[Optional[bool]]:
@@ -461,7 +541,7 @@ class Columns:
             got = _native.stamps(self.joined) if n and _native is not None else None
             if got is None or len(got) != n:
                 got = _STAMP_BULK.findall(self.joined) if n else []
-            if len(got) != n:                     # a line with another "[...]" first: its stamp
+            if len(got) != n:  # a line with another "[...]" first: its stamp
                 got = [m.group(1) + m.group(2) if m else "" for m in map(_STAMP.search, self.lines)]
             self._cache["_stamp"] = got
         return got
@@ -479,14 +559,14 @@ class Columns:
         cols = self._lists()
         for name in names:
             v = cols[name][i]
-            if v - v != 0.0:             # NaN (missing, or printed "nan") or +-inf
+            if v - v != 0.0:  # NaN (missing, or printed "nan") or +-inf
                 if v == v or (_FIELD_KEYS.get(name, "\0") + "nan") in self.lines[i]:
                     bad = (bad or []) + [name]
                 rec[name] = None
             else:
                 rec[name] = int(v) if name in _INT_FIELDS else float(v)
         if bad:
-            rec["nonfinite"] = bad       # printed, but not a finite number: reported as missing
+            rec["nonfinite"] = bad  # printed, but not a finite number: reported as missing
         rec["cuda_graph"] = self.graph()[i]
         return rec
 
@@ -522,7 +602,7 @@ class LogScan:
     lines: int = 0
     decode: Columns = field(default_factory=lambda: Columns("decode"))
     prefill: Columns = field(default_factory=lambda: Columns("prefill"))
-    events: list[dict[str, Any]] = field(default_factory=list)     # milestone and failure records, in order
+    events: list[dict[str, Any]] = field(default_factory=list)  # milestone and failure records, in order
 
     def extend(self, other: "LogScan") -> None:
         self.lines += other.lines
@@ -567,19 +647,19 @@ class LogParser:
     startup state (which weight load is the target's, which the draft's) between calls."""
 
     def __init__(self) -> None:
-        self._raw = b""         # the bytes of a partial last line
-        self._partial = ""      # the text of a partial last line (fed as text)
-        self.lines = 0          # complete lines consumed so far
-        self.bytes = 0          # bytes fed so far (when fed bytes): the next read offset
-        self._weights_begin: dict[str, int] = {}     # per rank tag: weight loads seen (target first)
+        self._raw = b""  # the bytes of a partial last line
+        self._partial = ""  # the text of a partial last line (fed as text)
+        self.lines = 0  # complete lines consumed so far
+        self.bytes = 0  # bytes fed so far (when fed bytes): the next read offset
+        self._weights_begin: dict[str, int] = {}  # per rank tag: weight loads seen (target first)
         self._weights_end: dict[str, int] = {}
         self._last_stamp = ""
-        self.server_port: Optional[int] = None       # from the server_args line
-        self._no_context_arg = False                 # server_args says context_length=None
+        self.server_port: Optional[int] = None  # from the server_args line
+        self._no_context_arg = False  # server_args says context_length=None
 
     def feed(self, data: "bytes | bytearray | str", *, final: bool = False) -> LogScan:
         if isinstance(data, str):
-            if self._raw:               # bytes fed before: their partial line comes first
+            if self._raw:  # bytes fed before: their partial line comes first
                 data = codecs.utf_8_decode(self._raw, "replace", True)[0] + data
                 self._raw = b""
             text = self._partial + data if self._partial else data
@@ -592,7 +672,7 @@ class LogParser:
                 text, self._partial = text[:cut], text[cut:]
             return self._parse(text)
         self.bytes += len(data)
-        if self._partial:               # text fed before: its partial line comes first
+        if self._partial:  # text fed before: its partial line comes first
             data = self._partial.encode("utf-8", "surrogatepass") + data
             self._partial = ""
         # whole lines are parsed, the partial last one kept as bytes (no character is split between
@@ -602,7 +682,8 @@ class LogParser:
             self._raw += data
             return LogScan()
         lines: "bytes | bytearray | memoryview" = (
-            self._raw + memoryview(data)[:cut] if self._raw else data if cut == len(data) else memoryview(data)[:cut])
+            self._raw + memoryview(data)[:cut] if self._raw else data if cut == len(data) else memoryview(data)[:cut]
+        )
         self._raw = bytes(data[cut:])
         if final and lines and lines[-1:] != b"\n":
             lines = bytes(lines) + b"\n"
@@ -654,15 +735,17 @@ class LogParser:
         # comes back from there and joins the bulk lines in its place.
         extra = self._rare(scan, lines, other, base) if any(other) else {}
         numbers = range(base + 1, base + 1 + len(lines))
-        if extra:                                   # bulk lines from the rare path join in place
+        if extra:  # bulk lines from the rare path join in place
             for i in extra:
                 common[i] = True
                 at[i] = lines[i].find("] ") if lines[i].startswith("[") else -1
         if any(common):
             sel = list(compress(lines, common))
             sel_at = list(compress(at, common))
-            for cols, prefix, kind in ((scan.decode, "] Decode batch", "decode"),
-                                       (scan.prefill, "] Prefill batch", "prefill")):
+            for cols, prefix, kind in (
+                (scan.decode, "] Decode batch", "decode"),
+                (scan.prefill, "] Prefill batch", "prefill"),
+            ):
                 flags = list(map(str.startswith, sel, repeat(prefix), sel_at))
                 if extra:
                     for j, i in enumerate(compress(range(len(lines)), common)):
@@ -671,15 +754,16 @@ class LogParser:
                 if not any(flags):
                     continue
                 part = list(compress(sel, flags))
+
                 # line numbers are made only when asked for (most uses never need them)
                 def line_numbers(n: range = numbers, c: list[bool] = common, f: list[bool] = flags) -> list[int]:
                     return list(compress(compress(n, c), f))
+
                 part, joined = _bulk(part, "\n".join(part))
                 cols._add(part, line_numbers, joined)
         self._note_last_stamp(lines)
 
-    def _parse_sorted(self, scan: LogScan, src: "str | bytes | bytearray | memoryview",
-                      got: tuple[Any, ...]) -> bool:
+    def _parse_sorted(self, scan: LogScan, src: "str | bytes | bytearray | memoryview", got: tuple[Any, ...]) -> bool:
         """The lines as ``_logscan.sort`` sorted them; False, having changed nothing, where a rare
         line is a bulk line the sort missed (``_parse_lines`` puts it in its place)."""
         d_text, d_rows, d_plain, p_text, p_rows, p_plain, o_text, o_rows, o_starts, starts, ends = got
@@ -698,12 +782,16 @@ class LogParser:
             if rec is not None:
                 rec["line"] = base + i + 1
                 scan.events.append(rec)
-        for cols, joined, idx, plain in ((scan.decode, d_text, d_rows, d_plain),
-                                         (scan.prefill, p_text, p_rows, p_plain)):
+        for cols, joined, idx, plain in (
+            (scan.decode, d_text, d_rows, d_plain),
+            (scan.prefill, p_text, p_rows, p_plain),
+        ):
             if idx:
+
                 def line_numbers(r: bytes = idx, b: int = base + 1) -> list[int]:
                     return [b + i for i in memoryview(r).cast("q")]
-                if plain:                 # split when read (a dashboard reads the decode columns only)
+
+                if plain:  # split when read (a dashboard reads the decode columns only)
                     cols._add_joined(joined, len(idx) // 8, line_numbers)
                 else:
                     part, joined = _bulk(joined.split("\n"), joined)
@@ -772,7 +860,7 @@ class LogParser:
         m = _STAMP.search(line)
         time = m.group(1) if m else self._stamp_before(lines, i) or None
         rank = m.group(2).strip() if m else ""
-        msg = line[m.end():] if m else line.strip()
+        msg = line[m.end() :] if m else line.strip()
         rec: dict[str, Any] = {"kind": "", "time": time}
         if rank:
             rec["rank"] = rank
@@ -790,8 +878,7 @@ class LogParser:
         if cls is not None:
             rec.update(kind="failure", **{"class": cls}, hint=HINTS[cls], text=_clip(msg))
             if cls == "oom":
-                rec["what"] = ("kv-pool" if ("Not enough memory" in msg or "KV pool" in msg)
-                               else "cuda-alloc")
+                rec["what"] = "kv-pool" if ("Not enough memory" in msg or "KV pool" in msg) else "cuda-alloc"
             elif cls == "port-in-use":
                 rec["what"], port = _which_port(msg, self.server_port)
                 if port is not None:
@@ -810,7 +897,7 @@ class LogParser:
         if name is None:
             return None
         rec.update(kind="milestone", name=name, text=_clip(msg))
-        if name == "server_args":           # a (re)start: weight loads count afresh
+        if name == "server_args":  # a (re)start: weight loads count afresh
             self._weights_begin.clear()
             self._weights_end.clear()
             port_m = _ARG_PORT.search(msg)
@@ -838,13 +925,13 @@ def _first_record(line: str) -> str:
     """A line holding two records (a missing newline between writers) gives its first."""
     own = _STAMP.search(line)
     m = _NEXT_STAMP.search(line, own.end() if own else 1)
-    return line[:m.start()] if m else line
+    return line[: m.start()] if m else line
 
 
 def _from_stamp(line: str) -> str:
     """A bulk line from its "[stamp] " on (whatever was pasted or glued before it)."""
     m = _STAMP.search(line)
-    return line[m.start():] if m else line
+    return line[m.start() :] if m else line
 
 
 def _as_bulk(line: str) -> Optional[tuple[str, str]]:
@@ -856,10 +943,12 @@ def _as_bulk(line: str) -> Optional[tuple[str, str]]:
     if b is None or line.lstrip().startswith(("File ", "Traceback")):
         return None
     m = _STAMP.search(line, 0, b.start())
-    if not (m.end() == b.start() if m else "[2" not in line[:b.start()]):
+    if not (m.end() == b.start() if m else "[2" not in line[: b.start()]):
         return None
-    return ("decode" if line.startswith("Decode", b.start()) else "prefill",
-            line[m.start():] if m else line[b.start():])
+    return (
+        "decode" if line.startswith("Decode", b.start()) else "prefill",
+        line[m.start() :] if m else line[b.start() :],
+    )
 
 
 def _bulk(part: list[str], joined: str) -> tuple[list[str], str]:
@@ -869,7 +958,7 @@ def _bulk(part: list[str], joined: str) -> tuple[list[str], str]:
         part = [_from_stamp(x) for x in part]
         joined = "\n".join(part)
     if joined.count(" batch") > len(part):
-        part = [_first_record(x) for x in part]             # records glued on one line
+        part = [_first_record(x) for x in part]  # records glued on one line
         joined = "\n".join(part)
     return part, joined
 
@@ -914,16 +1003,19 @@ class _Lines(Sequence[str]):
     def __getitem__(self, i: "int | slice") -> "str | Sequence[str]":
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        piece = self.src[self.starts[i]:self.ends[i]]
+        piece = self.src[self.starts[i] : self.ends[i]]
         return piece if isinstance(piece, str) else codecs.utf_8_decode(piece, "replace", True)[0]
 
 
 _NO_CONTEXT_ARG = re.compile(r"""(?:'context_length': |\bcontext_length=)None\b""")
 _ARG_PORT = re.compile(r"""(?:'port': |\bport=)(\d+)""")
 _PORT_NUM = re.compile(r"(?:\bport\s*[:=]?\s*|_port at |\d\.\d{1,3}:|\]:|localhost:|', )(\d{3,5})\b", re.I)
-_INTERNAL_PORT = re.compile(r"TCPStore|DistNetworkError|dist_init|nccl_port|port_base|detokenizer_port|rpc_port"
-                            r"|metrics_port|scheduler_input_port|load_collector_port|zmq|ZMQ|Port is already in use"
-                            r"|bootstrap_port|c10d", re.I)
+_INTERNAL_PORT = re.compile(
+    r"TCPStore|DistNetworkError|dist_init|nccl_port|port_base|detokenizer_port|rpc_port"
+    r"|metrics_port|scheduler_input_port|load_collector_port|zmq|ZMQ|Port is already in use"
+    r"|bootstrap_port|c10d",
+    re.I,
+)
 
 
 def _which_port(msg: str, server_port: Optional[int]) -> tuple[str, Optional[int]]:
@@ -940,9 +1032,10 @@ def _which_port(msg: str, server_port: Optional[int]) -> tuple[str, Optional[int
 
 def warning_name(msg: str) -> Optional[str]:
     """A logged warning the server survives (it goes on), or None."""
-    if ("is greater than the derived context_length" in msg and msg.startswith("Warning:")) \
-            or msg.startswith("Overriding the draft model's max_position_embeddings"):
-        return "context-override"     # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set: logged, not raised
+    if ("is greater than the derived context_length" in msg and msg.startswith("Warning:")) or msg.startswith(
+        "Overriding the draft model's max_position_embeddings"
+    ):
+        return "context-override"  # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set: logged, not raised
     return None
 
 
@@ -987,17 +1080,29 @@ def failure_class(msg: str) -> Optional[str]:
     """The failure class of one log message, or None. Order: the most specific text first."""
     if "is greater than the derived context_length" in msg:
         if warning_name(msg) is not None:
-            return None                   # the logged warning: the server overrides and goes on
+            return None  # the logged warning: the server overrides and goes on
         return "draft-context" if "Target model's" in msg else "context-length"
     low = msg.lower()
-    if ("address already in use" in low or "Errno 98" in msg or "EADDRINUSE" in msg
-            or "Port is already in use" in msg or _PORT_BUSY.search(msg)):
+    if (
+        "address already in use" in low
+        or "Errno 98" in msg
+        or "EADDRINUSE" in msg
+        or "Port is already in use" in msg
+        or _PORT_BUSY.search(msg)
+    ):
         return "port-in-use"
-    if ("graph failed" in msg and _GRAPH_FAILED.search(msg)) or "stream is capturing" in msg \
-            or "cudaErrorStreamCapture" in msg:
+    if (
+        ("graph failed" in msg and _GRAPH_FAILED.search(msg))
+        or "stream is capturing" in msg
+        or "cudaErrorStreamCapture" in msg
+    ):
         return "cuda-graph"
-    if ("Not enough memory" in msg or "out of memory" in msg or "OutOfMemoryError" in msg
-            or "leaves no room for the full KV pool" in msg):
+    if (
+        "Not enough memory" in msg
+        or "out of memory" in msg
+        or "OutOfMemoryError" in msg
+        or "leaves no room for the full KV pool" in msg
+    ):
         return "oom"
     if "NCCL error" in msg or "CustomAllreduce" in msg or _NCCL.search(msg):
         return "nccl"
@@ -1005,8 +1110,12 @@ def failure_class(msg: str) -> Optional[str]:
         return "warmup-failed"
     if "Scheduler hit an exception" in msg:
         return "scheduler-exception"
-    if ("scheduler died" in msg or "scheduler is dead" in msg or "Received sigquit" in msg
-            or "Initialization failed" in msg):
+    if (
+        "scheduler died" in msg
+        or "scheduler is dead" in msg
+        or "Received sigquit" in msg
+        or "Initialization failed" in msg
+    ):
         return "process-died"
     return None
 
@@ -1037,7 +1146,7 @@ def _float_texts(col: list[float]) -> list[str]:
     return list(map(float.__repr__, col))
 
 
-STREAM_CHUNK = 1 << 21       # bytes parsed at a time when streaming (memory stays near this)
+STREAM_CHUNK = 1 << 21  # bytes parsed at a time when streaming (memory stays near this)
 
 
 def iter_scans(fh: BinaryIO, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
@@ -1049,15 +1158,15 @@ def iter_scans(fh: BinaryIO, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
     if readinto is None:
         while data := fh.read(chunk):
             scan = p.feed(data)
-            del data              # one chunk alive at a time (its bytes go before the next read)
+            del data  # one chunk alive at a time (its bytes go before the next read)
             yield scan
             del scan
         yield p.finish()
         return
     buf = bytearray(chunk)
-    keep = 0                      # the partial last line, at the buffer's start
+    keep = 0  # the partial last line, at the buffer's start
     while True:
-        if keep == len(buf):      # a line longer than the buffer
+        if keep == len(buf):  # a line longer than the buffer
             buf.extend(bytes(len(buf)))
         with memoryview(buf) as view:
             n = readinto(view[keep:])
@@ -1076,18 +1185,19 @@ def iter_scans(fh: BinaryIO, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
     yield p.feed(bytes(buf[:keep]), final=True)
 
 
-def stream_records(source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None,
-                   chunk: int = STREAM_CHUNK) -> Iterator[dict[str, Any]]:
+def stream_records(
+    source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None, chunk: int = STREAM_CHUNK
+) -> Iterator[dict[str, Any]]:
     """Records of a log file (a path or a binary file object) in line order, in memory that does
     not grow with the log."""
     if not hasattr(source, "read"):
         with open(source, "rb") as fh:
             yield from stream_records(fh, kinds, chunk)
         return
-    scans = iter_scans(cast(BinaryIO, source), chunk)      # a binary file object: it has read()
+    scans = iter_scans(cast(BinaryIO, source), chunk)  # a binary file object: it has read()
     while True:
-        scan = next(scans, None)          # (a loop variable would keep the last chunk alive
-        if scan is None:                  # while the next one is parsed)
+        scan = next(scans, None)  # (a loop variable would keep the last chunk alive
+        if scan is None:  # while the next one is parsed)
             return
         recs = scan.iter_records(kinds)
         del scan
@@ -1099,8 +1209,9 @@ def iter_records(text: "str | bytes") -> Iterator[dict[str, Any]]:
     yield from parse_text(text).iter_records()
 
 
-def classify(events: Iterable[dict[str, Any]], exit_code: Optional[int] = None,
-             process_alive: bool = True) -> Optional[dict[str, Any]]:
+def classify(
+    events: Iterable[dict[str, Any]], exit_code: Optional[int] = None, process_alive: bool = True
+) -> Optional[dict[str, Any]]:
     """The failure that explains a failed start: the most specific class seen in the log, or
     ``process-died`` when the process is gone (or exited non-zero) without a recognised line."""
     found: dict[str, dict[str, Any]] = {}
@@ -1112,9 +1223,15 @@ def classify(events: Iterable[dict[str, Any]], exit_code: Optional[int] = None,
             return dict(found[cls])
     if not process_alive or (exit_code not in (None, 0)):
         text = "the server process is gone" + (f" (exit code {exit_code})" if exit_code is not None else "")
-        return {"kind": "failure", "class": "process-died", "hint": HINTS["process-died"],
-                "text": text, "time": None, "line": None,
-                **({"exit_code": exit_code} if exit_code is not None else {})}
+        return {
+            "kind": "failure",
+            "class": "process-died",
+            "hint": HINTS["process-died"],
+            "text": text,
+            "time": None,
+            "line": None,
+            **({"exit_code": exit_code} if exit_code is not None else {}),
+        }
     return None
 
 
@@ -1124,7 +1241,7 @@ def parse_server_args(text: str) -> dict[str, Any]:
     i = text.find("server_args=")
     if i < 0:
         return {}
-    body = text[i + len("server_args="):].strip()
+    body = text[i + len("server_args=") :].strip()
     try:
         tree = ast.parse(body, mode="eval").body
     except SyntaxError:
@@ -1146,4 +1263,3 @@ def _literal(node: ast.expr, src: str) -> Any:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):
         return ast.get_source_segment(src, node)
-

@@ -32,16 +32,16 @@ class Measurement(Result):
     rounds: int
     completion_tokens: int
     wall_s: float
-    tokens_per_s: float                 # all completion tokens / wall time
+    tokens_per_s: float  # all completion tokens / wall time
     tokens_per_s_per_request: dict[str, Any]  # mean, stdev, min, max
-    accept_len: dict[str, Any]          # per request: mean, stdev, min, max
+    accept_len: dict[str, Any]  # per request: mean, stdev, min, max
     server_accept_len: Optional[float]  # /server_info avg_spec_accept_length after the flush
     rounds_tokens_per_s: list[Any] = field(default_factory=list)
     spec: dict[str, Any] = field(default_factory=dict)
     prompt_set: str = ""
-    warmup_s: float = 0.0               # untimed requests first: a fresh server compiles and captures
-    stable: bool = True                 # False: the numbers should not be trusted (see ``unstable``)
-    unstable: list[Any] = field(default_factory=list)   # why, one line each
+    warmup_s: float = 0.0  # untimed requests first: a fresh server compiles and captures
+    stable: bool = True  # False: the numbers should not be trusted (see ``unstable``)
+    unstable: list[Any] = field(default_factory=list)  # why, one line each
 
     @property
     def accept_length(self) -> Optional[float]:
@@ -94,25 +94,38 @@ def prompt_set(name: Optional[str] = None) -> dict[str, Any]:
         data = json.loads(resources.files("workbench.sglang").joinpath("prompts.json").read_text())
     prompts = data.get("prompts") if isinstance(data, dict) else None
     if not isinstance(prompts, list) or not prompts or not all(isinstance(x, str) for x in prompts):
-        raise InputError(f"{name or 'prompts.json'}: prompts: expected {{\"prompts\": [\"...\", ...]}} (strings)")
+        raise InputError(f'{name or "prompts.json"}: prompts: expected {{"prompts": ["...", ...]}} (strings)')
     if data.get("max_new_tokens") is not None:
         from workbench.numbers import Range, integer
 
         integer(data["max_new_tokens"], f"{name or 'prompts.json'}: max_new_tokens", Range(1, 1 << 20), allow_str=False)
-    return cast("dict[str, Any]", data)     # a dict: checked above
+    return cast("dict[str, Any]", data)  # a dict: checked above
 
 
 def _spread(xs: list[Any]) -> dict[str, Any]:
     xs = [x for x in xs if x is not None]
     if not xs:
         return {"mean": None, "stdev": None, "min": None, "max": None}
-    return {"mean": statistics.fmean(xs), "stdev": statistics.stdev(xs) if len(xs) > 1 else 0.0,
-            "min": min(xs), "max": max(xs)}
+    return {
+        "mean": statistics.fmean(xs),
+        "stdev": statistics.stdev(xs) if len(xs) > 1 else 0.0,
+        "min": min(xs),
+        "max": max(xs),
+    }
 
 
-def run_protocol(client: SGLangClient, server_id: int, *, concurrency: int = 4, max_new_tokens: Optional[int] = None,
-                 rounds: int = 1, prompts: Optional[str] = None, flush_wait: float = 30.0,
-                 progress: Optional[Callable[[int, int], None]] = None, warmup: int = 1) -> Measurement:
+def run_protocol(
+    client: SGLangClient,
+    server_id: int,
+    *,
+    concurrency: int = 4,
+    max_new_tokens: Optional[int] = None,
+    rounds: int = 1,
+    prompts: Optional[str] = None,
+    flush_wait: float = 30.0,
+    progress: Optional[Callable[[int, int], None]] = None,
+    warmup: int = 1,
+) -> Measurement:
     """Warm-up (``warmup`` untimed requests per concurrency slot, short), flush, then ``rounds``
     timed passes over the prompt set; the result says whether it is stable enough to compare."""
     ps = prompt_set(prompts)
@@ -123,7 +136,7 @@ def run_protocol(client: SGLangClient, server_id: int, *, concurrency: int = 4, 
     w0 = time.monotonic()
     if warmup:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            list(pool.map(lambda t: client.generate(t, min(m, 32)), (texts * concurrency)[:warmup * concurrency]))
+            list(pool.map(lambda t: client.generate(t, min(m, 32)), (texts * concurrency)[: warmup * concurrency]))
     warmup_s = time.monotonic() - w0
     deadline = time.monotonic() + flush_wait
     while True:
@@ -131,8 +144,9 @@ def run_protocol(client: SGLangClient, server_id: int, *, concurrency: int = 4, 
         if ok:
             break
         if time.monotonic() > deadline:
-            raise WorkbenchError(f"server {server_id}: /flush_cache refused for {flush_wait:g} s "
-                                 f"(requests still running): {text[:120]}")
+            raise WorkbenchError(
+                f"server {server_id}: /flush_cache refused for {flush_wait:g} s (requests still running): {text[:120]}"
+            )
         time.sleep(1)
     per_al, per_tps, round_tps = [], [], []
     total_tokens, total_wall = 0, 0.0
@@ -164,7 +178,22 @@ def run_protocol(client: SGLangClient, server_id: int, *, concurrency: int = 4, 
     spec = spec_summary(client.server_info())
     per_request = _spread(per_tps)
     why = stability(total_wall, round_tps, per_request)
-    return Measurement(server_id, len(texts), concurrency, m, rounds, total_tokens, total_wall,
-                       total_tokens / total_wall if total_wall else 0.0, per_request, _spread(per_al),
-                       spec.get("avg_spec_accept_length"), round_tps, spec, ps.get("name", ""),
-                       warmup_s=warmup_s, stable=not why, unstable=why)
+    return Measurement(
+        server_id,
+        len(texts),
+        concurrency,
+        m,
+        rounds,
+        total_tokens,
+        total_wall,
+        total_tokens / total_wall if total_wall else 0.0,
+        per_request,
+        _spread(per_al),
+        spec.get("avg_spec_accept_length"),
+        round_tps,
+        spec,
+        ps.get("name", ""),
+        warmup_s=warmup_s,
+        stable=not why,
+        unstable=why,
+    )

@@ -21,13 +21,29 @@ from workbench.numbers import Range, number
 from workbench.results import Result
 
 SPEC_KEYS = ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
-_KEYS = {"extends", "host", "launcher", "model", "draft", "port", "log", "run_dir", "env", "args",
-         "remove_args", "speculative", "sglang_version", "gpus", "description", "ready_timeout",
-         "stop_grace"}
+_KEYS = {
+    "extends",
+    "host",
+    "launcher",
+    "model",
+    "draft",
+    "port",
+    "log",
+    "run_dir",
+    "env",
+    "args",
+    "remove_args",
+    "speculative",
+    "sglang_version",
+    "gpus",
+    "description",
+    "ready_timeout",
+    "stop_grace",
+}
 DEFAULT_PORT = 30000
 # seconds, finite and bounded, so a stop or a readiness wait always ends (an infinite grace would
 # hang a stop over SSH for ever); used for profile keys and for the matching flags alike
-GRACE = Range(0, 86400)                      # stop_grace / --grace: 0 = SIGKILL right after SIGTERM
+GRACE = Range(0, 86400)  # stop_grace / --grace: 0 = SIGKILL right after SIGTERM
 TIMEOUT = Range(0, 7 * 86400, lo_open=True)  # ready_timeout / --timeout
 
 
@@ -35,7 +51,7 @@ TIMEOUT = Range(0, 7 * 86400, lo_open=True)  # ready_timeout / --timeout
 class Profile(Result):
     name: str
     host: str = "local"
-    launcher: Optional[list[Any]] = None          # None: [host python, -m, sglang.launch_server]
+    launcher: Optional[list[Any]] = None  # None: [host python, -m, sglang.launch_server]
     model: str = ""
     draft: Optional[str] = None
     port: int = DEFAULT_PORT
@@ -49,7 +65,7 @@ class Profile(Result):
     description: str = ""
     ready_timeout: float = 1200.0
     stop_grace: float = 30.0
-    chain: list[Any] = field(default_factory=list)   # [name, parent, grandparent, ...]
+    chain: list[Any] = field(default_factory=list)  # [name, parent, grandparent, ...]
 
     @property
     def log_path(self) -> str:
@@ -106,8 +122,10 @@ def _merge_args(parent: list[Any], child: list[Any], remove: list[Any], where: s
 def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.toml") -> Profile:
     if name not in profiles:
         if not profiles:
-            raise InputError(f"{source}: no profile {name!r}: no profiles are defined yet (to start from the "
-                             "samples, copy sample_configs/workbench.toml into the workspace folder)")
+            raise InputError(
+                f"{source}: no profile {name!r}: no profiles are defined yet (to start from the "
+                "samples, copy sample_configs/workbench.toml into the workspace folder)"
+            )
         import difflib
 
         close = difflib.get_close_matches(name, list(profiles), n=1)
@@ -134,8 +152,10 @@ def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.t
             if key in ("extends", "remove_args"):
                 continue
             if key == "env":
-                merged["env"] = {**{k: str(v) for k, v in value.items()},
-                                 **{k: v for k, v in merged.get("env", {}).items() if k not in value}}
+                merged["env"] = {
+                    **{k: str(v) for k, v in value.items()},
+                    **{k: v for k, v in merged.get("env", {}).items() if k not in value},
+                }
             elif key == "args":
                 merged["args"] = _merge_args(merged.get("args", []), value, t.get("remove_args", []), where + ".args")
             elif key == "speculative":
@@ -150,20 +170,33 @@ def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.t
     if isinstance(launcher, str):
         launcher = launcher.split()
     return Profile(
-        name=name, host=merged.get("host", "local"), launcher=launcher, model=merged["model"],
-        draft=merged.get("draft"), port=int(merged.get("port", DEFAULT_PORT)), log=merged.get("log"),
-        run_dir=merged.get("run_dir"), env=merged.get("env", {}), args=merged.get("args", []),
-        speculative=merged.get("speculative", {}), sglang_version=merged.get("sglang_version"),
-        gpus=merged.get("gpus"), description=merged.get("description", ""),
-        ready_timeout=float(merged.get("ready_timeout", 1200)), stop_grace=float(merged.get("stop_grace", 30)),
-        chain=chain)
+        name=name,
+        host=merged.get("host", "local"),
+        launcher=launcher,
+        model=merged["model"],
+        draft=merged.get("draft"),
+        port=int(merged.get("port", DEFAULT_PORT)),
+        log=merged.get("log"),
+        run_dir=merged.get("run_dir"),
+        env=merged.get("env", {}),
+        args=merged.get("args", []),
+        speculative=merged.get("speculative", {}),
+        sglang_version=merged.get("sglang_version"),
+        gpus=merged.get("gpus"),
+        description=merged.get("description", ""),
+        ready_timeout=float(merged.get("ready_timeout", 1200)),
+        stop_grace=float(merged.get("stop_grace", 30)),
+        chain=chain,
+    )
 
 
 def _check_table(t: dict[str, Any], where: str) -> None:
     unknown = set(t) - _KEYS
-    if "draft_config_version" in unknown:   # once accepted and ignored: the launch records the version itself
-        raise InputError(f"{where}.draft_config_version: not a profile key; each launch records the draft config "
-                         "it loaded in the config history (see `eagle-workbench config history`)")
+    if "draft_config_version" in unknown:  # once accepted and ignored: the launch records the version itself
+        raise InputError(
+            f"{where}.draft_config_version: not a profile key; each launch records the draft config "
+            "it loaded in the config history (see `eagle-workbench config history`)"
+        )
     if unknown:
         raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected one of {', '.join(sorted(_KEYS))})")
     for key in ("extends", "host", "model", "draft", "log", "run_dir", "sglang_version", "description"):
@@ -173,26 +206,30 @@ def _check_table(t: dict[str, Any], where: str) -> None:
         raise InputError(f"{where}.port: expected a port number, got {t['port']!r}")
     for key in ("args", "remove_args"):
         if key in t and (not isinstance(t[key], list) or not all(isinstance(a, str) for a in t[key])):
-            raise InputError(f"{where}.{key}: expected a list of strings like [\"--tp-size\", \"8\"]")
-    if "launcher" in t and not (isinstance(t["launcher"], str) or
-                                (isinstance(t["launcher"], list) and all(isinstance(a, str) for a in t["launcher"]))):
+            raise InputError(f'{where}.{key}: expected a list of strings like ["--tp-size", "8"]')
+    if "launcher" in t and not (
+        isinstance(t["launcher"], str)
+        or (isinstance(t["launcher"], list) and all(isinstance(a, str) for a in t["launcher"]))
+    ):
         raise InputError(f"{where}.launcher: expected a command (string or list of strings)")
     if "env" in t:
         if not isinstance(t["env"], dict):
-            raise InputError(f"{where}.env: expected a table of NAME = \"value\"")
+            raise InputError(f'{where}.env: expected a table of NAME = "value"')
         for k, v in t["env"].items():
             if not isinstance(v, (str, int, float, bool)) or isinstance(v, bool):
                 raise InputError(f"{where}.env.{k}: expected a string value, got {v!r}")
     if "speculative" in t:
         spec = t["speculative"]
         if not isinstance(spec, dict):
-            raise InputError(f"{where}.speculative: expected a table {{algorithm, num_steps, eagle_topk, num_draft_tokens}}")
+            raise InputError(
+                f"{where}.speculative: expected a table {{algorithm, num_steps, eagle_topk, num_draft_tokens}}"
+            )
         for k, v in spec.items():
             if k not in SPEC_KEYS:
                 raise InputError(f"{where}.speculative.{k}: unknown key (expected {', '.join(SPEC_KEYS)})")
             if k == "algorithm":
                 if not isinstance(v, str):
-                    raise InputError(f"{where}.speculative.algorithm: expected a name like \"EAGLE3\"")
+                    raise InputError(f'{where}.speculative.algorithm: expected a name like "EAGLE3"')
             elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InputError(f"{where}.speculative.{k}: expected a positive integer, got {v!r}")
     if "gpus" in t and (not isinstance(t["gpus"], list) or not all(isinstance(g, int) for g in t["gpus"])):

@@ -20,16 +20,16 @@ from workbench.results import Result
 class ServerState(StrEnum):
     """A server's state: stored in the journal as these strings, shown as they are."""
 
-    LAUNCHING = "launching"    # row written, launch command not yet answered
-    STARTING = "starting"      # process running, not ready yet
-    READY = "ready"            # the log says ready
-    FAILING = "failing"        # running, but the log shows a failure (derived, never stored)
-    STOPPING = "stopping"      # a stop is signalling it
-    FAILED = "failed"          # died (or hung after a failure) before ready
-    EXITED = "exited"          # died after it was ready
-    STOPPED = "stopped"        # stopped by the workbench
-    TIMEOUT = "timeout"        # not ready in time (a wait's verdict, never stored)
-    UNKNOWN = "unknown"        # its host did not answer (derived, never stored)
+    LAUNCHING = "launching"  # row written, launch command not yet answered
+    STARTING = "starting"  # process running, not ready yet
+    READY = "ready"  # the log says ready
+    FAILING = "failing"  # running, but the log shows a failure (derived, never stored)
+    STOPPING = "stopping"  # a stop is signalling it
+    FAILED = "failed"  # died (or hung after a failure) before ready
+    EXITED = "exited"  # died after it was ready
+    STOPPED = "stopped"  # stopped by the workbench
+    TIMEOUT = "timeout"  # not ready in time (a wait's verdict, never stored)
+    UNKNOWN = "unknown"  # its host did not answer (derived, never stored)
 
 
 S = ServerState
@@ -46,10 +46,14 @@ STOPPABLE: tuple[ServerState, ...] = (*LIVE, S.FAILED)
 
 #: the startup's stages, in order: (key, what a face shows)
 STAGES: list[tuple[str, str]] = [
-    ("server_args", "arguments"), ("weights_target", "target weights"),
-    ("weights_draft", "draft weights"), ("kv_cache", "KV cache"),
-    ("graphs_target", "target CUDA graphs"), ("graphs_draft", "draft CUDA graphs"),
-    ("ready", "ready")]
+    ("server_args", "arguments"),
+    ("weights_target", "target weights"),
+    ("weights_draft", "draft weights"),
+    ("kv_cache", "KV cache"),
+    ("graphs_target", "target CUDA graphs"),
+    ("graphs_draft", "draft CUDA graphs"),
+    ("ready", "ready"),
+]
 
 
 @dataclass
@@ -79,10 +83,23 @@ def failed_alive(r: ServerRecord) -> bool:
 
 def record_of(row: sqlite3.Row) -> ServerRecord:
     st = row["start_time"]
-    return ServerRecord(row["id"], row["profile"], row["host"], row["pid"], row["pgid"],
-                        int(st) if st not in (None, "", "None") else None, row["port"], row["log_path"],
-                        json.loads(row["argv"]), json.loads(row["env"]), row["draft_config_sha256"], row["state"],
-                        row["launched"], row["stopped"], json.loads(row["extra"] or "{}"))
+    return ServerRecord(
+        row["id"],
+        row["profile"],
+        row["host"],
+        row["pid"],
+        row["pgid"],
+        int(st) if st not in (None, "", "None") else None,
+        row["port"],
+        row["log_path"],
+        json.loads(row["argv"]),
+        json.loads(row["env"]),
+        row["draft_config_sha256"],
+        row["state"],
+        row["launched"],
+        row["stopped"],
+        json.loads(row["extra"] or "{}"),
+    )
 
 
 class Registry:
@@ -104,8 +121,10 @@ class Registry:
         sql = "SELECT * FROM servers"
         args: tuple[str, ...] = ()
         if active:
-            sql += (f" WHERE state IN ({', '.join('?' * len(RUNNING))})"
-                    f" OR (state IN ({', '.join('?' * len(ENDED))}) AND stopped IS NULL AND pid IS NOT NULL)")
+            sql += (
+                f" WHERE state IN ({', '.join('?' * len(RUNNING))})"
+                f" OR (state IN ({', '.join('?' * len(ENDED))}) AND stopped IS NULL AND pid IS NOT NULL)"
+            )
             args = (*(s.value for s in RUNNING), *(s.value for s in ENDED))
         return [record_of(r) for r in self.journal.db.execute(sql + " ORDER BY id", args)]
 
@@ -119,21 +138,43 @@ class Registry:
         return record_of(row) if row is not None else None
 
     def last_launch(self, profile: str) -> Optional[ServerRecord]:
-        row = self.journal.db.execute("SELECT * FROM servers WHERE profile = ? ORDER BY id DESC LIMIT 1",
-                                      (profile,)).fetchone()
+        row = self.journal.db.execute(
+            "SELECT * FROM servers WHERE profile = ? ORDER BY id DESC LIMIT 1", (profile,)
+        ).fetchone()
         return record_of(row) if row is not None else None
 
-    def insert(self, profile: str, host: str, port: Optional[int], log: str, argv: list[str],
-               env: dict[str, str], draft_config_sha256: Optional[str], launched: float,
-               extra: dict[str, Any], log_of: "Any") -> tuple[int, str]:
+    def insert(
+        self,
+        profile: str,
+        host: str,
+        port: Optional[int],
+        log: str,
+        argv: list[str],
+        env: dict[str, str],
+        draft_config_sha256: Optional[str],
+        launched: float,
+        extra: dict[str, Any],
+        log_of: "Any",
+    ) -> tuple[int, str]:
         """A new ``launching`` row; ``log_of(sid)`` names its own log, written in the same transaction.
         Returns (id, log path)."""
         with self.journal.transaction() as db:
             cur = db.execute(
                 "INSERT INTO servers(profile, host, port, log_path, argv, env, draft_config_sha256, state, "
                 "launched, extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (profile, host, port, log, json.dumps(argv), json.dumps(env), draft_config_sha256,
-                 ServerState.LAUNCHING.value, launched, json.dumps(extra)))
+                (
+                    profile,
+                    host,
+                    port,
+                    log,
+                    json.dumps(argv),
+                    json.dumps(env),
+                    draft_config_sha256,
+                    ServerState.LAUNCHING.value,
+                    launched,
+                    json.dumps(extra),
+                ),
+            )
             sid = int(cur.lastrowid or 0)
             path = str(log_of(sid))
             db.execute("UPDATE servers SET log_path = ? WHERE id = ?", (path, sid))
@@ -143,10 +184,17 @@ class Registry:
         """The launched process's identity, as the host read it: the server is starting."""
         self.journal.db.execute(
             "UPDATE servers SET pid = ?, pgid = ?, start_time = ?, state = ? WHERE id = ?",
-            (pid, pgid, starttime, ServerState.STARTING.value, sid))
+            (pid, pgid, starttime, ServerState.STARTING.value, sid),
+        )
 
-    def set(self, sid: int, state: Optional[str] = None, extra: Optional[dict[str, Any]] = None,
-            stopped: Optional[float] = None, expect: Optional[str] = None) -> bool:
+    def set(
+        self,
+        sid: int,
+        state: Optional[str] = None,
+        extra: Optional[dict[str, Any]] = None,
+        stopped: Optional[float] = None,
+        expect: Optional[str] = None,
+    ) -> bool:
         """Update a server row; with ``expect``, only if its state is still that (a stop and a
         refresh may race: the refresh must not call a server the user is stopping "exited")."""
         with self.journal.transaction() as db:
@@ -157,6 +205,8 @@ class Registry:
             if extra:
                 ex.update(extra)
             new = str(state.value if isinstance(state, ServerState) else state) if state else row["state"]
-            db.execute("UPDATE servers SET state = ?, extra = ?, stopped = COALESCE(?, stopped) WHERE id = ?",
-                       (new, json.dumps(ex), stopped, sid))
+            db.execute(
+                "UPDATE servers SET state = ?, extra = ?, stopped = COALESCE(?, stopped) WHERE id = ?",
+                (new, json.dumps(ex), stopped, sid),
+            )
         return True

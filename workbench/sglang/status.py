@@ -56,22 +56,21 @@ class ServerStatus(Result):
     id: int
     profile: str
     host: str
-    state: str                    # starting, ready, failed, exited, stopped, unknown
-    process: str                  # running, zombie, gone, replaced, leftover (leader gone, children live), unknown
+    state: str  # starting, ready, failed, exited, stopped, unknown
+    process: str  # running, zombie, gone, replaced, leftover (leader gone, children live), unknown
     pid: Optional[int]
     port: Optional[int]
     uptime_s: Optional[float]
     log_size: Optional[int]
     stale: bool = False
     error: Optional[str] = None
-    progress: list[Any] = field(default_factory=list)     # milestone names reached, in order
+    progress: list[Any] = field(default_factory=list)  # milestone names reached, in order
     stage: str = ""
     failure: Optional[dict[str, Any]] = None
-    metrics: dict[str, Any] = field(default_factory=dict)      # last decode line
-    series: dict[str, Any] = field(default_factory=dict)       # accept_len / gen_throughput history
+    metrics: dict[str, Any] = field(default_factory=dict)  # last decode line
+    series: dict[str, Any] = field(default_factory=dict)  # accept_len / gen_throughput history
     gpus: list[Any] = field(default_factory=list)
     checked: float = 0.0
-
 
 
 class Status:
@@ -118,14 +117,26 @@ class Status:
         for r in recs:
             f = self.follower(r.id)
             live = r.state in RUNNING or failed_alive(r)
-            req["servers"].append({"id": r.id, "pid": r.pid if live else None, "pgid": r.pgid if live else None,
-                                   "starttime": r.starttime, "token": r.extra.get("launch_token"),
-                                   "boot_id": r.extra.get("boot_id"), "log": r.log, "offset": f.offset,
-                                   "cap": READ_CAP})
+            req["servers"].append(
+                {
+                    "id": r.id,
+                    "pid": r.pid if live else None,
+                    "pgid": r.pgid if live else None,
+                    "starttime": r.starttime,
+                    "token": r.extra.get("launch_token"),
+                    "boot_id": r.extra.get("boot_id"),
+                    "log": r.log,
+                    "offset": f.offset,
+                    "cap": READ_CAP,
+                }
+            )
         try:
             host = self.hosts.get(host_name)
-            res = host.run([self.hosts.get(host_name).python,
-                            "-c", host_scripts.STATUS, host_scripts.as_arg(req)], timeout=30, idempotent=True)
+            res = host.run(
+                [self.hosts.get(host_name).python, "-c", host_scripts.STATUS, host_scripts.as_arg(req)],
+                timeout=30,
+                idempotent=True,
+            )
             if res.rc != 0:
                 raise HostError(f"host {host_name}: status script exit {res.rc}: {res.err.strip()[-200:]}")
             data = json.loads(res.out)
@@ -143,11 +154,24 @@ class Status:
         if last is not None:
             s = ServerStatus(**{**last.__dict__, "stale": True, "error": error})
         else:
-            s = ServerStatus(r.id, r.profile, r.host, ServerState.UNKNOWN if r.state in LIVE
-                             else r.state, "unknown", r.pid, r.port, None, None, stale=True, error=error)
+            s = ServerStatus(
+                r.id,
+                r.profile,
+                r.host,
+                ServerState.UNKNOWN if r.state in LIVE else r.state,
+                "unknown",
+                r.pid,
+                r.port,
+                None,
+                None,
+                stale=True,
+                error=error,
+            )
         return s
 
-    def _derive(self, r: ServerRecord, row: dict[str, Any], gpu_rows: list[Any], gpu_error: Optional[str]) -> ServerStatus:
+    def _derive(
+        self, r: ServerRecord, row: dict[str, Any], gpu_rows: list[Any], gpu_error: Optional[str]
+    ) -> ServerStatus:
         f = self.follower(r.id)
         if row.get("data"):
             f.feed(base64.b64decode(row["data"]), row.get("offset", 0))
@@ -165,10 +189,18 @@ class Status:
                     state = ServerState.FAILED
                 failure = verdict
                 # children that outlive the leader keep the server unfinished (and stoppable)
-                if self.registry.set(r.id, state=state, extra={"failure": verdict, "leftover": leftover},
-                             stopped=None if leftover else time.time(), expect=r.state):
-                    self._record("server.exited" if state == ServerState.EXITED else "server.failed", f"server:{r.id}",
-                                 {"failure": verdict, "profile": r.profile})
+                if self.registry.set(
+                    r.id,
+                    state=state,
+                    extra={"failure": verdict, "leftover": leftover},
+                    stopped=None if leftover else time.time(),
+                    expect=r.state,
+                ):
+                    self._record(
+                        "server.exited" if state == ServerState.EXITED else "server.failed",
+                        f"server:{r.id}",
+                        {"failure": verdict, "profile": r.profile},
+                    )
                 else:
                     state, failure = self.registry.get(r.id).state, None
             elif fails:
@@ -176,8 +208,9 @@ class Status:
                 state = ServerState.FAILING
             elif f.ready:
                 state = ServerState.READY
-                if r.state != ServerState.READY and self.registry.set(r.id, state=ServerState.READY, extra={"ready_at": time.time()},
-                                                    expect=r.state):
+                if r.state != ServerState.READY and self.registry.set(
+                    r.id, state=ServerState.READY, extra={"ready_at": time.time()}, expect=r.state
+                ):
                     self._record("server.ready", f"server:{r.id}", {"profile": r.profile})
             else:
                 state = ServerState.STARTING
@@ -193,10 +226,24 @@ class Status:
         mine = set(r.extra.get("gpus") or [])
         gpus = [g for g in gpu_rows if not mine or g.index in mine]
         s = ServerStatus(
-            r.id, r.profile, r.host, state, proc, r.pid, r.port, row.get("age_s"), row.get("log_size"),
-            error=gpu_error, progress=f.progress(), stage=f.stage() if state == ServerState.STARTING else state,
-            failure=failure, metrics=f.last_decode, series={k: list(v) for k, v in f.series.items()},
-            gpus=gpus, checked=time.time())
+            r.id,
+            r.profile,
+            r.host,
+            state,
+            proc,
+            r.pid,
+            r.port,
+            row.get("age_s"),
+            row.get("log_size"),
+            error=gpu_error,
+            progress=f.progress(),
+            stage=f.stage() if state == ServerState.STARTING else state,
+            failure=failure,
+            metrics=f.last_decode,
+            series={k: list(v) for k, v in f.series.items()},
+            gpus=gpus,
+            checked=time.time(),
+        )
         self._last[r.id] = s
         return s
 

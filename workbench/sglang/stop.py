@@ -38,8 +38,9 @@ class Stopper:
         self.follow = follow
         self._record = record
 
-    def stop(self, sid: int, grace: Optional[float] = None, gpu_wait: float = 60.0,
-             idle_mib: Optional[float] = None) -> StopResult:
+    def stop(
+        self, sid: int, grace: Optional[float] = None, gpu_wait: float = 60.0, idle_mib: Optional[float] = None
+    ) -> StopResult:
         r = self.registry.get(sid)
         if r.pid is None or r.starttime is None:
             raise WorkbenchError(f"server {sid}: no process identity recorded; nothing to stop")
@@ -47,8 +48,15 @@ class Stopper:
         host = self.hosts.get(r.host)
         python = self.hosts.get(r.host).python
         kill_wait = 10
-        req = {"pid": r.pid, "pgid": r.pgid or r.pid, "starttime": r.starttime, "boot_id": r.extra.get("boot_id"),
-               "token": r.extra.get("launch_token"), "grace": grace, "kill_wait": kill_wait}
+        req = {
+            "pid": r.pid,
+            "pgid": r.pgid or r.pid,
+            "starttime": r.starttime,
+            "boot_id": r.extra.get("boot_id"),
+            "token": r.extra.get("launch_token"),
+            "grace": grace,
+            "kill_wait": kill_wait,
+        }
         live = r.state in LIVE
         if live:
             self.registry.set(sid, state=ServerState.STOPPING)
@@ -70,21 +78,27 @@ class Stopper:
         state = r.state if r.state in ENDED else ServerState.STOPPED
         self.registry.set(sid, state=state, stopped=time.time())
         idle, gpus = self.gpus_idle(r, wait=gpu_wait, idle_mib=idle_mib)
-        msg = {"stopped": "stopped", "already-gone": "the process was already gone",
-               "survivors": f"processes survived SIGKILL: {out.get('remaining')}"}[out["result"]]
+        msg = {
+            "stopped": "stopped",
+            "already-gone": "the process was already gone",
+            "survivors": f"processes survived SIGKILL: {out.get('remaining')}",
+        }[out["result"]]
         if idle is False:
-            msg += "; GPUs still hold memory: " + ", ".join(f"GPU{g.index} {g.used_mib:g} MiB" for g in gpus
-                                                            if g.used_mib and g.used_mib > (idle_mib or 0))
-        return StopResult(sid, out["result"], out.get("signals", []), out.get("remaining", []), out.get("elapsed"),
-                          idle, gpus, msg)
+            msg += "; GPUs still hold memory: " + ", ".join(
+                f"GPU{g.index} {g.used_mib:g} MiB" for g in gpus if g.used_mib and g.used_mib > (idle_mib or 0)
+            )
+        return StopResult(
+            sid, out["result"], out.get("signals", []), out.get("remaining", []), out.get("elapsed"), idle, gpus, msg
+        )
 
     @staticmethod
     def stop_grace(r: ServerRecord, grace: Optional[float] = None) -> float:
         """The seconds between SIGTERM and SIGKILL: the caller's, else the profile's at launch; finite."""
         return number(grace if grace is not None else r.extra.get("stop_grace", 30), "grace", GRACE)
 
-    def gpus_idle(self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None,
-                  poll: float = 1.0) -> tuple[Optional[bool], list[GPU]]:
+    def gpus_idle(
+        self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None, poll: float = 1.0
+    ) -> tuple[Optional[bool], list[GPU]]:
         """Poll nvidia-smi until the server's GPUs use at most ``idle_mib`` (the driver frees
         memory a little after the processes exit)."""
         threshold = idle_mib if idle_mib is not None else float(self.hosts.settings(r.host).get("gpu_idle_mib", 500))
@@ -93,11 +107,14 @@ class Stopper:
         host = self.hosts.get(r.host)
         python = self.hosts.get(r.host).python
         while True:
-            res = host.run([python, "-c", host_scripts.STATUS, host_scripts.as_arg({"servers": [], "gpus": True})],
-                           timeout=30, idempotent=True)
+            res = host.run(
+                [python, "-c", host_scripts.STATUS, host_scripts.as_arg({"servers": [], "gpus": True})],
+                timeout=30,
+                idempotent=True,
+            )
             g = json.loads(res.out).get("gpus", {})
             if g.get("rc") != 0:
-                return None, []            # no nvidia-smi on this host
+                return None, []  # no nvidia-smi on this host
             rows = [x for x in parse_gpus(g["csv"]) if not mine or x.index in mine]
             busy = [x for x in rows if x.used_mib is not None and x.used_mib > threshold]
             if not busy:

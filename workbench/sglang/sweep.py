@@ -30,12 +30,12 @@ if TYPE_CHECKING:
 @dataclass
 class SweepPoint(Result):
     key: str
-    num_steps: int              # 0: the baseline without speculation
+    num_steps: int  # 0: the baseline without speculation
     eagle_topk: int
     num_draft_tokens: int
     env: dict[str, Any]
     server_id: Optional[int] = None
-    state: str = "pending"      # measured, failed, pending
+    state: str = "pending"  # measured, failed, pending
     tokens_per_s: Optional[float] = None
     tokens_per_s_per_request: Optional[float] = None
     accept_len: Optional[float] = None
@@ -48,7 +48,7 @@ class SweepPoint(Result):
 class SweepResult(Result):
     sweep_id: str
     profile: str
-    points: list[SweepPoint]     # ranked, best first (failed last)
+    points: list[SweepPoint]  # ranked, best first (failed last)
     best: Optional[dict[str, Any]]
     model: Optional[dict[str, Any]]
     resumed: int = 0
@@ -60,7 +60,9 @@ def env_label(env: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "-"
 
 
-def expand(steps: list[Any], topks: list[Any], ndts: Optional[list[Any]], envs: list[Any], baseline: bool) -> list[SweepPoint]:
+def expand(
+    steps: list[Any], topks: list[Any], ndts: Optional[list[Any]], envs: list[Any], baseline: bool
+) -> list[SweepPoint]:
     """The grid; invalid triples (topk 1 needs ndt = steps+1; ndt <= steps*topk+1) are left out."""
     if any(not isinstance(x, int) or x < 1 for x in [*steps, *topks, *(ndts or [])]):
         raise InputError("sweep: steps, topk and draft tokens must be positive integers")
@@ -99,8 +101,7 @@ def sweep_id(profile: str, points: list[Any], measure: dict[str, Any]) -> str:
 
 def fit_model(points: list[Any]) -> Optional[dict[str, Any]]:
     """Fit the cycle-time model to measured speculative points (needs 3 distinct ones)."""
-    rows = [p for p in points if p.state == "measured" and p.num_steps and p.accept_len
-            and p.tokens_per_s_per_request]
+    rows = [p for p in points if p.state == "measured" and p.num_steps and p.accept_len and p.tokens_per_s_per_request]
     if len({(p.num_steps, p.num_draft_tokens) for p in rows}) < 3:
         return None
     import numpy as np
@@ -122,11 +123,15 @@ def fit_model(points: list[Any]) -> Optional[dict[str, Any]]:
         pred = A @ coef
     ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum()) or 1e-30
-    out = {"form": "tokens/s per request = AL / (t_verify(ndt) + steps * t_draft), t_verify = a + b*ndt",
-           "t_verify_a_s": a, "t_verify_b_s_per_token": b, "t_draft_s": c, "r2": 1 - ss_res / ss_tot,
-           "points": len(rows),
-           "predicted_tokens_per_s": {p.key: (p.accept_len / float(pv)) if pv > 0 else None
-                                      for p, pv in zip(rows, pred)}}
+    out = {
+        "form": "tokens/s per request = AL / (t_verify(ndt) + steps * t_draft), t_verify = a + b*ndt",
+        "t_verify_a_s": a,
+        "t_verify_b_s_per_token": b,
+        "t_draft_s": c,
+        "r2": 1 - ss_res / ss_tot,
+        "points": len(rows),
+        "predicted_tokens_per_s": {p.key: (p.accept_len / float(pv)) if pv > 0 else None for p, pv in zip(rows, pred)},
+    }
     if note:
         out["note"] = note
     out.update(_predictor_ranking(rows, a, b, c))
@@ -147,8 +152,14 @@ def _predictor_ranking(rows: list[Any], a: float, b: float, t_draft: float) -> d
         return {"predictor_note": "fitted verify times are not positive; no predicted ranking"}
     try:
         fitted = predict.fit({s: min(max(al, 1.0), s + 1.0) for s, al in chain.items()}, max_steps=top)
-        ranked = predict.sweep("conditional", fitted.conditional, verify_ms=verify, draft_ms=t_draft * 1000.0,
-                               steps=range(1, top + 1), topks=[1])
+        ranked = predict.sweep(
+            "conditional",
+            fitted.conditional,
+            verify_ms=verify,
+            draft_ms=t_draft * 1000.0,
+            steps=range(1, top + 1),
+            topks=[1],
+        )
     except Exception as exc:  # a degenerate fit must not lose the sweep's measurements
         return {"predictor_note": f"predictor could not rank: {exc}"}
     table = ranked.to_dict()["table"]
@@ -170,16 +181,38 @@ class SweepOps(Protocol):
     def server(self, server_id: int) -> "ServerRecord": ...
     def launch(self, name: str, *, confirm: bool = False) -> "ServerRecord": ...
     def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0) -> "ServerStatus": ...
-    def server_measure(self, server_id: int, *, concurrency: int = ..., max_new_tokens: Optional[int] = ...,
-                       rounds: int = ..., prompts: Optional[str] = ..., label: str = ...) -> "Measurement": ...
-    def server_stop(self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None,
-                    gpu_wait: float = ...) -> Any: ...
+    def server_measure(
+        self,
+        server_id: int,
+        *,
+        concurrency: int = ...,
+        max_new_tokens: Optional[int] = ...,
+        rounds: int = ...,
+        prompts: Optional[str] = ...,
+        label: str = ...,
+    ) -> "Measurement": ...
+    def server_stop(
+        self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None, gpu_wait: float = ...
+    ) -> Any: ...
     def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]: ...
 
 
-def run(ops: SweepOps, profile: str, points: list[SweepPoint], sid_: str, overlay: dict[str, dict[str, Any]], *,
-        concurrency: int, max_new_tokens: Optional[int], rounds: int, prompts: Optional[str],
-        ready_timeout: Optional[float], poll: float, stop_grace: Optional[float], gpu_wait: float) -> SweepResult:
+def run(
+    ops: SweepOps,
+    profile: str,
+    points: list[SweepPoint],
+    sid_: str,
+    overlay: dict[str, dict[str, Any]],
+    *,
+    concurrency: int,
+    max_new_tokens: Optional[int],
+    rounds: int,
+    prompts: Optional[str],
+    ready_timeout: Optional[float],
+    poll: float,
+    stop_grace: Optional[float],
+    gpu_wait: float,
+) -> SweepResult:
     """Each point: a session profile in ``overlay`` (``PROFILE@KEY``), launch, wait, measure, stop;
     every point's outcome is journaled as a ``sweep`` measurement, so a rerun resumes."""
     base = ops.profile(profile)
@@ -199,9 +232,12 @@ def run(ops: SweepOps, profile: str, points: list[SweepPoint], sid_: str, overla
         if p.env:
             table["env"] = {k: str(v) for k, v in p.env.items()}
         if p.num_steps:
-            table["speculative"] = {"algorithm": base.speculative.get("algorithm", "EAGLE3"),
-                                    "num_steps": p.num_steps, "eagle_topk": p.eagle_topk,
-                                    "num_draft_tokens": p.num_draft_tokens}
+            table["speculative"] = {
+                "algorithm": base.speculative.get("algorithm", "EAGLE3"),
+                "num_steps": p.num_steps,
+                "eagle_topk": p.eagle_topk,
+                "num_draft_tokens": p.num_draft_tokens,
+            }
             overlay[name] = table
         else:  # the baseline: the same server without speculation
             overlay[name] = baseline_profile(base, table)
@@ -211,10 +247,17 @@ def run(ops: SweepOps, profile: str, points: list[SweepPoint], sid_: str, overla
             sid = p.server_id = rec.id
             st = ops.server_wait(rec.id, timeout=ready_timeout, poll=poll)
             if st.state != ServerState.READY:
-                raise WorkbenchError(f"{st.state}: {(st.failure or {}).get('class', '')} "
-                                     f"{(st.failure or {}).get('text', '')}".strip())
-            m = ops.server_measure(rec.id, concurrency=concurrency, max_new_tokens=max_new_tokens,
-                                   rounds=rounds, prompts=prompts, label=f"sweep {sid_} {p.key}")
+                raise WorkbenchError(
+                    f"{st.state}: {(st.failure or {}).get('class', '')} {(st.failure or {}).get('text', '')}".strip()
+                )
+            m = ops.server_measure(
+                rec.id,
+                concurrency=concurrency,
+                max_new_tokens=max_new_tokens,
+                rounds=rounds,
+                prompts=prompts,
+                label=f"sweep {sid_} {p.key}",
+            )
             p.tokens_per_s = m.tokens_per_s
             p.tokens_per_s_per_request = m.tokens_per_s_per_request["mean"]
             p.accept_len = m.accept_len["mean"]
@@ -234,19 +277,34 @@ def run(ops: SweepOps, profile: str, points: list[SweepPoint], sid_: str, overla
     ranked = rank(points)
     best = next((p for p in ranked if p.state == "measured" and p.num_steps), None)
     base_pt = next((p for p in points if not p.num_steps and p.state == "measured"), None)
-    return SweepResult(sid_, profile, ranked, best.to_dict() if best else None, fit_model(points), resumed,
-                       base_pt.tokens_per_s if base_pt else None,
-                       (best.tokens_per_s / base_pt.tokens_per_s)
-                       if best and best.tokens_per_s and base_pt and base_pt.tokens_per_s else None)
+    return SweepResult(
+        sid_,
+        profile,
+        ranked,
+        best.to_dict() if best else None,
+        fit_model(points),
+        resumed,
+        base_pt.tokens_per_s if base_pt else None,
+        (best.tokens_per_s / base_pt.tokens_per_s)
+        if best and best.tokens_per_s and base_pt and base_pt.tokens_per_s
+        else None,
+    )
 
 
 def baseline_profile(parent: "Profile", table: dict[str, Any]) -> dict[str, Any]:
     """A baseline point drops the draft and the speculative flags of its parent. Profiles merge
     ``speculative`` key-wise, so the baseline is built flat from the resolved parent, not extended."""
-    flat: dict[str, Any] = {"host": parent.host, "model": parent.model, "port": parent.port, "log": parent.log_path,
-                            "env": {**parent.env, **table.get("env", {})}, "args": list(parent.args),
-                            "description": table["description"], "stop_grace": parent.stop_grace,
-                            "ready_timeout": parent.ready_timeout}
+    flat: dict[str, Any] = {
+        "host": parent.host,
+        "model": parent.model,
+        "port": parent.port,
+        "log": parent.log_path,
+        "env": {**parent.env, **table.get("env", {})},
+        "args": list(parent.args),
+        "description": table["description"],
+        "stop_grace": parent.stop_grace,
+        "ready_timeout": parent.ready_timeout,
+    }
     if parent.launcher:
         flat["launcher"] = parent.launcher
     if parent.run_dir:

@@ -32,8 +32,17 @@ def screen_bindings(specs: Iterable[ScreenSpec]) -> list[Binding]:
     """One app-level binding per screen, id ``screen.<id>``, so a keymap can move it."""
     # Not shown in the footer (help and the palette list them): the footer stays about the screen
     # in front, and adding a screen does not change every other screen's look.
-    return [Binding(spec.key, f"app.show_screen('{spec.id}')", spec.title, id=f"screen.{spec.id}",
-                    tooltip=f"switch to the {spec.title} screen", show=False) for spec in specs]
+    return [
+        Binding(
+            spec.key,
+            f"app.show_screen('{spec.id}')",
+            spec.title,
+            id=f"screen.{spec.id}",
+            tooltip=f"switch to the {spec.title} screen",
+            show=False,
+        )
+        for spec in specs
+    ]
 
 
 class ScreensProvider(Provider):
@@ -47,15 +56,22 @@ class ScreensProvider(Provider):
             text = f"screen: {spec.title}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), lambda s=spec.id: app.show_screen(s),
-                          help=f"switch to the {spec.title} screen ({spec.key})")
+                yield Hit(
+                    score,
+                    matcher.highlight(text),
+                    lambda s=spec.id: app.show_screen(s),
+                    help=f"switch to the {spec.title} screen ({spec.key})",
+                )
         for key, description, action, target in app.current_actions(self.screen):
             text = f"action: {description}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text),
-                          lambda a=action, t=target: app.call_later(t.run_action, a),
-                          help=f"key {key}")
+                yield Hit(
+                    score,
+                    matcher.highlight(text),
+                    lambda a=action, t=target: app.call_later(t.run_action, a),
+                    help=f"key {key}",
+                )
 
 
 class WorkbenchApp(App):
@@ -69,8 +85,14 @@ class WorkbenchApp(App):
     ]
     selected_server: Optional[int]  # set by the Servers and Launch screens, read by the Server screen
 
-    def __init__(self, workspace: Optional[str] = None, *, start: Optional[str] = None, wb=None,
-                 screen_args: Optional[dict] = None):
+    def __init__(
+        self,
+        workspace: Optional[str] = None,
+        *,
+        start: Optional[str] = None,
+        wb=None,
+        screen_args: Optional[dict] = None,
+    ):
         """``screen_args``: keyword arguments for a screen's factory, by screen id (e.g. the demo's
         numbers for the Predictor)."""
         super().__init__()
@@ -82,8 +104,9 @@ class WorkbenchApp(App):
         self._screen_args = screen_args or {}
         for spec in self.specs:
             args = self._screen_args.get(spec.id, {})
-            self.add_mode(spec.id, cast("Callable[[], Screen]", lambda f=spec.factory, a=args: f(**a))
-                          if args else spec.factory)
+            self.add_mode(
+                spec.id, cast("Callable[[], Screen]", lambda f=spec.factory, a=args: f(**a)) if args else spec.factory
+            )
 
     # -- the core -----------------------------------------------------------------------------
     @property
@@ -260,11 +283,13 @@ def _help_order(row: tuple[str, str, str]) -> tuple:
     return (1 if ident.startswith("app.") else 2, (), ident)
 
 
-def run_app(workspace: Optional[str] = None, start: Optional[str] = None,
-            screen_args: Optional[dict] = None) -> int:
+def run_app(workspace: Optional[str] = None, start: Optional[str] = None, screen_args: Optional[dict] = None) -> int:
     if not sys.stdout.isatty():
-        print("eagle-workbench: the terminal UI needs a terminal; see `eagle-workbench --help` "
-              "for the commands (each has --json)", file=sys.stderr)
+        print(
+            "eagle-workbench: the terminal UI needs a terminal; see `eagle-workbench --help` "
+            "for the commands (each has --json)",
+            file=sys.stderr,
+        )
         return 2
     WorkbenchApp(workspace, start=start, screen_args=screen_args).run()
     return 0

@@ -118,8 +118,11 @@ class WorkbenchScreen(Screen):
         return found.first() if found else None
 
     def _loud_workers(self) -> list[Worker]:
-        return [w for w in self.workers if w.node is self and w.group not in QUIET_GROUPS
-                and w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
+        return [
+            w
+            for w in self.workers
+            if w.node is self and w.group not in QUIET_GROUPS and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+        ]
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a worker's start and end are handled: its result or its inline error goes
@@ -134,14 +137,14 @@ class WorkbenchScreen(Screen):
 
     def _worker_changed(self, worker: Worker, state: WorkerState) -> None:
         if state == WorkerState.RUNNING and worker.group not in QUIET_GROUPS:
-            self.show_failure("")   # the last failure stays on screen until new work starts
+            self.show_failure("")  # the last failure stays on screen until new work starts
         elif state == WorkerState.SUCCESS:
             route = route_of(worker)
             if route.done is not None and not worker.is_cancelled:
                 self._deliver(worker, route.done, worker.result)
         elif state == WorkerState.ERROR and worker.error is not None:
             self._failed(worker, worker.error)
-        self._follow_busy(worker, state)     # after the result: a screen is complete when the bar goes
+        self._follow_busy(worker, state)  # after the result: a screen is complete when the bar goes
 
     def _follow_busy(self, worker: Worker, state: WorkerState) -> None:
         bar = self._busy()
@@ -155,9 +158,9 @@ class WorkbenchScreen(Screen):
     def _failed(self, worker: Worker, error: BaseException) -> None:
         route = route_of(worker)
         if not isinstance(error, WorkbenchError):
-            self.app.report(error, what=route.what or worker.name)     # a bug: always says where
+            self.app.report(error, what=route.what or worker.name)  # a bug: always says where
         elif worker.is_cancelled:
-            return                                                      # stale: newer work answers
+            return  # stale: newer work answers
         elif route.failed is not None:
             self._deliver(worker, route.failed, str(error))
         else:

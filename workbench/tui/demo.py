@@ -10,16 +10,27 @@ from workbench.tui.app import SCREENS, WorkbenchApp
 
 
 class DemoApp(WorkbenchApp):
-    def __init__(self, workspace: str, server_id: int, *, accept_length: Optional[float] = None,
-                 measure_tokens: Optional[int] = None):
+    def __init__(
+        self,
+        workspace: str,
+        server_id: int,
+        *,
+        accept_length: Optional[float] = None,
+        measure_tokens: Optional[int] = None,
+    ):
         ids = {s.id for s in SCREENS}
         start = "servers" if "servers" in ids else "diagnose"
-        super().__init__(workspace, start=start, screen_args={
-            "diagnose": {"server_id": server_id, "guided": True, "measure_tokens": measure_tokens}})
+        super().__init__(
+            workspace,
+            start=start,
+            screen_args={"diagnose": {"server_id": server_id, "guided": True, "measure_tokens": measure_tokens}},
+        )
         key = next((s.key for s in SCREENS if s.id == "diagnose"), "f8").upper()
         al = f" shows accept length {accept_length:.2f}" if accept_length is not None else " runs"
-        self.demo_note = (f"Demo: server {server_id}{al} with the story's draft config. Press {key} (Diagnose) "
-                          f"and follow the guided path: doctor, alignment, fix, relaunch, compare.")
+        self.demo_note = (
+            f"Demo: server {server_id}{al} with the story's draft config. Press {key} (Diagnose) "
+            f"and follow the guided path: doctor, alignment, fix, relaunch, compare."
+        )
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -31,8 +42,10 @@ class DemoApp(WorkbenchApp):
 
 def run_demo_app(workspace: str, server_id: int, **kw) -> int:
     if not sys.stdout.isatty():
-        print("eagle-workbench: the demo's terminal UI needs a terminal; use `eagle-workbench demo --no-tui`",
-              file=sys.stderr)
+        print(
+            "eagle-workbench: the demo's terminal UI needs a terminal; use `eagle-workbench demo --no-tui`",
+            file=sys.stderr,
+        )
         return 2
     DemoApp(workspace, server_id, **kw).run()
     return 0

@@ -15,8 +15,8 @@ APP_SCOPE = "app"
 @dataclass(frozen=True)
 class BindingInfo:
     id: str
-    keys: tuple[str, ...]   # default keys ("f1", "question_mark")
-    scope: str              # "app" (active everywhere) or the screen/modal class it belongs to
+    keys: tuple[str, ...]  # default keys ("f1", "question_mark")
+    scope: str  # "app" (active everywhere) or the screen/modal class it belongs to
 
 
 def bindings_of(scope: str, bindings: Iterable) -> list[BindingInfo]:
@@ -35,11 +35,11 @@ def check_keymap(keymap: Mapping[str, str], known: list[BindingInfo]) -> list[st
     for ident in keymap:
         if ident not in by_id:
             close = difflib.get_close_matches(ident, list(by_id), n=2, cutoff=0.6)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else \
-                " (F1 lists every binding id)"
+            hint = (
+                f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else " (F1 lists every binding id)"
+            )
             warnings.append(f"unknown binding id {ident!r}{hint}: ignored")
-    effective = {b.id: tuple(k.strip() for k in keymap[b.id].split(",")) if b.id in keymap else b.keys
-                 for b in known}
+    effective = {b.id: tuple(k.strip() for k in keymap[b.id].split(",")) if b.id in keymap else b.keys for b in known}
     for ident, value in keymap.items():
         mine = by_id.get(ident)
         if mine is None:
@@ -49,6 +49,8 @@ def check_keymap(keymap: Mapping[str, str], known: list[BindingInfo]) -> list[st
                 if other.id == ident or key not in effective[other.id]:
                     continue
                 if APP_SCOPE in (mine.scope, other.scope) or mine.scope == other.scope:
-                    warnings.append(f"{key} is now the key of both {ident!r} and {other.id!r} "
-                                    f"(only one can work): give {other.id!r} another key")
+                    warnings.append(
+                        f"{key} is now the key of both {ident!r} and {other.id!r} "
+                        f"(only one can work): give {other.id!r} another key"
+                    )
     return warnings

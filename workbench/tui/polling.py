@@ -11,14 +11,14 @@ from workbench.tui.workers import background
 if TYPE_CHECKING:
     from workbench.tui.base import WorkbenchScreen
 
-    _ScreenBase = WorkbenchScreen   # the mixin goes before WorkbenchScreen; the checker sees its members
+    _ScreenBase = WorkbenchScreen  # the mixin goes before WorkbenchScreen; the checker sees its members
 else:
     _ScreenBase = object
 
 
 class PollingScreenMixin(_ScreenBase):
     poll_interval: float = 2.0
-    polls: int = 0                # polls actually run (tests count them)
+    polls: int = 0  # polls actually run (tests count them)
     _poll_running: bool = False
 
     def start_polling(self, first_delay: float = 0.0) -> None:
@@ -31,7 +31,7 @@ class PollingScreenMixin(_ScreenBase):
         if not self.is_attached:
             return
         if self.app.screen is not self or self._poll_running:
-            self._arm(self.poll_interval)     # paused: a modal or another screen is in front
+            self._arm(self.poll_interval)  # paused: a modal or another screen is in front
             return
         self.poll_now()
 
@@ -63,10 +63,10 @@ class PollingScreenMixin(_ScreenBase):
                 self._arm(self.poll_interval)
 
     # -- for subclasses ---------------------------------------------------------------------------
-    def poll(self) -> Any:            # worker thread: remote work
+    def poll(self) -> Any:  # worker thread: remote work
         raise NotImplementedError
 
-    def render_poll(self, result: Any) -> None:    # UI thread
+    def render_poll(self, result: Any) -> None:  # UI thread
         raise NotImplementedError
 
     def poll_failed(self, error: BaseException) -> None:

@@ -70,9 +70,15 @@ _ROUTES: "WeakKeyDictionary[Worker[Any], Route]" = WeakKeyDictionary()
 _DECLARED = "__workbench_route__"
 
 
-def background(group: str, label: str = "", *, exclusive: bool = True, done: Optional[str] = None,
-               failed: Optional[str] = None, what: Optional[str] = None
-               ) -> Callable[[Callable[P, R]], Callable[P, Worker[R]]]:
+def background(
+    group: str,
+    label: str = "",
+    *,
+    exclusive: bool = True,
+    done: Optional[str] = None,
+    failed: Optional[str] = None,
+    what: Optional[str] = None,
+) -> Callable[[Callable[P, R]], Callable[P, Worker[R]]]:
     """``@background("doctor", "running the doctor", done="show", failed="show_error")``: run the
     method in a thread worker of that group (``exclusive``: starting one cancels the group's older
     ones); the busy bar shows ``label`` (the group without one); the outcome goes where the module's
@@ -82,8 +88,7 @@ def background(group: str, label: str = "", *, exclusive: bool = True, done: Opt
         signature = inspect.signature(method)
         if what:
             _check_template(what, signature, method.__qualname__)
-        start = work(thread=True, exclusive=exclusive, group=group, exit_on_error=False,
-                     name=label or group)(method)
+        start = work(thread=True, exclusive=exclusive, group=group, exit_on_error=False, name=label or group)(method)
 
         @wraps(method)
         def started(*args: P.args, **kwargs: P.kwargs) -> Worker[R]:

@@ -17,11 +17,11 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class ScreenSpec:
-    id: str                 # mode name and binding id suffix: "predictor"
-    title: str              # "Predictor"
-    key: str                # default key to switch to it: "f2" (a function key: a focused Input eats letters)
-    factory: Callable       # () -> Screen
-    order: int = 50         # position in the footer and the palette
+    id: str  # mode name and binding id suffix: "predictor"
+    title: str  # "Predictor"
+    key: str  # default key to switch to it: "f2" (a function key: a focused Input eats letters)
+    factory: Callable  # () -> Screen
+    order: int = 50  # position in the footer and the palette
 
 
 def discover() -> list[ScreenSpec]:

@@ -28,8 +28,7 @@ from workbench.tui.widgets.findings import VerdictTable
 from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
-ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
-
+ENGINES = engine_choices()  # SGLang releases, then every vLLM release read
 
 
 def heat_style(v: Optional[float]) -> str:
@@ -45,11 +44,18 @@ class AlignmentScreen(WorkbenchScreen):
         Binding("ctrl+y", "copy_command", "Copy CLI", id="alignment.copy_cli"),
     ]
 
-    def __init__(self, train: str = "", infer: str = "", engine: str = "sglang==0.5.23", draft: str = "",
-                 target: str = "", num_layers: str = "", autorun: Optional[bool] = None):
+    def __init__(
+        self,
+        train: str = "",
+        infer: str = "",
+        engine: str = "sglang==0.5.23",
+        draft: str = "",
+        target: str = "",
+        num_layers: str = "",
+        autorun: Optional[bool] = None,
+    ):
         super().__init__()
-        self.initial = dict(train=train, infer=infer, engine=engine, draft=draft, target=target,
-                            num_layers=num_layers)
+        self.initial = dict(train=train, infer=infer, engine=engine, draft=draft, target=target, num_layers=num_layers)
         self.autorun = bool(train and infer) if autorun is None else autorun
         self.result = None
         self.error: Optional[str] = None
@@ -58,10 +64,18 @@ class AlignmentScreen(WorkbenchScreen):
         v = self.initial
         with Vertical(id="align-form"):
             with Horizontal(classes="row"):
-                yield Input(v["train"], placeholder="training capture (data_0.ckpt, hs_0.safetensors, ...)",
-                            id="train", compact=True)
-                yield Input(v["infer"], placeholder="inference capture (payload .json, dump folder, stack)",
-                            id="infer", compact=True)
+                yield Input(
+                    v["train"],
+                    placeholder="training capture (data_0.ckpt, hs_0.safetensors, ...)",
+                    id="train",
+                    compact=True,
+                )
+                yield Input(
+                    v["infer"],
+                    placeholder="inference capture (payload .json, dump folder, stack)",
+                    id="infer",
+                    compact=True,
+                )
             with Horizontal(classes="row"):
                 yield Select(ENGINES, value=v["engine"], allow_blank=False, id="engine", compact=True)
                 yield Input(v["draft"], placeholder="draft dir (optional)", id="draft", compact=True)
@@ -92,8 +106,9 @@ class AlignmentScreen(WorkbenchScreen):
     # -- inputs -----------------------------------------------------------------------------------
     def fields(self) -> dict:
         q = self.query_one
-        out: dict[str, Any] = {k: q(f"#{k}", Input).value.strip()
-                               for k in ("train", "infer", "draft", "target", "num_layers")}
+        out: dict[str, Any] = {
+            k: q(f"#{k}", Input).value.strip() for k in ("train", "infer", "draft", "target", "num_layers")
+        }
         out["engine"] = q("#engine", Select).value
         return out
 
@@ -111,8 +126,14 @@ class AlignmentScreen(WorkbenchScreen):
     @background("alignment", done="show_result", failed="show_error")
     def align(self, f: dict):
         n = int(f["num_layers"]) if f["num_layers"] else None
-        return self.app.wb.align(f["train"], f["infer"], engine=f["engine"], draft=f["draft"] or None,
-                                 target=f["target"] or None, num_layers=n)
+        return self.app.wb.align(
+            f["train"],
+            f["infer"],
+            engine=f["engine"],
+            draft=f["draft"] or None,
+            target=f["target"] or None,
+            num_layers=n,
+        )
 
     def show_error(self, message: str) -> None:
         self.error = message
@@ -138,12 +159,20 @@ class AlignmentScreen(WorkbenchScreen):
         t = self.query_one("#best", VerdictTable)
         t.clear()
         for b in r.best:
-            t.add_row(b.slot, b.candidate or "-", b.physical or "?", fmt(b.value), b.runner_up or "-",
-                      "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
-                      t.mark(b.verdict))
+            t.add_row(
+                b.slot,
+                b.candidate or "-",
+                b.physical or "?",
+                fmt(b.value),
+                b.runner_up or "-",
+                "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
+                t.mark(b.verdict),
+            )
         self.query_one("#recommendation", Static).update(self._recommendation_text(r))
-        notes = [f"{r.tokens_compared} tokens compared ({r.tokens['method']}); dropped: "
-                 f"{r.tokens['dropped_ref']} training, {r.tokens['dropped_infer']} inference rows"]
+        notes = [
+            f"{r.tokens_compared} tokens compared ({r.tokens['method']}); dropped: "
+            f"{r.tokens['dropped_ref']} training, {r.tokens['dropped_infer']} inference rows"
+        ]
         notes += [f"{b.slot}: {b.reason}" for b in r.best]
         notes += [f"non-finite: {n.side} {n.tensor}: {n.nan} nan, {n.inf} inf, first {n.first}" for n in r.nonfinite]
         notes += list(r.notes)
@@ -170,7 +199,9 @@ class AlignmentScreen(WorkbenchScreen):
         else:
             out.append(f"No recommendation: {rec.reason}", style="yellow")
         for f in r.findings:
-            out.append(f"\n{f.severity.upper()} {f.code}: ", style="bold red" if f.severity == "error" else "bold yellow")
+            out.append(
+                f"\n{f.severity.upper()} {f.code}: ", style="bold red" if f.severity == "error" else "bold yellow"
+            )
             out.append(f.message)
             if f.fix and f.fix.applicable:
                 out.append("\npress a to apply to config (shows the diff first)", style="dim")
@@ -196,14 +227,17 @@ class AlignmentScreen(WorkbenchScreen):
         vals = np.asarray(pt["rel_diff"], dtype=float)
         self.query_one("#drill-title", Static).update(
             f"{r.rows[slot]} vs {r.cols[cand]} ({r.cols_physical[cand] or '?'})"
-            + ("" if pt["exact"] else "  [screen values]"))
+            + ("" if pt["exact"] else "  [screen values]")
+        )
         self.query_one("#drill-spark", Sparkline).data = list(np.log10(np.maximum(vals, 1e-9))) if vals.size else []
         if vals.size:
             worst = np.argsort(vals)[::-1][:5]
             pos = pt["positions"]
-            text = (f"median {fmt(float(np.median(vals)))}  p95 {fmt(float(np.percentile(vals, 95)))}  "
-                    f"max {fmt(float(vals.max()))}\nworst tokens: "
-                    + ", ".join(f"{pos[i]}:{fmt(float(vals[i]))}" for i in worst))
+            text = (
+                f"median {fmt(float(np.median(vals)))}  p95 {fmt(float(np.percentile(vals, 95)))}  "
+                f"max {fmt(float(vals.max()))}\nworst tokens: "
+                + ", ".join(f"{pos[i]}:{fmt(float(vals[i]))}" for i in worst)
+            )
         else:
             text = "no tokens"
         self.query_one("#drill", Static).update(text)
@@ -220,8 +254,7 @@ class AlignmentScreen(WorkbenchScreen):
     def action_apply(self) -> None:
         fix = self._fix()
         if fix is None:
-            self.notify("nothing to apply: give the draft dir, or the config already agrees",
-                        severity="warning")
+            self.notify("nothing to apply: give the draft dir, or the config already agrees", severity="warning")
             return
         try:
             plan = self.app.wb.config_fix_plan(fix)

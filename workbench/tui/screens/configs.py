@@ -38,7 +38,7 @@ class ConfigsScreen(WorkbenchScreen):
         self.tracked: list = []
         self.versions: list = []
         self.location: Optional[str] = None
-        self.base: Optional[int] = None       # marked version number for diffs
+        self.base: Optional[int] = None  # marked version number for diffs
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="track-row"):
@@ -100,7 +100,7 @@ class ConfigsScreen(WorkbenchScreen):
         self.query_one("#history-title", Label).update(f"History of {_short(hist.config.location)}")
         table = self.query_one("#versions", DataTable)
         table.clear()
-        for v in reversed(hist.versions):      # newest first
+        for v in reversed(hist.versions):  # newest first
             mark = "◆" if v.number == self.base else ""
             when = dt.datetime.fromtimestamp(v.ts).strftime("%Y-%m-%d %H:%M:%S")
             table.add_row(mark, f"v{v.number}", when, v.sha256[:12], str(v.size), v.reason, key=str(v.number))

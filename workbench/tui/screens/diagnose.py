@@ -28,13 +28,19 @@ from workbench.tui.workers import background, route_of
 if TYPE_CHECKING:
     from workbench.api import Alignment
 
-STEPS = [("accept", "accept length", "m"), ("doctor", "doctor", "d"), ("alignment", "alignment", "a"),
-         ("fix", "apply fix", "f"), ("relaunch", "relaunch", "r"), ("compare", "compare", "c")]
+STEPS = [
+    ("accept", "accept length", "m"),
+    ("doctor", "doctor", "d"),
+    ("alignment", "alignment", "a"),
+    ("fix", "apply fix", "f"),
+    ("relaunch", "relaunch", "r"),
+    ("compare", "compare", "c"),
+]
 
 
 class DiagnoseScreen(WorkbenchScreen):
     CSS_PATH = "diagnose.tcss"
-    AUTO_FOCUS = "#findings"          # letters are the step keys; an Input would swallow them
+    AUTO_FOCUS = "#findings"  # letters are the step keys; an Input would swallow them
     BINDINGS = [
         Binding("m", "measure", "Measure", id="diagnose.measure"),
         Binding("d", "doctor", "Doctor", id="diagnose.doctor"),
@@ -44,8 +50,14 @@ class DiagnoseScreen(WorkbenchScreen):
         Binding("c", "compare", "Compare", id="diagnose.compare"),
     ]
 
-    def __init__(self, server_id: Optional[int] = None, guided: bool = False, training_data: str = "",
-                 measure_tokens: Optional[int] = None, samples: int = 4):
+    def __init__(
+        self,
+        server_id: Optional[int] = None,
+        guided: bool = False,
+        training_data: str = "",
+        measure_tokens: Optional[int] = None,
+        samples: int = 4,
+    ):
         super().__init__()
         self.server_id = server_id
         self.before_id: Optional[int] = None
@@ -55,30 +67,33 @@ class DiagnoseScreen(WorkbenchScreen):
         self.samples = samples
         self.done: set[str] = set()
         self.report = None
-        self.fix_applied = None          # the config change written by f (the panes say so)
+        self.fix_applied = None  # the config change written by f (the panes say so)
         self.relaunched = False
         self.comparison = None
-        self._doing = ""                 # what the last step started does (``busy`` while it runs)
+        self._doing = ""  # what the last step started does (``busy`` while it runs)
 
     # -- layout --------------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="diag-form"):
             yield Label("server", classes="field-label")
-            yield Input(str(self.server_id or ""), placeholder="id", id="server", compact=True,
-                        restrict=r"\d*")
+            yield Input(str(self.server_id or ""), placeholder="id", id="server", compact=True, restrict=r"\d*")
             yield Label("training data", classes="field-label")
-            yield Input(self.training_data, placeholder="on the server's host (default: [live] training_data)",
-                        id="training", compact=True)
+            yield Input(
+                self.training_data,
+                placeholder="on the server's host (default: [live] training_data)",
+                id="training",
+                compact=True,
+            )
         yield Static("", id="guide")
         yield Static("", id="status")
         yield Static("", id="numbers")
         with Horizontal(id="diag-body"):
             with Vertical(id="left"):
                 yield Label("Findings, most of the gap first", classes="title")
-                yield FindingsView(["code", "costs", "share", "from"], numbered=True, detail="detail",
-                                   id="findings")
-                yield Label("Alignment: training slot -> point the server captures", classes="title",
-                            id="alignment-title")
+                yield FindingsView(["code", "costs", "share", "from"], numbered=True, detail="detail", id="findings")
+                yield Label(
+                    "Alignment: training slot -> point the server captures", classes="title", id="alignment-title"
+                )
                 a = VerdictTable(id="alignment", cursor_type="row")
                 a.add_columns("slot", "best point", "rel_diff", "runner-up", "margin", "verdict")
                 yield a
@@ -157,8 +172,10 @@ class DiagnoseScreen(WorkbenchScreen):
         if last:
             al = last.get("accept_length")
             text.append(f"   accept length {al:.2f}" if al is not None else "", style="bold")
-            text.append(f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured with the protocol: cache "
-                        "flushed, fixed prompts; the Dashboard shows the log's last window)")
+            text.append(
+                f"   {last.get('tokens_per_s', 0):.1f} tok/s (measured with the protocol: cache "
+                "flushed, fixed prompts; the Dashboard shows the log's last window)"
+            )
             for why in last.get("unstable") or []:
                 text.append(f"\nUNSTABLE: {why} (press m to measure again)", style="bold yellow")
             self._mark("accept")
@@ -177,8 +194,7 @@ class DiagnoseScreen(WorkbenchScreen):
     @background("diagnose", done="_measured", failed="_step_failed", what="measuring")
     def _measure(self, sid: int) -> int:
         wb = self.app.wb
-        wb.server_measure(sid, max_new_tokens=self.measure_tokens, prompts=wb.live_prompts(),
-                          label="diagnose screen")
+        wb.server_measure(sid, max_new_tokens=self.measure_tokens, prompts=wb.live_prompts(), label="diagnose screen")
         return sid
 
     def _measured(self, sid: int) -> None:
@@ -192,16 +208,26 @@ class DiagnoseScreen(WorkbenchScreen):
             return
         self._run(self._doctor, sid, self.query_one("#training", Input).value.strip() or None)
 
-    @background("diagnose", done="show_report", failed="_step_failed",
-                what="the doctor is working (measure, hidden states, drafter)")
+    @background(
+        "diagnose",
+        done="show_report",
+        failed="_step_failed",
+        what="the doctor is working (measure, hidden states, drafter)",
+    )
     def _doctor(self, sid: int, training: Optional[str]):
         from workbench.tui.widgets.live import ask_from_thread
 
         wb = self.app.wb
         measured = any(r.get("kind") == "protocol" for r in wb.measurements(sid))
-        return wb.doctor_live(sid, training, samples=self.samples, measure=not measured,
-                              measure_tokens=self.measure_tokens, confirm=lambda plan: ask_from_thread(self.app, plan),
-                              dump_alongside=self.guided)
+        return wb.doctor_live(
+            sid,
+            training,
+            samples=self.samples,
+            measure=not measured,
+            measure_tokens=self.measure_tokens,
+            confirm=lambda plan: ask_from_thread(self.app, plan),
+            dump_alongside=self.guided,
+        )
 
     def show_report(self, report) -> None:
         self.report = report
@@ -220,13 +246,27 @@ class DiagnoseScreen(WorkbenchScreen):
         ft = report.features
         if ft.live_accept_length is not None:
             train = ft.train_accept_length
-            text.append(f"\nthe drafter on the server's features: {ft.live_accept_length:.2f} "
-                        f"(on the training features {'-' if train is None else f'{train:.2f}'})")
+            text.append(
+                f"\nthe drafter on the server's features: {ft.live_accept_length:.2f} "
+                f"(on the training features {'-' if train is None else f'{train:.2f}'})"
+            )
         self.query_one("#numbers", Static).update(text)
         self.fix_applied, self.relaunched = None, False
-        items = [FindingItem(r.finding, (r.code, "-" if r.explains is None else f"{r.explains:.2f}",
-                                         "-" if r.share is None else f"{100 * r.share:.0f}%", r.source),
-                             source=r.source, cost=r.explains, share=r.share) for r in report.findings]
+        items = [
+            FindingItem(
+                r.finding,
+                (
+                    r.code,
+                    "-" if r.explains is None else f"{r.explains:.2f}",
+                    "-" if r.share is None else f"{100 * r.share:.0f}%",
+                    r.source,
+                ),
+                source=r.source,
+                cost=r.explains,
+                share=r.share,
+            )
+            for r in report.findings
+        ]
         self._show_alignment(report.alignment)
         self.query_one("#findings", FindingsView).show(items, hint=self._hint)
         if not report.findings:
@@ -240,8 +280,10 @@ class DiagnoseScreen(WorkbenchScreen):
         if not (fix and fix.applicable):
             return None
         if self.fix_applied is not None:
-            return (f"applied: {self.fix_applied.location} is v{self.fix_applied.version.number}; "
-                    "the server loads it when relaunched (r)")
+            return (
+                f"applied: {self.fix_applied.location} is v{self.fix_applied.version.number}; "
+                "the server loads it when relaunched (r)"
+            )
         return "press f to apply it (through the config history; the relaunch is offered next)"
 
     # -- step 3: alignment ---------------------------------------------------------------------
@@ -252,11 +294,14 @@ class DiagnoseScreen(WorkbenchScreen):
             return
         for b in al.best:
             v, m = b.value, b.margin
-            table.add_row(b.slot or "-", b.point or "-",
-                          "-" if v is None else f"{v:.2g}",
-                          b.runner_up_physical or b.runner_up or "-",
-                          "-" if m is None else ("inf" if m == float("inf") else f"x{m:.3g}"),
-                          table.mark(b.verdict or ""))
+            table.add_row(
+                b.slot or "-",
+                b.point or "-",
+                "-" if v is None else f"{v:.2g}",
+                b.runner_up_physical or b.runner_up or "-",
+                "-" if m is None else ("inf" if m == float("inf") else f"x{m:.3g}"),
+                table.mark(b.verdict or ""),
+            )
         self._alignment_title()
 
     def _alignment_title(self) -> None:
@@ -282,8 +327,10 @@ class DiagnoseScreen(WorkbenchScreen):
         self.query_one("#alignment", DataTable).focus()
         rec = self.report.alignment.recommendation
         points = (rec.points if rec else None) or []
-        self._status(f"Each training slot matches {', '.join(p or '?' for p in points)} in the server's own "
-                     f"capture; {(rec.reason if rec else None) or ''}. Press f to apply the fix.")
+        self._status(
+            f"Each training slot matches {', '.join(p or '?' for p in points)} in the server's own "
+            f"capture; {(rec.reason if rec else None) or ''}. Press f to apply the fix."
+        )
 
     # -- step 4-5: fix and relaunch ------------------------------------------------------------------
     def action_apply_fix(self) -> None:
@@ -307,8 +354,10 @@ class DiagnoseScreen(WorkbenchScreen):
         self.fix_applied = change
         self.query_one("#findings", FindingsView).refresh_detail(self._hint)
         self._alignment_title()
-        self._status(f"{change.location} is now v{change.version.number}; the server still runs the old "
-                     "config until it is relaunched (press r).")
+        self._status(
+            f"{change.location} is now v{change.version.number}; the server still runs the old "
+            "config until it is relaunched (press r)."
+        )
         self.action_relaunch()
 
     def action_relaunch(self) -> None:
@@ -341,8 +390,12 @@ class DiagnoseScreen(WorkbenchScreen):
             self.relaunched = True
             self._alignment_title()
             self.query_one("#findings", FindingsView).refresh_detail(
-                lambda item: f"fixed: server {rec.id} runs v{self.fix_applied.version.number}; press c to compare"
-                if item.finding.fix and item.finding.fix.applicable else None)
+                lambda item: (
+                    f"fixed: server {rec.id} runs v{self.fix_applied.version.number}; press c to compare"
+                    if item.finding.fix and item.finding.fix.applicable
+                    else None
+                )
+            )
         text = Text()
         text.append(f"server {rec.id}  ", style="bold")
         text.append(f"{rec.profile} on {rec.host}, {rec.state} (relaunched from server {old})")
@@ -354,8 +407,10 @@ class DiagnoseScreen(WorkbenchScreen):
             p = self.report.predicted.accept_length if self.report else None
             text.append(f"; the drafter predicts {p:.2f}" if p is not None else "")
         self.query_one("#numbers", Static).update(text)
-        self._status(f"server {rec.id} ({rec.profile}) is {rec.state}" +
-                     (": press c to compare with the old one" if cmp is not None else ""))
+        self._status(
+            f"server {rec.id} ({rec.profile}) is {rec.state}"
+            + (": press c to compare with the old one" if cmp is not None else "")
+        )
 
     # -- step 6: compare -----------------------------------------------------------------------
     def action_compare(self) -> None:
@@ -374,9 +429,17 @@ class DiagnoseScreen(WorkbenchScreen):
         t = self.query_one("#compare", DataTable)
         t.clear()
         for r in cmp.rows:
-            t.add_row(r["name"], _cell(r["before"]), _cell(r["after"]),
-                      Text(r.get("change") or "", style="bold green" if (r.get("change") or "").startswith("x") and
-                           r["name"] == "accept length" else ""))
+            t.add_row(
+                r["name"],
+                _cell(r["before"]),
+                _cell(r["after"]),
+                Text(
+                    r.get("change") or "",
+                    style="bold green"
+                    if (r.get("change") or "").startswith("x") and r["name"] == "accept length"
+                    else "",
+                ),
+            )
         self._mark("compare")
         b, a = cmp.value("accept length", "before"), cmp.value("accept length", "after")
         if a is not None and b:

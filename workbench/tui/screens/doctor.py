@@ -21,11 +21,10 @@ from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView, VerdictTable
 from workbench.tui.workers import background
 
-ENGINES = engine_choices()          # SGLang releases, then every vLLM release read
+ENGINES = engine_choices()  # SGLang releases, then every vLLM release read
 
 ALGORITHMS = [("EAGLE3", "EAGLE3"), ("EAGLE", "EAGLE"), ("not given", "")]
-CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"),
-               ("hf-index", "hf-index")]
+CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "capture-before"), ("hf-index", "hf-index")]
 
 
 class DoctorScreen(WorkbenchScreen):
@@ -36,16 +35,31 @@ class DoctorScreen(WorkbenchScreen):
         Binding("ctrl+y", "copy_command", "Copy CLI", id="doctor.copy_cli"),
     ]
 
-    def __init__(self, draft: str = "", target: str = "", engine: str = "sglang==0.5.23",
-                 algorithm: str = "EAGLE3", trained: str = "", convention: str = "output-of-layer",
-                 autorun: Optional[bool] = None, server: str = ""):
+    def __init__(
+        self,
+        draft: str = "",
+        target: str = "",
+        engine: str = "sglang==0.5.23",
+        algorithm: str = "EAGLE3",
+        trained: str = "",
+        convention: str = "output-of-layer",
+        autorun: Optional[bool] = None,
+        server: str = "",
+    ):
         super().__init__()
-        self.initial = dict(draft=draft, target=target, engine=engine, algorithm=algorithm, trained=trained,
-                            convention=convention, server=str(server or ""))
+        self.initial = dict(
+            draft=draft,
+            target=target,
+            engine=engine,
+            algorithm=algorithm,
+            trained=trained,
+            convention=convention,
+            server=str(server or ""),
+        )
         self.autorun = bool(draft or server) if autorun is None else autorun
         self.live = None
         self.report = None
-        self.code = None          # the release code's capture (workbench.engine), for the notes
+        self.code = None  # the release code's capture (workbench.engine), for the notes
         self.error: Optional[str] = None
 
     def compose_body(self) -> ComposeResult:
@@ -80,10 +94,15 @@ class DoctorScreen(WorkbenchScreen):
     # -- inputs --------------------------------------------------------------------------------
     def fields(self) -> dict:
         q = self.query_one
-        return {"draft": q("#draft", Input).value.strip(), "target": q("#target", Input).value.strip(),
-                "engine": q("#engine", Select).value, "algorithm": q("#algorithm", Select).value,
-                "trained": q("#trained", Input).value.strip(), "convention": q("#convention", Select).value,
-                "server": q("#server", Input).value.strip()}
+        return {
+            "draft": q("#draft", Input).value.strip(),
+            "target": q("#target", Input).value.strip(),
+            "engine": q("#engine", Select).value,
+            "algorithm": q("#algorithm", Select).value,
+            "trained": q("#trained", Input).value.strip(),
+            "convention": q("#convention", Select).value,
+            "server": q("#server", Input).value.strip(),
+        }
 
     @on(Input.Submitted)
     def _submitted(self, _event) -> None:
@@ -93,8 +112,9 @@ class DoctorScreen(WorkbenchScreen):
         f = self.fields()
         if f["server"]:
             self._show_error("")
-            self.query_one("#detail", Static).update(f"diagnosing server {f['server']}: measuring, sending "
-                                                     "training samples, evaluating the drafter...")
+            self.query_one("#detail", Static).update(
+                f"diagnosing server {f['server']}: measuring, sending training samples, evaluating the drafter..."
+            )
             self.run_live(int(f["server"]))
             return
         if not f["draft"]:
@@ -115,9 +135,14 @@ class DoctorScreen(WorkbenchScreen):
         from rich.text import Text
 
         self.live = live
-        self._show(SimpleNamespace(findings=[r.finding for r in live.findings], capture=None), None,
-                   [FindingItem(r.finding, _cells(r.finding), source=r.source,
-                                cost=r.explains, share=r.share) for r in live.findings])
+        self._show(
+            SimpleNamespace(findings=[r.finding for r in live.findings], capture=None),
+            None,
+            [
+                FindingItem(r.finding, _cells(r.finding), source=r.source, cost=r.explains, share=r.share)
+                for r in live.findings
+            ],
+        )
         table = self.query_one("#capture", VerdictTable)
         table.clear()
         al = live.alignment
@@ -128,12 +153,20 @@ class DoctorScreen(WorkbenchScreen):
             trained = b.physical or "?"
             have = engine_points[i] if i < len(engine_points) else None
             ok = have == trained and b.verdict == "match"
-            table.add_row(str(i), _s(ids[i] if i < len(ids) else None), "-", have or table.mark("missing"),
-                          trained, table.mark("ok" if ok else "MISMATCH"))
+            table.add_row(
+                str(i),
+                _s(ids[i] if i < len(ids) else None),
+                "-",
+                have or table.mark("missing"),
+                trained,
+                table.mark("ok" if ok else "MISMATCH"),
+            )
         o, p = live.observed.accept_length, live.predicted.accept_length
-        lines = [f"server {live.server_id} ({live.profile}, {live.engine}): accept length observed "
-                 f"{'-' if o is None else f'{o:.2f}'}, predicted {'-' if p is None else f'{p:.2f}'}",
-                 f"trained on: numeric alignment of the training slots ({al.mode if al else 'no hidden states'})"]
+        lines = [
+            f"server {live.server_id} ({live.profile}, {live.engine}): accept length observed "
+            f"{'-' if o is None else f'{o:.2f}'}, predicted {'-' if p is None else f'{p:.2f}'}",
+            f"trained on: numeric alignment of the training slots ({al.mode if al else 'no hidden states'})",
+        ]
         for r in live.findings:
             if r.explains is not None:
                 lines.append(f"{r.code} costs {r.explains:.2f} accept length")
@@ -144,9 +177,14 @@ class DoctorScreen(WorkbenchScreen):
         from workbench.parsing import parse_ids
 
         trained = parse_ids(f["trained"], "trained layers") if f["trained"] else None
-        report = self.app.wb.doctor(f["draft"], f["target"] or None, engine=f["engine"],
-                                    algorithm=f["algorithm"] or None, trained_layers=trained,
-                                    trained_convention=f["convention"])
+        report = self.app.wb.doctor(
+            f["draft"],
+            f["target"] or None,
+            engine=f["engine"],
+            algorithm=f["algorithm"] or None,
+            trained_layers=trained,
+            trained_convention=f["convention"],
+        )
         return report, self._code_capture(report.capture)
 
     def _show_checks(self, checked: tuple) -> None:
@@ -158,8 +196,9 @@ class DoctorScreen(WorkbenchScreen):
         if cap is None or not str(cap.engine).startswith("sglang") or not cap.num_layers:
             return None
         try:
-            return self.app.wb.engine_capture(cap.engine, arch=cap.arch, num_layers=cap.num_layers,
-                                              ids=cap.config_ids, source="table")
+            return self.app.wb.engine_capture(
+                cap.engine, arch=cap.arch, num_layers=cap.num_layers, ids=cap.config_ids, source="table"
+            )
         except WorkbenchError:
             return None
 
@@ -179,8 +218,9 @@ class DoctorScreen(WorkbenchScreen):
             skipped = getattr(report, "skipped", None) or []
             text = "No findings in the checks that ran."
             if skipped:
-                text += (f"\nSkipped {len(skipped)} for lack of inputs (not an all-clear):\n"
-                         + "\n".join(f"  {s.check}: needs {s.needs}" for s in skipped))
+                text += f"\nSkipped {len(skipped)} for lack of inputs (not an all-clear):\n" + "\n".join(
+                    f"  {s.check}: needs {s.needs}" for s in skipped
+                )
             self.query_one("#detail", FindingDetail).show_text(text, "ok" if not skipped else "")
         self._show_capture(report.capture)
 
@@ -195,10 +235,18 @@ class DoctorScreen(WorkbenchScreen):
             return
         for r in cap.rows:
             mark = "" if r.match is None else table.mark("ok" if r.match else "MISMATCH")
-            table.add_row(str(r.slot), _s(r.config_id), _s(r.engine_index),
-                          r.engine_point or table.mark("missing"), _s(r.trained_point), mark)
-        lines = [f"{cap.engine} on {cap.arch or 'unknown target'} ({cap.num_layers} layers); ids from {cap.ids_source}",
-                 f"training: {cap.trained_source}"]
+            table.add_row(
+                str(r.slot),
+                _s(r.config_id),
+                _s(r.engine_index),
+                r.engine_point or table.mark("missing"),
+                _s(r.trained_point),
+                mark,
+            )
+        lines = [
+            f"{cap.engine} on {cap.arch or 'unknown target'} ({cap.num_layers} layers); ids from {cap.ids_source}",
+            f"training: {cap.trained_source}",
+        ]
         if cap.fatal:
             lines.append(f"engine fails: {cap.fatal}")
         code = getattr(self, "code", None)
@@ -206,8 +254,11 @@ class DoctorScreen(WorkbenchScreen):
             if code.cuda_graph_points is not None and code.graph_differs:
                 lines.append(f"CUDA-graph decode captures {', '.join(code.cuda_graph_points)}")
             lines.append(f"SGLang code ({code.source}):")
-            lines += ["  " + e for e in code.evidence
-                      if e.split(":", 1)[0] in ("id_map", "index0", "boundary", "missing", "startup", "graph_reset")]
+            lines += [
+                "  " + e
+                for e in code.evidence
+                if e.split(":", 1)[0] in ("id_map", "index0", "boundary", "missing", "startup", "graph_reset")
+            ]
         notes.update(Text("\n".join(lines)))
 
     def selected(self):
@@ -244,8 +295,12 @@ class DoctorScreen(WorkbenchScreen):
 
         f = self.fields()
         argv = ["eagle-workbench", "doctor", "--draft", f["draft"]]
-        for key, flag in (("target", "--target-config"), ("engine", "--engine"), ("algorithm", "--algorithm"),
-                          ("trained", "--trained-layers")):
+        for key, flag in (
+            ("target", "--target-config"),
+            ("engine", "--engine"),
+            ("algorithm", "--algorithm"),
+            ("trained", "--trained-layers"),
+        ):
             if f[key]:
                 argv += [flag, f[key]]
         if f["trained"]:

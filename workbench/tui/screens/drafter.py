@@ -30,10 +30,15 @@ def predictor_fields(wb, result) -> dict:
     observed accept length (an offline evaluation has none: the field is cleared, not kept)."""
     p = wb.drafter_predictor_inputs(result)
     obs = p["observed_accept_length"]
-    return {"convention": "marginal", "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
-            "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
-            "steps": str(p["steps"]), "topk": "1", "draft_tokens": str(p["steps"] + 1),
-            "observed": "" if obs is None else f"{obs:.2f}"}
+    return {
+        "convention": "marginal",
+        "rates": ",".join(f"{v:.4f}" for v in p["marginal"]),
+        "topk_hits": " / ".join(",".join(f"{v:.4f}" for v in row) for row in (p["topk_hits"] or [])),
+        "steps": str(p["steps"]),
+        "topk": "1",
+        "draft_tokens": str(p["steps"] + 1),
+        "observed": "" if obs is None else f"{obs:.2f}",
+    }
 
 
 class DrafterScreen(WorkbenchScreen):
@@ -43,8 +48,9 @@ class DrafterScreen(WorkbenchScreen):
         Binding("p", "to_predictor", "To predictor", id="drafter.to_predictor"),
     ]
 
-    def __init__(self, draft: str = "", data: str = "", target: str = "", depth: str = "3",
-                 autorun: Optional[bool] = None):
+    def __init__(
+        self, draft: str = "", data: str = "", target: str = "", depth: str = "3", autorun: Optional[bool] = None
+    ):
         super().__init__()
         self.initial = dict(draft=draft, data=data, target=target, depth=depth)
         self.autorun = bool(draft and data and target) if autorun is None else autorun
@@ -58,8 +64,9 @@ class DrafterScreen(WorkbenchScreen):
                 yield Input(v["draft"], placeholder="draft checkpoint dir", id="draft", compact=True)
                 yield Input(v["data"], placeholder="training data dir (rows_*/data_*.ckpt)", id="data", compact=True)
             with Horizontal(classes="row"):
-                yield Input(v["target"], placeholder="target model dir (embedding + lm_head)", id="target",
-                            compact=True)
+                yield Input(
+                    v["target"], placeholder="target model dir (embedding + lm_head)", id="target", compact=True
+                )
                 yield Input(v["depth"], placeholder="depth", id="depth", type="integer", compact=True)
         yield Static("", id="drafter-error", classes="error-line", markup=False)
         with Horizontal(id="drafter-body"):
@@ -106,24 +113,41 @@ class DrafterScreen(WorkbenchScreen):
         self.query_one("#drafter-error", Static).update("")
         t = self.query_one("#depths", DataTable)
         t.clear(columns=True)
-        t.add_columns("depth", "SpecForge acc_k", "chain full", "chain cond", "speculators full_acc",
-                      "speculators cond_acc", *[f"top{k}" for k in r.topk], "positions")
+        t.add_columns(
+            "depth",
+            "SpecForge acc_k",
+            "chain full",
+            "chain cond",
+            "speculators full_acc",
+            "speculators cond_acc",
+            *[f"top{k}" for k in r.topk],
+            "positions",
+        )
         sf = r.speculators_full_acc or [None] * r.depth
         sc = r.speculators_cond_acc or [None] * r.depth
         for d in range(r.depth):
-            t.add_row(str(d), pct(r.acc[d]), pct(r.full_acc[d]), pct(r.cond_acc[d]), pct(sf[d]), pct(sc[d]),
-                      *[pct(v) for v in r.topk_acc[d]], str(r.positions_per_depth[d]))
+            t.add_row(
+                str(d),
+                pct(r.acc[d]),
+                pct(r.full_acc[d]),
+                pct(r.cond_acc[d]),
+                pct(sf[d]),
+                pct(sc[d]),
+                *[pct(v) for v in r.topk_acc[d]],
+                str(r.positions_per_depth[d]),
+            )
         p = r.predicted
         out = Text()
         if p.get("accept_length") is not None:
             out.append(f"{p['accept_length']:.3f}", style="bold")
-            out.append(f" predicted accept length ({p['steps']} steps, chain, bonus token included, "
-                       f"from chain full)\n")
+            out.append(f" predicted accept length ({p['steps']} steps, chain, bonus token included, from chain full)\n")
         if p.get("from_acc") is not None:
             out.append(f"{p['from_acc']:.3f}", style="bold")
             out.append(" from acc_k alone (SpecForge-style; ignores how depths correlate)\n")
-        out.append(f"{r.samples} samples, {r.positions} positions; draft vocabulary covers "
-                   f"{pct(r.vocab_coverage)} of the target's tokens\n")
+        out.append(
+            f"{r.samples} samples, {r.positions} positions; draft vocabulary covers "
+            f"{pct(r.vocab_coverage)} of the target's tokens\n"
+        )
         out.append("press p to send the rates to the Predictor", style="dim")
         self.query_one("#drafter-summary", Static).update(out)
         w = r.weights
@@ -139,7 +163,7 @@ class DrafterScreen(WorkbenchScreen):
             wt.append(f"\n  {m['name']}: {m['actual']}, expected {m['expected']}", style="red")
         self.query_one("#drafter-weights", Static).update(wt)
         self.query_one("#drafter-notes", Static).update("\n".join(r.notes))
-        t.focus()       # keys act on the result (p sends it to the Predictor)
+        t.focus()  # keys act on the result (p sends it to the Predictor)
 
     def action_to_predictor(self) -> None:
         if self.result is None:

@@ -25,7 +25,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("[b]Keys[/b]  (remap them in keymap.toml in the workspace: binding id = \"key\")")
+            yield Static('[b]Keys[/b]  (remap them in keymap.toml in the workspace: binding id = "key")')
             table: Table[str] = Table(zebra_stripes=True, cursor_type="row")
             table.add_columns("key", "action", "binding id")
             for row in self.rows:

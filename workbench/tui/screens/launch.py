@@ -104,7 +104,8 @@ class LaunchScreen(WorkbenchScreen):
         self.query_one("#command", Static).update(f"on {p.host}, {version}:\n{p.display}")
         self.query_one("#diff", Static).update("\n".join(p.diff) or "(same command as last time)")
         self.query_one("#findings", FindingsView).show(
-            [FindingItem(f, (f.code, f.message, f.fix or "")) for f in p.findings], focus=False)
+            [FindingItem(f, (f.code, f.message, f.fix or "")) for f in p.findings], focus=False
+        )
         self.query_one("#warnings", Static).update("\n".join(f"warning: {w}" for w in p.warnings))
         self.query_one("#launch", Button).disabled = not p.ok
 

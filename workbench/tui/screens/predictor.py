@@ -37,11 +37,30 @@ CONVENTION_HELP = {
 }
 
 #: The numbers of a real debugging session: training acc ~0.75, served at 5/1/6, logged 1.12.
-EXAMPLE = {"convention": "acc", "rates": "0.75", "topk_hits": "", "steps": "5", "topk": "1",
-           "draft_tokens": "6", "observed": "1.12", "verify_ms": "", "draft_ms": "", "baseline_ms": ""}
+EXAMPLE = {
+    "convention": "acc",
+    "rates": "0.75",
+    "topk_hits": "",
+    "steps": "5",
+    "topk": "1",
+    "draft_tokens": "6",
+    "observed": "1.12",
+    "verify_ms": "",
+    "draft_ms": "",
+    "baseline_ms": "",
+}
 
-TEXT_FIELDS = ("rates", "topk_hits", "steps", "topk", "draft_tokens", "observed", "verify_ms", "draft_ms",
-               "baseline_ms")
+TEXT_FIELDS = (
+    "rates",
+    "topk_hits",
+    "steps",
+    "topk",
+    "draft_tokens",
+    "observed",
+    "verify_ms",
+    "draft_ms",
+    "baseline_ms",
+)
 
 
 def request_from_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -77,9 +96,16 @@ def _number(text: str, name: str, kind):
 def cli_command(fields: dict[str, Any]) -> str:
     """The equivalent ``eagle-workbench predict`` command line."""
     argv = ["eagle-workbench", "predict", f"--{fields['convention']}", fields["rates"].strip()]
-    flags = [("topk_hits", "--topk-hits"), ("steps", "--steps"), ("topk", "--topk"),
-             ("draft_tokens", "--draft-tokens"), ("observed", "--observed-accept-length"),
-             ("verify_ms", "--verify-ms"), ("draft_ms", "--draft-ms"), ("baseline_ms", "--baseline-ms")]
+    flags = [
+        ("topk_hits", "--topk-hits"),
+        ("steps", "--steps"),
+        ("topk", "--topk"),
+        ("draft_tokens", "--draft-tokens"),
+        ("observed", "--observed-accept-length"),
+        ("verify_ms", "--verify-ms"),
+        ("draft_ms", "--draft-ms"),
+        ("baseline_ms", "--baseline-ms"),
+    ]
     for name, flag in flags:
         if fields[name].strip():
             argv += [flag, fields[name].strip()]
@@ -89,10 +115,20 @@ def cli_command(fields: dict[str, Any]) -> str:
 class PredictorScreen(WorkbenchScreen):
     CSS_PATH = "predictor.tcss"
     BINDINGS = [
-        Binding("ctrl+r", "reset", "Example", id="predictor.reset",
-                tooltip="restore the example numbers (acc 0.75, 5/1/6, observed 1.12)"),
-        Binding("ctrl+y", "copy_command", "Copy CLI", id="predictor.copy_cli",
-                tooltip="copy the equivalent `eagle-workbench predict` command"),
+        Binding(
+            "ctrl+r",
+            "reset",
+            "Example",
+            id="predictor.reset",
+            tooltip="restore the example numbers (acc 0.75, 5/1/6, observed 1.12)",
+        ),
+        Binding(
+            "ctrl+y",
+            "copy_command",
+            "Copy CLI",
+            id="predictor.copy_cli",
+            tooltip="copy the equivalent `eagle-workbench predict` command",
+        ),
     ]
     #: Seconds of quiet after the last keystroke before predicting (each prediction is journaled).
     DEBOUNCE_S = 0.2
@@ -103,7 +139,7 @@ class PredictorScreen(WorkbenchScreen):
         if unknown:
             raise TypeError(f"unknown predictor fields: {', '.join(sorted(unknown))}")
         self.initial = {**EXAMPLE, **{k: str(v) for k, v in initial.items()}}
-        self.result = None          # the last Prediction shown
+        self.result = None  # the last Prediction shown
         self.error: Optional[str] = None
         self._timer: Optional[Timer] = None
 
@@ -197,9 +233,13 @@ class PredictorScreen(WorkbenchScreen):
             f"logs accept len; {r.model} {r.steps}/{r.topk}/{r.draft_tokens}[/]\n"
             f"[b]{r.accepted_drafts:.3f}[/] accepted drafts per step   SGLang accept rate "
             f"[b]{rate['>=0.5.12']:.3f}[/] on ≥0.5.12, [b]{rate['0.5.5']:.3f}[/] on 0.5.5"
-            + (f"\n[b]{r.throughput.tokens_per_s:.1f}[/] tok/s per request, cycle {r.throughput.cycle_ms:.2f} ms"
-               + (f", [b]{r.throughput.speedup:.2f}×[/] baseline" if r.throughput.speedup else "")
-               if r.throughput else ""))
+            + (
+                f"\n[b]{r.throughput.tokens_per_s:.1f}[/] tok/s per request, cycle {r.throughput.cycle_ms:.2f} ms"
+                + (f", [b]{r.throughput.speedup:.2f}×[/] baseline" if r.throughput.speedup else "")
+                if r.throughput
+                else ""
+            )
+        )
         verdict = self.query_one("#verdict", Static)
         verdict.remove_class("ok", "bad")
         if r.verdict:
@@ -211,8 +251,11 @@ class PredictorScreen(WorkbenchScreen):
         self._fill_table(r)
         observed = r.verdict.ratio * r.accept_length if r.verdict else None
         self.query_one("#plot", CurvePlot).show(
-            [p.steps for p in r.curve], [p.accept_length for p in r.curve], current=r.steps if r.topk == 1 else None,
-            observed=observed)
+            [p.steps for p in r.curve],
+            [p.accept_length for p in r.curve],
+            current=r.steps if r.topk == 1 else None,
+            observed=observed,
+        )
         self.query_one("#formula", Static).update(f"formula: {r.formula}")
         self.query_one("#warnings", Static).update("\n".join(f"⚠ {w}" for w in r.warnings))
 

@@ -90,7 +90,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         if sid is None:
             return None
         wb = self.app.wb
-        status = wb.server_status([sid])[0]              # one round trip: process, new log bytes, GPUs
+        status = wb.server_status([sid])[0]  # one round trip: process, new log bytes, GPUs
         lines = wb.server_lines(sid, self.seen)
         marks = {e["line"]: e for e in wb.server_events(sid)}
         return status, lines, marks, wb.server(sid)
@@ -112,12 +112,17 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             else:
                 style = "bold cyan"
             log.write(Text(short_time(text), style=style), scroll_end=self.tail)
-        self.query_one("#log-title", Label).update(f"Log  {rec.log}  ({status.log_size or 0} bytes"
-                                                   f"{', tail' if self.tail else ''})")
-        self.query_one("#state", Static).update(Text.assemble(
-            f"{status.id} {status.profile} on {status.host}  ", state_text(status.state, status.stale),
-            f"\npid {status.pid}, port {status.port}, process {status.process}"
-            + (f"\n{status.error}" if status.error else "")))
+        self.query_one("#log-title", Label).update(
+            f"Log  {rec.log}  ({status.log_size or 0} bytes{', tail' if self.tail else ''})"
+        )
+        self.query_one("#state", Static).update(
+            Text.assemble(
+                f"{status.id} {status.profile} on {status.host}  ",
+                state_text(status.state, status.stale),
+                f"\npid {status.pid}, port {status.port}, process {status.process}"
+                + (f"\n{status.error}" if status.error else ""),
+            )
+        )
         reached = set(status.progress)
         prog = Text()
         for key, name in STAGE_NAMES:
@@ -134,10 +139,12 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             f"gen tok/s   {m.get('gen_throughput', '-')}  {sparkline(gt, 24)}\n"
             f"running {m.get('running_req', '-')}  queued {m.get('queue_req', '-')}  "
             f"token usage {m.get('token_usage', '-')}\n"
-            f"GPUs {gpu_text(status.gpus)}")
+            f"GPUs {gpu_text(status.gpus)}"
+        )
         f = status.failure
         self.query_one("#failure", Static).update(
-            Text(f"{f.get('class')}: {f.get('text', '')}\nfix: {f.get('hint', '')}", style="bold red") if f else "")
+            Text(f"{f.get('class')}: {f.get('text', '')}\nfix: {f.get('hint', '')}", style="bold red") if f else ""
+        )
 
     # -- actions ----------------------------------------------------------------------------------
     def action_refresh(self) -> None:
@@ -174,8 +181,9 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
     def measure(self, sid: int) -> str:
         m = self.app.wb.server_measure(sid)
         al = m.accept_len
-        text = (f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else "") + \
-            f"{m.tokens_per_s:.1f} tok/s"
+        text = (
+            f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else ""
+        ) + f"{m.tokens_per_s:.1f} tok/s"
         return f"server {sid}: {text}"
 
     def _measured(self, note: str) -> None:

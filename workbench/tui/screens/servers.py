@@ -21,8 +21,16 @@ from workbench.tui.screens import ScreenSpec
 from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
-STATE_STYLE = {"ready": "bold green", "starting": "yellow", "failing": "bold red", "failed": "bold red",
-               "exited": "red", "stopped": "dim", "unknown": "dim italic", "timeout": "red"}
+STATE_STYLE = {
+    "ready": "bold green",
+    "starting": "yellow",
+    "failing": "bold red",
+    "failed": "bold red",
+    "exited": "red",
+    "stopped": "dim",
+    "unknown": "dim italic",
+    "timeout": "red",
+}
 
 
 def state_text(state: str, stale: bool = False) -> Text:
@@ -38,8 +46,10 @@ def gpu_text(gpus) -> str:
 
 
 #: Why this accept length is not the one Diagnose shows: two windows over different traffic.
-ACCEPT_WINDOW = ("accept len (log): the server's own decode log, last window over whatever traffic it had; "
-                 "Diagnose and `server measure` measure with the protocol (cache flushed, fixed prompts).")
+ACCEPT_WINDOW = (
+    "accept len (log): the server's own decode log, last window over whatever traffic it had; "
+    "Diagnose and `server measure` measure with the protocol (cache flushed, fixed prompts)."
+)
 
 
 class ServersScreen(PollingScreenMixin, WorkbenchScreen):
@@ -68,8 +78,19 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             yield hosts
             yield Label("Servers", classes="title")
             table = Table(id="servers", cursor_type="row", zebra_stripes=True)
-            table.add_columns("id", "profile", "host", "state", "uptime", "accept len (log)", "", "tok/s", "",
-                              "GPU mem", "stage / problem")
+            table.add_columns(
+                "id",
+                "profile",
+                "host",
+                "state",
+                "uptime",
+                "accept len (log)",
+                "",
+                "tok/s",
+                "",
+                "GPU mem",
+                "stage / problem",
+            )
             yield table
             yield Static("", id="servers-note", markup=False)
 
@@ -98,10 +119,19 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         ht.clear()
         stale_hosts = {s.host for s in statuses if s.stale}
         for h in hosts:
-            state = "unreachable" if h.name in stale_hosts else ("ok" if gpus.get(h.name) or
-                                                                  any(s.host == h.name for s in statuses) else "-")
-            ht.add_row(h.name, h.kind, h.address or "-", gpu_text(gpus.get(h.name)),
-                       Text(state, style="red" if state == "unreachable" else ""), key=h.name)
+            state = (
+                "unreachable"
+                if h.name in stale_hosts
+                else ("ok" if gpus.get(h.name) or any(s.host == h.name for s in statuses) else "-")
+            )
+            ht.add_row(
+                h.name,
+                h.kind,
+                h.address or "-",
+                gpu_text(gpus.get(h.name)),
+                Text(state, style="red" if state == "unreachable" else ""),
+                key=h.name,
+            )
         st = self.query_one("#servers", DataTable)
         keep = st.cursor_row
         st.clear()
@@ -109,17 +139,32 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             m = s.metrics or {}
             al, gt = m.get("accept_len"), m.get("gen_throughput")
             up = "-" if not s.uptime_s else time.strftime("%H:%M:%S", time.gmtime(s.uptime_s))
-            problem = (s.failure or {}).get("class") or (s.error if s.stale else "") or \
-                (s.stage if s.state == "starting" else "")
-            st.add_row(str(s.id), s.profile, s.host, state_text(s.state, s.stale), up,
-                       f"{al:.2f}" if al is not None else "-", sparkline(s.series.get("accept_len", [])),
-                       f"{gt:.1f}" if gt is not None else "-", sparkline(s.series.get("gen_throughput", [])),
-                       gpu_text(s.gpus), Text(problem or "", style="red" if s.failure else "dim"), key=str(s.id))
+            problem = (
+                (s.failure or {}).get("class")
+                or (s.error if s.stale else "")
+                or (s.stage if s.state == "starting" else "")
+            )
+            st.add_row(
+                str(s.id),
+                s.profile,
+                s.host,
+                state_text(s.state, s.stale),
+                up,
+                f"{al:.2f}" if al is not None else "-",
+                sparkline(s.series.get("accept_len", [])),
+                f"{gt:.1f}" if gt is not None else "-",
+                sparkline(s.series.get("gen_throughput", [])),
+                gpu_text(s.gpus),
+                Text(problem or "", style="red" if s.failure else "dim"),
+                key=str(s.id),
+            )
         if statuses and keep is not None:
             st.move_cursor(row=min(keep, len(statuses) - 1))
-        note = ("no servers running: ctrl+l opens the Launch screen" if not statuses else
-                f"{len(statuses)} server(s); ctrl+o opens the selected one, ctrl+k stops it.  "
-                f"{ACCEPT_WINDOW}")
+        note = (
+            "no servers running: ctrl+l opens the Launch screen"
+            if not statuses
+            else f"{len(statuses)} server(s); ctrl+o opens the selected one, ctrl+k stops it.  {ACCEPT_WINDOW}"
+        )
         self.query_one("#servers-note", Static).update(note)
 
     # -- actions ----------------------------------------------------------------------------------

@@ -36,8 +36,9 @@ class EntriesTable(Table):
     COMPONENT_CLASSES = {f"timeline--{c}" for c in CATEGORIES}
 
     def category(self, name: str) -> Text:
-        return Text(name, style=self.get_component_rich_style(f"timeline--{name}", partial=True)
-                    if name in CATEGORIES else "")
+        return Text(
+            name, style=self.get_component_rich_style(f"timeline--{name}", partial=True) if name in CATEGORIES else ""
+        )
 
 
 class TimelineScreen(WorkbenchScreen):
@@ -79,10 +80,12 @@ class TimelineScreen(WorkbenchScreen):
     def _filters(self) -> dict:
         server = self.query_one("#server", Input).value.strip()
         cat = self.query_one("#category", Select).value
-        return {"server": int(server) if server else None,
-                "profile": self.query_one("#profile", Input).value.strip() or None,
-                "config": self.query_one("#config", Input).value.strip() or None,
-                "category": cat if isinstance(cat, str) else None}
+        return {
+            "server": int(server) if server else None,
+            "profile": self.query_one("#profile", Input).value.strip() or None,
+            "config": self.query_one("#config", Input).value.strip() or None,
+            "category": cat if isinstance(cat, str) else None,
+        }
 
     def action_refresh(self) -> None:
         self.load(self._filters())
@@ -107,7 +110,8 @@ class TimelineScreen(WorkbenchScreen):
         table = self.query_one("#entries", EntriesTable)
         table.clear()
         rows: list[tuple[Any, int]] = collapse_runs(
-            entries, key=lambda e: (e.kind, e.server, e.profile, e.subject, e.summary))
+            entries, key=lambda e: (e.kind, e.server, e.profile, e.subject, e.summary)
+        )
         for e, n in rows:
             who = f"server {e.server}" if e.server is not None else (e.profile or e.subject or "")
             kind = e.kind if n == 1 else f"{e.kind} x{n}"
@@ -129,15 +133,19 @@ class TimelineScreen(WorkbenchScreen):
 
     def _select(self, entry) -> None:
         self.query_one("#detail", Static).update(
-            f"{entry.time}  {entry.kind}  {entry.subject}\n\n" + "\n".join(payload_lines(entry.payload)))
+            f"{entry.time}  {entry.kind}  {entry.subject}\n\n" + "\n".join(payload_lines(entry.payload))
+        )
         self.live_config(entry.id)
 
     @background("timeline-live", done="_show_live", failed="_show_live")
     def live_config(self, entry_id: int) -> str:
         live = self.app.wb.timeline_live_config(entry_id)
-        return ("(nothing ties this entry to a draft config)" if live is None else
-                f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
-                f"{live.basis}\n\n{live.content}")
+        return (
+            "(nothing ties this entry to a draft config)"
+            if live is None
+            else f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
+            f"{live.basis}\n\n{live.content}"
+        )
 
     def _show_live(self, text: str) -> None:
         """The config live for the selected entry, or why there is none (a WorkbenchError's line)."""

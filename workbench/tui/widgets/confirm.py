@@ -59,7 +59,7 @@ class ConfirmModal(ModalScreen[bool]):
                 yield Button("Yes [y]", id="yes", variant="error", compact=True)
 
     def on_mount(self) -> None:
-        if is_diff(list(self.plan.details)):     # a fix or a revert: coloured like the Configs screen
+        if is_diff(list(self.plan.details)):  # a fix or a revert: coloured like the Configs screen
             self.query_one("#confirm-details", DiffView).show_diff("\n".join(self.plan.details))
         if self.timeout:
             self.set_timer(self.timeout, self._expire, name="confirm-timeout")

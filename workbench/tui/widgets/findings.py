@@ -27,7 +27,8 @@ Hint = Union[str, Callable[["FindingItem"], Optional[str]], None]
 class FindingItem:
     """A finding as a row: ``cells`` after the severity column; ``source``/``cost``/``share`` when
     the finding is ranked by what it costs (the live doctor)."""
-    finding: Any                    # code, severity, message, evidence, fix
+
+    finding: Any  # code, severity, message, evidence, fix
     cells: tuple = ()
     source: Optional[str] = None
     cost: Optional[float] = None
@@ -53,8 +54,7 @@ class FindingsView(Table):
             self.view = view
             self.item = item
 
-    def __init__(self, columns: Iterable[str], *, detail: Optional[str] = None, numbered: bool = False,
-                 **kw) -> None:
+    def __init__(self, columns: Iterable[str], *, detail: Optional[str] = None, numbered: bool = False, **kw) -> None:
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
         super().__init__(**kw)
@@ -68,8 +68,12 @@ class FindingsView(Table):
         self.add_columns(*self._columns)
 
     def severity_text(self, severity: str) -> Text:
-        return Text(severity, style=self.get_component_rich_style(f"findings--{severity}", partial=True)
-                    if severity in SEVERITIES else "")
+        return Text(
+            severity,
+            style=self.get_component_rich_style(f"findings--{severity}", partial=True)
+            if severity in SEVERITIES
+            else "",
+        )
 
     def show(self, items: list[FindingItem], *, hint: "Hint" = None, focus: bool = True) -> None:
         self.items, self.hint = list(items), hint
@@ -122,11 +126,19 @@ class FindingDetail(Static):
     FindingDetail > .finding--hint { color: $text-muted; text-style: italic; }
     FindingDetail > .finding--ok { color: $text-success; }
     """
-    COMPONENT_CLASSES = {"finding--code", "finding--heading", "finding--label", "finding--edit", "finding--hint",
-                         "finding--ok", *(f"finding--{s}" for s in SEVERITIES)}
+    COMPONENT_CLASSES = {
+        "finding--code",
+        "finding--heading",
+        "finding--label",
+        "finding--edit",
+        "finding--hint",
+        "finding--ok",
+        *(f"finding--{s}" for s in SEVERITIES),
+    }
 
-    def __init__(self, empty: str = "", *, skip: Iterable[str] = (), evidence_limit: Optional[int] = None,
-                 **kw) -> None:
+    def __init__(
+        self, empty: str = "", *, skip: Iterable[str] = (), evidence_limit: Optional[int] = None, **kw
+    ) -> None:
         super().__init__(empty, **kw)
         self.empty = empty
         self.skip = set(skip)
@@ -160,7 +172,7 @@ class FindingDetail(Static):
             out.append("\n")
         evidence = [(k, v) for k, v in (getattr(f, "evidence", None) or {}).items() if k not in self.skip]
         if self.evidence_limit is not None:
-            evidence = evidence[:self.evidence_limit]
+            evidence = evidence[: self.evidence_limit]
         if evidence:
             out.append("\nevidence\n", style=self._style("heading"))
             for key, value in evidence:
@@ -193,8 +205,7 @@ class VerdictTable(Table):
     """
     COMPONENT_CLASSES = {"verdict--ok", "verdict--warn", "verdict--bad"}
     #: Words the engines and the alignment use, by how they read.
-    KIND = {"ok": "ok", "match": "ok", "ambiguous": "warn", "no-match": "bad", "MISMATCH": "bad",
-            "missing": "bad"}
+    KIND = {"ok": "ok", "match": "ok", "ambiguous": "warn", "no-match": "bad", "MISMATCH": "bad", "missing": "bad"}
 
     def mark(self, text: str, kind: Optional[str] = None) -> Text:
         kind = kind or self.KIND.get(text)

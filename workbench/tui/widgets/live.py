@@ -26,6 +26,7 @@ def ask_from_thread(app, plan, timeout: Optional[float] = CONFIRM_TIMEOUT_S) -> 
         def back(ok) -> None:
             answer["ok"] = bool(ok)
             done.set()
+
         modal = ConfirmModal(plan, timeout=timeout)
         shown["modal"] = modal
         app.push_screen(modal, back)
@@ -41,7 +42,7 @@ def ask_from_thread(app, plan, timeout: Optional[float] = CONFIRM_TIMEOUT_S) -> 
         worker = None
     try:
         app.call_from_thread(show)
-    except RuntimeError:      # the app is no longer running
+    except RuntimeError:  # the app is no longer running
         return False
     deadline = None if timeout is None else time.monotonic() + timeout + 5.0
     while not done.wait(0.1):

@@ -75,8 +75,8 @@ class ScreenBar(Widget):
             if sid == current:
                 out.append(label, style=cur_style)
             else:
-                out.append(label[:len(key)], style=key_style)
-                out.append(label[len(key):])
+                out.append(label[: len(key)], style=key_style)
+                out.append(label[len(key) :])
             self._spans.append((x, x + len(label), sid))
             x += len(label)
         return out

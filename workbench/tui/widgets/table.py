@@ -18,8 +18,8 @@ class Table(DataTable[CellType]):
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         widths = self._widths()
         super()._update_dimensions(new_rows)
-        if self._widths() != widths and hasattr(self, "_update_count"):     # (a Textual that renames it: as before)
-            self._update_count += 1     # part of every render cache's key: each line is drawn again
+        if self._widths() != widths and hasattr(self, "_update_count"):  # (a Textual that renames it: as before)
+            self._update_count += 1  # part of every render cache's key: each line is drawn again
 
     def _widths(self) -> tuple:
         return tuple(c.content_width for c in self.columns.values())
