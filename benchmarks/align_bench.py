@@ -39,12 +39,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 
 def rss_bytes() -> int:
@@ -167,7 +166,7 @@ def quiet() -> None:
     time.sleep(QUIET_S)
 
 
-def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> Optional[tuple[float, str]]:
+def screen_compute(hidden: int, slots: int = 3, reps: int = 5) -> tuple[float, str] | None:
     """(bytes of bf16 candidates one thread screens per second, the kernel) with every row in cache:
     4 candidate rows and ``slots`` slot rows, each read again for 1024 tokens (the token lists
     repeat 4 rows), so the time is the kernel's arithmetic and not memory. ``bytes / (this x threads)``

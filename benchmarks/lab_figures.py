@@ -210,7 +210,7 @@ def _default_layers() -> dict:
     from workbench.lab.build import trained_layers
 
     tr = trained_layers(12)
-    return {"draft_broken": [-1] + tr[:-1], "draft_shifted": [i + 1 for i in tr]}
+    return {"draft_broken": [-1, *tr[:-1]], "draft_shifted": [i + 1 for i in tr]}
 
 
 def render_demo(rec: dict) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.sglang.logparse import parse_text  # noqa: E402
+from workbench.sglang.logparse import parse_text
 
 FLOOR = 1_000_000
 

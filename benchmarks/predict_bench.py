@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench import predict as P  # noqa: E402
+from workbench import predict as P
 
 FLOOR_MS = 50.0
 RUNS = 15

@@ -10,7 +10,8 @@ Destructive methods take ``confirm=True`` (see ``workbench.confirm``).
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, BinaryIO
 
 from workbench.confirm import Plan
 from workbench.draftconfig.schema import MAX_CONTEXT, MAX_LAYERS
@@ -43,58 +44,58 @@ from workbench.sglang.registry import ServerState
 from workbench.workspace import default_root, load_keymap
 
 __all__ = [
-    "Workbench",
-    "Plan",
-    "WorkbenchError",
-    "InputError",
-    "ConfirmationRequired",
+    "GRACE",
     "MAX_CONTEXT",
     "MAX_LAYERS",
-    "engine_choices",
-    "GRACE",
+    "SERVER_STAGES",
     "TIMEOUT",
+    "AlignedSlot",
+    "Alignment",
+    "ConfirmationRequired",
+    "Draft",
+    "Features",
+    "InputError",
+    "LayerRecommendation",
+    "Observed",
+    "Plan",
+    "Predicted",
+    "ServerState",
+    "Spec",
+    "Target",
+    "Workbench",
+    "WorkbenchError",
     "default_root",
+    "engine_choices",
+    "lab_serve",
     "load_keymap",
     "parse_log",
     "parse_log_json",
     "parse_log_json_bytes",
-    "lab_serve",
-    "ServerState",
-    "SERVER_STAGES",
-    "Spec",
-    "Target",
-    "Draft",
-    "Observed",
-    "Predicted",
-    "Features",
-    "Alignment",
-    "AlignedSlot",
-    "LayerRecommendation",
 ]
 
 
-def engine_choices() -> "list[tuple[str, str]]":
+def engine_choices() -> list[tuple[str, str]]:
     """(label, engine) for the faces' engine pickers: SGLang releases, then every vLLM release read."""
     from workbench.doctor.engines import engine_choices as choices
 
     return choices()
 
 
-def parse_log(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[Any]":
+def parse_log(source: BinaryIO, kinds: Sequence[str] | None = None) -> Iterator[Any]:
     """SGLang log records from a binary stream, as they are parsed (memory stays flat)."""
     from workbench.sglang.logparse import stream_records
 
     return stream_records(source, kinds)
 
 
-def parse_log_json(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[str]":
+def parse_log_json(source: BinaryIO, kinds: Sequence[str] | None = None) -> Iterator[str]:
     """The same records as JSON Lines text, one per record."""
     from workbench.sglang.logjson import stream_json_lines
 
     return stream_json_lines(source, kinds)
 
 
-def parse_log_json_bytes(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = None) -> "Iterator[bytes]":
+def parse_log_json_bytes(source: BinaryIO, kinds: Sequence[str] | None = None) -> Iterator[bytes]:
     """The JSON Lines of ``parse_log_json`` as bytes, a piece per chunk of the log (each ends in a
     newline): what a writer of the whole stream wants."""
     from workbench.sglang.logjson import stream_json_bytes
@@ -102,7 +103,7 @@ def parse_log_json_bytes(source: "BinaryIO", kinds: "Optional[Sequence[str]]" = 
     return stream_json_bytes(source, kinds)
 
 
-def lab_serve(argv: "Sequence[str]") -> int:
+def lab_serve(argv: Sequence[str]) -> int:
     """Run the lab's reference server in this process (``sglang.launch_server`` flags)."""
     from workbench.lab.serve import main
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import atexit
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 # a command's collections: every 50,000 allocations instead of 700 (cyclic garbage waits longer;
 # a start-up's millions of objects are not walked a thousand times)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -25,14 +26,14 @@ EVIDENCE_LABEL = {
 }
 
 
-def evidence_label(evidence_class: Optional[str]) -> str:
+def evidence_label(evidence_class: str | None) -> str:
     return EVIDENCE_LABEL.get(evidence_class or "", evidence_class or "")
 
 
 HEAT = ["#1b5e20", "#2e7d32", "#558b2f", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"]
 
 
-def heat_colour(v: Optional[float]) -> Optional[str]:
+def heat_colour(v: float | None) -> str | None:
     if v is None or not math.isfinite(v):
         return None
     x = -6.0 if v <= 1e-6 else min(0.0, math.log10(v))
@@ -51,7 +52,7 @@ def text_on(background: str) -> str:
     return "#000000" if (lum + 0.05) / 0.05 > 1.05 / (lum + 0.05) else "#ffffff"
 
 
-def fmt_rel(v: Optional[float]) -> str:
+def fmt_rel(v: float | None) -> str:
     if v is None:
         return "-"
     if v == 0:
@@ -64,9 +65,7 @@ def fmt_rel(v: Optional[float]) -> str:
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(
-    values: Iterable[Optional[float]], width: int = 16, lo: Optional[float] = None, hi: Optional[float] = None
-) -> str:
+def sparkline(values: Iterable[float | None], width: int = 16, lo: float | None = None, hi: float | None = None) -> str:
     vals = [v for v in list(values)[-width:] if v is not None and v == v]
     if not vals:
         return ""
@@ -80,7 +79,7 @@ def round_sig(v: float, digits: int = 4) -> float:
     """A float to ``digits`` significant digits (491.6834 -> 491.7, 2.0e-06 stays 2e-06)."""
     if v == 0 or not math.isfinite(v):
         return v
-    return round(v, digits - 1 - int(math.floor(math.log10(abs(v)))))
+    return round(v, digits - 1 - math.floor(math.log10(abs(v))))
 
 
 def payload_lines(payload: Any, indent: int = 0, digits: int = 4) -> list[str]:
@@ -97,7 +96,7 @@ def payload_lines(payload: Any, indent: int = 0, digits: int = 4) -> list[str]:
             return str(v)
         return json.dumps(v, default=str)
 
-    def inline(v: Any) -> Optional[str]:
+    def inline(v: Any) -> str | None:
         if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
             text = "[" + ", ".join(scalar(x) for x in v) + "]"
             return text if len(text) <= 80 else None

@@ -35,6 +35,6 @@ class ConfirmationRequired(WorkbenchError):
 
     exit_code = 3
 
-    def __init__(self, plan: "Plan") -> None:
+    def __init__(self, plan: Plan) -> None:
         self.plan = plan
         super().__init__(f"{plan.summary} (not done: pass confirm=True / --yes)")

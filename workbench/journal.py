@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from workbench.results import Result, jsonable
 
@@ -129,7 +129,7 @@ class Journal:
             conn.close()
             self._local.conn = None
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self) -> _Transaction:
         return _Transaction(self.db)
 
     def _migrate(self) -> None:
@@ -149,7 +149,7 @@ class Journal:
         return [r[0] for r in self.db.execute("SELECT name FROM schema_migrations ORDER BY name")]
 
     # -- events -----------------------------------------------------------------------------
-    def record(self, kind: str, subject: str = "", payload: Any = None, *, ts: Optional[float] = None) -> int:
+    def record(self, kind: str, subject: str = "", payload: Any = None, *, ts: float | None = None) -> int:
         body = json.dumps(jsonable(payload if payload is not None else {}), sort_keys=True)
         cur = self.db.execute(
             "INSERT INTO events(ts, kind, subject, payload) VALUES (?, ?, ?, ?)",
@@ -159,10 +159,10 @@ class Journal:
 
     def events(
         self,
-        kind: Optional[str] = None,
-        subject: Optional[str] = None,
-        since: Optional[float] = None,
-        limit: Optional[int] = None,
+        kind: str | None = None,
+        subject: str | None = None,
+        since: float | None = None,
+        limit: int | None = None,
     ) -> list[Event]:
         sql, args = "SELECT * FROM events WHERE 1=1", list[object]()
         if kind is not None:
@@ -191,13 +191,13 @@ class Journal:
     def put_blob(self, sha256: str, content: bytes) -> None:
         self.db.execute("INSERT OR IGNORE INTO blobs(sha256, content) VALUES (?, ?)", (sha256, content))
 
-    def blob(self, sha256: Optional[str]) -> Optional[bytes]:
+    def blob(self, sha256: str | None) -> bytes | None:
         if not sha256:
             return None
         row = self.db.execute("SELECT content FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
         return bytes(row[0]) if row is not None else None
 
-    def config_version_number(self, sha256: Optional[str]) -> Optional[int]:
+    def config_version_number(self, sha256: str | None) -> int | None:
         """The version number (1-based, per tracked config) of the latest version with this content."""
         if not sha256:
             return None
@@ -216,8 +216,8 @@ class Journal:
         )
 
     # -- tracked configs and their versions (the store is workbench.configs.history) ------------------
-    def tracked_config(self, location: str) -> Optional[sqlite3.Row]:
-        row: Optional[sqlite3.Row] = self.db.execute(
+    def tracked_config(self, location: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self.db.execute(
             "SELECT * FROM tracked_configs WHERE location = ?", (location,)
         ).fetchone()
         return row
@@ -247,12 +247,12 @@ class Journal:
         config_id: int,
         digest: str,
         content: bytes,
-        reason: Optional[str],
-        parent: Optional[str] = None,
+        reason: str | None,
+        parent: str | None = None,
         *,
-        location: Optional[str] = None,
+        location: str | None = None,
         sync: bool = False,
-    ) -> Optional[str]:
+    ) -> str | None:
         """Add a version unless it is already the latest (one write is never stored twice); decided
         inside the insert's transaction. With ``sync``: the parent is the latest version and the
         reason that of an announced write of these bytes over it (``announce_config_write``), else
@@ -281,7 +281,7 @@ class Journal:
                 db.execute("DELETE FROM config_write_intents WHERE location = ? AND sha256 = ?", (location, digest))
         return reason
 
-    def announce_config_write(self, location: str, digest: str, parent: Optional[str], reason: str) -> None:
+    def announce_config_write(self, location: str, digest: str, parent: str | None, reason: str) -> None:
         """A write about to happen: a writer that dies before its version row keeps its reason."""
         with self.transaction() as db:
             db.execute("DELETE FROM config_write_intents WHERE ts < ?", (time.time() - 30 * 86400,))
@@ -291,14 +291,14 @@ class Journal:
             )
 
     def config_version_before(
-        self, ts: float, *, sha256: Optional[str] = None, location: Optional[str] = None
-    ) -> Optional[sqlite3.Row]:
+        self, ts: float, *, sha256: str | None = None, location: str | None = None
+    ) -> sqlite3.Row | None:
         """The latest version stored at or before ``ts`` with this content, or of this location
         (its row with the config's ``location``)."""
         if (sha256 is None) == (location is None):
             raise ValueError("config_version_before: give sha256 or location")
         where, key = ("v.sha256 = ?", sha256) if sha256 is not None else ("t.location = ?", location)
-        row: Optional[sqlite3.Row] = self.db.execute(
+        row: sqlite3.Row | None = self.db.execute(
             "SELECT v.*, t.location FROM config_versions v JOIN tracked_configs t ON t.id = v.config_id "
             f"WHERE {where} AND v.ts <= ? ORDER BY v.id DESC LIMIT 1",
             (key, ts),
@@ -306,14 +306,14 @@ class Journal:
         return row
 
     # -- measurements ------------------------------------------------------------------------------
-    def add_measurement(self, server_id: Optional[int], kind: str, payload: Any, *, ts: Optional[float] = None) -> int:
+    def add_measurement(self, server_id: int | None, kind: str, payload: Any, *, ts: float | None = None) -> int:
         cur = self.db.execute(
             "INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
             (server_id, ts if ts is not None else time.time(), kind, json.dumps(jsonable(payload))),
         )
         return int(cur.lastrowid or 0)
 
-    def measurement_rows(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]:
+    def measurement_rows(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         sql, args = "SELECT * FROM measurements WHERE 1=1", list[object]()
         if server_id is not None:
             sql += " AND server_id = ?"

@@ -35,9 +35,10 @@ really captures, per engine version and target architecture:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import total_ordering
-from typing import Any, Iterable, Optional, Sequence, cast
+from typing import Any, cast
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -73,7 +74,7 @@ class Point:
     """A physical capture point; ``str(p)`` is its JSON spelling."""
 
     kind: str
-    layer: Optional[int] = None
+    layer: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -86,15 +87,15 @@ class Point:
 
     # constructors ----------------------------------------------------------------------------
     @classmethod
-    def embed(cls) -> "Point":
+    def embed(cls) -> Point:
         return cls("embed")
 
     @classmethod
-    def out(cls, k: int) -> "Point":
+    def out(cls, k: int) -> Point:
         return cls("out", k)
 
     @classmethod
-    def parse(cls, text: "str | Point") -> "Point":
+    def parse(cls, text: str | Point) -> Point:
         """``embed``, ``out(K)``, ``final-prenorm``, ``final-postnorm``."""
         if isinstance(text, Point):
             return text
@@ -115,16 +116,16 @@ class Point:
     def _key(self) -> tuple[int, int]:
         return (_RANK[self.kind], self.layer if self.layer is not None else 0)
 
-    def __lt__(self, other: "Point") -> bool:
+    def __lt__(self, other: Point) -> bool:
         if not isinstance(other, Point):
             return NotImplemented
         return self._key() < other._key()
 
-    def canonical(self, num_layers: int) -> "Point":
+    def canonical(self, num_layers: int) -> Point:
         """``final-prenorm`` and ``out(N-1)`` are one physical stream; this picks ``out(N-1)``."""
         return Point.out(num_layers - 1) if self.kind == "final-prenorm" else self
 
-    def same_stream(self, other: "Point", num_layers: int) -> bool:
+    def same_stream(self, other: Point, num_layers: int) -> bool:
         return self.canonical(num_layers) == other.canonical(num_layers)
 
 
@@ -133,11 +134,11 @@ FINAL_PRENORM = Point("final-prenorm")
 FINAL_POSTNORM = Point("final-postnorm")
 
 
-def point_str(p: Optional[Point]) -> Optional[str]:
+def point_str(p: Point | None) -> str | None:
     return None if p is None else str(p)
 
 
-def parse_points(text: "str | Iterable[str | Point]") -> list[Point]:
+def parse_points(text: str | Iterable[str | Point]) -> list[Point]:
     """'out(2), out(30)' or a list of strings/Points."""
     if isinstance(text, str):
         parts = [p for p in re.split(r",(?![^()]*\))|\s+(?![^()]*\))", text) if p.strip()]
@@ -169,7 +170,7 @@ def _check_id(i: object) -> int:
     return i
 
 
-def point_for(i: int, convention: str, num_layers: int) -> Optional[Point]:
+def point_for(i: int, convention: str, num_layers: int) -> Point | None:
     """The point id ``i`` names in ``convention``; None when it names nothing for N layers."""
     conv = normalize_convention(convention)
     n = _check_layers(num_layers)
@@ -206,7 +207,7 @@ def to_points(ids: Sequence[int], convention: str, num_layers: int) -> list[Poin
     return out
 
 
-def id_for(point: "Point | str", convention: str, num_layers: int) -> Optional[int]:
+def id_for(point: Point | str, convention: str, num_layers: int) -> int | None:
     """The id that names ``point`` in ``convention``; None when the convention cannot name it."""
     conv = normalize_convention(convention)
     n = _check_layers(num_layers)
@@ -227,7 +228,7 @@ def id_for(point: "Point | str", convention: str, num_layers: int) -> Optional[i
     return layer + 1 if layer <= n - 2 else None
 
 
-def from_points(points: Sequence["Point | str"], convention: str, num_layers: int) -> list[int]:
+def from_points(points: Sequence[Point | str], convention: str, num_layers: int) -> list[int]:
     """Points -> ids in ``convention``. A one-line InputError for a point it cannot name."""
     conv = normalize_convention(convention)
     out = []
@@ -276,7 +277,7 @@ def version_text(v: tuple[int, int, int, int]) -> str:
     return base + (f".post{v[3] - 1}" if v[3] else "")
 
 
-def arch_family(arch: Optional[str]) -> Optional[str]:
+def arch_family(arch: str | None) -> str | None:
     """An HF architecture class or model_type -> the family whose capture code it runs."""
     if not arch:
         return None
@@ -296,24 +297,24 @@ def arch_family(arch: Optional[str]) -> Optional[str]:
 class IdCapture(Result):
     """One config id: the engine's internal (capture-before) index, and what it yields."""
 
-    id: Optional[int]  # None when the engine's defaults apply
-    index: Optional[int]
-    point: Optional[str]
-    problem: Optional[str] = None
+    id: int | None  # None when the engine's defaults apply
+    index: int | None
+    point: str | None
+    problem: str | None = None
 
 
 @dataclass
 class CaptureResult(Result):
     engine: str
-    arch_family: Optional[str]
+    arch_family: str | None
     num_layers: int
-    ids: Optional[list[int]]  # what the config gave (None: defaults)
+    ids: list[int] | None  # what the config gave (None: defaults)
     default_used: bool
     indices: list[int]  # the engine's capture-before indices (its layers_to_capture)
-    points: list[Optional[Point]]  # in concatenation order; None = a state that is never captured
+    points: list[Point | None]  # in concatenation order; None = a state that is never captured
     by_id: list[IdCapture]  # in config order
     notes: list[str] = field(default_factory=list)
-    fatal: Optional[str] = None  # the engine refuses to start or crashes on first forward
+    fatal: str | None = None  # the engine refuses to start or crashes on first forward
 
     @property
     def captured(self) -> list[Point]:
@@ -338,8 +339,8 @@ class EngineRule:
     """How one engine (and version) on one target family turns config ids into captured points."""
 
     engine: str  # "sglang" or "vllm"
-    version: Optional[tuple[int, int, int, int]]
-    family: Optional[str]  # arch family, None = unknown (common rule assumed)
+    version: tuple[int, int, int, int] | None
+    family: str | None  # arch family, None = unknown (common rule assumed)
     plus_one: str  # "always", "first-is-1", "boundary-or-always", "never", "unsupported"
     embed_at_zero: bool  # index 0 captures the embedding output
     final_boundary: bool  # index N captures the pre-norm final stream
@@ -366,7 +367,7 @@ class EngineRule:
             return list(ids) if ids and max(ids) == num_layers else [i + 1 for i in ids]
         return list(ids)  # never (vLLM) / unsupported
 
-    def ids_from_config(self, config: dict[str, Any]) -> tuple[Optional[list[Any]], str]:
+    def ids_from_config(self, config: dict[str, Any]) -> tuple[list[Any] | None, str]:
         """The ids this engine reads from a draft config.json and where it found them."""
         top = config.get("eagle_aux_hidden_state_layer_ids") if isinstance(config, dict) else None
         ec = config.get("eagle_config") if isinstance(config, dict) else None
@@ -377,7 +378,7 @@ class EngineRule:
             return nested, "eagle_config.eagle_aux_hidden_state_layer_ids"
         return None, "default"
 
-    def capture(self, ids: Optional[Sequence[int]], num_layers: int) -> CaptureResult:
+    def capture(self, ids: Sequence[int] | None, num_layers: int) -> CaptureResult:
         n = _check_layers(num_layers)
         notes: list[str] = []
         fatal = None
@@ -417,7 +418,7 @@ class EngineRule:
                 notes.append(f"{self.name}: ids used verbatim as capture-before indices")
 
         # What each internal index yields (the capture loop runs before layer i, i in range(N)).
-        yields: list[tuple[int, Optional[Point], Optional[str]]] = []
+        yields: list[tuple[int, Point | None, str | None]] = []
         for idx in indices:
             if self.plus_one == "unsupported":
                 yields.append((idx, None, "engine cannot capture on this target"))
@@ -458,7 +459,7 @@ class EngineRule:
                 seen.add(idx)
                 captured.append((idx, p))
         captured.sort(key=lambda t: t[0])
-        points: list[Optional[Point]] = [p for _, p in captured] + [None] * missing
+        points: list[Point | None] = [p for _, p in captured] + [None] * missing
         if not default_used and [i for i in indices] != sorted(indices):
             notes.append(
                 f"ids not ascending: {self.engine} concatenates in layer order {[str(p) for _, p in captured]}"
@@ -493,7 +494,7 @@ class EngineRule:
             fatal,
         )
 
-    def ids_for(self, points: Sequence["Point | str"], num_layers: int) -> Optional[list[int]]:
+    def ids_for(self, points: Sequence[Point | str], num_layers: int) -> list[int] | None:
         """Config ids that make this engine capture ``points`` in that order; None if impossible."""
         n = _check_layers(num_layers)
         want = [Point.parse(p) if isinstance(p, str) else p for p in points]
@@ -514,7 +515,7 @@ class EngineRule:
         return None
 
 
-def _sglang_rule(version: tuple[int, int, int, int], family: Optional[str]) -> EngineRule:
+def _sglang_rule(version: tuple[int, int, int, int], family: str | None) -> EngineRule:
     v = version
     embed0 = v >= (0, 5, 23, 0)
     src = f"sglang {version_text(v)}"
@@ -600,7 +601,7 @@ ENGINE_ALIASES = {
 }
 
 
-def parse_engine(engine: str) -> tuple[str, Optional[tuple[int, int, int, int]]]:
+def parse_engine(engine: str) -> tuple[str, tuple[int, int, int, int] | None]:
     """'sglang==0.5.23' / 'sglang-0.5.13' / 'sglang' / 'vllm' -> (name, version or None)."""
     if not isinstance(engine, str) or not engine.strip():
         raise InputError(f"engine: expected 'sglang==X.Y.Z' or 'vllm', got {engine!r}")
@@ -612,7 +613,7 @@ def parse_engine(engine: str) -> tuple[str, Optional[tuple[int, int, int, int]]]
     return name, (parse_version(ver) if ver else None)
 
 
-def rule_for(engine: str, arch: Optional[str] = None) -> EngineRule:
+def rule_for(engine: str, arch: str | None = None) -> EngineRule:
     """The capture rule of ``engine`` ('sglang==0.5.12.post1', 'sglang', 'vllm', ...) for a target
     architecture (HF class name or model_type; None when unknown)."""
     name, version = parse_engine(engine)
@@ -648,7 +649,7 @@ _ID_MAP_TO_PLUS_ONE = {
 }
 
 
-def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family: Optional[str]) -> Optional[EngineRule]:
+def _table_rule(version: tuple[int, int, int, int], arch: str | None, family: str | None) -> EngineRule | None:
     """This module's rule as a cache of the generated table (``workbench.engine``): what the release's
     own code does; None when the table lacks the release or the code left the id mapping unknown."""
     from workbench.engine.lookup import _norm
@@ -692,7 +693,7 @@ def _table_rule(version: tuple[int, int, int, int], arch: Optional[str], family:
 _TABLE_INDEX: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
 
 
-def _table_index(version: str) -> Optional[dict[str, Any]]:
+def _table_index(version: str) -> dict[str, Any] | None:
     from workbench.engine import table
     from workbench.engine.lookup import _norm
 

@@ -22,8 +22,8 @@ MAX_INT_DIGITS = 30
 class Range:
     """Closed or half-open bounds; ``None`` = unbounded on that side."""
 
-    lo: "float | None" = None
-    hi: "float | None" = None
+    lo: float | None = None
+    hi: float | None = None
     lo_open: bool = False  # lo < x instead of lo <= x
     hi_open: bool = False
 
@@ -52,7 +52,7 @@ UNIT = Range(0, 1)
 PORT = Range(1, 65535)
 
 
-def _fmt(v: "float | None") -> str:
+def _fmt(v: float | None) -> str:
     if v is None:
         return ""
     return str(int(v)) if float(v).is_integer() else repr(float(v))

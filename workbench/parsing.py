@@ -5,7 +5,8 @@ Errors are one-line ``InputError``s naming the input and what was expected.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.numbers import integer, number
@@ -77,7 +78,7 @@ def parse_float_rows(text: str, name: str, sep: str = "/") -> list[list[float]]:
     return [parse_floats(r, name) for r in rows]
 
 
-def optional(text: str) -> "str | None":
+def optional(text: str) -> str | None:
     """An empty or blank text field means 'not given'."""
     return text.strip() or None
 

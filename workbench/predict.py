@@ -45,8 +45,9 @@ Throughput per request: ``tokens/s = AL / (t_verify(draft_tokens) + steps * t_dr
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -99,7 +100,7 @@ class Rates:
             return c[:depth].copy()
         return np.concatenate([c, np.full(depth - c.size, c[-1])])
 
-    def note(self, steps: int) -> Optional[str]:
+    def note(self, steps: int) -> str | None:
         n = self.conditional.size
         if self.convention == "alpha" or n == steps:
             return None
@@ -152,9 +153,7 @@ def _float_list(values: Any, name: str) -> list[float]:
     return vals
 
 
-def resolve_triple(
-    steps: Optional[int], topk: Optional[int], draft_tokens: Optional[int]
-) -> tuple[int, int, int, list[str]]:
+def resolve_triple(steps: int | None, topk: int | None, draft_tokens: int | None) -> tuple[int, int, int, list[str]]:
     """Apply SGLang's rules to (steps, topk, draft_tokens); returns the values SGLang would run."""
     given = {"steps": steps, "topk": topk, "draft_tokens": draft_tokens}
     warnings: list[str] = []
@@ -190,7 +189,7 @@ def resolve_triple(
     return steps, topk, draft_tokens, warnings
 
 
-def _int_in(value: Any, name: str, lo: int, hi: Optional[int]) -> int:
+def _int_in(value: Any, name: str, lo: int, hi: int | None) -> int:
     if isinstance(value, bool):
         raise InputError(f"{name}: expected an integer, got {value!r}")
     try:
@@ -325,7 +324,7 @@ class VerifyTimes:
     ms: np.ndarray
 
     @classmethod
-    def parse(cls, points: Any) -> "VerifyTimes":
+    def parse(cls, points: Any) -> VerifyTimes:
         if isinstance(points, VerifyTimes):
             return points
         if isinstance(points, (int, float)) and not isinstance(points, bool):
@@ -399,7 +398,7 @@ class CurvePoint(Result):
     draft_tokens: int
     accept_length: float
     accepted_drafts: float
-    tokens_per_s: Optional[float] = None
+    tokens_per_s: float | None = None
 
 
 @dataclass
@@ -409,8 +408,8 @@ class Throughput(Result):
     cycle_ms: float  # t_verify(draft_tokens) + steps * t_draft
     tokens_per_s: float  # per request
     verify_extrapolated: bool
-    baseline_tokens_per_s: Optional[float] = None
-    speedup: Optional[float] = None
+    baseline_tokens_per_s: float | None = None
+    speedup: float | None = None
 
 
 @dataclass
@@ -418,7 +417,7 @@ class Verdict(Result):
     code: str  # "ok" | "accept-length-gap"
     ratio: float  # observed AL / predicted AL
     explanation: str
-    drafts_ratio: Optional[float]  # (observed - 1) / (predicted - 1), what the threshold applies to
+    drafts_ratio: float | None  # (observed - 1) / (predicted - 1), what the threshold applies to
     threshold: float = GAP_DRAFTS_RATIO
 
 
@@ -437,8 +436,8 @@ class Prediction(Result):
     model: str  # "chain" | "tree"
     chain_accept_length: float  # the chain with the same steps (equal to AL for chains)
     curve: list[CurvePoint]  # for steps 1..CURVE_STEPS (chains)
-    verdict: Optional[Verdict] = None
-    throughput: Optional[Throughput] = None
+    verdict: Verdict | None = None
+    throughput: Throughput | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
@@ -452,15 +451,15 @@ class Prediction(Result):
 def predict(
     convention: str,
     values: Any,
-    steps: Optional[int] = None,
-    topk: Optional[int] = None,
-    draft_tokens: Optional[int] = None,
+    steps: int | None = None,
+    topk: int | None = None,
+    draft_tokens: int | None = None,
     *,
     topk_hits: Any = None,
-    observed_accept_length: Optional[float] = None,
+    observed_accept_length: float | None = None,
     verify_ms: Any = None,
-    draft_ms: Optional[float] = None,
-    baseline_ms: Optional[float] = None,
+    draft_ms: float | None = None,
+    baseline_ms: float | None = None,
     curve_steps: int = CURVE_STEPS,
 ) -> Prediction:
     """Expected accept length of one (steps, topk, draft_tokens) configuration."""
@@ -532,7 +531,7 @@ def predict(
     return result
 
 
-def _timing(verify_ms: Any, draft_ms: Any, baseline_ms: Any) -> Optional[tuple[VerifyTimes, float, Optional[float]]]:
+def _timing(verify_ms: Any, draft_ms: Any, baseline_ms: Any) -> tuple[VerifyTimes, float, float | None] | None:
     if verify_ms is None and draft_ms is None:
         if baseline_ms is not None:
             raise InputError("baseline_ms: needs verify_ms and draft_ms to compare against")
@@ -626,7 +625,7 @@ class SweepRow(Result):
     accept_length: float
     cycle_ms: float
     tokens_per_s: float
-    speedup: Optional[float] = None
+    speedup: float | None = None
 
 
 @dataclass
@@ -640,7 +639,7 @@ class Sweep(Result):
     cycle_ms: np.ndarray
     tokens_per_s: np.ndarray
     convention: str
-    baseline_tokens_per_s: Optional[float]
+    baseline_tokens_per_s: float | None
     warnings: list[Any] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -663,7 +662,7 @@ class Sweep(Result):
     def best(self) -> SweepRow:
         return self.row(0)
 
-    def rows(self, limit: Optional[int] = None) -> list[SweepRow]:
+    def rows(self, limit: int | None = None) -> list[SweepRow]:
         n = len(self) if limit is None else min(limit, len(self))
         return [self.row(i) for i in range(n)]
 
@@ -704,9 +703,9 @@ def sweep(
     *,
     verify_ms: Any,
     draft_ms: float,
-    baseline_ms: Optional[float] = None,
+    baseline_ms: float | None = None,
     steps: Iterable[int] = range(1, CURVE_STEPS + 1),
-    topks: Optional[Iterable[int]] = None,
+    topks: Iterable[int] | None = None,
     topk_hits: Any = None,
 ) -> Sweep:
     """Rank (steps, topk, draft_tokens) by predicted tokens/s per request.
@@ -785,7 +784,7 @@ def sweep(
 class FitPoint(Result):
     steps: int
     accept_length: float
-    measured: Optional[float] = None
+    measured: float | None = None
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from workbench.results import Result
 
@@ -12,7 +12,7 @@ from workbench.results import Result
 class Progress(Result):
     stage: str
     done: float = 0.0
-    total: Optional[float] = None
+    total: float | None = None
     message: str = ""
 
 

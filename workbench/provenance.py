@@ -20,9 +20,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, cast
+from typing import Any, cast
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -36,8 +37,8 @@ class Provenance(Result):
     """How the training data was captured."""
 
     given: str  # what the user said, e.g. "specforge==0.2.0"
-    engine: Optional[str]  # the capturing engine, e.g. "sglang==0.5.14"; None: unknown
-    trainer: Optional[str] = None
+    engine: str | None  # the capturing engine, e.g. "sglang==0.5.14"; None: unknown
+    trainer: str | None = None
     how: str = ""  # one sentence naming the evidence
     evidence: list[str] = field(default_factory=list)
 
@@ -46,7 +47,7 @@ def load_table(path: Path = TABLE) -> dict[str, Any]:
     return cast("dict[str, Any]", json.loads(path.read_text(encoding="utf-8")))
 
 
-def parse_provenance(text: Optional[str]) -> Optional[Provenance]:
+def parse_provenance(text: str | None) -> Provenance | None:
     """'sglang==0.5.14', 'vllm==0.11.0', 'vllm', 'specforge==0.2.0', 'speculators[==0.9.0]' -> Provenance."""
     if text is None or not str(text).strip():
         return None
@@ -182,21 +183,21 @@ def _resolver_facts(z: zipfile.ZipFile) -> dict[str, Any]:
         ns: dict[str, Any] = {"List": list, "Any": object, "Optional": object}
         exec(compile(ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[])), n, "exec"), ns)
 
-        def run(ids: Optional[list[int]], ns: dict[str, Any] = ns, fn: ast.FunctionDef = fn) -> Any:
+        def run(ids: list[int] | None, ns: dict[str, Any] = ns, fn: ast.FunctionDef = fn) -> Any:
             cfg = SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layer_ids=None))
             draft = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}} if ids is not None else {}
             return ns[fn.name](cfg, draft, SimpleNamespace(num_hidden_layers=61))
 
         try:
             default = run(None)
-        except Exception:  # noqa: BLE001 - an unrecognised body says nothing
+        except Exception:
             return {}
         try:
             run([-1, 2, 30])
             rejects = False
         except ValueError:
             rejects = True
-        except Exception:  # noqa: BLE001
+        except Exception:
             rejects = None
         return {
             "resolver": f"{n}:{fn.lineno}",
@@ -217,7 +218,7 @@ def read_speculators_wheel(path: Path) -> dict[str, Any]:
     }
 
 
-def cached_wheel(name: str, version: str) -> tuple[Optional[Path], Optional[str]]:
+def cached_wheel(name: str, version: str) -> tuple[Path | None, str | None]:
     """The release's wheel from the wheel cache, downloaded there first when missing."""
     from workbench.engine.vllm_rules import wheel_cache
 
@@ -227,7 +228,7 @@ def cached_wheel(name: str, version: str) -> tuple[Optional[Path], Optional[str]
     return (found[0], None) if found else _download(name, version, dest)
 
 
-def _download(name: str, version: str, dest: Path) -> tuple[Optional[Path], Optional[str]]:
+def _download(name: str, version: str, dest: Path) -> tuple[Path | None, str | None]:
     r = subprocess.run(
         [
             sys.executable,

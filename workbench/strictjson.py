@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.numbers import MAX_INT_DIGITS
@@ -56,7 +57,7 @@ def field_path(parts: Iterable[object]) -> str:
     return out
 
 
-def loads(text: "str | bytes", where: str, *, as_field: bool = False) -> Any:
+def loads(text: str | bytes, where: str, *, as_field: bool = False) -> Any:
     """Parse ``text``; an ``InputError`` starting with ``where`` (a file name, ``--flag``, ``key``).
     ``as_field``: ``where`` is itself a field, so inner fields read ``key[1]``, ``key.a``."""
     if isinstance(text, (bytes, bytearray)):
@@ -95,16 +96,12 @@ def check(doc: Any, where: str, *, as_field: bool = False) -> None:
                 _leaf(_Bad("a key that is not valid Unicode (a lone surrogate)"), path, where, as_field)
             t = type(v)
             if t is dict or t is list:
-                stack.append((v, path + (k,)))
+                stack.append((v, (*path, k)))
             elif t is float:
                 if v - v != 0.0:  # inf or nan
-                    _leaf(v, path + (k,), where, as_field)
-            elif t is _Bad:
-                _leaf(v, path + (k,), where, as_field)
-            elif t is int and not -_INT_LIMIT < v < _INT_LIMIT:
-                _leaf(v, path + (k,), where, as_field)
-            elif t is str and not _unicode(v):
-                _leaf(v, path + (k,), where, as_field)
+                    _leaf(v, (*path, k), where, as_field)
+            elif t is _Bad or (t is int and not -_INT_LIMIT < v < _INT_LIMIT) or (t is str and not _unicode(v)):
+                _leaf(v, (*path, k), where, as_field)
 
 
 def _unicode(text: str) -> bool:
@@ -135,7 +132,7 @@ def _leaf(v: Any, path: tuple[Any, ...], where: str, as_field: bool = False) -> 
         )
 
 
-def load_file(path: "str | Path", what: str = "JSON") -> Any:
+def load_file(path: str | Path, what: str = "JSON") -> Any:
     """Read and parse a JSON file; one ``InputError`` naming the file (and field) otherwise."""
     path = Path(path)
     try:

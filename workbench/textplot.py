@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -16,10 +16,10 @@ class BarLine:
     highlight: bool
 
 
-def bar(value: float, lo: float, hi: float, width: int, marker: Optional[float] = None) -> str:
+def bar(value: float, lo: float, hi: float, width: int, marker: float | None = None) -> str:
     """A bar of ``width`` cells filled from ``lo`` to ``value`` in eighths; ``marker`` drawn as '┃'."""
     span = max(hi - lo, 1e-12)
-    eighths = int(round(max(0.0, min(value - lo, span)) / span * width * 8))
+    eighths = round(max(0.0, min(value - lo, span)) / span * width * 8)
     full, part = divmod(eighths, 8)
     cells = list("█" * full + (_EIGHTHS[part] if part else "") + " " * width)[:width]
     if marker is not None and lo <= marker <= hi:
@@ -34,8 +34,8 @@ def bar_lines(
     lo: float,
     hi: float,
     width: int = 40,
-    marker: Optional[float] = None,
-    highlight: Optional[int] = None,
+    marker: float | None = None,
+    highlight: int | None = None,
     fmt: str = "{:.2f}",
 ) -> list[BarLine]:
     """One bar per value on a shared scale lo..hi; ``highlight`` is an index to emphasise."""

@@ -11,7 +11,7 @@ import datetime as _dt
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from workbench.journal import Journal
 from workbench.results import Result
@@ -47,9 +47,9 @@ class TimelineEntry(Result):
     category: str
     subject: str
     summary: str
-    server: Optional[int] = None
-    profile: Optional[str] = None
-    config: Optional[str] = None
+    server: int | None = None
+    profile: str | None = None
+    config: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
 
 
@@ -95,7 +95,7 @@ def _summary(kind: str, payload: dict[str, Any]) -> str:
     return text if len(text) <= 100 else text[:99] + "…"
 
 
-def _server_of(subject: str, payload: dict[str, Any]) -> Optional[int]:
+def _server_of(subject: str, payload: dict[str, Any]) -> int | None:
     for key in ("server_id", "server"):
         v = payload.get(key)
         if isinstance(v, int):
@@ -110,10 +110,10 @@ def _server_of(subject: str, payload: dict[str, Any]) -> Optional[int]:
 def build(
     journal: Journal,
     *,
-    server: Optional[int] = None,
-    profile: Optional[str] = None,
-    config: Optional[str] = None,
-    category: Optional[str] = None,
+    server: int | None = None,
+    profile: str | None = None,
+    config: str | None = None,
+    category: str | None = None,
 ) -> Timeline:
     servers = _server_rows(journal)
     entries = []
@@ -147,7 +147,7 @@ def build(
     return Timeline(entries, {"server": server, "profile": profile, "config": config, "category": category})
 
 
-def live_config(journal: Journal, entry: TimelineEntry) -> Optional[LiveConfig]:
+def live_config(journal: Journal, entry: TimelineEntry) -> LiveConfig | None:
     """The config version live for an entry: the one its server loaded, else the latest at that time."""
     if entry.server is not None:
         srv = Registry(journal).find(entry.server)

@@ -34,7 +34,7 @@ class Workspace:
     settings: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> "Workspace":
+    def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> Workspace:
         path = Path(root).expanduser() if root is not None else default_root()
         if path.exists() and not path.is_dir():
             raise InputError(f"workspace {path}: not a directory")

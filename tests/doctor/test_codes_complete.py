@@ -4,9 +4,10 @@ built for it. The parametrization is over ``CODES`` itself: a new code without a
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,9 +26,9 @@ class Case:
     evidence_class: str
     config: dict[str, Any] = field(default_factory=dict)  # dotted keys of the draft's config.json; None drops
     target: dict[str, Any] = field(default_factory=dict)  # keys of the target config
-    tensors: Optional[Callable[[Tensors], object]] = None  # an in-place edit of the healthy weights
+    tensors: Callable[[Tensors], object] | None = None  # an in-place edit of the healthy weights
     weights: bool = True  # False: no model.safetensors at all
-    after: Optional[Callable[[Path], None]] = None  # edit of the written draft directory
+    after: Callable[[Path], None] | None = None  # edit of the written draft directory
     launch: dict[str, Any] = field(default_factory=dict)  # Workbench.doctor keyword arguments
 
 

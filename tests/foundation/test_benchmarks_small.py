@@ -8,14 +8,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(name: str, *args: str, env: Optional[dict[str, str]] = None) -> dict:
+def _run(name: str, *args: str, env: dict[str, str] | None = None) -> dict:
     r = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / name), *args],
         capture_output=True,

@@ -93,7 +93,7 @@ def test_passes_from_two_threads_at_once_give_each_its_own_result():
         try:
             for _ in range(5):
                 got[i] = _passes(ps, ys, len(rows))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     workers = [threading.Thread(target=work, args=(i,)) for i in range(2)]

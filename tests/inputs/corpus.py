@@ -13,9 +13,9 @@ import gzip
 import io
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class Spec:
     argv: list
     needles: list  # each must appear in the error line (file, field, rule)
     code: int = 2
-    finding: Optional[str] = None  # doctor: the finding code expected instead of a usage error
+    finding: str | None = None  # doctor: the finding code expected instead of a usage error
     forbidden_reads: list = field(default_factory=list)  # paths no reader may open
 
 
@@ -66,7 +66,7 @@ def deep_obj(n: int) -> str:
     return '{"a":' * n + "1" + "}" * n
 
 
-def draft_dir(root: Path, text: "str | bytes | None" = None, tensors=True, **changes) -> Path:
+def draft_dir(root: Path, text: str | bytes | None = None, tensors=True, **changes) -> Path:
     d = root / "draft"
     d.mkdir(parents=True, exist_ok=True)
     cfg = copy.deepcopy(TINY_DRAFT)
@@ -97,7 +97,7 @@ def draft_text(**replace) -> str:
     return text
 
 
-def target_file(root: Path, text: "str | bytes | None" = None, **changes) -> Path:
+def target_file(root: Path, text: str | bytes | None = None, **changes) -> Path:
     p = root / "target" / "config.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     if text is None:
@@ -106,7 +106,7 @@ def target_file(root: Path, text: "str | bytes | None" = None, **changes) -> Pat
     return p
 
 
-def st_bytes(header: "dict | str | bytes", data: bytes = b"", length: Optional[int] = None) -> bytes:
+def st_bytes(header: dict | str | bytes, data: bytes = b"", length: int | None = None) -> bytes:
     raw = header if isinstance(header, bytes) else (header if isinstance(header, str) else json.dumps(header)).encode()
     return struct.pack("<Q", len(raw) if length is None else length) + raw + data
 
@@ -844,7 +844,7 @@ cases(
 ROW = [0.5] * (K * H)
 
 
-def _payload(root: Path, text: "str | bytes", *needles) -> Spec:
+def _payload(root: Path, text: str | bytes, *needles) -> Spec:
     p = root / "bad" / "payload.json"
     p.parent.mkdir(parents=True)
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -871,7 +871,7 @@ PAYLOADS = {
     "hidden-states-string": (_pl("rows"), ["hidden_states"]),
     "hidden-states-empty": (_pl([]), ["hidden_states"]),
     "only-empty-rows": (_pl([[], []]), ["no rows"]),
-    "widths-differ": (_pl([[ROW], [ROW + [1.0]]]), ["widths"]),
+    "widths-differ": (_pl([[ROW], [[*ROW, 1.0]]]), ["widths"]),
     "meta-info-string": (json.dumps({"meta_info": "x", "hidden_states": [[ROW]]}), ["meta_info"]),
     "request-list": (json.dumps({"request": [1], "response": {"meta_info": {"hidden_states": [[ROW]]}}}), ["request"]),
     "prompt-tokens-string": (_pl([[ROW]], prompt_tokens="6"), ["prompt_tokens"]),
@@ -984,7 +984,7 @@ SET_EXPRESSIONS = {
 }
 
 
-def _config_file(root: Path, text: "str | bytes | None" = None) -> Path:
+def _config_file(root: Path, text: str | bytes | None = None) -> Path:
     p = root / "cfg" / "config.json"
     p.parent.mkdir(parents=True)
     p.write_bytes(

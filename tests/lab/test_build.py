@@ -36,12 +36,9 @@ def test_manifest_and_files(lab_world):
     assert 0 <= cal["retries"] <= w["settings"]["max_retries"]
     assert w["machine"]["threads"] == w["settings"]["threads"] and w["machine"]["torch"] and w["machine"]["cpu"]
     dt = w["drafter_training"]
-    assert (
-        dt["steps"] <= dt["max_steps"]
-        and dt["checks"]
-        and dt["checks"][-1]["step"] == dt["steps"]
-        or not dt["stopped_by_check"]
-    )
+    assert (dt["steps"] <= dt["max_steps"] and dt["checks"] and dt["checks"][-1]["step"] == dt["steps"]) or not dt[
+        "stopped_by_check"
+    ]
     tcfg = json.loads((Path(w["target"]) / "config.json").read_text())
     assert tcfg["architectures"] == ["LlamaForCausalLM"] and tcfg["num_hidden_layers"] == N
     assert (Path(w["target"]) / "model.safetensors").exists() and (Path(w["target"]) / "tokenizer.json").exists()

@@ -110,12 +110,33 @@ def test_prefix_flags_parse_like_sglang():
 def test_story_launch_flags_are_accepted():
     from workbench.lab.serverargs import parse
 
-    argv = (
-        "--model-path /shared/kimi-k2.5-int4 --trust-remote-code --tp-size 8 --mem-fraction-static 0.88 "
-        "--host 0.0.0.0 --port 8000 --num-continuous-decode-steps 4 --disable-custom-all-reduce "
-        "--disable-cuda-graph --speculative-algorithm EAGLE3 --speculative-draft-model-path /d/4 "
-        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 6 --speculative-num-steps 5"
-    ).split()
+    argv = [
+        "--model-path",
+        "/shared/kimi-k2.5-int4",
+        "--trust-remote-code",
+        "--tp-size",
+        "8",
+        "--mem-fraction-static",
+        "0.88",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--num-continuous-decode-steps",
+        "4",
+        "--disable-custom-all-reduce",
+        "--disable-cuda-graph",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/d/4",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "6",
+        "--speculative-num-steps",
+        "5",
+    ]
     args, _ = parse(argv)
     assert (args.tp_size, args.speculative_num_steps, args.disable_cuda_graph) == (8, 5, True)
     args, _ = parse(["--model-path", "/m", "--lab-engine", "sglang-0.5.23", "--cuda-graph-backend-decode", "disabled"])

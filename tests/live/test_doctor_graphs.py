@@ -29,7 +29,7 @@ def _launch(lab_world, tmp_path, stop_servers, name, extra, version=None):
     root = tmp_path / name
     draft = copy_draft(lab_world, "draft_shifted", root / "drafts" / "shifted")  # ids [2, 6, 9]
     prof = lab_profile(lab_world, draft, root, "local")
-    prof["launcher"] = prof["launcher"][:-1] + ["sglang==0.5.10"]
+    prof["launcher"] = [*prof["launcher"][:-1], "sglang==0.5.10"]
     prof["args"] = prof["args"] + extra
     if version:
         prof["sglang_version"] = version  # the launch is spelled (and checked) for that release

@@ -99,7 +99,7 @@ def test_demo_tui_guided_path(tmux, lab_world, tmp_path):
         deadline = time.monotonic() + 60  # the demo stops its servers, then the session ends
         while (
             time.monotonic() < deadline
-            and subprocess.run(tmux.base + ["has-session", "-t", "demo"], capture_output=True).returncode == 0
+            and subprocess.run([*tmux.base, "has-session", "-t", "demo"], capture_output=True).returncode == 0
         ):
             time.sleep(0.5)
     finally:

@@ -60,7 +60,7 @@ def test_payload_verdict_needs_each_slot_at_its_own_part_at_noise_level():
     assert _same_as_engine(_al([2e-5, 3e-5, 4e-5], ["p[0]", "p[1]", "p[2]"]))
     # an adjacent layer below the generic match threshold is still not the same state
     near = _al([2e-5, 3e-5, 4.1e-3], ["p[0]", "p[1]", "p[2]"])
-    assert 4.1e-3 > SAME_MAX and not _same_as_engine(near)
+    assert SAME_MAX < 4.1e-3 and not _same_as_engine(near)
     assert "slot 2 vs the engine's out(7): rel_diff 0.0041" in _diff_text(near)
     moved = _al([2e-5, 3e-5, 4e-5], ["p[1]", "p[2]", "p[2]"])
     assert not _same_as_engine(moved)

@@ -114,7 +114,7 @@ def test_a_new_version_gets_its_own_folder(ssh_host, tmp_path, monkeypatch):
     near = NearCompute(ssh_host, cache_root=str(tmp_path / "cache"))
     near.probe()
     old = current()
-    changed = B.Bundle(old.files + (("workbench/remote/zz_marker.py", b"X = 1\n"),), "f" * 64)
+    changed = B.Bundle((*old.files, ("workbench/remote/zz_marker.py", b"X = 1\n")), "f" * 64)
     monkeypatch.setattr(B, "current", lambda: changed)
     _, tr = near.run("probe")
     assert tr.shipped_bytes > 0

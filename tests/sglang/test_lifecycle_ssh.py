@@ -227,9 +227,9 @@ def test_quoted_args_and_env_reach_the_server_unchanged(server_ws):
     pid = wb.server(rec.id).pid
     host = wb.host("test")
     cmdline = host.read_bytes(f"/proc/{pid}/cmdline").split(b"\0")
-    assert "my model; $(id) 'q' \"d\"".encode() in cmdline
+    assert b"my model; $(id) 'q' \"d\"" in cmdline
     environ = host.read_bytes(f"/proc/{pid}/environ").split(b"\0")
-    assert "STANDIN_NOTE=a b;c $(x) `y`\nz".encode() in environ
+    assert b"STANDIN_NOTE=a b;c $(x) `y`\nz" in environ
     wb.server_stop(rec.id, confirm=True, gpu_wait=5)
 
 

@@ -120,7 +120,7 @@ def test_every_release_shape_gets_its_own_program_in_one_chunk():
     )
 
     lines = [DECODE_049, PREFILL_049, DECODE_055, PREFILL_055, DECODE_054_ITER, DECODE_0523, PREFILL_0523]
-    text = "\n".join(lines + ["[2026-11-02 10:00:14] The server is fired up and ready to roll!"] + lines) + "\n"
+    text = "\n".join([*lines, "[2026-11-02 10:00:14] The server is fired up and ready to roll!", *lines]) + "\n"
     for shape in lines:
         kind = "decode" if "Decode" in shape else "prefill"
         assert program(kind, shape) is not None, shape

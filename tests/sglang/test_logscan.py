@@ -120,7 +120,7 @@ def _mutated(line: str, rnd_ops: list[tuple[int, int, str]]) -> str:
 
 
 ops = st.lists(st.tuples(st.integers(0, 400), st.integers(0, 7), st.sampled_from(EDGES)), max_size=3)
-mutated_line = st.builds(_mutated, st.sampled_from(BULK + [ACCESS, STARTUP_0523.splitlines()[2]]), ops)
+mutated_line = st.builds(_mutated, st.sampled_from([*BULK, ACCESS, STARTUP_0523.splitlines()[2]]), ops)
 
 
 def _python_sort(text: str) -> list[int]:
@@ -198,7 +198,7 @@ def test_sort_leaves_text_it_cannot_read_to_the_python_path():
         _logscan.sort(12)
 
 
-def _python_shape(joined: str) -> "tuple[np.ndarray, list[bool]] | None":
+def _python_shape(joined: str) -> tuple[np.ndarray, list[bool]] | None:
     """What Columns._decode_shape caches from the regex (None: the columns read each on its own)."""
     n = joined.count("\n") + 1
     if any(k in joined for k in ("#full token", "usage: full=", "block accept len")):  # _unusual
@@ -376,7 +376,7 @@ def test_a_number_that_is_no_number_is_read_by_its_column(native, monkeypatch):
 
 def test_the_python_sort_here_is_the_parsers(monkeypatch):
     """_python_sort above restates the parser's sort; held to the parser's own result."""
-    text = "".join(x + "\n" for x in BULK + [ACCESS, "x] INFO:  y", "] ", ""])
+    text = "".join(x + "\n" for x in [*BULK, ACCESS, "x] INFO:  y", "] ", ""])
     kinds = _python_sort(text)
     monkeypatch.setattr(logparse, "_native", None)
     got = LogParser().feed(text)

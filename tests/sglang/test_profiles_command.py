@@ -126,7 +126,7 @@ def test_extends_merges_env_args_and_remove(profiles):
 def test_bad_profiles_are_one_line_errors(tables, msg):
     with pytest.raises(InputError, match=msg) as err:
         load_profile(tables, "a")
-    assert "\n" not in str(err.value) and "[profiles." in str(err.value) or "workbench.toml" in str(err.value)
+    assert ("\n" not in str(err.value) and "[profiles." in str(err.value)) or "workbench.toml" in str(err.value)
 
 
 def test_port_and_spec_flags_belong_to_profile_fields():

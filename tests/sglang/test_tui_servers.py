@@ -84,7 +84,8 @@ async def test_launch_screen_then_server_screen_log(ssh_workspace, monkeypatch):
         assert await until(
             pilot,
             lambda: (
-                screen.status is not None and screen.status.state == "stopped" or app.wb.server(sid).state == "stopped"
+                (screen.status is not None and screen.status.state == "stopped")
+                or app.wb.server(sid).state == "stopped"
             ),
             timeout=30,
         )

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import pkgutil
 import sys
+from collections.abc import Sequence
 from importlib import import_module
-from typing import Optional, Sequence
+from typing import Optional
 
 from workbench import __version__
 from workbench.cli.common import Context, fail
@@ -31,7 +32,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
-def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line. Given a run's arguments that name a command (after the global options, with
     no help or version asked before it), only that command's parsers are built: a run parses the
     same whatever else is registered, and the other commands' parsers were two thirds of a start."""
@@ -81,7 +82,7 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
         json_action.default = argparse.SUPPRESS
 
 
-def _command_module(argv: Optional[Sequence[str]], modules: list[str]) -> Optional[str]:
+def _command_module(argv: Sequence[str] | None, modules: list[str]) -> str | None:
     """The module of the command ``argv`` runs, when that is all it needs (``cmd_NAME`` registers the
     command NAME); None where the whole tree is needed: no arguments given, no command, an unknown
     one (its error lists the commands), or anything but ``--workspace DIR`` and ``--json`` before it
@@ -107,7 +108,7 @@ def command_modules() -> list[str]:
 DEBUG_ENV = "EAGLE_WORKBENCH_DEBUG"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Callable, Optional, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from workbench.errors import InputError
 from workbench.parsing import parse_floats, parse_ints, parse_pairs  # noqa: F401 (re-exported)
@@ -39,10 +40,10 @@ class ProgressPrinter:
     line rewritten in place (stage, step of steps, what runs, seconds in the stage); otherwise a
     line each time the stage or its message changes (stdout stays the result, JSON included)."""
 
-    def __init__(self, stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
         self.stream = stream
         self.clock = clock
-        self._last: Optional[tuple] = None
+        self._last: tuple | None = None
         self._stage_start: dict[str, float] = {}
         self._live = False
 
@@ -84,7 +85,7 @@ class ProgressPrinter:
 MAX_ID = 2**63 - 1  # journal ids are SQLite integers
 
 
-def int_flag(lo: int = 1, hi: "int | None" = None) -> Callable[[str], int]:
+def int_flag(lo: int = 1, hi: int | None = None) -> Callable[[str], int]:
     """An argparse ``type`` for an integer flag in [lo, hi] (``workbench.numbers``: no 5000-digit
     values, no floats); a bad value is argparse's one-line usage error, exit 2."""
     from workbench.numbers import Range, integer
@@ -101,7 +102,7 @@ def int_flag(lo: int = 1, hi: "int | None" = None) -> Callable[[str], int]:
     return convert
 
 
-def float_flag(lo: "float | None" = 0.0, hi: "float | None" = None, *, lo_open: bool = False) -> Callable[[str], float]:
+def float_flag(lo: float | None = 0.0, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], float]:
     """An argparse ``type`` for a finite number flag in range (NaN, inf and 1e400 refused)."""
     from workbench.numbers import Range, number
 
@@ -121,7 +122,7 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
-def emit(result: Any, as_json: bool, text: Optional[Callable[[Any], str]] = None) -> None:
+def emit(result: Any, as_json: bool, text: Callable[[Any], str] | None = None) -> None:
     """Print a result: its ``to_dict()`` as JSON, or the human text."""
     if as_json:
         data = result.to_dict() if hasattr(result, "to_dict") else result

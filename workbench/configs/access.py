@@ -8,8 +8,9 @@ compare-and-swap write that refuses when the file no longer has the content the 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from workbench.errors import InputError, WorkbenchError
 
@@ -30,10 +31,10 @@ class ConflictError(WorkbenchError):
 class FileAccess(Protocol):
     host: str
 
-    def read_bytes(self, path: str) -> Optional[bytes]:
+    def read_bytes(self, path: str) -> bytes | None:
         """The file's bytes, or None when it does not exist."""
 
-    def write_cas(self, path: str, data: bytes, expected_sha256: Optional[str]) -> None:
+    def write_cas(self, path: str, data: bytes, expected_sha256: str | None) -> None:
         """Replace the file atomically iff its current sha256 is ``expected_sha256``
         (None: the file must not exist). Raises ConflictError otherwise."""
 
@@ -46,7 +47,7 @@ class LocalFiles:
 
     host = LOCAL
 
-    def read_bytes(self, path: str) -> Optional[bytes]:
+    def read_bytes(self, path: str) -> bytes | None:
         try:
             with open(path, "rb") as fh:
                 return fh.read()
@@ -57,7 +58,7 @@ class LocalFiles:
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
 
-    def write_cas(self, path: str, data: bytes, expected_sha256: Optional[str]) -> None:
+    def write_cas(self, path: str, data: bytes, expected_sha256: str | None) -> None:
         from workbench.hosts import casfile
 
         directory = Path(path).parent
@@ -80,7 +81,7 @@ class LocalFiles:
 
 # -- locations ----------------------------------------------------------------------------------
 
-HostResolver = Callable[[str], Optional[FileAccess]]
+HostResolver = Callable[[str], FileAccess | None]
 _resolvers: list[HostResolver] = []
 
 
@@ -118,16 +119,16 @@ def access_for(host: str) -> FileAccess:
 class HostFiles:
     """FileAccess over a ``workbench.hosts`` Host (SSH or local), for ``HOST:/abs/path`` locations."""
 
-    def __init__(self, host: "Host") -> None:
+    def __init__(self, host: Host) -> None:
         self._host = host
         self.host = host.name
 
-    def read_bytes(self, path: str) -> Optional[bytes]:
+    def read_bytes(self, path: str) -> bytes | None:
         if self._host.stat(path) is None:
             return None
         return self._host.read_bytes(path)
 
-    def write_cas(self, path: str, data: bytes, expected_sha256: Optional[str]) -> None:
+    def write_cas(self, path: str, data: bytes, expected_sha256: str | None) -> None:
         from workbench.hosts import CasConflict
 
         try:

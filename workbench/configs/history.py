@@ -22,8 +22,9 @@ import difflib
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from workbench.configs.access import ConflictError, FileAccess, access_for, parse_location, sha256
 from workbench.configs.jsonedit import apply_edits, get_key
@@ -42,7 +43,7 @@ class ConfigVersion(Result):
     sha256: str
     ts: float
     reason: str
-    parent_sha256: Optional[str]
+    parent_sha256: str | None
     size: int
 
 
@@ -53,8 +54,8 @@ class TrackedConfig(Result):
     label: str
     added: float
     versions: int
-    current_sha256: Optional[str] = None  # None when the file is missing now
-    latest_sha256: Optional[str] = None
+    current_sha256: str | None = None  # None when the file is missing now
+    latest_sha256: str | None = None
     state: str = "clean"  # clean | external edit stored | missing
 
 
@@ -68,9 +69,9 @@ class ConfigHistory(Result):
 class ConfigChange(Result):
     location: str
     version: ConfigVersion
-    previous_sha256: Optional[str]
+    previous_sha256: str | None
     diff: str
-    external_edit: Optional[ConfigVersion] = None  # stored before writing, when one was found
+    external_edit: ConfigVersion | None = None  # stored before writing, when one was found
     changed: bool = True
 
 
@@ -85,7 +86,7 @@ class ConfigDiff(Result):
 @dataclass
 class ConfigShow(Result):
     location: str
-    version: Optional[int]
+    version: int | None
     sha256: str
     text: str
 
@@ -119,7 +120,7 @@ class ConfigStore:
         host, path = parse_location(location)
         return f"{host}:{path}", self._access(host), path
 
-    def _row(self, location: str) -> Optional[sqlite3.Row]:
+    def _row(self, location: str) -> sqlite3.Row | None:
         return self.journal.tracked_config(location)
 
     def _store_blob(self, data: bytes) -> str:
@@ -137,17 +138,17 @@ class ConfigStore:
         self,
         config_id: int,
         data: bytes,
-        reason: Optional[str],
-        parent: Optional[str] = None,
-        location: Optional[str] = None,
+        reason: str | None,
+        parent: str | None = None,
+        location: str | None = None,
         sync: bool = False,
-    ) -> Optional[str]:
+    ) -> str | None:
         """Add a version unless it is already the latest (see ``Journal.add_config_version``)."""
         return self.journal.add_config_version(
             config_id, sha256(data), data, reason, parent, location=location, sync=sync
         )
 
-    def _announce(self, location: str, digest: str, parent: Optional[str], reason: str) -> None:
+    def _announce(self, location: str, digest: str, parent: str | None, reason: str) -> None:
         self.journal.announce_config_write(location, digest, parent, reason)
 
     def _versions(self, config_id: int) -> list[ConfigVersion]:
@@ -157,7 +158,7 @@ class ConfigStore:
             for i, r in enumerate(rows)
         ]
 
-    def _tracked(self, row: sqlite3.Row, current: Optional[bytes] = None, state: str = "clean") -> TrackedConfig:
+    def _tracked(self, row: sqlite3.Row, current: bytes | None = None, state: str = "clean") -> TrackedConfig:
         versions = self._versions(row["id"])
         return TrackedConfig(
             row["id"],
@@ -220,7 +221,7 @@ class ConfigStore:
         return ConfigHistory(tracked, self._versions(tracked.id))
 
     # -- versions -----------------------------------------------------------------------------
-    def resolve(self, location: str, ref: "int | str | None") -> ConfigVersion:
+    def resolve(self, location: str, ref: int | str | None) -> ConfigVersion:
         """A version by number (1-based; negative from the end), 'vN', 'latest', 'previous' or sha prefix."""
         row = self.require(location)
         versions = self._versions(row["id"])
@@ -247,13 +248,13 @@ class ConfigStore:
                 return hits[-1]
         raise InputError(f"version {ref!r}: not a version number (1..{len(versions)}), 'latest' or a sha256 prefix")
 
-    def show(self, location: str, ref: "int | str | None" = None) -> ConfigShow:
+    def show(self, location: str, ref: int | str | None = None) -> ConfigShow:
         loc, _, _ = self._open(location)
         self.sync(loc)
         v = self.resolve(loc, ref)
         return ConfigShow(loc, v.number, v.sha256, self.blob(v.sha256).decode("utf-8", errors="replace"))
 
-    def diff(self, location: str, a: "int | str | None", b: "int | str | None" = None) -> ConfigDiff:
+    def diff(self, location: str, a: int | str | None, b: int | str | None = None) -> ConfigDiff:
         loc, _, _ = self._open(location)
         self.sync(loc)
         va = self.resolve(loc, a if a is not None else "previous")
@@ -263,7 +264,7 @@ class ConfigStore:
 
     # -- writes -------------------------------------------------------------------------------
     def _write(
-        self, location: str, make: Callable[[Optional[bytes]], bytes], reason: str, *, allow_missing: bool = False
+        self, location: str, make: Callable[[bytes | None], bytes], reason: str, *, allow_missing: bool = False
     ) -> ConfigChange:
         """Sync, compute the new bytes from the current ones, CAS-write, record the version."""
         loc, acc, path = self._open(location)
@@ -306,9 +307,9 @@ class ConfigStore:
         location: str,
         assignments: builtins.list[tuple[str, Any]],
         *,
-        reason: Optional[str] = None,
+        reason: str | None = None,
         force: bool = False,
-        deletions: Optional[builtins.list[str]] = None,
+        deletions: builtins.list[str] | None = None,
         add: bool = False,
     ) -> ConfigChange:
         """``add``: the keys may be new (otherwise a key the file does not have is refused with the
@@ -317,7 +318,7 @@ class ConfigStore:
             raise InputError("config set: nothing to set (give KEY=VALUE)")
         loc, acc, path = self._open(location)
 
-        def make(current: Optional[bytes]) -> bytes:
+        def make(current: bytes | None) -> bytes:
             assert current is not None  # _write refuses a missing file (no allow_missing here)
             try:
                 text = current.decode("utf-8")
@@ -339,7 +340,7 @@ class ConfigStore:
         )
         return self._write(loc, make, why)
 
-    def revert_plan_details(self, location: str, ref: "int | str | None") -> tuple[ConfigVersion, str, bytes]:
+    def revert_plan_details(self, location: str, ref: int | str | None) -> tuple[ConfigVersion, str, bytes]:
         loc, acc, path = self._open(location)
         self.sync(loc)
         v = self.resolve(loc, ref)
@@ -347,13 +348,13 @@ class ConfigStore:
         current = acc.read_bytes(path) or b""
         return v, unified_diff(current, target, "current", f"v{v.number}"), target
 
-    def revert(self, location: str, ref: "int | str | None") -> ConfigChange:
+    def revert(self, location: str, ref: int | str | None) -> ConfigChange:
         loc, _, _ = self._open(location)
         v = self.resolve(loc, ref)
         target = self.blob(v.sha256)
         return self._write(loc, lambda _current: target, f"revert to v{v.number}", allow_missing=True)
 
-    def value(self, location: str, key: str, ref: "int | str | None" = None) -> Any:
+    def value(self, location: str, key: str, ref: int | str | None = None) -> Any:
         v = self.resolve(location, ref)
         try:
             data = json.loads(self.blob(v.sha256))

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NoReturn, Optional, Union, cast
+from typing import Any, NoReturn, cast
 
 from workbench import strictjson
 from workbench.errors import InputError
@@ -23,8 +24,8 @@ class Node:
     kind: str  # "object", "array", "scalar"
     start: int
     end: int
-    members: list["Member"] = field(default_factory=list)  # objects
-    items: list["Node"] = field(default_factory=list)  # arrays
+    members: list[Member] = field(default_factory=list)  # objects
+    items: list[Node] = field(default_factory=list)  # arrays
 
 
 @dataclass
@@ -193,7 +194,7 @@ def _line_indent(text: str, pos: int) -> str:
     return cast("re.Match[str]", m).group(0)
 
 
-def _indent_unit(text: str, root: Node) -> Optional[str]:
+def _indent_unit(text: str, root: Node) -> str | None:
     """The indentation step of the document (None when it is written on one line)."""
     for node in _walk(root):
         kids = [m.start for m in node.members] if node.kind == "object" else [n.start for n in node.items]
@@ -218,7 +219,7 @@ def _ensure_ascii(text: str) -> bool:
     return not any(ord(c) > 127 for c in text)
 
 
-def _render(value: Any, text: str, base: str, multiline: bool, unit: Optional[str]) -> str:
+def _render(value: Any, text: str, base: str, multiline: bool, unit: str | None) -> str:
     """``value`` as JSON in the document's style; ``base`` is the indentation of its line."""
     ascii_only = _ensure_ascii(text)
     if not multiline or unit is None or not isinstance(value, (dict, list)) or not value:
@@ -234,7 +235,7 @@ def _render(value: Any, text: str, base: str, multiline: bool, unit: Optional[st
 _DELETE = object()
 
 
-def _descend(root: Node, text: str, parts: list[str], key: str) -> tuple[Node, Optional[Union[Member, Node]], str]:
+def _descend(root: Node, text: str, parts: list[str], key: str) -> tuple[Node, Member | Node | None, str]:
     """Walk to the parent of the last part: (parent node, existing member/item or None, last part)."""
     node = root
     for depth, part in enumerate(parts[:-1]):
@@ -246,7 +247,7 @@ def _descend(root: Node, text: str, parts: list[str], key: str) -> tuple[Node, O
     return node, _child(node, last, text, key), last
 
 
-def _child(node: Node, part: str, text: str, where: str) -> Optional[Union[Member, Node]]:
+def _child(node: Node, part: str, text: str, where: str) -> Member | Node | None:
     if node.kind == "object":
         found = [m for m in node.members if m.key == part]
         return found[-1] if found else None  # JSON parsers keep the last duplicate
@@ -311,7 +312,7 @@ def _edit_checked(text: str, key: str, value: Any, name: str) -> str:
     return _insert_member(text, parent, rest_parts[0], new_value, unit)
 
 
-def _insert_member(text: str, obj: Node, key: str, value: Any, unit: Optional[str]) -> str:
+def _insert_member(text: str, obj: Node, key: str, value: Any, unit: str | None) -> str:
     ascii_only = _ensure_ascii(text)
     kjson = json.dumps(key, ensure_ascii=ascii_only)
     if obj.members:
@@ -362,8 +363,8 @@ def get_key(data: Any, key: str, default: Any = None) -> Any:
 
 def apply_edits(
     text: str,
-    sets: "list[tuple[str, Any]]",
-    deletions: "list[str] | tuple[str, ...]" = (),
+    sets: list[tuple[str, Any]],
+    deletions: list[str] | tuple[str, ...] = (),
     *,
     name: str = "JSON",
     check_types: bool = True,

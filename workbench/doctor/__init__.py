@@ -5,10 +5,10 @@ from workbench.doctor.findings import CODES, EVIDENCE_CLASSES, SEVERITIES, Confi
 from workbench.doctor.static import ALGORITHMS, DoctorReport, normalize_algorithm, run_static
 
 __all__ = [
+    "ALGORITHMS",
     "CODES",
     "EVIDENCE_CLASSES",
     "SEVERITIES",
-    "ALGORITHMS",
     "CaptureReport",
     "CaptureRow",
     "ConfigEdit",

@@ -8,8 +8,9 @@ SpecForge-format drafter may have been captured with (speculators-format: vLLM's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.errors import InputError
 from workbench.layers import CaptureResult, EngineRule, Point, default_ids, point_str, to_points
@@ -25,10 +26,10 @@ class Reading(Result):
     """One account of what the training data holds."""
 
     label: str  # "captured by sglang==0.5.14 (+1 only if the first id is 1)"
-    points: Optional[list[Point]]  # None: this capture path cannot produce training data for the ids
+    points: list[Point] | None  # None: this capture path cannot produce training data for the ids
     basis: str  # "given" (--trained-layers), "provenance" (--trained-engine), "assumed"
     engines: list[str] = field(default_factory=list)
-    problem: Optional[str] = None
+    problem: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,31 +44,31 @@ class Reading(Result):
 @dataclass
 class CaptureRow(Result):
     slot: int  # position in the concatenated aux vector
-    config_id: Optional[int]
-    engine_index: Optional[int]
-    engine_point: Optional[str]
-    trained_point: Optional[str]
-    match: Optional[bool]
+    config_id: int | None
+    engine_index: int | None
+    engine_point: str | None
+    trained_point: str | None
+    match: bool | None
 
 
 @dataclass
 class CaptureReport(Result):
     engine: str
     rule: str  # the source the rule was read from
-    arch: Optional[str]
-    arch_family: Optional[str]
-    num_layers: Optional[int]
+    arch: str | None
+    arch_family: str | None
+    num_layers: int | None
     ids_source: str  # which config key the engine reads, or "default"
-    config_ids: Optional[list[int]]
+    config_ids: list[int] | None
     engine_indices: list[int]
-    engine_points: list[Optional[str]]
-    trained_points: Optional[list[str]]
+    engine_points: list[str | None]
+    trained_points: list[str] | None
     trained_source: str  # how the trained points are known (or which reading is shown)
-    match: Optional[bool]
+    match: bool | None
     rows: list[CaptureRow]
     notes: list[str] = field(default_factory=list)
-    fatal: Optional[str] = None
-    across_engines: dict[str, list[Optional[str]]] = field(default_factory=dict)
+    fatal: str | None = None
+    across_engines: dict[str, list[str | None]] = field(default_factory=dict)
     readings: list[dict[str, Any]] = field(default_factory=list)  # every reading of the training capture
     settled: bool = True  # False: the readings disagree and nothing given settles them
 
@@ -124,10 +125,10 @@ def _through(rule: EngineRule, ids: list[int], n: int, label: str, basis: str) -
 def trained_readings(
     draft: DraftCheckpoint,
     num_layers: int,
-    arch: Optional[str],
-    trained_layers: Optional[list[int]],
+    arch: str | None,
+    trained_layers: list[int] | None,
     trained_convention: str,
-    provenance: Optional[Provenance] = None,
+    provenance: Provenance | None = None,
 ) -> list[Reading]:
     from workbench.doctor.engines import engine_rule, sglang_releases, sglang_rule
     from workbench.layers import parse_version
@@ -197,13 +198,13 @@ def _span(engines: list[str]) -> str:
 def build_report(
     rule: EngineRule,
     config: dict[str, Any],
-    ids: Optional[Sequence[int]],
+    ids: Sequence[int] | None,
     ids_source: str,
     num_layers: int,
-    arch: Optional[str],
-    trained: Optional[list[Point]],
+    arch: str | None,
+    trained: list[Point] | None,
     trained_source: str,
-    readings: Optional[list[Reading]] = None,
+    readings: list[Reading] | None = None,
     settled: bool = True,
 ) -> tuple[CaptureReport, CaptureResult]:
     from workbench.doctor.engines import engine_rule, known_engines
@@ -237,7 +238,7 @@ def build_report(
             shown = " | ".join(alts) or None
         rows.append(CaptureRow(k, cid, idx, point_str(ep), shown, match))
     match = None if trained is None or not settled else (all(r.match for r in rows) and res.fatal is None)
-    across: dict[str, list[Optional[str]]] = {}
+    across: dict[str, list[str | None]] = {}
     for eng in known_engines():
         other = engine_rule(eng, arch)
         o_ids, _ = other.ids_from_config(config)

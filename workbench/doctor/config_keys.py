@@ -18,9 +18,10 @@ import json
 import re
 import sys
 import zipfile
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 TABLE = Path(__file__).with_name("config_keys.json")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{2,60}$")
@@ -38,7 +39,7 @@ def _walk(cfg: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix + k, v
 
 
-def unknown_keys(config: dict[str, Any], layout: str) -> list[tuple[str, Optional[str], Any]]:
+def unknown_keys(config: dict[str, Any], layout: str) -> list[tuple[str, str | None, Any]]:
     """(dotted key, did-you-mean or None, value) for keys no reader uses."""
     kn = known()
     top, nested = kn["config"], kn["eagle_config"]

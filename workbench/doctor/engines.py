@@ -10,9 +10,10 @@ such a rule are never stated with the confidence of one read from that release's
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Optional, Sequence, cast
+from typing import Any, cast
 
 from workbench.errors import InputError
 from workbench.layers import CaptureResult, EngineRule, parse_engine, parse_version, rule_for, version_text
@@ -33,7 +34,7 @@ def sglang_releases() -> list[str]:
     return sorted(vs, key=parse_version) if vs else list(_FALLBACK_RELEASES)
 
 
-def sglang_rule(version: Optional[tuple[int, int, int, int]], arch: Optional[str]) -> EngineRule:
+def sglang_rule(version: tuple[int, int, int, int] | None, arch: str | None) -> EngineRule:
     """SGLang's capture rule for a release and target architecture: the one SGLang lookup of the
     doctor. ``workbench.layers.rule_for`` answers from the table ``workbench.engine`` generated from
     each release's own code (and its hand-read rules where the table has no row)."""
@@ -62,7 +63,7 @@ class VllmRule(EngineRule):
     config_ids: str = "unknown"  # "ignored", "top-level", "top-level-then-eagle_config", ...
     default_exprs: tuple[str, ...] = ("2", "N//2", "N-3")
     facts: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    assumed_from: Optional[str] = None  # the cached release used for an uncached one
+    assumed_from: str | None = None  # the cached release used for an uncached one
 
     @property
     def name(self) -> str:
@@ -73,7 +74,7 @@ class VllmRule(EngineRule):
 
         return [_eval(e, num_layers) for e in self.default_exprs]
 
-    def ids_from_config(self, config: dict[str, Any]) -> tuple[Optional[list[Any]], str]:
+    def ids_from_config(self, config: dict[str, Any]) -> tuple[list[Any] | None, str]:
         top = config.get("eagle_aux_hidden_state_layer_ids") if isinstance(config, dict) else None
         ec = config.get("eagle_config") if isinstance(config, dict) else None
         nested = ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None
@@ -90,7 +91,7 @@ class VllmRule(EngineRule):
                 return nested, "eagle_config.eagle_aux_hidden_state_layer_ids"
         return None, "default" if self.config_ids != "ignored" else f"default (config ids ignored by {self.name})"
 
-    def capture(self, ids: Optional[Sequence[int]], num_layers: int) -> CaptureResult:
+    def capture(self, ids: Sequence[int] | None, num_layers: int) -> CaptureResult:
         res = super().capture(None if self.config_ids == "ignored" else ids, num_layers)
         # index 0 and N were read from this release's code: no "unverified" hedge
         res.notes = [n for n in res.notes if "unverified for vLLM" not in n]
@@ -103,8 +104,8 @@ class VllmRule(EngineRule):
 
     # what vLLM's registry and config code say about a draft --------------------------------------------
     def draft_architecture(
-        self, archs: Sequence[str], speculators_type: Optional[str], model_type: Optional[str]
-    ) -> tuple[Optional[str], str]:
+        self, archs: Sequence[str], speculators_type: str | None, model_type: str | None
+    ) -> tuple[str | None, str]:
         """The architecture vLLM looks up for this draft under method eagle3, and how it got it."""
         if speculators_type is not None:
             sp = self.facts.get("speculators")
@@ -125,7 +126,7 @@ class VllmRule(EngineRule):
         return m["prefix"] + a, f"EAGLEConfig renames {a} -> {m['prefix'] + a}"
 
 
-def vllm_rule(version: Optional[tuple[int, int, int, int]], arch: Optional[str]) -> VllmRule:
+def vllm_rule(version: tuple[int, int, int, int] | None, arch: str | None) -> VllmRule:
     from workbench.layers import arch_family
 
     table = _vllm_table()
@@ -167,7 +168,7 @@ def vllm_rule(version: Optional[tuple[int, int, int, int]], arch: Optional[str])
     )
 
 
-def engine_rule(engine: Optional[str], arch: Optional[str]) -> EngineRule:
+def engine_rule(engine: str | None, arch: str | None) -> EngineRule:
     """The capture rule of ``engine`` ('sglang==0.5.23', 'sglang', 'vllm==0.11.0', 'vllm')."""
     name, version = parse_engine(engine or "sglang")
     if name == "vllm":

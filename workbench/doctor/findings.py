@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from workbench.results import Result
 
@@ -105,7 +105,7 @@ class Fix(Result):
     """A concrete remedy: config edits to one file (applied through the history) or a launch change."""
 
     summary: str
-    file: Optional[str] = None  # the config.json the edits apply to
+    file: str | None = None  # the config.json the edits apply to
     edits: list[ConfigEdit] = field(default_factory=list)
     launch: list[str] = field(default_factory=list)  # launch-command changes, e.g. "--speculative-algorithm EAGLE3"
 
@@ -120,7 +120,7 @@ class Finding(Result):
     severity: str
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
-    fix: Optional[Fix] = None
+    fix: Fix | None = None
     evidence_class: str = ""
 
     def __post_init__(self) -> None:

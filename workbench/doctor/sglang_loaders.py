@@ -18,15 +18,16 @@ from __future__ import annotations
 import ast
 import json
 import sys
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Optional, cast
+from typing import Any, cast
 
 TABLE = Path(__file__).with_name("sglang_registry.json")
 _MODELS = "sglang/srt/models"
 
 
-def _installed_models_dir() -> Optional[Path]:
+def _installed_models_dir() -> Path | None:
     import importlib.util
 
     try:
@@ -39,7 +40,7 @@ def _installed_models_dir() -> Optional[Path]:
     return d if d.is_dir() else None
 
 
-def _installed_version() -> Optional[str]:
+def _installed_version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -99,7 +100,7 @@ def read_registry(models_dir: Path, version: str) -> dict[str, Any]:
         if name in seen or name not in classes:
             return False
         bases, has = classes[name]
-        return has or any(captures(b, seen + (name,)) for b in bases)
+        return has or any(captures(b, (*seen, name)) for b in bases)
 
     archs = {
         name: {"file": f, "line": line, "eagle3_capture": captures(name)} for name, (f, line) in sorted(entries.items())
@@ -108,7 +109,7 @@ def read_registry(models_dir: Path, version: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=4)
-def registry(version: Optional[str] = None) -> Optional[dict[str, Any]]:
+def registry(version: str | None = None) -> dict[str, Any] | None:
     """The registry of ``version`` (None: the installed one): read from the installed sglang when it
     is that version, else from the generated table; None when neither has it."""
     inst = _installed_version()
@@ -122,7 +123,7 @@ def registry(version: Optional[str] = None) -> Optional[dict[str, Any]]:
         rel = table.get("releases", {})
         if version is None and rel:
             return cast("dict[str, Any]", rel[sorted(rel)[-1]])
-        return cast("Optional[dict[str, Any]]", rel.get(version))
+        return cast("dict[str, Any] | None", rel.get(version))
     return None
 
 

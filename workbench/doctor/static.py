@@ -8,8 +8,9 @@ finding names the class of evidence it rests on, and a check that lacks an input
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.doctor.capture import CaptureReport, Reading, build_report, trained_readings
 from workbench.doctor.engines import VllmRule, engine_rule
@@ -40,7 +41,7 @@ class Skipped(Result):
 @dataclass
 class DoctorReport(Result):
     findings: list[Finding]
-    capture: Optional[CaptureReport]
+    capture: CaptureReport | None
     inputs: dict[str, Any] = field(default_factory=dict)
     draft: dict[str, Any] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
@@ -53,7 +54,7 @@ class DoctorReport(Result):
     def ok(self) -> bool:
         return not self.errors
 
-    def codes(self, severity: Optional[str] = None) -> list[str]:
+    def codes(self, severity: str | None = None) -> list[str]:
         return [f.code for f in self.findings if severity is None or f.severity == severity]
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,7 +67,7 @@ class DoctorReport(Result):
         }
 
 
-def normalize_algorithm(name: Optional[str]) -> Optional[str]:
+def normalize_algorithm(name: str | None) -> str | None:
     if name is None:
         return None
     a = str(name).strip().upper()
@@ -79,7 +80,7 @@ def _ints(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
 
 
-def _fmt(points: Optional[Sequence[Optional[Point]]]) -> str:
+def _fmt(points: Sequence[Point | None] | None) -> str:
     return "[" + ", ".join("missing" if p is None else str(p) for p in points or []) + "]"
 
 
@@ -87,16 +88,16 @@ class _Checker:
     def __init__(
         self,
         draft: DraftCheckpoint,
-        target: Optional[TargetInfo],
+        target: TargetInfo | None,
         rule: EngineRule,
-        algorithm: Optional[str],
-        trained_layers: Optional[list[int]],
+        algorithm: str | None,
+        trained_layers: list[int] | None,
         trained_convention: str,
-        context_length: Optional[int],
-        num_layers: Optional[int],
-        arch: Optional[str],
-        provenance: Optional[Provenance] = None,
-        env: Optional[dict[str, str]] = None,
+        context_length: int | None,
+        num_layers: int | None,
+        arch: str | None,
+        provenance: Provenance | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.d, self.t, self.rule = draft, target, rule
         self.algorithm = algorithm
@@ -107,8 +108,8 @@ class _Checker:
         self.arch = arch
         self.findings: list[Finding] = []
         self.skipped: list[Skipped] = []
-        self.capture: Optional[CaptureReport] = None
-        self.trained: Optional[list[Point]] = None  # the trained points, when settled
+        self.capture: CaptureReport | None = None
+        self.trained: list[Point] | None = None  # the trained points, when settled
         self.readings: list[Reading] = []
         self.cfg_file = draft.config_file
         self.is_vllm = isinstance(rule, VllmRule)
@@ -119,8 +120,8 @@ class _Checker:
         code: str,
         severity: str,
         message: str,
-        evidence: Optional[dict[str, Any]] = None,
-        fix: Optional[Fix] = None,
+        evidence: dict[str, Any] | None = None,
+        fix: Fix | None = None,
         cls: str = "",
     ) -> None:
         ev = dict(evidence or {})
@@ -331,7 +332,7 @@ class _Checker:
             return "eagle_aux_hidden_state_layer_ids"
         return "eagle_config.eagle_aux_hidden_state_layer_ids"
 
-    def ids_fix(self, points: Optional[list[Point]], why: str) -> Optional[Fix]:
+    def ids_fix(self, points: list[Point] | None, why: str) -> Fix | None:
         """Config ids that make this engine capture ``points``; ``why`` says where the points come from."""
         if points is None or self.n is None or getattr(self.rule, "config_ids", "") == "ignored":
             return None
@@ -344,7 +345,7 @@ class _Checker:
             [ConfigEdit(key, ids)],
         )
 
-    def settled_points(self) -> tuple[Optional[list[Point]], str]:
+    def settled_points(self) -> tuple[list[Point] | None, str]:
         """The trained points when one reading remains (given, provenance, or all readings agree)."""
         live = [r for r in self.readings if r.points is not None]
         if not live:
@@ -591,7 +592,7 @@ class _Checker:
             cls,
         )
 
-    def check_cuda_graph(self, engine_text: str, arch: Optional[str], cuda_graph: bool) -> None:
+    def check_cuda_graph(self, engine_text: str, arch: str | None, cuda_graph: bool) -> None:
         """Releases whose CUDA-graph runner resets the ids to the defaults before capturing decode graphs
         (read from the release's code by ``workbench.engine``): production decode captures other points."""
         if not cuda_graph or self.capture is None or self.rule.engine != "sglang" or self.n is None:
@@ -676,7 +677,7 @@ class _Checker:
             fix,
         )
 
-    def check_count(self, fc_in: Optional[int]) -> None:
+    def check_count(self, fc_in: int | None) -> None:
         """K ids vs fc in-dim (K * H_t); falls back on num_aux_hidden_states when fc is absent."""
         d = self.d
         ids, source = self.rule.ids_from_config(d.config)
@@ -837,7 +838,7 @@ class _Checker:
             )
 
 
-def _env_true(value: Optional[str]) -> bool:
+def _env_true(value: str | None) -> bool:
     """SGLang's EnvBool (sglang/srt/environ.py): true, 1, yes, y (any case)."""
     return value is not None and value.strip().lower() in ("true", "1", "yes", "y")
 
@@ -853,7 +854,7 @@ def _specforge_rejects_negative() -> str:
     return ""
 
 
-def _shift(engine_pts: Sequence[Optional[Point]], trained: Sequence[Point], n: int) -> Optional[int]:
+def _shift(engine_pts: Sequence[Point | None], trained: Sequence[Point], n: int) -> int | None:
     """The common layer offset between engine and training points, when there is exactly one."""
     offs: set[int] = set()
     if len(engine_pts) != len(trained):
@@ -870,24 +871,24 @@ def _shift(engine_pts: Sequence[Optional[Point]], trained: Sequence[Point], n: i
     return offs.pop() if len(offs) == 1 and 0 not in offs else None
 
 
-def _shift_text(engine_pts: Sequence[Optional[Point]], trained: Sequence[Point], n: int) -> str:
+def _shift_text(engine_pts: Sequence[Point | None], trained: Sequence[Point], n: int) -> str:
     s = _shift(engine_pts, trained, n)
     return f" (a {abs(s)}-layer shift)" if s else ""
 
 
 def run_static(
-    draft: "str | Path | DraftCheckpoint",
-    target_config: "str | Path | TargetInfo | None" = None,
+    draft: str | Path | DraftCheckpoint,
+    target_config: str | Path | TargetInfo | None = None,
     *,
-    engine: Optional[str] = None,
-    algorithm: Optional[str] = None,
-    trained_layers: Optional[list[int]] = None,
+    engine: str | None = None,
+    algorithm: str | None = None,
+    trained_layers: list[int] | None = None,
     trained_convention: str = "output-of-layer",
-    context_length: Optional[int] = None,
-    num_layers: Optional[int] = None,
-    arch: Optional[str] = None,
-    trained_engine: Optional[str] = None,
-    env: Optional[dict[str, str]] = None,
+    context_length: int | None = None,
+    num_layers: int | None = None,
+    arch: str | None = None,
+    trained_engine: str | None = None,
+    env: dict[str, str] | None = None,
     cuda_graph: bool = True,
 ) -> DoctorReport:
     """Every static check that the given inputs allow; checks lacking an input are listed as skipped.
@@ -968,7 +969,7 @@ def run_static(
     return DoctorReport(sort_findings(ck.findings), ck.capture, inputs, d.summary(), ck.skipped)
 
 
-def _arch_from_draft(d: DraftCheckpoint) -> Optional[str]:
+def _arch_from_draft(d: DraftCheckpoint) -> str | None:
     """A draft class like Eagle3DeepseekV2ForCausalLM tells the target family when no target config is given."""
     for a in d.architectures:
         if "deepseek" in a.lower() or "kimi" in a.lower():

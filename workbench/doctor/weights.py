@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 
@@ -39,7 +39,7 @@ def flat_config(d: DraftCheckpoint) -> dict[str, Any]:
     return cfg
 
 
-def check_weights(ck: _Checker) -> Optional[int]:
+def check_weights(ck: _Checker) -> int | None:
     """Run the weight checks on a _Checker; returns fc's input width when fc.weight is present."""
     d = ck.d
     if not d.tensors:

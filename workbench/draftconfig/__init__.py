@@ -20,9 +20,9 @@ __all__ = [
     "derived_context_length",
     "load_json",
     "read_draft",
-    "read_target",
-    "read_weights",
     "read_header",
+    "read_target",
     "read_tensor",
+    "read_weights",
     "write_safetensors",
 ]

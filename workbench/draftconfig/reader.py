@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench import strictjson
 from workbench.draftconfig import schema
@@ -28,7 +28,7 @@ SINGLE_NAME = "model.safetensors"
 _MISSING = object()
 
 
-def load_json(path: "str | Path", what: str = "JSON") -> Any:
+def load_json(path: str | Path, what: str = "JSON") -> Any:
     """Parse a JSON file strictly (finite numbers, bounded nesting); a one-line InputError naming
     the file, and the field or position, otherwise."""
     return strictjson.load_file(path, what)
@@ -79,7 +79,7 @@ class _Fields:
             return None
 
 
-def derived_context_length(cfg: dict[str, Any]) -> Optional[int]:
+def derived_context_length(cfg: dict[str, Any]) -> int | None:
     """SGLang's ``get_context_length``: first of the length keys, times the rope factor unless the
     scaling carries ``original_max_position_embeddings`` or is llama3-style. None when the value
     there is not a plausible length (the reader reports that field)."""
@@ -110,29 +110,29 @@ class DraftCheckpoint(Result):
     config_file: str
     layout: str  # "sglang" (SpecForge/EAGLE) or "speculators"
     architectures: list[str]
-    model_type: Optional[str]
+    model_type: str | None
     is_eagle3: bool
-    hidden_size: Optional[int]
-    target_hidden_size: Optional[int]
-    num_hidden_layers: Optional[int]
-    num_attention_heads: Optional[int]
-    num_key_value_heads: Optional[int]
-    head_dim: Optional[int]
-    intermediate_size: Optional[int]
-    vocab_size: Optional[int]
-    draft_vocab_size: Optional[int]
-    max_position_embeddings: Optional[int]
-    context_length: Optional[int]
-    tie_word_embeddings: Optional[bool]
-    layer_ids: Optional[list[int]]  # eagle_config.eagle_aux_hidden_state_layer_ids
-    top_level_layer_ids: Optional[list[int]]  # top-level eagle_aux_hidden_state_layer_ids
-    use_aux_hidden_state: Optional[bool]
-    num_aux_hidden_states: Optional[int]
-    norm_before_fc: Optional[bool]
-    fc_norm: Optional[bool]
-    bias: Optional[bool]
+    hidden_size: int | None
+    target_hidden_size: int | None
+    num_hidden_layers: int | None
+    num_attention_heads: int | None
+    num_key_value_heads: int | None
+    head_dim: int | None
+    intermediate_size: int | None
+    vocab_size: int | None
+    draft_vocab_size: int | None
+    max_position_embeddings: int | None
+    context_length: int | None
+    tie_word_embeddings: bool | None
+    layer_ids: list[int] | None  # eagle_config.eagle_aux_hidden_state_layer_ids
+    top_level_layer_ids: list[int] | None  # top-level eagle_aux_hidden_state_layer_ids
+    use_aux_hidden_state: bool | None
+    num_aux_hidden_states: int | None
+    norm_before_fc: bool | None
+    fc_norm: bool | None
+    bias: bool | None
     weight_files: list[str]
-    weights_error: Optional[str]
+    weights_error: str | None
     problems: list[FieldProblem]
     key_for: dict[str, str]
     tensors: dict[str, TensorInfo] = field(default_factory=dict, metadata={"internal": True})
@@ -171,7 +171,7 @@ def _find_config(path: Path) -> Path:
     return cfg
 
 
-def shard_name_problem(name: str) -> Optional[str]:
+def shard_name_problem(name: str) -> str | None:
     """Why an index's shard entry may not be opened (None when it is a file inside the checkpoint).
 
     Entries are file names relative to the checkpoint; an absolute path or a ``..`` would make the
@@ -187,7 +187,7 @@ def shard_name_problem(name: str) -> Optional[str]:
     return None
 
 
-def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], Optional[str]]:
+def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], str | None]:
     """Headers of the draft's safetensors: (tensors, files, error). Never raises for bad weights."""
     index = directory / INDEX_NAME
     try:
@@ -241,7 +241,7 @@ def read_weights(directory: Path) -> tuple[dict[str, TensorInfo], list[str], Opt
         return {}, [INDEX_NAME] if index.is_file() else [], str(exc)
 
 
-def read_draft(path: "str | Path") -> DraftCheckpoint:
+def read_draft(path: str | Path) -> DraftCheckpoint:
     """Read a draft directory (or its config.json); InputError only when no config can be read."""
     path = Path(path).expanduser()
     cfg_path = _find_config(path)
@@ -365,17 +365,17 @@ class TargetInfo(Result):
 
     path: str
     architectures: list[str]
-    model_type: Optional[str]
-    arch: Optional[str]  # what picks the engine's model file: architectures[0] or model_type
-    num_layers: Optional[int]
-    hidden_size: Optional[int]
-    vocab_size: Optional[int]
-    max_position_embeddings: Optional[int]
-    context_length: Optional[int]
+    model_type: str | None
+    arch: str | None  # what picks the engine's model file: architectures[0] or model_type
+    num_layers: int | None
+    hidden_size: int | None
+    vocab_size: int | None
+    max_position_embeddings: int | None
+    context_length: int | None
     problems: list[FieldProblem]
 
 
-def read_target(path: "str | Path") -> TargetInfo:
+def read_target(path: str | Path) -> TargetInfo:
     """A target's config.json (or the directory holding it)."""
     path = Path(path).expanduser()
     cfg_path = _find_config(path)
@@ -391,10 +391,10 @@ def read_target(path: "str | Path") -> TargetInfo:
     key = text_config_key(cfg)
     text = cfg[key] if key else None
 
-    def pick_int(name: str) -> Optional[int]:  # integer fields of the schema: validated as int
+    def pick_int(name: str) -> int | None:  # integer fields of the schema: validated as int
         if text is not None and name in text:
-            return cast("Optional[int]", f.typed(f"{key}.{name}"))
-        return cast("Optional[int]", f.typed(name))
+            return cast("int | None", f.typed(f"{key}.{name}"))
+        return cast("int | None", f.typed(name))
 
     archs = f.typed("architectures") or []
     mt = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None

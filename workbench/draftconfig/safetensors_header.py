@@ -8,7 +8,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench import strictjson
 from workbench.errors import InputError
@@ -52,7 +52,7 @@ class TensorInfo(Result):
 MAX_DIMS = 16  # tensors have a few dimensions; a longer shape is a corrupt header
 
 
-def read_header(path: "str | Path") -> tuple[dict[str, TensorInfo], dict[str, str]]:
+def read_header(path: str | Path) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """Tensor infos and ``__metadata__`` of one safetensors file; InputError naming the file.
 
     Everything the header says is checked before it is used: standard JSON, known dtypes, shapes
@@ -140,7 +140,7 @@ def _entry(path: Path, name: str, entry: object, data_start: int, data_len: int)
     return TensorInfo(name, dtype, list(shape), path.name, data_start + offs[0], offs[1] - offs[0])
 
 
-def read_tensor(directory: "str | Path", info: TensorInfo, *, limit: int = SMALL_TENSOR_LIMIT) -> npt.NDArray[Any]:
+def read_tensor(directory: str | Path, info: TensorInfo, *, limit: int = SMALL_TENSOR_LIMIT) -> npt.NDArray[Any]:
     """A numpy array for one (small) tensor; BF16 widened to float32, F8 refused."""
     import numpy as np
 
@@ -180,7 +180,7 @@ def read_tensor(directory: "str | Path", info: TensorInfo, *, limit: int = SMALL
     return arr.reshape(info.shape)
 
 
-def write_safetensors(path: "str | Path", tensors: dict[str, Any], metadata: Optional[dict[str, Any]] = None) -> None:
+def write_safetensors(path: str | Path, tensors: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
     """Write numpy arrays as a safetensors file (sample checkpoints and tests; no torch needed)."""
     import numpy as np
 

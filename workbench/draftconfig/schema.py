@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.numbers import Range, integer, number
@@ -98,7 +98,7 @@ FIELDS: dict[str, Field] = {
 _PREFIXES = ("transformer_layer_config.", "text_config.", "language_config.", "llm_config.", "eagle_config.")
 
 
-def field_for(key: str) -> Optional[Field]:
+def field_for(key: str) -> Field | None:
     """The field a dotted config key names (``eagle_config.eagle_aux_hidden_state_layer_ids``,
     ``transformer_layer_config.hidden_size``), or None for keys without a type."""
     for prefix in _PREFIXES:
@@ -117,7 +117,7 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {text[:40]}"
 
 
-def validate(key: str, value: Any, f: Optional[Field] = None) -> Any:
+def validate(key: str, value: Any, f: Field | None = None) -> Any:
     """``value`` checked against the field ``key`` names; an ``InputError`` "key: expected ..., got ...".
     Numbers from JSON: ``16`` is an integer, ``16.0``, ``16.5`` and ``"16"`` are not."""
     f = f or field_for(key)

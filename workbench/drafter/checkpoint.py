@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.drafter import names as N
 from workbench.errors import InputError
@@ -50,7 +51,7 @@ class WeightReport(Result):
     present: int = 0
     layout: str = N.SGLANG  # config layout: "sglang" or "speculators"
     variants: list[str] = field(default_factory=list)  # variants.explain: one line per variant
-    unsupported: Optional[str] = None  # a flag the forward does not implement
+    unsupported: str | None = None  # a flag the forward does not implement
 
     @property
     def ok(self) -> bool:
@@ -103,7 +104,7 @@ def make_config(
     return cfg
 
 
-def read_config(path: "str | os.PathLike[str]") -> dict[str, Any]:
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     from workbench import strictjson
 
     p = Path(path) / CONFIG if Path(path).is_dir() else Path(path)
@@ -115,7 +116,7 @@ def read_config(path: "str | os.PathLike[str]") -> dict[str, Any]:
     return data
 
 
-def read_tensors(path: "str | os.PathLike[str]") -> dict[str, torch.Tensor]:
+def read_tensors(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     d = Path(path)
     st = d / WEIGHTS
     if st.exists():
@@ -171,7 +172,7 @@ class TensorShape:
     dtype: str
 
 
-def read_tensor_shapes(path: "str | os.PathLike[str]") -> Mapping[str, Any]:
+def read_tensor_shapes(path: str | os.PathLike[str]) -> Mapping[str, Any]:
     """``read_tensors`` for a check: each tensor's shape and dtype from the safetensors headers,
     without reading the weights or importing torch. Where the header reader and safetensors' own
     loader could disagree (a header the strict reader refuses, tensors not back to back from the
@@ -190,7 +191,7 @@ def read_tensor_shapes(path: "str | os.PathLike[str]") -> Mapping[str, Any]:
     return out if files else read_tensors(path)
 
 
-def _header_shapes(path: Path) -> Optional[dict[str, TensorShape]]:
+def _header_shapes(path: Path) -> dict[str, TensorShape] | None:
     """The tensors of one safetensors file in the loader's order (by offset), or None where only
     the loader can say."""
     import struct
@@ -270,11 +271,11 @@ def check_weights(config: dict[str, Any], tensors: Mapping[str, Any], source: st
 
 
 def load_drafter(
-    path: "str | os.PathLike[str]",
-    embed: Optional[torch.Tensor] = None,
+    path: str | os.PathLike[str],
+    embed: torch.Tensor | None = None,
     strict: bool = True,
-    dtype: Optional[torch.dtype] = None,
-    convention: Optional[str] = None,
+    dtype: torch.dtype | None = None,
+    convention: str | None = None,
 ) -> tuple[Eagle3Drafter, WeightReport]:
     """Build an ``Eagle3Drafter`` from an SGLang- or speculators-named checkpoint directory."""
     import torch
@@ -323,7 +324,7 @@ def _atomic_write(path: Path, write: Callable[[str], object]) -> None:
         raise
 
 
-def save_drafter(model: Eagle3Drafter, path: "str | os.PathLike[str]", config: Optional[dict[str, Any]] = None) -> Path:
+def save_drafter(model: Eagle3Drafter, path: str | os.PathLike[str], config: dict[str, Any] | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` in SGLang naming; returns the directory."""
     from safetensors.torch import save_file
 

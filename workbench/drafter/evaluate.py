@@ -47,7 +47,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from workbench.hidden.view import Capture
 
-_Rates = list[Optional[float]]  # one rate per depth (None: nothing to count)
+_Rates = list[float | None]  # one rate per depth (None: nothing to count)
 
 DEFAULT_DEPTH = 3
 DEFAULT_TOPK = 4
@@ -82,7 +82,7 @@ class DrafterEval(Result):
     topk: list[int]  # the k of the top-k columns
     topk_acc: list[_Rates]  # [depth][i] cumulative top-(i+1) hit rate
     topk_cond: list[_Rates]
-    vocab_coverage: Optional[float]
+    vocab_coverage: float | None
     predicted: dict[str, Any]
     weights: dict[str, Any]
     speculators_full_acc: _Rates = field(default_factory=list)  # speculators full_acc_k, its way
@@ -140,7 +140,7 @@ LABELS: dict[str, str] = {
 }
 
 
-def _pct(v: Optional[float]) -> str:
+def _pct(v: float | None) -> str:
     return "  -  " if v is None else f"{100 * v:5.1f}%"
 
 
@@ -216,7 +216,7 @@ class SpeculatorsCounts:
         self.total = np.zeros(depth)
         self.cond_total = np.zeros(depth)
 
-    def add(self, pred: np.ndarray, teacher: np.ndarray, loss_mask: Optional[np.ndarray]) -> None:
+    def add(self, pred: np.ndarray, teacher: np.ndarray, loss_mask: np.ndarray | None) -> None:
         """``pred [K, L]`` draft ids per step; ``teacher [L]`` draft-vocab argmax of the target at
         each position; ``loss_mask [L]`` or None (every position)."""
         K, L = pred.shape
@@ -246,7 +246,7 @@ def _list(a: npt.ArrayLike) -> _Rates:
     return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, dtype=float)]
 
 
-def samples(data: "str | os.PathLike[str]") -> tuple[str, list[Path]]:
+def samples(data: str | os.PathLike[str]) -> tuple[str, list[Path]]:
     from workbench.hidden import specforge, speculators
 
     p = Path(data)
@@ -258,17 +258,17 @@ def samples(data: "str | os.PathLike[str]") -> tuple[str, list[Path]]:
 
 
 def evaluate(
-    draft: "str | os.PathLike[str]",
-    data: "str | os.PathLike[str]",
-    target: "str | os.PathLike[str]",
+    draft: str | os.PathLike[str],
+    data: str | os.PathLike[str],
+    target: str | os.PathLike[str],
     *,
-    depth: Optional[int] = None,
+    depth: int | None = None,
     topk: int = DEFAULT_TOPK,
-    max_samples: Optional[int] = None,
-    device: Optional[str] = None,
+    max_samples: int | None = None,
+    device: str | None = None,
     strict: bool = True,
-    progress: Optional[ProgressCallback] = None,
-    convention: Optional[str] = None,
+    progress: ProgressCallback | None = None,
+    convention: str | None = None,
 ) -> DrafterEval:
     """``convention``: how the draft's flags are read (``variants.CONVENTIONS``; default: the
     training tool of the checkpoint's layout)."""
@@ -400,11 +400,11 @@ def _open(fmt: str, f: Path, num_aux: int) -> Capture:
 def _greedy(
     cap: Capture,
     lm: torch.Tensor,
-    norm_w: Optional[torch.Tensor],
+    norm_w: torch.Tensor | None,
     eps: float,
     dev: torch.device,
     L: int,
-    hot_rows: Optional[torch.Tensor] = None,
+    hot_rows: torch.Tensor | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``(a, a_d)`` for t = 0..L-1: the target's greedy token over its full vocabulary (-1 where the
     file cannot tell) and the draft id of its argmax over the draft vocabulary only (``lm_head``

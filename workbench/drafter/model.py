@@ -38,8 +38,9 @@ API:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union, cast
+from typing import Any, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -150,7 +151,7 @@ class Eagle3Drafter(nn.Module):
     t2d: torch.Tensor
 
     def __init__(
-        self, config: dict[str, Any], embed: Optional[torch.Tensor] = None, convention: Optional[str] = None
+        self, config: dict[str, Any], embed: torch.Tensor | None = None, convention: str | None = None
     ) -> None:
         super().__init__()
         why = V.unsupported(config, convention)
@@ -175,8 +176,8 @@ class Eagle3Drafter(nn.Module):
         self.lm_head = nn.Linear(d.hidden, d.draft_vocab, bias=False)
         self.register_buffer("d2t", torch.zeros(d.draft_vocab, dtype=torch.long))
         self.register_buffer("t2d", torch.zeros(d.vocab, dtype=torch.bool))
-        self.embed_tokens: Optional[nn.Embedding] = None
-        self._shared_embed: Optional[torch.Tensor] = None
+        self.embed_tokens: nn.Embedding | None = None
+        self._shared_embed: torch.Tensor | None = None
         if embed is not None:
             self.set_embed(embed)
         try:
@@ -247,7 +248,7 @@ class Eagle3Drafter(nn.Module):
         return [self.midlayer] if self.dims.num_layers == 1 else cast("list[_MidLayer]", list(self.midlayers))
 
     def _qkv(
-        self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, layer: Optional[_MidLayer] = None
+        self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, layer: _MidLayer | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(residual, q, k, v) of one layer; ``hidden`` is the previous layer's output for the
         plain layers, the target features or the previous step's state for the first."""
@@ -278,7 +279,7 @@ class Eagle3Drafter(nn.Module):
         return t if rep == 1 else t.repeat_interleave(rep, dim=1)
 
     def _finish(
-        self, residual: torch.Tensor, attn: torch.Tensor, layer: Optional[_MidLayer] = None
+        self, residual: torch.Tensor, attn: torch.Tensor, layer: _MidLayer | None = None
     ) -> torch.Tensor:  # attn [B, nh, T, d]
         B, _, T, _ = attn.shape
         layer = layer if layer is not None else self._layers()[0]
@@ -288,14 +289,14 @@ class Eagle3Drafter(nn.Module):
 
     # ----- inference -----
     def step(
-        self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, past: Optional[Past] = None
+        self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, past: Past | None = None
     ) -> StepOut:
         """One draft forward over T new positions (see the module docstring)."""
         if positions.dim() == 1:
             positions = positions[None].expand(tokens.shape[0], -1)
         layers = self._layers()
         # one layer: ``past`` is its (K, V); several: a list of them, one per layer
-        pasts: list[Optional[KV]] = (
+        pasts: list[KV | None] = (
             [None] * len(layers)
             if past is None
             else ([cast(KV, past)] if len(layers) == 1 else list(cast("list[KV]", past)))
@@ -337,7 +338,7 @@ class Eagle3Drafter(nn.Module):
 
     # ----- training-time test -----
     def unroll(
-        self, aux: torch.Tensor, step_tokens: Sequence[torch.Tensor], positions: Optional[torch.Tensor] = None
+        self, aux: torch.Tensor, step_tokens: Sequence[torch.Tensor], positions: torch.Tensor | None = None
     ) -> list[torch.Tensor]:
         """TTT forward; returns one ``[B, T, Vd]`` logits tensor per step (see module docstring)."""
         B, T = step_tokens[0].shape
@@ -372,7 +373,7 @@ class Eagle3Drafter(nn.Module):
                 s0 = scaled(q @ ks[0].transpose(-1, -2))
                 s0 = s0.masked_fill(~causal, float("-inf"))
                 diag = [scaled((q * kj).sum(-1, keepdim=True)) for kj in ks[1:]]
-                p = torch.softmax(torch.cat([s0] + diag, dim=-1), dim=-1)
+                p = torch.softmax(torch.cat([s0, *diag], dim=-1), dim=-1)
                 attn = p[..., :T] @ vs[0]
                 for j, vj in enumerate(vs[1:]):
                     attn = attn + p[..., T + j : T + j + 1] * vj

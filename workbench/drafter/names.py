@@ -21,8 +21,9 @@ API:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, cast
+from typing import Any, cast
 
 SGLANG = "sglang"
 SPECULATORS = "speculators"
@@ -81,7 +82,7 @@ def _field(config: dict[str, Any], key: str, default: Any = _REQUIRED) -> Any:
     return validate(key, value)
 
 
-def aux_layer_ids(config: dict[str, Any]) -> Optional[list[Any]]:
+def aux_layer_ids(config: dict[str, Any]) -> list[Any] | None:
     """The draft's ``eagle_config.eagle_aux_hidden_state_layer_ids`` (the key SGLang reads), else None."""
     ec = config.get("eagle_config")
     if isinstance(ec, dict) and isinstance(ec.get("eagle_aux_hidden_state_layer_ids"), list):

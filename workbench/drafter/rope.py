@@ -11,7 +11,7 @@ position past it is refused (``RopeRefused``) rather than given one of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -28,7 +28,7 @@ class Rope:
     scale: float  # transformers' attention_scaling (yarn, longrope), applied to cos/sin
     rope_type: str
     max_positions: int | None  # dynamic: positions must stay below this
-    long_inv_freq: Optional[torch.Tensor] = None  # longrope: frequencies past original_max_position_embeddings
+    long_inv_freq: torch.Tensor | None = None  # longrope: frequencies past original_max_position_embeddings
     original_max: int | None = None
 
 

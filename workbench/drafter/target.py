@@ -8,9 +8,10 @@ opened, only these tensors are mapped, and the embedding rows used are the only 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.engine.target import text_config
 from workbench.errors import InputError
@@ -29,9 +30,9 @@ class TargetHead:
     config: dict[str, Any]
     embed: torch.Tensor  # torch [V, H] (mapped)
     lm_head: torch.Tensor  # torch [V, H] (mapped; the embedding when tied)
-    norm: Optional[torch.Tensor]  # torch [H] or None
+    norm: torch.Tensor | None  # torch [H] or None
     eps: float
-    names: dict[str, Optional[str]]  # which checkpoint tensors were used
+    names: dict[str, str | None]  # which checkpoint tensors were used
 
     @property
     def vocab(self) -> int:
@@ -44,7 +45,7 @@ class TargetHead:
 
 def _pick(
     names: Iterable[str], suffix: str, exclude: tuple[str, ...] = ("mtp", "vision", "visual", "draft")
-) -> Optional[str]:
+) -> str | None:
     found = [n for n in names if n.endswith(suffix) and not any(x in n for x in exclude)]
     return min(found, key=len) if found else None
 
@@ -76,7 +77,7 @@ def tensor_files(root: Path) -> dict[str, Path]:
     return out
 
 
-def read_target_head(path: "str | os.PathLike[str]") -> TargetHead:
+def read_target_head(path: str | os.PathLike[str]) -> TargetHead:
     from workbench.hidden.st_io import SafetensorsFile
 
     root = Path(path)

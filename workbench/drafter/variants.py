@@ -33,7 +33,7 @@ API:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 SGLANG_LAYOUT = "sglang"
 SPECULATORS_LAYOUT = "speculators"
@@ -172,7 +172,7 @@ def default_convention(config: dict[str, Any]) -> str:
     return "speculators" if layout(config) == SPECULATORS_LAYOUT else "specforge"
 
 
-def resolve(config: dict[str, Any], convention: Optional[str] = None) -> Variant:
+def resolve(config: dict[str, Any], convention: str | None = None) -> Variant:
     conv = convention or default_convention(config)
     if conv not in CONVENTIONS:
         raise ValueError(f"convention {conv!r}: expected one of {', '.join(CONVENTIONS)}")
@@ -206,7 +206,7 @@ def resolve(config: dict[str, Any], convention: Optional[str] = None) -> Variant
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 
 
-def unsupported(config: dict[str, Any], convention: Optional[str] = None) -> Optional[str]:
+def unsupported(config: dict[str, Any], convention: str | None = None) -> str | None:
     """The first variant the forward does not implement, as a one-line refusal; else None."""
     try:
         return _unsupported(config, convention)
@@ -214,7 +214,7 @@ def unsupported(config: dict[str, Any], convention: Optional[str] = None) -> Opt
         return f"config: cannot read the variant flags ({exc!s})"
 
 
-def _unsupported(config: dict[str, Any], convention: Optional[str]) -> Optional[str]:
+def _unsupported(config: dict[str, Any], convention: str | None) -> str | None:
     try:
         cfg = flat_config(config)
     except ValueError as exc:
@@ -258,7 +258,7 @@ def _unsupported(config: dict[str, Any], convention: Optional[str]) -> Optional[
     return None
 
 
-def explain(config: dict[str, Any], convention: Optional[str] = None, rope: bool = True) -> list[str]:
+def explain(config: dict[str, Any], convention: str | None = None, rope: bool = True) -> list[str]:
     """One sentence per variant the config selects (plain drafters get none); ``rope=False``
     leaves out the RoPE line (a scaling copied from the target is no drafter variant)."""
     try:
@@ -267,7 +267,7 @@ def explain(config: dict[str, Any], convention: Optional[str] = None, rope: bool
         return []  # a config too malformed to read: the config checks say why
 
 
-def _explain(config: dict[str, Any], convention: Optional[str], with_rope: bool = True) -> list[str]:
+def _explain(config: dict[str, Any], convention: str | None, with_rope: bool = True) -> list[str]:
     cfg = flat_config(config)
     v = resolve(config, convention)
     out: list[str] = []

@@ -21,14 +21,15 @@ Interface (stable; the doctor, the lab and the faces use only these):
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Optional
 
 from workbench.engine.rule import CaptureRule, EngineCapture, Evidence, apply
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Host
 
-__all__ = ["CaptureRule", "EngineCapture", "Evidence", "capture", "rule", "rules", "parse_engine", "apply"]
+__all__ = ["CaptureRule", "EngineCapture", "Evidence", "apply", "capture", "parse_engine", "rule", "rules"]
 
 
 def parse_engine(engine: str) -> str:
@@ -38,13 +39,13 @@ def parse_engine(engine: str) -> str:
     return pe(engine)
 
 
-def rules(engine: str, *, source: str = "auto", host: Optional[Host] = None) -> list[CaptureRule]:
+def rules(engine: str, *, source: str = "auto", host: Host | None = None) -> list[CaptureRule]:
     from workbench.engine.lookup import release_rules
 
     return release_rules(engine, source=source, host=host)[0]
 
 
-def rule(engine: str, arch: Optional[str], *, source: str = "auto", host: Optional[Host] = None) -> CaptureRule:
+def rule(engine: str, arch: str | None, *, source: str = "auto", host: Host | None = None) -> CaptureRule:
     from workbench.engine.lookup import find_rule
 
     return find_rule(engine, arch, source=source, host=host)[0]
@@ -53,12 +54,12 @@ def rule(engine: str, arch: Optional[str], *, source: str = "auto", host: Option
 def capture(
     engine: str,
     *,
-    target_config: "str | os.PathLike[str] | None" = None,
-    arch: Optional[str] = None,
-    num_layers: Optional[int] = None,
-    ids: Optional[Sequence[int]] = None,
+    target_config: str | os.PathLike[str] | None = None,
+    arch: str | None = None,
+    num_layers: int | None = None,
+    ids: Sequence[int] | None = None,
     cuda_graph: bool = True,
-    host: Optional[Host] = None,
+    host: Host | None = None,
     source: str = "auto",
 ) -> EngineCapture:
     from workbench.engine.lookup import engine_capture

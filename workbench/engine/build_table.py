@@ -12,8 +12,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional, TextIO
+from typing import Any, TextIO
 
 from workbench.engine.table import RELEASE_WIDE, TABLE
 
@@ -74,7 +75,7 @@ def _write(data: dict[str, Any], out: Path) -> None:
     os.replace(tmp, out)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     from workbench.engine.wheels import releases
 
     ap = argparse.ArgumentParser(prog="python -m workbench.engine.build_table")

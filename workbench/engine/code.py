@@ -6,21 +6,22 @@ The lab uses this, so a wrong table cannot make the lab agree with the doctor.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from workbench.engine.rule import CaptureRule, EngineCapture, apply
 
 
 @lru_cache(maxsize=64)
-def code_rule(version: str, arch: str, text_arch: Optional[str] = None) -> tuple[CaptureRule, str]:
+def code_rule(version: str, arch: str, text_arch: str | None = None) -> tuple[CaptureRule, str]:
     """(rule, source) for one architecture of one release, read from its code in this process."""
     from workbench.engine.extract import unsupported
     from workbench.engine.lookup import _norm
     from workbench.engine.wheels import unpacked
 
-    root: "str | Path | None" = None
+    root: str | Path | None = None
     source = "wheel"
     try:
         from workbench.engine.host import local_installation
@@ -74,9 +75,9 @@ def code_capture(
     *,
     arch: str,
     num_layers: int,
-    ids: Optional[Sequence[int]],
+    ids: Sequence[int] | None,
     cuda_graph: bool = True,
-    index0: Optional[str] = None,
+    index0: str | None = None,
 ) -> tuple[EngineCapture, CaptureRule]:
     """What the release's code captures; ``index0`` overrides that one part (the lab's patched engine)."""
     from dataclasses import replace
@@ -89,7 +90,7 @@ def code_capture(
     return apply(rule, list(ids) if ids is not None else None, num_layers, cuda_graph=cuda_graph, source=source), rule
 
 
-def ids_from_config(rule: CaptureRule, config: dict[str, Any]) -> tuple[Optional[list[Any]], str]:
+def ids_from_config(rule: CaptureRule, config: dict[str, Any]) -> tuple[list[Any] | None, str]:
     """The ids the release reads from a draft config.json, by the keys its runner reads (``id_source``)."""
     for key in rule.id_source or ("eagle_config.eagle_aux_hidden_state_layer_ids",):
         parts = key.split(".")

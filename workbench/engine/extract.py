@@ -19,16 +19,11 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import (
     Any,
-    Callable,
-    Collection,
-    Iterator,
     Literal,
-    Mapping,
-    Optional,
-    Sequence,
     TypeVar,
     Union,
     cast,
@@ -72,7 +67,7 @@ _CANDIDATES: dict[str, Callable[[list[int], int], list[int]]] = {
 
 
 def extract(
-    root: "str | os.PathLike[str] | Source", version: Optional[str] = None, archs: Optional[Collection[str]] = None
+    root: str | os.PathLike[str] | Source, version: str | None = None, archs: Collection[str] | None = None
 ) -> list[CaptureRule]:
     """Every EAGLE-3-capable architecture of the installation at ``root`` (or those in ``archs``)."""
     with paused():  # (a release's parsed files: see workbench.collector)
@@ -80,7 +75,7 @@ def extract(
 
 
 def _extract(
-    root: "str | os.PathLike[str] | Source", version: Optional[str], archs: Optional[Collection[str]]
+    root: str | os.PathLike[str] | Source, version: str | None, archs: Collection[str] | None
 ) -> list[CaptureRule]:
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
@@ -170,7 +165,7 @@ def extract_class(src: Source, rel: str, cls: ast.ClassDef, arch: str, version: 
 # -- the hook, executed ------------------------------------------------------------------------------
 def _fit_hook(
     src: Source, rel: str, cls: ast.ClassDef, ev: list[Evidence]
-) -> tuple[str, Optional[tuple[str, ...]], str, Optional[str], Optional[str]]:
+) -> tuple[str, tuple[str, ...] | None, str, str | None, str | None]:
     # extract_class calls this only for classes it found the hook on
     hook_file, _c, hook_node = cast("tuple[str, ast.ClassDef, _FnDef]", src.find_method(rel, cls, HOOK))
     alive = dict(_CANDIDATES)
@@ -231,7 +226,7 @@ def _fit_hook(
             )
         )
     # defaults: the hook with no ids, fitted per position to c, N-c or N//k
-    outs: dict[int, Optional[list[Any]]] = {}
+    outs: dict[int, list[Any] | None] = {}
     for n in PROBE_LAYERS:
         o = run_hook(src, rel, cls, None, n)
         outs[n] = o.indices if not o.error else None
@@ -249,7 +244,7 @@ def _fit_hook(
     return id_map, default, startup, where, None
 
 
-def _fit_default(outs: Mapping[int, Optional[Sequence[Any]]]) -> Optional[tuple[str, ...]]:
+def _fit_default(outs: Mapping[int, Sequence[Any] | None]) -> tuple[str, ...] | None:
     got = {n: v for n, v in outs.items() if v is not None}
     if not got or len(got) != len(outs) or len({len(v) for v in got.values()}) != 1:
         return None
@@ -276,7 +271,7 @@ def _fit_default(outs: Mapping[int, Optional[Sequence[Any]]]) -> Optional[tuple[
     return tuple(exprs)
 
 
-def _assign_line(src: Source, f: str, node: ast.AST) -> Optional[int]:
+def _assign_line(src: Source, f: str, node: ast.AST) -> int | None:
     """The line of the hook that writes ids into layers_to_capture (the else branch)."""
     lines = [
         n.lineno
@@ -291,14 +286,14 @@ def _assign_line(src: Source, f: str, node: ast.AST) -> Optional[int]:
     return max(lines) if lines else None
 
 
-def _default_line(src: Source, f: str, node: ast.AST) -> Optional[int]:
+def _default_line(src: Source, f: str, node: ast.AST) -> int | None:
     for n in ast.walk(node):
         if isinstance(n, ast.List) and len(n.elts) >= 2 and any(isinstance(e, ast.BinOp) for e in n.elts):
             return n.lineno
     return None
 
 
-def _resolve_path(src: Source, rel: str, cls: ast.ClassDef, path: str) -> Optional[tuple[str, ast.ClassDef]]:
+def _resolve_path(src: Source, rel: str, cls: ast.ClassDef, path: str) -> tuple[str, ast.ClassDef] | None:
     """'self.model' / 'self.language_model.model' -> the class at that path (via __init__ assignments)."""
     f, c = rel, cls
     for attr in path.split(".")[1:]:
@@ -314,7 +309,7 @@ def _is_ltc(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "layers_to_capture"
 
 
-def _membership(node: ast.AST) -> Optional[tuple[str, Optional[ast.AST]]]:
+def _membership(node: ast.AST) -> tuple[str, ast.AST | None] | None:
     """('index', left) for ``X in self.layers_to_capture``; ('layer-attr', None) for the flag getattr."""
     if (
         isinstance(node, ast.Compare)
@@ -515,7 +510,7 @@ def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> 
     return out
 
 
-def _helper(src: Source, rel: str, apps: Sequence[ast.expr]) -> Optional[tuple[str, ast.FunctionDef]]:
+def _helper(src: Source, rel: str, apps: Sequence[ast.expr]) -> tuple[str, ast.FunctionDef] | None:
     """The module-level function every appended value is a call of, resolved through the imports."""
     names = {a.func.id for a in apps if isinstance(a, ast.Call) and isinstance(a.func, ast.Name)}
     if len(names) != 1 or len(apps) == 0 or not all(isinstance(a, ast.Call) for a in apps):
@@ -535,7 +530,7 @@ def _helper(src: Source, rel: str, apps: Sequence[ast.expr]) -> Optional[tuple[s
     return None
 
 
-def _loop_var(n: ast.For) -> Optional[str]:
+def _loop_var(n: ast.For) -> str | None:
     """The layer index of ``for i in range(...)`` or ``for i, layer in enumerate(...)``."""
     if not (isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name)):
         return None
@@ -574,12 +569,12 @@ def _within(node: ast.AST, anc: ast.AST, par: Mapping[ast.AST, ast.AST]) -> bool
 
 
 @overload
-def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: type[_T]) -> Optional[_T]: ...
+def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: type[_T]) -> _T | None: ...
 @overload
-def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: tuple[type[_T], type[_U]]) -> Optional[_T | _U]: ...
+def _enclosing(node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: tuple[type[_T], type[_U]]) -> _T | _U | None: ...
 def _enclosing(
-    node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: "type[ast.AST] | tuple[type[ast.AST], ...]"
-) -> Optional[ast.AST]:
+    node: ast.AST, par: Mapping[ast.AST, ast.AST], typ: type[ast.AST] | tuple[type[ast.AST], ...]
+) -> ast.AST | None:
     while node in par:
         node = par[node]
         if isinstance(node, typ):
@@ -587,20 +582,20 @@ def _enclosing(
     return None
 
 
-def _site(node: ast.AST, loop: Optional[ast.AST], par: Mapping[ast.AST, ast.AST]) -> _Site:
+def _site(node: ast.AST, loop: ast.AST | None, par: Mapping[ast.AST, ast.AST]) -> _Site:
     """('if', if-node) when the test guards a statement; ('keyword', kw) when it is a call argument."""
     cur = node
     while cur in par and cur is not loop:
         p = par[cur]
         if isinstance(p, ast.keyword):
             return "keyword", p
-        if isinstance(p, ast.If) and p.test is cur or (isinstance(p, ast.If) and _within(node, p.test, par)):
+        if (isinstance(p, ast.If) and p.test is cur) or (isinstance(p, ast.If) and _within(node, p.test, par)):
             return "if", p
         cur = p
     return "other", None
 
 
-def _residual_none_before(fwd: ast.AST, loop: ast.For) -> Optional[int]:
+def _residual_none_before(fwd: ast.AST, loop: ast.For) -> int | None:
     for n in ast.walk(fwd):
         if (
             isinstance(n, ast.Assign)
@@ -671,7 +666,7 @@ def _boundary(
     return UNKNOWN
 
 
-def _norm_line(fwd: ast.AST, before: int) -> Optional[int]:
+def _norm_line(fwd: ast.AST, before: int) -> int | None:
     for n in ast.walk(fwd):
         if (
             isinstance(n, ast.Call)
@@ -708,7 +703,7 @@ def _missing(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> str:
     return "dropped"
 
 
-def _packer_raise(src: Source) -> Optional[Evidence]:
+def _packer_raise(src: Source) -> Evidence | None:
     for rel in ("sglang/srt/layers/aux_hidden_states.py",):
         t = src.tree(rel)
         for c in t.body if t else []:
@@ -737,12 +732,12 @@ def _function_index(src: Source, files: Sequence[str]) -> dict[str, list[tuple[s
     return found
 
 
-def _takes(fn: _FnDef, param: Optional[str], kwargs_ok: bool = False) -> bool:
+def _takes(fn: _FnDef, param: str | None, kwargs_ok: bool = False) -> bool:
     return param in [a.arg for a in fn.args.args + fn.args.kwonlyargs] or (kwargs_ok and fn.args.kwarg is not None)
 
 
 def _functions_with_param(
-    src: Source, files: list[str], param: Optional[str], name: Optional[str] = None, kwargs_ok: bool = False
+    src: Source, files: list[str], param: str | None, name: str | None = None, kwargs_ok: bool = False
 ) -> list[tuple[str, _FnDef]]:
     if name is not None and len(files) > 1:  # parse only the files that define ``name``
         files = [f for f in files if _text(src, f).find(f"def {name}(") >= 0]
@@ -751,7 +746,7 @@ def _functions_with_param(
     return [(f, n) for f, n in pool if _takes(n, param, kwargs_ok)]
 
 
-def _forwarded(fn: ast.AST, param: Optional[str]) -> Iterator[tuple[str, str, int]]:
+def _forwarded(fn: ast.AST, param: str | None) -> Iterator[tuple[str, str, int]]:
     """Calls in ``fn`` that pass ``param`` on: (callee name, keyword name)."""
     for n in ast.walk(fn):
         if isinstance(n, ast.Call):
@@ -761,7 +756,7 @@ def _forwarded(fn: ast.AST, param: Optional[str]) -> Iterator[tuple[str, str, in
                     yield name, kw.arg, n.lineno
 
 
-def _chase(src: Source, rel: str, param: Optional[str]) -> Optional[tuple[str, Evidence]]:
+def _chase(src: Source, rel: str, param: str | None) -> tuple[str, Evidence] | None:
     """Index 0 of an in-layer capture: the input stage that handles the first layer's missing residual."""
     layer_fns = [(f, n) for f, n in _functions_with_param(src, [rel], param) if any(True for _ in _forwarded(n, param))]
     layer_files = _layer_files(src)
@@ -769,7 +764,7 @@ def _chase(src: Source, rel: str, param: Optional[str]) -> Optional[tuple[str, E
         for callee, kw, _line in _forwarded(fn, param):
             if "prepare" not in callee:
                 continue
-            for cf, cfn in _functions_with_param(src, layer_files + [rel], kw, callee, kwargs_ok=True):
+            for cf, cfn in _functions_with_param(src, [*layer_files, rel], kw, callee, kwargs_ok=True):
                 hit = _residual_none(src, cf, cfn, kw)
                 if hit:
                     return "embed", Evidence(
@@ -796,7 +791,7 @@ def _layer_files(src: Source) -> list[str]:
     return files
 
 
-def _residual_none(src: Source, f: str, fn: _FnDef, param: str) -> Optional[int]:
+def _residual_none(src: Source, f: str, fn: _FnDef, param: str) -> int | None:
     """A ``residual is None`` test in ``fn`` or in a method/function it calls (one level)."""
     for n in ast.walk(fn):
         if _guarded(n) and isinstance(n, ast.Compare):
@@ -825,7 +820,7 @@ def _residual_none(src: Source, f: str, fn: _FnDef, param: str) -> Optional[int]
     return None
 
 
-def _chase_norm_capture(src: Source, callee: str, param: Optional[str]) -> Optional[tuple[str, Evidence]]:
+def _chase_norm_capture(src: Source, callee: str, param: str | None) -> tuple[str, Evidence] | None:
     """The final norm's capture: ``capture(residual)`` (the pre-norm stream)."""
     files = _layer_files(src)
     for f, fn in _functions_with_param(src, files, param, callee):
@@ -852,9 +847,7 @@ def _chase_norm_capture(src: Source, callee: str, param: Optional[str]) -> Optio
 RUNNER_DIRS = ("sglang/srt/model_executor", "sglang/srt/speculative")
 
 
-def _calls(
-    src: Source, under: str, name: str
-) -> Iterator[tuple[str, ast.Call, Optional[_FnDef], Optional[ast.ClassDef]]]:
+def _calls(src: Source, under: str, name: str) -> Iterator[tuple[str, ast.Call, _FnDef | None, ast.ClassDef | None]]:
     for f in src.files(under):
         t = src.tree(f)
         if t is None:

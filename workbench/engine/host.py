@@ -3,7 +3,8 @@ installation its python finds, without importing SGLang."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.engine.rule import CaptureRule
 from workbench.errors import WorkbenchError
@@ -33,7 +34,7 @@ def local_installation() -> tuple[str, str]:
     return str(root), version
 
 
-def job(archs: Optional[Iterable[str]] = None) -> dict[str, Any]:
+def job(archs: Iterable[str] | None = None) -> dict[str, Any]:
     """The remote job: every EAGLE-3 rule of the host's installation (or those of ``archs``)."""
     from workbench.engine.extract import extract
 
@@ -42,7 +43,7 @@ def job(archs: Optional[Iterable[str]] = None) -> dict[str, Any]:
     return {"version": version, "root": root, "rules": [r.to_dict() for r in rules]}
 
 
-def host_rules(host: Host, archs: Optional[Iterable[str]] = None) -> tuple[list[CaptureRule], str]:
+def host_rules(host: Host, archs: Iterable[str] | None = None) -> tuple[list[CaptureRule], str]:
     from workbench.remote.near import NearCompute
 
     result, _tr = NearCompute(host).run("engine_rules", {"archs": list(archs) if archs else None}, timeout=600)
@@ -52,7 +53,7 @@ def host_rules(host: Host, archs: Optional[Iterable[str]] = None) -> tuple[list[
 
 
 def capture_job(
-    engine: str, arch: Optional[str], num_layers: int, ids: Optional[Sequence[int]] = None, cuda_graph: bool = True
+    engine: str, arch: str | None, num_layers: int, ids: Sequence[int] | None = None, cuda_graph: bool = True
 ) -> dict[str, Any]:
     """The remote job: what ``engine`` captures, from this host's own SGLang when it is that release
     (source ``host``), else from the table (``table``)."""

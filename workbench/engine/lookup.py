@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from workbench.engine.rule import CaptureRule, EngineCapture, apply
 from workbench.errors import InputError, WorkbenchError
@@ -15,7 +16,7 @@ SOURCES = ("auto", "host", "table", "wheel")
 
 
 def release_rules(
-    engine: str, *, source: str = "auto", host: Optional[Host] = None, archs: Optional[Iterable[str]] = None
+    engine: str, *, source: str = "auto", host: Host | None = None, archs: Iterable[str] | None = None
 ) -> tuple[list[CaptureRule], str, str]:
     """(rules, version, source used); ``archs`` narrows what a host reads (the table has them all)."""
     from workbench.engine import table
@@ -63,11 +64,11 @@ def _norm(a: str) -> str:
 
 def find_rule(
     engine: str,
-    arch: Optional[str],
+    arch: str | None,
     *,
     source: str = "auto",
-    host: Optional[Host] = None,
-    text_arch: Optional[str] = None,
+    host: Host | None = None,
+    text_arch: str | None = None,
 ) -> tuple[CaptureRule, str]:
     from workbench.engine.extract import unsupported
 
@@ -86,12 +87,12 @@ def find_rule(
 def engine_capture(
     engine: str,
     *,
-    target_config: "str | os.PathLike[str] | None" = None,
-    arch: Optional[str] = None,
-    num_layers: Optional[int] = None,
-    ids: Optional[Sequence[int]] = None,
+    target_config: str | os.PathLike[str] | None = None,
+    arch: str | None = None,
+    num_layers: int | None = None,
+    ids: Sequence[int] | None = None,
     cuda_graph: bool = True,
-    host: Optional[Host] = None,
+    host: Host | None = None,
     source: str = "auto",
 ) -> EngineCapture:
     text_arch = None

@@ -25,8 +25,9 @@ Fields (their JSON spelling is the same):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -49,7 +50,7 @@ class Evidence(Result):
         return f"{self.what}: {self.file}:{self.line}: {self.text}"
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Evidence":
+    def from_dict(cls, d: Mapping[str, Any]) -> Evidence:
         return cls(str(d["what"]), str(d["file"]), int(d["line"]), str(d["text"]))
 
 
@@ -60,16 +61,16 @@ class CaptureRule(Result):
     arch: str  # the model class (HF ``architectures`` entry)
     file: str  # the model file the class lives in
     id_map: str = UNKNOWN
-    default: Optional[tuple[str, ...]] = None  # expressions of N; None = unknown
+    default: tuple[str, ...] | None = None  # expressions of N; None = unknown
     membership: str = UNKNOWN
     startup: str = "none"
     index0: str = UNKNOWN
     boundary: str = UNKNOWN
     missing: str = UNKNOWN
-    graph_reset: Optional[bool] = None
-    config_before_graphs: Optional[bool] = None
+    graph_reset: bool | None = None
+    config_before_graphs: bool | None = None
     id_source: tuple[str, ...] = ()
-    delegate: Optional[str] = None  # a wrapper's inner class (Kimi-K2.5 -> DeepseekV3ForCausalLM)
+    delegate: str | None = None  # a wrapper's inner class (Kimi-K2.5 -> DeepseekV3ForCausalLM)
     evidence: tuple[Evidence, ...] = ()
 
     @property
@@ -110,7 +111,7 @@ class CaptureRule(Result):
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "CaptureRule":
+    def from_dict(cls, d: Mapping[str, Any]) -> CaptureRule:
         kw: dict[str, Any]
         kw = {
             k: d.get(k)
@@ -135,16 +136,16 @@ class CaptureRule(Result):
         kw["evidence"] = tuple(Evidence.from_dict(e) for e in d.get("evidence") or ())
         return cls(**kw)
 
-    def with_evidence(self, *ev: Evidence) -> "CaptureRule":
+    def with_evidence(self, *ev: Evidence) -> CaptureRule:
         return replace(self, evidence=tuple(self.evidence) + tuple(ev))
 
     # -- what the rule does with ids ---------------------------------------------------------------
-    def default_indices(self, num_layers: int) -> Optional[list[int]]:
+    def default_indices(self, num_layers: int) -> list[int] | None:
         if self.default is None:
             return None
         return [eval_expr(e, num_layers) for e in self.default]
 
-    def indices_for(self, ids: Optional[Sequence[int]], num_layers: int) -> Optional[list[int]]:
+    def indices_for(self, ids: Sequence[int] | None, num_layers: int) -> list[int] | None:
         """The engine's ``layers_to_capture``; None when the rule does not say."""
         if ids is None:
             return self.default_indices(num_layers)
@@ -183,13 +184,13 @@ class EngineCapture(Result):
     what CUDA-graph decode captures (None when graphs are off or the rule does not say)."""
 
     engine: str
-    arch: Optional[str]
+    arch: str | None
     num_layers: int
-    ids: Optional[list[int]]
-    indices: Optional[list[int]]
+    ids: list[int] | None
+    indices: list[int] | None
     points: list[str]
-    fatal: Optional[str]
-    cuda_graph_points: Optional[list[str]]
+    fatal: str | None
+    cuda_graph_points: list[str] | None
     evidence: list[str]
     source: str  # "host" | "table" | "wheel"
     notes: list[str] = field(default_factory=list)
@@ -218,7 +219,7 @@ class EngineCapture(Result):
         }
 
 
-def _point_of(rule: CaptureRule, idx: int, n: int) -> tuple[Optional[str], Optional[str]]:
+def _point_of(rule: CaptureRule, idx: int, n: int) -> tuple[str | None, str | None]:
     """(point, problem) for one internal index."""
     if rule.membership == "layer-attr" and -n <= idx < 0:
         idx += n
@@ -240,7 +241,7 @@ def _point_of(rule: CaptureRule, idx: int, n: int) -> tuple[Optional[str], Optio
 
 
 def apply(
-    rule: CaptureRule, ids: Optional[Sequence[int]], num_layers: int, *, cuda_graph: bool = True, source: str = "table"
+    rule: CaptureRule, ids: Sequence[int] | None, num_layers: int, *, cuda_graph: bool = True, source: str = "table"
 ) -> EngineCapture:
     """Run a rule: the points for ``ids`` (None: the config has none), CUDA-graph decode included."""
     n = int(num_layers)
@@ -301,8 +302,8 @@ def apply(
 
 
 def _eager(
-    rule: CaptureRule, ids: Optional[Sequence[int]], n: int, notes: list[str]
-) -> tuple[list[str], Optional[str], Optional[list[int]]]:
+    rule: CaptureRule, ids: Sequence[int] | None, n: int, notes: list[str]
+) -> tuple[list[str], str | None, list[int] | None]:
     name = f"{rule.engine}=={rule.version}"
     if not rule.supported:
         return [], None, None

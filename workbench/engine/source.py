@@ -9,9 +9,10 @@ from __future__ import annotations
 import ast
 import os
 from collections import deque
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from workbench.errors import InputError
 
@@ -19,7 +20,7 @@ from workbench.errors import InputError
 class Source:
     """``root`` is the directory that holds ``sglang/`` (or the ``sglang`` directory itself)."""
 
-    def __init__(self, root: "str | os.PathLike[str]") -> None:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         root = Path(root).expanduser()
         if (root / "sglang" / "srt").is_dir():
             self.root = root
@@ -27,7 +28,7 @@ class Source:
             self.root = root.parent
         else:
             raise InputError(f"{root}: not an SGLang installation (expected sglang/srt/ in it)")
-        self._trees: dict[str, Optional[ast.Module]] = {}
+        self._trees: dict[str, ast.Module | None] = {}
         self._lines: dict[str, list[str]] = {}
         # per-installation caches of the extractor's lookups, keyed by what was looked up
         self.memo: dict[Any, Any] = {}
@@ -36,7 +37,7 @@ class Source:
     def exists(self, rel: str) -> bool:
         return (self.root / rel).is_file()
 
-    def tree(self, rel: str) -> Optional[ast.Module]:
+    def tree(self, rel: str) -> ast.Module | None:
         if rel not in self._trees:
             try:
                 text = (self.root / rel).read_text(encoding="utf-8")
@@ -57,14 +58,14 @@ class Source:
             for p in sorted(base.rglob("*.py")):
                 yield p.relative_to(self.root).as_posix()
 
-    def module_file(self, module: str) -> Optional[str]:
+    def module_file(self, module: str) -> str | None:
         rel = module.replace(".", "/")
         for cand in (rel + ".py", rel + "/__init__.py"):
             if self.exists(cand):
                 return cand
         return None
 
-    def version(self) -> Optional[str]:
+    def version(self) -> str | None:
         """The release, from ``sglang/version.py`` (every release has one)."""
         t = self.tree("sglang/version.py")
         for node in t.body if t else []:
@@ -74,12 +75,12 @@ class Source:
         return None
 
     # -- classes ------------------------------------------------------------------------------------
-    def find_class(self, rel: str, name: str, depth: int = 0) -> Optional[tuple[str, ast.ClassDef]]:
+    def find_class(self, rel: str, name: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
         """The class ``name`` as seen from file ``rel``: defined there or imported (followed)."""
         key = ("class", rel, name)
         if key not in self.memo:
             self.memo[key] = self._find_class(rel, name, depth)
-        found: Optional[tuple[str, ast.ClassDef]] = self.memo[key]
+        found: tuple[str, ast.ClassDef] | None = self.memo[key]
         return found
 
     def imports(self, rel: str) -> list[ast.ImportFrom]:
@@ -90,7 +91,7 @@ class Source:
         found: list[ast.ImportFrom] = self.memo[key]
         return found
 
-    def _find_class(self, rel: str, name: str, depth: int) -> Optional[tuple[str, ast.ClassDef]]:
+    def _find_class(self, rel: str, name: str, depth: int) -> tuple[str, ast.ClassDef] | None:
         t = self.tree(rel)
         if t is None or depth > 6:
             return None
@@ -123,7 +124,7 @@ class Source:
 
     def find_method(
         self, rel: str, cls: ast.ClassDef, meth: str
-    ) -> Optional[tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    ) -> tuple[str, ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef] | None:
         for f, c in self.mro(rel, cls):
             for node in c.body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == meth:
@@ -182,7 +183,7 @@ class Source:
         self.memo[key] = out
         return out
 
-    def class_attr(self, rel: str, cls: ast.ClassDef, attr: str) -> Optional[tuple[str, str]]:
+    def class_attr(self, rel: str, cls: ast.ClassDef, attr: str) -> tuple[str, str] | None:
         """``attr = Name`` in a class body along the MRO (the most derived first): (file, Name)."""
         for f, c in self.mro(rel, cls):
             for node in c.body:

@@ -17,15 +17,16 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from workbench.engine.wheels import cache_dir
 
 SUBDIR = "source-reads"
 
 
-def fingerprint(folder: Path, suffix: str = ".py", parts: Optional[Sequence[str]] = None) -> list[tuple[str, int, int]]:
+def fingerprint(folder: Path, suffix: str = ".py", parts: Sequence[str] | None = None) -> list[tuple[str, int, int]]:
     """(name, size, mtime_ns) of each file of ``folder`` ending in ``suffix``, sorted by name; with
     ``parts`` (paths under ``folder``), of those files and of every such file in those folders and
     below them, named by their paths relative to ``folder``."""
@@ -53,8 +54,8 @@ def fingerprint(folder: Path, suffix: str = ".py", parts: Optional[Sequence[str]
     return sorted(out)
 
 
-def _module_files(names: Sequence[str]) -> list[Optional[list[Any]]]:
-    out: list[Optional[list[Any]]] = []
+def _module_files(names: Sequence[str]) -> list[list[Any] | None]:
+    out: list[list[Any] | None] = []
     for name in names:
         src = getattr(sys.modules.get(name), "__file__", None)
         st = os.stat(src) if src else None
@@ -66,7 +67,7 @@ def _key(
     question: str,
     folder: Path,
     reader: Callable[..., Any],
-    parts: Optional[Sequence[str]] = None,
+    parts: Sequence[str] | None = None,
     modules: Sequence[str] = (),
 ) -> str:
     ident = [
@@ -83,8 +84,8 @@ def read(
     question: str,
     folder: Path,
     reader: Callable[[], dict[str, Any]],
-    root: Optional[Path] = None,
-    parts: Optional[Sequence[str]] = None,
+    root: Path | None = None,
+    parts: Sequence[str] | None = None,
     modules: Sequence[str] = (),
 ) -> dict[str, Any]:
     """``reader()`` (a JSON object) for the files of ``folder`` now (``parts``: of those files and

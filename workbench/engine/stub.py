@@ -14,8 +14,9 @@ import ast
 import builtins
 import copy
 import types
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from workbench.engine.source import Source
@@ -26,9 +27,9 @@ HOOK = "set_eagle3_layers_to_capture"
 class Stub:
     _path: str
     _run: Run
-    _cls: Optional[str]
+    _cls: str | None
 
-    def __init__(self, path: str, run: "Run", cls: Optional[str] = None) -> None:
+    def __init__(self, path: str, run: Run, cls: str | None = None) -> None:
         object.__setattr__(self, "_path", path)
         object.__setattr__(self, "_run", run)
         object.__setattr__(self, "_cls", cls)
@@ -84,15 +85,15 @@ class Run:
 
 @dataclass
 class Outcome:
-    indices: Optional[list[Any]]  # the last ``layers_to_capture`` written
-    where: Optional[str]  # the stub path it was written on ("self.model")
-    error: Optional[str] = None  # "IndexError: ..." raised by the hook
-    error_line: Optional[tuple[str, int]] = None  # (file, line) of the raising statement
+    indices: list[Any] | None  # the last ``layers_to_capture`` written
+    where: str | None  # the stub path it was written on ("self.model")
+    error: str | None = None  # "IndexError: ..." raised by the hook
+    error_line: tuple[str, int] | None = None  # (file, line) of the raising statement
     capture_flag: bool = False  # capture_aux_hidden_states = True was written
 
 
 def compile_hook(
-    src_text_tree: ast.FunctionDef | ast.AsyncFunctionDef, filename: str, module_tree: Optional[ast.Module] = None
+    src_text_tree: ast.FunctionDef | ast.AsyncFunctionDef, filename: str, module_tree: ast.Module | None = None
 ) -> Callable[..., Any]:
     """The hook as a plain function, compiled under ``filename`` with its original line numbers."""
     fn = copy.deepcopy(src_text_tree)
@@ -136,7 +137,7 @@ def build(source: Source, rel: str, cls: ast.ClassDef, path: str, run: Run, dept
     return s
 
 
-def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Optional[Sequence[int]], n: int) -> Outcome:
+def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Sequence[int] | None, n: int) -> Outcome:
     run = Run(n)
     s = build(source, rel, cls, "self", run)
     hook = getattr(s, HOOK, None)

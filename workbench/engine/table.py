@@ -6,7 +6,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 from workbench.engine.rule import CaptureRule
 from workbench.errors import InputError
@@ -45,14 +45,14 @@ def versions() -> list[str]:
     return list(load())
 
 
-def latest() -> Optional[str]:
+def latest() -> str | None:
     from workbench.engine.version import Version
 
     vs = versions()
     return max(vs, key=Version.parse) if vs else None
 
 
-def release(version: str) -> Optional[list[CaptureRule]]:
+def release(version: str) -> list[CaptureRule] | None:
     rules = release_rules(version)
     return None if rules is None else list(rules)
 
@@ -62,7 +62,7 @@ def release(version: str) -> Optional[list[CaptureRule]]:
 _UNPACKED: dict[str, tuple[object, tuple[CaptureRule, ...]]] = {}
 
 
-def release_rules(version: str) -> Optional[tuple[CaptureRule, ...]]:
+def release_rules(version: str) -> tuple[CaptureRule, ...] | None:
     """``release`` as the one shared tuple, unpacked once per entry of the loaded table."""
     entry = load().get(version)
     if entry is None:
@@ -74,7 +74,7 @@ def release_rules(version: str) -> Optional[tuple[CaptureRule, ...]]:
     return kept[1]
 
 
-def unpack(entry: "dict[str, Any] | list[dict[str, Any]]") -> list[dict[str, Any]]:
+def unpack(entry: dict[str, Any] | list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A release's rules as the extractor wrote them, from the table's packed entry."""
     if isinstance(entry, list):
         return entry

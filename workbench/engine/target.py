@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from workbench.errors import InputError
 
@@ -14,7 +14,7 @@ from workbench.errors import InputError
 TEXT_KEYS = ("text_config", "language_config", "llm_config")
 
 
-def text_config_key(cfg: dict[str, Any]) -> Optional[str]:
+def text_config_key(cfg: dict[str, Any]) -> str | None:
     """The key of the language model's sub-config in a target's HF config, or None (a text model).
     The one reading of it: every target-config reader goes through this and ``text_config``."""
     for k in TEXT_KEYS:
@@ -30,7 +30,7 @@ def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, **cfg[k]} if k else cfg
 
 
-def read_target(path: "str | os.PathLike[str]") -> tuple[str, int, Optional[str]]:
+def read_target(path: str | os.PathLike[str]) -> tuple[str, int, str | None]:
     """(architecture, num_hidden_layers, text architecture or None) from ``config.json`` in ``path``."""
     p = Path(path).expanduser()
     f = p / "config.json" if p.is_dir() else p

@@ -18,7 +18,7 @@ class Version:
     post: int = 0
 
     @classmethod
-    def parse(cls, text: str) -> "Version":
+    def parse(cls, text: str) -> Version:
         m = _VERSION.match(str(text).strip())
         if not m:
             raise InputError(f"sglang version {text!r}: expected a version like 0.5.23 or 0.5.4.post2")

@@ -36,9 +36,10 @@ import os
 import re
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from types import CodeType, SimpleNamespace
-from typing import Any, Callable, Optional, cast
+from typing import Any, Optional, cast
 
 UNKNOWN = "unknown"
 TABLE = Path(__file__).with_name("vllm_table.json")
@@ -58,12 +59,12 @@ def wheel_cache() -> Path:
 class Source:
     """The text of a release's files, from a wheel (zip) or an installed package folder."""
 
-    def __init__(self, path: "str | Path"):
+    def __init__(self, path: str | Path):
         self.path = Path(path)
         self._zip = zipfile.ZipFile(self.path) if self.path.is_file() else None
         self._names: set[str] = set(self._zip.namelist()) if self._zip else set()
 
-    def read(self, rel: str) -> Optional[str]:
+    def read(self, rel: str) -> str | None:
         if self._zip is not None:
             return self._zip.read(rel).decode("utf-8") if rel in self._names else None
         p = self.path.parent / rel if (self.path / "__init__.py").is_file() else self.path / rel
@@ -97,7 +98,7 @@ class _Ev:
         self.items.append({"what": what, "file": file, "line": int(line), "text": text.strip()[:200]})
 
 
-def _line(src: str, node: Optional[ast.AST]) -> str:
+def _line(src: str, node: ast.AST | None) -> str:
     return src.splitlines()[node.lineno - 1] if node is not None and hasattr(node, "lineno") else ""
 
 
@@ -109,7 +110,7 @@ def _functions(tree: ast.AST) -> dict[str, ast.FunctionDef]:
     return out
 
 
-def _exec_function(src: str, fn: ast.FunctionDef, extra: Optional[dict[str, Any]] = None) -> Callable[..., Any]:
+def _exec_function(src: str, fn: ast.FunctionDef, extra: dict[str, Any] | None = None) -> Callable[..., Any]:
     """Compile one function of the engine's source on its own (decorators dropped) and return it."""
     if sys.version_info >= (3, 12):
         fn = ast.FunctionDef(
@@ -161,12 +162,12 @@ def _config_ids(s: Source, ev: _Ev) -> dict[str, str]:
         return {"config_ids": UNKNOWN}
     f = _exec_function(src, fn)
 
-    def run(cfg: dict[str, Any]) -> "list[Any] | str | None":
+    def run(cfg: dict[str, Any]) -> list[Any] | str | None:
         hf = _HF(**cfg)
         me = SimpleNamespace(speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf)))
         try:
             r = f(me)
-        except Exception:  # noqa: BLE001 - an unrecognised body is reported as unknown
+        except Exception:
             return UNKNOWN
         return list(r) if r is not None else None
 
@@ -193,18 +194,18 @@ def _config_ids(s: Source, ev: _Ev) -> dict[str, str]:
     return {"config_ids": kind}
 
 
-def _fit_default(f: Callable[..., Any]) -> Optional[list[str]]:
+def _fit_default(f: Callable[..., Any]) -> list[str] | None:
     """Express the default indices as a, N//b, N-c from runs at several N."""
     runs: dict[int, list[Any]] = {}
     for n in (16, 32, 61, 80):
 
-        class _Holder:  # noqa: N801 - a stub with n decoder layers
+        class _Holder:
             layers = [None] * n
 
         me = SimpleNamespace(model=_Holder())
         try:
             runs[n] = list(f(me))
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
     width = {len(v) for v in runs.values()}
     if len(width) != 1:
@@ -230,7 +231,7 @@ def _eval(expr: str, n: int) -> int:
     return int(expr)
 
 
-def _default(s: Source, ev: _Ev) -> "dict[str, list[str] | str]":
+def _default(s: Source, ev: _Ev) -> dict[str, list[str] | str]:
     for rel, name in (
         (_MODELS + "interfaces.py", "get_eagle3_default_aux_hidden_state_layers"),
         (_MODELS + "llama.py", "get_eagle3_default_aux_hidden_state_layers"),
@@ -249,7 +250,7 @@ def _default(s: Source, ev: _Ev) -> "dict[str, list[str] | str]":
     return {"default": UNKNOWN}
 
 
-def _is_capture(stmt: ast.AST) -> Optional[str]:
+def _is_capture(stmt: ast.AST) -> str | None:
     """The index expression of a capture statement, or None."""
     for n in ast.walk(stmt):
         if (
@@ -323,7 +324,7 @@ def _capture(s: Source, ev: _Ev) -> dict[str, str]:
     return {"index0": UNKNOWN, "boundary": UNKNOWN}
 
 
-def _arch_map(s: Source, ev: _Ev) -> "dict[str, str | dict[str, Any]]":
+def _arch_map(s: Source, ev: _Ev) -> dict[str, str | dict[str, Any]]:
     src = s.read(_EAGLE_CFG)
     if src is None:
         return {"arch_map": UNKNOWN}
@@ -338,11 +339,11 @@ def _arch_map(s: Source, ev: _Ev) -> "dict[str, str | dict[str, Any]]":
 
             def mapped(arch: str, code: CodeType = code) -> object:
                 me = SimpleNamespace(model=SimpleNamespace(architectures=[arch]))
-                return eval(code, {"self": me, "model": me.model})[0]  # noqa: S307 - the engine's own expression
+                return eval(code, {"self": me, "model": me.model})[0]
 
             try:
                 probes = {a: mapped(a) for a in ("FooForCausalLM", "Eagle3FooForCausalLM", "FooForCausalLMEagle3")}
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return {"arch_map": UNKNOWN}
             ev.add("arch_map", _EAGLE_CFG, comp.lineno, _line(src, comp) + f"  (executed: {probes})")
             ok = probes["FooForCausalLM"] == "Eagle3FooForCausalLM"
@@ -410,14 +411,14 @@ def _eagle3_targets(s: Source, ev: _Ev, targets: dict[str, list[Any]]) -> list[s
         if name in seen or name not in classes:
             return False
         bases, has = classes[name]
-        return has or any(supports(b, seen + (name,)) for b in bases)
+        return has or any(supports(b, (*seen, name)) for b in bases)
 
     out = sorted(a for a, (_mod, cls) in targets.items() if supports(cls))
     ev.add("eagle3_targets", _MODELS, 1, f"{len(out)} registered architectures implement set_aux_hidden_state_layers")
     return out
 
 
-def _speculators(s: Source, ev: _Ev) -> "dict[str, Any] | str | None":
+def _speculators(s: Source, ev: _Ev) -> dict[str, Any] | str | None:
     src = s.read(_SPEC_ALGOS)
     if src is None:
         return None
@@ -434,7 +435,7 @@ def _speculators(s: Source, ev: _Ev) -> "dict[str, Any] | str | None":
     return UNKNOWN
 
 
-def _arch_by_model_type(fn: ast.FunctionDef, value: ast.expr) -> "dict[str, Any] | str":
+def _arch_by_model_type(fn: ast.FunctionDef, value: ast.expr) -> dict[str, Any] | str:
     """``[some_map[model_type]]``: the map, a dict literal assigned in the same function."""
     if not (isinstance(value, ast.List) and len(value.elts) == 1 and isinstance(value.elts[0], ast.Subscript)):
         return UNKNOWN
@@ -459,7 +460,7 @@ def _draft_len(s: Source, ev: _Ev) -> str:
         f = _exec_function(src, fn)
         try:
             got = f(None, 2048, 131072)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return UNKNOWN
         ev.add("draft_len", rel, fn.lineno, _line(src, fn) + f"  (executed: draft 2048, target 131072 -> {got})")
         return "min" if got == 2048 else UNKNOWN
@@ -485,7 +486,7 @@ def _fc_states(s: Source, ev: _Ev) -> str:
     return UNKNOWN
 
 
-def extract(path: "str | Path") -> dict[str, Any]:
+def extract(path: str | Path) -> dict[str, Any]:
     """Every rule part of one vLLM release (a wheel or an installed vllm folder)."""
     s = Source(path)
     ev = _Ev()
@@ -509,7 +510,7 @@ def load_table(path: Path = TABLE) -> dict[str, Any]:
     return cast("dict[str, Any]", json.loads(path.read_text(encoding="utf-8")))
 
 
-def download(version: str, dest: Optional[Path] = None) -> Path:
+def download(version: str, dest: Path | None = None) -> Path:
     """``pip download --no-deps vllm==VERSION`` into the wheel cache (kept for the next call)."""
     import subprocess
 
@@ -556,7 +557,7 @@ def _vkey(v: str) -> tuple[int, ...]:
     return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+]", v)[:4])
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 2 and argv[0] == "regenerate":
         t = regenerate(argv[1:])

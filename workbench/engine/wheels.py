@@ -14,7 +14,6 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Optional
 
 from workbench.errors import InputError, WorkbenchError
 
@@ -32,7 +31,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("EAGLE_WB_CACHE") or "~/.cache/eagle-workbench").expanduser()
 
 
-def wheel_path(version: str) -> Optional[Path]:
+def wheel_path(version: str) -> Path | None:
     d = cache_dir() / "wheels"
     hits = sorted(d.glob(f"sglang-{version}-*.whl")) if d.is_dir() else []
     return hits[0] if hits else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.journal import Journal
 from workbench.progress import ProgressCallback, noop
@@ -19,20 +19,20 @@ if TYPE_CHECKING:
 class WorkbenchBase:
     def __init__(
         self,
-        workspace: "str | os.PathLike[str] | Workspace | None" = None,
+        workspace: str | os.PathLike[str] | Workspace | None = None,
         *,
-        progress: Optional[ProgressCallback] = None,
+        progress: ProgressCallback | None = None,
     ):
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         self.journal = Journal(self.workspace.journal_path)
         self.progress: ProgressCallback = progress or noop
 
     @classmethod
-    def open(cls, workspace: "str | os.PathLike[str] | None" = None, **kw: Any) -> "Self":
+    def open(cls, workspace: str | os.PathLike[str] | None = None, **kw: Any) -> Self:
         return cls(workspace, **kw)
 
     @property
-    def hosts_registry(self) -> "Hosts":
+    def hosts_registry(self) -> Hosts:
         """The workspace's hosts (local and SSH), one registry for every area of the facade."""
         reg = self.__dict__.get("_hosts_registry")
         if reg is None:
@@ -45,9 +45,7 @@ class WorkbenchBase:
         """Every operation is journaled: kind like 'predict', 'config.set', 'server.launch'."""
         return self.journal.record(kind, subject, payload)
 
-    def events(
-        self, kind: Optional[str] = None, subject: Optional[str] = None, limit: Optional[int] = None
-    ) -> "list[Event]":
+    def events(self, kind: str | None = None, subject: str | None = None, limit: int | None = None) -> list[Event]:
         return self.journal.events(kind=kind, subject=subject, limit=limit)
 
     def close(self) -> None:
@@ -56,7 +54,7 @@ class WorkbenchBase:
             reg.close()
         self.journal.close()
 
-    def __enter__(self) -> "Self":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

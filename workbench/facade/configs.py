@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from workbench.confirm import Plan, require
 from workbench.facade.base import WorkbenchBase
@@ -21,7 +21,7 @@ class ConfigsAPI(WorkbenchBase):
     compare-and-swap; an edit made outside the workbench is stored before any write."""
 
     @property
-    def configs(self) -> "ConfigStore":
+    def configs(self) -> ConfigStore:
         from workbench.configs import ConfigStore
 
         store = self.__dict__.get("_config_store")
@@ -29,7 +29,7 @@ class ConfigsAPI(WorkbenchBase):
             store = self.__dict__["_config_store"] = ConfigStore(self.journal, self._config_access)
         return store
 
-    def _config_access(self, host: str) -> "FileAccess":
+    def _config_access(self, host: str) -> FileAccess:
         """Local paths directly; ``HOST:/path`` through the workspace's hosts (SSH or local)."""
         from workbench.configs.access import LOCAL, HostFiles, LocalFiles
 
@@ -37,12 +37,12 @@ class ConfigsAPI(WorkbenchBase):
             return LocalFiles()
         return HostFiles(self.hosts_registry.get(host))
 
-    def config_track(self, path: str, label: str = "") -> "TrackedConfig":
+    def config_track(self, path: str, label: str = "") -> TrackedConfig:
         result = self.configs.track(path, label)
         self._record("config.track", result.location, {"label": label, "versions": result.versions})
         return result
 
-    def config_list(self) -> "list[TrackedConfig]":
+    def config_list(self) -> list[TrackedConfig]:
         """Tracked files; those declared under ``[configs]`` in workbench.toml are tracked on first look
         (``name = "/abs/path/config.json"`` or ``name = {path = "...", host = "..."}``)."""
         from workbench.configs import TrackedConfig
@@ -62,28 +62,28 @@ class ConfigsAPI(WorkbenchBase):
                 problems.append(TrackedConfig(0, _location(location), str(name), 0.0, 0, state=f"error: {exc}"))
         return self.configs.list() + problems
 
-    def config_history(self, path: str) -> "ConfigHistory":
+    def config_history(self, path: str) -> ConfigHistory:
         result = self.configs.history(path)
         if result.config.state != "clean":
             self._record("config.sync", result.config.location, {"state": result.config.state})
         return result
 
-    def config_show(self, path: str, version: Union[int, str, None] = None) -> "ConfigShow":
+    def config_show(self, path: str, version: int | str | None = None) -> ConfigShow:
         return self.configs.show(path, version)
 
-    def config_diff(self, path: str, a: Union[int, str, None] = None, b: Union[int, str, None] = None) -> "ConfigDiff":
+    def config_diff(self, path: str, a: int | str | None = None, b: int | str | None = None) -> ConfigDiff:
         return self.configs.diff(path, a, b)
 
     def config_set(
         self,
         path: str,
-        assignments: "dict[str, Any] | list[str | tuple[str, Any]]",
+        assignments: dict[str, Any] | list[str | tuple[str, Any]],
         *,
-        reason: Optional[str] = None,
+        reason: str | None = None,
         force: bool = False,
-        delete: Optional[list[str]] = None,
+        delete: list[str] | None = None,
         add: bool = False,
-    ) -> "ConfigChange":
+    ) -> ConfigChange:
         """Set dotted keys, e.g. ``{"eagle_config.eagle_aux_hidden_state_layer_ids": [2, 30, 58]}``
         or ``["key=JSON", ...]``. Not destructive: the previous version stays one revert away. A key
         the file does not have is refused with a did-you-mean unless ``add`` (or ``force``)."""
@@ -110,7 +110,7 @@ class ConfigsAPI(WorkbenchBase):
         )
         return change
 
-    def config_revert_plan(self, path: str, to: Union[int, str]) -> Plan:
+    def config_revert_plan(self, path: str, to: int | str) -> Plan:
         v, diff, _ = self.configs.revert_plan_details(path, to)
         from workbench.configs import location_of
 
@@ -122,7 +122,7 @@ class ConfigsAPI(WorkbenchBase):
             diff.splitlines() or ["(no change: the file already holds that version)"],
         )
 
-    def config_revert(self, path: str, to: Union[int, str], *, confirm: bool = False) -> "ConfigChange":
+    def config_revert(self, path: str, to: int | str, *, confirm: bool = False) -> ConfigChange:
         require(self.config_revert_plan(path, to), confirm)
         change = self.configs.revert(path, to)
         self._record(
@@ -132,7 +132,7 @@ class ConfigsAPI(WorkbenchBase):
         )
         return change
 
-    def config_fix_plan(self, fix: "FixLike") -> Plan:
+    def config_fix_plan(self, fix: FixLike) -> Plan:
         """What applying a doctor fix would write (a diff against the file as it is now)."""
         from workbench.configs import location_of, unified_diff
         from workbench.configs.access import parse_location
@@ -152,7 +152,7 @@ class ConfigsAPI(WorkbenchBase):
         diff = unified_diff(current, text.encode("utf-8"), "current", "fixed")
         return Plan("overwrite", location_of(fix.file), f"apply fix to {p}: {fix.summary}", diff.splitlines())
 
-    def config_apply_fix(self, fix: "FixLike", *, confirm: bool = False) -> "ConfigChange":
+    def config_apply_fix(self, fix: FixLike, *, confirm: bool = False) -> ConfigChange:
         fix = _as_fix(fix)
         require(self.config_fix_plan(fix), confirm)  # refuses a fix that edits no file
         assert fix.file is not None
@@ -171,7 +171,7 @@ def _location(text: str) -> str:
     return location_of(text)
 
 
-def _as_fix(fix: "FixLike") -> "Fix":
+def _as_fix(fix: FixLike) -> Fix:
     from workbench.doctor import ConfigEdit, Finding, Fix
 
     if isinstance(fix, Finding):

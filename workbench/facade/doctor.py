@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from workbench.facade.base import WorkbenchBase
 
@@ -15,18 +16,18 @@ class DoctorAPI(WorkbenchBase):
     def doctor(
         self,
         draft: str,
-        target_config: Optional[str] = None,
+        target_config: str | None = None,
         *,
-        engine: Optional[str] = None,
-        algorithm: Optional[str] = None,
-        trained_layers: Optional[Sequence[int]] = None,
+        engine: str | None = None,
+        algorithm: str | None = None,
+        trained_layers: Sequence[int] | None = None,
         trained_convention: str = "output-of-layer",
-        context_length: Optional[int] = None,
-        num_layers: Optional[int] = None,
-        trained_engine: Optional[str] = None,
-        env: Optional[dict[str, str]] = None,
+        context_length: int | None = None,
+        num_layers: int | None = None,
+        trained_engine: str | None = None,
+        env: dict[str, str] | None = None,
         cuda_graph: bool = True,
-    ) -> "DoctorReport":
+    ) -> DoctorReport:
         """Static checks of a draft directory (and the target config, engine, algorithm, what the
         drafter was trained on, and ``trained_engine``: what captured its training data, e.g.
         'specforge==0.2.0'). Returns a DoctorReport: findings (each with its evidence class), the
@@ -54,8 +55,8 @@ class DoctorAPI(WorkbenchBase):
         return report
 
     def layer_capture(
-        self, engine: str, ids: Optional[Sequence[int]], num_layers: int, arch: Optional[str] = None
-    ) -> "CaptureResult":
+        self, engine: str, ids: Sequence[int] | None, num_layers: int, arch: str | None = None
+    ) -> CaptureResult:
         """What ``engine`` captures for config ids on a target with ``num_layers`` layers."""
         from workbench.doctor.engines import engine_rule
 

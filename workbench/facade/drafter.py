@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.facade.base import WorkbenchBase
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 class DrafterAPI(WorkbenchBase):
-    def drafter_check(self, draft: str) -> "WeightReport":
+    def drafter_check(self, draft: str) -> WeightReport:
         """Strict weight check of a draft checkpoint: missing, unexpected (SGLang would silently drop
         them) and mis-shaped tensors against what its config.json implies. Returns a WeightReport."""
         from pathlib import Path
@@ -40,13 +40,13 @@ class DrafterAPI(WorkbenchBase):
         data: str,
         target: str,
         *,
-        depth: Optional[int] = None,
+        depth: int | None = None,
         topk: int = 4,
-        max_samples: Optional[int] = None,
-        device: Optional[str] = None,
+        max_samples: int | None = None,
+        device: str | None = None,
         strict: bool = True,
-        convention: Optional[str] = None,
-    ) -> "DrafterEval":
+        convention: str | None = None,
+    ) -> DrafterEval:
         """Evaluate a drafter on training data the way training measures it (SpecForge acc_k and
         speculators' full/cond_acc, each computed as that tool computes it; the workbench's chain
         rates; top-k per depth, vocabulary coverage) and predict its accept length. ``target`` is
@@ -84,7 +84,7 @@ class DrafterAPI(WorkbenchBase):
         )
         return result
 
-    def drafter_predictor_inputs(self, result: "DrafterEval") -> dict[str, Any]:
+    def drafter_predictor_inputs(self, result: DrafterEval) -> dict[str, Any]:
         """What the Predictor takes for this drafter: ``marginal`` rates P_k (full_acc, made
         non-increasing), ``topk_hits`` for trees (or None), ``steps`` (the evaluated depth), and
         ``observed_accept_length`` None: an offline evaluation observed no server, so a verdict

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.facade.base import WorkbenchBase
 
@@ -16,13 +17,13 @@ class EngineAPI(WorkbenchBase):
         engine: str,
         *,
         target_config: Any = None,
-        arch: Optional[str] = None,
-        num_layers: Optional[int] = None,
-        ids: Optional[Sequence[int]] = None,
+        arch: str | None = None,
+        num_layers: int | None = None,
+        ids: Sequence[int] | None = None,
         cuda_graph: bool = True,
         host: Any = None,
         source: str = "auto",
-    ) -> "EngineCapture":
+    ) -> EngineCapture:
         """What ``engine`` captures for ``ids`` (None: the config has none) on a target: points, fatal,
         CUDA-graph decode points, evidence, and the source used (host | table | wheel). ``host``: a
         host name of the workspace (its own SGLang is asked first) or a Host."""
@@ -43,7 +44,7 @@ class EngineAPI(WorkbenchBase):
 
     def engine_rules(
         self, engine: str, *, source: str = "auto", host: Any = None
-    ) -> "tuple[list[CaptureRule], str, str]":
+    ) -> tuple[list[CaptureRule], str, str]:
         """(rules, version, source) of one release."""
         if isinstance(host, str):
             host = self.hosts_registry.get(host)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.facade.base import WorkbenchBase
 
@@ -12,9 +13,7 @@ if TYPE_CHECKING:
 
 
 class HiddenAPI(WorkbenchBase):
-    def hidden_open(
-        self, path: str, *, format: Optional[str] = None, sample: Optional[int] = None, **hints: Any
-    ) -> "Capture":
+    def hidden_open(self, path: str, *, format: str | None = None, sample: int | None = None, **hints: Any) -> Capture:
         """Open a capture (any supported format) and describe it: tensors, roles, points, tokens."""
         from workbench.hidden import open_capture
 
@@ -25,21 +24,21 @@ class HiddenAPI(WorkbenchBase):
         train: str,
         infer: str,
         *,
-        engine: Optional[str] = None,
-        target: Optional[str] = None,
-        num_layers: Optional[int] = None,
-        arch: Optional[str] = None,
-        draft: Optional[str] = None,
-        train_format: Optional[str] = None,
-        infer_format: Optional[str] = None,
-        sample: Optional[int] = None,
-        infer_sample: Optional[int] = None,
-        train_layer_ids: Optional[Sequence[int]] = None,
-        device: Optional[str] = None,
+        engine: str | None = None,
+        target: str | None = None,
+        num_layers: int | None = None,
+        arch: str | None = None,
+        draft: str | None = None,
+        train_format: str | None = None,
+        infer_format: str | None = None,
+        sample: int | None = None,
+        infer_sample: int | None = None,
+        train_layer_ids: Sequence[int] | None = None,
+        device: str | None = None,
         include_final: bool = False,
         abs_stats: str = "top",
-        thresholds: "Thresholds | None" = None,
-    ) -> "AlignResult":
+        thresholds: Thresholds | None = None,
+    ) -> AlignResult:
         """Which capture point is each training slot? Compares every slot of ``train`` (a training
         capture) with every candidate of ``infer`` and, with ``engine`` and the layer count (from
         ``target``'s config.json, ``num_layers`` or the capture), recommends the engine's

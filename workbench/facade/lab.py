@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 from workbench.facade.base import WorkbenchBase
@@ -45,7 +46,7 @@ class LabWorld(Result):
     cached: bool = False
 
     @classmethod
-    def from_manifest(cls, m: dict[str, Any]) -> "LabWorld":
+    def from_manifest(cls, m: dict[str, Any]) -> LabWorld:
         fields = {k: m[k] for k in cls.__dataclass_fields__ if k in m}
         fields["cached"] = bool(m.get("cached", False))
         return cls(**fields)
@@ -55,14 +56,14 @@ class LabAPI(WorkbenchBase):
     def lab_build(
         self,
         size: str = "tiny",
-        dir: Optional[str] = None,
+        dir: str | None = None,
         force: bool = False,
-        seed: Optional[int] = None,
-        threads: Optional[int] = None,
+        seed: int | None = None,
+        threads: int | None = None,
     ) -> LabWorld:
         from workbench.lab.build import build
 
-        def prog(p: "Progress") -> None:
+        def prog(p: Progress) -> None:
             self.progress(p)
 
         overrides = {k: v for k, v in (("seed", seed), ("threads", threads)) if v is not None}
@@ -84,17 +85,17 @@ class LabAPI(WorkbenchBase):
 
     def lab_start(
         self,
-        world: "LabWorld | str | None" = None,
-        draft: Optional[str] = "draft",
+        world: LabWorld | str | None = None,
+        draft: str | None = "draft",
         *,
-        port: Optional[int] = None,
+        port: int | None = None,
         host: str = "127.0.0.1",
         extra: Sequence[str] = (),
-        env: Optional[dict[str, str]] = None,
+        env: dict[str, str] | None = None,
         steps: int = 3,
-        log_path: Optional[str] = None,
+        log_path: str | None = None,
         timeout: float = 180.0,
-    ) -> "LabProcess":
+    ) -> LabProcess:
         from workbench.lab.build import load_manifest
         from workbench.lab.process import start_server
 
@@ -122,7 +123,7 @@ class LabAPI(WorkbenchBase):
         self.__dict__.setdefault("_lab_procs", {})[proc.pid] = proc
         return proc
 
-    def lab_stop(self, pid: int, pgid: Optional[int] = None, confirm: bool = False) -> str:
+    def lab_stop(self, pid: int, pgid: int | None = None, confirm: bool = False) -> str:
         from workbench.confirm import Plan, require
         from workbench.lab.process import stop_server
 

@@ -10,7 +10,8 @@ default, ``[live.profiles.NAME] training_data`` per profile).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 class LiveAPI(ServersAPI):
     # -- settings -----------------------------------------------------------------------------------
-    def live_training_data(self, profile: Optional[str] = None) -> Optional[str]:
+    def live_training_data(self, profile: str | None = None) -> str | None:
         live = self.workspace.section("live") if hasattr(self.workspace, "section") else {}
         per = (live.get("profiles") or {}).get(profile or "", {}) if isinstance(live, dict) else {}
         value = (per or {}).get("training_data") or (live or {}).get("training_data")
@@ -38,7 +39,7 @@ class LiveAPI(ServersAPI):
             raise InputError("workbench.toml/[live].training_data: expected a path on the server's host")
         return value
 
-    def live_prompts(self) -> Optional[str]:
+    def live_prompts(self) -> str | None:
         """``[live] prompts``: the measurement protocol's prompt set (a JSON file), default the
         package's mixed set."""
         live = self.workspace.section("live")
@@ -63,20 +64,20 @@ class LiveAPI(ServersAPI):
     def doctor_live(
         self,
         server_id: int,
-        training_data: Optional[str] = None,
+        training_data: str | None = None,
         *,
-        accuracies: Optional[list[float]] = None,
+        accuracies: list[float] | None = None,
         samples: int = 4,
         eval_samples: int = 32,
         measure: bool = True,
-        measure_tokens: Optional[int] = None,
+        measure_tokens: int | None = None,
         measure_concurrency: int = 4,
         dump: str = "ask",
-        confirm: "bool | Callable[[Plan], bool]" = False,
+        confirm: bool | Callable[[Plan], bool] = False,
         static: bool = True,
         dump_alongside: bool = False,
-        ready_timeout: Optional[float] = None,
-    ) -> "LiveReport":
+        ready_timeout: float | None = None,
+    ) -> LiveReport:
         """The doctor on a running server: static checks of the config it loaded, observed vs
         predicted accept length, hidden states of training samples through the server aligned with
         the training slots, findings ranked by how much of the gap they explain.
@@ -147,12 +148,12 @@ class LiveAPI(ServersAPI):
         return report
 
     # -- the fix --------------------------------------------------------------------------------------
-    def live_fix_plan(self, server_id: int, fix: "FixLike" = None) -> Plan:
+    def live_fix_plan(self, server_id: int, fix: FixLike = None) -> Plan:
         from workbench.live.fix import last_fix
 
         return self.config_fix_plan(fix if fix is not None else last_fix(self, int(server_id)))
 
-    def live_apply_fix(self, server_id: int, fix: "FixLike" = None, *, confirm: bool = False) -> "ConfigChange":
+    def live_apply_fix(self, server_id: int, fix: FixLike = None, *, confirm: bool = False) -> ConfigChange:
         """Write the fix (default: the newest doctor report's) through the config history: atomic,
         compare-and-swap, with the fix as the recorded reason. Returns the ConfigChange."""
         from workbench.live.fix import last_fix
@@ -182,10 +183,10 @@ class LiveAPI(ServersAPI):
         *,
         confirm: bool = False,
         measure: bool = True,
-        measure_tokens: Optional[int] = None,
-        measure_concurrency: Optional[int] = None,
-        timeout: Optional[float] = None,
-    ) -> "ServerRecord":
+        measure_tokens: int | None = None,
+        measure_concurrency: int | None = None,
+        timeout: float | None = None,
+    ) -> ServerRecord:
         """Stop the server (if running), launch its profile again, wait until ready and measure with
         the same protocol settings as its last measurement. Returns the new ServerRecord."""
         from workbench.live.fix import relaunch
@@ -214,7 +215,7 @@ class LiveAPI(ServersAPI):
         )
         return rec
 
-    def live_compare(self, before: int, after: int) -> "Comparison":
+    def live_compare(self, before: int, after: int) -> Comparison:
         """Two servers side by side: accept length, tokens/s, the layer ids and config version each
         loaded (from their last measurements and the config history)."""
         from workbench.live.fix import compare
@@ -226,14 +227,14 @@ class LiveAPI(ServersAPI):
     def live_fix(
         self,
         server_id: int,
-        fix: "FixLike" = None,
+        fix: FixLike = None,
         *,
         confirm: bool = False,
         relaunch: bool = True,
         measure: bool = True,
-        measure_tokens: Optional[int] = None,
-        timeout: Optional[float] = None,
-    ) -> "FixOutcome":
+        measure_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> FixOutcome:
         """The one-key fix: apply (history), relaunch the same profile, measure, compare."""
         from workbench.live.fix import last_fix
         from workbench.live.report import FixOutcome
@@ -272,11 +273,11 @@ class LiveAPI(ServersAPI):
         return str(demo.default_dir())
 
     def demo_prepare(
-        self: "DemoPrepareOps",
+        self: DemoPrepareOps,
         size: str = "small",
         *,
-        lab_dir: Optional[str] = None,
-        progress: Optional[ProgressCallback] = None,
+        lab_dir: str | None = None,
+        progress: ProgressCallback | None = None,
     ) -> DemoSetup:
         """Build (or reuse) the lab world and write the demo workspace around this workbench's folder."""
         from workbench.live import demo
@@ -284,14 +285,14 @@ class LiveAPI(ServersAPI):
         return demo.prepare(self, size, lab_dir=lab_dir, progress=progress)
 
     def demo_run(
-        self, setup: DemoSetup, *, measure_tokens: int = 48, progress: Optional[ProgressCallback] = None
+        self, setup: DemoSetup, *, measure_tokens: int = 48, progress: ProgressCallback | None = None
     ) -> DemoResult:
         """The scripted story: launch with the story's config, measure, doctor, fix, relaunch, compare."""
         from workbench.live import demo
 
         return demo.run_story(self, setup, measure_tokens=measure_tokens, progress=progress)
 
-    def demo_launch(self, setup: DemoSetup, *, progress: Optional[ProgressCallback] = None) -> ServerRecord:
+    def demo_launch(self, setup: DemoSetup, *, progress: ProgressCallback | None = None) -> ServerRecord:
         from workbench.live import demo
 
         return demo.launch_story(self, setup, progress=progress)

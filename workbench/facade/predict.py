@@ -6,7 +6,8 @@ Give the per-depth rates in exactly one convention: ``acc=`` (SpecForge/EAGLE tr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 from workbench.facade.base import WorkbenchBase
@@ -33,15 +34,15 @@ class PredictAPI(WorkbenchBase):
         conditional: Any = None,
         marginal: Any = None,
         alpha: Any = None,
-        steps: Optional[int] = None,
-        topk: Optional[int] = None,
-        draft_tokens: Optional[int] = None,
+        steps: int | None = None,
+        topk: int | None = None,
+        draft_tokens: int | None = None,
         topk_hits: Any = None,
-        observed_accept_length: Optional[float] = None,
+        observed_accept_length: float | None = None,
         verify_ms: Any = None,
-        draft_ms: Optional[float] = None,
-        baseline_ms: Optional[float] = None,
-    ) -> "Prediction":
+        draft_ms: float | None = None,
+        baseline_ms: float | None = None,
+    ) -> Prediction:
         """Expected accept length of one (steps, topk, draft_tokens) configuration.
 
         steps/topk/draft_tokens: all three or none (SGLang's rule). With ``observed_accept_length``
@@ -89,11 +90,11 @@ class PredictAPI(WorkbenchBase):
         alpha: Any = None,
         verify_ms: Any,
         draft_ms: float,
-        baseline_ms: Optional[float] = None,
+        baseline_ms: float | None = None,
         steps: Iterable[int] = range(1, 9),
-        topks: Optional[Iterable[int]] = None,
+        topks: Iterable[int] | None = None,
         topk_hits: Any = None,
-    ) -> "Sweep":
+    ) -> Sweep:
         """Rank (steps, topk, draft_tokens) by tokens/s per request; trees only with ``topk_hits``."""
         from workbench import predict as core
 
@@ -122,7 +123,7 @@ class PredictAPI(WorkbenchBase):
         )
         return result
 
-    def fit(self, measured: Any, *, max_steps: int = 8) -> "Fit":
+    def fit(self, measured: Any, *, max_steps: int = 8) -> Fit:
         """Per-depth conditional rates from chain accept lengths measured at several step counts
         (``{steps: accept_length}``), extrapolated to ``max_steps``."""
         from workbench import predict as core

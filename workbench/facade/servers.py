@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional, Sequence, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from workbench.confirm import Plan, require
 from workbench.errors import InputError, WorkbenchError
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 class HostInfo(Result):
     name: str
     kind: str
-    address: Optional[str]
-    python: Optional[str]
+    address: str | None
+    python: str | None
     description: str = ""
 
 
@@ -37,22 +38,22 @@ class HostInfo(Result):
 class HostCheck(Result):
     name: str
     reachable: bool
-    latency_s: Optional[float] = None
-    python: Optional[str] = None
-    python_version: Optional[str] = None
-    sglang_version: Optional[str] = None
+    latency_s: float | None = None
+    python: str | None = None
+    python_version: str | None = None
+    sglang_version: str | None = None
     gpus: list[GPU] = field(default_factory=list)
-    gpu_error: Optional[str] = None
-    error: Optional[str] = None
-    host_key: Optional[str] = None  # "unknown" / "changed" when refused
-    fingerprint: Optional[str] = None
+    gpu_error: str | None = None
+    error: str | None = None
+    host_key: str | None = None  # "unknown" / "changed" when refused
+    fingerprint: str | None = None
 
 
 @dataclass
 class ProfileInfo(Result):
     name: str
     host: str
-    extends: Optional[str]
+    extends: str | None
     description: str
 
 
@@ -61,7 +62,7 @@ class ServersAPI(ConfigsAPI):
 
     # -- plumbing ---------------------------------------------------------------------------------
     @property
-    def lifecycle(self) -> "Lifecycle":
+    def lifecycle(self) -> Lifecycle:
         lc = self.__dict__.get("_lifecycle")
         if lc is None:
             from workbench.sglang.lifecycle import Lifecycle
@@ -91,7 +92,7 @@ class ServersAPI(ConfigsAPI):
             )
         return out
 
-    def host(self, name: str) -> "Host":
+    def host(self, name: str) -> Host:
         return self.hosts_registry.get(name)
 
     def host_check(self, name: str) -> HostCheck:
@@ -135,7 +136,7 @@ class ServersAPI(ConfigsAPI):
         self._record("host.check", name, out)
         return out
 
-    def host_trust(self, name: str, fingerprint: Optional[str] = None, *, confirm: bool = False) -> dict[str, Any]:
+    def host_trust(self, name: str, fingerprint: str | None = None, *, confirm: bool = False) -> dict[str, Any]:
         """Add an unknown host key to known_hosts (never replaces a changed one)."""
         from workbench.hosts.ssh import SSHHost, trust_key
         from workbench.hosts.ssh import fingerprint as fp_of
@@ -173,10 +174,10 @@ class ServersAPI(ConfigsAPI):
             out.append(ProfileInfo(n, host, t.get("extends") if isinstance(t, dict) else None, desc))
         return out
 
-    def profile(self, name: str) -> "Profile":
+    def profile(self, name: str) -> Profile:
         return self.lifecycle.profile(name)
 
-    def profile_command(self, name: str, sglang_version: Optional[str] = None, *, offline: bool = False) -> "Command":
+    def profile_command(self, name: str, sglang_version: str | None = None, *, offline: bool = False) -> Command:
         """The exact launch command (argv, env, warnings). With a version, no host is contacted."""
         if sglang_version is not None:
             from workbench.sglang.version import Version
@@ -187,14 +188,14 @@ class ServersAPI(ConfigsAPI):
         return cmd
 
     # -- launch -----------------------------------------------------------------------------------
-    def launch_preview(self, name: str, sglang_version: Optional[str] = None) -> "Preview":
+    def launch_preview(self, name: str, sglang_version: str | None = None) -> Preview:
         preview = self.lifecycle.preview(name, sglang_version)
         self._record(
             "server.preview", name, {"ok": preview.ok, "findings": preview.findings, "version": preview.version}
         )
         return preview
 
-    def launch_plan(self, preview: "Preview") -> Plan:
+    def launch_plan(self, preview: Preview) -> Plan:
         details = [
             preview.display,
             *[f"diff: {d}" for d in preview.diff],
@@ -210,10 +211,10 @@ class ServersAPI(ConfigsAPI):
         *,
         confirm: bool = False,
         wait: Literal[False] = False,
-        timeout: Optional[float] = None,
-        preview: "Optional[Preview]" = None,
+        timeout: float | None = None,
+        preview: Preview | None = None,
         poll: float = 1.0,
-    ) -> "ServerRecord": ...
+    ) -> ServerRecord: ...
 
     @overload
     def launch(
@@ -222,10 +223,10 @@ class ServersAPI(ConfigsAPI):
         *,
         confirm: bool = False,
         wait: Literal[True],
-        timeout: Optional[float] = None,
-        preview: "Optional[Preview]" = None,
+        timeout: float | None = None,
+        preview: Preview | None = None,
         poll: float = 1.0,
-    ) -> "ServerStatus": ...
+    ) -> ServerStatus: ...
 
     def launch(
         self,
@@ -233,10 +234,10 @@ class ServersAPI(ConfigsAPI):
         *,
         confirm: bool = False,
         wait: bool = False,
-        timeout: Optional[float] = None,
-        preview: "Optional[Preview]" = None,
+        timeout: float | None = None,
+        preview: Preview | None = None,
         poll: float = 1.0,
-    ) -> "ServerRecord | ServerStatus":
+    ) -> ServerRecord | ServerStatus:
         """Start the profile's server (after its preview's checks); with ``wait``, its status once
         ready (or failed)."""
         preview = preview or self.launch_preview(name)
@@ -260,7 +261,7 @@ class ServersAPI(ConfigsAPI):
             return self.server_wait(rec.id, timeout=timeout, poll=poll)
         return rec
 
-    def _track_draft_config(self, name: str, preview: "Preview") -> None:
+    def _track_draft_config(self, name: str, preview: Preview) -> None:
         """Keep the draft's config.json in the config history, so the server's record points at a
         stored version (the timeline then knows which config each server loaded)."""
         prof = self.profile(name)
@@ -278,28 +279,28 @@ class ServersAPI(ConfigsAPI):
             preview.draft_config_sha256 = tracked.current_sha256
 
     def server_wait(
-        self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0, health: bool = True
-    ) -> "ServerStatus":
+        self, server_id: int, timeout: float | None = None, poll: float = 1.0, health: bool = True
+    ) -> ServerStatus:
         return self.lifecycle.wait_ready(
             int(server_id), timeout=timeout, poll=poll, progress=self.progress, health=health
         )
 
     # -- status, logs, metrics --------------------------------------------------------------------
-    def servers(self, active: bool = False) -> "list[ServerRecord]":
+    def servers(self, active: bool = False) -> list[ServerRecord]:
         return self.lifecycle.servers(active=active)
 
-    def server(self, server_id: int) -> "ServerRecord":
+    def server(self, server_id: int) -> ServerRecord:
         return self.lifecycle.get(int(server_id))
 
-    def server_status(self, ids: Optional[Sequence[int]] = None, gpus: bool = True) -> "list[ServerStatus]":
+    def server_status(self, ids: Sequence[int] | None = None, gpus: bool = True) -> list[ServerStatus]:
         """One remote round trip per host."""
         return self.lifecycle.refresh([int(i) for i in ids] if ids else None, gpus=gpus)
 
-    def server_log(self, server_id: int, offset: int = 0, length: Optional[int] = None) -> bytes:
+    def server_log(self, server_id: int, offset: int = 0, length: int | None = None) -> bytes:
         return self.lifecycle.read_log(int(server_id), offset, length)
 
     def server_follow(
-        self, server_id: int, offset: int = 0, poll: float = 0.5, stop: Optional[Callable[[], bool]] = None
+        self, server_id: int, offset: int = 0, poll: float = 0.5, stop: Callable[[], bool] | None = None
     ) -> Iterator[tuple[int, bytes]]:
         return self.lifecycle.follow_log(int(server_id), offset, poll=poll, stop=stop)
 
@@ -317,7 +318,7 @@ class ServersAPI(ConfigsAPI):
         return out
 
     # -- stop -------------------------------------------------------------------------------------
-    def stop_plan(self, server_id: int, grace: Optional[float] = None) -> Plan:
+    def stop_plan(self, server_id: int, grace: float | None = None) -> Plan:
         r = self.server(server_id)
         grace = self.lifecycle.stop_grace(r, grace)
         return Plan(
@@ -339,10 +340,10 @@ class ServersAPI(ConfigsAPI):
         server_id: int,
         *,
         confirm: bool = False,
-        grace: Optional[float] = None,
+        grace: float | None = None,
         gpu_wait: float = 60.0,
-        idle_mib: Optional[float] = None,
-    ) -> "StopResult":
+        idle_mib: float | None = None,
+    ) -> StopResult:
         require(self.stop_plan(server_id, grace), confirm)  # a grace that never ends is refused first
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
         self._record("server.stopped", f"server:{server_id}", res)
@@ -354,11 +355,11 @@ class ServersAPI(ConfigsAPI):
         server_id: int,
         *,
         concurrency: int = 4,
-        max_new_tokens: Optional[int] = None,
+        max_new_tokens: int | None = None,
         rounds: int = 1,
-        prompts: Optional[str] = None,
+        prompts: str | None = None,
         label: str = "",
-    ) -> "Measurement":
+    ) -> Measurement:
         from workbench.sglang.measure import run_protocol
 
         sid = int(server_id)
@@ -384,7 +385,7 @@ class ServersAPI(ConfigsAPI):
         self._record("server.measure", f"server:{sid}", payload)
         return m
 
-    def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]:
+    def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         from workbench.sglang.measure import accept_length
 
         rows = self.journal.measurement_rows(server_id, kind)
@@ -393,7 +394,7 @@ class ServersAPI(ConfigsAPI):
         return rows
 
     # -- sweeps -----------------------------------------------------------------------------------
-    def sweep_plan(self, profile: str, points: "list[SweepPoint]") -> Plan:
+    def sweep_plan(self, profile: str, points: list[SweepPoint]) -> Plan:
         return Plan(
             "sweep",
             profile,
@@ -408,19 +409,19 @@ class ServersAPI(ConfigsAPI):
         *,
         steps: Sequence[int],
         topks: Sequence[int] = (1,),
-        draft_tokens: Optional[Sequence[int]] = None,
-        envs: Optional[Sequence[dict[str, Any]]] = None,
+        draft_tokens: Sequence[int] | None = None,
+        envs: Sequence[dict[str, Any]] | None = None,
         baseline: bool = False,
         confirm: bool = False,
         concurrency: int = 4,
-        max_new_tokens: Optional[int] = None,
+        max_new_tokens: int | None = None,
         rounds: int = 1,
-        prompts: Optional[str] = None,
-        ready_timeout: Optional[float] = None,
+        prompts: str | None = None,
+        ready_timeout: float | None = None,
         poll: float = 1.0,
-        stop_grace: Optional[float] = None,
+        stop_grace: float | None = None,
         gpu_wait: float = 60.0,
-    ) -> "SweepResult":
+    ) -> SweepResult:
         from workbench.sglang import sweep as sw
 
         self.profile(profile)  # an unknown profile is refused before the plan

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from workbench.facade.base import WorkbenchBase
 
@@ -14,17 +14,17 @@ class TimelineAPI(WorkbenchBase):
     def timeline(
         self,
         *,
-        server: Optional[int] = None,
-        profile: Optional[str] = None,
-        config: Optional[str] = None,
-        category: Optional[str] = None,
-    ) -> "Timeline":
+        server: int | None = None,
+        profile: str | None = None,
+        config: str | None = None,
+        category: str | None = None,
+    ) -> Timeline:
         """Every launch, config version, measurement and finding in time order, filtered."""
         from workbench import timeline
 
         return timeline.build(self.journal, server=server, profile=profile, config=config, category=category)
 
-    def timeline_live_config(self, entry_id: int) -> "Optional[LiveConfig]":
+    def timeline_live_config(self, entry_id: int) -> LiveConfig | None:
         """The draft config that was live for a timeline entry (or None when nothing ties it to one)."""
         from workbench import timeline
         from workbench.errors import InputError

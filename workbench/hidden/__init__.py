@@ -21,20 +21,20 @@ from workbench.hidden.view import FINAL, LAYER, LOGITS, PACKED, SLOT, Capture, H
 FORMATS = ("specforge", "speculators", "sglang-payload", "sglang-tensor-dump", "sglang-dumper", "stack")
 
 __all__ = [
-    "open_capture",
-    "detect_format",
+    "FINAL",
+    "FORMATS",
+    "LAYER",
+    "LOGITS",
+    "PACKED",
+    "SLOT",
     "Capture",
     "HiddenTensor",
-    "FORMATS",
-    "SLOT",
-    "LAYER",
-    "PACKED",
-    "FINAL",
-    "LOGITS",
+    "detect_format",
+    "open_capture",
 ]
 
 
-def detect_format(path: "str | os.PathLike[str]") -> str:
+def detect_format(path: str | os.PathLike[str]) -> str:
     from workbench.hidden import sglang_dump, specforge, speculators
 
     p = Path(path)
@@ -83,7 +83,7 @@ def detect_format(path: "str | os.PathLike[str]") -> str:
 
 
 def open_capture(
-    path: "str | os.PathLike[str]", *, format: Optional[str] = None, sample: Optional[int] = None, **hints: Any
+    path: str | os.PathLike[str], *, format: str | None = None, sample: int | None = None, **hints: Any
 ) -> Capture:
     """Open any supported capture as a Capture (lazy: tensors are read by ``load()``).
 

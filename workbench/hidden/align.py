@@ -50,8 +50,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, SupportsFloat, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, SupportsFloat, TypeVar, cast
 
 import numpy as np
 import torch
@@ -87,7 +88,7 @@ CPU_GROUP = 64  # candidates per pass of the compiled CPU kernels: each stays ma
 # a fifth of the bytes read at Kimi scale)
 
 
-def pick_device(device: Optional[str] = None) -> torch.device:
+def pick_device(device: str | None = None) -> torch.device:
     """A torch device for a name; ``None``/``auto``: CUDA where there is one (the alignment itself
     chooses by where the bytes lie: ``workbench.hidden.placement``)."""
     if device in (None, "", "auto"):
@@ -101,7 +102,7 @@ def pick_device(device: Optional[str] = None) -> torch.device:
     return dev
 
 
-def _pairstats() -> Optional[ModuleType]:
+def _pairstats() -> ModuleType | None:
     """The compiled CPU kernels, or None where numba is missing."""
     try:
         from workbench.hidden import pairstats
@@ -128,14 +129,14 @@ def align(
     train: Capture,
     infer: Capture,
     *,
-    device: Optional[str] = None,
-    thresholds: Optional[Thresholds] = None,
+    device: str | None = None,
+    thresholds: Thresholds | None = None,
     refine_top: int = 2,
     abs_stats: str = "top",
     include_final: bool = False,
     screen: str = "auto",
     group: int = GROUP,
-    progress: Optional[ProgressCallback] = None,
+    progress: ProgressCallback | None = None,
 ) -> AlignResult:
     """Compare every reference slot of ``train`` with every candidate of ``infer``."""
     t0 = time.perf_counter()
@@ -199,10 +200,10 @@ def align(
     # Reference: gathered rows, on the device, plus exact per-token squared norms.
     # (The compiled CPU pass reads the slots where they lie: no gathered copy.)
     ts = time.perf_counter()
-    ps: Optional[PairStats] = None
-    X: Optional[torch.Tensor] = None
-    stager: Optional[Stager] = None
-    xx: Optional[torch.Tensor] = None  # the slots' per-token squared norms, fp32 [S, T]
+    ps: PairStats | None = None
+    X: torch.Tensor | None = None
+    stager: Stager | None = None
+    xx: torch.Tensor | None = None  # the slots' per-token squared norms, fp32 [S, T]
     if ps_mod is not None:  # (their norms come with the first group's screen)
         ps = ps_mod.PairStats(
             [s.load() for s in slots], tok.ref_positions(), _infer_rows(tok), threads=torch.get_num_threads()
@@ -230,7 +231,7 @@ def align(
     def rows_of(c: int) -> torch.Tensor:
         return _rows(cands[c].load(), tok.infer_index)
 
-    sums: Optional[_PairSums] = None  # the pairs' statistics, where the stream gave them
+    sums: _PairSums | None = None  # the pairs' statistics, where the stream gave them
     if ps is not None:
         warm = _compiled(cast(ModuleType, ps_mod))  # ps came from it
         XY, YY, best, kept, timing, xx, fused, sums = _stream_cpu(
@@ -452,9 +453,7 @@ def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.boo
         )
 
 
-def _choose(
-    device: Optional[str], cands: Sequence[HiddenTensor], cand_bytes: int, all_bf16: bool, screen: str
-) -> Choice:
+def _choose(device: str | None, cands: Sequence[HiddenTensor], cand_bytes: int, all_bf16: bool, screen: str) -> Choice:
     """CPU kernels or the GPU (``workbench.hidden.placement``); which CPU kernel would run."""
     from workbench.hidden import placement
 
@@ -475,7 +474,7 @@ def _compiled(ps_mod: ModuleType) -> bool:
     return any(getattr(ps_mod, f).signatures for f in (*ps_mod.SCREEN_FUNCS.values(), "dots_any"))
 
 
-def _stager(dev: torch.device) -> Optional[Stager]:
+def _stager(dev: torch.device) -> Stager | None:
     if dev.type != "cuda":
         return None
     from workbench.hidden.placement import Stager
@@ -517,7 +516,7 @@ def _stream_cuda(
     tok: TokenAlignment,
     refine_k: int,
     work: torch.dtype,
-    stager: Optional[Stager],
+    stager: Stager | None,
     dev: torch.device,
     progress: ProgressCallback,
 ) -> _Streamed:
@@ -529,7 +528,7 @@ def _stream_cuda(
     C = len(cands)
     XY = torch.empty((S, C, T), dtype=torch.float32, device=dev)
     YY = torch.empty((C, T), dtype=torch.float32, device=dev)
-    Y: Optional[torch.Tensor] = None
+    Y: torch.Tensor | None = None
     ys: list[torch.Tensor] = []  # candidate c's rows on the device, c = 0..C-1
     Xt = X.transpose(0, 1).contiguous()  # [T, S, H]
     timing: dict[str, Any] = {
@@ -722,8 +721,8 @@ def _stream_cpu(
             ),
         )
         pairs: list[tuple[int, int]] = []
-        diffs: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None
-        before: Optional[PairSums] = None
+        diffs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        before: PairSums | None = None
         if sample is not None:
             before = ps.dots(ys, xx, (), sample, out, SAMPLE_THREAD_TOKENS, sums=sout).sums
             pairs = _foretell(cast("PairSums", before), [cands[c] for c in group_c], refine_k)
@@ -967,7 +966,7 @@ def _itemsize(dtype: str) -> int:
     return ITEMSIZE.get(dtype, 4)
 
 
-def _rows(t: torch.Tensor, index: Union[slice, np.ndarray, torch.Tensor]) -> torch.Tensor:
+def _rows(t: torch.Tensor, index: slice | np.ndarray | torch.Tensor) -> torch.Tensor:
     return t[index] if isinstance(index, slice) else t[torch.as_tensor(index, dtype=torch.long)]
 
 
@@ -980,7 +979,7 @@ def _sq_rows(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-_OUT_DTYPE_OK: dict[Optional[int], bool] = {}  # per CUDA device index: bmm takes out_dtype
+_OUT_DTYPE_OK: dict[int | None, bool] = {}  # per CUDA device index: bmm takes out_dtype
 
 
 def _gram(A: torch.Tensor) -> torch.Tensor:
@@ -1102,7 +1101,7 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, 1.0, 0.0))
 
 
-def _clean(a: np.ndarray) -> list[list[Optional[float]]]:
+def _clean(a: np.ndarray) -> list[list[float | None]]:
     return [[None if not math.isfinite(float(v)) else float(v) for v in row] for row in a]
 
 
@@ -1153,7 +1152,7 @@ def _judge(
     mean_abs: np.ndarray,
     T: int,
     th: Thresholds,
-    n_ok: Optional[np.ndarray] = None,
+    n_ok: np.ndarray | None = None,
 ) -> SlotBest:
     idx = np.argsort(rel, kind="stable")
     order = idx[np.isfinite(rel[idx])].tolist()
@@ -1227,7 +1226,7 @@ def _judge(
             out.token_margin = float("inf") if mb == 0 and mr > 0 else (mr / mb if mb > 0 else 1.0)
             out.win_rate = float(np.mean(xb < xr))
     out.verdict, out.reason = _verdict(out, T, th)
-    if T < T_all:
+    if T_all > T:
         out.reason += f" ({T_all - T} of {T_all} tokens left out: NaN/Inf)"
     return out
 
@@ -1243,7 +1242,7 @@ def _quantile(a: np.ndarray, q: float) -> float:
     return lo if frac == 0 or hi == lo else lo + (hi - lo) * frac
 
 
-def _num(v: SupportsFloat) -> Optional[float]:
+def _num(v: SupportsFloat) -> float | None:
     f = float(v)
     return f if math.isfinite(f) else None
 
@@ -1254,7 +1253,7 @@ def _verdict(b: SlotBest, T: int, th: Thresholds) -> tuple[str, str]:
         return NO_MATCH, "no finite comparison"
     if v > th.no_match_min:
         return NO_MATCH, f"best rel_diff {v:.3g} > {th.no_match_min:g}: no candidate is this slot"
-    if T < th.min_tokens:
+    if th.min_tokens > T:
         return AMBIGUOUS, f"only {T} tokens compared (need {th.min_tokens})"
     if v <= th.exact:
         if b.runner_up_value is not None and b.runner_up_value <= th.exact:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 
 class Gang:
@@ -27,8 +27,8 @@ class Gang:
         self._busy = threading.Lock()
         self._go = [threading.Lock() for _ in range(self.n - 1)]
         self._done = [threading.Lock() for _ in range(self.n - 1)]
-        self._jobs: list[Optional[Callable[[], object]]] = [None] * (self.n - 1)
-        self._errors: list[Optional[BaseException]] = [None] * (self.n - 1)
+        self._jobs: list[Callable[[], object] | None] = [None] * (self.n - 1)
+        self._errors: list[BaseException | None] = [None] * (self.n - 1)
         for i in range(self.n - 1):
             self._go[i].acquire()
             self._done[i].acquire()
@@ -42,7 +42,7 @@ class Gang:
             try:
                 if job is not None:
                     job()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller, which raises it
+            except BaseException as exc:
                 self._errors[i] = exc
             finally:
                 self._jobs[i] = None

@@ -39,7 +39,8 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 
 def _pmd_bytes() -> int:
@@ -63,7 +64,7 @@ _MADV_SEQUENTIAL, _MADV_HUGEPAGE = getattr(mmap, "MADV_SEQUENTIAL", 2), getattr(
 _FAILED = ctypes.c_void_p(-1).value
 
 
-def _libc() -> Optional[Any]:
+def _libc() -> Any | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -108,12 +109,12 @@ class _Reaper:
                     self._busy = False
                     self._cv.notify_all()
 
-    def settle(self, timeout: Optional[float] = None) -> bool:
+    def settle(self, timeout: float | None = None) -> bool:
         with self._cv:
             return self._cv.wait_for(lambda: not self._todo and not self._busy, timeout)
 
 
-_REAPER: Optional[_Reaper] = None
+_REAPER: _Reaper | None = None
 _REAPER_LOCK = threading.Lock()
 
 
@@ -145,7 +146,7 @@ def _unmap(libc: Any, addr: int, span: int) -> None:
     reaper.put(libc, addr, span)
 
 
-def settle(timeout: Optional[float] = None) -> bool:
+def settle(timeout: float | None = None) -> bool:
     """Wait until every mapping let go of so far is unmapped; False if ``timeout`` passed first."""
     with _REAPER_LOCK:
         r = _REAPER
@@ -168,11 +169,11 @@ def shared() -> Iterator[None]:
         _BLOCK.files = outer
 
 
-def map_range(path: "str | os.PathLike[str]", begin: int, end: int) -> Any:
+def map_range(path: str | os.PathLike[str], begin: int, end: int) -> Any:
     """A writable (copy-on-write) buffer over bytes ``begin..end`` of ``path``; see the module."""
     if not 0 <= begin <= end:
         raise ValueError(f"byte range {begin}..{end} of {path}")
-    files: Optional[dict[str, Any]] = getattr(_BLOCK, "files", None)
+    files: dict[str, Any] | None = getattr(_BLOCK, "files", None)
     whole = files.get(os.fspath(path)) if files is not None else None
     if whole is None:
         with open(path, "rb") as fh:
@@ -204,7 +205,7 @@ def _map(fd: int, begin: int, end: int) -> Any:
     return memoryview(mm)[begin - start :]
 
 
-def _aligned(libc: Any, fd: int, begin: int, end: int) -> Optional[Any]:
+def _aligned(libc: Any, fd: int, begin: int, end: int) -> Any | None:
     """The mapping at an address congruent to the file offset modulo ``HUGE``: where the kernel
     does not place it so itself (filesystems with large folios usually ask it to), reserve address
     space with room to slide, map the file over it and give back the slack. None where it fails."""

@@ -34,7 +34,7 @@ class Member:
 
 
 class NpzFile:
-    def __init__(self, path: "str | os.PathLike[str]") -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.members: dict[str, Member] = {}
         try:

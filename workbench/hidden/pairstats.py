@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numba
 import numpy as np
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 BF16, F32 = 1, 2
 VDP, SPLIT, SPLIT256 = 0, 1, 2  # how the bf16 screen multiplies (``_dot_km``'s literal argument)
 FM = {"reassoc", "contract", "nsz", "arcp"}  # no nnan/ninf: NaN and Inf must reach the sums
-BLOCK: Optional[int] = None  # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
+BLOCK: int | None = None  # tokens per block of the bf16 screen; None: sized to the L2 cache (block_tokens)
 MAX_BLOCK = 8  # tokens per block at most: the fastest measured (block_tokens)
 PF_LOCALITY = 2  # the bf16 screen prefetches the rows it reads next into L2 (T1; -1: none)
 THREAD_TOKENS = 64  # the fewest tokens a thread is given (less costs more in its start than it saves)
@@ -74,7 +75,7 @@ def _host_features() -> dict[str, bool]:
         from llvmlite import binding
 
         return {str(k): bool(v) for k, v in binding.get_host_cpu_features().items()}
-    except Exception:  # noqa: BLE001 - no feature list: take the portable kernel
+    except Exception:
         return {}
 
 
@@ -173,7 +174,7 @@ def _bf16_operand() -> Any:
 
         BFloat._create_instance()
         return ir.VectorType(BFloat(), 32)
-    except Exception:  # noqa: BLE001 - an llvmlite without these internals: the portable kernel
+    except Exception:
         return None
 
 
@@ -1073,7 +1074,7 @@ def l2_bytes() -> int:
     return n if n > 0 else 1 << 20
 
 
-def block_tokens(S: int, H: int, esize: int = 2, l2: Optional[int] = None) -> int:
+def block_tokens(S: int, H: int, esize: int = 2, l2: int | None = None) -> int:
     """Tokens per block of the bf16 screen: ``MAX_BLOCK``, or fewer where the block's slot rows
     (read again for every four candidates) would take more than half of a core's L2 cache (the
     candidate rows stream through the rest); a power of two, at least 4. Measured with 3 slots x
@@ -1097,7 +1098,7 @@ def _codes() -> dict[Any, int]:
     return {getattr(torch, name): code for name, code in CODES.items()}
 
 
-def _code(t: torch.Tensor) -> Optional[int]:
+def _code(t: torch.Tensor) -> int | None:
     return _codes().get(t.dtype)
 
 
@@ -1120,7 +1121,7 @@ class Screened(NamedTuple):
     n: npt.NDArray[np.float32]  # [P, T] sum (x - y)^2
     sa: npt.NDArray[np.float32]  # [P, T] sum |x - y|
     mx: npt.NDArray[np.float32]  # [P, T] max |x - y|
-    sums: Optional[PairSums] = None  # the pairs' statistics over the pass's tokens, where asked for
+    sums: PairSums | None = None  # the pairs' statistics over the pass's tokens, where asked for
 
 
 class SumsOut(NamedTuple):
@@ -1144,7 +1145,7 @@ class PairSums(NamedTuple):
 def token_ranges(T: int, threads: int, least: int = RANGE_TOKENS) -> list[tuple[int, int]]:
     """Tokens ``0..T`` cut into ranges for ``threads`` threads to take in turn: each ``1 / (GUIDE *
     threads)`` of the tokens left (at least ``least``), so they shrink towards the end."""
-    if threads <= 1 or T <= least:
+    if threads <= 1 or least >= T:
         return [(0, T)] if T else []
     out, t = [], 0
     while t < T:
@@ -1215,13 +1216,13 @@ class PairStats:
         a pass of ``exact`` after it."""
         return self.kernel in BF16_SCREENS
 
-    def _pass(self, cols: Optional[np.ndarray], thread_tokens: Optional[int]) -> _Plan:
+    def _pass(self, cols: np.ndarray | None, thread_tokens: int | None) -> _Plan:
         """A pass over token columns ``cols`` (None: all), at least ``thread_tokens`` tokens a thread
         (None: this one's)."""
         if cols is None and thread_tokens is None:
             return self._all
         cols_ = np.arange(self.T, dtype=np.int64) if cols is None else np.ascontiguousarray(cols, dtype=np.int64)
-        if len(cols_) and not (0 <= int(cols_.min()) and int(cols_.max()) < self.T):
+        if len(cols_) and not (int(cols_.min()) >= 0 and int(cols_.max()) < self.T):
             raise ValueError(f"token columns outside 0..{self.T - 1}")
         return self._plan(cols_, thread_tokens or self.thread_tokens)
 
@@ -1261,7 +1262,7 @@ class PairStats:
         if y.dim() != 2 or y.shape[1] != self.H:
             raise ValueError(f"{what} of shape {tuple(y.shape)}, expected [rows, {self.H}]")
         lo, hi = (self.lo, self.hi) if rows is self.yr else (int(rows.min()), int(rows.max())) if len(rows) else (0, -1)
-        if not (0 <= lo and hi < y.shape[0]):
+        if not (lo >= 0 and hi < y.shape[0]):
             raise ValueError(f"compared rows up to {hi} fall outside a {what} of {y.shape[0]} rows")
         if _code(y) is None:
             y = y.to(torch.float32)
@@ -1304,20 +1305,20 @@ class PairStats:
                 raise ValueError(f"compared rows up to {self.hi} fall outside a candidate of {rows[g]} rows")
         return Group((), ya, yc, ys, owner)
 
-    def _group(self, ys: Union[Group, Sequence[torch.Tensor]]) -> Group:
+    def _group(self, ys: Group | Sequence[torch.Tensor]) -> Group:
         return ys if isinstance(ys, Group) else self.group(ys)
 
     def dots(
         self,
-        ys: Union[Group, Sequence[torch.Tensor]],
-        xx: Optional[npt.NDArray[np.float32]] = None,
+        ys: Group | Sequence[torch.Tensor],
+        xx: npt.NDArray[np.float32] | None = None,
         pairs: Sequence[tuple[int, int]] = (),
-        cols: Optional[np.ndarray] = None,
-        out: Optional[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = None,
-        thread_tokens: Optional[int] = None,
-        diffs: Optional[_Diffs] = None,
-        exact_cols: Optional[np.ndarray] = None,
-        sums: Optional[SumsOut] = None,
+        cols: np.ndarray | None = None,
+        out: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]] | None = None,
+        thread_tokens: int | None = None,
+        diffs: _Diffs | None = None,
+        exact_cols: np.ndarray | None = None,
+        sums: SumsOut | None = None,
     ) -> Screened:
         """Screen of a group of candidates (``group``, or a list): ``xy [S, G, T]`` and ``yy [G, T]``
         (fp32, into ``out`` where given); given ``xx [S, T]`` (fp32), the slots' squared norms are
@@ -1380,7 +1381,7 @@ class PairStats:
                     len(eranges),
                 )
                 return Screened(xy, yy, n, sa, mx, _summed(part, ypart) if sums is not None else None)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 if fn.signatures:  # it was built: a real error
                     raise
                 global HAS_BF16_DOT, HAS_BF16_SCREEN  # this numba/LLVM cannot build it: the next kernel
@@ -1389,7 +1390,7 @@ class PairStats:
                 else:
                     HAS_BF16_SCREEN = False
                 self.kernel = screen_kernel(True)
-        self._run(dots_any, self._x() + (ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx), plan)
+        self._run(dots_any, (*self._x(), ya, yc, ys_, self.yr), (xy, yy, xx_, with_xx), plan)
         if len(pairs):
             self.exact(pairs, grp, cols, (n, sa, mx), thread_tokens)
             if len(ecols):
@@ -1403,8 +1404,8 @@ class PairStats:
         xy: npt.NDArray[np.float32],
         yy: npt.NDArray[np.float32],
         out: SumsOut,
-        cols: Optional[np.ndarray] = None,
-        thread_tokens: Optional[int] = None,
+        cols: np.ndarray | None = None,
+        thread_tokens: int | None = None,
     ) -> PairSums:
         """The statistics ``dots(sums=...)`` takes in its pass, from a screen's ``xy [S, G, T]`` and
         ``yy [G, T]`` (fp32; yy zeroed where a token is left out) and the slots' norms ``out.xx``,
@@ -1417,10 +1418,10 @@ class PairStats:
     def exact(
         self,
         pairs: Sequence[tuple[int, int]],
-        ys: Union[Group, Sequence[torch.Tensor]],
-        cols: Optional[np.ndarray] = None,
-        out: Optional[_Diffs] = None,
-        thread_tokens: Optional[int] = None,
+        ys: Group | Sequence[torch.Tensor],
+        cols: np.ndarray | None = None,
+        out: _Diffs | None = None,
+        thread_tokens: int | None = None,
     ) -> _Diffs:
         """fp32 differences of ``pairs`` ``[(slot, index into ys)]`` over prepared candidates ``ys``,
         in one pass: per token ``n [P, T]`` (sum of squares), ``sa [P, T]`` (sum of |d|) and
@@ -1432,7 +1433,7 @@ class PairStats:
         if len(pairs):
             self._run(
                 exact_rows,
-                self._x() + (ps_, pc, grp.ya, grp.yc, grp.ys, self.yr),
+                (*self._x(), ps_, pc, grp.ya, grp.yc, grp.ys, self.yr),
                 (n, sa, mx),
                 self._pass(cols, thread_tokens),
             )

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -80,7 +81,7 @@ def _torch_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def host_copy_bps(threads: Optional[int] = None, nbytes: int = COPY_PROBE_BYTES) -> float:
+def host_copy_bps(threads: int | None = None, nbytes: int = COPY_PROBE_BYTES) -> float:
     """Bytes per second of an all-thread host copy (what filling a pinned buffer costs), once.
     The buffers are larger than any last-level cache: a copy of cached buffers runs at twice the
     rate a stream of candidate bytes through the pinned ring gets (105 vs 42-60 GB/s, H200 host)."""
@@ -149,7 +150,7 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def on_cuda(tensors: Iterable[Union[HiddenTensor, torch.Tensor]]) -> Optional[str]:
+def on_cuda(tensors: Iterable[HiddenTensor | torch.Tensor]) -> str | None:
     """The CUDA device the first tensor's data already lives on, or None (host memory). A tensor
     read from a file (``span``) is in host memory: it is not loaded to ask (a mapping made and given
     back, 0.06-0.3 ms a call)."""
@@ -163,7 +164,7 @@ def on_cuda(tensors: Iterable[Union[HiddenTensor, torch.Tensor]]) -> Optional[st
 
 
 def choose(
-    device: Optional[str], tensors: Iterable[Union[HiddenTensor, torch.Tensor]], nbytes: int, kernel: str = "vdpbf16ps"
+    device: str | None, tensors: Iterable[HiddenTensor | torch.Tensor], nbytes: int, kernel: str = "vdpbf16ps"
 ) -> Choice:
     """``device`` as asked (``None``/``auto``: the faster path for these bytes; see the module)."""
     import torch
@@ -211,7 +212,7 @@ def choose(
 
 
 def estimate(
-    nbytes: int, cpu_rate: float, copy: float, bus: float, learned: Optional[dict[str, Optional[float]]] = None
+    nbytes: int, cpu_rate: float, copy: float, bus: float, learned: dict[str, float | None] | None = None
 ) -> tuple[float, float]:
     """Seconds of the CPU path and of the staged GPU path for ``nbytes`` from host memory.
 
@@ -237,9 +238,7 @@ class Stager:
     in buffer-sized pieces and returns at once for the DMA; ``ready()`` makes the current stream
     wait for every copy put so far. A buffer is refilled only after its last DMA finished."""
 
-    def __init__(
-        self, device: Union[str, torch.device], stage_bytes: int = STAGE_BYTES, count: int = STAGE_COUNT
-    ) -> None:
+    def __init__(self, device: str | torch.device, stage_bytes: int = STAGE_BYTES, count: int = STAGE_COUNT) -> None:
         import torch
 
         self.device = torch.device(device)
@@ -248,7 +247,7 @@ class Stager:
         if ring is None:  # pinned memory is slow to allocate: one ring per process and device
             ring = _RINGS[key] = [torch.empty(stage_bytes, dtype=torch.uint8, pin_memory=True) for _ in range(count)]
         self.ring = ring
-        self.done: list[Optional[torch.cuda.Event]] = [None] * count  # an event once its slot was used
+        self.done: list[torch.cuda.Event | None] = [None] * count  # an event once its slot was used
         self.k = 0
         self.stream = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]  # unannotated in torch
         # destinations were allocated on the current stream: copies start after its work so far
@@ -278,7 +277,7 @@ class Stager:
             if done is not None:
                 done.synchronize()  # its previous DMA has left the buffer
             n = (r1 - r0) * row_bytes
-            buf = self.ring[k][:n].view(src.dtype).view((r1 - r0,) + tuple(src.shape[1:]))
+            buf = self.ring[k][:n].view(src.dtype).view((r1 - r0, *tuple(src.shape[1:])))
             t0 = time.perf_counter()
             buf.copy_(src[r0:r1])  # host copy (torch's threads), faults the pages in
             self.host_s += time.perf_counter() - t0

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import os
 
 
-def load_pt(path: "str | os.PathLike[str]", *, mmap: bool = True) -> Any:
+def load_pt(path: str | os.PathLike[str], *, mmap: bool = True) -> Any:
     import warnings
 
     path = Path(path)

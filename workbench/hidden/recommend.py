@@ -9,8 +9,9 @@ other points, the doctor's ``layer-ids-engine-mismatch`` finding carries the con
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.errors import InputError
@@ -23,10 +24,10 @@ def recommend(
     result: AlignResult,
     engine: str,
     *,
-    arch: Optional[str] = None,
-    num_layers: Optional[int] = None,
-    draft_config: Optional[dict[str, Any]] = None,
-    draft_config_path: Optional[str] = None,
+    arch: str | None = None,
+    num_layers: int | None = None,
+    draft_config: dict[str, Any] | None = None,
+    draft_config_path: str | None = None,
 ) -> tuple[Recommendation, list[Finding]]:
     rule = rule_for(engine, arch)
     key = (
@@ -114,7 +115,7 @@ def recommend(
     return rec, findings
 
 
-def _shift(have: Sequence[Optional[Point]], want: Sequence[Point]) -> Optional[int]:
+def _shift(have: Sequence[Point | None], want: Sequence[Point]) -> int | None:
     if len(have) != len(want) or any(p is None for p in have):
         return None
     diffs: set[int] = set()
@@ -125,11 +126,11 @@ def _shift(have: Sequence[Optional[Point]], want: Sequence[Point]) -> Optional[i
     return diffs.pop() if len(diffs) == 1 and 0 not in diffs else None
 
 
-def _fmt(points: Sequence[Optional[str]]) -> str:
+def _fmt(points: Sequence[str | None]) -> str:
     return "[" + ", ".join("missing" if p is None else str(p) for p in points) + "]"
 
 
-def target_info(path: "str | os.PathLike[str]") -> tuple[Optional[str], Optional[int]]:
+def target_info(path: str | os.PathLike[str]) -> tuple[str | None, int | None]:
     """(architecture, num_hidden_layers) of a target ``config.json`` (file or folder)."""
     from workbench import strictjson
     from workbench.draftconfig.schema import validate

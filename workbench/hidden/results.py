@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,24 +33,24 @@ class Thresholds(Result):
 @dataclass
 class SlotBest(Result):
     slot: str
-    slot_physical: Optional[str]
-    candidate: Optional[str]
-    physical: Optional[str]
-    value: Optional[float]
-    runner_up: Optional[str]
-    runner_up_physical: Optional[str]
-    runner_up_value: Optional[float]
-    margin: Optional[float]  # runner_up_value / value (inf when value is 0)
-    token_margin: Optional[float]  # median per-token rel_diff, runner-up over best
-    win_rate: Optional[float]  # share of tokens where best < runner-up
+    slot_physical: str | None
+    candidate: str | None
+    physical: str | None
+    value: float | None
+    runner_up: str | None
+    runner_up_physical: str | None
+    runner_up_value: float | None
+    margin: float | None  # runner_up_value / value (inf when value is 0)
+    token_margin: float | None  # median per-token rel_diff, runner-up over best
+    win_rate: float | None  # share of tokens where best < runner-up
     verdict: str
     reason: str
     exact: bool = False
-    cosine: Optional[float] = None
-    max_abs: Optional[float] = None
-    mean_abs: Optional[float] = None
-    median_token: Optional[float] = None
-    p95_token: Optional[float] = None
+    cosine: float | None = None
+    max_abs: float | None = None
+    mean_abs: float | None = None
+    median_token: float | None = None
+    p95_token: float | None = None
 
 
 @dataclass
@@ -66,15 +66,15 @@ class NonFinite(Result):
 @dataclass
 class Recommendation(Result):
     engine: str
-    arch: Optional[str]
-    num_layers: Optional[int]
-    points: list[Optional[str]]  # best physical point per slot (None where unknown)
-    layer_ids: Optional[list[int]]  # the ids to write, in this engine's convention
+    arch: str | None
+    num_layers: int | None
+    points: list[str | None]  # best physical point per slot (None where unknown)
+    layer_ids: list[int] | None  # the ids to write, in this engine's convention
     key: str  # where they go in the draft config.json
     confident: bool  # every slot matched
-    current_ids: Optional[list[Any]] = None
-    current_points: Optional[list[Optional[str]]] = None
-    differs: Optional[bool] = None
+    current_ids: list[Any] | None = None
+    current_points: list[str | None] | None = None
+    differs: bool | None = None
     reason: str = ""
     rule: str = ""
 
@@ -84,20 +84,20 @@ class AlignResult(Result):
     train: str
     infer: str
     rows: list[str]  # slot names
-    rows_physical: list[Optional[str]]
+    rows_physical: list[str | None]
     row_roles: list[str]  # "slot" (a drafter input) or "final" (the teacher's input)
     cols: list[str]  # candidate names
-    cols_physical: list[Optional[str]]
+    cols_physical: list[str | None]
     metric: str
-    matrix: list[list[Optional[float]]]  # rel_diff [rows][cols]
-    cosine: list[list[Optional[float]]]
-    max_abs: list[list[Optional[float]]]  # None where not computed (see ``exact``)
-    mean_abs: list[list[Optional[float]]]
+    matrix: list[list[float | None]]  # rel_diff [rows][cols]
+    cosine: list[list[float | None]]
+    max_abs: list[list[float | None]]  # None where not computed (see ``exact``)
+    mean_abs: list[list[float | None]]
     exact: list[list[bool]]  # [rows][cols] True where refined exactly (fp32 differences)
     best: list[SlotBest]  # SlotBest per row
     tokens_compared: int
     tokens: dict[str, Any]  # the token alignment (method, dropped, notes)
-    recommendation: Optional[Recommendation]
+    recommendation: Recommendation | None
     findings: list[Finding] = field(default_factory=list)
     nonfinite: list[NonFinite] = field(default_factory=list)
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -110,7 +110,7 @@ class AlignResult(Result):
     per_token_values: Any = field(default=None, repr=False, metadata={"internal": True})
     token_positions: Any = field(default=None, repr=False, metadata={"internal": True})
 
-    def per_token(self, slot: Union[int, str], candidate: Union[int, str]) -> dict[str, Any]:
+    def per_token(self, slot: int | str, candidate: int | str) -> dict[str, Any]:
         """Per-token rel_diff of one pair (by index or name), with the reference positions."""
         s = slot if isinstance(slot, int) else self.rows.index(slot)
         c = candidate if isinstance(candidate, int) else self.cols.index(candidate)
@@ -153,7 +153,7 @@ class AlignResult(Result):
         return "\n".join(lines)
 
 
-def _f(v: Optional[float], digits: int = 3) -> str:
+def _f(v: float | None, digits: int = 3) -> str:
     if v is None:
         return "-"
     if v == float("inf"):
@@ -161,5 +161,5 @@ def _f(v: Optional[float], digits: int = 3) -> str:
     return f"{v:.{digits}g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
 
 
-def _p(v: Optional[str]) -> str:
+def _p(v: str | None) -> str:
     return v if v is not None else "?"

@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeGuard, Union, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, Union, cast
 
 import numpy as np
 
@@ -46,14 +47,14 @@ LAYER_OUT = re.compile(r"(?:^|\.)layers\.(\d+)$")
 Part = Union[str, int, None]
 
 
-def is_pass_dump(path: "str | os.PathLike[str]") -> bool:
+def is_pass_dump(path: str | os.PathLike[str]) -> bool:
     path = Path(path)
     return path.is_dir() and (
         any(RANK_DIR.match(p.name) for p in path.iterdir() if p.is_dir()) or (path / "target").is_dir()
     )
 
 
-def is_dumper(path: "str | os.PathLike[str]") -> bool:
+def is_dumper(path: str | os.PathLike[str]) -> bool:
     path = Path(path)
     if path.is_file():
         return "___" in path.name and path.name.startswith("step=")
@@ -62,12 +63,12 @@ def is_dumper(path: "str | os.PathLike[str]") -> bool:
 
 # ---------------------------------------------------------------------------- legacy per-pass
 def read_pass_dump(
-    path: "str | os.PathLike[str]",
+    path: str | os.PathLike[str],
     *,
     side: str = "target",
     tp_rank: int = 0,
     everything: bool = False,
-    passes: Optional[slice] = None,
+    passes: slice | None = None,
 ) -> Capture:
     root = Path(path)
     tp_rank = integer(tp_rank, "tp_rank", NON_NEGATIVE)
@@ -105,7 +106,7 @@ def read_pass_dump(
     pos_parts: list[npt.NDArray[np.int64]] = []
     counts: list[int] = []
     # name -> (pp index, module name, list index or None, width, dtype)
-    entries: dict[str, tuple[int, str, Optional[int], int, str]] = {}
+    entries: dict[str, tuple[int, str, int | None, int, str]] = {}
     for k, i in enumerate(index):
         ids = pos = None
         for pp_i, files in enumerate(pass_lists):
@@ -135,7 +136,7 @@ def read_pass_dump(
         pos_parts.append(pos if pos is not None else np.full(len(ids), -1, dtype=np.int64))
         counts.append(len(ids))
     token_ids = np.concatenate(ids_parts)
-    positions: Optional[np.ndarray]
+    positions: np.ndarray | None
     positions = np.concatenate(pos_parts)
     if (positions < 0).any():
         positions = None
@@ -168,13 +169,13 @@ def read_pass_dump(
     )
 
 
-def _parts(v: Any) -> list[tuple[Optional[int], Any]]:
+def _parts(v: Any) -> list[tuple[int | None, Any]]:
     if isinstance(v, (list, tuple)):
         return [(i, t) for i, t in enumerate(v)]
     return [(None, v)]
 
 
-def _physical(name: str, part: Part) -> tuple[Optional[str], str]:
+def _physical(name: str, part: Part) -> tuple[str | None, str]:
     base = name[len("non_intrusive__") :] if name.startswith("non_intrusive__") else name
     base = re.sub(r"\.output$", "", base)
     if base.endswith("embed_tokens") and part is None:
@@ -195,7 +196,7 @@ def _physical(name: str, part: Part) -> tuple[Optional[str], str]:
     return None, LAYER
 
 
-def _pass_loader(files: list[Path], name: str, part: Optional[int], counts: list[int]) -> Callable[[], torch.Tensor]:
+def _pass_loader(files: list[Path], name: str, part: int | None, counts: list[int]) -> Callable[[], torch.Tensor]:
     def load() -> torch.Tensor:
         import torch
 
@@ -247,7 +248,7 @@ def _tags(name: str) -> dict[str, str]:
     return out
 
 
-def read_dumper(path: "str | os.PathLike[str]", *, rank: int = 0, everything: bool = False) -> Capture:
+def read_dumper(path: str | os.PathLike[str], *, rank: int = 0, everything: bool = False) -> Capture:
     root = Path(path)
     rank = integer(rank, "rank", NON_NEGATIVE)
     files = [root] if root.is_file() else sorted(root.rglob("step=*.pt"))
@@ -271,7 +272,7 @@ def read_dumper(path: "str | os.PathLike[str]", *, rank: int = 0, everything: bo
     for g in groups.values():
         g.sort()
 
-    def series(pred: Callable[[str], bool]) -> Optional[npt.NDArray[np.int64]]:
+    def series(pred: Callable[[str], bool]) -> npt.NDArray[np.int64] | None:
         for key, items in groups.items():
             if pred(dict(key)["name"]):
                 return np.concatenate([as_int_array(_value(f), str(f)) for _, _, f in items])
@@ -287,7 +288,7 @@ def read_dumper(path: "str | os.PathLike[str]", *, rank: int = 0, everything: bo
             continue
         first = _value(items[0][2])
         label = name + "".join(f"[{k}={v}]" for k, v in key if k != "name")
-        variants: list[tuple[Union[str, int, None], Any]] = []
+        variants: list[tuple[str | int | None, Any]] = []
         if isinstance(first, (list, tuple)):
             if len(first) == 2 and LAYER_OUT.search(re.sub(r"\.output$", "", name.replace("non_intrusive__", ""))):
                 variants.append(("sum", first[0]))
@@ -337,7 +338,7 @@ def _value(f: Path) -> Any:
     raise InputError(f"{f}: expected a DUMPER dict with 'value' and 'meta'")
 
 
-def _pick(v: Any, part: Part, f: Optional[Path] = None) -> torch.Tensor:
+def _pick(v: Any, part: Part, f: Path | None = None) -> torch.Tensor:
     """The tensor ``part`` of a DUMPER value, as [rows, width]; one line naming the file otherwise."""
     if part == "sum":
         a, b = _part(v, 0), _part(v, 1)

@@ -13,8 +13,9 @@ Tokens served from the prefix cache have no prefill rows: pass ``offset`` (or fl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def _rows(entry: Any, where: str) -> np.ndarray:
     return arr
 
 
-def is_payload(path: "str | os.PathLike[str]") -> bool:
+def is_payload(path: str | os.PathLike[str]) -> bool:
     path = Path(path)
     if not path.is_file() or path.suffix.lower() != ".json":
         return False
@@ -50,11 +51,11 @@ def is_payload(path: "str | os.PathLike[str]") -> bool:
 
 
 def read_payload(
-    path: "str | os.PathLike[str]",
+    path: str | os.PathLike[str],
     *,
     sample: int = 0,
-    offset: Optional[int] = None,
-    slot_points: Optional[Sequence[str]] = None,
+    offset: int | None = None,
+    slot_points: Sequence[str] | None = None,
 ) -> Capture:
     path = Path(path)
     doc = strictjson.load_file(path, "response JSON")  # finite numbers, bounded nesting

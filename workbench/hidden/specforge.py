@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -32,12 +33,12 @@ REQUIRED = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 FILE_RE = re.compile(r"^data_(\d+)\.ckpt(\.gz)?$")
 
 
-def sample_files(root: "str | os.PathLike[str]") -> list[Path]:
+def sample_files(root: str | os.PathLike[str]) -> list[Path]:
     """All ``data_{i}.ckpt[.gz]`` under ``root`` (a file or a folder), in index order."""
     return indexed_files(root, "data_*.ckpt*", FILE_RE, "SpecForge data_{i}.ckpt")
 
 
-def is_specforge(path: "str | os.PathLike[str]") -> bool:
+def is_specforge(path: str | os.PathLike[str]) -> bool:
     path = Path(path)
     if path.is_file():
         return bool(FILE_RE.match(path.name))
@@ -45,12 +46,12 @@ def is_specforge(path: "str | os.PathLike[str]") -> bool:
 
 
 def read_specforge(
-    path: "str | os.PathLike[str]",
+    path: str | os.PathLike[str],
     *,
-    sample: Optional[int] = None,
-    slots: Optional[int] = None,
-    layer_ids: Optional[Sequence[int]] = None,
-    vocab_size: Optional[int] = None,
+    sample: int | None = None,
+    slots: int | None = None,
+    layer_ids: Sequence[int] | None = None,
+    vocab_size: int | None = None,
     strip_padding: bool = True,
 ) -> Capture:
     """One training sample as a Capture whose SLOT tensors are the K drafter-input slots.
@@ -70,17 +71,17 @@ def read_specforge(
     return read_file(f, slots=slots, layer_ids=layer_ids, vocab_size=vocab_size, strip_padding=strip_padding)
 
 
-def iter_samples(path: "str | os.PathLike[str]", **kw: Any) -> Iterator[Capture]:
+def iter_samples(path: str | os.PathLike[str], **kw: Any) -> Iterator[Capture]:
     for f in sample_files(path):
         yield read_file(f, **kw)
 
 
 def read_file(
-    f: "str | os.PathLike[str]",
+    f: str | os.PathLike[str],
     *,
-    slots: Optional[int] = None,
-    layer_ids: Optional[Sequence[int]] = None,
-    vocab_size: Optional[int] = None,
+    slots: int | None = None,
+    layer_ids: Sequence[int] | None = None,
+    vocab_size: int | None = None,
     strip_padding: bool = True,
 ) -> Capture:
     import torch
@@ -201,7 +202,7 @@ def read_file(
         positions=np.arange(length, dtype=np.int64),
         loss_mask=mask[:length].copy(),
         notes=notes,
-        meta={"slots": k, "hidden_size": h, "variant": "logits" if is_logits else "hidden", "file_rows": int(len(ids))},
+        meta={"slots": k, "hidden_size": h, "variant": "logits" if is_logits else "hidden", "file_rows": len(ids)},
     )
     return cap
 

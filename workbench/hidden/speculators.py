@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -29,12 +30,12 @@ if TYPE_CHECKING:
 FILE_RE = re.compile(r"^hs_(\d+)\.safetensors$")
 
 
-def sample_files(root: "str | os.PathLike[str]") -> list[Path]:
+def sample_files(root: str | os.PathLike[str]) -> list[Path]:
     """All ``hs_{i}.safetensors`` under ``root`` (a file or a folder), in index order."""
     return indexed_files(root, "hs_*.safetensors", FILE_RE, "speculators hs_{i}.safetensors")
 
 
-def is_speculators(path: "str | os.PathLike[str]") -> bool:
+def is_speculators(path: str | os.PathLike[str]) -> bool:
     path = Path(path)
     if path.is_file():
         return bool(FILE_RE.match(path.name))
@@ -42,12 +43,12 @@ def is_speculators(path: "str | os.PathLike[str]") -> bool:
 
 
 def read_speculators(
-    path: "str | os.PathLike[str]",
+    path: str | os.PathLike[str],
     *,
-    sample: Optional[int] = None,
+    sample: int | None = None,
     include_last_layer: bool = True,
-    layer_ids: Optional[Sequence[int]] = None,
-    num_layers: Optional[int] = None,
+    layer_ids: Sequence[int] | None = None,
+    num_layers: int | None = None,
 ) -> Capture:
     files = sample_files(path)
     if sample is None:
@@ -102,7 +103,7 @@ def read_speculators(
 SCALES_KEY = "hidden_states_scales"  # hs_connectors.fp8_utils.SCALES_KEY
 
 
-def _scales(st: SafetensorsFile, f: Path, ent: Entry, length: int) -> Optional[torch.Tensor]:
+def _scales(st: SafetensorsFile, f: Path, ent: Entry, length: int) -> torch.Tensor | None:
     """The per-token scales of an FP8 file as float32 ``[L, 1]``; None for an unscaled file."""
     import torch
 
@@ -123,7 +124,7 @@ def _scales(st: SafetensorsFile, f: Path, ent: Entry, length: int) -> Optional[t
     return s
 
 
-def _slot(st: SafetensorsFile, j: int, scales: Optional[torch.Tensor] = None) -> Callable[[], torch.Tensor]:
+def _slot(st: SafetensorsFile, j: int, scales: torch.Tensor | None = None) -> Callable[[], torch.Tensor]:
     if scales is None:
         return lambda: st.load("hidden_states")[:, j, :]
     return lambda: st.load("hidden_states", fp8=True)[:, j, :].float() * scales

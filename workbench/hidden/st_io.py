@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 from workbench.hidden.mapping import map_range
@@ -75,7 +76,7 @@ class Entry:
 class SafetensorsFile:
     """Header of one safetensors file; ``load(name)`` maps that tensor only."""
 
-    def __init__(self, path: "str | os.PathLike[str]") -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         from workbench.draftconfig.safetensors_header import read_header
 
         self.path = Path(path)
@@ -87,7 +88,7 @@ class SafetensorsFile:
     def names(self) -> list[str]:
         return list(self.entries)
 
-    def load(self, name: str, rows: Optional[slice] = None, fp8: bool = False) -> torch.Tensor:
+    def load(self, name: str, rows: slice | None = None, fp8: bool = False) -> torch.Tensor:
         """Zero-copy torch view of one tensor (optionally a range of its first dimension). FP8
         tensors are refused unless ``fp8`` (a reader that applies their scales) asks for the codes."""
         import torch
@@ -117,7 +118,7 @@ class SafetensorsFile:
 
 
 def write_safetensors(
-    path: "str | os.PathLike[str]", tensors: dict[str, torch.Tensor], metadata: Optional[dict[str, Any]] = None
+    path: str | os.PathLike[str], tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None
 ) -> None:
     """Atomic write (temp + rename) through the safetensors package."""
     from safetensors.torch import save_file
@@ -136,10 +137,10 @@ CODES = {v: k for k, v in DTYPES.items()}
 
 
 def write_streaming(
-    path: "str | os.PathLike[str]",
+    path: str | os.PathLike[str],
     specs: Sequence[tuple[str, str, Sequence[int]]],
     tensors: Iterable[torch.Tensor],
-    metadata: Optional[dict[str, Any]] = None,
+    metadata: dict[str, Any] | None = None,
 ) -> int:
     """Write a safetensors file one tensor at a time: ``specs`` is ``[(name, dtype_name, shape)]``
     and ``tensors`` yields the tensors in that order (each may be dropped once written). Atomic

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench import strictjson
 from workbench.draftconfig.schema import MAX_LAYERS
@@ -37,9 +38,9 @@ if TYPE_CHECKING:
     from workbench.hidden.st_io import SafetensorsFile
 
 
-def read_stack(path: "str | os.PathLike[str]", *, hf_num_layers: Optional[int] = None) -> Capture:
+def read_stack(path: str | os.PathLike[str], *, hf_num_layers: int | None = None) -> Capture:
     path = Path(path)
-    f: Union[NpzFile, SafetensorsFile]
+    f: NpzFile | SafetensorsFile
     if path.suffix == ".npz":
         from workbench.hidden.npz_io import NpzFile
 
@@ -134,7 +135,7 @@ def _squeeze(shape: Sequence[int]) -> tuple[int, ...]:
     return shape
 
 
-def _span(f: Union[NpzFile, SafetensorsFile], name: str, skip_rows: int, width: int, dtype: str) -> Optional[FileSpan]:
+def _span(f: NpzFile | SafetensorsFile, name: str, skip_rows: int, width: int, dtype: str) -> FileSpan | None:
     """Where a safetensors tensor's rows lie (``skip_rows`` rows of ``width`` in); None elsewhere."""
     entries = getattr(f, "entries", None)
     if entries is None or dtype not in ITEMSIZE:
@@ -143,17 +144,17 @@ def _span(f: Union[NpzFile, SafetensorsFile], name: str, skip_rows: int, width: 
     return FileSpan(str(f.path), entries[name].begin + skip_rows * row, row)
 
 
-def _loader(f: Union[NpzFile, SafetensorsFile], name: str, shape: tuple[int, ...]) -> Callable[[], torch.Tensor]:
+def _loader(f: NpzFile | SafetensorsFile, name: str, shape: tuple[int, ...]) -> Callable[[], torch.Tensor]:
     return lambda: f.load(name).reshape(shape)
 
 
 def _ids(
-    f: Union[NpzFile, SafetensorsFile],
+    f: NpzFile | SafetensorsFile,
     shapes: dict[str, tuple[int, ...]],
     metadata: dict[str, str],
     keys: tuple[str, ...],
     path: Path,
-) -> Optional[npt.NDArray[np.int64]]:
+) -> npt.NDArray[np.int64] | None:
     for k in keys:
         if k in shapes:
             return as_int_array(f.load(k), f"{path}:{k}")
@@ -167,7 +168,7 @@ def _ids(
 
 
 def _hf_stack(
-    f: Union[NpzFile, SafetensorsFile], path: Path, shape: Sequence[int], dtype: str, num_layers: Optional[int]
+    f: NpzFile | SafetensorsFile, path: Path, shape: Sequence[int], dtype: str, num_layers: int | None
 ) -> list[HiddenTensor]:
     shape = tuple(shape)
     if len(shape) == 4 and shape[1] == 1:
@@ -207,7 +208,7 @@ def _hf_stack(
     return out
 
 
-def _hf_loader(f: Union[NpzFile, SafetensorsFile], i: int, shape: tuple[int, int, int]) -> Callable[[], torch.Tensor]:
+def _hf_loader(f: NpzFile | SafetensorsFile, i: int, shape: tuple[int, int, int]) -> Callable[[], torch.Tensor]:
     def load() -> torch.Tensor:
         if hasattr(f, "entries"):  # safetensors: map just this layer's rows
             return cast("SafetensorsFile", f).load("hidden_states", rows=slice(i, i + 1)).reshape(shape[1:])

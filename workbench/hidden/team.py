@@ -25,7 +25,8 @@ import contextlib
 import os
 import sys
 import threading
-from typing import Any, Callable, Iterator, Optional, cast
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -33,7 +34,7 @@ from numba import njit, prange
 
 SAFE_LAYERS = ("omp", "tbb")
 _CONFIG = cast(Any, numba.config)  # (its settings are made at import: untyped)
-_STARTED: Optional[tuple[int, bool]] = None  # (pid that started the layer, whether it is safe)
+_STARTED: tuple[int, bool] | None = None  # (pid that started the layer, whether it is safe)
 _LOCK = threading.Lock()
 
 
@@ -67,7 +68,7 @@ def _start() -> bool:
 
 def _start_layer() -> bool:
     try:
-        layer: Optional[str] = numba.threading_layer()  # started already, by other code
+        layer: str | None = numba.threading_layer()  # started already, by other code
     except ValueError:
         layer = None
     if layer is None:
@@ -77,7 +78,7 @@ def _start_layer() -> bool:
         try:
             _probe(np.zeros(2))
             layer = numba.threading_layer()
-        except Exception:  # noqa: BLE001 - no safe layer loads here: the gang runs the passes
+        except Exception:
             layer = None
         if layer is None:
             _CONFIG.THREADING_LAYER = asked

@@ -14,7 +14,7 @@ The result says how many tokens were compared and how many were dropped on each 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -63,7 +63,7 @@ def _as_slice(idx: np.ndarray) -> Index:
 
 
 def align_tokens(
-    ref: Capture, infer: Capture, ref_rows: Optional[int] = None, infer_rows: Optional[int] = None
+    ref: Capture, infer: Capture, ref_rows: int | None = None, infer_rows: int | None = None
 ) -> TokenAlignment:
     nr = ref_rows if ref_rows is not None else ref.rows
     ni = infer_rows if infer_rows is not None else infer.rows

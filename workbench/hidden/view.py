@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,11 +54,11 @@ class HiddenTensor:
     width: int
     dtype: str
     role: str = LAYER
-    physical: Optional[str] = None
+    physical: str | None = None
     source: str = ""
-    loader: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False)
-    part_physical: Optional[list[Optional[str]]] = None  # physical points of the parts of a packed tensor
-    span: Optional[FileSpan] = None  # where ``load()``'s bytes lie in the file, where they lie as they are
+    loader: Callable[[], torch.Tensor] | None = field(default=None, repr=False)
+    part_physical: list[str | None] | None = None  # physical points of the parts of a packed tensor
+    span: FileSpan | None = None  # where ``load()``'s bytes lie in the file, where they lie as they are
 
     def load(self) -> torch.Tensor:
         """The tensor as torch ``[rows, width]`` in its stored dtype (CPU)."""
@@ -73,7 +74,7 @@ class HiddenTensor:
             )
         return t
 
-    def split(self, parts: int) -> list["HiddenTensor"]:
+    def split(self, parts: int) -> list[HiddenTensor]:
         """Columns cut into ``parts`` equal slots: a packed [T, K*H] becomes K tensors [T, H]."""
         h = self.width // parts
         known = self.part_physical if self.part_physical and len(self.part_physical) == parts else None
@@ -119,9 +120,9 @@ class Capture:
     path: str
     format: str
     tensors: list[HiddenTensor]
-    token_ids: Optional[npt.NDArray[np.int64]] = None  # int64 [T]
-    positions: Optional[npt.NDArray[np.int64]] = None  # int64 [T]
-    loss_mask: Optional[npt.NDArray[np.int64]] = None  # int64 [T] (training files)
+    token_ids: npt.NDArray[np.int64] | None = None  # int64 [T]
+    positions: npt.NDArray[np.int64] | None = None  # int64 [T]
+    loss_mask: npt.NDArray[np.int64] | None = None  # int64 [T] (training files)
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -173,7 +174,7 @@ def dtype_name(dtype: object) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def indexed_files(root: "str | os.PathLike[str]", pattern: str, name_re: re.Pattern[str], what: str) -> list[Path]:
+def indexed_files(root: str | os.PathLike[str], pattern: str, name_re: re.Pattern[str], what: str) -> list[Path]:
     """The files matching ``name_re`` (its group 1 is the index) under ``root`` (a file or a folder),
     in index order; a clear error naming ``what`` when there are none."""
     from workbench.errors import InputError
@@ -237,6 +238,6 @@ def _kind(arr: np.ndarray) -> str:
     return {"U": "strings", "S": "bytes", "V": "raw bytes"}.get(arr.dtype.kind, "mixed values")
 
 
-def short(path: "str | os.PathLike[str]") -> str:
+def short(path: str | os.PathLike[str]) -> str:
     p = Path(path)
     return p.name if p.name else str(p)

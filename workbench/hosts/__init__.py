@@ -9,7 +9,8 @@ this machine. The name ``local`` always means this machine unless the file defin
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.hosts.base import (
@@ -30,20 +31,20 @@ from workbench.hosts.base import (
 from workbench.numbers import Range, number
 
 __all__ = [
-    "Host",
-    "Hosts",
-    "HostError",
-    "HostUnreachable",
-    "HostTimeout",
-    "HostKeyError",
-    "UnknownHostKey",
-    "ChangedHostKey",
-    "RevokedHostKey",
-    "CasConflict",
-    "RunResult",
-    "FileStat",
-    "Tunnel",
     "ANY",
+    "CasConflict",
+    "ChangedHostKey",
+    "FileStat",
+    "Host",
+    "HostError",
+    "HostKeyError",
+    "HostTimeout",
+    "HostUnreachable",
+    "Hosts",
+    "RevokedHostKey",
+    "RunResult",
+    "Tunnel",
+    "UnknownHostKey",
     "host_settings",
 ]
 
@@ -126,7 +127,7 @@ def make_host(name: str, table: dict[str, Any]) -> Host:
 class Hosts:
     """One Host object per name for the life of a Workbench: one SSH transport per host, reused."""
 
-    def __init__(self, settings_of: "Callable[[], dict[str, Any]]") -> None:
+    def __init__(self, settings_of: Callable[[], dict[str, Any]]) -> None:
         self._settings_of = settings_of  # () -> the [hosts] tables (re-read on reload)
         self._hosts: dict[str, Host] = {}
         self._lock = threading.Lock()

@@ -10,8 +10,9 @@ import enum
 import hashlib
 import re
 import shlex
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Final, Literal, Union
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
@@ -74,7 +75,7 @@ class RevokedHostKey(ChangedHostKey):
 class CasConflict(HostError):
     """A compare-and-swap write found content other than the expected version."""
 
-    def __init__(self, location: str, expected: Optional[str], actual: Optional[str]):
+    def __init__(self, location: str, expected: str | None, actual: str | None):
         self.location, self.expected, self.actual = location, expected, actual
         exp = "absent" if expected is None else expected[:12]
         act = "absent" if actual is None else actual[:12]
@@ -107,7 +108,7 @@ class RunResult(Result):
     def err(self) -> str:
         return self.stderr.decode("utf-8", errors="replace")
 
-    def check(self, what: str = "") -> "RunResult":
+    def check(self, what: str = "") -> RunResult:
         if self.rc != 0:
             tail = (self.err.strip() or self.out.strip()).splitlines()[-1:] or [""]
             raise HostError(f"{what or shlex.join(self.argv)[:80]}: exit {self.rc}: {tail[0][:300]}")
@@ -127,7 +128,7 @@ class FileStat(Result):
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def check_argv(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, what: str = "command") -> None:
+def check_argv(argv: Sequence[str], env: Mapping[str, str] | None = None, what: str = "command") -> None:
     """Refuse what no exec can carry: a NUL byte in an argument or a variable, a bad variable name
     (before anything is recorded or started, so nothing is left half-launched)."""
     for i, a in enumerate(argv):
@@ -140,7 +141,7 @@ def check_argv(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, wha
             raise InputError(f"env.{k}: the value contains a NUL byte; no program can receive it")
 
 
-def env_argv(env: Optional[Mapping[str, str]]) -> list[str]:
+def env_argv(env: Mapping[str, str] | None) -> list[str]:
     """``["env", "K=V", ...]`` so variables reach the command without sshd's AcceptEnv."""
     if not env:
         return []
@@ -148,7 +149,7 @@ def env_argv(env: Optional[Mapping[str, str]]) -> list[str]:
     return ["env"] + [f"{k}={v}" for k, v in env.items()]
 
 
-def command_line(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None) -> str:
+def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
     """One shell command line for argv: every argument quoted."""
     if not argv:
         raise InputError("command: empty argv")
@@ -183,10 +184,10 @@ class Host:
         self,
         argv: Sequence[str],
         *,
-        env: Optional[Mapping[str, str]] = None,
+        env: Mapping[str, str] | None = None,
         timeout: float = 30.0,
-        input: Optional[bytes] = None,
-        cwd: Optional[str] = None,
+        input: bytes | None = None,
+        cwd: str | None = None,
         idempotent: bool = False,
     ) -> RunResult:
         """``idempotent``: safe to repeat after a dropped connection (SSH retries it once)."""
@@ -198,22 +199,22 @@ class Host:
         args: Sequence[str] = (),
         *,
         timeout: float = 60.0,
-        input: Optional[bytes] = None,
-        env: Optional[Mapping[str, str]] = None,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Run a Python snippet with the host's python: ``python -c SCRIPT ARGS...``."""
         return self.run([self.python, "-c", script, *args], timeout=timeout, input=input, env=env)
 
     # -- files ------------------------------------------------------------------------------------
-    def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+    def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         raise NotImplementedError
 
-    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: Optional[int] = None) -> str:
+    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: int | None = None) -> str:
         """Atomic write (temp file + rename). ``expect``: the sha256 the current content must have,
         or None for "must not exist"; raises CasConflict otherwise. Returns the new sha256."""
         raise NotImplementedError
 
-    def stat(self, path: str) -> Optional[FileStat]:
+    def stat(self, path: str) -> FileStat | None:
         raise NotImplementedError
 
     def read_text(self, path: str) -> str:
@@ -227,7 +228,7 @@ class Host:
         return f"{self.name}:{path}"
 
     # -- network ----------------------------------------------------------------------------------
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> "Tunnel":
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Tunnel:
         raise NotImplementedError
 
     def ping(self, timeout: float = 10.0) -> float:
@@ -247,7 +248,7 @@ class Host:
 class Tunnel:
     """A local port that reaches a port on the host. ``url`` is http://127.0.0.1:LOCAL."""
 
-    def __init__(self, local_port: int, closer: Optional[Callable[[], object]] = None):
+    def __init__(self, local_port: int, closer: Callable[[], object] | None = None):
         self.local_port = local_port
         self._closer = closer
 

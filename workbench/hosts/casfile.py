@@ -23,7 +23,7 @@ import os
 import secrets
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 ANY = "*"  # expect: write whatever is there now (no compare)
 LOCK_WAIT = 30.0  # seconds to wait for a live writer to finish
@@ -34,7 +34,7 @@ PAUSE_MAX = "EAGLE_WORKBENCH_PAUSE_MAX"  # ... for at most this many seconds (de
 
 
 class Conflict(Exception):
-    def __init__(self, expected: Optional[str], actual: Optional[str], note: str = "") -> None:
+    def __init__(self, expected: str | None, actual: str | None, note: str = "") -> None:
         super().__init__(expected, actual)
         self.expected, self.actual, self.note = expected, actual, note
 
@@ -68,7 +68,7 @@ def hook(point: str) -> None:
     HOOK(point)
 
 
-def sha256_of(path: str) -> Optional[str]:
+def sha256_of(path: str) -> str | None:
     """The file's sha256, or None when there is none."""
     h = hashlib.sha256()
     try:
@@ -180,7 +180,7 @@ def _fsync_dir(folder: str) -> None:
 
 
 def cas_write(
-    path: str, data: bytes, expect: Optional[str], mode: Optional[int] = None, wait: float = LOCK_WAIT
+    path: str, data: bytes, expect: str | None, mode: int | None = None, wait: float = LOCK_WAIT
 ) -> "dict[str, Any]":
     """Replace ``path`` with ``data`` iff its sha256 is ``expect`` (None: it must not exist; ANY: no
     check). Raises Conflict (nothing written), Busy, or OSError. Returns what happened."""

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from workbench.hosts.base import (
     ANY,
@@ -24,7 +24,7 @@ from workbench.hosts.base import (
 
 
 class LocalHost(Host):
-    def __init__(self, name: str = "local", python: Optional[str] = None):
+    def __init__(self, name: str = "local", python: str | None = None):
         self.name = name
         self.python = python or sys.executable
         self.round_trips = 0
@@ -33,10 +33,10 @@ class LocalHost(Host):
         self,
         argv: Sequence[str],
         *,
-        env: Optional[Mapping[str, str]] = None,
+        env: Mapping[str, str] | None = None,
         timeout: float = 30.0,
-        input: Optional[bytes] = None,
-        cwd: Optional[str] = None,
+        input: bytes | None = None,
+        cwd: str | None = None,
         idempotent: bool = False,
     ) -> RunResult:
         argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in map(str, argv)]
@@ -62,7 +62,7 @@ class LocalHost(Host):
             raise HostError(f"{self.name}: cannot run {argv[0]}: {exc.strerror}") from None
         return RunResult(argv, p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
-    def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+    def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         self.round_trips += 1
         try:
             with open(path, "rb") as fh:
@@ -74,7 +74,7 @@ class LocalHost(Host):
         except OSError as exc:
             raise HostError(f"{self.location(path)}: cannot read: {exc.strerror}") from None
 
-    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: Optional[int] = None) -> str:
+    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: int | None = None) -> str:
         """The one write discipline (``workbench.hosts.casfile``): flock, check, exchange."""
         from workbench.hosts import casfile
 
@@ -90,7 +90,7 @@ class LocalHost(Host):
             raise HostError(f"{self.location(path)}: cannot write: {exc.strerror}") from None
         return sha256(data)
 
-    def stat(self, path: str) -> Optional[FileStat]:
+    def stat(self, path: str) -> FileStat | None:
         self.round_trips += 1
         try:
             st = os.stat(path)

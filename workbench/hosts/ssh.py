@@ -18,8 +18,9 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from workbench.errors import InputError
 from workbench.hosts import known_hosts
@@ -52,13 +53,13 @@ T = TypeVar("T")
 class SSHSettings:
     name: str
     address: str  # hostname, IP or an alias from ~/.ssh/config
-    user: Optional[str] = None
-    port: Optional[int] = None
-    identity_file: Optional[str] = None
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
     python: str = "python3"
-    known_hosts: Optional[str] = None
-    ssh_config: Optional[str] = None
-    proxy_jump: Optional[str] = None
+    known_hosts: str | None = None
+    ssh_config: str | None = None
+    proxy_jump: str | None = None
     connect_timeout: float = 10.0
     command_timeout: float = 60.0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -73,7 +74,7 @@ class Resolved:
     user: str
     identity_files: list[Any]
     known_hosts: str
-    proxy_jump: Optional[str]
+    proxy_jump: str | None
     connect_timeout: float
 
     @property
@@ -86,7 +87,7 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def _ssh_config_path(s: SSHSettings) -> Optional[str]:
+def _ssh_config_path(s: SSHSettings) -> str | None:
     path = s.ssh_config or os.environ.get("EAGLE_WORKBENCH_SSH_CONFIG") or "~/.ssh/config"
     path = os.path.expanduser(path)
     return path if os.path.exists(path) else None
@@ -132,10 +133,10 @@ class SSHHost(Host):
         self.bytes_sent = 0  # bytes written to / read from the SSH connection (encrypted,
         self.bytes_received = 0  # framing included): what really crossed the network
         self._lock = threading.RLock()
-        self._client: Optional[paramiko.SSHClient] = None
-        self._jump: Optional[SSHHost] = None
-        self._sftp_client: Optional[paramiko.SFTPClient] = None
-        self._resolved: Optional[Resolved] = None
+        self._client: paramiko.SSHClient | None = None
+        self._jump: SSHHost | None = None
+        self._sftp_client: paramiko.SFTPClient | None = None
+        self._resolved: Resolved | None = None
 
     # -- connection -------------------------------------------------------------------------------
     @property
@@ -173,7 +174,7 @@ class SSHHost(Host):
             return _Counted(socket.create_connection((r.hostname, r.port), timeout=r.connect_timeout), self)
         except socket.gaierror:
             raise HostUnreachable(f"host {self.name}: cannot resolve {r.hostname}") from None
-        except socket.timeout:
+        except TimeoutError:
             raise HostUnreachable(
                 f"host {self.name}: {r.hostname}:{r.port} did not answer within {r.connect_timeout:g} s"
             ) from None
@@ -276,7 +277,7 @@ class SSHHost(Host):
 
         try:
             return fn()
-        except (paramiko.SSHException, EOFError, ConnectionError, socket.error) as exc:
+        except (OSError, paramiko.SSHException, EOFError, ConnectionError) as exc:
             if isinstance(exc, socket.timeout):
                 raise HostTimeout(f"host {self.name}: timed out") from None
             with self._lock:
@@ -285,7 +286,7 @@ class SSHHost(Host):
                 raise HostUnreachable(f"host {self.name}: connection lost ({exc}); not retried") from None
             try:
                 return fn()
-            except (paramiko.SSHException, EOFError, ConnectionError, socket.error) as exc2:
+            except (OSError, paramiko.SSHException, EOFError, ConnectionError) as exc2:
                 with self._lock:
                     self._drop()
                 raise HostUnreachable(f"host {self.name}: connection lost: {exc2}") from None
@@ -295,10 +296,10 @@ class SSHHost(Host):
         self,
         argv: Sequence[str],
         *,
-        env: Optional[Mapping[str, str]] = None,
+        env: Mapping[str, str] | None = None,
         timeout: float = 30.0,
-        input: Optional[bytes] = None,
-        cwd: Optional[str] = None,
+        input: bytes | None = None,
+        cwd: str | None = None,
         idempotent: bool = False,
     ) -> RunResult:
         line = command_line(argv, env, cwd)
@@ -357,7 +358,7 @@ class SSHHost(Host):
                 self.round_trips += 1
             return self._sftp_client
 
-    def read_bytes(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+    def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         def go() -> bytes:
             sftp = self._sftp()
             self.round_trips += 1
@@ -376,8 +377,8 @@ class SSHHost(Host):
 
         return self._retrying(go)
 
-    def stat(self, path: str) -> Optional[FileStat]:
-        def go() -> Optional[FileStat]:
+    def stat(self, path: str) -> FileStat | None:
+        def go() -> FileStat | None:
             sftp = self._sftp()
             self.round_trips += 1
             try:
@@ -388,7 +389,7 @@ class SSHHost(Host):
 
         return self._retrying(go)
 
-    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: Optional[int] = None) -> str:
+    def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: int | None = None) -> str:
         """One round trip: the host's python runs the same compare-and-swap as local writes
         (``workbench.hosts.casfile``: flock that dies with its holder, check, exchange), the bytes on
         stdin with their sha256 so a transfer cut short writes nothing."""
@@ -458,7 +459,7 @@ class SSHHost(Host):
 class _Counted:
     """A socket (or jump channel) that adds the bytes it moves to its host's counters."""
 
-    def __init__(self, sock: Union[socket.socket, paramiko.Channel], host: "SSHHost"):
+    def __init__(self, sock: socket.socket | paramiko.Channel, host: SSHHost):
         self._sock, self._host = sock, host
 
     def send(self, data: bytes) -> int:
@@ -547,7 +548,7 @@ def _casfile_source() -> str:
         return fh.read()
 
 
-def _refuse_unless_trusted(name: str, r: Resolved, kh: "known_hosts.KnownHosts", key: paramiko.PKey) -> None:
+def _refuse_unless_trusted(name: str, r: Resolved, kh: known_hosts.KnownHosts, key: paramiko.PKey) -> None:
     """A key known_hosts does not list for the host is refused: revoked, changed (the host is known
     with keys of another type: a changed key type is a changed key), or unknown (trust it explicitly)."""
     fp = fingerprint(key)
@@ -561,7 +562,7 @@ def _refuse_unless_trusted(name: str, r: Resolved, kh: "known_hosts.KnownHosts",
         raise UnknownHostKey(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
 
 
-def trust_key(host: SSHHost, expected_fingerprint: Optional[str] = None) -> dict[str, Any]:
+def trust_key(host: SSHHost, expected_fingerprint: str | None = None) -> dict[str, Any]:
     """Add the host's current key to its known_hosts, only when the host has no key there at all
     (of any type) and the key is not revoked. With ``expected_fingerprint`` the key must be the one
     the user saw (no swap between look and trust). A known host's key is never replaced or joined by

@@ -33,8 +33,9 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.lab.settings import LabSettings, corpus_style, settings_for
 
@@ -59,7 +60,7 @@ def default_cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "eagle-workbench" / "lab"
 
 
-def world_dir(settings: LabSettings, root: Optional[Path] = None) -> Path:
+def world_dir(settings: LabSettings, root: Path | None = None) -> Path:
     return Path(root or default_cache_root()) / f"{settings.size}-{settings.content_hash()}"
 
 
@@ -69,7 +70,7 @@ def trained_layers(num_layers: int) -> list[int]:
     return [1, n // 2 - 1, n - 4]
 
 
-def load_manifest(path: "str | os.PathLike[str]") -> dict[str, Any]:
+def load_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     p = p / MANIFEST if p.is_dir() else p
     manifest: dict[str, Any] = json.loads(p.read_text())
@@ -78,8 +79,8 @@ def load_manifest(path: "str | os.PathLike[str]") -> dict[str, Any]:
 
 def build(
     size: str = "tiny",
-    root: "str | os.PathLike[str] | None" = None,
-    progress: Optional[ProgressCallback] = None,
+    root: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
     force: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
@@ -132,10 +133,10 @@ def _relocate(m: dict[str, Any], old: Path, new: Path) -> dict[str, Any]:
 
 
 def _step(
-    progress: Optional[ProgressCallback],
+    progress: ProgressCallback | None,
     stage: str,
     done: float = 0.0,
-    total: Optional[float] = None,
+    total: float | None = None,
     message: str = "",
 ) -> None:
     if progress:
@@ -144,7 +145,7 @@ def _step(
         progress(Progress(stage, done, total, message))
 
 
-def _build_into(s: LabSettings, out: Path, progress: Optional[ProgressCallback] = None) -> dict[str, Any]:
+def _build_into(s: LabSettings, out: Path, progress: ProgressCallback | None = None) -> dict[str, Any]:
     """Build attempts with seeds ``s.seed, s.seed + 1, ...`` until one lands inside the calibration
     bands (``workbench.lab.calibration``), at most ``s.max_retries`` retries; every attempt is
     recorded. A world that misses after the last retry is kept, marked ``calibration.ok = false``."""
@@ -216,7 +217,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] = None) -> dict[str, Any]:
+def _build_once(s: LabSettings, out: Path, progress: ProgressCallback | None = None) -> dict[str, Any]:
     import torch
 
     from workbench.drafter.checkpoint import save_drafter
@@ -230,13 +231,13 @@ def _build_once(s: LabSettings, out: Path, progress: Optional[ProgressCallback] 
     times: dict[str, float] = {}
     t0 = time.time()
     layers = trained_layers(s.layers)
-    broken_ids = [-1] + layers[:-1]
+    broken_ids = [-1, *layers[:-1]]
     shifted_ids = [i + 1 for i in layers]
     variants = {"draft": layers, "draft_broken": broken_ids, "draft_shifted": shifted_ids}
     # first, so that a machine without the measuring release's code says so before any training
     points = measured_points(variants, s.layers)
 
-    def prog(stage: str, done: float, total: Optional[float], msg: str) -> None:
+    def prog(stage: str, done: float, total: float | None, msg: str) -> None:
         _step(progress, stage, done, total, msg)
 
     _step(progress, "target", 0, s.target_steps, f"training the target (seed {s.seed})")
@@ -400,7 +401,7 @@ class HeldoutCheck:
         held: dict[str, torch.Tensor],
         seqs: torch.Tensor,
         points: dict[str, list[str]],
-        confirm: Optional[Confirm] = None,
+        confirm: Confirm | None = None,
     ) -> None:
         from workbench.lab import calibration as K
         from workbench.lab.capture import capture_points
@@ -442,13 +443,13 @@ class ConfirmedStop:
     measured. A check past the top of a band ends the attempt unmeasured (``last`` is None), and one
     below it trains on. ``stop(figures, drafter) -> (figures, stop)``."""
 
-    def __init__(self, s: LabSettings, confirm: Optional[Confirm] = None) -> None:
+    def __init__(self, s: LabSettings, confirm: Confirm | None = None) -> None:
         from workbench.lab import calibration as K
 
         self.s, self.K, self.confirm = s, K, confirm
         self.confirmed = 0
         self.confirm_seconds = 0.0
-        self.last: Optional[dict[str, Any]] = None  # the measurement of this check's drafter, if it was measured
+        self.last: dict[str, Any] | None = None  # the measurement of this check's drafter, if it was measured
 
     def __call__(self, fig: dict[str, Any], drafter: Eagle3Drafter) -> tuple[dict[str, Any], bool]:
         self.last = None
@@ -520,7 +521,7 @@ def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int
     return {name: (accepted[j] / rounds[j] if rounds[j] else 0.0) for j, (name, _, _) in enumerate(jobs)}
 
 
-_JOBS: Optional[tuple[Path, list[Any], int]] = None  # what forked measurement workers read (inherited, never pickled)
+_JOBS: tuple[Path, list[Any], int] | None = None  # what forked measurement workers read (inherited, never pickled)
 _ENGINES: dict[tuple[str, int], Any] = {}  # a measuring process's engines, per (draft, steps)
 
 

@@ -26,7 +26,8 @@ How a world lands there on any CPU, thread count and seed (``workbench.lab.build
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 ACC_BAND = (0.70, 0.85)
 ACCEPT_BAND = (2.3, 3.2)

@@ -14,8 +14,9 @@ API: ``greedy(model, ids, n)``, ``make_prompts(settings, count, seed)``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.lab import corpus
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def make_prompts(
-    prompt_len: int, count: int, seed: int, world: int, style: Optional[dict[str, Any]] = None
+    prompt_len: int, count: int, seed: int, world: int, style: dict[str, Any] | None = None
 ) -> torch.Tensor:
     """``count`` prompts of ``prompt_len`` tokens, each starting at a document's ``<bos>``;
     ``style``: the world's corpus style (``settings.corpus_style``)."""
@@ -60,7 +61,7 @@ def greedy(model: LlamaForCausalLM, ids: torch.Tensor, n: int, batch: int = 1024
         return torch.cat([_greedy_batch(model, lean, ids[b : b + batch], n) for b in range(0, ids.shape[0], batch)])
 
 
-def _greedy_batch(model: LlamaForCausalLM, lean: Optional[LeanLlama], x: torch.Tensor, n: int) -> torch.Tensor:
+def _greedy_batch(model: LlamaForCausalLM, lean: LeanLlama | None, x: torch.Tensor, n: int) -> torch.Tensor:
     import torch
     from transformers import DynamicCache
 
@@ -78,7 +79,7 @@ def _greedy_batch(model: LlamaForCausalLM, lean: Optional[LeanLlama], x: torch.T
         nxt = logits[:, -1].argmax(-1, keepdim=True)
         toks.append(nxt)
         logits = step(nxt)
-    return torch.cat([x] + toks, dim=1)
+    return torch.cat([x, *toks], dim=1)
 
 
 def capture_rows(
@@ -88,7 +89,7 @@ def capture_rows(
     import torch
 
     names = [f"out({k})" if k >= 0 else "embed" for k in layer_ids]
-    got = capture_points(model, ids, names + ["final-postnorm"], batch)
+    got = capture_points(model, ids, [*names, "final-postnorm"], batch)
     return got["final-postnorm"], torch.cat([got[n] for n in names], dim=-1)
 
 

@@ -28,7 +28,8 @@ records): the defaults weight those and make the ask order a rule the target has
 from __future__ import annotations
 
 import random
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 PUNCT = [".", "?", "=", "+", ":", ","]
@@ -182,11 +183,11 @@ class Generator:
         world: int = 0,
         pref: float = 0.6,
         succ: float = 0.8,
-        mix: Optional[Sequence[float]] = None,
+        mix: Sequence[float] | None = None,
         ordered: bool = True,
         code_len: int = 3,
         file_keys: Sequence[int] = (2, 4),
-        language: Optional[int] = None,
+        language: int | None = None,
     ):
         self.rng = random.Random(seed)
         self.pref, self.succ_p = pref, succ
@@ -221,7 +222,7 @@ class Generator:
         for _ in range(n or r.randint(1, 3)):
             obj = self.succ[subject] if r.random() < self.succ_p else r.choice(NOUNS)
             verb = r.choice(self.verb_of[subject]) if r.random() < self.pref else r.choice(VERBS)
-            out += self._np(subject) + [verb] + self._np(obj)
+            out += [*self._np(subject), verb, *self._np(obj)]
             if r.random() < 0.5:
                 place = self.place_of[obj] if r.random() < 0.5 else r.choice(PLACES)
                 out += ["in", "the", place]
@@ -258,7 +259,7 @@ class Generator:
                 break
             total += step
             out += ["+", str(step), "=", str(total)]
-        return out + ["."]
+        return [*out, "."]
 
     def count(self) -> list[str]:
         r = self.rng
@@ -276,7 +277,7 @@ class Generator:
         r = self.rng
         table: dict[str, list[str]] = {}
         self._asked = 0
-        out = ["<bos>"] + self.records(table)
+        out = ["<bos>", *self.records(table)]
         subject = None
         for _ in range(r.randint(6, 12)):
             x, c = r.random(), self.cuts
@@ -293,7 +294,7 @@ class Generator:
             else:
                 part = self.records(table)
             out += part
-        return out + ["<eos>"]
+        return [*out, "<eos>"]
 
     def stream(self) -> Iterator[str]:
         while True:

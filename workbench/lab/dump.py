@@ -20,8 +20,9 @@ entries (``--debug-tensor-dump-layers``). The draft writes ``model.fc``, ``model
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -41,10 +42,10 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
 class Dumper:
     def __init__(
         self,
-        folder: "str | os.PathLike[str]",
-        layers: Optional[list[int]] = None,
+        folder: str | os.PathLike[str],
+        layers: list[int] | None = None,
         spec: bool = True,
-        dtype: Optional[torch.dtype] = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         self.root = Path(folder)
         self.layers = set(layers) if layers else None
@@ -68,9 +69,7 @@ class Dumper:
         t = _flat(t)
         return t.to(self.dtype) if self.dtype is not None and t.is_floating_point() else t
 
-    def _put(
-        self, role: str, name: str, value: Union[torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]]
-    ) -> None:
+    def _put(self, role: str, name: str, value: torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, ...]) -> None:
         if isinstance(value, (list, tuple)):
             self.current[role][name] = [self._cast(v) for v in value]
         else:

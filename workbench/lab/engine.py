@@ -25,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 if TYPE_CHECKING:
     import os
@@ -64,7 +65,7 @@ class GenOutput:
     accepted_drafts: int = 0
     histogram: list[int] = field(default_factory=list)
     # SGLang's payload: the prefill rows (a list of rows), then one row per further output token
-    hidden_states: Optional[list[Any]] = None
+    hidden_states: list[Any] | None = None
     finish_reason: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -83,7 +84,7 @@ class Stats:
     seconds: float = 0.0
 
     @property
-    def avg_accept_length(self) -> Optional[float]:
+    def avg_accept_length(self) -> float | None:
         return self.accept_tokens / self.verify_ct if self.verify_ct else None
 
 
@@ -100,18 +101,18 @@ def torch_dtype(name: str) -> torch.dtype:
 class LabEngine:
     def __init__(
         self,
-        target_dir: "str | os.PathLike[str]",
-        draft_dir: "str | os.PathLike[str] | None" = None,
+        target_dir: str | os.PathLike[str],
+        draft_dir: str | os.PathLike[str] | None = None,
         *,
         dtype: str = "bfloat16",
         engine: str = "sglang==0.5.12",
-        arch: Optional[str] = None,
+        arch: str | None = None,
         num_steps: int = 3,
         embed_patch: bool = False,
         algorithm: str = "EAGLE3",
         cuda_graph: bool = True,
-        dumper: Optional[Dumper] = None,
-        threads: Optional[int] = None,
+        dumper: Dumper | None = None,
+        threads: int | None = None,
     ) -> None:
         import torch
 
@@ -137,8 +138,8 @@ class LabEngine:
         self.cuda_graph = bool(cuda_graph)
         self.sglang = not str(engine).strip().lower().startswith("vllm")
         self.rule = None if self.sglang else rule_for(engine, self.arch)
-        self.code_rule: Optional[CaptureRule] = None  # the rule read from the release's code (SGLang)
-        self.graph_capture: Optional[list[str]] = None  # what CUDA-graph verify rounds capture (None: eager's)
+        self.code_rule: CaptureRule | None = None  # the rule read from the release's code (SGLang)
+        self.graph_capture: list[str] | None = None  # what CUDA-graph verify rounds capture (None: eager's)
         self.embed_patch = embed_patch
         # EAGLE (not EAGLE3) feeds the draft the target's last hidden state (H wide): an EAGLE-3
         # draft then silently skips fc, as in SGLang, and accept length collapses to about 1
@@ -152,11 +153,11 @@ class LabEngine:
         self.lock = threading.RLock()
         self.stats = Stats()
         # callbacks for the server's scheduler log lines
-        self.on_prefill: Optional[Callable[[int, float], None]] = None
-        self.on_round: Optional[Callable[[Optional[int], int, int], None]] = None
-        self.drafter: Optional[Eagle3Drafter] = None
-        self.capture: Optional[EngineCapture | CaptureResult] = None  # EngineCapture for SGLang
-        self.draft_config: Optional[dict[str, Any]] = None
+        self.on_prefill: Callable[[int, float], None] | None = None
+        self.on_round: Callable[[int | None, int, int], None] | None = None
+        self.drafter: Eagle3Drafter | None = None
+        self.capture: EngineCapture | CaptureResult | None = None  # EngineCapture for SGLang
+        self.draft_config: dict[str, Any] | None = None
         if draft_dir is not None:
             from workbench.drafter.checkpoint import load_drafter, read_config
 
@@ -228,14 +229,14 @@ class LabEngine:
         # a state that never fires is simply absent: the concatenation is narrower than fc expects
         return [p for p in points if p != "missing"]
 
-    def _cache(self) -> "DynamicCache | KV":
+    def _cache(self) -> DynamicCache | KV:
         from transformers import DynamicCache
 
         return self.lean.kv() if self.lean is not None else DynamicCache()
 
     def _target(
-        self, ids: torch.Tensor, cache: "DynamicCache | KV", names: Sequence[str]
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        self, ids: torch.Tensor, cache: DynamicCache | KV, names: Sequence[str]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         import torch
 
         if self.lean is not None:
@@ -249,7 +250,7 @@ class LabEngine:
         aux = torch.cat([store[n] for n in names], dim=-1) if names else None
         return logits, aux
 
-    def _drop(self, cache: "DynamicCache | KV", count: int) -> None:
+    def _drop(self, cache: DynamicCache | KV, count: int) -> None:
         """Forget the last ``count`` positions of the target's cache (the rejected drafts)."""
         if self.lean is not None:
             cast("KV", cache).crop(count)
@@ -282,7 +283,7 @@ class LabEngine:
             hidden_rows: list[Any] = []
             cache = self._cache()
             logits, aux = self._target(prompt, cache, names)
-            seq = prompt[0].tolist() + [int(logits[0, -1].argmax())]
+            seq = [*prompt[0].tolist(), int(logits[0, -1].argmax())]
             if self.on_prefill:
                 self.on_prefill(prompt.shape[1], time.time() - t0)
             if return_hidden and aux is not None:
@@ -317,7 +318,7 @@ class LabEngine:
     def _plain(
         self,
         seq: list[int],
-        cache: "DynamicCache | KV",
+        cache: DynamicCache | KV,
         max_new: int,
         ignore_eos: bool,
         res: GenOutput,
@@ -340,8 +341,8 @@ class LabEngine:
     def _spec(
         self,
         seq: list[int],
-        cache: "DynamicCache | KV",
-        aux: Optional[torch.Tensor],
+        cache: DynamicCache | KV,
+        aux: torch.Tensor | None,
         max_new: int,
         ignore_eos: bool,
         res: GenOutput,
@@ -363,15 +364,15 @@ class LabEngine:
             drafts = d.draft_chain(last, dkv, n - 2, K)[0].tolist()
             if self.dumper is not None:
                 self.dumper.end_pass("draft", torch.tensor([drafts]), n - 1)
-            x = torch.tensor([[seq[-1]] + drafts], dtype=torch.long)
+            x = torch.tensor([[seq[-1], *drafts]], dtype=torch.long)
             logits, vaux = self._target(x, cache, gnames)
             pred = logits[0].argmax(-1).tolist()
             a = 0
             while a < K and drafts[a] == pred[a]:
                 a += 1
-            new = drafts[:a] + [pred[a]]
+            new = [*drafts[:a], pred[a]]
             seq.extend(new)
-            if K > a:  # drop the rejected drafts' KV
+            if a < K:  # drop the rejected drafts' KV
                 self._drop(cache, K - a)
             res.verify_ct += 1
             res.accepted_drafts += a
@@ -384,7 +385,7 @@ class LabEngine:
             dkv = last.kv
 
     def _draft_step(
-        self, aux: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, past: Optional[Past]
+        self, aux: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, past: Past | None
     ) -> StepOut:
         import torch
 
@@ -410,7 +411,7 @@ class LabEngine:
         self.tap.close()
 
 
-def _captured(aux: Optional[torch.Tensor]) -> torch.Tensor:
+def _captured(aux: torch.Tensor | None) -> torch.Tensor:
     """The aux states a speculative round feeds the drafter; none at all when every capture point of
     the draft's ids is missing, which leaves nothing to draft from."""
     if aux is None:

@@ -19,7 +19,8 @@ measured either way decodes the same tokens.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -32,8 +33,8 @@ class KV:
     """Per layer key/value rows ``[B, heads, capacity, head_dim]``, the first ``length`` in use."""
 
     def __init__(self, layers: int) -> None:
-        self.k: list[Optional[torch.Tensor]] = [None] * layers
-        self.v: list[Optional[torch.Tensor]] = [None] * layers
+        self.k: list[torch.Tensor | None] = [None] * layers
+        self.v: list[torch.Tensor | None] = [None] * layers
         self.length = 0
 
     def put(self, i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,8 +44,8 @@ class KV:
         kb, vb = self.k[i], self.v[i]
         if kb is None or vb is None or n > kb.shape[-2]:
             cap = max(n, 2 * (kb.shape[-2] if kb is not None else 0), 16)
-            nk = k.new_empty(k.shape[:-2] + (cap, k.shape[-1]))
-            nv = v.new_empty(v.shape[:-2] + (cap, v.shape[-1]))
+            nk = k.new_empty((*k.shape[:-2], cap, k.shape[-1]))
+            nv = v.new_empty((*v.shape[:-2], cap, v.shape[-1]))
             if kb is not None and vb is not None and n0:
                 nk[..., :n0, :] = kb[..., :n0, :]
                 nv[..., :n0, :] = vb[..., :n0, :]
@@ -168,7 +169,7 @@ def implements(model: LlamaForCausalLM) -> bool:
     )
 
 
-def lean_for(model: LlamaForCausalLM) -> Optional[LeanLlama]:
+def lean_for(model: LlamaForCausalLM) -> LeanLlama | None:
     """A ``LeanLlama`` of ``model`` when it computes exactly what the model does, else None."""
     ok = getattr(model, _CHECKED, None)
     if ok is None:
@@ -204,7 +205,7 @@ def _agrees(model: LlamaForCausalLM) -> bool:
                 if crop:
                     cache.crop(-crop)
                     kv.crop(crop)
-    except Exception:  # noqa: BLE001 - any failure of the comparison: the model's own forward it is
+    except Exception:
         return False
     finally:
         tap.close()

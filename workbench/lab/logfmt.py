@@ -13,7 +13,7 @@ the version's accept-rate formula.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 V0_4_9 = (0, 4, 9, 0)
 V0_5_4 = (0, 5, 4, 0)
@@ -32,7 +32,7 @@ class LogFormat:
         self.forward_iters = forward_iters
 
     # -- prefix -------------------------------------------------------------------------------
-    def stamp(self, t: Optional[float] = None) -> str:
+    def stamp(self, t: float | None = None) -> str:
         t = time.time() if t is None else t
         s = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
         if self.log_ms and self.v >= V0_5_23:
@@ -76,7 +76,7 @@ class LogFormat:
     def memory_pool_end(avail: float) -> str:
         return f"Memory pool end. avail mem={avail:.2f} GB"
 
-    def graph_begin(self, role: str, avail: float, num_tokens: int = 1, bs: Optional[list[int]] = None) -> str:
+    def graph_begin(self, role: str, avail: float, num_tokens: int = 1, bs: list[int] | None = None) -> str:
         """role: 'target' | 'draft' | 'draft extend'."""
         if self.v >= V0_5_23:
             name = {"target": "target verify", "draft": "draft decode", "draft extend": "draft extend"}[role]
@@ -136,9 +136,7 @@ class LogFormat:
             return line
         return line + f"#pending-token: 0, cuda graph: {cuda_graph}, input throughput (token/s): {input_tps:.2f}"
 
-    def accept_rate(
-        self, accept_tokens: int, forward_ct: int, num_steps: int, num_draft_tokens: int
-    ) -> Optional[float]:
+    def accept_rate(self, accept_tokens: int, forward_ct: int, num_steps: int, num_draft_tokens: int) -> float | None:
         """The version's accept rate for one log window (None where the version prints none)."""
         if self.v <= V0_4_9 or forward_ct == 0:
             return None
@@ -155,8 +153,8 @@ class LogFormat:
         gen_tps: float,
         queue: int,
         *,
-        accept_len: Optional[float] = None,
-        accept_rate: Optional[float] = None,
+        accept_len: float | None = None,
+        accept_rate: float | None = None,
         cuda_graph: bool = True,
         forward_ct: int = 0,
     ) -> str:

@@ -19,9 +19,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.results import Result
@@ -39,9 +39,9 @@ class LabProcess(Result):
     log_path: str
     argv: list[str] = field(default_factory=list)
     ready: bool = False
-    returncode: Optional[int] = None
-    starttime: Optional[int] = None  # clock ticks since boot (/proc/PID/stat): the pid's identity
-    token: Optional[str] = None  # in its environment: proves its children its own
+    returncode: int | None = None
+    starttime: int | None = None  # clock ticks since boot (/proc/PID/stat): the pid's identity
+    token: str | None = None  # in its environment: proves its children its own
 
     @property
     def url(self) -> str:
@@ -69,14 +69,14 @@ def free_port(host: str = "127.0.0.1", attempts: int = 64) -> int:
 
 
 def server_argv(
-    target: "str | os.PathLike[str]",
-    draft: "str | os.PathLike[str] | None" = None,
+    target: str | os.PathLike[str],
+    draft: str | os.PathLike[str] | None = None,
     *,
     host: str = "127.0.0.1",
     port: int = 30000,
     steps: int = 3,
     topk: int = 1,
-    draft_tokens: Optional[int] = None,
+    draft_tokens: int | None = None,
     extra: Iterable[object] = (),
 ) -> list[str]:
     argv = ["--model-path", str(target), "--host", host, "--port", str(port)]
@@ -96,7 +96,7 @@ def server_argv(
     return argv + [str(x) for x in extra]
 
 
-def new_log_path(stem: str, folder: "str | os.PathLike[str] | None" = None) -> Path:
+def new_log_path(stem: str, folder: str | os.PathLike[str] | None = None) -> Path:
     """A log file of its own (created empty): ``{folder or $TMPDIR}/{stem}-XXXXXXXX.log``. Named only
     after the port, a later server given the same port would overwrite a log still being read."""
     d = Path(folder or tempfile.gettempdir())
@@ -107,18 +107,18 @@ def new_log_path(stem: str, folder: "str | os.PathLike[str] | None" = None) -> P
 
 
 def start_server(
-    target: "str | os.PathLike[str]",
-    draft: "str | os.PathLike[str] | None" = None,
+    target: str | os.PathLike[str],
+    draft: str | os.PathLike[str] | None = None,
     *,
     host: str = "127.0.0.1",
-    port: Optional[int] = None,
-    log_path: "str | os.PathLike[str] | None" = None,
-    env: Optional[dict[str, str]] = None,
+    port: int | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
     extra: Iterable[object] = (),
     steps: int = 3,
     wait: bool = True,
     timeout: float = 120.0,
-    python: Optional[str] = None,
+    python: str | None = None,
 ) -> LabProcess:
     port = port or free_port(host)
     argv = server_argv(target, draft, host=host, port=port, steps=steps, extra=extra)
@@ -160,7 +160,7 @@ def wait_ready(lp: LabProcess, timeout: float = 120.0) -> LabProcess:
     raise WorkbenchError(f"lab server on port {lp.port} not ready after {timeout:.0f} s (log {lp.log_path})")
 
 
-def wait_exit(lp: LabProcess, timeout: float = 60.0) -> Optional[int]:
+def wait_exit(lp: LabProcess, timeout: float = 60.0) -> int | None:
     proc = getattr(lp, "_popen", None)
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -191,12 +191,12 @@ def _reap(pid: int) -> bool:
 
 
 def stop_server(
-    proc: "LabProcess | int",
-    pgid: Optional[int] = None,
+    proc: LabProcess | int,
+    pgid: int | None = None,
     grace: float = 5.0,
     *,
-    starttime: Optional[int] = None,
-    token: Optional[str] = None,
+    starttime: int | None = None,
+    token: str | None = None,
 ) -> str:
     """SIGTERM the server's processes, wait ``grace`` seconds, then SIGKILL. Returns what it did.
 

@@ -26,8 +26,9 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 from workbench.lab import serverargs
@@ -75,7 +76,7 @@ class LabServer:
         )
         self.fail = os.environ.get("LAB_FAIL", "").strip().lower() or None
         self.ready = False
-        self.engine: Optional[LabEngine] = None  # set by start()
+        self.engine: LabEngine | None = None  # set by start()
         self.tokenizer: Any = None  # set by main() before start()
         self.spec = args.speculative_algorithm is not None
         self.state_lock = threading.Lock()
@@ -88,7 +89,7 @@ class LabServer:
         self.crashed = False
         self.seq_len = 0
         self.max_total_tokens = 0
-        self.httpd: Optional[ThreadingHTTPServer] = None
+        self.httpd: ThreadingHTTPServer | None = None
         self.dump = args.debug_tensor_dump_output_folder is not None
 
     # ----- logging -----
@@ -343,7 +344,7 @@ class LabServer:
             )
         )
 
-    def _on_round(self, accepted: Optional[int], emitted: int, seq_len: int) -> None:
+    def _on_round(self, accepted: int | None, emitted: int, seq_len: int) -> None:
         a = self.args
         self.forward_ct += 1
         self.seq_len = seq_len
@@ -429,7 +430,7 @@ class LabServer:
         if self.version >= (0, 5, 23, 0):
             info.update(
                 {
-                    "launch_command": " ".join(["python3", "-m", "sglang.launch_server"] + sys.argv[1:]),
+                    "launch_command": " ".join(["python3", "-m", "sglang.launch_server", *sys.argv[1:]]),
                     "startup_time": round(time.time() - self.startup_time, 3),
                     "frontend": "python",
                 }
@@ -473,7 +474,7 @@ class LabServer:
             "waiting requests, the operation will not be performed.)\n"
         )
 
-    def generate(self, body: object) -> Union[dict[str, Any], list[dict[str, Any]]]:
+    def generate(self, body: object) -> dict[str, Any] | list[dict[str, Any]]:
         if self.fail == "crash-after-ready" and not os.environ.get("LAB_FAIL_AFTER"):
             self._crash()
         if not isinstance(body, dict):
@@ -641,7 +642,7 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     gc.disable()  # until the server is up (workbench.collector.started)
     argv = sys.argv[1:] if argv is None else list(argv)
     args, version = serverargs.parse(argv)

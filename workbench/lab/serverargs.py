@@ -11,7 +11,8 @@ topk == 1 adjustment); ``server_args_dict(args)``.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 DEFAULT_ENGINE = "sglang-0.5.12"
 
@@ -150,7 +151,7 @@ def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, tuple[int, int, int,
     return args, version
 
 
-def resolve_spec(args: argparse.Namespace, arch: Optional[str]) -> list[str]:
+def resolve_spec(args: argparse.Namespace, arch: str | None) -> list[str]:
     """Fill steps/topk/draft tokens like SGLang; returns warning lines to log."""
     from workbench.layers import arch_family
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any
 
 from workbench.lab import corpus
 
@@ -20,7 +21,7 @@ from workbench.lab import corpus
 BUILD_VERSION = 6
 
 # What the build's stages report as they go: ``(stage, done, total, message)``.
-StepProgress = Callable[[str, float, Optional[float], str], None]
+StepProgress = Callable[[str, float, float | None, str], None]
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ SIZES = {
 }
 
 
-def corpus_style(s: Union[LabSettings, Mapping[str, Any]]) -> dict[str, Any]:
+def corpus_style(s: LabSettings | Mapping[str, Any]) -> dict[str, Any]:
     """The corpus keyword arguments of settings (a ``LabSettings`` or its dict from ``lab.json``)."""
     d = s.to_dict() if isinstance(s, LabSettings) else dict(s)
     defaults = LabSettings(size="tiny")

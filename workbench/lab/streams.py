@@ -9,7 +9,8 @@ Names follow ``workbench.layers.Point`` spelling.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -25,7 +26,7 @@ class StreamTap:
         self.model = model
         inner = model.model
         self.num_layers = len(inner.layers)
-        self._want: Optional[set[str]] = None
+        self._want: set[str] | None = None
         self.store: dict[str, torch.Tensor] = {}
         self._handles = [inner.embed_tokens.register_forward_hook(self._hook("embed"))]
         for k, layer in enumerate(inner.layers):

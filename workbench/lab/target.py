@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.lab import corpus
 from workbench.lab.settings import LabSettings, corpus_style
@@ -75,7 +75,7 @@ def _lr(step: int, total: int, peak: float, warmup: int = 20) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
-def build_target(s: LabSettings, out_dir: Path, progress: Optional[StepProgress] = None) -> dict[str, Any]:
+def build_target(s: LabSettings, out_dir: Path, progress: StepProgress | None = None) -> dict[str, Any]:
     import torch
     from transformers import LlamaForCausalLM
 
@@ -130,7 +130,7 @@ def quiet_transformers() -> None:
     warnings.filterwarnings("ignore", message=r".*past_key_values.* is deprecated", category=FutureWarning)
 
 
-def load_target(path: "str | os.PathLike[str]", dtype: Optional[torch.dtype] = None) -> LlamaForCausalLM:
+def load_target(path: str | os.PathLike[str], dtype: torch.dtype | None = None) -> LlamaForCausalLM:
     import torch
     from transformers import LlamaForCausalLM
 

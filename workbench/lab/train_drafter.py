@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -113,8 +114,8 @@ def train_drafter(
     target: LlamaForCausalLM,
     rows: dict[str, torch.Tensor],
     layer_ids: list[int],
-    progress: Optional[StepProgress] = None,
-    check: Optional[Check] = None,
+    progress: StepProgress | None = None,
+    check: Check | None = None,
 ) -> tuple[Eagle3Drafter, dict[str, Any]]:
     import torch
     import torch.nn.functional as F

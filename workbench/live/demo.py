@@ -15,9 +15,10 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workbench.errors import WorkbenchError
 from workbench.progress import Progress, noop
@@ -59,9 +60,9 @@ class DemoSetup(Result):
 class DemoResult(Result):
     before: dict[str, Any]
     findings: list[Any]
-    fix: Optional[dict[str, Any]]
+    fix: dict[str, Any] | None
     after: dict[str, Any]
-    predicted: Optional[float] = None
+    predicted: float | None = None
     wall_s: float = 0.0
     journal: list[Any] = field(default_factory=list)  # event kinds, in order
     servers: dict[str, Any] = field(default_factory=dict)
@@ -96,54 +97,52 @@ class DemoResult(Result):
 class DemoOps(Protocol):
     """What the scripted story needs from the workbench: the ``Workbench`` facade in the product."""
 
-    workspace: "Workspace"
+    workspace: Workspace
 
     def _record(self, kind: str, subject: str = "", payload: Any = None) -> int: ...
-    def events(
-        self, kind: Optional[str] = None, subject: Optional[str] = None, limit: Optional[int] = None
-    ) -> "list[Event]": ...
-    def config_track(self, path: str, label: str = "") -> "TrackedConfig": ...
-    def config_set(self, path: str, assignments: dict[str, Any], *, reason: Optional[str] = None) -> "ConfigChange": ...
-    def servers(self, active: bool = False) -> "list[ServerRecord]": ...
-    def server(self, server_id: int) -> "ServerRecord": ...
+    def events(self, kind: str | None = None, subject: str | None = None, limit: int | None = None) -> list[Event]: ...
+    def config_track(self, path: str, label: str = "") -> TrackedConfig: ...
+    def config_set(self, path: str, assignments: dict[str, Any], *, reason: str | None = None) -> ConfigChange: ...
+    def servers(self, active: bool = False) -> list[ServerRecord]: ...
+    def server(self, server_id: int) -> ServerRecord: ...
     def server_stop(
-        self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None, gpu_wait: float = ...
-    ) -> "StopResult": ...
-    def launch(self, name: str, *, confirm: bool = False) -> "ServerRecord": ...
-    def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0) -> "ServerStatus": ...
+        self, server_id: int, *, confirm: bool = False, grace: float | None = None, gpu_wait: float = ...
+    ) -> StopResult: ...
+    def launch(self, name: str, *, confirm: bool = False) -> ServerRecord: ...
+    def server_wait(self, server_id: int, timeout: float | None = None, poll: float = 1.0) -> ServerStatus: ...
     def server_measure(
         self,
         server_id: int,
         *,
         concurrency: int = ...,
-        max_new_tokens: Optional[int] = ...,
+        max_new_tokens: int | None = ...,
         rounds: int = ...,
-        prompts: Optional[str] = ...,
+        prompts: str | None = ...,
         label: str = ...,
-    ) -> "Measurement": ...
-    def live_prompts(self) -> Optional[str]: ...
+    ) -> Measurement: ...
+    def live_prompts(self) -> str | None: ...
     def doctor_live(
         self,
         server_id: int,
-        training_data: Optional[str] = None,
+        training_data: str | None = None,
         *,
         samples: int = ...,
         measure: bool = ...,
         dump: str = ...,
         dump_alongside: bool = ...,
-    ) -> "LiveReport": ...
+    ) -> LiveReport: ...
     def live_fix(
-        self, server_id: int, fix: "Fix", *, confirm: bool = False, measure_tokens: Optional[int] = None
-    ) -> "FixOutcome": ...
+        self, server_id: int, fix: Fix, *, confirm: bool = False, measure_tokens: int | None = None
+    ) -> FixOutcome: ...
 
 
 class DemoPrepareOps(DemoOps, Protocol):
     """``prepare`` also builds the lab world (``Workbench.lab_build``)."""
 
-    def lab_build(self, size: str = ..., dir: Optional[str] = None) -> "Result | Mapping[str, Any]": ...
+    def lab_build(self, size: str = ..., dir: str | None = None) -> Result | Mapping[str, Any]: ...
 
 
-def _f(v: Optional[float]) -> str:
+def _f(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
@@ -174,7 +173,7 @@ def _copy_draft(src: Path, dst: Path) -> None:
 
 
 def write_workspace(
-    root: Path, world: dict[str, Any], size: str, port: Optional[int] = None, python: Optional[str] = None
+    root: Path, world: dict[str, Any], size: str, port: int | None = None, python: str | None = None
 ) -> DemoSetup:
     root.mkdir(parents=True, exist_ok=True)
     cfg_path = root / "workbench.toml"
@@ -300,9 +299,9 @@ def prepare(
     wb: DemoPrepareOps,
     size: str = "small",
     *,
-    lab_dir: Optional[str] = None,
-    progress: Optional[ProgressCallback] = None,
-    world: Optional[dict[str, Any]] = None,
+    lab_dir: str | None = None,
+    progress: ProgressCallback | None = None,
+    world: dict[str, Any] | None = None,
 ) -> DemoSetup:
     """Build (or reuse) the lab world and write the demo workspace around ``wb``'s folder."""
     progress = progress or noop
@@ -319,7 +318,7 @@ def prepare(
 
 
 def launch_story(
-    wb: DemoOps, setup: DemoSetup, timeout: float = 300.0, progress: Optional[ProgressCallback] = None
+    wb: DemoOps, setup: DemoSetup, timeout: float = 300.0, progress: ProgressCallback | None = None
 ) -> ServerRecord:
     progress = progress or noop
     progress(Progress("demo", 1, 4, f"launching {setup.profile} with the story's config {setup.story_ids}"))
@@ -347,8 +346,8 @@ def run_story(
     *,
     measure_tokens: int = 48,
     samples: int = 4,
-    progress: Optional[ProgressCallback] = None,
-    server_id: Optional[int] = None,
+    progress: ProgressCallback | None = None,
+    server_id: int | None = None,
 ) -> DemoResult:
     """The scripted story on a launched (or to-be-launched) server."""
     t0 = time.perf_counter()

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.confirm import Plan
 from workbench.doctor.findings import Finding, Fix
@@ -44,7 +45,7 @@ SAME_MAX = 1e-3  # a slot "is" the engine's part at its place: bf16 noise, not a
 DUMP_MODES = ("ask", "yes", "no")
 
 
-def engine_of(version: Optional[str]) -> str:
+def engine_of(version: str | None) -> str:
     from workbench.layers import parse_version, version_text
 
     if not version:
@@ -55,7 +56,7 @@ def engine_of(version: Optional[str]) -> str:
         return "sglang"
 
 
-def _arg(argv: Sequence[str], flag: str) -> Optional[str]:
+def _arg(argv: Sequence[str], flag: str) -> str | None:
     argv = list(argv)
     for i, a in enumerate(argv):
         if a == flag and i + 1 < len(argv):
@@ -66,7 +67,7 @@ def _arg(argv: Sequence[str], flag: str) -> Optional[str]:
 
 
 class LiveDoctor:
-    def __init__(self, ops: LiveOps, server_id: int, *, progress: Optional[Callable[[Progress], None]] = None) -> None:
+    def __init__(self, ops: LiveOps, server_id: int, *, progress: Callable[[Progress], None] | None = None) -> None:
         self.ops = ops
         self.sid = int(server_id)
         self.progress = progress or noop
@@ -84,7 +85,7 @@ class LiveDoctor:
     def location(self, path: str) -> str:
         return path if self.rec.host == "local" else f"{self.rec.host}:{path}"
 
-    def _near(self) -> "NearCompute":
+    def _near(self) -> NearCompute:
         from workbench.remote import NearCompute
 
         python = self.ops.lifecycle.host_python(self.rec.host) if self.rec.host != "local" else None
@@ -96,7 +97,7 @@ class LiveDoctor:
             self.transfers.append(tr)
         return dict(result)
 
-    def _read_json(self, path: str) -> tuple[Optional[dict[str, Any]], Optional[bytes]]:
+    def _read_json(self, path: str) -> tuple[dict[str, Any] | None, bytes | None]:
         from workbench.hosts import HostError
 
         try:
@@ -188,19 +189,19 @@ class DiagnoseOptions:
 
     ``confirm``: True, False, or a callable taking the dump relaunch's Plan and answering it."""
 
-    training_data: Optional[str] = None
-    accuracies: Optional[Sequence[Any]] = None
+    training_data: str | None = None
+    accuracies: Sequence[Any] | None = None
     samples: int = 4
     eval_samples: int = 32
     measure: bool = True
-    measure_tokens: Optional[int] = None
+    measure_tokens: int | None = None
     measure_concurrency: int = 4
     dump: str = "ask"
-    confirm: "bool | Callable[[Plan], bool]" = False
+    confirm: bool | Callable[[Plan], bool] = False
     static: bool = True
     dump_alongside: bool = False
-    ready_timeout: Optional[float] = None
-    prompts: Optional[str] = None
+    ready_timeout: float | None = None
+    prompts: str | None = None
 
     def __post_init__(self) -> None:
         if self.dump not in DUMP_MODES:
@@ -229,9 +230,9 @@ N_STEPS = 6
 def diagnose(
     ops: LiveOps,
     server_id: int,
-    options: Optional[DiagnoseOptions] = None,
+    options: DiagnoseOptions | None = None,
     *,
-    progress: Optional[Callable[[Progress], None]] = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> LiveReport:
     """The live doctor's steps, in order (each a method of ``Diagnosis``; the module docstring says why)."""
     t0 = time.perf_counter()
@@ -250,7 +251,7 @@ class Diagnosis:
     """One run of the live doctor: what each step found, for the steps after it."""
 
     def __init__(
-        self, ops: LiveOps, server_id: int, opts: DiagnoseOptions, progress: Optional[Callable[[Progress], None]]
+        self, ops: LiveOps, server_id: int, opts: DiagnoseOptions, progress: Callable[[Progress], None] | None
     ) -> None:
         self.ops, self.opts = ops, opts
         self.d = LiveDoctor(ops, server_id, progress=progress)
@@ -258,9 +259,9 @@ class Diagnosis:
         self.observed = Observed(None, None, source="not measured")
         self.predicted = Predicted()
         self.features: dict[str, Any] = {}
-        self.alignment: Optional[dict[str, Any]] = None
-        self.pending: Optional[Plan] = None
-        self.gap: Optional[float] = None
+        self.alignment: dict[str, Any] | None = None
+        self.pending: Plan | None = None
+        self.gap: float | None = None
 
     # 0. what the server loaded
     def read_server(self) -> None:
@@ -380,7 +381,7 @@ class Diagnosis:
             self._take_evaluations(evals)
         d.notes += [f"drafter evaluation: {n}" for n in (evals or {}).get("notes", [])]
 
-    def _hidden_states(self, job: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def _hidden_states(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """Training samples through the server; when its features are not the training slots, the
         dump relaunch (asked first) names every layer. Returns the drafter evaluations made on the way."""
         o, d = self.opts, self.d
@@ -522,9 +523,9 @@ def _observe(
     d: LiveDoctor,
     facts: dict[str, Any],
     measure: bool,
-    tokens: Optional[int],
+    tokens: int | None,
     concurrency: int,
-    prompts: Optional[str],
+    prompts: str | None,
 ) -> Observed:
     if measure:
         m = ops.server_measure(
@@ -566,7 +567,7 @@ def _from_accuracies(acc: list[Any], spec: Spec) -> Predicted:
     )
 
 
-def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> Optional[list[Any]]:
+def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> list[Any] | None:
     """The points the engine captures for the loaded ids, in concatenation order (None: missing)."""
     from workbench.doctor.engines import engine_rule
 
@@ -726,12 +727,12 @@ def _provisional(res: dict[str, Any], draft: dict[str, Any], engine: str) -> Fin
     )
 
 
-def _settle_fixes(ranked: list[RankedFinding], loaded: Optional[dict[str, Any]]) -> list[RankedFinding]:
+def _settle_fixes(ranked: list[RankedFinding], loaded: dict[str, Any] | None) -> list[RankedFinding]:
     """A static layer finding knows no trained layers here, so its fix can only restate the config;
     the alignment's fix (from the layers the training data really holds) replaces it."""
     from workbench.configs.jsonedit import get_key
 
-    def noop(fix: Optional[Fix]) -> bool:
+    def noop(fix: Fix | None) -> bool:
         if fix is None or not fix.edits or loaded is None:
             return False
         missing = object()
@@ -792,7 +793,7 @@ def dump_plan(ops: LiveOps, d: LiveDoctor, samples: int, alongside: bool) -> Pla
     )
 
 
-def _free_port(host: "Host") -> int:
+def _free_port(host: Host) -> int:
     r = host.python_run(
         "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\nprint(s.getsockname()[1])", timeout=30
     )
@@ -801,8 +802,8 @@ def _free_port(host: "Host") -> int:
 
 
 def _dump_run(
-    ops: LiveOps, d: LiveDoctor, job: dict[str, Any], alongside: bool, ready_timeout: Optional[float]
-) -> Optional[dict[str, Any]]:
+    ops: LiveOps, d: LiveDoctor, job: dict[str, Any], alongside: bool, ready_timeout: float | None
+) -> dict[str, Any] | None:
     port = _free_port(d.host)
     name, table, dump_dir = dump_profile(ops, d, port, time.strftime("%Y%m%d-%H%M%S"))
     ops.session_profile(name, table)

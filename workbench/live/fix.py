@@ -9,7 +9,7 @@ measurements, and which config each server loaded).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.confirm import Plan
 from workbench.errors import InputError
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from workbench.sglang.measure import Measurement
 
 
-def last_fix(ops: LiveOps, server_id: int) -> "Fix":
+def last_fix(ops: LiveOps, server_id: int) -> Fix:
     """The fix of the newest live doctor report on this server (journal), as a Fix."""
     from workbench.live.report import fix_from_dict
 
@@ -69,12 +69,12 @@ def relaunch(
     server_id: int,
     *,
     measure: bool = True,
-    measure_tokens: Optional[int] = None,
-    measure_concurrency: Optional[int] = None,
-    timeout: Optional[float] = None,
+    measure_tokens: int | None = None,
+    measure_concurrency: int | None = None,
+    timeout: float | None = None,
     poll: float = 0.5,
-    prompts: Optional[str] = None,
-) -> "tuple[ServerRecord, Any, Optional[Measurement]]":
+    prompts: str | None = None,
+) -> tuple[ServerRecord, Any, Measurement | None]:
     """Stop the server if it runs, launch its profile, wait, measure like before. Returns
     (new server record, status, measurement or None)."""
     rec = ops.server(server_id)
@@ -95,7 +95,7 @@ def relaunch(
     return ops.server(new.id), st, m
 
 
-def _loaded(ops: LiveOps, server_id: int) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+def _loaded(ops: LiveOps, server_id: int) -> tuple[dict[str, Any] | None, str | None]:
     rec = ops.server(server_id)
     if not rec.draft_config_sha256:
         return None, None
@@ -106,7 +106,7 @@ def _loaded(ops: LiveOps, server_id: int) -> tuple[Optional[dict[str, Any]], Opt
         return None, rec.draft_config_sha256
 
 
-def _version_of(ops: LiveOps, sha: Optional[str]) -> Optional[int]:
+def _version_of(ops: LiveOps, sha: str | None) -> int | None:
     return ops.journal.config_version_number(sha)
 
 
@@ -132,7 +132,7 @@ def _side(ops: LiveOps, server_id: int) -> dict[str, Any]:
 def compare(ops: LiveOps, before: int, after: int) -> Comparison:
     b, a = _side(ops, before), _side(ops, after)
 
-    def ratio(x: Any, y: Any) -> Optional[str]:
+    def ratio(x: Any, y: Any) -> str | None:
         if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x:
             return f"x{y / x:.2f}"
         return None

@@ -3,15 +3,16 @@ before/after comparison (plain dataclasses; torch-free)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
 from workbench.results import Result, jsonable
 
 
-def fix_from_dict(fd: dict[str, Any], location: Optional[Callable[[str], str]] = None) -> Fix:
+def fix_from_dict(fd: dict[str, Any], location: Callable[[str], str] | None = None) -> Fix:
     file = fd.get("file")
     if file and location:
         file = location(file)
@@ -23,7 +24,7 @@ def fix_from_dict(fd: dict[str, Any], location: Optional[Callable[[str], str]] =
     )
 
 
-def finding_from_dict(d: dict[str, Any], location: Optional[Callable[[str], str]] = None) -> Finding:
+def finding_from_dict(d: dict[str, Any], location: Callable[[str], str] | None = None) -> Finding:
     """A Finding back from its JSON form (a job's answer); ``location(path)`` rewrites fix files."""
     fd = d.get("fix")
     fix = fix_from_dict(fd, location) if fd else None
@@ -38,8 +39,8 @@ class RankedFinding(Result):
 
     finding: Finding
     source: str  # "static", "hidden states"
-    explains: Optional[float] = None  # accept length this finding costs (measured offline)
-    share: Optional[float] = None  # explains / (predicted - observed)
+    explains: float | None = None  # accept length this finding costs (measured offline)
+    share: float | None = None  # explains / (predicted - observed)
 
     @property
     def code(self) -> str:
@@ -54,7 +55,7 @@ class RankedFinding(Result):
         return self.finding.message
 
     @property
-    def fix(self) -> Optional[Fix]:
+    def fix(self) -> Fix | None:
         return self.finding.fix
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,17 +82,17 @@ class LiveReport(Result):
     host: str
     state: str
     engine: str  # the capture rule used: "sglang==0.5.23"
-    version: Optional[str]  # from /server_info
+    version: str | None  # from /server_info
     spec: Spec  # the speculative settings the server resolved
     target: Target  # the target model it loaded
     draft: Draft  # the draft it loaded, and whether the file changed since
     observed: Observed  # the server's accept length, and its source
     predicted: Predicted  # the drafter's accept length, and its source
-    gap: Optional[float]  # predicted - observed
+    gap: float | None  # predicted - observed
     features: Features  # the drafter on the server's features vs on the training features
-    alignment: Optional[Alignment]  # training slots vs the server's capture (None: not compared)
+    alignment: Alignment | None  # training slots vs the server's capture (None: not compared)
     findings: list[Any] = field(default_factory=list)  # RankedFinding, most of the gap first
-    fix: Optional[Fix] = None  # the top applicable fix
+    fix: Fix | None = None  # the top applicable fix
     pending: Any = None  # a Plan the caller must confirm (the dump relaunch)
     transfers: list[Any] = field(default_factory=list)  # Transfer per job run on the host
     steps: list[Any] = field(default_factory=list)  # what was done, in order
@@ -103,7 +104,7 @@ class LiveReport(Result):
         return [f.code for f in self.findings]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "LiveReport":
+    def from_dict(cls, d: dict[str, Any]) -> LiveReport:
         """The report back from its JSON form (a journal entry or a saved ``--json`` answer)."""
         from workbench.confirm import Plan
 
@@ -215,9 +216,9 @@ class FixOutcome(Result):
     server_before: int
     fix: Fix
     change: Any  # the ConfigChange written through the history
-    server_after: Optional[int] = None
-    ready: Optional[bool] = None
-    comparison: Optional[Comparison] = None
+    server_after: int | None = None
+    ready: bool | None = None
+    comparison: Comparison | None = None
     notes: list[Any] = field(default_factory=list)
 
     def text(self) -> str:
@@ -230,7 +231,7 @@ class FixOutcome(Result):
         return "\n".join(lines)
 
 
-def _f(v: Optional[float], digits: int = 2) -> str:
+def _f(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 

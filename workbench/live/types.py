@@ -10,7 +10,7 @@ import dataclasses
 import math
 import types
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from workbench.errors import InputError
 from workbench.results import jsonable
@@ -25,8 +25,8 @@ class Record:
     as None they are left out unless ``absent`` is given (then exactly the fields it names are)."""
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset()
-    absent: Optional[frozenset[str]] = field(default=None, kw_only=True, repr=False)
-    extra: Optional[dict[str, Any]] = field(default=None, kw_only=True, repr=False)  # keys of another version
+    absent: frozenset[str] | None = field(default=None, kw_only=True, repr=False)
+    extra: dict[str, Any] | None = field(default=None, kw_only=True, repr=False)  # keys of another version
 
     def __post_init__(self) -> None:
         if self.absent is None:
@@ -41,7 +41,7 @@ class Record:
         return {**{k: jsonable(getattr(self, k)) for k in self.keys()}, **jsonable(self.extra or {})}
 
     @classmethod
-    def from_dict(cls: type[R], d: Optional[dict[str, Any]], *, check: bool = True, where: str = "") -> R:
+    def from_dict(cls: type[R], d: dict[str, Any] | None, *, check: bool = True, where: str = "") -> R:
         """The record back from its JSON form: a missing key stays missing, an unknown one (a report
         of another version) is kept and written back after the known ones. ``check``: every known
         value has its field's type (numbers finite), else an InputError names the field (``where``:
@@ -65,10 +65,10 @@ class Record:
 class Spec(Record):
     """The speculative settings the server resolved (from /server_info)."""
 
-    algorithm: Optional[str] = None
-    steps: Optional[int] = None
-    topk: Optional[int] = None
-    draft_tokens: Optional[int] = None
+    algorithm: str | None = None
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,22 +76,22 @@ class Target(Record):
     """The target model the server loaded; ``context_length`` is unknown when its config cannot be read."""
 
     OPTIONAL = frozenset({"context_length"})
-    path: Optional[str] = None
-    arch: Optional[str] = None
-    num_layers: Optional[int] = None
-    context_length: Optional[int] = None
+    path: str | None = None
+    arch: str | None = None
+    num_layers: int | None = None
+    context_length: int | None = None
 
 
 @dataclass(frozen=True)
 class Draft(Record):
     """The draft the server loaded: its config, the ids it captures, and whether the file changed since."""
 
-    path: Optional[str] = None
-    config: Optional[str] = None
-    location: Optional[str] = None
-    ids: Optional[list[int]] = None
-    loaded_sha256: Optional[str] = None
-    current_sha256: Optional[str] = None
+    path: str | None = None
+    config: str | None = None
+    location: str | None = None
+    ids: list[int] | None = None
+    loaded_sha256: str | None = None
+    current_sha256: str | None = None
     changed_since_launch: bool = False
 
 
@@ -101,10 +101,10 @@ class Observed(Record):
     mean, stdev, min, max) only when measured now."""
 
     OPTIONAL = frozenset({"per_request"})
-    accept_length: Optional[float] = None
-    tokens_per_s: Optional[float] = None
-    per_request: Optional[dict[str, Any]] = None
-    source: Optional[str] = None
+    accept_length: float | None = None
+    tokens_per_s: float | None = None
+    per_request: dict[str, Any] | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,10 @@ class Predicted(Record):
     """The accept length the drafter should reach; ``acc`` and ``samples`` as the source gives them."""
 
     OPTIONAL = frozenset({"acc", "samples"})
-    accept_length: Optional[float] = None
-    acc: Optional[list[float]] = None
-    source: Optional[str] = None
-    samples: Optional[int] = None
+    accept_length: float | None = None
+    acc: list[float] | None = None
+    source: str | None = None
+    samples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -123,11 +123,11 @@ class Features(Record):
     """The drafter on the server's features against the training features; every key only when known."""
 
     OPTIONAL = frozenset({"verdict", "train_accept_length", "live_accept_length", "samples", "explains"})
-    verdict: Optional[str] = None
-    train_accept_length: Optional[float] = None
-    live_accept_length: Optional[float] = None
-    samples: Optional[int] = None
-    explains: Optional[float] = None
+    verdict: str | None = None
+    train_accept_length: float | None = None
+    live_accept_length: float | None = None
+    samples: int | None = None
+    explains: float | None = None
 
 
 @dataclass(frozen=True)
@@ -136,20 +136,20 @@ class Alignment(Record):
     ``best``: one entry per training slot (slot, candidate, physical, value, verdict)."""
 
     mode: str = ""
-    rows: Optional[list[str]] = None
-    rows_physical: Optional[list[Optional[str]]] = None
-    cols: Optional[list[str]] = None
-    cols_physical: Optional[list[Optional[str]]] = None
-    matrix: Optional[list[list[Optional[float]]]] = None
+    rows: list[str] | None = None
+    rows_physical: list[str | None] | None = None
+    cols: list[str] | None = None
+    cols_physical: list[str | None] | None = None
+    matrix: list[list[float | None]] | None = None
     best: list[AlignedSlot] = field(default_factory=list)
-    tokens_compared: Optional[int] = None
-    recommendation: Optional[LayerRecommendation] = None
-    device: Optional[str] = None
-    precision: Optional[str] = None
-    notes: Optional[list[str]] = None
-    thresholds: Optional[dict[str, float]] = None
-    samples: Optional[list[Any]] = None
-    tensor_bytes: Optional[int] = None
+    tokens_compared: int | None = None
+    recommendation: LayerRecommendation | None = None
+    device: str | None = None
+    precision: str | None = None
+    notes: list[str] | None = None
+    thresholds: dict[str, float] | None = None
+    samples: list[Any] | None = None
+    tensor_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -157,28 +157,28 @@ class AlignedSlot(Record):
     """One training slot's best match among the server's hidden states (the JSON form of
     ``workbench.hidden.results.SlotBest``, as the host's alignment job answers it)."""
 
-    slot: Optional[str] = None
-    slot_physical: Optional[str] = None
-    candidate: Optional[str] = None
-    physical: Optional[str] = None
-    value: Optional[float] = None
-    runner_up: Optional[str] = None
-    runner_up_physical: Optional[str] = None
-    runner_up_value: Optional[float] = None
-    margin: Optional[float] = None  # runner-up over best (None: infinite, or no runner-up)
-    token_margin: Optional[float] = None
-    win_rate: Optional[float] = None
-    verdict: Optional[str] = None
-    reason: Optional[str] = None
-    exact: Optional[bool] = None
-    cosine: Optional[float] = None
-    max_abs: Optional[float] = None
-    mean_abs: Optional[float] = None
-    median_token: Optional[float] = None
-    p95_token: Optional[float] = None
+    slot: str | None = None
+    slot_physical: str | None = None
+    candidate: str | None = None
+    physical: str | None = None
+    value: float | None = None
+    runner_up: str | None = None
+    runner_up_physical: str | None = None
+    runner_up_value: float | None = None
+    margin: float | None = None  # runner-up over best (None: infinite, or no runner-up)
+    token_margin: float | None = None
+    win_rate: float | None = None
+    verdict: str | None = None
+    reason: str | None = None
+    exact: bool | None = None
+    cosine: float | None = None
+    max_abs: float | None = None
+    mean_abs: float | None = None
+    median_token: float | None = None
+    p95_token: float | None = None
 
     @property
-    def point(self) -> Optional[str]:
+    def point(self) -> str | None:
         """Where the slot's best match sits in the server's residual stream (its name if unknown)."""
         return self.physical or self.candidate
 
@@ -188,24 +188,24 @@ class LayerRecommendation(Record):
     """The layer ids that make the server capture what the drafter was trained on (the JSON form of
     ``workbench.hidden.results.Recommendation``)."""
 
-    engine: Optional[str] = None
-    arch: Optional[str] = None
-    num_layers: Optional[int] = None
-    points: Optional[list[Optional[str]]] = None
-    layer_ids: Optional[list[int]] = None
-    key: Optional[str] = None
-    confident: Optional[bool] = None
-    current_ids: Optional[list[Any]] = None
-    current_points: Optional[list[Optional[str]]] = None
-    differs: Optional[bool] = None
-    reason: Optional[str] = None
-    rule: Optional[str] = None
+    engine: str | None = None
+    arch: str | None = None
+    num_layers: int | None = None
+    points: list[str | None] | None = None
+    layer_ids: list[int] | None = None
+    key: str | None = None
+    confident: bool | None = None
+    current_ids: list[Any] | None = None
+    current_points: list[str | None] | None = None
+    differs: bool | None = None
+    reason: str | None = None
+    rule: str | None = None
 
 
 _NAMES = {str: "a string", bool: "true or false"}
 
 
-def _record_type(tp: Any) -> Optional[type[Record]]:
+def _record_type(tp: Any) -> type[Record] | None:
     """The Record class ``tp`` is, Optional or not (None: not a record)."""
     if get_origin(tp) is Union or get_origin(tp) is types.UnionType:
         inner = [a for a in get_args(tp) if a is not type(None)]

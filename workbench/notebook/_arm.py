@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import ipywidgets as w
 
@@ -20,7 +21,7 @@ class ArmButton(w.VBox):
         self.button = w.Button(description=label, button_style="warning")
         self.cancel = w.Button(description="Cancel", layout=w.Layout(display="none"))
         self.plan_view = w.HTML()
-        self.plan: Optional[Plan] = None
+        self.plan: Plan | None = None
         self.button.on_click(lambda _b: self.click())
         self.cancel.on_click(lambda _b: self.disarm())
         super().__init__([w.HBox([self.button, self.cancel]), self.plan_view])
@@ -29,7 +30,7 @@ class ArmButton(w.VBox):
     def armed(self) -> bool:
         return self.plan is not None
 
-    def click(self) -> Optional[object]:
+    def click(self) -> object | None:
         from workbench.errors import WorkbenchError
 
         if self.plan is None:

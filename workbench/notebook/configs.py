@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from typing import Optional
 
 import ipywidgets as w
 
@@ -18,13 +17,13 @@ from workbench.notebook._arm import ArmButton
 
 
 class ConfigsWidget(w.VBox):
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, path: str = ""):
+    def __init__(self, wb=None, *, workspace: str | None = None, path: str = ""):
         if wb is None:
             from workbench.api import Workbench
 
             wb = Workbench.open(workspace)
         self.wb = wb
-        self.error: Optional[str] = None
+        self.error: str | None = None
         self.history = None
         self.path = w.Text(
             value=path, description="config.json", placeholder="path to track", layout=w.Layout(width="70%")
@@ -81,7 +80,7 @@ class ConfigsWidget(w.VBox):
         self.refresh(select=t.location)
         return t
 
-    def refresh(self, select: Optional[str] = None) -> None:
+    def refresh(self, select: str | None = None) -> None:
         try:
             tracked = self.wb.config_list()
         except WorkbenchError as exc:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Optional
 
 import ipywidgets as w
 
@@ -33,7 +32,7 @@ class DoctorWidget(w.VBox):
         self,
         wb=None,
         *,
-        workspace: Optional[str] = None,
+        workspace: str | None = None,
         draft: str = "",
         target: str = "",
         engine: str = "sglang==0.5.23",
@@ -41,7 +40,7 @@ class DoctorWidget(w.VBox):
         trained: str = "",
         convention: str = "output-of-layer",
         trained_engine: str = "",
-        run: Optional[bool] = None,
+        run: bool | None = None,
     ):
         if wb is None:
             from workbench.api import Workbench
@@ -49,7 +48,7 @@ class DoctorWidget(w.VBox):
             wb = Workbench.open(workspace)
         self.wb = wb
         self.report = None
-        self.error: Optional[str] = None
+        self.error: str | None = None
         box = dict(layout=w.Layout(width="100%"), style={"description_width": "130px"})
         self.controls = {
             "draft": w.Text(value=draft, description="draft dir", placeholder="/data/eagle3/output/4", **box),
@@ -74,7 +73,7 @@ class DoctorWidget(w.VBox):
         self.fix_button = ArmButton("Apply fix", self._fix_plan, self._apply_fix, on_error=self._show_error)
         self.status = w.HTML()
         inputs = w.VBox(
-            list(self.controls.values()) + [self.run_button, self.error_line], layout=w.Layout(width="420px")
+            [*list(self.controls.values()), self.run_button, self.error_line], layout=w.Layout(width="420px")
         )
         outputs = w.VBox(
             [self.findings, self.capture, self.fix_choice, self.fix_button, self.status],

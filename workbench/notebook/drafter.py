@@ -12,7 +12,6 @@ the strict weight check and the predicted accept length.
 from __future__ import annotations
 
 import html
-from typing import Optional
 
 import ipywidgets as w
 
@@ -73,12 +72,12 @@ class DrafterWidget(w.VBox):
         self,
         wb=None,
         *,
-        workspace: Optional[str] = None,
+        workspace: str | None = None,
         draft: str = "",
         data: str = "",
         target: str = "",
         depth: int = 3,
-        run: Optional[bool] = None,
+        run: bool | None = None,
     ):
         if wb is None:
             from workbench.api import Workbench
@@ -86,7 +85,7 @@ class DrafterWidget(w.VBox):
             wb = Workbench.open(workspace)
         self.wb = wb
         self.result = None
-        self.error: Optional[str] = None
+        self.error: str | None = None
         box = dict(layout=w.Layout(width="100%"), style={"description_width": "110px"})
         self.controls = {
             "draft": w.Text(value=str(draft), description="draft dir", **box),
@@ -100,7 +99,7 @@ class DrafterWidget(w.VBox):
         self.table = w.HTML()
         self.summary = w.HTML()
         inputs = w.VBox(
-            list(self.controls.values()) + [self.run_button, self.error_line], layout=w.Layout(width="420px")
+            [*list(self.controls.values()), self.run_button, self.error_line], layout=w.Layout(width="420px")
         )
         super().__init__(
             [w.HBox([inputs, w.VBox([self.table, self.summary], layout=w.Layout(flex="1", padding="0 0 0 16px"))])]

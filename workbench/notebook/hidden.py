@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Optional
 
 import ipywidgets as w
 
@@ -28,7 +27,7 @@ ENGINES = engine_choices()  # SGLang releases, then every vLLM release read
 VERDICT_COLOUR = {"match": "#2e7d32", "ambiguous": "#b26a00", "no-match": "#c62828"}
 
 
-def heat(v: Optional[float]) -> str:
+def heat(v: float | None) -> str:
     return heat_colour(v) or "#999"
 
 
@@ -114,14 +113,14 @@ class AlignmentWidget(w.VBox):
         self,
         wb=None,
         *,
-        workspace: Optional[str] = None,
+        workspace: str | None = None,
         train: str = "",
         infer: str = "",
         engine: str = "sglang==0.5.23",
         draft: str = "",
         target: str = "",
-        num_layers: Optional[int] = None,
-        run: Optional[bool] = None,
+        num_layers: int | None = None,
+        run: bool | None = None,
     ):
         if wb is None:
             from workbench.api import Workbench
@@ -129,7 +128,7 @@ class AlignmentWidget(w.VBox):
             wb = Workbench.open(workspace)
         self.wb = wb
         self.result = None
-        self.error: Optional[str] = None
+        self.error: str | None = None
         box = dict(layout=w.Layout(width="100%"), style={"description_width": "130px"})
         self.controls = {
             "train": w.Text(value=str(train), description="training capture", placeholder="data_0.ckpt", **box),
@@ -155,7 +154,7 @@ class AlignmentWidget(w.VBox):
         self.slot.observe(lambda _c: self._drill(), names="value")
         self.candidate.observe(lambda _c: self._drill(), names="value")
         inputs = w.VBox(
-            list(self.controls.values()) + [self.run_button, self.error_line], layout=w.Layout(width="420px")
+            [*list(self.controls.values()), self.run_button, self.error_line], layout=w.Layout(width="420px")
         )
         outputs = w.VBox(
             [

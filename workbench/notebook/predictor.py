@@ -10,7 +10,7 @@ and the formula on the right, recomputed whenever an input changes. Bad input sh
 from __future__ import annotations
 
 import html
-from typing import Any, Optional
+from typing import Any
 
 import ipywidgets as w
 
@@ -38,7 +38,7 @@ EXAMPLE = {
 
 
 class PredictorWidget(w.VBox):
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, **initial: Any):
+    def __init__(self, wb=None, *, workspace: str | None = None, **initial: Any):
         unknown = set(initial) - set(EXAMPLE)
         if unknown:
             raise TypeError(f"unknown predictor fields: {', '.join(sorted(unknown))}")
@@ -48,7 +48,7 @@ class PredictorWidget(w.VBox):
             wb = Workbench.open(workspace)
         self.wb = wb
         self.result = None  # the last Prediction shown
-        self.error: Optional[str] = None
+        self.error: str | None = None
         v = {**EXAMPLE, **initial}
         text = dict(continuous_update=False, layout=w.Layout(width="100%"), style={"description_width": "150px"})
         self.controls: dict[str, w.ValueWidget] = {
@@ -89,7 +89,7 @@ class PredictorWidget(w.VBox):
         self.plot = w.HTML()
         self.formula = w.HTML()
         self.warnings = w.HTML()
-        inputs = w.VBox(list(self.controls.values()) + [self.error_line], layout=w.Layout(width="420px"))
+        inputs = w.VBox([*list(self.controls.values()), self.error_line], layout=w.Layout(width="420px"))
         outputs = w.VBox(
             [self.headline, self.verdict, w.HBox([self.table, self.plot]), self.formula, self.warnings],
             layout=w.Layout(flex="1", padding="0 0 0 16px"),
@@ -221,7 +221,7 @@ def curve_svg(steps, values, *, current=None, observed=None, width: int = 360, h
     hi = max([*values, observed or 1.0, 2.0]) * 1.08
     xs = [left + (s - steps[0]) / max(steps[-1] - steps[0], 1) * (width - left - right) for s in steps]
 
-    def y(v):  # noqa: E306
+    def y(v):
         return top + (hi - v) / (hi - 1.0) * (height - top - bottom)
 
     pts = " ".join(f"{x:.1f},{y(v):.1f}" for x, v in zip(xs, values))

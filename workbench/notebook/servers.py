@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import time
-from typing import Optional
 
 import ipywidgets as w
 
@@ -57,7 +56,7 @@ def _table(headers: list, rows: list) -> str:
 class ServersWidget(w.VBox):
     """Hosts and servers; Refresh runs one status round trip per host; Stop is arm-then-confirm."""
 
-    def __init__(self, wb=None, *, workspace: Optional[str] = None, show_all: bool = False):
+    def __init__(self, wb=None, *, workspace: str | None = None, show_all: bool = False):
         self.wb = _wb(wb, workspace)
         self.statuses: list = []
         self.show_all = w.Checkbox(value=show_all, description="finished too")
@@ -174,9 +173,9 @@ class LaunchWidget(w.VBox):
         self,
         wb=None,
         *,
-        workspace: Optional[str] = None,
-        profile: Optional[str] = None,
-        sglang_version: Optional[str] = None,
+        workspace: str | None = None,
+        profile: str | None = None,
+        sglang_version: str | None = None,
     ):
         self.wb = _wb(wb, workspace)
         self.preview = None
@@ -249,7 +248,7 @@ class LogsWidget(w.VBox):
     """The end of a server's log (fetched by a status refresh: one round trip), milestones in
     blue, failures in red, with the startup progress and the failure's fix."""
 
-    def __init__(self, wb=None, server_id: Optional[int] = None, *, workspace: Optional[str] = None, lines: int = 200):
+    def __init__(self, wb=None, server_id: int | None = None, *, workspace: str | None = None, lines: int = 200):
         self.wb = _wb(wb, workspace)
         if server_id is None:
             servers = self.wb.servers()

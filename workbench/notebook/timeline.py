@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Optional
 
 import ipywidgets as w
 
@@ -23,9 +22,9 @@ class TimelineWidget(w.VBox):
         self,
         wb=None,
         *,
-        workspace: Optional[str] = None,
-        category: Optional[str] = None,
-        server: Optional[int] = None,
+        workspace: str | None = None,
+        category: str | None = None,
+        server: int | None = None,
         profile: str = "",
         config: str = "",
     ):

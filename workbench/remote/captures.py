@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -149,7 +150,7 @@ def generate_ids(
 
 
 def payload_capture(
-    ids: np.ndarray, response: dict[str, Any], part_points: Optional[Sequence[Optional[str]]], source: str
+    ids: np.ndarray, response: dict[str, Any], part_points: Sequence[str | None] | None, source: str
 ) -> Capture:
     """The prefill rows of a ``return_hidden_states`` answer as a capture: one packed [T, K*H]
     tensor whose parts carry the points the engine captures."""
@@ -196,7 +197,7 @@ def payload_capture(
     )
 
 
-def dump_passes(folder: "str | Path") -> list[Path]:
+def dump_passes(folder: str | Path) -> list[Path]:
     """The target's pass files of a tensor-dump folder, newest run, in pass order."""
     from workbench.hidden.sglang_dump import PASS_FILE
 
@@ -210,7 +211,7 @@ def dump_passes(folder: "str | Path") -> list[Path]:
     return sorted((p for p in run.iterdir() if PASS_FILE.match(p.name)), key=lambda p: _pass_number(p.name))
 
 
-def _rank(name: str) -> Optional[int]:
+def _rank(name: str) -> int | None:
     from workbench.hidden.sglang_dump import RANK_DIR
 
     m = RANK_DIR.match(name)
@@ -224,14 +225,14 @@ def _pass_number(name: str) -> int:
     return int(m.group(1)) if m else -1
 
 
-def dump_for_ids(folder: "str | Path", samples: Sequence[np.ndarray]) -> list[Capture]:
+def dump_for_ids(folder: str | Path, samples: Sequence[np.ndarray]) -> list[Capture]:
     """For each sample, the dump pass that prefilled exactly its token ids (read lazily)."""
     from workbench.hidden.pt_io import load_pt
     from workbench.hidden.sglang_dump import BATCH_INFO, read_pass_dump
     from workbench.hidden.view import as_int_array
 
     passes = dump_passes(folder)
-    ids_of: list[Optional[np.ndarray]] = []
+    ids_of: list[np.ndarray | None] = []
     for f in passes:
         d = load_pt(f)
         key = next((k for k in d if k.endswith(BATCH_INFO + "input_ids")), None)

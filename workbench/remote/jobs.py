@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.errors import InputError
 
@@ -60,7 +61,7 @@ def probe() -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------- training side
-def sample_files(data: str, samples: Optional[Sequence[int]] = None, count: int = 1) -> list[Path]:
+def sample_files(data: str, samples: Sequence[int] | None = None, count: int = 1) -> list[Path]:
     """Training files by index in the folder's order (``samples``), else the first ``count``."""
     from workbench.hidden.specforge import sample_files as sf
 
@@ -75,7 +76,7 @@ def sample_files(data: str, samples: Optional[Sequence[int]] = None, count: int 
     return out
 
 
-def _train_captures(files: Sequence[Path], layer_ids: Optional[Sequence[int]] = None) -> list[Capture]:
+def _train_captures(files: Sequence[Path], layer_ids: Sequence[int] | None = None) -> list[Capture]:
     from workbench.hidden.specforge import read_file
 
     return [read_file(f, layer_ids=layer_ids) for f in files]
@@ -122,12 +123,12 @@ def _align(
     train: Capture,
     infer: Capture,
     *,
-    engine: Optional[str] = None,
-    arch: Optional[str] = None,
-    num_layers: Optional[int] = None,
-    draft_config: Optional[dict[str, Any]] = None,
-    draft_config_path: Optional[str] = None,
-    device: Optional[str] = None,
+    engine: str | None = None,
+    arch: str | None = None,
+    num_layers: int | None = None,
+    draft_config: dict[str, Any] | None = None,
+    draft_config_path: str | None = None,
+    device: str | None = None,
     include_final: bool = False,
 ) -> dict[str, Any]:
     from workbench.hidden.align import align, reference_slots
@@ -162,16 +163,16 @@ def align_files(
     train: str,
     infer: str,
     *,
-    samples: Optional[list[int]] = None,
+    samples: list[int] | None = None,
     count: int = 1,
-    infer_format: Optional[str] = None,
-    train_layer_ids: Optional[list[int]] = None,
-    engine: Optional[str] = None,
-    arch: Optional[str] = None,
-    num_layers: Optional[int] = None,
-    draft_config: Optional[dict[str, Any]] = None,
-    draft_config_path: Optional[str] = None,
-    device: Optional[str] = None,
+    infer_format: str | None = None,
+    train_layer_ids: list[int] | None = None,
+    engine: str | None = None,
+    arch: str | None = None,
+    num_layers: int | None = None,
+    draft_config: dict[str, Any] | None = None,
+    draft_config_path: str | None = None,
+    device: str | None = None,
     include_final: bool = False,
 ) -> dict[str, Any]:
     """Training samples against a capture on this host. With a tensor-dump folder and several
@@ -213,22 +214,22 @@ def live(
     url: str,
     training_data: str,
     *,
-    samples: Optional[list[int]] = None,
+    samples: list[int] | None = None,
     count: int = 2,
     mode: str = "payload",
-    dump_dir: Optional[str] = None,
-    part_points: Optional[list[Optional[str]]] = None,
-    engine: Optional[str] = None,
-    arch: Optional[str] = None,
-    num_layers: Optional[int] = None,
-    draft_config: Optional[dict[str, Any]] = None,
-    draft_config_path: Optional[str] = None,
-    draft: Optional[str] = None,
-    target: Optional[str] = None,
-    steps: Optional[int] = None,
+    dump_dir: str | None = None,
+    part_points: list[str | None] | None = None,
+    engine: str | None = None,
+    arch: str | None = None,
+    num_layers: int | None = None,
+    draft_config: dict[str, Any] | None = None,
+    draft_config_path: str | None = None,
+    draft: str | None = None,
+    target: str | None = None,
+    steps: int | None = None,
     eval_samples: int = 0,
     max_tokens: int = 4096,
-    device: Optional[str] = None,
+    device: str | None = None,
     timeout: float = 600.0,
 ) -> dict[str, Any]:
     """Send training samples' token ids to the server at ``url`` (on this host), read what the
@@ -286,7 +287,7 @@ def live(
     return out
 
 
-def _live_features(cap: Capture, mode: str, part_points: Optional[Sequence[Optional[str]]]) -> Optional[torch.Tensor]:
+def _live_features(cap: Capture, mode: str, part_points: Sequence[str | None] | None) -> torch.Tensor | None:
     """[T, K*H] features the engine feeds the drafter, in its concatenation order."""
     import torch
 
@@ -306,13 +307,13 @@ def _evaluate(
     trains: Sequence[Capture],
     infers: Sequence[Capture],
     mode: str,
-    part_points: Optional[Sequence[Optional[str]]],
+    part_points: Sequence[str | None] | None,
     draft: str,
     target: str,
     steps: int,
     training_data: str,
     eval_samples: int,
-    device: Optional[str],
+    device: str | None,
 ) -> dict[str, Any]:
     """Predicted accept length from the drafter on the training features and on the live ones."""
     import torch
@@ -390,7 +391,7 @@ def summary(r: DrafterEval) -> dict[str, Any]:
 
 
 def drafter(
-    draft: str, target: str, training_data: str, *, steps: int, samples: int = 32, device: Optional[str] = None
+    draft: str, target: str, training_data: str, *, steps: int, samples: int = 32, device: str | None = None
 ) -> dict[str, Any]:
     """The drafter on the first ``samples`` training samples at ``steps`` (the predicted accept length)."""
     from workbench.drafter.evaluate import evaluate
@@ -405,12 +406,12 @@ def drafter(
 def static(
     draft: str,
     *,
-    config_text: Optional[str] = None,
-    target_config: Optional[str] = None,
-    engine: Optional[str] = None,
-    algorithm: Optional[str] = None,
-    context_length: Optional[int] = None,
-    env: Optional[dict[str, str]] = None,
+    config_text: str | None = None,
+    target_config: str | None = None,
+    engine: str | None = None,
+    algorithm: str | None = None,
+    context_length: int | None = None,
+    env: dict[str, str] | None = None,
     cuda_graph: bool = True,
 ) -> dict[str, Any]:
     """The doctor's static checks of a draft folder on this host. ``config_text``: check this
@@ -449,7 +450,7 @@ def _replace_paths(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def engine_rules(archs: Optional[Sequence[str]] = None) -> dict[str, Any]:
+def engine_rules(archs: Sequence[str] | None = None) -> dict[str, Any]:
     """The host's own SGLang read by the capture-rule extractor (``workbench.engine``)."""
     from workbench.engine.host import job
 
@@ -458,9 +459,9 @@ def engine_rules(archs: Optional[Sequence[str]] = None) -> dict[str, Any]:
 
 def engine_capture(
     engine: str,
-    arch: Optional[str] = None,
+    arch: str | None = None,
     num_layers: int = 0,
-    ids: Optional[list[int]] = None,
+    ids: list[int] | None = None,
     cuda_graph: bool = True,
 ) -> dict[str, Any]:
     """What ``engine`` captures here: this host's SGLang when it is that release, else the table."""

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result, jsonable
@@ -95,8 +96,8 @@ class Transfer(Result):
     shipped_bytes: int = 0  # the code bundle, uploaded this time (0: cached on the host)
     request_bytes: int = 0  # command line + job arguments
     response_bytes: int = 0  # everything the job printed (the result and any warnings)
-    wire_sent: Optional[int] = None  # bytes on the SSH connection during the job
-    wire_received: Optional[int] = None
+    wire_sent: int | None = None  # bytes on the SSH connection during the job
+    wire_received: int | None = None
     tensor_bytes: int = 0
     round_trips: int = 0
     seconds: float = 0.0
@@ -110,7 +111,7 @@ class Transfer(Result):
         return self.shipped_bytes + self.request_bytes + self.response_bytes
 
     @property
-    def ratio(self) -> Optional[float]:
+    def ratio(self) -> float | None:
         return self.moved_bytes / self.tensor_bytes if self.tensor_bytes else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +142,7 @@ class NearCompute:
     """Runs ``workbench.remote.jobs`` on ``host`` (a ``workbench.hosts.Host``)."""
 
     def __init__(
-        self, host: Host, python: Optional[str] = None, cache_root: str = CACHE_ROOT, in_process: Optional[bool] = None
+        self, host: Host, python: str | None = None, cache_root: str = CACHE_ROOT, in_process: bool | None = None
     ):
         from workbench.hosts.local import LocalHost
 
@@ -151,7 +152,7 @@ class NearCompute:
         self.in_process = isinstance(host, LocalHost) if in_process is None else in_process
 
     def run(
-        self, job: str, args: Optional[dict[str, Any]] = None, timeout: float = 1800.0
+        self, job: str, args: dict[str, Any] | None = None, timeout: float = 1800.0
     ) -> tuple[dict[str, Any], Transfer]:
         t0 = time.perf_counter()
         if self.in_process:
@@ -194,7 +195,7 @@ class NearCompute:
         return result, tr
 
     # -- parts ------------------------------------------------------------------------------------
-    def _wire(self) -> Optional[tuple[int, int]]:
+    def _wire(self) -> tuple[int, int] | None:
         if not hasattr(self.host, "bytes_sent") or not hasattr(self.host, "bytes_received"):  # an SSHHost's counts
             return None
         return self.host.bytes_sent, self.host.bytes_received

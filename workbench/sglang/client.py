@@ -5,24 +5,24 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 from workbench.errors import WorkbenchError
 
 
 class ServerHTTPError(WorkbenchError):
-    def __init__(self, url: str, status: Optional[int], message: str):
+    def __init__(self, url: str, status: int | None, message: str):
         self.url, self.status = url, status
         super().__init__(f"{url}: {message}")
 
 
 class SGLangClient:
-    def __init__(self, base_url: str, timeout: float = 30.0, api_key: Optional[str] = None):
+    def __init__(self, base_url: str, timeout: float = 30.0, api_key: str | None = None):
         self.base = base_url.rstrip("/")
         self.timeout = timeout
         self.api_key = api_key
 
-    def _req(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None) -> tuple[int, bytes]:
+    def _req(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> tuple[int, bytes]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, method=method)
         if data is not None:
@@ -66,7 +66,7 @@ class SGLangClient:
         raise ServerHTTPError(self.base + "/flush_cache", status, text[:200])
 
     def generate(
-        self, text: str, max_new_tokens: int, temperature: float = 0.0, timeout: Optional[float] = None
+        self, text: str, max_new_tokens: int, temperature: float = 0.0, timeout: float | None = None
     ) -> dict[str, Any]:
         body = {"text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature}}
         status, raw = self._req("POST", "/generate", body, timeout=timeout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -30,12 +30,12 @@ SPEC_FLAGS = {
 class Command(Result):
     profile: str
     host: str
-    version: Optional[str]
+    version: str | None
     argv: list[Any]
     env: dict[str, Any]
     log: str
     port: int
-    run_dir: Optional[str] = None
+    run_dir: str | None = None
     warnings: list[Any] = field(default_factory=list)
 
     @property
@@ -76,7 +76,7 @@ def launcher_for(profile: Profile, python: str) -> list[Any]:
     return [python, "-m", "sglang.launch_server"]
 
 
-def build(profile: Profile, version: Optional[str], python: str) -> Command:
+def build(profile: Profile, version: str | None, python: str) -> Command:
     """The launch command. ``version`` None: the spelling as written, plus warnings saying what
     0.5.23 would do with it."""
     v = Version.parse(version) if version else None
@@ -114,7 +114,7 @@ def build(profile: Profile, version: Optional[str], python: str) -> Command:
     for key in ("eagle_topk", "num_draft_tokens", "num_steps"):
         if key in s:
             spec += [SPEC_FLAGS[key], str(s[key])]
-    argv = launcher_for(profile, python) + ["--model-path", profile.model] + general + spec
+    argv = [*launcher_for(profile, python), "--model-path", profile.model, *general, *spec]
     return Command(
         profile.name,
         profile.host,
@@ -128,7 +128,7 @@ def build(profile: Profile, version: Optional[str], python: str) -> Command:
     )
 
 
-def _respell(items: list[Any], v: Optional[Version], warnings: list[Any]) -> list[Any]:
+def _respell(items: list[Any], v: Version | None, warnings: list[Any]) -> list[Any]:
     out = []
     new = v is not None and v >= NEW_FLAGS_SINCE
     old = v is not None and v < NEW_FLAGS_SINCE
@@ -185,7 +185,7 @@ def _respell(items: list[Any], v: Optional[Version], warnings: list[Any]) -> lis
     return out
 
 
-def diff_argv(old: Optional[list[Any]], new: list[Any]) -> list[str]:
+def diff_argv(old: list[Any] | None, new: list[Any]) -> list[str]:
     """Flag-level difference between two launch commands: '+ --flag v', '- --flag v', '~ --flag a -> b'."""
     if old is None:
         return ["(first launch of this profile)"]

@@ -7,7 +7,8 @@ import base64
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
 from workbench.hosts import HostError, Hosts
@@ -38,9 +39,9 @@ class Follow:
     def wait_ready(
         self,
         sid: int,
-        timeout: Optional[float] = None,
+        timeout: float | None = None,
         poll: float = 1.0,
-        progress: Optional[Callable[[Progress], None]] = None,
+        progress: Callable[[Progress], None] | None = None,
         failing_grace: float = 10.0,
         health: bool = True,
     ) -> ServerStatus:
@@ -78,7 +79,7 @@ class Follow:
                 return s
             time.sleep(poll)
 
-    def tunnel(self, sid: int) -> "Tunnel":
+    def tunnel(self, sid: int) -> Tunnel:
         with self._lock:
             t = self._tunnels.get(sid)
             if t is None:
@@ -94,7 +95,7 @@ class Follow:
         if t is not None:
             t.close()
 
-    def client(self, sid: int, timeout: float = 60.0) -> "SGLangClient":
+    def client(self, sid: int, timeout: float = 60.0) -> SGLangClient:
         from workbench.sglang.client import SGLangClient
 
         return SGLangClient(self.tunnel(sid).url, timeout=timeout)
@@ -113,7 +114,7 @@ class Follow:
         info = self.client(sid).server_info()
         return {"summary": spec_summary(info), "info": info}
 
-    def read_log(self, sid: int, offset: int = 0, length: Optional[int] = None) -> bytes:
+    def read_log(self, sid: int, offset: int = 0, length: int | None = None) -> bytes:
         r = self.registry.get(sid)
         host = self.hosts.get(r.host)
         st = host.stat(r.log)
@@ -128,7 +129,7 @@ class Follow:
         sid: int,
         offset: int = 0,
         poll: float = 0.5,
-        stop: Optional[Callable[[], bool]] = None,
+        stop: Callable[[], bool] | None = None,
         retry_for: float = 120.0,
     ) -> Iterator[tuple[int, bytes]]:
         """Yield (offset, bytes) as the log grows. Offsets make it resumable: a dropped
@@ -191,5 +192,5 @@ class Follow:
             self.close_tunnel(i)
 
 
-def _mean(xs: list[Any]) -> Optional[float]:
+def _mean(xs: list[Any]) -> float | None:
     return sum(xs) / len(xs) if xs else None

@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import signal
-from typing import Any, Optional
+from typing import Any
 
 # -- SGLang version and argument validation with the host's own parser ------------------------------
 PROBE = r"""
@@ -345,7 +345,7 @@ print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf
 
 
 def launch_line(
-    python: str, argv: list[Any], env: dict[str, Any], log: str, run_dir: Optional[str], token: Optional[str] = None
+    python: str, argv: list[Any], env: dict[str, Any], log: str, run_dir: str | None, token: str | None = None
 ) -> list[Any]:
     """argv for the host: the host's python starts the server detached (new session, no terminal,
     default signal dispositions, all output in the log, the previous log kept as .prev) and prints its

@@ -7,8 +7,9 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.hosts import Host, HostError, HostKeyError, Hosts
@@ -25,13 +26,13 @@ from workbench.sglang.validate import PROBE_KEYS, Finding, doctor_findings, pars
 class Preview(Result):
     profile: str
     host: str
-    version: Optional[str]
+    version: str | None
     command: dict[str, Any]
     display: str
     diff: list[Any]
     findings: list[Any]
     warnings: list[Any]
-    draft_config_sha256: Optional[str] = None
+    draft_config_sha256: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -57,7 +58,7 @@ class Launcher:
         self.registry = registry
         self.hosts = hosts
         self._profiles = profiles
-        self._versions: dict[str, Optional[str]] = {}
+        self._versions: dict[str, str | None] = {}
         self._probes: dict[str, dict[str, Any]] = {}
 
     def profile(self, name: str) -> Profile:
@@ -67,7 +68,7 @@ class Launcher:
         """The host's python: [hosts.NAME].python, or python3 (this interpreter for local hosts)."""
         return self.hosts.get(host_name).python
 
-    def detect_version(self, host: Host, python: Optional[str] = None, refresh: bool = False) -> Optional[str]:
+    def detect_version(self, host: Host, python: str | None = None, refresh: bool = False) -> str | None:
         key = f"{host.name}:{python or host.python}"
         if refresh or key not in self._versions:
             r = host.run(
@@ -76,7 +77,7 @@ class Launcher:
             self._versions[key] = parse_probe(r.out).get("version") if r.rc == 0 else None
         return self._versions[key]
 
-    def command(self, profile: Profile, version: Optional[str] = None, *, offline: bool = False) -> Command:
+    def command(self, profile: Profile, version: str | None = None, *, offline: bool = False) -> Command:
         """The launch command; the version comes from the caller, the profile, or the host."""
         python = self.hosts.get(profile.host).python
         warnings: list[str] = []
@@ -94,7 +95,7 @@ class Launcher:
         cmd.warnings = warnings + cmd.warnings
         return cmd
 
-    def preview(self, name: str, version: Optional[str] = None) -> Preview:
+    def preview(self, name: str, version: str | None = None) -> Preview:
         """Everything checked before anything starts: command, diff, host parser, rules."""
         profile = self.profile(name)
         host = self.hosts.get(profile.host)
@@ -167,7 +168,7 @@ class Launcher:
             draft_sha,
         )
 
-    def _draft_config(self, host: Host, profile: Profile) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    def _draft_config(self, host: Host, profile: Profile) -> tuple[dict[str, Any] | None, str | None]:
         if not profile.draft or not (profile.draft.startswith(("/", "~", "."))):
             return None, None
         path = profile.draft.rstrip("/") + "/config.json"
@@ -233,7 +234,7 @@ class Launcher:
             for s in busy
         ]
 
-    def launch(self, name: str, preview: Optional[Preview] = None) -> ServerRecord:
+    def launch(self, name: str, preview: Preview | None = None) -> ServerRecord:
         preview = preview or self.preview(name)
         errors = [f for f in preview.findings if f.severity == "error"]
         if errors:

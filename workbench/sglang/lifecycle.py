@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from workbench.hosts import Host, Hosts
 from workbench.journal import Journal
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from workbench.hosts.base import Tunnel
     from workbench.sglang.client import SGLangClient
 
-__all__ = ["Lifecycle", "Preview", "ServerRecord", "ServerStatus", "StopResult", "GPU", "Follower"]
+__all__ = ["GPU", "Follower", "Lifecycle", "Preview", "ServerRecord", "ServerStatus", "StopResult"]
 
 
 class Lifecycle:
@@ -47,16 +48,16 @@ class Lifecycle:
     def host_python(self, host_name: str) -> str:
         return self.launcher.host_python(host_name)
 
-    def detect_version(self, host: Host, python: Optional[str] = None, refresh: bool = False) -> Optional[str]:
+    def detect_version(self, host: Host, python: str | None = None, refresh: bool = False) -> str | None:
         return self.launcher.detect_version(host, python, refresh)
 
-    def command(self, profile: Profile, version: Optional[str] = None, *, offline: bool = False) -> Command:
+    def command(self, profile: Profile, version: str | None = None, *, offline: bool = False) -> Command:
         return self.launcher.command(profile, version, offline=offline)
 
-    def preview(self, name: str, version: Optional[str] = None) -> Preview:
+    def preview(self, name: str, version: str | None = None) -> Preview:
         return self.launcher.preview(name, version)
 
-    def launch(self, name: str, preview: Optional[Preview] = None) -> ServerRecord:
+    def launch(self, name: str, preview: Preview | None = None) -> ServerRecord:
         return self.launcher.launch(name, preview)
 
     # -- records ------------------------------------------------------------------------------------
@@ -66,14 +67,14 @@ class Lifecycle:
     def servers(self, active: bool = False) -> list[ServerRecord]:
         return self.registry.all(active=active)
 
-    def last_launch(self, profile: str) -> Optional[ServerRecord]:
+    def last_launch(self, profile: str) -> ServerRecord | None:
         return self.registry.last_launch(profile)
 
     # -- status -------------------------------------------------------------------------------------
     def follower(self, sid: int) -> Follower:
         return self.status.follower(sid)
 
-    def refresh(self, ids: Optional[list[int]] = None, gpus: bool = True) -> list[ServerStatus]:
+    def refresh(self, ids: list[int] | None = None, gpus: bool = True) -> list[ServerStatus]:
         return self.status.refresh(ids, gpus)
 
     def host_gpus(self, host_name: str) -> list[GPU]:
@@ -83,21 +84,21 @@ class Lifecycle:
     def wait_ready(
         self,
         sid: int,
-        timeout: Optional[float] = None,
+        timeout: float | None = None,
         poll: float = 1.0,
-        progress: Optional[Callable[[Progress], None]] = None,
+        progress: Callable[[Progress], None] | None = None,
         failing_grace: float = 10.0,
         health: bool = True,
     ) -> ServerStatus:
         return self.follow.wait_ready(sid, timeout, poll, progress, failing_grace, health)
 
-    def tunnel(self, sid: int) -> "Tunnel":
+    def tunnel(self, sid: int) -> Tunnel:
         return self.follow.tunnel(sid)
 
     def close_tunnel(self, sid: int) -> None:
         self.follow.close_tunnel(sid)
 
-    def client(self, sid: int, timeout: float = 60.0) -> "SGLangClient":
+    def client(self, sid: int, timeout: float = 60.0) -> SGLangClient:
         return self.follow.client(sid, timeout)
 
     def health(self, sid: int, timeout: float = 30.0) -> bool:
@@ -106,7 +107,7 @@ class Lifecycle:
     def server_info(self, sid: int) -> dict[str, Any]:
         return self.follow.server_info(sid)
 
-    def read_log(self, sid: int, offset: int = 0, length: Optional[int] = None) -> bytes:
+    def read_log(self, sid: int, offset: int = 0, length: int | None = None) -> bytes:
         return self.follow.read_log(sid, offset, length)
 
     def follow_log(
@@ -114,7 +115,7 @@ class Lifecycle:
         sid: int,
         offset: int = 0,
         poll: float = 0.5,
-        stop: Optional[Callable[[], bool]] = None,
+        stop: Callable[[], bool] | None = None,
         retry_for: float = 120.0,
     ) -> Iterator[tuple[int, bytes]]:
         return self.follow.follow_log(sid, offset, poll, stop, retry_for)
@@ -124,17 +125,17 @@ class Lifecycle:
 
     # -- stop ---------------------------------------------------------------------------------------
     def stop(
-        self, sid: int, grace: Optional[float] = None, gpu_wait: float = 60.0, idle_mib: Optional[float] = None
+        self, sid: int, grace: float | None = None, gpu_wait: float = 60.0, idle_mib: float | None = None
     ) -> StopResult:
         return self.stopper.stop(sid, grace, gpu_wait, idle_mib)
 
     @staticmethod
-    def stop_grace(r: ServerRecord, grace: Optional[float] = None) -> float:
+    def stop_grace(r: ServerRecord, grace: float | None = None) -> float:
         return Stopper.stop_grace(r, grace)
 
     def gpus_idle(
-        self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None, poll: float = 1.0
-    ) -> tuple[Optional[bool], list[GPU]]:
+        self, r: ServerRecord, wait: float = 60.0, idle_mib: float | None = None, poll: float = 1.0
+    ) -> tuple[bool | None, list[GPU]]:
         return self.stopper.gpus_idle(r, wait, idle_mib, poll)
 
     def close(self) -> None:

@@ -13,11 +13,12 @@ count, a field it does not know) is left to the columns, so the two paths give t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, TypeVar, cast
 
 from workbench.sglang.logparse import (
     _FIELD_KEYS,
@@ -55,15 +56,15 @@ SLOTS = 32  # values a line can hold; the writer keeps the last for where a line
 class Program:
     """A shape's matching and writing ops, with their literals (see ``_logjson.c``)."""
 
-    mops: "npt.NDArray[np.int32]"
-    eops: "npt.NDArray[np.int32]"
-    lit_off: "npt.NDArray[np.int32]"
-    lit_len: "npt.NDArray[np.int32]"
-    lits: "npt.NDArray[np.uint8]"
+    mops: npt.NDArray[np.int32]
+    eops: npt.NDArray[np.int32]
+    lit_off: npt.NDArray[np.int32]
+    lit_len: npt.NDArray[np.int32]
+    lits: npt.NDArray[np.uint8]
     template_bytes: int  # the most a line writes beyond its own bytes
 
 
-def program(kind: str, line: str) -> Optional[Program]:
+def program(kind: str, line: str) -> Program | None:
     """The program of ``line``'s shape, or None where the line has a part the writer does not know."""
     import numpy as np
 
@@ -184,19 +185,19 @@ class Written:
     program took them all: the common case) with where each line ends, or ``texts`` per line
     (None where the columns must write it)."""
 
-    block: Optional[bytes] = None
-    ends: Optional["npt.NDArray[np.int64]"] = None
-    texts: Optional[list[Optional[str]]] = None
+    block: bytes | None = None
+    ends: npt.NDArray[np.int64] | None = None
+    texts: list[str | None] | None = None
 
-    def lines(self) -> list[Optional[str]]:
+    def lines(self) -> list[str | None]:
         if self.block is not None:
-            got: list[Optional[str]] = list(self.block.decode("ascii").split("\n"))
+            got: list[str | None] = list(self.block.decode("ascii").split("\n"))
             got.pop()
             return got
-        return cast("list[Optional[str]]", self.texts)
+        return cast("list[str | None]", self.texts)
 
 
-def compiled_json(kind: str, lines: Sequence[str], numbers: Iterable[int], joined: Optional[str] = None) -> Written:
+def compiled_json(kind: str, lines: Sequence[str], numbers: Iterable[int], joined: str | None = None) -> Written:
     """The JSON of each line the writer can write, trying up to ``SHAPES`` programs: the first
     line's, then the first line left's. ``joined``: the lines joined by newlines, where the caller
     has them."""
@@ -211,7 +212,7 @@ def compiled_json(kind: str, lines: Sequence[str], numbers: Iterable[int], joine
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     line_no = np.fromiter(numbers, dtype=np.int64, count=n)
     todo = np.ones(n, dtype=np.uint8)
-    texts: Optional[list[Optional[str]]] = None  # per line, once a first program left some
+    texts: list[str | None] | None = None  # per line, once a first program left some
     starts = np.empty(n, dtype=np.int64)
     scanned = False  # the writer has noted where each line starts
     first = 0
@@ -261,7 +262,7 @@ def _texts(cols: Columns, compiled: bool) -> list[str]:
     return _filled(cols, got)
 
 
-def _filled(cols: Columns, got: list[Optional[str]]) -> list[str]:
+def _filled(cols: Columns, got: list[str | None]) -> list[str]:
     """``got`` with the lines the writer left written by the columns."""
     left = [i for i, t in enumerate(got) if t is None]
     if not left:
@@ -294,7 +295,7 @@ def compiled_available() -> bool:
     return True
 
 
-def _scans(source: BinaryIO, chunk: int, compiled: Optional[bool]) -> Iterator[tuple[LogScan, bool]]:
+def _scans(source: BinaryIO, chunk: int, compiled: bool | None) -> Iterator[tuple[LogScan, bool]]:
     """Each chunk's scan, and whether its bulk lines take the compiled writer (``None``: where it
     was built)."""
     use = compiled_available() if compiled is None else bool(compiled)
@@ -305,13 +306,13 @@ def _scans(source: BinaryIO, chunk: int, compiled: Optional[bool]) -> Iterator[t
         del scan
 
 
-def _opened(source: "str | Path | BinaryIO") -> "tuple[BinaryIO, bool]":
+def _opened(source: str | Path | BinaryIO) -> tuple[BinaryIO, bool]:
     if hasattr(source, "read"):
         return cast(BinaryIO, source), False
     return open(source, "rb"), True
 
 
-def _events(scan: LogScan, want: Optional[set[str]]) -> tuple[list[int], list[str]]:
+def _events(scan: LogScan, want: set[str] | None) -> tuple[list[int], list[str]]:
     import json
 
     dumps = json.JSONEncoder(check_circular=False, allow_nan=False).encode
@@ -320,11 +321,11 @@ def _events(scan: LogScan, want: Optional[set[str]]) -> tuple[list[int], list[st
 
 
 def _per_chunk(
-    source: "str | Path | BinaryIO",
-    kinds: Optional[Iterable[str]],
+    source: str | Path | BinaryIO,
+    kinds: Iterable[str] | None,
     chunk: int,
-    compiled: Optional[bool],
-    make: Callable[[LogScan, bool, Optional[set[str]]], T],
+    compiled: bool | None,
+    make: Callable[[LogScan, bool, set[str] | None], T],
 ) -> Iterator[T]:
     """``make(scan, compiled, kinds)`` of each chunk of the log, the chunk let go before the next."""
     fh, mine = _opened(source)
@@ -340,7 +341,7 @@ def _per_chunk(
             fh.close()
 
 
-def _chunk_texts(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> list[str]:
+def _chunk_texts(scan: LogScan, compiled: bool, want: set[str] | None) -> list[str]:
     """A chunk's records as JSON texts, in line order."""
     parts = [
         (cols.line, _texts(cols, compiled))
@@ -355,7 +356,7 @@ def _chunk_texts(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> lis
     return parts[0][1] if parts else []
 
 
-def _chunk_bytes(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> bytes:
+def _chunk_bytes(scan: LogScan, compiled: bool, want: set[str] | None) -> bytes:
     """A chunk's JSON Lines; through the compiled writer no record is a Python object of its own."""
     import numpy as np
 
@@ -374,10 +375,10 @@ def _chunk_bytes(scan: LogScan, compiled: bool, want: Optional[set[str]]) -> byt
 
 
 def stream_json_lines(
-    source: "str | Path | BinaryIO",
-    kinds: Optional[Iterable[str]] = None,
+    source: str | Path | BinaryIO,
+    kinds: Iterable[str] | None = None,
     chunk: int = STREAM_CHUNK,
-    compiled: Optional[bool] = None,
+    compiled: bool | None = None,
 ) -> Iterator[str]:
     """``json.dumps`` of every record of ``stream_records``, in line order, one text per record.
     ``compiled``: the compiled writer for bulk lines (True), the columns (False), or the writer
@@ -387,10 +388,10 @@ def stream_json_lines(
 
 
 def stream_json_bytes(
-    source: "str | Path | BinaryIO",
-    kinds: Optional[Iterable[str]] = None,
+    source: str | Path | BinaryIO,
+    kinds: Iterable[str] | None = None,
     chunk: int = STREAM_CHUNK,
-    compiled: Optional[bool] = None,
+    compiled: bool | None = None,
 ) -> Iterator[bytes]:
     """The JSON Lines of ``stream_json_lines`` as bytes, a chunk at a time (each piece ends in a
     newline)."""

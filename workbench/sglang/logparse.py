@@ -25,17 +25,18 @@ import gc
 import heapq
 import re
 from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
 from operator import itemgetter, not_
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, cast, overload
+from typing import TYPE_CHECKING, Any, BinaryIO, cast, overload
 
 if TYPE_CHECKING:
     import numpy as np
 
-_native: Optional[ModuleType]
+_native: ModuleType | None
 try:
     from workbench.sglang import _logscan as _native
 except ImportError:  # built with the package where a C compiler is found
@@ -83,7 +84,7 @@ HINTS = {
     "process-died": "the server process died: read the end of the log",
 }
 # Hints that depend on what exactly failed (the record's "what"), over the class's own.
-HINTS_WHAT: dict[tuple[str, Optional[str]], str] = {
+HINTS_WHAT: dict[tuple[str, str | None], str] = {
     ("oom", "kv-pool"): "no room left for the KV cache pool after the weights (SGLang: 'Not enough memory'): "
     "increase --mem-fraction-static, or lower --max-running-requests / --context-length, "
     "or spread the model over more GPUs",
@@ -167,7 +168,7 @@ def _leading_literal(part: str) -> str:
 
 # A match of _RARE holds one of these: the compiled scan finds the lines that do, and the regex
 # reads those lines alone (None where some alternative starts with less than two characters).
-_RARE_LITERALS: Optional[tuple[str, ...]] = tuple(map(_leading_literal, _RARE_PARTS))
+_RARE_LITERALS: tuple[str, ...] | None = tuple(map(_leading_literal, _RARE_PARTS))
 if min(map(len, _RARE_LITERALS or ())) < 2:
     _RARE_LITERALS = None
 
@@ -268,7 +269,7 @@ class Columns:
         self._unsplit = False  # lines are only in _joined yet
         self._line: list[int] = []
         self._pending: list[Callable[[], Iterable[int]]] = []  # callables making line numbers, run on first use
-        self._joined: Optional[str] = None
+        self._joined: str | None = None
         self._cache: dict[str, Any] = {}
 
     def __len__(self) -> int:
@@ -294,7 +295,7 @@ class Columns:
         return self._line
 
     def _add(
-        self, lines: list[str], numbers: "Iterable[int] | Callable[[], Iterable[int]]", joined: Optional[str] = None
+        self, lines: list[str], numbers: Iterable[int] | Callable[[], Iterable[int]], joined: str | None = None
     ) -> None:
         """``joined``: the new lines joined by newlines, where the caller made it."""
         fresh = not self._n
@@ -316,14 +317,14 @@ class Columns:
         self._pending.append(numbers)
         self._cache.clear()
 
-    def tail(self, n: int) -> "Columns":
+    def tail(self, n: int) -> Columns:
         """The last ``n`` lines as their own columns (a follower reads only those)."""
         out = Columns(self.kind)
         k = max(0, len(self) - n)
         out._add(self.lines[k:], self.line[k:])
         return out
 
-    def extend(self, other: "Columns") -> None:
+    def extend(self, other: Columns) -> None:
         self._add(other.lines, other.line)
 
     @property
@@ -335,13 +336,13 @@ class Columns:
     def column(self, name: str) -> np.ndarray:
         import numpy as np
 
-        got: Optional[np.ndarray] = self._cache.get(name)
+        got: np.ndarray | None = self._cache.get(name)
         if got is not None:
             return got
         n = len(self)
         if self.kind == "decode" and name in _DECODE_SHAPE_COLS and "_shape" not in self._cache:
             self._decode_shape()
-            shaped: Optional[np.ndarray] = self._cache.get(name)
+            shaped: np.ndarray | None = self._cache.get(name)
             if shaped is not None:
                 return shaped
         if name == "iter":
@@ -372,9 +373,9 @@ class Columns:
     def _value_columns(
         self,
         names: Sequence[str],
-        ints: Optional[Callable[[list[float]], list[Any]]],
-        floats: Optional[Callable[[list[float]], list[Any]]],
-        missing: Optional[str],
+        ints: Callable[[list[float]], list[Any]] | None,
+        floats: Callable[[list[float]], list[Any]] | None,
+        missing: str | None,
     ) -> tuple[list[list[Any]], dict[int, list[str]]]:
         """Each field's values as the list converters ``ints`` / ``floats`` make them (``None``: the
         floats as they are), ``missing`` where a value is not finite; and the rows whose value was
@@ -414,14 +415,14 @@ class Columns:
         times = [t or None for t, _ in split]
         ranks = [r for _, r in split]
         graph = self.graph()
-        keys = ("kind", "time", "line") + names + ("cuda_graph",)
-        keys_r = keys + ("rank",)
+        keys = ("kind", "time", "line", *names, "cuda_graph")
+        keys_r = (*keys, "rank")
         kinds = repeat(self.kind, n)
 
         def gen() -> Iterator[dict[str, Any]]:
             for i, row in enumerate(zip(kinds, times, self.line, *cols, graph)):
                 rank = ranks[i]
-                rec = dict(zip(keys_r, row + (rank,))) if rank else dict(zip(keys, row))
+                rec = dict(zip(keys_r, (*row, rank))) if rank else dict(zip(keys, row))
                 if bad_rows and i in bad_rows:
                     rec["nonfinite"] = bad_rows[i]
                 yield rec
@@ -468,13 +469,13 @@ class Columns:
 
         def gen() -> Iterator[tuple[int, str]]:
             for i, row in picked:
-                yield i, tmpl % (row + (bad.get(i, ""),) if bad else row + ("",))
+                yield i, tmpl % ((*row, bad.get(i, "")) if bad else (*row, ""))
 
         return gen()
 
     def _lists(self) -> dict[str, list[Any]]:
         """Every record field's column as a Python list (records are made one by one)."""
-        got: Optional[dict[str, list[Any]]] = self._cache.get("_lists")
+        got: dict[str, list[Any]] | None = self._cache.get("_lists")
         if got is None:
             names = DECODE_FIELDS if self.kind == "decode" else PREFILL_FIELDS
             got = self._cache["_lists"] = {n: self.column(n).tolist() for n in names}
@@ -520,7 +521,7 @@ class Columns:
             got = self._cache["_unusual"] = any(k in j for k in ("#full token", "usage: full=", "block accept len"))
         return got
 
-    def graph(self) -> list[Optional[bool]]:
+    def graph(self) -> list[bool | None]:
         if self.kind == "decode" and "_shape" not in self._cache:
             self._decode_shape()
         got = self._cache.get("_graph")
@@ -604,7 +605,7 @@ class LogScan:
     prefill: Columns = field(default_factory=lambda: Columns("prefill"))
     events: list[dict[str, Any]] = field(default_factory=list)  # milestone and failure records, in order
 
-    def extend(self, other: "LogScan") -> None:
+    def extend(self, other: LogScan) -> None:
         self.lines += other.lines
         self.decode.extend(other.decode)
         self.prefill.extend(other.prefill)
@@ -614,7 +615,7 @@ class LogScan:
         """Every recognised line as a record, in line order."""
         return list(self.iter_records())
 
-    def iter_records(self, kinds: Optional[Iterable[str]] = None) -> Iterator[dict[str, Any]]:
+    def iter_records(self, kinds: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
         """The records one at a time, in line order (``kinds``: only these), made as they are read."""
         want = set(kinds) if kinds else None
         parts: list[Iterator[dict[str, Any]]] = []
@@ -654,10 +655,10 @@ class LogParser:
         self._weights_begin: dict[str, int] = {}  # per rank tag: weight loads seen (target first)
         self._weights_end: dict[str, int] = {}
         self._last_stamp = ""
-        self.server_port: Optional[int] = None  # from the server_args line
+        self.server_port: int | None = None  # from the server_args line
         self._no_context_arg = False  # server_args says context_length=None
 
-    def feed(self, data: "bytes | bytearray | str", *, final: bool = False) -> LogScan:
+    def feed(self, data: bytes | bytearray | str, *, final: bool = False) -> LogScan:
         if isinstance(data, str):
             if self._raw:  # bytes fed before: their partial line comes first
                 data = codecs.utf_8_decode(self._raw, "replace", True)[0] + data
@@ -681,7 +682,7 @@ class LogParser:
         if not cut and not final:
             self._raw += data
             return LogScan()
-        lines: "bytes | bytearray | memoryview" = (
+        lines: bytes | bytearray | memoryview = (
             self._raw + memoryview(data)[:cut] if self._raw else data if cut == len(data) else memoryview(data)[:cut]
         )
         self._raw = bytes(data[cut:])
@@ -689,7 +690,7 @@ class LogParser:
             lines = bytes(lines) + b"\n"
         return self._parse(lines)
 
-    def feed_lines(self, lines: "bytes | bytearray | memoryview") -> LogScan:
+    def feed_lines(self, lines: bytes | bytearray | memoryview) -> LogScan:
         """Whole lines (ending with a newline, no partial line waiting), read in place: what
         ``iter_scans`` feeds from its reused buffer."""
         if self._raw or self._partial:
@@ -701,7 +702,7 @@ class LogParser:
         return self.feed("", final=True)
 
     # -- the work -----------------------------------------------------------------------------
-    def _parse(self, src: "str | bytes | bytearray | memoryview") -> LogScan:
+    def _parse(self, src: str | bytes | bytearray | memoryview) -> LogScan:
         """Whole lines, as text or as UTF-8 bytes."""
         scan = LogScan()
         if not len(src):
@@ -763,7 +764,7 @@ class LogParser:
                 cols._add(part, line_numbers, joined)
         self._note_last_stamp(lines)
 
-    def _parse_sorted(self, scan: LogScan, src: "str | bytes | bytearray | memoryview", got: tuple[Any, ...]) -> bool:
+    def _parse_sorted(self, scan: LogScan, src: str | bytes | bytearray | memoryview, got: tuple[Any, ...]) -> bool:
         """The lines as ``_logscan.sort`` sorted them; False, having changed nothing, where a rare
         line is a bulk line the sort missed (``_parse_lines`` puts it in its place)."""
         d_text, d_rows, d_plain, p_text, p_rows, p_plain, o_text, o_rows, o_starts, starts, ends = got
@@ -856,7 +857,7 @@ class LogParser:
                     return m.group(1)
         return self._last_stamp
 
-    def _classify_line(self, line: str, lines: Sequence[str], i: int) -> Optional[dict[str, Any]]:
+    def _classify_line(self, line: str, lines: Sequence[str], i: int) -> dict[str, Any] | None:
         m = _STAMP.search(line)
         time = m.group(1) if m else self._stamp_before(lines, i) or None
         rank = m.group(2).strip() if m else ""
@@ -934,7 +935,7 @@ def _from_stamp(line: str) -> str:
     return line[m.start() :] if m else line
 
 
-def _as_bulk(line: str) -> Optional[tuple[str, str]]:
+def _as_bulk(line: str) -> tuple[str, str] | None:
     """A line the sort did not take as bulk that is one: ("decode" | "prefill", the line from its
     stamp on, or its message alone where it has none); None for any other line. A bulk record is
     the line's message when nothing but a prefix comes before it (a line whose first record is
@@ -977,7 +978,7 @@ class _Unsplit(Sequence[str]):
     @overload
     def __getitem__(self, i: slice) -> Sequence[str]: ...
 
-    def __getitem__(self, i: "int | slice") -> "str | Sequence[str]":
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
         if i == 0 and self.cols._unsplit:
             joined = self.cols.joined
             end = joined.find("\n")
@@ -989,7 +990,7 @@ class _Lines(Sequence[str]):
     """A chunk's lines by index, each cut from the source (text, or UTF-8 bytes decoded as the
     parser decodes them) when read: the sorted path reads few."""
 
-    def __init__(self, src: "str | bytes | bytearray | memoryview", starts: memoryview, ends: memoryview):
+    def __init__(self, src: str | bytes | bytearray | memoryview, starts: memoryview, ends: memoryview):
         self.src, self.starts, self.ends = src, starts, ends
 
     def __len__(self) -> int:
@@ -1000,7 +1001,7 @@ class _Lines(Sequence[str]):
     @overload
     def __getitem__(self, i: slice) -> Sequence[str]: ...
 
-    def __getitem__(self, i: "int | slice") -> "str | Sequence[str]":
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         piece = self.src[self.starts[i] : self.ends[i]]
@@ -1018,7 +1019,7 @@ _INTERNAL_PORT = re.compile(
 )
 
 
-def _which_port(msg: str, server_port: Optional[int]) -> tuple[str, Optional[int]]:
+def _which_port(msg: str, server_port: int | None) -> tuple[str, int | None]:
     """Whose port is taken: "server" (the HTTP --port) or "internal" (SGLang's own ZMQ / NCCL /
     TCPStore ports), with the number where the line gives one."""
     m = _PORT_NUM.search(msg)
@@ -1030,7 +1031,7 @@ def _which_port(msg: str, server_port: Optional[int]) -> tuple[str, Optional[int
     return "server", port
 
 
-def warning_name(msg: str) -> Optional[str]:
+def warning_name(msg: str) -> str | None:
     """A logged warning the server survives (it goes on), or None."""
     if ("is greater than the derived context_length" in msg and msg.startswith("Warning:")) or msg.startswith(
         "Overriding the draft model's max_position_embeddings"
@@ -1039,7 +1040,7 @@ def warning_name(msg: str) -> Optional[str]:
     return None
 
 
-def _milestone(msg: str) -> tuple[Optional[str], dict[str, Any]]:
+def _milestone(msg: str) -> tuple[str | None, dict[str, Any]]:
     if msg.startswith("server_args=") or " server_args=" in msg[:40]:
         return "server_args", {}
     if "The server is fired up and ready to roll" in msg:
@@ -1076,7 +1077,7 @@ _GRAPH_FAILED = re.compile(r"Capture [^:]*graph failed", re.I)
 _NCCL = re.compile(r"nccl\w*Error|custom_all_reduce\S*:\d+: CUDA error")
 
 
-def failure_class(msg: str) -> Optional[str]:
+def failure_class(msg: str) -> str | None:
     """The failure class of one log message, or None. Order: the most specific text first."""
     if "is greater than the derived context_length" in msg:
         if warning_name(msg) is not None:
@@ -1128,7 +1129,7 @@ def _clip(s: str, n: int = 400) -> str:
 # ---------------------------------------------------------------------------------------------
 # Convenience
 # ---------------------------------------------------------------------------------------------
-def parse_text(text: "str | bytes") -> LogScan:
+def parse_text(text: str | bytes) -> LogScan:
     p = LogParser()
     scan = p.feed(text, final=True)
     return scan
@@ -1186,7 +1187,7 @@ def iter_scans(fh: BinaryIO, chunk: int = STREAM_CHUNK) -> Iterator[LogScan]:
 
 
 def stream_records(
-    source: "str | Path | BinaryIO", kinds: Optional[Iterable[str]] = None, chunk: int = STREAM_CHUNK
+    source: str | Path | BinaryIO, kinds: Iterable[str] | None = None, chunk: int = STREAM_CHUNK
 ) -> Iterator[dict[str, Any]]:
     """Records of a log file (a path or a binary file object) in line order, in memory that does
     not grow with the log."""
@@ -1205,13 +1206,13 @@ def stream_records(
         del recs
 
 
-def iter_records(text: "str | bytes") -> Iterator[dict[str, Any]]:
+def iter_records(text: str | bytes) -> Iterator[dict[str, Any]]:
     yield from parse_text(text).iter_records()
 
 
 def classify(
-    events: Iterable[dict[str, Any]], exit_code: Optional[int] = None, process_alive: bool = True
-) -> Optional[dict[str, Any]]:
+    events: Iterable[dict[str, Any]], exit_code: int | None = None, process_alive: bool = True
+) -> dict[str, Any] | None:
     """The failure that explains a failed start: the most specific class seen in the log, or
     ``process-died`` when the process is gone (or exited non-zero) without a recognised line."""
     found: dict[str, dict[str, Any]] = {}

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
@@ -35,7 +36,7 @@ class Measurement(Result):
     tokens_per_s: float  # all completion tokens / wall time
     tokens_per_s_per_request: dict[str, Any]  # mean, stdev, min, max
     accept_len: dict[str, Any]  # per request: mean, stdev, min, max
-    server_accept_len: Optional[float]  # /server_info avg_spec_accept_length after the flush
+    server_accept_len: float | None  # /server_info avg_spec_accept_length after the flush
     rounds_tokens_per_s: list[Any] = field(default_factory=list)
     spec: dict[str, Any] = field(default_factory=dict)
     prompt_set: str = ""
@@ -44,7 +45,7 @@ class Measurement(Result):
     unstable: list[Any] = field(default_factory=list)  # why, one line each
 
     @property
-    def accept_length(self) -> Optional[float]:
+    def accept_length(self) -> float | None:
         """The measurement's accept length: the server's own average over exactly this workload when
         it reports one, else the mean of the per-request figures."""
         return accept_length(self.to_dict())
@@ -73,7 +74,7 @@ def stability(wall_s: float, round_tps: list[Any], per_request: dict[str, Any]) 
     return out
 
 
-def accept_length(row: "Mapping[str, Any]") -> Optional[float]:
+def accept_length(row: Mapping[str, Any]) -> float | None:
     """Accept length of a stored measurement row (``Measurement.to_dict()`` or a journal row): one rule
     for every reader. ``server_accept_len`` wins when present (0.0 included); else the per-request mean
     (``accept_len``: the protocol's {mean, stdev, ...}, or a sweep point's mean itself)."""
@@ -85,7 +86,7 @@ def accept_length(row: "Mapping[str, Any]") -> Optional[float]:
     return float(mean) if isinstance(mean, (int, float)) else None
 
 
-def prompt_set(name: Optional[str] = None) -> dict[str, Any]:
+def prompt_set(name: str | None = None) -> dict[str, Any]:
     if name and name.endswith(".json"):
         from workbench import strictjson
 
@@ -119,11 +120,11 @@ def run_protocol(
     server_id: int,
     *,
     concurrency: int = 4,
-    max_new_tokens: Optional[int] = None,
+    max_new_tokens: int | None = None,
     rounds: int = 1,
-    prompts: Optional[str] = None,
+    prompts: str | None = None,
     flush_wait: float = 30.0,
-    progress: Optional[Callable[[int, int], None]] = None,
+    progress: Callable[[int, int], None] | None = None,
     warmup: int = 1,
 ) -> Measurement:
     """Warm-up (``warmup`` untimed requests per concurrency slot, short), flush, then ``rounds``
@@ -151,7 +152,7 @@ def run_protocol(
     per_al, per_tps, round_tps = [], [], []
     total_tokens, total_wall = 0, 0.0
 
-    def one(prompt: str) -> tuple[int, float, Optional[float]]:
+    def one(prompt: str) -> tuple[int, float, float | None]:
         t0 = time.monotonic()
         out = client.generate(prompt, m)
         dt = time.monotonic() - t0

@@ -14,7 +14,7 @@ appended); ``remove_args`` drops flags of the parent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.numbers import Range, number
@@ -51,17 +51,17 @@ TIMEOUT = Range(0, 7 * 86400, lo_open=True)  # ready_timeout / --timeout
 class Profile(Result):
     name: str
     host: str = "local"
-    launcher: Optional[list[Any]] = None  # None: [host python, -m, sglang.launch_server]
+    launcher: list[Any] | None = None  # None: [host python, -m, sglang.launch_server]
     model: str = ""
-    draft: Optional[str] = None
+    draft: str | None = None
     port: int = DEFAULT_PORT
-    log: Optional[str] = None
-    run_dir: Optional[str] = None
+    log: str | None = None
+    run_dir: str | None = None
     env: dict[str, Any] = field(default_factory=dict)
     args: list[Any] = field(default_factory=list)
     speculative: dict[str, Any] = field(default_factory=dict)
-    sglang_version: Optional[str] = None
-    gpus: Optional[list[Any]] = None
+    sglang_version: str | None = None
+    gpus: list[Any] | None = None
     description: str = ""
     ready_timeout: float = 1200.0
     stop_grace: float = 30.0
@@ -132,10 +132,10 @@ def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.t
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise InputError(f"{source}: no profile {name!r} ({hint}known: {', '.join(sorted(profiles))})")
     chain: list[str] = []
-    cur: Optional[str] = name
+    cur: str | None = name
     while cur is not None:
         if cur in chain:
-            raise InputError(f"{source}/[profiles.{name}].extends: cycle {' -> '.join(chain + [cur])}")
+            raise InputError(f"{source}/[profiles.{name}].extends: cycle {' -> '.join([*chain, cur])}")
         if cur not in profiles:
             raise InputError(f"{source}/[profiles.{chain[-1]}].extends: no profile {cur!r}")
         table = profiles[cur]

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Optional
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.journal import Journal
@@ -61,17 +61,17 @@ class ServerRecord(Result):
     id: int
     profile: str
     host: str
-    pid: Optional[int]
-    pgid: Optional[int]
-    starttime: Optional[int]
-    port: Optional[int]
+    pid: int | None
+    pgid: int | None
+    starttime: int | None
+    port: int | None
     log: str
     argv: list[str]
     env: dict[str, str]
-    draft_config_sha256: Optional[str]
+    draft_config_sha256: str | None
     state: str
     launched: float
-    stopped: Optional[float]
+    stopped: float | None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -131,13 +131,13 @@ class Registry:
     def by_id(self) -> dict[int, ServerRecord]:
         return {r.id: r for r in self.all()}
 
-    def find(self, sid: Optional[int]) -> Optional[ServerRecord]:
+    def find(self, sid: int | None) -> ServerRecord | None:
         if sid is None:
             return None
         row = self.journal.db.execute("SELECT * FROM servers WHERE id = ?", (int(sid),)).fetchone()
         return record_of(row) if row is not None else None
 
-    def last_launch(self, profile: str) -> Optional[ServerRecord]:
+    def last_launch(self, profile: str) -> ServerRecord | None:
         row = self.journal.db.execute(
             "SELECT * FROM servers WHERE profile = ? ORDER BY id DESC LIMIT 1", (profile,)
         ).fetchone()
@@ -147,14 +147,14 @@ class Registry:
         self,
         profile: str,
         host: str,
-        port: Optional[int],
+        port: int | None,
         log: str,
         argv: list[str],
         env: dict[str, str],
-        draft_config_sha256: Optional[str],
+        draft_config_sha256: str | None,
         launched: float,
         extra: dict[str, Any],
-        log_of: "Any",
+        log_of: Any,
     ) -> tuple[int, str]:
         """A new ``launching`` row; ``log_of(sid)`` names its own log, written in the same transaction.
         Returns (id, log path)."""
@@ -180,7 +180,7 @@ class Registry:
             db.execute("UPDATE servers SET log_path = ? WHERE id = ?", (path, sid))
         return sid, path
 
-    def started(self, sid: int, pid: int, pgid: Optional[int], starttime: Optional[str]) -> None:
+    def started(self, sid: int, pid: int, pgid: int | None, starttime: str | None) -> None:
         """The launched process's identity, as the host read it: the server is starting."""
         self.journal.db.execute(
             "UPDATE servers SET pid = ?, pgid = ?, start_time = ?, state = ? WHERE id = ?",
@@ -190,10 +190,10 @@ class Registry:
     def set(
         self,
         sid: int,
-        state: Optional[str] = None,
-        extra: Optional[dict[str, Any]] = None,
-        stopped: Optional[float] = None,
-        expect: Optional[str] = None,
+        state: str | None = None,
+        extra: dict[str, Any] | None = None,
+        stopped: float | None = None,
+        expect: str | None = None,
     ) -> bool:
         """Update a server row; with ``expect``, only if its state is still that (a stop and a
         refresh may race: the refresh must not call a server the user is stopping "exited")."""

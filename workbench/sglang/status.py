@@ -9,8 +9,9 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.hosts import HostError, Hosts
@@ -27,9 +28,9 @@ Recorder = Callable[[str, str, Any], int]
 @dataclass
 class GPU(Result):
     index: int
-    used_mib: Optional[float]
-    total_mib: Optional[float]
-    util: Optional[float]
+    used_mib: float | None
+    total_mib: float | None
+    util: float | None
 
 
 def parse_gpus(csv: str) -> list[GPU]:
@@ -41,7 +42,7 @@ def parse_gpus(csv: str) -> list[GPU]:
         if len(parts) != 4 or not parts[0].isdigit():
             continue
 
-        def num(s: str) -> Optional[float]:
+        def num(s: str) -> float | None:
             try:
                 return float(s)
             except ValueError:
@@ -58,15 +59,15 @@ class ServerStatus(Result):
     host: str
     state: str  # starting, ready, failed, exited, stopped, unknown
     process: str  # running, zombie, gone, replaced, leftover (leader gone, children live), unknown
-    pid: Optional[int]
-    port: Optional[int]
-    uptime_s: Optional[float]
-    log_size: Optional[int]
+    pid: int | None
+    port: int | None
+    uptime_s: float | None
+    log_size: int | None
     stale: bool = False
-    error: Optional[str] = None
+    error: str | None = None
     progress: list[Any] = field(default_factory=list)  # milestone names reached, in order
     stage: str = ""
-    failure: Optional[dict[str, Any]] = None
+    failure: dict[str, Any] | None = None
     metrics: dict[str, Any] = field(default_factory=dict)  # last decode line
     series: dict[str, Any] = field(default_factory=dict)  # accept_len / gen_throughput history
     gpus: list[Any] = field(default_factory=list)
@@ -93,7 +94,7 @@ class Status:
                 f = self._followers[sid] = Follower()
             return f
 
-    def refresh(self, ids: Optional[list[Any]] = None, gpus: bool = True) -> list[ServerStatus]:
+    def refresh(self, ids: list[Any] | None = None, gpus: bool = True) -> list[ServerStatus]:
         """Status of servers (default: every server not known to be finished), one remote round
         trip per host: process state, new log bytes, GPUs."""
         recs = [self.registry.get(i) for i in ids] if ids else self.registry.all(active=True)
@@ -169,9 +170,7 @@ class Status:
             )
         return s
 
-    def _derive(
-        self, r: ServerRecord, row: dict[str, Any], gpu_rows: list[Any], gpu_error: Optional[str]
-    ) -> ServerStatus:
+    def _derive(self, r: ServerRecord, row: dict[str, Any], gpu_rows: list[Any], gpu_error: str | None) -> ServerStatus:
         f = self.follower(r.id)
         if row.get("data"):
             f.feed(base64.b64decode(row["data"]), row.get("offset", 0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.hosts import Hosts
@@ -25,8 +25,8 @@ class StopResult(Result):
     result: str
     signals: list[Any]
     remaining: list[Any]
-    elapsed: Optional[float]
-    gpus_idle: Optional[bool]
+    elapsed: float | None
+    gpus_idle: bool | None
     gpus: list[Any]
     message: str = ""
 
@@ -39,7 +39,7 @@ class Stopper:
         self._record = record
 
     def stop(
-        self, sid: int, grace: Optional[float] = None, gpu_wait: float = 60.0, idle_mib: Optional[float] = None
+        self, sid: int, grace: float | None = None, gpu_wait: float = 60.0, idle_mib: float | None = None
     ) -> StopResult:
         r = self.registry.get(sid)
         if r.pid is None or r.starttime is None:
@@ -92,13 +92,13 @@ class Stopper:
         )
 
     @staticmethod
-    def stop_grace(r: ServerRecord, grace: Optional[float] = None) -> float:
+    def stop_grace(r: ServerRecord, grace: float | None = None) -> float:
         """The seconds between SIGTERM and SIGKILL: the caller's, else the profile's at launch; finite."""
         return number(grace if grace is not None else r.extra.get("stop_grace", 30), "grace", GRACE)
 
     def gpus_idle(
-        self, r: ServerRecord, wait: float = 60.0, idle_mib: Optional[float] = None, poll: float = 1.0
-    ) -> tuple[Optional[bool], list[GPU]]:
+        self, r: ServerRecord, wait: float = 60.0, idle_mib: float | None = None, poll: float = 1.0
+    ) -> tuple[bool | None, list[GPU]]:
         """Poll nvidia-smi until the server's GPUs use at most ``idle_mib`` (the driver frees
         memory a little after the processes exit)."""
         threshold = idle_mib if idle_mib is not None else float(self.hosts.settings(r.host).get("gpu_idle_mib", 500))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.progress import Progress, ProgressCallback
@@ -34,13 +34,13 @@ class SweepPoint(Result):
     eagle_topk: int
     num_draft_tokens: int
     env: dict[str, Any]
-    server_id: Optional[int] = None
+    server_id: int | None = None
     state: str = "pending"  # measured, failed, pending
-    tokens_per_s: Optional[float] = None
-    tokens_per_s_per_request: Optional[float] = None
-    accept_len: Optional[float] = None
-    server_accept_len: Optional[float] = None
-    error: Optional[str] = None
+    tokens_per_s: float | None = None
+    tokens_per_s_per_request: float | None = None
+    accept_len: float | None = None
+    server_accept_len: float | None = None
+    error: str | None = None
     resumed: bool = False
 
 
@@ -49,11 +49,11 @@ class SweepResult(Result):
     sweep_id: str
     profile: str
     points: list[SweepPoint]  # ranked, best first (failed last)
-    best: Optional[dict[str, Any]]
-    model: Optional[dict[str, Any]]
+    best: dict[str, Any] | None
+    model: dict[str, Any] | None
     resumed: int = 0
-    baseline_tokens_per_s: Optional[float] = None
-    speedup_vs_baseline: Optional[float] = None
+    baseline_tokens_per_s: float | None = None
+    speedup_vs_baseline: float | None = None
 
 
 def env_label(env: dict[str, Any]) -> str:
@@ -61,7 +61,7 @@ def env_label(env: dict[str, Any]) -> str:
 
 
 def expand(
-    steps: list[Any], topks: list[Any], ndts: Optional[list[Any]], envs: list[Any], baseline: bool
+    steps: list[Any], topks: list[Any], ndts: list[Any] | None, envs: list[Any], baseline: bool
 ) -> list[SweepPoint]:
     """The grid; invalid triples (topk 1 needs ndt = steps+1; ndt <= steps*topk+1) are left out."""
     if any(not isinstance(x, int) or x < 1 for x in [*steps, *topks, *(ndts or [])]):
@@ -99,7 +99,7 @@ def sweep_id(profile: str, points: list[Any], measure: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def fit_model(points: list[Any]) -> Optional[dict[str, Any]]:
+def fit_model(points: list[Any]) -> dict[str, Any] | None:
     """Fit the cycle-time model to measured speculative points (needs 3 distinct ones)."""
     rows = [p for p in points if p.state == "measured" and p.num_steps and p.accept_len and p.tokens_per_s_per_request]
     if len({(p.num_steps, p.num_draft_tokens) for p in rows}) < 3:
@@ -174,27 +174,27 @@ def rank(points: list[Any]) -> list[Any]:
 class SweepOps(Protocol):
     """What a sweep needs from the workbench: launch, wait, measure and stop, each journaled."""
 
-    journal: "Journal"
+    journal: Journal
     progress: ProgressCallback
 
-    def profile(self, name: str) -> "Profile": ...
-    def server(self, server_id: int) -> "ServerRecord": ...
-    def launch(self, name: str, *, confirm: bool = False) -> "ServerRecord": ...
-    def server_wait(self, server_id: int, timeout: Optional[float] = None, poll: float = 1.0) -> "ServerStatus": ...
+    def profile(self, name: str) -> Profile: ...
+    def server(self, server_id: int) -> ServerRecord: ...
+    def launch(self, name: str, *, confirm: bool = False) -> ServerRecord: ...
+    def server_wait(self, server_id: int, timeout: float | None = None, poll: float = 1.0) -> ServerStatus: ...
     def server_measure(
         self,
         server_id: int,
         *,
         concurrency: int = ...,
-        max_new_tokens: Optional[int] = ...,
+        max_new_tokens: int | None = ...,
         rounds: int = ...,
-        prompts: Optional[str] = ...,
+        prompts: str | None = ...,
         label: str = ...,
-    ) -> "Measurement": ...
+    ) -> Measurement: ...
     def server_stop(
-        self, server_id: int, *, confirm: bool = False, grace: Optional[float] = None, gpu_wait: float = ...
+        self, server_id: int, *, confirm: bool = False, grace: float | None = None, gpu_wait: float = ...
     ) -> Any: ...
-    def measurements(self, server_id: Optional[int] = None, kind: Optional[str] = None) -> list[dict[str, Any]]: ...
+    def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]: ...
 
 
 def run(
@@ -205,12 +205,12 @@ def run(
     overlay: dict[str, dict[str, Any]],
     *,
     concurrency: int,
-    max_new_tokens: Optional[int],
+    max_new_tokens: int | None,
     rounds: int,
-    prompts: Optional[str],
-    ready_timeout: Optional[float],
+    prompts: str | None,
+    ready_timeout: float | None,
     poll: float,
-    stop_grace: Optional[float],
+    stop_grace: float | None,
     gpu_wait: float,
 ) -> SweepResult:
     """Each point: a session profile in ``overlay`` (``PROFILE@KEY``), launch, wait, measure, stop;
@@ -291,7 +291,7 @@ def run(
     )
 
 
-def baseline_profile(parent: "Profile", table: dict[str, Any]) -> dict[str, Any]:
+def baseline_profile(parent: Profile, table: dict[str, Any]) -> dict[str, Any]:
     """A baseline point drops the draft and the speculative flags of its parent. Profiles merge
     ``speculative`` key-wise, so the baseline is built flat from the resolved parent, not extended."""
     flat: dict[str, Any] = {

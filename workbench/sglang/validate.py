@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.results import Result
 from workbench.sglang.command import Command
@@ -39,7 +39,7 @@ class Finding(Result):
     source: str = "workbench"
 
 
-def rule_findings(profile: Profile, cmd: Command, draft_config: Optional[dict[str, Any]]) -> list[Finding]:
+def rule_findings(profile: Profile, cmd: Command, draft_config: dict[str, Any] | None) -> list[Finding]:
     out: list[Finding] = []
     s = profile.speculative
     where = f"[profiles.{profile.name}].speculative"
@@ -161,8 +161,8 @@ def parser_findings(probe: dict[str, Any]) -> list[Finding]:
 def doctor_findings(
     host: Host,
     profile: Profile,
-    version: Optional[str],
-    draft_config: Optional[dict[str, Any]],
+    version: str | None,
+    draft_config: dict[str, Any] | None,
     cuda_graph: bool = True,
 ) -> list[Finding]:
     """The doctor's static findings for the draft (and the target's config when readable), under

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Optional, cast
+from typing import cast
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -83,15 +84,15 @@ class WorkbenchApp(App):
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
         *screen_bindings(SCREENS),
     ]
-    selected_server: Optional[int]  # set by the Servers and Launch screens, read by the Server screen
+    selected_server: int | None  # set by the Servers and Launch screens, read by the Server screen
 
     def __init__(
         self,
-        workspace: Optional[str] = None,
+        workspace: str | None = None,
         *,
-        start: Optional[str] = None,
+        start: str | None = None,
         wb=None,
-        screen_args: Optional[dict] = None,
+        screen_args: dict | None = None,
     ):
         """``screen_args``: keyword arguments for a screen's factory, by screen id (e.g. the demo's
         numbers for the Predictor)."""
@@ -140,7 +141,7 @@ class WorkbenchApp(App):
                 screen.on_progress_message(message)
                 return
 
-    def title_of(self, screen: Screen) -> Optional[str]:
+    def title_of(self, screen: Screen) -> str | None:
         for spec in self.specs:
             if isinstance(spec.factory, type) and isinstance(screen, spec.factory):
                 return spec.title
@@ -203,7 +204,7 @@ class WorkbenchApp(App):
     def confirm(self, plan: Plan, then: Callable[[], object]) -> None:
         """Show exactly what will happen; run ``then`` only on yes."""
 
-        def done(ok: Optional[bool]) -> None:
+        def done(ok: bool | None) -> None:
             if ok:
                 then()
             else:
@@ -229,7 +230,7 @@ class WorkbenchApp(App):
                 break
 
     # -- help and palette -----------------------------------------------------------------------
-    def current_actions(self, screen: Optional[Screen] = None) -> Iterable[tuple[str, str, str, object]]:
+    def current_actions(self, screen: Screen | None = None) -> Iterable[tuple[str, str, str, object]]:
         """(key, description, action, node) for each described binding active on ``screen``."""
         seen = set()
         for active in (screen or self.screen).active_bindings.values():
@@ -283,7 +284,7 @@ def _help_order(row: tuple[str, str, str]) -> tuple:
     return (1 if ident.startswith("app.") else 2, (), ident)
 
 
-def run_app(workspace: Optional[str] = None, start: Optional[str] = None, screen_args: Optional[dict] = None) -> int:
+def run_app(workspace: str | None = None, start: str | None = None, screen_args: dict | None = None) -> int:
     if not sys.stdout.isatty():
         print(
             "eagle-workbench: the terminal UI needs a terminal; see `eagle-workbench --help` "

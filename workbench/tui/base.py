@@ -4,7 +4,8 @@ bindings."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -76,7 +77,7 @@ NARROW_WIDTH = 120
 class WorkbenchScreen(Screen):
     """Subclasses implement ``compose_body``; the footer lists their bindings (with keymap applied)."""
 
-    app: "WorkbenchApp"
+    app: WorkbenchApp
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -113,7 +114,7 @@ class WorkbenchScreen(Screen):
         for line in self.query(ErrorLine):
             line.show(text)
 
-    def _busy(self) -> Optional[BusyBar]:
+    def _busy(self) -> BusyBar | None:
         found = self.query(BusyBar)
         return found.first() if found else None
 

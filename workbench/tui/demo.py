@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Optional
 
 from workbench.tui.app import SCREENS, WorkbenchApp
 
@@ -15,8 +14,8 @@ class DemoApp(WorkbenchApp):
         workspace: str,
         server_id: int,
         *,
-        accept_length: Optional[float] = None,
-        measure_tokens: Optional[int] = None,
+        accept_length: float | None = None,
+        measure_tokens: int | None = None,
     ):
         ids = {s.id for s in SCREENS}
         start = "servers" if "servers" in ids else "diagnose"

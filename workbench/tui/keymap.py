@@ -4,8 +4,8 @@ did-you-mean, and a key taken from another binding that is active at the same ti
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from textual.binding import Binding
 

@@ -4,7 +4,7 @@ screen active). The remote work runs in a thread worker, never on the UI thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from workbench.tui.workers import background
 
@@ -43,14 +43,14 @@ class PollingScreenMixin(_ScreenBase):
         self._poll_worker()
 
     @background("poll", done="_poll_done")
-    def _poll_worker(self) -> tuple[Any, Optional[Exception]]:
+    def _poll_worker(self) -> tuple[Any, Exception | None]:
         """A failed poll is news for the screen (``poll_failed``), not a failed worker."""
         try:
             return self.poll(), None
         except Exception as exc:  # shown inline; the next poll tries again
             return None, exc
 
-    def _poll_done(self, polled: tuple[Any, Optional[Exception]]) -> None:
+    def _poll_done(self, polled: tuple[Any, Exception | None]) -> None:
         result, error = polled
         self._poll_running = False
         try:

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import inspect
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, Callable, Optional, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 from weakref import WeakKeyDictionary
 
 from textual import work
@@ -60,13 +61,13 @@ QUIET_GROUPS = frozenset({"poll", "predictor"})
 class Route:
     """Where one worker's outcome goes: handler names on its screen, and its failures' title."""
 
-    done: Optional[str] = None
-    failed: Optional[str] = None
+    done: str | None = None
+    failed: str | None = None
     what: str = ""
 
 
 #: The route of each running (or just finished) worker; a worker that is gone takes its route along.
-_ROUTES: "WeakKeyDictionary[Worker[Any], Route]" = WeakKeyDictionary()
+_ROUTES: WeakKeyDictionary[Worker[Any], Route] = WeakKeyDictionary()
 _DECLARED = "__workbench_route__"
 
 
@@ -75,9 +76,9 @@ def background(
     label: str = "",
     *,
     exclusive: bool = True,
-    done: Optional[str] = None,
-    failed: Optional[str] = None,
-    what: Optional[str] = None,
+    done: str | None = None,
+    failed: str | None = None,
+    what: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, Worker[R]]]:
     """``@background("doctor", "running the doctor", done="show", failed="show_error")``: run the
     method in a thread worker of that group (``exclusive``: starting one cancels the group's older

@@ -10,9 +10,9 @@ every rule of the screen's ``.tcss`` to its class (``DoctorScreen #findings``): 
 from __future__ import annotations
 
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Callable
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import shlex
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from textual import on
 from textual.binding import Binding
@@ -31,7 +32,7 @@ from workbench.tui.workers import background
 ENGINES = engine_choices()  # SGLang releases, then every vLLM release read
 
 
-def heat_style(v: Optional[float]) -> str:
+def heat_style(v: float | None) -> str:
     colour = heat_colour(v)
     return f"{text_on(colour)} on {colour}" if colour else "dim"
 
@@ -52,13 +53,13 @@ class AlignmentScreen(WorkbenchScreen):
         draft: str = "",
         target: str = "",
         num_layers: str = "",
-        autorun: Optional[bool] = None,
+        autorun: bool | None = None,
     ):
         super().__init__()
         self.initial = dict(train=train, infer=infer, engine=engine, draft=draft, target=target, num_layers=num_layers)
         self.autorun = bool(train and infer) if autorun is None else autorun
         self.result = None
-        self.error: Optional[str] = None
+        self.error: str | None = None
 
     def compose_body(self) -> Iterable[Widget]:
         v = self.initial

@@ -6,7 +6,7 @@ Looking is enough to notice an edit made outside the workbench: it is stored as 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Optional, cast
+from typing import cast
 
 from rich.text import Text
 from textual import on
@@ -37,8 +37,8 @@ class ConfigsScreen(WorkbenchScreen):
         super().__init__()
         self.tracked: list = []
         self.versions: list = []
-        self.location: Optional[str] = None
-        self.base: Optional[int] = None  # marked version number for diffs
+        self.location: str | None = None
+        self.base: int | None = None  # marked version number for diffs
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="track-row"):
@@ -119,7 +119,7 @@ class ConfigsScreen(WorkbenchScreen):
         if event.row_key is not None:
             self._show_diff(int(cast(str, event.row_key.value)))
 
-    def selected_version(self) -> Optional[int]:
+    def selected_version(self) -> int | None:
         table = self.query_one("#versions", DataTable)
         if not self.versions or table.row_count == 0:
             return None

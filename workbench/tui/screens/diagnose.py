@@ -9,7 +9,8 @@ before and after side by side). With ``guided=True`` (the demo) a bar names the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -52,15 +53,15 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def __init__(
         self,
-        server_id: Optional[int] = None,
+        server_id: int | None = None,
         guided: bool = False,
         training_data: str = "",
-        measure_tokens: Optional[int] = None,
+        measure_tokens: int | None = None,
         samples: int = 4,
     ):
         super().__init__()
         self.server_id = server_id
-        self.before_id: Optional[int] = None
+        self.before_id: int | None = None
         self.guided = guided
         self.training_data = training_data
         self.measure_tokens = measure_tokens
@@ -115,7 +116,7 @@ class DiagnoseScreen(WorkbenchScreen):
             self._status("Enter a server id (see the Servers screen), then press d for the doctor.")
 
     # -- state ---------------------------------------------------------------------------------
-    def current_server(self) -> Optional[int]:
+    def current_server(self) -> int | None:
         text = self.query_one("#server", Input).value.strip()
         return int(text) if text.isdigit() else None
 
@@ -126,7 +127,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self.done.add(step)
         self._render_guide()
 
-    def next_step(self) -> Optional[tuple]:
+    def next_step(self) -> tuple | None:
         for s in STEPS:
             if s[0] not in self.done:
                 return s
@@ -214,7 +215,7 @@ class DiagnoseScreen(WorkbenchScreen):
         failed="_step_failed",
         what="the doctor is working (measure, hidden states, drafter)",
     )
-    def _doctor(self, sid: int, training: Optional[str]):
+    def _doctor(self, sid: int, training: str | None):
         from workbench.tui.widgets.live import ask_from_thread
 
         wb = self.app.wb
@@ -275,7 +276,7 @@ class DiagnoseScreen(WorkbenchScreen):
         nxt = "press a for the alignment, f to apply the fix" if report.fix else "no config fix to apply"
         self._status(f"Doctor: {len(report.findings)} finding(s). {nxt}.{pending}")
 
-    def _hint(self, item) -> Optional[str]:
+    def _hint(self, item) -> str | None:
         fix = item.finding.fix
         if not (fix and fix.applicable):
             return None
@@ -287,7 +288,7 @@ class DiagnoseScreen(WorkbenchScreen):
         return "press f to apply it (through the config history; the relaunch is offered next)"
 
     # -- step 3: alignment ---------------------------------------------------------------------
-    def _show_alignment(self, al: Optional[Alignment]) -> None:
+    def _show_alignment(self, al: Alignment | None) -> None:
         table = self.query_one("#alignment", VerdictTable)
         table.clear()
         if not al:
@@ -447,7 +448,7 @@ class DiagnoseScreen(WorkbenchScreen):
 
     # -- running work -----------------------------------------------------------------------------
     @property
-    def busy(self) -> Optional[str]:
+    def busy(self) -> str | None:
         """What the running step does (one step at a time), None when none runs."""
         running = any(w.node is self and w.group == "diagnose" and not w.is_finished for w in self.workers)
         return self._doing if running else None

@@ -5,8 +5,6 @@ training data (findings ranked by the accept length they cost; the Diagnose scre
 
 from __future__ import annotations
 
-from typing import Optional
-
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -43,7 +41,7 @@ class DoctorScreen(WorkbenchScreen):
         algorithm: str = "EAGLE3",
         trained: str = "",
         convention: str = "output-of-layer",
-        autorun: Optional[bool] = None,
+        autorun: bool | None = None,
         server: str = "",
     ):
         super().__init__()
@@ -60,7 +58,7 @@ class DoctorScreen(WorkbenchScreen):
         self.live = None
         self.report = None
         self.code = None  # the release code's capture (workbench.engine), for the notes
-        self.error: Optional[str] = None
+        self.error: str | None = None
 
     def compose_body(self) -> ComposeResult:
         v = self.initial
@@ -207,7 +205,7 @@ class DoctorScreen(WorkbenchScreen):
         self.query_one("#doctor-error", Static).update(message)
 
     # -- rendering -----------------------------------------------------------------------------
-    def _show(self, report, code=None, items: Optional[list] = None) -> None:
+    def _show(self, report, code=None, items: list | None = None) -> None:
         self.error, self.report, self.code = None, report, code
         self.query_one("#doctor-error", Static).update("")
         if items is None:
@@ -318,7 +316,7 @@ def _fix_kind(f) -> str:
     return "config" if f.fix and f.fix.applicable else ("launch" if f.fix else "")
 
 
-def _hint(item) -> Optional[str]:
+def _hint(item) -> str | None:
     fix = item.finding.fix
     return "press f to apply it (goes through the config history)" if fix and fix.applicable else None
 

@@ -7,7 +7,7 @@ the rates to the Predictor screen.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from textual import on
 from textual.binding import Binding
@@ -49,13 +49,13 @@ class DrafterScreen(WorkbenchScreen):
     ]
 
     def __init__(
-        self, draft: str = "", data: str = "", target: str = "", depth: str = "3", autorun: Optional[bool] = None
+        self, draft: str = "", data: str = "", target: str = "", depth: str = "3", autorun: bool | None = None
     ):
         super().__init__()
         self.initial = dict(draft=draft, data=data, target=target, depth=depth)
         self.autorun = bool(draft and data and target) if autorun is None else autorun
         self.result = None
-        self.error: Optional[str] = None
+        self.error: str | None = None
 
     def compose_body(self) -> Iterable[Widget]:
         v = self.initial

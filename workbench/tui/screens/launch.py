@@ -4,7 +4,7 @@ launch after confirming."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from textual import on
 from textual.binding import Binding
@@ -54,7 +54,7 @@ class LaunchScreen(WorkbenchScreen):
         sel = self.query_one("#profile", Select)
         sel.set_options([(f"{p.name}  ({p.host})", p.name) for p in profiles])
 
-    def _profile(self) -> Optional[str]:
+    def _profile(self) -> str | None:
         v = self.query_one("#profile", Select).value
         return v if isinstance(v, str) else None
 

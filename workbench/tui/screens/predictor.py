@@ -8,7 +8,8 @@ as a table and a plot, and the formula used. Everything updates as the inputs ch
 from __future__ import annotations
 
 import shlex
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -140,8 +141,8 @@ class PredictorScreen(WorkbenchScreen):
             raise TypeError(f"unknown predictor fields: {', '.join(sorted(unknown))}")
         self.initial = {**EXAMPLE, **{k: str(v) for k, v in initial.items()}}
         self.result = None  # the last Prediction shown
-        self.error: Optional[str] = None
-        self._timer: Optional[Timer] = None
+        self.error: str | None = None
+        self._timer: Timer | None = None
 
     # -- layout ---------------------------------------------------------------------------------
     def compose_body(self) -> Iterable[Widget]:

@@ -4,7 +4,6 @@ highlighted) beside its state, startup progress, failure with its fix, and metri
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from rich.text import Text
 from textual.binding import Binding
@@ -41,7 +40,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         Binding("ctrl+k", "stop", "Stop", id="server.stop"),
     ]
 
-    def __init__(self, server_id: Optional[int] = None, poll_interval: Optional[float] = None):
+    def __init__(self, server_id: int | None = None, poll_interval: float | None = None):
         super().__init__()
         self.server_id = server_id
         if poll_interval is not None:
@@ -76,7 +75,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             self.query_one("#log", RichLog).clear()
         self.poll_now()
 
-    def _sid(self) -> Optional[int]:
+    def _sid(self) -> int | None:
         if self.server_id is None:
             self.server_id = getattr(self.app, "selected_server", None)
         if self.server_id is None:

@@ -5,7 +5,6 @@ trip per host per refresh, in a worker; refreshes pause while a dialog is open."
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from rich.text import Text
 from textual import on
@@ -63,7 +62,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         Binding("ctrl+a", "toggle_all", "All/active", id="servers.all"),
     ]
 
-    def __init__(self, poll_interval: Optional[float] = None):
+    def __init__(self, poll_interval: float | None = None):
         super().__init__()
         if poll_interval is not None:
             self.poll_interval = poll_interval
@@ -168,7 +167,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         self.query_one("#servers-note", Static).update(note)
 
     # -- actions ----------------------------------------------------------------------------------
-    def selected(self) -> Optional[int]:
+    def selected(self) -> int | None:
         st = self.query_one("#servers", DataTable)
         if not self.statuses or st.cursor_row is None or st.cursor_row >= len(self.statuses):
             return None

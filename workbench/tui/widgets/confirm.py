@@ -6,8 +6,6 @@ dialog cancels itself after ``timeout`` seconds: nothing destructive happens wit
 
 from __future__ import annotations
 
-from typing import Optional
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -38,7 +36,7 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("n,escape", "cancel", "No", id="confirm.no"),
     ]
 
-    def __init__(self, plan: Plan, timeout: Optional[float] = CONFIRM_TIMEOUT_S):
+    def __init__(self, plan: Plan, timeout: float | None = CONFIRM_TIMEOUT_S):
         super().__init__()
         self.plan = plan
         self.timeout = timeout

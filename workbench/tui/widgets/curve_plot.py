@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from textual.widgets import Static
 
@@ -18,8 +18,8 @@ class CurvePlot(Static):
         steps: Sequence[int],
         values: Sequence[float],
         *,
-        current: Optional[int] = None,
-        observed: Optional[float] = None,
+        current: int | None = None,
+        observed: float | None = None,
         width: int = 36,
     ) -> None:
         self.update(curve_markup(steps, values, current=current, observed=observed, width=width))
@@ -29,8 +29,8 @@ def curve_markup(
     steps: Sequence[int],
     values: Sequence[float],
     *,
-    current: Optional[int] = None,
-    observed: Optional[float] = None,
+    current: int | None = None,
+    observed: float | None = None,
     width: int = 36,
 ) -> str:
     """Textual markup for the plot (bars and labels contain no markup characters)."""

@@ -6,8 +6,9 @@ theme or an app stylesheet changes them in one place."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Union
 
 from rich.text import Text
 from textual.message import Message
@@ -20,7 +21,7 @@ SEVERITIES = ("error", "warning", "info")
 
 
 #: A line under the detail (what a key does now), or a function of the item giving it.
-Hint = Union[str, Callable[["FindingItem"], Optional[str]], None]
+Hint = Union[str, Callable[["FindingItem"], str | None], None]
 
 
 @dataclass
@@ -30,9 +31,9 @@ class FindingItem:
 
     finding: Any  # code, severity, message, evidence, fix
     cells: tuple = ()
-    source: Optional[str] = None
-    cost: Optional[float] = None
-    share: Optional[float] = None
+    source: str | None = None
+    cost: float | None = None
+    share: float | None = None
 
 
 class FindingsView(Table):
@@ -49,12 +50,12 @@ class FindingsView(Table):
     class Chosen(Message):
         """The highlighted finding changed (``item`` None when the table is empty)."""
 
-        def __init__(self, view: "FindingsView", item: Optional[FindingItem]) -> None:
+        def __init__(self, view: FindingsView, item: FindingItem | None) -> None:
             super().__init__()
             self.view = view
             self.item = item
 
-    def __init__(self, columns: Iterable[str], *, detail: Optional[str] = None, numbered: bool = False, **kw) -> None:
+    def __init__(self, columns: Iterable[str], *, detail: str | None = None, numbered: bool = False, **kw) -> None:
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
         super().__init__(**kw)
@@ -75,7 +76,7 @@ class FindingsView(Table):
             else "",
         )
 
-    def show(self, items: list[FindingItem], *, hint: "Hint" = None, focus: bool = True) -> None:
+    def show(self, items: list[FindingItem], *, hint: Hint = None, focus: bool = True) -> None:
         self.items, self.hint = list(items), hint
         self.clear()
         for i, item in enumerate(self.items):
@@ -89,11 +90,11 @@ class FindingsView(Table):
         else:
             self._chosen(None)
 
-    def selected(self) -> Optional[FindingItem]:
+    def selected(self) -> FindingItem | None:
         row = self.cursor_row
         return self.items[row] if self.items and 0 <= row < len(self.items) else None
 
-    def refresh_detail(self, hint: "Hint" = None) -> None:
+    def refresh_detail(self, hint: Hint = None) -> None:
         """Redraw the detail of the highlighted finding (e.g. its fix was applied: new hint)."""
         self.hint = hint
         self._chosen(self.cursor_row if self.items else None)
@@ -102,7 +103,7 @@ class FindingsView(Table):
         if event.data_table is self:
             self._chosen(event.cursor_row)
 
-    def _chosen(self, row: Optional[int]) -> None:
+    def _chosen(self, row: int | None) -> None:
         item = self.items[row] if row is not None and 0 <= row < len(self.items) else None
         if self.detail_id and self.screen is not None:
             for detail in self.screen.query(f"#{self.detail_id}"):
@@ -136,9 +137,7 @@ class FindingDetail(Static):
         *(f"finding--{s}" for s in SEVERITIES),
     }
 
-    def __init__(
-        self, empty: str = "", *, skip: Iterable[str] = (), evidence_limit: Optional[int] = None, **kw
-    ) -> None:
+    def __init__(self, empty: str = "", *, skip: Iterable[str] = (), evidence_limit: int | None = None, **kw) -> None:
         super().__init__(empty, **kw)
         self.empty = empty
         self.skip = set(skip)
@@ -151,7 +150,7 @@ class FindingDetail(Static):
         """A message instead of a finding ("No findings.", a verdict)."""
         self.update(Text(text, style=self._style(kind)) if kind else Text(text))
 
-    def show(self, item: Optional[FindingItem], *, hint: "Hint" = None) -> None:
+    def show(self, item: FindingItem | None, *, hint: Hint = None) -> None:
         if item is None:
             self.update(self.empty)
             return
@@ -207,6 +206,6 @@ class VerdictTable(Table):
     #: Words the engines and the alignment use, by how they read.
     KIND = {"ok": "ok", "match": "ok", "ambiguous": "warn", "no-match": "bad", "MISMATCH": "bad", "missing": "bad"}
 
-    def mark(self, text: str, kind: Optional[str] = None) -> Text:
+    def mark(self, text: str, kind: str | None = None) -> Text:
         kind = kind or self.KIND.get(text)
         return Text(text, style=self.get_component_rich_style(f"verdict--{kind}", partial=True) if kind else "")

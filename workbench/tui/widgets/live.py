@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
 
 from workbench.tui.widgets.confirm import CONFIRM_TIMEOUT_S
 
 
-def ask_from_thread(app, plan, timeout: Optional[float] = CONFIRM_TIMEOUT_S) -> bool:
+def ask_from_thread(app, plan, timeout: float | None = CONFIRM_TIMEOUT_S) -> bool:
     """From a worker thread: show ``plan`` in the confirm modal and wait for the answer (the core
     calls this in the middle of an operation, e.g. before the doctor's tensor-dump relaunch).
 

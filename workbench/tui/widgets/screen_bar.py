@@ -3,14 +3,15 @@ highlighted; a click switches. At 80 columns the names are shortened so every ke
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from rich.text import Text
 from textual.events import Click
 from textual.widget import Widget
 
 
-def key_of(app, binding_id: str) -> Optional[str]:
+def key_of(app, binding_id: str) -> str | None:
     """The key a binding id is bound to now (after the keymap), as the footer shows it."""
     for active in app.active_bindings.values():
         if active.binding.id == binding_id:

@@ -8,7 +8,7 @@ sat a cell or more left of their values until something else redrew the table.""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellType, RowKey
