@@ -46,9 +46,10 @@ pytest_plugins = sorted(
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
-    """An empty workspace; EAGLE_WORKBENCH_HOME points at it so CLI calls use it too."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
+    """An empty workspace; EAGLE_WORKBENCH_HOME points at it so CLI calls use it too. Its last two
+    folders ("…/test/ws", what the TUI's context line names) are the same in every test."""
+    ws = tmp_path / "test" / "ws"
+    ws.mkdir(parents=True)
     monkeypatch.setenv("EAGLE_WORKBENCH_HOME", str(ws))
     return ws
 

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -82,42 +82,102 @@ def round_sig(v: float, digits: int = 4) -> float:
     return round(v, digits - 1 - math.floor(math.log10(abs(v))))
 
 
-def payload_lines(payload: Any, indent: int = 0, digits: int = 4) -> list[str]:
-    """A journal payload as ``key: value`` lines (floats rounded, short lists inline) instead of raw
-    JSON: what an entry says, readable in a pane."""
-    pad = "  " * indent
+@dataclass(frozen=True)
+class ViewLine:
+    """One line of a journal entry's view: a ``field`` (label, value), a ``heading`` of a nested
+    part (label, and a count for lists), or an ``item`` of a list (its one-line summary)."""
 
-    def scalar(v: Any) -> str:
-        if isinstance(v, bool) or v is None:
-            return json.dumps(v)
-        if isinstance(v, float):
-            return f"{round_sig(v, digits):g}"
-        if isinstance(v, (int, str)):
-            return str(v)
-        return json.dumps(v, default=str)
+    kind: str
+    label: str
+    value: str = ""
+    depth: int = 0
 
-    def inline(v: Any) -> str | None:
-        if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
-            text = "[" + ", ".join(scalar(x) for x in v) + "]"
-            return text if len(text) <= 80 else None
-        if not isinstance(v, (dict, list)):
-            return scalar(v)
-        return None
 
-    if not isinstance(payload, (dict, list)):
-        return [pad + scalar(payload)]
-    items = payload.items() if isinstance(payload, dict) else ((f"[{i}]", v) for i, v in enumerate(payload))
-    out: list[str] = []
-    for key, value in items:
-        one = inline(value)
-        if one is not None:
-            out.append(f"{pad}{key}: {one}")
-        elif isinstance(value, (dict, list)) and not value:
-            out.append(f"{pad}{key}: {'{}' if isinstance(value, dict) else '[]'}")
-        else:
-            out.append(f"{pad}{key}:")
-            out += payload_lines(value, indent + 1, digits)
-    return out
+#: Key suffixes that are units: the label says the unit once ("cycle (ms)"), the value is a number.
+_UNITS = (("_per_s", "/s"), ("_ms", "ms"), ("_mib", "MiB"), ("_bytes", "bytes"), ("_s", "s"))
+#: Fields of a list item that say what it is, in the order a summary names them.
+_ITEM_KEYS = ("code", "name", "kind", "severity", "stage", "message", "summary", "reason")
+
+
+def view_label(key: str) -> str:
+    """A payload key as a label: words, and its unit named once ("tokens_per_s" -> "tokens/s",
+    "cycle_ms" -> "cycle (ms)")."""
+    for suffix, unit in _UNITS:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            head = key[: -len(suffix)].replace("_", " ")
+            return f"{head}{unit}" if unit == "/s" else f"{head} ({unit})"
+    return key.replace("_", " ")
+
+
+def view_value(key: str, value: Any, digits: int = 4) -> str:
+    """A scalar or a short list as a person reads it: floats to ``digits`` significant digits,
+    yes/no, '-' for nothing, a command's argv as one shell line."""
+    import shlex
+
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{round_sig(value, digits):g}"
+    if isinstance(value, list) and key in ("argv", "command", "launch") and all(isinstance(x, str) for x in value):
+        return " ".join(shlex.quote(x) for x in value)
+    if isinstance(value, list):
+        return "[" + ", ".join(view_value("", x, digits) for x in value) + "]"
+    return str(value)
+
+
+def _scalar_list(value: Any) -> bool:
+    return isinstance(value, list) and all(not isinstance(x, (dict, list)) for x in value)
+
+
+def _item_summary(item: Any) -> str:
+    if not isinstance(item, dict):
+        return view_value("", item)
+    named = [str(item[k]) for k in _ITEM_KEYS if item.get(k) not in (None, "")]
+    if named:
+        head = named[0] + (f" ({item['severity']})" if "severity" in item and named[0] != item["severity"] else "")
+        rest = [n for n in named[1:] if n != item.get("severity")]
+        return head + (f": {rest[0]}" if rest else "")
+    parts = [f"{view_label(k)} {view_value(k, v)}" for k, v in item.items() if not isinstance(v, (dict, list))]
+    return ", ".join(parts[:6]) or "…"
+
+
+def entry_view(payload: Any, depth: int = 0) -> list[ViewLine]:
+    """A journal payload as a view: its plain fields first (labelled, units named once, numbers
+    rounded), then each nested part under a heading, a list of records one line per record (a
+    finding: "code (severity): message"). Never raw JSON."""
+    if not isinstance(payload, dict):
+        return [ViewLine("field", "value", view_value("", payload), depth)]
+    fields: list[ViewLine] = []
+    parts: list[ViewLine] = []
+    for key, value in payload.items():
+        label = view_label(str(key))
+        if not isinstance(value, (dict, list)) or (_scalar_list(value) and len(view_value(key, value)) <= 100):
+            fields.append(ViewLine("field", label, view_value(key, value), depth))
+        elif isinstance(value, dict):
+            if value:
+                parts.append(ViewLine("heading", label, "", depth))
+                parts += entry_view(value, depth + 1)
+        elif value:
+            parts.append(ViewLine("heading", label, f"{len(value)}", depth))
+            parts += [ViewLine("item", "", _item_summary(x), depth + 1) for x in value]
+    return fields + parts
+
+
+def view_summary(payload: Any, limit: int = 100) -> str:
+    """A payload in one line from its view ("tokens/s 491.7, accept len mean 2.551"): what an
+    entry without a summary of its own says in a list."""
+    parts: list[str] = []
+    heads: list[str] = []
+    for line in entry_view(payload):
+        heads = [*heads[: line.depth], line.label] if line.kind == "heading" else heads[: line.depth]
+        if line.kind == "field":
+            parts.append(" ".join([*heads, line.label, line.value]))
+        elif line.kind == "heading" and line.value:
+            parts.append(f"{line.label} ({line.value})")
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def collapse_runs(items: list[T], key: Callable[[T], object]) -> list[tuple[T, int]]:

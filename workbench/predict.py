@@ -504,11 +504,16 @@ def predict(
     curve_c = rates.extend(max(curve_steps, steps))
     curve_al = 1.0 + np.cumsum(chain_marginals(curve_c))
     curve = []
+    left_out = 0
     for s in range(1, curve_steps + 1):
         point_tps = None
-        if timing:
+        if timing and timing[0].covers(s + 1):  # as the sweep: no rate from an extrapolated verify time
             point_tps = float(curve_al[s - 1] * 1000.0 / (timing[0].at(s + 1) + s * timing[1]))
+        elif timing:
+            left_out += 1
         curve.append(CurvePoint(s, s + 1, float(curve_al[s - 1]), float(curve_al[s - 1] - 1.0), point_tps))
+    if timing and left_out:
+        warnings.append(_outside_measured(left_out, "step count", "of the curve have no tok/s", timing[0]))
 
     result = Prediction(
         accept_length=al,
@@ -529,6 +534,17 @@ def predict(
     if observed_accept_length is not None:
         result.verdict = verdict(al, observed_accept_length, steps)
     return result
+
+
+def _outside_measured(count: int, what: str, done: str, vt: VerifyTimes) -> str:
+    """The one wording of the sweep and the curve for points past the measured verify times."""
+    lo, hi = vt.span
+    plural = count > 1
+    done = done.replace("have", "has") if not plural else done
+    return (
+        f"{count} {what}{'s' if plural else ''} {done}: their draft tokens fall outside the "
+        f"measured verify times ({lo}..{hi})"
+    )
 
 
 def _timing(verify_ms: Any, draft_ms: Any, baseline_ms: Any) -> tuple[VerifyTimes, float, float | None] | None:
@@ -765,10 +781,7 @@ def sweep(
             f"{step_list[0]}..{smax}; measure verify time at steps+1 draft tokens"
         )
     if left_out:
-        warnings.append(
-            f"{left_out} configuration{'s' if left_out > 1 else ''} left out: their draft tokens "
-            f"fall outside the measured verify times ({lo}..{hi})"
-        )
+        warnings.append(_outside_measured(left_out, "configuration", "left out", vt))
     S = np.concatenate(cols["s"])
     K = np.concatenate(cols["k"])
     N = np.concatenate(cols["n"])

@@ -8,11 +8,11 @@ launch, so for anything tied to a server the live config is the version recorded
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.display import view_summary
 from workbench.journal import Journal
 from workbench.results import Result
 from workbench.sglang.registry import Registry, ServerRecord
@@ -91,8 +91,7 @@ def _summary(kind: str, payload: dict[str, Any]) -> str:
     if "findings" in p and isinstance(p["findings"], list):
         codes = [f.get("code", "?") if isinstance(f, dict) else str(f) for f in p["findings"]]
         return f"{len(codes)} finding(s): " + ", ".join(codes[:4]) + ("…" if len(codes) > 4 else "")
-    text = json.dumps(p, sort_keys=True)
-    return text if len(text) <= 100 else text[:99] + "…"
+    return view_summary(p)
 
 
 def _server_of(subject: str, payload: dict[str, Any]) -> int | None:

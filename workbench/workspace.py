@@ -30,8 +30,15 @@ def default_root() -> Path:
 
 @dataclass
 class Workspace:
+    """``settings`` are read from ``workbench.toml`` when a section is first asked for, and again
+    whenever the file changes; a broken file fails only what needs a section (``section`` raises
+    its one-line error; ``settings_error`` says it without raising), so work that needs no hosts or
+    profiles (a prediction, a doctor run on files) goes on."""
+
     root: Path
     settings: dict[str, Any] = field(default_factory=dict)
+    _stamp: tuple[int, int] | None = field(default=None, repr=False)  # (mtime_ns, size) read, (0, 0): absent
+    _error: InputError | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> Workspace:
@@ -40,9 +47,7 @@ class Workspace:
             raise InputError(f"workspace {path}: not a directory")
         if create:
             (path / STATE_DIR).mkdir(parents=True, exist_ok=True)
-        ws = cls(path.resolve() if path.exists() else path)
-        ws.reload()
-        return ws
+        return cls(path.resolve() if path.exists() else path)
 
     @property
     def config_path(self) -> Path:
@@ -56,10 +61,36 @@ class Workspace:
     def journal_path(self) -> Path:
         return self.state_dir / "journal.sqlite3"
 
+    def config_stamp(self) -> tuple[int, int]:
+        """(mtime_ns, size) of ``workbench.toml``; (0, 0) when there is none."""
+        try:
+            st = self.config_path.stat()
+        except OSError:
+            return (0, 0)
+        return (st.st_mtime_ns, st.st_size)
+
     def reload(self) -> None:
-        self.settings = load_settings(self.config_path)
+        """Read ``workbench.toml`` again (a bad file leaves no settings and its error for ``section``)."""
+        self._stamp = self.config_stamp()
+        try:
+            self.settings, self._error = load_settings(self.config_path), None
+        except InputError as exc:
+            self.settings, self._error = {}, exc
+
+    def _current(self) -> None:
+        if self._stamp is None or self.config_stamp() != self._stamp:
+            self.reload()
+
+    @property
+    def settings_error(self) -> str | None:
+        """What is wrong with ``workbench.toml`` (one line), None when it reads."""
+        self._current()
+        return str(self._error) if self._error is not None else None
 
     def section(self, name: str) -> dict[str, Any]:
+        self._current()
+        if self._error is not None:
+            raise InputError(str(self._error))
         table: dict[str, Any] = self.settings.get(name, {})  # load_settings made each section a table
         return table
 

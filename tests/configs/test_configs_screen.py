@@ -68,7 +68,7 @@ async def test_history_and_revert_with_one_key(workspace, story):
         await settle(pilot)
         assert json.loads(story.read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == original_ids
         assert screen.query_one("#versions", DataTable).row_count == 3
-        assert str(screen.query_one("#versions", DataTable).get_row_at(0)[5]) == "revert to v1"
+        assert str(screen.query_one("#versions", DataTable).get_row_at(0)[3]) == "revert to v1"
 
 
 async def test_external_edit_noticed_on_refresh_and_mark_diff(workspace, story):
@@ -79,7 +79,7 @@ async def test_external_edit_noticed_on_refresh_and_mark_diff(workspace, story):
         await pilot.press("ctrl+r")
         await settle(pilot)
         table = app.screen.query_one("#versions", DataTable)
-        assert table.row_count == 3 and str(table.get_row_at(0)[5]) == "external edit"
+        assert table.row_count == 3 and str(table.get_row_at(0)[3]) == "external edit"
         table.focus()
         await pilot.press("down", "down", "m", "up", "up")  # base v1, look at v3
         await pilot.pause()

@@ -55,7 +55,13 @@ async def test_findings_capture_and_detail(workspace, broken):
         cap = screen.query_one("#capture", DataTable)
         assert [str(c) for c in cap.get_row_at(2)[:5]] == ["2", "-1", "0", "missing", "out(58)"]
         detail = str(screen.query_one("#detail", Static).render())
-        assert "layer-ids-embedding" in detail and "press f to apply" in detail
+        assert "layer-ids-embedding" in detail and "press f on the findings to apply" in detail
+        draft = screen.query_one("#draft", Input)
+        assert app.focused is draft  # the run left the keys in the form: a path typed on is typed
+        await pilot.press("end", "/", "f")
+        assert draft.value.endswith("/f") and not isinstance(app.screen, ConfirmModal)
+        draft.value = str(broken)
+        table.focus()
         await pilot.press("down")
         assert "layer-ids-engine-mismatch" in str(screen.query_one("#detail", Static).render())
 

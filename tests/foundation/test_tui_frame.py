@@ -16,7 +16,7 @@ from workbench.progress import Progress
 from workbench.tui.app import SCREENS, WorkbenchApp
 from workbench.tui.base import BusyBar, ErrorLine
 from workbench.tui.widgets.confirm import ConfirmModal
-from workbench.tui.widgets.screen_bar import ScreenBar, fit
+from workbench.tui.widgets.screen_bar import ScreenBar, lay_out
 
 SCREENS_DIR = Path(__file__).resolve().parents[2] / "workbench" / "tui"
 
@@ -134,28 +134,34 @@ async def test_every_screen_looks_the_same_whatever_was_visited_before(workspace
     assert differ == []
 
 
-async def test_title_and_every_screen_key_are_on_screen_at_80x24(workspace):
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_every_screen_name_is_on_screen_whole(workspace, size):
+    """No screen name is cut: at 80 columns the bar takes a second line instead, at 200 one."""
     app = WorkbenchApp(str(workspace), start="doctor")
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await settle(pilot)
         bar = app.screen.query_one(ScreenBar)
-        line = str(bar.render())
-        assert len(line) <= 80
+        lines = str(bar.render()).splitlines()
+        assert len(lines) == (2 if size[0] == 80 else 1) and all(len(line) <= size[0] - 2 for line in lines)
+        text = " ".join(lines)
         for spec in SCREENS:
-            assert spec.key.upper() + " " in line + " "
+            assert f"{spec.key.upper()} {spec.title}" in text
         assert app.screen.sub_title == "Doctor"
-        # a click on a key opens that screen
-        x = line.index("F4")
-        await pilot.click(ScreenBar, offset=(x + 1, 0))
+        # a click on a name opens that screen
+        row = next(i for i, line in enumerate(lines) if "F4 Configs" in line)
+        x = lines[row].index("F4 Configs") + 1
+        await pilot.click(ScreenBar, offset=(x + 3, row))
         await pilot.pause()
         assert app.current_mode == "configs"
 
 
-def test_screen_names_shorten_evenly_and_keep_every_key():
+def test_the_bar_wraps_between_names_never_inside_one():
     entries = [("a", "F2", "Predictor"), ("b", "F3", "Doctor"), ("c", "F10", "Timeline")]
-    assert fit(entries, 200) == ["F2 Predictor", "F3 Doctor", "F10 Timeline"]
-    short = fit(entries, 24)
-    assert len(" ".join(short)) <= 24 and [s.split()[0] for s in short] == ["F2", "F3", "F10"]
+    assert [[label for *_x, label in line] for line in lay_out(entries, 200)] == [
+        ["F2 Predictor", "F3 Doctor", "F10 Timeline"]
+    ]
+    lines = lay_out(entries, 24)
+    assert [[label for *_x, label in line] for line in lines] == [["F2 Predictor", "F3 Doctor"], ["F10 Timeline"]]
 
 
 async def test_the_bar_follows_the_keymap(workspace):
@@ -171,7 +177,7 @@ async def test_help_lists_screens_by_key_first(workspace):
     app = WorkbenchApp(str(workspace))
     async with app.run_test(size=(120, 40)):
         rows = app.help_rows()
-        screens = [r for r in rows if r[2].startswith("screen.")]
+        screens = [r for r in rows if r[3].startswith("screen.")]
         assert rows[: len(screens)] == screens
         keys = [int(r[0].split()[0][1:]) for r in screens]
         assert keys == sorted(keys)

@@ -23,17 +23,36 @@ def test_every_screen_gets_a_binding_with_an_id():
     assert ids["screen.predictor"].key == "f2"
 
 
-async def test_help_is_built_from_the_live_bindings(tui_app):
-    app = tui_app()
+async def test_help_lists_every_key_of_every_screen(tui_app):
+    """F1 on any screen lists the keys that work everywhere, then the screen in front's, then every
+    other screen's, the tables', the log's and the dialogs': every binding with an id."""
+    from workbench.tui.keymap import screen_bindings_of
+
+    app = tui_app(start="configs")
     async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
         await pilot.press("f1")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one(DataTable)
-        rows = {table.get_row_at(i)[2]: table.get_row_at(i)[0] for i in range(table.row_count)}
-        assert rows["screen.predictor"] == "f2" and rows["predictor.reset"] == "^r"
-        assert "cursor_left" not in rows  # editing keys of inputs are not the app's keys
-        await pilot.press("escape")
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        by_id = {r[3]: r for r in rows}
+        assert by_id["screen.predictor"][0] == "f2" and list(by_id["predictor.reset"][:3]) == [
+            "^r",
+            "Example",
+            "Predictor",
+        ]
+        assert by_id["job.cancel"][2] == "everywhere" and by_id["table.filter"][0] == "/"
+        ids = {b.id for _s, _t, bs in screen_bindings_of(app, None) for b in bs if b.id}
+        assert ids <= set(by_id)  # every binding of every screen, not only the one in front
+        wheres = [r[2] for r in rows]
+        assert wheres[: wheres.index("Configs")].count("everywhere") == wheres.index("Configs")
+        assert "cursor_left" not in by_id  # editing keys of inputs are not the app's keys
+        await pilot.press("slash")
+        await pilot.press(*"revert")
+        await pilot.pause()
+        assert [table.get_row_at(i)[3] for i in range(table.row_count)] == ["configs.revert"]
+        await pilot.press("escape", "escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
 
@@ -50,7 +69,7 @@ async def test_keymap_file_remaps_by_binding_id(tui_app, workspace):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one(DataTable)
-        rows = {table.get_row_at(i)[2]: table.get_row_at(i)[0] for i in range(table.row_count)}
+        rows = {table.get_row_at(i)[3]: table.get_row_at(i)[0] for i in range(table.row_count)}
         assert rows["app.help"] == "f19" and rows["predictor.reset"] == "^o"
 
 

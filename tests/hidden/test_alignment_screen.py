@@ -51,8 +51,9 @@ async def test_matrix_verdicts_and_drill_down(workspace, capture_files, draft):
         rows = [[str(c) for c in best.get_row_at(i)] for i in range(best.row_count)]
         assert [r[2] for r in rows] == ["out(1)", "out(4)", "out(6)"] and all(r[6] == "match" for r in rows)
         rec = str(s.query_one("#recommendation", Static).render())
-        assert "[1, 4, 6]" in rec and "layer-ids-engine-mismatch" in rec and "press a" in rec
+        assert "[1, 4, 6]" in rec and "layer-ids-engine-mismatch" in rec and "a on the matrix applies it" in rec
         assert "aux[0] vs hidden_states[2]" in str(s.query_one("#drill-title", Static).render())
+        m.focus()  # the result never takes the keys from the form; tab (or a click) gives them
         await pilot.press("right")  # next slot, same candidate row
         await pilot.pause()
         assert "aux[1] vs hidden_states[2]" in str(s.query_one("#drill-title", Static).render())
@@ -63,6 +64,13 @@ async def test_apply_to_config_confirms_then_writes(workspace, capture_files, dr
     app = WorkbenchApp(str(workspace), start="alignment")
     async with app.run_test(size=SIZE) as pilot:
         await fill(pilot, capture_files.specforge, capture_files.hf_stack, draft)
+        train = app.screen.query_one("#train", Input)
+        assert app.focused is train
+        await pilot.press("end", "a")  # the form has the keys: a letter is text there, never "apply"
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmModal) and train.value.endswith("a")
+        train.value = str(capture_files.specforge)
+        app.screen.query_one("#matrix").focus()
         await pilot.press("a")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmModal)

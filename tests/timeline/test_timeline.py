@@ -123,8 +123,10 @@ async def test_screen_collapses_repeats_rounds_numbers_and_keeps_config_calm(wor
         table = app.screen.query_one("#entries", DataTable)
         kinds = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]
         assert kinds == ["server.preview x3", "server.measure"]
-        detail = str(app.screen.query_one("#detail", Static).render())
-        assert "tokens_per_s: 491.7" in detail and "mean: 2.551" in detail and "491.683" not in detail
+        detail = " ".join(str(app.screen.query_one("#detail", Static).render()).split())
+        # a view, not the payload: labels with their unit once, numbers rounded, parts under a heading
+        assert "tokens/s 491.7" in detail and "accept len mean 2.551" in detail and "491.683" not in detail
+        assert "{" not in detail and '"' not in detail
         cfg = app.screen.query_one("#entries").category("config")
         err = app.screen.query_one("#entries").category("finding")
         assert cfg.style.color is not None and cfg.style.color != err.style.color

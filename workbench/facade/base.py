@@ -46,7 +46,20 @@ class WorkbenchBase:
         return self.journal.record(kind, subject, payload)
 
     def events(self, kind: str | None = None, subject: str | None = None, limit: int | None = None) -> list[Event]:
+        """Journal events, oldest first: ``kind`` matches exactly or by prefix with ``"config.*"``,
+        ``subject`` exactly; ``limit`` keeps the newest ones."""
         return self.journal.events(kind=kind, subject=subject, limit=limit)
+
+    def revision(self) -> tuple[int, tuple[int, int]]:
+        """What a face compares to know whether to show things again: it changes whenever anything
+        is written to the journal (by this process or another) and whenever ``workbench.toml``
+        changes. One cheap read; no host is contacted."""
+        return self.journal.revision(), self.workspace.config_stamp()
+
+    def settings_problem(self) -> str | None:
+        """What is wrong with ``workbench.toml``, in one line (None when it reads): the faces show
+        it where hosts and profiles are needed, and go on with everything else."""
+        return self.workspace.settings_error
 
     def close(self) -> None:
         reg = self.__dict__.pop("_hosts_registry", None)

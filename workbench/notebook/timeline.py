@@ -8,7 +8,6 @@ config that was live for it (on the same ``Workbench.timeline*`` methods as the 
 from __future__ import annotations
 
 import html
-import json
 
 import ipywidgets as w
 
@@ -104,6 +103,26 @@ class TimelineWidget(w.VBox):
             else f"<b>{html.escape(live.location)} v{live.version}</b> ({live.sha256[:12]}, "
             f"{html.escape(live.reason)}; {html.escape(live.basis)})<pre>{html.escape(live.content)}</pre>"
         )
-        self.detail.value = (
-            f"<pre>{html.escape(json.dumps(entry.payload, indent=2))}</pre><div>config live for it: {live_html}</div>"
-        )
+        self.detail.value = f"{entry_view_html(entry)}<div>config live for it: {live_html}</div>"
+
+
+def entry_view_html(entry) -> str:
+    """The entry as the TUI's Timeline shows it (``workbench.display.entry_view``): a view, not JSON."""
+    from workbench.display import entry_view
+
+    rows = []
+    for line in entry_view(entry.payload):
+        pad = f"padding-left:{1 + 1.5 * line.depth:.1f}em"
+        if line.kind == "heading":
+            count = f" ({line.value})" if line.value else ""
+            rows.append(f"<tr><td colspan=2 style='{pad};font-weight:bold'>{html.escape(line.label)}{count}</td></tr>")
+        elif line.kind == "item":
+            rows.append(f"<tr><td colspan=2 style='{pad}'>• {html.escape(line.value)}</td></tr>")
+        else:
+            label, value = html.escape(line.label), html.escape(line.value)
+            rows.append(f"<tr><td style='{pad};color:#666'>{label}</td><td>{value}</td></tr>")
+    head = (
+        f"<b>{html.escape(entry.kind)}</b> {html.escape(entry.time)} {html.escape(entry.subject)}"
+        f"<br><b>{html.escape(entry.summary)}</b>"
+    )
+    return f"<div>{head}<table class='timeline-entry'>{''.join(rows)}</table></div>"

@@ -10,18 +10,22 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import ClassVar, cast
 
-from textual.app import App, SystemCommand
-from textual.binding import Binding
-from textual.command import Hit, Hits, Provider
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.reactive import reactive
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from workbench.confirm import Plan
 from workbench.tui.screens import ScreenSpec, discover
 from workbench.tui.widgets.confirm import ConfirmModal
-from workbench.tui.workers import ProgressMessage
+from workbench.tui.widgets.context_line import Context
+from workbench.tui.workers import ProgressMessage, background, check_cancelled, check_routes, route_of
 
 KEYMAP_FILE = "keymap.toml"
 
@@ -46,45 +50,48 @@ def screen_bindings(specs: Iterable[ScreenSpec]) -> list[Binding]:
     ]
 
 
-class ScreensProvider(Provider):
-    """Command palette: jump to any screen, and every action the current screen offers."""
+class WorkbenchCommands(Provider):
+    """The command palette: every workbench command, the screen in front's first, then every
+    screen, every other screen's actions (switching to it first), the servers to open, and the
+    app's own (help, theme, screenshot, quit) last."""
 
-    async def search(self, query: str) -> Hits:
+    def commands(self) -> list[tuple[str, str, Callable[[], object]]]:
         app = self.app
         assert isinstance(app, WorkbenchApp)
+        return app.palette_commands(self.screen)
+
+    async def discover(self) -> Hits:
+        for text, help_text, run in self.commands():
+            yield DiscoveryHit(text, run, help=help_text)
+
+    async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for spec in app.specs:
-            text = f"screen: {spec.title}"
+        for text, help_text, run in self.commands():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(
-                    score,
-                    matcher.highlight(text),
-                    lambda s=spec.id: app.show_screen(s),
-                    help=f"switch to the {spec.title} screen ({spec.key})",
-                )
-        for key, description, action, target in app.current_actions(self.screen):
-            text = f"action: {description}"
-            score = matcher.match(text)
-            if score > 0:
-                yield Hit(
-                    score,
-                    matcher.highlight(text),
-                    lambda a=action, t=target: app.call_later(t.run_action, a),
-                    help=f"key {key}",
-                )
+                yield Hit(score, matcher.highlight(text), run, help=help_text)
+
+
+#: Seconds between two looks at the journal's revision (one cheap local read, off the UI thread).
+JOURNAL_POLL_S = 1.0
 
 
 class WorkbenchApp(App):
     TITLE = "eagle-workbench"
     CSS_PATH = "app.tcss"
-    COMMANDS = App.COMMANDS | {ScreensProvider}
-    BINDINGS = [
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {
+        WorkbenchCommands
+    }  # the workbench's commands, not Textual's stock list first
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f1,question_mark", "help", "Help", id="app.help"),
-        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
+        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True, show=False),
         *screen_bindings(SCREENS),
     ]
-    selected_server: int | None  # set by the Servers and Launch screens, read by the Server screen
+    #: What the context line shows (workspace, host, server); see ``select_server``.
+    context: reactive[Context] = reactive(Context, always_update=True)
+    #: A note on every screen (``Banner``) until the screen ``banner_until`` is shown.
+    banner: reactive[str] = reactive("")
+    banner_until: str | None = None
 
     def __init__(
         self,
@@ -103,6 +110,9 @@ class WorkbenchApp(App):
         self.specs: list[ScreenSpec] = list(SCREENS)
         self.start = start or (self.specs[0].id if self.specs else None)
         self._screen_args = screen_args or {}
+        self.selected_server: int | None = None  # the server the screens act on (context line)
+        self.selected_host: str | None = None
+        self.revision: object = None  # the journal's, as last seen (``follow_journal``)
         for spec in self.specs:
             args = self._screen_args.get(spec.id, {})
             self.add_mode(
@@ -123,11 +133,13 @@ class WorkbenchApp(App):
         return self._wb
 
     def _wire_progress(self, wb) -> None:
-        """Core progress events become messages to the app (thread-safe), then the busy bar."""
+        """Core progress events become messages to the app (thread-safe), then the busy bar; a
+        job the user cancelled stops there (``workbench.tui.workers``)."""
         before = wb.progress
 
         def forward(p) -> None:
             before(p)
+            check_cancelled()
             self.post_message(ProgressMessage(p))
 
         wb.progress = forward
@@ -154,9 +166,73 @@ class WorkbenchApp(App):
         return Path(self._workspace_arg).expanduser() if self._workspace_arg else default_root()
 
     def on_mount(self) -> None:
+        self.context = Context(workspace=str(self.workspace_root))
         self.load_keymap()
         if self.start:
             self.switch_mode(self.start)
+        self.set_interval(JOURNAL_POLL_S, self.look_at_journal, name="journal")
+        self.look_at_journal()
+
+    # -- following the journal, and what is in play -----------------------------------------------
+    def select_server(self, server_id: int | None, host: str | None = None) -> None:
+        """The server (and its host) the screens act on now: the context line names it."""
+        self.selected_server = server_id
+        if host is not None or server_id is None:
+            self.selected_host = host
+        self.context = Context(
+            workspace=self.context.workspace,
+            host=host or self.selected_host,
+            server=server_id,
+            problem=self.context.problem,
+        )
+        self.look_at_journal()
+
+    def look_at_journal(self) -> None:
+        if self.is_running and self.screen_stack:
+            self._journal_worker(self.selected_server)
+
+    @background("journal", done="_journal_seen")
+    def _journal_worker(self, server_id: int | None) -> tuple[object, Context]:
+        wb = self.wb
+        host, profile, state = self.selected_host, None, None
+        if server_id is not None:
+            from workbench.errors import WorkbenchError
+
+            try:
+                rec = wb.server(server_id)
+                host, profile, state = rec.host, rec.profile, rec.state
+            except WorkbenchError:
+                pass
+        context = Context(str(self.workspace_root), host, server_id, profile, state, wb.settings_problem())
+        return wb.revision(), context
+
+    def _journal_seen(self, seen: tuple[object, Context]) -> None:
+        from workbench.tui.base import WorkbenchScreen
+
+        revision, context = seen
+        if not self.screen_stack:  # the app is closing
+            return
+        if context.server == self.selected_server and context != self.context:
+            self.context = context
+        if revision != self.revision:
+            self.revision = revision
+            if isinstance(self.screen, WorkbenchScreen):
+                self.screen.journal_moved(revision)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The app's own workers (the journal's revision): their result to the method they name;
+        a failure is reported once per kind, never a crash."""
+        worker = event.worker
+        if worker.node is not self:
+            return
+        route = route_of(worker)
+        if event.state == WorkerState.SUCCESS and route.done and not worker.is_cancelled:
+            getattr(self, route.done)(worker.result)
+        elif event.state == WorkerState.ERROR and worker.error is not None:
+            message = f"{type(worker.error).__name__}: {worker.error}"
+            if message != getattr(self, "_journal_error", None):
+                self._journal_error = message
+                self.report(worker.error, what="journal")
 
     def on_unmount(self) -> None:
         if self._wb is not None:
@@ -167,6 +243,11 @@ class WorkbenchApp(App):
             self.notify(f"no screen {screen_id!r}", severity="error")
             return
         self.switch_mode(screen_id)
+
+    def switch_mode(self, mode: str):
+        if self.banner and mode == self.banner_until:
+            self.banner = ""  # the note led there: its job is done
+        return super().switch_mode(mode)
 
     def action_show_screen(self, screen_id: str) -> None:
         self.show_screen(screen_id)
@@ -191,13 +272,11 @@ class WorkbenchApp(App):
 
     def known_bindings(self):
         """Every binding with an id, with where it is active (for the keymap's checks)."""
-        from workbench.tui.keymap import APP_SCOPE, bindings_of
-        from workbench.tui.screens.help import HelpScreen
+        from workbench.tui.keymap import bindings_of, screen_bindings_of
 
-        known = bindings_of(APP_SCOPE, self.BINDINGS)
-        for cls in [s.factory for s in self.specs if isinstance(s.factory, type)] + [ConfirmModal, HelpScreen]:
-            for klass in cls.__mro__:
-                known += bindings_of(cls.__name__, klass.__dict__.get("BINDINGS", ()))
+        known = []
+        for scope, _title, bindings in screen_bindings_of(self, None):
+            known += bindings_of(scope, bindings)
         return known
 
     # -- confirmations and notifications --------------------------------------------------------
@@ -230,40 +309,93 @@ class WorkbenchApp(App):
                 break
 
     # -- help and palette -----------------------------------------------------------------------
-    def current_actions(self, screen: Screen | None = None) -> Iterable[tuple[str, str, str, object]]:
-        """(key, description, action, node) for each described binding active on ``screen``."""
-        seen = set()
-        for active in (screen or self.screen).active_bindings.values():
-            binding = active.binding
-            if binding.description and (active.node, binding.action) not in seen:
-                seen.add((active.node, binding.action))
-                yield self.get_key_display(binding), binding.description, binding.action, active.node
+    def keys_of(self, binding: Binding) -> str:
+        """A binding's keys as the footer shows them, the user's keymap applied."""
+        keys = self._keymap.get(binding.id, binding.key) if binding.id else binding.key
+        shown = []
+        for key in keys.split(","):
+            display = self.get_key_display(Binding(key.strip(), binding.action))
+            if display not in shown:
+                shown.append(display)
+        return " ".join(shown)
 
-    def help_rows(self) -> list[tuple[str, str, str]]:
-        """(keys, description, binding id) for every active binding, keymap applied."""
-        by_id: dict[str, tuple[list[str], str]] = {}
-        for _key, active in self.active_bindings.items():
-            b = active.binding
-            # the app's own keys: declared with an id, or shown; not every editing key of an Input
-            if not b.description or not (b.id or b.show or b.action.endswith("command_palette")):
-                continue
-            ident = b.id or b.action
-            keys, _ = by_id.setdefault(ident, ([], b.description))
-            display = self.get_key_display(b)
-            if display not in keys:
-                keys.append(display)
-        return sorted(((" ".join(k), d, i) for i, (k, d) in by_id.items()), key=_help_order)
+    def help_rows(self) -> list[tuple[str, str, str, str]]:
+        """(keys, description, where, binding id) for every key of the workbench, keymap applied:
+        the screen keys and the app's first, then the screen in front's, then every other screen's
+        (and the dialogs' and widgets' keys that have an id)."""
+        from workbench.tui.keymap import APP_SCOPE, screen_bindings_of
+
+        front = type(self.screen) if self.screen is not None else None
+        everywhere: list[tuple[str, str, str, str]] = []
+        rows: list[tuple[str, str, str, str]] = []
+        for scope, title, bindings in screen_bindings_of(self, front):
+            seen: set[str] = set()
+            for b in bindings:
+                ident = b.id or b.action
+                if not b.description or ident in seen:
+                    continue
+                seen.add(ident)
+                if scope == APP_SCOPE:
+                    everywhere.append((self.keys_of(b), b.description, "everywhere", ident))
+                else:
+                    rows.append((self.keys_of(b), b.description, title, ident))
+        return sorted(everywhere, key=_help_order) + rows
 
     def action_help(self) -> None:
         from workbench.tui.screens.help import HelpScreen
 
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen(self.help_rows()))
+        self.push_screen(HelpScreen(self.help_rows(), front=self.title_of(self.screen) or ""))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Help", "Show every key binding", self.action_help)
+    def palette_commands(self, screen: Screen) -> list[tuple[str, str, Callable[[], object]]]:
+        """(text, help, run) for every command of the palette, in its order (``WorkbenchCommands``)."""
+        from workbench.tui.keymap import APP_SCOPE, screen_bindings_of
+
+        out: list[tuple[str, str, Callable[[], object]]] = []
+        front_title = self.title_of(screen) or ""
+        by_title = {s.title: s for s in self.specs}
+        groups = screen_bindings_of(self, type(screen))
+        for scope, title, bindings in groups:
+            if scope == APP_SCOPE or title not in by_title:
+                continue
+            spec = by_title[title]
+            for b in bindings:
+                if not b.description or b.id == "job.cancel":
+                    continue
+                where = "" if title == front_title else f"{title}: "
+                run = _runner(self, spec.id if title != front_title else None, b.action)
+                out.append((f"{where}{b.description}", f"{b.tooltip or b.description} ({self.keys_of(b)})", run))
+            if title == front_title:  # then the screens themselves
+                for s in self.specs:
+                    key = self.keys_of(Binding(s.key, "x", id=f"screen.{s.id}"))
+                    out.append(
+                        (f"Go to {s.title}", f"switch to the {s.title} screen ({key})", partial(self.show_screen, s.id))
+                    )
+        out += [(f"Open server {sid}", what, partial(self.open_server, sid)) for sid, what in self._open_servers()]
+        out += [
+            ("Keys (help)", "every key of every screen, with its binding id (f1)", self.action_help),
+            ("Theme", "change the colours", self.action_change_theme),
+            ("Screenshot", "save an SVG picture of the screen in the workspace", self.screenshot_to_workspace),
+            ("Quit", "leave the workbench (ctrl+q)", self.exit),
+        ]
+        return out
+
+    def _open_servers(self) -> list[tuple[int, str]]:
+        """The journal's active servers, for the palette (a local read; nothing when it fails)."""
+        try:
+            return [(r.id, f"{r.profile} on {r.host}, {r.state}") for r in self.wb.servers(active=True)]
+        except Exception:  # the palette must open whatever the journal says
+            return []
+
+    def open_server(self, server_id: int) -> None:
+        self.select_server(server_id)
+        if "server" in {s.id for s in self.specs}:
+            self.switch_mode("server")
+
+    def screenshot_to_workspace(self) -> None:
+        path = self.save_screenshot(path=str(self.workspace_root))
+        self.notify(f"saved {path}", markup=False)
 
 
 def screen_keys_markdown() -> str:
@@ -274,14 +406,25 @@ def screen_keys_markdown() -> str:
     return "\n".join(["| key | screen |", "|---|---|", *(f"| `{s.key.upper()}` | {s.title} |" for s in rows)])
 
 
-def _help_order(row: tuple[str, str, str]) -> tuple:
-    """Screens first, by key (F2, F3, ... F12), then the app's keys, then the screen's own."""
+def _help_order(row: tuple[str, str, str, str]) -> tuple:
+    """Screens first, by key (F2, F3, ... F12), then the app's other keys."""
     from workbench.tui.widgets.screen_bar import _key_order
 
-    keys, _desc, ident = row
+    keys, _desc, _where, ident = row
     if ident.startswith("screen."):
         return (0, _key_order(keys.split()[0] if keys else ""), ident)
     return (1 if ident.startswith("app.") else 2, (), ident)
+
+
+def _runner(app: WorkbenchApp, screen_id: str | None, action: str) -> Callable[[], None]:
+    """Run ``action`` on the screen in front, or switch to ``screen_id`` first and run it there."""
+
+    def run() -> None:
+        if screen_id is not None:
+            app.switch_mode(screen_id)
+        app.call_after_refresh(lambda: app.call_later(app.screen.run_action, action))
+
+    return run
 
 
 def run_app(workspace: str | None = None, start: str | None = None, screen_args: dict | None = None) -> int:
@@ -294,3 +437,6 @@ def run_app(workspace: str | None = None, start: str | None = None, screen_args:
         return 2
     WorkbenchApp(workspace, start=start, screen_args=screen_args).run()
     return 0
+
+
+check_routes(WorkbenchApp)

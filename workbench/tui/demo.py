@@ -1,4 +1,6 @@
-"""The demo's app: the Dashboard first, with a note that names the guided path's next key."""
+"""The demo's app: the Dashboard first, with a note on every screen (a line of the frame, not a
+toast: nothing covers a dialog's buttons) that names the guided path's next key until the
+Diagnose screen is shown."""
 
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ class DemoApp(WorkbenchApp):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.notify(self.demo_note, title="eagle-workbench demo", timeout=60)
+        self.banner_until = "diagnose"
+        self.banner = self.demo_note
         # a closed terminal ends the app the normal way, so the demo still stops its lab servers
         for sig in (signal.SIGHUP, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.exit())

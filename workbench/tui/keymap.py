@@ -54,3 +54,50 @@ def check_keymap(keymap: Mapping[str, str], known: list[BindingInfo]) -> list[st
                         f"(only one can work): give {other.id!r} another key"
                     )
     return warnings
+
+
+def screen_bindings_of(app, front: type | None) -> list[tuple[str, str, list[Binding]]]:
+    """(scope, title, bindings) for every key of the workbench, in the order help and the palette
+    list them: the keys that work everywhere (scope ``APP_SCOPE``), the screen in front, every
+    other screen, then the tables', the log's and the dialogs' own."""
+    from workbench.tui.base import WorkbenchScreen
+    from workbench.tui.screens.help import HelpScreen
+    from workbench.tui.widgets.confirm import ConfirmModal
+    from workbench.tui.widgets.logview import LogView
+    from workbench.tui.widgets.table import Table
+
+    everywhere = [
+        *app.BINDINGS,
+        Binding(app.COMMAND_PALETTE_BINDING, "command_palette", "Command palette", show=True),
+        *WorkbenchScreen.BINDINGS,
+    ]
+    groups: list[tuple[str, str, list[Binding]]] = [(APP_SCOPE, APP_SCOPE, _own(everywhere))]
+    screens = [(s.title, s.factory) for s in app.specs if isinstance(s.factory, type)]
+    screens.sort(key=lambda ts: ts[1] is not front)  # stable: the front one first, the rest in order
+    for title, cls in screens:
+        widgets = [b for w in getattr(cls, "KEYS_OF", ()) for b in _class_bindings(w, stop=Table)]
+        groups.append((cls.__name__, title, _own(_class_bindings(cls, stop=WorkbenchScreen) + widgets)))
+    for title, cls in (
+        ("tables", Table),
+        ("server log", LogView),
+        ("confirm", ConfirmModal),
+        ("help", HelpScreen),
+    ):
+        groups.append((cls.__name__, title, _own(_class_bindings(cls, stop=object))))
+    return groups
+
+
+def _class_bindings(cls: type, stop: type) -> list:
+    """The BINDINGS a class declares itself and through its bases, up to (not including) ``stop``."""
+    out: list = []
+    for klass in cls.__mro__:
+        if klass is stop:
+            break
+        out += list(klass.__dict__.get("BINDINGS", ()))
+    return out
+
+
+def _own(bindings: Iterable) -> list[Binding]:
+    """The workbench's own keys: those with an id (not every cursor key of a DataTable or an Input),
+    and the command palette's."""
+    return [b for b in bindings if isinstance(b, Binding) and (b.id or b.action == "command_palette")]

@@ -29,6 +29,12 @@ A cancelled worker delivers nothing: an exclusive worker cancels the older one o
 that one's result (or its ``WorkbenchError``) never reaches the screen, even when it had already
 finished; a bug in it is still reported.
 
+A long job is cancelled by the user (``ctrl+c``, ``WorkbenchScreen.action_cancel``) through
+``request_cancel``: the core is told at its next ``Progress`` event, where the app's progress
+callback raises ``JobCancelledError`` in the worker's thread (once: the core's own clean-up, a dump server
+stopped in a ``finally``, runs to its end), so the operation ends at a step boundary, and the screen
+shows it ended. A job that finishes before its next step delivers its result: it happened.
+
 News while a worker runs goes through ``post_message`` (thread-safe) of a small ``Message``
 subclass, never by a call into a widget: core ``Progress`` events arrive as ``ProgressMessage``,
 which the busy bar shows. A worker that blocks on the user's answer in the middle of its work
@@ -47,14 +53,16 @@ from weakref import WeakKeyDictionary
 
 from textual import work
 from textual.message import Message
-from textual.worker import Worker
+from textual.worker import NoActiveWorker, Worker, get_current_worker
+
+from workbench.errors import WorkbenchError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 #: Groups whose work is routine (a monitor's refresh, a prediction per keystroke): no busy bar, so
 #: the screen does not flicker.
-QUIET_GROUPS = frozenset({"poll", "predictor"})
+QUIET_GROUPS = frozenset({"poll", "predictor", "journal"})
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,34 @@ def _format(template: str, signature: inspect.Signature, args: tuple, kwargs: di
         return template.format(**bound.arguments)
     except Exception:  # a title must never stop the work from starting
         return default
+
+
+class JobCancelledError(WorkbenchError):
+    """The user cancelled the job; raised in its thread at the core's next progress event."""
+
+
+#: Workers the user asked to stop, with whether ``JobCancelledError`` was raised in them yet.
+_CANCELS: WeakKeyDictionary[Worker[Any], bool] = WeakKeyDictionary()
+
+
+def request_cancel(worker: Worker[Any]) -> None:
+    """Ask ``worker`` to stop at its next progress event (see the module's docstring)."""
+    _CANCELS.setdefault(worker, False)
+
+
+def cancel_requested(worker: Worker[Any]) -> bool:
+    return worker in _CANCELS
+
+
+def check_cancelled() -> None:
+    """In a worker's thread, at a progress event: raise ``JobCancelledError`` once if the user asked."""
+    try:
+        worker = get_current_worker()
+    except NoActiveWorker:
+        return
+    if _CANCELS.get(worker) is False:
+        _CANCELS[worker] = True
+        raise JobCancelledError(f"cancelled: {route_of(worker).what or worker.name}")
 
 
 class ProgressMessage(Message):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import on
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
@@ -37,11 +37,20 @@ def heat_style(v: float | None) -> str:
     return f"{text_on(colour)} on {colour}" if colour else "dim"
 
 
+class MatrixTable(Table):
+    """The candidate x slot matrix: ``a`` applies the recommendation (a key of the result, not of
+    the form, whose inputs take letters as text)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "screen.apply", "Apply to config", id="alignment.apply", tooltip="shows the diff first"),
+    ]
+
+
 class AlignmentScreen(WorkbenchScreen):
     CSS_PATH = "alignment.tcss"
-    BINDINGS = [
+    KEYS_OF = (MatrixTable,)
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "Align", id="alignment.run"),
-        Binding("a", "apply", "Apply to config", id="alignment.apply"),
         Binding("ctrl+y", "copy_command", "Copy CLI", id="alignment.copy_cli"),
     ]
 
@@ -65,23 +74,31 @@ class AlignmentScreen(WorkbenchScreen):
         v = self.initial
         with Vertical(id="align-form"):
             with Horizontal(classes="row"):
+                yield Label("Training", classes="field-label")
                 yield Input(
                     v["train"],
-                    placeholder="training capture (data_0.ckpt, hs_0.safetensors, ...)",
+                    placeholder="training capture: data_0.ckpt, hs_0.safetensors, ...",
                     id="train",
                     compact=True,
                 )
+            with Horizontal(classes="row"):
+                yield Label("Inference", classes="field-label")
                 yield Input(
                     v["infer"],
-                    placeholder="inference capture (payload .json, dump folder, stack)",
+                    placeholder="inference capture: payload .json, dump folder, ...",
                     id="infer",
                     compact=True,
                 )
             with Horizontal(classes="row"):
+                yield Label("Engine", classes="field-label")
                 yield Select(ENGINES, value=v["engine"], allow_blank=False, id="engine", compact=True)
-                yield Input(v["draft"], placeholder="draft dir (optional)", id="draft", compact=True)
+                yield Label("Layers", classes="field-label inline")
+                yield Input(v["num_layers"], placeholder="count", id="num_layers", type="integer", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Draft", classes="field-label")
+                yield Input(v["draft"], placeholder="draft folder (optional)", id="draft", compact=True)
+                yield Label("Target", classes="field-label inline")
                 yield Input(v["target"], placeholder="target config (optional)", id="target", compact=True)
-                yield Input(v["num_layers"], placeholder="layers", id="num_layers", type="integer", compact=True)
         yield Static("", id="align-error", classes="error-line", markup=False)
         # the verdicts first, the whole width: runner-up, margin and verdict are never cut off
         yield Label("Best match per slot", classes="title")
@@ -89,7 +106,7 @@ class AlignmentScreen(WorkbenchScreen):
         with Horizontal(id="align-body"):
             with Vertical(id="matrix-pane"):
                 yield Label("rel_diff: candidates x training slots (best per slot reversed)", classes="title")
-                yield Table(id="matrix", cursor_type="cell", zebra_stripes=False)
+                yield MatrixTable(id="matrix", cursor_type="cell", zebra_stripes=False)
             with VerticalScroll(id="summary-pane"):
                 yield Static("Enter both captures and press ctrl+r.", id="recommendation")
                 yield Label("Per token (highlighted cell)", classes="title")
@@ -181,7 +198,6 @@ class AlignmentScreen(WorkbenchScreen):
         if best_of:
             m.move_cursor(row=best_of.get(0, 0), column=2)
             self.drill(0, best_of.get(0, 0))
-        m.focus()
 
     def _recommendation_text(self, r):
         from rich.text import Text
@@ -205,7 +221,7 @@ class AlignmentScreen(WorkbenchScreen):
             )
             out.append(f.message)
             if f.fix and f.fix.applicable:
-                out.append("\npress a to apply to config (shows the diff first)", style="dim")
+                out.append("\na on the matrix applies it to the config (shows the diff first)", style="dim")
         if rec.differs is False:
             out.append(f"\nthe draft's config already captures these points ({rec.current_ids})", style="green")
         return out

@@ -1,17 +1,19 @@
 """Configs: tracked files, each one's history, a diff view, and revert with one key and a confirm.
 
 Looking is enough to notice an edit made outside the workbench: it is stored as a version first.
+The screen follows the journal: a version written elsewhere (a fix on the Doctor or Diagnose
+screen, the CLI) shows without a refresh. ``r`` and ``m`` act on the history table only.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import cast
+from typing import ClassVar, cast
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, Static
 
@@ -23,12 +25,22 @@ from workbench.tui.widgets.table import Table
 from workbench.tui.workers import background
 
 
+class VersionsTable(Table):
+    """The history: its letters act on the highlighted version."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "screen.revert", "Revert", id="configs.revert", tooltip="revert to the highlighted version"),
+        Binding(
+            "m", "screen.mark", "Mark base", id="configs.mark", tooltip="mark the highlighted version as the diff base"
+        ),
+    ]
+
+
 class ConfigsScreen(WorkbenchScreen):
     CSS_PATH = "configs.tcss"
+    KEYS_OF = (VersionsTable,)
     AUTO_FOCUS = "#versions"
-    BINDINGS = [
-        Binding("r", "revert", "Revert", id="configs.revert", tooltip="revert to the selected version"),
-        Binding("m", "mark", "Mark base", id="configs.mark", tooltip="mark the selected version as the diff base"),
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "refresh", "Refresh", id="configs.refresh"),
         Binding("ctrl+t", "focus_track", "Track", id="configs.track", tooltip="track another config file"),
     ]
@@ -42,7 +54,10 @@ class ConfigsScreen(WorkbenchScreen):
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="track-row"):
-            yield Input(placeholder="path of a config.json to track, then Enter", id="track-path", compact=True)
+            yield Label("Track", classes="field-label")
+            yield Input(
+                placeholder="a config.json (local path or HOST:/path), then Enter", id="track-path", compact=True
+            )
         with Horizontal(id="configs-body"):
             with Vertical(id="files-pane"):
                 yield Label("Tracked files", classes="title")
@@ -51,15 +66,22 @@ class ConfigsScreen(WorkbenchScreen):
                 yield files
             with Vertical(id="history-pane"):
                 yield Label("History", classes="title", id="history-title")
-                hist: Table[str] = Table(id="versions", cursor_type="row", zebra_stripes=True)
-                hist.add_columns("", "version", "time", "sha256", "bytes", "reason")
-                yield hist
+                yield VersionsTable(id="versions", cursor_type="row", zebra_stripes=True)
                 yield Label("Diff", classes="title", id="diff-title")
                 with VerticalScroll(id="diff-pane"):
                     yield DiffView("", id="diff")
 
     def on_mount(self) -> None:
         self.action_refresh()
+
+    def follow_journal(self) -> None:
+        self.load_files()
+
+    def _fit_width(self, width: int) -> None:
+        narrow = self.has_class("-narrow")
+        super()._fit_width(width)
+        if narrow != self.has_class("-narrow") and self.versions:
+            self._fill_versions()  # the narrow history leaves out sha256 and bytes
 
     # -- loading ---------------------------------------------------------------------------------
     def action_refresh(self) -> None:
@@ -71,7 +93,7 @@ class ConfigsScreen(WorkbenchScreen):
 
     def _show_files(self, tracked) -> None:
         self.tracked = tracked
-        table = self.query_one("#files", DataTable)
+        table = self.query_one("#files", Table)
         keep = self.location
         table.clear()
         for t in tracked:
@@ -79,13 +101,16 @@ class ConfigsScreen(WorkbenchScreen):
             table.add_row(_short(t.location), str(t.versions), state, key=t.location)
         if tracked:
             locs = [t.location for t in tracked]
-            row = locs.index(keep) if keep in locs else 0
-            table.move_cursor(row=row)
-            self.select(locs[row])
+            location = keep if keep is not None and keep in locs else locs[0]
+            if not table.move_to_key(location) and table.row_count:
+                table.move_cursor(row=0)
+            self.select(location, again=True)
         else:
             self.query_one("#diff", Static).update("No tracked configs yet: type a path above (ctrl+t).")
 
-    def select(self, location: str) -> None:
+    def select(self, location: str, again: bool = False) -> None:
+        if location == self.location and not again:
+            return
         if location != self.location:
             self.base = None
         self.location = location
@@ -98,15 +123,25 @@ class ConfigsScreen(WorkbenchScreen):
     def _show_history(self, hist) -> None:
         self.versions = hist.versions
         self.query_one("#history-title", Label).update(f"History of {_short(hist.config.location)}")
-        table = self.query_one("#versions", DataTable)
-        table.clear()
-        for v in reversed(hist.versions):  # newest first
-            mark = "◆" if v.number == self.base else ""
-            when = dt.datetime.fromtimestamp(v.ts).strftime("%Y-%m-%d %H:%M:%S")
-            table.add_row(mark, f"v{v.number}", when, v.sha256[:12], str(v.size), v.reason, key=str(v.number))
+        self._fill_versions()
         if hist.versions:
-            table.move_cursor(row=0)
             self._show_diff(hist.versions[-1].number)
+
+    def _fill_versions(self) -> None:
+        """Newest first; the reason before the hashes, which a narrow screen leaves out (the diff's
+        title names the highlighted version in full)."""
+        table = self.query_one("#versions", VersionsTable)
+        keep = table.cursor_key
+        table.clear(columns=True)
+        wide = not self.has_class("-narrow")
+        table.add_columns("", "version", "when", "reason", *(["sha256", "bytes"] if wide else []))
+        for v in reversed(self.versions):
+            mark = "◆" if v.number == self.base else ""
+            when = dt.datetime.fromtimestamp(v.ts).strftime("%Y-%m-%d %H:%M" + (":%S" if wide else ""))
+            extra = [v.sha256[:12], str(v.size)] if wide else []
+            table.add_row(mark, f"v{v.number}", when, v.reason, *extra, key=str(v.number))
+        if self.versions and (keep is None or not table.move_to_key(keep)):
+            table.move_cursor(row=0)
 
     # -- selection and diff ------------------------------------------------------------------------
     @on(DataTable.RowHighlighted, "#files")
@@ -120,10 +155,8 @@ class ConfigsScreen(WorkbenchScreen):
             self._show_diff(int(cast(str, event.row_key.value)))
 
     def selected_version(self) -> int | None:
-        table = self.query_one("#versions", DataTable)
-        if not self.versions or table.row_count == 0:
-            return None
-        return self.versions[len(self.versions) - 1 - table.cursor_row].number
+        key = self.query_one("#versions", VersionsTable).cursor_key
+        return int(key) if key is not None else None
 
     def _show_diff(self, number: int) -> None:
         if self.location is None:
@@ -131,8 +164,15 @@ class ConfigsScreen(WorkbenchScreen):
         a = self.base if self.base is not None else (number - 1 if number > 1 else None)
         title = self.query_one("#diff-title", Label)
         diff_widget = self.query_one("#diff", Static)
+        version = next((v for v in self.versions if v.number == number), None)
+        about = (
+            f"  ({dt.datetime.fromtimestamp(version.ts).strftime('%Y-%m-%d %H:%M:%S')}, sha256 "
+            f"{version.sha256[:12]}, {version.size} bytes: {version.reason})"
+            if version is not None
+            else ""
+        )
         if a is None:
-            title.update(f"v{number}: the first version")
+            title.update(f"v{number}: the first version{about}")
             diff_widget.update(Text(self.app.wb.config_show(self.location, number).text))
             return
         try:
@@ -140,7 +180,7 @@ class ConfigsScreen(WorkbenchScreen):
         except WorkbenchError as exc:
             diff_widget.update(str(exc))
             return
-        title.update(f"Diff v{a} -> v{number}" + ("  (marked base)" if self.base is not None else ""))
+        title.update(f"Diff v{a} -> v{number}" + ("  (marked base)" if self.base is not None else "") + about)
         if diff.diff:
             self.query_one("#diff", DiffView).show_diff(diff.diff)
         else:
@@ -151,7 +191,7 @@ class ConfigsScreen(WorkbenchScreen):
         if number is None:
             return
         self.base = None if self.base == number else number
-        table = self.query_one("#versions", DataTable)
+        table = self.query_one("#versions", VersionsTable)
         for v in self.versions:
             table.update_cell(str(v.number), table.ordered_columns[0].key, "◆" if v.number == self.base else "")
         self._show_diff(number)
@@ -194,8 +234,7 @@ class ConfigsScreen(WorkbenchScreen):
     def _tracked(self, t) -> None:
         self.location = t.location
         self.notify(f"tracking {t.location}")
-        self.query_one("#track-path", Input).value = ""
-        self.query_one("#files", DataTable).focus()
+        self.query_one("#track-path", Input).value = ""  # the keys stay here: tab goes to the tables
         self.load_files()
 
 

@@ -4,17 +4,20 @@ accept length (``m`` measures) -> doctor (``d``: findings ranked by the accept l
 tensor-dump relaunch is asked in a modal) -> alignment (``a``: each training slot's best capture
 point) -> apply fix (``f``: the diff in a modal, written through the config history, then the
 relaunch is offered) -> relaunch (``r``: same profile, measured like before) -> compare (``c``:
-before and after side by side). With ``guided=True`` (the demo) a bar names the next key.
+before and after side by side, under the numbers: on screen at 80x24 too). With ``guided=True``
+(the demo) a bar names the next key. A fixed finding says so instead of staying red ("fix
+written", then "fixed" once the relaunched server runs it); ``ctrl+c`` cancels a step at its next
+stage (the doctor's 45-90 s included); a measurement or a fix made on another screen shows here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, Static
 from textual.worker import Worker
@@ -41,8 +44,9 @@ STEPS = [
 
 class DiagnoseScreen(WorkbenchScreen):
     CSS_PATH = "diagnose.tcss"
+    KEYS_OF = (FindingsView,)
     AUTO_FOCUS = "#findings"  # letters are the step keys; an Input would swallow them
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("m", "measure", "Measure", id="diagnose.measure"),
         Binding("d", "doctor", "Doctor", id="diagnose.doctor"),
         Binding("a", "alignment", "Align", id="diagnose.alignment", tooltip="each training slot's best capture point"),
@@ -81,13 +85,17 @@ class DiagnoseScreen(WorkbenchScreen):
             yield Label("training data", classes="field-label")
             yield Input(
                 self.training_data,
-                placeholder="on the server's host (default: [live] training_data)",
+                placeholder="a path on the server's host (optional)",
                 id="training",
                 compact=True,
             )
         yield Static("", id="guide")
         yield Static("", id="status")
         yield Static("", id="numbers")
+        # the loop's outcome, under the numbers: hidden until there is a comparison
+        c: Table[str | Text] = Table(id="compare", cursor_type="none")
+        c.add_columns("before / after", "before", "after", "change")
+        yield c
         with Horizontal(id="diag-body"):
             with Vertical(id="left"):
                 yield Label("Findings, most of the gap first", classes="title")
@@ -98,13 +106,8 @@ class DiagnoseScreen(WorkbenchScreen):
                 a = VerdictTable(id="alignment", cursor_type="row")
                 a.add_columns("slot", "best point", "rel_diff", "runner-up", "margin", "verdict")
                 yield a
-            with Vertical(id="right"):
-                with VerticalScroll(id="detail-scroll"):
-                    yield FindingDetail("", id="detail", skip=("verdicts",), evidence_limit=10)
-                yield Label("Before / after", classes="title")
-                c: Table[str | Text] = Table(id="compare", cursor_type="none")
-                c.add_columns("", "before", "after", "change")
-                yield c
+            with VerticalScroll(id="right"):
+                yield FindingDetail("", id="detail", skip=("verdicts",), evidence_limit=10)
 
     def on_mount(self) -> None:
         for node in self.query(Input):
@@ -165,6 +168,8 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def _loaded(self, loaded: tuple) -> None:
         rec, last, td = loaded
+        if self.app.selected_server != rec.id:
+            self.app.select_server(rec.id, rec.host)
         if not self.query_one("#training", Input).value and td:
             self.query_one("#training", Input).value = td
         text = Text()
@@ -353,6 +358,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self._mark("alignment")
         self._mark("fix")
         self.fix_applied = change
+        self._mark_fixed("fix written")
         self.query_one("#findings", FindingsView).refresh_detail(self._hint)
         self._alignment_title()
         self._status(
@@ -387,8 +393,10 @@ class DiagnoseScreen(WorkbenchScreen):
         self.server_id = rec.id
         self.query_one("#server", Input).value = str(rec.id)
         self._mark("relaunch")
+        self.app.select_server(rec.id, rec.host)
         if rec.state == "ready" and self.fix_applied is not None:
             self.relaunched = True
+            self._mark_fixed("fixed")
             self._alignment_title()
             self.query_one("#findings", FindingsView).refresh_detail(
                 lambda item: (
@@ -413,6 +421,15 @@ class DiagnoseScreen(WorkbenchScreen):
             + (": press c to compare with the old one" if cmp is not None else "")
         )
 
+    def _mark_fixed(self, status: str) -> None:
+        """The findings the written fix settles say so in place of their severity."""
+        view = self.query_one("#findings", FindingsView)
+        fix = self.report.fix if self.report else None
+        for i, item in enumerate(view.items):
+            f = item.finding.fix
+            if fix is not None and f is not None and f.applicable and f.edits == fix.edits:
+                view.mark(i, status)
+
     # -- step 6: compare -----------------------------------------------------------------------
     def action_compare(self) -> None:
         after = self.current_server()
@@ -429,6 +446,7 @@ class DiagnoseScreen(WorkbenchScreen):
         self.comparison = cmp
         t = self.query_one("#compare", DataTable)
         t.clear()
+        t.add_class("-shown")
         for r in cmp.rows:
             t.add_row(
                 r["name"],
@@ -464,6 +482,16 @@ class DiagnoseScreen(WorkbenchScreen):
 
     def _step_failed(self, message: str) -> None:
         self._status(message.splitlines()[0], "bold red")
+
+    def job_cancelled(self, message: str) -> None:
+        self._status(f"{message}: press the step's key to run it again", "yellow")
+
+    def follow_journal(self) -> None:
+        """A measurement or a server's change recorded elsewhere: the numbers again (a local read;
+        a report on screen stays what the doctor found)."""
+        sid = self.current_server()
+        if sid is not None and self.report is None and not self.busy:
+            self.load_server(sid)
 
 
 def _cell(v) -> str:

@@ -1,13 +1,20 @@
 """Doctor: findings by severity with their evidence, the capture report, and "apply fix" through the
 config history (a confirm shows the diff first). With a server id it diagnoses that running server:
 the config it loaded, observed vs predicted accept length, and its hidden states against the
-training data (findings ranked by the accept length they cost; the Diagnose screen has the loop)."""
+training data (findings ranked by the accept length they cost; the Diagnose screen has the loop).
+
+The form keeps the keys until the user moves them (a run's findings never take the focus: a path
+typed on is typed, never an "apply fix"); ``f`` acts on the findings table. A fix written here
+or elsewhere shows at once: on files the checks run again (the fixed finding goes), on a live
+report the finding says "fix written" until the server is relaunched (Diagnose)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, Select, Static
 
@@ -27,9 +34,9 @@ CONVENTIONS = [("output-of-layer", "output-of-layer"), ("capture-before", "captu
 
 class DoctorScreen(WorkbenchScreen):
     CSS_PATH = "doctor.tcss"
-    BINDINGS = [
+    KEYS_OF = (FindingsView,)
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "Run checks", id="doctor.run"),
-        Binding("f", "apply_fix", "Apply fix", id="doctor.apply_fix"),
         Binding("ctrl+y", "copy_command", "Copy CLI", id="doctor.copy_cli"),
     ]
 
@@ -59,31 +66,50 @@ class DoctorScreen(WorkbenchScreen):
         self.report = None
         self.code = None  # the release code's capture (workbench.engine), for the notes
         self.error: str | None = None
+        self._checked_stamp: tuple | None = None  # the draft config's (mtime, size) the report read
 
     def compose_body(self) -> ComposeResult:
         v = self.initial
+
+        def label(text: str, inline: bool = False) -> Label:
+            return Label(text, classes="field-label inline" if inline else "field-label")
+
         with Vertical(id="doctor-form"):
             with Horizontal(classes="row"):
-                yield Input(v["draft"], placeholder="draft directory", id="draft", compact=True)
-                yield Input(v["target"], placeholder="target config.json (optional)", id="target", compact=True)
-                yield Input(v["server"], placeholder="or a server id", id="server", compact=True, restrict=r"\d*")
+                yield label("Draft")
+                yield Input(v["draft"], placeholder="the draft checkpoint's folder", id="draft", compact=True)
+                yield label("or server", inline=True)
+                yield Input(v["server"], placeholder="id", id="server", compact=True, restrict=r"\d*")
             with Horizontal(classes="row"):
+                yield label("Target")
+                yield Input(
+                    v["target"], placeholder="target config.json or folder (optional)", id="target", compact=True
+                )
+            with Horizontal(classes="row"):
+                yield label("Engine")
                 yield Select(ENGINES, value=v["engine"], allow_blank=False, id="engine", compact=True)
+                yield label("Algorithm", inline=True)
                 yield Select(ALGORITHMS, value=v["algorithm"], allow_blank=False, id="algorithm", compact=True)
-                yield Input(v["trained"], placeholder="trained layers, e.g. 2,30,58", id="trained", compact=True)
+            with Horizontal(classes="row"):
+                yield label("Trained on")
+                yield Input(v["trained"], placeholder="layer ids, e.g. 2,30,58 (optional)", id="trained", compact=True)
+                yield label("read as", inline=True)
                 yield Select(CONVENTIONS, value=v["convention"], allow_blank=False, id="convention", compact=True)
-        yield Static("", id="doctor-error", classes="error-line")
+        yield Static("", id="doctor-error", classes="error-line", markup=False)
+        # findings with the highlighted one's detail under them; the capture report beside them
+        # (under them, narrower than NARROW_WIDTH: then everything scrolls as one)
         with Horizontal(id="doctor-body"):
             with Vertical(id="findings-pane"):
                 yield Label("Findings", classes="title")
                 yield FindingsView(["evidence", "code", "fix"], detail="detail", id="findings")
+                with VerticalScroll(id="detail-pane"):
+                    yield FindingDetail("Enter a draft directory (or a server id) and press ctrl+r.", id="detail")
+            with VerticalScroll(id="capture-pane"):
                 yield Label("Capture: config ids -> engine -> training", classes="title")
                 cap = VerdictTable(id="capture", cursor_type="none")
                 cap.add_columns("slot", "config id", "index", "engine captures", "trained on", "")
                 yield cap
                 yield Static("", id="capture-notes", classes="muted")
-            with VerticalScroll(id="detail-pane"):
-                yield FindingDetail("Enter a draft directory (or a server id) and press ctrl+r.", id="detail")
 
     def on_mount(self) -> None:
         if self.autorun:
@@ -174,6 +200,7 @@ class DoctorScreen(WorkbenchScreen):
     def run_checks(self, f: dict) -> tuple:
         from workbench.parsing import parse_ids
 
+        self._checked_stamp = _stamp(f["draft"])
         trained = parse_ids(f["trained"], "trained layers") if f["trained"] else None
         report = self.app.wb.doctor(
             f["draft"],
@@ -187,6 +214,7 @@ class DoctorScreen(WorkbenchScreen):
 
     def _show_checks(self, checked: tuple) -> None:
         report, code = checked
+        self.live = None
         self._show(report, code)
 
     def _code_capture(self, cap):
@@ -210,8 +238,9 @@ class DoctorScreen(WorkbenchScreen):
         self.query_one("#doctor-error", Static).update("")
         if items is None:
             items = [FindingItem(f, _cells(f)) for f in report.findings]
-        # arrows walk the findings, f applies a fix
+        # arrows walk the findings, f applies a fix (tab moves the keys to them: never a run)
         self.query_one("#findings", FindingsView).show(items, hint=_hint)
+        self.refresh_bindings()
         if not report.findings:
             skipped = getattr(report, "skipped", None) or []
             text = "No findings in the checks that ran."
@@ -263,11 +292,31 @@ class DoctorScreen(WorkbenchScreen):
         item = self.query_one("#findings", FindingsView).selected()
         return item.finding if item is not None else None
 
+    # -- following the journal ------------------------------------------------------------------
+    def follow_journal(self) -> None:
+        """A fix written elsewhere (Diagnose, Alignment, a revert on Configs, the CLI): checks of
+        files run again when the draft's config changed; a live report is of the server as it
+        runs, which a config write does not change."""
+        if self.report is None or self.live is not None or self.busy_with("doctor"):
+            return
+        f = self.fields()
+        if f["draft"] and _stamp(f["draft"]) != self._checked_stamp:
+            self.run_checks(f)
+
     # -- actions -------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "apply_fix":
+            return self.report is not None and bool(self.report.findings)
+        return super().check_action(action, parameters)
+
     def action_apply_fix(self) -> None:
-        finding = self.selected()
+        item = self.query_one("#findings", FindingsView).selected()
+        finding = item.finding if item is not None else None
         if finding is None or finding.fix is None:
             self.notify("this finding has no fix", severity="warning")
+            return
+        if item is not None and item.status:
+            self.notify(f"{finding.code}: {item.status} already", severity="information")
             return
         if not finding.fix.applicable:
             self.notify(f"change the launch: {' '.join(finding.fix.launch)}", severity="information")
@@ -280,13 +329,26 @@ class DoctorScreen(WorkbenchScreen):
         self.app.confirm(plan, lambda: self.apply_fix(finding.fix))
 
     @background("doctor-fix", done="_fix_applied", what="", exclusive=False)
-    def apply_fix(self, fix) -> str:
+    def apply_fix(self, fix) -> tuple:
         change = self.app.wb.config_apply_fix(fix, confirm=True)
-        return f"applied: {change.location} is now v{change.version.number}"
+        return fix, change
 
-    def _fix_applied(self, note: str) -> None:
+    def _fix_applied(self, applied: tuple) -> None:
+        fix, change = applied
+        note = f"applied: {change.location} is now v{change.version.number}"
         self.notify(note)
-        self.action_run()
+        if self.live is None:
+            self.action_run()  # files: the checks again; the fixed finding goes
+            return
+        view = self.query_one("#findings", FindingsView)
+        for i, item in enumerate(view.items):  # a live report: the server runs the old config until relaunched
+            if item.finding.fix is not None and item.finding.fix.edits == fix.edits:
+                view.mark(i, "fix written")
+        view.refresh_detail(
+            lambda item: (
+                f"{note}; the server loads it when relaunched (Diagnose, F8: r)" if item.status else _hint(item)
+            )
+        )
 
     def action_copy_command(self) -> None:
         import shlex
@@ -318,11 +380,24 @@ def _fix_kind(f) -> str:
 
 def _hint(item) -> str | None:
     fix = item.finding.fix
-    return "press f to apply it (goes through the config history)" if fix and fix.applicable else None
+    if not (fix and fix.applicable):
+        return None
+    return "press f on the findings to apply it (tab takes the keys there; it goes through the config history)"
 
 
 def _s(v) -> str:
     return "-" if v is None else str(v)
+
+
+def _stamp(draft: str) -> tuple | None:
+    """(mtime, size) of a local draft's config.json: whether the file changed since a run read it."""
+    import os
+
+    try:
+        st = os.stat(os.path.join(os.path.expanduser(draft), "config.json"))
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 SPEC = ScreenSpec("doctor", "Doctor", "f3", DoctorScreen, order=20)

@@ -8,9 +8,10 @@ the rates to the Predictor screen.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 from textual import on
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Static
@@ -41,11 +42,20 @@ def predictor_fields(wb, result) -> dict:
     }
 
 
+class DepthsTable(Table):
+    """The per-depth result: ``p`` sends it to the Predictor (a key of the table: the form's inputs
+    take letters as text)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "screen.to_predictor", "To predictor", id="drafter.to_predictor"),
+    ]
+
+
 class DrafterScreen(WorkbenchScreen):
     CSS_PATH = "drafter.tcss"
-    BINDINGS = [
+    KEYS_OF = (DepthsTable,)
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "Evaluate", id="drafter.run"),
-        Binding("p", "to_predictor", "To predictor", id="drafter.to_predictor"),
     ]
 
     def __init__(
@@ -61,18 +71,23 @@ class DrafterScreen(WorkbenchScreen):
         v = self.initial
         with Vertical(id="drafter-form"):
             with Horizontal(classes="row"):
-                yield Input(v["draft"], placeholder="draft checkpoint dir", id="draft", compact=True)
-                yield Input(v["data"], placeholder="training data dir (rows_*/data_*.ckpt)", id="data", compact=True)
+                yield Label("Draft", classes="field-label")
+                yield Input(v["draft"], placeholder="the draft checkpoint's folder", id="draft", compact=True)
             with Horizontal(classes="row"):
+                yield Label("Data", classes="field-label")
+                yield Input(v["data"], placeholder="training data folder (rows_*/data_*.ckpt)", id="data", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Target", classes="field-label")
                 yield Input(
-                    v["target"], placeholder="target model dir (embedding + lm_head)", id="target", compact=True
+                    v["target"], placeholder="target model folder (embedding, lm_head)", id="target", compact=True
                 )
-                yield Input(v["depth"], placeholder="depth", id="depth", type="integer", compact=True)
+                yield Label("Depth", classes="field-label inline")
+                yield Input(v["depth"], placeholder="3", id="depth", type="integer", compact=True)
         yield Static("", id="drafter-error", classes="error-line", markup=False)
         with Horizontal(id="drafter-body"):
             with Vertical(id="depth-pane"):
                 yield Label("Per depth (teacher-forced, training-time test)", classes="title")
-                yield Table(id="depths", cursor_type="row", zebra_stripes=True)
+                yield DepthsTable(id="depths", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="drafter-side"):
                 yield Static("Enter the draft, its data and the target, then ctrl+r.", id="drafter-summary")
                 yield Static("", id="drafter-weights")
@@ -111,31 +126,7 @@ class DrafterScreen(WorkbenchScreen):
 
         self.result, self.error = r, None
         self.query_one("#drafter-error", Static).update("")
-        t = self.query_one("#depths", DataTable)
-        t.clear(columns=True)
-        t.add_columns(
-            "depth",
-            "SpecForge acc_k",
-            "chain full",
-            "chain cond",
-            "speculators full_acc",
-            "speculators cond_acc",
-            *[f"top{k}" for k in r.topk],
-            "positions",
-        )
-        sf = r.speculators_full_acc or [None] * r.depth
-        sc = r.speculators_cond_acc or [None] * r.depth
-        for d in range(r.depth):
-            t.add_row(
-                str(d),
-                pct(r.acc[d]),
-                pct(r.full_acc[d]),
-                pct(r.cond_acc[d]),
-                pct(sf[d]),
-                pct(sc[d]),
-                *[pct(v) for v in r.topk_acc[d]],
-                str(r.positions_per_depth[d]),
-            )
+        self._fill_depths()
         p = r.predicted
         out = Text()
         if p.get("accept_length") is not None:
@@ -148,7 +139,7 @@ class DrafterScreen(WorkbenchScreen):
             f"{r.samples} samples, {r.positions} positions; draft vocabulary covers "
             f"{pct(r.vocab_coverage)} of the target's tokens\n"
         )
-        out.append("press p to send the rates to the Predictor", style="dim")
+        out.append("p on the table sends the rates to the Predictor", style="dim")
         self.query_one("#drafter-summary", Static).update(out)
         w = r.weights
         ok = not (w["missing"] or w["unexpected"] or w["mismatched"])
@@ -163,7 +154,44 @@ class DrafterScreen(WorkbenchScreen):
             wt.append(f"\n  {m['name']}: {m['actual']}, expected {m['expected']}", style="red")
         self.query_one("#drafter-weights", Static).update(wt)
         self.query_one("#drafter-notes", Static).update("\n".join(r.notes))
-        t.focus()  # keys act on the result (p sends it to the Predictor)
+
+    def _fit_width(self, width: int) -> None:
+        narrow = self.has_class("-narrow")
+        super()._fit_width(width)
+        if narrow != self.has_class("-narrow") and self.result is not None:
+            self._fill_depths()
+
+    def _fill_depths(self) -> None:
+        """Narrower than NARROW_WIDTH columns speculators' own full/cond columns give way (the chain
+        columns are the same quantities, computed here; the notes say where they differ)."""
+        r = self.result
+        if r is None:
+            return
+        t = self.query_one("#depths", DataTable)
+        t.clear(columns=True)
+        wide = not self.has_class("-narrow")
+        speculators = ["speculators full_acc", "speculators cond_acc"] if wide else []
+        t.add_columns(
+            "depth",
+            "SpecForge acc_k",
+            "chain full",
+            "chain cond",
+            *speculators,
+            *[f"top{k}" for k in r.topk],
+            "positions",
+        )
+        sf = r.speculators_full_acc or [None] * r.depth
+        sc = r.speculators_cond_acc or [None] * r.depth
+        for d in range(r.depth):
+            t.add_row(
+                str(d),
+                pct(r.acc[d]),
+                pct(r.full_acc[d]),
+                pct(r.cond_acc[d]),
+                *([pct(sf[d]), pct(sc[d])] if wide else []),
+                *[pct(v) for v in r.topk_acc[d]],
+                str(r.positions_per_depth[d]),
+            )
 
     def action_to_predictor(self) -> None:
         if self.result is None:

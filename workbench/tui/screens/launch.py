@@ -4,10 +4,10 @@ launch after confirming."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import on
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Label, Select, Static
 
@@ -20,7 +20,7 @@ from workbench.tui.workers import background
 class LaunchScreen(WorkbenchScreen):
     CSS_PATH = "launch.tcss"
     AUTO_FOCUS = "#profile"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "check", "Check", id="launch.check"),
         Binding("ctrl+l", "launch", "Launch", id="launch.launch"),
     ]
@@ -46,13 +46,24 @@ class LaunchScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.load_profiles()
 
+    def follow_journal(self) -> None:
+        """workbench.toml changed (a profile added or mended): the picker reads it again."""
+        self.load_profiles()
+
     @background("launch-profiles", done="_set_profiles", what="profiles")
     def load_profiles(self) -> list:
         return self.app.wb.profiles()
 
     def _set_profiles(self, profiles) -> None:
         sel = self.query_one("#profile", Select)
-        sel.set_options([(f"{p.name}  ({p.host})", p.name) for p in profiles])
+        keep = sel.value
+        options = [(f"{p.name}  ({p.host})", p.name) for p in profiles]
+        if options == getattr(self, "_options", None):
+            return
+        self._options = options
+        sel.set_options(options)
+        if keep in {name for _label, name in options}:
+            sel.value = keep
 
     def _profile(self) -> str | None:
         v = self.query_one("#profile", Select).value
@@ -104,7 +115,7 @@ class LaunchScreen(WorkbenchScreen):
         self.query_one("#command", Static).update(f"on {p.host}, {version}:\n{p.display}")
         self.query_one("#diff", Static).update("\n".join(p.diff) or "(same command as last time)")
         self.query_one("#findings", FindingsView).show(
-            [FindingItem(f, (f.code, f.message, f.fix or "")) for f in p.findings], focus=False
+            [FindingItem(f, (f.code, f.message, f.fix or "")) for f in p.findings]
         )
         self.query_one("#warnings", Static).update("\n".join(f"warning: {w}" for w in p.warnings))
         self.query_one("#launch", Button).disabled = not p.ok
@@ -125,7 +136,7 @@ class LaunchScreen(WorkbenchScreen):
 
     def _launched(self, rec) -> None:
         self.notify(f"server {rec.id} ({rec.profile}) started: pid {rec.pid} on {rec.host}")
-        self.app.selected_server = rec.id
+        self.app.select_server(rec.id, rec.host)
         self.app.switch_mode("server")
 
 

@@ -1,14 +1,17 @@
 """One server: a toolong-style log pane (tail by byte offset; milestones and failures
-highlighted) beside its state, startup progress, failure with its fix, and metrics."""
+highlighted; every line whole at any width; ``/`` searches it, ``n``/``N`` walk the matches)
+beside its state, startup progress, failure with its fix, and metrics. Narrower than
+NARROW_WIDTH columns the state goes above the log, which keeps the full width."""
 
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Label, RichLog, Static
+from textual.widgets import Label, Static
 
 from workbench.api import SERVER_STAGES
 from workbench.display import sparkline
@@ -16,6 +19,7 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.screens.servers import gpu_text, state_text
+from workbench.tui.widgets.logview import LogView
 from workbench.tui.workers import background
 
 STAGE_NAMES = SERVER_STAGES
@@ -33,7 +37,7 @@ def short_time(line: str) -> str:
 class ServerScreen(PollingScreenMixin, WorkbenchScreen):
     CSS_PATH = "server.tcss"
     AUTO_FOCUS = "#log"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "refresh", "Refresh", id="server.refresh"),
         Binding("ctrl+t", "tail", "Tail on/off", id="server.tail"),
         Binding("ctrl+g", "measure", "Measure", id="server.measure"),
@@ -54,7 +58,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             with Vertical(id="log-pane"):
                 yield Label("Log", id="log-title", classes="title")
                 # wrapped: a decode line's numbers (accept len, gen throughput) sit past 100 columns
-                yield RichLog(id="log", max_lines=5000, wrap=True, highlight=False, markup=False)
+                yield LogView(id="log", max_lines=5000)
             with VerticalScroll(id="info-pane"):
                 yield Label("Server", classes="title")
                 yield Static("", id="state", markup=False)
@@ -72,7 +76,10 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         if sid is not None and sid != self.server_id:
             self.server_id = sid
             self.seen = 0
-            self.query_one("#log", RichLog).clear()
+            self.query_one("#log", LogView).clear_lines()
+        self.poll_now()
+
+    def follow_journal(self) -> None:
         self.poll_now()
 
     def _sid(self) -> int | None:
@@ -100,7 +107,10 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
             return
         status, lines, marks, rec = result
         self.status = status
-        log = self.query_one("#log", RichLog)
+        if self.app.selected_server != status.id:
+            self.app.select_server(status.id, status.host)
+        log = self.query_one("#log", LogView)
+        texts = []
         for n, text in lines:
             self.seen = max(self.seen, n)
             mark = marks.get(n)
@@ -110,7 +120,8 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
                 style = "bold white on dark_red"
             else:
                 style = "bold cyan"
-            log.write(Text(short_time(text), style=style), scroll_end=self.tail)
+            texts.append(Text(short_time(text), style=style))
+        log.add_lines(texts, scroll_end=self.tail)
         self.query_one("#log-title", Label).update(
             f"Log  {rec.log}  ({status.log_size or 0} bytes{', tail' if self.tail else ''})"
         )
@@ -152,7 +163,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
     def action_tail(self) -> None:
         self.tail = not self.tail
         if self.tail:
-            self.query_one("#log", RichLog).scroll_end(animate=False)
+            self.query_one("#log", LogView).scroll_end(animate=False)
         self.notify(f"tail {'on' if self.tail else 'off'}")
 
     def action_stop(self) -> None:

@@ -1,14 +1,17 @@
 """The Dashboard: hosts and servers with state, uptime, accept length and tokens/s (with
 sparklines) and GPU memory. Stale and unreachable states are shown as such. One remote round
-trip per host per refresh, in a worker; refreshes pause while a dialog is open."""
+trip per host per refresh, in a worker; refreshes pause while a dialog is open. The highlighted
+server is the one the other screens act on (the context line names it); ``/`` filters the rows.
+Narrower than NARROW_WIDTH columns the sparklines and GPU memory give way to the numbers."""
 
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Label, Static
@@ -54,7 +57,7 @@ ACCEPT_WINDOW = (
 class ServersScreen(PollingScreenMixin, WorkbenchScreen):
     CSS_PATH = "servers.tcss"
     AUTO_FOCUS = "#servers"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "refresh", "Refresh", id="servers.refresh"),
         Binding("ctrl+o", "open", "Open", id="servers.open"),
         Binding("ctrl+l", "launch", "Launch", id="servers.launch"),
@@ -76,21 +79,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             hosts.add_columns("host", "kind", "address", "GPUs (used/total)", "state")
             yield hosts
             yield Label("Servers", classes="title")
-            table = Table(id="servers", cursor_type="row", zebra_stripes=True)
-            table.add_columns(
-                "id",
-                "profile",
-                "host",
-                "state",
-                "uptime",
-                "accept len (log)",
-                "",
-                "tok/s",
-                "",
-                "GPU mem",
-                "stage / problem",
-            )
-            yield table
+            yield Table(id="servers", cursor_type="row", zebra_stripes=True)
             yield Static("", id="servers-note", markup=False)
 
     def on_mount(self) -> None:
@@ -98,6 +87,12 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
 
     def on_screen_resume(self) -> None:
         self.poll_now()
+
+    def _fit_width(self, width: int) -> None:
+        narrow = self.has_class("-narrow")
+        super()._fit_width(width)
+        if narrow != self.has_class("-narrow") and self.statuses:
+            self._fill_servers()
 
     # -- polling ----------------------------------------------------------------------------------
     def poll(self):
@@ -131,10 +126,32 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
                 Text(state, style="red" if state == "unreachable" else ""),
                 key=h.name,
             )
-        st = self.query_one("#servers", DataTable)
-        keep = st.cursor_row
-        st.clear()
-        for s in statuses:
+        self._fill_servers()
+        note = (
+            "no servers running: ctrl+l opens the Launch screen"
+            if not statuses
+            else f"{len(statuses)} server(s); ctrl+o opens the highlighted one, ctrl+k stops it.  {ACCEPT_WINDOW}"
+        )
+        self.query_one("#servers-note", Static).update(note)
+
+    def _fill_servers(self) -> None:
+        st = self.query_one("#servers", Table)
+        keep = st.cursor_key
+        st.clear(columns=True)
+        wide = not self.has_class("-narrow")
+        st.add_columns(
+            "id",
+            "profile",
+            "host",
+            "state",
+            *(["uptime"] if wide else []),
+            "accept len (log)",
+            *([""] if wide else []),
+            "tok/s",
+            *(["", "GPU mem"] if wide else []),
+            "stage / problem",
+        )
+        for s in self.statuses:
             m = s.metrics or {}
             al, gt = m.get("accept_len"), m.get("gen_throughput")
             up = "-" if not s.uptime_s else time.strftime("%H:%M:%S", time.gmtime(s.uptime_s))
@@ -143,35 +160,33 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
                 or (s.error if s.stale else "")
                 or (s.stage if s.state == "starting" else "")
             )
-            st.add_row(
+            cells = [
                 str(s.id),
                 s.profile,
                 s.host,
                 state_text(s.state, s.stale),
-                up,
+                *([up] if wide else []),
                 f"{al:.2f}" if al is not None else "-",
-                sparkline(s.series.get("accept_len", [])),
+                *([sparkline(s.series.get("accept_len", []))] if wide else []),
                 f"{gt:.1f}" if gt is not None else "-",
-                sparkline(s.series.get("gen_throughput", [])),
-                gpu_text(s.gpus),
+                *([sparkline(s.series.get("gen_throughput", [])), gpu_text(s.gpus)] if wide else []),
                 Text(problem or "", style="red" if s.failure else "dim"),
-                key=str(s.id),
-            )
-        if statuses and keep is not None:
-            st.move_cursor(row=min(keep, len(statuses) - 1))
-        note = (
-            "no servers running: ctrl+l opens the Launch screen"
-            if not statuses
-            else f"{len(statuses)} server(s); ctrl+o opens the selected one, ctrl+k stops it.  {ACCEPT_WINDOW}"
-        )
-        self.query_one("#servers-note", Static).update(note)
+            ]
+            st.add_row(*cells, key=str(s.id))
+        if self.statuses and (keep is None or not st.move_to_key(keep)):
+            st.move_cursor(row=0)
 
     # -- actions ----------------------------------------------------------------------------------
     def selected(self) -> int | None:
-        st = self.query_one("#servers", DataTable)
-        if not self.statuses or st.cursor_row is None or st.cursor_row >= len(self.statuses):
-            return None
-        return self.statuses[st.cursor_row].id
+        key = self.query_one("#servers", Table).cursor_key
+        return int(key) if key is not None and key.isdigit() else None
+
+    @on(DataTable.RowHighlighted, "#servers")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        sid = self.selected()
+        if sid is not None and sid != self.app.selected_server:
+            host = next((s.host for s in self.statuses if s.id == sid), None)
+            self.app.select_server(sid, host)
 
     def action_refresh(self) -> None:
         self.poll_now()
@@ -185,7 +200,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
         if sid is None:
             self.notify("no server selected", severity="warning")
             return
-        self.app.selected_server = sid
+        self.app.select_server(sid, next((s.host for s in self.statuses if s.id == sid), None))
         self.app.switch_mode("server")
 
     @on(DataTable.RowSelected, "#servers")

@@ -1,13 +1,16 @@
 """A modal screen for confirming a destructive action: it names exactly what will happen.
 
-Yes and No stay on screen at any terminal size (the details scroll instead), and an unanswered
-dialog cancels itself after ``timeout`` seconds: nothing destructive happens without an answer.
+Yes and No stay on screen at any terminal size (the details scroll instead), nothing covers them
+(notifications wait under the dialog until it closes), and an unanswered dialog cancels itself
+after ``timeout`` seconds: nothing destructive happens without an answer.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
@@ -30,8 +33,9 @@ class ConfirmModal(ModalScreen[bool]):
     ConfirmModal #confirm-buttons { height: 1; align: right middle; margin-top: 1; }
     ConfirmModal #confirm-hint { width: 1fr; color: $text-muted; }
     ConfirmModal Button { margin-left: 2; }
+    ConfirmModal > ToastRack { display: none; }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Yes", id="confirm.yes"),
         Binding("n,escape", "cancel", "No", id="confirm.no"),
     ]

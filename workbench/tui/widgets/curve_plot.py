@@ -11,7 +11,16 @@ from workbench.textplot import bar_lines
 
 
 class CurvePlot(Static):
+    """The bars take the room the plot is given (drawn again when it changes size)."""
+
     DEFAULT_CSS = "CurvePlot { height: auto; }"
+    #: Cells beside the bars: the step label, the value and the "◀ configured" mark.
+    AROUND = 22
+    MIN_BARS, MAX_BARS = 20, 80
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self._shown: tuple | None = None
 
     def show(
         self,
@@ -20,9 +29,21 @@ class CurvePlot(Static):
         *,
         current: int | None = None,
         observed: float | None = None,
-        width: int = 36,
+        width: int | None = None,
     ) -> None:
-        self.update(curve_markup(steps, values, current=current, observed=observed, width=width))
+        self._shown = (list(steps), list(values), current, observed, width)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._shown is None:
+            return
+        steps, values, current, observed, width = self._shown
+        room = self.content_size.width - self.AROUND
+        bars = width or max(self.MIN_BARS, min(self.MAX_BARS, room if room > 0 else 36))
+        self.update(curve_markup(steps, values, current=current, observed=observed, width=bars))
+
+    def on_resize(self, _event) -> None:
+        self._draw()
 
 
 def curve_markup(

@@ -3,6 +3,8 @@ dialog of a fix): colours are component classes in tcss, not inline styles."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -30,7 +32,7 @@ class DiffView(Static):
     DiffView > .diff--del { color: $text-error; }
     DiffView > .diff--hunk { color: $text-accent; }
     """
-    COMPONENT_CLASSES = {"diff--file", "diff--add", "diff--del", "diff--hunk"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"diff--file", "diff--add", "diff--del", "diff--hunk"}
 
     def show_diff(self, diff: str) -> None:
         out = Text()

@@ -1,16 +1,22 @@
 """Findings, one way on every screen that shows them (Doctor, Diagnose, Launch): a table whose
 severity cells take their colour from the widget's tcss, and a detail pane for the highlighted
 finding (message, cost, evidence, fix). Styles live in ``DEFAULT_CSS`` as component classes, so a
-theme or an app stylesheet changes them in one place."""
+theme or an app stylesheet changes them in one place.
+
+A finding whose fix was written says so in place of its severity ("fixed", "fix written": the
+server loads it when relaunched) instead of staying red. ``f`` applies the highlighted finding's
+fix, on the screen that offers it (``check_action("apply_fix")``), and only while the findings
+have the keys: a letter typed for an input never reaches it (results never take the focus)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
@@ -21,7 +27,7 @@ SEVERITIES = ("error", "warning", "info")
 
 
 #: A line under the detail (what a key does now), or a function of the item giving it.
-Hint = Union[str, Callable[["FindingItem"], str | None], None]
+Hint = str | Callable[["FindingItem"], str | None] | None
 
 
 @dataclass
@@ -34,6 +40,7 @@ class FindingItem:
     source: str | None = None
     cost: float | None = None
     share: float | None = None
+    status: str | None = None  # "fixed", "fix written" (shown instead of the severity)
 
 
 class FindingsView(Table):
@@ -44,8 +51,12 @@ class FindingsView(Table):
     FindingsView > .findings--error { color: $text-error; text-style: bold; }
     FindingsView > .findings--warning { color: $text-warning; }
     FindingsView > .findings--info { color: $text-muted; }
+    FindingsView > .findings--fixed { color: $text-success; text-style: bold; }
     """
-    COMPONENT_CLASSES = {f"findings--{s}" for s in SEVERITIES}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {*(f"findings--{s}" for s in SEVERITIES), "findings--fixed"}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "screen.apply_fix", "Apply fix", id="findings.apply_fix", tooltip="shows the diff first"),
+    ]
 
     class Chosen(Message):
         """The highlighted finding changed (``item`` None when the table is empty)."""
@@ -68,7 +79,9 @@ class FindingsView(Table):
     def on_mount(self) -> None:
         self.add_columns(*self._columns)
 
-    def severity_text(self, severity: str) -> Text:
+    def severity_text(self, severity: str, status: str | None = None) -> Text:
+        if status:
+            return Text(status, style=self.get_component_rich_style("findings--fixed", partial=True))
         return Text(
             severity,
             style=self.get_component_rich_style(f"findings--{severity}", partial=True)
@@ -76,32 +89,42 @@ class FindingsView(Table):
             else "",
         )
 
-    def show(self, items: list[FindingItem], *, hint: Hint = None, focus: bool = True) -> None:
+    def show(self, items: list[FindingItem], *, hint: Hint = None) -> None:
+        """The findings, the first highlighted; the focus stays where the user left it."""
         self.items, self.hint = list(items), hint
         self.clear()
         for i, item in enumerate(self.items):
             lead = [str(i + 1)] if self.numbered else []
-            self.add_row(*lead, self.severity_text(item.finding.severity), *item.cells, key=str(i))
+            self.add_row(*lead, self.severity_text(item.finding.severity, item.status), *item.cells, key=str(i))
         if self.items:
             self.move_cursor(row=0)
             self._chosen(0)
-            if focus:
-                self.focus()
         else:
             self._chosen(None)
 
+    def mark(self, index: int, status: str | None) -> None:
+        """Say in place of the severity what became of finding ``index`` ("fixed")."""
+        item = self.items[index]
+        item.status = status
+        column = self.ordered_columns[1 if self.numbered else 0].key
+        self.update_cell(str(index), column, self.severity_text(item.finding.severity, status))
+
+    def selected_index(self) -> int | None:
+        key = self.cursor_key
+        return int(key) if key is not None and key.isdigit() and int(key) < len(self.items) else None
+
     def selected(self) -> FindingItem | None:
-        row = self.cursor_row
-        return self.items[row] if self.items and 0 <= row < len(self.items) else None
+        index = self.selected_index()
+        return self.items[index] if index is not None else None
 
     def refresh_detail(self, hint: Hint = None) -> None:
         """Redraw the detail of the highlighted finding (e.g. its fix was applied: new hint)."""
         self.hint = hint
-        self._chosen(self.cursor_row if self.items else None)
+        self._chosen(self.selected_index())
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table is self:
-            self._chosen(event.cursor_row)
+            self._chosen(self.selected_index())
 
     def _chosen(self, row: int | None) -> None:
         item = self.items[row] if row is not None and 0 <= row < len(self.items) else None
@@ -127,7 +150,7 @@ class FindingDetail(Static):
     FindingDetail > .finding--hint { color: $text-muted; text-style: italic; }
     FindingDetail > .finding--ok { color: $text-success; }
     """
-    COMPONENT_CLASSES = {
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
         "finding--code",
         "finding--heading",
         "finding--label",
@@ -202,9 +225,16 @@ class VerdictTable(Table):
     VerdictTable > .verdict--warn { color: $text-warning; }
     VerdictTable > .verdict--bad { color: $text-error; text-style: bold; }
     """
-    COMPONENT_CLASSES = {"verdict--ok", "verdict--warn", "verdict--bad"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"verdict--ok", "verdict--warn", "verdict--bad"}
     #: Words the engines and the alignment use, by how they read.
-    KIND = {"ok": "ok", "match": "ok", "ambiguous": "warn", "no-match": "bad", "MISMATCH": "bad", "missing": "bad"}
+    KIND: ClassVar[dict[str, str]] = {
+        "ok": "ok",
+        "match": "ok",
+        "ambiguous": "warn",
+        "no-match": "bad",
+        "MISMATCH": "bad",
+        "missing": "bad",
+    }
 
     def mark(self, text: str, kind: str | None = None) -> Text:
         kind = kind or self.KIND.get(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -47,9 +48,7 @@ def ask_from_thread(app, plan, timeout: float | None = CONFIRM_TIMEOUT_S) -> boo
     while not done.wait(0.1):
         gone = not app.is_running or (worker is not None and worker.is_cancelled)
         if gone or (deadline is not None and time.monotonic() > deadline):
-            try:
+            with contextlib.suppress(RuntimeError):  # the app is gone: nothing to close
                 app.call_from_thread(close)
-            except RuntimeError:
-                pass
             return False
     return answer.get("ok", False)

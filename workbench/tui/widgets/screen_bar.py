@@ -1,14 +1,18 @@
-"""One line under the header naming every screen by its key (keymap applied), the one in front
-highlighted; a click switches. At 80 columns the names are shortened so every key stays visible."""
+"""The bar under the context line naming every screen by its key (keymap applied), the one in front
+highlighted; a click switches. Names are never cut: where one line is too narrow for all of them
+(80 columns), the bar takes a second line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast
+from typing import ClassVar
 
 from rich.text import Text
 from textual.events import Click
+from textual.geometry import Size
 from textual.widget import Widget
+
+#: Between two entries of the bar.
+GAP = 2
 
 
 def key_of(app, binding_id: str) -> str | None:
@@ -35,55 +39,62 @@ def _key_order(key: str) -> tuple:
     return (1, 0, k)
 
 
-def fit(entries: list[tuple[str, str, str]], width: int) -> list[str]:
-    """Each entry as "KEY Title", titles shortened evenly until the line fits ``width``."""
-    longest = max((len(t) for _, _, t in entries), default=0)
-    for room in range(longest, 0, -1):
-        labels = [f"{k} {t[:room]}" for _, k, t in entries]
-        if sum(len(s) for s in labels) + (len(labels) - 1) <= width:
-            return labels
-    return [k for _, k, _ in entries]
+def lay_out(entries: list[tuple[str, str, str]], width: int) -> list[list[tuple[int, str, str, str]]]:
+    """Each entry as "KEY Title", whole, placed left to right: (x, screen id, key, label) per line,
+    a new line where the next label would pass ``width``."""
+    lines: list[list[tuple[int, str, str, str]]] = [[]]
+    x = 0
+    for sid, key, title in entries:
+        label = f"{key} {title}"
+        if lines[-1] and x + GAP + len(label) > width:
+            lines.append([])
+            x = 0
+        if lines[-1]:
+            x += GAP
+        lines[-1].append((x, sid, key, label))
+        x += len(label)
+    return lines
 
 
 class ScreenBar(Widget):
     DEFAULT_CSS = """
-    ScreenBar { height: 1; width: 1fr; background: $panel; color: $text-muted; }
+    ScreenBar { height: auto; width: 1fr; background: $panel; color: $text-muted; padding: 0 1; }
     ScreenBar > .screen-bar--current { background: $accent; color: $text; text-style: bold; }
     ScreenBar > .screen-bar--key { color: $text-accent; text-style: bold; }
     """
-    COMPONENT_CLASSES = {"screen-bar--current", "screen-bar--key"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"screen-bar--current", "screen-bar--key"}
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._spans: list[tuple[int, int, str]] = []
+    def _lines(self, width: int) -> list[list[tuple[int, str, str, str]]]:
+        app = self.app
+        return lay_out(screen_entries(app) if hasattr(app, "specs") else [], max(10, width))
 
-    def on_mount(self) -> None:
-        # the keymap can move a screen's key after this bar was first drawn
-        self.watch(self.app, "current_mode", cast("Callable[[Any], None]", lambda _m: self.refresh()))
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines(width))
 
     def render(self) -> Text:
-        app = self.app
-        entries = screen_entries(app) if hasattr(app, "specs") else []
-        current = getattr(app, "current_mode", None)
-        labels = fit(entries, max(10, self.size.width))
-        out, x, self._spans = Text(no_wrap=True, overflow="crop"), 0, []
+        current = getattr(self.app, "current_mode", None)
         cur_style = self.get_component_rich_style("screen-bar--current")
         key_style = self.get_component_rich_style("screen-bar--key")
-        for (sid, key, _title), label in zip(entries, labels):
-            if x:
-                out.append(" ")
-                x += 1
-            if sid == current:
-                out.append(label, style=cur_style)
-            else:
-                out.append(label[: len(key)], style=key_style)
-                out.append(label[len(key) :])
-            self._spans.append((x, x + len(label), sid))
-            x += len(label)
+        out = Text(no_wrap=True, overflow="crop")
+        for n, line in enumerate(self._lines(self.content_size.width)):
+            if n:
+                out.append("\n")
+            x = 0
+            for start, sid, key, label in line:
+                out.append(" " * (start - x))
+                if sid == current:
+                    out.append(label, style=cur_style)
+                else:
+                    out.append(key, style=key_style)
+                    out.append(label[len(key) :])
+                x = start + len(label)
         return out
 
     def on_click(self, event: Click) -> None:
-        for start, end, sid in self._spans:
-            if start <= event.x < end:
-                self.app.show_screen(sid)  # type: ignore[attr-defined]
-                return
+        lines = self._lines(self.content_size.width)
+        y, x = event.y, event.x - self.styles.padding.left
+        if 0 <= y < len(lines):
+            for start, sid, _key, label in lines[y]:
+                if start <= x < start + len(label):
+                    self.app.show_screen(sid)  # type: ignore[attr-defined]
+                    return
