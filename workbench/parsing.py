@@ -93,3 +93,27 @@ def parse_ids(text: str, name: str) -> list[int]:
         return [int(x) for x in parts]
     except ValueError:
         raise InputError(f"{name}: {text!r} is not a list of integers like 2,30,58") from None
+
+
+def parse_fingerprint(text: str, name: str = "fingerprint") -> str:
+    """A host key's fingerprint as OpenSSH prints it (``ssh-keygen -lf``) and the workbench names
+    it: ``SHA256:`` and the unpadded base64 of 32 bytes; padding is accepted and dropped. Anything
+    else (an MD5 ``aa:bb:..`` form, a cut paste) is a one-line InputError."""
+    import base64
+    import binascii
+
+    raw = text.strip()
+    head, sep, body = raw.partition(":")
+    if not sep or head != "SHA256":
+        raise InputError(f"{name}: {raw[:60]!r} is not SHA256:<base64> (as `ssh-keygen -lf` prints it)")
+    body = body.rstrip("=")
+    if len(body) != 43:
+        raise InputError(
+            f"{name}: {raw[:60]!r} has {len(body)} characters after SHA256:; a SHA256 fingerprint has 43 "
+            "(32 bytes in base64: a cut paste?)"
+        )
+    try:
+        base64.b64decode(body + "=", validate=True)
+    except (binascii.Error, ValueError):
+        raise InputError(f"{name}: {raw[:60]!r} has characters that are not base64") from None
+    return f"SHA256:{body}"

@@ -448,7 +448,7 @@ class Prediction(Result):
 
 
 # -- predict -------------------------------------------------------------------------------------
-def predict(
+def predict(  # noqa: PLR0913 (each keyword is one input of the prediction)
     convention: str,
     values: Any,
     steps: int | None = None,

@@ -165,9 +165,15 @@ def test_progress_printer_names_stage_step_and_time():
     plain = io.StringIO()
     pp = ProgressPrinter(plain, clock=lambda: t[0])
     for i in range(3):
-        pp(Progress("server.measure", i, 3, "round"))  # same message: one line
+        pp(Progress("server.measure", i, 3, "round"))  # a few steps: a line each
+    pp(Progress("server.measure", 2, 3, "round"))  # the same again: none
     pp(Progress("lab.train", 1, 4, "training the drafter"))
-    assert plain.getvalue().splitlines() == ["[server.measure 0/3] round", "[lab.train 1/4] training the drafter"]
+    assert plain.getvalue().splitlines() == [
+        "[server.measure 0/3] round",
+        "[server.measure 1/3] round",
+        "[server.measure 2/3] round",
+        "[lab.train 1/4] training the drafter",
+    ]
     tty = Tty()
     pp = ProgressPrinter(tty, clock=lambda: t[0])
     pp(Progress("demo", 1, 4, "launching"))
@@ -175,6 +181,41 @@ def test_progress_printer_names_stage_step_and_time():
     pp(Progress("demo", 1, 4, "launching"))
     pp.finish()
     assert "[demo 1/4] launching  (42 s)" in tty.getvalue() and tty.getvalue().endswith("\r\x1b[2K")
+
+
+def test_progress_off_a_terminal_is_sparse_in_a_terminal_one_line():
+    """960 items (a drafter evaluation's files) are 5 lines in a log: the start and each quarter,
+    plus one when a long silence ends; in a terminal every item rewrites the one line."""
+    import io
+
+    from workbench.cli.common import ProgressPrinter
+    from workbench.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    t = [0.0]
+    plain = io.StringIO()
+    pp = ProgressPrinter(plain, clock=lambda: t[0])
+    for i in range(960):
+        pp(Progress("drafter-eval", i + 1, 960, f"data_{i}.ckpt"))
+    lines = plain.getvalue().splitlines()
+    assert [line.split("]")[0] for line in lines] == [
+        "[drafter-eval 1/960",
+        "[drafter-eval 240/960",
+        "[drafter-eval 480/960",
+        "[drafter-eval 720/960",
+        "[drafter-eval 960/960",
+    ]
+    t[0] = 1000.0  # a silence longer than QUIET_S: the next news is a line
+    pp(Progress("drafter-eval", 960, 960, "writing the report"))
+    assert plain.getvalue().splitlines()[-1] == "[drafter-eval 960/960] writing the report"
+    tty = Tty()
+    pp = ProgressPrinter(tty, clock=lambda: t[0])
+    for i in range(960):
+        pp(Progress("drafter-eval", i + 1, 960, f"data_{i}.ckpt"))
+    assert "\n" not in tty.getvalue() and tty.getvalue().count("\r\x1b[2K") == 960
 
 
 def test_config_set_refuses_an_unknown_key_with_the_closest_one(cli, tmp_path):
@@ -287,3 +328,42 @@ def test_launch_checks_name_a_missing_model_or_draft_folder(workspace):
         assert "draft-missing" not in gone and not preview.ok
         hub = {f.code for f in wb.launch_preview("hub").findings}
         assert "model-missing" not in hub and "draft-missing" in hub  # a hub id is not a path
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["config", "history", "x", "--jsn"], "config history: error: unknown flag --jsn (did you mean --json?)"),
+        (["doctor", "--draf", "x"], "doctor: error: unknown flag --draf (did you mean --draft"),
+        (
+            ["server", "measure", "3", "--round", "3"],
+            "server measure: error: unknown flag --round (did you mean --rounds",
+        ),
+        (["--wrkspace", "x", "predict"], "eagle-workbench: error: unknown flag --wrkspace (did you mean --workspace?)"),
+        (["host", "list", "--zzz"], "host list: error: unknown flag --zzz (see eagle-workbench host list --help)"),
+    ],
+)
+def test_a_mistyped_flag_is_named_with_the_closest_ones(cli, workspace, argv, needle):
+    r = cli(*argv)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert needle in r.stderr, r.stderr
+
+
+def test_a_fingerprint_is_checked_before_anything_connects(cli, workspace):
+    import base64
+
+    from workbench.errors import InputError
+    from workbench.parsing import parse_fingerprint
+
+    good = "SHA256:" + base64.b64encode(bytes(range(32))).decode().rstrip("=")
+    assert parse_fingerprint(good + "=") == good
+    for bad, why in [
+        ("aa:bb:cc", "is not SHA256:<base64>"),
+        ("MD5:" + good[7:], "is not SHA256:<base64>"),
+        (good[:-2], "has 41 characters after SHA256:; a SHA256 fingerprint has 43"),
+        (good[:-1] + "!", "not base64"),
+    ]:
+        with pytest.raises(InputError, match=why):
+            parse_fingerprint(bad)
+    r = cli("host", "trust", "gpu", "--fingerprint", "SHA256:abc")
+    assert r.returncode == 2 and "--fingerprint: 'SHA256:abc' has 3 characters" in r.stderr

@@ -141,7 +141,9 @@ def test_text_output_names_the_convention(cli, workspace):
         (["predict", "--steps", "3", "--topk", "1", "--draft-tokens", "4"], "give one of --acc"),
         (["predict", "--acc", "0.7", "--alpha", "0.7"], "not allowed with"),
         (["predict", "--acc", "0.7", "--steps", "three"], "invalid int value"),
-        (["predict", "--convention", "foo"], "invalid choice: 'foo'"),
+        (["predict", "--convention", "foo"], "unknown flag --convention (did you mean --conditional?)"),
+        (["predict", "--acc", "0.7", "--stpes", "5"], "predict: error: unknown flag --stpes (did you mean --steps"),
+        (["predict", "sweep", "--acc", "0.7", "--verify-ms", "2:20", "--stepz", "1..3"], "did you mean --steps"),
         (["predict", "sweep", "--acc", "0.7", "--verify-ms", "2=20", "--draft-ms", "1"], "not a KEY:VALUE pair"),
         (["predict", "sweep", "--acc", "0.7", "--draft-ms", "1"], "required: --verify-ms"),
         (["predict", "fit", "--measured", "2:9"], "outside 1..3"),
@@ -178,3 +180,13 @@ def test_demo_predictor_prints_the_predictor(cli, workspace):
     assert "accept length   3.288" in out and "accept-length-gap" in out
     assert "    5             6          3.288" in out  # the steps 1..8 table
     assert "5 steps ▕" in out and "┃" in out  # the plot, observed marker included
+
+
+def test_warnings_go_to_stderr_and_stdout_stays_the_result(cli, workspace):
+    """A line one copies from stdout is never a warning; the warnings are on stderr (and in --json)."""
+    r = cli("predict", "--acc", "0.75", "--steps", "5", "--topk", "1", "--draft-tokens", "9")
+    assert r.returncode == 0
+    assert "warning" not in r.stdout and "accept length" in r.stdout
+    assert "warning: draft_tokens 9 adjusted to steps+1 = 6" in r.stderr
+    r = cli("predict", "sweep", "--acc", "0.75", "--verify-ms", "2:20,4:22", "--draft-ms", "1")
+    assert "warning" not in r.stdout and "left out" in r.stderr

@@ -8,11 +8,11 @@ other file. Nothing heavy is imported before a command runs (``--help`` stays fa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pkgutil
 import sys
 from collections.abc import Sequence
 from importlib import import_module
-from typing import Optional
 
 from workbench import __version__
 from workbench.cli.common import Context, fail
@@ -105,12 +105,42 @@ def command_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name.startswith("cmd_"))
 
 
+def unknown_flag(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[str, str] | None:
+    """The first ``--flag`` of ``argv`` that the (sub)command it is given to does not have, as
+    (that command's prog, the one-line error with the closest flags): argparse itself reports a
+    mistyped ``--stpes 5`` as an invalid choice '5' of a subcommand, or as unrecognized arguments."""
+    import difflib
+
+    current = parser
+    for token in argv:
+        if token == "--" or "-" not in current.prefix_chars:  # the rest belongs to another parser
+            return None
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and token in subs[0].choices:
+            current = subs[0].choices[token]
+            continue
+        if not token.startswith("--") or token == "--":
+            continue
+        name = token.split("=", 1)[0]
+        known = [o for o in current._option_string_actions if o.startswith("--")]
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else f" (see {current.prog} --help)"
+        return current.prog, f"unknown flag {name}{hint}"
+    return None
+
+
 DEBUG_ENV = "EAGLE_WORKBENCH_DEBUG"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
+    unknown = unknown_flag(parser, argv)
+    if unknown is not None:
+        prog, message = unknown
+        parser.exit(2, f"{prog}: error: {message}\n")
     args = parser.parse_args(argv)
     ctx = Context(args)
     try:
@@ -151,10 +181,8 @@ def _run(parser, args, ctx) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
-        try:
+        with contextlib.suppress(Exception):  # closing must not replace the command's own outcome
             ctx.close()
-        except Exception:  # closing must not replace the command's own outcome
-            pass
 
 
 def entry() -> None:  # pragma: no cover

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from workbench.cli.common import add_json, confirm_or_yes, emit
 
+#: How every VERSION argument is spelled (``ConfigStore.resolve``).
+VERSION_HELP = (
+    "a version: its number (3 or v3), 'latest', 'previous', a sha256 prefix (6+ hex digits), "
+    "or -N counting back from the newest (-1 is the newest, -2 the one before it)"
+)
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -31,7 +37,7 @@ def register(sub) -> None:
 
     s = cs.add_parser("show", help="print a stored version (default: latest)")
     s.add_argument("path", help="a tracked config (local path or HOST:/path)")
-    s.add_argument("--version", "-v", default=None, help="number, 'latest', 'previous' or a sha256 prefix")
+    s.add_argument("--version", "-v", default=None, metavar="VERSION", help=f"{VERSION_HELP}; default: latest")
     add_json(s)
     s.set_defaults(func=_show)
 
@@ -58,16 +64,16 @@ def register(sub) -> None:
 
     d = cs.add_parser("diff", help="unified diff between two versions (default: previous -> latest)")
     d.add_argument("path", help="a tracked config (local path or HOST:/path)")
-    d.add_argument(
-        "a", nargs="?", default=None, metavar="FROM", help="version number to diff from (default: the one before TO)"
-    )
-    d.add_argument("b", nargs="?", default=None, metavar="TO", help="version number to diff to (default: the newest)")
+    d.add_argument("a", nargs="?", default=None, metavar="FROM", help=f"{VERSION_HELP}; default: the one before TO")
+    d.add_argument("b", nargs="?", default=None, metavar="TO", help=f"{VERSION_HELP}; default: the newest")
     add_json(d)
     d.set_defaults(func=_diff)
 
     r = cs.add_parser("revert", help="write a stored version back, byte for byte")
     r.add_argument("path", help="a tracked config (local path or HOST:/path)")
-    r.add_argument("--to", required=True, metavar="VERSION", help="the version to restore, byte for byte")
+    r.add_argument(
+        "--to", required=True, metavar="VERSION", help=f"the version to restore, byte for byte: {VERSION_HELP}"
+    )
     r.add_argument("--yes", action="store_true", help="do it without asking")
     add_json(r)
     r.set_defaults(func=_revert)
@@ -76,9 +82,8 @@ def register(sub) -> None:
 def _versions_text(h) -> str:
     import datetime as dt
 
-    lines = [
-        f"{h.config.location}  ({h.config.versions} versions{', ' + h.config.state if h.config.state != 'clean' else ''})"
-    ]
+    state = f", {h.config.state}" if h.config.state != "clean" else ""
+    lines = [f"{h.config.location}  ({h.config.versions} versions{state})"]
     for v in h.versions:
         when = dt.datetime.fromtimestamp(v.ts).strftime("%Y-%m-%d %H:%M:%S")
         lines.append(f"  v{v.number:<3} {when}  {v.sha256[:12]}  {v.size:>7} B  {v.reason}")

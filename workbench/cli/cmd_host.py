@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+
 from workbench.cli.common import add_json, confirm_or_yes, emit
+
+
+def fingerprint_flag(text: str) -> str:
+    from workbench.errors import InputError
+    from workbench.parsing import parse_fingerprint
+
+    try:
+        return parse_fingerprint(text, "value")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
 def register(sub) -> None:
@@ -17,7 +29,11 @@ def register(sub) -> None:
     c.set_defaults(func=_check)
     t = hs.add_parser("trust", help="add an unknown host key to known_hosts (never replaces a changed one)")
     t.add_argument("name", help="a host of workbench.toml ([hosts.NAME])")
-    t.add_argument("--fingerprint", help="the SHA256:... fingerprint you verified (refuses any other key)")
+    t.add_argument(
+        "--fingerprint",
+        type=fingerprint_flag,
+        help="the SHA256:... fingerprint you verified, as `ssh-keygen -lf` prints it (refuses any other key)",
+    )
     t.add_argument("--yes", action="store_true", help="trust without asking")
     add_json(t)
     t.set_defaults(func=_trust)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli.common import add_json, emit, float_flag, int_flag, parse_floats, parse_ints, parse_pairs
+from workbench.cli.common import add_json, emit, float_flag, int_flag, parse_floats, parse_ints, parse_pairs, warn
 from workbench.errors import InputError
 
 CONVENTION_FLAGS = ("acc", "conditional", "marginal", "alpha")
@@ -146,6 +146,7 @@ def run_sweep(args, ctx) -> int:
         emit(data, True)
     else:
         print(sweep_text(result, args.top or 10))
+        warn(result.warnings)
     return 0
 
 
@@ -178,7 +179,6 @@ def prediction_text(r) -> str:
         lines.append(line)
     if r.verdict:
         lines.append(f"verdict: {r.verdict.code} (ratio {r.verdict.ratio:.2f}): {r.verdict.explanation}")
-    lines.extend(f"warning: {w}" for w in r.warnings)
     return "\n".join(lines)
 
 
@@ -197,7 +197,6 @@ def sweep_text(s, top: int) -> str:
         )
     if len(s) > top:
         lines.append(f"... {len(s) - top} more (--top N, or --json for all)")
-    lines.extend(f"warning: {w}" for w in s.warnings)
     return "\n".join(lines)
 
 
@@ -207,5 +206,4 @@ def fit_text(f) -> str:
         meas = f"{p.measured:.3f}" if p.measured is not None else ""
         lines.append(f"{p.steps:>5}  {p.accept_length:>13.3f}  {meas:>8}  {c:>11.3f}  {m:>8.3f}")
     lines.append(f"method: {f.method}")
-    lines.extend(f"warning: {w}" for w in f.warnings)
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.cli.common import add_json, emit
+from workbench.cli.common import add_json, emit, warn
 
 
 def register(sub) -> None:
@@ -39,8 +39,7 @@ def _show(args, ctx):
             emit(data, True)
         else:
             print(cmd.display)
-            for w in cmd.warnings:
-                print(f"warning: {w}")
+            warn(cmd.warnings)
         return 0
     prof = ctx.wb.profile(args.name)
     data = {"profile": prof.to_dict(), "command": cmd.to_dict()}
@@ -53,6 +52,5 @@ def _show(args, ctx):
         print(f"  extends: {' <- '.join(reversed(prof.chain))}")
     print(f"  SGLang: {cmd.version or 'unknown (flags as written)'}")
     print(cmd.display)
-    for w in cmd.warnings:
-        print(f"warning: {w}")
+    warn(cmd.warnings)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from workbench.errors import InputError
@@ -36,9 +36,16 @@ class Context:
 
 
 class ProgressPrinter:
-    """Core ``Progress`` events on stderr, so a long command is never silent: in a terminal one
-    line rewritten in place (stage, step of steps, what runs, seconds in the stage); otherwise a
-    line each time the stage or its message changes (stdout stays the result, JSON included)."""
+    """Core ``Progress`` events on stderr, so a long command is never silent (stdout stays the
+    result, JSON included). In a terminal: one line rewritten in place (stage, step of steps, what
+    runs, seconds in the stage). Otherwise (a log, a CI job) few lines: the start of each stage,
+    each step of a job of a few steps, and of a long list of items only its quarters, or a line
+    when a long silence ends (a drafter evaluation of 960 files is 5 lines, not 960)."""
+
+    #: A job of at most this many steps gets a line per step off a terminal.
+    FEW_STEPS = 20
+    #: Off a terminal, a line at least this often while a stage goes on (seconds).
+    QUIET_S = 30.0
 
     def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
         self.stream = stream
@@ -46,6 +53,8 @@ class ProgressPrinter:
         self._last: tuple | None = None
         self._stage_start: dict[str, float] = {}
         self._live = False
+        self._printed_at = 0.0
+        self._quarter = -1
 
     @property
     def out(self) -> TextIO:
@@ -64,9 +73,27 @@ class ProgressPrinter:
             self.out.write("\r\x1b[2K" + text[:200])
             self.out.flush()
             self._live = True
-        elif (p.stage, p.message) != self._last:
+        elif self._worth_a_line(p, now):
             print(line, file=self.out, flush=True)
-        self._last = (p.stage, p.message)
+            self._printed_at = now
+        self._last = (p.stage, p.message, p.done)
+
+    def _worth_a_line(self, p, now: float) -> bool:
+        last = self._last
+        if last is None or p.stage != last[0]:
+            self._quarter = self._quarter_of(p)
+            return True
+        if p.total and p.total <= self.FEW_STEPS:
+            return (p.message, p.done) != last[1:]
+        quarter = self._quarter_of(p)
+        if quarter > self._quarter:
+            self._quarter = quarter
+            return True
+        return p.message != last[1] and now - self._printed_at >= self.QUIET_S
+
+    @staticmethod
+    def _quarter_of(p) -> int:
+        return int(4 * min(1.0, p.done / p.total)) if p.total else -1
 
     @staticmethod
     def clear_line(stream) -> None:
@@ -123,12 +150,21 @@ def fail(message: str, code: int = 2) -> int:
 
 
 def emit(result: Any, as_json: bool, text: Callable[[Any], str] | None = None) -> None:
-    """Print a result: its ``to_dict()`` as JSON, or the human text."""
+    """Print a result: its ``to_dict()`` as JSON, or the human text; in text mode the result's
+    ``warnings`` go to stderr (stdout stays what one copies or pipes; JSON carries them)."""
     if as_json:
         data = result.to_dict() if hasattr(result, "to_dict") else result
         print(json.dumps(data, indent=2))
     else:
         print(text(result) if text else json.dumps(result.to_dict(), indent=2))
+        warn(getattr(result, "warnings", None) or [])
+
+
+def warn(warnings: Iterable[Any]) -> None:
+    """Each warning as one line on stderr."""
+    ProgressPrinter.clear_line(sys.stderr)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

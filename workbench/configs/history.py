@@ -95,7 +95,7 @@ def unified_diff(a: bytes, b: bytes, a_name: str, b_name: str) -> str:
     at = a.decode("utf-8", errors="replace").splitlines(keepends=True)
     bt = b.decode("utf-8", errors="replace").splitlines(keepends=True)
     lines = list(difflib.unified_diff(at, bt, a_name, b_name))
-    return "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def check_type(key: str, value: Any) -> None:
@@ -240,13 +240,18 @@ class ConfigStore:
             if n < 0:
                 n = len(versions) + 1 + n
             if not 1 <= n <= len(versions):
-                raise InputError(f"version {ref}: {location} has versions 1..{len(versions)}")
+                raise InputError(
+                    f"version {ref}: {location} has versions 1..{len(versions)} (-1..-{len(versions)} from the newest)"
+                )
             return versions[n - 1]
         if re.fullmatch(r"[0-9a-fA-F]{6,64}", text):
             hits = [v for v in versions if v.sha256.startswith(text.lower())]
             if hits:
                 return hits[-1]
-        raise InputError(f"version {ref!r}: not a version number (1..{len(versions)}), 'latest' or a sha256 prefix")
+        raise InputError(
+            f"version {ref!r}: not a version number (1..{len(versions)}, or -1..-{len(versions)} from the newest), "
+            "'latest', 'previous' or a sha256 prefix"
+        )
 
     def show(self, location: str, ref: int | str | None = None) -> ConfigShow:
         loc, _, _ = self._open(location)

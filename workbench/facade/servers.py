@@ -137,10 +137,17 @@ class ServersAPI(ConfigsAPI):
         return out
 
     def host_trust(self, name: str, fingerprint: str | None = None, *, confirm: bool = False) -> dict[str, Any]:
-        """Add an unknown host key to known_hosts (never replaces a changed one)."""
+        """Add an unknown host key to known_hosts (never replaces a changed one). ``fingerprint``
+        (``SHA256:`` and 43 base64 characters, as ``ssh-keygen -lf`` prints it; checked before any
+        connection) is the key the user verified: any other is refused. Without ``confirm`` it
+        raises ``ConfirmationRequired`` with the plan; returns ``{"host", "entry", "fingerprint",
+        "added", "known_hosts"}``."""
         from workbench.hosts.ssh import SSHHost, trust_key
         from workbench.hosts.ssh import fingerprint as fp_of
+        from workbench.parsing import parse_fingerprint
 
+        if fingerprint is not None:
+            fingerprint = parse_fingerprint(fingerprint)
         host = self.host(name)
         if not isinstance(host, SSHHost):
             raise InputError(f"host {name}: not an SSH host; nothing to trust")
@@ -403,7 +410,7 @@ class ServersAPI(ConfigsAPI):
             [f"{p.key}" for p in points],
         )
 
-    def server_sweep(
+    def server_sweep(  # noqa: PLR0913 (each keyword is one documented option of the sweep)
         self,
         profile: str,
         *,
