@@ -105,16 +105,35 @@ class Journal:
     """Thread-safe append-mostly store. Connections are per thread (TUI workers use threads)."""
 
     def __init__(self, path: str | Path):
+        """Nothing is created until the journal is first used (an operation refused for bad input
+        before it records anything leaves no file behind)."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._watch: sqlite3.Connection | None = None  # revision()'s own connection
         self._watch_lock = threading.Lock()
-        self._migrate()
+        self._ready = False  # created and migrated
+        self._ready_lock = threading.Lock()
 
     # -- connection -------------------------------------------------------------------------
     @property
     def db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if not self._ready:
+                self._create()
+            conn = self._connect()
+        return conn
+
+    def _create(self) -> None:
+        with self._ready_lock:
+            if self._ready:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._local.conn = self._connect()
+            self._migrate()
+            self._ready = True
+
+    def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -140,6 +159,8 @@ class Journal:
         this process or another process: SQLite's ``data_version`` on a connection kept for it
         alone (it counts the commits of every other connection), so a face can follow the journal
         with one cheap read."""
+        if not self._ready:
+            self._create()
         with self._watch_lock:
             if self._watch is None:
                 self._watch = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)

@@ -69,6 +69,15 @@ SGLANG_ACCEPT_RATE_FORMULAS: dict[str, str] = {
     "0.5.5": "AL / (steps + 1)",
 }
 
+#: Per-depth rates as callers give them: one number for every depth, or a list (a shorter list
+#: reuses its last rate).
+RatesLike = float | Sequence[float]
+#: Cumulative top-1..top-k hit rates: one list for every depth, or one list per depth.
+TopkHitsLike = Sequence[float] | Sequence[Sequence[float]]
+#: Measured points by an integer: ``{draft_tokens: ms}`` (verify times), ``{steps: accept_length}``
+#: (a fit), or the same as (key, value) pairs.
+PointsLike = Mapping[int, float] | Sequence[tuple[int, float]]
+
 #: Used when none of steps/topk/draft_tokens is given: SGLang's auto choice for most targets.
 DEFAULT_TRIPLE = (3, 1, 4)
 #: The TUI, widget and CLI show AL for steps 1..CURVE_STEPS.

@@ -92,7 +92,7 @@ def test_concurrent_local_config_set_one_winner_per_round_nothing_lost_no_duplic
             # every write was made over the one before it (an edit it replaced would be lost)
             lost += v.parent_sha256 != prev.sha256
             name = winners[i][0][1]
-            lost += json.loads(wb2.configs.blob(v.sha256))[f"writer_{name}"] != i
+            lost += json.loads(wb2._configs.blob(v.sha256))[f"writer_{name}"] != i
         assert sha256(p.read_bytes()) == versions[-1].sha256
     print(
         json.dumps(

@@ -61,7 +61,7 @@ def test_revert_with_an_external_edit_in_between(wb, cfg):
         "set eagle_config.eagle_aux_hidden_state_layer_ids=[-1, 2, 30]",
         "external edit",
     ]
-    assert wb.configs.blob(history[-1].sha256) == edited.encode()
+    assert wb._configs.blob(history[-1].sha256) == edited.encode()
     assert any('"use_aux_hidden_state": true' in l for l in plan.details)
     wb.config_revert(str(cfg), 1, confirm=True)
     assert cfg.read_bytes() == original
@@ -144,7 +144,7 @@ def test_version_references(wb, cfg):
     wb.config_track(str(cfg))
     wb.config_set(str(cfg), {"draft_vocab_size": 1})
     wb.config_set(str(cfg), {"draft_vocab_size": 2})
-    s = wb.configs
+    s = wb._configs
     assert s.resolve(str(cfg), "latest").number == 3
     assert s.resolve(str(cfg), "previous").number == 2
     assert s.resolve(str(cfg), "v1").number == 1 and s.resolve(str(cfg), -1).number == 3

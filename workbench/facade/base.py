@@ -28,11 +28,15 @@ class WorkbenchBase:
         self.progress: ProgressCallback = progress or noop
 
     @classmethod
-    def open(cls, workspace: str | os.PathLike[str] | None = None, **kw: Any) -> Self:
-        return cls(workspace, **kw)
+    def open(cls, workspace: str | os.PathLike[str] | None = None, *, progress: ProgressCallback | None = None) -> Self:
+        """The workbench on a workspace folder (default: ``$EAGLE_WORKBENCH_HOME`` or
+        ``~/.eagle-workbench``; created if missing). ``progress`` receives the ``Progress`` events
+        of long operations. ``workbench.toml`` is read when a section of it is needed (and again
+        when it changes): a broken file fails only what needs hosts, profiles or configs."""
+        return cls(workspace, progress=progress)
 
     @property
-    def hosts_registry(self) -> Hosts:
+    def _hosts(self) -> Hosts:
         """The workspace's hosts (local and SSH), one registry for every area of the facade."""
         reg = self.__dict__.get("_hosts_registry")
         if reg is None:
@@ -62,6 +66,7 @@ class WorkbenchBase:
         return self.workspace.settings_error
 
     def close(self) -> None:
+        """Close the hosts' connections and the journal (``with Workbench.open(...) as wb:`` does)."""
         reg = self.__dict__.pop("_hosts_registry", None)
         if reg is not None:
             reg.close()

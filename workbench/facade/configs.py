@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from workbench.confirm import Plan, require
 from workbench.facade.base import WorkbenchBase
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from workbench.configs.history import ConfigChange, ConfigDiff, ConfigHistory, ConfigShow, TrackedConfig
     from workbench.doctor.findings import Finding, Fix
 
-    FixLike = Union[Fix, Finding, dict[str, Any], None]
+    FixLike = Fix | Finding | dict[str, Any] | None
 
 
 class ConfigsAPI(WorkbenchBase):
@@ -21,7 +21,8 @@ class ConfigsAPI(WorkbenchBase):
     compare-and-swap; an edit made outside the workbench is stored before any write."""
 
     @property
-    def configs(self) -> ConfigStore:
+    def _configs(self) -> ConfigStore:
+        """The config history over the journal (the operations below are its public face)."""
         from workbench.configs import ConfigStore
 
         store = self.__dict__.get("_config_store")
@@ -35,10 +36,13 @@ class ConfigsAPI(WorkbenchBase):
 
         if host == LOCAL and "local" not in self.workspace.section("hosts"):
             return LocalFiles()
-        return HostFiles(self.hosts_registry.get(host))
+        return HostFiles(self._hosts.get(host))
 
     def config_track(self, path: str, label: str = "") -> TrackedConfig:
-        result = self.configs.track(path, label)
+        """Start keeping every version of ``path`` (a local path or ``HOST:/path``): its content now
+        is version 1 (tracking a tracked file stores an outside edit, if any). ``label`` names it in
+        listings. Journaled as ``config.track``."""
+        result = self._configs.track(path, label)
         self._record("config.track", result.location, {"label": label, "versions": result.versions})
         return result
 
@@ -56,23 +60,30 @@ class ConfigsAPI(WorkbenchBase):
                 continue
             location = path if host == "local" else f"{host}:{path}"
             try:
-                if self.configs._row(_location(location)) is None:
+                if self._configs._row(_location(location)) is None:
                     self.config_track(location, label=str(name))
             except WorkbenchError as exc:
                 problems.append(TrackedConfig(0, _location(location), str(name), 0.0, 0, state=f"error: {exc}"))
-        return self.configs.list() + problems
+        return self._configs.list() + problems
 
     def config_history(self, path: str) -> ConfigHistory:
-        result = self.configs.history(path)
+        """Every stored version of a tracked file, oldest first; looking stores an edit made outside
+        the workbench as a version first (journaled as ``config.sync``)."""
+        result = self._configs.history(path)
         if result.config.state != "clean":
             self._record("config.sync", result.config.location, {"state": result.config.state})
         return result
 
     def config_show(self, path: str, version: int | str | None = None) -> ConfigShow:
-        return self.configs.show(path, version)
+        """One stored version's content. ``version``: its number (``3`` or ``"v3"``), ``"latest"``
+        (the default), ``"previous"``, a sha256 prefix, or a negative number counting back from the
+        newest (-1 is the newest)."""
+        return self._configs.show(path, version)
 
     def config_diff(self, path: str, a: int | str | None = None, b: int | str | None = None) -> ConfigDiff:
-        return self.configs.diff(path, a, b)
+        """The unified diff from version ``a`` to ``b`` (spelled as for ``config_show``; default:
+        the one before ``b``, to the newest)."""
+        return self._configs.diff(path, a, b)
 
     def config_set(
         self,
@@ -97,7 +108,7 @@ class ConfigsAPI(WorkbenchBase):
                 pairs = [parse_assignment(a) if isinstance(a, str) else (a[0], a[1]) for a in assignments]
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
-        change = self.configs.set(path, pairs, reason=reason, force=force, deletions=delete, add=add)
+        change = self._configs.set(path, pairs, reason=reason, force=force, deletions=delete, add=add)
         self._record(
             "config.set",
             change.location,
@@ -111,7 +122,9 @@ class ConfigsAPI(WorkbenchBase):
         return change
 
     def config_revert_plan(self, path: str, to: int | str) -> Plan:
-        v, diff, _ = self.configs.revert_plan_details(path, to)
+        """What ``config_revert`` would write: the target version and the diff from the file's
+        content now (``to`` spelled as ``config_show``'s ``version``)."""
+        v, diff, _ = self._configs.revert_plan_details(path, to)
         from workbench.configs import location_of
 
         loc = location_of(path)
@@ -123,8 +136,11 @@ class ConfigsAPI(WorkbenchBase):
         )
 
     def config_revert(self, path: str, to: int | str, *, confirm: bool = False) -> ConfigChange:
+        """Write version ``to`` back byte for byte, as a new version (nothing is lost: the version
+        it replaces stays one revert away). Destructive: without ``confirm=True`` it raises
+        ``ConfirmationRequired`` with the plan. Journaled as ``config.revert``."""
         require(self.config_revert_plan(path, to), confirm)
-        change = self.configs.revert(path, to)
+        change = self._configs.revert(path, to)
         self._record(
             "config.revert",
             change.location,
@@ -153,12 +169,16 @@ class ConfigsAPI(WorkbenchBase):
         return Plan("overwrite", location_of(fix.file), f"apply fix to {p}: {fix.summary}", diff.splitlines())
 
     def config_apply_fix(self, fix: FixLike, *, confirm: bool = False) -> ConfigChange:
+        """Write a doctor fix (a ``Fix``, the ``Finding`` that carries it, or its ``to_dict()``)
+        through the config history, the fix as the version's reason; a key the config lacks is
+        added. Destructive: without ``confirm=True`` it raises ``ConfirmationRequired`` with the
+        plan (``config_fix_plan``). Journaled as ``config.fix``."""
         fix = _as_fix(fix)
         require(self.config_fix_plan(fix), confirm)  # refuses a fix that edits no file
         assert fix.file is not None
         sets = [(e.key, e.value) for e in fix.edits if not e.delete]
         dels = [e.key for e in fix.edits if e.delete]
-        change = self.configs.set(
+        change = self._configs.set(
             fix.file, sets, reason=f"doctor fix: {fix.summary}", deletions=dels, add=True
         )  # a fix may add the key a config lacks
         self._record("config.fix", change.location, {"fix": fix.to_dict(), "version": change.version.number})

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workbench.facade.base import WorkbenchBase
 
 if TYPE_CHECKING:
     from workbench.engine.rule import CaptureRule, EngineCapture
+    from workbench.hosts.base import Host
 
 
 class EngineAPI(WorkbenchBase):
@@ -16,12 +18,12 @@ class EngineAPI(WorkbenchBase):
         self,
         engine: str,
         *,
-        target_config: Any = None,
+        target_config: str | os.PathLike[str] | None = None,
         arch: str | None = None,
         num_layers: int | None = None,
         ids: Sequence[int] | None = None,
         cuda_graph: bool = True,
-        host: Any = None,
+        host: str | Host | None = None,
         source: str = "auto",
     ) -> EngineCapture:
         """What ``engine`` captures for ``ids`` (None: the config has none) on a target: points, fatal,
@@ -30,7 +32,7 @@ class EngineAPI(WorkbenchBase):
         from workbench.engine import capture
 
         if isinstance(host, str):
-            host = self.hosts_registry.get(host)
+            host = self._hosts.get(host)
         return capture(
             engine,
             target_config=target_config,
@@ -43,11 +45,13 @@ class EngineAPI(WorkbenchBase):
         )
 
     def engine_rules(
-        self, engine: str, *, source: str = "auto", host: Any = None
+        self, engine: str, *, source: str = "auto", host: str | Host | None = None
     ) -> tuple[list[CaptureRule], str, str]:
-        """(rules, version, source) of one release."""
+        """(rules, version, source used) of one release: the capture rule of each EAGLE-3 model
+        class, read from that release's own code. ``source``: "auto", "host", "table" or "wheel";
+        ``host``: a host name of the workspace (its installed SGLang is read first) or a Host."""
         if isinstance(host, str):
-            host = self.hosts_registry.get(host)
+            host = self._hosts.get(host)
         from workbench.engine.lookup import release_rules
 
         return release_rules(engine, source=source, host=host)

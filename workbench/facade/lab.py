@@ -47,6 +47,7 @@ class LabWorld(Result):
 
     @classmethod
     def from_manifest(cls, m: dict[str, Any]) -> LabWorld:
+        """The world a build's ``manifest.json`` describes (keys it does not know are ignored)."""
         fields = {k: m[k] for k in cls.__dataclass_fields__ if k in m}
         fields["cached"] = bool(m.get("cached", False))
         return cls(**fields)
@@ -61,6 +62,11 @@ class LabAPI(WorkbenchBase):
         seed: int | None = None,
         threads: int | None = None,
     ) -> LabWorld:
+        """Build (or find cached) the lab's miniature EAGLE-3 world: a tiny Llama target, its
+        self-distilled training data in SpecForge's format, a trained drafter and its broken and
+        shifted copies. ``size``: "tiny" or "small"; ``dir``: where (default: the lab cache,
+        keyed by the settings' hash); ``force`` rebuilds; ``seed``/``threads`` override the
+        settings'. Progress goes to the workbench's callback; journaled as ``lab.build``."""
         from workbench.lab.build import build
 
         def prog(p: Progress) -> None:
@@ -96,6 +102,10 @@ class LabAPI(WorkbenchBase):
         log_path: str | None = None,
         timeout: float = 180.0,
     ) -> LabProcess:
+        """Start the lab server (SGLang's flags, routes and log lines) on ``world`` (a built world,
+        its folder, or None: build the tiny one) with one of its drafts (``DRAFTS``; None: no
+        speculation), and wait until it answers or ``timeout``. Its process identity is kept for
+        ``lab_stop``; journaled as ``lab.start``."""
         from workbench.lab.build import load_manifest
         from workbench.lab.process import start_server
 
@@ -124,6 +134,9 @@ class LabAPI(WorkbenchBase):
         return proc
 
     def lab_stop(self, pid: int, pgid: int | None = None, confirm: bool = False) -> str:
+        """Stop a lab server this workbench started (identity checked again before any signal;
+        TERM, then KILL). Destructive: without ``confirm=True`` it raises ``ConfirmationRequired``
+        with the plan. Returns how it ended; journaled as ``lab.stop``."""
         from workbench.confirm import Plan, require
         from workbench.lab.process import stop_server
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 class LiveAPI(ServersAPI):
     # -- settings -----------------------------------------------------------------------------------
     def live_training_data(self, profile: str | None = None) -> str | None:
+        """The training data the live doctor sends through a server of ``profile``: workbench.toml's
+        ``[live.profiles.NAME].training_data``, else ``[live].training_data`` (a path on the
+        server's host), else None."""
         live = self.workspace.section("live") if hasattr(self.workspace, "section") else {}
         per = (live.get("profiles") or {}).get(profile or "", {}) if isinstance(live, dict) else {}
         value = (per or {}).get("training_data") or (live or {}).get("training_data")
@@ -61,7 +64,7 @@ class LiveAPI(ServersAPI):
 
         return dump_plan(self, LiveDoctor(self, server_id), samples, alongside)
 
-    def doctor_live(
+    def doctor_live(  # noqa: PLR0913 (each keyword is one documented option of the live doctor)
         self,
         server_id: int,
         training_data: str | None = None,
@@ -149,6 +152,8 @@ class LiveAPI(ServersAPI):
 
     # -- the fix --------------------------------------------------------------------------------------
     def live_fix_plan(self, server_id: int, fix: FixLike = None) -> Plan:
+        """What ``live_apply_fix`` would write (default: the fix of the server's newest doctor
+        report), as a diff against the config file now."""
         from workbench.live.fix import last_fix
 
         return self.config_fix_plan(fix if fix is not None else last_fix(self, int(server_id)))
@@ -173,6 +178,8 @@ class LiveAPI(ServersAPI):
         return change
 
     def live_relaunch_plan(self, server_id: int) -> Plan:
+        """What ``live_relaunch`` would do: stop the server, launch its profile again (the config it
+        loads now, its port free again), measure it as before."""
         from workbench.live.fix import relaunch_plan
 
         return relaunch_plan(self, int(server_id))
@@ -268,6 +275,7 @@ class LiveAPI(ServersAPI):
     # -- the demo (the story in the lab) ------------------------------------------------------------
     @staticmethod
     def demo_default_dir() -> str:
+        """The demo's workspace when none is given (``~/.eagle-workbench/demo``)."""
         from workbench.live import demo
 
         return str(demo.default_dir())
@@ -293,11 +301,14 @@ class LiveAPI(ServersAPI):
         return demo.run_story(self, setup, measure_tokens=measure_tokens, progress=progress)
 
     def demo_launch(self, setup: DemoSetup, *, progress: ProgressCallback | None = None) -> ServerRecord:
+        """Launch the demo's lab server with the story's mistake (``demo_prepare`` wrote it) and
+        wait until it is ready."""
         from workbench.live import demo
 
         return demo.launch_story(self, setup, progress=progress)
 
     def demo_measure(self, server_id: int, measure_tokens: int = 48) -> Measurement:
+        """Measure the demo's server by the protocol, ``measure_tokens`` new tokens a prompt."""
         from workbench.live import demo
 
         return demo.measure_story(self, server_id, measure_tokens)

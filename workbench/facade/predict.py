@@ -7,18 +7,20 @@ Give the per-depth rates in exactly one convention: ``acc=`` (SpecForge/EAGLE tr
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workbench.errors import InputError
 from workbench.facade.base import WorkbenchBase
 
 if TYPE_CHECKING:
-    from workbench.predict import Fit, Prediction, Sweep
+    from workbench.predict import Fit, PointsLike, Prediction, RatesLike, Sweep, TopkHitsLike
 
 _CONVENTIONS = ("acc", "conditional", "marginal", "alpha")
 
 
-def _one_convention(acc: Any, conditional: Any, marginal: Any, alpha: Any) -> tuple[str, Any]:
+def _one_convention(
+    acc: RatesLike | None, conditional: RatesLike | None, marginal: RatesLike | None, alpha: RatesLike | None
+) -> tuple[str, RatesLike]:
     given = [(name, v) for name, v in zip(_CONVENTIONS, (acc, conditional, marginal, alpha)) if v is not None]
     if len(given) != 1:
         names = ", ".join(n for n, _ in given) or "none"
@@ -27,27 +29,31 @@ def _one_convention(acc: Any, conditional: Any, marginal: Any, alpha: Any) -> tu
 
 
 class PredictAPI(WorkbenchBase):
-    def predict(
+    def predict(  # noqa: PLR0913 (each keyword is one input of the prediction)
         self,
-        acc: Any = None,
+        acc: RatesLike | None = None,
         *,
-        conditional: Any = None,
-        marginal: Any = None,
-        alpha: Any = None,
+        conditional: RatesLike | None = None,
+        marginal: RatesLike | None = None,
+        alpha: RatesLike | None = None,
         steps: int | None = None,
         topk: int | None = None,
         draft_tokens: int | None = None,
-        topk_hits: Any = None,
+        topk_hits: TopkHitsLike | None = None,
         observed_accept_length: float | None = None,
-        verify_ms: Any = None,
+        verify_ms: PointsLike | None = None,
         draft_ms: float | None = None,
         baseline_ms: float | None = None,
     ) -> Prediction:
         """Expected accept length of one (steps, topk, draft_tokens) configuration.
 
-        steps/topk/draft_tokens: all three or none (SGLang's rule). With ``observed_accept_length``
-        the result carries a verdict; with ``verify_ms`` ({draft_tokens: ms}) and ``draft_ms`` a
-        throughput estimate (and a speedup with ``baseline_ms``).
+        Rates in exactly one convention (``acc``, ``conditional``, ``marginal`` or ``alpha``; each
+        in [0, 1]; a list shorter than ``steps`` reuses its last rate and says so in ``warnings``).
+        steps/topk/draft_tokens: all three or none (SGLang's rule; none: SGLang's usual (3, 1, 4)).
+        ``topk_hits`` (trees only): cumulative top-1..top-k hit rates, one list or one per depth.
+        With ``observed_accept_length`` the result carries a verdict; with ``verify_ms``
+        (``{draft_tokens: ms}``) and ``draft_ms`` a throughput estimate, and a speedup with
+        ``baseline_ms``. Journaled as ``predict``; a bad input raises ``InputError`` naming it.
         """
         from workbench import predict as core
 
@@ -83,19 +89,23 @@ class PredictAPI(WorkbenchBase):
 
     def predict_sweep(
         self,
-        acc: Any = None,
+        acc: RatesLike | None = None,
         *,
-        conditional: Any = None,
-        marginal: Any = None,
-        alpha: Any = None,
-        verify_ms: Any,
+        conditional: RatesLike | None = None,
+        marginal: RatesLike | None = None,
+        alpha: RatesLike | None = None,
+        verify_ms: PointsLike,
         draft_ms: float,
         baseline_ms: float | None = None,
         steps: Iterable[int] = range(1, 9),
         topks: Iterable[int] | None = None,
-        topk_hits: Any = None,
+        topk_hits: TopkHitsLike | None = None,
     ) -> Sweep:
-        """Rank (steps, topk, draft_tokens) by tokens/s per request; trees only with ``topk_hits``."""
+        """Rank (steps, topk, draft_tokens) by predicted tokens/s per request,
+        ``AL / (t_verify(draft_tokens) + steps * draft_ms)``. Rates as for ``predict``; trees
+        (topk > 1) only with ``topk_hits``; only draft-token counts inside the measured
+        ``verify_ms`` are ranked (those left out are counted in ``warnings``). Journaled as
+        ``predict.sweep``."""
         from workbench import predict as core
 
         convention, values = _one_convention(acc, conditional, marginal, alpha)
@@ -123,7 +133,7 @@ class PredictAPI(WorkbenchBase):
         )
         return result
 
-    def fit(self, measured: Any, *, max_steps: int = 8) -> Fit:
+    def fit(self, measured: PointsLike, *, max_steps: int = 8) -> Fit:
         """Per-depth conditional rates from chain accept lengths measured at several step counts
         (``{steps: accept_length}``), extrapolated to ``max_steps``."""
         from workbench import predict as core

@@ -63,6 +63,8 @@ class ServersAPI(ConfigsAPI):
     # -- plumbing ---------------------------------------------------------------------------------
     @property
     def lifecycle(self) -> Lifecycle:
+        """The server lifecycle (launch, follow, status, stop) the operations below compose; the
+        live loop and the sweep take it as one of their operations (``workbench.live.ops``)."""
         lc = self.__dict__.get("_lifecycle")
         if lc is None:
             from workbench.sglang.lifecycle import Lifecycle
@@ -70,13 +72,14 @@ class ServersAPI(ConfigsAPI):
             overlay = self.__dict__.setdefault("_profile_overlay", {})
             lc = self.__dict__["_lifecycle"] = Lifecycle(
                 self.journal,
-                self.hosts_registry,
+                self._hosts,
                 lambda: {**self.workspace.section("profiles"), **overlay},
                 self._record,
             )
         return lc
 
     def close(self) -> None:
+        """Close the lifecycle's followers and the hosts' connections, then the journal."""
         lc = self.__dict__.pop("_lifecycle", None)
         if lc is not None:
             lc.close()
@@ -84,18 +87,23 @@ class ServersAPI(ConfigsAPI):
 
     # -- hosts ------------------------------------------------------------------------------------
     def hosts(self) -> list[HostInfo]:
+        """The workspace's hosts (``[hosts.NAME]`` of workbench.toml, and ``local``); no round trip."""
         out = []
-        for name in self.hosts_registry.names():
-            t = self.hosts_registry.settings(name)
+        for name in self._hosts.names():
+            t = self._hosts.settings(name)
             out.append(
                 HostInfo(name, t.get("kind", "ssh"), t.get("address"), t.get("python"), t.get("description", ""))
             )
         return out
 
     def host(self, name: str) -> Host:
-        return self.hosts_registry.get(name)
+        """The host ``name`` (connected on first use; host keys verified, never replaced)."""
+        return self._hosts.get(name)
 
     def host_check(self, name: str) -> HostCheck:
+        """Connect to ``name`` and read its python, SGLang version and GPUs: what a launch there
+        needs. An unreachable host or an unknown or changed host key is an answer (``reachable``
+        False, ``host_key``, ``fingerprint``), not an exception."""
         from workbench.hosts import ChangedHostKey, HostError, UnknownHostKey
         from workbench.sglang import host_scripts
         from workbench.sglang.status import parse_gpus
@@ -164,12 +172,13 @@ class ServersAPI(ConfigsAPI):
             confirm,
         )
         out = trust_key(host, expected_fingerprint=fingerprint)
-        self.hosts_registry.forget(name)
+        self._hosts.forget(name)
         self._record("host.trust", name, out)
         return out
 
     # -- profiles ---------------------------------------------------------------------------------
     def profiles(self) -> list[ProfileInfo]:
+        """The launch profiles of workbench.toml; one that does not resolve is listed with why."""
         tables = self.workspace.section("profiles")
         out = []
         for n, t in sorted(tables.items()):
@@ -182,6 +191,7 @@ class ServersAPI(ConfigsAPI):
         return out
 
     def profile(self, name: str) -> Profile:
+        """One profile resolved (``extends`` applied): host, model, draft, port, args, env, log."""
         return self.lifecycle.profile(name)
 
     def profile_command(self, name: str, sglang_version: str | None = None, *, offline: bool = False) -> Command:
@@ -196,6 +206,10 @@ class ServersAPI(ConfigsAPI):
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_preview(self, name: str, sglang_version: str | None = None) -> Preview:
+        """Everything ``launch`` would do, checked before anything starts: the exact command for the
+        host's SGLang (``sglang_version`` to pin one), its diff against the profile's last launch,
+        and the findings of SGLang's own parser, the speculative-triple rules and the doctor.
+        Journaled as ``server.preview``."""
         preview = self.lifecycle.preview(name, sglang_version)
         self._record(
             "server.preview", name, {"ok": preview.ok, "findings": preview.findings, "version": preview.version}
@@ -203,6 +217,7 @@ class ServersAPI(ConfigsAPI):
         return preview
 
     def launch_plan(self, preview: Preview) -> Plan:
+        """What ``launch`` asks to confirm: the command, its diff and every problem found."""
         details = [
             preview.display,
             *[f"diff: {d}" for d in preview.diff],
@@ -245,8 +260,11 @@ class ServersAPI(ConfigsAPI):
         preview: Preview | None = None,
         poll: float = 1.0,
     ) -> ServerRecord | ServerStatus:
-        """Start the profile's server (after its preview's checks); with ``wait``, its status once
-        ready (or failed)."""
+        """Start the profile's server detached (after its preview's checks; an error among them
+        refuses), record its identity (pid, start time, process group), and track its draft's
+        config.json. Without ``confirm=True`` it raises ``ConfirmationRequired`` with the plan.
+        With ``wait``: its status once ready, failed or ``timeout`` (seconds) passed. Journaled as
+        ``server.launch``."""
         preview = preview or self.launch_preview(name)
         require(self.launch_plan(preview), confirm)
         self._track_draft_config(name, preview)
@@ -288,15 +306,21 @@ class ServersAPI(ConfigsAPI):
     def server_wait(
         self, server_id: int, timeout: float | None = None, poll: float = 1.0, health: bool = True
     ) -> ServerStatus:
+        """Follow a launched server's log to readiness (``/health_generate`` answering with
+        ``health``), its failure (classified, with the fix) or ``timeout``; progress events on the
+        way."""
         return self.lifecycle.wait_ready(
             int(server_id), timeout=timeout, poll=poll, progress=self.progress, health=health
         )
 
     # -- status, logs, metrics --------------------------------------------------------------------
     def servers(self, active: bool = False) -> list[ServerRecord]:
+        """Every server this workspace launched (``active``: those not stopped or gone), as the
+        journal last recorded them; no round trip."""
         return self.lifecycle.servers(active=active)
 
     def server(self, server_id: int) -> ServerRecord:
+        """One server's record (profile, host, identity, command, the draft config it loaded)."""
         return self.lifecycle.get(int(server_id))
 
     def server_status(self, ids: Sequence[int] | None = None, gpus: bool = True) -> list[ServerStatus]:
@@ -304,11 +328,14 @@ class ServersAPI(ConfigsAPI):
         return self.lifecycle.refresh([int(i) for i in ids] if ids else None, gpus=gpus)
 
     def server_log(self, server_id: int, offset: int = 0, length: int | None = None) -> bytes:
+        """The server's log bytes from ``offset`` (``length`` of them; None: to the end)."""
         return self.lifecycle.read_log(int(server_id), offset, length)
 
     def server_follow(
         self, server_id: int, offset: int = 0, poll: float = 0.5, stop: Callable[[], bool] | None = None
     ) -> Iterator[tuple[int, bytes]]:
+        """(offset, new bytes) as the log grows, read by offset every ``poll`` seconds, until
+        ``stop()`` says so (or the caller stops iterating)."""
         return self.lifecycle.follow_log(int(server_id), offset, poll=poll, stop=stop)
 
     def server_lines(self, server_id: int, since: int = 0) -> list[tuple[int, str]]:
@@ -320,12 +347,15 @@ class ServersAPI(ConfigsAPI):
         return list(self.lifecycle.follower(int(server_id)).events)
 
     def server_metrics(self, server_id: int) -> dict[str, Any]:
+        """The decode log's numbers: the last window's (accept length, tokens/s, queue, token
+        usage) and their series. Journaled as ``server.metrics``."""
         out = self.lifecycle.metrics(int(server_id))
         self._record("server.metrics", f"server:{server_id}", out)
         return out
 
     # -- stop -------------------------------------------------------------------------------------
     def stop_plan(self, server_id: int, grace: float | None = None) -> Plan:
+        """What ``server_stop`` would signal, and how (identity check, grace, GPUs idle)."""
         r = self.server(server_id)
         grace = self.lifecycle.stop_grace(r, grace)
         return Plan(
@@ -351,6 +381,10 @@ class ServersAPI(ConfigsAPI):
         gpu_wait: float = 60.0,
         idle_mib: float | None = None,
     ) -> StopResult:
+        """Stop a server: its identity (pid and start time) checked again on the host, SIGTERM to its
+        process group, ``grace`` seconds, SIGKILL, then up to ``gpu_wait`` seconds for its GPUs to
+        fall under ``idle_mib``. Without ``confirm=True`` it raises ``ConfirmationRequired`` with
+        the plan. Journaled as ``server.stopped``."""
         require(self.stop_plan(server_id, grace), confirm)  # a grace that never ends is refused first
         res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
         self._record("server.stopped", f"server:{server_id}", res)
@@ -367,6 +401,10 @@ class ServersAPI(ConfigsAPI):
         prompts: str | None = None,
         label: str = "",
     ) -> Measurement:
+        """Accept length and tokens/s by the protocol: the cache flushed, the fixed prompt set (or
+        ``prompts``, a JSON file of them) at ``concurrency``, ``rounds`` times; the server's own
+        cumulative accept length after the flush alongside. Journaled as a measurement (``label``
+        kept with it) and as ``server.measure``."""
         from workbench.sglang.measure import run_protocol
 
         sid = int(server_id)
@@ -393,6 +431,8 @@ class ServersAPI(ConfigsAPI):
         return m
 
     def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        """The journal's measurements (of one server, of one ``kind``: "protocol", "sweep"),
+        oldest first, each with its ``accept_length``."""
         from workbench.sglang.measure import accept_length
 
         rows = self.journal.measurement_rows(server_id, kind)
@@ -402,6 +442,7 @@ class ServersAPI(ConfigsAPI):
 
     # -- sweeps -----------------------------------------------------------------------------------
     def sweep_plan(self, profile: str, points: list[SweepPoint]) -> Plan:
+        """What ``server_sweep`` would launch, measure and stop, point by point."""
         return Plan(
             "sweep",
             profile,
@@ -417,7 +458,7 @@ class ServersAPI(ConfigsAPI):
         steps: Sequence[int],
         topks: Sequence[int] = (1,),
         draft_tokens: Sequence[int] | None = None,
-        envs: Sequence[dict[str, Any]] | None = None,
+        envs: Sequence[dict[str, str]] | None = None,
         baseline: bool = False,
         confirm: bool = False,
         concurrency: int = 4,
@@ -429,6 +470,10 @@ class ServersAPI(ConfigsAPI):
         stop_grace: float | None = None,
         gpu_wait: float = 60.0,
     ) -> SweepResult:
+        """Relaunch ``profile`` at every (steps, topk, draft_tokens, env) point (``baseline``: and
+        without speculation), measure each by the protocol and stop it; the fitted throughput model
+        and the ranking in the result. Without ``confirm=True`` it raises
+        ``ConfirmationRequired`` with the plan. Journaled as ``server.sweep``."""
         from workbench.sglang import sweep as sw
 
         self.profile(profile)  # an unknown profile is refused before the plan
