@@ -1,8 +1,11 @@
-"""Every notebook in notebooks/ runs top to bottom as a user runs it: ``jupyter execute`` (the
-kernel in notebooks/), from an unrelated working directory, with an empty home; and with the
-kernel in another folder again, so no cell depends on where it runs."""
+"""Every notebook in notebooks/ runs top to bottom as a user runs it: ``jupyter execute`` from an
+unrelated working directory, with an empty home; and with the kernel in another folder again, so
+no cell depends on where it runs. What the cells print is the workbench's own: no third-party
+progress bar, and no value left as a bare ``None`` (a failing engine says why)."""
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +35,11 @@ def test_notebook_runs_under_jupyter_execute(path, tmp_path):
     for d in (home, elsewhere, scratch):
         d.mkdir()
     jupyter = Path(sys.executable).parent / "jupyter"
+    run = elsewhere / path.name  # a copy, run in place there: its outputs are read below
+    run.write_bytes(path.read_bytes())
     # the notebooks' scratch folders (tempfile.mkdtemp) land in the test's own folder, not the system's
     r = subprocess.run(
-        [str(jupyter), "execute", "--timeout=300", str(path)],
+        [str(jupyter), "execute", "--inplace", "--timeout=300", str(run)],
         cwd=elsewhere,
         env={**_env(home), "TMPDIR": str(scratch)},
         capture_output=True,
@@ -44,6 +49,30 @@ def test_notebook_runs_under_jupyter_execute(path, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     # a notebook tries things in a scratch workspace: the user's ~/.eagle-workbench is not touched
     assert not (home / ".eagle-workbench").exists()
+    assert unexplained_outputs(json.loads(run.read_text())) == []
+
+
+#: What a tqdm bar prints ("Writing model shards:  0%|   | 0/1 [00:00<?, ?it/s]").
+PROGRESS_BAR = re.compile(r"\d+%\||it/s\]|s/it\]")
+#: A value printed as Python's None (in a list, a dict, after a label, or alone), not prose that
+#: names Python's None (SGLang's code "adds a None residual").
+BARE_NONE = re.compile(r"[\[(,:=]\s*None\b|\bNone\s*[\]),]|^\s*None\s*$", re.M)
+
+
+def unexplained_outputs(nb: dict) -> list[str]:
+    """Outputs a reader should not meet: progress bars of the libraries underneath, and None
+    standing for a value that has a reason (an engine that fails, a field a release does not log)."""
+    bad = []
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = "".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
+            if PROGRESS_BAR.search(text):
+                bad.append(f"cell {i}: a progress bar: {text[:80]!r}")
+            widget = "application/vnd.jupyter.widget-view+json" in data
+            if not widget and BARE_NONE.search(text):
+                bad.append(f"cell {i}: a bare None: {text[max(0, BARE_NONE.search(text).start() - 60) :][:120]!r}")
+    return bad
 
 
 def test_path_sensitive_notebook_runs_with_the_kernel_anywhere(tmp_path, monkeypatch):

@@ -43,9 +43,11 @@ def test_bad_input_is_one_red_line_and_keeps_the_last_result(wb):
     widget.controls["rates"].value = "1.4"
     assert widget.error == "acc: value 1 (1.4) is outside [0, 1]"
     assert "outside [0, 1]" in widget.error_line.value and widget.result is good
+    assert "the last valid inputs' result" in widget.headline.value
     widget.controls["observed"].value = "abc"
-    widget.controls["rates"].value = "0.75"
-    assert "observed accept length: 'abc' is not a number" in widget.error
+    widget.controls["rates"].value = "0.75"  # a bad observed value costs the verdict only
+    assert widget.error is None and round(widget.result.accept_length, 3) == 3.288
+    assert "no verdict" in widget.verdict.value and "&#x27;abc&#x27; is not a number" in widget.verdict.value
     widget.set(observed="1.12", topk=3, draft_tokens=30)
     assert "steps*topk+1 = 16" in widget.error
     widget.set(draft_tokens=6)
@@ -55,3 +57,37 @@ def test_bad_input_is_one_red_line_and_keeps_the_last_result(wb):
 def test_unknown_field_is_a_type_error(wb):
     with pytest.raises(TypeError, match="unknown predictor fields: bogus"):
         PredictorWidget(wb, bogus=1)
+
+
+def test_the_same_inputs_give_the_same_numbers_in_every_face(wb, cli, workspace):
+    """The widget reads its form as the TUI's Predictor does (workbench.forms), and the TUI's
+    "copy CLI" command of the same fields gives the CLI's JSON: one prediction in three faces,
+    the inputs a chain does not use (top-k hits) left out everywhere."""
+    import json
+    import shlex
+
+    from workbench.tui.screens.predictor import cli_command
+
+    fields = {
+        "convention": "acc",
+        "rates": "0.8,0.7,0.65",
+        "topk_hits": "0.8,0.9",
+        "steps": "4",
+        "topk": "1",
+        "draft_tokens": "5",
+        "observed": "2.1",
+        "verify_ms": "2:20,4:22,6:24",
+        "draft_ms": "1.1",
+        "baseline_ms": "15",
+    }
+    widget = PredictorWidget(
+        wb, **{k: int(v) if k in ("steps", "topk", "draft_tokens") else v for k, v in fields.items()}
+    )
+    assert "not used: top-k hit rates" in widget.error_line.value
+    out = cli(*shlex.split(cli_command(fields, skip={"topk_hits"}))[1:])
+    data = json.loads(out.stdout)
+    r = widget.result
+    assert data["accept_length"] == pytest.approx(r.accept_length)
+    assert data["throughput"]["tokens_per_s"] == pytest.approx(r.throughput.tokens_per_s)
+    assert [p["tokens_per_s"] for p in data["curve"]] == pytest.approx([p.tokens_per_s for p in r.curve], nan_ok=True)
+    assert data["verdict"]["code"] == r.verdict.code and data["warnings"] == r.warnings

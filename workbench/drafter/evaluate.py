@@ -359,6 +359,12 @@ def evaluate(
     r = counts.rates()
     rs = spec_counts.rates()
     predicted = _predict(r, K)
+    shown = [*r["acc"], *r["full_acc"], *r["cond_acc"], *rs["speculators_full_acc"], *rs["speculators_cond_acc"]]
+    if any(v is None for v in shown + [v for row in r["topk_acc"] for v in row]):
+        notes.append(
+            "'-': nothing to count at that depth (no position in the loss mask reached it with every "
+            "earlier depth right), not a zero"
+        )
     return DrafterEval(
         draft=str(draft),
         data=str(data),

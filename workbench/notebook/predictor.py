@@ -122,37 +122,38 @@ class PredictorWidget(w.VBox):
         self.update()
 
     def update(self) -> None:
-        from workbench.parsing import optional, parse_float_rows, parse_floats, parse_pairs
+        """Read the form as the TUI's Predictor does (``workbench.forms``: the same inputs give the
+        same numbers) and predict; an input the accept length needs that does not read is shown in
+        red and the result stays the last valid one's, said so; inputs this prediction does not use
+        are named, never a block."""
+        from workbench.forms import read_predict_form
 
-        f = self.fields()
+        form = read_predict_form(self.fields())
         try:
-            conv = f["convention"]
-            kw: dict[str, Any] = {
-                conv: parse_floats(f["rates"], conv),
-                "steps": f["steps"],
-                "topk": f["topk"],
-                "draft_tokens": f["draft_tokens"],
-            }
-            if optional(f["topk_hits"]):
-                kw["topk_hits"] = parse_float_rows(f["topk_hits"], "top-k hits")
-            if optional(f["observed"]):
-                kw["observed_accept_length"] = _float(f["observed"], "observed accept length")
-            if optional(f["verify_ms"]):
-                kw["verify_ms"] = parse_pairs(f["verify_ms"], "verify ms")
-            for name in ("draft_ms", "baseline_ms"):
-                if optional(f[name]):
-                    kw[name] = _float(f[name], name.replace("_", " "))
-            result = self.wb.predict(**kw)
+            if not form.ok:
+                raise WorkbenchError(form.errors[0].message)
+            result = self.wb.predict(**form.kwargs)
         except WorkbenchError as exc:
             self.error = str(exc)
-            self.error_line.value = f'<span style="color:#c62828;font-weight:bold">{html.escape(self.error)}</span>'
+            below = "below: the last valid inputs' result" if self.result is not None else "no prediction yet"
+            self.error_line.value = (
+                f'<span style="color:#c62828;font-weight:bold">{html.escape(self.error)}</span> '
+                f'<span style="color:#666">({below})</span>'
+            )
+            self.headline.value = self._stale_mark(self.headline.value)
             return
         self.error, self.result = None, result
-        self.error_line.value = ""
-        self._render(result)
+        notes = [n.message for n in form.ignored] + [n.message for n in form.invalid.values()]
+        self.error_line.value = "".join(f"<div style='color:#666'>not used: {html.escape(n)}</div>" for n in notes)
+        self._render(result, form)
+
+    @staticmethod
+    def _stale_mark(headline: str) -> str:
+        mark = "<div class='wb-stale' style='color:#c62828'>(the last valid inputs' result)</div>"
+        return headline if mark in headline else mark + headline
 
     # -- rendering --------------------------------------------------------------------------------
-    def _render(self, r) -> None:
+    def _render(self, r, form=None) -> None:
         rate = r.sglang_accept_rate
         tp = ""
         if r.throughput:
@@ -167,6 +168,12 @@ class PredictorWidget(w.VBox):
             f"step · SGLang accept rate <b>{rate['>=0.5.12']:.3f}</b> on ≥0.5.12, <b>{rate['0.5.5']:.3f}</b> "
             f"on 0.5.5{tp}"
         )
+        bad_observed = form.invalid.get("verdict") if form is not None else None
+        bad_timing = form.invalid.get("throughput") if form is not None else None
+        if bad_timing is not None and not r.throughput:
+            self.headline.value += (
+                f"<br><span style='color:#666'>no throughput: {html.escape(bad_timing.message)}</span>"
+            )
         if r.verdict:
             v = r.verdict
             colour = "#2e7d32" if v.code == "ok" else "#c62828"
@@ -174,6 +181,11 @@ class PredictorWidget(w.VBox):
                 f"<div style='border-left:4px solid {colour};padding-left:8px'>"
                 f"<b style='color:{colour}'>{v.code}</b> ratio {v.ratio:.2f} — "
                 f"{html.escape(v.explanation)}</div>"
+            )
+        elif bad_observed is not None:
+            self.verdict.value = (
+                f"<div style='border-left:4px solid #c62828;padding-left:8px'><b>no verdict</b> "
+                f"{html.escape(bad_observed.message)}</div>"
             )
         else:
             self.verdict.value = "<i style='color:#666'>Enter an observed accept length for a verdict.</i>"
@@ -189,15 +201,6 @@ class PredictorWidget(w.VBox):
         self.warnings.value = "".join(f"<div style='color:#e65100'>⚠ {html.escape(x)}</div>" for x in r.warnings)
 
 
-def _float(text: str, name: str) -> float:
-    from workbench.errors import InputError
-
-    try:
-        return float(text.strip())
-    except ValueError:
-        raise InputError(f"{name}: {text.strip()!r} is not a number") from None
-
-
 def curve_table_html(r) -> str:
     timed = any(p.tokens_per_s is not None for p in r.curve)
     head = (
@@ -209,8 +212,8 @@ def curve_table_html(r) -> str:
     for p in r.curve:
         bold = " style='font-weight:bold;background:#fff3e0'" if (p.steps == r.steps and r.topk == 1) else ""
         cells = [p.steps, p.draft_tokens, f"{p.accept_length:.3f}", f"{p.accepted_drafts:.3f}"]
-        if timed:
-            cells.append(f"{p.tokens_per_s:.1f}" if p.tokens_per_s is not None else "")
+        if timed:  # a step count past the measured verify times has none (the warnings say so)
+            cells.append(f"{p.tokens_per_s:.1f}" if p.tokens_per_s is not None else "-")
         rows.append(f"<tr{bold}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f"<table class='predictor-curve'>{head}{''.join(rows)}</table>"
 
