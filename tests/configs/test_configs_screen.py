@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import DataTable, Input, Label, Static
 
 from tests.fixtures.drafts import KIMI_DRAFT
-from tests.fixtures.tui import wait_workers
+from tests.fixtures.tui import still, wait_workers
 from workbench.api import Workbench
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.configs import ConfigsScreen
@@ -110,8 +110,29 @@ async def test_track_from_the_path_box(workspace, tmp_path):
         assert app.screen.query_one("#files", DataTable).row_count == 1
 
 
-def test_snapshot(snap_compare, workspace, story):
-    async def run_before(pilot):
-        await settle(pilot)
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_revert_flow_at_both_sizes(snap_compare, journal_clock, workspace, story, size):
+    """The README's revert: the history (the narrow one leaves the hashes to the diff's title),
+    / to find a version by its reason, r on it, the diff in the dialog, y: reverted byte for byte."""
 
-    assert snap_compare(WorkbenchApp(str(workspace), start="configs"), terminal_size=SIZE, run_before=run_before)
+    async def flow(pilot):
+        app = pilot.app
+        await settle(pilot)
+        screen = app.screen
+        versions = screen.query_one("#versions", DataTable)
+        assert versions.has_focus and versions.row_count == 2
+        await pilot.press("slash", *"tracked", "enter")
+        assert versions.row_count == 1 and str(versions.get_row_at(0)[1]) == "v1"
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal) and "to v1" in app.screen.plan.summary
+        await pilot.press("y")
+        await settle(pilot)
+        assert json.loads(story.read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
+        assert versions.row_count == 1 and versions.total_rows == 3  # the filter stays until esc
+        await pilot.press("escape")  # the filter goes: every version again
+        await settle(pilot)
+        assert versions.row_count == 3 and str(versions.get_row_at(0)[3]) == "revert to v1"
+        await still(pilot)
+
+    assert snap_compare(WorkbenchApp(str(workspace), start="configs"), terminal_size=size, run_before=flow)

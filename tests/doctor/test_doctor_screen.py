@@ -7,7 +7,7 @@ import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
 from tests.fixtures.drafts import KIMI_BROKEN, ROOT
-from tests.fixtures.tui import wait_workers
+from tests.fixtures.tui import no_blink, still, wait_workers
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.doctor import DoctorScreen
 from workbench.tui.widgets.confirm import ConfirmModal
@@ -104,11 +104,44 @@ async def test_bad_input_is_one_inline_line(workspace, tmp_path):
         assert "trained layers" in app.screen.error
 
 
-def test_snapshot(snap_compare, workspace, broken):
-    async def run_before(pilot):
-        await fill(pilot, "sample_configs/drafts/kimi-k2.5-eagle3-broken")
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_fix_flow_at_both_sizes(snap_compare, journal_clock, workspace, broken, size):
+    """The README's doctor tour: the form typed as a user does, ctrl+r, the findings (the keys stay
+    in the form: a letter typed on is text), tab to the findings, f, the diff, y; the fixed finding
+    goes, and the Configs screen shows the new version without a refresh (it follows the journal)."""
 
-    assert snap_compare(WorkbenchApp(str(workspace), start="doctor"), terminal_size=SIZE, run_before=run_before)
+    async def flow(pilot):
+        app = pilot.app
+        screen = app.screen
+        no_blink(app)
+        screen.query_one("#draft", Input).value = str(broken)  # a pasted path (key by key is slow to drive)
+        screen.query_one("#target", Input).value = TARGET
+        screen.query_one("#engine", Select).value = "sglang==0.5.12.post1"
+        trained = screen.query_one("#trained", Input)
+        trained.focus()
+        await pilot.press(*"2,30,58", "enter")
+        await settle(pilot)
+        assert screen.report is not None and app.focused is trained
+        assert screen.query_one("#findings").region.y < size[1] - 3  # the findings are on screen
+        await pilot.press("f")  # typed, not "apply fix"
+        assert trained.value == "2,30,58f" and not isinstance(app.screen, ConfirmModal)
+        await pilot.press("backspace")
+        screen.query_one("#findings", DataTable).focus()
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal) and any("+      58" in d for d in app.screen.plan.details)
+        await pilot.press("y")
+        await settle(pilot)
+        await settle(pilot)
+        assert not [f for f in screen.report.findings if f.severity == "error"]
+        await pilot.press("f4")
+        await settle(pilot)
+        configs = app.screen
+        versions = configs.query_one("#versions", DataTable)
+        assert versions.row_count == 2 and "doctor fix" in str(versions.get_row_at(0)[3])
+        await still(pilot)
+
+    assert snap_compare(WorkbenchApp(str(workspace), start="doctor"), terminal_size=size, run_before=flow)
 
 
 async def test_the_evidence_class_is_a_column_and_in_the_detail(workspace, broken):
@@ -123,3 +156,18 @@ async def test_the_evidence_class_is_a_column_and_in_the_detail(workspace, broke
         assert by_code["training-capture-impossible"] == "unsettled"
         assert by_code["layer-ids-nondefault"] == "static file"
         assert "rests on: engine code" in str(screen.query_one("#detail", Static).render())
+
+
+async def test_a_fix_written_elsewhere_reruns_the_checks(workspace, broken):
+    """The Doctor follows the journal: a fix applied from another face (here the API, as the CLI or
+    the Alignment screen would) runs the checks on the files again: the fixed finding goes."""
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=SIZE) as pilot:
+        await fill(pilot, broken)
+        screen = app.screen
+        fix = next(f for f in screen.report.findings if f.code == "layer-ids-embedding").fix
+        app.wb.config_apply_fix(fix, confirm=True)
+        app.look_at_journal()
+        await settle(pilot)
+        await settle(pilot)
+        assert not [f for f in screen.report.findings if f.severity == "error"]

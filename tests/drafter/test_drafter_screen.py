@@ -3,9 +3,10 @@ to the Predictor."""
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
-from tests.fixtures.tui import no_blink, settle
+from tests.fixtures.tui import no_blink, settle, still
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.drafter import DrafterScreen
 
@@ -57,10 +58,22 @@ async def test_bad_input_inline(workspace, tmp_path, drafter_world):
         assert app.screen.error.startswith("draft:")
 
 
-def test_snapshot(snap_compare, workspace, drafter_world, monkeypatch):
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_flow_at_both_sizes(snap_compare, workspace, drafter_world, monkeypatch, size):
+    """The README's drafter tour: the three folders, ctrl+r, the per-depth table and the predicted
+    accept length; p on the table sends the rates to the Predictor, which predicts from them."""
     monkeypatch.chdir(drafter_world["root"])
 
-    async def run_before(pilot):
+    async def flow(pilot):
+        app = pilot.app
         await fill(pilot, "draft", "data", "target")
+        screen = app.screen
+        assert screen.result is not None and screen.query_one("#drafter-summary").region.y < size[1] - 3
+        screen.query_one("#depths", DataTable).focus()
+        await pilot.press("p")
+        await settle(pilot)
+        predictor = app.screen
+        assert type(predictor).__name__ == "PredictorScreen" and predictor.result.convention == "marginal"
+        await still(pilot)
 
-    assert snap_compare(WorkbenchApp(str(workspace), start="drafter"), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(WorkbenchApp(str(workspace), start="drafter"), terminal_size=size, run_before=flow)

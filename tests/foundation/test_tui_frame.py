@@ -280,3 +280,63 @@ async def test_the_footer_is_not_cut_at_80_columns(workspace, screen_id):
         await settle(pilot)
         last = "".join(seg.text for seg in app.screen._compositor.render_strips()[-1])
         assert "f1 Help" in last, last
+
+
+async def test_ctrl_c_cancels_a_long_job_at_its_next_step(workspace):
+    """A 45-90 s job (here a drafter evaluation that reports a step every 20 ms) stops at the step
+    after ctrl+c: the core is told through its progress callback, the screen says it was
+    cancelled, and nothing else runs on. With nothing running, ctrl+c is no cancel at all."""
+    from workbench.api import Workbench
+
+    steps = []
+
+    class Slow(Workbench):
+        def drafter_eval(self, *a, **k):
+            for i in range(500):
+                steps.append(i)
+                self.progress(Progress("drafter-eval", i + 1, 500, f"data_{i}.ckpt"))
+                time.sleep(0.02)
+            raise AssertionError("never cancelled")
+
+    messages = []
+    app = WorkbenchApp(str(workspace), start="drafter", wb=Slow.open(workspace))
+    async with app.run_test(size=(80, 24), message_hook=messages.append) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert not screen.check_action("cancel_job", ())  # nothing runs: no cancel key
+        for name in ("draft", "data", "target"):
+            screen.query_one(f"#{name}").value = f"/{name}"
+        await pilot.press("ctrl+r")
+        assert await until(pilot, lambda: len(steps) > 3)
+        bar = screen.query_one(BusyBar)
+        assert bar.has_class("-busy") and "ctrl+c cancel" in str(bar.query_one("#busy-cancel").render())
+        await pilot.press("ctrl+c")
+        assert await until(pilot, lambda: not any(w.is_running for w in app.workers if w.node is screen))
+        await settle(pilot)
+        ran = len(steps)
+        assert ran < 500 and not bar.has_class("-busy")
+        notes = [m.notification.message for m in messages if type(m).__name__ == "Notify"]
+        assert any(n.startswith("cancelled: drafter") for n in notes), notes
+        time.sleep(0.1)
+        assert len(steps) == ran  # the job's thread ended there
+
+
+async def test_a_broken_workbench_toml_blanks_nothing_that_needs_no_hosts(workspace):
+    """The Predictor predicts, the context line names the problem, and the Dashboard (which needs
+    the hosts) says it in one line."""
+    (workspace / "workbench.toml").write_text("[hosts\n")
+    from workbench.tui.widgets.context_line import ContextLine
+
+    app = WorkbenchApp(str(workspace), screen_args={"servers": {"poll_interval": 3600.0}})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert round(app.screen.result.accept_length, 3) == 3.288
+        assert await until(pilot, lambda: app.context.problem is not None)
+        await pilot.pause()
+        assert "workbench.toml: invalid TOML" in str(app.screen.query_one(ContextLine).render())
+        await pilot.press("f5")
+        await settle(pilot)
+        assert "invalid TOML" in _error_line(app) and "\n" not in _error_line(app).strip()
+        (workspace / "workbench.toml").write_text('[hosts.gpu]\naddress = "gpu"\n')  # mended: read again
+        app.look_at_journal()
+        assert await until(pilot, lambda: app.context.problem is None)

@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
 from tests.fixtures.tiny_llama import N_LAYERS
-from tests.fixtures.tui import no_blink, settle
+from tests.fixtures.tui import no_blink, settle, still
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.alignment import AlignmentScreen
 from workbench.tui.widgets.confirm import ConfirmModal
@@ -100,13 +100,31 @@ async def test_bad_input_is_one_inline_line(workspace, capture_files, tmp_path):
         assert "enter the training capture" in app.screen.error
 
 
-def test_snapshot(snap_compare, workspace, capture_files, monkeypatch):
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_flow_at_both_sizes(snap_compare, workspace, capture_files, draft, monkeypatch, size):
+    """The README's alignment tour: both captures, ctrl+r, the verdicts; tab to the matrix (the
+    form keeps the keys until then), a on it, the diff, y: the config is fixed and the alignment
+    agrees with it."""
     monkeypatch.chdir(capture_files.root)
 
-    async def run_before(pilot):
-        await fill(pilot, "specforge/rows_0-2000/data_0.ckpt", "infer_hf.safetensors", "draft")
+    async def flow(pilot):
+        app = pilot.app
+        await fill(pilot, "specforge/rows_0-2000/data_0.ckpt", "infer_hf.safetensors", str(draft))
+        screen = app.screen
+        best = screen.query_one("#best", DataTable)
+        assert best.row_count == 3 and best.region.y < size[1] - 3  # the verdicts above the fold
+        screen.query_one("#matrix", DataTable).focus()
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("y")
+        await settle(pilot)
+        await settle(pilot)
+        assert screen.result.findings == [] and screen.result.recommendation.differs is False
+        screen.query_one("#draft", Input).value = "draft"  # as in the form before: the snapshot's path
+        await still(pilot)
 
-    assert snap_compare(WorkbenchApp(str(workspace), start="alignment"), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(WorkbenchApp(str(workspace), start="alignment"), terminal_size=size, run_before=flow)
 
 
 async def test_best_match_table_agrees_with_the_cli_and_stays_legible(workspace, capture_files, cli):

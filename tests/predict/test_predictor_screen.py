@@ -5,7 +5,7 @@ import json
 import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
-from tests.fixtures.tui import no_blink, settle
+from tests.fixtures.tui import no_blink, settle, still
 from workbench.predict import chain_accept_length
 from workbench.tui.screens.predictor import PredictorScreen
 
@@ -241,11 +241,35 @@ async def test_screen_args_prefill(tui_app):
         assert app.screen.result.verdict is None
 
 
-def test_snapshot(snap_compare, tui_app):
-    async def ready(pilot):
-        await settle(pilot)
-        no_blink(pilot.app)
-        pilot.app.set_focus(None)
-        await pilot.pause()
+SIZES = [(80, 24), (200, 60)]
 
-    assert snap_compare(tui_app(), terminal_size=SIZE, run_before=ready)
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_flow_at_both_sizes(snap_compare, tui_app, size, monkeypatch):
+    """The README's Predictor tour as a user types it: rates key by key (1.5 is an error above the
+    results; the stale mark of each keystroke has its own test), rates that read, top-k hits a
+    chain does not use, timings; the result, its status and the curve are on screen."""
+    monkeypatch.setattr(PredictorScreen, "DEBOUNCE_S", 0.02)
+
+    async def flow(pilot):
+        app = pilot.app
+        screen = app.screen
+        await settle(pilot)
+        no_blink(app)
+        await _type(pilot, "rates", "")
+        await pilot.press("1", ".", "5")
+        await settle(pilot)
+        assert screen.state == "invalid" and screen.query_one("#status").region.bottom < size[1]
+        await _type(pilot, "rates", "0.8,0.7,0.6")
+        await _type(pilot, "topk_hits", "0.8,0.9")
+        await _type(pilot, "verify_ms", "2:20.2,4:21.7,6:23.4")
+        await _type(pilot, "draft_ms", "1.1")
+        await _type(pilot, "baseline_ms", "11.3")
+        await settle(pilot)
+        assert screen.state == "current" and screen.result.throughput is not None
+        assert "top-k hit rates: not used" in _text(screen, "status")
+        # the headline is above the fold at both sizes
+        assert screen.query_one("#headline").region.y < size[1] - 2
+        await still(pilot)
+
+    assert snap_compare(tui_app(), terminal_size=size, run_before=flow)

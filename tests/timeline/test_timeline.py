@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.fixtures.tui import settle
+from tests.fixtures.tui import settle, still
 
 BROKEN = b'{\n  "eagle_config": {\n    "eagle_aux_hidden_state_layer_ids": [-1, 2, 30]\n  }\n}\n'
 
@@ -131,3 +131,46 @@ async def test_screen_collapses_repeats_rounds_numbers_and_keeps_config_calm(wor
         err = app.screen.query_one("#entries").category("finding")
         assert cfg.style.color is not None and cfg.style.color != err.style.color
         assert "red" not in str(cfg.style)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_flow_at_both_sizes(snap_compare, story, wb, workspace, size, monkeypatch):
+    """The README's question, "which config was live when accept length was 1.12?": the entries
+    (every kind whole), / to find the measurement, its view (labelled numbers, not a payload) and
+    the config its server loaded; an entry recorded meanwhile shows without a refresh."""
+    from textual.widgets import DataTable, Static
+
+    from workbench.tui.app import WorkbenchApp
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    wb.journal.db.execute("UPDATE events SET ts = 1795000000 + 60 * id")  # a fixed clock for the snapshot
+    wb.journal.db.execute("UPDATE config_versions SET ts = 1795000000 + 60 * id")
+
+    async def flow(pilot):
+        app = pilot.app
+        await settle(pilot)
+        screen = app.screen
+        table = screen.query_one("#entries", DataTable)
+        assert table.row_count == 5
+        await pilot.press("slash", *"measure", "enter")
+        await settle(pilot)
+        assert table.row_count == 1
+        detail = " ".join(str(screen.query_one("#detail", Static).render()).split())
+        assert "accept length 1.12" in detail and "tokens/s 50" in detail and "{" not in detail
+        live = str(screen.query_one("#live", Static).render())
+        assert "v2" in live and "[-1, 2, 30]" in live
+        app.wb.journal.record(
+            "server.measure", f"server:{story['sid']}", {"server_id": story["sid"], "accept_length": 2.4}, ts=1795000600
+        )
+        app.look_at_journal()
+        await settle(pilot)
+        assert table.row_count == 2 and table.total_rows == 6  # followed the journal; the filter kept
+        # the times of the story are the test's own: the snapshot shows them as they were recorded
+        await still(pilot)
+
+    try:
+        assert snap_compare(WorkbenchApp(str(workspace), start="timeline"), terminal_size=size, run_before=flow)
+    finally:
+        monkeypatch.undo()
+        time.tzset()

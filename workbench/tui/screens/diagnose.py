@@ -44,7 +44,6 @@ STEPS = [
 
 class DiagnoseScreen(WorkbenchScreen):
     CSS_PATH = "diagnose.tcss"
-    KEYS_OF = (FindingsView,)
     AUTO_FOCUS = "#findings"  # letters are the step keys; an Input would swallow them
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("m", "measure", "Measure", id="diagnose.measure"),

@@ -162,7 +162,7 @@ class TimelineScreen(WorkbenchScreen):
         return (
             "(nothing ties this entry to a draft config)"
             if live is None
-            else f"{live.location}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
+            else f"{_short(live.location)}  v{live.version}  {live.sha256[:12]}  ({live.reason})\n"
             f"{live.basis}\n\n{live.content}"
         )
 

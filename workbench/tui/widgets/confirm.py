@@ -33,7 +33,6 @@ class ConfirmModal(ModalScreen[bool]):
     ConfirmModal #confirm-buttons { height: 1; align: right middle; margin-top: 1; }
     ConfirmModal #confirm-hint { width: 1fr; color: $text-muted; }
     ConfirmModal Button { margin-left: 2; }
-    ConfirmModal > ToastRack { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Yes", id="confirm.yes"),
@@ -61,6 +60,9 @@ class ConfirmModal(ModalScreen[bool]):
                 yield Button("Yes [y]", id="yes", variant="error", compact=True)
 
     def on_mount(self) -> None:
+        # no toast over the buttons: notifications wait on the screen under the dialog, and show
+        # when it closes (the app shows them on the screen in front that has a rack)
+        self.query("ToastRack").remove()
         if is_diff(list(self.plan.details)):  # a fix or a revert: coloured like the Configs screen
             self.query_one("#confirm-details", DiffView).show_diff("\n".join(self.plan.details))
         if self.timeout:

@@ -181,7 +181,11 @@ class FindingDetail(Static):
             hint = hint(item)
         f, out = item.finding, Text()
         out.append(f"{f.code}  ", style=self._style("code"))
-        out.append(f.severity, style=self._style(f.severity) if f.severity in SEVERITIES else "")
+        if item.status:  # what became of it first; what it was, after
+            out.append(item.status, style=self._style("ok"))
+            out.append(f" (was {f.severity})", style=self._style("label"))
+        else:
+            out.append(f.severity, style=self._style(f.severity) if f.severity in SEVERITIES else "")
         if getattr(f, "evidence_class", None):
             out.append(f"  rests on: {evidence_label(f.evidence_class)}", style=self._style("label"))
         if item.source:

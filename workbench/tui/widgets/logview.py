@@ -17,7 +17,7 @@ MATCH_STYLE = "bold black on yellow"
 
 class LogView(RichLog):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "search", "Search", id="log.search", tooltip="highlight the lines that hold the words"),
+        Binding("slash", "search", "Search", id="log.search", tooltip="highlight the lines that hold what you type"),
         Binding("n", "next_match", "Next match", id="log.next", show=False),
         Binding("N", "previous_match", "Previous match", id="log.previous", show=False),
     ]
@@ -83,7 +83,8 @@ class LogView(RichLog):
 
     # -- search ---------------------------------------------------------------------------------------
     def _words(self) -> list[str]:
-        return self.filter_text.lower().split()
+        """What is searched: the typed text as one phrase, any case (as less and toolong do)."""
+        return [self.filter_text.lower()] if self.filter_text else []
 
     def _hit(self, text: Text) -> bool:
         plain = text.plain.lower()
@@ -100,7 +101,7 @@ class LogView(RichLog):
         return out
 
     def set_filter(self, text: str) -> str:
-        """Highlight the lines holding any word of ``text`` and go to the last of them."""
+        """Highlight the lines holding ``text`` and go to the last of them."""
         self.filter_text = text.strip()
         self._redraw(scroll_end=False)
         self._current = len(self._matches)

@@ -36,6 +36,7 @@ class Table(DataTable[CellType]):
         Binding(
             "slash", "filter", "Filter", id="table.filter", tooltip="show only the rows that contain what you type"
         ),
+        Binding("escape", "clear_filter", "Clear filter", id="table.clear_filter", show=False),
     ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -101,6 +102,20 @@ class Table(DataTable[CellType]):
             self.move_cursor(row=0)
         shown = self.row_count
         return f"{shown} of {len(self._all)} rows" if self.filter_text else ""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_filter":
+            return bool(self.filter_text)  # else escape goes on to whatever else it does
+        return True
+
+    def action_clear_filter(self) -> None:
+        from workbench.tui.widgets.filter import FilterBar
+
+        for bar in self.screen.query(FilterBar):
+            if bar.target is self:
+                bar.action_clear()
+                return
+        self.set_filter("")
 
     def action_filter(self) -> None:
         from workbench.tui.widgets.filter import FilterBar
