@@ -54,9 +54,10 @@ def test_confirm_dialog_at_both_sizes(snap_compare, workspace, size):
         await settle(pilot)
         modal = app.screen
         assert not modal.query("ToastRack")
-        for button in ("#yes", "#no"):
+        for button, label in (("#yes", "Yes [y]"), ("#no", "No [n]")):
             region = modal.query_one(button).region
             assert region.bottom <= size[1] and region.right <= size[0]
+            assert str(modal.query_one(button).label) == label  # the key shown, not eaten as markup
 
     app = WorkbenchApp(str(workspace), start="doctor")
     assert snap_compare(app, terminal_size=size, run_before=run_before)

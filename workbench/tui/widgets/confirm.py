@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -30,9 +31,9 @@ class ConfirmModal(ModalScreen[bool]):
     ConfirmModal #confirm-summary { text-style: bold; margin-bottom: 1; height: auto; max-height: 6; }
     ConfirmModal #confirm-scroll { height: auto; max-height: 50vh; }
     ConfirmModal #confirm-details { height: auto; color: $text-muted; }
-    ConfirmModal #confirm-buttons { height: 1; align: right middle; margin-top: 1; }
-    ConfirmModal #confirm-hint { width: 1fr; color: $text-muted; }
-    ConfirmModal Button { margin-left: 2; }
+    ConfirmModal #confirm-buttons { height: auto; align: right middle; margin-top: 1; }
+    ConfirmModal #confirm-hint { width: 1fr; height: auto; color: $text-muted; }
+    ConfirmModal Button { margin-left: 2; width: auto; min-width: 8; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Yes", id="confirm.yes"),
@@ -52,12 +53,11 @@ class ConfirmModal(ModalScreen[bool]):
                 with VerticalScroll(id="confirm-scroll"):
                     yield DiffView("\n".join(self.plan.details), id="confirm-details", markup=False)
             with Horizontal(id="confirm-buttons"):
-                hint = "y yes, n or Esc no"
-                if self.timeout:
-                    hint += f"; no answer in {self.timeout:.0f} s is a no"
+                hint = "y yes, n or Esc no" + (f"; {self.timeout:.0f} s without an answer: no" if self.timeout else "")
                 yield Static(hint, id="confirm-hint", markup=False)
-                yield Button("No [n]", id="no", variant="primary", compact=True)
-                yield Button("Yes [y]", id="yes", variant="error", compact=True)
+                # the keys in brackets, as text (markup would take "[n]" for a style)
+                yield Button(Text("No [n]"), id="no", variant="primary", compact=True)
+                yield Button(Text("Yes [y]"), id="yes", variant="error", compact=True)
 
     def on_mount(self) -> None:
         # no toast over the buttons: notifications wait on the screen under the dialog, and show
