@@ -99,9 +99,7 @@ def test_demo_tui_guided_path(tmux, lab_world, tmp_path):
         tmux.keys("y")
         screen = tmux.wait_all([r"press c to compare"], 600, "the relaunched server")
         tmux.keys("c")
-        tmux.wait_all(
-            [r"accept length \d\.\d\d \d\.\d\d x\d", "layer ids", "changed", "all done"], 60, "before/after"
-        )
+        tmux.wait_all([r"accept length \d\.\d\d \d\.\d\d x\d", "layer ids", "changed", "all done"], 60, "before/after")
         tmux.keys("C-q")
         deadline = time.monotonic() + 60  # the demo stops its servers, then the session ends
         while (

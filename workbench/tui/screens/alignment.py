@@ -174,18 +174,7 @@ class AlignmentScreen(WorkbenchScreen):
                 style = heat_style(v) + (" bold reverse" if best_of.get(s) == c else "")
                 cells.append(Text(f" {fmt(v)} ", style=style))
             m.add_row(name, r.cols_physical[c] or "?", *cells, key=str(c))
-        t = self.query_one("#best", VerdictTable)
-        t.clear()
-        for b in r.best:
-            t.add_row(
-                b.slot,
-                b.candidate or "-",
-                b.physical or "?",
-                fmt(b.value),
-                b.runner_up or "-",
-                "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
-                t.mark(b.verdict),
-            )
+        self._fill_best()
         self.query_one("#recommendation", Static).update(self._recommendation_text(r))
         notes = [
             f"{r.tokens_compared} tokens compared ({r.tokens['method']}); dropped: "
@@ -198,6 +187,34 @@ class AlignmentScreen(WorkbenchScreen):
         if best_of:
             m.move_cursor(row=best_of.get(0, 0), column=2)
             self.drill(0, best_of.get(0, 0))
+
+    def _fit_width(self, width: int) -> None:
+        narrow = self.has_class("-narrow")
+        super()._fit_width(width)
+        if narrow != self.has_class("-narrow") and self.result is not None:
+            self._fill_best()
+
+    def _fill_best(self) -> None:
+        """The verdicts, every column whole: narrower than NARROW_WIDTH columns the candidates are
+        named by their points (the matrix beside names the tensors)."""
+        r = self.result
+        if r is None:
+            return
+        t = self.query_one("#best", VerdictTable)
+        wide = not self.has_class("-narrow")
+        t.clear(columns=True)
+        t.add_columns("slot", *(["best"] if wide else []), "point", "rel_diff", "runner-up", "margin", "verdict")
+        for b in r.best:
+            runner = (b.runner_up or "-") if wide else (getattr(b, "runner_up_physical", None) or b.runner_up or "-")
+            t.add_row(
+                b.slot,
+                *([b.candidate or "-"] if wide else []),
+                b.physical or "?",
+                fmt(b.value),
+                runner,
+                "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
+                t.mark(b.verdict),
+            )
 
     def _recommendation_text(self, r):
         from rich.text import Text

@@ -1,6 +1,7 @@
-"""Launch: pick a profile, see the exact command (for the host's SGLang version), its diff
-against the last launch of that profile, and every problem found before anything starts; then
-launch after confirming."""
+"""Launch: pick a profile, see every problem found before anything starts (first: what stops a
+launch is on screen at 80x24, the highlighted one in full under them), the exact command (for the
+host's SGLang version) and its diff against the last launch of that profile; then launch after
+confirming."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.widgets import Button, Label, Select, Static
 
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import ScreenSpec
-from workbench.tui.widgets.findings import FindingItem, FindingsView
+from workbench.tui.widgets.findings import FindingDetail, FindingItem, FindingsView
 from workbench.tui.workers import background
 
 
@@ -34,14 +35,16 @@ class LaunchScreen(WorkbenchScreen):
             yield Select([], prompt="profile", id="profile", compact=True)
             yield Button("Check", id="check", compact=True)
             yield Button("Launch", id="launch", variant="error", compact=True, disabled=True)
+        # the problems first: what stops a launch is above the fold at 80x24
         with VerticalScroll(id="launch-body"):
+            yield Label("Checks", classes="title")
+            yield FindingsView(["code"], detail="launch-detail", id="findings")
+            yield FindingDetail("", id="launch-detail")
+            yield Static("", id="warnings", markup=False)
             yield Label("Command", classes="title")
             yield Static("(pick a profile)", id="command", markup=False)
             yield Label("Against the last launch of this profile", classes="title")
             yield Static("", id="diff", markup=False)
-            yield Label("Checks", classes="title")
-            yield FindingsView(["code", "problem", "fix"], id="findings")
-            yield Static("", id="warnings", markup=False)
 
     def on_mount(self) -> None:
         self.load_profiles()
@@ -114,9 +117,7 @@ class LaunchScreen(WorkbenchScreen):
         version = f"SGLang {p.version}" if p.version else "SGLang version unknown"
         self.query_one("#command", Static).update(f"on {p.host}, {version}:\n{p.display}")
         self.query_one("#diff", Static).update("\n".join(p.diff) or "(same command as last time)")
-        self.query_one("#findings", FindingsView).show(
-            [FindingItem(f, (f.code, f.message, f.fix or "")) for f in p.findings]
-        )
+        self.query_one("#findings", FindingsView).show([FindingItem(f, (f.code,)) for f in p.findings])
         self.query_one("#warnings", Static).update("\n".join(f"warning: {w}" for w in p.warnings))
         self.query_one("#launch", Button).disabled = not p.ok
 
