@@ -160,3 +160,34 @@ def test_loop_at_both_sizes(snap_compare, workspace, tmp_path, size):
 
     app = WorkbenchApp(str(workspace), start="diagnose", screen_args={"diagnose": {"guided": True}})
     assert snap_compare(app, terminal_size=size, run_before=flow)
+
+
+async def test_a_fix_from_a_live_report_says_written_and_runs_nothing_long(workspace, tmp_path):
+    """On the Doctor's live report, f writes the fix; the finding says "fix written" (the server
+    runs the old config until it is relaunched) instead of staying red, and the 45-90 s live
+    doctor is not run again."""
+    from workbench.tui.screens.doctor import DoctorScreen
+
+    report, _ = story()
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": report.draft.ids}}, indent=2))
+    for r in report.findings:
+        if r.finding.fix is not None and r.finding.fix.applicable:
+            r.finding.fix.file = str(cfg)
+    app = WorkbenchApp(str(workspace), start="doctor")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DoctorScreen)
+        screen._show_live(report)
+        await pilot.pause()
+        view = screen.query_one("#findings", DataTable)
+        view.focus()
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("y")
+        await settle(pilot)
+        statuses = {item.finding.code: item.status for item in view.items}
+        assert statuses[view.items[0].finding.code] == "fix written"
+        assert not any(w.group == "doctor" for w in app.workers)  # the live doctor was not started again
+        assert "fix written (was error)" in str(screen.query_one("#detail", Static).render())
