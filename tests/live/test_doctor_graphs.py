@@ -11,7 +11,7 @@ def _release(version):
     from workbench.engine.wheels import unpacked
 
     try:
-        unpacked(version)
+        unpacked("sglang", version)
     except Exception as exc:
         pytest.skip(f"sglang=={version} wheel not available: {exc}")
 

@@ -31,6 +31,7 @@ from typing import (
 )
 
 from workbench.collector import paused
+from workbench.engine.release import DraftClass, Release
 from workbench.engine.rule import UNKNOWN, CaptureRule, Evidence
 from workbench.engine.source import Source, statements
 from workbench.engine.stub import HOOK, Outcome, run_hook
@@ -74,34 +75,59 @@ def extract(
         return _extract(root, version, archs)
 
 
+def read_release(
+    root: str | os.PathLike[str] | Source, version: str | None = None, archs: Collection[str] | None = None
+) -> Release:
+    """Every part of one SGLang release: the capture rules, its model registry, its EAGLE-3 drafts."""
+    from workbench.engine.drafts import draft_class
+    from workbench.engine.registry import sglang_registry
+
+    with paused():
+        src = root if isinstance(root, Source) else Source(root)
+        version = version or src.version() or "unknown"
+        rules = _extract(src, version, archs)
+        reg, reg_ev = sglang_registry(src)
+        drafts: dict[str, DraftClass] = {}
+        for arch, (rel, _line) in sorted(reg.items()):
+            if "eagle3" in arch.lower() or "eagle3" in rel:
+                d = draft_class(src, arch, rel)
+                if d is not None:
+                    drafts[arch] = d
+        registry = {a: f"{f}:{line}" for a, (f, line) in reg.items()}
+        return Release("sglang", version, "wheel", tuple(rules), registry, drafts, {}, tuple(reg_ev), str(src.root))
+
+
 def _extract(
     root: str | os.PathLike[str] | Source, version: str | None, archs: Collection[str] | None
 ) -> list[CaptureRule]:
+    from workbench.engine.registry import sglang_registry
+
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
     graph = graph_order(src)
     ids_from = id_sources(src)
     out: list[CaptureRule] = []
-    for rel in src.files(MODELS):
-        for arch in src.entry_classes(rel):
-            if archs is not None and arch not in archs:
-                continue
-            found = src.find_class(rel, arch)
-            if found is None:
-                continue
-            f, cls = found
-            hook = src.find_method(f, cls, HOOK)
-            if hook is None:
-                continue
-            rule = extract_class(src, f, cls, arch, version)
-            rule = replace(
-                rule,
-                graph_reset=graph["graph_reset"],
-                config_before_graphs=graph["config_before_graphs"],
-                id_source=tuple(ids_from["keys"]),
-                evidence=tuple(rule.evidence) + tuple(graph["evidence"]) + tuple(ids_from["evidence"]),
-            )
-            out.append(rule)
+    reg, _ev = sglang_registry(src)
+    for arch, (rel, _line) in sorted(reg.items()):
+        if archs is not None and arch not in archs:
+            continue
+        found = src.find_class(rel, arch)
+        if found is None:
+            continue
+        f, cls = found
+        hook = src.find_method(f, cls, HOOK)
+        if hook is None:
+            continue
+        rule = extract_class(src, f, cls, arch, version)
+        rule = replace(
+            rule,
+            graph_reset=graph["graph_reset"],
+            config_before_graphs=graph["config_before_graphs"],
+            id_source=tuple(ids_from["keys"]),
+            config_ids="read" if ids_from["keys"] else UNKNOWN,
+            evidence=tuple(rule.evidence) + tuple(graph["evidence"]) + tuple(ids_from["evidence"]),
+        )
+        out.append(rule)
     out.sort(key=lambda r: r.arch)
     return out
 

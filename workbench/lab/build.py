@@ -378,7 +378,7 @@ def measured_points(
     return {
         name: [
             str(p)
-            for p in code_capture(MEASURE_ENGINE, arch=arch, num_layers=num_layers, ids=ids)[0].points
+            for p in code_capture(MEASURE_ENGINE, archs=[arch], num_layers=num_layers, ids=ids)[0].points
             if p != "missing"
         ]
         for name, ids in variants.items()

@@ -41,9 +41,9 @@ ALLOWED = ("workbench.sglang", "workbench.sglang.version")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # .../workbench
 # A shipped module's data file, named next to it: ``Path(__file__).with_name("vllm_table.json")``.
 _DATA_REF = re.compile(r"""with_name\(\s*["']([\w.-]+\.json)["']\s*\)""")
-# Not shipped: the SGLang rule table (2 MB); a host answers from its installed SGLang, and without
-# the table ``workbench.layers`` falls back on its own rules, as before the table existed.
-DATA_NOT_SHIPPED = ("workbench/engine/rules.json",)
+# Not shipped: the rule tables (megabytes); a job that needs rules gets the entries it needs in its
+# arguments (``workbench.remote.engine.shipment``) or reads the host's installed engine, and says which.
+DATA_NOT_SHIPPED = ("workbench/engine/sglang_rules.json", "workbench/engine/vllm_rules.json")
 
 
 @dataclass(frozen=True)
