@@ -177,7 +177,8 @@ def trained_readings(
         return [
             Reading(f"assumed: speculators read the {where} {ids} as vLLM capture indices", pts, "assumed", ["vllm"])
         ]
-    # SpecForge format: each SGLang release read that may have captured the data, grouped by what it yields
+    # SpecForge format: each SGLang release read that may have captured the data (SpecForge captures
+    # through SGLang; data captured otherwise is named with --trained-engine), grouped by what they yield
     groups: dict[tuple[str, ...], Reading] = {}
     impossible: list[Reading] = []
     for v in releases("sglang"):

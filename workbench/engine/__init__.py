@@ -57,6 +57,7 @@ __all__ = [
     "read_draft_fields",
     "release",
     "releases",
+    "rule",
 ]
 
 
@@ -72,6 +73,21 @@ def release(engine: str | EngineSpec, *, source: str = "auto", read: bool = Fals
     from workbench.engine.lookup import get_release
 
     return get_release(engine, source=source, read=read)
+
+
+def rule(
+    engine: str | EngineSpec, arch: str | Sequence[str], *, source: str = "auto", read: bool = False
+) -> CaptureRule:
+    """The capture rule of the class the release serves for ``arch`` (a config's ``architectures``);
+    a rule with ``id_map="unsupported"`` whose evidence says why when it serves none with a hook."""
+    from workbench.engine.lookup import get_release, unsupported_rule
+
+    rel = get_release(engine, source=source, read=read)
+    archs = [arch] if isinstance(arch, str) else list(arch)
+    served = rel.serve(archs)
+    if served.rule is not None:
+        return served.rule
+    return unsupported_rule(rel, served.arch or (archs[0] if archs else ""), served.problem)
 
 
 def releases(engine: str) -> list[str]:

@@ -235,7 +235,7 @@ def serve(rel: Release, archs: Sequence[str]) -> Served:
     return rel.serve(archs)
 
 
-def unsupported_rule(rel: Release, arch: str) -> CaptureRule:
+def unsupported_rule(rel: Release, arch: str, why: str | None = None) -> CaptureRule:
     from workbench.engine.rule import Evidence
 
     return CaptureRule(
@@ -248,7 +248,7 @@ def unsupported_rule(rel: Release, arch: str) -> CaptureRule:
         index0="none",
         boundary="none",
         missing="none",
-        evidence=(Evidence("id_map", "", 0, f"no capture hook on {arch} in {rel.name}"),),
+        evidence=(Evidence("id_map", "", 0, why or f"no capture hook on {arch} in {rel.name}"),),
     )
 
 
