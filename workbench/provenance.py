@@ -211,7 +211,7 @@ def read_speculators_wheel(path: Path) -> dict[str, Any]:
     z = zipfile.ZipFile(path)
     rel = "speculators/models/utils.py"
     src = z.read(rel).decode("utf-8") if rel in z.namelist() else ""
-    line = next((i + 1 for i, l in enumerate(src.splitlines()) if "num_layers // 2" in l), None)
+    line = next((i + 1 for i, text in enumerate(src.splitlines()) if "num_layers // 2" in text), None)
     return {
         "ids_source": f"{rel}:{line}" if line else rel,
         "evidence": [f"{rel}:{line}: default target_layer_ids [2, N//2, N-3], ids within [0, N]"] if line else [],

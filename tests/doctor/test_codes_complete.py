@@ -108,12 +108,12 @@ CASES: dict[str, Case] = {
 
 
 @pytest.mark.parametrize("code", sorted(set(CODES) | set(CASES)))
-def test_code_fires(code, tiny, DROP, wb):
+def test_code_fires(code, tiny, drop_key, wb):
     assert code in CODES, f"CASES has a case for {code!r}, which is no longer a finding code"
     case = CASES.get(code)
     if case is None:
         pytest.fail(f"no input makes {code!r} fire: add a case for it to CASES in {__name__}")
-    changes = {k: DROP if v is None else v for k, v in case.config.items()}
+    changes = {k: drop_key if v is None else v for k, v in case.config.items()}
     ts = tiny_tensors()  # sized for the unchanged draft: a changed config disagrees with them
     if case.tensors:
         case.tensors(ts)

@@ -142,16 +142,16 @@ def test_layer_ids_nondefault():
     assert f.severity == "info" and f.evidence["default_output_of_layer"] == [1, 29, 57]
 
 
-def test_eagle_config_misplaced(tiny, DROP):
-    d, t = tiny(config_changes={"eagle_config": DROP, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]})
+def test_eagle_config_misplaced(tiny, drop_key):
+    d, t = tiny(config_changes={"eagle_config": drop_key, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]})
     r = run_static(d, t, engine="sglang==0.5.23", trained_layers=[2, 4, 5], trained_convention="capture-before")
     f = find(r, "eagle-config-misplaced")
     assert f.severity == "warning" and f.fix.edits[0].value == [1, 3, 4]
     assert find(run_static(d, t, engine="vllm"), "eagle-config-misplaced").severity == "info"
 
 
-def test_no_ids_at_all_is_not_misplaced(tiny, DROP):
-    d, t = tiny(config_changes={"eagle_config": DROP})
+def test_no_ids_at_all_is_not_misplaced(tiny, drop_key):
+    d, t = tiny(config_changes={"eagle_config": drop_key})
     assert "eagle-config-misplaced" not in codes(run_static(d, t))
 
 

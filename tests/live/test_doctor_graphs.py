@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.toml_files import write_toml
+from tests.live.conftest import copy_draft, lab_profile
+
 
 def _release(version):
     """The release's wheel from PyPI (cached under ~/.cache/eagle-workbench); skip when offline."""
@@ -15,9 +18,6 @@ def _release(version):
     except Exception as exc:
         pytest.skip(f"sglang=={version} wheel not available: {exc}")
 
-
-from tests.fixtures.toml_files import write_toml
-from tests.live.conftest import copy_draft, lab_profile
 
 pytestmark = pytest.mark.slow
 

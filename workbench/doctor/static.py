@@ -10,6 +10,7 @@ the file:line it was read from), and a check that lacks an input is a visible fi
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -98,28 +99,31 @@ def _fmt(points: Sequence[Point | str | None] | None) -> str:
     return "[" + ", ".join("missing" if p is None else str(p) for p in points or []) + "]"
 
 
+@dataclass
+class _Launch:
+    """What the run was told besides the files: the launch, what the training data was."""
+
+    algorithm: str | None = None
+    trained_layers: list[int] | None = None
+    trained_convention: str = "output-of-layer"
+    context_length: int | None = None
+    num_layers: int | None = None
+    archs: list[str] = field(default_factory=list)
+    provenance: Provenance | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cuda_graph: bool = True
+
+
 class _Checker:
-    def __init__(
-        self,
-        draft: DraftCheckpoint,
-        target: TargetInfo | None,
-        rel: Release,
-        algorithm: str | None,
-        trained_layers: list[int] | None,
-        trained_convention: str,
-        context_length: int | None,
-        num_layers: int | None,
-        archs: list[str],
-        provenance: Provenance | None = None,
-        env: dict[str, str] | None = None,
-    ):
+    def __init__(self, draft: DraftCheckpoint, target: TargetInfo | None, rel: Release, launch: _Launch):
         self.d, self.t, self.rel = draft, target, rel
-        self.algorithm = algorithm
-        self.trained_layers, self.trained_convention = trained_layers, trained_convention
-        self.provenance = provenance
-        self.context_length = context_length
-        self.n = num_layers or (target.num_layers if target else None)
-        self.archs = archs
+        self.algorithm = launch.algorithm
+        self.trained_layers, self.trained_convention = launch.trained_layers, launch.trained_convention
+        self.provenance = launch.provenance
+        self.context_length = launch.context_length
+        self.n = launch.num_layers or (target.num_layers if target else None)
+        self.archs = archs = launch.archs
+        self.cuda_graph = launch.cuda_graph
         self.served: Served | None = rel.serve(archs) if archs else None
         self.rule: CaptureRule | None = self.served.rule if self.served else None
         self.arch = (self.served.arch if self.served else None) or (archs[0] if archs else None)
@@ -131,7 +135,7 @@ class _Checker:
         self.readings: list[Reading] = []
         self.cfg_file = draft.config_file
         self.is_vllm = rel.engine == "vllm"
-        self.env = dict(env or {})
+        self.env = dict(launch.env)
         self.ids, self.ids_key = draft_ids(rel, draft.capture)
 
     @property
@@ -789,7 +793,7 @@ class _Checker:
         )
 
     def check_unsorted(self, ids: list[int], source: str, ev: dict[str, Any]) -> None:
-        if not any(b <= a for a, b in zip(ids, ids[1:])):
+        if not any(b <= a for a, b in itertools.pairwise(ids)):
             return
         fix = None
         srt = sorted(set(ids))
@@ -1043,8 +1047,6 @@ class _Checker:
                 ),
             )
 
-    cuda_graph: bool = True
-
 
 def _same_folder(a: str, b: str) -> bool:
     from pathlib import Path
@@ -1155,10 +1157,7 @@ def run_static(
     d = draft if isinstance(draft, DraftCheckpoint) else read_draft(draft)
     t = target_config if isinstance(target_config, TargetInfo) or target_config is None else read_target(target_config)
     archs = [arch] if arch else list(t.architectures) if t and t.architectures else _archs_from_draft(d)
-    ck = _Checker(
-        d,
-        t,
-        rel,
+    launch = _Launch(
         alg,
         trained_layers,
         conv,
@@ -1166,9 +1165,10 @@ def run_static(
         num_layers,
         archs,
         prov if prov and prov.engine else None,
-        env,
+        dict(env or {}),
+        cuda_graph,
     )
-    ck.cuda_graph = cuda_graph
+    ck = _Checker(d, t, rel, launch)
     if prov is not None and not prov.engine:
         ck.skip("training capture from provenance", "--trained-engine sglang==X", prov.how)
     ck.check_types()

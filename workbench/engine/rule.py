@@ -11,8 +11,9 @@ Fields (their JSON spelling is the same):
                    ``as-is-if-max-is-n`` (else plus-one), ``as-is`` (vLLM: the ids are the indices),
                    ``unsupported`` (no capture hook), ``unknown``;
 - ``default``      the indices when no ids are given, as expressions of N (``["2", "N//2", "N-3"]``);
-- ``membership``   ``index`` (``i in layers_to_capture``) or ``layer-attr`` (a flag ``setattr`` on
-                   ``self.layers[idx]``: a negative index marks layer ``idx + N``);
+- ``membership``   ``index`` (``i in layers_to_capture``), ``layer-attr`` (a flag ``setattr`` on
+                   ``self.layers[idx]``: a negative index marks layer ``idx + N``) or ``never`` (the
+                   forward tests a flag the hook never sets: no state fires);
 - ``startup``      ``index-error`` when the hook indexes ``self.layers[idx]`` (an index >= N fails at start-up);
 - ``index0``       what index 0 captures: ``embed`` (a guarded residual or an input stage that handles
                    the first layer's missing residual), ``type-error`` (``hidden_states + None``);
@@ -249,6 +250,8 @@ class EngineCapture(Result):
 
 def _point_of(rule: CaptureRule, idx: int, n: int) -> tuple[str | None, str | None]:
     """(point, problem) for one loop index."""
+    if rule.membership == "never":
+        return None, "the forward tests a per-layer flag this release's hook never sets: never fires"
     if rule.membership == "layer-attr" and -n <= idx < 0:
         idx += n
     if idx == 0:

@@ -104,6 +104,7 @@ class Outcome:
     error_line: tuple[str, int] | None = None  # (file, line) of the raising statement
     capture_flag: bool = False  # capture_aux_hidden_states = True was written
     returned: Any = None  # what the method returned (a default getter's indices)
+    writes: list[tuple[str, str, Any]] = field(default_factory=list)  # every attribute the hook wrote
 
 
 def compile_hook(
@@ -189,7 +190,7 @@ def run_hook(
     if writes:
         p, v = writes[-1]
         idx = list(v) if isinstance(v, (list, tuple)) else None
-        return Outcome(idx, p, err, err_line, flag, ret)
+        return Outcome(idx, p, err, err_line, flag, ret, run.writes)
     # the indices handed to the hook of a part whose class was not resolved (``self.model``), or to
     # vLLM's holder (``holder._set_aux_hidden_state_layers(layers)``)
     names = (hook_name, "_" + hook_name)
@@ -200,5 +201,5 @@ def run_hook(
     ]
     if handed:
         p, a = handed[-1]
-        return Outcome(list(a[0]), p.rsplit(".", 1)[0], err, err_line, flag, ret)
-    return Outcome(None, None, err, err_line, flag, ret)
+        return Outcome(list(a[0]), p.rsplit(".", 1)[0], err, err_line, flag, ret, run.writes)
+    return Outcome(None, None, err, err_line, flag, ret, run.writes)

@@ -443,6 +443,7 @@ def _exec_function(fn: ast.FunctionDef, filename: str, extra: dict[str, Any] | N
 # draft-config keys a runner may read the ids from (a key none of its code names is never probed)
 ID_KEYS = (TOP, NESTED, "eagle_config.layer_ids")
 RUNNER_V2 = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+RUNNER_V2_MAIN = "vllm/v1/worker/gpu/model_runner.py"
 
 
 def _hf(cfg: dict[str, Any]) -> SimpleNamespace:
@@ -574,20 +575,22 @@ def _runner_getter(src: Source) -> str | None:
 
 
 def _graph(src: Source, ev: list[Evidence]) -> bool | None:
-    """vLLM sets the capture layers once, when the model loads: the CUDA graphs captured later use them."""
-    t = src.tree(RUNNER)
-    for n in ast.walk(t) if t else ():
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == VLLM_HOOK:
-            ev.append(
-                Evidence(
-                    "graph_reset",
-                    RUNNER,
-                    n.lineno,
-                    f"the layers are set once at load, before any graph is captured: {src.line(RUNNER, n.lineno)}",
+    """vLLM sets the capture layers once, when the model loads (V1: the runner calls the model's setter;
+    V2: ``set_eagle3_aux_hidden_state_layers``): the CUDA graphs captured later use them."""
+    for rel, name in ((RUNNER, VLLM_HOOK), (RUNNER_V2_MAIN, "set_eagle3_aux_hidden_state_layers")):
+        t = src.tree(rel)
+        for n in ast.walk(t) if t else ():
+            if isinstance(n, ast.Call) and ast.unparse(n.func).rsplit(".", 1)[-1] == name:
+                ev.append(
+                    Evidence(
+                        "graph_reset",
+                        rel,
+                        n.lineno,
+                        f"the layers are set once at load, before any graph is captured: {src.line(rel, n.lineno)}",
+                    )
                 )
-            )
-            return False
-    ev.append(Evidence("graph_reset", RUNNER, 0, f"unknown: no {VLLM_HOOK} call in the runner"))
+                return False
+    ev.append(Evidence("graph_reset", RUNNER, 0, f"unknown: no {VLLM_HOOK} call in a model runner"))
     return None
 
 

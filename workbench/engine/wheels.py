@@ -9,6 +9,7 @@ the unpacked files. Nothing in the cache is ever deleted here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -35,6 +36,7 @@ READS = {
         "vllm/model_executor/models/",
         "vllm/v1/worker/gpu_model_runner.py",
         "vllm/v1/worker/gpu/spec_decode/eagle/",
+        "vllm/v1/worker/gpu/model_runner.py",
         "vllm/transformers_utils/configs/",
         "vllm/config/",
         "vllm/config.py",
@@ -90,15 +92,27 @@ class NoSuchReleaseError(InputError):
 
 def unpacked(engine: str, version: str) -> Path:
     """The directory holding ``<engine>/`` of that release's wheel (the files the extractor reads,
-    unpacked once, atomically)."""
+    unpacked once, atomically; again when the extractor reads more files than were unpacked)."""
     dest = cache_dir() / f"{engine}-src" / version
-    if (dest / ".complete").is_file():
+    marker = dest / ".complete"
+    if marker.is_file() and _reads_key(READS[engine]) in marker.read_text().splitlines()[1:]:
         return dest
     return unpack(download(engine, version), dest, READS[engine])
 
 
+def _reads_key(reads: tuple[str, ...]) -> str:
+    import hashlib
+
+    return "reads " + hashlib.sha256("\n".join(reads).encode()).hexdigest()[:16]
+
+
 def unpack(whl: Path, dest: Path, reads: tuple[str, ...]) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():  # unpacked for fewer files: the new unpacking takes its place
+        old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+        with contextlib.suppress(OSError):
+            os.rename(dest, old)
+            shutil.rmtree(old, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         try:
@@ -108,7 +122,7 @@ def unpack(whl: Path, dest: Path, reads: tuple[str, ...]) -> Path:
                         z.extract(name, tmp)
         except zipfile.BadZipFile:
             raise InputError(f"{whl}: not a wheel (a wheel is a zip archive)") from None
-        (tmp / ".complete").write_text(whl.name)
+        (tmp / ".complete").write_text(f"{whl.name}\n{_reads_key(reads)}\n")
         try:
             os.rename(tmp, dest)
         except OSError:

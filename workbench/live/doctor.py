@@ -153,7 +153,7 @@ class LiveDoctor:
         from workbench.hosts.base import sha256
 
         path = draft.rstrip("/") + "/config.json"
-        current, raw = self._read_json(path)
+        _current, raw = self._read_json(path)
         loaded_sha = self.rec.draft_config_sha256
         loaded_raw = None
         if loaded_sha:

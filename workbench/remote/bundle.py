@@ -74,12 +74,14 @@ class Bundle:
 
         buf = io.BytesIO()
         # the compressor's header carries no time (tarfile's "w:gz" would stamp the current one)
-        comp = (
-            lzma.LZMAFile(buf, "wb", preset=9 | lzma.PRESET_EXTREME)
-            if fmt == "xz"
-            else gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0)
-        )
-        with comp as out, tarfile.open(fileobj=out, mode="w") as tar:
+        with (
+            (
+                lzma.LZMAFile(buf, "wb", preset=9 | lzma.PRESET_EXTREME)
+                if fmt == "xz"
+                else gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0)
+            ) as out,
+            tarfile.open(fileobj=out, mode="w") as tar,
+        ):
             for rel, data in self.files:
                 info = tarfile.TarInfo(rel)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0
