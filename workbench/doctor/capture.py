@@ -153,8 +153,12 @@ def trained_readings(
     trained_layers: list[int] | None,
     trained_convention: str,
     provenance: Provenance | None = None,
+    serving: Release | None = None,
 ) -> list[Reading]:
-    from workbench.engine import release, releases
+    """``serving``: the release the draft is served with. With no provenance, a SpecForge-format draft
+    served by vLLM has two readings: SpecForge's SGLang capture, and vLLM's own (data generated through
+    vLLM, as speculators and the lab do); the file cannot tell them apart."""
+    from workbench.engine import draft_ids, release, releases
 
     n = num_layers
     if trained_layers is not None:
@@ -198,6 +202,12 @@ def trained_readings(
     for rd in groups.values():
         rd.label = f"assumed: SpecForge captured the {where} {list(ids)} through {span(rd.engines)}"
         out.append(rd)
+    if out and serving is not None and serving.engine == "vllm":
+        own, key = draft_ids(serving, draft.capture)
+        rd = _through(serving, archs, list(own) if _ints(own) else [], n, "", "assumed")
+        if rd.points is not None and own is not None:
+            rd.label = f"assumed: {serving.name} itself captured the training data from the {key} {list(own)}"
+            out.append(rd)
     if not out:
         by_why: dict[str, list[str]] = {}
         for r in impossible:

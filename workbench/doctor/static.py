@@ -486,7 +486,7 @@ class _Checker:
         n = self.n
         if n is not None and self.archs:
             self.readings = trained_readings(
-                d, n, self.archs, self.trained_layers, self.trained_convention, self.provenance
+                d, n, self.archs, self.trained_layers, self.trained_convention, self.provenance, self.rel
             )
         if (
             d.capture.top_ids is not None
@@ -498,7 +498,7 @@ class _Checker:
         if self.trained_layers is None and self.provenance is None:
             self.skip(
                 "which engine captured the training data",
-                "--trained-engine (sglang==X, specforge==V, speculators) or --trained-layers",
+                "--trained-engine (sglang==X, vllm==X, specforge==V, speculators) or --trained-layers",
                 "the training data's provenance (the config's ids are read through every release read instead)",
             )
         if n is None or not self.archs:
