@@ -203,10 +203,10 @@ def trained_readings(
         rd.label = f"assumed: SpecForge captured the {where} {list(ids)} through {span(rd.engines)}"
         out.append(rd)
     if out and serving is not None and serving.engine == "vllm":
-        own, key = draft_ids(serving, draft.capture)
+        own, own_key = draft_ids(serving, draft.capture)
         rd = _through(serving, archs, list(own) if _ints(own) else [], n, "", "assumed")
         if rd.points is not None and own is not None:
-            rd.label = f"assumed: {serving.name} itself captured the training data from the {key} {list(own)}"
+            rd.label = f"assumed: {serving.name} itself captured the training data from the {own_key} {list(own)}"
             out.append(rd)
     if not out:
         by_why: dict[str, list[str]] = {}
