@@ -16,7 +16,7 @@ from workbench.engine.check import check_release, compare
 from workbench.engine.source import Source
 
 REPO = Path(__file__).resolve().parents[2]
-SGLANG_WHEELS = ("0.5.10", "0.5.14", "0.5.17")  # small, cached under ~/.cache/eagle-workbench
+SGLANG_WHEELS = ("0.5.10", "0.5.14", "0.5.17", "0.5.21")  # cached under ~/.cache/eagle-workbench
 VLLM_WHEELS = ("0.9.2", "0.33.0")  # in the wheel cache when .venv-vllm is not built
 
 
@@ -90,3 +90,22 @@ def test_the_check_catches_a_wrong_table():
     ):
         outcomes = [compare(src, wrong, ids, 32) for ids in ([1, 15, 28], [-1, 2, 16], [1, 16, 31])]
         assert any(o.agree is False for o in outcomes), wrong
+
+
+@pytest.mark.parametrize(
+    "version,arch",
+    [
+        ("0.5.21", "Qwen2ForCausalLM"),  # captures through the release's snapshot(hidden_states, residual) helper
+        ("0.5.23", "DeepseekV2ForCausalLM"),  # an in-layer capture into the packed AuxHiddenStatePacker buffer
+        ("0.5.23", "Qwen3_5ForCausalLM"),  # the capturing body named by a class attribute (body_cls = qwen3_5.X)
+    ],
+)
+def test_the_newer_capture_paths_are_executed_not_skipped(version, arch):
+    from workbench.engine.lookup import installed
+
+    got = installed("sglang")
+    root = got[0] if got is not None and got[1] == version else _wheel("sglang", version)
+    rule = release(f"sglang=={version}", source="table").serve([arch]).rule
+    assert rule is not None and not rule.unknowns, rule
+    outcomes = [compare(Source(root), rule, ids, 32) for ids in (None, [1, 15, 28], [-1, 2, 16], [1, 16, 32])]
+    assert all(o.agree for o in outcomes), [(o.ids, o.why) for o in outcomes]

@@ -210,15 +210,32 @@ class Source:
         return out
 
     def class_attr(self, rel: str, cls: ast.ClassDef, attr: str) -> tuple[str, str] | None:
-        """``attr = Name`` in a class body along the MRO (the most derived first): (file, Name)."""
+        """``attr = Name`` (or ``attr = module.Name``, the module imported by the file) in a class body
+        along the MRO (the most derived first): (the file that names it, Name)."""
         for f, c in self.mro(rel, cls):
             for node in c.body:
-                if (
-                    isinstance(node, ast.Assign)
-                    and isinstance(node.value, ast.Name)
-                    and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
+                if not (
+                    isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
                 ):
+                    continue
+                if isinstance(node.value, ast.Name):
                     return f, node.value.id
+                v = node.value
+                if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name):
+                    mf = self.module_alias(f, v.value.id)
+                    if mf:
+                        return mf, v.attr
+        return None
+
+    def module_alias(self, rel: str, alias: str) -> str | None:
+        """The file of a module the file imports as ``alias`` (``from sglang.srt.models import qwen3_5``)."""
+        for node in self.imports(rel):
+            module = self.absolute(rel, node)
+            for a in node.names if module else []:
+                if (a.asname or a.name) == alias:
+                    f = self.module_file(f"{module}.{a.name}")
+                    if f:
+                        return f
         return None
 
     def entry_classes(self, rel: str) -> list[str]:
