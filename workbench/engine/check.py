@@ -401,11 +401,17 @@ class _Model:
         found = self._src.find_method(self._rel, self._cls, name)
         if found is not None:
             f, _c, node = found
+            prop = any(
+                ast.unparse(d) in ("property", "cached_property", "functools.cached_property")
+                for d in node.decorator_list
+            )
             fn = _plain(node)
             mod = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
             glb = self._env.globals_for(mod, f)
             exec(compile(mod, f, "exec"), glb)
             bound = types.MethodType(glb[fn.name], self)
+            if prop:  # a property is its value (``self.use_sequence_parallel``), read each time
+                return bound()
             self.__dict__[name] = bound
             return bound
         return Nothing()
