@@ -258,7 +258,7 @@ def main(argv=None) -> int:
     ap.add_argument("--group", type=int, help="candidates per pass of the CPU kernels (default: the engine's)")
     ap.add_argument(
         "--kernel",
-        choices=["vdpbf16ps", "bf16-fma", "bf16-fma256", "fma"],
+        choices=["bf16-fma", "fma"],
         help="the CPU screen for bf16 data (default: the one this CPU gets)",
     )
     ap.add_argument(
@@ -428,7 +428,7 @@ def main(argv=None) -> int:
             "tokens": args.tokens,
             "hidden": args.hidden,
             "threads": torch.get_num_threads(),
-            "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK or "auto",
+            "block": __import__("workbench.hidden.pairstats").hidden.pairstats.BLOCK,
             "cpus": os.cpu_count(),
             "floors": floors,
             "runs": runs,

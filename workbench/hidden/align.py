@@ -14,9 +14,8 @@ give the screen: a rel_diff per pair and per token, sums over tokens in float64.
 
 - On a CPU with numba (``workbench.hidden.pairstats``): compiled kernels read the slots and the
   candidates where they lie (memory-mapped, no gathered copies), a group of ``CPU_GROUP`` at a
-  time; the products of bf16 values are exact in fp32 and are accumulated in fp32 (AVX512-BF16
-  dot instructions where the CPU has them, fused multiply-adds of the widened halves elsewhere),
-  so the screen is good to about 1e-6 per token.
+  time; the products of bf16 values are exact in fp32 and are accumulated in fp32 (fused
+  multiply-adds of the widened halves), so the screen is good to about 1e-6 per token.
 - Otherwise (CUDA, or a CPU without numba) the candidates go into a group buffer
   ``W = [X_1..X_S, Y_1..Y_G]`` and one batched matmul gives the group's per-token products (fp32
   output on CUDA; on such a CPU with bf16 data and many candidates a bf16 matmul whose per-token
@@ -471,7 +470,7 @@ _CUDA_WARM: dict[str, bool] = {}  # devices an alignment already ran on in this 
 
 def _compiled(ps_mod: ModuleType) -> bool:
     """The CPU kernels were compiled or loaded before (a first call's time is mostly that)."""
-    return any(getattr(ps_mod, f).signatures for f in (*ps_mod.SCREEN_FUNCS.values(), "dots_any"))
+    return bool(ps_mod.compiled())
 
 
 def _stager(dev: torch.device) -> Stager | None:

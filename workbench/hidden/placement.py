@@ -40,11 +40,10 @@ if TYPE_CHECKING:
 
 CPU_SHARE = 0.45  # the CPU kernels' share of the host's read bandwidth (see choose)
 SMALL_BYTES = 256 << 20  # below this a CUDA start costs more than the whole CPU pass
-# Bytes of bf16 candidates one core screens per second with the compiled kernels (S = 3 slots),
-# measured on the H200 host's CPU (vdpbf16ps), a 2-core Xeon without AVX512-BF16 (bf16-fma, rows
-# already in memory: 10 GB/s a core), a 2-core AMD EPYC without AVX-512 (bf16-fma256: 8 GB/s a
-# core from the page cache) and the 2-core CI machine (fma, per-token fp32 conversion).
-KERNEL_BPS = {"vdpbf16ps": 6.0e9, "bf16-fma": 5.0e9, "bf16-fma256": 5.0e9, "fma": 1.5e9, "torch": 0.5e9}
+# Bytes of bf16 candidates one core screens per second with the compiled kernels (S = 3 slots), a
+# cautious figure below what the benchmark measured on the H200 host's Xeon and on 2-core Xeon and
+# EPYC machines (``benchmarks/results/align_*.json``: bf16-fma, and fma's per-token fp32 conversion).
+KERNEL_BPS = {"bf16-fma": 5.0e9, "fma": 1.5e9, "torch": 0.5e9}
 STAGE_BYTES = 32 << 20  # one pinned buffer
 STAGE_COUNT = 4  # buffers in the ring
 COPY_PROBE_BYTES = 256 << 20  # host_copy_bps's buffers: past the last-level cache
@@ -164,7 +163,7 @@ def on_cuda(tensors: Iterable[HiddenTensor | torch.Tensor]) -> str | None:
 
 
 def choose(
-    device: str | None, tensors: Iterable[HiddenTensor | torch.Tensor], nbytes: int, kernel: str = "vdpbf16ps"
+    device: str | None, tensors: Iterable[HiddenTensor | torch.Tensor], nbytes: int, kernel: str = "bf16-fma"
 ) -> Choice:
     """``device`` as asked (``None``/``auto``: the faster path for these bytes; see the module)."""
     import torch
