@@ -158,8 +158,8 @@ def quiet() -> None:
     """Outside the timings, let the machine go quiet: the readers' unmapping thread has given back
     every mapping let go of, and the OpenMP threads of torch's last parallel operation (the
     page-cache pass's sum) stop spinning, so the pass or alignment timed next pays nothing of the
-    one before. (On 2 cores an alignment right after the pass took 66.6 ms, median of 8, against
-    60.5 ms after a pause; with ``OMP_WAIT_POLICY=PASSIVE`` 61.1 and 61.4.)"""
+    one before (an alignment right after the pass ran measurably slower, as a passive OpenMP wait
+    policy confirmed)."""
     from workbench.hidden.mapping import settle
 
     settle(30)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from workbench.lab import calibration as K  # noqa: E402  (pure Python)
 
-# goals on two idle cores (issue: tiny <= 45 s, small <= 75 s)
+# the goals, on two idle cores
 BUILD_SECONDS_MAX = {"tiny": 45, "small": 75}
 
 CHILD = """

@@ -522,8 +522,8 @@ def test_where_the_data_lives_is_asked_without_loading_a_file(capture_files):
 )
 def test_the_device_rule_on_the_h200_hosts_measured_bandwidths(threads, copy_gbps, kernel, want):
     """The choice from the figures measured on the H200 host (1.82 GB of bf16 candidates, an
-    all-core copy past the cache at ``copy_gbps``, pinned H2D 55 GB/s) matches which path ran
-    faster there."""
+    all-core copy past the cache at ``copy_gbps``, pinned H2D at the bus rate below) matches which
+    path ran faster there."""
     from workbench.hidden.placement import estimate, kernel_bps
 
     nbytes = 1_820_327_936

@@ -35,7 +35,7 @@ def test_a_killed_ssh_writer_leaves_no_lock(ssh_host, sshd, tmp_path):
     """The writer is killed while the host's side of it holds the lock (paused there by its hook).
     Killing the client: the host's side finishes its write (its pause ends, as a real write would)
     and the lock goes with it. Killing the host's side: the kernel drops its lock at once. Either way
-    the next writer goes on (the old mkdir lock made it wait 10 s and fail until 120 s had passed)."""
+    the next writer goes on at once (a lock that outlives its writer would make it wait out a timeout)."""
     path = tmp_path / "conf.json"
     path.write_bytes(b"{}")
     pause = tmp_path / "pause"

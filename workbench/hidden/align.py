@@ -760,7 +760,7 @@ def _stream_cpu(
 def _sample_tokens(T: int) -> tuple[np.ndarray, np.ndarray]:
     """The sample's token indices, ``SAMPLE_TOKENS`` spread evenly from the capture's first token
     to its last, and the rest (both ascending). (Runs of 4-16 neighbours, touching fewer pages,
-    made the sample no faster at 16 threads: 4.9-5.1 ms each way.)"""
+    made the sample no faster: ``benchmarks/results/align_h200_host_sample.json``.)"""
     in_sample = np.zeros(T, np.bool_)
     in_sample[(np.arange(SAMPLE_TOKENS) * ((T - 1) / (SAMPLE_TOKENS - 1))).round().astype(np.int64)] = True
     return np.flatnonzero(in_sample), np.flatnonzero(~in_sample)
@@ -885,9 +885,9 @@ def _stream_torch(
     esize = torch.tensor([], dtype=work).element_size()
     slot_bytes = max(1, T * H * esize)
     if cuda:
-        # cuBLAS reads a [T, w, H] bf16 batched Gram at ~2.5 TB/s on an H200 when w is a multiple of 8
-        # and >= 24 (w = 19: a quarter of that), and its time grows with w: as few groups as the
-        # budget allows, each as wide as its candidates need, rounded up to a multiple of 8.
+        # cuBLAS reads a [T, w, H] bf16 batched Gram at its best when w is a multiple of 8 and >= 24
+        # (w = 19: a quarter of that rate), and its time grows with w: as few groups as the budget
+        # allows, each as wide as its candidates need, rounded up to a multiple of 8.
         fit = max(S + 1, (8 * BUFFER_BYTES) // slot_bytes)
         n_groups = -(-C // max(1, fit - S))
         per = -(-C // n_groups)

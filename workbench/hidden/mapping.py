@@ -3,10 +3,10 @@
 A reader pays for a mapping twice besides the bytes: a fault per few 4 KB pages on first touch
 and a page-table entry to clear per 4 KB page at unmap. Where the page cache holds a file in
 2 MB folios (ext4, XFS and others on recent Linux) and the mapping's address agrees with the
-file offset modulo 2 MB, the kernel maps each folio with one entry instead of 512. Measured on a
-2-core Xeon (Linux 6.18, ext4, 464 MB already cached in 2 MB folios): first touch 15 ms -> 2 ms,
-unmap 7-9 ms -> 0.14 ms. ``MADV_HUGEPAGE`` asks the page cache for 2 MB folios when the range is
-read from disk through the mapping.
+file offset modulo 2 MB, the kernel maps each folio with one entry instead of 512, and both costs
+fall several-fold (the benchmark's ``page_cache_plain_mmap_s`` against ``page_cache_aligned_s``,
+``benchmarks/results/align_*.json``). ``MADV_HUGEPAGE`` asks the page cache for 2 MB folios when
+the range is read from disk through the mapping.
 
 ``map_range(path, begin, end)`` returns a writable buffer over bytes ``begin..end`` of the file:
 a private mapping (a write copies the page, the file never changes), unmapped when the buffer
@@ -16,16 +16,14 @@ and every view of it are gone. Where the aligned mapping cannot be made (not Lin
 The aligned mapping is given back by a thread of its own (``settle()`` waits for it): ``munmap``
 clears a page-table entry per 4 KB page the kernel did not map in 2 MB pieces and interrupts
 every core that ran the process, so the thread that lets go of an alignment's candidates goes
-on with its statistics while another core unmaps them. (A 1.82 GB file a third of whose page
-cache was in 4 KB pages took 7.5 ms to unmap on a 2-core AMD EPYC; all in 2 MB pieces, 0.5 ms
-on it and 0.5-0.9 ms on the H200 host's 16 cores.) The range stays mapped until then, so no other
-mapping can be placed over it.
+on with its statistics while another core unmaps them (the more of a file's page cache is in
+4 KB pages, the longer that takes). The range stays mapped until then, so no other mapping can be
+placed over it.
 
 Inside ``with shared():`` the ranges a thread maps of one file are views of one mapping of the
 whole file, unmapped when the last view goes: a reader that takes many tensors of a file at once
-makes one ``mmap`` and one ``munmap`` instead of one each. (On a many-core host each ``munmap``
-interrupts every core that ran the process to flush its TLB: 62 tensors cost 2.6 ms to unmap one
-by one on the H200 host's 16 cores.) Ranges of one block share the private copy: a write to one
+makes one ``mmap`` and one ``munmap`` instead of one each (on a many-core host each ``munmap``
+interrupts every core that ran the process to flush its TLB). Ranges of one block share the private copy: a write to one
 range shows through a view of the same bytes taken in the same block, never through another
 block's, and never in the file.
 """
