@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         for p in [p for p in running if p.poll() is not None]:
             i, spec, cpus, t0 = running.pop(p)
             free.append(cpus)
-            out, err = p.communicate()
+            out, _ = p.communicate()
             if p.returncode != 0:
                 results[i] = {
                     "name": spec["name"],

@@ -50,7 +50,7 @@ def test_speculators_layout_sizes_and_weights():
     assert v.convention == "speculators" and v.norm_before_residual and v.qk_norm and v.position_offset == 1
     text = " | ".join(V.explain(SPEC))
     assert "org/verifier" in text and "norm_before_residual" in text and "4 aux hidden states" in text
-    with pytest.raises(ValueError, match="transformer_layer_config.intermediate_size: absent"):
+    with pytest.raises(ValueError, match=r"transformer_layer_config\.intermediate_size: absent"):
         V.flat_config(
             {
                 **SPEC,

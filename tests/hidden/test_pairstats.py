@@ -3,6 +3,8 @@ every slot/candidate pair per token, the exact fp32-difference pass, and non-fin
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -208,7 +210,7 @@ def test_token_ranges_cover_every_token_once_and_shrink_to_the_end(T, threads, l
     """Ranges follow each other from 0 to T; each is a share of the tokens left (the first no more
     than a thread's share), never under ``least`` but where fewer are left; they never grow."""
     r = ps_mod.token_ranges(T, threads, least)
-    assert r[0][0] == 0 and r[-1][1] == T and all(a[1] == b[0] for a, b in zip(r, r[1:]))
+    assert r[0][0] == 0 and r[-1][1] == T and all(a[1] == b[0] for a, b in itertools.pairwise(r))
     sizes = [b - a for a, b in r]
     assert all(x >= min(least, T - a) for x, (a, _) in zip(sizes, r))
     assert sizes == sorted(sizes, reverse=True)
