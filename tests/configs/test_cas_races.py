@@ -360,7 +360,7 @@ def test_a_live_writer_is_waited_for_not_overrun(tmp_path):
     assert time.monotonic() - t0 > 0.5  # it waited for the live holder
     holder.wait(10)
     holder.stdout.close()
-    with pytest.raises(casfile.Busy):
+    with pytest.raises(casfile.BusyError):
         h2 = subprocess.Popen(
             [
                 sys.executable,

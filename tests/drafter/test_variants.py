@@ -95,9 +95,9 @@ def test_unsupported_flags_are_refused_by_name(change, flag):
 def test_refusal_reaches_the_forward_and_the_check(tmp_path):
     torch = pytest.importorskip("torch")
     from workbench.drafter.checkpoint import check_weights
-    from workbench.drafter.model import Eagle3Drafter, Unsupported
+    from workbench.drafter.model import Eagle3Drafter, UnsupportedError
 
-    with pytest.raises(Unsupported, match="hidden_act='gelu'"):
+    with pytest.raises(UnsupportedError, match="hidden_act='gelu'"):
         Eagle3Drafter(dict(SGL, hidden_act="gelu"))
     rep = check_weights(dict(SGL, hidden_act="gelu"), {})
     assert not rep.ok and rep.first_problem().startswith("hidden_act")

@@ -276,7 +276,7 @@ def evaluate(
 
     from workbench.drafter import variants as V
     from workbench.drafter.checkpoint import load_drafter
-    from workbench.drafter.model import Unsupported, ttt_tokens
+    from workbench.drafter.model import UnsupportedError, ttt_tokens
     from workbench.drafter.target import read_target_head
     from workbench.hidden.align import pick_device
 
@@ -343,7 +343,7 @@ def evaluate(
         with torch.no_grad():
             try:
                 logits = model.unroll(aux[None].to(model.fc.weight.dtype), ttt_tokens(nxt, K))
-            except Unsupported as exc:
+            except UnsupportedError as exc:
                 raise InputError(f"{f}: {exc}") from None
             tk = torch.stack([model.to_target(lg[0].topk(kmax, dim=-1).indices) for lg in logits])
             pred_d = torch.stack([lg[0].argmax(-1) for lg in logits])
