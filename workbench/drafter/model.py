@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -51,7 +51,7 @@ from workbench.drafter import variants as V
 from workbench.drafter.names import DraftDims, draft_dims
 
 KV = tuple[torch.Tensor, torch.Tensor]  # (K, V) [B, kv_heads, S, d] of one layer
-Past = Union[KV, list[KV]]  # one layer's pair, or one per layer for a multi-layer drafter
+Past = KV | list[KV]  # one layer's pair, or one per layer for a multi-layer drafter
 
 
 class UnsupportedError(ValueError):
