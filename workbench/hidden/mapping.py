@@ -196,10 +196,8 @@ def _map(fd: int, begin: int, end: int) -> Any:
         return mapped
     start = begin - begin % mmap.ALLOCATIONGRANULARITY
     mm = mmap.mmap(fd, end - start, access=mmap.ACCESS_COPY, offset=start)
-    try:
+    with contextlib.suppress(AttributeError, OSError):  # (advice only: not every system takes it)
         mm.madvise(mmap.MADV_SEQUENTIAL)
-    except (AttributeError, OSError):
-        pass
     return memoryview(mm)[begin - start :]
 
 
