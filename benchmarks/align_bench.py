@@ -7,11 +7,10 @@ readers' mapping (as an alignment of a capture on disk would; ``--warm`` leaves 
 then measures in the same run the physical floors for those bytes:
 
 - ``page_cache``: one all-thread pass (read and add) over the candidate bytes of the layer
-  stack, freshly memory-mapped from the page cache (what any reader of the file must pay), the
-  faster of a plain mapping and one the kernel can make of 2 MB pieces, the fastest of the passes
-  made before the paths and before each repetition of them (``page_cache_runs_s``); every pass
-  and every alignment starts on a quiet machine (``quiet``: the mappings of the one before given
-  back, torch's threads no longer spinning);
+  stack, freshly memory-mapped from the page cache as the readers map it (what any reader of the
+  file must pay), the fastest of the passes made before the paths and before each repetition of
+  them (``page_cache_runs_s``); every pass and every alignment starts on a quiet machine
+  (``quiet``: torch's threads no longer spinning);
 - ``screen_compute``: the CPU screen's arithmetic for those bytes, from one thread's rate on rows
   that stay in cache times the threads (``ratio_cpu_floor``: the CPU path against the larger of
   this and the page-cache pass);
@@ -123,29 +122,15 @@ def generate(root: Path, layers: int, tokens: int, hidden: int, slot_ids, seed: 
     return rows / "data_0.ckpt", stack, nbytes
 
 
-def page_cache_pass(path: Path, begin: int, end: int, aligned: bool) -> float:
+def page_cache_pass(path: Path, begin: int, end: int) -> float:
     """Seconds of one all-thread read-and-add pass over bytes ``begin..end`` of ``path``, mapped
-    afresh (page-cache pages faulted in, as a reader must): by Python's ``mmap``, or ``aligned``
-    as the alignment's readers map (``workbench.hidden.mapping``: 2 MB pieces where the page cache
-    has them), whichever is faster being the floor."""
-    import mmap
-    import warnings
-
+    afresh as the alignment's readers map (``workbench.hidden.mapping``): page-cache pages faulted
+    in, as a reader must."""
     from workbench.hidden.mapping import map_range
 
-    page = mmap.ALLOCATIONGRANULARITY
-    lo = begin // page * page
-    n = (end - begin) // 8
     t0 = time.perf_counter()
-    if aligned:
-        buf = map_range(path, begin, end)
-        t = torch.frombuffer(buf, dtype=torch.int64, count=n)
-    else:
-        with open(path, "rb") as fh:
-            buf = mmap.mmap(fh.fileno(), end - lo, access=mmap.ACCESS_READ, offset=lo)
-        with warnings.catch_warnings():  # read only: the pass never writes
-            warnings.simplefilter("ignore")
-            t = torch.frombuffer(buf, dtype=torch.int64, count=n, offset=begin - lo)
+    buf = map_range(path, begin, end)
+    t = torch.frombuffer(buf, dtype=torch.int64, count=(end - begin) // 8)
     int(t.sum())
     dt = time.perf_counter() - t0
     del t, buf
@@ -157,14 +142,10 @@ QUIET_S = 0.25  # torch's OpenMP threads spin-wait this long at most after a par
 
 
 def quiet() -> None:
-    """Outside the timings, let the machine go quiet: the readers' unmapping thread has given back
-    every mapping let go of, and the OpenMP threads of torch's last parallel operation (the
-    page-cache pass's sum) stop spinning, so the pass or alignment timed next pays nothing of the
-    one before (an alignment right after the pass ran measurably slower, as a passive OpenMP wait
-    policy confirmed)."""
-    from workbench.hidden.mapping import settle
-
-    settle(30)
+    """Outside the timings, let the machine go quiet: the OpenMP threads of torch's last parallel
+    operation (the page-cache pass's sum) stop spinning, so the pass or alignment timed next pays
+    nothing of the one before (an alignment right after the pass ran measurably slower, as a
+    passive OpenMP wait policy confirmed)."""
     time.sleep(QUIET_S)
 
 
@@ -348,17 +329,14 @@ def open_stack(train_path: Path, infer_path: Path) -> Stack:
     )
 
 
-def page_cache_passes(stack: Stack, n: int = 1) -> dict[bool, list[float]]:
-    """``n`` page-cache passes by each mapping (plain, aligned)."""
-    return {
-        aligned: [page_cache_pass(stack.path, stack.begin, stack.end, aligned) for _ in range(n)]
-        for aligned in (False, True)
-    }
+def page_cache_passes(stack: Stack, n: int = 1) -> list[float]:
+    """``n`` page-cache passes over the stack's candidate bytes."""
+    return [page_cache_pass(stack.path, stack.begin, stack.end) for _ in range(n)]
 
 
-def timed_runs(args: argparse.Namespace, devices: list[str], stack: Stack, pc: dict[bool, list[float]]) -> dict:
+def timed_runs(args: argparse.Namespace, devices: list[str], stack: Stack, pc: list[float]) -> dict:
     """Every path ``args.repeat`` times, interleaved (a noisy minute hits each alike, each after each
-    other path), a page-cache pass of each mapping before each round (into ``pc``), after one
+    other path), a page-cache pass before each round (into ``pc``), after one
     alignment before the clock: a process's first compiles (or loads) the kernels
     (``first_run_s``); timed, it took one of its runs from whichever path ran first."""
     from workbench.hidden.align import align
@@ -372,8 +350,7 @@ def timed_runs(args: argparse.Namespace, devices: list[str], stack: Stack, pc: d
     results = {}
     for rep in range(max(1, args.repeat)):
         order = devices[rep % len(devices) :] + devices[: rep % len(devices)]
-        for aligned, got in page_cache_passes(stack).items():
-            pc[aligned] += got
+        pc += page_cache_passes(stack)
         for d in order:
             if d == "auto-after" and rep == 0:
                 continue  # once both paths ran
@@ -386,14 +363,12 @@ def timed_runs(args: argparse.Namespace, devices: list[str], stack: Stack, pc: d
     return {"first_s": first_s, "times": times, "growth": growth, "results": results}
 
 
-def page_cache_floors(pc: dict[bool, list[float]], nbytes: int) -> dict:
-    floor = min(min(v) for v in pc.values())
+def page_cache_floors(pc: list[float], nbytes: int) -> dict:
+    floor = min(pc)
     return {
         "page_cache_s": round(floor, 4),
         "page_cache_gbps": round(nbytes / floor / 1e9, 1),
-        "page_cache_plain_mmap_s": round(min(pc[False]), 4),
-        "page_cache_aligned_s": round(min(pc[True]), 4),
-        "page_cache_runs_s": [round(min(a, b), 4) for a, b in zip(pc[False], pc[True])],
+        "page_cache_runs_s": [round(t, 4) for t in pc],
     }
 
 
@@ -475,7 +450,7 @@ def main(argv=None) -> int:
         # the page-cache pass runs before the paths and again before each repetition of them, so a
         # host whose memory bandwidth drifts during the run gives the floor the same chances as the
         # paths (the first of three is left out)
-        pc = {aligned: v[1:] for aligned, v in page_cache_passes(stack, 3).items()}
+        pc = page_cache_passes(stack, 3)[1:]
         floors = compute_and_device_floors(args.hidden, stack.nbytes, cuda)
         timed = timed_runs(args, devices, stack, pc)
         floors.update(page_cache_floors(pc, stack.nbytes))
