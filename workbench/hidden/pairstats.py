@@ -53,14 +53,15 @@ if TYPE_CHECKING:
 
 BF16, F32 = 1, 2
 FM = {"reassoc", "contract", "nsz", "arcp"}  # no nnan/ninf: NaN and Inf must reach the sums
-BLOCK = 8  # tokens per block of the bf16 screen (their slot rows stay cached while a group streams past)
+# tokens per block of the bf16 screen: their slot rows stay cached while a group streams past (8 ran
+# fastest on both CPUs measured: benchmarks/results/align_h200_host_blocks_kernels.json)
+BLOCK = 8
 THREAD_TOKENS = 64  # the fewest tokens a thread is given (less costs more in its start than it saves)
 GUIDE = 2  # each token range is 1 / (GUIDE * threads) of the tokens not yet handed out
 RANGE_TOKENS = 2  # ... and at least this many: ranges shrink as the pass nears its end
 # Ranges are taken from a shared counter by whichever thread is free, so a core that falls behind
 # (another process, the host) takes fewer, and the shrinking ranges let every thread end together
-# (benchmarks/results/align_h200_host_one_pass_stats.json has the measurements).
-KERNELS = ("bf16-fma", "fma")  # the screens: all-bf16 data, anything else
+# (benchmarks/results/figures_from_comments.json has the measurements).
 
 
 # ------------------------------------------------------------------------------------ primitives
