@@ -9,7 +9,7 @@ SGLANG_VERSION := 0.5.23
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
 # The reference trainers the drafter parity tests run (--no-deps: only their model code is imported).
 # speculators' package import reaches speculators.train.data (openai, datasets -> pyarrow, pandas);
-# hs-connectors writes its FP8 hidden-state files. ~300 MB, ~7 s from the wheel cache.
+# hs-connectors writes its FP8 hidden-state files. ~300 MB, quick from the wheel cache.
 REFERENCE_TRAINERS := specforge==0.2.0 speculators==0.9.0 hs-connectors==0.9.0
 REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.70.19 pandas==3.1.1 pyarrow==26.0.1 dill==0.4.1 xxhash==4.1.0
 

@@ -96,7 +96,7 @@ class ServersAPI(ConfigsAPI):
         return self.hosts_registry.get(name)
 
     def host_check(self, name: str) -> HostCheck:
-        from workbench.hosts import ChangedHostKey, HostError, UnknownHostKey
+        from workbench.hosts import ChangedHostKeyError, HostError, UnknownHostKeyError
         from workbench.sglang import host_scripts
         from workbench.sglang.status import parse_gpus
         from workbench.sglang.validate import parse_probe
@@ -126,11 +126,11 @@ class ServersAPI(ConfigsAPI):
                 out.gpus = parse_gpus(g.out)
             else:
                 out.gpu_error = (g.err.strip() or f"nvidia-smi exit {g.rc}")[-200:]
-        except UnknownHostKey as exc:
+        except UnknownHostKeyError as exc:
             out.error, out.host_key, out.fingerprint = str(exc), "unknown", exc.fingerprint
-        except ChangedHostKey as exc:
+        except ChangedHostKeyError as exc:
             out.error, out.fingerprint = str(exc), exc.fingerprint
-            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKey" else "changed"
+            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKeyError" else "changed"
         except HostError as exc:
             out.error = str(exc)
         self._record("host.check", name, out)
