@@ -60,6 +60,18 @@ def floor(draft: Path, target: Path) -> None:
             json.loads(fh.read(n))
 
 
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown CPU"
+
+
 def main() -> int:
     from workbench.engine import table
 
@@ -81,7 +93,13 @@ def main() -> int:
         }
     worst = max(f["doctor"]["median_ms"] for f in figures.values())
     ok = worst <= TARGET_S * 1000
+    import os
+    import platform
+
     out = {
+        "what": "python benchmarks/capture_bench.py",
+        "host": f"{_cpu()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python "
+        f"{platform.python_version()}; load average at the end {os.getloadavg()[0]:.1f} (a shared machine)",
         "tables": {"releases": sizes, "load_ms": load_ms},
         "first": first,
         "warm": figures,
