@@ -220,3 +220,41 @@ def test_a_hook_that_raises_leaves_the_parsed_sources_to_reference_counting(tmp_
     finally:
         if was:
             gc.enable()
+
+
+def _vllm_forward(tmp_path, capture_before_loop: str):
+    import ast
+
+    from workbench.engine.source import Source
+    from workbench.engine.vllm_extract import classify_forward
+
+    body = f"""
+class M:
+    def forward(self, input_ids, positions):
+        hidden_states = self.embed_tokens(input_ids)
+        residual = None
+        aux_hidden_states = []
+        if self.start_layer in self.aux_hidden_state_layers:
+{capture_before_loop}
+        for layer_idx, layer in enumerate(self.layers):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+            if layer_idx + 1 in self.aux_hidden_state_layers:
+                aux_hidden_states.append(hidden_states + residual)
+        return hidden_states, aux_hidden_states
+"""
+    pkg = tmp_path / "vllm" / "model_executor"
+    pkg.mkdir(parents=True)
+    (pkg / "m.py").write_text(body)
+    fwd = next(n for n in ast.walk(ast.parse(body)) if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    return classify_forward(Source(tmp_path), "vllm/model_executor/m.py", fwd, [])
+
+
+def test_vllm_index0_a_capture_that_adds_no_residual_is_the_embedding(tmp_path):
+    """vLLM 0.31/0.32 Cohere2Moe: ``aux_hidden_states.append(hidden_states)`` before the loop takes the
+    embedding; one that adds the (None) residual first, as DeepSeek's does, fails."""
+    plain = _vllm_forward(tmp_path / "a", "            aux_hidden_states.append(hidden_states)")
+    assert plain["index0"] == "embed" and plain["boundary"] == "final-prenorm"
+    added = _vllm_forward(
+        tmp_path / "b", "            x = hidden_states + residual\n            aux_hidden_states.append(x)"
+    )
+    assert added["index0"] == "type-error"

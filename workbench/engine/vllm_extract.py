@@ -286,7 +286,8 @@ def _is_layer_call(stmt: ast.stmt) -> bool:
 
 
 def _guarded_value(src: Source, rel: str, node: ast.AST) -> bool:
-    """Whether the captured value handles a None residual (``... if residual is not None else ...``)."""
+    """Whether the captured value handles a None residual (``... if residual is not None else ...``, or
+    adds none: ``append(hidden_states)``)."""
     from workbench.engine.extract import _guarded
 
     if (
@@ -300,6 +301,12 @@ def _guarded_value(src: Source, rel: str, node: ast.AST) -> bool:
                 if isinstance(fn, ast.FunctionDef) and fn.name == "_maybe_add_hidden_state":
                     return _guarded(fn)
         return False
+    appends = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
+        for n in ast.walk(node)
+    )
+    if appends and not any(isinstance(x, ast.Name) and x.id == "residual" for x in ast.walk(node)):
+        return True  # ``aux_hidden_states.append(hidden_states)``: the capture adds no residual, none can be None
     return _guarded(node)
 
 
