@@ -43,3 +43,21 @@ def test_a_host_answers_from_the_entries_it_was_shipped(monkeypatch):
     assert rel.source == "shipped" and rel.serve(["LlamaForCausalLM"]).rule == want
     assert rel.serve(["Qwen3ForCausalLM"]).rule is None  # narrowed to what the job asks about
     assert set(rel.drafts) == {"LlamaForCausalLMEagle3"}
+
+
+def test_a_jobs_shipped_slice_answers_for_that_job_alone():
+    """A host process runs many jobs (and a local one runs them beside the laptop's own table): the
+    narrowed slice a job was given never answers after the job."""
+    from workbench.engine import release
+    from workbench.remote.engine import shipment
+    from workbench.remote.jobs import engine_capture
+
+    full = len(release("sglang==0.5.23").rules)
+    ship = shipment(["LlamaForCausalLM"], [])
+    with table.installed(ship):
+        assert {r.arch for r in table.release("sglang", "0.5.23").rules} == {"LlamaForCausalLM"}
+    assert table.release("sglang", "0.5.23").source == "table"
+    assert len(release("sglang==0.5.23").rules) == full
+    got = engine_capture("sglang==0.5.12.post1", ["LlamaForCausalLM"], 32, [1, 15, 28], rules=ship)
+    assert got["points"] == ["out(1)", "out(15)", "out(28)"] and got["source"] in ("shipped", "host")
+    assert len(release("sglang==0.5.23").rules) == full and table.release("sglang", "0.5.12.post1").source == "table"

@@ -46,13 +46,13 @@ def capture_job(
     from workbench.engine.lookup import installed, read_installed
     from workbench.engine.spec import parse_engine
 
-    table.install(rules or {})
     spec = parse_engine(engine)
-    here = installed(spec.name)
-    if here is not None and (spec.version is None or str(spec.version) == here[1]):
-        rel = read_installed(spec.name).with_source("host")
-    else:
-        rel = release(spec, source="table")
-    return capture(
-        spec, archs=list(archs), num_layers=int(num_layers), ids=ids, cuda_graph=cuda_graph, release=rel
-    ).to_dict()
+    with table.installed(rules):
+        here = installed(spec.name)
+        if here is not None and (spec.version is None or str(spec.version) == here[1]):
+            rel = read_installed(spec.name).with_source("host")
+        else:
+            rel = release(spec, source="table")
+        return capture(
+            spec, archs=list(archs), num_layers=int(num_layers), ids=ids, cuda_graph=cuda_graph, release=rel
+        ).to_dict()

@@ -13,6 +13,8 @@ shipped, and what was shipped answers as ``source="shipped"``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
@@ -81,9 +83,23 @@ def release(engine: str, version: str) -> Release | None:
 
 
 def install(shipped: dict[str, dict[str, Any]]) -> None:
-    """Entries a host job was given: ``{engine: {version: entry}}`` (``slice_of``'s output)."""
+    """Entries a host job was given: ``{engine: {version: entry}}`` (``slice_of``'s output), until
+    the process ends; a job in a process that runs more than one uses ``installed``."""
     for engine, rel in (shipped or {}).items():
         _SHIPPED.setdefault(engine, {}).update(rel)
+
+
+@contextmanager
+def installed(shipped: dict[str, dict[str, Any]] | None) -> Iterator[None]:
+    """The entries a job was given, for the job alone: a job's narrowed slice (its classes only) never
+    answers for a later job or for the process's own table (a host process runs many jobs)."""
+    before = {engine: dict(rel) for engine, rel in _SHIPPED.items()}
+    install(shipped or {})
+    try:
+        yield
+    finally:
+        _SHIPPED.clear()
+        _SHIPPED.update(before)
 
 
 def slice_of(rel: Release, archs: list[str], draft_archs: list[str] | None = None) -> dict[str, dict[str, Any]]:

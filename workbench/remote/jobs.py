@@ -14,6 +14,7 @@ dict; only numpy, torch and safetensors (and the shipped workbench core) are imp
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -29,6 +30,20 @@ if TYPE_CHECKING:
 
     from workbench.drafter.evaluate import DrafterEval
     from workbench.hidden.view import Capture, HiddenTensor
+
+
+def _with_rules(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """The job runs with the rule entries it was given (``rules=``): the host answers with the laptop's
+    rules (its tables are not shipped), for this job alone (a host process runs many)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        from workbench.engine import table
+
+        with table.installed(kwargs.get("rules")):
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def probe() -> dict[str, Any]:
@@ -159,6 +174,7 @@ def _align(
     }
 
 
+@_with_rules
 def align_files(
     train: str,
     infer: str,
@@ -182,7 +198,6 @@ def align_files(
     from workbench.hidden import detect_format, open_capture
     from workbench.remote.captures import concat, dump_for_ids
 
-    _install(rules)
     files = sample_files(train, samples, count)
     trains = _train_captures(files, train_layer_ids)
     fmt = infer_format or detect_format(infer)
@@ -213,6 +228,7 @@ def align_files(
 
 
 # ------------------------------------------------------------------------------------ live server
+@_with_rules
 def live(
     url: str,
     training_data: str,
@@ -250,7 +266,6 @@ def live(
 
     from workbench.remote.captures import concat, dump_for_ids, flush, generate_ids, payload_capture
 
-    _install(rules)
     if mode not in ("payload", "dump"):
         raise InputError(f"mode: {mode!r} is not payload or dump")
     if mode == "dump" and not dump_dir:
@@ -408,6 +423,7 @@ def drafter(
 
 
 # ------------------------------------------------------------------------------------ static checks
+@_with_rules
 def static(
     draft: str,
     *,
@@ -426,7 +442,6 @@ def static(
     the capture rules the laptop shipped, so the host's findings are the laptop's."""
     from workbench.doctor import run_static
 
-    _install(rules)
     kw: dict[str, Any] = dict(
         engine=engine,
         algorithm=algorithm,
@@ -477,14 +492,6 @@ def engine_capture(
     from workbench.engine.host import capture_job
 
     return capture_job(engine, archs or [], int(num_layers), ids, cuda_graph, rules)
-
-
-def _install(rules: dict[str, Any] | None) -> None:
-    """The rule entries the job was given: the host answers with the laptop's rules (its tables are not shipped)."""
-    if rules:
-        from workbench.engine import table
-
-        table.install(rules)
 
 
 JOBS = {
