@@ -64,7 +64,7 @@ class LiveAPI(ServersAPI):
 
         return dump_plan(self, LiveDoctor(self, server_id), samples, alongside)
 
-    def doctor_live(  # noqa: PLR0913 (each keyword is one documented option of the live doctor)
+    def doctor_live(
         self,
         server_id: int,
         training_data: str | None = None,

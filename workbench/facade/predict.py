@@ -29,7 +29,7 @@ def _one_convention(
 
 
 class PredictAPI(WorkbenchBase):
-    def predict(  # noqa: PLR0913 (each keyword is one input of the prediction)
+    def predict(
         self,
         acc: RatesLike | None = None,
         *,

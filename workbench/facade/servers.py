@@ -104,7 +104,7 @@ class ServersAPI(ConfigsAPI):
         """Connect to ``name`` and read its python, SGLang version and GPUs: what a launch there
         needs. An unreachable host or an unknown or changed host key is an answer (``reachable``
         False, ``host_key``, ``fingerprint``), not an exception."""
-        from workbench.hosts import ChangedHostKey, HostError, UnknownHostKey
+        from workbench.hosts import ChangedHostKeyError, HostError, UnknownHostKeyError
         from workbench.sglang import host_scripts
         from workbench.sglang.status import parse_gpus
         from workbench.sglang.validate import parse_probe
@@ -134,11 +134,11 @@ class ServersAPI(ConfigsAPI):
                 out.gpus = parse_gpus(g.out)
             else:
                 out.gpu_error = (g.err.strip() or f"nvidia-smi exit {g.rc}")[-200:]
-        except UnknownHostKey as exc:
+        except UnknownHostKeyError as exc:
             out.error, out.host_key, out.fingerprint = str(exc), "unknown", exc.fingerprint
-        except ChangedHostKey as exc:
+        except ChangedHostKeyError as exc:
             out.error, out.fingerprint = str(exc), exc.fingerprint
-            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKey" else "changed"
+            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKeyError" else "changed"
         except HostError as exc:
             out.error = str(exc)
         self._record("host.check", name, out)
@@ -451,7 +451,7 @@ class ServersAPI(ConfigsAPI):
             [f"{p.key}" for p in points],
         )
 
-    def server_sweep(  # noqa: PLR0913 (each keyword is one documented option of the sweep)
+    def server_sweep(
         self,
         profile: str,
         *,

@@ -378,7 +378,7 @@ def measured_points(
     return {
         name: [
             str(p)
-            for p in code_capture(MEASURE_ENGINE, arch=arch, num_layers=num_layers, ids=ids)[0].points
+            for p in code_capture(MEASURE_ENGINE, archs=[arch], num_layers=num_layers, ids=ids)[0].points
             if p != "missing"
         ]
         for name, ids in variants.items()
@@ -494,9 +494,7 @@ def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int
     the next piece and keeping the engines it made: a job's accept length is its accepted tokens
     over its verify rounds summed over its pieces, the same figure as one engine decoding all its
     prompts in turn, and the workers end together (whole jobs, of unequal length -- a broken draft
-    decodes in more rounds -- left one worker alone at the end: the tiny world's five jobs took
-    10.9 and 15.0 s in pieces against 12.9 and 16.7 s whole, in alternating runs on a 2-core AMD
-    EPYC whose speed drifted)."""
+    decodes in more rounds -- left one worker alone at the end)."""
     global _JOBS
     pieces = [(j, i) for j, (_, prompts, _) in enumerate(jobs) for i in range(0, len(prompts), PIECE_PROMPTS)]
     workers = max(1, min(int(threads), len(pieces)))
