@@ -17,7 +17,7 @@ from workbench.confirm import Plan, require
 from workbench.errors import InputError
 from workbench.facade.configs import _as_fix
 from workbench.facade.servers import ServersAPI
-from workbench.sglang.registry import ServerState
+from workbench.servers.registry import ServerState
 
 if TYPE_CHECKING:
     from workbench.configs.history import ConfigChange
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from workbench.live.demo import DemoPrepareOps, DemoResult, DemoSetup
     from workbench.live.report import Comparison, FixOutcome, LiveReport
     from workbench.progress import ProgressCallback
-    from workbench.sglang.measure import Measurement
-    from workbench.sglang.registry import ServerRecord
+    from workbench.servers.measure import Measurement
+    from workbench.servers.registry import ServerRecord
 
 
 class LiveAPI(ServersAPI):

@@ -4,7 +4,7 @@
 ``python -m workbench.lab.serve`` in its own session (so its group can be signalled), logging to a
 file, and waits for the ready line; it records the process's identity (pid, start time) and puts a
 launch token in its environment. ``stop_server(proc)`` signals only processes proven to be that
-server's, the way a server's stop does (``workbench.sglang.host_scripts``): SIGTERM, a grace, then
+server's, the way a server's stop does (``workbench.servers.host_scripts``): SIGTERM, a grace, then
 SIGKILL. ``free_port()`` picks an unused loopback port, never one this process picked before.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.results import Result
-from workbench.sglang.host_scripts import local_procfs
+from workbench.servers.host_scripts import local_procfs
 
 READY = "The server is fired up and ready to roll!"
 

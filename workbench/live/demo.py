@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from workbench.errors import WorkbenchError
 from workbench.progress import Progress, noop
 from workbench.results import Result
-from workbench.sglang.registry import ServerState
+from workbench.servers.registry import ServerState
 
 if TYPE_CHECKING:
     from workbench.configs.history import ConfigChange, TrackedConfig
@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from workbench.journal import Event
     from workbench.live.report import FixOutcome, LiveReport
     from workbench.progress import ProgressCallback
-    from workbench.sglang.measure import Measurement
-    from workbench.sglang.registry import ServerRecord
-    from workbench.sglang.status import ServerStatus
-    from workbench.sglang.stop import StopResult
+    from workbench.servers.measure import Measurement
+    from workbench.servers.registry import ServerRecord
+    from workbench.servers.status import ServerStatus
+    from workbench.servers.stop import StopResult
     from workbench.workspace import Workspace
 
 PROFILE = "lab-story"

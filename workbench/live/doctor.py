@@ -34,8 +34,8 @@ from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
 from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
 from workbench.progress import Progress, noop
-from workbench.sglang.measure import accept_length
-from workbench.sglang.registry import STOPPABLE, ServerState
+from workbench.servers.measure import accept_length
+from workbench.servers.registry import STOPPABLE, ServerState
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Host
@@ -88,7 +88,7 @@ class LiveDoctor:
     def _near(self) -> NearCompute:
         from workbench.remote import NearCompute
 
-        python = self.ops.lifecycle.host_python(self.rec.host) if self.rec.host != "local" else None
+        python = self.ops.lifecycle.launcher.host_python(self.rec.host) if self.rec.host != "local" else None
         return NearCompute(self.host, python=python)
 
     def _job(self, job: str, args: dict[str, Any], timeout: float = 1800.0) -> dict[str, Any]:
@@ -114,22 +114,11 @@ class LiveDoctor:
         """Engine version, resolved speculative settings, model and draft paths, from the server."""
         rec = self.rec
         try:
-            got = self.ops.lifecycle.server_info(self.sid)
+            facts = dict(self.ops.lifecycle.follow.server_info(self.sid))
         except WorkbenchError as exc:
-            raise WorkbenchError(f"server {self.sid}: /server_info does not answer ({exc}); is it ready?") from None
-        info, summary = got["info"], got["summary"]
-        facts = {
-            "version": info.get("version"),
-            "algorithm": summary.get("speculative_algorithm"),
-            "steps": summary.get("speculative_num_steps"),
-            "topk": summary.get("speculative_eagle_topk"),
-            "draft_tokens": summary.get("speculative_num_draft_tokens"),
-            "model": info.get("model_path") or _arg(rec.argv, "--model-path"),
-            "draft": summary.get("speculative_draft_model_path") or _arg(rec.argv, "--speculative-draft-model-path"),
-            "return_hidden_states": bool(info.get("enable_return_hidden_states")),
-            "context_length": info.get("context_length"),
-            "avg_spec_accept_length": summary.get("avg_spec_accept_length"),
-        }
+            raise WorkbenchError(f"server {self.sid}: the server does not answer ({exc}); is it ready?") from None
+        facts["model"] = facts.get("model") or _arg(rec.argv, "--model-path") or _arg(rec.argv, "--model")
+        facts["draft"] = facts.get("draft") or _arg(rec.argv, "--speculative-draft-model-path")
         return facts
 
     def target_info(self, model: str) -> dict[str, Any]:

@@ -15,12 +15,12 @@ from workbench.confirm import Plan
 from workbench.errors import InputError
 from workbench.live.ops import LiveOps
 from workbench.live.report import Comparison
-from workbench.sglang.measure import accept_length
-from workbench.sglang.registry import LIVE, ServerRecord, ServerState
+from workbench.servers.measure import accept_length
+from workbench.servers.registry import LIVE, ServerRecord, ServerState
 
 if TYPE_CHECKING:
     from workbench.doctor.findings import Fix
-    from workbench.sglang.measure import Measurement
+    from workbench.servers.measure import Measurement
 
 
 def last_fix(ops: LiveOps, server_id: int) -> Fix:
