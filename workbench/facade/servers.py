@@ -370,7 +370,10 @@ class ServersAPI(ConfigsAPI):
         rounds: int = 1,
         prompts: str | None = None,
         label: str = "",
+        warmup: int = 1,
     ) -> Measurement:
+        """The measurement protocol on a ready server (``warmup``: untimed requests per concurrency
+        slot before the cache reset; 0 reads the engine's counters over nothing but the timed rounds)."""
         from workbench.servers.engines import engine
         from workbench.servers.measure import run_protocol
         from workbench.servers.registry import ServerState
@@ -389,6 +392,7 @@ class ServersAPI(ConfigsAPI):
             prompts=prompts,
             progress=lambda i, n: self.progress(Progress("server.measure", i, n, f"round {i}/{n}")),
             engine=engine(rec.extra.get("engine")).spec(rec.extra.get("version")),
+            warmup=warmup,
         )
         payload = m.to_dict()
         if label:

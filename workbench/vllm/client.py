@@ -2,6 +2,9 @@
 prompts as token ids, ``/reset_prefix_cache`` and the Prometheus ``/metrics``, whose speculative-decoding
 counters (``vllm/v1/spec_decode/metrics.py``) give acceptance from vLLM itself:
 
+``/reset_prefix_cache`` is a development route (``vllm/entrypoints/serve/dev/cache``), registered only with
+``VLLM_SERVER_DEV_MODE=1``; without it the measurement says the cache was not emptied.
+
 - ``vllm:spec_decode_num_drafts_total``: verify rounds that drafted;
 - ``vllm:spec_decode_num_draft_tokens_total``: draft tokens proposed;
 - ``vllm:spec_decode_num_accepted_tokens_total``: draft tokens accepted;
@@ -19,7 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.servers.client import HTTPClient, ServerHTTPError
+from workbench.servers.client import HTTPClient, NoCacheResetError, ServerHTTPError
 from workbench.servers.engines import Generated, SpecCounters
 
 PREFIX = "vllm:spec_decode_num_"
@@ -129,6 +132,12 @@ class VLLMClient(HTTPClient):
         text = raw.decode(errors="replace")
         if status == 200:
             return True, text
+        if status == 404:
+            # a development route: vLLM registers it only with VLLM_SERVER_DEV_MODE=1
+            raise NoCacheResetError(
+                f"{self.base}: no /reset_prefix_cache (vLLM serves it only with VLLM_SERVER_DEV_MODE=1): "
+                "the prefix cache was not emptied"
+            )
         if status in (400, 409, 503):
             return False, text
         raise ServerHTTPError(self.base + "/reset_prefix_cache", status, text[:200])

@@ -47,8 +47,9 @@ def build(profile: Profile, version: str | None, python: str) -> Command:
     """The launch command (the spelling does not depend on the release here; ``version`` is recorded)."""
     where = f"[profiles.{profile.name}].args"
     items = split_flags(list(profile.args), where)
+    raw_spec = not profile.speculative and not profile.draft  # a method of its own (extract_hidden_states)
     for flag, _ in items:
-        if flag in OWNED:
+        if flag in OWNED and not (raw_spec and flag in ("--speculative-config", "-sc")):
             raise InputError(f"{where}: {flag} is set by the profile's {OWNED[flag]} field, not args")
     general = join_flags(items)
     port = ["--port", str(profile.port)]
