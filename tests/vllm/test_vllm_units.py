@@ -112,9 +112,11 @@ def test_vllm_rules_without_a_host():
     )
 
 
-def test_failure_text_is_the_engines_last_exception():
+def test_failure_text_is_the_root_cause():
     core = "(EngineCore pid=9) ERROR 12-05 04:50:00 [core.py:1512] "
     lines = [
+        "(APIServer pid=8) WARNING 12-05 04:49:00 [system_utils.py:255] Found ulimit of 20000 ... like "
+        "`OSError: [Errno 24] Too many open files`.",
         core + "EngineCore encountered a fatal error.",
         core + "Traceback (most recent call last):",
         core + "RuntimeError: shape '[-1, 192]' is invalid for input of size 512",
@@ -122,13 +124,13 @@ def test_failure_text_is_the_engines_last_exception():
         "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
     ]
     eng = engine("vllm")
-    gone = eng.classify(lines[:3], False, None)
-    assert (
-        gone["class"] == "process-died"
-        and gone["text"] == "RuntimeError: shape '[-1, 192]' is invalid for input of size 512"
-    )
+    root = "RuntimeError: shape '[-1, 192]' is invalid for input of size 512"
+    gone = eng.classify(lines, False, None)
+    assert gone["class"] == "process-died" and gone["text"] == root
     dead = eng.classify(lines, True, 503)
-    assert dead["class"] == "engine-dead" and dead["text"].startswith("EngineDeadError: EngineCore encountered")
+    assert dead["class"] == "engine-dead" and dead["text"] == root
+    wrapped = eng.classify(lines[-1:], True, 503)
+    assert wrapped["text"] == "EngineDeadError: EngineCore encountered an issue."
 
 
 def test_layout_at_head_size_32_is_the_same_function():

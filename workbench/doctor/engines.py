@@ -127,7 +127,6 @@ class VllmRule(EngineRule):
 
 
 def vllm_rule(version: tuple[int, int, int, int] | None, arch: str | None) -> VllmRule:
-    from workbench.layers import arch_family
 
     table = _vllm_table()
     assumed = None
@@ -147,7 +146,14 @@ def vllm_rule(version: tuple[int, int, int, int] | None, arch: str | None) -> Vl
                 )
             key = sorted(older, key=_vkey)[-1]
             assumed = want
-    f = table[key]
+    return vllm_rule_from_facts(table[key], arch, assumed)
+
+
+def vllm_rule_from_facts(f: dict[str, Any], arch: str | None, assumed: str | None = None) -> VllmRule:
+    """A vLLM rule from the facts ``workbench.engine.vllm_rules.extract`` read from a release's code."""
+    from workbench.layers import arch_family
+
+    key = str(f["version"])
     default = tuple(f["default"]) if isinstance(f.get("default"), list) else ("2", "N//2", "N-3")
     src = f"vllm {key}: " + "; ".join(
         f"{e['file']}:{e['line']}" for e in f.get("evidence", []) if e["what"] in ("config_ids", "capture")

@@ -278,11 +278,13 @@ class LiveAPI(ServersAPI):
         *,
         lab_dir: str | None = None,
         progress: ProgressCallback | None = None,
+        engine: str = "sglang",
     ) -> DemoSetup:
-        """Build (or reuse) the lab world and write the demo workspace around this workbench's folder."""
+        """Build (or reuse) the lab world and write the demo workspace around this workbench's folder
+        (``engine="vllm"``: the story on a real vLLM; without one, an error saying how to get one)."""
         from workbench.live import demo
 
-        return demo.prepare(self, size, lab_dir=lab_dir, progress=progress)
+        return demo.prepare(self, size, lab_dir=lab_dir, progress=progress, engine=engine)
 
     def demo_run(
         self, setup: DemoSetup, *, measure_tokens: int = 48, progress: ProgressCallback | None = None

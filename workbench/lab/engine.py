@@ -415,10 +415,10 @@ class LabEngine:
 
 def vllm_rule(engine: str, arch: str) -> EngineRule:
     """vLLM's capture rule for ``engine`` (``vllm``, ``vllm==X``), read from vLLM's code by the capture
-    package (its generated table of vLLM releases)."""
-    from workbench.doctor.engines import engine_rule
+    package (its table of vLLM releases, else the installed release's code: ``workbench.vllm.rules``)."""
+    from workbench.vllm.rules import rule
 
-    return engine_rule(engine, arch)
+    return rule(engine, arch)
 
 
 def _captured(aux: torch.Tensor | None) -> torch.Tensor:

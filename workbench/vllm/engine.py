@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from workbench.servers.validate import Finding
     from workbench.vllm.client import VLLMClient
 
-# the last line of a Python traceback, wherever a log prefix puts it: ``RuntimeError: ...``
-_EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception)): (.*)$")
+# the last line of a Python traceback, bare or behind a logger's prefix (``... [core.py:1512] RuntimeError: ...``):
+# the message starts with the exception's (dotted) name
+_EXCEPTION = re.compile(r"(?:^|\] )((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.*)$")
 
 
 class VLLM:
@@ -78,12 +79,13 @@ class VLLM:
 
     def classify(self, lines: Sequence[str], process_alive: bool, health: int | None) -> dict[str, Any]:
         """Where vLLM's log grammar is not read: the process and the health route give the class, the
-        last exception line of the log's tail the text (vLLM logs the engine's traceback before it dies)."""
+        root cause the text: the first traceback's exception in the log's tail (the worker's error comes
+        first; the engine core and the API server wrap it after)."""
         text = ""
-        for line in reversed(list(lines)[-400:]):
+        for line in list(lines)[-1000:]:
             m = _EXCEPTION.search(line)
             if m:
-                text = f"{m.group(1)}: {m.group(2)}".strip()
+                text = f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2)}".strip()
                 break
         if process_alive and health is not None and health >= 500:
             cls, hint = "engine-dead", f"/health answers {health}: the engine core died; the API server lives on"
