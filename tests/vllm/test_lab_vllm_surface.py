@@ -76,6 +76,13 @@ def test_launch_ready_measure_metrics_stop(wbv):
     assert met["server_info"]["steps"] == 3 and met["server_info"]["version"] == "0.32.0"
     log = wb.server_log(st.id).decode()
     assert "SpecDecoding metrics: Mean acceptance length:" in log
+    # the command line says where the accept length comes from
+    from tests.conftest import run_cli
+
+    r = run_cli("--workspace", str(root), "server", "measure", str(st.id), "--max-new-tokens", "8", timeout=300)
+    assert r.returncode == 0 and "accepted /" in r.stdout and "vllm==0.32.0's counters" in r.stdout, r.stdout + r.stderr
+    r = run_cli("--workspace", str(root), "server", "status", timeout=120)
+    assert "[vllm]" in r.stdout and " ready " in r.stdout, r.stdout
     res = wb.server_stop(st.id, confirm=True, grace=5, gpu_wait=0)
     assert res.result == "stopped" and wb.server(st.id).state == "stopped"
 
