@@ -167,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             ("broken", vw["draft_broken"], world["draft_broken"], vw["engine"]),
         ):
             real = _vllm(wb, name, {**base, "draft": draft, "port": free_port()}, prompts)
-            lab = _lab(world, lab_draft, a.steps, prompts, lab_engine, tmp)
+            try:
+                lab = _lab(world, lab_draft, a.steps, prompts, lab_engine, tmp)
+            except Exception as exc:  # the row keeps vLLM's figures whatever the lab did
+                lab = {"engine": lab_engine, "error": str(exc)[:300]}
             row = {
                 "vllm_ids": json.loads((Path(draft) / "config.json").read_text())["eagle_config"][
                     "eagle_aux_hidden_state_layer_ids"
