@@ -448,7 +448,8 @@ class Diagnosis:
                 head.get("acc"),
                 f"drafter on {head.get('samples')} training samples, {self.spec.steps} steps",
                 head.get("samples"),
-                absent=frozenset(),
+                head.get("full_acc"),
+                absent=frozenset() if head.get("full_acc") is not None else frozenset({"full_acc"}),
             )
 
     # numbers settle what the files could only read two ways
@@ -530,20 +531,28 @@ def _observe(
         m = ops.server_measure(
             d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts, label="live doctor"
         )
+        counted = m.counters is not None
         return Observed(
             m.accept_length,
             m.tokens_per_s,
             m.accept_len,
-            f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)",
-            absent=frozenset(),
+            f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"
+            + (f", {m.engine}'s counters" if counted else ""),
+            m.counters,
+            list(m.per_position) if counted else None,
+            absent=frozenset() if counted else frozenset({"counters", "per_position"}),
         )
     rows = [r for r in ops.measurements(d.sid) if r.get("kind") == "protocol"]
     if rows:
         r = rows[-1]
+        counted = bool(r.get("counters"))
         return Observed(
             accept_length(r),
             r.get("tokens_per_s"),
-            source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})",
+            source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})"
+            + (f", {r.get('engine')}'s counters" if counted else ""),
+            counters=r.get("counters") if counted else None,
+            per_position=list(r.get("per_position") or []) if counted else None,
         )
     if facts.get("avg_spec_accept_length") is not None:
         return Observed(
