@@ -439,6 +439,7 @@ class LabServer:
 
         prompts, max_tokens, ignore_eos, return_ids = completion_body(body)
         outs = []
+        metrics = None
         vocab = cast("LabEngine", self.engine).target.config.vocab_size
         for p in prompts:
             ids = self.tokenizer(p)["input_ids"] if isinstance(p, str) else [int(t) for t in p]
@@ -451,7 +452,11 @@ class LabServer:
                 raise EngineDead(str(exc)) from exc
             text = self.tokenizer.decode(res.output_ids, skip_special_tokens=True)
             outs.append((text, res.output_ids, str(res.finish_reason.get("type", "length")), len(ids)))
-        return completion_response(self.served_name, outs, return_ids)
+            if self.spec and self.args.per_request_spec_decode_metrics != "none" and len(prompts) == 1:
+                from workbench.lab.vllm_surface import spec_metrics
+
+                metrics = spec_metrics(res.histogram, int(self.args.speculative_num_steps or 1))
+        return completion_response(self.served_name, outs, return_ids, metrics)
 
     @property
     def served_name(self) -> str:

@@ -136,6 +136,7 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--max-model-len", type=int, default=None)
     a("--gpu-memory-utilization", type=float, default=None)
     a("--seed", type=int, default=None)
+    a("--per-request-spec-decode-metrics", choices=["none", "summary", "detailed"], default="none")
     # the lab's own
     a(
         "--lab-engine",

@@ -74,6 +74,7 @@ class Generated:
     completion_tokens: int
     verify_ct: int | None = None
     output_ids: list[int] = field(default_factory=list)
+    accept_length: float | None = None  # the engine's own per-request figure, where it reports one
 
 
 class EngineClient(Protocol):
