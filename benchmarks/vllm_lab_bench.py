@@ -85,7 +85,7 @@ def _vllm(wb, name: str, table: dict, prompts: str) -> dict:
 
 
 def _lab(world: dict, draft: str, steps: int, prompts: str, engine: str, log_dir: Path) -> dict:
-    from workbench.lab.process import free_port, start_server, stop_server
+    from workbench.lab.process import free_port, start_server, stop_server, wait_ready
     from workbench.servers.measure import run_protocol
     from workbench.sglang.client import SGLangClient
     from workbench.vllm.client import VLLMClient
@@ -94,10 +94,12 @@ def _lab(world: dict, draft: str, steps: int, prompts: str, engine: str, log_dir
     extra = ["--lab-engine", engine, "--dtype", "float32"]
     t0 = time.monotonic()
     proc = start_server(
-        world["target"], draft, port=port, extra=extra, steps=steps, log_path=log_dir / f"lab-{port}.log", wait=True
+        world["target"], draft, port=port, extra=extra, steps=steps, log_path=log_dir / f"lab-{port}.log", wait=False
     )
-    out: dict = {"engine": engine, "ready_s": round(time.monotonic() - t0, 1)}
+    out: dict = {"engine": engine}
     try:
+        wait_ready(proc, 300)
+        out["ready_s"] = round(time.monotonic() - t0, 1)
         client = VLLMClient(proc.url, 600) if engine.startswith("vllm") else SGLangClient(proc.url, 600)
         t1 = time.monotonic()
         try:
