@@ -135,11 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     n = world["layers"]["num_layers"]
     tmp = Path(tempfile.mkdtemp(prefix="wb-vllm-bench-"))
     prompts = str(write_prompt_set(world, tmp / "prompts.json", "measured", a.tokens))
-    from workbench.doctor.engines import engine_rule
+    from workbench.engine import capture
 
-    shifted_points = [
-        str(p) for p in engine_rule(vw["engine"], "LlamaForCausalLM").capture(vw["ids"]["draft"], n).points
-    ]
+    shifted_points = capture(vw["engine"], arch="LlamaForCausalLM", num_layers=n, ids=vw["ids"]["draft"]).points
     lab_shifted = ids_for_points(MEASURE_ENGINE, shifted_points, n)
     base = {
         "engine": "vllm",

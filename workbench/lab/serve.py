@@ -37,6 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
+from workbench.engine.version import Version
 from workbench.lab import serverargs
 from workbench.lab.logfmt import LogFormat
 
@@ -76,7 +77,7 @@ def _fake_traceback(where: str, exc: BaseException) -> str:
 
 
 class LabServer:
-    def __init__(self, args: argparse.Namespace, version: tuple[int, int, int, int]) -> None:
+    def __init__(self, args: argparse.Namespace, version: Version) -> None:
         self.args = args
         self.version = version
         self.fmt = LogFormat(
@@ -195,9 +196,9 @@ class LabServer:
             if self.fail == "oom":
                 suffix = (
                     ""
-                    if self.version <= (0, 4, 9, 0)
+                    if self.version <= Version.parse("0.4.9")
                     else f" Current value: mem_fraction_static={frac}"
-                    if self.version >= (0, 5, 23, 0)
+                    if self.version >= Version.parse("0.5.23")
                     else f" Current value: self.server_args.mem_fraction_static={frac}"
                 )
                 raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static." + suffix)
@@ -236,7 +237,7 @@ class LabServer:
         if self.fail == "draft-context":
             derived = min(derived, max(1, context // 2))
         if context > derived:
-            allow_default = "1" if self.version <= (0, 4, 9, 0) else "0"
+            allow_default = "1" if self.version <= Version.parse("0.4.9") else "0"
             allow = os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", allow_default).lower() in ("1", "true")
             msg = (
                 f"Warning: Target model's context_length ({context}) is greater than the derived "
@@ -506,10 +507,10 @@ class LabServer:
                 "max_total_num_tokens": self.max_total_tokens,
                 "max_req_input_len": (a.context_length or 1024) - 1,
                 "internal_states": [internal],
-                "version": _version_text(self.version),
+                "version": str(self.version),
             }
         )
-        if self.version >= (0, 5, 23, 0):
+        if self.version >= Version.parse("0.5.23"):
             info.update(
                 {
                     "launch_command": " ".join(["python3", "-m", "sglang.launch_server", *sys.argv[1:]]),
@@ -527,9 +528,9 @@ class LabServer:
             "is_generation": True,
             "preferred_sampling_params": None,
         }
-        if self.version > (0, 4, 9, 0):
+        if self.version > Version.parse("0.4.9"):
             info["weight_version"] = "default"
-        if self.version >= (0, 5, 23, 0):
+        if self.version >= Version.parse("0.5.23"):
             info.update(
                 {
                     "served_model_name": a.served_model_name or a.model_path,
@@ -631,12 +632,6 @@ def _vllm_version(engine: str) -> str:
     return str(engine).split("==", 1)[1] if "==" in str(engine) else "0.32.0"
 
 
-def _version_text(v: tuple[int, int, int, int]) -> str:
-    from workbench.layers import version_text
-
-    return version_text(v)
-
-
 def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -707,14 +702,14 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
         def _route(self, method: str) -> None:
             path = urlparse(self.path).path
             v = server.version
-            new_routes = v >= (0, 5, 6, 0)
+            new_routes = v >= Version.parse("0.5.6")
             try:
                 if server.vllm:
                     return self._vllm_route(method, path)
                 if path in ("/health", "/health_generate"):
                     if not server.ready:
                         return self._send(503, b"", "text/plain")
-                    if path == "/health_generate" or v >= (0, 5, 23, 0):
+                    if path == "/health_generate" or v >= Version.parse("0.5.23"):
                         server.generate_ids([0], 1, ignore_eos=True, warmup=True)
                     return self._send(200, b"", "text/plain")
                 if path in ("/get_server_info", "/server_info"):
