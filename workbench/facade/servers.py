@@ -187,9 +187,9 @@ class ServersAPI(ConfigsAPI):
     def profile_command(self, name: str, sglang_version: str | None = None, *, offline: bool = False) -> Command:
         """The exact launch command (argv, env, warnings). With a version, no host is contacted."""
         if sglang_version is not None:
-            from workbench.sglang.version import Version
+            from workbench.engine.version import Version
 
-            Version.parse(sglang_version)
+            Version.parse(sglang_version, what="sglang version")
         cmd = self.lifecycle.launcher.command(self.profile(name), sglang_version, offline=offline)
         self._record("profile.show", name, {"version": cmd.version, "argv": cmd.argv})
         return cmd
