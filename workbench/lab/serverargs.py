@@ -1,4 +1,5 @@
-"""The lab server's command line: the ``sglang.launch_server`` flags launch profiles use, plus ``--lab-*``.
+"""The lab server's command line: the ``sglang.launch_server`` flags launch profiles use, the ``vllm serve``
+flags a vLLM profile's command has (``--model``, ``--speculative-config`` and a few others), plus ``--lab-*``.
 
 Parsed with argparse exactly as SGLang does (prefixes such as ``--tp`` work; an unknown flag is
 ``error: unrecognized arguments`` with exit status 2). Flags that only matter on a GPU (TP size,
@@ -11,6 +12,7 @@ topk == 1 adjustment); ``server_args_dict(args)``.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -129,6 +131,14 @@ def build_parser(version: Version) -> argparse.ArgumentParser:
     a("--debug-tensor-dump-output-folder", default=None)
     a("--debug-tensor-dump-layers", type=int, nargs="*", default=None)
     a("--debug-tensor-dump-input-file", default=None)
+    # vLLM's (a vLLM profile's command): the speculative settings as one JSON object, and a few flags
+    # that matter only on its engine (accepted and recorded)
+    a("--speculative-config", "-sc", type=json.loads, default=None)
+    a("--enforce-eager", action="store_true")
+    a("--max-model-len", type=int, default=None)
+    a("--gpu-memory-utilization", type=float, default=None)
+    a("--seed", type=int, default=None)
+    a("--per-request-spec-decode-metrics", choices=["none", "summary", "detailed"], default="none")
     # the lab's own
     a(
         "--lab-engine",
@@ -149,7 +159,23 @@ def build_parser(version: Version) -> argparse.ArgumentParser:
 def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, Version]:
     argv = list(argv)
     version = _lab_version(argv)
-    args = build_parser(version).parse_args(argv)
+    parser = build_parser(version)
+    args = parser.parse_args(argv)
+    spec = args.speculative_config
+    if spec is not None:
+        # vLLM's --speculative-config: method -> algorithm, model -> the draft, num_speculative_tokens ->
+        # a chain of that many steps (topk 1, steps + 1 tokens verified a round)
+        if not isinstance(spec, dict) or not spec.get("method"):
+            parser.error("argument --speculative-config: expected a JSON object with a method")
+        args.speculative_algorithm = str(spec["method"]).upper()
+        args.speculative_draft_model_path = spec.get("model") or args.speculative_draft_model_path
+        steps = spec.get("num_speculative_tokens")
+        if steps is not None:
+            args.speculative_num_steps = int(steps)
+            args.speculative_eagle_topk = 1
+            args.speculative_num_draft_tokens = int(steps) + 1
+    if args.max_model_len and not args.context_length:
+        args.context_length = args.max_model_len
     return args, version
 
 

@@ -6,10 +6,10 @@ dict; only numpy, torch and safetensors (and the shipped workbench core) are imp
   saved payload, a layer stack), with the engine's recommendation; ``device`` None or "auto" lets
   the engine choose the CPU kernels or the GPU there (``workbench.hidden.placement``), and the
   answer says which and why (``device_choice``);
-- ``live``: training samples sent to a live server on the host (``return_hidden_states``, or a tensor
-  dump), aligned with the training slots; optionally the drafter evaluated on the training features
-  and on the features the server feeds it, so the difference says how much accept length the
-  server's features cost.
+- ``live``: training samples sent to a live server on the host (``return_hidden_states``, an SGLang
+  tensor dump, or a vLLM server extracting hidden states), aligned with the training slots;
+  optionally the drafter evaluated on the training features and on the features the server feeds
+  it, so the difference says how much accept length the server's features cost.
 """
 
 from __future__ import annotations
@@ -237,6 +237,8 @@ def live(
     count: int = 2,
     mode: str = "payload",
     dump_dir: str | None = None,
+    extract_ids: list[int] | None = None,
+    extract_points: list[str | None] | None = None,
     part_points: list[str | None] | None = None,
     engine: str | None = None,
     arch: str | None = None,
@@ -257,24 +259,43 @@ def live(
 
     ``mode="payload"``: ``return_hidden_states`` answers (the packed aux features, ``part_points``
     naming their parts); ``mode="dump"``: the server writes a tensor dump to ``dump_dir`` and
-    every residual-stream point becomes a candidate. With ``draft``, ``target`` and ``steps`` the
+    every residual-stream point becomes a candidate; ``mode="extract"``: a vLLM server serving
+    ``extract_hidden_states`` for ``extract_ids`` writes each prefill's states (``extract_points``: what
+    vLLM's rule says each id captures), every one a candidate. With ``draft``, ``target`` and ``steps`` the
     drafter is also evaluated on the samples twice, on the training features and on the features
     the engine feeds it (the dump's ``part_points`` in dump mode), and on ``eval_samples`` more
     training samples for the headline prediction.
     """
     import numpy as np
 
-    from workbench.remote.captures import concat, dump_for_ids, flush, generate_ids, payload_capture
+    from workbench.remote.captures import (
+        concat,
+        dump_for_ids,
+        flush,
+        generate_ids,
+        payload_capture,
+        vllm_capture,
+        vllm_extract,
+        vllm_reset,
+    )
 
-    if mode not in ("payload", "dump"):
-        raise InputError(f"mode: {mode!r} is not payload or dump")
+    if mode not in ("payload", "dump", "extract"):
+        raise InputError(f"mode: {mode!r} is not payload, dump or extract")
     if mode == "dump" and not dump_dir:
         raise InputError("dump mode needs dump_dir (the server's --debug-tensor-dump-output-folder)")
+    if mode == "extract" and (not extract_ids or not extract_points or len(extract_points) != len(extract_ids)):
+        raise InputError("extract mode needs extract_ids and one extract_point per id")
     t0 = time.perf_counter()
     files = sample_files(training_data, samples, count)
     trains = [_trim(c, max_tokens) for c in _train_captures(files)]
     infers: list[Capture] = []
     for i, cap in enumerate(trains):
+        if mode == "extract":
+            vllm_reset(url)  # prefill must cover every token: nothing from the prefix cache
+            resp = vllm_extract(url, _ids(cap).tolist(), timeout=timeout)
+            src = f"{url} sample {i}"
+            infers.append(vllm_capture(_ids(cap), resp, extract_ids or [], extract_points or [], src))
+            continue
         flush(url)  # prefill must cover every token: nothing from the prefix cache
         resp = generate_ids(url, _ids(cap).tolist(), hidden=mode == "payload", timeout=timeout)
         if mode == "payload":
@@ -285,8 +306,8 @@ def live(
     tr = concat(trains, training_data, "specforge")
     inf = concat(
         infers,
-        url if mode == "payload" else cast(str, dump_dir),
-        "sglang-payload" if mode == "payload" else "sglang-tensor-dump",
+        cast(str, dump_dir) if mode == "dump" else url,
+        {"payload": "sglang-payload", "dump": "sglang-tensor-dump", "extract": "vllm-hidden-states"}[mode],
     )
     out = _align(
         tr,

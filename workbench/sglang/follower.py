@@ -8,8 +8,8 @@ import math
 from collections import deque
 from typing import Any
 
+from workbench.servers.registry import STAGES
 from workbench.sglang.logparse import LogParser, LogScan
-from workbench.sglang.registry import STAGES
 
 READ_CAP = 1 << 22  # log bytes fetched per refresh
 SERIES_LEN = 240  # decode samples kept per server for sparklines

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from workbench.errors import InputError, WorkbenchError
 from workbench.progress import Progress, ProgressCallback
 from workbench.results import Result
-from workbench.sglang.registry import STOPPABLE, ServerState
+from workbench.servers.registry import STOPPABLE, ServerState
 
 if TYPE_CHECKING:
     from workbench.journal import Journal
-    from workbench.sglang.measure import Measurement
-    from workbench.sglang.profiles import Profile
-    from workbench.sglang.registry import ServerRecord
-    from workbench.sglang.status import ServerStatus
+    from workbench.servers.measure import Measurement
+    from workbench.servers.profiles import Profile
+    from workbench.servers.registry import ServerRecord
+    from workbench.servers.status import ServerStatus
 
 
 @dataclass
@@ -197,21 +197,27 @@ class SweepOps(Protocol):
     def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]: ...
 
 
+@dataclass(frozen=True)
+class PointRun:
+    """How each point of a sweep is launched, measured and stopped."""
+
+    concurrency: int = 4
+    max_new_tokens: int | None = None
+    rounds: int = 1
+    prompts: str | None = None
+    ready_timeout: float | None = None
+    poll: float = 1.0
+    stop_grace: float | None = None
+    gpu_wait: float = 60.0
+
+
 def run(
     ops: SweepOps,
     profile: str,
     points: list[SweepPoint],
     sid_: str,
     overlay: dict[str, dict[str, Any]],
-    *,
-    concurrency: int,
-    max_new_tokens: int | None,
-    rounds: int,
-    prompts: str | None,
-    ready_timeout: float | None,
-    poll: float,
-    stop_grace: float | None,
-    gpu_wait: float,
+    how: PointRun,
 ) -> SweepResult:
     """Each point: a session profile in ``overlay`` (``PROFILE@KEY``), launch, wait, measure, stop;
     every point's outcome is journaled as a ``sweep`` measurement, so a rerun resumes."""
@@ -245,17 +251,17 @@ def run(
         try:
             rec = ops.launch(name, confirm=True)
             sid = p.server_id = rec.id
-            st = ops.server_wait(rec.id, timeout=ready_timeout, poll=poll)
+            st = ops.server_wait(rec.id, timeout=how.ready_timeout, poll=how.poll)
             if st.state != ServerState.READY:
                 raise WorkbenchError(
                     f"{st.state}: {(st.failure or {}).get('class', '')} {(st.failure or {}).get('text', '')}".strip()
                 )
             m = ops.server_measure(
                 rec.id,
-                concurrency=concurrency,
-                max_new_tokens=max_new_tokens,
-                rounds=rounds,
-                prompts=prompts,
+                concurrency=how.concurrency,
+                max_new_tokens=how.max_new_tokens,
+                rounds=how.rounds,
+                prompts=how.prompts,
                 label=f"sweep {sid_} {p.key}",
             )
             p.tokens_per_s = m.tokens_per_s
@@ -269,7 +275,7 @@ def run(
             if sid is not None:
                 try:
                     if ops.server(sid).state in STOPPABLE:
-                        ops.server_stop(sid, confirm=True, grace=stop_grace, gpu_wait=gpu_wait)
+                        ops.server_stop(sid, confirm=True, grace=how.stop_grace, gpu_wait=how.gpu_wait)
                 except WorkbenchError as exc:
                     p.error = (p.error + "; " if p.error else "") + f"stop: {exc}"
         ops.journal.add_measurement(p.server_id, "sweep", {"sweep_id": sid_, "profile": profile, **p.to_dict()})
@@ -313,4 +319,8 @@ def baseline_profile(parent: Profile, table: dict[str, Any]) -> dict[str, Any]:
         flat["gpus"] = parent.gpus
     if parent.sglang_version:
         flat["sglang_version"] = parent.sglang_version
+    if parent.vllm_version:
+        flat["vllm_version"] = parent.vllm_version
+    if parent.engine != "sglang":
+        flat["engine"] = parent.engine
     return flat

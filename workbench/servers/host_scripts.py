@@ -1,8 +1,9 @@
-"""Small programs the workbench runs on a host, each in one round trip.
+"""Small programs the workbench runs on a host, each in one round trip, for servers of any engine.
 
 They run under the host's own python (``python -c SCRIPT JSON``) so they need nothing installed
-but the python that runs SGLang, and they print one JSON object. They are kept as plain source
-here (not imported by the workbench itself).
+but the python that runs the engine, and they print one JSON object. They are kept as plain source
+here (not imported by the workbench itself). Each engine's own probe (its version and argument
+parser) is in its package (``workbench.sglang.probe``, ``workbench.vllm.probe``).
 """
 
 from __future__ import annotations
@@ -12,48 +13,6 @@ import json
 import os
 import signal
 from typing import Any
-
-# -- SGLang version and argument validation with the host's own parser ------------------------------
-PROBE = r"""
-import gc; gc.disable()    # a short-lived process: the collector's passes over SGLang's imports cost a fifth
-import contextlib, importlib.util, io, json, os, sys
-req = json.loads(sys.argv[1])
-out = {"python": sys.executable, "python_version": sys.version.split()[0]}
-try:
-    import importlib.metadata as md
-    out["version"] = md.version("sglang")
-except Exception:
-    out["version"] = None
-if req.get("argv") is not None and out["version"]:
-    if importlib.util.find_spec("triton") is None:
-        # SGLang imports triton at top level; without it, use SGLang's own stub, loaded by path
-        # (importing sglang._platform_stubs would run sglang/__init__ first).
-        spec = importlib.util.find_spec("sglang")
-        path = os.path.join(os.path.dirname(spec.origin), "_platform_stubs.py")
-        if os.path.exists(path):
-            s = importlib.util.spec_from_file_location("_wb_sgl_stubs", path)
-            m = importlib.util.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m)
-            sys.meta_path.insert(0, m._TritonFinder()); m._make_mock("triton")
-            out["triton"] = "stub"
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            from sglang.srt.server_args import prepare_server_args
-            sa = prepare_server_args(req["argv"])
-        out["ok"] = True
-        keys = req.get("keys") or []
-        out["args"] = {k: getattr(sa, k, None) for k in keys}
-    except SystemExit:
-        lines = [l for l in err.getvalue().strip().splitlines() if l.strip()]
-        out["ok"] = False
-        out["error"] = lines[-1] if lines else "the parser rejected the arguments"
-    except BaseException as e:
-        out["ok"] = False
-        out["error"] = (type(e).__name__ + ": " + str(e)).strip()
-print(json.dumps(out, default=str))
-sys.stdout.flush(); sys.stderr.flush()
-os._exit(0)                # the answer is out: no teardown of SGLang's 3000 modules, nor a last collection
-"""
 
 # One /proc/PID/stat reader, spliced into every host script that reads a process's identity.
 _STAT = r"""
@@ -197,6 +156,16 @@ for s in req.get("servers", []):
         state = "running"
     row = {"id": s["id"], "state": state, "proc_state": st and st["state"],
            "age_s": (uptime - st["starttime"] / tck) if st and state == "running" else None}
+    if s.get("health") and state == "running":
+        # the engine's health route, asked on the host itself (readiness for engines read by it)
+        import urllib.error, urllib.request
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (s["port"], s["health"]), timeout=3) as r:
+                row["health"] = r.status
+        except urllib.error.HTTPError as e:
+            row["health"] = e.code
+        except Exception:
+            row["health"] = None    # not listening yet
     if state in ("gone", "zombie") and s.get("pgid") and s.get("starttime") is not None \
             and s.get("boot_id") in (None, boot):
         # the leader is dead; its children (proven by the launch token) may live on

@@ -1,5 +1,7 @@
-"""Stopping a server: its recorded identity checked on the host before any signal (the stop
-script), SIGTERM, the grace, SIGKILL, then its GPUs polled until idle."""
+"""Stopping a server of any engine: its recorded identity checked on the host before any signal (the
+stop script), SIGTERM to every process proven its own (the launched process, and the children that
+carry its launch token: SGLang's schedulers, vLLM's ``VLLM::EngineCore`` and ``VLLM::Worker``), the
+grace, SIGKILL, then its GPUs polled until idle."""
 
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ from workbench.errors import WorkbenchError
 from workbench.hosts import Hosts
 from workbench.numbers import number
 from workbench.results import Result
-from workbench.sglang import host_scripts
-from workbench.sglang.follow import Follow
-from workbench.sglang.profiles import GRACE
-from workbench.sglang.registry import ENDED, LIVE, Registry, ServerRecord, ServerState
-from workbench.sglang.status import GPU, Recorder, parse_gpus
+from workbench.servers import host_scripts
+from workbench.servers.follow import Follow
+from workbench.servers.profiles import GRACE
+from workbench.servers.registry import ENDED, LIVE, Registry, ServerRecord, ServerState
+from workbench.servers.status import GPU, Recorder, parse_gpus
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Servers' status, derived from facts in one round trip per host: the process (from /proc: a
 zombie is dead, a pid with another start time is someone else's), the log (followed by byte
-offset, parsed incrementally) and the GPUs (nvidia-smi CSV). A state the facts settle is written
+offset, parsed incrementally), the engine's health route where the engine's readiness is read
+from it (asked on the host) and the GPUs (nvidia-smi CSV). A state the facts settle is written
 back to the registry, compare-and-swap on the state it was read in."""
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Any
 from workbench.errors import InputError
 from workbench.hosts import HostError, Hosts
 from workbench.results import Result
-from workbench.sglang import host_scripts
+from workbench.servers import host_scripts
+from workbench.servers.engines import engine
+from workbench.servers.registry import LIVE, RUNNING, Registry, ServerRecord, ServerState, failed_alive
 from workbench.sglang.follower import READ_CAP, Follower
 from workbench.sglang.logparse import classify
-from workbench.sglang.registry import LIVE, RUNNING, Registry, ServerRecord, ServerState, failed_alive
 
 GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 Recorder = Callable[[str, str, Any], int]
@@ -72,6 +74,8 @@ class ServerStatus(Result):
     series: dict[str, Any] = field(default_factory=dict)  # accept_len / gen_throughput history
     gpus: list[Any] = field(default_factory=list)
     checked: float = 0.0
+    engine: str = "sglang"
+    health: int | None = None  # the engine's health route's status code, where readiness is read from it
 
 
 class Status:
@@ -118,6 +122,7 @@ class Status:
         for r in recs:
             f = self.follower(r.id)
             live = r.state in RUNNING or failed_alive(r)
+            eng = engine(r.extra.get("engine"))
             req["servers"].append(
                 {
                     "id": r.id,
@@ -129,6 +134,7 @@ class Status:
                     "log": r.log,
                     "offset": f.offset,
                     "cap": READ_CAP,
+                    **({"health": eng.health_path, "port": r.port} if eng.health_path and r.port and live else {}),
                 }
             )
         try:
@@ -174,38 +180,53 @@ class Status:
         f = self.follower(r.id)
         if row.get("data"):
             f.feed(base64.b64decode(row["data"]), row.get("offset", 0))
+        eng = engine(r.extra.get("engine"))
+        by_health = eng.readiness == "health"
+        health = row.get("health")
         proc = row["state"] if r.pid else "gone"
         leftover = row.get("leftover") or []
         state = r.state
         failure = r.extra.get("failure")
-        fails = f.failures()
+        if by_health:
+            # read from the engine's health route while the process runs: 200 ready, 503 a dead engine
+            ready_now = health == 200
+            failing = health is not None and health >= 500 and (r.state == ServerState.READY or f.ready)
+        else:
+            ready_now = f.ready
+            failing = bool(f.failures())
+
+        def verdict(alive: bool) -> dict[str, Any] | None:
+            if by_health:
+                return eng.classify([t for _, t in f.tail], alive, health)
+            return classify(f.events, process_alive=alive)
+
         if r.state in LIVE:
             if proc in ("gone", "zombie", "replaced"):
-                verdict = classify(f.events, process_alive=False)
-                if r.state == ServerState.READY or f.ready:
+                v = verdict(False)
+                if r.state == ServerState.READY or (not by_health and f.ready):
                     state = ServerState.EXITED
                 else:
                     state = ServerState.FAILED
-                failure = verdict
+                failure = v
                 # children that outlive the leader keep the server unfinished (and stoppable)
                 if self.registry.set(
                     r.id,
                     state=state,
-                    extra={"failure": verdict, "leftover": leftover},
+                    extra={"failure": v, "leftover": leftover},
                     stopped=None if leftover else time.time(),
                     expect=r.state,
                 ):
                     self._record(
                         "server.exited" if state == ServerState.EXITED else "server.failed",
                         f"server:{r.id}",
-                        {"failure": verdict, "profile": r.profile},
+                        {"failure": v, "profile": r.profile},
                     )
                 else:
                     state, failure = self.registry.get(r.id).state, None
-            elif fails:
-                failure = classify(f.events)
+            elif failing:
+                failure = verdict(True)
                 state = ServerState.FAILING
-            elif f.ready:
+            elif ready_now or (r.state == ServerState.READY and by_health):
                 state = ServerState.READY
                 if r.state != ServerState.READY and self.registry.set(
                     r.id, state=ServerState.READY, extra={"ready_at": time.time()}, expect=r.state
@@ -224,6 +245,9 @@ class Status:
             proc = "leftover"
         mine = set(r.extra.get("gpus") or [])
         gpus = [g for g in gpu_rows if not mine or g.index in mine]
+        stage = state
+        if state == ServerState.STARTING:
+            stage = f.stage() if not by_health else ("waiting for " + str(eng.health_path))
         s = ServerStatus(
             r.id,
             r.profile,
@@ -235,13 +259,15 @@ class Status:
             row.get("age_s"),
             row.get("log_size"),
             error=gpu_error,
-            progress=f.progress(),
-            stage=f.stage() if state == ServerState.STARTING else state,
+            progress=f.progress() if not by_health else (["ready"] if state == ServerState.READY else []),
+            stage=stage,
             failure=failure,
             metrics=f.last_decode,
             series={k: list(v) for k, v in f.series.items()},
             gpus=gpus,
             checked=time.time(),
+            engine=eng.name,
+            health=health,
         )
         self._last[r.id] = s
         return s

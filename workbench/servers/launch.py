@@ -1,5 +1,7 @@
-"""Before and at launch: the profile, the exact command, the preview (host parser, rules, paths,
-ports) and the launch itself, which records the server before anything starts on the host."""
+"""Before and at launch, for any engine: the profile, the exact command, the preview (the host's own
+engine parser, rules, paths, ports) and the launch itself, which records the server before anything
+starts on the host. The preview reads the profile and the draft's ``config.json`` once and carries
+both to the launch (and to the config history)."""
 
 from __future__ import annotations
 
@@ -8,18 +10,19 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.hosts import Host, HostError, HostKeyError, Hosts
 from workbench.hosts.base import check_argv, sha256
 from workbench.results import Result
-from workbench.sglang import host_scripts
-from workbench.sglang.command import Command, build, diff_argv
-from workbench.sglang.profiles import Profile, load_profile, split_flags
-from workbench.sglang.registry import Registry, ServerRecord, ServerState
-from workbench.sglang.validate import PROBE_KEYS, Finding, doctor_findings, parse_probe, parser_findings, rule_findings
+from workbench.servers import host_scripts
+from workbench.servers.command import Command, diff_argv
+from workbench.servers.engines import Engine, engine
+from workbench.servers.profiles import Profile, load_profile
+from workbench.servers.registry import Registry, ServerRecord, ServerState
+from workbench.servers.validate import Finding, doctor_findings, parse_probe
 
 
 @dataclass
@@ -33,6 +36,11 @@ class Preview(Result):
     findings: list[Any]
     warnings: list[Any]
     draft_config_sha256: str | None = None
+    engine: str = "sglang"
+    # what the preview read, carried to the launch (never read twice): the resolved profile and the
+    # draft's config.json bytes as they were checked
+    resolved: Profile | None = field(default=None, repr=False, metadata={"internal": True})
+    draft_config_raw: bytes | None = field(default=None, repr=False, metadata={"internal": True})
 
     @property
     def ok(self) -> bool:
@@ -68,87 +76,74 @@ class Launcher:
         """The host's python: [hosts.NAME].python, or python3 (this interpreter for local hosts)."""
         return self.hosts.get(host_name).python
 
-    def detect_version(self, host: Host, python: str | None = None, refresh: bool = False) -> str | None:
-        key = f"{host.name}:{python or host.python}"
+    def detect_version(
+        self, host: Host, python: str | None = None, refresh: bool = False, engine_name: str = "sglang"
+    ) -> str | None:
+        """The engine release installed for ``python`` on ``host`` (asked once per session)."""
+        python = python or host.python
+        key = f"{engine_name}:{host.name}:{python}"
         if refresh or key not in self._versions:
-            r = host.run(
-                [python or host.python, "-c", host_scripts.PROBE, host_scripts.as_arg({"argv": None})], timeout=60
-            )
-            self._versions[key] = parse_probe(r.out).get("version") if r.rc == 0 else None
+            self._versions[key] = engine(engine_name).host_version(host, python)
         return self._versions[key]
 
     def command(self, profile: Profile, version: str | None = None, *, offline: bool = False) -> Command:
         """The launch command; the version comes from the caller, the profile, or the host."""
+        eng = engine(profile.engine)
         python = self.hosts.get(profile.host).python
         warnings: list[str] = []
-        v = version or profile.sglang_version
+        v = version or profile.version
         if v is None and not offline:
             try:
-                v = self.detect_version(self.hosts.get(profile.host), _python_of(profile, python))
+                v = self.detect_version(self.hosts.get(profile.host), _python_of(profile, python), engine_name=eng.name)
                 if v is None:
                     warnings.append(
-                        f"SGLang is not installed for the launcher's python on {profile.host}: flags spelled as written"
+                        f"{eng.name} is not installed for the launcher's python on {profile.host}: "
+                        "flags spelled as written"
                     )
             except (HostError, InputError) as exc:
                 warnings.append(f"version unknown ({exc}); flags spelled as written")
-        cmd = build(profile, v, python)
+        cmd = eng.build(profile, v, python)
         cmd.warnings = warnings + cmd.warnings
         return cmd
 
     def preview(self, name: str, version: str | None = None) -> Preview:
         """Everything checked before anything starts: command, diff, host parser, rules."""
         profile = self.profile(name)
+        eng = engine(profile.engine)
         host = self.hosts.get(profile.host)
         findings: list[Finding] = []
-        python = _python_of(profile, self.hosts.get(profile.host).python)
+        python = _python_of(profile, host.python)
         reachable = True
-        v = version or profile.sglang_version
+        v = version or profile.version
         if v is None:
             try:
-                v = self.detect_version(host, python)
+                v = self.detect_version(host, python, engine_name=eng.name)
             except HostKeyError:
                 raise
             except HostError as exc:  # one failed contact is enough: nothing else is tried
                 reachable = False
                 findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
-        cmd = build(profile, v, python)
+        cmd = eng.build(profile, v, python)
         _refuse_unrunnable(name, cmd.to_dict())  # before the host is asked anything about it
         if v is None and reachable:
-            cmd.warnings.insert(0, f"SGLang is not installed for {python} on {profile.host}: flags spelled as written")
-        probe = {}
-        # the parser's verdict does not depend on the port number: one probe serves all ports
-        args = list(cmd.sglang_args)
-        if "--port" in args:
-            args[args.index("--port") + 1] = "0"
-        key = json.dumps([profile.host, python, args])
-        try:
-            probe = self._probes.get(key) or {}
-            if not probe and reachable:
-                r = host.run(
-                    [
-                        python,
-                        "-c",
-                        host_scripts.PROBE,
-                        host_scripts.as_arg({"argv": cmd.sglang_args, "keys": PROBE_KEYS}),
-                    ],
-                    timeout=120,
-                )
-                probe = parse_probe(r.out) if r.rc == 0 else {"version": None, "error": r.err.strip()[-300:]}
-                if r.rc == 0 and probe.get("ok") is not None:
-                    self._probes[key] = probe  # the same command gets the same verdict
-        except HostKeyError:
-            raise
-        except HostError as exc:
-            findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
+            cmd.warnings.insert(
+                0, f"{eng.name} is not installed for {python} on {profile.host}: flags spelled as written"
+            )
+        probe = self._parser_probe(eng, host, profile, python, cmd, reachable, findings)
         if probe:
-            findings += parser_findings(probe)
-        draft_cfg, draft_sha = self._draft_config(host, profile) if reachable else (None, None)
+            findings += eng.parser_findings(probe)
+        draft_cfg, draft_raw = self._draft_config(host, profile) if reachable else (None, None)
+        draft_sha = sha256(draft_raw) if draft_raw is not None else None
         from workbench.engine.flags import cuda_graph_on
 
         doctor = doctor_findings(
-            host, profile, cmd.version or probe.get("version"), draft_cfg, cuda_graph=cuda_graph_on(cmd.argv)
+            host,
+            profile,
+            eng.spec(cmd.version or probe.get("version")),
+            draft_cfg,
+            cuda_graph=cuda_graph_on(cmd.argv),
         )
-        rules = rule_findings(profile, cmd, draft_cfg)
+        rules = eng.rule_findings(profile, cmd, draft_cfg)
         if any(f.code == "algorithm-mismatch" for f in doctor):
             rules = [f for f in rules if f.code != "spec-eagle3-under-eagle"]
         findings += rules + doctor
@@ -166,9 +161,43 @@ class Launcher:
             findings,
             cmd.warnings,
             draft_sha,
+            eng.name,
+            resolved=profile,
+            draft_config_raw=draft_raw,
         )
 
-    def _draft_config(self, host: Host, profile: Profile) -> tuple[dict[str, Any] | None, str | None]:
+    def _parser_probe(
+        self,
+        eng: Engine,
+        host: Host,
+        profile: Profile,
+        python: str,
+        cmd: Command,
+        reachable: bool,
+        findings: list[Finding],
+    ) -> dict[str, Any]:
+        """The host's own parser on the command's engine arguments (one verdict per command: the port
+        number does not change it, so one probe serves all ports)."""
+        args = list(cmd.engine_args)
+        if "--port" in args:
+            args[args.index("--port") + 1] = "0"
+        key = json.dumps([eng.name, profile.host, python, args])
+        probe: dict[str, Any] = {}
+        try:
+            probe = self._probes.get(key) or {}
+            if not probe and reachable:
+                r = host.run(eng.probe_argv(python, cmd.engine_args), timeout=120)
+                probe = parse_probe(r.out) if r.rc == 0 else {"version": None, "error": r.err.strip()[-300:]}
+                if r.rc == 0 and probe.get("ok") is not None:
+                    self._probes[key] = probe  # the same command gets the same verdict
+        except HostKeyError:
+            raise
+        except HostError as exc:
+            findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
+        return probe
+
+    def _draft_config(self, host: Host, profile: Profile) -> tuple[dict[str, Any] | None, bytes | None]:
+        """The draft's config.json, read once: (parsed, raw bytes); a hub id or an unreadable file is None."""
         if not profile.draft or not (profile.draft.startswith(("/", "~", "."))):
             return None, None
         path = profile.draft.rstrip("/") + "/config.json"
@@ -177,13 +206,12 @@ class Launcher:
         except HostError:
             return None, None
         from workbench import strictjson
-        from workbench.errors import InputError
 
         try:  # strict: a hostile config (deep nesting, NaN, a top-level list) is "unreadable", not a crash
             cfg = strictjson.loads(raw, path)
         except InputError:
-            return None, sha256(raw)
-        return (cfg if isinstance(cfg, dict) else None), sha256(raw)
+            return None, raw
+        return (cfg if isinstance(cfg, dict) else None), raw
 
     def _path_findings(self, host: Host, profile: Profile) -> list[Finding]:
         """A model or draft folder that is not there fails minutes into a launch (as a transformers
@@ -242,11 +270,12 @@ class Launcher:
                 f"profile {name}: not launched: {errors[0].message}"
                 + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else "")
             )
-        profile = self.profile(name)
+        profile = preview.resolved or self.profile(name)
+        eng = engine(profile.engine)
         host = self.hosts.get(profile.host)
         cmd = preview.command
         _refuse_unrunnable(name, cmd)  # before anything is recorded
-        python = _python_of(profile, self.hosts.get(profile.host).python)
+        python = _python_of(profile, host.python)
         now = time.time()
         token = secrets.token_hex(16)
         # one log per launch: two servers of a profile (or a relaunch) never share a log, so each
@@ -256,19 +285,20 @@ class Launcher:
             profile.host,
             profile.port,
             cmd["log"],
-            cmd["argv"],
-            cmd["env"],
-            preview.draft_config_sha256,
-            now,
-            {
+            argv=cmd["argv"],
+            env=cmd["env"],
+            draft_config_sha256=preview.draft_config_sha256,
+            launched=now,
+            extra={
+                "engine": eng.name,
                 "version": preview.version,
                 "display": preview.display,
-                "gpus": _gpus_of(profile, cmd),
+                "gpus": _gpus_of(profile, cmd, eng),
                 "stop_grace": profile.stop_grace,
                 "ready_timeout": profile.ready_timeout,
                 "launch_token": token,
             },
-            lambda sid: unique_log(cmd["log"], sid, token),
+            log_of=lambda sid: unique_log(cmd["log"], sid, token),
         )
         argv = host_scripts.launch_line(python, cmd["argv"], cmd["env"], log, cmd.get("run_dir"), token)
         try:
@@ -287,20 +317,11 @@ class Launcher:
         st = ident.get("stat") or {}
         self.registry.started(sid, ident["pid"], st.get("pgid"), str(st.get("starttime")) if st else None)
         self.registry.set(sid, extra={"boot_id": ident.get("boot_id")})
-        if preview.draft_config_sha256:
-            self._keep_draft_blob(host, profile, preview.draft_config_sha256)
+        raw = preview.draft_config_raw
+        if preview.draft_config_sha256 and raw is not None and sha256(raw) == preview.draft_config_sha256:
+            # the bytes the preview checked, content-addressed like the config history's
+            self.registry.journal.put_blob(preview.draft_config_sha256, raw)
         return self.registry.get(sid)
-
-    def _keep_draft_blob(self, host: Host, profile: Profile, sha: str) -> None:
-        """The launched draft config's bytes, content-addressed like the config history's."""
-        if not profile.draft:
-            return
-        try:
-            raw = host.read_bytes(profile.draft.rstrip("/") + "/config.json")
-        except HostError:
-            return
-        if sha256(raw) == sha:
-            self.registry.journal.put_blob(sha, raw)
 
 
 def unique_log(path: str, sid: int, token: str) -> str:
@@ -314,7 +335,7 @@ def unique_log(path: str, sid: int, token: str) -> str:
 
 
 def _python_of(profile: Profile, default: str) -> str:
-    """The python that runs SGLang: the launcher's when it is ``PY -m sglang...``, else the host's."""
+    """The python that runs the engine: the launcher's when it is ``PY -m MODULE``, else the host's."""
     if (
         profile.launcher
         and len(profile.launcher) >= 3
@@ -325,7 +346,7 @@ def _python_of(profile: Profile, default: str) -> str:
     return default
 
 
-def _gpus_of(profile: Profile, cmd: dict[str, Any]) -> list[Any]:
+def _gpus_of(profile: Profile, cmd: dict[str, Any], eng: Engine) -> list[Any]:
     if profile.gpus is not None:
         return list(profile.gpus)
     vis = cmd.get("env", {}).get("CUDA_VISIBLE_DEVICES")
@@ -334,11 +355,4 @@ def _gpus_of(profile: Profile, cmd: dict[str, Any]) -> list[Any]:
             return [int(x) for x in vis.split(",") if x.strip()]
         except ValueError:
             return []
-    n = 1
-    for flag, vals in split_flags(cmd["argv"][cmd["argv"].index("--model-path") :], "argv"):
-        if flag in ("--tp-size", "--tp", "--tensor-parallel-size") and vals:
-            try:
-                n = int(vals[0])
-            except ValueError:
-                pass
-    return list(range(n))
+    return list(range(eng.tp_size(cmd["argv"])))

@@ -1,5 +1,6 @@
 """The journal's ``servers`` table: what was launched (pid, group, start time, boot id, argv, env,
-log, draft config sha), the one set of states a server goes through, and the stages of its startup.
+log, draft config sha; in ``extra`` the engine, the launch token and whatever else a server keeps),
+the one set of states a server goes through, and the stages of its startup.
 
 Only this module writes or reads the table with SQL; the rest of the lifecycle asks it.
 """
@@ -149,6 +150,7 @@ class Registry:
         host: str,
         port: int | None,
         log: str,
+        *,
         argv: list[str],
         env: dict[str, str],
         draft_config_sha256: str | None,

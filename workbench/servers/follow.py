@@ -1,10 +1,12 @@
-"""Following a running server: readiness (wait), its log (read, follow by offset), its HTTP
-endpoint through a tunnel (health, server info) and its decode metrics."""
+"""Following a running server of any engine: readiness (wait), its log (read, follow by offset), its
+HTTP endpoint through a tunnel (health, server facts) and its live metrics: decode log lines and
+``/server_info`` (SGLang), or the engine's acceptance counters differenced over a window (vLLM)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,15 +16,15 @@ from workbench.errors import WorkbenchError
 from workbench.hosts import HostError, Hosts
 from workbench.numbers import Range, number
 from workbench.progress import Progress
-from workbench.sglang import host_scripts
+from workbench.servers import host_scripts
+from workbench.servers.engines import EngineClient, SpecCounters, engine
+from workbench.servers.profiles import TIMEOUT
+from workbench.servers.registry import FINAL, STAGES, Registry, ServerState
+from workbench.servers.status import Recorder, ServerStatus, Status
 from workbench.sglang.follower import READ_CAP
-from workbench.sglang.profiles import TIMEOUT
-from workbench.sglang.registry import FINAL, STAGES, Registry, ServerState
-from workbench.sglang.status import Recorder, ServerStatus, Status
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Tunnel
-    from workbench.sglang.client import SGLangClient
 
 POLL = Range(0.01, 3600)  # seconds between readiness checks
 
@@ -34,6 +36,7 @@ class Follow:
         self.status = status
         self._record = record
         self._tunnels: dict[int, Tunnel] = {}
+        self._counters: dict[int, tuple[float, SpecCounters]] = {}  # the last reading, per server
         self._lock = threading.RLock()
 
     def wait_ready(
@@ -65,9 +68,8 @@ class Follow:
                     self.registry.set(sid, state=ServerState.FAILED, extra={"failure": s.failure})
                     self._record("server.failed", f"server:{sid}", {"failure": s.failure, "alive": True})
                     return s
-            elif s.state == ServerState.READY:
-                if not health or self.health(sid):
-                    return s
+            elif s.state == ServerState.READY and (not health or self.health(sid)):
+                return s
             if time.monotonic() > deadline:
                 s.state = ServerState.TIMEOUT
                 s.failure = {
@@ -95,24 +97,28 @@ class Follow:
         if t is not None:
             t.close()
 
-    def client(self, sid: int, timeout: float = 60.0) -> SGLangClient:
-        from workbench.sglang.client import SGLangClient
-
-        return SGLangClient(self.tunnel(sid).url, timeout=timeout)
+    def client(self, sid: int, timeout: float = 60.0) -> EngineClient:
+        """The server's engine client, through a tunnel to its port."""
+        return engine(self.registry.get(sid).extra.get("engine")).client(self.tunnel(sid).url, timeout=timeout)
 
     def health(self, sid: int, timeout: float = 30.0) -> bool:
-        from workbench.sglang.client import ServerHTTPError
+        from workbench.servers.client import ServerHTTPError
 
         try:
-            return self.client(sid).health_generate(timeout=timeout)
+            return self.client(sid).ready(timeout=timeout)
         except ServerHTTPError:
             return False
 
     def server_info(self, sid: int) -> dict[str, Any]:
-        from workbench.sglang.client import spec_summary
-
-        info = self.client(sid).server_info()
-        return {"summary": spec_summary(info), "info": info}
+        """What the server runs, normalised (``EngineClient.facts``), completed from the launch command
+        where the engine does not serve a fact (vLLM's speculative settings)."""
+        r = self.registry.get(sid)
+        eng = engine(r.extra.get("engine"))
+        facts = dict(eng.client(self.tunnel(sid).url).facts())
+        for k, v in eng.argv_facts(r.argv).items():
+            if facts.get(k) is None:
+                facts[k] = v
+        return facts
 
     def read_log(self, sid: int, offset: int = 0, length: int | None = None) -> bytes:
         r = self.registry.get(sid)
@@ -165,24 +171,62 @@ class Follow:
             else:
                 time.sleep(poll)
 
-    def metrics(self, sid: int, with_server_info: bool = True) -> dict[str, Any]:
+    def metrics(self, sid: int, with_server_info: bool = True, window: float | None = None) -> dict[str, Any]:
+        """Live metrics. SGLang: the decode lines' series and ``/server_info``. An engine with counters
+        (vLLM): their difference over ``window`` seconds (two readings), else since the last call
+        (the first call reads once): accept length = 1 + accepted / drafts, per-position rates."""
         s = self.status.refresh([sid], gpus=False)[0]
         f = self.status.follower(sid)
-        al = [x for x in f.series["accept_len"] if x == x]
-        gt = [x for x in f.series["gen_throughput"] if x == x]
-        out = {
+        al = [x for x in f.series["accept_len"] if not math.isnan(x)]
+        gt = [x for x in f.series["gen_throughput"] if not math.isnan(x)]
+        out: dict[str, Any] = {
             "id": sid,
             "state": s.state,
+            "engine": s.engine,
             "decode_lines": f.decode_lines,
             "last": f.last_decode,
             "accept_len_mean": _mean(al[-20:]),
             "gen_throughput_mean": _mean(gt[-20:]),
         }
-        if with_server_info and s.state in (ServerState.READY, ServerState.STARTING, ServerState.FAILING):
+        live = s.state in (ServerState.READY, ServerState.STARTING, ServerState.FAILING)
+        if live:
             try:
-                out["server_info"] = self.server_info(sid)["summary"]
+                out.update(self._counter_window(sid, window))
+            except WorkbenchError as exc:
+                out["counters_error"] = str(exc)
+        if with_server_info and live:
+            try:
+                out["server_info"] = self.server_info(sid)
             except WorkbenchError as exc:
                 out["server_info_error"] = str(exc)
+        return out
+
+    def _counter_window(self, sid: int, window: float | None) -> dict[str, Any]:
+        client = self.client(sid)
+        now = client.counters()
+        if now is None:
+            return {}
+        t = time.monotonic()
+        with self._lock:
+            prev = self._counters.get(sid)
+        if window is not None:
+            time.sleep(number(window, "window", Range(0.0, 3600.0)))
+            prev = (t, now)
+            now = client.counters()
+            if now is None:
+                return {}
+            t = time.monotonic()
+        with self._lock:
+            self._counters[sid] = (t, now)
+        out: dict[str, Any] = {"counters_total": now.to_dict()}
+        if prev is not None:
+            d = now - prev[1]
+            out.update(
+                window_s=round(t - prev[0], 3),
+                counters=d.to_dict(),
+                accept_length=d.accept_length,
+                per_position=d.per_position,
+            )
         return out
 
     def close(self) -> None:

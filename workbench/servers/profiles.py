@@ -6,6 +6,10 @@
     args = ["--disable-cuda-graph"]
     log = "/data/logs/debug.log"
 
+``engine`` picks the engine that serves it: ``"sglang"`` (the default) or ``"vllm"``; the other keys mean
+the same for both (``speculative`` is mapped to each engine's flags: SGLang's ``--speculative-*``, vLLM's
+``--speculative-config``).
+
 Merging: scalars and ``speculative`` keys override; ``env`` merges (the child's variables first);
 ``args`` merge by flag (a flag the child repeats takes the child's value in place, new flags are
 appended); ``remove_args`` drops flags of the parent.
@@ -35,6 +39,8 @@ _KEYS = {
     "remove_args",
     "speculative",
     "sglang_version",
+    "vllm_version",
+    "engine",
     "gpus",
     "description",
     "ready_timeout",
@@ -51,7 +57,7 @@ TIMEOUT = Range(0, 7 * 86400, lo_open=True)  # ready_timeout / --timeout
 class Profile(Result):
     name: str
     host: str = "local"
-    launcher: list[Any] | None = None  # None: [host python, -m, sglang.launch_server]
+    launcher: list[Any] | None = None  # None: [host python, -m, the engine's server module]
     model: str = ""
     draft: str | None = None
     port: int = DEFAULT_PORT
@@ -66,6 +72,13 @@ class Profile(Result):
     ready_timeout: float = 1200.0
     stop_grace: float = 30.0
     chain: list[Any] = field(default_factory=list)  # [name, parent, grandparent, ...]
+    engine: str = "sglang"
+    vllm_version: str | None = None
+
+    @property
+    def version(self) -> str | None:
+        """The engine release the profile pins (``sglang_version`` / ``vllm_version``), if any."""
+        return self.vllm_version if self.engine == "vllm" else self.sglang_version
 
     @property
     def log_path(self) -> str:
@@ -187,10 +200,24 @@ def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.t
         ready_timeout=float(merged.get("ready_timeout", 1200)),
         stop_grace=float(merged.get("stop_grace", 30)),
         chain=chain,
+        engine=merged.get("engine", "sglang"),
+        vllm_version=merged.get("vllm_version"),
     )
 
 
 def _check_table(t: dict[str, Any], where: str) -> None:
+    _check_keys(t, where)
+    _check_scalars(t, where)
+    _check_env(t, where)
+    _check_speculative(t, where)
+    if "gpus" in t and (not isinstance(t["gpus"], list) or not all(isinstance(g, int) for g in t["gpus"])):
+        raise InputError(f"{where}.gpus: expected a list of GPU indices like [0, 1]")
+    for key, where_range in (("ready_timeout", TIMEOUT), ("stop_grace", GRACE)):
+        if key in t:
+            number(t[key], f"{where}.{key} (seconds)", where_range, allow_str=False)
+
+
+def _check_keys(t: dict[str, Any], where: str) -> None:
     unknown = set(t) - _KEYS
     if "draft_config_version" in unknown:  # once accepted and ignored: the launch records the version itself
         raise InputError(
@@ -199,9 +226,17 @@ def _check_table(t: dict[str, Any], where: str) -> None:
         )
     if unknown:
         raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected one of {', '.join(sorted(_KEYS))})")
-    for key in ("extends", "host", "model", "draft", "log", "run_dir", "sglang_version", "description"):
+
+
+def _check_scalars(t: dict[str, Any], where: str) -> None:
+    for key in ("extends", "host", "model", "draft", "log", "run_dir", "sglang_version", "vllm_version", "description"):
         if key in t and not isinstance(t[key], str):
             raise InputError(f"{where}.{key}: expected a string, got {t[key]!r}")
+    if "engine" in t:
+        from workbench.servers.engines import ENGINES
+
+        if t["engine"] not in ENGINES:
+            raise InputError(f"{where}.engine: expected one of {', '.join(map(repr, ENGINES))}, got {t['engine']!r}")
     if "port" in t and (not isinstance(t["port"], int) or not 0 < t["port"] < 65536):
         raise InputError(f"{where}.port: expected a port number, got {t['port']!r}")
     for key in ("args", "remove_args"):
@@ -212,12 +247,18 @@ def _check_table(t: dict[str, Any], where: str) -> None:
         or (isinstance(t["launcher"], list) and all(isinstance(a, str) for a in t["launcher"]))
     ):
         raise InputError(f"{where}.launcher: expected a command (string or list of strings)")
+
+
+def _check_env(t: dict[str, Any], where: str) -> None:
     if "env" in t:
         if not isinstance(t["env"], dict):
             raise InputError(f'{where}.env: expected a table of NAME = "value"')
         for k, v in t["env"].items():
             if not isinstance(v, (str, int, float, bool)) or isinstance(v, bool):
                 raise InputError(f"{where}.env.{k}: expected a string value, got {v!r}")
+
+
+def _check_speculative(t: dict[str, Any], where: str) -> None:
     if "speculative" in t:
         spec = t["speculative"]
         if not isinstance(spec, dict):
@@ -232,8 +273,3 @@ def _check_table(t: dict[str, Any], where: str) -> None:
                     raise InputError(f'{where}.speculative.algorithm: expected a name like "EAGLE3"')
             elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InputError(f"{where}.speculative.{k}: expected a positive integer, got {v!r}")
-    if "gpus" in t and (not isinstance(t["gpus"], list) or not all(isinstance(g, int) for g in t["gpus"])):
-        raise InputError(f"{where}.gpus: expected a list of GPU indices like [0, 1]")
-    for key, where_range in (("ready_timeout", TIMEOUT), ("stop_grace", GRACE)):
-        if key in t:
-            number(t[key], f"{where}.{key} (seconds)", where_range, allow_str=False)
