@@ -270,7 +270,8 @@ class WorkbenchScreen(Screen):
 
     def on_progress_message(self, message: ProgressMessage) -> None:
         bar = self._busy()
-        if bar is not None:
+        # a worker's last events can reach the screen after its end: they must not show the bar again
+        if bar is not None and self._loud_workers():
             bar.progress(message.progress)
 
 
