@@ -1,0 +1,136 @@
+"""A lab server on two hosts over SSH (each host a network namespace with its own address, process
+table and sshd): one server, its ranks launched, ready from rank 0, every rank in status, measured
+through rank 0, stopped rank 0 first with no process left on any host; a killed rank 1 is rank 1's
+failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.fixtures.teardown import stop_active_servers
+from tests.fixtures.toml_files import write_toml
+
+pytestmark = [pytest.mark.ssh, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def mn(net_hosts, lab_world, tmp_path_factory):
+    from workbench.api import Workbench
+
+    root = tmp_path_factory.mktemp("multinode")
+    base = {
+        "hosts": ["n1", "n2"],
+        "launcher": [sys.executable, "-m", "workbench.lab.serve"],
+        "model": str(lab_world["target"]),
+        "draft": str(lab_world["draft"]),
+        "port": 30000,  # each host has its own network: the same port on both
+        "log": str(root / "logs" / "lab.log"),
+        "args": ["--host", "0.0.0.0", "--tp-size", "2"],
+        "env": {"PYTHONPATH": str(ROOT)},
+        "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
+        "ready_timeout": 300,
+        "stop_grace": 10,
+    }
+    hosts = {n: net_hosts.host_table(n) for n in ("n1", "n2")}
+    write_toml(root / "workbench.toml", {"hosts": hosts, "profiles": {"lab2": base}})
+    wb = Workbench.open(root)
+    try:
+        yield wb, root
+    finally:
+        stop_active_servers(wb, grace=2)
+        wb.close()
+
+
+def _left(net_hosts, token: str) -> dict[str, list[int]]:
+    """Processes carrying the server's launch token, per host (as each host numbers them)."""
+    return {n: net_hosts[n].processes(f"EAGLE_WORKBENCH_LAUNCH={token}") for n in ("n1", "n2")}
+
+
+def test_two_node_lab_server_over_ssh_ready_measured_stopped(mn, net_hosts):
+    wb, root = mn
+    t0 = time.monotonic()
+    rec = wb.launch("lab2", confirm=True)
+    st = wb.server_wait(rec.id, timeout=300, poll=0.5)
+    ready_s = time.monotonic() - t0
+    assert st.state == "ready", st
+    rec = wb.server(rec.id)
+    token = rec.extra["launch_token"]
+    ranks = st.ranks
+    assert [(r["rank"], r["host"], r["state"], r["process"]) for r in ranks] == [
+        (0, "n1", "ready", "running"),
+        (1, "n2", "running", "running"),
+    ], ranks
+    # each host runs its own rank (each host numbers its own processes)
+    left = _left(net_hosts, token)
+    assert left["n1"] == [ranks[0]["pid"]] and left["n2"] == [ranks[1]["pid"]]
+    # one log per rank of this launch; rank 1's says what SGLang's node rank 1 says
+    logs = [r["log"] for r in rec.extra["ranks"]]
+    assert logs[0] == rec.log and logs[0].endswith(".rank0.log") and logs[1].endswith(".rank1.log")
+    rank1 = Path(logs[1]).read_text()
+    assert "[TP1] " not in rank1 and " TP1] Load weight begin" in rank1
+    assert "Dummy health check server started in background thread at 0.0.0.0:30000" in rank1
+    assert "The server is fired up and ready to roll!" not in rank1
+    rendezvous = rec.extra["rendezvous_port"]
+    assert f"--dist-init-addr {net_hosts['n1'].addr}:{rendezvous}" in " ".join(rec.extra["ranks"][1]["argv"])
+
+    # status --json carries the ranks, from the CLI (a process of its own over the same workspace)
+    cli = subprocess.run(
+        [sys.executable, "-m", "workbench", "--workspace", str(root), "server", "status", str(rec.id), "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert cli.returncode == 0, cli.stderr
+    row = json.loads(cli.stdout)[0]
+    assert [(r["rank"], r["host"], r["pid"], r["state"]) for r in row["ranks"]] == [
+        (r["rank"], r["host"], r["pid"], r["state"]) for r in ranks
+    ]
+
+    m = wb.server_measure(rec.id, concurrency=2, max_new_tokens=16)
+    assert m.completion_tokens == m.prompts * 16 and m.accept_len["mean"] >= 1.0
+    assert wb.server_metrics(rec.id)["server_info"]["steps"] == 3
+
+    res = wb.server_stop(rec.id, confirm=True, gpu_wait=0)
+    assert res.result == "stopped", res
+    assert [a["rank"] for a in res.ranks] == [0, 1]
+    assert res.ranks[0]["result"] == "stopped" and res.ranks[0]["signals"] == ["TERM"]
+    assert res.ranks[1]["result"] in ("stopped", "already-gone")  # it ends on rank 0's shutdown
+    assert wb.server(rec.id).state == "stopped"
+    assert _left(net_hosts, token) == {"n1": [], "n2": []}
+    # rank 1 ignored nothing it was not told: it ended on rank 0's shutdown broadcast
+    assert "terminated with 0" in Path(logs[1]).read_text()
+    print(json.dumps({"launch_to_ready_s": round(ready_s, 2), "nodes": 2, "over": "ssh"}))
+
+
+def test_a_killed_rank_1_is_rank_1s_failure(mn, net_hosts):
+    wb, _ = mn
+    rec = wb.launch("lab2", confirm=True)
+    st = wb.server_wait(rec.id, timeout=300, poll=0.5)
+    assert st.state == "ready", st
+    token = wb.server(rec.id).extra["launch_token"]
+    pid1 = st.ranks[1]["pid"]
+    net_hosts["n2"].sh(f"kill -KILL {pid1}")  # on its host, by the pid that host knows it by
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        s = wb.server_status([rec.id])[0]
+        if s.state in ("failed", "exited") and not wb.server(rec.id).extra.get("leftover"):
+            break
+        time.sleep(0.3)
+    assert s.state == "exited", s  # it had been ready
+    f = s.failure
+    assert f["rank"] == 1 and f["host"] == "n2" and f["class"] == "process-died", f
+    assert f["hint"].startswith("rank 1 on n2:")
+    # rank 0 lost its peer, as SGLang's survivors do: its scheduler raised, it took itself down
+    assert f["ranks"]["0"] == "scheduler-exception"
+    by_rank = {r["rank"]: r for r in s.ranks}
+    assert by_rank[1]["state"] == "failed" and by_rank[0]["state"] == "failed"
+    assert _left(net_hosts, token) == {"n1": [], "n2": []}
+    assert rec.id not in [r.id for r in wb.servers(active=True)]
