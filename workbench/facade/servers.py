@@ -96,6 +96,10 @@ class ServersAPI(ConfigsAPI):
     def host(self, name: str) -> Host:
         return self.hosts_registry.get(name)
 
+    def is_slurm_host(self, name: str) -> bool:
+        """Whether ``name`` is a SLURM cluster (``kind = "slurm"``): its servers are jobs."""
+        return self.lifecycle.launcher.slurm(name)
+
     def host_gpus(self, name: str) -> list[GPU]:
         """The host's GPUs as the last status round trip saw them (no round trip)."""
         return self.lifecycle.status.host_gpus(name)

@@ -24,10 +24,16 @@ V0_5_23 = (0, 5, 23, 0)
 
 class LogFormat:
     def __init__(
-        self, version: tuple[int, ...], tp_size: int = 1, log_ms: bool = False, forward_iters: bool = False
+        self,
+        version: tuple[int, ...],
+        tp_size: int = 1,
+        log_ms: bool = False,
+        forward_iters: bool = False,
+        tp_rank: int = 0,
     ) -> None:
         self.v = tuple(version)
         self.tp_size = tp_size
+        self.tp_rank = tp_rank  # the first TP rank of this node (a node rank >= 1 holds later ones)
         self.log_ms = log_ms
         self.forward_iters = forward_iters
 
@@ -40,7 +46,7 @@ class LogFormat:
         return s
 
     def prefix(self, scheduler: bool) -> str:
-        rank = " TP0" if scheduler and self.tp_size > 1 else ""
+        rank = f" TP{self.tp_rank}" if scheduler and self.tp_size > 1 else ""
         return f"[{self.stamp()}{rank}] "
 
     def uvicorn(self, level: str, message: str) -> str:

@@ -42,6 +42,7 @@ from workbench.lab.logfmt import LogFormat
 
 if TYPE_CHECKING:
     from workbench.lab.engine import GenOutput, LabEngine
+    from workbench.lab.ranks import Group
     from workbench.lab.vllm_surface import SpecTotals
 
 FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
@@ -101,6 +102,7 @@ class LabServer:
         self.seq_len = 0
         self.max_total_tokens = 0
         self.httpd: ThreadingHTTPServer | None = None
+        self.group: Group | None = None  # the other ranks of a server across nodes (rank 0)
         self.dump = args.debug_tensor_dump_output_folder is not None
         self.vllm = str(args.lab_engine).strip().lower().startswith("vllm")
         self.totals: SpecTotals | None = None
@@ -146,6 +148,13 @@ class LabServer:
         if a.lab_threads:
             torch.set_num_threads(a.lab_threads)
         self.log(self.fmt.server_args(serverargs.server_args_dict(a)), scheduler=False)
+        if a.nnodes > 1:  # rank 0 of a server across nodes: every rank joins before anything loads
+            from workbench.lab.ranks import Group, leader_line
+
+            self.group = Group(self)
+            self.group.wait()
+            if self.vllm:
+                self.log(leader_line(self))
         if self.dump:
             self.log("Cuda graph and server warmup are disabled because of using tensor dump mode", scheduler=False)
             a.disable_cuda_graph = True
@@ -310,6 +319,8 @@ class LabServer:
         return 0
 
     def _shutdown(self) -> None:
+        if self.group is not None:
+            self.group.shutdown()
         if self.httpd is not None:
             threading.Thread(target=self.httpd.shutdown, daemon=True).start()
 
@@ -757,6 +768,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.disable()  # until the server is up (workbench.collector.started)
     argv = sys.argv[1:] if argv is None else list(argv)
     args, version = serverargs.parse(argv)
+    if args.nnodes > 1 and args.node_rank >= 1:  # a node that does not serve (no model, no tokenizer)
+        from workbench.lab.ranks import run_worker
+
+        return run_worker(args, version)
     server = LabServer(args, version)
     from transformers import AutoTokenizer
 

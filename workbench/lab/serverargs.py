@@ -83,7 +83,9 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--enable-dp-attention", action="store_true")
     a("--nnodes", type=int, default=1)
     a("--node-rank", type=int, default=0)
-    a("--dist-init-addr", default=None)
+    a("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None)
+    a("--nccl-port", type=int, default=None)
+    a("--dist-timeout", type=int, default=None)
     a("--disable-custom-all-reduce", action="store_true")
     a("--enable-torch-compile", action="store_true")
     a("--attention-backend", default=None)
@@ -136,6 +138,11 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--max-model-len", type=int, default=None)
     a("--gpu-memory-utilization", type=float, default=None)
     a("--seed", type=int, default=None)
+    # vLLM's multi-node flags (``vllm/config/parallel.py``); --headless: a worker node, no API server
+    a("--master-addr", default="127.0.0.1")
+    a("--master-port", type=int, default=29501)
+    a("--headless", action="store_true")
+    a("--distributed-executor-backend", default=None)
     # the lab's own
     a(
         "--lab-engine",

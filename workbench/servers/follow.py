@@ -88,7 +88,15 @@ class Follow:
                 r = self.registry.get(sid)
                 if r.port is None:
                     raise WorkbenchError(f"server {sid}: no port recorded; nothing to connect to")
-                t = self._tunnels[sid] = self.hosts.get(r.host).forward(r.port)
+                addr = "127.0.0.1"
+                if r.extra.get("slurm"):  # rank 0 runs on a node the login node reaches
+                    zero = next((x.get("addr") for x in r.extra.get("ranks") or [] if x.get("rank") == 0), None)
+                    if zero is None:
+                        raise WorkbenchError(
+                            f"server {sid}: its job's rank 0 has not started yet; nothing to connect to"
+                        )
+                    addr = str(zero)
+                t = self._tunnels[sid] = self.hosts.get(r.host).forward(r.port, remote_host=addr)
             return t
 
     def close_tunnel(self, sid: int) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 # Shared by the login-node scripts: run a client command with the cluster's environment, parse
 # ``scontrol -o`` records (KEY=VALUE words; a value may hold spaces only in the last fields).
 _CLIENT = r"""
-import json, os, shutil, subprocess, sys, time
 def client(*argv, timeout=30):
     try:
         p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=ENV)
@@ -22,7 +21,7 @@ def client(*argv, timeout=30):
     return p.returncode, p.stdout, p.stderr
 def record(line):
     out, key = {}, None
-    for word in line.split(" "):
+    for word in line.split():
         k, eq, v = word.partition("=")
         if eq and k and k[0].isalpha() and "/" not in k[:1]:
             out[k] = v; key = k
@@ -40,6 +39,7 @@ def job(job_id):
 # -- checks before a launch: the client commands, the controller, the partition's nodes -----------
 CHECK = (
     r"""
+import json, os, shutil, subprocess, sys, time
 req = json.loads(sys.argv[1])
 ENV = dict(os.environ); ENV.update(req.get("env") or {})
 """
@@ -58,7 +58,7 @@ print(json.dumps(res))
 # -- status of jobs on the login node: the job, its nodes, its output and each rank's log and identity
 STATUS = (
     r"""
-import base64
+import base64, json, os, shutil, subprocess, sys, time
 req = json.loads(sys.argv[1])
 ENV = dict(os.environ); ENV.update(req.get("env") or {})
 """
@@ -116,6 +116,7 @@ print(json.dumps(out))
 # (the ranks), the grace, then scancel (SLURM's SIGTERM and, KillWait later, SIGKILL), until it ends
 STOP = (
     r"""
+import json, os, shutil, subprocess, sys, time
 req = json.loads(sys.argv[1])
 ENV = dict(os.environ); ENV.update(req.get("env") or {})
 """

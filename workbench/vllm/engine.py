@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from workbench.hosts.base import Host
     from workbench.servers.command import Command
     from workbench.servers.profiles import Profile
+    from workbench.servers.ranks import RankFlags
     from workbench.servers.validate import Finding
     from workbench.vllm.client import VLLMClient
 
@@ -106,3 +107,18 @@ class VLLM:
         from workbench.vllm.command import argv_facts
 
         return argv_facts(list(argv))
+
+    def rank_flags(self) -> RankFlags:
+        from workbench.vllm.command import rank_flags
+
+        return rank_flags()
+
+    def check_nodes(self, argv: list[Any], nnodes: int, where: str) -> None:
+        from workbench.vllm.command import check_nodes
+
+        check_nodes(argv, nnodes, where)
+
+    def worker_argv(self, argv: list[Any]) -> list[Any]:
+        from workbench.vllm.command import worker_argv
+
+        return worker_argv(argv)
