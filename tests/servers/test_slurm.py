@@ -7,10 +7,9 @@ line."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -106,7 +105,7 @@ def test_a_cluster_that_cannot_take_the_job_is_refused_in_one_line(sl, profile, 
 
 
 def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
-    wb, root = sl
+    wb, _ = sl
     t0 = time.monotonic()
     rec = wb.launch("lab2", confirm=True)
     t_submitted = time.monotonic()
@@ -130,7 +129,7 @@ def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
     assert left == {"n1": [st.ranks[0]["pid"]], "n2": [st.ranks[1]["pid"]]}  # each node's own numbering
     rec = wb.server(rec.id)
     assert rec.pid == st.ranks[0]["pid"]  # rank 0's identity, learnt from its node
-    rank1 = open(rec.extra["ranks"][1]["log"]).read()
+    rank1 = Path(rec.extra["ranks"][1]["log"]).read_text()
     assert "Dummy health check server started" in rank1 and " TP1] Load weight begin" in rank1
 
     # measured through rank 0's address, reached from the login node
