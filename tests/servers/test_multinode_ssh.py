@@ -5,6 +5,7 @@ failure."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -94,6 +95,15 @@ def test_two_node_lab_server_over_ssh_ready_measured_stopped(mn, net_hosts):
         (r["rank"], r["host"], r["pid"], r["state"]) for r in ranks
     ]
 
+    cli = subprocess.run(
+        [sys.executable, "-m", "workbench", "--workspace", str(root), "server", "status", str(rec.id)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert " n1+n2 " in cli.stdout and f"rank 1  n2  pid {ranks[1]['pid']}  running" in cli.stdout, cli.stdout
+    asyncio.run(_faces(root, wb, rec.id, ranks))
+
     m = wb.server_measure(rec.id, concurrency=2, max_new_tokens=16)
     assert m.completion_tokens == m.prompts * 16 and m.accept_len["mean"] >= 1.0
     assert wb.server_metrics(rec.id)["server_info"]["steps"] == 3
@@ -108,6 +118,28 @@ def test_two_node_lab_server_over_ssh_ready_measured_stopped(mn, net_hosts):
     # rank 1 ignored nothing it was not told: it ended on rank 0's shutdown broadcast
     assert "terminated with 0" in Path(logs[1]).read_text()
     print(json.dumps({"launch_to_ready_s": round(ready_s, 2), "nodes": 2, "over": "ssh"}))
+
+
+async def _faces(root, wb, sid: int, ranks: list) -> None:
+    """The TUI's dashboard and server screen, and the notebook's widgets, show the ranks."""
+    from textual.widgets import DataTable
+
+    from tests.fixtures.tui import until
+    from workbench.notebook.servers import LogsWidget, ServersWidget
+    from workbench.tui.app import WorkbenchApp
+
+    app = WorkbenchApp(str(root), start="servers")
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = app.screen.query_one("#servers", DataTable)
+        assert await until(pilot, lambda: table.row_count == 1, timeout=30)
+        assert str(table.get_row_at(0)[2]) == "n1+n2"
+        app.selected_server = sid
+        app.switch_mode("server")
+        state = lambda: "".join(str(w.render()) for w in app.screen.query("#state"))  # noqa: E731
+        assert await until(pilot, lambda: "rank 1  n2" in state(), timeout=30)
+        assert f"rank 0  n1  pid {ranks[0]['pid']}  ready" in state()
+    assert "n1+n2" in ServersWidget(wb).table.value
+    assert f"rank 1  n2  pid {ranks[1]['pid']}  running" in LogsWidget(wb, sid).summary.value
 
 
 def test_a_killed_rank_1_is_rank_1s_failure(mn, net_hosts):

@@ -7,6 +7,8 @@ line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -105,7 +107,7 @@ def test_a_cluster_that_cannot_take_the_job_is_refused_in_one_line(sl, profile, 
 
 
 def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
-    wb, _ = sl
+    wb, root = sl
     t0 = time.monotonic()
     rec = wb.launch("lab2", confirm=True)
     t_submitted = time.monotonic()
@@ -131,6 +133,27 @@ def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
     assert rec.pid == st.ranks[0]["pid"]  # rank 0's identity, learnt from its node
     rank1 = Path(rec.extra["ranks"][1]["log"]).read_text()
     assert "Dummy health check server started" in rank1 and " TP1] Load weight begin" in rank1
+
+    # the command line: the job and each rank in status, the cluster in host check
+    def cli(*argv):
+        r = subprocess.run(
+            [sys.executable, "-m", "workbench", "--workspace", str(root), *argv],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    out = cli("server", "status", str(rec.id))
+    assert f"cluster#{job_id}" in out and f"job {job_id} RUNNING" in out, out
+    assert f"rank 1  n2  pid {st.ranks[1]['pid']}  running" in out
+    js = json.loads(cli("server", "status", str(rec.id), "--json"))[0]
+    assert [(r["rank"], r["node"], r["pid"]) for r in js["ranks"]] == [
+        (0, "n1", st.ranks[0]["pid"]),
+        (1, "n2", st.ranks[1]["pid"]),
+    ]
+    assert "partitions: batch* (2 nodes)" in cli("host", "check", "cluster")
 
     # measured through rank 0's address, reached from the login node
     m = wb.server_measure(rec.id, concurrency=2, max_new_tokens=16)

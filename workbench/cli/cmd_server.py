@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from workbench.cli.common import add_json, confirm_or_yes, emit
+from workbench.display import rank_lines, server_where
 
 
 def register(sub) -> None:
@@ -138,11 +139,12 @@ def _status_line(s) -> str:
     gpu = ", ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}G" for g in s.gpus) or "-"
     up = f"{s.uptime_s / 60:.0f}m" if s.uptime_s else "-"
     line = (
-        f"{s.id:>4} {s.profile:<18} {s.host:<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
+        f"{s.id:>4} {s.profile:<18} {server_where(s):<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
         f"AL {al if al is not None else '-':>5} {('%.1f' % gt) if gt else '-':>8} tok/s  GPU {gpu}"
     )
     if s.engine != "sglang":
         line += f"  [{s.engine}]"
+    line += "".join(f"\n     {r}" for r in rank_lines(s))
     if s.failure:
         line += f"\n     {s.failure.get('class')}: {s.failure.get('hint', '')}"
         if s.engine != "sglang" and s.failure.get("text"):

@@ -48,6 +48,7 @@ class HostCheck(Result):
     error: str | None = None
     host_key: str | None = None  # "unknown" / "changed" when refused
     fingerprint: str | None = None
+    slurm: dict[str, Any] | None = None  # a SLURM host: client commands, controller, partitions
 
 
 @dataclass
@@ -125,6 +126,10 @@ class ServersAPI(ConfigsAPI):
                 out.error = f"{python}: exit {r.rc}: {r.err.strip()[-200:]}"
             else:
                 out.vllm_version = engine("vllm").host_version(host, python)
+            if self.is_slurm_host(name):
+                from workbench.servers import slurm
+
+                out.slurm = slurm.describe(self.hosts_registry, name)
             g = host.run(
                 [
                     "nvidia-smi",
@@ -213,7 +218,14 @@ class ServersAPI(ConfigsAPI):
             *[f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info"],
             *[f"warning: {w}" for w in preview.warnings],
         ]
-        return Plan("launch", preview.profile, f"start {preview.profile} on {preview.host}", details)
+        ranks = preview.command.get("ranks") or []
+        if len(ranks) > 1 and not self.is_slurm_host(preview.host):
+            where = ", ".join(str(r["host"]) for r in ranks)
+        elif self.is_slurm_host(preview.host):
+            where = f"{preview.host} (a SLURM job of {len(ranks)} node(s))"
+        else:
+            where = preview.host
+        return Plan("launch", preview.profile, f"start {preview.profile} on {where}", details)
 
     @overload
     def launch(
@@ -336,6 +348,37 @@ class ServersAPI(ConfigsAPI):
         from workbench.servers.stop import Stopper
 
         grace = Stopper.stop_grace(r, grace)
+        if r.extra.get("slurm"):
+            job = r.extra["slurm"].get("job_id")
+            return Plan(
+                "stop",
+                f"server {r.id}",
+                f"stop server {r.id} ({r.profile}): SLURM job {job} on {r.host}: scancel --signal=TERM to its "
+                f"{r.extra.get('nodes', 1)} rank(s), {grace:g} s grace, then scancel",
+                [
+                    f"the job's comment must be this server's launch token (checked on {r.host} before any signal)",
+                    "SGLang's ranks >= 1 ignore SIGTERM: they end on rank 0's shutdown",
+                    f"logs: {r.log} and its other ranks' beside it",
+                ],
+            )
+        ranks = r.extra.get("ranks") or []
+        if ranks:
+            return Plan(
+                "stop",
+                f"server {r.id}",
+                f"stop server {r.id} ({r.profile}) on {', '.join(str(x.get('host')) for x in ranks)}: rank 0 first "
+                f"(SIGTERM, {grace:g} s grace, SIGKILL), then every other rank the same way",
+                [
+                    *(
+                        f"rank {x['rank']} on {x.get('host')}: pid {x.get('pid')}, start time {x.get('starttime')} "
+                        "(checked again on its host before signalling)"
+                        for x in ranks
+                    ),
+                    "each rank's other processes only if proven its own (same group and session, started after "
+                    "it, the launch token in their environment)",
+                    f"port {r.port}; then wait for each host's GPUs {r.extra.get('gpus') or 'all'} to be idle",
+                ],
+            )
         return Plan(
             "stop",
             f"server {r.id}",

@@ -13,6 +13,7 @@ import time
 
 import ipywidgets as w
 
+from workbench.display import rank_lines, server_where
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
 
@@ -121,7 +122,7 @@ class ServersWidget(w.VBox):
                 [
                     str(s.id),
                     html.escape(s.profile),
-                    html.escape(s.host),
+                    html.escape(server_where(s)),
                     f"<b style='color:{colour}'>{html.escape(state)}</b>",
                     up,
                     "-" if m.get("accept_len") is None else f"{m['accept_len']:.2f}",
@@ -291,6 +292,7 @@ class LogsWidget(w.VBox):
         self.summary.value = (
             f"<b>server {s.id} {html.escape(s.profile)}: {html.escape(s.state)}</b> "
             f"({html.escape(', '.join(s.progress) or s.stage)})"
+            + "".join(f"<br>{html.escape(r)}" for r in rank_lines(s))
             + (
                 f"<br>{_err(fail.get('class', '') + ': ' + fail.get('text', ''))}"
                 f"<br>fix: {html.escape(fail.get('hint', ''))}"

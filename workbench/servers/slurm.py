@@ -77,29 +77,44 @@ def _login_run(hosts: Hosts, name: str, script: str, req: dict[str, Any], timeou
     return dict(json.loads(res.out.strip().splitlines()[-1]))
 
 
-def check(hosts: Hosts, profile: Profile) -> None:
-    """The cluster can take the job: its client commands are there, its controller answers and the
-    partition has the nodes. Each failure is one line (``InputError``)."""
-    name = profile.host
+def describe(hosts: Hosts, name: str) -> dict[str, Any]:
+    """What the cluster's login node says (one round trip): ``missing`` client commands, the
+    controller's ``ping`` (rc, text), the ``partitions`` ({name: nodes}) and the ``default`` one."""
     cfg = settings(hosts, name)
     got = _login_run(hosts, name, slurm_scripts.CHECK, {"env": cfg["env"], "commands": list(COMMANDS)}, 60)
-    where = f"host {name} ({hosts.settings(name).get('address')})"
-    if got.get("missing"):
-        raise InputError(f"{where}: SLURM's client commands are missing: {', '.join(got['missing'])}")
-    ping = got.get("ping") or {}
-    if ping.get("rc") != 0 or "DOWN" in ping.get("text", ""):
-        raise InputError(f"{where}: the SLURM controller does not answer: {ping.get('text') or 'scontrol ping failed'}")
-    parts = got.get("partitions") or {}
-    if parts.get("rc") != 0:
-        raise InputError(f"{where}: sinfo failed: {parts.get('err')}")
     sizes: dict[str, int] = {}
     default = None
+    parts = got.get("partitions") or {}
     for row in parts.get("rows") or []:
         pname, count, _avail = row.split("|")
         if pname.endswith("*"):
             pname = pname[:-1]
             default = pname
         sizes[pname] = sizes.get(pname, 0) + int(count)
+    return {
+        "missing": got.get("missing") or [],
+        "ping": got.get("ping") or {},
+        "sinfo": {"rc": parts.get("rc"), "err": parts.get("err")},
+        "partitions": sizes,
+        "default": default,
+    }
+
+
+def check(hosts: Hosts, profile: Profile) -> None:
+    """The cluster can take the job: its client commands are there, its controller answers and the
+    partition has the nodes. Each failure is one line (``InputError``)."""
+    name = profile.host
+    cfg = settings(hosts, name)
+    got = describe(hosts, name)
+    where = f"host {name} ({hosts.settings(name).get('address')})"
+    if got["missing"]:
+        raise InputError(f"{where}: SLURM's client commands are missing: {', '.join(got['missing'])}")
+    ping = got["ping"]
+    if ping.get("rc") != 0 or "DOWN" in ping.get("text", ""):
+        raise InputError(f"{where}: the SLURM controller does not answer: {ping.get('text') or 'scontrol ping failed'}")
+    if got["sinfo"].get("rc") != 0:
+        raise InputError(f"{where}: sinfo failed: {got['sinfo'].get('err')}")
+    sizes, default = got["partitions"], got["default"]
     part = cfg["partition"] or default
     if part is None or part not in sizes:
         raise InputError(
