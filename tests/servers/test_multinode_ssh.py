@@ -41,7 +41,9 @@ def mn(net_hosts, lab_world, tmp_path_factory):
         "stop_grace": 10,
     }
     hosts = {n: net_hosts.host_table(n) for n in ("n1", "n2")}
-    write_toml(root / "workbench.toml", {"hosts": hosts, "profiles": {"lab2": base}})
+    # a rendezvous given by hand at an address no host has: the nodes never meet (SGLang's hang)
+    nowhere = {"extends": "lab2", "args": ["--dist-init-addr", f"{net_hosts.slice.addr(14)}:5000"]}
+    write_toml(root / "workbench.toml", {"hosts": hosts, "profiles": {"lab2": base, "lab2-nowhere": nowhere}})
     wb = Workbench.open(root)
     try:
         yield wb, root
@@ -166,3 +168,15 @@ def test_a_killed_rank_1_is_rank_1s_failure(mn, net_hosts):
     assert by_rank[1]["state"] == "failed" and by_rank[0]["state"] == "failed"
     assert _left(net_hosts, token) == {"n1": [], "n2": []}
     assert rec.id not in [r.id for r in wb.servers(active=True)]
+
+
+def test_nodes_that_never_meet_time_out_naming_the_rank_that_did_not_join(mn, net_hosts):
+    wb, _ = mn
+    rec = wb.launch("lab2-nowhere", confirm=True)
+    st = wb.server_wait(rec.id, timeout=12, poll=0.5)
+    assert st.state == "timeout", st
+    assert st.failure["rank"] == 1 and st.failure["host"] == "n2", st.failure
+    assert st.failure["hint"].startswith("not ready after 12 s: rank 1 on n2 is at")
+    token = wb.server(rec.id).extra["launch_token"]
+    assert wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0).result == "stopped"
+    assert _left(net_hosts, token) == {"n1": [], "n2": []}

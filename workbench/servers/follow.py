@@ -19,6 +19,7 @@ from workbench.progress import Progress
 from workbench.servers import host_scripts
 from workbench.servers.engines import EngineClient, SpecCounters, engine
 from workbench.servers.profiles import TIMEOUT
+from workbench.servers.rankstate import RankStatus, behind
 from workbench.servers.registry import FINAL, STAGES, Registry, ServerState
 from workbench.servers.status import Recorder, ServerStatus, Status
 from workbench.sglang.follower import READ_CAP
@@ -77,6 +78,15 @@ class Follow:
                     "hint": f"not ready after {timeout:g} s (stage: {s.stage})",
                     "text": s.stage,
                 }
+                stuck = behind([RankStatus.of(x) for x in s.ranks])
+                if stuck is not None:  # the rank the others wait on
+                    where = stuck.node or stuck.host
+                    s.failure.update(
+                        rank=stuck.rank,
+                        host=where,
+                        hint=f"not ready after {timeout:g} s: rank {stuck.rank} on {where} is at "
+                        f"{stuck.stage or 'its start'}",
+                    )
                 self._record("server.timeout", f"server:{sid}", {"stage": s.stage})
                 return s
             time.sleep(poll)

@@ -34,7 +34,16 @@ class RankStatus(Result):
     log: str | None = None
     addr: str | None = None  # where the rank's node is reached (a SLURM node's address)
     detail: str = ""  # what SLURM said of the task (srun's line), or why the state is unknown
+    progress: list[Any] = field(default_factory=list)  # the startup milestones its log reached
     extra: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> RankStatus:
+        """From its ``to_dict()`` form (as ``ServerStatus.ranks`` holds it)."""
+        import dataclasses
+
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 def primary(ranks: list[RankStatus]) -> RankStatus | None:
@@ -79,4 +88,4 @@ def behind(ranks: list[RankStatus]) -> RankStatus | None:
     waiting = [x for x in ranks if x.state not in ("ready", "running")]
     if not waiting:
         return None
-    return min(waiting, key=lambda x: (len(x.extra.get("progress") or []), -x.rank))
+    return min(waiting, key=lambda x: (len(x.progress), -x.rank))

@@ -426,8 +426,8 @@ class Status:
                 log=ident.get("log"),
                 addr=ident.get("addr") or row.get("addr"),
                 detail=row.get("detail") or row.get("error") or "",
+                progress=f.progress(),
             )
-            x.extra["progress"] = f.progress()
             x.extra["order"] = row.get("order")
             out.append(x)
         return out
