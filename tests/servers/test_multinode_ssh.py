@@ -29,12 +29,12 @@ def mn(net_hosts, lab_world, tmp_path_factory):
     root = tmp_path_factory.mktemp("multinode")
     base = {
         "hosts": ["n1", "n2"],
-        "launcher": [sys.executable, "-m", "workbench.lab.serve"],
+        "launcher": [sys.executable, "-m", "workbench.lab.serve", "--lab-engine", "sglang==0.5.23"],
         "model": str(lab_world["target"]),
         "draft": str(lab_world["draft"]),
         "port": 30000,  # each host has its own network: the same port on both
         "log": str(root / "logs" / "lab.log"),
-        "args": ["--host", "0.0.0.0", "--tp-size", "2"],
+        "args": ["--host", "0.0.0.0", "--tp-size", "2", "--enable-return-hidden-states", "--decode-log-interval", "10"],
         "env": {"PYTHONPATH": str(ROOT)},
         "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_draft_tokens": 4, "num_steps": 3},
         "ready_timeout": 300,
@@ -43,7 +43,14 @@ def mn(net_hosts, lab_world, tmp_path_factory):
     hosts = {n: net_hosts.host_table(n) for n in ("n1", "n2")}
     # a rendezvous given by hand at an address no host has: the nodes never meet (SGLang's hang)
     nowhere = {"extends": "lab2", "args": ["--dist-init-addr", f"{net_hosts.slice.addr(14)}:5000"]}
-    write_toml(root / "workbench.toml", {"hosts": hosts, "profiles": {"lab2": base, "lab2-nowhere": nowhere}})
+    write_toml(
+        root / "workbench.toml",
+        {
+            "hosts": hosts,
+            "profiles": {"lab2": base, "lab2-nowhere": nowhere},
+            "live": {"": {"training_data": lab_world["training_data"]}},
+        },
+    )
     wb = Workbench.open(root)
     try:
         yield wb, root
@@ -106,8 +113,12 @@ def test_two_node_lab_server_over_ssh_ready_measured_stopped(mn, net_hosts):
     assert " n1+n2 " in cli.stdout and f"rank 1  n2  pid {ranks[1]['pid']}  running" in cli.stdout, cli.stdout
     asyncio.run(_faces(root, wb, rec.id, ranks))
 
-    m = wb.server_measure(rec.id, concurrency=2, max_new_tokens=16)
-    assert m.completion_tokens == m.prompts * 16 and m.accept_len["mean"] >= 1.0
+    # the live doctor on the 2-node server: measured through rank 0, the drafter and the alignment run
+    # near the data on rank 0's host, the hidden states come through rank 0's routes
+    report = wb.doctor_live(rec.id, measure_tokens=16, measure_concurrency=2, eval_samples=8, dump="no")
+    assert report.observed.accept_length and report.observed.accept_length >= 1.0, report.observed
+    assert report.predicted.accept_length and report.alignment and report.alignment.mode == "payload"
+    assert not [f for f in report.findings if f.code.startswith("layer-ids")], report.codes
     assert wb.server_metrics(rec.id)["server_info"]["steps"] == 3
 
     res = wb.server_stop(rec.id, confirm=True, gpu_wait=0)
