@@ -68,7 +68,7 @@ BARS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: Iterable[float | None], width: int = 16, lo: float | None = None, hi: float | None = None) -> str:
-    vals = [v for v in list(values)[-width:] if v is not None and v == v]
+    vals = [v for v in list(values)[-width:] if v is not None and not math.isnan(v)]
     if not vals:
         return ""
     lo = min(vals) if lo is None else lo

@@ -85,6 +85,7 @@ def test_two_node_lab_server_over_ssh_ready_measured_stopped(mn, net_hosts):
     logs = [r["log"] for r in rec.extra["ranks"]]
     assert logs[0] == rec.log and logs[0].endswith(".rank0.log") and logs[1].endswith(".rank1.log")
     rank1 = Path(logs[1]).read_text()
+    assert wb.server_log(rec.id, rank=1) == rank1.encode()  # read on rank 1's host
     assert "[TP1] " not in rank1 and " TP1] Load weight begin" in rank1
     assert "Dummy health check server started in background thread at 0.0.0.0:30000" in rank1
     assert "The server is fired up and ready to roll!" not in rank1

@@ -319,8 +319,9 @@ class ServersAPI(ConfigsAPI):
         """One remote round trip per host."""
         return self.lifecycle.status.refresh([int(i) for i in ids] if ids else None, gpus=gpus)
 
-    def server_log(self, server_id: int, offset: int = 0, length: int | None = None) -> bytes:
-        return self.lifecycle.follow.read_log(int(server_id), offset, length)
+    def server_log(self, server_id: int, offset: int = 0, length: int | None = None, rank: int = 0) -> bytes:
+        """The server's log; ``rank``: the log of that rank of a server across nodes."""
+        return self.lifecycle.follow.read_log(int(server_id), offset, length, rank=rank)
 
     def server_follow(
         self, server_id: int, offset: int = 0, poll: float = 0.5, stop: Callable[[], bool] | None = None
@@ -466,7 +467,7 @@ class ServersAPI(ConfigsAPI):
             [f"{p.key}" for p in points],
         )
 
-    def server_sweep(
+    def server_sweep(  # noqa: PLR0913 (one keyword per option of `server sweep`, as the faces pass them)
         self,
         profile: str,
         *,

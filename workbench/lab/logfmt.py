@@ -74,9 +74,10 @@ class LogFormat:
         )
 
     def kv_cache(self, dtype: str, tokens: int, k_gb: float, v_gb: float) -> str:
+        sizes = f"#tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
         if self.v >= V0_5_23:
-            return f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
-        return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+            return f"KV Cache is allocated. dtype: {dtype}, {sizes}"
+        return f"KV Cache is allocated. {sizes}"
 
     @staticmethod
     def memory_pool_end(avail: float) -> str:
@@ -122,6 +123,7 @@ class LogFormat:
         cached: int,
         used: int,
         usage: float,
+        *,
         running: int,
         queue: int,
         forward_ct: int = 0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 DEFAULT_ENGINE = "sglang-0.5.12"
@@ -42,6 +42,14 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     prog = "sglang serve" if version >= (0, 5, 23, 0) else "launch_server.py"
     p = argparse.ArgumentParser(prog=prog)
     a = p.add_argument
+    _serving_args(a, version)
+    _graph_and_speculative_args(a, version)
+    _observability_vllm_and_lab_args(a, version)
+    return p
+
+
+def _serving_args(a: Callable[..., Any], version: tuple[int, int, int, int]) -> None:
+    """The model, HTTP, memory, scheduling and parallelism flags."""
     # model and tokenizer
     a("--model-path", "--model", dest="model_path", required=True)
     a("--tokenizer-path", default=None)
@@ -89,6 +97,10 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--disable-custom-all-reduce", action="store_true")
     a("--enable-torch-compile", action="store_true")
     a("--attention-backend", default=None)
+
+
+def _graph_and_speculative_args(a: Callable[..., Any], version: tuple[int, int, int, int]) -> None:
+    """CUDA-graph and speculative-decoding flags (their spelling per version)."""
     # graphs
     a("--disable-cuda-graph", action="store_true")
     a("--disable-cuda-graph-padding", action="store_true")
@@ -120,6 +132,10 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--speculative-token-map", default=None)
     a("--speculative-attention-mode", default="prefill")
     a("--decrypted-draft-config-file", default=None)
+
+
+def _observability_vllm_and_lab_args(a: Callable[..., Any], version: tuple[int, int, int, int]) -> None:
+    """Logging and debugging flags, a vLLM profile's flags, and the lab's own."""
     # observability and debugging
     a("--log-level", default="info")
     a("--log-level-http", default=None)
@@ -157,7 +173,6 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
         help="capture index 0 yields the embedding output (a patched engine, as in the story)",
     )
     a("--lab-threads", type=int, default=None)
-    return p
 
 
 def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, tuple[int, int, int, int]]:

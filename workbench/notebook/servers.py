@@ -17,6 +17,7 @@ from workbench.display import rank_lines, server_where
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
 
+SEVERITY_COLOUR = {"error": "#c00", "warning": "#a60"}
 STATE_COLOUR = {
     "ready": "#080",
     "starting": "#a60",
@@ -213,8 +214,7 @@ class LaunchWidget(w.VBox):
             ["severity", "code", "problem", "fix"],
             [
                 [
-                    f"<b style='color:{'#c00' if f.severity == 'error' else '#a60' if f.severity == 'warning' else '#777'}'>"
-                    f"{f.severity}</b>",
+                    f"<b style='color:{SEVERITY_COLOUR.get(f.severity, '#777')}'>{f.severity}</b>",
                     html.escape(f.code),
                     html.escape(f.message),
                     html.escape(f.fix),

@@ -138,15 +138,24 @@ class Follow:
                 facts[k] = v
         return facts
 
-    def read_log(self, sid: int, offset: int = 0, length: int | None = None) -> bytes:
+    def read_log(self, sid: int, offset: int = 0, length: int | None = None, rank: int = 0) -> bytes:
+        """A server's log (of one of its ranks: each rank has its own, on its host; a SLURM job's are
+        read on the login node)."""
         r = self.registry.get(sid)
-        host = self.hosts.get(r.host)
-        st = host.stat(r.log)
+        path, host_name = r.log, r.host
+        if rank:
+            row = next((x for x in r.extra.get("ranks") or [] if int(x["rank"]) == rank), None)
+            if row is None or not row.get("log"):
+                raise WorkbenchError(f"server {sid}: no rank {rank} (it runs {len(r.extra.get('ranks') or [1])})")
+            path = row["log"]
+            host_name = r.host if r.extra.get("slurm") else str(row.get("host") or r.host)
+        host = self.hosts.get(host_name)
+        st = host.stat(path)
         if st is None:
-            raise WorkbenchError(f"server {sid}: log {r.log} does not exist on {r.host}")
+            raise WorkbenchError(f"server {sid}: log {path} does not exist on {host_name}")
         if length is None:
             length = max(0, st.size - offset)
-        return host.read_bytes(r.log, offset, length) if length else b""
+        return host.read_bytes(path, offset, length) if length else b""
 
     def follow_log(
         self,

@@ -4,9 +4,10 @@ highlighted) beside its state, startup progress, failure with its fix, and metri
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, RichLog, Static
 
@@ -33,7 +34,7 @@ def short_time(line: str) -> str:
 class ServerScreen(PollingScreenMixin, WorkbenchScreen):
     CSS_PATH = "server.tcss"
     AUTO_FOCUS = "#log"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "refresh", "Refresh", id="server.refresh"),
         Binding("ctrl+t", "tail", "Tail on/off", id="server.tail"),
         Binding("ctrl+g", "measure", "Measure", id="server.measure"),

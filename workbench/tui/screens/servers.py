@@ -5,10 +5,11 @@ trip per host per refresh, in a worker; refreshes pause while a dialog is open."
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Label, Static
@@ -54,7 +55,7 @@ ACCEPT_WINDOW = (
 class ServersScreen(PollingScreenMixin, WorkbenchScreen):
     CSS_PATH = "servers.tcss"
     AUTO_FOCUS = "#servers"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "refresh", "Refresh", id="servers.refresh"),
         Binding("ctrl+o", "open", "Open", id="servers.open"),
         Binding("ctrl+l", "launch", "Launch", id="servers.launch"),
