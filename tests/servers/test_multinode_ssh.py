@@ -41,13 +41,22 @@ def mn(net_hosts, lab_world, tmp_path_factory):
         "stop_grace": 10,
     }
     hosts = {n: net_hosts.host_table(n) for n in ("n1", "n2")}
+    vllm = {
+        **base,
+        "engine": "vllm",
+        "vllm_version": "0.32.0",
+        "launcher": [sys.executable, "-m", "workbench.lab.serve", "--lab-engine", "vllm==0.32.0"],
+        "args": ["--host", "0.0.0.0", "--tensor-parallel-size", "2"],
+        "speculative": {"algorithm": "EAGLE3", "num_steps": 3},
+        "log": str(root / "logs" / "vllm.log"),
+    }
     # a rendezvous given by hand at an address no host has: the nodes never meet (SGLang's hang)
     nowhere = {"extends": "lab2", "args": ["--dist-init-addr", f"{net_hosts.slice.addr(14)}:5000"]}
     write_toml(
         root / "workbench.toml",
         {
             "hosts": hosts,
-            "profiles": {"lab2": base, "lab2-nowhere": nowhere},
+            "profiles": {"lab2": base, "lab2-nowhere": nowhere, "vllm2": vllm},
             "live": {"": {"training_data": lab_world["training_data"]}},
         },
     )
@@ -192,3 +201,19 @@ def test_nodes_that_never_meet_time_out_naming_the_rank_that_did_not_join(mn, ne
     token = wb.server(rec.id).extra["launch_token"]
     assert wb.server_stop(rec.id, confirm=True, grace=2, gpu_wait=0).result == "stopped"
     assert _left(net_hosts, token) == {"n1": [], "n2": []}
+
+
+def test_a_two_node_vllm_server_workers_headless(mn, net_hosts):
+    """vLLM's shape of it: rank 0 the API server, rank 1 a headless worker; ready from rank 0's
+    /health, measured on rank 0's counters, stopped with no process left."""
+    wb, _ = mn
+    rec = wb.launch("vllm2", confirm=True)
+    argv1 = wb.server(rec.id).extra["ranks"][1]["argv"]
+    assert argv1[-1] == "--headless" and "--master-addr" in argv1 and "--distributed-executor-backend" in argv1
+    st = wb.server_wait(rec.id, timeout=300, poll=0.5)
+    assert st.state == "ready" and [r["state"] for r in st.ranks] == ["ready", "running"], st
+    m = wb.server_measure(rec.id, concurrency=1, max_new_tokens=8)
+    assert m.counters and m.counters["drafts"] > 0
+    token = wb.server(rec.id).extra["launch_token"]
+    res = wb.server_stop(rec.id, confirm=True, grace=5, gpu_wait=0)
+    assert res.result == "stopped" and _left(net_hosts, token) == {"n1": [], "n2": []}

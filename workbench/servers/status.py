@@ -256,7 +256,7 @@ class Status:
             ready_now = f.ready
             failing = bool(f.failures())
         ranked = len(rows) > 1 or bool(r.extra.get("ranks"))
-        rank_rows = self._ranks(r, rows, job) if ranked else []
+        rank_rows = self._ranks(r, rows, job, ready_now or r.state == ServerState.READY) if ranked else []
         if ranked:
             proc = rank_rows[0].process if rank_rows else proc
             dead = any(x.process in DEAD for x in rank_rows) or bool(job and job.get("final"))
@@ -384,8 +384,11 @@ class Status:
         elif leftover != r.extra.get("leftover"):
             self.registry.set(r.id, extra={"leftover": leftover}, expect=r.state)
 
-    def _ranks(self, r: ServerRecord, rows: dict[int, dict[str, Any]], job: dict[str, Any] | None) -> list[RankStatus]:
-        """Each rank's state from its process (or SLURM's word on its task) and its own log."""
+    def _ranks(
+        self, r: ServerRecord, rows: dict[int, dict[str, Any]], job: dict[str, Any] | None, ready: bool
+    ) -> list[RankStatus]:
+        """Each rank's state from its process (or SLURM's word on its task) and its own log; rank 0 is
+        ready when the server is (``ready``: its log or its health route said so)."""
         out = []
         live = r.state in RUNNING
         planned = {int(x["rank"]): x for x in r.extra.get("ranks") or []}
@@ -407,7 +410,7 @@ class Status:
             elif fail:
                 st = "failing"
             elif rank == 0:
-                st = "ready" if f.ready else "starting"
+                st = "ready" if ready else "starting"
             else:
                 if (r.id, rank) not in self._rank_up and rank_ready(f):
                     self._rank_up.add((r.id, rank))
