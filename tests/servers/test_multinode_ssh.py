@@ -206,7 +206,7 @@ def test_nodes_that_never_meet_time_out_naming_the_rank_that_did_not_join(mn, ne
 def test_a_two_node_vllm_server_workers_headless(mn, net_hosts):
     """vLLM's shape of it: rank 0 the API server, rank 1 a headless worker; ready from rank 0's
     /health, measured on rank 0's counters, stopped with no process left."""
-    wb, _ = mn
+    wb, root = mn
     rec = wb.launch("vllm2", confirm=True)
     argv1 = wb.server(rec.id).extra["ranks"][1]["argv"]
     assert argv1[-1] == "--headless" and "--master-addr" in argv1 and "--distributed-executor-backend" in argv1
@@ -215,5 +215,21 @@ def test_a_two_node_vllm_server_workers_headless(mn, net_hosts):
     m = wb.server_measure(rec.id, concurrency=1, max_new_tokens=8)
     assert m.counters and m.counters["drafts"] > 0
     token = wb.server(rec.id).extra["launch_token"]
-    res = wb.server_stop(rec.id, confirm=True, grace=5, gpu_wait=0)
-    assert res.result == "stopped" and _left(net_hosts, token) == {"n1": [], "n2": []}
+
+    # server stop on the command line: the plan names every rank; nothing happens without --yes
+    def stop(*flags):
+        argv = [sys.executable, "-m", "workbench", "--workspace", str(root), "server", "stop", str(rec.id), *flags]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        return subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+
+    refused = stop()
+    assert refused.returncode == 2 and "not done without --yes" in refused.stderr, refused.stderr
+    for r in st.ranks:
+        assert f"rank {r['rank']} on {r['host']}: pid {r['pid']}" in refused.stderr
+    assert "vLLM's headless workers end on SIGTERM" in refused.stderr
+    assert _left(net_hosts, token) == {"n1": [st.ranks[0]["pid"]], "n2": [st.ranks[1]["pid"]]}
+    done = stop("--yes", "--grace", "5", "--gpu-wait", "0", "--json")
+    assert done.returncode == 0, done.stderr
+    res = json.loads(done.stdout)
+    assert res["result"] == "stopped" and [a["rank"] for a in res["ranks"]] == [0, 1], res
+    assert _left(net_hosts, token) == {"n1": [], "n2": []}

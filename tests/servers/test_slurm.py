@@ -45,7 +45,13 @@ def sl(net_hosts, slurm_cluster, lab_world, tmp_path_factory):
     port = next(line.split("=")[1] for line in conf.splitlines() if line.startswith("SlurmctldPort="))
     broken.write_text(conf.replace(f"SlurmctldPort={port}", "SlurmctldPort=1"))
     hosts = {
-        "cluster": {"kind": "slurm", **net_hosts.host_table("login"), "partition": "batch", "env": env},
+        "cluster": {
+            "kind": "slurm",
+            **net_hosts.host_table("login"),
+            "partition": "batch",
+            "sbatch_args": ["--time=45"],
+            "env": env,
+        },
         "here": {"kind": "slurm", "address": "local", "env": env},
         "nobin": {"kind": "slurm", "address": "local", "env": {**env, "PATH": str(root / "empty")}},
         "dead": {"kind": "slurm", "address": "local", "env": {"SLURM_CONF": str(broken)}},
@@ -113,7 +119,9 @@ def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
     t_submitted = time.monotonic()
     job_id = rec.extra["slurm"]["job_id"]
     assert job_id and _job(slurm_cluster, job_id)["Comment"] == rec.extra["launch_token"]
-    assert _job(slurm_cluster, job_id)["Requeue"] == "0" and _job(slurm_cluster, job_id)["NumNodes"] in ("2", "2-2")
+    job = _job(slurm_cluster, job_id)
+    assert job["Requeue"] == "0" and job["NumNodes"] in ("2", "2-2") and job["Partition"] == "batch"
+    assert job["TimeLimit"] == "00:45:00"  # the host's sbatch_args
     running = _until(lambda: _job(slurm_cluster, job_id)["JobState"] == "RUNNING", 60, 0.05)
     job_start_s = time.monotonic() - t_submitted
     assert running
@@ -159,6 +167,8 @@ def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
     m = wb.server_measure(rec.id, concurrency=2, max_new_tokens=16)
     assert m.completion_tokens == m.prompts * 16 and m.accept_len["mean"] >= 1.0
 
+    plan = wb.stop_plan(rec.id).text()
+    assert f"SLURM job {job_id} on cluster: scancel --signal=TERM" in plan and "ranks >= 1 ignore SIGTERM" in plan
     res = wb.server_stop(rec.id, confirm=True, gpu_wait=0)
     assert res.result == "stopped" and res.signals[0] == "TERM", res
     assert _job(slurm_cluster, job_id)["JobState"] in ("COMPLETED", "CANCELLED")

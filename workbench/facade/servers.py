@@ -346,9 +346,11 @@ class ServersAPI(ConfigsAPI):
     # -- stop -------------------------------------------------------------------------------------
     def stop_plan(self, server_id: int, grace: float | None = None) -> Plan:
         r = self.server(server_id)
+        from workbench.servers.engines import engine
         from workbench.servers.stop import Stopper
 
         grace = Stopper.stop_grace(r, grace)
+        workers = engine(r.extra.get("engine")).worker_sigterm
         if r.extra.get("slurm"):
             job = r.extra["slurm"].get("job_id")
             return Plan(
@@ -358,7 +360,7 @@ class ServersAPI(ConfigsAPI):
                 f"{r.extra.get('nodes', 1)} rank(s), {grace:g} s grace, then scancel",
                 [
                     f"the job's comment must be this server's launch token (checked on {r.host} before any signal)",
-                    "SGLang's ranks >= 1 ignore SIGTERM: they end on rank 0's shutdown",
+                    workers,
                     f"logs: {r.log} and its other ranks' beside it",
                 ],
             )
@@ -375,6 +377,7 @@ class ServersAPI(ConfigsAPI):
                         "(checked again on its host before signalling)"
                         for x in ranks
                     ),
+                    workers,
                     "each rank's other processes only if proven its own (same group and session, started after "
                     "it, the launch token in their environment)",
                     f"port {r.port}; then wait for each host's GPUs {r.extra.get('gpus') or 'all'} to be idle",

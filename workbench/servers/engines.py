@@ -115,6 +115,8 @@ class Engine(Protocol):
     readiness: str
     #: the route the status script asks on the host (readiness "health"), e.g. "/health"
     health_path: str | None
+    #: how a rank >= 1 of a server across nodes takes SIGTERM (said in stop plans)
+    worker_sigterm: str
     #: the convention of ``eagle_aux_hidden_state_layer_ids``: "output-of-layer" (id k = out(k)) or
     #: "capture-before" (id k = out(k-1), 0 = the embedding)
     layer_convention: str

@@ -23,6 +23,8 @@ class SGLang:
     module = "sglang.launch_server"
     readiness = "log"  # milestones and "The server is fired up and ready to roll!", then /health_generate
     health_path: str | None = None
+    # srt/entrypoints/engine.py: the handler of a node rank >= 1 only logs; rank 0's ShutdownReq ends it
+    worker_sigterm = "SGLang's ranks >= 1 ignore SIGTERM: they end on rank 0's shutdown"
     layer_convention = "output-of-layer"  # SGLang adds one: id k captures the output of layer k
     model_flag = "--model-path"
 

@@ -34,6 +34,8 @@ class VLLM:
     module = "vllm.entrypoints.openai.api_server"
     readiness = "health"
     health_path: str | None = "/health"
+    # entrypoints/cli/serve.py run_headless: SIGTERM raises SystemExit, the executor shuts down
+    worker_sigterm = "vLLM's headless workers end on SIGTERM"
     layer_convention = "capture-before"  # id k = the output of layer k-1, 0 = the embedding
     model_flag = "--model"
 
