@@ -6,11 +6,14 @@ failure."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -52,11 +55,12 @@ def mn(net_hosts, lab_world, tmp_path_factory):
     }
     # a rendezvous given by hand at an address no host has: the nodes never meet (SGLang's hang)
     nowhere = {"extends": "lab2", "args": ["--dist-init-addr", f"{net_hosts.slice.addr(14)}:5000"]}
+    watchdog = {"extends": "lab2", "args": ["--watchdog-timeout", "3"]}
     write_toml(
         root / "workbench.toml",
         {
             "hosts": hosts,
-            "profiles": {"lab2": base, "lab2-nowhere": nowhere, "vllm2": vllm},
+            "profiles": {"lab2": base, "lab2-nowhere": nowhere, "lab2-watchdog": watchdog, "vllm2": vllm},
             "live": {"": {"training_data": lab_world["training_data"]}},
         },
     )
@@ -189,6 +193,39 @@ def test_a_killed_rank_1_is_rank_1s_failure(mn, net_hosts):
     assert by_rank[1]["state"] == "failed" and by_rank[0]["state"] == "failed"
     assert _left(net_hosts, token) == {"n1": [], "n2": []}
     assert rec.id not in [r.id for r in wb.servers(active=True)]
+
+
+def test_a_hung_rank_1_is_named_by_rank_0s_watchdog(mn, net_hosts):
+    """Rank 1 stops answering (SIGSTOP): rank 0's forward waits on its part of the collective until
+    SGLang's scheduler watchdog takes rank 0 down; the failure names rank 1, which still runs until
+    the stop ends it by its identity."""
+    wb, _ = mn
+    rec = wb.launch("lab2-watchdog", confirm=True)
+    st = wb.server_wait(rec.id, timeout=300, poll=0.5)
+    assert st.state == "ready", st
+    token = wb.server(rec.id).extra["launch_token"]
+    net_hosts["n2"].sh(f"kill -STOP {st.ranks[1]['pid']}")
+    body = json.dumps({"text": "The", "sampling_params": {"max_new_tokens": 8}}).encode()
+    req = urllib.request.Request(f"http://{net_hosts['n1'].addr}:30000/generate", body, method="POST")
+    threading.Thread(target=_quietly, args=(lambda: urllib.request.urlopen(req, timeout=60),), daemon=True).start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        s = wb.server_status([rec.id])[0]
+        if s.state in ("failed", "exited"):
+            break
+        time.sleep(0.3)
+    f = s.failure
+    assert s.state == "exited" and f["rank"] == 1 and f["host"] == "n2" and f["class"] == "hang", s
+    assert "Scheduler watchdog timeout (self.watchdog_timeout=3.0" in f["text"] and f["ranks"]["1"] == "hang"
+    assert f["hint"].startswith("rank 1 on n2: rank 0 waited on it")
+    assert _left(net_hosts, token) == {"n1": [], "n2": [st.ranks[1]["pid"]]}  # the hung rank runs on
+    res = wb.server_stop(rec.id, confirm=True, grace=1, gpu_wait=0)
+    assert res.result == "stopped" and _left(net_hosts, token) == {"n1": [], "n2": []}, res
+
+
+def _quietly(fn):
+    with contextlib.suppress(OSError):  # the server goes down under the request
+        fn()
 
 
 def test_nodes_that_never_meet_time_out_naming_the_rank_that_did_not_join(mn, net_hosts):

@@ -60,3 +60,18 @@ def test_the_rank_a_stuck_start_waits_on():
     assert behind([a, b]).rank == 0
     assert behind([rank(0, state="ready"), rank(1, state="running")]) is None
     assert RankStatus.of(b.to_dict()).progress == b.progress
+
+
+def test_a_hang_names_the_rank_the_others_waited_on():
+    wd = "Scheduler watchdog timeout (self.watchdog_timeout=3.0, self.soft=False)"
+    waited = {**_failed("process-died", None), "waited": True, "text": wd}
+    ranks = [rank(0, "gone", waited), rank(1), rank(2)]  # ranks 1 and 2 run on; rank 1 first
+    f = server_failure(ranks)
+    assert f["rank"] == 1 and f["class"] == "hang" and f["text"] == wd, f
+    assert f["hint"].startswith("rank 1 on n2: rank 0 waited on it past its scheduler watchdog")
+    assert f["ranks"] == {"0": "process-died", "1": "hang"}
+    # every rank's watchdog fired: they hung together; the first to fire is named
+    both = [rank(0, "gone", waited), rank(1, "gone", {**waited, "time": "2026-12-05 08:00:00"})]
+    assert server_failure(both)["class"] == "process-died"
+    # no watchdog: a survivor running on is not blamed for a peer's death
+    assert server_failure([rank(0, "gone", _failed("oom", None)), rank(1)])["rank"] == 0

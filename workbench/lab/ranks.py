@@ -63,7 +63,13 @@ def _host_port(host: str, port: int) -> str:
 
 
 class Group:
-    """Rank 0's process group: every other rank joined, then watched for the server's life."""
+    """Rank 0's process group: every other rank joined, then watched for the server's life.
+
+    Each decode round ends in a collective every rank answers (``step``, as the TP all-reduce of a
+    forward): a rank that hangs holds rank 0's forward, and SGLang's scheduler watchdog
+    (``srt/utils/watchdog.py``: no forward finished in ``--watchdog-timeout`` s while a batch runs)
+    logs ``Scheduler watchdog timeout (...)``, waits 5 s and SIGQUITs its parent, which takes the
+    process tree down."""
 
     def __init__(self, server: LabServer) -> None:
         a = server.args
@@ -71,6 +77,10 @@ class Group:
         self.nnodes = int(a.nnodes)
         self.peers: dict[int, socket.socket] = {}
         self.closing = False
+        self.steps = 0  # collectives begun
+        self.acked: dict[int, int] = {}  # per rank: collectives it answered
+        self.cond = threading.Condition()
+        self.busy_since: float | None = None  # a collective waiting since (the watchdog's "active")
         _, port = rendezvous(a, server.vllm)
         self.listener = socket.create_server(("", port), reuse_port=False)
         self.listener.settimeout(1.0)
@@ -92,13 +102,40 @@ class Group:
         for conn in self.peers.values():
             conn.sendall(b"go\n")
         for rank, conn in self.peers.items():
+            self.acked[rank] = 0
             threading.Thread(target=self._watch, args=(rank, conn), daemon=True).start()
+        timeout = self.server.args.watchdog_timeout
+        if not self.server.vllm and timeout and timeout > 0:
+            threading.Thread(target=self._watchdog, args=(float(timeout),), daemon=True).start()
+
+    def step(self) -> None:
+        """One collective: every other rank answers before the forward ends (no timeout of its own:
+        the watchdog ends a forward that never does)."""
+        with self.cond:
+            self.steps += 1
+            n = self.steps
+            self.busy_since = time.monotonic()
+        for conn in self.peers.values():
+            with contextlib.suppress(OSError):  # a peer gone: its watcher takes the server down
+                conn.sendall(b"step\n")
+        with self.cond:
+            self.cond.wait_for(lambda: all(v >= n for v in self.acked.values()))
+            self.busy_since = None
+
+    def _watchdog(self, timeout: float) -> None:
+        while True:
+            time.sleep(timeout / 2)
+            since = self.busy_since
+            if since is not None and time.monotonic() > since + timeout:
+                break
+        self.server.die_from_watchdog(timeout)
 
     def _watch(self, rank: int, conn: socket.socket) -> None:
         try:
             peer = conn.getpeername()
         except OSError:
             peer = ("?", 0)
+        buf = b""
         while True:
             try:
                 data = conn.recv(4096)
@@ -106,6 +143,12 @@ class Group:
                 data = b""
             if not data:
                 break
+            buf += data
+            if n := buf.count(b"ok\n"):
+                buf = buf.rsplit(b"\n", 1)[1]
+                with self.cond:
+                    self.acked[rank] += n
+                    self.cond.notify_all()
         if not self.closing:
             self.server.die_from_scheduler(RuntimeError(f"Connection closed by peer [{peer[0]}]:{peer[1]}"))
 
@@ -261,6 +304,9 @@ class Worker:
             data += chunk
             if SHUTDOWN in data:
                 return self._end(0)
+            if n := data.count(b"step\n"):  # rank 0's collectives: this rank's part of each forward
+                self.conn.sendall(b"ok\n" * n)
+                data = data.rsplit(b"\n", 1)[1]
 
     def _end(self, code: int) -> int:
         if not self.vllm:  # (vLLM's worker node ends without a line: run_headless's executor returns)

@@ -129,6 +129,15 @@ class LabServer:
         self.log("Received sigquit from a child process. It usually means the child failed.", scheduler=False)
         self._kill_self()
 
+    def die_from_watchdog(self, timeout: float) -> None:
+        """SGLang's scheduler watchdog (``srt/utils/watchdog.py``): no forward finished in time while a
+        batch ran; it waits 5 s so the parent can print the error, then SIGQUITs it."""
+        self.log(f"Scheduler watchdog timeout (self.watchdog_timeout={timeout!r}, self.soft=False)")
+        time.sleep(5)
+        # the serving phase's handler (managers/tokenizer_manager.py: running_phase_sigquit_handler)
+        self.log("SIGQUIT received. signum=None, frame=None. It usually means one child failed.", scheduler=False)
+        self._kill_self()
+
     @staticmethod
     def _kill_self() -> None:
         sys.stderr.flush()
@@ -376,6 +385,8 @@ class LabServer:
         if self.vllm:
             self._on_vllm_round(accepted)
             return
+        if self.group is not None:
+            self.group.step()
         self.forward_ct += 1
         self.seq_len = seq_len
         w = self.window

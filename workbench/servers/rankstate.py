@@ -9,6 +9,11 @@ failure in their logs. Which one failed first is read from evidence, in this ord
    survivor of a lost peer logs why it stops, so a silent death comes first;
 2. else the rank whose failure line is the earliest (ties: the lowest rank);
 3. a rank that runs with a failure in its log (a hang after an exception) when none died.
+
+A hang is read the same way: a rank whose scheduler watchdog fired (no forward finished within
+``--watchdog-timeout``: SGLang's ``Scheduler watchdog timeout``) waited on its peers' part of a
+collective; a rank still running with no failure of its own while another waited is the one they
+waited on (a rank whose watchdog fired too hung with them: the rule then names the first to fire).
 """
 
 from __future__ import annotations
@@ -69,17 +74,38 @@ def _evidence(x: RankStatus) -> bool:
     return bool(f) and f.get("line") is not None
 
 
+def hung(ranks: list[RankStatus]) -> tuple[RankStatus, RankStatus] | None:
+    """(the rank the others waited on, the first rank whose watchdog fired), or None."""
+    waited = [x for x in ranks if (x.failure or {}).get("waited")]
+    quiet = [x for x in ranks if x.process not in DEAD and x.process != "unknown" and not x.failure]
+    if not waited or not quiet:
+        return None
+    return min(quiet, key=lambda x: x.rank), min(waited, key=lambda x: x.rank)
+
+
 def server_failure(ranks: list[RankStatus]) -> dict[str, Any] | None:
     """The server's failure: the primary rank's, naming it, with every failed rank's class."""
-    p = primary(ranks)
+    h = hung(ranks)
+    p = h[0] if h else primary(ranks)
     if p is None:
         return None
     f = dict(p.failure or {"class": "process-died", "hint": "the rank's process died", "text": "", "line": None})
+    if h:
+        w = h[1]
+        f = {
+            "class": "hang",
+            "hint": f"rank {w.rank} waited on it past its scheduler watchdog and went down; it still runs "
+            "(a py-spy dump of it shows where it stopped)",
+            "text": (w.failure or {}).get("text") or "",
+            "line": None,
+        }
     where = p.host if p.node is None else f"{p.node} ({p.host})"
     f["rank"] = p.rank
     f["host"] = p.node or p.host
     f["hint"] = f"rank {p.rank} on {where}: {f.get('hint') or ''}".rstrip(": ")
     f["ranks"] = {str(x.rank): (x.failure or {}).get("class") for x in ranks if x.failure or x.process in DEAD}
+    if h:
+        f["ranks"][str(p.rank)] = "hang"
     return f
 
 

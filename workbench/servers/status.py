@@ -403,6 +403,10 @@ class Status:
                 proc = "leftover"
             alive = proc not in DEAD
             fail = classify(f.events, process_alive=alive)
+            wd = watchdog_fired(f)
+            if wd is not None:  # this rank's forward waited on its peers past the watchdog
+                base = fail or {"class": "process-died", "hint": "the rank's scheduler watchdog fired"}
+                fail = {**base, "waited": True, "line": wd[0], "text": wd[1]}
             if row.get("slurm_failure"):
                 fail = {**(fail or {}), **row["slurm_failure"]} if fail is None or fail.get("line") is None else fail
             if not alive:
@@ -469,6 +473,15 @@ def rank_ready(f: Follower) -> bool:
     after them (``srt/entrypoints/engine.py``); vLLM's headless worker has launched its executor."""
     marks = ("Dummy health check server started", "headless multiproc executor")
     return any(m in text for _, text in f.tail for m in marks)
+
+
+def watchdog_fired(f: Follower) -> tuple[int, str] | None:
+    """(line, text) of the rank's scheduler watchdog timeout (``srt/utils/watchdog.py``: no forward
+    finished within ``--watchdog-timeout`` while a batch ran), if its log has one."""
+    for n, text in f.tail:
+        if "Scheduler watchdog timeout (" in text:
+            return int(n), str(text)
+    return None
 
 
 def job_failure(job: dict[str, Any], rank_rows: list[RankStatus]) -> dict[str, Any] | None:
