@@ -141,6 +141,7 @@ def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
     assert rec.pid == st.ranks[0]["pid"]  # rank 0's identity, learnt from its node
     rank1 = Path(rec.extra["ranks"][1]["log"]).read_text()
     assert "Dummy health check server started" in rank1 and " TP1] Load weight begin" in rank1
+    assert wb.server_log(rec.id, rank=1).startswith(rank1.encode())  # read through the login node
 
     # the command line: the job and each rank in status, the cluster in host check
     def cli(*argv):
@@ -198,6 +199,22 @@ def test_a_job_cancelled_outside_the_workbench(sl, net_hosts, slurm_cluster):
     assert f"job {job_id}" in s.failure["hint"] and "outside the workbench" in s.failure["hint"]
     assert _until(lambda: _left(net_hosts, rec.extra["launch_token"]) == {"n1": [], "n2": []}, 30)
     assert rec.id not in [r.id for r in wb.servers(active=True)]
+
+
+def test_a_killed_rank_1_on_a_node_is_rank_1s_failure(sl, net_hosts, slurm_cluster):
+    wb, _ = sl
+    rec = wb.launch("lab2", confirm=True)
+    st = wb.server_wait(rec.id, timeout=300, poll=0.5)
+    assert st.state == "ready", st
+    net_hosts["n2"].sh(f"kill -KILL {st.ranks[1]['pid']}")  # the rank's process, on its node
+    s = _until(lambda: (lambda s: s if s.state in ("failed", "exited") else None)(wb.server_status([rec.id])[0]), 60)
+    assert s and s.state == "exited", wb.server_status([rec.id])[0]
+    assert s.failure["rank"] == 1 and s.failure["host"] == "n2", s.failure
+    assert s.failure["hint"].startswith("rank 1 on n2 (cluster):") and s.failure["class"] == "process-died"
+    assert s.failure["ranks"] == {"0": "scheduler-exception", "1": "process-died"}  # rank 0 lost its peer
+    assert _until(lambda: _left(net_hosts, rec.extra["launch_token"]) == {"n1": [], "n2": []}, 30)
+    job = _job(slurm_cluster, rec.extra["slurm"]["job_id"])
+    assert job["JobState"] == "FAILED" and job["Restarts"] == "0", job
 
 
 def test_a_sweep_on_a_cluster_runs_its_points_as_parallel_jobs(sl, slurm_cluster):
