@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import argparse
 
+    from workbench.engine.version import Version
     from workbench.lab.serve import LabServer
 
 SHUTDOWN = b"shutdown\n"  # rank 0's ShutdownReq broadcast
@@ -195,7 +196,7 @@ class Worker:
     """A rank >= 1: joins rank 0, loads its share (logged), holds a dummy health server (SGLang) and
     waits for rank 0's shutdown; a lost rank 0 takes it down as a failed scheduler does."""
 
-    def __init__(self, args: argparse.Namespace, version: tuple[int, int, int, int]) -> None:
+    def __init__(self, args: argparse.Namespace, version: Version) -> None:
         from workbench.lab.logfmt import LogFormat
 
         self.args = args
@@ -335,5 +336,5 @@ class Worker:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run_worker(args: argparse.Namespace, version: tuple[int, int, int, int]) -> int:
+def run_worker(args: argparse.Namespace, version: Version) -> int:
     return Worker(args, version).run()

@@ -5,8 +5,10 @@ engine.
 
 Accept length: where the engine keeps counters (vLLM), 1 + accepted / drafts of the counters'
 difference over exactly this workload (``counters`` holds that difference); else the server's own
-average since the flush (SGLang's ``avg_spec_accept_length``). Per request, completion tokens over
-verify rounds where the engine reports them (SGLang's ``spec_verify_ct``, bonus token counted).
+average since the flush (SGLang's ``avg_spec_accept_length``). Per request, the engine's own figure
+where it reports one (vLLM's ``metrics.speculative_decoding.mean_acceptance_length`` with
+``--per-request-spec-decode-metrics``), else completion tokens over verify rounds (SGLang's
+``spec_verify_ct``, bonus token counted).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class Measurement(Result):
 
 
 #: A measurement shorter than this, or whose rounds or requests spread more than this (stdev over
-#: mean), is flagged: a server measured for a second while still warming read 20.6 tok/s against 491.
+#: mean), is flagged: a server measured for a second while still warming reads a fraction of its rate.
 MIN_TIMED_S = 2.0
 MAX_ROUND_CV = 0.15
 MAX_REQUEST_CV = 0.5
@@ -196,7 +198,7 @@ def run_protocol(
         out = client.complete(texts[i], m)
         dt = time.monotonic() - t0
         ct = out.completion_tokens
-        al = ct / out.verify_ct if out.verify_ct else None
+        al = out.accept_length if out.accept_length is not None else (ct / out.verify_ct if out.verify_ct else None)
         return {"prompt": i, "completion_tokens": ct, "seconds": dt, "accept_len": al}
 
     for r in range(rounds):

@@ -147,7 +147,15 @@ class VLLMClient(HTTPClient):
         usage = got.get("usage") or {}
         choice = (got.get("choices") or [{}])[0]
         ids = choice.get("token_ids") or []
-        return Generated(int(usage.get("completion_tokens", len(ids))), None, [int(t) for t in ids])
+        # per request, with --per-request-spec-decode-metrics (vllm/v1/metrics/stats.py: to_dict)
+        spec = (got.get("metrics") or {}).get("speculative_decoding") or {}
+        steps, al = spec.get("num_spec_steps"), spec.get("mean_acceptance_length")
+        return Generated(
+            int(usage.get("completion_tokens", len(ids))),
+            int(steps) if isinstance(steps, int) and steps > 0 else None,
+            [int(t) for t in ids],
+            float(al) if isinstance(al, (int, float)) and steps else None,
+        )
 
     def counters(self) -> SpecCounters | None:
         return parse_counters(self.metrics_text())
