@@ -57,13 +57,19 @@ $(VLLM_STAMP): Makefile
 	  touch $(VLLM_STAMP); \
 	fi
 
-# openssh-server for the SSH tests (a real sshd on 127.0.0.1); skipped when not root.
+# The system packages the tests drive (skipped when not root): openssh-server for the SSH tests (a real
+# sshd on 127.0.0.1 and in the namespace hosts of tests/fixtures/cluster.py), tmux, and Debian's slurm
+# (controller, node daemon, client commands, munge) for the SLURM tests; nothing of it is started here.
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 sshd-deps:
 	@if [ ! -x /usr/sbin/sshd ] && [ "$$(id -u)" = 0 ]; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client tmux) >/dev/null; \
 	fi
 	@if ! command -v tmux >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
+	fi
+	@if ! command -v slurmctld >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SLURM_PACKAGES)) >/dev/null; \
 	fi
 
 # Two pytest-xdist workers, a module at a time (--dist loadscope: module fixtures, servers and the

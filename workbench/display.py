@@ -5,6 +5,8 @@
   green) to 1 (unrelated, red); ``None`` for a missing or non-finite value.
 - ``fmt_rel(v)``: a rel_diff for a table cell (``2.00e-06``, ``0.056``, ``inf``, ``-``).
 - ``sparkline(values)``: a one-line text sparkline for a table cell, NaN-tolerant.
+- ``server_where(status)``, ``rank_lines(status)``: where a server runs (its hosts, or its SLURM job)
+  and one line per rank of a server across nodes.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ BARS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: Iterable[float | None], width: int = 16, lo: float | None = None, hi: float | None = None) -> str:
-    vals = [v for v in list(values)[-width:] if v is not None and v == v]
+    vals = [v for v in list(values)[-width:] if v is not None and not math.isnan(v)]
     if not vals:
         return ""
     lo = min(vals) if lo is None else lo
@@ -192,4 +194,37 @@ def collapse_runs(items: list[T], key: Callable[[T], object]) -> list[tuple[T, i
         else:
             out.append((item, 1))
         last = k
+    return out
+
+
+def server_where(status: Any) -> str:
+    """Where a server runs: its host, its hosts (``n1+n2``), or its cluster and job (``gpu#4711``)."""
+    ranks = getattr(status, "ranks", None) or []
+    job = getattr(status, "job", None)
+    if job:
+        return f"{status.host}#{job.get('job_id') or '-'}"
+    hosts = [r.get("host") for r in ranks if r.get("host")]
+    return "+".join(dict.fromkeys(hosts)) if len(set(hosts)) > 1 else str(status.host)
+
+
+def rank_lines(status: Any) -> list[str]:
+    """One line per rank: ``rank 1  n2  pid 4242  running`` (a SLURM rank names its node; a rank's
+    failure and SLURM's word on its task follow)."""
+    out = []
+    for r in getattr(status, "ranks", None) or []:
+        where = r.get("node") or r.get("host") or "-"
+        line = f"rank {r['rank']}  {where}  pid {r.get('pid') or '-'}  {r.get('state')}"
+        if r.get("process") not in (None, "running", r.get("state")):
+            line += f" ({r['process']})"
+        fail = r.get("failure") or {}
+        if fail.get("class"):
+            line += f"  {fail['class']}"
+        if r.get("detail"):
+            line += f"  [{r['detail']}]"
+        out.append(line)
+    job = getattr(status, "job", None)
+    if job:
+        out.insert(
+            0, f"job {job.get('job_id')} {job.get('state')}" + (f" ({job['reason']})" if job.get("reason") else "")
+        )
     return out

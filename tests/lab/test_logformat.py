@@ -62,6 +62,8 @@ def test_milestones_follow_the_version():
     assert new.graph_begin("target", 3.0, 4).startswith(
         "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4"
     )
-    p = new.prefill(1, 12, 0, 12, 0.0, 0, 0)
+    p = new.prefill(1, 12, 0, 12, 0.0, running=0, queue=0)
     assert p.startswith("Prefill batch, #new-seq: 1, #new-token: 12") and "#pending-token: 0" in p
-    assert LogFormat(Version.parse("0.4.9")).prefill(1, 12, 0, 12, 0.0, 0, 0).startswith("Prefill batch. ")
+    assert (
+        LogFormat(Version.parse("0.4.9")).prefill(1, 12, 0, 12, 0.0, running=0, queue=0).startswith("Prefill batch. ")
+    )

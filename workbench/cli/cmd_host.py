@@ -59,7 +59,17 @@ def _check(args, ctx):
             f"{r.name}: reachable ({r.latency_s * 1000:.0f} ms)",
             f"  python {r.python} ({r.python_version or '?'}), SGLang {r.sglang_version or 'not installed'}",
         ]
-        if r.gpus:
+        if r.slurm is not None:
+            sl = r.slurm
+            if sl["missing"]:
+                lines.append(f"  SLURM: client commands missing: {', '.join(sl['missing'])}")
+            else:
+                lines.append(f"  SLURM controller: {sl['ping'].get('text') or '?'}")
+                parts = ", ".join(
+                    f"{p}{'*' if p == sl['default'] else ''} ({n} nodes)" for p, n in sl["partitions"].items()
+                )
+                lines.append(f"  partitions: {parts or sl['sinfo'].get('err') or 'none'}")
+        elif r.gpus:
             lines += [f"  GPU{g.index}: {g.used_mib:g} / {g.total_mib:g} MiB, {g.util:g}%" for g in r.gpus]
         else:
             lines.append(f"  GPUs: {r.gpu_error or 'none'}")

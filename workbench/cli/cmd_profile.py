@@ -35,6 +35,8 @@ def _show(args, ctx):
     cmd = ctx.wb.profile_command(args.name, args.sglang_version, offline=args.offline)
     if args.argv:
         data = {"argv": cmd.argv, "env": cmd.env, "warnings": cmd.warnings}
+        if cmd.ranks:  # a server across nodes: each rank's command (placeholders filled in at launch)
+            data["ranks"] = [{"rank": r["rank"], "host": r["host"], "argv": r["argv"]} for r in cmd.ranks]
         if args.json:
             emit(data, True)
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from workbench.cli.common import add_json, confirm_or_yes, emit
+from workbench.display import rank_lines, server_where
 
 
 def register(sub) -> None:
@@ -30,6 +31,7 @@ def register(sub) -> None:
     lg.add_argument("id", type=int, help="server id (see `server status`)")
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing as it grows (Ctrl+C stops)")
     lg.add_argument("--offset", type=int, default=0, help="start at this byte")
+    lg.add_argument("--rank", type=int, default=0, help="a server across nodes: that rank's log (default 0)")
     lg.set_defaults(func=_logs)
 
     sp = ss.add_parser("stop", help="TERM the server's process group, grace, KILL; then check GPUs idle")
@@ -138,11 +140,12 @@ def _status_line(s) -> str:
     gpu = ", ".join(f"{g.index}:{(g.used_mib or 0) / 1024:.0f}G" for g in s.gpus) or "-"
     up = f"{s.uptime_s / 60:.0f}m" if s.uptime_s else "-"
     line = (
-        f"{s.id:>4} {s.profile:<18} {s.host:<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
-        f"AL {al if al is not None else '-':>5} {('%.1f' % gt) if gt else '-':>8} tok/s  GPU {gpu}"
+        f"{s.id:>4} {s.profile:<18} {server_where(s):<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
+        f"AL {al if al is not None else '-':>5} {f'{gt:.1f}' if gt else '-':>8} tok/s  GPU {gpu}"
     )
     if s.engine != "sglang":
         line += f"  [{s.engine}]"
+    line += "".join(f"\n     {r}" for r in rank_lines(s))
     if s.failure:
         line += f"\n     {s.failure.get('class')}: {s.failure.get('hint', '')}"
         if s.engine != "sglang" and s.failure.get("text"):
@@ -171,8 +174,12 @@ def _status(args, ctx):
 
 def _logs(args, ctx):
     out = sys.stdout.buffer
+    if args.follow and args.rank:
+        from workbench.errors import InputError
+
+        raise InputError("--follow reads rank 0's log (the server's); give --rank without --follow")
     if not args.follow:
-        out.write(ctx.wb.server_log(args.id, args.offset))
+        out.write(ctx.wb.server_log(args.id, args.offset, rank=args.rank))
         out.flush()
         return 0
     try:
@@ -281,9 +288,10 @@ def _sweep(args, ctx):
                 + (f" ({(r.speedup_vs_baseline - 1) * 100:+.1f}% vs baseline)" if r.speedup_vs_baseline else "")
             )
         if r.model:
+            m = r.model
             lines.append(
-                f"model: t_verify = {r.model['t_verify_a_s'] * 1000:.2f} + {r.model['t_verify_b_s_per_token'] * 1000:.3f}*ndt ms, "
-                f"t_draft = {r.model['t_draft_s'] * 1000:.2f} ms (r2 {r.model['r2']:.2f})"
+                f"model: t_verify = {m['t_verify_a_s'] * 1000:.2f} + {m['t_verify_b_s_per_token'] * 1000:.3f}*ndt ms, "
+                f"t_draft = {m['t_draft_s'] * 1000:.2f} ms (r2 {m['r2']:.2f})"
             )
         return "\n".join(lines)
 

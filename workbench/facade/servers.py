@@ -48,6 +48,7 @@ class HostCheck(Result):
     error: str | None = None
     host_key: str | None = None  # "unknown" / "changed" when refused
     fingerprint: str | None = None
+    slurm: dict[str, Any] | None = None  # a SLURM host: client commands, controller, partitions
 
 
 @dataclass
@@ -101,6 +102,10 @@ class ServersAPI(ConfigsAPI):
         """The host ``name`` (connected on first use; host keys verified, never replaced)."""
         return self._hosts.get(name)
 
+    def is_slurm_host(self, name: str) -> bool:
+        """Whether ``name`` is a SLURM cluster (``kind = "slurm"``): its servers are jobs."""
+        return self.lifecycle.launcher.slurm(name)
+
     def host_gpus(self, name: str) -> list[GPU]:
         """The host's GPUs as the last status round trip saw them (no round trip)."""
         return self.lifecycle.status.host_gpus(name)
@@ -129,6 +134,10 @@ class ServersAPI(ConfigsAPI):
                 out.error = f"{python}: exit {r.rc}: {r.err.strip()[-200:]}"
             else:
                 out.vllm_version = engine("vllm").host_version(host, python)
+            if self.is_slurm_host(name):
+                from workbench.servers import slurm
+
+                out.slurm = slurm.describe(self._hosts, name)
             g = host.run(
                 [
                     "nvidia-smi",
@@ -231,7 +240,14 @@ class ServersAPI(ConfigsAPI):
             *[f"{f.severity}: {f.message}" for f in preview.findings if f.severity != "info"],
             *[f"warning: {w}" for w in preview.warnings],
         ]
-        return Plan("launch", preview.profile, f"start {preview.profile} on {preview.host}", details)
+        ranks = preview.command.get("ranks") or []
+        if len(ranks) > 1 and not self.is_slurm_host(preview.host):
+            where = ", ".join(str(r["host"]) for r in ranks)
+        elif self.is_slurm_host(preview.host):
+            where = f"{preview.host} (a SLURM job of {len(ranks)} node(s))"
+        else:
+            where = preview.host
+        return Plan("launch", preview.profile, f"start {preview.profile} on {where}", details)
 
     @overload
     def launch(
@@ -334,9 +350,10 @@ class ServersAPI(ConfigsAPI):
         """One remote round trip per host."""
         return self.lifecycle.status.refresh([int(i) for i in ids] if ids else None, gpus=gpus)
 
-    def server_log(self, server_id: int, offset: int = 0, length: int | None = None) -> bytes:
-        """The server's log bytes from ``offset`` (``length`` of them; None: to the end)."""
-        return self.lifecycle.follow.read_log(int(server_id), offset, length)
+    def server_log(self, server_id: int, offset: int = 0, length: int | None = None, rank: int = 0) -> bytes:
+        """The server's log bytes from ``offset`` (``length`` of them; None: to the end); ``rank``: the
+        log of that rank of a server across nodes."""
+        return self.lifecycle.follow.read_log(int(server_id), offset, length, rank=rank)
 
     def server_follow(
         self, server_id: int, offset: int = 0, poll: float = 0.5, stop: Callable[[], bool] | None = None
@@ -364,9 +381,43 @@ class ServersAPI(ConfigsAPI):
     def stop_plan(self, server_id: int, grace: float | None = None) -> Plan:
         """What ``server_stop`` would signal, and how (identity check, grace, GPUs idle)."""
         r = self.server(server_id)
+        from workbench.servers.engines import engine
         from workbench.servers.stop import Stopper
 
         grace = Stopper.stop_grace(r, grace)
+        workers = engine(r.extra.get("engine")).worker_sigterm
+        if r.extra.get("slurm"):
+            job = r.extra["slurm"].get("job_id")
+            return Plan(
+                "stop",
+                f"server {r.id}",
+                f"stop server {r.id} ({r.profile}): SLURM job {job} on {r.host}: scancel --signal=TERM to its "
+                f"{r.extra.get('nodes', 1)} rank(s), {grace:g} s grace, then scancel",
+                [
+                    f"the job's comment must be this server's launch token (checked on {r.host} before any signal)",
+                    workers,
+                    f"logs: {r.log} and its other ranks' beside it",
+                ],
+            )
+        ranks = r.extra.get("ranks") or []
+        if ranks:
+            return Plan(
+                "stop",
+                f"server {r.id}",
+                f"stop server {r.id} ({r.profile}) on {', '.join(str(x.get('host')) for x in ranks)}: rank 0 first "
+                f"(SIGTERM, {grace:g} s grace, SIGKILL), then every other rank the same way",
+                [
+                    *(
+                        f"rank {x['rank']} on {x.get('host')}: pid {x.get('pid')}, start time {x.get('starttime')} "
+                        "(checked again on its host before signalling)"
+                        for x in ranks
+                    ),
+                    workers,
+                    "each rank's other processes only if proven its own (same group and session, started after "
+                    "it, the launch token in their environment)",
+                    f"port {r.port}; then wait for each host's GPUs {r.extra.get('gpus') or 'all'} to be idle",
+                ],
+            )
         return Plan(
             "stop",
             f"server {r.id}",
@@ -464,7 +515,7 @@ class ServersAPI(ConfigsAPI):
             [f"{p.key}" for p in points],
         )
 
-    def server_sweep(
+    def server_sweep(  # noqa: PLR0913 (one keyword per option of `server sweep`, as the faces pass them)
         self,
         profile: str,
         *,

@@ -4,6 +4,11 @@
 ``port``, ``identity_file``, ``python`` (the host's python, with SGLang), ``known_hosts``,
 ``proxy_jump``, ``ssh_config``, ``connect_timeout``, ``command_timeout``; ``kind = "local"`` for
 this machine. The name ``local`` always means this machine unless the file defines it.
+
+``kind = "slurm"``: a SLURM cluster, driven through its login node: ``address`` is that node (a
+hostname or ssh alias, with the SSH keys above, or ``"local"`` for this machine); ``partition``,
+``sbatch_args = [...]`` (more ``sbatch`` options) and ``env = {...}`` (for the client commands, e.g.
+``SLURM_CONF``) say how jobs are submitted. ``python`` is the python on the compute nodes.
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ _KEYS = {
     "gpu_idle_mib",
     "description",
 }
+_SLURM_KEYS = {"partition", "sbatch_args", "env"}
+KINDS = ("ssh", "local", "slurm")
 
 
 _SECONDS = Range(0, 86400, lo_open=True)  # finite: a call with an infinite timeout never ends
@@ -80,14 +87,17 @@ def host_settings(hosts: dict[str, Any], name: str, source: str = "workbench.tom
     where = f"{source}/[hosts.{name}]"
     if not isinstance(table, dict):
         raise InputError(f"{where}: expected a table")
-    unknown = set(table) - _KEYS
-    if unknown:
-        raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected {', '.join(sorted(_KEYS))})")
     kind = table.get("kind", "ssh")
-    if kind not in ("ssh", "local"):
-        raise InputError(f"{where}.kind: expected 'ssh' or 'local', got {kind!r}")
+    if kind not in KINDS:
+        raise InputError(f"{where}.kind: expected one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+    keys = _KEYS | _SLURM_KEYS if kind == "slurm" else _KEYS
+    unknown = set(table) - keys
+    if unknown:
+        raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected {', '.join(sorted(keys))})")
     if kind == "ssh" and not isinstance(table.get("address"), str):
         raise InputError(f"{where}.address: expected a hostname or ssh alias")
+    if kind == "slurm":
+        _check_slurm(table, where)
     for key in ("port",):
         if key in table and (not isinstance(table[key], int) or not 0 < table[key] < 65536):
             raise InputError(f"{where}.{key}: expected a port number, got {table[key]!r}")
@@ -100,8 +110,25 @@ def host_settings(hosts: dict[str, Any], name: str, source: str = "workbench.tom
     return dict(table, kind=kind)
 
 
+def _check_slurm(table: dict[str, Any], where: str) -> None:
+    if not isinstance(table.get("address"), str) or not table["address"]:
+        raise InputError(f'{where}.address: expected the login node (a hostname or ssh alias, or "local")')
+    if "partition" in table and (not isinstance(table["partition"], str) or not table["partition"]):
+        raise InputError(f"{where}.partition: expected a partition name, got {table['partition']!r}")
+    args = table.get("sbatch_args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise InputError(f'{where}.sbatch_args: expected a list of strings like ["--gres=gpu:8"]')
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise InputError(f'{where}.env: expected a table of NAME = "value"')
+    from workbench.hosts.base import check_argv
+
+    check_argv(args, env, f"{where}.sbatch_args")
+
+
 def make_host(name: str, table: dict[str, Any]) -> Host:
-    if table.get("kind") == "local":
+    """The machine commands run on: for a SLURM host, its login node."""
+    if table.get("kind") == "local" or (table.get("kind") == "slurm" and table.get("address") == "local"):
         from workbench.hosts.local import LocalHost
 
         return LocalHost(name, python=table.get("python"))

@@ -246,15 +246,17 @@ class Host:
 
 
 class Tunnel:
-    """A local port that reaches a port on the host. ``url`` is http://127.0.0.1:LOCAL."""
+    """A local port that reaches a port on the host. ``url`` is http://127.0.0.1:LOCAL (or the
+    address itself, where this machine reaches it directly: ``host``)."""
 
-    def __init__(self, local_port: int, closer: Callable[[], object] | None = None):
+    def __init__(self, local_port: int, closer: Callable[[], object] | None = None, host: str = "127.0.0.1"):
         self.local_port = local_port
+        self.host = host
         self._closer = closer
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.local_port}"
+        return f"http://{self.host}:{self.local_port}"
 
     def close(self) -> None:
         if self._closer:

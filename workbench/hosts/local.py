@@ -102,7 +102,7 @@ class LocalHost(Host):
         return f"local:{os.path.abspath(path)}"
 
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Tunnel:
-        return Tunnel(int(remote_port))  # the port is already here
+        return Tunnel(int(remote_port), host=remote_host)  # reached from here as it is
 
     def ping(self, timeout: float = 10.0) -> float:
         return 0.0

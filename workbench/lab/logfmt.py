@@ -26,10 +26,16 @@ V0_5_23 = Version.parse("0.5.23")
 
 class LogFormat:
     def __init__(
-        self, version: Version | str, tp_size: int = 1, log_ms: bool = False, forward_iters: bool = False
+        self,
+        version: Version | str,
+        tp_size: int = 1,
+        log_ms: bool = False,
+        forward_iters: bool = False,
+        tp_rank: int = 0,
     ) -> None:
         self.v = Version.parse(version)
         self.tp_size = tp_size
+        self.tp_rank = tp_rank  # the first TP rank of this node (a node rank >= 1 holds later ones)
         self.log_ms = log_ms
         self.forward_iters = forward_iters
 
@@ -42,7 +48,7 @@ class LogFormat:
         return s
 
     def prefix(self, scheduler: bool) -> str:
-        rank = " TP0" if scheduler and self.tp_size > 1 else ""
+        rank = f" TP{self.tp_rank}" if scheduler and self.tp_size > 1 else ""
         return f"[{self.stamp()}{rank}] "
 
     def uvicorn(self, level: str, message: str) -> str:
@@ -70,9 +76,10 @@ class LogFormat:
         )
 
     def kv_cache(self, dtype: str, tokens: int, k_gb: float, v_gb: float) -> str:
+        sizes = f"#tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
         if self.v >= V0_5_23:
-            return f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
-        return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+            return f"KV Cache is allocated. dtype: {dtype}, {sizes}"
+        return f"KV Cache is allocated. {sizes}"
 
     @staticmethod
     def memory_pool_end(avail: float) -> str:
@@ -118,6 +125,7 @@ class LogFormat:
         cached: int,
         used: int,
         usage: float,
+        *,
         running: int,
         queue: int,
         forward_ct: int = 0,

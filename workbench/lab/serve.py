@@ -23,6 +23,7 @@ request.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -32,7 +33,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
@@ -43,6 +44,7 @@ from workbench.lab.logfmt import LogFormat
 
 if TYPE_CHECKING:
     from workbench.lab.engine import GenOutput, LabEngine
+    from workbench.lab.ranks import Group
     from workbench.lab.vllm_surface import SpecTotals
 
 FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
@@ -57,11 +59,7 @@ CUDA_GRAPH_FAILED = (
 )
 
 
-class SchedulerFailure(Exception):
-    pass
-
-
-class EngineDead(Exception):
+class EngineDeadError(Exception):
     """vLLM's EngineDeadError: the request's engine died."""
 
 
@@ -102,6 +100,7 @@ class LabServer:
         self.seq_len = 0
         self.max_total_tokens = 0
         self.httpd: ThreadingHTTPServer | None = None
+        self.group: Group | None = None  # the other ranks of a server across nodes (rank 0)
         self.dump = args.debug_tensor_dump_output_folder is not None
         self.vllm = str(args.lab_engine).strip().lower().startswith("vllm")
         self.totals: SpecTotals | None = None
@@ -131,6 +130,15 @@ class LabServer:
         self.log("Received sigquit from a child process. It usually means the child failed.", scheduler=False)
         self._kill_self()
 
+    def die_from_watchdog(self, timeout: float) -> None:
+        """SGLang's scheduler watchdog (``srt/utils/watchdog.py``): no forward finished in time while a
+        batch ran; it waits 5 s so the parent can print the error, then SIGQUITs it."""
+        self.log(f"Scheduler watchdog timeout (self.watchdog_timeout={timeout!r}, self.soft=False)")
+        time.sleep(5)
+        # the serving phase's handler (managers/tokenizer_manager.py: running_phase_sigquit_handler)
+        self.log("SIGQUIT received. signum=None, frame=None. It usually means one child failed.", scheduler=False)
+        self._kill_self()
+
     @staticmethod
     def _kill_self() -> None:
         sys.stderr.flush()
@@ -147,6 +155,13 @@ class LabServer:
         if a.lab_threads:
             torch.set_num_threads(a.lab_threads)
         self.log(self.fmt.server_args(serverargs.server_args_dict(a)), scheduler=False)
+        if a.nnodes > 1:  # rank 0 of a server across nodes: every rank joins before anything loads
+            from workbench.lab.ranks import Group, leader_line
+
+            self.group = Group(self)
+            self.group.wait()
+            if self.vllm:
+                self.log(leader_line(self))
         if self.dump:
             self.log("Cuda graph and server warmup are disabled because of using tensor dump mode", scheduler=False)
             a.disable_cuda_graph = True
@@ -285,13 +300,8 @@ class LabServer:
                 )
             self.httpd = ThreadingHTTPServer((a.host, a.port), _handler(self))
         except OSError as exc:
-            msg = (
-                exc.strerror
-                if self.fail == "port"
-                else (
-                    f"error while attempting to bind on address ('{a.host}', {a.port}): {cast(str, exc.strerror).lower()}"
-                )
-            )
+            bind = f"error while attempting to bind on address ('{a.host}', {a.port})"
+            msg = exc.strerror if self.fail == "port" else f"{bind}: {cast(str, exc.strerror).lower()}"
             self.uvicorn("ERROR", f"[Errno {exc.errno}] {msg}")
             sys.stderr.flush()
             os._exit(1)
@@ -304,13 +314,13 @@ class LabServer:
         )
         threading.Thread(target=self._warmup_then_ready, daemon=True).start()
         signal.signal(signal.SIGTERM, lambda *_: self._shutdown())
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             self.httpd.serve_forever(poll_interval=0.2)
-        except KeyboardInterrupt:
-            pass
         return 0
 
     def _shutdown(self) -> None:
+        if self.group is not None:
+            self.group.shutdown()
         if self.httpd is not None:
             threading.Thread(target=self.httpd.shutdown, daemon=True).start()
 
@@ -363,9 +373,9 @@ class LabServer:
                 0,
                 new_tokens,
                 new_tokens / max(1, self.max_total_tokens),
-                max(0, running - 1),
-                waiting,
-                self.forward_ct + 1,
+                running=max(0, running - 1),
+                queue=waiting,
+                forward_ct=self.forward_ct + 1,
                 cuda_graph=False,
                 input_tps=new_tokens / max(seconds, 1e-6),
             )
@@ -376,6 +386,8 @@ class LabServer:
         if self.vllm:
             self._on_vllm_round(accepted)
             return
+        if self.group is not None:
+            self.group.step()
         self.forward_ct += 1
         self.seq_len = seq_len
         w = self.window
@@ -450,7 +462,7 @@ class LabServer:
                 res = self.generate_ids(ids, max_tokens, ignore_eos=ignore_eos)
             except Exception as exc:
                 self.engine_died(exc)
-                raise EngineDead(str(exc)) from exc
+                raise EngineDeadError(str(exc)) from exc
             text = self.tokenizer.decode(res.output_ids, skip_special_tokens=True)
             outs.append((text, res.output_ids, str(res.finish_reason.get("type", "length")), len(ids)))
             if self.spec and self.args.per_request_spec_decode_metrics != "none" and len(prompts) == 1:
@@ -632,131 +644,148 @@ def _vllm_version(engine: str) -> str:
     return str(engine).split("==", 1)[1] if "==" in str(engine) else "0.32.0"
 
 
-def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "uvicorn"
-        sys_version = ""
+class _Handler(BaseHTTPRequestHandler):
+    """SGLang's routes (or vLLM's, with ``--lab-engine vllm``) over the lab server ``lab``."""
 
-        def log_message(self, fmt: str, *args: Any) -> None:  # uvicorn's access-log line instead of http.server's
-            pass
+    lab: LabServer  # set on the class ``_handler`` makes for a server
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
 
-        def _send(self, code: int, payload: object, content_type: str = "application/json") -> None:
-            body = (
-                payload
-                if isinstance(payload, bytes)
-                else (json.dumps(payload).encode() if content_type == "application/json" else str(payload).encode())
-            )
-            self.send_response(code)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}.get(code, "")
-            server.uvicorn(
-                "INFO",
-                f"{self.client_address[0]}:{self.client_address[1]} - "
-                f'"{self.command} {self.path} HTTP/1.1" {code} {phrase}',
-            )
+    def log_message(self, fmt: str, *args: Any) -> None:  # uvicorn's access-log line instead of http.server's
+        pass
 
-        def _body(self) -> Any:
-            n = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(n) if n else b""
-            if not raw:
-                return {}
-            return json.loads(raw)
+    def _send(self, code: int, payload: object, content_type: str = "application/json") -> None:
+        body = (
+            payload
+            if isinstance(payload, bytes)
+            else (json.dumps(payload).encode() if content_type == "application/json" else str(payload).encode())
+        )
+        self.send_response(code)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}.get(code, "")
+        self.lab.uvicorn(
+            "INFO",
+            f"{self.client_address[0]}:{self.client_address[1]} - "
+            f'"{self.command} {self.path} HTTP/1.1" {code} {phrase}',
+        )
 
-        def _vllm_route(self, method: str, path: str) -> None:
-            from workbench.lab.vllm_surface import metrics_text
+    def _body(self) -> Any:
+        n = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        if not raw:
+            return {}
+        return json.loads(raw)
 
-            if path == "/health":
-                return self._send(200 if server.ready else 503, b"", "text/plain")
-            if path == "/version":
-                return self._send(200, {"version": _vllm_version(server.args.lab_engine)})
-            if path == "/v1/models":
-                ctx = server.args.context_length or 1024
-                model = {"id": server.served_name, "object": "model", "root": server.args.model_path}
-                return self._send(200, {"object": "list", "data": [{**model, "max_model_len": ctx}]})
-            if path == "/metrics":
-                return self._send(200, metrics_text(server.totals, server.served_name), "text/plain")
-            if path == "/reset_prefix_cache" and method == "POST":
-                return self._send(200, b"", "text/plain")
-            if path == "/v1/completions" and method == "POST":
-                if not server.ready:
-                    return self._send(503, {"error": {"message": "the engine is not running"}})
-                try:
-                    body = self._body()
-                    return self._send(200, server.completions(body))
-                except ValueError as exc:
-                    return self._send(400, {"error": {"message": str(exc), "type": "BadRequestError"}})
-                except EngineDead as exc:
-                    return self._send(500, {"error": {"message": f"EngineCore encountered an issue: {exc}"}})
-            return self._send(404, {"detail": "Not Found"})
+    def _vllm_route(self, method: str, path: str) -> None:
+        from workbench.lab.vllm_surface import metrics_text
 
-        def do_GET(self) -> None:
-            self._route("GET")
-
-        def do_POST(self) -> None:
-            self._route("POST")
-
-        def _route(self, method: str) -> None:
-            path = urlparse(self.path).path
-            v = server.version
-            new_routes = v >= Version.parse("0.5.6")
+        if path == "/health":
+            return self._send(200 if self.lab.ready else 503, b"", "text/plain")
+        if path == "/version":
+            return self._send(200, {"version": _vllm_version(self.lab.args.lab_engine)})
+        if path == "/v1/models":
+            ctx = self.lab.args.context_length or 1024
+            model = {"id": self.lab.served_name, "object": "model", "root": self.lab.args.model_path}
+            return self._send(200, {"object": "list", "data": [{**model, "max_model_len": ctx}]})
+        if path == "/metrics":
+            return self._send(200, metrics_text(self.lab.totals, self.lab.served_name), "text/plain")
+        if path == "/reset_prefix_cache" and method == "POST":
+            return self._send(200, b"", "text/plain")
+        if path == "/v1/completions" and method == "POST":
+            if not self.lab.ready:
+                return self._send(503, {"error": {"message": "the engine is not running"}})
             try:
-                if server.vllm:
-                    return self._vllm_route(method, path)
-                if path in ("/health", "/health_generate"):
-                    if not server.ready:
-                        return self._send(503, b"", "text/plain")
-                    if path == "/health_generate" or v >= Version.parse("0.5.23"):
-                        server.generate_ids([0], 1, ignore_eos=True, warmup=True)
-                    return self._send(200, b"", "text/plain")
-                if path in ("/get_server_info", "/server_info"):
-                    if path == "/server_info" and not new_routes:
-                        return self._send(404, {"detail": "Not Found"})
-                    if path == "/get_server_info" and new_routes:
-                        server.log(
-                            "Endpoint '/get_server_info' is deprecated and will be removed in a future "
-                            "version. Please use '/server_info' instead.",
-                            scheduler=False,
-                        )
-                    return self._send(200, server.server_info())
-                if path in ("/get_model_info", "/model_info"):
-                    if path == "/model_info" and not new_routes:
-                        return self._send(404, {"detail": "Not Found"})
-                    if path == "/get_model_info" and new_routes:
-                        server.log(
-                            "Endpoint '/get_model_info' is deprecated and will be removed in a future "
-                            "version. Please use '/model_info' instead.",
-                            scheduler=False,
-                        )
-                    return self._send(200, server.model_info())
-                if path == "/flush_cache":
-                    code, text = server.flush_cache()
-                    return self._send(code, text, "text/plain")
-                if path == "/generate" and method == "POST":
-                    if not server.ready:
-                        return self._send(503, {"error": {"message": "server is starting"}})
-                    try:
-                        body = self._body()
-                    except ValueError as exc:
-                        return self._send(400, {"error": {"message": f"invalid JSON body: {exc}"}})
-                    try:
-                        return self._send(200, server.generate(body))
-                    except ValueError as exc:
-                        return self._send(400, {"error": {"message": str(exc)}})
-                return self._send(404, {"detail": "Not Found"})
-            except BrokenPipeError:
-                return None
+                body = self._body()
+                return self._send(200, self.lab.completions(body))
+            except ValueError as exc:
+                return self._send(400, {"error": {"message": str(exc), "type": "BadRequestError"}})
+            except EngineDeadError as exc:
+                return self._send(500, {"error": {"message": f"EngineCore encountered an issue: {exc}"}})
+        return self._send(404, {"detail": "Not Found"})
 
-    return Handler
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def _route(self, method: str) -> None:
+        path = urlparse(self.path).path
+        try:
+            if self.lab.vllm:
+                self._vllm_route(method, path)
+            else:
+                self._sglang_route(method, path)
+        except BrokenPipeError:
+            return
+
+    def _sglang_route(self, method: str, path: str) -> None:
+        if path in ("/health", "/health_generate"):
+            self._health(path)
+        elif path in ("/get_server_info", "/server_info"):
+            self._info(path, "/get_server_info", "/server_info", self.lab.server_info)
+        elif path in ("/get_model_info", "/model_info"):
+            self._info(path, "/get_model_info", "/model_info", self.lab.model_info)
+        elif path == "/flush_cache":
+            code, text = self.lab.flush_cache()
+            self._send(code, text, "text/plain")
+        elif path == "/generate" and method == "POST":
+            self._generate()
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def _health(self, path: str) -> None:
+        if not self.lab.ready:
+            self._send(503, b"", "text/plain")
+            return
+        if path == "/health_generate" or self.lab.version >= Version.parse("0.5.23"):
+            self.lab.generate_ids([0], 1, ignore_eos=True, warmup=True)
+        self._send(200, b"", "text/plain")
+
+    def _info(self, path: str, old: str, new: str, payload: Callable[[], dict[str, Any]]) -> None:
+        """An info route: the old name before 0.5.6 (deprecated, logged, after), the new one from it."""
+        new_routes = self.lab.version >= Version.parse("0.5.6")
+        if path == new and not new_routes:
+            self._send(404, {"detail": "Not Found"})
+            return
+        if path == old and new_routes:
+            self.lab.log(
+                f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead.",
+                scheduler=False,
+            )
+        self._send(200, payload())
+
+    def _generate(self) -> None:
+        if not self.lab.ready:
+            self._send(503, {"error": {"message": "server is starting"}})
+            return
+        try:
+            body = self._body()
+        except ValueError as exc:
+            self._send(400, {"error": {"message": f"invalid JSON body: {exc}"}})
+            return
+        try:
+            self._send(200, self.lab.generate(body))
+        except ValueError as exc:
+            self._send(400, {"error": {"message": str(exc)}})
+
+
+def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"lab": server})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     gc.disable()  # until the server is up (workbench.collector.started)
     argv = sys.argv[1:] if argv is None else list(argv)
     args, version = serverargs.parse(argv)
+    if args.nnodes > 1 and args.node_rank >= 1:  # a node that does not serve (no model, no tokenizer)
+        from workbench.lab.ranks import run_worker
+
+        return run_worker(args, version)
     server = LabServer(args, version)
     from transformers import AutoTokenizer
 

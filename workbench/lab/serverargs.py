@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from workbench.engine.version import Version
@@ -44,6 +44,14 @@ def build_parser(version: Version) -> argparse.ArgumentParser:
     prog = "sglang serve" if version >= Version.parse("0.5.23") else "launch_server.py"
     p = argparse.ArgumentParser(prog=prog)
     a = p.add_argument
+    _serving_args(a, version)
+    _graph_and_speculative_args(a, version)
+    _observability_vllm_and_lab_args(a, version)
+    return p
+
+
+def _serving_args(a: Callable[..., Any], version: Version) -> None:
+    """The model, HTTP, memory, scheduling and parallelism flags."""
     # model and tokenizer
     a("--model-path", "--model", dest="model_path", required=True)
     a("--tokenizer-path", default=None)
@@ -85,10 +93,16 @@ def build_parser(version: Version) -> argparse.ArgumentParser:
     a("--enable-dp-attention", action="store_true")
     a("--nnodes", type=int, default=1)
     a("--node-rank", type=int, default=0)
-    a("--dist-init-addr", default=None)
+    a("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None)
+    a("--nccl-port", type=int, default=None)
+    a("--dist-timeout", type=int, default=None)
     a("--disable-custom-all-reduce", action="store_true")
     a("--enable-torch-compile", action="store_true")
     a("--attention-backend", default=None)
+
+
+def _graph_and_speculative_args(a: Callable[..., Any], version: Version) -> None:
+    """CUDA-graph and speculative-decoding flags (their spelling per version)."""
     # graphs
     a("--disable-cuda-graph", action="store_true")
     a("--disable-cuda-graph-padding", action="store_true")
@@ -120,6 +134,10 @@ def build_parser(version: Version) -> argparse.ArgumentParser:
     a("--speculative-token-map", default=None)
     a("--speculative-attention-mode", default="prefill")
     a("--decrypted-draft-config-file", default=None)
+
+
+def _observability_vllm_and_lab_args(a: Callable[..., Any], version: Version) -> None:
+    """Logging and debugging flags, a vLLM profile's flags, and the lab's own."""
     # observability and debugging
     a("--log-level", default="info")
     a("--log-level-http", default=None)
@@ -139,6 +157,11 @@ def build_parser(version: Version) -> argparse.ArgumentParser:
     a("--gpu-memory-utilization", type=float, default=None)
     a("--seed", type=int, default=None)
     a("--per-request-spec-decode-metrics", choices=["none", "summary", "detailed"], default="none")
+    # vLLM's multi-node flags (``vllm/config/parallel.py``); --headless: a worker node, no API server
+    a("--master-addr", default="127.0.0.1")
+    a("--master-port", type=int, default=29501)
+    a("--headless", action="store_true")
+    a("--distributed-executor-backend", default=None)
     # the lab's own
     a(
         "--lab-engine",
@@ -153,7 +176,6 @@ def build_parser(version: Version) -> argparse.ArgumentParser:
         help="capture index 0 yields the embedding output (a patched engine, as in the story)",
     )
     a("--lab-threads", type=int, default=None)
-    return p
 
 
 def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, Version]:

@@ -13,9 +13,11 @@ import time
 
 import ipywidgets as w
 
+from workbench.display import rank_lines, server_where
 from workbench.errors import WorkbenchError
 from workbench.notebook._arm import ArmButton
 
+SEVERITY_COLOUR = {"error": "#c00", "warning": "#a60"}
 STATE_COLOUR = {
     "ready": "#080",
     "starting": "#a60",
@@ -121,7 +123,7 @@ class ServersWidget(w.VBox):
                 [
                     str(s.id),
                     html.escape(s.profile),
-                    html.escape(s.host),
+                    html.escape(server_where(s)),
                     f"<b style='color:{colour}'>{html.escape(state)}</b>",
                     up,
                     "-" if m.get("accept_len") is None else f"{m['accept_len']:.2f}",
@@ -212,8 +214,7 @@ class LaunchWidget(w.VBox):
             ["severity", "code", "problem", "fix"],
             [
                 [
-                    f"<b style='color:{'#c00' if f.severity == 'error' else '#a60' if f.severity == 'warning' else '#777'}'>"
-                    f"{f.severity}</b>",
+                    f"<b style='color:{SEVERITY_COLOUR.get(f.severity, '#777')}'>{f.severity}</b>",
                     html.escape(f.code),
                     html.escape(f.message),
                     html.escape(f.fix),
@@ -291,6 +292,7 @@ class LogsWidget(w.VBox):
         self.summary.value = (
             f"<b>server {s.id} {html.escape(s.profile)}: {html.escape(s.state)}</b> "
             f"({html.escape(', '.join(s.progress) or s.stage)})"
+            + "".join(f"<br>{html.escape(r)}" for r in rank_lines(s))
             + (
                 f"<br>{_err(fail.get('class', '') + ': ' + fail.get('text', ''))}"
                 f"<br>fix: {html.escape(fail.get('hint', ''))}"

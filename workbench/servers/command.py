@@ -26,6 +26,9 @@ class Command(Result):
     run_dir: str | None = None
     warnings: list[Any] = field(default_factory=list)
     engine: str = "sglang"
+    #: a server across nodes: each rank's command (``workbench.servers.ranks.RankCommand`` dicts, rank
+    #: 0's argv is ``argv``); empty on one node
+    ranks: list[Any] = field(default_factory=list)
 
     @property
     def engine_args(self) -> list[Any]:
@@ -35,7 +38,15 @@ class Command(Result):
     @property
     def display(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return (f"{env} " if env else "") + " ".join(map(_show, self.argv)) + f" > {_show(self.log)} 2>&1"
+        one = (f"{env} " if env else "") + " ".join(map(_show, self.argv)) + f" > {_show(self.log)} 2>&1"
+        if not self.ranks:
+            return one
+        lines = [f"rank 0 on {self.ranks[0].get('host') or 'node 0'}: {one}"]
+        for r in self.ranks[1:]:
+            lines.append(
+                f"rank {r['rank']} on {r.get('host') or 'node ' + str(r['rank'])}: " + " ".join(map(_show, r["argv"]))
+            )
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +60,7 @@ class Command(Result):
             "run_dir": self.run_dir,
             "warnings": self.warnings,
             "engine": self.engine,
+            "ranks": self.ranks,
             "display": self.display,
         }
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from workbench.hosts.base import Host
     from workbench.servers.command import Command
     from workbench.servers.profiles import Profile
+    from workbench.servers.ranks import RankFlags
     from workbench.servers.validate import Finding
 
 #: the engines a profile may name (``engine = "..."``), the first the default
@@ -116,6 +117,8 @@ class Engine(Protocol):
     readiness: str
     #: the route the status script asks on the host (readiness "health"), e.g. "/health"
     health_path: str | None
+    #: how a rank >= 1 of a server across nodes takes SIGTERM (said in stop plans)
+    worker_sigterm: str
     #: the convention of ``eagle_aux_hidden_state_layer_ids``: "output-of-layer" (id k = out(k)) or
     #: "capture-before" (id k = out(k-1), 0 = the embedding)
     layer_convention: str
@@ -163,6 +166,18 @@ class Engine(Protocol):
     def argv_facts(self, argv: Sequence[Any]) -> dict[str, Any]:
         """What a recorded launch argv asked the engine for (model, draft, speculative settings): the
         facts a server's own routes do not serve."""
+        ...
+
+    def rank_flags(self) -> RankFlags:
+        """The flags that place one rank of a server across nodes (``workbench.servers.ranks``)."""
+        ...
+
+    def check_nodes(self, argv: list[Any], nnodes: int, where: str) -> None:
+        """Refuse (``InputError``) a command the engine refuses, or hangs on, over ``nnodes`` nodes."""
+        ...
+
+    def worker_argv(self, argv: list[Any]) -> list[Any]:
+        """The command of a rank >= 1 (an engine whose workers run another entry point)."""
         ...
 
 

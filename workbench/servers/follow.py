@@ -19,6 +19,7 @@ from workbench.progress import Progress
 from workbench.servers import host_scripts
 from workbench.servers.engines import EngineClient, SpecCounters, engine
 from workbench.servers.profiles import TIMEOUT
+from workbench.servers.rankstate import RankStatus, behind
 from workbench.servers.registry import FINAL, STAGES, Registry, ServerState
 from workbench.servers.status import Recorder, ServerStatus, Status
 from workbench.sglang.follower import READ_CAP
@@ -77,6 +78,15 @@ class Follow:
                     "hint": f"not ready after {timeout:g} s (stage: {s.stage})",
                     "text": s.stage,
                 }
+                stuck = behind([RankStatus.of(x) for x in s.ranks])
+                if stuck is not None:  # the rank the others wait on
+                    where = stuck.node or stuck.host
+                    s.failure.update(
+                        rank=stuck.rank,
+                        host=where,
+                        hint=f"not ready after {timeout:g} s: rank {stuck.rank} on {where} is at "
+                        f"{stuck.stage or 'its start'}",
+                    )
                 self._record("server.timeout", f"server:{sid}", {"stage": s.stage})
                 return s
             time.sleep(poll)
@@ -88,7 +98,15 @@ class Follow:
                 r = self.registry.get(sid)
                 if r.port is None:
                     raise WorkbenchError(f"server {sid}: no port recorded; nothing to connect to")
-                t = self._tunnels[sid] = self.hosts.get(r.host).forward(r.port)
+                addr = "127.0.0.1"
+                if r.extra.get("slurm"):  # rank 0 runs on a node the login node reaches
+                    zero = next((x.get("addr") for x in r.extra.get("ranks") or [] if x.get("rank") == 0), None)
+                    if zero is None:
+                        raise WorkbenchError(
+                            f"server {sid}: its job's rank 0 has not started yet; nothing to connect to"
+                        )
+                    addr = str(zero)
+                t = self._tunnels[sid] = self.hosts.get(r.host).forward(r.port, remote_host=addr)
             return t
 
     def close_tunnel(self, sid: int) -> None:
@@ -120,15 +138,24 @@ class Follow:
                 facts[k] = v
         return facts
 
-    def read_log(self, sid: int, offset: int = 0, length: int | None = None) -> bytes:
+    def read_log(self, sid: int, offset: int = 0, length: int | None = None, rank: int = 0) -> bytes:
+        """A server's log (of one of its ranks: each rank has its own, on its host; a SLURM job's are
+        read on the login node)."""
         r = self.registry.get(sid)
-        host = self.hosts.get(r.host)
-        st = host.stat(r.log)
+        path, host_name = r.log, r.host
+        if rank:
+            row = next((x for x in r.extra.get("ranks") or [] if int(x["rank"]) == rank), None)
+            if row is None or not row.get("log"):
+                raise WorkbenchError(f"server {sid}: no rank {rank} (it runs {len(r.extra.get('ranks') or [1])})")
+            path = row["log"]
+            host_name = r.host if r.extra.get("slurm") else str(row.get("host") or r.host)
+        host = self.hosts.get(host_name)
+        st = host.stat(path)
         if st is None:
-            raise WorkbenchError(f"server {sid}: log {r.log} does not exist on {r.host}")
+            raise WorkbenchError(f"server {sid}: log {path} does not exist on {host_name}")
         if length is None:
             length = max(0, st.size - offset)
-        return host.read_bytes(r.log, offset, length) if length else b""
+        return host.read_bytes(path, offset, length) if length else b""
 
     def follow_log(
         self,

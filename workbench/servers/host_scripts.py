@@ -154,13 +154,14 @@ for s in req.get("servers", []):
         state = "zombie"            # dead, not yet reaped: kill -0 would lie
     else:
         state = "running"
-    row = {"id": s["id"], "state": state, "proc_state": st and st["state"],
+    row = {"id": s["id"], "rank": s.get("rank", 0), "state": state, "proc_state": st and st["state"],
            "age_s": (uptime - st["starttime"] / tck) if st and state == "running" else None}
     if s.get("health") and state == "running":
         # the engine's health route, asked on the host itself (readiness for engines read by it)
         import urllib.error, urllib.request
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (s["port"], s["health"]), timeout=3) as r:
+            url = "http://%s:%d%s" % (s.get("health_host") or "127.0.0.1", s["port"], s["health"])
+            with urllib.request.urlopen(url, timeout=3) as r:
                 row["health"] = r.status
         except urllib.error.HTTPError as e:
             row["health"] = e.code
@@ -270,6 +271,15 @@ req = json.loads(sys.argv[1])
 def home(a):
     return os.path.expanduser(a) if a.startswith("~/") else a
 argv = [home(a) for a in req["argv"]]
+port = None
+if req.get("port_at"):
+    # the rendezvous of a server across nodes: a port free on this node now (rank 0 binds it soon)
+    import socket
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    for i in req["port_at"]:
+        argv[i] = argv[i].replace(req["port_mark"], str(port))
 log = home(req["log"])
 try:
     os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
@@ -308,18 +318,27 @@ pid = child.pid
 st = stat(pid)
 boot = open("/proc/sys/kernel/random/boot_id").read().strip()
 child.returncode = 0        # not ours to reap: the server outlives this launcher
-print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf("SC_CLK_TCK")}))
+print(json.dumps({"pid": pid, "stat": st, "boot_id": boot, "clk_tck": os.sysconf("SC_CLK_TCK"), "port": port,
+                  "argv": argv}))
 """
 )
 
 
 def launch_line(
-    python: str, argv: list[Any], env: dict[str, Any], log: str, run_dir: str | None, token: str | None = None
+    python: str,
+    argv: list[Any],
+    env: dict[str, Any],
+    log: str,
+    run_dir: str | None,
+    token: str | None = None,
+    port_at: list[Any] | None = None,
 ) -> list[Any]:
     """argv for the host: the host's python starts the server detached (new session, no terminal,
     default signal dispositions, all output in the log, the previous log kept as .prev) and prints its
-    identity. Arguments travel as JSON: nothing passes through a shell."""
+    identity. Arguments travel as JSON: nothing passes through a shell. ``port_at``: argv positions
+    whose rendezvous port placeholder takes a port free on the host (printed as ``port``)."""
     from workbench.hosts.base import check_argv
+    from workbench.servers.ranks import PORT
 
     check_argv(argv, env, "launch")
     return [
@@ -333,6 +352,8 @@ def launch_line(
                 "log": log,
                 "run_dir": run_dir,
                 "token": token,
+                "port_at": list(port_at or []),
+                "port_mark": PORT,
             }
         ),
     ]

@@ -17,7 +17,7 @@ from workbench.errors import InputError, WorkbenchError
 from workbench.hosts import Host, HostError, HostKeyError, Hosts
 from workbench.hosts.base import check_argv, sha256
 from workbench.results import Result
-from workbench.servers import host_scripts
+from workbench.servers import host_scripts, ranks
 from workbench.servers.command import Command, diff_argv
 from workbench.servers.engines import Engine, engine
 from workbench.servers.profiles import Profile, load_profile
@@ -70,7 +70,68 @@ class Launcher:
         self._probes: dict[str, dict[str, Any]] = {}
 
     def profile(self, name: str) -> Profile:
-        return load_profile(self._profiles(), name)
+        p = load_profile(self._profiles(), name)
+        self._check_placement(p)
+        return p
+
+    def _check_placement(self, p: Profile) -> None:
+        """``hosts`` names SSH hosts of the hosts table, once each; ``nodes`` asks a SLURM host."""
+        where = f"workbench.toml/[profiles.{p.name}]"
+        known = ", ".join(self.hosts.names())
+        for h in p.hosts or []:
+            try:
+                kind = self.hosts.settings(h)["kind"]
+            except InputError:
+                raise InputError(f"{where}.hosts: no host {h!r} (known: {known})") from None
+            if kind == "slurm":
+                raise InputError(f'{where}.hosts: {h!r} is a SLURM host: give host = "{h}" and nodes = N instead')
+        if not p.hosts and self.hosts.settings(p.host)["kind"] != "slurm" and p.nodes is not None:
+            raise InputError(
+                f'{where}.nodes: host {p.host!r} is not a SLURM host (kind = "slurm"); a server across SSH hosts '
+                "lists them in hosts = [...]"
+            )
+
+    def slurm(self, host_name: str) -> bool:
+        """Whether ``host_name`` is a SLURM host (its servers are SLURM jobs)."""
+        return bool(self.hosts.settings(host_name)["kind"] == "slurm")
+
+    def _place(self, profile: Profile, eng: Engine, cmd: Command) -> Command:
+        """A server across nodes: each rank's command (``workbench.servers.ranks``)."""
+        slurm = self.slurm(profile.host)
+        n = profile.node_count
+        where = f"[profiles.{profile.name}]"
+        addr = ranks.ADDR if slurm else self._rank0_address(profile)
+        placed = ranks.place(eng, cmd.argv, n, where + ".args", None if slurm else profile.hosts, addr)
+        if n > 1 and not slurm and ranks.ADDR in (placed.rendezvous or ""):
+            raise InputError(
+                f"{where}.hosts: rank 0 runs on {profile.host}, whose address on the other nodes' network the "
+                f"workbench does not know; give it in args ({eng.rank_flags().addr[0]} ADDRESS"
+                + (":PORT)" if eng.rank_flags().addr_has_port else ")")
+            )
+        if n > 1 or slurm:
+            cmd.ranks = [rc.to_dict() for rc in placed.ranks]
+            cmd.argv = list(placed.ranks[0].argv)
+        return cmd
+
+    def _rank0_address(self, profile: Profile) -> str | None:
+        """Where the other nodes reach rank 0's host: its SSH address (None: this machine, or a
+        loopback address while another rank runs elsewhere)."""
+        from workbench.hosts.ssh import SSHHost
+
+        def address(name: str) -> str | None:
+            h = self.hosts.get(name)
+            return h.resolved.hostname if isinstance(h, SSHHost) else None
+
+        if not profile.hosts or len(profile.hosts) < 2:
+            return None
+        first = address(profile.hosts[0])
+        if first is None:
+            return None
+        if ranks.loopback(first) and not all(
+            (a is not None and ranks.loopback(a)) for a in map(address, profile.hosts[1:])
+        ):
+            return None
+        return first
 
     def host_python(self, host_name: str) -> str:
         """The host's python: [hosts.NAME].python, or python3 (this interpreter for local hosts)."""
@@ -102,7 +163,7 @@ class Launcher:
                     )
             except (HostError, InputError) as exc:
                 warnings.append(f"version unknown ({exc}); flags spelled as written")
-        cmd = eng.build(profile, v, python)
+        cmd = self._place(profile, eng, eng.build(profile, v, python))
         cmd.warnings = warnings + cmd.warnings
         return cmd
 
@@ -123,8 +184,12 @@ class Launcher:
             except HostError as exc:  # one failed contact is enough: nothing else is tried
                 reachable = False
                 findings.append(Finding("error", "host-unreachable", str(exc), "check the host", "host"))
-        cmd = eng.build(profile, v, python)
+        cmd = self._place(profile, eng, eng.build(profile, v, python))
         _refuse_unrunnable(name, cmd.to_dict())  # before the host is asked anything about it
+        if self.slurm(profile.host):
+            from workbench.servers import slurm
+
+            slurm.check(self.hosts, profile)  # the cluster answers, and has the nodes (else one line, exit 2)
         if v is None and reachable:
             cmd.warnings.insert(
                 0, f"{eng.name} is not installed for {python} on {profile.host}: flags spelled as written"
@@ -149,7 +214,8 @@ class Launcher:
         findings += rules + doctor
         findings += self._port_findings(profile)
         if reachable:
-            findings += self._path_findings(host, profile)
+            for h in profile.hosts or [profile.host]:  # every rank's host needs the model
+                findings += self._path_findings(self.hosts.get(h), profile)
         last = self.registry.last_launch(name)
         return Preview(
             name,
@@ -178,7 +244,8 @@ class Launcher:
     ) -> dict[str, Any]:
         """The host's own parser on the command's engine arguments (one verdict per command: the port
         number does not change it, so one probe serves all ports)."""
-        args = list(cmd.engine_args)
+        # a rendezvous not known before the launch parses as any address and port would
+        args = [str(a).replace(ranks.ADDR, "127.0.0.1").replace(ranks.PORT, "1") for a in cmd.engine_args]
         if "--port" in args:
             args[args.index("--port") + 1] = "0"
         key = json.dumps([eng.name, profile.host, python, args])
@@ -186,7 +253,7 @@ class Launcher:
         try:
             probe = self._probes.get(key) or {}
             if not probe and reachable:
-                r = host.run(eng.probe_argv(python, cmd.engine_args), timeout=120)
+                r = host.run(eng.probe_argv(python, args), timeout=120)
                 probe = parse_probe(r.out) if r.rc == 0 else {"version": None, "error": r.err.strip()[-300:]}
                 if r.rc == 0 and probe.get("ok") is not None:
                     self._probes[key] = probe  # the same command gets the same verdict
@@ -243,7 +310,7 @@ class Launcher:
                         "error",
                         f"{what}-missing",
                         f"{what} {path}: no such file or folder on "
-                        f"{profile.host}" + (f" (looked at {p})" if p != path else ""),
+                        f"{host.name}" + (f" (looked at {p})" if p != path else ""),
                         f"fix [profiles.{profile.name}].{what} in workbench.toml",
                         "workbench",
                     )
@@ -251,7 +318,17 @@ class Launcher:
         return out
 
     def _port_findings(self, profile: Profile) -> list[Finding]:
-        busy = [s for s in self.registry.all(active=True) if s.host == profile.host and s.port == profile.port]
+        """A port another server of this workspace uses on the same host. (A SLURM job's nodes are
+        known only once it runs: the cluster places it; jobs that may share a node need ports of
+        their own, or ``--exclusive`` in the host's sbatch_args.)"""
+        if self.slurm(profile.host):
+            return []
+        mine = set(profile.hosts or [profile.host])
+        busy = [
+            s
+            for s in self.registry.all(active=True)
+            if s.port == profile.port and mine & set(s.extra.get("hosts") or [s.host])
+        ]
         return [
             Finding(
                 "error",
@@ -275,11 +352,28 @@ class Launcher:
         host = self.hosts.get(profile.host)
         cmd = preview.command
         _refuse_unrunnable(name, cmd)  # before anything is recorded
+        for rc in cmd.get("ranks") or []:
+            _refuse_unrunnable(name, {**cmd, "argv": rc["argv"]})
         python = _python_of(profile, host.python)
-        now = time.time()
         token = secrets.token_hex(16)
-        # one log per launch: two servers of a profile (or a relaunch) never share a log, so each
-        # server's metrics come from its own lines only
+        slurm = self.slurm(profile.host)
+        nodes = profile.node_count
+        extra: dict[str, Any] = {
+            "engine": eng.name,
+            "version": preview.version,
+            "display": preview.display,
+            "gpus": _gpus_of(profile, cmd, eng),
+            "stop_grace": profile.stop_grace,
+            "ready_timeout": profile.ready_timeout,
+            "launch_token": token,
+        }
+        if nodes > 1 or slurm:
+            extra["nodes"] = nodes
+            extra["ranks"] = [{"rank": rc["rank"], "host": rc["host"]} for rc in cmd["ranks"]]
+        if profile.hosts:
+            extra["hosts"] = list(profile.hosts)
+        # one log per launch (and per rank): two servers of a profile (or a relaunch) never share a
+        # log, so each server's metrics come from its own lines only
         sid, log = self.registry.insert(
             name,
             profile.host,
@@ -288,18 +382,28 @@ class Launcher:
             argv=cmd["argv"],
             env=cmd["env"],
             draft_config_sha256=preview.draft_config_sha256,
-            launched=now,
-            extra={
-                "engine": eng.name,
-                "version": preview.version,
-                "display": preview.display,
-                "gpus": _gpus_of(profile, cmd, eng),
-                "stop_grace": profile.stop_grace,
-                "ready_timeout": profile.ready_timeout,
-                "launch_token": token,
-            },
-            log_of=lambda sid: unique_log(cmd["log"], sid, token),
+            launched=time.time(),
+            extra=extra,
+            log_of=lambda sid: _first_log(unique_log(cmd["log"], sid, token), nodes > 1 or slurm),
         )
+        if slurm:
+            from workbench.servers import slurm as slurm_jobs
+
+            slurm_jobs.submit(self.registry, self.hosts, sid, profile, cmd, python, token)
+        elif nodes > 1:
+            from workbench.servers import multinode
+
+            multinode.start(self.registry, self.hosts, sid, profile, cmd, token)
+        else:
+            self._start(sid, name, host, python, cmd, log, token)
+        raw = preview.draft_config_raw
+        if preview.draft_config_sha256 and raw is not None and sha256(raw) == preview.draft_config_sha256:
+            # the bytes the preview checked, content-addressed like the config history's
+            self.registry.journal.put_blob(preview.draft_config_sha256, raw)
+        return self.registry.get(sid)
+
+    def _start(self, sid: int, name: str, host: Host, python: str, cmd: dict[str, Any], log: str, token: str) -> None:
+        """One process on one host: started detached, its identity recorded."""
         argv = host_scripts.launch_line(python, cmd["argv"], cmd["env"], log, cmd.get("run_dir"), token)
         try:
             r = host.run(argv, timeout=60)
@@ -317,11 +421,19 @@ class Launcher:
         st = ident.get("stat") or {}
         self.registry.started(sid, ident["pid"], st.get("pgid"), str(st.get("starttime")) if st else None)
         self.registry.set(sid, extra={"boot_id": ident.get("boot_id")})
-        raw = preview.draft_config_raw
-        if preview.draft_config_sha256 and raw is not None and sha256(raw) == preview.draft_config_sha256:
-            # the bytes the preview checked, content-addressed like the config history's
-            self.registry.journal.put_blob(preview.draft_config_sha256, raw)
-        return self.registry.get(sid)
+
+
+def _first_log(log: str, ranked: bool) -> str:
+    """The server's own log: rank 0's where it has ranks."""
+    return rank_log(log, 0) if ranked else log
+
+
+def rank_log(log: str, rank: int) -> str:
+    """A rank's log beside the server's: ``/logs/lab.7-1a2b3c.log`` -> ``/logs/lab.7-1a2b3c.rank1.log``."""
+    stem, ext = os.path.splitext(log)
+    if not os.path.basename(stem):
+        stem, ext = log, ""
+    return f"{stem}.rank{rank}{ext}"
 
 
 def unique_log(path: str, sid: int, token: str) -> str:

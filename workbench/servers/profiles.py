@@ -6,6 +6,9 @@
     args = ["--disable-cuda-graph"]
     log = "/data/logs/debug.log"
 
+A server may span nodes: ``hosts = ["n1", "n2"]`` (rank order, in place of ``host``) runs one rank on
+each SSH host; ``host = "CLUSTER"`` with ``nodes = N`` asks a SLURM host (``kind = "slurm"``) for N nodes.
+
 ``engine`` picks the engine that serves it: ``"sglang"`` (the default) or ``"vllm"``; the other keys mean
 the same for both (``speculative`` is mapped to each engine's flags: SGLang's ``--speculative-*``, vLLM's
 ``--speculative-config``).
@@ -28,6 +31,8 @@ SPEC_KEYS = ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
 _KEYS = {
     "extends",
     "host",
+    "hosts",
+    "nodes",
     "launcher",
     "model",
     "draft",
@@ -74,6 +79,13 @@ class Profile(Result):
     chain: list[Any] = field(default_factory=list)  # [name, parent, grandparent, ...]
     engine: str = "sglang"
     vllm_version: str | None = None
+    hosts: list[Any] | None = None  # one SSH host per rank, rank 0 first (``host`` is then hosts[0])
+    nodes: int | None = None  # the nodes a SLURM host gives the server
+
+    @property
+    def node_count(self) -> int:
+        """The nodes the server spans (ranks): ``len(hosts)``, ``nodes``, else 1."""
+        return len(self.hosts) if self.hosts else (self.nodes or 1)
 
     @property
     def version(self) -> str | None:
@@ -173,6 +185,9 @@ def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.t
                 merged["args"] = _merge_args(merged.get("args", []), value, t.get("remove_args", []), where + ".args")
             elif key == "speculative":
                 merged["speculative"] = {**merged.get("speculative", {}), **value}
+            elif key in ("host", "hosts"):  # a child's placement replaces its parent's
+                merged.pop("hosts" if key == "host" else "host", None)
+                merged[key] = list(value) if key == "hosts" else value
             else:
                 merged[key] = value
         if "remove_args" in t and "args" not in t:
@@ -182,9 +197,10 @@ def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.t
     launcher = merged.get("launcher")
     if isinstance(launcher, str):
         launcher = launcher.split()
+    hosts = merged.get("hosts")
     return Profile(
         name=name,
-        host=merged.get("host", "local"),
+        host=hosts[0] if hosts else merged.get("host", "local"),
         launcher=launcher,
         model=merged["model"],
         draft=merged.get("draft"),
@@ -202,6 +218,8 @@ def load_profile(profiles: dict[str, Any], name: str, source: str = "workbench.t
         chain=chain,
         engine=merged.get("engine", "sglang"),
         vllm_version=merged.get("vllm_version"),
+        hosts=hosts,
+        nodes=merged.get("nodes"),
     )
 
 
@@ -210,6 +228,7 @@ def _check_table(t: dict[str, Any], where: str) -> None:
     _check_scalars(t, where)
     _check_env(t, where)
     _check_speculative(t, where)
+    _check_placement(t, where)
     if "gpus" in t and (not isinstance(t["gpus"], list) or not all(isinstance(g, int) for g in t["gpus"])):
         raise InputError(f"{where}.gpus: expected a list of GPU indices like [0, 1]")
     for key, where_range in (("ready_timeout", TIMEOUT), ("stop_grace", GRACE)):
@@ -273,3 +292,24 @@ def _check_speculative(t: dict[str, Any], where: str) -> None:
                     raise InputError(f'{where}.speculative.algorithm: expected a name like "EAGLE3"')
             elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InputError(f"{where}.speculative.{k}: expected a positive integer, got {v!r}")
+
+
+def _check_placement(t: dict[str, Any], where: str) -> None:
+    """``hosts`` (several SSH hosts, rank order) or ``host``; ``nodes`` (a SLURM host's node count)."""
+    if "hosts" in t:
+        hosts = t["hosts"]
+        if "host" in t:
+            raise InputError(f"{where}: host and hosts both given (hosts lists every node, rank 0 first)")
+        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
+            raise InputError(f'{where}.hosts: expected host names in rank order, like ["n1", "n2"]')
+        seen: set[str] = set()
+        for h in hosts:
+            if h in seen:
+                raise InputError(f"{where}.hosts: {h!r} is listed twice (one rank per host)")
+            seen.add(h)
+        if "nodes" in t:
+            raise InputError(f"{where}: nodes is for a SLURM host; hosts already names every node")
+    if "nodes" in t:
+        n = t["nodes"]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InputError(f"{where}.nodes: expected a node count of at least 1, got {n!r}")

@@ -189,6 +189,13 @@ class Registry:
             (pid, pgid, starttime, ServerState.STARTING.value, sid),
         )
 
+    def identify(self, sid: int, pid: int, pgid: int | None, starttime: int | str | None) -> None:
+        """A process identity learnt after the launch (a SLURM job's rank 0, once it runs)."""
+        self.journal.db.execute(
+            "UPDATE servers SET pid = ?, pgid = ?, start_time = ? WHERE id = ?",
+            (pid, pgid, None if starttime is None else str(starttime), sid),
+        )
+
     def set(
         self,
         sid: int,

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.progress import Progress, ProgressCallback
 from workbench.results import Result
-from workbench.servers.registry import STOPPABLE, ServerState
+from workbench.servers.registry import FINAL, STOPPABLE, ServerState
 
 if TYPE_CHECKING:
     from workbench.journal import Journal
@@ -195,6 +197,8 @@ class SweepOps(Protocol):
         self, server_id: int, *, confirm: bool = False, grace: float | None = None, gpu_wait: float = ...
     ) -> Any: ...
     def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]: ...
+    def server_status(self, ids: Sequence[int] | None = None, gpus: bool = True) -> list[ServerStatus]: ...
+    def is_slurm_host(self, name: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -220,12 +224,13 @@ def run(
     how: PointRun,
 ) -> SweepResult:
     """Each point: a session profile in ``overlay`` (``PROFILE@KEY``), launch, wait, measure, stop;
-    every point's outcome is journaled as a ``sweep`` measurement, so a rerun resumes."""
+    every point's outcome is journaled as a ``sweep`` measurement, so a rerun resumes. On a SLURM
+    host the points run as parallel jobs: all submitted at once, each measured once it is ready."""
     base = ops.profile(profile)
     done = {m["key"]: m for m in ops.measurements(kind="sweep") if m.get("sweep_id") == sid_}
     resumed = 0
-    for i, p in enumerate(points):
-        ops.progress(Progress("server.sweep", i, len(points), p.key))
+    todo: list[tuple[SweepPoint, str]] = []
+    for p in points:
         if p.key in done and done[p.key].get("state") == "measured":
             prev = done[p.key]
             for k in ("server_id", "tokens_per_s", "tokens_per_s_per_request", "accept_len", "server_accept_len"):
@@ -233,52 +238,25 @@ def run(
             p.state, p.resumed = "measured", True
             resumed += 1
             continue
-        name = f"{profile}@{p.key}"
-        table: dict[str, Any] = {"extends": profile, "description": f"sweep {sid_} point {p.key}"}
-        if p.env:
-            table["env"] = {k: str(v) for k, v in p.env.items()}
-        if p.num_steps:
-            table["speculative"] = {
-                "algorithm": base.speculative.get("algorithm", "EAGLE3"),
-                "num_steps": p.num_steps,
-                "eagle_topk": p.eagle_topk,
-                "num_draft_tokens": p.num_draft_tokens,
-            }
-            overlay[name] = table
-        else:  # the baseline: the same server without speculation
-            overlay[name] = baseline_profile(base, table)
-        sid = None
-        try:
-            rec = ops.launch(name, confirm=True)
-            sid = p.server_id = rec.id
-            st = ops.server_wait(rec.id, timeout=how.ready_timeout, poll=how.poll)
-            if st.state != ServerState.READY:
-                raise WorkbenchError(
-                    f"{st.state}: {(st.failure or {}).get('class', '')} {(st.failure or {}).get('text', '')}".strip()
-                )
-            m = ops.server_measure(
-                rec.id,
-                concurrency=how.concurrency,
-                max_new_tokens=how.max_new_tokens,
-                rounds=how.rounds,
-                prompts=how.prompts,
-                label=f"sweep {sid_} {p.key}",
-            )
-            p.tokens_per_s = m.tokens_per_s
-            p.tokens_per_s_per_request = m.tokens_per_s_per_request["mean"]
-            p.accept_len = m.accept_len["mean"]
-            p.server_accept_len = m.server_accept_len
-            p.state = "measured"
-        except WorkbenchError as exc:
-            p.state, p.error = "failed", str(exc)
-        finally:
-            if sid is not None:
-                try:
-                    if ops.server(sid).state in STOPPABLE:
-                        ops.server_stop(sid, confirm=True, grace=how.stop_grace, gpu_wait=how.gpu_wait)
-                except WorkbenchError as exc:
-                    p.error = (p.error + "; " if p.error else "") + f"stop: {exc}"
-        ops.journal.add_measurement(p.server_id, "sweep", {"sweep_id": sid_, "profile": profile, **p.to_dict()})
+        todo.append((p, _overlay(overlay, profile, base, p, sid_)))
+    if ops.is_slurm_host(base.host):
+        _run_jobs(ops, profile, todo, sid_, how, len(points) - len(todo), len(points))
+    else:
+        for i, (p, name) in enumerate(todo):
+            ops.progress(Progress("server.sweep", resumed + i, len(points), p.key))
+            sid = None
+            try:
+                rec = ops.launch(name, confirm=True)
+                sid = p.server_id = rec.id
+                st = ops.server_wait(rec.id, timeout=how.ready_timeout, poll=how.poll)
+                if st.state != ServerState.READY:
+                    raise WorkbenchError(_not_ready(st))
+                _measure(ops, p, sid_, how)
+            except WorkbenchError as exc:
+                p.state, p.error = "failed", str(exc)
+            finally:
+                _stop(ops, p, sid, how)
+            ops.journal.add_measurement(p.server_id, "sweep", {"sweep_id": sid_, "profile": profile, **p.to_dict()})
     ops.progress(Progress("server.sweep", len(points), len(points), "done"))
     ranked = rank(points)
     best = next((p for p in ranked if p.state == "measured" and p.num_steps), None)
@@ -297,11 +275,115 @@ def run(
     )
 
 
+def _overlay(overlay: dict[str, dict[str, Any]], profile: str, base: Profile, p: SweepPoint, sid_: str) -> str:
+    """The point's session profile (``PROFILE@KEY``), put in ``overlay``; returns its name."""
+    name = f"{profile}@{p.key}"
+    table: dict[str, Any] = {"extends": profile, "description": f"sweep {sid_} point {p.key}"}
+    if p.env:
+        table["env"] = {k: str(v) for k, v in p.env.items()}
+    if p.num_steps:
+        table["speculative"] = {
+            "algorithm": base.speculative.get("algorithm", "EAGLE3"),
+            "num_steps": p.num_steps,
+            "eagle_topk": p.eagle_topk,
+            "num_draft_tokens": p.num_draft_tokens,
+        }
+        overlay[name] = table
+    else:  # the baseline: the same server without speculation
+        overlay[name] = baseline_profile(base, table)
+    return name
+
+
+def _not_ready(st: ServerStatus) -> str:
+    return f"{st.state}: {(st.failure or {}).get('class', '')} {(st.failure or {}).get('text', '')}".strip()
+
+
+def _measure(ops: SweepOps, p: SweepPoint, sid_: str, how: PointRun) -> None:
+    assert p.server_id is not None
+    m = ops.server_measure(
+        p.server_id,
+        concurrency=how.concurrency,
+        max_new_tokens=how.max_new_tokens,
+        rounds=how.rounds,
+        prompts=how.prompts,
+        label=f"sweep {sid_} {p.key}",
+    )
+    p.tokens_per_s = m.tokens_per_s
+    p.tokens_per_s_per_request = m.tokens_per_s_per_request["mean"]
+    p.accept_len = m.accept_len["mean"]
+    p.server_accept_len = m.server_accept_len
+    p.state = "measured"
+
+
+def _stop(ops: SweepOps, p: SweepPoint, sid: int | None, how: PointRun) -> None:
+    if sid is None:
+        return
+    try:
+        if ops.server(sid).state in STOPPABLE:
+            ops.server_stop(sid, confirm=True, grace=how.stop_grace, gpu_wait=how.gpu_wait)
+    except WorkbenchError as exc:
+        p.error = (p.error + "; " if p.error else "") + f"stop: {exc}"
+
+
+FAILING_GRACE = 10.0  # seconds a server may log a failure and live on before its point fails
+
+
+def _run_jobs(
+    ops: SweepOps, profile: str, todo: list[tuple[SweepPoint, str]], sid_: str, how: PointRun, done: int, total: int
+) -> None:
+    """Every point submitted at once (SLURM runs what the cluster has room for and queues the rest);
+    one status round trip for all a poll; each point measured once ready, then its job stopped
+    (freeing its nodes for the queued ones)."""
+    pending: dict[int, tuple[SweepPoint, float]] = {}
+    failing: dict[int, float] = {}
+
+    def finish(p: SweepPoint) -> None:
+        nonlocal done
+        _stop(ops, p, p.server_id, how)
+        ops.journal.add_measurement(p.server_id, "sweep", {"sweep_id": sid_, "profile": profile, **p.to_dict()})
+        done += 1
+        ops.progress(Progress("server.sweep", done, total, p.key))
+
+    for p, name in todo:
+        try:
+            rec = ops.launch(name, confirm=True)
+        except WorkbenchError as exc:
+            p.state, p.error = "failed", str(exc)
+            finish(p)
+            continue
+        p.server_id = rec.id
+        timeout = how.ready_timeout or float(ops.server(rec.id).extra.get("ready_timeout") or 1200)
+        pending[rec.id] = (p, time.monotonic() + timeout)
+    while pending:
+        for st in ops.server_status(list(pending), gpus=False):
+            p, deadline = pending[st.id]
+            if st.state == ServerState.FAILING:
+                failing.setdefault(st.id, time.monotonic())
+            if st.state == ServerState.READY:
+                try:
+                    _measure(ops, p, sid_, how)
+                except WorkbenchError as exc:
+                    p.state, p.error = "failed", str(exc)
+            elif st.state in FINAL or (
+                st.state == ServerState.FAILING and time.monotonic() - failing[st.id] > FAILING_GRACE
+            ):
+                p.state, p.error = "failed", _not_ready(st)
+            elif time.monotonic() > deadline:
+                p.state, p.error = "failed", f"not ready in time (stage: {st.stage})"
+            else:
+                continue
+            del pending[st.id]
+            finish(p)
+        if pending:
+            time.sleep(how.poll)
+
+
 def baseline_profile(parent: Profile, table: dict[str, Any]) -> dict[str, Any]:
     """A baseline point drops the draft and the speculative flags of its parent. Profiles merge
     ``speculative`` key-wise, so the baseline is built flat from the resolved parent, not extended."""
     flat: dict[str, Any] = {
-        "host": parent.host,
+        **({"hosts": list(parent.hosts)} if parent.hosts else {"host": parent.host}),
+        **({"nodes": parent.nodes} if parent.nodes is not None else {}),
         "model": parent.model,
         "port": parent.port,
         "log": parent.log_path,

@@ -8,12 +8,15 @@ rejects ``--cuda-graph-max-bs`` (ambiguous prefix); older versions know only the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.engine.version import Version
 from workbench.errors import InputError
 from workbench.servers.command import Command, launcher_for
 from workbench.servers.profiles import Profile, join_flags, split_flags
+
+if TYPE_CHECKING:
+    from workbench.servers.ranks import RankFlags
 
 MODULE = "sglang.launch_server"
 NEW_FLAGS_SINCE = Version.parse("0.5.23")
@@ -133,3 +136,52 @@ def _respell(items: list[Any], v: Version | None, warnings: list[Any]) -> list[A
             continue
         out.append((flag, vals))
     return out
+
+
+#: Placing one rank of a multi-node server (``srt/arg_groups/fields/parallel.py``): the node count,
+#: the node's rank and the rendezvous ``ADDR:PORT`` (``tcp://`` of it: ``srt/distributed/bootstrap.py``);
+#: ranks >= 1 take the same command.
+def rank_flags() -> RankFlags:
+    from workbench.servers.ranks import RankFlags
+
+    return RankFlags(
+        nnodes=("--nnodes",),
+        node_rank=("--node-rank",),
+        addr=("--dist-init-addr", "--nccl-init-addr"),
+        addr_has_port=True,
+    )
+
+
+def check_nodes(argv: list[Any], nnodes: int, where: str) -> None:
+    """SGLang's own checks of a node count (``srt/arg_groups/validation_hook.py: check_server_args``),
+    made before anything starts: they run only once the server resolves its arguments on the node.
+    ``(tp_size * pp_size) % nnodes == 0`` (except when experts join by scaling), and no data-parallel
+    replicas across nodes (``--dp-size`` with ``--enable-dp-attention`` is attention DP, allowed)."""
+    from workbench.servers.command import model_index
+
+    flags = dict(split_flags(argv[model_index(argv) :], "argv"))
+
+    def size(*names: str) -> int:
+        for n in names:
+            vals = flags.get(n)
+            if vals:
+                try:
+                    return int(vals[0])
+                except ValueError:
+                    raise InputError(f"{where}: {n} {vals[0]!r} is not an integer") from None
+        return 1
+
+    tp = size("--tp-size", "--tensor-parallel-size", "--tp")
+    pp = size("--pp-size", "--pipeline-parallel-size")
+    dp = size("--dp-size", "--data-parallel-size")
+    scale = (flags.get("--ep-join-mode") or [""])[0] == "scale"
+    if not scale and (tp * pp) % nnodes:
+        raise InputError(
+            f"{where}: tp_size {tp} x pp_size {pp} does not divide over {nnodes} nodes (SGLang asserts "
+            "'tp_size must be divisible by number of nodes' once the nodes start, after they met)"
+        )
+    if dp > 1 and "--enable-dp-attention" not in flags:
+        raise InputError(
+            f"{where}: --dp-size {dp} over {nnodes} nodes: SGLang refuses multi-node data-parallel replicas "
+            "(use attention DP across nodes)"
+        )

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from workbench.hosts.base import Host
     from workbench.servers.command import Command
     from workbench.servers.profiles import Profile
+    from workbench.servers.ranks import RankFlags
     from workbench.servers.validate import Finding
     from workbench.sglang.client import SGLangClient
 
@@ -22,6 +23,8 @@ class SGLang:
     module = "sglang.launch_server"
     readiness = "log"  # milestones and "The server is fired up and ready to roll!", then /health_generate
     health_path: str | None = None
+    # srt/entrypoints/engine.py: the handler of a node rank >= 1 only logs; rank 0's ShutdownReq ends it
+    worker_sigterm = "SGLang's ranks >= 1 ignore SIGTERM: they end on rank 0's shutdown"
     layer_convention = "output-of-layer"  # SGLang adds one: id k captures the output of layer k
     model_flag = "--model-path"
 
@@ -83,3 +86,16 @@ class SGLang:
         flags = dict(split_flags(self.engine_args(argv), "argv"))
         model, draft = flags.get("--model-path") or [], flags.get("--speculative-draft-model-path") or []
         return {"model": model[0] if model else None, "draft": draft[0] if draft else None}
+
+    def rank_flags(self) -> RankFlags:
+        from workbench.sglang.command import rank_flags
+
+        return rank_flags()
+
+    def check_nodes(self, argv: list[Any], nnodes: int, where: str) -> None:
+        from workbench.sglang.command import check_nodes
+
+        check_nodes(argv, nnodes, where)
+
+    def worker_argv(self, argv: list[Any]) -> list[Any]:
+        return list(argv)

@@ -11,11 +11,14 @@ tokens: SGLang's ``num_steps`` with ``eagle_topk`` 1 and ``num_draft_tokens = nu
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 from workbench.servers.command import Command, launcher_for
 from workbench.servers.profiles import Profile, join_flags, split_flags
+
+if TYPE_CHECKING:
+    from workbench.servers.ranks import RankFlags
 
 MODULE = "vllm.entrypoints.openai.api_server"
 #: flags the profile's fields set (never given in ``args``)
@@ -99,3 +102,66 @@ def argv_facts(argv: list[Any]) -> dict[str, Any]:
         "draft_tokens": steps + 1 if isinstance(steps, int) else None,
         "speculative_config": spec or None,
     }
+
+
+#: What ``vllm serve`` reads to place a rank (``vllm/config/parallel.py``: ``nnodes``, ``node_rank``,
+#: ``master_addr``, ``master_port``, used "when distributed_executor_backend is mp"); ranks >= 1 run
+#: ``--headless`` (no API server: ``entrypoints/cli/serve.py: run_headless``). No Ray is needed: the
+#: multiprocessing backend is named so that an installed Ray is never picked.
+def rank_flags() -> RankFlags:
+    from workbench.servers.ranks import RankFlags
+
+    return RankFlags(
+        nnodes=("--nnodes", "-n"),
+        node_rank=("--node-rank", "-r"),
+        addr=("--master-addr",),
+        port=("--master-port",),
+        worker=("--headless",),
+        fixed=(("--distributed-executor-backend", "mp"),),
+    )
+
+
+#: Only ``vllm serve`` acts on ``--headless`` (``entrypoints/cli/serve.py``); the API server module
+#: parses it and starts an API server all the same (``entrypoints/launchers/api_server/entry.py``).
+SERVE = ["-m", "vllm.entrypoints.cli.main", "serve"]
+
+
+def worker_argv(argv: list[Any]) -> list[Any]:
+    """A rank >= 1's command: the default launcher's module becomes ``vllm serve``."""
+    if argv[1:3] == ["-m", MODULE]:
+        return [argv[0], *SERVE, *argv[3:]]
+    return list(argv)
+
+
+def check_nodes(argv: list[Any], nnodes: int, where: str) -> None:
+    """vLLM's checks of a node count (``engine/arg_utils.py: create_engine_config``), made before
+    anything starts: the world size (data x pipeline x tensor x prefill-context parallel) divides
+    over the nodes, and ``--nnodes`` needs the multiprocessing data-parallel backend."""
+    from workbench.servers.command import model_index
+
+    flags = dict(split_flags(argv[model_index(argv) :], "argv"))
+
+    def size(*names: str) -> int:
+        for n in names:
+            vals = flags.get(n)
+            if vals:
+                try:
+                    return int(vals[0])
+                except ValueError:
+                    raise InputError(f"{where}: {n} {vals[0]!r} is not an integer") from None
+        return 1
+
+    world = (
+        size("--data-parallel-size", "-dp")
+        * size("--pipeline-parallel-size", "-pp")
+        * size("--tensor-parallel-size", "-tp")
+        * size("--prefill-context-parallel-size")
+    )
+    if world % nnodes:
+        raise InputError(
+            f"{where}: the world size {world} (data x pipeline x tensor x prefill-context parallel) does not "
+            f"divide over {nnodes} nodes (vLLM refuses it on the nodes)"
+        )
+    backend = (flags.get("--data-parallel-backend") or flags.get("-dpb") or ["mp"])[0]
+    if backend != "mp":
+        raise InputError(f"{where}: --data-parallel-backend {backend}: vLLM's --nnodes needs the mp backend")

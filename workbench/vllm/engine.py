@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from workbench.hosts.base import Host
     from workbench.servers.command import Command
     from workbench.servers.profiles import Profile
+    from workbench.servers.ranks import RankFlags
     from workbench.servers.validate import Finding
     from workbench.vllm.client import VLLMClient
 
@@ -33,6 +34,8 @@ class VLLM:
     module = "vllm.entrypoints.openai.api_server"
     readiness = "health"
     health_path: str | None = "/health"
+    # entrypoints/cli/serve.py run_headless: SIGTERM raises SystemExit, the executor shuts down
+    worker_sigterm = "vLLM's headless workers end on SIGTERM"
     layer_convention = "capture-before"  # id k = the output of layer k-1, 0 = the embedding
     model_flag = "--model"
 
@@ -106,3 +109,18 @@ class VLLM:
         from workbench.vllm.command import argv_facts
 
         return argv_facts(list(argv))
+
+    def rank_flags(self) -> RankFlags:
+        from workbench.vllm.command import rank_flags
+
+        return rank_flags()
+
+    def check_nodes(self, argv: list[Any], nnodes: int, where: str) -> None:
+        from workbench.vllm.command import check_nodes
+
+        check_nodes(argv, nnodes, where)
+
+    def worker_argv(self, argv: list[Any]) -> list[Any]:
+        from workbench.vllm.command import worker_argv
+
+        return worker_argv(argv)

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, Static
 
 from workbench.api import SERVER_STAGES
-from workbench.display import sparkline
+from workbench.display import rank_lines, server_where, sparkline
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
@@ -76,7 +76,8 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         if sid is not None and sid != self.server_id:
             self.server_id = sid
             self.seen = 0
-            self.query_one("#log", LogView).clear_lines()
+            for log in self.query("#log").results(LogView):  # (none before the first compose)
+                log.clear_lines()
         self.poll_now()
 
     def follow_journal(self) -> None:
@@ -127,9 +128,10 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         )
         self.query_one("#state", Static).update(
             Text.assemble(
-                f"{status.id} {status.profile} on {status.host}  ",
+                f"{status.id} {status.profile} on {server_where(status)}  ",
                 state_text(status.state, status.stale),
                 f"\npid {status.pid}, port {status.port}, process {status.process}"
+                + "".join(f"\n{r}" for r in rank_lines(status))
                 + (f"\n{status.error}" if status.error else ""),
             )
         )

@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Label, Static
 
-from workbench.display import sparkline
+from workbench.display import server_where, sparkline
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
@@ -163,7 +163,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             cells = [
                 str(s.id),
                 s.profile,
-                s.host,
+                server_where(s),
                 state_text(s.state, s.stale),
                 *([up] if wide else []),
                 f"{al:.2f}" if al is not None else "-",
