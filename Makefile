@@ -3,7 +3,6 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
-EXT_STAMP := $(VENV)/.ext-stamp
 SGLANG_VERSION := 0.5.23
 # What sglang.srt.server_args needs to import (sglang itself is installed --no-deps: we only parse).
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
@@ -13,16 +12,9 @@ SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette 
 REFERENCE_TRAINERS := specforge==0.2.0 speculators==0.9.0 hs-connectors==0.9.0
 REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.70.19 pandas==3.1.1 pyarrow==26.0.1 dill==0.4.1 xxhash==4.1.0
 
-.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules bytecode
+.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules log-grammar bytecode
 
-venv: $(STAMP) $(EXT_STAMP)
-
-# The C writer of `logs parse --json` (workbench/sglang/_logjson.c) and the log parser's line
-# sorter (workbench/sglang/_logscan.c), built in place by the editable install: rebuilt when their
-# sources change.
-$(EXT_STAMP): $(STAMP) workbench/sglang/_logjson.c workbench/sglang/_logscan.c
-	$(BIN)/pip install -q --no-deps -e . --config-settings editable_mode=compat
-	touch $(EXT_STAMP)
+venv: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -76,6 +68,11 @@ lint: venv
 # from 0.4.9 to the newest on PyPI (wheels cached in ~/.cache/eagle-workbench).
 engine-rules: venv
 	$(BIN)/python -m workbench.engine.build_table
+
+# Regenerate workbench/logs/grammar.json: every log statement of every SGLang release from 0.4.9 and
+# every vLLM release from 0.9.0 to the newest on PyPI, read from the wheels (cached with the ones above).
+log-grammar: venv
+	$(BIN)/python -m workbench.logs.grammar_build
 
 # Every benchmarks/*_bench.py prints JSON with its figures and floors.
 bench: venv

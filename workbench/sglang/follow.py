@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
 from workbench.hosts import HostError, Hosts
+from workbench.logs.follower import READ_CAP
 from workbench.numbers import Range, number
 from workbench.progress import Progress
 from workbench.sglang import host_scripts
-from workbench.sglang.follower import READ_CAP
 from workbench.sglang.profiles import TIMEOUT
 from workbench.sglang.registry import FINAL, STAGES, Registry, ServerState
 from workbench.sglang.status import Recorder, ServerStatus, Status
@@ -65,9 +66,8 @@ class Follow:
                     self.registry.set(sid, state=ServerState.FAILED, extra={"failure": s.failure})
                     self._record("server.failed", f"server:{sid}", {"failure": s.failure, "alive": True})
                     return s
-            elif s.state == ServerState.READY:
-                if not health or self.health(sid):
-                    return s
+            elif s.state == ServerState.READY and (not health or self.health(sid)):
+                return s
             if time.monotonic() > deadline:
                 s.state = ServerState.TIMEOUT
                 s.failure = {
@@ -168,8 +168,8 @@ class Follow:
     def metrics(self, sid: int, with_server_info: bool = True) -> dict[str, Any]:
         s = self.status.refresh([sid], gpus=False)[0]
         f = self.status.follower(sid)
-        al = [x for x in f.series["accept_len"] if x == x]
-        gt = [x for x in f.series["gen_throughput"] if x == x]
+        al = [x for x in f.series["accept_len"] if not math.isnan(x)]
+        gt = [x for x in f.series["gen_throughput"] if not math.isnan(x)]
         out = {
             "id": sid,
             "state": s.state,

@@ -2,7 +2,7 @@
 
 - ``registry``: the journal's ``servers`` table and the server states (``registry.py``)
 - ``launcher``: profile, command, preview, launch (``launch.py``)
-- ``status``: one round trip per host: process, new log bytes, GPUs (``status.py``, ``follower.py``)
+- ``status``: one round trip per host: process, new log bytes, GPUs (``status.py``, ``workbench/logs/follower.py``)
 - ``follow``: readiness, logs, tunnels and HTTP, metrics (``follow.py``)
 - ``stopper``: identity-checked stop and GPU idle (``stop.py``)
 """
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.hosts import Host, Hosts
 from workbench.journal import Journal
+from workbench.logs.follower import Follower
 from workbench.progress import Progress
 from workbench.sglang.command import Command
 from workbench.sglang.follow import Follow
-from workbench.sglang.follower import Follower
 from workbench.sglang.launch import Launcher, Preview
 from workbench.sglang.profiles import Profile
 from workbench.sglang.registry import Registry, ServerRecord

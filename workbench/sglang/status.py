@@ -15,10 +15,10 @@ from typing import Any
 
 from workbench.errors import InputError
 from workbench.hosts import HostError, Hosts
+from workbench.logs import classify
+from workbench.logs.follower import READ_CAP, Follower
 from workbench.results import Result
 from workbench.sglang import host_scripts
-from workbench.sglang.follower import READ_CAP, Follower
-from workbench.sglang.logparse import classify
 from workbench.sglang.registry import LIVE, RUNNING, Registry, ServerRecord, ServerState, failed_alive
 
 GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
@@ -182,10 +182,7 @@ class Status:
         if r.state in LIVE:
             if proc in ("gone", "zombie", "replaced"):
                 verdict = classify(f.events, process_alive=False)
-                if r.state == ServerState.READY or f.ready:
-                    state = ServerState.EXITED
-                else:
-                    state = ServerState.FAILED
+                state = ServerState.EXITED if r.state == ServerState.READY or f.ready else ServerState.FAILED
                 failure = verdict
                 # children that outlive the leader keep the server unfinished (and stoppable)
                 if self.registry.set(
