@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 TABLE = Path(__file__).with_name("grammar.json")
 _FIELD = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
@@ -26,33 +27,57 @@ _WORD = re.compile(r"[A-Za-z_#][\w#-]{2,}")
 MAX_LINE = 2000  # longer messages are not matched against the table (a pasted dump, not a statement)
 
 
-@dataclass
-class Statement:
-    engine: str
-    level: str  # debug, info, warning, error, critical, raise
-    template: str
-    parts: list[tuple[str, bool]]  # (template, optional) of a composed message; one part otherwise
-    releases: str  # indices into the engine's releases: "0-3,7"
-    at: str  # file:line in the newest release that writes it
+class Statement(msgspec.Struct):
+    """One statement of the table, as stored: its level (debug, info, warning, error, critical, raise), its
+    template ``t``, the releases that write it ``r`` (indices into the engine's releases: "0-3,7") and where
+    the newest does (``at``: file:line); ``parts`` for a composed message ((template, optional), ...)."""
+
+    level: str
+    t: str
+    r: str
+    at: str
+    parts: list[tuple[str, int]] | None = None
     exception: str | None = None
-    _regex: re.Pattern[str] | None = None
+    first: str | None = None
+    engine: str = ""
+    compiled: Any = None  # the regex, made when first tried
+
+    @property
+    def template(self) -> str:
+        return self.t
+
+    @property
+    def releases(self) -> str:
+        return self.r
 
     @property
     def regex(self) -> re.Pattern[str]:
-        if self._regex is None:
-            body = "".join(f"(?:{_part_regex(t)})?" if opt else _part_regex(t) for t, opt in self.parts)
+        if self.compiled is None:
+            parts = self.parts or [(self.t, 0)]
+            body = "".join(f"(?:{_part_regex(t)})?" if opt else _part_regex(t) for t, opt in parts)
             if self.level == "raise" and self.exception:
                 # a raise is read as the traceback's last line: "pkg.mod.Error: message"
                 body = rf"(?:[\w.]*\b{re.escape(self.exception)}: )?" + body
-            self._regex = re.compile(body + r"\s*", re.S)
-        return self._regex
+            self.compiled = re.compile(body + r"\s*", re.S)
+        return self.compiled  # type: ignore[no-any-return]
 
     def release_indices(self) -> list[int]:
         out: list[int] = []
-        for part in self.releases.split(","):
+        for part in self.r.split(","):
             a, _, b = part.partition("-")
             out += range(int(a), int(b or a) + 1)
         return out
+
+
+class _Engine(msgspec.Struct):
+    releases: list[str]
+    statements: list[Statement]
+
+
+class Table(msgspec.Struct):
+    generator: str
+    engines: dict[str, _Engine]
+    rules: dict[str, Any] = {}
 
 
 def _literal(text: str) -> str:
@@ -105,18 +130,17 @@ def _inside_field(template: str, pos: int) -> bool:
 class Grammar:
     """The statements of one engine (or of all), indexed for ``match``."""
 
-    def __init__(self, data: dict[str, Any], engines: tuple[str, ...] | None = None) -> None:
+    def __init__(self, data: dict[str, Any] | Table, engines: tuple[str, ...] | None = None) -> None:
+        table = data if isinstance(data, Table) else msgspec.convert(data, Table)
         self.releases: dict[str, list[str]] = {}
         self.statements: list[Statement] = []
-        for engine, eng in data["engines"].items():
+        for engine, eng in table.engines.items():
             if engines is not None and engine not in engines:
                 continue
-            self.releases[engine] = eng["releases"]
-            for row in eng["statements"]:
-                parts = [(t, bool(o)) for t, o in row["parts"]] if "parts" in row else [(row["t"], False)]
-                self.statements.append(
-                    Statement(engine, row["level"], row["t"], parts, row["r"], row["at"], row.get("exception"))
-                )
+            self.releases[engine] = eng.releases
+            for st in eng.statements:
+                st.engine = engine
+                self.statements.append(st)
         self._head: dict[tuple[str, str], list[Statement]] = {}
         self._inner: dict[tuple[str, str], list[Statement]] = {}
         for st in self.statements:
@@ -235,7 +259,5 @@ def as_logged(template: str, exception: str, fill: tuple[str, ...] = ()) -> list
 
 @cache
 def load(path: Path = TABLE) -> Grammar:
-    """The table shipped with the package (read once per process)."""
-    import orjson
-
-    return Grammar(orjson.loads(path.read_bytes()))
+    """The table shipped with the package (read once per process, straight into its statements)."""
+    return Grammar(msgspec.json.decode(path.read_bytes(), type=Table))
