@@ -736,6 +736,17 @@ rule(
     what="kv-pool",
 )
 rule(
+    "vllm.kv_max_len",
+    "vllm",
+    "failure",
+    "oom",
+    r"is larger than the maximum number of tokens that can be stored in KV cache|Cannot auto-fit max_model_len: "
+    r"not enough GPU memory",
+    "stored in KV cache|Cannot auto-fit max_model_len",
+    statement=r"maximum number of tokens that can be stored in KV cache|^Cannot auto-fit max_model_len: not enough",
+    what="kv-pool",
+)
+rule(
     "vllm.max_model_len",
     "vllm",
     "failure",
