@@ -532,6 +532,55 @@ def test_what_a_prefix_says_is_kept(prefix, fields):
     assert {k: rec.get(k) for k in fields} == fields
 
 
+@pytest.mark.parametrize(
+    "line, kind, fields",
+    [
+        (  # torch.distributed's rank prefix before its C++ log line (month without its leading zero)
+            "[rank0]:[E914 04:53:45.615225908 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE) ran for 600012 milliseconds before timing out.",
+            "failure",
+            {"class": "nccl", "rank": "rank0", "time": "09-14 04:53:45", "src": "ProcessGroupNCCL.cpp:632"},
+        ),
+        (  # glog's short form, the rank in the message's own tag
+            "[E ProcessGroupNCCL.cpp:475] [PG ID 2 PG GUID 3(default_pg) Rank 1] Timeout at NCCL work: 32, last "
+            "enqueued NCCL work: 32, last completed NCCL work: 31.",
+            "failure",
+            {"class": "nccl", "rank": "rank1"},
+        ),
+        (
+            "[W1014 03:44:56.000 Utils.hpp:135] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is "
+            "deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function operator())",
+            "warning",
+            {"level": "WARNING", "time": "10-14 03:44:56"},
+        ),
+        ("[rank3]: RuntimeError: CUDA error: out of memory", "failure", {"class": "oom", "rank": "rank3"}),
+        ("[DP1 TP3] Scheduler hit an exception:", "failure", {"class": "scheduler-exception", "rank": "DP1 TP3"}),
+        ("Fatal Python error: Segmentation fault", "failure", {"class": "process-died", "error": "Segmentation fault"}),
+        ("AssertionError", "failure", {"class": "exception", "exception": "AssertionError"}),
+        (  # a terminal UI's box around the line
+            "│ INFO 03-21 20:15:46 [executor_base.py:111] # cuda blocks: 7191, # CPU blocks: 512          │",
+            "milestone",
+            {"name": "kv_cache", "blocks": 7191, "cpu_blocks": 512},
+        ),
+    ],
+)
+def test_torch_lines_and_bare_tags_read_as_their_prefixes_say(line, kind, fields):
+    rec = one(line)
+    assert rec["kind"] == kind
+    assert {k: rec.get(k) for k in fields} == fields
+
+
+def test_library_log_lines_in_a_server_log_are_known_not_records():
+    scan = parse_text(
+        "2025-03-27 21:33:31,320 - INFO - flashinfer.jit: Prebuilt kernels not found, using JIT backend\n"
+        "[Router (Python)] 2025-05-17 01:10:45 - INFO - Launching DP server process 0 on port 31000 - "
+        "launch_server.py:175\n"
+        "[rank0]:[I1014 03:44:56.000 ProcessGroupNCCL.cpp:900] [PG ID 0 PG GUID 0 Rank 0] ProcessGroupNCCL "
+        "initialization options: size: 2\n"
+    )
+    assert scan.records == [] and scan.unrecognised == 0
+
+
 def test_a_restart_in_the_same_log_counts_weight_loads_afresh():
     first = STARTUP_055.splitlines()[:5]
     log = "\n".join(first + first) + "\n"

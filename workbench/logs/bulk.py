@@ -189,6 +189,8 @@ SPEC = re.compile(
     r"Per-position acceptance rate: ([\d., ]+), Avg Draft acceptance rate: (\d+\.\d)%$"
 )
 _VLLM_SPEC = re.compile(r"(?:Speculative metrics|SpecDecoding metrics): ")
+# the V0 engine's prefix-cache line (vLLM 0.9-0.10.0): "Prefix cache hit rate: GPU: 94.35%, CPU: 0.00%"
+_VLLM_PREFIX = re.compile(r"Prefix cache hit rate: GPU: (\d+(?:\.\d+)?)%, CPU: (\d+(?:\.\d+)?)%$")
 
 
 def fast(msg: str, f: re.Match[str]) -> dict[str, Any]:
@@ -233,6 +235,14 @@ def vllm_metrics(msg: str) -> dict[str, Any] | None:
             out[n] = got.pop(n, None)
         out.update(got)
         return out
+    p = _VLLM_PREFIX.match(msg)
+    if p is not None:
+        return {
+            "kind": "metrics",
+            "name": "prefix_cache",
+            "prefix_cache_hit_rate": round(float(p.group(1)) / 100.0, 6),
+            "cpu_prefix_cache_hit_rate": round(float(p.group(2)) / 100.0, 6),
+        }
     s = _VLLM_SPEC.match(msg)
     if s is not None:
         got = items(msg[s.end() :])

@@ -57,13 +57,11 @@ _NOISE = re.compile(
     r"|^\S+\.py:\d+: \w*Warning: "  # Python warnings
     r"|^\s*warnings\.warn\("
     r"|NCCL (?:INFO|WARN)"
-    r"|^\[rank\d+\]:\[[WIE]\d{4} "  # torch's C++ log
-    r"|^\[[WIE]\d{4} \d\d:\d\d:\d\d"
     r"|^(?:Started server process|Waiting for application (?:startup|shutdown)|Uvicorn running on|Shutting down"
     r"|Finished server process|Application shutdown complete)"
     r"|^=+$|^-+$|^\*+$"
     r"|^\s+File \"[^\"]+\", line \d+|^\s*[~^]+\s*$"  # a traceback's frame or caret line, alone
-    r"|^\[Gloo\] |^Process [\w-]+:$"
+    r"|^\[Gloo\] |is connected to \d+ peer ranks|^Process [\w-]+:$"
     r"|^frame #\d+: |^Exception raised from \w+ at "  # a C++ exception's trace
     r"|^CUDA kernel errors might be asynchronously reported|^For debugging consider passing CUDA_LAUNCH_BLOCKING"
     r"|^Compile with `TORCH_USE_CUDA_DSA`"  # CUDA's advice under an error
@@ -328,7 +326,7 @@ class LogParser:
             if got is not None:
                 self._emit(scan, pre, n, got, engine or "sglang")
                 return
-        if "throughput: " in msg or "metrics: " in msg:
+        if "throughput: " in msg or "metrics: " in msg or msg.startswith("Prefix cache hit rate: "):
             got = bulk.vllm_metrics(msg)
             if got is not None:
                 self._emit(scan, pre, n, got, engine or "vllm")
@@ -345,7 +343,8 @@ class LogParser:
         self, msg: str, stripped: str, pre: prefix.Prefix, n: int, eng: str | None, scan: Scan, key: Any
     ) -> None:
         """A line no rule reads: a warning or error the engine logged, a known form, or not recognised."""
-        if _EXC_LINE.match(stripped) and ": " in stripped and pre.level in (None, "ERROR", "CRITICAL"):
+        bare = ": " not in stripped and " " not in stripped  # "AssertionError": an exception with no message
+        if _EXC_LINE.match(stripped) and (": " in stripped or bare) and pre.level in (None, "ERROR", "CRITICAL"):
             head = _EXC_NAME.match(stripped)
             name = head.group(1) if head else ""
             if name.endswith(("Error", "Exception", "Exit", "Interrupt", "Fault", "Failure")):

@@ -13,7 +13,9 @@ Around them (outermost first, each optional): ANSI colour codes (also with the e
 ``[1;36m``), a container runtime's stamp (``2025-01-05T10:00:00.123456789Z``, with ``stdout F`` in
 Kubernetes' log files), ``kubectl logs --prefix``'s ``[pod/name/container]``, docker compose's
 ``service-1  | ``, srun ``--label``'s ``0: ``, a syslog/journald head (``Dec 05 10:00:00 host python3[123]:``),
-and indentation.
+and indentation. PyTorch's own C++ log lines (``[rank0]:[W914 04:53:45.615 ProcessGroupNCCL.cpp:1476] ``) and
+the ``[rank0]: `` torch.distributed puts before a rank's traceback are read as prefixes too, as are SGLang's rank
+tags with their stamp cut off (``[TP0] ``), its router's lines and a library's Python logging head.
 """
 
 from __future__ import annotations
@@ -49,6 +51,19 @@ OUTER = re.compile(
 )
 # a Rust "tracing" subscriber's head around an engine's message (dynamo): "2025-10-28T21:32:44.76Z  INFO module: "
 TRACING = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(TRACE|DEBUG|INFO|WARN|ERROR)\s+[\w.:]+: ")
+# PyTorch's C++ log lines (c10 / glog), behind the rank prefix torch.distributed adds to a rank's output:
+# "[rank0]:[W914 04:53:45.615225908 ProcessGroupNCCL.cpp:1476] ", "[E ProcessGroupNCCL.cpp:475] ", "[rank1]: "
+TORCH = re.compile(
+    r"(?:\[rank(\d+)\]: ?)?(?:\[([IWEF])(?:(\d\d?)(\d\d) (\d\d:\d\d:\d\d)(?:\.\d+)?(?: \d+)?)? ([\w.-]+:\d+)\] ?"
+    r"(?:\[(?:PG ID \d+ PG GUID \d+(?:\([^)]*\))? )?Rank (\d+)\] )?)?"
+)
+# SGLang's rank tags with no stamp before them ("[TP0] ", "[DP1 TP3] "), as some pastes have them
+RANKS = re.compile(r"\[((?:(?:DP|PP|TP|EP|CP|ATTN_CP|MOE_DP|ATTN_DP)\d+ ?)+)\] ")
+# the SGLang router's own Python log: "[Router (Python)] 2025-05-17 01:10:45 - INFO - ... - launch_server.py:175"
+ROUTER = re.compile(
+    r"\[Router \((?:Python|Rust)\)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) - (DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+)
+_TORCH_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 HTML = re.compile(r"</?(?:font|b|span|strong|i|code)\b[^>]*>")
 _TAGS = re.compile(r"(?<![A-Za-z])(DP|PP|TP|EP|CP|ATTN_CP|MOE_DP|ATTN_DP|rank=?)(\d+)")
 
@@ -85,6 +100,8 @@ def clean(line: str) -> str:
         line = ANSI.sub("", line)
     if line[:1] == "<":
         line = HTML.sub("", line, count=8)
+    if line[-1:] == "│":  # a terminal UI's box around the line (k9s): its right edge
+        line = line.rstrip("│").rstrip()
     return line
 
 
@@ -95,6 +112,9 @@ def split(line: str) -> Prefix:
         m = SGLANG.match(line)
         if m is not None:
             return _sglang(line, m, NONE)
+        r = RANKS.match(line)  # (before the outer prefixes: "[TP0] " is no kubectl tag)
+        if r is not None:
+            return NONE._replace(engine="sglang", rank=r.group(1).strip(), start=r.end())
     elif c == "(" or c in "DIWEC":
         got = _vllm(line, 0, NONE)
         if got is not None:
@@ -153,12 +173,39 @@ def _vllm(line: str, pos: int, outer: Prefix) -> Prefix | None:
     )  # fmt: skip
 
 
+def _bracketed(line: str, rest: int, outer: Prefix) -> Prefix | None:
+    """A prefix in brackets at ``rest``: SGLang's stamp, its bare rank tags, its router's, PyTorch's."""
+    s = SGLANG.match(line, rest)
+    if s is not None:
+        return _sglang(line, s, outer)
+    r = RANKS.match(line, rest)
+    if r is not None:
+        return outer._replace(engine="sglang", rank=r.group(1).strip(), start=r.end())
+    if line.startswith("[Router (", rest):
+        g = ROUTER.match(line, rest)
+        if g is not None:
+            return outer._replace(engine="sglang", time=g.group(1), level=g.group(2), start=g.end(), library=True)
+    t = TORCH.match(line, rest) if line.startswith(("[rank", "[I", "[W", "[E", "[F"), rest) else None
+    if t is None or t.end() == rest:
+        return None
+    rank, level, mm, dd, hms, src, rank2 = t.groups()
+    rank = rank or rank2
+    return outer._replace(
+        time=f"{int(mm):02d}-{dd} {hms}" if hms else outer.time, rank=f"rank{rank}" if rank else None,
+        level=_TORCH_LEVEL.get(level or ""), src=src, start=t.end(), library=level is not None,
+    )  # fmt: skip
+
+
 def _outer(line: str) -> Prefix:
     """Prefixes added around the engine's (or a line with none): runtime stamps, compose, srun, indentation."""
-    t = TRACING.match(line) if line[:2] == "20" else None
-    if t is not None:
-        level = {"WARN": "WARNING", "TRACE": "DEBUG"}.get(t.group(2), t.group(2))
-        return Prefix(None, t.group(1), None, None, None, level, None, None, None, t.end())
+    if line[:2] == "20":
+        t = TRACING.match(line)
+        if t is not None:
+            level = {"WARN": "WARNING", "TRACE": "DEBUG"}.get(t.group(2), t.group(2))
+            return Prefix(None, t.group(1), None, None, None, level, None, None, None, t.end())
+        lib = PYLOG.match(line)
+        if lib is not None:  # a library's own logger (FlashInfer's JIT, Ray) in the server's output
+            return Prefix(None, lib.group(1), None, None, None, lib.group(2), lib.group(3), None, None, lib.end(), True)
     m = OUTER.match(line)
     pos = m.end() if m is not None else 0
     stamp = task = container = None
@@ -172,9 +219,9 @@ def _outer(line: str) -> Prefix:
     outer = Prefix(None, stamp, None, None, None, None, None, task, container, pos)
     c = line[rest : rest + 1]
     if c == "[":
-        s = SGLANG.match(line, rest)
-        if s is not None:
-            return _sglang(line, s, outer)
+        got = _bracketed(line, rest, outer)
+        if got is not None:
+            return got
     elif c == "(" or (c and c in "DIWEC"):
         v = _vllm(line, rest, outer)
         if v is not None:

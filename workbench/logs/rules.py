@@ -51,6 +51,9 @@ INT_FIELDS = frozenset(
         "port",
         "pid",
         "node_rank",
+        "peer_rank",
+        "blocks",
+        "cpu_blocks",
         "rank_n",
         "engine_index",
         "max_tokens",
@@ -318,8 +321,8 @@ rule(
     "sglang",
     "failure",
     "scheduler-exception",
-    r"^(?P<component>\w+) hit an exception: ",
-    " hit an exception: ",
+    r"^(?P<component>\w+) hit an exception:(?: |$)",
+    " hit an exception:",
     statement=" hit an exception: ",
 )
 rule(
@@ -454,9 +457,9 @@ rule(
     "vllm",
     "milestone",
     "engine_config",
-    r"^Initializing a V1 LLM engine \(v(?P<version>[^)]+)\) with config: ",
-    "Initializing a V1 LLM engine",
-    statement=r"^Initializing a V1 LLM engine \(v",
+    r"^Initializing an? (?:V\d )?LLM engine \(v(?P<version>[^)]+)\) with config: ",
+    "LLM engine (v",
+    statement=r"^Initializing an? (?:V\d )?LLM engine \(v",
 )
 rule(
     "vllm.weights_begin",
@@ -550,6 +553,16 @@ rule(
     rf"per request: (?P<concurrency>{F})x)?",
     "KV cache size: ",
     statement="KV cache size: ",
+)
+rule(
+    "vllm.kv_blocks",
+    "vllm",
+    "milestone",
+    "kv_cache",
+    r"^# (?P<device>\w+) blocks: (?P<blocks>\d+), # CPU blocks: (?P<cpu_blocks>\d+)",
+    "# CPU blocks: ",
+    statement=r"^# \{\} blocks: ",
+    fill=("cuda",),
 )
 rule(
     "vllm.concurrency",
@@ -653,7 +666,7 @@ rule(
     "vllm",
     "failure",
     "engine-dead",
-    r"^EngineCore hit an exception: ",
+    r"^EngineCore hit an exception:(?: |$)",
     "EngineCore hit an exception",
     source="vLLM 0.8 (v1 engine; older than the grammar's releases)",
 )
@@ -686,6 +699,25 @@ rule(
     "Engine process failed to start",
     statement="Engine process failed to start.",
     what="startup",
+)
+rule(
+    "vllm.worker_start_failed",
+    "vllm",
+    "failure",
+    "engine-dead",
+    r"^WorkerProc failed to start\.",
+    "WorkerProc failed to start",
+    statement="WorkerProc failed to start.",
+    what="startup",
+)
+rule(
+    "vllm.worker_failed",
+    "vllm",
+    "failure",
+    "engine-dead",
+    r"^(?:Ray)?WorkerProc (?:failed[.:]|hit an exception)",  # (the second: vLLM 0.8's wording)
+    "WorkerProc failed|WorkerProc hit an exception",
+    statement=r"^(?:Ray)?WorkerProc failed[.:]",
 )
 rule(
     "vllm.engine_dead_error",
@@ -789,6 +821,16 @@ rule(
     what="host-oom",
 )
 rule(
+    "python.fatal",
+    None,
+    "failure",
+    "process-died",
+    r"^Fatal Python error: (?P<error>\w[^:]*)",
+    "Fatal Python error",
+    source="CPython (a fatal error: faulthandler's dump follows)",
+    what="fatal",
+)
+rule(
     "torch.aux_shape",
     None,
     "failure",
@@ -830,8 +872,9 @@ rule(
     None,
     "failure",
     "nccl",
-    r"Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+",
-    "Some NCCL operations have failed|Timeout at NCCL work",
+    r"Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
+    r"|Exception \(either an error or timeout\) detected by watchdog",
+    "Some NCCL operations have failed|Timeout at NCCL work|detected by watchdog",
     source="torch (ProcessGroupNCCL)",
     what="timeout",
 )
@@ -845,6 +888,15 @@ rule(
     "Watchdog caught|watchdog got stuck|watchdog thread terminated",
     source="torch (ProcessGroupNCCL)",
     what="timeout",
+)
+rule(
+    "torch.barrier_peer",
+    None,
+    "failure",
+    "nccl",
+    r"received errors while waiting for send/recv from rank (?P<peer_rank>\d+)|failed to pass monitoredBarrier",
+    "received errors while waiting for send/recv|failed to pass monitoredBarrier",
+    source="torch (ProcessGroupGloo's monitoredBarrier: another rank failed)",
 )
 rule(
     "nccl.error",
