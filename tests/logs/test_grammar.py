@@ -156,6 +156,14 @@ def fail(self, c, d):
 
 def died(rank, code):
     return RuntimeError(f"Rank {rank} scheduler died during initialization (exit code: {code}).")
+
+def banner(lgr: Logger, version, plain):
+    if plain:
+        message = "server version %s"
+    else:
+        logo = Template("\\n  ${w}##${r}\\n  ${w}###${r}  version ${w}%s${r}\\n")
+        message = logo.substitute(colors)
+    lgr.info(message, version)
 """
 
 
@@ -181,6 +189,30 @@ def test_the_extractor_reads_the_ways_messages_are_built():
     ]
     assert raised.exception == "ValueError" and raised.line == 27
     assert got["raise", "Rank {} scheduler died during initialization (exit code: {})."].exception == "RuntimeError"
+    # a message chosen in branches, one of them a string.Template, logged through a parameter typed Logger
+    assert ("info", "server version {}") in got
+    assert ("info", "\n  {}##{}\n  {}###{}  version {}{}{}\n") in got
+
+
+def test_a_message_of_several_lines_is_known_line_by_line():
+    data = {
+        "generator": "test",
+        "engines": {
+            "vllm": {
+                "releases": ["0.1"],
+                "statements": [
+                    {"level": "info", "t": "\n  {}##{}\n  {}###{}  version {}{}{}\n", "r": "0", "at": "u.py:9"},
+                    {"level": "raise", "exception": "RuntimeError", "t": "Bad thing {}\nTry the other flag",
+                     "r": "0", "at": "u.py:20"},
+                ],
+            }
+        },
+    }  # fmt: skip
+    g = Grammar(data)
+    assert g.match("vllm", "###  version 0.19.0").at == "u.py:9"
+    assert g.match("vllm", "RuntimeError: Bad thing 7").exception == "RuntimeError"
+    assert g.match("vllm", "Try the other flag").level == "raise"
+    assert g.match("vllm", "##") is None  # too little text to say which statement wrote it
 
 
 def test_the_build_reads_each_release_of_a_wheel_once_per_statement(tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ import msgspec
 
 TABLE = Path(__file__).with_name("grammar.json")
 _FIELD = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+_SPACES = re.compile(r" +")
 _WORD = re.compile(r"[A-Za-z_#][\w#-]{2,}")
 MAX_LINE = 2000  # longer messages are not matched against the table (a pasted dump, not a statement)
 
@@ -82,7 +83,7 @@ class Table(msgspec.Struct):
 
 def _literal(text: str) -> str:
     """Literal text; its spaces as runs of whitespace (a paste widens or joins them)."""
-    return r"\s+".join(re.escape(w) for w in text.split(" ")) if " " in text else re.escape(text)
+    return r"\s+".join(re.escape(w) for w in _SPACES.split(text)) if " " in text else re.escape(text)
 
 
 def _part_regex(template: str) -> str:
@@ -107,6 +108,15 @@ def _field_regex(tok: str) -> str:
     if spec and spec[-1] in "fFeEgG%":
         return r"\s*(?:-?[\d.,]+(?:[eE][-+]?\d+)?%?|nan|inf|-inf)"
     return r".*?"
+
+
+def _line_views(st: Statement) -> Iterator[Statement]:
+    """The lines of a message of several lines, each as a statement of its own (the first keeps a raise's
+    exception class); lines with too little literal text to say which statement wrote them are left out."""
+    for k, line in enumerate(st.t.split("\n")):
+        line = line.strip()
+        if len(_FIELD.sub("", line).strip()) >= 8 and _WORD.search(_FIELD.sub(" ", line)):
+            yield Statement(st.level, line, st.r, st.at, None, st.exception if k == 0 else None, st.first, st.engine)
 
 
 def literal_words(template: str) -> tuple[str | None, str | None]:
@@ -141,9 +151,12 @@ class Grammar:
             for st in eng.statements:
                 st.engine = engine
                 self.statements.append(st)
+        views = [v for st in self.statements if "\n" in st.t and st.parts is None for v in _line_views(st)]
         self._head: dict[tuple[str, str], list[Statement]] = {}
         self._inner: dict[tuple[str, str], list[Statement]] = {}
-        for st in self.statements:
+        for st in (*self.statements, *views):
+            if "\n" in st.t and st.parts is None:
+                continue  # read line by line (a logger writes each line of a message behind its own prefix)
             if st.level == "debug" and len(st.template) < 12:
                 continue  # too little text to say a line is this statement
             head, inner = literal_words(st.template)

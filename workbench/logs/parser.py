@@ -54,6 +54,7 @@ _ACCESS = re.compile(r'(?:\S+:\d+|\[[0-9a-fA-F:]+\]:\d+|-) - "[A-Z]+ \S+ HTTP/[\
 _NOISE = re.compile(
     r"\d+%\|"  # tqdm bars
     r"|it/s\]|s/it\]|\d+/\d+ \[\d\d:\d\d"
+    r"|\[\d\d:\d\d(?::\d\d)?(?:<[\d:?]+)?, [\d.?]+\s?\w*B/s\]$"  # a download's bar (bytes a second)
     r"|^\S+\.py:\d+: \w*Warning: "  # Python warnings
     r"|^\s*warnings\.warn\("
     r"|NCCL (?:INFO|WARN)"

@@ -155,6 +155,36 @@ def _format_call(fmt: str, args: list[str]) -> Piece:
     return Piece("".join(out), holes)
 
 
+_TPL = re.compile(r"\$(?:(\$)|\{([_a-zA-Z][_a-zA-Z0-9]*)\}|([_a-zA-Z][_a-zA-Z0-9]*))")
+
+
+def template_string(node: ast.AST) -> Piece | None:
+    """``string.Template("...")``: its text, each ``$name`` / ``${name}`` a field (``$$`` a dollar)."""
+    if not (
+        isinstance(node, ast.Call)
+        and _call_name(node.func) is not None
+        and _call_name(node.func)[0] == "Template"  # type: ignore[index]
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return None
+    text = node.args[0].value
+    out: list[str] = []
+    holes: list[str] = []
+    pos = 0
+    for m in _TPL.finditer(text):
+        out.append(_lit(text[pos : m.start()]))
+        pos = m.end()
+        if m.group(1):
+            out.append("$")
+        else:
+            out.append("{}")
+            holes.append(m.group(2) or m.group(3))
+    out.append(_lit(text[pos:]))
+    return Piece("".join(out), holes)
+
+
 def message(node: ast.AST, args: list[ast.expr] | None = None, resolve: Resolve | None = None) -> Piece | None:
     """The template of a message expression, or None where it is not built from literal text
     (``resolve``: the template of a local variable an f-string field names, where known)."""
@@ -185,6 +215,8 @@ def message(node: ast.AST, args: list[ast.expr] | None = None, resolve: Resolve 
     ):
         pos = [_src(a) for a in node.args]
         return _format_call(node.func.value.value, pos)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("substitute"):
+        return template_string(node.func.value)  # Template("...").substitute(...)
     return None
 
 
@@ -236,19 +268,44 @@ class _Reader(ast.NodeVisitor):
             meth, recv = got
             level = None
             idx = 0
-            if meth in LEVELS and (_is_logger(recv) or recv == "logging"):
+            if meth in LEVELS and (_is_logger(recv) or recv == "logging" or self._logger_param(recv)):
                 level = LEVELS[meth]
             elif meth in HELPERS:
                 level, idx = HELPERS[meth]
             elif recv is None and isinstance(node.func, ast.Name):
                 level = self._log_function(meth)
             if level is not None and len(node.args) > idx:
-                pieces = self._pieces(node.args[idx], node.lineno, 0)
-                if pieces and len(node.args) > idx + 1:  # logger.info("... %s", x): %-fields
-                    pieces = [Piece(_pct_fields(p.template), p.holes, p.optional) for p in pieces]
-                if pieces and "".join(p.template for p in pieces).strip("{}"):
-                    self.out.append(Statement(level, node.lineno, pieces))
+                for pieces in self._messages(node.args[idx], node.lineno):
+                    if pieces and len(node.args) > idx + 1:  # logger.info("... %s", x): %-fields
+                        pieces = [Piece(_pct_fields(p.template), p.holes, p.optional) for p in pieces]
+                    if pieces and "".join(p.template for p in pieces).strip("{}"):
+                        self.out.append(Statement(level, node.lineno, pieces))
         self.generic_visit(node)
+
+    def _messages(self, expr: ast.expr, line: int) -> list[list[Piece]]:
+        """The messages a call may log: one, or where a variable is only ever assigned whole (``if ...:
+        msg = A`` ``else: msg = B``), each message it may hold."""
+        if isinstance(expr, ast.Name) and self._fn:
+            writes = self._writes(expr.id, line)
+            if len(writes) > 1 and all(isinstance(w, ast.Assign) for _, _, w in writes):
+                out: list[list[Piece]] = []
+                for ln, _, w in writes:
+                    got = self._pieces(w.value, ln, 1)  # type: ignore[attr-defined]
+                    if got and all(got != o for o in out):
+                        out.append(got)
+                if out:
+                    return out
+        return [self._pieces(expr, line, 0)]
+
+    def _logger_param(self, name: str | None) -> bool:
+        """``name`` is a parameter of the function annotated as a logger (``lgr: Logger``)."""
+        if name is None or not self._fn:
+            return False
+        a = self._fn[-1].args
+        for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs):
+            if arg.arg == name and arg.annotation is not None:
+                return _src(arg.annotation).split(".")[-1].strip("'\"") == "Logger"
+        return False
 
     def _log_function(self, name: str) -> str | None:
         """The level of a local name bound to a logger method (``log_fn = logger.debug if idle else
@@ -305,6 +362,16 @@ class _Reader(ast.NodeVisitor):
             return self._joined_list(_lit(expr.func.value.value), expr.args[0].id, line)
         if isinstance(expr, ast.Name):
             return self._variable(expr.id, line, depth)
+        if (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr.endswith("substitute")
+            and isinstance(expr.func.value, ast.Name)
+        ):  # tpl = Template("..."); msg = tpl.substitute(...)
+            for _, _, w in reversed(self._writes(expr.func.value.id, line)):
+                got = template_string(w.value) if isinstance(w, ast.Assign) else None
+                if got is not None:
+                    return [got]
         return []
 
     def _resolve(self, name: str, line: int, depth: int) -> Piece | None:
