@@ -9,7 +9,8 @@ to a file of ``--stream-mb`` (1 GB by default). Each measurement runs in a fresh
   stream_follow ``Follower.feed`` in the status reads' chunks (what a server's row follows)
   floor_read    the physical floor of touching every line: read the file in the parser's chunks, decode it
                 and split it into lines (nothing parsed)
-  floor_encode  msgspec writing JSON Lines of records already built (the output alone), as lines/s of the log
+  floor_encode  msgspec writing JSON Lines of records already built as the JSON writer gets them (the output
+                alone), as lines/s of the log
 
 with each process's peak resident-memory growth over its start. A small log is streamed too, so the growth
 is seen not to follow the log's size. Goals: ``cli_json`` >= 500k lines a CPU-second of its one core (the
@@ -141,10 +142,11 @@ def child(mode: str, path: str) -> None:
 
     from workbench.logs import Reading
     from workbench.logs.follower import READ_CAP, Follower
-    from workbench.logs.parser import STREAM_CHUNK, parse_text
+    from workbench.logs.parser import STREAM_CHUNK, LogParser
 
     _one_core()
-    sample = parse_text(make_log(20_000, seed=2)).records if mode == "floor_encode" else []
+    # the records as the JSON writer gets them (the periodic lines' as structs)
+    sample = LogParser(dicts=False).feed(make_log(20_000, seed=2), final=True).records if mode == "floor_encode" else []
     base = _rss()
     t0, c0 = time.perf_counter(), time.process_time()
     lines = 0

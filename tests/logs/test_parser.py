@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.logs import FAILURE_CLASSES, LogParser, classify, parse_text, stream_records
+from workbench.logs import FAILURE_CLASSES, LogParser, Reading, classify, parse_text, stream_records
 from workbench.logs.follower import EVENTS_KEPT, Follower
 
 DATA = Path(__file__).with_name("data")
@@ -627,6 +627,40 @@ def test_streaming_any_file_at_any_chunk_gives_the_records_of_the_whole(tmp_path
         assert list(stream_records(io.BytesIO(log), kinds=["failure"], chunk=chunk)) == [
             r for r in whole if r["kind"] == "failure"
         ]
+
+
+def test_the_json_writer_writes_the_records_the_dicts_hold():
+    """``Reading.json_bytes`` (the periodic lines' records as structs, no dict in between) writes exactly the
+    records ``parse_text`` gives as dicts, field for field and in the same order, and ``Reading.records`` yields
+    those dicts."""
+    vllm_engine = VLLM_LOG.replace("Engine 000: ", "")  # a throughput line that names no engine
+    log = STARTUP_055 + DECODE_0523 + "\n" + PREFILL_0523 + "\n" + DECODE_054_ITER + "\n" + DECODE_TP1_MS + "\n"
+    log += VLLM_LOG + vllm_engine + SCHEDULER_OOM
+    whole = parse_text(log).records
+    kinds = {r["kind"] for r in whole}
+    assert {"decode", "prefill", "metrics", "milestone", "failure"} <= kinds
+    for chunk in (64, 1 << 20):
+        written = b"".join(Reading(io.BytesIO(log.encode()), chunk=chunk).json_bytes())
+        got = [json.loads(x) for x in written.splitlines()]
+        assert got == whole and [list(r) for r in got] == [list(r) for r in whole]
+        records = list(Reading(io.BytesIO(log.encode()), chunk=chunk).records())
+        assert records == whole and all(type(r) is dict for r in records)
+    tputs = [r for r in whole if r.get("name") == "throughput"]
+    assert {r.get("engine_index", "absent") for r in tputs} == {0, "absent"}
+
+
+def test_a_percentage_is_the_fraction_its_digits_give():
+    """vLLM's percentages (one decimal) as fractions: the float nearest the decimal fraction, for every value."""
+    for tenths in range(0, 100_001):
+        text = f"{tenths // 10}.{tenths % 10}"
+        assert float(text + "e-2") == round(float(text) / 100.0, 6), text
+    line = (
+        "(APIServer pid=1) INFO 12-05 04:50:13 [loggers.py:127] Avg prompt throughput: 1.1 tokens/s, "
+        "Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.7%, "
+        "Prefix cache hit rate: 33.3%"
+    )
+    rec = one(line)
+    assert rec["token_usage"] == 0.007 and rec["prefix_cache_hit_rate"] == 0.333 and "engine_index" not in rec
 
 
 def test_follower_events_stay_bounded_and_keep_the_first_of_each_class():

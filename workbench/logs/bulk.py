@@ -18,33 +18,116 @@ import math
 import re
 from typing import Any
 
-DECODE_FIELDS = (
-    "running_req", "tokens", "token_usage", "accept_len", "accept_rate", "gen_throughput", "queue_req", "iter",
-    "cuda_graph",
-)  # fmt: skip
-PREFILL_FIELDS = (
-    "new_seq", "new_token", "cached_token", "tokens", "token_usage", "running_req", "queue_req", "pending_token",
-    "input_throughput", "iter", "cuda_graph",
-)  # fmt: skip
+import msgspec
+
+
+class Record(msgspec.Struct):
+    """A periodic line's record, built straight from its regex: the fields of its dict, in the same order, which
+    msgspec writes as JSON with no dict in between. ``rec["field"]`` reads it as the dict would be read."""
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return msgspec.structs.asdict(self)
+
+
+class Decode(Record):
+    kind: str
+    engine: str
+    line: int
+    time: str | None
+    rank: str | None
+    running_req: int
+    tokens: int
+    token_usage: float
+    accept_len: float | None
+    accept_rate: float | None
+    gen_throughput: float
+    queue_req: int
+    iter: int | None
+    cuda_graph: bool
+
+
+class Prefill(Record):
+    kind: str
+    engine: str
+    line: int
+    time: str | None
+    rank: str | None
+    new_seq: int
+    new_token: int
+    cached_token: int
+    tokens: int | None
+    token_usage: float
+    running_req: int
+    queue_req: int
+    pending_token: int | None
+    input_throughput: float | None
+    iter: int | None
+    cuda_graph: bool | None
+
+
+class _VllmRecord(Record):
+    kind: str
+    engine: str
+    line: int
+    time: str | None
+    rank: str | None
+    process: str | None
+    pid: int | None
+    src: str | None
+    name: str
+
+
+class Throughput(_VllmRecord, omit_defaults=True):
+    prompt_throughput: float
+    gen_throughput: float
+    running_req: int
+    queue_req: int
+    token_usage: float
+    prefix_cache_hit_rate: float
+    engine_index: int | None = None  # written only where the line names its engine
+
+    def as_dict(self) -> dict[str, Any]:
+        d = msgspec.structs.asdict(self)
+        if d["engine_index"] is None:
+            del d["engine_index"]
+        return d
+
+
+class Spec(_VllmRecord):
+    accept_len: float
+    draft_acceptance_rate: float
+    accepted_tokens: int
+    drafted_tokens: int
+    accepted_throughput: float
+    drafted_throughput: float
+    per_position: list[float]
+
+
+HEAD_FIELDS = ("kind", "engine", "line", "time", "rank")
+VLLM_HEAD_FIELDS = _VllmRecord.__struct_fields__
+DECODE_FIELDS = Decode.__struct_fields__[len(HEAD_FIELDS) :]
+PREFILL_FIELDS = Prefill.__struct_fields__[len(HEAD_FIELDS) :]
 THROUGHPUT_FIELDS = (
     "prompt_throughput", "gen_throughput", "running_req", "queue_req", "token_usage", "prefix_cache_hit_rate",
 )  # fmt: skip
-SPEC_FIELDS = (
-    "accept_len", "draft_acceptance_rate", "accepted_tokens", "drafted_tokens", "accepted_throughput",
-    "drafted_throughput", "per_position",
-)  # fmt: skip
+SPEC_FIELDS = Spec.__struct_fields__[len(VLLM_HEAD_FIELDS) :]
 
-# The common shapes, from the message's start (after SGLang's "[stamp ranks] ").
+# The common shapes, from the message's start (after SGLang's "[stamp ranks] "); [0-9] rather than \d, which in a
+# str pattern is a Unicode category test per character.
 DECODE = re.compile(
-    r"Decode batch(?: \[(\d+)\])?[.,] #running-req: (\d+), #token: (\d+), token usage: (\d+\.\d+), "
-    r"(?:accept len: (\d+\.\d+), (?:accept rate: (\d+\.\d+), )?)?(?:cuda|cpu|npu|musa) graph: (True|False), "
-    r"gen throughput \(token/s\): (\d+\.\d+), #queue-req: (\d+)(?:, )?\r?$"
+    r"Decode batch(?: \[([0-9]+)\])?[.,] #running-req: ([0-9]+), #token: ([0-9]+), token usage: ([0-9]+\.[0-9]+), "
+    r"(?:accept len: ([0-9]+\.[0-9]+), (?:accept rate: ([0-9]+\.[0-9]+), )?)?"
+    r"(?:cuda|cpu|npu|musa) graph: (True|False), gen throughput \(token/s\): ([0-9]+\.[0-9]+), "
+    r"#queue-req: ([0-9]+)(?:, )?\r?$"
 )
 PREFILL = re.compile(
-    r"Prefill batch(?: \[(\d+)\])?[.,] #new-seq: (\d+), #new-token: (\d+), #cached-token: (\d+), "
-    r"(?:#token: (\d+), )?token usage: (\d+\.\d+), #running-req: (\d+), #queue-req: (\d+)"
-    r"(?:, #pending-token: (\d+))?(?:, (?:cuda|cpu|npu|musa) graph: (True|False), "
-    r"input throughput \(token/s\): (\d+\.\d+))?(?:, )?\r?$"
+    r"Prefill batch(?: \[([0-9]+)\])?[.,] #new-seq: ([0-9]+), #new-token: ([0-9]+), #cached-token: ([0-9]+), "
+    r"(?:#token: ([0-9]+), )?token usage: ([0-9]+\.[0-9]+), #running-req: ([0-9]+), #queue-req: ([0-9]+)"
+    r"(?:, #pending-token: ([0-9]+))?(?:, (?:cuda|cpu|npu|musa) graph: (True|False), "
+    r"input throughput \(token/s\): ([0-9]+\.[0-9]+))?(?:, )?\r?$"
 )
 BULK_HEAD = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] ")
 
@@ -180,44 +263,64 @@ def decode_generic(msg: str) -> dict[str, Any] | None:
 _VLLM_THROUGHPUT = re.compile(r"(?:Engine (\d+): )?Avg prompt throughput: ")
 # the common shapes of both, read at once (any other goes item by item)
 TPUT = re.compile(
-    r"(?:Engine (\d+): )?Avg prompt throughput: (\d+\.\d) tokens/s, Avg generation throughput: (\d+\.\d) tokens/s, "
-    r"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: (\d+\.\d)%, Prefix cache hit rate: (\d+\.\d)%$"
+    r"(?:Engine ([0-9]+): )?Avg prompt throughput: ([0-9]+\.[0-9]) tokens/s, "
+    r"Avg generation throughput: ([0-9]+\.[0-9]) tokens/s, Running: ([0-9]+) reqs, Waiting: ([0-9]+) reqs, "
+    r"GPU KV cache usage: ([0-9]+\.[0-9])%, Prefix cache hit rate: ([0-9]+\.[0-9])%$"
 )
 SPEC = re.compile(
-    r"SpecDecoding metrics: Mean acceptance length: (\d+\.\d+), Accepted throughput: (\d+\.\d+) tokens/s, "
-    r"Drafted throughput: (\d+\.\d+) tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
-    r"Per-position acceptance rate: ([\d., ]+), Avg Draft acceptance rate: (\d+\.\d)%$"
+    r"SpecDecoding metrics: Mean acceptance length: ([0-9]+\.[0-9]+), Accepted throughput: ([0-9]+\.[0-9]+) tokens/s, "
+    r"Drafted throughput: ([0-9]+\.[0-9]+) tokens/s, Accepted: ([0-9]+) tokens, Drafted: ([0-9]+) tokens, "
+    r"Per-position acceptance rate: ([0-9., ]+), Avg Draft acceptance rate: ([0-9]+\.[0-9])%$"
 )
 _VLLM_SPEC = re.compile(r"(?:Speculative metrics|SpecDecoding metrics): ")
 # the V0 engine's prefix-cache line (vLLM 0.9-0.10.0): "Prefix cache hit rate: GPU: 94.35%, CPU: 0.00%"
 _VLLM_PREFIX = re.compile(r"Prefix cache hit rate: GPU: (\d+(?:\.\d+)?)%, CPU: (\d+(?:\.\d+)?)%$")
 
 
-def fast(msg: str, f: re.Match[str]) -> dict[str, Any]:
-    """The fields of a line the common-shape regex ``f`` (``TPUT`` or ``SPEC``) read."""
+def decode_record(d: re.Match[str], line: int, time: str | None, rank: str | None) -> Decode:
+    """The record of a line ``DECODE`` read."""
+    it, r, t, u, al, ar, g, gt, q = d.groups()
+    return Decode(
+        "decode", "sglang", line, time, rank, int(r), int(t), float(u), float(al) if al else None,
+        float(ar) if ar else None, float(gt), int(q), int(it) if it else None, g == "True",
+    )  # fmt: skip
+
+
+def prefill_record(p: re.Match[str], line: int, time: str | None, rank: str | None) -> Prefill:
+    """The record of a line ``PREFILL`` read."""
+    it, ns, nt, ct, tk, u, r, q, pt, g, ip = p.groups()
+    return Prefill(
+        "prefill", "sglang", line, time, rank, int(ns), int(nt), int(ct), int(tk) if tk else None, float(u), int(r),
+        int(q), int(pt) if pt else None, float(ip) if ip else None, int(it) if it else None,
+        (g == "True") if g else None,
+    )  # fmt: skip
+
+
+def metrics_record(
+    f: re.Match[str], line: int, time: str | None, rank: str | None, process: str | None, pid: int | None,
+    src: str | None,
+) -> Throughput | Spec:  # fmt: skip
+    """The record of a line the common-shape regex ``f`` (``TPUT`` or ``SPEC``) read; a percentage as the
+    fraction its digits shifted make (the nearest float to it, as ``round(x / 100, 6)`` would give)."""
     g = f.groups()
-    if msg.startswith("Spec"):
-        return {
-            "kind": "metrics",
-            "name": "spec_decode",
-            "accept_len": float(g[0]),
-            "draft_acceptance_rate": round(float(g[6]) / 100.0, 6),
-            "accepted_tokens": int(g[3]),
-            "drafted_tokens": int(g[4]),
-            "accepted_throughput": float(g[1]),
-            "drafted_throughput": float(g[2]),
-            "per_position": [float(x) for x in g[5].split(", ")],
-        }
-    out: dict[str, Any] = {"kind": "metrics", "name": "throughput"}
-    if g[0] is not None:
-        out["engine_index"] = int(g[0])
-    out["prompt_throughput"] = float(g[1])
-    out["gen_throughput"] = float(g[2])
-    out["running_req"] = int(g[3])
-    out["queue_req"] = int(g[4])
-    out["token_usage"] = round(float(g[5]) / 100.0, 6)
-    out["prefix_cache_hit_rate"] = round(float(g[6]) / 100.0, 6)
-    return out
+    if f.re is SPEC:
+        return Spec(
+            "metrics", "vllm", line, time, rank, process, pid, src, "spec_decode", float(g[0]), float(g[6] + "e-2"),
+            int(g[3]), int(g[4]), float(g[1]), float(g[2]), list(map(float, g[5].split(", "))),
+        )  # fmt: skip
+    return Throughput(
+        "metrics", "vllm", line, time, rank, process, pid, src, "throughput", float(g[1]), float(g[2]), int(g[3]),
+        int(g[4]), float(g[5] + "e-2"), float(g[6] + "e-2"), None if g[0] is None else int(g[0]),
+    )  # fmt: skip
+
+
+def fast(msg: str, f: re.Match[str]) -> dict[str, Any]:
+    """The fields of a line the common-shape regex ``f`` (``TPUT`` or ``SPEC``) read, after its prefixes."""
+    d = metrics_record(f, 0, None, None, None, None, None).as_dict()
+    for k in VLLM_HEAD_FIELDS:
+        if k not in ("kind", "name"):
+            del d[k]
+    return d
 
 
 def vllm_metrics(msg: str) -> dict[str, Any] | None:

@@ -48,7 +48,7 @@ _TRIGGERS = re.compile("|".join(re.escape(t) for t in sorted(_BY_TRIGGER, key=le
 # SGLang's stamp, then the message's first words (one match sorts a serving log's lines)
 _SG_HEAD = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?: [A-Z][A-Z_]*\d+)*)\] ")
 # a vLLM process's INFO line up to its message: (process, pid, level, time, src)
-_VLLM_INFO = re.compile(r"\(([\w.:-]+) pid=(\d+)\) (INFO) (\d\d-\d\d \d\d:\d\d:\d\d) \[([\w./-]+:\d+)\] ")
+_VLLM_INFO = re.compile(r"\(([\w.:-]+) pid=([0-9]+)\) (INFO) ([0-9]{2}-[0-9]{2} [0-9:]{8}) \[([\w./-]+:[0-9]+)\] ")
 _ACCESS = re.compile(r'(?:\S+:\d+|\[[0-9a-fA-F:]+\]:\d+|-) - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}')
 # lines the engines' processes write that are not log statements of theirs
 _NOISE = re.compile(
@@ -135,9 +135,16 @@ class _Trace:
 
 class LogParser:
     """Feed it a growing log (bytes by offset, or text); it keeps the partial last line, open
-    tracebacks and the startup state (which weight load is the target's) between calls."""
+    tracebacks and the startup state (which weight load is the target's) between calls. ``dicts=False`` leaves
+    the periodic lines' records as the structs they are built as (for a writer of JSON: no dict in between).
 
-    def __init__(self) -> None:
+    A failure's record is filled in by the traceback after it; it is given as soon as the traceback reaches its
+    exception (a live reader holds the dict, which the rest of the traceback completes in place). ``settled=True``
+    gives it only once the traceback has ended, for a writer that cannot change what it wrote."""
+
+    def __init__(self, *, dicts: bool = True, settled: bool = False) -> None:
+        self.dicts = dicts  # records as dicts; False: the periodic lines' records as ``bulk.Record`` structs
+        self.settled = settled  # a record is given only once later lines can no longer change it
         self._raw = b""
         self._partial = ""
         self.lines = 0  # complete lines consumed
@@ -161,6 +168,7 @@ class LogParser:
         self._warned_source: Any = None  # a Python warning's next (indented) line is its source line
         self._memo: dict[str, Any] = {}  # message -> the statement that wrote it (a log repeats its lines)
         self._quiet: set[str] = set()  # engine messages that gave no record and end no traceback
+        self._ranks: dict[str, Any] = {}  # vLLM process name -> its ranks
 
     # -- feeding --------------------------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview | str, *, final: bool = False) -> Scan:
@@ -214,48 +222,69 @@ class LogParser:
         if self._held:
             scan.records[:0] = self._held
             self._held = []
-        if self._traces:
-            first = min((t.start for t in self._traces.values() if not t.exceptions), default=None)
+        if self._traces or (self.settled and self._last_failure):
+            # settled: until its traceback has ended (its end line, chained exceptions and the class they give),
+            # and a failure line the traceback in the next lines may still belong to
+            first = min(
+                [t.start for t in self._traces.values() if self.settled or not t.exceptions]
+                + [ln for ln, _ in self._last_failure.values() if self.settled and not final and ln >= self.lines - 1],
+                default=None,
+            )
             if first is not None:
                 keep = [r for r in scan.records if (r["line"] or 0) < first]
                 self._held = [r for r in scan.records if (r["line"] or 0) >= first]
                 scan.records = keep
         self.records += len(scan.records)
+        if self.dicts:
+            scan.records = [r.as_dict() if isinstance(r, bulk.Record) else r for r in scan.records]
         return scan
 
     def _lines(self, lines: list[str], scan: Scan) -> None:
         """The chunk's lines: a serving log's periodic and access lines on the fast path (one match each),
         every other line through ``_line``."""
-        append = scan.records.append
+        append: Any = scan.records.append  # a dict or, until _parse makes it one, a bulk.Record
         n = self.lines
         self.lines += len(lines)
         scan.lines = len(lines)
         dec = bulk.DECODE.match
         pre = bulk.PREFILL.match
+        decode = bulk.decode_record
+        prefill = bulk.prefill_record
         quiet = self._quiet
         traces = self._traces
         known = 0
         time = None
         for line in lines:
             n += 1
-            if not traces and line.startswith("[2"):
-                # SGLang's "[stamp ranks] ": decode, prefill, uvicorn's access lines, messages seen before
+            if traces:
+                pass
+            elif line.startswith("[2"):
+                # SGLang's "[stamp ranks] ": uvicorn's access lines, decode, prefill, messages seen before
                 end = line.find("] ", 20, 72)
-                if end > 0 and line[5] == "-" and line[14] == ":" and len(line) > end + 2:
-                    c = line[end + 2]
-                    m = dec(line, end + 2) if c == "D" else pre(line, end + 2) if c == "P" else None
+                if end > 0 and line[5] == "-" and line[14] == ":":
+                    pos = end + 2
+                    c = line[pos : pos + 1]
+                    if c == "I" and line.startswith("INFO:     ", pos) and line[pos + 10 : pos + 11].isdigit():
+                        known += 1
+                        time = line[1:20]
+                        continue
+                    m = dec(line, pos) if c == "D" else pre(line, pos) if c == "P" else None
                     if m is not None:
-                        append(_decode(m, line, end, n) if c == "D" else _prefill(m, line, end, n))
+                        t, r = (
+                            (line[1:20], None)
+                            if end == 20
+                            else (line[1:20], line[21:end])
+                            if line[20] == " "
+                            else _stamp(line, end)
+                        )
+                        append((decode if c == "D" else prefill)(m, n, t, r))
+                        time = t
                         continue
-                    if c == "I" and line.startswith("INFO:     ", end + 2) and line[end + 12 : end + 13].isdigit():
+                    if line[pos:] in quiet:
                         known += 1
                         time = line[1:20]
                         continue
-                    if line[end + 2 :] in quiet:
-                        known += 1
-                        time = line[1:20]
-                        continue
-            elif not traces and line.startswith("("):
+            elif line.startswith("("):
                 got = self._vllm_line(line, n, append)
                 if got:
                     known += got == KNOWN
@@ -287,13 +316,13 @@ class LogParser:
             f = (bulk.SPEC if line.startswith("Spec", pos) else bulk.TPUT).match(line, pos)
             if f is None:
                 return 0
-            rec = {"kind": "metrics", "engine": "vllm", "line": n, "time": v.group(4)}
-            rec["rank"] = prefix.rank_of(v.group(1))
-            rec["process"] = v.group(1)
-            rec["pid"] = int(v.group(2))
-            rec["src"] = v.group(5)
-            rec.update(bulk.fast(line[pos:], f))
-            append(rec)
+            proc, pid, _, time, src = v.groups()
+            rank = self._ranks.get(proc, _MISS)
+            if rank is _MISS:
+                rank = prefix.rank_of(proc)
+                if len(self._ranks) < MEMO:
+                    self._ranks[proc] = rank
+            append(bulk.metrics_record(f, n, time, rank, proc, int(pid), src))
             return RECORD
         return KNOWN if line[pos:] in self._quiet else 0
 
@@ -672,56 +701,6 @@ def _convert(name: str, v: str) -> Any:
         except ValueError:
             return None
     return v
-
-
-def _decode(d: re.Match[str], line: str, end: int, n: int) -> dict[str, Any]:
-    """The record of a decode line ``bulk.DECODE`` read (its stamp ends at ``end``)."""
-    it, r, t, u, al, ar, g, gt, q = d.groups()
-    time, rank = (
-        (line[1:20], None) if end == 20 else (line[1:20], line[21:end]) if line[20] == " " else _stamp(line, end)
-    )
-    return {
-        "kind": "decode",
-        "engine": "sglang",
-        "line": n,
-        "time": time,
-        "rank": rank,
-        "running_req": int(r),
-        "tokens": int(t),
-        "token_usage": float(u),
-        "accept_len": float(al) if al else None,
-        "accept_rate": float(ar) if ar else None,
-        "gen_throughput": float(gt),
-        "queue_req": int(q),
-        "iter": int(it) if it else None,
-        "cuda_graph": g == "True",
-    }
-
-
-def _prefill(p: re.Match[str], line: str, end: int, n: int) -> dict[str, Any]:
-    """The record of a prefill line ``bulk.PREFILL`` read."""
-    it, ns, nt, ct, tk, u, r, q, pt, g, ip = p.groups()
-    time, rank = (
-        (line[1:20], None) if end == 20 else (line[1:20], line[21:end]) if line[20] == " " else _stamp(line, end)
-    )
-    return {
-        "kind": "prefill",
-        "engine": "sglang",
-        "line": n,
-        "time": time,
-        "rank": rank,
-        "new_seq": int(ns),
-        "new_token": int(nt),
-        "cached_token": int(ct),
-        "tokens": int(tk) if tk else None,
-        "token_usage": float(u),
-        "running_req": int(r),
-        "queue_req": int(q),
-        "pending_token": int(pt) if pt else None,
-        "input_throughput": float(ip) if ip else None,
-        "iter": int(it) if it else None,
-        "cuda_graph": (g == "True") if g else None,
-    }
 
 
 def _stamp(line: str, end: int) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
+from workbench.logs.bulk import Record
 from workbench.logs.parser import STREAM_CHUNK, LogParser
 
 
@@ -21,7 +22,8 @@ class Reading:
         self.source = source
         self.kinds = set(kinds) if kinds else None
         self.chunk = chunk
-        self.parser = LogParser()
+        # the JSON writer takes the periodic lines' structs as they are, and records nothing later changes
+        self.parser = LogParser(dicts=False, settled=True)
 
     def _chunks(self) -> Iterator[list[dict[str, Any]]]:
         p = self.parser
@@ -39,7 +41,8 @@ class Reading:
     def records(self) -> Iterator[dict[str, Any]]:
         """The records in line order, as their chunks are parsed."""
         for recs in self._chunks():
-            yield from recs
+            for r in recs:
+                yield r.as_dict() if isinstance(r, Record) else r
 
     def json_bytes(self) -> Iterator[bytes]:
         """The records as JSON Lines, a piece per chunk (each piece ends in a newline)."""
