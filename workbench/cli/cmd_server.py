@@ -145,6 +145,9 @@ def _status_line(s) -> str:
         line += f"\n     {s.failure.get('class')}: {s.failure.get('hint', '')}"
     elif s.state == "starting":
         line += f"\n     {s.stage}"
+    if s.log_unrecognised:
+        n, text = s.log_unrecognised_lines[0]
+        line += f"\n     log: {s.log_unrecognised} lines not recognised, the first (line {n}): {text}"
     return line
 
 

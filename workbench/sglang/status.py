@@ -72,6 +72,8 @@ class ServerStatus(Result):
     series: dict[str, Any] = field(default_factory=dict)  # accept_len / gen_throughput history
     gpus: list[Any] = field(default_factory=list)
     checked: float = 0.0
+    log_unrecognised: int = 0  # log lines no rule, engine statement or known form read
+    log_unrecognised_lines: list[Any] = field(default_factory=list)  # (line, text) of the first few
 
 
 class Status:
@@ -239,6 +241,8 @@ class Status:
             series={k: list(v) for k, v in f.series.items()},
             gpus=gpus,
             checked=time.time(),
+            log_unrecognised=f.unrecognised,
+            log_unrecognised_lines=f.samples,
         )
         self._last[r.id] = s
         return s
