@@ -87,6 +87,9 @@ def test_log_bench_small_reports_speed_and_flat_memory():
     # the same lines counted by the command, the reader and the floor
     assert large["cli_json"]["lines"] == large["stream_json"]["lines"] == large["floor_read"]["lines"]
     assert d["cli_json_vs_read_floor"] < 1  # parsing costs more than splitting the same bytes
+    # the same lines through the general path (every line indented): the periodic lines' fast path earns its place
+    small = d["stream"]["small"]
+    assert small["generic_json"]["lines"] == small["stream_json"]["lines"] and d["fast_path_gain"] > 1
     # memory does not follow the log's size (4x longer: same peak within a margin)
     assert d["goals"]["rss_independent_of_size"], d["stream"]
     assert set(d["goals"]) == {
