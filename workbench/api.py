@@ -38,9 +38,9 @@ from workbench.live.types import (
     Spec,
     Target,
 )
-from workbench.sglang.profiles import GRACE, TIMEOUT
-from workbench.sglang.registry import STAGES as SERVER_STAGES
-from workbench.sglang.registry import ServerState
+from workbench.servers.profiles import GRACE, TIMEOUT
+from workbench.servers.registry import STAGES as SERVER_STAGES
+from workbench.servers.registry import ServerState
 from workbench.workspace import default_root, load_keymap
 
 __all__ = [

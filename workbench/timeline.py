@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench.journal import Journal
 from workbench.results import Result
-from workbench.sglang.registry import Registry, ServerRecord
+from workbench.servers.registry import Registry, ServerRecord
 
 # Event kind prefix -> category shown and filtered by the faces.
 CATEGORIES = (

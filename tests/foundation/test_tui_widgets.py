@@ -143,8 +143,8 @@ async def test_server_log_keeps_a_decode_lines_numbers_at_80_columns(workspace):
 def test_relaunch_plan_does_not_call_its_own_port_taken():
     """The plan stops server 1 before it launches again: server 1's port is not a conflict then."""
     from workbench.live.fix import relaunch_plan
-    from workbench.sglang.lifecycle import Preview
-    from workbench.sglang.validate import Finding
+    from workbench.servers.launch import Preview
+    from workbench.servers.validate import Finding
 
     class Ops:  # the two facade calls relaunch_plan makes, with the lifecycle's real result types
         def server(self, sid):

@@ -248,7 +248,7 @@ def test_target_config_bounded_in_align_target_info(tmp_path):
     ],
 )
 def test_prompt_sets_are_read_strictly(tmp_path, text, needle):
-    from workbench.sglang.measure import prompt_set
+    from workbench.servers.measure import prompt_set
 
     p = tmp_path / "prompts.json"
     p.write_text(text)

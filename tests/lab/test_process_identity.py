@@ -12,7 +12,7 @@ import pytest
 
 from workbench.errors import WorkbenchError
 from workbench.lab.process import LabProcess, stop_server
-from workbench.sglang.host_scripts import local_procfs
+from workbench.servers.host_scripts import local_procfs
 
 # a leader that starts a child in its group, then both sleep; TERM is caught and ignored by the child
 # only when asked, to exercise the KILL after the grace

@@ -663,6 +663,13 @@ def test_a_percentage_is_the_fraction_its_digits_give():
     assert rec["token_usage"] == 0.007 and rec["prefix_cache_hit_rate"] == 0.333 and "engine_index" not in rec
 
 
+def test_the_follower_stages_are_the_registry_stages():
+    from workbench.logs.follower import STAGE_KEYS
+    from workbench.servers.registry import STAGES
+
+    assert tuple(k for k, _ in STAGES) == STAGE_KEYS
+
+
 def test_follower_events_stay_bounded_and_keep_the_first_of_each_class():
     f = Follower()
     log = (

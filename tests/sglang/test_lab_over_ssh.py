@@ -79,7 +79,7 @@ def test_lab_launch_ready_measure_stop(lab_wb):
     m = wb.server_measure(rec.id, concurrency=2, max_new_tokens=16)
     assert m.accept_len["mean"] and m.accept_len["mean"] >= 1.0
     met = wb.server_metrics(rec.id)
-    assert met["server_info"]["speculative_num_steps"] == 3
+    assert met["server_info"]["steps"] == 3
     assert wb.server_stop(rec.id, confirm=True, gpu_wait=5).result == "stopped"
 
 

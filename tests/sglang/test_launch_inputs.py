@@ -12,8 +12,8 @@ import pytest
 
 from tests.fixtures.toml_files import write_toml
 from workbench.errors import InputError
+from workbench.servers.profiles import load_profile
 from workbench.sglang.command import build
-from workbench.sglang.profiles import load_profile
 
 STANDIN = Path(__file__).with_name("standin_server.py")
 
@@ -72,14 +72,13 @@ def test_flag_equals_value_is_parsed_by_sglang_as_one_value():
     """SGLang's own parser (through the host probe): ``--x=-v`` gives the value ``-v``; split in two
     the same value is refused."""
     from workbench.hosts.local import LocalHost
-    from workbench.sglang import host_scripts
+    from workbench.servers import host_scripts
+    from workbench.sglang.probe import PROBE
 
     def probe(args):
         r = (
             LocalHost()
-            .python_run(
-                host_scripts.PROBE, [host_scripts.as_arg({"argv": args, "keys": ["served_model_name"]})], timeout=120
-            )
+            .python_run(PROBE, [host_scripts.as_arg({"argv": args, "keys": ["served_model_name"]})], timeout=120)
             .check()
         )
         return json.loads(r.out)
@@ -115,9 +114,9 @@ def test_a_nul_byte_in_a_local_launch_arg_is_refused_and_nothing_is_left_launchi
     (workspace / "m").mkdir()  # the model folder is there: the NUL byte is the only fault
     with Workbench.open(workspace) as wb:
         with pytest.raises(InputError, match="NUL byte"):
-            wb.lifecycle.preview("nul")  # refused before the host's parser is asked
+            wb.lifecycle.launcher.preview("nul")  # refused before the host's parser is asked
         with pytest.raises(InputError, match="NUL byte"):
-            wb.lifecycle.launch("nul")
+            wb.lifecycle.launcher.launch("nul")
         assert [r.state for r in wb.servers()] == []
         assert not (workspace / "logs").exists()
 

@@ -95,7 +95,7 @@ def test_lifecycle_launch_ready_status_metrics_measure_stop(server_ws, sshd):
     # the 16 timed requests, and the warm-up's one per concurrency slot before them
     assert met["decode_lines"] == 16 + 4 and met["last"]["accept_len"] == 3.0
     assert m.warmup_s > 0 and m.stable == (m.unstable == [])
-    assert met["server_info"]["speculative_num_steps"] == 3
+    assert met["server_info"]["steps"] == 3
     assert met["server_info"]["avg_spec_accept_length"] == pytest.approx(3.0)
 
     assert wb.server_log(rec.id).startswith(b"[")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.sglang.measure import Measurement, accept_length
+from workbench.servers.measure import Measurement, accept_length
 
 
 def _m(server_al):

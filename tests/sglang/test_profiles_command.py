@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import InputError
-from workbench.sglang.command import build, diff_argv
-from workbench.sglang.profiles import load_profile
+from workbench.servers.command import diff_argv
+from workbench.servers.profiles import load_profile
+from workbench.sglang.command import build
 from workbench.sglang.validate import rule_findings
 from workbench.workspace import load_settings
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 from workbench.hosts.local import LocalHost
-from workbench.sglang import host_scripts
+from workbench.servers import host_scripts
 
 
 def _stat(pid):

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from workbench.hosts.local import LocalHost
-from workbench.sglang import host_scripts
+from workbench.servers import host_scripts
 
 # a server whose leader forks one child (like SGLang's scheduler processes); both sleep
 SERVER = "import os, time\nif os.fork() == 0:\n    time.sleep(120)\n    os._exit(0)\ntime.sleep(120)\n"

@@ -5,6 +5,8 @@ story's draft config), launches it and, in a terminal, opens the TUI with a guid
 length -> Doctor -> Alignment -> apply fix -> relaunch -> compare. ``--no-tui`` (and no terminal)
 runs the same story scripted and prints before/after; ``--json`` prints
 ``{"before": {"accept_length"}, "findings": [...], "fix": {...}, "after": {"accept_length"}}``.
+``--engine vllm`` tells the story on a real vLLM (``make vllm``): the JSON's ``engine`` is ``vllm==X`` and
+each side carries vLLM's own ``counters`` beside its accept length.
 ``--predictor`` prints the Predictor on the numbers of the original story instead.
 """
 
@@ -46,6 +48,12 @@ def register(sub) -> None:
         help="print the Predictor on the original story's numbers (75%% accuracy, 5/1/6, 1.12)",
     )
     p.add_argument("--json", action="store_true", help="with --no-tui: print the outcome as JSON")
+    p.add_argument(
+        "--engine",
+        choices=["sglang", "vllm"],
+        default="sglang",
+        help="sglang: the lab server as SGLang's stand-in (default); vllm: a real vLLM (`make vllm`)",
+    )
     p.set_defaults(func=run)
 
 
@@ -61,7 +69,7 @@ def run(args, ctx) -> int:
     tui = not args.no_tui and not args.json and sys.stdout.isatty() and sys.stdin.isatty()
     progress = ctx.progress
     with Workbench.open(root, progress=progress) as wb:
-        setup = wb.demo_prepare(args.size, lab_dir=args.lab_dir, progress=progress)
+        setup = wb.demo_prepare(args.size, lab_dir=args.lab_dir, progress=progress, engine=args.engine)
         if not tui:
             try:
                 result = wb.demo_run(setup, measure_tokens=args.measure_tokens, progress=progress)

@@ -141,8 +141,12 @@ def _status_line(s) -> str:
         f"{s.id:>4} {s.profile:<18} {s.host:<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
         f"AL {al if al is not None else '-':>5} {('%.1f' % gt) if gt else '-':>8} tok/s  GPU {gpu}"
     )
+    if s.engine != "sglang":
+        line += f"  [{s.engine}]"
     if s.failure:
         line += f"\n     {s.failure.get('class')}: {s.failure.get('hint', '')}"
+        if s.engine != "sglang" and s.failure.get("text"):
+            line += f" ({s.failure['text']})"
     elif s.state == "starting":
         line += f"\n     {s.stage}"
     if s.log_unrecognised:
@@ -216,14 +220,23 @@ def _measure(args, ctx):
             f"server {m.server_id}: {m.prompts} prompts x {m.rounds} at concurrency {m.concurrency}, "
             f"{m.wall_s:.1f} s timed after a {m.warmup_s:.1f} s warm-up"
         )
-        body = (
-            f"\n  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
-            f"server says {m.server_accept_len if m.server_accept_len is not None else '-'}\n"
-            f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
-            if al["mean"] is not None
-            else f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)"
-        )
-        flags = "".join(f"\n  UNSTABLE: {w}" for w in m.unstable)
+        c = m.counters
+        if c and c.get("drafts"):  # the engine's own counters over the workload (vLLM)
+            rates = ", ".join(f"{r:.3f}" for r in m.per_position)
+            body = (
+                f"\n  accept length {m.accept_length:.3f} = 1 + {c['accepted']} accepted / {c['drafts']} drafts "
+                f"({m.engine or 'the engine'}'s counters; per position {rates})\n"
+                f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
+            )
+        elif al["mean"] is not None:
+            body = (
+                f"\n  accept length {al['mean']:.3f} ± {al['stdev']:.3f} (min {al['min']:.2f}, max {al['max']:.2f}); "
+                f"server says {m.server_accept_len if m.server_accept_len is not None else '-'}\n"
+                f"  {m.tokens_per_s:.1f} tok/s total; per request {tps['mean']:.1f} ± {tps['stdev']:.1f} tok/s"
+            )
+        else:
+            body = f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)"
+        flags = "".join(f"\n  UNSTABLE: {w}" for w in m.unstable) + "".join(f"\n  note: {n}" for n in m.notes)
         return head + body + flags
 
     emit(m, args.json, text)

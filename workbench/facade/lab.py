@@ -44,6 +44,8 @@ class LabWorld(Result):
     calibration: dict[str, Any] = field(default_factory=dict)
     machine: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
+    # the world laid out for vLLM's CPU attention: target, drafts and their ids (``lab/vllm_layout.py``)
+    vllm: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_manifest(cls, m: dict[str, Any]) -> LabWorld:

@@ -17,7 +17,7 @@ from workbench.confirm import Plan, require
 from workbench.errors import InputError
 from workbench.facade.configs import _as_fix
 from workbench.facade.servers import ServersAPI
-from workbench.sglang.registry import ServerState
+from workbench.servers.registry import ServerState
 
 if TYPE_CHECKING:
     from workbench.configs.history import ConfigChange
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from workbench.live.demo import DemoPrepareOps, DemoResult, DemoSetup
     from workbench.live.report import Comparison, FixOutcome, LiveReport
     from workbench.progress import ProgressCallback
-    from workbench.sglang.measure import Measurement
-    from workbench.sglang.registry import ServerRecord
+    from workbench.servers.measure import Measurement
+    from workbench.servers.registry import ServerRecord
 
 
 class LiveAPI(ServersAPI):
@@ -115,7 +115,7 @@ class LiveAPI(ServersAPI):
                 "engine": report.engine,
                 "training_data": training_data,
                 "observed": report.observed.to_dict(),
-                "predicted": {k: v for k, v in report.predicted.to_dict().items() if k != "acc"},
+                "predicted": {k: v for k, v in report.predicted.to_dict().items() if k not in ("acc", "full_acc")},
                 "gap": report.gap,
                 "features": report.features.to_dict(),
                 "findings": [
@@ -278,11 +278,13 @@ class LiveAPI(ServersAPI):
         *,
         lab_dir: str | None = None,
         progress: ProgressCallback | None = None,
+        engine: str = "sglang",
     ) -> DemoSetup:
-        """Build (or reuse) the lab world and write the demo workspace around this workbench's folder."""
+        """Build (or reuse) the lab world and write the demo workspace around this workbench's folder
+        (``engine="vllm"``: the story on a real vLLM; without one, an error saying how to get one)."""
         from workbench.live import demo
 
-        return demo.prepare(self, size, lab_dir=lab_dir, progress=progress)
+        return demo.prepare(self, size, lab_dir=lab_dir, progress=progress, engine=engine)
 
     def demo_run(
         self, setup: DemoSetup, *, measure_tokens: int = 48, progress: ProgressCallback | None = None

@@ -1,4 +1,4 @@
-"""Workbench methods for hosts, profiles and SGLang server lifecycle."""
+"""Workbench methods for hosts, profiles and the server lifecycle (SGLang and vLLM servers)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from workbench.results import Result
 
 if TYPE_CHECKING:
     from workbench.hosts import Host
-    from workbench.sglang.command import Command
-    from workbench.sglang.launch import Preview
-    from workbench.sglang.lifecycle import Lifecycle
-    from workbench.sglang.measure import Measurement
-    from workbench.sglang.profiles import Profile
-    from workbench.sglang.registry import ServerRecord
-    from workbench.sglang.status import GPU, ServerStatus
-    from workbench.sglang.stop import StopResult
-    from workbench.sglang.sweep import SweepPoint, SweepResult
+    from workbench.servers.command import Command
+    from workbench.servers.launch import Preview
+    from workbench.servers.lifecycle import Lifecycle
+    from workbench.servers.measure import Measurement
+    from workbench.servers.profiles import Profile
+    from workbench.servers.registry import ServerRecord
+    from workbench.servers.status import GPU, ServerStatus
+    from workbench.servers.stop import StopResult
+    from workbench.servers.sweep import SweepPoint, SweepResult
 
 
 @dataclass
@@ -42,6 +42,7 @@ class HostCheck(Result):
     python: str | None = None
     python_version: str | None = None
     sglang_version: str | None = None
+    vllm_version: str | None = None
     gpus: list[GPU] = field(default_factory=list)
     gpu_error: str | None = None
     error: str | None = None
@@ -65,7 +66,7 @@ class ServersAPI(ConfigsAPI):
     def lifecycle(self) -> Lifecycle:
         lc = self.__dict__.get("_lifecycle")
         if lc is None:
-            from workbench.sglang.lifecycle import Lifecycle
+            from workbench.servers.lifecycle import Lifecycle
 
             overlay = self.__dict__.setdefault("_profile_overlay", {})
             lc = self.__dict__["_lifecycle"] = Lifecycle(
@@ -95,25 +96,31 @@ class ServersAPI(ConfigsAPI):
     def host(self, name: str) -> Host:
         return self.hosts_registry.get(name)
 
+    def host_gpus(self, name: str) -> list[GPU]:
+        """The host's GPUs as the last status round trip saw them (no round trip)."""
+        return self.lifecycle.status.host_gpus(name)
+
     def host_check(self, name: str) -> HostCheck:
-        from workbench.hosts import ChangedHostKey, HostError, UnknownHostKey
-        from workbench.sglang import host_scripts
-        from workbench.sglang.status import parse_gpus
-        from workbench.sglang.validate import parse_probe
+        from workbench.hosts import ChangedHostKeyError, HostError, UnknownHostKeyError
+        from workbench.servers.engines import engine
+        from workbench.servers.status import parse_gpus
+        from workbench.servers.validate import parse_probe
 
         host = self.host(name)
         out = HostCheck(name, False)
         try:
             out.latency_s = host.ping()
             out.reachable = True
-            python = self.lifecycle.host_python(name)
-            r = host.run([python, "-c", host_scripts.PROBE, host_scripts.as_arg({"argv": None})], timeout=60)
+            python = self.lifecycle.launcher.host_python(name)
+            r = host.run(engine("sglang").probe_argv(python, None), timeout=60)
             probe = parse_probe(r.out) if r.rc == 0 else {}
             out.python = probe.get("python") or python
             out.python_version = probe.get("python_version")
             out.sglang_version = probe.get("version")
             if r.rc != 0:
                 out.error = f"{python}: exit {r.rc}: {r.err.strip()[-200:]}"
+            else:
+                out.vllm_version = engine("vllm").host_version(host, python)
             g = host.run(
                 [
                     "nvidia-smi",
@@ -126,11 +133,11 @@ class ServersAPI(ConfigsAPI):
                 out.gpus = parse_gpus(g.out)
             else:
                 out.gpu_error = (g.err.strip() or f"nvidia-smi exit {g.rc}")[-200:]
-        except UnknownHostKey as exc:
+        except UnknownHostKeyError as exc:
             out.error, out.host_key, out.fingerprint = str(exc), "unknown", exc.fingerprint
-        except ChangedHostKey as exc:
+        except ChangedHostKeyError as exc:
             out.error, out.fingerprint = str(exc), exc.fingerprint
-            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKey" else "changed"
+            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKeyError" else "changed"
         except HostError as exc:
             out.error = str(exc)
         self._record("host.check", name, out)
@@ -175,21 +182,21 @@ class ServersAPI(ConfigsAPI):
         return out
 
     def profile(self, name: str) -> Profile:
-        return self.lifecycle.profile(name)
+        return self.lifecycle.launcher.profile(name)
 
     def profile_command(self, name: str, sglang_version: str | None = None, *, offline: bool = False) -> Command:
         """The exact launch command (argv, env, warnings). With a version, no host is contacted."""
         if sglang_version is not None:
-            from workbench.sglang.version import Version
+            from workbench.engine.version import Version
 
-            Version.parse(sglang_version)
-        cmd = self.lifecycle.command(self.profile(name), sglang_version, offline=offline)
+            Version.parse(sglang_version, what="sglang version")
+        cmd = self.lifecycle.launcher.command(self.profile(name), sglang_version, offline=offline)
         self._record("profile.show", name, {"version": cmd.version, "argv": cmd.argv})
         return cmd
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_preview(self, name: str, sglang_version: str | None = None) -> Preview:
-        preview = self.lifecycle.preview(name, sglang_version)
+        preview = self.lifecycle.launcher.preview(name, sglang_version)
         self._record(
             "server.preview", name, {"ok": preview.ok, "findings": preview.findings, "version": preview.version}
         )
@@ -243,7 +250,7 @@ class ServersAPI(ConfigsAPI):
         preview = preview or self.launch_preview(name)
         require(self.launch_plan(preview), confirm)
         self._track_draft_config(name, preview)
-        rec = self.lifecycle.launch(name, preview)
+        rec = self.lifecycle.launcher.launch(name, preview)
         self._record(
             "server.launch",
             f"server:{rec.id}",
@@ -264,7 +271,7 @@ class ServersAPI(ConfigsAPI):
     def _track_draft_config(self, name: str, preview: Preview) -> None:
         """Keep the draft's config.json in the config history, so the server's record points at a
         stored version (the timeline then knows which config each server loaded)."""
-        prof = self.profile(name)
+        prof = preview.resolved or self.profile(name)
         if not preview.draft_config_sha256 or not prof.draft or not prof.draft.startswith("/"):
             return
         path = prof.draft.rstrip("/") + "/config.json"
@@ -281,46 +288,50 @@ class ServersAPI(ConfigsAPI):
     def server_wait(
         self, server_id: int, timeout: float | None = None, poll: float = 1.0, health: bool = True
     ) -> ServerStatus:
-        return self.lifecycle.wait_ready(
+        return self.lifecycle.follow.wait_ready(
             int(server_id), timeout=timeout, poll=poll, progress=self.progress, health=health
         )
 
     # -- status, logs, metrics --------------------------------------------------------------------
     def servers(self, active: bool = False) -> list[ServerRecord]:
-        return self.lifecycle.servers(active=active)
+        return self.lifecycle.registry.all(active=active)
 
     def server(self, server_id: int) -> ServerRecord:
-        return self.lifecycle.get(int(server_id))
+        return self.lifecycle.registry.get(int(server_id))
 
     def server_status(self, ids: Sequence[int] | None = None, gpus: bool = True) -> list[ServerStatus]:
         """One remote round trip per host."""
-        return self.lifecycle.refresh([int(i) for i in ids] if ids else None, gpus=gpus)
+        return self.lifecycle.status.refresh([int(i) for i in ids] if ids else None, gpus=gpus)
 
     def server_log(self, server_id: int, offset: int = 0, length: int | None = None) -> bytes:
-        return self.lifecycle.read_log(int(server_id), offset, length)
+        return self.lifecycle.follow.read_log(int(server_id), offset, length)
 
     def server_follow(
         self, server_id: int, offset: int = 0, poll: float = 0.5, stop: Callable[[], bool] | None = None
     ) -> Iterator[tuple[int, bytes]]:
-        return self.lifecycle.follow_log(int(server_id), offset, poll=poll, stop=stop)
+        return self.lifecycle.follow.follow_log(int(server_id), offset, poll=poll, stop=stop)
 
     def server_lines(self, server_id: int, since: int = 0) -> list[tuple[int, str]]:
         """Log lines fetched by status refreshes, numbered, after line ``since`` (no round trip)."""
-        return self.lifecycle.follower(int(server_id)).lines_since(since)
+        return self.lifecycle.status.follower(int(server_id)).lines_since(since)
 
     def server_events(self, server_id: int) -> list[dict[str, Any]]:
         """Milestones and failures parsed from the log so far (no round trip)."""
-        return list(self.lifecycle.follower(int(server_id)).events)
+        return list(self.lifecycle.status.follower(int(server_id)).events)
 
-    def server_metrics(self, server_id: int) -> dict[str, Any]:
-        out = self.lifecycle.metrics(int(server_id))
+    def server_metrics(self, server_id: int, window: float | None = None) -> dict[str, Any]:
+        """Live metrics: SGLang's decode lines and /server_info; an engine's acceptance counters
+        differenced over ``window`` seconds (else since the last call), with per-position rates."""
+        out = self.lifecycle.follow.metrics(int(server_id), window=window)
         self._record("server.metrics", f"server:{server_id}", out)
         return out
 
     # -- stop -------------------------------------------------------------------------------------
     def stop_plan(self, server_id: int, grace: float | None = None) -> Plan:
         r = self.server(server_id)
-        grace = self.lifecycle.stop_grace(r, grace)
+        from workbench.servers.stop import Stopper
+
+        grace = Stopper.stop_grace(r, grace)
         return Plan(
             "stop",
             f"server {r.id}",
@@ -345,7 +356,7 @@ class ServersAPI(ConfigsAPI):
         idle_mib: float | None = None,
     ) -> StopResult:
         require(self.stop_plan(server_id, grace), confirm)  # a grace that never ends is refused first
-        res = self.lifecycle.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
+        res = self.lifecycle.stopper.stop(int(server_id), grace=grace, gpu_wait=gpu_wait, idle_mib=idle_mib)
         self._record("server.stopped", f"server:{server_id}", res)
         return res
 
@@ -359,16 +370,19 @@ class ServersAPI(ConfigsAPI):
         rounds: int = 1,
         prompts: str | None = None,
         label: str = "",
+        warmup: int = 1,
     ) -> Measurement:
-        from workbench.sglang.measure import run_protocol
+        """The measurement protocol on a ready server (``warmup``: untimed requests per concurrency
+        slot before the cache reset; 0 reads the engine's counters over nothing but the timed rounds)."""
+        from workbench.servers.engines import engine
+        from workbench.servers.measure import run_protocol
+        from workbench.servers.registry import ServerState
 
         sid = int(server_id)
         rec = self.server(sid)
-        from workbench.sglang.registry import ServerState
-
         if rec.state not in (ServerState.READY, ServerState.STARTING):
             raise WorkbenchError(f"server {sid}: is {rec.state}; measure a ready server")
-        client = self.lifecycle.client(sid, timeout=600)
+        client = self.lifecycle.follow.client(sid, timeout=600)
         m = run_protocol(
             client,
             sid,
@@ -377,6 +391,8 @@ class ServersAPI(ConfigsAPI):
             rounds=rounds,
             prompts=prompts,
             progress=lambda i, n: self.progress(Progress("server.measure", i, n, f"round {i}/{n}")),
+            engine=engine(rec.extra.get("engine")).spec(rec.extra.get("version")),
+            warmup=warmup,
         )
         payload = m.to_dict()
         if label:
@@ -386,7 +402,7 @@ class ServersAPI(ConfigsAPI):
         return m
 
     def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
-        from workbench.sglang.measure import accept_length
+        from workbench.servers.measure import accept_length
 
         rows = self.journal.measurement_rows(server_id, kind)
         for row in rows:
@@ -422,7 +438,7 @@ class ServersAPI(ConfigsAPI):
         stop_grace: float | None = None,
         gpu_wait: float = 60.0,
     ) -> SweepResult:
-        from workbench.sglang import sweep as sw
+        from workbench.servers import sweep as sw
 
         self.profile(profile)  # an unknown profile is refused before the plan
         points = sw.expand(
@@ -437,14 +453,7 @@ class ServersAPI(ConfigsAPI):
             points,
             sid_,
             self.__dict__.setdefault("_profile_overlay", {}),
-            concurrency=concurrency,
-            max_new_tokens=max_new_tokens,
-            rounds=rounds,
-            prompts=prompts,
-            ready_timeout=ready_timeout,
-            poll=poll,
-            stop_grace=stop_grace,
-            gpu_wait=gpu_wait,
+            sw.PointRun(concurrency, max_new_tokens, rounds, prompts, ready_timeout, poll, stop_grace, gpu_wait),
         )
         self._record("server.sweep", profile, result)
         return result

@@ -10,6 +10,10 @@ Layout of ``{cache}/{size}-{hash}/``:
   layers (output-of-layer, SpecForge's default ``[1, N//2-1, N-4]``);
 - ``draft_broken/``  the same weights, ids ``[-1, a, b]`` (the story: embedding included, rest shifted);
 - ``draft_shifted/`` the same weights, ids ``[a+1, b+1, c+1]`` (a one-layer shift);
+- ``vllm/``          the target and the drafts laid out at a head size vLLM's CPU attention serves (the same
+  function, ``workbench.lab.vllm_layout``): ``target/``, ``draft/`` (the lab's ids, SGLang's convention),
+  ``draft_vllm/`` (the trained layers in vLLM's convention, translated by vLLM's rule from the capture
+  package), ``draft_broken/``;
 - ``lab.json``       the manifest (what ``build`` returns).
 
 Accept lengths in the manifest are measured by real speculative decoding (``LabEngine``, served
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
 
 MANIFEST = "lab.json"
 MEASURE_ENGINE = "sglang==0.5.23"
+#: the vLLM release whose rule translates the trained layers into vLLM's ids (the CPU build the tests run)
+VLLM_ENGINE = "vllm==0.32.0"
 
 
 def default_cache_root() -> Path:
@@ -319,6 +325,7 @@ def _build_once(s: LabSettings, out: Path, progress: ProgressCallback | None = N
         ev = evaluate(drafter)
     metrics, predicted, measured, demo = ev["metrics"], ev["predicted"], ev["measured"], ev["demo"]
     times["evaluate"] = round(time.time() - t3, 2)
+    vllm = vllm_world(out, layers, broken_ids, N)
     times["total"] = round(time.time() - t0, 2)
     acc = {f"acc_{k}": v for k, v in enumerate(metrics["acc"][: s.ttt_steps])}
     fig = ev["figures"]
@@ -359,12 +366,53 @@ def _build_once(s: LabSettings, out: Path, progress: ProgressCallback | None = N
             "measured": {k: round(v, 4) for k, v in demo.items()},
         },
         "calibration": {"bands": K.bands(), "figures": fig, "in_band": K.in_band(fig)},
+        "vllm": vllm,
         "target_training": tlog,
         "drafter_training": dlog,
         "distinct_responses": distinct,
         "timings": times,
         "settings": s.to_dict(),
     }
+
+
+def vllm_world(out: Path, trained: list[int], broken: list[int], num_layers: int) -> dict[str, Any]:
+    """``out/vllm``: the world at a head size vLLM's CPU attention serves, its drafts with the lab's ids,
+    the trained layers in vLLM's convention, and the broken ids (``workbench.lab.vllm_layout``)."""
+    from workbench.lab.vllm_layout import VLLM_CPU_HEAD_DIM, lay_out
+
+    points = [f"out({i})" for i in trained]
+    vids = ids_for_points(VLLM_ENGINE, points, num_layers)
+    base = out / "vllm"
+    lay_out(out / "target", base / "target")
+    lay_out(out / "draft", base / "draft")
+    lay_out(out / "draft", base / "draft_vllm", ids=vids)
+    lay_out(out / "draft", base / "draft_broken", ids=broken)
+    return {
+        "engine": VLLM_ENGINE,
+        "head_dim": VLLM_CPU_HEAD_DIM,
+        "target": str(base / "target"),
+        "draft": str(base / "draft"),
+        "draft_vllm": str(base / "draft_vllm"),
+        "draft_broken": str(base / "draft_broken"),
+        "ids": {"draft": trained, "draft_vllm": vids, "draft_broken": broken},
+        "points": points,
+    }
+
+
+def ids_for_points(engine: str, points: Sequence[str], num_layers: int, arch: str = "LlamaForCausalLM") -> list[int]:
+    """The config ids under which ``engine`` captures ``points`` (one id each), found by asking the
+    engine's rule (read from its code) what each candidate id captures."""
+    from workbench.engine import capture
+
+    found: dict[str, int] = {}
+    for i in range(-1, num_layers + 2):
+        got = capture(engine, arch=arch, num_layers=num_layers, ids=[i]).points
+        if got and got[0] in points:
+            found.setdefault(got[0], i)
+    missing = [p for p in points if p not in found]
+    if missing:
+        raise ValueError(f"{engine} captures none of {', '.join(missing)} for any id")
+    return [found[p] for p in points]
 
 
 def measured_points(
@@ -378,7 +426,7 @@ def measured_points(
     return {
         name: [
             str(p)
-            for p in code_capture(MEASURE_ENGINE, arch=arch, num_layers=num_layers, ids=ids)[0].points
+            for p in code_capture(MEASURE_ENGINE, archs=[arch], num_layers=num_layers, ids=ids)[0].points
             if p != "missing"
         ]
         for name, ids in variants.items()
@@ -494,9 +542,7 @@ def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int
     the next piece and keeping the engines it made: a job's accept length is its accepted tokens
     over its verify rounds summed over its pieces, the same figure as one engine decoding all its
     prompts in turn, and the workers end together (whole jobs, of unequal length -- a broken draft
-    decodes in more rounds -- left one worker alone at the end: the tiny world's five jobs took
-    10.9 and 15.0 s in pieces against 12.9 and 16.7 s whole, in alternating runs on a 2-core AMD
-    EPYC whose speed drifted)."""
+    decodes in more rounds -- left one worker alone at the end)."""
     global _JOBS
     pieces = [(j, i) for j, (_, prompts, _) in enumerate(jobs) for i in range(0, len(prompts), PIECE_PROMPTS)]
     workers = max(1, min(int(threads), len(pieces)))

@@ -6,6 +6,12 @@ performs real greedy chain speculative decoding, writes SGLang-format logs for t
 ``/health``, ``/health_generate``, ``/server_info`` (+ ``/get_server_info``), ``/model_info``
 (+ ``/get_model_info``), ``/flush_cache`` and ``/generate``.
 
+With ``--lab-engine vllm==X`` it speaks vLLM's surface instead (``workbench.lab.vllm_surface``: OpenAI
+completions with token ids, ``/metrics`` counters, ``/reset_prefix_cache``, the ``SpecDecoding metrics``
+log line), takes a vLLM profile's ``--model`` and ``--speculative-config``, and captures by vLLM's rule;
+an engine failure at a request ends it as vLLM's does (``EngineCore encountered a fatal error.``, the
+traceback, the API server gone).
+
 Failure injection, ``LAB_FAIL=oom|port|draft-context|cuda-graph|crash-after-ready``, reproduces
 SGLang's log text and exit behaviour: failures inside the scheduler log ``Scheduler hit an
 exception: <traceback>``, then the main process logs ``Received sigquit from a child process...``
@@ -31,11 +37,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
+from workbench.engine.version import Version
 from workbench.lab import serverargs
 from workbench.lab.logfmt import LogFormat
 
 if TYPE_CHECKING:
     from workbench.lab.engine import GenOutput, LabEngine
+    from workbench.lab.vllm_surface import SpecTotals
 
 FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
 GPU_GB = 79.11  # what the emulated card reports as available at start
@@ -53,6 +61,10 @@ class SchedulerFailure(Exception):
     pass
 
 
+class EngineDead(Exception):
+    """vLLM's EngineDeadError: the request's engine died."""
+
+
 def _fake_traceback(where: str, exc: BaseException) -> str:
     """A traceback in the shape SGLang prints (real frames from this process, then the error)."""
     frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
@@ -65,7 +77,7 @@ def _fake_traceback(where: str, exc: BaseException) -> str:
 
 
 class LabServer:
-    def __init__(self, args: argparse.Namespace, version: tuple[int, int, int, int]) -> None:
+    def __init__(self, args: argparse.Namespace, version: Version) -> None:
         self.args = args
         self.version = version
         self.fmt = LogFormat(
@@ -91,10 +103,22 @@ class LabServer:
         self.max_total_tokens = 0
         self.httpd: ThreadingHTTPServer | None = None
         self.dump = args.debug_tensor_dump_output_folder is not None
+        self.vllm = str(args.lab_engine).strip().lower().startswith("vllm")
+        self.totals: SpecTotals | None = None
+        if self.vllm and self.spec:
+            from workbench.lab.vllm_surface import SpecTotals
+
+            self.totals = SpecTotals(int(args.speculative_num_steps or 1))
 
     # ----- logging -----
     def log(self, msg: str, scheduler: bool = True) -> None:
-        sys.stderr.write(self.fmt.prefix(scheduler) + msg + "\n")
+        if self.vllm:
+            from workbench.lab.vllm_surface import prefix
+
+            pre = prefix("EngineCore" if scheduler else "APIServer", where="serve.py:0")
+        else:
+            pre = self.fmt.prefix(scheduler)
+        sys.stderr.write(pre + msg + "\n")
         sys.stderr.flush()
 
     def uvicorn(self, level: str, msg: str) -> None:
@@ -172,9 +196,9 @@ class LabServer:
             if self.fail == "oom":
                 suffix = (
                     ""
-                    if self.version <= (0, 4, 9, 0)
+                    if self.version <= Version.parse("0.4.9")
                     else f" Current value: mem_fraction_static={frac}"
-                    if self.version >= (0, 5, 23, 0)
+                    if self.version >= Version.parse("0.5.23")
                     else f" Current value: self.server_args.mem_fraction_static={frac}"
                 )
                 raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static." + suffix)
@@ -213,7 +237,7 @@ class LabServer:
         if self.fail == "draft-context":
             derived = min(derived, max(1, context // 2))
         if context > derived:
-            allow_default = "1" if self.version <= (0, 4, 9, 0) else "0"
+            allow_default = "1" if self.version <= Version.parse("0.4.9") else "0"
             allow = os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", allow_default).lower() in ("1", "true")
             msg = (
                 f"Warning: Target model's context_length ({context}) is greater than the derived "
@@ -293,7 +317,7 @@ class LabServer:
     def _warmup_then_ready(self) -> None:
         a = self.args
         try:
-            if not (a.skip_server_warmup or self.dump):
+            if not (a.skip_server_warmup or self.dump or self.vllm):  # vLLM sends no warm-up request
                 ids = [1] + [5] * 7
                 self.generate_ids(ids, 8, ignore_eos=True, warmup=True)
                 self.uvicorn("INFO", f'127.0.0.1:{40000 + os.getpid() % 20000} - "POST /generate HTTP/1.1" 200 OK')
@@ -309,7 +333,8 @@ class LabServer:
             self.die_from_scheduler(exc)
             return
         self.ready = True
-        self.log("The server is fired up and ready to roll!", scheduler=False)
+        if not self.vllm:
+            self.log("The server is fired up and ready to roll!", scheduler=False)
         if self.fail == "crash-after-ready" and os.environ.get("LAB_FAIL_AFTER"):
             delay = float(os.environ["LAB_FAIL_AFTER"])
             threading.Timer(delay, self._crash).start()
@@ -327,6 +352,8 @@ class LabServer:
     # ----- scheduler bookkeeping -----
     def _on_prefill(self, new_tokens: int, seconds: float) -> None:
         self.seq_len = new_tokens
+        if self.vllm:
+            return  # vLLM logs no line per prefill
         with self.state_lock:
             running, waiting = self.running, max(0, self.waiting)
         self.log(
@@ -346,6 +373,9 @@ class LabServer:
 
     def _on_round(self, accepted: int | None, emitted: int, seq_len: int) -> None:
         a = self.args
+        if self.vllm:
+            self._on_vllm_round(accepted)
+            return
         self.forward_ct += 1
         self.seq_len = seq_len
         w = self.window
@@ -379,6 +409,59 @@ class LabServer:
                 )
             )
             self.window = {"ct": 0, "accept": 0, "tokens": 0, "t": time.time()}
+
+    def _on_vllm_round(self, accepted: int | None) -> None:
+        """vLLM's counters and, every ``--decode-log-interval`` rounds, its SpecDecoding line."""
+        from workbench.lab.vllm_surface import prefix, spec_line
+
+        if self.totals is None or accepted is None:
+            return
+        self.totals.observe(accepted)
+        if len(self.totals.window) >= max(1, self.args.decode_log_interval):
+            line = spec_line(*self.totals.take_window())
+            if line:
+                sys.stderr.write(prefix() + line + "\n")
+                sys.stderr.flush()
+
+    def engine_died(self, exc: BaseException) -> None:
+        """vLLM: the engine core logs its fatal error and traceback; the API server goes soon after."""
+        from workbench.lab.vllm_surface import prefix
+
+        sys.stderr.write(prefix("EngineCore", "ERROR", "core.py:1586") + "EngineCore encountered a fatal error.\n")
+        for line in _fake_traceback("core.py", exc).splitlines():
+            sys.stderr.write(prefix("EngineCore", "ERROR", "core.py:1586") + line + "\n")
+        sys.stderr.write(prefix("APIServer", "ERROR", "async_llm.py:700") + "AsyncLLM output_handler failed.\n")
+        sys.stderr.flush()
+        self.ready = False
+        threading.Timer(1.0, self._kill_self).start()
+
+    def completions(self, body: object) -> dict[str, Any]:
+        from workbench.lab.vllm_surface import completion_body, completion_response
+
+        prompts, max_tokens, ignore_eos, return_ids = completion_body(body)
+        outs = []
+        metrics = None
+        vocab = cast("LabEngine", self.engine).target.config.vocab_size
+        for p in prompts:
+            ids = self.tokenizer(p)["input_ids"] if isinstance(p, str) else [int(t) for t in p]
+            if not ids or any(t < 0 or t >= vocab for t in ids):
+                raise ValueError(f"prompt: token ids must be in 0..{vocab - 1}")
+            try:
+                res = self.generate_ids(ids, max_tokens, ignore_eos=ignore_eos)
+            except Exception as exc:
+                self.engine_died(exc)
+                raise EngineDead(str(exc)) from exc
+            text = self.tokenizer.decode(res.output_ids, skip_special_tokens=True)
+            outs.append((text, res.output_ids, str(res.finish_reason.get("type", "length")), len(ids)))
+            if self.spec and self.args.per_request_spec_decode_metrics != "none" and len(prompts) == 1:
+                from workbench.lab.vllm_surface import spec_metrics
+
+                metrics = spec_metrics(res.histogram, int(self.args.speculative_num_steps or 1))
+        return completion_response(self.served_name, outs, return_ids, metrics)
+
+    @property
+    def served_name(self) -> str:
+        return str(self.args.served_model_name or self.args.model_path)
 
     def generate_ids(
         self,
@@ -424,10 +507,10 @@ class LabServer:
                 "max_total_num_tokens": self.max_total_tokens,
                 "max_req_input_len": (a.context_length or 1024) - 1,
                 "internal_states": [internal],
-                "version": _version_text(self.version),
+                "version": str(self.version),
             }
         )
-        if self.version >= (0, 5, 23, 0):
+        if self.version >= Version.parse("0.5.23"):
             info.update(
                 {
                     "launch_command": " ".join(["python3", "-m", "sglang.launch_server", *sys.argv[1:]]),
@@ -445,9 +528,9 @@ class LabServer:
             "is_generation": True,
             "preferred_sampling_params": None,
         }
-        if self.version > (0, 4, 9, 0):
+        if self.version > Version.parse("0.4.9"):
             info["weight_version"] = "default"
-        if self.version >= (0, 5, 23, 0):
+        if self.version >= Version.parse("0.5.23"):
             info.update(
                 {
                     "served_model_name": a.served_model_name or a.model_path,
@@ -544,10 +627,9 @@ class LabServer:
         return {"text": text, "output_ids": res.output_ids, "meta_info": meta}
 
 
-def _version_text(v: tuple[int, int, int, int]) -> str:
-    from workbench.layers import version_text
-
-    return version_text(v)
+def _vllm_version(engine: str) -> str:
+    """The emulated vLLM release (``vllm==0.32.0`` -> ``0.32.0``)."""
+    return str(engine).split("==", 1)[1] if "==" in str(engine) else "0.32.0"
 
 
 def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
@@ -584,6 +666,33 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
                 return {}
             return json.loads(raw)
 
+        def _vllm_route(self, method: str, path: str) -> None:
+            from workbench.lab.vllm_surface import metrics_text
+
+            if path == "/health":
+                return self._send(200 if server.ready else 503, b"", "text/plain")
+            if path == "/version":
+                return self._send(200, {"version": _vllm_version(server.args.lab_engine)})
+            if path == "/v1/models":
+                ctx = server.args.context_length or 1024
+                model = {"id": server.served_name, "object": "model", "root": server.args.model_path}
+                return self._send(200, {"object": "list", "data": [{**model, "max_model_len": ctx}]})
+            if path == "/metrics":
+                return self._send(200, metrics_text(server.totals, server.served_name), "text/plain")
+            if path == "/reset_prefix_cache" and method == "POST":
+                return self._send(200, b"", "text/plain")
+            if path == "/v1/completions" and method == "POST":
+                if not server.ready:
+                    return self._send(503, {"error": {"message": "the engine is not running"}})
+                try:
+                    body = self._body()
+                    return self._send(200, server.completions(body))
+                except ValueError as exc:
+                    return self._send(400, {"error": {"message": str(exc), "type": "BadRequestError"}})
+                except EngineDead as exc:
+                    return self._send(500, {"error": {"message": f"EngineCore encountered an issue: {exc}"}})
+            return self._send(404, {"detail": "Not Found"})
+
         def do_GET(self) -> None:
             self._route("GET")
 
@@ -593,12 +702,14 @@ def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:
         def _route(self, method: str) -> None:
             path = urlparse(self.path).path
             v = server.version
-            new_routes = v >= (0, 5, 6, 0)
+            new_routes = v >= Version.parse("0.5.6")
             try:
+                if server.vllm:
+                    return self._vllm_route(method, path)
                 if path in ("/health", "/health_generate"):
                     if not server.ready:
                         return self._send(503, b"", "text/plain")
-                    if path == "/health_generate" or v >= (0, 5, 23, 0):
+                    if path == "/health_generate" or v >= Version.parse("0.5.23"):
                         server.generate_ids([0], 1, ignore_eos=True, warmup=True)
                     return self._send(200, b"", "text/plain")
                 if path in ("/get_server_info", "/server_info"):

@@ -6,6 +6,12 @@ run launches it, measures accept length, runs the live doctor (hidden states thr
 a tensor-dump relaunch to name the trained layers), applies the fix through the config history,
 relaunches the same profile and measures again. Every step is an ordinary Workbench operation, so
 the journal (and the Timeline) holds all of it.
+
+``engine="vllm"``: the same story on a real vLLM (the CPU build ``make vllm`` installs) serving the lab
+world laid out at a head size its CPU attention takes (``lab.json``'s ``vllm``). The draft is the one
+SpecForge's capture trained, with the ids written in SGLang's convention; vLLM reads the same ids one
+layer earlier. The doctor names the layers from vLLM's own hidden-state extraction and writes the ids in
+vLLM's convention; every measurement carries vLLM's own counters.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from workbench.errors import WorkbenchError
 from workbench.progress import Progress, noop
 from workbench.results import Result
-from workbench.sglang.registry import ServerState
+from workbench.servers.registry import ServerState
 
 if TYPE_CHECKING:
     from workbench.configs.history import ConfigChange, TrackedConfig
@@ -31,10 +37,10 @@ if TYPE_CHECKING:
     from workbench.journal import Event
     from workbench.live.report import FixOutcome, LiveReport
     from workbench.progress import ProgressCallback
-    from workbench.sglang.measure import Measurement
-    from workbench.sglang.registry import ServerRecord
-    from workbench.sglang.status import ServerStatus
-    from workbench.sglang.stop import StopResult
+    from workbench.servers.measure import Measurement
+    from workbench.servers.registry import ServerRecord
+    from workbench.servers.status import ServerStatus
+    from workbench.servers.stop import StopResult
     from workbench.workspace import Workspace
 
 PROFILE = "lab-story"
@@ -54,6 +60,7 @@ class DemoSetup(Result):
     trained_ids: list[Any]
     port: int
     size: str
+    engine: str = "sglang"
 
 
 @dataclass
@@ -67,11 +74,12 @@ class DemoResult(Result):
     journal: list[Any] = field(default_factory=list)  # event kinds, in order
     servers: dict[str, Any] = field(default_factory=dict)
     transfers: list[Any] = field(default_factory=list)
+    engine: str = ""  # the engine that served the story: "sglang==0.5.23" (the lab), "vllm==0.32.0"
 
     def text(self) -> str:
         b, a = self.before.get("accept_length"), self.after.get("accept_length")
         lines = [
-            "The story, in the lab:",
+            f"The story, in the lab ({self.engine or 'sglang'}):",
             f"  1. the server runs the story's draft config (layer ids {self.before.get('layer_ids')}): "
             f"accept length {_f(b)}" + (f", the drafter predicts {_f(self.predicted)}" if self.predicted else ""),
         ]
@@ -121,6 +129,7 @@ class DemoOps(Protocol):
         label: str = ...,
     ) -> Measurement: ...
     def live_prompts(self) -> str | None: ...
+    def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]: ...
     def doctor_live(
         self,
         server_id: int,
@@ -173,7 +182,12 @@ def _copy_draft(src: Path, dst: Path) -> None:
 
 
 def write_workspace(
-    root: Path, world: dict[str, Any], size: str, port: int | None = None, python: str | None = None
+    root: Path,
+    world: dict[str, Any],
+    size: str,
+    port: int | None = None,
+    python: str | None = None,
+    engine: str = "sglang",
 ) -> DemoSetup:
     root.mkdir(parents=True, exist_ok=True)
     cfg_path = root / "workbench.toml"
@@ -181,11 +195,13 @@ def write_workspace(
         raise WorkbenchError(
             f"{cfg_path}: exists and was not written by the demo; give the demo its own folder (--workspace DIR)"
         )
-    draft = root / "drafts" / "story-draft"
-    _copy_draft(Path(world["draft_broken"]), draft)
     from workbench.lab.process import free_port
 
     port = port or free_port()
+    if engine == "vllm":
+        return _write_vllm_workspace(root, world, size, port, cfg_path)
+    draft = root / "drafts" / "story-draft"
+    _copy_draft(Path(world["draft_broken"]), draft)
     logs = root / "logs"
     story_ids = world["layers"]["draft_broken"]
     toml = f"""{MARKER}: the story in the lab, on this machine.
@@ -230,6 +246,68 @@ story-draft = {json.dumps(str(draft / "config.json"))}
     )
 
 
+def _write_vllm_workspace(root: Path, world: dict[str, Any], size: str, port: int, cfg_path: Path) -> DemoSetup:
+    """The vLLM story's workspace: a real vLLM serving the lab world (laid out for its CPU attention)
+    with the draft's ids as SGLang's convention writes them."""
+    from workbench.lab import calibration as K
+    from workbench.lab.prompts import write_prompt_set
+    from workbench.vllm import local
+
+    vw = world.get("vllm")
+    if not vw:
+        raise WorkbenchError(f"{world['dir']}: a lab world built before its vLLM layout; rebuild it (lab build)")
+    py = local.python()
+    if py is None:
+        raise WorkbenchError(f"demo --engine vllm: {local.missing()}")
+    draft = root / "drafts" / "vllm-story-draft"
+    _copy_draft(Path(vw["draft"]), draft)
+    env = local.environment(root / "vllm-run")
+    story_ids = vw["ids"]["draft"]
+    toml = f"""{MARKER}: the story in the lab on a real vLLM, on this machine.
+# The profile serves the lab's target with the draft SpecForge's capture trained (layer ids {story_ids} in
+# SGLang's convention, trained on {", ".join(vw["points"])}); vLLM reads ids one layer earlier.
+# `eagle-workbench demo --engine vllm` puts that config back at every start.
+
+[profiles.{PROFILE}]
+engine = "vllm"
+description = "the lab target and drafter on a real vLLM, with the draft config SpecForge's capture wrote"
+host = "local"
+launcher = {json.dumps([py, "-m", local.MODULE])}
+model = {json.dumps(vw["target"])}
+draft = {json.dumps(str(draft))}
+port = {port}
+log = {json.dumps(str(root / "logs" / (PROFILE + ".log")))}
+run_dir = {json.dumps(str(root))}
+args = ["--host", "127.0.0.1", "--enforce-eager", "--dtype", "float32", "--max-model-len", "1024"]
+env = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}
+speculative = {{ algorithm = "EAGLE3", num_steps = {K.DEMO_STEPS} }}
+ready_timeout = 600
+stop_grace = 15
+
+[live]
+training_data = {json.dumps(world["training_data"])}
+prompts = {json.dumps(str(root / "prompts.json"))}
+
+[configs]
+story-draft = {json.dumps(str(draft / "config.json"))}
+"""
+    cfg_path.write_text(toml)
+    write_prompt_set(world, root / "prompts.json", "demo")
+    return DemoSetup(
+        str(root),
+        PROFILE,
+        world["dir"],
+        str(draft),
+        str(draft / "config.json"),
+        world["training_data"],
+        story_ids,
+        world["layers"]["trained"],
+        port,
+        size,
+        "vllm",
+    )
+
+
 def write_prompts(world: dict[str, Any], path: Path, count: int = 16) -> None:
     """The measurement prompts in the lab's own language: held-out documents of its corpus (the
     package's English prompt set is mostly unknown words to the lab's word-level tokenizer).
@@ -267,7 +345,8 @@ def write_prompts(world: dict[str, Any], path: Path, count: int = 16) -> None:
 
 def reset_story_config(wb: DemoOps, setup: DemoSetup, world: dict[str, Any]) -> None:
     """The story's config.json in the workspace draft, through the history when it was edited."""
-    src = (Path(world["draft_broken"]) / "config.json").read_bytes()
+    story = world["vllm"]["draft"] if setup.engine == "vllm" else world["draft_broken"]
+    src = (Path(story) / "config.json").read_bytes()
     path = Path(setup.config)
     if not path.exists():
         path.write_bytes(src)
@@ -275,12 +354,18 @@ def reset_story_config(wb: DemoOps, setup: DemoSetup, world: dict[str, Any]) -> 
         return
     wb.config_track(str(path), label="story-draft")
     if path.read_bytes() != src:
-        ids = json.loads(src)["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
-        wb.config_set(
-            str(path),
-            {"eagle_config.eagle_aux_hidden_state_layer_ids": ids},
-            reason=f"demo: back to the story's config {ids}",
-        )
+        from workbench.configs.jsonedit import get_key
+
+        story_cfg, now = json.loads(src), json.loads(path.read_bytes())
+        ids = story_cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+        edits: dict[str, Any] = {"eagle_config.eagle_aux_hidden_state_layer_ids": ids}
+        missing = object()
+        if (
+            get_key(now, "eagle_aux_hidden_state_layer_ids", missing) is not missing
+            and "eagle_aux_hidden_state_layer_ids" not in story_cfg
+        ):
+            edits["eagle_aux_hidden_state_layer_ids"] = None  # a fix of vLLM's, written at the top level
+        wb.config_set(str(path), edits, reason=f"demo: back to the story's config {ids}")
 
 
 def stop_demo_servers(wb: DemoOps) -> list[int]:
@@ -302,14 +387,21 @@ def prepare(
     lab_dir: str | None = None,
     progress: ProgressCallback | None = None,
     world: dict[str, Any] | None = None,
+    engine: str = "sglang",
 ) -> DemoSetup:
-    """Build (or reuse) the lab world and write the demo workspace around ``wb``'s folder."""
+    """Build (or reuse) the lab world and write the demo workspace around ``wb``'s folder
+    (``engine="vllm"``: the story on a real vLLM; without one it says how to get one)."""
+    if engine == "vllm":
+        from workbench.vllm import local
+
+        if local.missing():
+            raise WorkbenchError(f"demo --engine vllm: {local.missing()}")
     progress = progress or noop
     if world is None:
         progress(Progress("demo", 0, 4, f"building the lab world ({size}; cached after the first time)"))
         built = wb.lab_build(size=size, dir=lab_dir)
         world = built.to_dict() if hasattr(built, "to_dict") else dict(built)
-    setup = write_workspace(Path(wb.workspace.root), world, size)
+    setup = write_workspace(Path(wb.workspace.root), world, size, engine=engine)
     wb.workspace.reload()
     stop_demo_servers(wb)
     reset_story_config(wb, setup, world)
@@ -318,16 +410,16 @@ def prepare(
 
 
 def launch_story(
-    wb: DemoOps, setup: DemoSetup, timeout: float = 300.0, progress: ProgressCallback | None = None
+    wb: DemoOps, setup: DemoSetup, timeout: float | None = None, progress: ProgressCallback | None = None
 ) -> ServerRecord:
     progress = progress or noop
     progress(Progress("demo", 1, 4, f"launching {setup.profile} with the story's config {setup.story_ids}"))
     rec = wb.launch(setup.profile, confirm=True)
-    st = wb.server_wait(rec.id, timeout=timeout, poll=0.5)
+    st = wb.server_wait(rec.id, timeout=timeout, poll=0.5)  # None: the profile's ready_timeout
     if st.state != ServerState.READY:
         fail = st.failure or {}
         raise WorkbenchError(
-            f"the lab server did not start ({st.state}: {fail.get('class', '')} "
+            f"the {setup.engine} server did not start ({st.state}: {fail.get('class', '')} "
             f"{fail.get('text', '') or fail.get('hint', '')}); log {rec.log}"
         )
     return wb.server(rec.id)
@@ -338,6 +430,16 @@ def measure_story(wb: DemoOps, server_id: int, measure_tokens: int) -> Measureme
     return wb.server_measure(
         server_id, max_new_tokens=measure_tokens, prompts=wb.live_prompts(), label="demo: the story's config"
     )
+
+
+def _counters(wb: DemoOps, server_id: int) -> dict[str, Any]:
+    """The engine's own counters of the server's last protocol measurement, beside its accept length
+    (none for an engine that keeps none)."""
+    rows = [r for r in wb.measurements(server_id) if r.get("kind") == "protocol"]
+    c = rows[-1].get("counters") if rows else None
+    if not c:
+        return {}
+    return {"counters": c, "per_position": rows[-1].get("per_position")}
 
 
 def run_story(
@@ -356,7 +458,11 @@ def run_story(
     sid = server_id if server_id is not None else launch_story(wb, setup, progress=progress).id
     progress(Progress("demo", 2, 4, "measuring accept length, then asking the doctor"))
     measure_story(wb, sid, measure_tokens)
-    report = wb.doctor_live(sid, setup.training_data, samples=samples, measure=False, dump="yes", dump_alongside=True)
+    # the lab server is small enough to dump beside itself; a real vLLM is stopped first (one at a time)
+    alongside = setup.engine != "vllm"
+    report = wb.doctor_live(
+        sid, setup.training_data, samples=samples, measure=False, dump="yes", dump_alongside=alongside
+    )
     if report.fix is None:
         raise WorkbenchError(f"the doctor found no applicable fix on server {sid}: {report.codes}")
     progress(Progress("demo", 3, 4, "applying the fix, relaunching, measuring again"))
@@ -372,6 +478,7 @@ def run_story(
             "server": sid,
             "layer_ids": before.get("layer_ids"),
             "config_version": before.get("config_version"),
+            **_counters(wb, sid),
         },
         findings=[f.to_dict() for f in report.findings],
         fix={**report.fix.to_dict(), "version": out.change.version.number, "location": out.change.location},
@@ -381,12 +488,14 @@ def run_story(
             "server": out.server_after,
             "layer_ids": after.get("layer_ids"),
             "config_version": after.get("config_version"),
+            **(_counters(wb, out.server_after) if out.server_after is not None else {}),
         },
         predicted=report.predicted.accept_length,
         wall_s=time.perf_counter() - t0,
         journal=[e.kind for e in events],
         servers={"workspace": setup.workspace, "story": sid, "fixed": out.server_after},
         transfers=[t.to_dict() for t in report.transfers],
+        engine=report.engine,
     )
     wb._record(
         "demo.story",

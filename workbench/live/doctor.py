@@ -34,8 +34,8 @@ from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
 from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
 from workbench.progress import Progress, noop
-from workbench.sglang.measure import accept_length
-from workbench.sglang.registry import STOPPABLE, ServerState
+from workbench.servers.measure import accept_length
+from workbench.servers.registry import STOPPABLE, ServerState
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Host
@@ -45,15 +45,16 @@ SAME_MAX = 1e-3  # a slot "is" the engine's part at its place: bf16 noise, not a
 DUMP_MODES = ("ask", "yes", "no")
 
 
-def engine_of(version: str | None) -> str:
-    from workbench.layers import parse_version, version_text
+def engine_of(version: str | None, name: str = "sglang") -> str:
+    """The engine spec of a server: ``sglang==0.5.23``, ``vllm==0.32.0``, or the bare name."""
+    from workbench.engine import Version
 
     if not version:
-        return "sglang"
+        return name
     try:
-        return "sglang==" + version_text(parse_version(str(version)))
+        return f"{name}=={Version.parse(str(version))}"
     except InputError:
-        return "sglang"
+        return name
 
 
 def _arg(argv: Sequence[str], flag: str) -> str | None:
@@ -88,7 +89,7 @@ class LiveDoctor:
     def _near(self) -> NearCompute:
         from workbench.remote import NearCompute
 
-        python = self.ops.lifecycle.host_python(self.rec.host) if self.rec.host != "local" else None
+        python = self.ops.lifecycle.launcher.host_python(self.rec.host) if self.rec.host != "local" else None
         return NearCompute(self.host, python=python)
 
     def _job(self, job: str, args: dict[str, Any], timeout: float = 1800.0) -> dict[str, Any]:
@@ -114,22 +115,11 @@ class LiveDoctor:
         """Engine version, resolved speculative settings, model and draft paths, from the server."""
         rec = self.rec
         try:
-            got = self.ops.lifecycle.server_info(self.sid)
+            facts = dict(self.ops.lifecycle.follow.server_info(self.sid))
         except WorkbenchError as exc:
-            raise WorkbenchError(f"server {self.sid}: /server_info does not answer ({exc}); is it ready?") from None
-        info, summary = got["info"], got["summary"]
-        facts = {
-            "version": info.get("version"),
-            "algorithm": summary.get("speculative_algorithm"),
-            "steps": summary.get("speculative_num_steps"),
-            "topk": summary.get("speculative_eagle_topk"),
-            "draft_tokens": summary.get("speculative_num_draft_tokens"),
-            "model": info.get("model_path") or _arg(rec.argv, "--model-path"),
-            "draft": summary.get("speculative_draft_model_path") or _arg(rec.argv, "--speculative-draft-model-path"),
-            "return_hidden_states": bool(info.get("enable_return_hidden_states")),
-            "context_length": info.get("context_length"),
-            "avg_spec_accept_length": summary.get("avg_spec_accept_length"),
-        }
+            raise WorkbenchError(f"server {self.sid}: the server does not answer ({exc}); is it ready?") from None
+        facts["model"] = facts.get("model") or _arg(rec.argv, "--model-path") or _arg(rec.argv, "--model")
+        facts["draft"] = facts.get("draft") or _arg(rec.argv, "--speculative-draft-model-path")
         return facts
 
     def target_info(self, model: str) -> dict[str, Any]:
@@ -144,6 +134,7 @@ class LiveDoctor:
         return {
             "path": model,
             "arch": archs[0] if archs else cfg.get("model_type"),
+            "archs": [a for a in archs if isinstance(a, str)],
             "num_layers": text.get("num_hidden_layers"),
             "context_length": text.get("max_position_embeddings"),
         }
@@ -152,7 +143,7 @@ class LiveDoctor:
         from workbench.hosts.base import sha256
 
         path = draft.rstrip("/") + "/config.json"
-        current, raw = self._read_json(path)
+        _current, raw = self._read_json(path)
         loaded_sha = self.rec.draft_config_sha256
         loaded_raw = None
         if loaded_sha:
@@ -169,14 +160,13 @@ class LiveDoctor:
                 f"{path} changed since server {self.sid} loaded it: the server still runs the old "
                 "version (relaunch to load the new one)"
             )
-        ec = (loaded or {}).get("eagle_config") or {}
         return {
             "path": draft,
             "config": path,
             "location": self.location(path),
             "loaded": loaded,
             "loaded_text": loaded_raw.decode("utf-8") if loaded_raw else None,
-            "ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
+            "ids": None,  # what the serving release reads from it: set once the release is known
             "loaded_sha256": loaded_sha or cur_sha,
             "current_sha256": cur_sha,
             "changed_since_launch": changed,
@@ -271,18 +261,38 @@ class Diagnosis:
             raise WorkbenchError(f"server {d.sid}: is {st.state}; the live doctor needs a ready server")
         d._step("live.doctor", 0, N_STEPS, "reading what the server loaded")
         self.facts = facts = d.server_facts()
-        self.engine = engine_of(facts["version"])
+        from workbench.servers.engines import engine
+
+        self.adapter = engine(d.rec.extra.get("engine"))
+        self.engine = engine_of(facts["version"], self.adapter.name)
         self.target = (
             d.target_info(facts["model"]) if facts["model"] else {"path": None, "arch": None, "num_layers": None}
         )
-        draft = d.draft_info(facts["draft"]) if facts["draft"] else None
+        draft_path = facts["draft"]
+        if not draft_path and facts["algorithm"] and facts["model"]:
+            # speculative decoding with no draft path: the engine loads the target as its own draft
+            # (the static checks say so: draft-is-target)
+            draft_path = facts["model"]
+            d.notes.append(f"server {d.sid} names no draft model: the target {facts['model']} is its draft")
+        draft = d.draft_info(draft_path) if draft_path else None
         if draft is None:
             raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
+        from workbench import engine as eng
+        from workbench.remote.engine import shipment
+
+        fields = eng.read_draft_fields(draft["loaded"] or {})
+        rel = eng.release(self.engine)
+        draft["ids"], draft["ids_key"] = eng.draft_ids(rel, fields)
+        # the rules every host job answers with: the laptop's, narrowed to this target and draft
+        self.rules = shipment(self.target.get("archs") or [], list(fields.architectures))
         self.draft = draft
         self.spec = Spec(facts["algorithm"], facts["steps"], facts["topk"], facts["draft_tokens"])
         from workbench.engine.flags import cuda_graph_on
 
-        self.production_graphs = cuda_graph_on(d.rec.argv)
+        if self.adapter.name == "vllm":
+            self.production_graphs = "--enforce-eager" not in d.rec.argv
+        else:
+            self.production_graphs = cuda_graph_on(d.rec.argv)
         self.readable = draft["loaded"] is not None
         if not self.readable:
             d.notes.append(
@@ -307,6 +317,7 @@ class Diagnosis:
                 "context_length": facts["context_length"],
                 "env": dict(getattr(d.rec, "env", None) or {}),
                 "cuda_graph": self.production_graphs,
+                "rules": self.rules,
             },
         )
         for f in rep["findings"]:
@@ -317,8 +328,12 @@ class Diagnosis:
     # 1b. the production configuration: what CUDA-graph decode captures, asked of the host's own SGLang.
     # The hidden-state checks below see prefill and a dump taken with graphs off, never decode graphs.
     def decode_graphs(self) -> None:
+        if self.adapter.name != "sglang":
+            return  # what decode graphs capture is read from SGLang's graph runner; vLLM's is not read yet
         if self.readable and self.target.get("num_layers"):
-            _check_decode_graphs(self.d, self.ranked, self.engine, self.target, self.draft, self.production_graphs)
+            _check_decode_graphs(
+                self.d, self.ranked, self.engine, self.target, self.draft, self.production_graphs, self.rules
+            )
 
     # 2. observed accept length
     def observe(self) -> None:
@@ -346,6 +361,7 @@ class Diagnosis:
             "count": o.samples,
             "part_points": _engine_points(self.engine, target, draft),
             "engine": self.engine,
+            "rules": self.rules,
             "arch": target["arch"],
             "num_layers": target["num_layers"],
             "draft_config": draft["loaded"],
@@ -419,7 +435,7 @@ class Diagnosis:
                 + (" (confirm to run it)" if o.dump == "ask" else " (dump disabled)")
             )
             return evals
-        d._step("live.doctor", 4, N_STEPS, "relaunching with a tensor dump to name every layer")
+        d._step("live.doctor", 4, N_STEPS, f"relaunching ({plan.summary.split(' with ', 1)[-1]}) to name every layer")
         dres = _dump_run(self.ops, d, {**job, "eval_samples": 0}, o.dump_alongside, o.ready_timeout)
         if dres is not None:
             self.alignment = _compact(dres, "dump")
@@ -449,7 +465,8 @@ class Diagnosis:
                 head.get("acc"),
                 f"drafter on {head.get('samples')} training samples, {self.spec.steps} steps",
                 head.get("samples"),
-                absent=frozenset(),
+                head.get("full_acc"),
+                absent=frozenset() if head.get("full_acc") is not None else frozenset({"full_acc"}),
             )
 
     # numbers settle what the files could only read two ways
@@ -491,7 +508,8 @@ class Diagnosis:
         d._step("live.doctor", N_STEPS, N_STEPS, "done")
         # the parts built from the host's files and job answers are kept as the host gave them (check=False):
         # a config's odd value is the doctor's subject, not a reason to lose the report
-        draft = {k: v for k, v in self.draft.items() if k not in ("loaded", "loaded_text")}
+        draft = {k: v for k, v in self.draft.items() if k not in ("loaded", "loaded_text", "ids_key")}
+        target = {k: v for k, v in self.target.items() if k != "archs"}
         return LiveReport(
             d.sid,
             d.rec.profile,
@@ -500,7 +518,7 @@ class Diagnosis:
             self.engine,
             self.facts["version"],
             self.spec,
-            Target.from_dict(self.target, check=False),
+            Target.from_dict(target, check=False),
             Draft.from_dict(draft, check=False),
             self.observed,
             self.predicted,
@@ -531,20 +549,28 @@ def _observe(
         m = ops.server_measure(
             d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts, label="live doctor"
         )
+        counted = m.counters is not None
         return Observed(
             m.accept_length,
             m.tokens_per_s,
             m.accept_len,
-            f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)",
-            absent=frozenset(),
+            f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"
+            + (f", {m.engine}'s counters" if counted else ""),
+            m.counters,
+            list(m.per_position) if counted else None,
+            absent=frozenset() if counted else frozenset({"counters", "per_position"}),
         )
     rows = [r for r in ops.measurements(d.sid) if r.get("kind") == "protocol"]
     if rows:
         r = rows[-1]
+        counted = bool(r.get("counters"))
         return Observed(
             accept_length(r),
             r.get("tokens_per_s"),
-            source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})",
+            source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})"
+            + (f", {r.get('engine')}'s counters" if counted else ""),
+            counters=r.get("counters") if counted else None,
+            per_position=list(r.get("per_position") or []) if counted else None,
         )
     if facts.get("avg_spec_accept_length") is not None:
         return Observed(
@@ -569,42 +595,44 @@ def _from_accuracies(acc: list[Any], spec: Spec) -> Predicted:
 
 def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> list[Any] | None:
     """The points the engine captures for the loaded ids, in concatenation order (None: missing)."""
-    from workbench.doctor.engines import engine_rule
+    from workbench.engine import capture
 
-    if not target.get("num_layers"):
+    if not target.get("num_layers") or not target.get("archs"):
         return None
-    rule = engine_rule(engine, target.get("arch"))
-    ids, _ = rule.ids_from_config(draft["loaded"] or {})
     try:
-        cap = rule.capture(ids, int(target["num_layers"]))
+        cap = capture(engine, archs=target["archs"], num_layers=int(target["num_layers"]), ids=draft.get("ids"))
     except InputError:
         return None
-    return [None if p is None else str(p) for p in cap.points]
+    return [None if p in ("missing", "unknown") else p for p in cap.points]
 
 
 def _check_decode_graphs(
-    d: LiveDoctor, ranked: list[RankedFinding], engine: str, target: dict[str, Any], draft: dict[str, Any], graphs: bool
+    d: LiveDoctor,
+    ranked: list[RankedFinding],
+    engine: str,
+    target: dict[str, Any],
+    draft: dict[str, Any],
+    graphs: bool,
+    rules: dict[str, Any],
 ) -> None:
-    """A server is only healthy if its decode graphs capture what its prefill does (source: host|table)."""
-    from workbench.engine.code import ids_from_config
-    from workbench.engine.rule import CaptureRule
-
+    """A server is only healthy if its decode graphs capture what its prefill does: asked on the host,
+    of its own engine when it is that release, else of the rules shipped (the answer says which)."""
     if not graphs:
         d.notes.append(
             "the server runs with CUDA graphs off: decode captures what prefill does "
             "(production launches with graphs on may differ on some releases)"
         )
         return
-    ids, _key = ids_from_config(CaptureRule("sglang", "", "", ""), draft["loaded"])
     try:
         res = d._job(
             "engine_capture",
             {
                 "engine": engine,
-                "arch": target.get("arch"),
+                "archs": target.get("archs") or [],
                 "num_layers": int(target["num_layers"]),
-                "ids": ids,
+                "ids": draft.get("ids"),
                 "cuda_graph": True,
+                "rules": rules,
             },
         )
     except WorkbenchError as exc:
@@ -617,22 +645,20 @@ def _check_decode_graphs(
     )
     if gp is None or pts is None or gp == pts or any(r.code == "layer-ids-cuda-graph-defaults" for r in ranked):
         return
+    code = [
+        e
+        for e in res.get("evidence", [])
+        if e.split(":", 1)[0] in ("graph_reset", "config_ids", "config_before_graphs")
+    ]
     f = Finding(
         "layer-ids-cuda-graph-defaults",
-        "error",
+        "error" if code else "warning",
         f"{res.get('engine')} decodes with CUDA graphs that capture {', '.join(gp)}, not the config's "
         f"{', '.join(pts)} (its graph runner resets the ids to the defaults): prefill and a dump with "
         "graphs off look right while production decode feeds the drafter other layers.",
-        {
-            "engine_points": pts,
-            "cuda_graph_points": gp,
-            "source": res.get("source"),
-            "code": [
-                e
-                for e in res.get("evidence", [])
-                if e.split(":", 1)[0] in ("graph_reset", "config_ids", "config_before_graphs")
-            ],
-        },
+        {"engine_points": pts, "cuda_graph_points": gp, "source": res.get("source"), "code": code},
+        None,
+        "engine-code" if code else "convention",
     )
     ranked.append(RankedFinding(f, "production"))
 
@@ -757,11 +783,26 @@ def _dedupe(ranked: list[RankedFinding]) -> list[RankedFinding]:
 
 
 # ------------------------------------------------------------------------------------- the dump
+# The relaunch that names every layer: SGLang's tensor dump (--debug-tensor-dump-output-folder), or vLLM's
+# extract_hidden_states for every id (workbench.vllm.extract). Both run the server's own capture.
+def _engine_name(d: LiveDoctor) -> str:
+    return str(d.rec.extra.get("engine") or "sglang")
+
+
 def dump_profile(ops: LiveOps, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict[str, Any], str]:
     prof = ops.profile(d.rec.profile)
     base = (prof.run_dir or "/tmp/eagle-workbench").rstrip("/")
     dump_dir = f"{base}/dumps/server{d.sid}-{stamp}"
     name = f"{d.rec.profile}@dump"
+    if _engine_name(d) == "vllm":
+        from workbench.vllm import extract
+
+        n = _num_layers(d)
+        python = prof.launcher[0] if prof.launcher and prof.launcher[0] != "{python}" else d.host.python
+        cpu = not _cuda(d.host, str(python))
+        root = extract.connector_root(d.host) if cpu else None
+        table = extract.extraction_table(prof, port, dump_dir, n, cpu=cpu, pythonpath=root, log=f"{dump_dir}.log")
+        return name, table, dump_dir
     table = {
         "extends": d.rec.profile,
         "port": port,
@@ -772,9 +813,48 @@ def dump_profile(ops: LiveOps, d: LiveDoctor, port: int, stamp: str) -> tuple[st
     return name, table, dump_dir
 
 
+def _num_layers(d: LiveDoctor) -> int:
+    """The target's layer count, from its config on the host."""
+    from workbench.servers.engines import engine
+
+    model = engine("vllm").argv_facts(d.rec.argv).get("model") or ""
+    cfg, _ = d._read_json(str(model).rstrip("/") + "/config.json")
+    from workbench.engine.target import text_config
+
+    n = text_config(cfg or {}).get("num_hidden_layers")
+    if not isinstance(n, int) or n < 1:
+        raise WorkbenchError(f"server {d.sid}: the target's layer count is unknown ({model}/config.json)")
+    return n
+
+
+def _cuda(host: Host, python: str) -> bool:
+    """Whether the server's python sees a CUDA device (else vLLM is a CPU build: its connector is ours)."""
+    r = host.run([python, "-c", "import torch; print(int(torch.cuda.is_available()))"], timeout=120)
+    return r.rc == 0 and r.out.strip().endswith("1")
+
+
 def dump_plan(ops: LiveOps, d: LiveDoctor, samples: int, alongside: bool) -> Plan:
     prof = ops.profile(d.rec.profile)
     first = "" if alongside else f"stop server {d.sid}, then "
+    keep = (
+        []
+        if alongside
+        else [f"server {d.sid} is stopped first (the machine cannot hold two copies); relaunch it after the fix"]
+    )
+    if _engine_name(d) == "vllm":
+        return Plan(
+            "relaunch",
+            f"server {d.sid}",
+            f"{first}launch {d.rec.profile}'s target again with extract_hidden_states on another port, "
+            f"send {samples} training sample(s), stop it",
+            [
+                f"profile {prof.name} on {prof.host}: the same target and arguments, no draft; vLLM's "
+                "extract_hidden_states for every id 0..N and a hidden-state connector writing safetensors",
+                "the files hold every residual-stream point vLLM can capture for those tokens; the alignment "
+                "runs on the host",
+                *keep,
+            ],
+        )
     return Plan(
         "relaunch",
         f"server {d.sid}",
@@ -784,11 +864,7 @@ def dump_plan(ops: LiveOps, d: LiveDoctor, samples: int, alongside: bool) -> Pla
             f"profile {prof.name} on {prof.host}: the same command plus the tensor dump (CUDA graphs and "
             "warm-up are off in dump mode)",
             "the dump holds every layer's residual stream for those tokens; the alignment runs on the host",
-            *(
-                []
-                if alongside
-                else [f"server {d.sid} is stopped first (the GPUs cannot hold two copies); relaunch it after the fix"]
-            ),
+            *keep,
         ],
     )
 
@@ -809,22 +885,44 @@ def _dump_run(
     ops.session_profile(name, table)
     if not alongside:
         ops.server_stop(d.sid, confirm=True)
-        d.notes.append(f"server {d.sid} was stopped for the tensor dump")
+        d.notes.append(f"server {d.sid} was stopped for the relaunch that names every layer")
     rec = ops.launch(name, confirm=True)
-    d.notes.append(f"dump server {rec.id} ({name}) wrote {dump_dir} on {d.rec.host}")
+    d.notes.append(f"{'extraction' if _engine_name(d) == 'vllm' else 'dump'} server {rec.id} ({name}) wrote {dump_dir}")
     try:
         st = ops.server_wait(rec.id, timeout=ready_timeout)
         if st.state != ServerState.READY:
             fail = st.failure or {}
             d.notes.append(
-                f"the dump server did not become ready ({st.state}: {fail.get('class', '')} "
-                f"{fail.get('hint', '')}); layers not named"
+                f"the relaunch did not become ready ({st.state}: {fail.get('class', '')} "
+                f"{fail.get('hint', '')} {fail.get('text', '')}); layers not named"
             )
             return None
-        return d._job("live", {**job, "url": f"http://127.0.0.1:{port}", "mode": "dump", "dump_dir": dump_dir})
+        url = f"http://127.0.0.1:{port}"
+        if _engine_name(d) == "vllm":
+            ids = _all_ids(table)
+            points = _id_points(job["engine"], job.get("arch"), len(ids) - 1, ids)
+            return d._job("live", {**job, "url": url, "mode": "extract", "extract_ids": ids, "extract_points": points})
+        return d._job("live", {**job, "url": url, "mode": "dump", "dump_dir": dump_dir})
     finally:
         try:
             if ops.server(rec.id).state in STOPPABLE:
                 ops.server_stop(rec.id, confirm=True, gpu_wait=60)
         except WorkbenchError as exc:
-            d.notes.append(f"stopping dump server {rec.id}: {exc}")
+            d.notes.append(f"stopping relaunched server {rec.id}: {exc}")
+
+
+def _all_ids(table: dict[str, Any]) -> list[int]:
+    args = table["args"]
+    spec = json.loads(args[args.index("--speculative-config") + 1])
+    return [int(i) for i in spec["draft_model_config"]["hf_config"]["eagle_aux_hidden_state_layer_ids"]]
+
+
+def _id_points(engine: str, arch: str | None, num_layers: int, ids: list[int]) -> list[str | None]:
+    """What the engine's rule (read from its code) says each id captures, one id at a time."""
+    from workbench.engine import capture
+
+    out: list[str | None] = []
+    for i in ids:
+        pts = capture(engine, arch=arch or "LlamaForCausalLM", num_layers=num_layers, ids=[i]).points
+        out.append(pts[0] if pts and pts[0] not in ("missing", "unknown") else None)
+    return out

@@ -15,12 +15,12 @@ from workbench.confirm import Plan
 from workbench.errors import InputError
 from workbench.live.ops import LiveOps
 from workbench.live.report import Comparison
-from workbench.sglang.measure import accept_length
-from workbench.sglang.registry import LIVE, ServerRecord, ServerState
+from workbench.servers.measure import accept_length
+from workbench.servers.registry import LIVE, ServerRecord, ServerState
 
 if TYPE_CHECKING:
     from workbench.doctor.findings import Fix
-    from workbench.sglang.measure import Measurement
+    from workbench.servers.measure import Measurement
 
 
 def last_fix(ops: LiveOps, server_id: int) -> Fix:
@@ -116,6 +116,9 @@ def _side(ops: LiveOps, server_id: int) -> dict[str, Any]:
     m = rows[-1] if rows else {}
     cfg, sha = _loaded(ops, server_id)
     ec = (cfg or {}).get("eagle_config") or {}
+    ids = ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None
+    if rec.extra.get("engine") == "vllm" and (cfg or {}).get("eagle_aux_hidden_state_layer_ids"):
+        ids = (cfg or {})["eagle_aux_hidden_state_layer_ids"]  # vLLM reads the top-level key first
     return {
         "server": server_id,
         "profile": rec.profile,
@@ -123,7 +126,7 @@ def _side(ops: LiveOps, server_id: int) -> dict[str, Any]:
         "accept_length": accept_length(m),
         "tokens_per_s": m.get("tokens_per_s"),
         "measurement": m.get("id"),
-        "layer_ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
+        "layer_ids": ids,
         "config_sha256": sha,
         "config_version": _version_of(ops, sha),
     }

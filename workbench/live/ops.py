@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from workbench.confirm import Plan
     from workbench.hosts.base import Host
     from workbench.journal import Event, Journal
-    from workbench.sglang.lifecycle import Lifecycle, ServerRecord
-    from workbench.sglang.measure import Measurement
+    from workbench.servers.lifecycle import Lifecycle
+    from workbench.servers.measure import Measurement
+    from workbench.servers.registry import ServerRecord
 
 
 class LiveOps(Protocol):

@@ -4,8 +4,8 @@
 
 For each engine the releases from the oldest the workbench supports (SGLang 0.4.9, vLLM 0.9.0) to the
 newest on the package index are downloaded once into the wheel cache the capture rules use
-(``workbench.engine.wheels.download``, ``workbench.engine.vllm_rules.download``), and every Python file
-the server runs is read with ``ast`` (``workbench.logs.statements``). The table (``grammar.json`` beside
+(``workbench.engine.wheels.download``), and every Python file the server runs is read with ``ast``
+(``workbench.logs.statements``). The table (``grammar.json`` beside
 this file, package data) holds each distinct statement once: its level, its template, and where it is
 (``file:line``) in which releases. One statement per line, so a regenerated table diffs by statement.
 """
@@ -69,13 +69,9 @@ def index_releases(engine: str, minimum: str | None = None) -> list[str]:
 
 def wheel(engine: str, version: str) -> Path:
     """The release's wheel from the workbench's wheel cache (downloaded there once)."""
-    if engine == "sglang":
-        from workbench.engine.wheels import download
+    from workbench.engine.wheels import download
 
-        return download(version)
-    from workbench.engine.vllm_rules import download as vllm_download
-
-    return vllm_download(version)
+    return download(engine, version)
 
 
 def statements(engine: str, whl: Path) -> Iterable[tuple[str, Statement]]:

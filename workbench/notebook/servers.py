@@ -97,7 +97,7 @@ class ServersWidget(w.VBox):
         except WorkbenchError as exc:
             self._error(str(exc))
             return
-        gpus = {h.name: self.wb.lifecycle.host_gpus(h.name) for h in hosts}
+        gpus = {h.name: self.wb.host_gpus(h.name) for h in hosts}
         self.hosts_view.value = _table(
             ["host", "kind", "address", "GPUs used/total MiB"],
             [

@@ -249,3 +249,79 @@ def dump_for_ids(folder: str | Path, samples: Sequence[np.ndarray]) -> list[Capt
             )
         out.append(read_pass_dump(folder, passes=slice(hit[-1], hit[-1] + 1)))
     return out
+
+
+# ------------------------------------------------------------------------------ a vLLM server
+def _const(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    return lambda: t
+
+
+def vllm_reset(url: str) -> None:
+    """Empty the prefix cache where the server has the route (a development route of vLLM's; without
+    it a cached prefix's blocks still hold the states its first prefill wrote, the same values)."""
+    status, text = http(url, "/reset_prefix_cache", {})
+    if status not in (200, 404):
+        raise WorkbenchError(f"{url}/reset_prefix_cache: {status} {text[:160]}")
+
+
+def vllm_extract(url: str, ids: Sequence[int], timeout: float = 600.0) -> dict[str, Any]:
+    """One prefill of ``ids`` through a vLLM server that extracts hidden states: its answer."""
+    status, text = http(url, "/v1/models")
+    models = json.loads(text).get("data") if status == 200 else None
+    if not models:
+        raise WorkbenchError(f"{url}/v1/models: {status} {text[:160]}")
+    body = {"model": models[0]["id"], "prompt": [int(i) for i in ids], "max_tokens": 1, "temperature": 0.0}
+    status, text = http(url, "/v1/completions", body, timeout=timeout)
+    if status != 200:
+        raise WorkbenchError(f"{url}/v1/completions: {status} {text[:200]}")
+    return cast("dict[str, Any]", json.loads(text))
+
+
+def vllm_capture(
+    ids: np.ndarray, response: dict[str, Any], extract_ids: Sequence[int], points: Sequence[str | None], source: str
+) -> Capture:
+    """The states a vLLM ``extract_hidden_states`` server wrote for one prefill, one candidate per id
+    (``points``: what vLLM's rule says each id captures), read once the server's write lock is free."""
+    import fcntl
+
+    from safetensors.torch import load_file
+
+    path = (response.get("kv_transfer_params") or {}).get("hidden_states_path")
+    if not path:
+        raise WorkbenchError(f"{source}: the answer has no kv_transfer_params.hidden_states_path")
+    lock = Path(path + ".lock")
+    if lock.exists():
+        with open(lock) as fh:
+            fcntl.flock(fh, fcntl.LOCK_SH)  # the server holds it exclusively until the file is written
+            data = load_file(path, device="cpu")
+    else:
+        data = load_file(path, device="cpu")
+    hs, got = data["hidden_states"], data["token_ids"].numpy().astype(np.int64)
+    if hs.ndim != 3 or hs.shape[1] != len(extract_ids):
+        raise WorkbenchError(f"{path}: hidden_states {list(hs.shape)}, expected [T, {len(extract_ids)}, H]")
+    rows = min(hs.shape[0], len(ids))
+    if not np.array_equal(got[:rows], np.asarray(ids[:rows])):
+        raise WorkbenchError(f"{path}: its token ids are not the sample's")
+    tensors = []
+    for j, (k, p) in enumerate(zip(sorted(set(extract_ids)), points)):
+        part = hs[:rows, j].contiguous()
+        tensors.append(
+            HiddenTensor(
+                f"id{k}",
+                rows,
+                part.shape[1],
+                str(part.dtype).replace("torch.", ""),
+                physical=p,
+                source=path,
+                loader=_const(part),
+            )
+        )
+    return Capture(
+        source,
+        "vllm-hidden-states",
+        tensors,
+        token_ids=np.asarray(ids[:rows], dtype=np.int64),
+        positions=np.arange(rows, dtype=np.int64),
+        notes=[f"vLLM extract_hidden_states: ids {sorted(set(extract_ids))}"],
+        meta={"prefill_rows": rows, "file": path},
+    )

@@ -6,14 +6,15 @@ dict; only numpy, torch and safetensors (and the shipped workbench core) are imp
   saved payload, a layer stack), with the engine's recommendation; ``device`` None or "auto" lets
   the engine choose the CPU kernels or the GPU there (``workbench.hidden.placement``), and the
   answer says which and why (``device_choice``);
-- ``live``: training samples sent to a live server on the host (``return_hidden_states``, or a tensor
-  dump), aligned with the training slots; optionally the drafter evaluated on the training features
-  and on the features the server feeds it, so the difference says how much accept length the
-  server's features cost.
+- ``live``: training samples sent to a live server on the host (``return_hidden_states``, an SGLang
+  tensor dump, or a vLLM server extracting hidden states), aligned with the training slots;
+  optionally the drafter evaluated on the training features and on the features the server feeds
+  it, so the difference says how much accept length the server's features cost.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -29,6 +30,20 @@ if TYPE_CHECKING:
 
     from workbench.drafter.evaluate import DrafterEval
     from workbench.hidden.view import Capture, HiddenTensor
+
+
+def _with_rules(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """The job runs with the rule entries it was given (``rules=``): the host answers with the laptop's
+    rules (its tables are not shipped), for this job alone (a host process runs many)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        from workbench.engine import table
+
+        with table.installed(kwargs.get("rules")):
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def probe() -> dict[str, Any]:
@@ -159,6 +174,7 @@ def _align(
     }
 
 
+@_with_rules
 def align_files(
     train: str,
     infer: str,
@@ -174,9 +190,11 @@ def align_files(
     draft_config_path: str | None = None,
     device: str | None = None,
     include_final: bool = False,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Training samples against a capture on this host. With a tensor-dump folder and several
-    samples, each sample is paired with the pass that prefilled its tokens."""
+    samples, each sample is paired with the pass that prefilled its tokens. ``rules``: the capture
+    rules the laptop shipped (``workbench.remote.engine.shipment``)."""
     from workbench.hidden import detect_format, open_capture
     from workbench.remote.captures import concat, dump_for_ids
 
@@ -210,6 +228,7 @@ def align_files(
 
 
 # ------------------------------------------------------------------------------------ live server
+@_with_rules
 def live(
     url: str,
     training_data: str,
@@ -218,6 +237,8 @@ def live(
     count: int = 2,
     mode: str = "payload",
     dump_dir: str | None = None,
+    extract_ids: list[int] | None = None,
+    extract_points: list[str | None] | None = None,
     part_points: list[str | None] | None = None,
     engine: str | None = None,
     arch: str | None = None,
@@ -231,30 +252,50 @@ def live(
     max_tokens: int = 4096,
     device: str | None = None,
     timeout: float = 600.0,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send training samples' token ids to the server at ``url`` (on this host), read what the
     engine captures for them and align it with the training slots.
 
     ``mode="payload"``: ``return_hidden_states`` answers (the packed aux features, ``part_points``
     naming their parts); ``mode="dump"``: the server writes a tensor dump to ``dump_dir`` and
-    every residual-stream point becomes a candidate. With ``draft``, ``target`` and ``steps`` the
+    every residual-stream point becomes a candidate; ``mode="extract"``: a vLLM server serving
+    ``extract_hidden_states`` for ``extract_ids`` writes each prefill's states (``extract_points``: what
+    vLLM's rule says each id captures), every one a candidate. With ``draft``, ``target`` and ``steps`` the
     drafter is also evaluated on the samples twice, on the training features and on the features
     the engine feeds it (the dump's ``part_points`` in dump mode), and on ``eval_samples`` more
     training samples for the headline prediction.
     """
     import numpy as np
 
-    from workbench.remote.captures import concat, dump_for_ids, flush, generate_ids, payload_capture
+    from workbench.remote.captures import (
+        concat,
+        dump_for_ids,
+        flush,
+        generate_ids,
+        payload_capture,
+        vllm_capture,
+        vllm_extract,
+        vllm_reset,
+    )
 
-    if mode not in ("payload", "dump"):
-        raise InputError(f"mode: {mode!r} is not payload or dump")
+    if mode not in ("payload", "dump", "extract"):
+        raise InputError(f"mode: {mode!r} is not payload, dump or extract")
     if mode == "dump" and not dump_dir:
         raise InputError("dump mode needs dump_dir (the server's --debug-tensor-dump-output-folder)")
+    if mode == "extract" and (not extract_ids or not extract_points or len(extract_points) != len(extract_ids)):
+        raise InputError("extract mode needs extract_ids and one extract_point per id")
     t0 = time.perf_counter()
     files = sample_files(training_data, samples, count)
     trains = [_trim(c, max_tokens) for c in _train_captures(files)]
     infers: list[Capture] = []
     for i, cap in enumerate(trains):
+        if mode == "extract":
+            vllm_reset(url)  # prefill must cover every token: nothing from the prefix cache
+            resp = vllm_extract(url, _ids(cap).tolist(), timeout=timeout)
+            src = f"{url} sample {i}"
+            infers.append(vllm_capture(_ids(cap), resp, extract_ids or [], extract_points or [], src))
+            continue
         flush(url)  # prefill must cover every token: nothing from the prefix cache
         resp = generate_ids(url, _ids(cap).tolist(), hidden=mode == "payload", timeout=timeout)
         if mode == "payload":
@@ -265,8 +306,8 @@ def live(
     tr = concat(trains, training_data, "specforge")
     inf = concat(
         infers,
-        url if mode == "payload" else cast(str, dump_dir),
-        "sglang-payload" if mode == "payload" else "sglang-tensor-dump",
+        cast(str, dump_dir) if mode == "dump" else url,
+        {"payload": "sglang-payload", "dump": "sglang-tensor-dump", "extract": "vllm-hidden-states"}[mode],
     )
     out = _align(
         tr,
@@ -403,6 +444,7 @@ def drafter(
 
 
 # ------------------------------------------------------------------------------------ static checks
+@_with_rules
 def static(
     draft: str,
     *,
@@ -413,10 +455,12 @@ def static(
     context_length: int | None = None,
     env: dict[str, str] | None = None,
     cuda_graph: bool = True,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The doctor's static checks of a draft folder on this host. ``config_text``: check this
     config.json (the one a server loaded) next to the folder's weights instead of the file there;
-    ``env``: the launch's environment (SGLang reads some of its checks' switches there)."""
+    ``env``: the launch's environment (SGLang reads some of its checks' switches there); ``rules``:
+    the capture rules the laptop shipped, so the host's findings are the laptop's."""
     from workbench.doctor import run_static
 
     kw: dict[str, Any] = dict(
@@ -450,24 +494,25 @@ def _replace_paths(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def engine_rules(archs: Sequence[str] | None = None) -> dict[str, Any]:
-    """The host's own SGLang read by the capture-rule extractor (``workbench.engine``)."""
-    from workbench.engine.host import job
+def engine_release(engine: str = "sglang") -> dict[str, Any]:
+    """The host's own installed engine read by the extractor (``workbench.engine``)."""
+    from workbench.engine.host import release_job
 
-    return job(archs)
+    return release_job(engine)
 
 
 def engine_capture(
     engine: str,
-    arch: str | None = None,
+    archs: list[str] | None = None,
     num_layers: int = 0,
     ids: list[int] | None = None,
     cuda_graph: bool = True,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What ``engine`` captures here: this host's SGLang when it is that release, else the table."""
+    """What ``engine`` captures here: this host's engine when it is that release, else the shipped rules."""
     from workbench.engine.host import capture_job
 
-    return capture_job(engine, arch, int(num_layers), ids, cuda_graph)
+    return capture_job(engine, archs or [], int(num_layers), ids, cuda_graph, rules)
 
 
 JOBS = {
@@ -476,6 +521,6 @@ JOBS = {
     "live": live,
     "static": static,
     "drafter": drafter,
-    "engine_rules": engine_rules,
+    "engine_release": engine_release,
     "engine_capture": engine_capture,
 }

@@ -1,44 +1,17 @@
-"""A small HTTP client for SGLang's routes (through a tunnel): health, server info, flush, generate."""
+"""SGLang's routes (through a tunnel): health, server info, flush, generate; the measurement
+protocol's primitives for an SGLang server."""
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
+from collections.abc import Sequence
 from typing import Any, cast
 
-from workbench.errors import WorkbenchError
+from workbench.servers.client import HTTPClient, ServerHTTPError
+from workbench.servers.engines import Generated, SpecCounters
 
 
-class ServerHTTPError(WorkbenchError):
-    def __init__(self, url: str, status: int | None, message: str):
-        self.url, self.status = url, status
-        super().__init__(f"{url}: {message}")
-
-
-class SGLangClient:
-    def __init__(self, base_url: str, timeout: float = 30.0, api_key: str | None = None):
-        self.base = base_url.rstrip("/")
-        self.timeout = timeout
-        self.api_key = api_key
-
-    def _req(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> tuple[int, bytes]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.api_key:
-            req.add_header("Authorization", f"Bearer {self.api_key}")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                raw = resp.read()
-                return resp.status, raw
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ServerHTTPError(self.base + path, None, f"no answer ({reason})") from None
-
+class SGLangClient(HTTPClient):
     def health_generate(self, timeout: float = 30.0) -> bool:
         status, _ = self._req("GET", "/health_generate", timeout=timeout)
         return status == 200
@@ -73,6 +46,48 @@ class SGLangClient:
         if status != 200:
             raise ServerHTTPError(self.base + "/generate", status, raw.decode(errors="replace")[:200])
         return cast("dict[str, Any]", json.loads(raw))
+
+    # -- the engine client interface (workbench.servers.engines.EngineClient) -----------------------
+    def ready(self, timeout: float = 30.0) -> bool:
+        return self.health_generate(timeout=timeout)
+
+    def reset_cache(self) -> tuple[bool, str]:
+        return self.flush_cache()
+
+    def complete(self, prompt: str | Sequence[int], max_new_tokens: int, *, timeout: float | None = None) -> Generated:
+        body: dict[str, Any] = {"sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}}
+        if isinstance(prompt, str):
+            body["text"] = prompt
+        else:
+            body["input_ids"] = [int(t) for t in prompt]
+        status, raw = self._req("POST", "/generate", body, timeout=timeout)
+        if status != 200:
+            raise ServerHTTPError(self.base + "/generate", status, raw.decode(errors="replace")[:200])
+        out = json.loads(raw)
+        meta = out.get("meta_info", {})
+        vc = meta.get("spec_verify_ct")
+        return Generated(
+            int(meta.get("completion_tokens", 0)), int(vc) if vc else None, list(out.get("output_ids") or [])
+        )
+
+    def counters(self) -> SpecCounters | None:
+        return None  # SGLang keeps an average since the last flush (server_info), not counters
+
+    def facts(self) -> dict[str, Any]:
+        info = self.server_info()
+        summary = spec_summary(info)
+        return {
+            "version": info.get("version"),
+            "algorithm": summary.get("speculative_algorithm"),
+            "steps": summary.get("speculative_num_steps"),
+            "topk": summary.get("speculative_eagle_topk"),
+            "draft_tokens": summary.get("speculative_num_draft_tokens"),
+            "model": info.get("model_path"),
+            "draft": summary.get("speculative_draft_model_path"),
+            "return_hidden_states": bool(info.get("enable_return_hidden_states")),
+            "context_length": info.get("context_length"),
+            "avg_spec_accept_length": summary.get("avg_spec_accept_length"),
+        }
 
 
 def spec_summary(info: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Profile -> the exact launch command for one SGLang version (argv + env + warnings).
+"""SGLang: profile -> the exact launch command for one SGLang version (argv + env + warnings).
 
 Version facts (each release's ``srt/server_args.py``): 0.5.23 deprecates ``--disable-cuda-graph`` for
 ``--cuda-graph-backend-decode/prefill disabled``, ignores ``--num-continuous-decode-steps`` and
@@ -8,15 +8,14 @@ rejects ``--cuda-graph-max-bs`` (ambiguous prefix); older versions know only the
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.engine.version import Version
 from workbench.errors import InputError
-from workbench.results import Result
-from workbench.sglang.profiles import Profile, join_flags, split_flags
-from workbench.sglang.version import Version
+from workbench.servers.command import Command, launcher_for
+from workbench.servers.profiles import Profile, join_flags, split_flags
 
+MODULE = "sglang.launch_server"
 NEW_FLAGS_SINCE = Version.parse("0.5.23")
 SPEC_FLAGS = {
     "algorithm": "--speculative-algorithm",
@@ -26,60 +25,10 @@ SPEC_FLAGS = {
 }
 
 
-@dataclass
-class Command(Result):
-    profile: str
-    host: str
-    version: str | None
-    argv: list[Any]
-    env: dict[str, Any]
-    log: str
-    port: int
-    run_dir: str | None = None
-    warnings: list[Any] = field(default_factory=list)
-
-    @property
-    def sglang_args(self) -> list[Any]:
-        """The arguments SGLang's parser sees (after ``-m MODULE``)."""
-        return self.argv[self.argv.index("--model-path") :]
-
-    @property
-    def display(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return (f"{env} " if env else "") + " ".join(map(_show, self.argv)) + f" > {_show(self.log)} 2>&1"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile,
-            "host": self.host,
-            "version": self.version,
-            "argv": self.argv,
-            "env": self.env,
-            "log": self.log,
-            "port": self.port,
-            "run_dir": self.run_dir,
-            "warnings": self.warnings,
-            "display": self.display,
-        }
-
-
-def _show(arg: str) -> str:
-    """Quote for display; ``~/path`` stays readable (the remote shell expands it as $HOME)."""
-    if arg.startswith("~/") and shlex.quote(arg[2:]) == arg[2:]:
-        return arg
-    return shlex.quote(arg)
-
-
-def launcher_for(profile: Profile, python: str) -> list[Any]:
-    if profile.launcher:
-        return [python if a == "{python}" else a for a in profile.launcher]
-    return [python, "-m", "sglang.launch_server"]
-
-
 def build(profile: Profile, version: str | None, python: str) -> Command:
     """The launch command. ``version`` None: the spelling as written, plus warnings saying what
     0.5.23 would do with it."""
-    v = Version.parse(version) if version else None
+    v = Version.parse(version, what="sglang version") if version else None
     where = f"[profiles.{profile.name}].args"
     items = split_flags(list(profile.args), where)
     warnings: list[str] = []
@@ -114,7 +63,7 @@ def build(profile: Profile, version: str | None, python: str) -> Command:
     for key in ("eagle_topk", "num_draft_tokens", "num_steps"):
         if key in s:
             spec += [SPEC_FLAGS[key], str(s[key])]
-    argv = [*launcher_for(profile, python), "--model-path", profile.model, *general, *spec]
+    argv = [*launcher_for(profile, python, MODULE), "--model-path", profile.model, *general, *spec]
     return Command(
         profile.name,
         profile.host,
@@ -125,6 +74,7 @@ def build(profile: Profile, version: str | None, python: str) -> Command:
         profile.port,
         profile.run_dir,
         warnings,
+        "sglang",
     )
 
 
@@ -182,34 +132,4 @@ def _respell(items: list[Any], v: Version | None, warnings: list[Any]) -> list[A
             out.append(("--disable-cuda-graph", []))
             continue
         out.append((flag, vals))
-    return out
-
-
-def diff_argv(old: list[Any] | None, new: list[Any]) -> list[str]:
-    """Flag-level difference between two launch commands: '+ --flag v', '- --flag v', '~ --flag a -> b'."""
-    if old is None:
-        return ["(first launch of this profile)"]
-
-    def flags(argv: list[Any]) -> dict[str, str]:
-        start = argv.index("--model-path") if "--model-path" in argv else 0
-        return {f: " ".join(v) for f, v in split_flags(argv[start:], "argv")}
-
-    a, b = flags(old), flags(new)
-    out = []
-    for f in b:
-        if f not in a:
-            out.append(f"+ {f} {b[f]}".rstrip())
-        elif a[f] != b[f]:
-            out.append(f"~ {f} {a[f]} -> {b[f]}")
-    for f in a:
-        if f not in b:
-            out.append(f"- {f} {a[f]}".rstrip())
-    if (
-        old[: old.index("--model-path")] != new[: new.index("--model-path")]
-        if "--model-path" in old and "--model-path" in new
-        else False
-    ):
-        out.append(
-            f"~ launcher {shlex.join(old[: old.index('--model-path')])} -> {shlex.join(new[: new.index('--model-path')])}"
-        )
     return out

@@ -108,7 +108,7 @@ class ServersScreen(PollingScreenMixin, WorkbenchScreen):
             statuses = wb.server_status(ids) if ids else []
         else:
             statuses = wb.server_status()
-        gpus = {h.name: wb.lifecycle.host_gpus(h.name) for h in hosts}
+        gpus = {h.name: wb.host_gpus(h.name) for h in hosts}
         return hosts, statuses, gpus
 
     def render_poll(self, result) -> None:

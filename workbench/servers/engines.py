@@ -1,0 +1,180 @@
+"""What the engine-neutral server lifecycle asks of an engine: the adapter each engine package brings.
+
+The lifecycle (profiles, registry, launch, status, follow, stop, measure, sweep) is the same for every
+engine; an adapter says what differs: the launch command and the host's own argument parser, the
+version on the host, readiness, failure classes, where acceptance counters come from, the
+measurement primitives (cache reset, a generation, counters), the hidden-state route and the
+convention its layer ids follow.
+
+    from workbench.servers.engines import engine, ENGINES
+    eng = engine("vllm")                      # workbench.vllm.engine.VLLM()
+    cmd = eng.build(profile, "0.32.0", python)
+    client = eng.client("http://127.0.0.1:8000")
+    before = client.counters(); client.complete([1, 2, 3], 32); after = client.counters()
+    (after - before).accept_length            # 1 + accepted / drafts, from the engine's own counters
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from workbench.errors import InputError
+from workbench.results import Result
+
+if TYPE_CHECKING:
+    from workbench.hosts.base import Host
+    from workbench.servers.command import Command
+    from workbench.servers.profiles import Profile
+    from workbench.servers.validate import Finding
+
+#: the engines a profile may name (``engine = "..."``), the first the default
+ENGINES = ("sglang", "vllm")
+
+
+@dataclass
+class SpecCounters(Result):
+    """An engine's cumulative speculative-decoding counters (vLLM's Prometheus counters): drafts
+    (verify rounds that drafted), draft tokens proposed, draft tokens accepted, and accepted drafts per
+    chain position (position k counts rounds whose first k+1 drafts were all accepted)."""
+
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+    def __sub__(self, other: SpecCounters) -> SpecCounters:
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        mine = [*self.accepted_per_pos, *[0] * (n - len(self.accepted_per_pos))]
+        theirs = [*other.accepted_per_pos, *[0] * (n - len(other.accepted_per_pos))]
+        return SpecCounters(
+            self.drafts - other.drafts,
+            self.draft_tokens - other.draft_tokens,
+            self.accepted - other.accepted,
+            [a - b for a, b in zip(mine, theirs)],
+        )
+
+    @property
+    def accept_length(self) -> float | None:
+        """1 + accepted / drafts: tokens per verify round, the bonus token included (as SGLang's
+        ``accept len``). None without a drafted round."""
+        return 1.0 + self.accepted / self.drafts if self.drafts else None
+
+    @property
+    def per_position(self) -> list[float]:
+        """P(the first k+1 drafts accepted), per chain position k (the predictor's marginal rates)."""
+        return [p / self.drafts for p in self.accepted_per_pos] if self.drafts else []
+
+
+@dataclass
+class Generated:
+    """One generation: its completion tokens and, where the engine says, its verify rounds."""
+
+    completion_tokens: int
+    verify_ct: int | None = None
+    output_ids: list[int] = field(default_factory=list)
+    accept_length: float | None = None  # the engine's own per-request figure, where it reports one
+
+
+class EngineClient(Protocol):
+    """An engine's HTTP surface, as the measurement protocol and the live doctor use it."""
+
+    base: str
+
+    def ready(self, timeout: float = 30.0) -> bool:
+        """The engine answers a generation (SGLang ``/health_generate``, vLLM ``/health``)."""
+        ...
+
+    def reset_cache(self) -> tuple[bool, str]:
+        """Empty the prefix cache: (done, the engine's text); False while requests run."""
+        ...
+
+    def complete(self, prompt: str | Sequence[int], max_new_tokens: int, *, timeout: float | None = None) -> Generated:
+        """One greedy generation of a prompt (text, or token ids), ``max_new_tokens`` long."""
+        ...
+
+    def counters(self) -> SpecCounters | None:
+        """The engine's cumulative acceptance counters, or None where it keeps none."""
+        ...
+
+    def facts(self) -> dict[str, Any]:
+        """What the server runs, normalised: version, algorithm, steps, topk, draft_tokens, model,
+        draft, context_length, return_hidden_states, avg_spec_accept_length (None where unknown)."""
+        ...
+
+
+class Engine(Protocol):
+    """An engine adapter (``workbench.sglang.engine.SGLang``, ``workbench.vllm.engine.VLLM``)."""
+
+    name: str
+    #: the module the default launcher runs: ``[python, -m, module, ...]``
+    module: str
+    #: "log": ready when the log says so (then the health route); "health": ready when the engine's
+    #: health route answers 200 while the launched process runs
+    readiness: str
+    #: the route the status script asks on the host (readiness "health"), e.g. "/health"
+    health_path: str | None
+    #: the convention of ``eagle_aux_hidden_state_layer_ids``: "output-of-layer" (id k = out(k)) or
+    #: "capture-before" (id k = out(k-1), 0 = the embedding)
+    layer_convention: str
+    #: the flag that names the target model (the engine's own arguments start there)
+    model_flag: str
+
+    def build(self, profile: Profile, version: str | None, python: str) -> Command:
+        """The exact launch command for this engine release (``version`` None: as written)."""
+        ...
+
+    def engine_args(self, argv: Sequence[Any]) -> list[Any]:
+        """The arguments the engine's own parser sees (after the launcher)."""
+        ...
+
+    def probe_argv(self, python: str, argv: Sequence[Any] | None) -> list[Any]:
+        """The host command that reads the installed version (``argv`` None) or, given the engine's
+        arguments, runs its own parser on them; it prints one JSON line (``parse_probe``)."""
+        ...
+
+    def parser_findings(self, probe: dict[str, Any]) -> list[Finding]: ...
+
+    def rule_findings(self, profile: Profile, cmd: Command, draft_config: dict[str, Any] | None) -> list[Finding]:
+        """The workbench's own checks of the speculative settings and the draft (no host)."""
+        ...
+
+    def spec(self, version: str | None) -> str:
+        """The engine spec the capture package and the doctor take: ``sglang==0.5.23``, ``vllm``."""
+        ...
+
+    def tp_size(self, argv: Sequence[Any]) -> int:
+        """The tensor-parallel size the arguments ask for (GPUs a server holds)."""
+        ...
+
+    def client(self, url: str, timeout: float = 60.0) -> EngineClient: ...
+
+    def classify(self, lines: Sequence[str], process_alive: bool, health: int | None) -> dict[str, Any] | None:
+        """A failure's class, hint and text from what the status round trip saw (used where the
+        engine's log grammar is not read: readiness "health")."""
+        ...
+
+    def host_version(self, host: Host, python: str) -> str | None:
+        """The engine release installed for ``python`` on ``host`` (None: not installed)."""
+        ...
+
+    def argv_facts(self, argv: Sequence[Any]) -> dict[str, Any]:
+        """What a recorded launch argv asked the engine for (model, draft, speculative settings): the
+        facts a server's own routes do not serve."""
+        ...
+
+
+# Each engine's adapter, by module and class: the lifecycle above depends on the adapters' interface,
+# and the adapters on the lifecycle's parts, never the reverse (an adapter is found by its name).
+ADAPTERS = {"sglang": ("workbench.sglang.engine", "SGLang"), "vllm": ("workbench.vllm.engine", "VLLM")}
+
+
+def engine(name: str | None) -> Engine:
+    """The adapter of an engine named in a profile or a server record (default SGLang)."""
+    key = (name or ENGINES[0]).strip().lower()
+    if key not in ADAPTERS:
+        raise InputError(f"engine: {name!r} is not one of {', '.join(ENGINES)}")
+    module, cls = ADAPTERS[key]
+    return cast("Engine", getattr(importlib.import_module(module), cls)())
