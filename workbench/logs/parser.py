@@ -257,7 +257,7 @@ class LogParser:
         for line in lines:
             n += 1
             if traces:
-                pass
+                pass  # an open traceback reads every line (below)
             elif line.startswith("[2"):
                 # SGLang's "[stamp ranks] ": uvicorn's access lines, decode, prefill, messages seen before
                 end = line.find("] ", 20, 72)
