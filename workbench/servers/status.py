@@ -24,6 +24,8 @@ from workbench.servers.engines import engine
 from workbench.servers.registry import LIVE, RUNNING, Registry, ServerRecord, ServerState, failed_alive
 
 GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
+# failure classes that say a process or an engine died, not why
+_GENERIC = ("exception", "process-died", "engine-dead")
 Recorder = Callable[[str, str, Any], int]
 
 
@@ -198,9 +200,15 @@ class Status:
             failing = bool(f.failures())
 
         def verdict(alive: bool) -> dict[str, Any] | None:
-            if by_health:
-                return eng.classify([t for _, t in f.tail], alive, health)
-            return classify(f.events, process_alive=alive)
+            logged = classify(f.events, process_alive=alive)
+            if not by_health:
+                return logged
+            seen = eng.classify([t for _, t in f.tail], alive, health)
+            if f.failures() and logged is not None and logged["class"] not in _GENERIC:
+                # the log's failure lines name the cause (the draft's fc width, a context too long, ...): its
+                # class and hint, beside what the process and the health route say
+                seen = {**(seen or {}), **{k: logged[k] for k in ("class", "what", "hint", "exception") if k in logged}}
+            return seen
 
         if r.state in LIVE:
             if proc in ("gone", "zombie", "replaced"):
@@ -247,9 +255,7 @@ class Status:
             proc = "leftover"
         mine = set(r.extra.get("gpus") or [])
         gpus = [g for g in gpu_rows if not mine or g.index in mine]
-        stage = state
-        if state == ServerState.STARTING:
-            stage = f.stage() if not by_health else ("waiting for " + str(eng.health_path))
+        progress, stage = _stages(f, eng, state)
         s = ServerStatus(
             r.id,
             r.profile,
@@ -261,7 +267,7 @@ class Status:
             row.get("age_s"),
             row.get("log_size"),
             error=gpu_error,
-            progress=f.progress() if not by_health else (["ready"] if state == ServerState.READY else []),
+            progress=progress,
             stage=stage,
             failure=failure,
             metrics=f.last_decode,
@@ -278,3 +284,18 @@ class Status:
 
     def host_gpus(self, host_name: str) -> list[Any]:
         return self._gpus.get(host_name, [])
+
+
+def _stages(f: Follower, eng: Any, state: str) -> tuple[list[str], str]:
+    """(the startup stages the log tells, for either engine; what the server does now). Where the engine's
+    readiness is its health route's, ready is what the route said."""
+    progress = f.progress()
+    stage = state
+    by_health = eng.readiness == "health"
+    if state == ServerState.STARTING:
+        stage = f.stage()
+        if by_health and stage in ("starting", "ready"):
+            stage = "waiting for " + str(eng.health_path)
+    if by_health:
+        progress = [p for p in progress if p != "ready"] + (["ready"] if state == ServerState.READY else [])
+    return progress, stage
