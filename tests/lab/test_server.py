@@ -95,7 +95,7 @@ def test_generate_text_ids_batch_and_bad_input(servers):
 def test_return_hidden_states_are_packed_aux_rows(servers, lab_world):
     spec = servers["spec"]
     ids = prompts(lab_world, 1)[0]
-    code, out = http(
+    _, out = http(
         spec,
         "/generate",
         {"input_ids": ids, "return_hidden_states": True, "sampling_params": {"max_new_tokens": 10, "ignore_eos": True}},
@@ -159,21 +159,23 @@ def test_logs_have_milestones_and_parse(servers):
         "Prefill batch, #new-seq: 1",
     ):
         assert needle in text, needle
-    lines = [l for l in text.splitlines() if "Decode batch" in l]
-    assert lines and all(" TP0] " in l for l in lines)
-    parsed = [DECODE_RE.search(l) for l in lines]
+    lines = [line for line in text.splitlines() if "Decode batch" in line]
+    assert lines and all(" TP0] " in line for line in lines)
+    parsed = [DECODE_RE.search(line) for line in lines]
     assert all(parsed)
     for m in parsed:
         al, rate = float(m.group(2)), float(m.group(3))
         assert 1.0 <= al <= 4.0
         assert abs(rate - (al - 1) / 3) <= 0.006  # 0.5.12's accept rate: (AL - 1) / (draft tokens - 1)
     # the workbench's own parser reads the same lines, milestones and the ready marker
-    from workbench.sglang.logparse import parse_text
+    from workbench.logs import parse_text
 
     scan = parse_text(text)
-    assert scan.ready and len(scan.decode) == len(lines)
-    assert list(scan.decode.column("accept_len")) == [float(m.group(2)) for m in parsed]
-    names = [e["name"] for e in scan.milestones()]
+    decode = scan.of("decode")
+    assert scan.ready and len(decode) == len(lines)
+    assert [r["accept_len"] for r in decode] == [float(m.group(2)) for m in parsed]
+    names = [e["name"] for e in scan.of("milestone", "ready")]
     for name in ("server_args", "weights_begin", "weights_end", "kv_cache", "graph_begin", "graph_end", "ready"):
         assert name in names, name
     assert not scan.failures()
+    assert scan.unrecognised == 0, scan.samples  # every line the stand-in writes is one SGLang writes

@@ -32,7 +32,7 @@ def test_host_list_check_trust(cli, ssh_workspace, sshd, tmp_path):
 
 
 def test_server_launch_status_logs_stop(cli, ssh_workspace):
-    r = cli("server", "launch", "standin", "--yes", "--wait", "--json", timeout=180)
+    r = r_launch = cli("server", "launch", "standin", "--yes", "--wait", "--json", timeout=180)
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     assert st["state"] == "ready" and "--speculative-algorithm EAGLE3" in r.stderr  # the plan was shown
@@ -40,6 +40,12 @@ def test_server_launch_status_logs_stop(cli, ssh_workspace):
     r = cli("server", "status", "--json")
     rows = json.loads(r.stdout)
     assert rows[0]["id"] == sid and rows[0]["state"] == "ready" and rows[0]["process"] == "running"
+    assert rows[0]["log_unrecognised"] == 0
+    log = r_launch.stderr.split(", log ", 1)[1].split()[0]  # sshd is on this machine: the same file
+    with open(log, "ab") as fh:
+        fh.write(b"a line no engine writes\n")
+    r = cli("server", "status")
+    assert "log: 1 lines not recognised, the first (line " in r.stdout and "a line no engine writes" in r.stdout
     r = cli("server", "logs", str(sid))
     assert "The server is fired up and ready to roll!" in r.stdout
     r = cli("server", "stop", str(sid))

@@ -78,6 +78,12 @@ def test_lifecycle_launch_ready_status_metrics_measure_stop(server_ws, sshd):
     mine = next(x for x in s if x.id == rec.id)
     assert mine.state == "ready" and mine.process == "running" and mine.uptime_s is not None
     assert [g.index for g in mine.gpus] == [0] and mine.gpus[0].used_mib == 70466
+    # a line the log reader does not know is counted and shown, never dropped in silence
+    assert mine.log_unrecognised == 0
+    with open(row.log, "ab") as fh:  # sshd is on this machine: the same file
+        fh.write(b"a line no engine writes\n")
+    after = wb.server_status([rec.id])[0]
+    assert after.log_unrecognised == 1 and after.log_unrecognised_lines[0][1] == "a line no engine writes"
 
     m = wb.server_measure(rec.id, concurrency=4, max_new_tokens=24)
     assert m.prompts == 16 and m.completion_tokens == 16 * 24

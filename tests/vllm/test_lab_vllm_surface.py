@@ -111,7 +111,8 @@ def test_engine_death_at_the_first_request_is_classified(wbv):
 
         time.sleep(0.2)
     assert s.state in ("failed", "exited"), s
-    assert s.failure["class"] == "process-died", s.failure
+    # the log's failure lines name the cause (the draft's fc takes more states than the target captured)
+    assert s.failure["class"] == "aux-hidden-states" and "fc" in s.failure["hint"], s.failure
     assert s.failure["text"].startswith("RuntimeError: shape '[-1, 192]' is invalid for input of size"), s.failure
 
 

@@ -160,5 +160,6 @@ def test_broken_draft_kills_the_engine_classified(story, lab_world):
 
         time.sleep(0.5)
     assert s.state in ("failed", "exited") and s.process in ("gone", "zombie"), s
-    assert s.failure["class"] in ("process-died", "engine-dead"), s.failure
+    # the log's failure lines name the cause: the draft's fc takes more states than the target captured
+    assert s.failure["class"] == "aux-hidden-states", s.failure
     assert "shape '[-1, 192]' is invalid" in s.failure["text"], s.failure

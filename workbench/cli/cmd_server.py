@@ -152,6 +152,9 @@ def _status_line(s) -> str:
             line += f" ({s.failure['text']})"
     elif s.state == "starting":
         line += f"\n     {s.stage}"
+    if s.log_unrecognised:
+        n, text = s.log_unrecognised_lines[0]
+        line += f"\n     log: {s.log_unrecognised} lines not recognised, the first (line {n}): {text}"
     return line
 
 

@@ -155,8 +155,8 @@ class Engine(Protocol):
     def client(self, url: str, timeout: float = 60.0) -> EngineClient: ...
 
     def classify(self, lines: Sequence[str], process_alive: bool, health: int | None) -> dict[str, Any] | None:
-        """A failure's class, hint and text from what the status round trip saw (used where the
-        engine's log grammar is not read: readiness "health")."""
+        """A failure's class, hint and text from what the status round trip saw (readiness "health"): the
+        log's own failure lines, where they name a cause, give the class and hint over it."""
         ...
 
     def host_version(self, host: Host, python: str) -> str | None:

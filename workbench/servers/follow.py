@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
 from workbench.hosts import HostError, Hosts
+from workbench.logs.follower import READ_CAP
 from workbench.numbers import Range, number
 from workbench.progress import Progress
 from workbench.servers import host_scripts
@@ -22,7 +23,6 @@ from workbench.servers.profiles import TIMEOUT
 from workbench.servers.rankstate import RankStatus, behind
 from workbench.servers.registry import FINAL, STAGES, Registry, ServerState
 from workbench.servers.status import Recorder, ServerStatus, Status
-from workbench.sglang.follower import READ_CAP
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Tunnel

@@ -241,7 +241,7 @@ def ask(status: Status, host_name: str, sids: list[int]) -> dict[int, tuple[dict
     follower, rank identities recorded once they appear."""
     from workbench.servers.engines import engine
     from workbench.servers.registry import RUNNING, failed_alive
-    from workbench.sglang.follower import READ_CAP
+    from workbench.logs.follower import READ_CAP
 
     cfg = settings(status.hosts, host_name)
     jobs_req = []

@@ -16,17 +16,19 @@ from typing import Any
 
 from workbench.errors import InputError
 from workbench.hosts import HostError, Hosts
+from workbench.logs import classify
+from workbench.logs.follower import READ_CAP, Follower
 from workbench.results import Result
 from workbench.servers import host_scripts
 from workbench.servers.engines import engine
 from workbench.servers.rankstate import DEAD, RankStatus, server_failure
 from workbench.servers.registry import ENDED, LIVE, RUNNING, Registry, ServerRecord, ServerState, failed_alive
-from workbench.sglang.follower import READ_CAP, Follower
-from workbench.sglang.logparse import classify
 
 #: failures that are SLURM's verdict on a job (its ranks' logs cannot say them)
 SLURM_CLASSES = ("node-lost", "cancelled", "time-limit", "preempted")
 GPU_QUERY_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
+# failure classes that say a process or an engine died, not why
+_GENERIC = ("exception", "process-died", "engine-dead")
 Recorder = Callable[[str, str, Any], int]
 
 
@@ -82,6 +84,8 @@ class ServerStatus(Result):
     #: a server across nodes: each rank (``rankstate.RankStatus``: rank, host or node, pid, process, state)
     ranks: list[Any] = field(default_factory=list)
     job: dict[str, Any] | None = None  # a SLURM job: its id, state, reason, nodes
+    log_unrecognised: int = 0  # log lines no rule, engine statement or known form read
+    log_unrecognised_lines: list[Any] = field(default_factory=list)  # (line, text) of the first few
 
 
 class Status:
@@ -272,9 +276,15 @@ class Status:
                 return job_failure(job, rank_rows)
             if ranked:
                 return server_failure(rank_rows)
-            if by_health:
-                return eng.classify([t for _, t in f.tail], alive, health)
-            return classify(f.events, process_alive=alive)
+            logged = classify(f.events, process_alive=alive)
+            if not by_health:
+                return logged
+            seen = eng.classify([t for _, t in f.tail], alive, health)
+            if f.failures() and logged is not None and logged["class"] not in _GENERIC:
+                # the log's failure lines name the cause (the draft's fc width, a context too long, ...): its
+                # class and hint, beside what the process and the health route say
+                seen = {**(seen or {}), **{k: logged[k] for k in ("class", "what", "hint", "exception") if k in logged}}
+            return seen
 
         if r.state in LIVE:
             ready = r.state == ServerState.READY or (not by_health and f.ready)
@@ -289,11 +299,9 @@ class Status:
             proc = "leftover"
         mine = set(r.extra.get("gpus") or [])
         gpus = [g for g in gpu_rows if not mine or g.index in mine]
-        stage = state
-        if state == ServerState.STARTING:
-            stage = f.stage() if not by_health else ("waiting for " + str(eng.health_path))
-            if job and job.get("state") in ("PENDING", "CONFIGURING"):
-                stage = f"job {job.get('job_id')} {job['state'].lower()} ({job.get('reason') or 'queued'})"
+        progress, stage = _stages(f, eng, state)
+        if state == ServerState.STARTING and job and job.get("state") in ("PENDING", "CONFIGURING"):
+            stage = f"job {job.get('job_id')} {job['state'].lower()} ({job.get('reason') or 'queued'})"
         s = ServerStatus(
             r.id,
             r.profile,
@@ -305,7 +313,7 @@ class Status:
             row.get("age_s"),
             row.get("log_size"),
             error=gpu_error,
-            progress=f.progress() if not by_health else (["ready"] if state == ServerState.READY else []),
+            progress=progress,
             stage=stage,
             failure=failure,
             metrics=f.last_decode,
@@ -316,6 +324,8 @@ class Status:
             health=health,
             ranks=[x.to_dict() for x in rank_rows],
             job=job,
+            log_unrecognised=f.unrecognised,
+            log_unrecognised_lines=f.samples,
         )
         self._last[r.id] = s
         return s
@@ -501,3 +511,18 @@ def job_failure(job: dict[str, Any], rank_rows: list[RankStatus]) -> dict[str, A
             )
         return j
     return server_failure(rank_rows) or j
+
+
+def _stages(f: Follower, eng: Any, state: str) -> tuple[list[str], str]:
+    """(the startup stages the log tells, for either engine; what the server does now). Where the engine's
+    readiness is its health route's, ready is what the route said."""
+    progress = f.progress()
+    stage = state
+    by_health = eng.readiness == "health"
+    if state == ServerState.STARTING:
+        stage = f.stage()
+        if by_health and stage in ("starting", "ready"):
+            stage = "waiting for " + str(eng.health_path)
+    if by_health:
+        progress = [p for p in progress if p != "ready"] + (["ready"] if state == ServerState.READY else [])
+    return progress, stage

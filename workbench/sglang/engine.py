@@ -71,9 +71,9 @@ class SGLang:
         return SGLangClient(url, timeout=timeout)
 
     def classify(self, lines: Sequence[str], process_alive: bool, health: int | None) -> dict[str, Any] | None:
-        from workbench.sglang.logparse import classify
+        from workbench.logs import classify
 
-        # SGLang's failures are read from its log (workbench.sglang.logparse): nothing beyond the process
+        # SGLang's failures are read from its log (workbench.logs): nothing beyond the process
         return classify([], process_alive=process_alive)
 
     def host_version(self, host: Host, python: str) -> str | None:

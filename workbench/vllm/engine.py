@@ -81,9 +81,9 @@ class VLLM:
         return VLLMClient(url, timeout=timeout)
 
     def classify(self, lines: Sequence[str], process_alive: bool, health: int | None) -> dict[str, Any]:
-        """Where vLLM's log grammar is not read: the process and the health route give the class, the
-        root cause the text: the first traceback's exception in the log's tail (the worker's error comes
-        first; the engine core and the API server wrap it after)."""
+        """The process and the health route give the class (the status takes the class the log's failure
+        lines name, where they name one), the root cause the text: the first traceback's exception in the
+        log's tail (the worker's error comes first; the engine core and the API server wrap it after)."""
         text = ""
         for line in list(lines)[-1000:]:
             m = _EXCEPTION.search(line)
