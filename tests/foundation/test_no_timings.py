@@ -3,7 +3,8 @@ next change and belong in ``benchmarks/results/``. A figure is a number followed
 or of throughput ("24.1-26.6 ms", "1.2 s a command", "3.7 -> 2.8 s", "10 GB/s"), found in the
 comments (``tokenize``) and the docstrings and other bare strings (``ast``) of every module. A
 setting is not a measurement: a figure right after "timeout", "every", "after", "within", "wait"
-or "at most" is a timeout, an interval or a limit, and passes."""
+or "at most" is a timeout, an interval or a limit, and passes. The documents under ``docs/`` are held
+to the same rule."""
 
 from __future__ import annotations
 
@@ -92,6 +93,17 @@ def test_a_measurement_is_found(text):
 )
 def test_a_setting_or_a_figure_of_no_time_passes(text):
     assert figures(text) == [], text
+
+
+def test_the_architecture_document_names_no_timing():
+    """The documents under docs/ explain the design; a measured figure there goes stale as in a comment."""
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {fig}"
+        for p in sorted((ROOT / "docs").rglob("*.md"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        for fig in figures(line)
+    ]
+    assert not found, "timings in docs/ (cite benchmarks/results/ instead):\n" + "\n".join(found)
 
 
 def test_no_comment_or_docstring_in_the_package_names_a_timing():

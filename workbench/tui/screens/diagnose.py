@@ -7,7 +7,7 @@ relaunch is offered) -> relaunch (``r``: same profile, measured like before) -> 
 before and after side by side, under the numbers: on screen at 80x24 too). With ``guided=True``
 (the demo) a bar names the next key. A fixed finding says so instead of staying red ("fix
 written", then "fixed" once the relaunched server runs it); ``ctrl+c`` cancels a step at its next
-stage (the doctor's 45-90 s included); a measurement or a fix made on another screen shows here.
+stage (the doctor's long run included); a measurement or a fix made on another screen shows here.
 """
 
 from __future__ import annotations
