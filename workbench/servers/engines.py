@@ -16,13 +16,16 @@ convention its layer ids follow.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from workbench.errors import InputError
 from workbench.results import Result
+from workbench.servers.profiles import split_flags
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Host
@@ -179,6 +182,39 @@ class Engine(Protocol):
     def worker_argv(self, argv: list[Any]) -> list[Any]:
         """The command of a rank >= 1 (an engine whose workers run another entry point)."""
         ...
+
+
+class AdapterBase:
+    """What the adapters share: an adapter names its ``model_flag``, its tensor-parallel flags and its
+    parser probe (``probe()``: the script and the keys it answers), and the rest follows."""
+
+    name: str
+    model_flag: str
+    tp_flags: tuple[str, ...]
+
+    def probe(self) -> tuple[str, Sequence[str]]:
+        """(the parser probe's script, the parsed keys it reports)."""
+        raise NotImplementedError
+
+    def engine_args(self, argv: Sequence[Any]) -> list[Any]:
+        argv = list(argv)
+        return argv[argv.index(self.model_flag) :] if self.model_flag in argv else argv
+
+    def probe_argv(self, python: str, argv: Sequence[Any] | None) -> list[Any]:
+        script, keys = self.probe()
+        req: dict[str, Any] = {"argv": None} if argv is None else {"argv": list(argv), "keys": list(keys)}
+        return [python, "-c", script, json.dumps(req, separators=(",", ":"))]
+
+    def spec(self, version: str | None) -> str:
+        return f"{self.name}=={version}" if version else self.name
+
+    def tp_size(self, argv: Sequence[Any]) -> int:
+        n = 1
+        for flag, vals in split_flags(self.engine_args(argv), "argv"):
+            if flag in self.tp_flags and vals:
+                with contextlib.suppress(ValueError):
+                    n = int(vals[0])
+        return n
 
 
 # Each engine's adapter, by module and class: the lifecycle above depends on the adapters' interface,

@@ -239,9 +239,9 @@ def ask(status: Status, host_name: str, sids: list[int]) -> dict[int, tuple[dict
     """One status round trip to a cluster's login node for its servers: per server the job and a row
     per rank (process, node, SLURM's word on its task), each rank's new log bytes fed to its
     follower, rank identities recorded once they appear."""
+    from workbench.logs.follower import READ_CAP
     from workbench.servers.engines import engine
     from workbench.servers.registry import RUNNING, failed_alive
-    from workbench.logs.follower import READ_CAP
 
     cfg = settings(status.hosts, host_name)
     jobs_req = []

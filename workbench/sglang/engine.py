@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from workbench.servers.engines import AdapterBase
 from workbench.servers.profiles import split_flags
 
 if TYPE_CHECKING:
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
     from workbench.sglang.client import SGLangClient
 
 
-class SGLang:
+class SGLang(AdapterBase):
     name = "sglang"
     module = "sglang.launch_server"
     readiness = "log"  # milestones and "The server is fired up and ready to roll!", then /health_generate
@@ -27,22 +26,18 @@ class SGLang:
     worker_sigterm = "SGLang's ranks >= 1 ignore SIGTERM: they end on rank 0's shutdown"
     layer_convention = "output-of-layer"  # SGLang adds one: id k captures the output of layer k
     model_flag = "--model-path"
+    tp_flags = ("--tp-size", "--tp", "--tensor-parallel-size")
 
     def build(self, profile: Profile, version: str | None, python: str) -> Command:
         from workbench.sglang.command import build
 
         return build(profile, version, python)
 
-    def engine_args(self, argv: Sequence[Any]) -> list[Any]:
-        argv = list(argv)
-        return argv[argv.index(self.model_flag) :] if self.model_flag in argv else argv
-
-    def probe_argv(self, python: str, argv: Sequence[Any] | None) -> list[Any]:
+    def probe(self) -> tuple[str, Sequence[str]]:
         from workbench.sglang.probe import PROBE
         from workbench.sglang.validate import PROBE_KEYS
 
-        req: dict[str, Any] = {"argv": None} if argv is None else {"argv": list(argv), "keys": PROBE_KEYS}
-        return [python, "-c", PROBE, json.dumps(req, separators=(",", ":"))]
+        return PROBE, PROBE_KEYS
 
     def parser_findings(self, probe: dict[str, Any]) -> list[Finding]:
         from workbench.sglang.validate import parser_findings
@@ -53,17 +48,6 @@ class SGLang:
         from workbench.sglang.validate import rule_findings
 
         return rule_findings(profile, cmd, draft_config)
-
-    def spec(self, version: str | None) -> str:
-        return f"sglang=={version}" if version else "sglang"
-
-    def tp_size(self, argv: Sequence[Any]) -> int:
-        n = 1
-        for flag, vals in split_flags(self.engine_args(argv), "argv"):
-            if flag in ("--tp-size", "--tp", "--tensor-parallel-size") and vals:
-                with contextlib.suppress(ValueError):
-                    n = int(vals[0])
-        return n
 
     def client(self, url: str, timeout: float = 60.0) -> SGLangClient:
         from workbench.sglang.client import SGLangClient

@@ -8,13 +8,11 @@ session and carrying its launch token, so the identity-checked stop ends the who
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from workbench.servers.profiles import split_flags
+from workbench.servers.engines import AdapterBase
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Host
@@ -29,7 +27,7 @@ if TYPE_CHECKING:
 _EXCEPTION = re.compile(r"(?:^|\] )((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.*)$")
 
 
-class VLLM:
+class VLLM(AdapterBase):
     name = "vllm"
     module = "vllm.entrypoints.openai.api_server"
     readiness = "health"
@@ -38,21 +36,17 @@ class VLLM:
     worker_sigterm = "vLLM's headless workers end on SIGTERM"
     layer_convention = "capture-before"  # id k = the output of layer k-1, 0 = the embedding
     model_flag = "--model"
+    tp_flags = ("--tensor-parallel-size", "-tp")
 
     def build(self, profile: Profile, version: str | None, python: str) -> Command:
         from workbench.vllm.command import build
 
         return build(profile, version, python)
 
-    def engine_args(self, argv: Sequence[Any]) -> list[Any]:
-        argv = list(argv)
-        return argv[argv.index(self.model_flag) :] if self.model_flag in argv else argv
-
-    def probe_argv(self, python: str, argv: Sequence[Any] | None) -> list[Any]:
+    def probe(self) -> tuple[str, Sequence[str]]:
         from workbench.vllm.probe import PROBE, PROBE_KEYS
 
-        req: dict[str, Any] = {"argv": None} if argv is None else {"argv": list(argv), "keys": PROBE_KEYS}
-        return [python, "-c", PROBE, json.dumps(req, separators=(",", ":"))]
+        return PROBE, PROBE_KEYS
 
     def parser_findings(self, probe: dict[str, Any]) -> list[Finding]:
         from workbench.vllm.validate import parser_findings
@@ -63,17 +57,6 @@ class VLLM:
         from workbench.vllm.validate import rule_findings
 
         return rule_findings(profile, cmd, draft_config)
-
-    def spec(self, version: str | None) -> str:
-        return f"vllm=={version}" if version else "vllm"
-
-    def tp_size(self, argv: Sequence[Any]) -> int:
-        n = 1
-        for flag, vals in split_flags(self.engine_args(argv), "argv"):
-            if flag in ("--tensor-parallel-size", "-tp") and vals:
-                with contextlib.suppress(ValueError):
-                    n = int(vals[0])
-        return n
 
     def client(self, url: str, timeout: float = 60.0) -> VLLMClient:
         from workbench.vllm.client import VLLMClient
