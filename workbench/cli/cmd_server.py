@@ -1,4 +1,4 @@
-"""``eagle-workbench server launch|status|logs|stop|measure|sweep|metrics``: SGLang servers on hosts."""
+"""``eagle-workbench server launch|status|logs|stop|measure|sweep|metrics|acceptance``: servers on hosts."""
 
 from __future__ import annotations
 
@@ -46,8 +46,30 @@ def register(sub) -> None:
     me.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default: the protocol's)")
     me.add_argument("--rounds", type=int, default=1, help="timed rounds over the prompt set (default 1)")
     me.add_argument("--prompts", metavar="FILE.json", help='another prompt set ({"prompts": [...]})')
+    me.add_argument(
+        "--context",
+        metavar="N,N,...",
+        help="sweep these context lengths (tokens before each continuation), e.g. 256,1024,4096, or auto: "
+        "accept length per context, the drafter's trained length marked",
+    )
+    me.add_argument("--trained-length", type=int, metavar="N", help="the sequence length the drafter was trained on")
+    me.add_argument("--training-data", metavar="DIR", help="the drafter's training data (its rows give the length)")
     add_json(me)
     me.set_defaults(func=_measure)
+
+    ac = ss.add_parser(
+        "acceptance", help="accept length over time from the engine's counters, with the alarm against its first hour"
+    )
+    ac.add_argument("id", type=int, help="server id (see `server status`)")
+    ac.add_argument("--follow", "-f", action="store_true", help="keep reading the counters (Ctrl+C stops)")
+    ac.add_argument("--interval", type=float, default=5.0, help="seconds between readings with --follow (default 5)")
+    ac.add_argument("--window", type=float, help="seconds a kept window spans at least (default: [acceptance] or 60)")
+    ac.add_argument(
+        "--baseline", type=float, help="seconds of the server's start that make the baseline (default 3600)"
+    )
+    ac.add_argument("--no-read", action="store_true", help="only what the journal holds (no request to the server)")
+    add_json(ac)
+    ac.set_defaults(func=_acceptance)
 
     mt = ss.add_parser("metrics", help="accept length and throughput from the log and /server_info")
     mt.add_argument("id", type=int, help="server id (see `server status`)")
@@ -139,7 +161,7 @@ def _status_line(s) -> str:
     up = f"{s.uptime_s / 60:.0f}m" if s.uptime_s else "-"
     line = (
         f"{s.id:>4} {s.profile:<18} {s.host:<12} {s.state + (' (stale)' if s.stale else ''):<14} {up:>6} "
-        f"AL {al if al is not None else '-':>5} {('%.1f' % gt) if gt else '-':>8} tok/s  GPU {gpu}"
+        f"AL {al if al is not None else '-':>5} {f'{gt:.1f}' if gt else '-':>8} tok/s  GPU {gpu}"
     )
     if s.engine != "sglang":
         line += f"  [{s.engine}]"
@@ -209,6 +231,9 @@ def _measure(args, ctx):
         max_new_tokens=args.max_new_tokens,
         rounds=args.rounds,
         prompts=args.prompts,
+        context=args.context,
+        trained_length=args.trained_length,
+        training_data=args.training_data,
     )
 
     def text(m):
@@ -234,10 +259,113 @@ def _measure(args, ctx):
         else:
             body = f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)"
         flags = "".join(f"\n  UNSTABLE: {w}" for w in m.unstable) + "".join(f"\n  note: {n}" for n in m.notes)
-        return head + body + flags
+        return head + body + _per_request_text(m) + _context_text(m) + flags
 
     emit(m, args.json, text)
     return 0
+
+
+def _per_request_text(m) -> str:
+    d = m.distribution or {}
+    if not d.get("n"):
+        return ""
+    out = (
+        f"\n  per request ({m.per_request_source}): p10 {d['p10']:.2f}  median {d['p50']:.2f}  p90 {d['p90']:.2f}  "
+        f"(min {d['min']:.2f}, max {d['max']:.2f}, {d['n']} requests)"
+    )
+    c = m.counters_check
+    if c:
+        out += (
+            f"\n  sums {'agree with' if c['agree'] else 'DIFFER from'} the counters: "
+            f"{c['rounds']['requests']} rounds ({c['rounds']['counters']}), "
+            f"{c['tokens']['requests']} tokens ({c['tokens']['counters']})"
+        )
+    for x in m.low_requests[:5]:
+        ctx = f" at {x['context_tokens']} tokens" if x.get("context_tokens") else ""
+        out += (
+            f"\n  far below (< {d['low']:.2f}): {x['accept_len']:.2f}  prompt {x['prompt']}{ctx}: {x['prompt_start']}"
+        )
+    return out
+
+
+def _context_text(m) -> str:
+    if not m.by_context:
+        return ""
+    from workbench.textplot import bar_lines, render
+
+    f = m.context_facts or {}
+    trained, mpe = f.get("trained_length"), f.get("max_position_embeddings")
+    rows = [r for r in m.by_context if r.get("accept_length") is not None]
+    marks = {r["context_tokens"]: ("  past trained" if r.get("past_trained_length") else "") for r in rows}
+    lines = bar_lines(
+        [f"{r['context_tokens']} tok" for r in rows],
+        [r["accept_length"] for r in rows],
+        lo=1.0,
+        hi=max([r["accept_length"] for r in rows] + [2.0]),
+        width=30,
+    )
+    plot = "\n".join("  " + line + marks[r["context_tokens"]] for line, r in zip(render(lines).splitlines(), rows))
+    head = (
+        f"\n  accept length by context (trained length {trained if trained else 'unknown'}"
+        f"{' from ' + f['trained_from'] if f.get('trained_from') else ''}; max_position_embeddings {mpe or '?'}):\n"
+    )
+    finds = "".join(f"\n  {x['severity']}: {x['message']}" for x in m.findings)
+    return head + plot + finds
+
+
+def _acceptance(args, ctx):
+    import time
+
+    wb = ctx.wb
+
+    def once():
+        return wb.server_acceptance(args.id, record=not args.no_read, window_s=args.window, baseline_s=args.baseline)
+
+    if not args.follow:
+        emit(once(), args.json, _acceptance_text)
+        return 0
+    try:
+        while True:
+            s = once()
+            if args.json:
+                print(__import__("json").dumps(s.to_dict()), flush=True)
+            else:
+                print(_acceptance_text(s, last=1), flush=True)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _acceptance_text(s, last: int | None = None) -> str:
+    import datetime as dt
+
+    from workbench.display import sparkline
+
+    def hms(t):
+        return dt.datetime.fromtimestamp(t).strftime("%H:%M:%S")
+
+    ws = s.windows[-last:] if last else s.windows
+    b = s.baseline
+    lines = []
+    if last is None:
+        lines.append(f"server {s.server_id}: accept length over time ({s.source or 'no window yet'})")
+        if b.get("accept_length") is not None:
+            lines.append(
+                f"  baseline {b['accept_length']:.3f} over {b['windows']} windows of its first {s.baseline_s:g} s"
+                + ("" if b.get("complete") else " (still forming)")
+            )
+        series = [w.accept_length for w in s.windows if w.accept_length is not None]
+        if series:
+            lines.append(f"  {sparkline(series, min(60, len(series)))}")
+    for w in ws:
+        al = f"{w.accept_length:.3f}" if w.accept_length is not None else "idle"
+        tag = "  LOW" if w.low else ""
+        label = "  (running average, not a window)" if w.fallback else f"  {w.rounds} rounds"
+        lines.append(f"  {hms(w.t0)}-{hms(w.t1)}  {al:>6}{label}{tag}")
+    a = s.alarm
+    lines.append(f"  ALARM: {a.message}" if a.raised else f"  no alarm ({s.rule})")
+    lines += [f"  note: {n}" for n in s.notes]
+    return "\n".join(lines)
 
 
 def _metrics(args, ctx):
@@ -249,14 +377,15 @@ def _sweep(args, ctx):
     from workbench.errors import ConfirmationRequired
 
     wb = ctx.wb
+    from workbench.api import SweepRun
+
     kw = dict(
         steps=_ints(args.steps, "--steps"),
         topks=_ints(args.topk, "--topk"),
         draft_tokens=_ints(args.draft_tokens, "--draft-tokens") if args.draft_tokens else None,
         envs=[_env(e) for e in args.env],
         baseline=args.baseline,
-        concurrency=args.concurrency,
-        max_new_tokens=args.max_new_tokens,
+        run=SweepRun(concurrency=args.concurrency, max_new_tokens=args.max_new_tokens),
     )
     try:
         res = wb.server_sweep(args.profile, confirm=False, **kw)
@@ -281,8 +410,9 @@ def _sweep(args, ctx):
                 + (f" ({(r.speedup_vs_baseline - 1) * 100:+.1f}% vs baseline)" if r.speedup_vs_baseline else "")
             )
         if r.model:
+            a, b = r.model["t_verify_a_s"] * 1000, r.model["t_verify_b_s_per_token"] * 1000
             lines.append(
-                f"model: t_verify = {r.model['t_verify_a_s'] * 1000:.2f} + {r.model['t_verify_b_s_per_token'] * 1000:.3f}*ndt ms, "
+                f"model: t_verify = {a:.2f} + {b:.3f}*ndt ms, "
                 f"t_draft = {r.model['t_draft_s'] * 1000:.2f} ms (r2 {r.model['r2']:.2f})"
             )
         return "\n".join(lines)
