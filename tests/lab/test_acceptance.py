@@ -189,7 +189,7 @@ def _load(url: str, prompts: list, stop: threading.Event) -> None:
 
 
 def test_the_alarm_fires_within_the_decay_window_and_never_on_the_steady_server(lab_ws, steady):
-    wb, _root, prompts = lab_ws
+    wb, root, prompts = lab_ws
     rec = wb.launch("decay", confirm=True)
     decay = wb.server_wait(rec.id, timeout=240)
     assert decay.state == "ready", decay.failure
@@ -227,6 +227,19 @@ def test_the_alarm_fires_within_the_decay_window_and_never_on_the_steady_server(
     assert w.counters["verify_calls"] == w.rounds and w.counters["generation_tokens"] == w.tokens
     assert wb.events(kind="server.acceptance.alarm")[-1].payload["window"] == a.window
 
+    # the other faces on the same journal: the CLI in its own process, the notebook widget
+    from tests.conftest import run_cli
+    from workbench.notebook import AcceptanceWidget
+
+    r = run_cli("--workspace", str(root), "server", "acceptance", str(rec.id), "--json", "--no-read")
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert got["alarm"]["raised"] and got["alarm"]["window"] == a.window and got["source"] == "sglang /metrics"
+    r = run_cli("--workspace", str(root), "server", "acceptance", str(steady), "--no-read")
+    assert r.returncode == 0 and "no alarm" in r.stdout and "ALARM" not in r.stdout, r.stdout
+    view = AcceptanceWidget(wb, server_id=rec.id).view.value
+    assert "ALARM" in view and "<svg" in view and "(sglang /metrics)" in view
+
 
 async def test_the_server_screen_measures_by_context_on_the_lab_server(lab_ws, steady, lab_world):
     """ctrl+e on the Server screen: the workspace's prompt set from 64 tokens to the served limit, the
@@ -237,10 +250,20 @@ async def test_the_server_screen_measures_by_context_on_the_lab_server(lab_ws, s
     from tests.fixtures.tui import until
     from workbench.tui.app import WorkbenchApp
 
-    _wb, root, _prompts = lab_ws
+    wb, root, _prompts = lab_ws
     trained = lab_world["settings"]["prompt_len"] + lab_world["settings"]["response_len"]
     app = WorkbenchApp(str(root), start="server", screen_args={"server": {"server_id": steady}})
-    async with app.run_test(size=(160, 50)) as pilot:
+    messages: list = []
+    async with app.run_test(size=(160, 50), message_hook=messages.append) as pilot:
+        # ctrl+g: the measurement, its per-request spread in the note
+        await pilot.press("ctrl+g")
+
+        def note():
+            found = [m.notification.message for m in messages if type(m).__name__ == "Notify"]
+            return next((n for n in found if "per request p10" in n), None)
+
+        assert await until(pilot, lambda: note() is not None, timeout=120), messages
+        assert note().startswith(f"server {steady}: accept length ")
         box = app.screen.query_one("#context", Static)
         await pilot.press("ctrl+e")
         done = await until(
@@ -253,3 +276,12 @@ async def test_the_server_screen_measures_by_context_on_the_lab_server(lab_ws, s
         assert [int(b.split()[0]) for b in bars] == contexts, text
         assert [b.rstrip().endswith("past trained") for b in bars] == [n > trained for n in contexts], text
         assert f"past the {trained} tokens the drafter was trained on" in text, text
+
+    # the decaying server's screen: its acceptance panel raises the alarm the journal holds
+    decay = [r.id for r in wb.servers() if r.profile == "decay"]
+    assert decay, "the decaying server is the alarm test's: run the whole module"
+    app = WorkbenchApp(str(root), start="server", screen_args={"server": {"server_id": decay[-1]}})
+    async with app.run_test(size=(160, 50)) as pilot:
+        panel = app.screen.query_one("#acceptance")
+        assert await until(pilot, lambda: panel.series is not None, timeout=60)
+        assert panel.series.alarm.raised and "ALARM: accept length" in str(panel.render()), panel.render()

@@ -190,7 +190,8 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
 
     @background("server-measure", done="_measured", what="measure server {sid}", exclusive=False)
     def measure(self, sid: int) -> str:
-        m = self.app.wb.server_measure(sid)
+        wb = self.app.wb
+        m = wb.server_measure(sid, prompts=wb.live_prompts())  # the workspace's prompt set, as Diagnose
         al = m.accept_len
         text = (
             f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else ""
