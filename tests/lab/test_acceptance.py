@@ -5,7 +5,11 @@ engine bug (``LAB_FAIL=accept-decay``) raises it within its window, a steady ser
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -200,6 +204,17 @@ def test_the_alarm_fires_within_the_decay_window_and_never_on_the_steady_server(
     threads = [threading.Thread(target=_load, args=(u, ids, stop), daemon=True) for u in urls.values()]
     for t in threads:
         t.start()
+    # a second follower of the decaying server, the CLI in its own process: both append windows to
+    # the same journal, each after the latest row (compare-and-swap), never two after one
+    from workbench.live.demo import _package_root
+
+    env = {**os.environ, "PYTHONPATH": _package_root()}
+    argv = [sys.executable, "-m", "workbench", "--workspace", str(root), "server", "acceptance", str(rec.id)]
+    out_path = root / "follow.jsonl"  # a file, not a pipe: a full pipe would stop the follower
+    with out_path.open("wb") as sink:
+        follower = subprocess.Popen(
+            [*argv, "--follow", "--interval", "0.4", "--json"], stdout=sink, stderr=subprocess.PIPE, env=env
+        )
     try:
         deadline = ready_at + DECAY_AFTER + RAMP + (RUN + 3) * WINDOW_S
         while time.time() < deadline:
@@ -208,8 +223,22 @@ def test_the_alarm_fires_within_the_decay_window_and_never_on_the_steady_server(
             time.sleep(0.3)
     finally:
         stop.set()
+        follower.send_signal(signal.SIGINT)  # its own pid: Ctrl+C ends --follow
+        _, err = follower.communicate(timeout=60)
         for t in threads:
             t.join(timeout=60)
+    assert follower.returncode == 0, err.decode()[-2000:]
+    lines = [json.loads(x) for x in out_path.read_text().splitlines()]
+    assert {x["server_id"] for x in lines} == {rec.id}
+    # each window once, as it was kept (by either follower), and the alarm when it came
+    followed = [w["t1"] for x in lines for w in x["windows"]]
+    assert followed == sorted(set(followed)) and len(followed) >= 12, followed
+    assert followed == [w.t1 for w in s_decay.windows][: len(followed)]
+    raised = [x["alarm"] for x in lines if x["alarm"]["raised"]]
+    assert raised and raised[0]["window"] == s_decay.alarm.window, [x["alarm"] for x in lines]
+    kept = wb.journal.measurement_rows(rec.id, "acceptance")
+    t1 = [r["t1"] for r in kept]
+    assert all(b - a >= WINDOW_S for a, b in itertools.pairwise(t1)), t1  # never two windows after one row
     print(f"\nsteady windows: {[round(w.accept_length, 2) for w in s_steady.windows if w.accept_length]}")
     print(f"decay windows: {[round(w.accept_length, 2) for w in s_decay.windows if w.accept_length]}")
     assert not s_steady.alarm.raised and len(s_steady.windows) >= 12, s_steady

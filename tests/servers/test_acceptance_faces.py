@@ -89,6 +89,37 @@ def test_cli_acceptance_text_and_json(workspace, tmp_path, utc):
     assert "baseline 2.9" in r.stdout and "LOW" in r.stdout
     bad = run_cli("server", "acceptance", str(sid), "--window", "nan")
     assert bad.returncode == 2 and "acceptance.window_s" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli("server", "acceptance", str(sid), "--follow", "--interval", "-1")
+    assert bad.returncode == 2 and "--interval" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_cli_follow_shows_the_series_once_then_only_what_changes(workspace, tmp_path, utc):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    from workbench.api import Workbench
+
+    with Workbench.open(workspace) as wb:
+        sid = _seed(wb, tmp_path)
+    out = tmp_path / "follow.txt"
+    env = {**os.environ, "TZ": "UTC", "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "workbench", "server", "acceptance", str(sid), "--follow", "--interval", "0.1"]
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while "ALARM" not in out.read_text() and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            time.sleep(0.5)  # five more polls of a finished server: nothing new to say
+        finally:
+            proc.send_signal(signal.SIGINT)  # its own pid: Ctrl+C ends --follow
+            _, err = proc.communicate(timeout=30)
+    text = out.read_text()
+    assert proc.returncode == 0, err.decode()
+    assert text.count("ALARM") == 1 and text.count(" rounds") == 120 and text.startswith(f"server {sid}:"), text
 
 
 def _measurement():

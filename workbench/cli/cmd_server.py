@@ -61,7 +61,12 @@ def register(sub) -> None:
         "acceptance", help="accept length over time from the engine's counters, with the alarm against its first hour"
     )
     ac.add_argument("id", type=int, help="server id (see `server status`)")
-    ac.add_argument("--follow", "-f", action="store_true", help="keep reading the counters (Ctrl+C stops)")
+    ac.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep reading the counters: each window as it is kept, the alarm when it changes (Ctrl+C stops)",
+    )
     ac.add_argument("--interval", type=float, default=5.0, help="seconds between readings with --follow (default 5)")
     ac.add_argument("--window", type=float, help="seconds a kept window spans at least (default: [acceptance] or 60)")
     ac.add_argument(
@@ -314,9 +319,13 @@ def _context_text(m) -> str:
 
 
 def _acceptance(args, ctx):
+    import json
     import time
 
+    from workbench.numbers import Range, number
+
     wb = ctx.wb
+    interval = number(args.interval, "--interval", Range(0.05, 3600.0))
 
     def once():
         return wb.server_acceptance(args.id, record=not args.no_read, window_s=args.window, baseline_s=args.baseline)
@@ -324,46 +333,59 @@ def _acceptance(args, ctx):
     if not args.follow:
         emit(once(), args.json, _acceptance_text)
         return 0
+    # the whole series once, then each window as it is kept and the alarm when it changes
+    shown, alarm = 0, None
     try:
         while True:
             s = once()
-            if args.json:
-                print(__import__("json").dumps(s.to_dict()), flush=True)
-            else:
-                print(_acceptance_text(s, last=1), flush=True)
-            time.sleep(args.interval)
+            new, now = s.windows[shown:], (s.alarm.raised, s.alarm.current)
+            if args.json and (new or now != alarm):
+                print(json.dumps({**s.to_dict(), "windows": [w.to_dict() for w in new]}), flush=True)
+            elif not args.json and alarm is None:
+                print(_acceptance_text(s), flush=True)
+            elif not args.json:
+                lines = [_window_line(w) for w in new]
+                if now != alarm:
+                    lines.append(_alarm_line(s))
+                if lines:
+                    print("\n".join(lines), flush=True)
+            shown, alarm = len(s.windows), now
+            time.sleep(interval)
     except KeyboardInterrupt:
         return 0
 
 
-def _acceptance_text(s, last: int | None = None) -> str:
+def _window_line(w) -> str:
     import datetime as dt
-
-    from workbench.display import sparkline
 
     def hms(t):
         return dt.datetime.fromtimestamp(t).strftime("%H:%M:%S")
 
-    ws = s.windows[-last:] if last else s.windows
+    al = f"{w.accept_length:.3f}" if w.accept_length is not None else "idle"
+    tag = "  LOW" if w.low else ""
+    label = "  (running average, not a window)" if w.fallback else f"  {w.rounds} rounds"
+    return f"  {hms(w.t0)}-{hms(w.t1)}  {al:>6}{label}{tag}"
+
+
+def _alarm_line(s) -> str:
+    return f"  ALARM: {s.alarm.message}" if s.alarm.raised else f"  no alarm ({s.rule})"
+
+
+def _acceptance_text(s) -> str:
+    from workbench.display import sparkline
+
     b = s.baseline
-    lines = []
-    if last is None:
-        lines.append(f"server {s.server_id}: accept length over time ({s.source or 'no window yet'})")
-        if b.get("accept_length") is not None:
-            lines.append(
-                f"  baseline {b['accept_length']:.3f} over {b['windows']} windows of its first {s.baseline_s:g} s"
-                + ("" if b.get("complete") else " (still forming)")
-            )
-        series = [w.accept_length for w in s.windows if w.accept_length is not None]
-        if series:
-            lines.append(f"  {sparkline(series, min(60, len(series)))}")
-    for w in ws:
-        al = f"{w.accept_length:.3f}" if w.accept_length is not None else "idle"
-        tag = "  LOW" if w.low else ""
-        label = "  (running average, not a window)" if w.fallback else f"  {w.rounds} rounds"
-        lines.append(f"  {hms(w.t0)}-{hms(w.t1)}  {al:>6}{label}{tag}")
-    a = s.alarm
-    lines.append(f"  ALARM: {a.message}" if a.raised else f"  no alarm ({s.rule})")
+    lines = [f"server {s.server_id}: accept length over time ({s.source or 'no window yet'})"]
+    if b.get("accept_length") is not None:
+        lines.append(
+            f"  baseline {b['accept_length']:.3f} over {b['windows']} windows of its first {s.baseline_s:g} s"
+            + ("" if b.get("complete") else " (still forming)")
+        )
+    series = [w.accept_length for w in s.windows if w.accept_length is not None]
+    if series:
+        lines.append(f"  {sparkline(series, min(60, len(series)))}")
+    lines += [_window_line(w) for w in s.windows]
+    lines.append(_alarm_line(s))
     lines += [f"  note: {n}" for n in s.notes]
     return "\n".join(lines)
 
