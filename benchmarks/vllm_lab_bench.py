@@ -85,7 +85,7 @@ def _vllm(wb, name: str, table: dict, prompts: str) -> dict:
 
 
 def _lab(world: dict, draft: str, steps: int, prompts: str, engine: str, log_dir: Path) -> dict:
-    from workbench.lab.process import free_port, start_server, stop_server
+    from workbench.lab.process import free_port, start_server, stop_server, wait_ready
     from workbench.servers.measure import run_protocol
     from workbench.sglang.client import SGLangClient
     from workbench.vllm.client import VLLMClient
@@ -94,10 +94,12 @@ def _lab(world: dict, draft: str, steps: int, prompts: str, engine: str, log_dir
     extra = ["--lab-engine", engine, "--dtype", "float32"]
     t0 = time.monotonic()
     proc = start_server(
-        world["target"], draft, port=port, extra=extra, steps=steps, log_path=log_dir / f"lab-{port}.log", wait=True
+        world["target"], draft, port=port, extra=extra, steps=steps, log_path=log_dir / f"lab-{port}.log", wait=False
     )
-    out: dict = {"engine": engine, "ready_s": round(time.monotonic() - t0, 1)}
+    out: dict = {"engine": engine}
     try:
+        wait_ready(proc, 300)
+        out["ready_s"] = round(time.monotonic() - t0, 1)
         client = VLLMClient(proc.url, 600) if engine.startswith("vllm") else SGLangClient(proc.url, 600)
         t1 = time.monotonic()
         try:
@@ -133,11 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     n = world["layers"]["num_layers"]
     tmp = Path(tempfile.mkdtemp(prefix="wb-vllm-bench-"))
     prompts = str(write_prompt_set(world, tmp / "prompts.json", "measured", a.tokens))
-    from workbench.doctor.engines import engine_rule
+    from workbench.engine import capture
 
-    shifted_points = [
-        str(p) for p in engine_rule(vw["engine"], "LlamaForCausalLM").capture(vw["ids"]["draft"], n).points
-    ]
+    shifted_points = capture(vw["engine"], arch="LlamaForCausalLM", num_layers=n, ids=vw["ids"]["draft"]).points
     lab_shifted = ids_for_points(MEASURE_ENGINE, shifted_points, n)
     base = {
         "engine": "vllm",
@@ -167,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             ("broken", vw["draft_broken"], world["draft_broken"], vw["engine"]),
         ):
             real = _vllm(wb, name, {**base, "draft": draft, "port": free_port()}, prompts)
-            lab = _lab(world, lab_draft, a.steps, prompts, lab_engine, tmp)
+            try:
+                lab = _lab(world, lab_draft, a.steps, prompts, lab_engine, tmp)
+            except Exception as exc:  # the row keeps vLLM's figures whatever the lab did
+                lab = {"engine": lab_engine, "error": str(exc)[:300]}
             row = {
                 "vllm_ids": json.loads((Path(draft) / "config.json").read_text())["eagle_config"][
                     "eagle_aux_hidden_state_layer_ids"

@@ -13,16 +13,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # pytest's assertion rewriting of the test modules is kept as bytecode (tests/**/__pycache__) even
-# where PYTHONDONTWRITEBYTECODE is set: rewriting them again costs each process 3.5 s of its
-# collection's 6. (Only this process: what the tests start keeps the environment's setting.)
+# where PYTHONDONTWRITEBYTECODE is set: rewriting them again costs each process more than half of
+# its collection. (Only this process: what the tests start keeps the environment's setting.)
 sys.dont_write_bytecode = False
 
 # Two pytest-xdist workers share two cores with the lab builds and servers they start (torch on
 # OpenMP, two threads each). libgomp's default has a thread that finished its share spin for its
-# peer, on the core the peer (or the other worker) needs: a lab build took 97 s beside one busy
-# core against 54 s with passive waiting (35 s alone). The waiting policy changes no result (the
-# same world, bit for bit); set before torch loads libgomp, and inherited by every process a test
-# starts.
+# peer, on the core the peer (or the other worker) needs: beside one busy core a lab build ran far
+# slower than with passive waiting. The waiting policy changes no result (the same world, bit for
+# bit); set before torch loads libgomp, and inherited by every process a test starts.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

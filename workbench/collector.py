@@ -1,14 +1,12 @@
 """How the process uses Python's cyclic garbage collector.
 
 Start-up (torch, transformers, SGLang's modules, a model's weights, a release's parsed source)
-makes millions of long-lived objects without reference cycles; the collector's passes over them
-cost a quarter to three quarters of what such work takes (a lab server's start 8.0 -> 3.9 s, an
-SGLang release's extraction 6.0 -> 1.5 s, torch + transformers' import 3.9 -> 2.9 s, here).
+makes millions of long-lived objects without reference cycles, and the collector's passes over
+them are a large share of what such work takes: start-up runs without them.
 
-At exit the interpreter runs one more full collection over every object still tracked: 0.4 s
-for a process that imported torch and transformers, 1 s with SGLang's modules too. A process
-here closes its files, journals and connections explicitly, so it has nothing for that pass to
-find: what is left is frozen out of it instead.
+At exit the interpreter runs one more full collection over every object still tracked, which
+grows with every module imported. A process here closes its files, journals and connections
+explicitly, so it has nothing for that pass to find: what is left is frozen out of it instead.
 """
 
 from __future__ import annotations

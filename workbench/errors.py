@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from workbench.confirm import Plan
+
+class _Planned(Protocol):
+    """What a refusal needs of a ``workbench.confirm.Plan`` (named here without importing it)."""
+
+    summary: str
 
 
 _BREAKS = re.compile(r"\s*[\r\n]+\s*")
@@ -35,6 +38,6 @@ class ConfirmationRequired(WorkbenchError):
 
     exit_code = 3
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: _Planned) -> None:
         self.plan = plan
         super().__init__(f"{plan.summary} (not done: pass confirm=True / --yes)")

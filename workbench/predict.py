@@ -448,7 +448,7 @@ class Prediction(Result):
 
 
 # -- predict -------------------------------------------------------------------------------------
-def predict(
+def predict(  # noqa: PLR0913  (the calculator's public options, keyword-only past the triple)
     convention: str,
     values: Any,
     steps: int | None = None,

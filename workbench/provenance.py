@@ -64,9 +64,9 @@ def parse_provenance(text: str | None) -> Provenance | None:
                 "--trained-engine: give the SGLang release that captured the training data, "
                 "e.g. sglang==0.5.14 (its capture rule depends on the release)"
             )
-        from workbench.layers import parse_version, version_text
+        from workbench.engine.version import Version
 
-        v = version_text(parse_version(ver))
+        v = str(Version.parse(ver))
         return Provenance(text, f"sglang=={v}", None, f"given: the training data was captured by sglang=={v}")
     if name == "vllm":
         return Provenance(
@@ -211,7 +211,7 @@ def read_speculators_wheel(path: Path) -> dict[str, Any]:
     z = zipfile.ZipFile(path)
     rel = "speculators/models/utils.py"
     src = z.read(rel).decode("utf-8") if rel in z.namelist() else ""
-    line = next((i + 1 for i, l in enumerate(src.splitlines()) if "num_layers // 2" in l), None)
+    line = next((i + 1 for i, text in enumerate(src.splitlines()) if "num_layers // 2" in text), None)
     return {
         "ids_source": f"{rel}:{line}" if line else rel,
         "evidence": [f"{rel}:{line}: default target_layer_ids [2, N//2, N-3], ids within [0, N]"] if line else [],
@@ -220,7 +220,7 @@ def read_speculators_wheel(path: Path) -> dict[str, Any]:
 
 def cached_wheel(name: str, version: str) -> tuple[Path | None, str | None]:
     """The release's wheel from the wheel cache, downloaded there first when missing."""
-    from workbench.engine.vllm_rules import wheel_cache
+    from workbench.engine.wheels import wheel_cache
 
     dest = wheel_cache() / name
     dest.mkdir(parents=True, exist_ok=True)

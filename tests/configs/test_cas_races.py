@@ -297,8 +297,8 @@ def test_killed_after_the_rename_before_the_version_row_is_not_an_external_edit(
 
 def test_kill_figures_over_many_points(tracked):
     """Kills at every point of the write, again and again: N tried, N clean (file whole and equal to
-    the latest version, the next write neither waits nor leaves a temp file), N lost (a write that landed but is not in the
-    history, or recorded as an external edit)."""
+    the latest version, the next write neither waits nor leaves a temp file), N lost (a write that
+    landed but is not in the history, or recorded as an external edit)."""
     ws, p, pause = tracked
     from workbench.api import Workbench
 
@@ -360,7 +360,7 @@ def test_a_live_writer_is_waited_for_not_overrun(tmp_path):
     assert time.monotonic() - t0 > 0.5  # it waited for the live holder
     holder.wait(10)
     holder.stdout.close()
-    with pytest.raises(casfile.Busy):
+    with pytest.raises(casfile.BusyError):
         h2 = subprocess.Popen(
             [
                 sys.executable,

@@ -86,7 +86,7 @@ def test_killed_before_the_rename_leaves_the_old_file(tracked):
     assert proc.stdout.readline().strip() == "STALLED"
     _kill(proc)
     assert p.read_bytes() == old
-    blobs, versions = _blobs(ws)
+    _, versions = _blobs(ws)
     assert versions == [hashlib.sha256(old).hexdigest()]
 
 

@@ -29,12 +29,12 @@ def test_track_set_diff_revert_byte_for_byte(wb, cfg):
     # only the edited value changed: same keys in the same order, same indentation elsewhere
     old_lines, new_lines = original.decode().splitlines(), cfg.read_text().splitlines()
     assert len(new_lines) == len(old_lines)
-    assert [l for l in new_lines if l not in old_lines] == ["      -1,", "      30"]
+    assert [line for line in new_lines if line not in old_lines] == ["      -1,", "      30"]
     diff = wb.config_diff(str(cfg), 1, 2).diff
     assert "+      -1," in diff and "-      58" in diff
     with pytest.raises(ConfirmationRequired) as err:
         wb.config_revert(str(cfg), 1)
-    assert "revert" in err.value.plan.summary and any("58" in l for l in err.value.plan.details)
+    assert "revert" in err.value.plan.summary and any("58" in d for d in err.value.plan.details)
     assert cfg.read_bytes() != original  # nothing happened without confirm
     back = wb.config_revert(str(cfg), 1, confirm=True)
     assert cfg.read_bytes() == original and back.version.sha256 == sha256(original)
@@ -62,7 +62,7 @@ def test_revert_with_an_external_edit_in_between(wb, cfg):
         "external edit",
     ]
     assert wb.configs.blob(history[-1].sha256) == edited.encode()
-    assert any('"use_aux_hidden_state": true' in l for l in plan.details)
+    assert any('"use_aux_hidden_state": true' in d for d in plan.details)
     wb.config_revert(str(cfg), 1, confirm=True)
     assert cfg.read_bytes() == original
     # the hand edit is still there, one revert away

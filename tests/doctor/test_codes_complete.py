@@ -36,6 +36,15 @@ def _corrupt_header(d: Path) -> None:
     (d / "model.safetensors").write_bytes(struct.pack("<Q", 10**9) + b"{}")
 
 
+def _target_as_draft(d: Path) -> None:
+    """The target's own config.json where the draft's should be (the target passed as its own draft)."""
+    import json
+
+    from tests.fixtures.drafts import TINY_TARGET
+
+    (d / "config.json").write_text(json.dumps(TINY_TARGET))
+
+
 def _unsorted_d2t(ts: Tensors) -> None:
     ts["d2t"][5] = ts["d2t"][4] - 1
 
@@ -44,7 +53,7 @@ IDS = "eagle_config.eagle_aux_hidden_state_layer_ids"  # the tiny target has 8 l
 OLD, NEW = "sglang==0.5.12.post1", "sglang==0.5.23"
 
 CASES: dict[str, Case] = {
-    "algorithm-mismatch": Case("error", "engine-code", launch={"algorithm": "EAGLE"}),
+    "algorithm-mismatch": Case("error", "static-file", launch={"algorithm": "EAGLE"}),
     "layer-ids-engine-mismatch": Case("error", "provenance", launch={"engine": OLD, "trained_layers": [0, 2, 5]}),
     "layer-ids-embedding": Case("error", "engine-code", config={IDS: [-1, 3, 4]}, launch={"engine": OLD}),
     "layer-ids-out-of-range": Case("error", "engine-code", config={IDS: [1, 3, 12]}, launch={"engine": OLD}),
@@ -61,8 +70,8 @@ CASES: dict[str, Case] = {
         config={"eagle_config": None, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
         launch={"engine": NEW},
     ),
-    "draft-context-too-short": Case("error", "engine-code", target={"max_position_embeddings": 1024}),
-    "tied-embeddings": Case("error", "engine-code", config={"tie_word_embeddings": True}),
+    "draft-context-too-short": Case("error", "static-file", target={"max_position_embeddings": 1024}),
+    "tied-embeddings": Case("error", "static-file", config={"tie_word_embeddings": True}),
     "missing-weight": Case("error", "static-file", tensors=lambda ts: ts.pop("lm_head.weight")),
     "unexpected-weight": Case(
         "warning", "convention", tensors=lambda ts: ts.update({"mtp_head.weight": np.zeros((2, 2), np.float32)})
@@ -90,16 +99,21 @@ CASES: dict[str, Case] = {
     "training-capture-impossible": Case(
         "error", "provenance", config={IDS: [-1, 3, 4]}, launch={"trained_engine": OLD}
     ),  # 0.5.12 never captures -1
+    # 0.5.10's llama_eagle3.py reads no fc_norm: the per-slot norms the drafter was trained with are dropped
+    "draft-flag-ignored": Case("error", "engine-code", config={"fc_norm": True}, launch={"engine": "sglang==0.5.10"}),
+    "draft-is-target": Case("error", "static-file", after=_target_as_draft),
+    "target-config-incomplete": Case("warning", "static-file", target={"num_hidden_layers": None}),
+    "vocab-mismatch": Case("error", "static-file", config={"vocab_size": 128}),  # the target has 64
 }
 
 
 @pytest.mark.parametrize("code", sorted(set(CODES) | set(CASES)))
-def test_code_fires(code, tiny, DROP, wb):
+def test_code_fires(code, tiny, drop_key, wb):
     assert code in CODES, f"CASES has a case for {code!r}, which is no longer a finding code"
     case = CASES.get(code)
     if case is None:
         pytest.fail(f"no input makes {code!r} fire: add a case for it to CASES in {__name__}")
-    changes = {k: DROP if v is None else v for k, v in case.config.items()}
+    changes = {k: drop_key if v is None else v for k, v in case.config.items()}
     ts = tiny_tensors()  # sized for the unchanged draft: a changed config disagrees with them
     if case.tensors:
         case.tensors(ts)

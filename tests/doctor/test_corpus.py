@@ -87,7 +87,11 @@ def test_planted_faults_are_named(tmp_path):
     d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([-1, 31, 60]))
     # SGLang's qwen3 capture (+1) takes index 0 as the embedding output: only data captured that way fits
     assert "layer-ids-embedding" in run_static(d, str(t), engine="sglang==0.5.23").codes("warning")
-    d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([1, 31, 64]))  # beyond the 64 layers
+    d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([1, 31, 64]))  # the final boundary of 64 layers
+    r = run_static(d, str(t), engine="sglang==0.5.12.post1")
+    f = next(f for f in r.findings if f.code == "layer-ids-final-uncaptured")  # never "out of range"
+    assert f.severity == "error" and "final boundary" in f.message and "out-of-range" not in r.codes()
+    d, t = _plant(tmp_path, "specforge-qwen3-32b", ids([1, 31, 70]))  # past it
     assert "layer-ids-out-of-range" in run_static(d, str(t), engine="sglang==0.5.12.post1").codes("error")
     d, t = _plant(tmp_path, "sample-kimi-k2.5", ids([-1, 2, 30]))  # the story's wrong "fix"
     r = run_static(d, str(t), engine="sglang==0.5.23")

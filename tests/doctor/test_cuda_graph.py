@@ -13,7 +13,7 @@ def _find(r, code):
 
 def test_cuda_graph_defaults_on_0510_and_not_after(tiny):
     d, t = tiny(config_changes={"eagle_config.eagle_aux_hidden_state_layer_ids": [0, 2, 5]})  # 8 layers
-    assert table.release("0.5.10") is not None
+    assert table.release("sglang", "0.5.10") is not None
     r = run_static(d, t, engine="sglang==0.5.10", algorithm="EAGLE3")
     f = _find(r, "layer-ids-cuda-graph-defaults")
     assert len(f) == 1 and f[0].severity == "error"  # trained (as the config says) on other points

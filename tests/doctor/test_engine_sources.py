@@ -2,54 +2,73 @@
 each cache is checked against the real release (wheels from PyPI, kept in the wheel cache)."""
 
 import json
-import zipfile
+import shutil
 
 import pytest
 
 from workbench import provenance
-from workbench.doctor import run_static, sglang_loaders
-from workbench.engine import vllm_rules
+from workbench.doctor import run_static
+from workbench.engine import read_at, release, releases, table
+
+
+def _wheel(engine, version):
+    from workbench.engine.wheels import unpacked
+
+    try:
+        return unpacked(engine, version)
+    except Exception as exc:  # no index reachable and not cached
+        pytest.skip(f"{engine}=={version} wheel not available: {exc}")
 
 
 @pytest.mark.parametrize("version", ["0.9.2", "0.33.0"])
 def test_vllm_table_is_what_the_release_says(version):
-    whl = vllm_rules.download(version)
-    assert vllm_rules.extract(whl) == vllm_rules.load_table()["releases"][version]
+    got = table.pack(read_at(_wheel("vllm", version), version))
+    want = table.load("vllm")[version]
+    assert {k: v for k, v in got.items() if k != "read_from"} == {k: v for k, v in want.items() if k != "read_from"}
 
 
 def test_vllm_rules_read_from_the_code():
-    t = vllm_rules.load_table()["releases"]
+    def rule(v, arch="LlamaForCausalLM"):
+        return release(f"vllm=={v}").serve([arch]).rule
+
     # 0.9-0.11: the runner asks the model for its defaults; the capture adds a None residual at index 0
     for v in ("0.9.2", "0.10.2", "0.11.0"):
-        assert (t[v]["config_ids"], t[v]["index0"], t[v]["boundary"]) == ("ignored", "type-error", "none")
-    assert t["0.33.0"]["config_ids"] == "top-level-then-eagle_config"
-    assert (t["0.33.0"]["index0"], t["0.33.0"]["boundary"]) == ("embed", "final-prenorm")
-    assert all(r["default"] == ["2", "N//2", "N-3"] for r in t.values())
-    assert t["0.9.2"]["arch_map"] == {"prefix": "Eagle3", "keeps_prefixed": True, "keeps_suffixed": False}
-    assert "LlamaForCausalLMEagle3" not in t["0.9.2"]["draft_archs"] and t["0.9.2"]["speculators"] is None
-    assert t["0.11.0"]["speculators"] == "Eagle3LlamaForCausalLM"
-    assert all(r["draft_len"] == "min" for r in t.values())
-    assert all(e["file"] and e["line"] > 0 for r in t.values() for e in r["evidence"])
+        r = rule(v)
+        assert (r.config_ids, r.index0, r.boundary) == ("ignored", "type-error", "none")
+    r = rule("0.33.0")
+    assert r.id_source == ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert (r.index0, r.boundary) == ("embed", "final-prenorm")
+    # 0.34's only runner (V2) reads eagle_config.layer_ids, not eagle_config.eagle_aux_hidden_state_layer_ids
+    assert rule("0.34.0").id_source == ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids")
+    for v in releases("vllm"):
+        rel = release(f"vllm=={v}")
+        assert all(r.default == ("2", "N//2", "N-3") for r in rel.rules if r.default), v
+        assert rel.facts["draft_len"] == "min"
+        assert all(e.file and e.line >= 0 for r in rel.rules for e in r.evidence)
+    old = release("vllm==0.9.2")
+    assert old.facts["arch_map"] == {"prefix": "Eagle3", "keeps_prefixed": True, "keeps_suffixed": False}
+    assert old.registered("LlamaForCausalLMEagle3") is None and old.facts["speculators"] is None
+    assert release("vllm==0.11.0").facts["speculators"]["architectures"] == "Eagle3LlamaForCausalLM"
 
 
 def test_vllm_reader_says_unknown_for_code_it_does_not_recognise(tmp_path):
-    whl = vllm_rules.download("0.9.2")  # one of the two wheels the cache test fetches
-    with zipfile.ZipFile(whl) as z:
-        for n in (
-            "vllm/__init__.py",
-            "vllm/model_executor/models/llama.py",
-            "vllm/v1/worker/gpu_model_runner.py",
-            "vllm/transformers_utils/configs/eagle.py",
-        ):
-            (tmp_path / n).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / n).write_bytes(z.read(n))
+    src = _wheel("vllm", "0.9.2")
+    for n in (
+        "vllm/_version.py",
+        "vllm/model_executor/models/llama.py",
+        "vllm/model_executor/models/registry.py",
+        "vllm/v1/worker/gpu_model_runner.py",
+        "vllm/transformers_utils/configs/eagle.py",
+    ):
+        (tmp_path / n).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / n, tmp_path / n)
     llama = tmp_path / "vllm/model_executor/models/llama.py"
     text = llama.read_text()
     assert "if idx in self.aux_hidden_state_layers:" in text
     llama.write_text(text.replace("if idx in self.aux_hidden_state_layers:", "if self.wants(idx):"))
-    facts = vllm_rules.extract(tmp_path / "vllm")
-    assert facts["index0"] == "unknown" and facts["boundary"] == "unknown"
-    assert facts["config_ids"] == "ignored" and facts["default"] == ["2", "N//2", "N-3"]
+    r = read_at(tmp_path).serve(["LlamaForCausalLM"]).rule
+    assert r.index0 == "unknown" and r.boundary == "unknown" and "index0" in r.unknowns
+    assert r.config_ids == "ignored" and r.default == ("2", "N//2", "N-3")
 
 
 def test_specforge_pin_is_read_from_its_wheel():
@@ -65,12 +84,13 @@ def test_specforge_pin_is_read_from_its_wheel():
 
 
 def test_sglang_registry_table_is_the_installed_release():
-    inst = sglang_loaders._installed_models_dir()
-    ver = sglang_loaders._installed_version()
-    table = json.loads(sglang_loaders.TABLE.read_text())["releases"]
-    assert sglang_loaders.read_registry(inst, ver) == table[ver]
-    assert "LlamaForCausalLMEagle3" in table[ver]["architectures"]
-    assert not any(a in table[ver]["architectures"] for a in ("Eagle3Speculator", "Eagle3DraftModel"))
+    from workbench.engine.lookup import installed
+
+    root, ver = installed("sglang")
+    rel = release(f"sglang=={ver}")
+    assert read_at(root, ver).registry == rel.registry
+    assert rel.registered("LlamaForCausalLMEagle3")
+    assert not any(rel.registered(a) for a in ("Eagle3Speculator", "Eagle3DraftModel"))
 
 
 def test_a_speculators_format_draft_has_no_sglang_loader(tmp_path):
@@ -98,15 +118,17 @@ def test_a_speculators_format_draft_has_no_sglang_loader(tmp_path):
     assert not run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.9.2").ok  # ... from 0.10 on
 
 
-def test_an_uncached_vllm_release_takes_the_nearest_older_rule_as_an_assumption(tiny):
+def test_a_vllm_release_that_was_not_read_is_named_never_assumed(tiny, monkeypatch, tmp_path):
+    from workbench.engine import ReleaseNotReadError
+
+    monkeypatch.setenv("EAGLE_WB_CACHE", str(tmp_path))
     d, t = tiny(config_changes={"eagle_config.eagle_aux_hidden_state_layer_ids": [0, 3, 4]})
-    r = run_static(d, t, engine="vllm==0.12.0")
-    assert r.inputs["engine_rule_assumed_from"] == "0.12.0" and r.inputs["engine"] == "vllm==0.11.0"
-    # 0.11 ignores config ids (its defaults out(1), out(3), out(4)); every SGLang capture of [0, 3, 4] has out(0)
-    f = next(f for f in r.findings if f.code == "layer-ids-engine-mismatch")
-    assert f.severity == "warning" and f.evidence_class == "convention" and "assumed" in f.message
+    with pytest.raises(
+        ReleaseNotReadError, match=r"vllm==0\.12\.5 was not read.*nearest is vllm==0\.12\.0.*engine read vllm==0\.12\.5"
+    ):
+        run_static(d, t, engine="vllm==0.12.5")
     exact = next(f for f in run_static(d, t, engine="vllm==0.11.0").findings if f.code == "layer-ids-engine-mismatch")
-    assert exact.severity == "error" and exact.evidence_class == "engine-code"
+    assert exact.severity == "error" and exact.evidence_class == "engine-code" and exact.evidence["code"]
 
 
 def test_a_vllm_release_that_ignores_config_ids_says_no_edit_helps(tmp_path):
@@ -120,14 +142,20 @@ def test_a_vllm_release_that_ignores_config_ids_says_no_edit_helps(tmp_path):
     assert f.fix is None and "ignores the config's layer ids" in f.message
     new = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.33.0")
     f = next(f for f in new.findings if f.code == "layer-ids-engine-mismatch")
+    # without provenance the file cannot say whether SpecForge (SGLang) or vLLM itself captured the data
+    assert f.severity == "warning" and f.fix is None and "vllm==0.33.0 itself captured" in f.message
+    new = run_static(tmp_path, LLAMA_TARGET, engine="vllm==0.33.0", trained_engine="specforge==0.2.0")
+    f = next(f for f in new.findings if f.code == "layer-ids-engine-mismatch")
     # vLLM reads the top-level key first and SGLang ignores it: the fix writes there
     assert f.fix.edits[0].key == "eagle_aux_hidden_state_layer_ids" and f.fix.edits[0].value == [4, 17, 29]
     assert run_static(tmp_path, LLAMA_TARGET, engine="sglang==0.5.23").ok
 
 
-def test_vllm_before_0_33_sizes_fc_for_three_states(tiny):
-    t = vllm_rules.load_table()["releases"]
-    assert [t[v]["fc_states"] for v in ("0.9.2", "0.11.0", "0.20.0", "0.33.0")] == ["3", "3", "3", "config"]
+def test_vllm_before_0_22_sizes_fc_for_three_states(tiny):
+    def fc(v):
+        return release(f"vllm=={v}").drafts["Eagle3LlamaForCausalLM"].fc_states
+
+    assert [fc(v) for v in ("0.9.2", "0.11.0", "0.20.0", "0.22.0", "0.33.0")] == ["3", "3", "3", "config", "config"]
     from tests.fixtures.drafts import TINY_DRAFT, tiny_tensors
 
     cfg = json.loads(json.dumps(TINY_DRAFT))

@@ -28,7 +28,8 @@ def test_kimi_k25_target_has_no_class_in_0_5_4_post2():
     """sglang 0.5.4.post2 has no kimi_k25.py (read in its wheel; the class and its hook arrive in 0.5.9
     and 0.5.10): a Kimi-K2.5 target has no EAGLE-3 capture there at all."""
     r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.4.post2", algorithm="EAGLE3", trained_layers=TRAINED)
-    assert not r.ok and r.capture.fatal and "no EAGLE-3 capture" in r.capture.fatal
+    assert not r.ok and r.capture.fatal and "cannot load this target" in r.capture.fatal
+    assert "target-eagle3-unsupported" in r.codes("error")
 
 
 @pytest.mark.parametrize("engine", ["sglang==0.5.13", "sglang==0.5.23", "sglang", "sglang-0.5.13"])
@@ -79,8 +80,10 @@ def test_capture_report_side_by_side():
         (-1, None, "out(58)"),
     ]
     assert cap["fatal"] and "TypeError" in cap["fatal"]
-    assert cap["across_engines"]["vllm==0.33.0"] == ["out(1)", "out(29)", None]  # ids verbatim
-    assert cap["across_engines"]["vllm==0.11.0"] == ["out(1)", "out(29)", "out(57)"]  # ids ignored: defaults
+    by = r.capture.captured_by
+    assert by("vllm==0.33.0") == ["out(1)", "out(29)", None]  # eagle_config ids read verbatim: -1 is dropped
+    assert by("vllm==0.20.0") == by("vllm==0.34.0") == ["out(1)", "out(29)", "out(57)"]  # ids not read: defaults
+    assert by("vllm==0.11.0") == by("sglang==0.5.4.post1") == ["cannot serve"]  # no Kimi-K2.5 class yet
     json.dumps(r.to_dict())  # JSON-serialisable all the way down
 
 
@@ -98,4 +101,5 @@ def test_vllm_reads_top_level_first(tmp_path):
 def test_a_release_without_the_targets_class_cannot_serve_it():
     # sglang 0.5.4.post2's code has no KimiK25ForConditionalGeneration with set_eagle3_layers_to_capture
     r = run_static(KIMI_DRAFT, KIMI_TARGET, engine="sglang==0.5.4.post2", algorithm="EAGLE3", trained_layers=TRAINED)
-    assert not r.ok and r.capture.fatal and "no EAGLE-3 capture" in r.capture.fatal
+    assert not r.ok and r.capture.fatal and "cannot load this target" in r.capture.fatal
+    assert "target-eagle3-unsupported" in r.codes("error")

@@ -145,6 +145,7 @@ def specforge_run(model, aux, ids, target_logits, loss_mask, K):
 def speculators_drafter(
     tmp: Path,
     seed: int = 0,
+    *,
     model_type: str = "qwen3",
     layer_ids=(1, 2, 3),
     rope=None,

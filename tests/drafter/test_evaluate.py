@@ -99,13 +99,13 @@ def test_eval_bad_inputs(drafter_world, tmp_path, capture_files):
     t = load_file(str(bad / "model.safetensors"))
     t["midlayer.extra.weight"] = torch.zeros(2)
     save_file(t, str(bad / "model.safetensors"))
-    with pytest.raises(InputError, match="unexpected weight midlayer.extra.weight"):
+    with pytest.raises(InputError, match=r"unexpected weight midlayer\.extra\.weight"):
         evaluate(bad, w["data"], w["target"])
     res = evaluate(bad, w["data"], w["target"], depth=1, strict=False)
     assert res.weights["unexpected"] == ["midlayer.extra.weight"] and res.notes
     with pytest.raises(InputError, match="no SpecForge"):
         evaluate(w["draft"], tmp_path, w["target"])
-    with pytest.raises(InputError, match="config.json"):
+    with pytest.raises(InputError, match=r"config\.json"):
         evaluate(w["draft"], w["data"], tmp_path)
     with pytest.raises(InputError, match="depth"):
         evaluate(w["draft"], w["data"], w["target"], depth=0)

@@ -50,7 +50,7 @@ def test_speculators_layout_sizes_and_weights():
     assert v.convention == "speculators" and v.norm_before_residual and v.qk_norm and v.position_offset == 1
     text = " | ".join(V.explain(SPEC))
     assert "org/verifier" in text and "norm_before_residual" in text and "4 aux hidden states" in text
-    with pytest.raises(ValueError, match="transformer_layer_config.intermediate_size: absent"):
+    with pytest.raises(ValueError, match=r"transformer_layer_config\.intermediate_size: absent"):
         V.flat_config(
             {
                 **SPEC,
@@ -95,9 +95,9 @@ def test_unsupported_flags_are_refused_by_name(change, flag):
 def test_refusal_reaches_the_forward_and_the_check(tmp_path):
     torch = pytest.importorskip("torch")
     from workbench.drafter.checkpoint import check_weights
-    from workbench.drafter.model import Eagle3Drafter, Unsupported
+    from workbench.drafter.model import Eagle3Drafter, UnsupportedError
 
-    with pytest.raises(Unsupported, match="hidden_act='gelu'"):
+    with pytest.raises(UnsupportedError, match="hidden_act='gelu'"):
         Eagle3Drafter(dict(SGL, hidden_act="gelu"))
     rep = check_weights(dict(SGL, hidden_act="gelu"), {})
     assert not rep.ok and rep.first_problem().startswith("hidden_act")

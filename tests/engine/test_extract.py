@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine import capture, table
+from workbench.engine import capture, read_at, table
 from workbench.engine.extract import extract
 from workbench.engine.host import local_installation
 from workbench.engine.rule import CaptureRule
@@ -30,15 +30,15 @@ def _wheel(version):
     from workbench.engine.wheels import unpacked
 
     try:
-        return unpacked(version)
+        return unpacked("sglang", version)
     except Exception as exc:  # no index reachable: the table is still checked against the installed release
         pytest.skip(f"sglang=={version} wheel not available: {exc}")
 
 
 def _same(extracted, version, archs=None):
-    rows = table.release(version)
-    assert rows is not None, f"{version} missing from the table"
-    tab = {r.arch: r.to_dict() for r in rows if archs is None or r.arch in archs}
+    rel = table.release("sglang", version)
+    assert rel is not None, f"{version} missing from the table"
+    tab = {r.arch: r.to_dict() for r in rel.rules if archs is None or r.arch in archs}
     got = {r.arch: r.to_dict() for r in extracted}
     assert set(got) == set(tab)
     for arch in got:
@@ -47,14 +47,16 @@ def _same(extracted, version, archs=None):
 
 def test_installed_release_matches_table():
     root, version = local_installation()
-    rules = extract(root, version=version)
-    assert {r.arch for r in rules} >= set(KEY)
-    _same(rules, version)
+    rel = read_at(root, version)
+    assert {r.arch for r in rel.rules} >= set(KEY)
+    _same(rel.rules, version)
+    want = table.release("sglang", version)
+    assert rel.registry == want.registry and rel.drafts == want.drafts
 
 
 @pytest.mark.parametrize("version", WHEELS)
 def test_wheel_matches_table(version):
-    if table.release(version) is None:
+    if table.release("sglang", version) is None:
         pytest.skip(f"{version} not yet in the table")
     # the target classes of the story (every class of every release: `make engine-rules`)
     _same(extract(_wheel(version), version=version, archs=set(KEY)), version, set(KEY))
@@ -95,7 +97,7 @@ def test_capture_0523_kimi_llama_gptoss(tmp_path):
 
 
 def test_cuda_graph_defaults_before_0511(tmp_path):
-    if table.release("0.5.10") is None:
+    if table.release("sglang", "0.5.10") is None:
         pytest.skip("0.5.10 not yet in the table")
     llama = _cfg(tmp_path, "LlamaForCausalLM", 32)
     r = capture("sglang==0.5.10", target_config=llama, ids=[5, 10, 20], source="table")
@@ -103,7 +105,7 @@ def test_cuda_graph_defaults_before_0511(tmp_path):
     assert r.cuda_graph_points == ["out(1)", "out(15)", "out(28)"] and r.graph_differs
     off = capture("sglang==0.5.10", target_config=llama, ids=[5, 10, 20], cuda_graph=False, source="table")
     assert off.cuda_graph_points is None
-    if table.release("0.5.11") is not None:
+    if table.release("sglang", "0.5.11") is not None:
         r = capture("sglang==0.5.11", target_config=llama, ids=[5, 10, 20], source="table")
         assert r.cuda_graph_points == r.points
 
@@ -182,7 +184,7 @@ def test_cli_capture_json(tmp_path):
 
 
 def test_rule_roundtrip():
-    rows = table.release("0.5.23")
+    rows = table.release("sglang", "0.5.23").rules
     for r in rows:
         assert CaptureRule.from_dict(r.to_dict()) == r
 
@@ -218,3 +220,41 @@ def test_a_hook_that_raises_leaves_the_parsed_sources_to_reference_counting(tmp_
     finally:
         if was:
             gc.enable()
+
+
+def _vllm_forward(tmp_path, capture_before_loop: str):
+    import ast
+
+    from workbench.engine.source import Source
+    from workbench.engine.vllm_extract import classify_forward
+
+    body = f"""
+class M:
+    def forward(self, input_ids, positions):
+        hidden_states = self.embed_tokens(input_ids)
+        residual = None
+        aux_hidden_states = []
+        if self.start_layer in self.aux_hidden_state_layers:
+{capture_before_loop}
+        for layer_idx, layer in enumerate(self.layers):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+            if layer_idx + 1 in self.aux_hidden_state_layers:
+                aux_hidden_states.append(hidden_states + residual)
+        return hidden_states, aux_hidden_states
+"""
+    pkg = tmp_path / "vllm" / "model_executor"
+    pkg.mkdir(parents=True)
+    (pkg / "m.py").write_text(body)
+    fwd = next(n for n in ast.walk(ast.parse(body)) if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    return classify_forward(Source(tmp_path), "vllm/model_executor/m.py", fwd, [])
+
+
+def test_vllm_index0_a_capture_that_adds_no_residual_is_the_embedding(tmp_path):
+    """vLLM 0.31/0.32 Cohere2Moe: ``aux_hidden_states.append(hidden_states)`` before the loop takes the
+    embedding; one that adds the (None) residual first, as DeepSeek's does, fails."""
+    plain = _vllm_forward(tmp_path / "a", "            aux_hidden_states.append(hidden_states)")
+    assert plain["index0"] == "embed" and plain["boundary"] == "final-prenorm"
+    added = _vllm_forward(
+        tmp_path / "b", "            x = hidden_states + residual\n            aux_hidden_states.append(x)"
+    )
+    assert added["index0"] == "type-error"

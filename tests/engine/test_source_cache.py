@@ -76,23 +76,6 @@ def test_an_unwritable_cache_costs_a_read_and_nothing_else(tmp_path):
     assert source_cache.read("q", src, read, root=blocked) and len(calls) == 2
 
 
-def test_the_installed_sglang_registry_through_the_cache_is_the_reading(tmp_path, monkeypatch):
-    from workbench.doctor import sglang_loaders
-
-    models, version = sglang_loaders._installed_models_dir(), sglang_loaders._installed_version()
-    if models is None or version is None:
-        import pytest
-
-        pytest.skip("no installed sglang")
-    monkeypatch.setenv("EAGLE_WB_CACHE", str(tmp_path))
-    want = sglang_loaders.read_registry(models, version)
-    for _ in range(2):  # read and kept, then from the entry
-        sglang_loaders.registry.cache_clear()
-        assert sglang_loaders.registry() == want
-    assert len(list((tmp_path / source_cache.SUBDIR).glob(f"sglang-registry-{version}-*.json"))) == 1
-    sglang_loaders.registry.cache_clear()
-
-
 def test_parts_are_walked_whole_and_nothing_outside_them_counts(tmp_path):
     """With ``parts``, a file and folders under the root (and every folder below them) make the key:
     a change deep inside one is read again; a change elsewhere under the root is not."""
@@ -139,25 +122,22 @@ def test_a_changed_module_of_the_reader_is_read_again(tmp_path, monkeypatch):
     assert len(calls) == 2
 
 
-def test_the_capture_rules_of_a_release_through_the_cache_are_its_extraction(tmp_path, monkeypatch):
-    """``code_rule``'s rules come from the cache until a file the extractor reads changes, and are
-    what the extractor reads in the code, field for field, evidence included."""
+def test_a_release_read_through_the_cache_is_its_reading(tmp_path, monkeypatch):
+    """An installed release's read comes from the cache until a file the extractor reads changes, and
+    is what the extractor reads in the code, field for field, evidence, registry and drafts included."""
     import shutil
 
     import pytest
 
-    from workbench.engine import code
-    from workbench.engine import extract as ex
+    from workbench.engine import lookup, table
     from workbench.engine.wheels import READS
 
-    try:
-        from workbench.engine.host import local_installation
-
-        installed, version = local_installation()
-    except Exception:
+    got = lookup.installed("sglang")
+    if got is None:
         pytest.skip("no installed sglang")
+    installed, version = got
     root = tmp_path / "site"
-    for part in READS:  # a copy of what the extractor reads (never edit the install)
+    for part in READS["sglang"]:  # a copy of what the extractor reads (never edit the install)
         src = os.path.join(installed, part)
         if os.path.isdir(src):
             shutil.copytree(src, root / part)
@@ -166,19 +146,21 @@ def test_the_capture_rules_of_a_release_through_the_cache_are_its_extraction(tmp
             shutil.copy2(src, root / part)
     monkeypatch.setenv("EAGLE_WB_CACHE", str(tmp_path / "cache"))
     calls = []
-    real = ex.extract
+    real = lookup.read_at
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(ex, "extract", counted)
-    names = ["LlamaForCausalLM"]
-    want = real(root, version=version, archs=set(names))
-    assert want and want[0].id_map != "unknown"
-    assert code._rules(root, version, names) == want and len(calls) == 1
-    assert code._rules(root, version, names) == want and len(calls) == 1  # from the cache
+    monkeypatch.setattr(lookup, "read_at", counted)
+    want = table.pack(real(root, version))
+    assert want["rules"] and want["registry"] and want["drafts"]
+
+    def kept():
+        return table.pack(lookup.read_kept(root, "sglang", version, "installed"))
+
+    assert kept() == want and len(calls) == 1
+    assert kept() == want and len(calls) == 1  # from the cache
     llama = root / "sglang" / "srt" / "models" / "llama.py"
     llama.write_text(llama.read_text() + "\n# edited\n")
-    assert code._rules(root, version, names) == want and len(calls) == 2  # a file changed: read again
-    assert code._rules(root, version, ["Qwen2ForCausalLM"]) != want and len(calls) == 3
+    assert kept() == want and len(calls) == 2  # a file changed: read again

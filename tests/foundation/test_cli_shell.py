@@ -242,7 +242,7 @@ def test_a_measurement_says_when_it_cannot_be_trusted():
 
     steady = {"mean": 120.0, "stdev": 6.0, "min": 110.0, "max": 130.0}
     assert stability(12.0, [118.0, 121.0, 120.0], steady) == []
-    # the relaunched server measured for about a second while still warming: 491 -> 20.6 tok/s
+    # the relaunched server measured for about a second while still warming: a fraction of its rate
     warming = stability(1.1, [20.6], {"mean": 20.6, "stdev": 1.0, "min": 19.0, "max": 22.0})
     assert len(warming) == 1 and "timed for 1.1 s" in warming[0]
     rounds = stability(30.0, [20.6, 480.0, 491.0], steady)

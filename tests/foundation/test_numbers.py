@@ -8,7 +8,7 @@ from workbench.numbers import NON_NEGATIVE, PORT, POSITIVE, Range, integer, numb
 
 @pytest.mark.parametrize("bad", ["nan", "inf", "-inf", "1e400", float("nan"), math.inf, True, None, "x", "9" * 80])
 def test_number_refuses_non_finite_and_non_numbers(bad):
-    with pytest.raises(InputError, match="^grace: "):
+    with pytest.raises(InputError, match=r"^grace: "):
         number(bad, "grace", NON_NEGATIVE)
 
 
@@ -24,7 +24,7 @@ def test_number_ranges_name_the_bound():
 
 @pytest.mark.parametrize("bad", [16.5, "16.5", "abc", True, float("inf"), 10**40, "1" * 5000])
 def test_integer_refuses(bad):
-    with pytest.raises(InputError, match="^hidden_size: "):
+    with pytest.raises(InputError, match=r"^hidden_size: "):
         integer(bad, "hidden_size", POSITIVE)
 
 

@@ -128,7 +128,7 @@ async def test_server_log_keeps_a_decode_lines_numbers_at_80_columns(workspace):
     app = WorkbenchApp(str(workspace), start="server", screen_args={"server": {"poll_interval": 3600.0}})
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause(0.2)
-        app.screen.render_poll((status, [(1, line)], {}, rec))
+        app.screen.render_poll((status, [(1, line)], {}, rec, None))  # no acceptance reading
         await pilot.pause(0.2)
         log = app.screen.query_one("#log", RichLog)
         region = log.content_region
@@ -143,7 +143,7 @@ async def test_server_log_keeps_a_decode_lines_numbers_at_80_columns(workspace):
 def test_relaunch_plan_does_not_call_its_own_port_taken():
     """The plan stops server 1 before it launches again: server 1's port is not a conflict then."""
     from workbench.live.fix import relaunch_plan
-    from workbench.servers.lifecycle import Preview
+    from workbench.servers.launch import Preview
     from workbench.servers.validate import Finding
 
     class Ops:  # the two facade calls relaunch_plan makes, with the lifecycle's real result types

@@ -76,7 +76,7 @@ def test_candidates_read_by_address_give_the_loaded_sums(tmp_path, layout):
         cands += dataclasses.replace(aux, role=PACKED).split(3)
     assert len(cands) >= 3 and all(c.span is not None for c in cands)
     ps = ps_mod.PairStats(slots, np.arange(T) + 3, np.arange(T) + 5, threads=2)
-    xy, yy, *_ = _same_sums(ps, cands)
+    _, yy, *_ = _same_sums(ps, cands)
     want = torch.stack([c.load()[5 : T + 5].double().pow(2).sum(1) for c in cands]).numpy()
     np.testing.assert_allclose(yy, want, rtol=1e-5)  # (and the right bytes: each row's own norm)
     # a candidate kept for the exact pass: its own bytes, over the group's mapping

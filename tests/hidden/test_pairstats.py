@@ -3,6 +3,8 @@ every slot/candidate pair per token, the exact fp32-difference pass, and non-fin
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -30,13 +32,11 @@ def _ref(slots, ref_rows, y, infer_rows):
     return X, y[torch.as_tensor(infer_rows)].double()
 
 
-@pytest.mark.parametrize("S,H", [(1, 64), (2, 200), (3, 128), (4, 96), (5, 160), (3, 7168 // 56)])
+@pytest.mark.parametrize("S,H", [(1, 64), (2, 200), (3, 128), (4, 96), (5, 160), (3, 7168 // 56), (3, 67)])
 @pytest.mark.parametrize(
     "kernel,slot_dtype",
     [
         ("auto", torch.bfloat16),
-        ("bf16-fma", torch.bfloat16),
-        ("bf16-fma256", torch.bfloat16),
         ("fma", torch.bfloat16),
         ("auto", torch.float32),
     ],
@@ -163,73 +163,44 @@ def test_pair_statistics_compiled_equal_the_numpy_spelling(case):
         assert (per_token[0, 0, :5] == 0).all() and per_token[1, 2, 9] == 0
 
 
-def test_the_block_of_tokens_fits_half_the_l2_cache():
-    """The slot rows of a block take at most half a core's L2 (the rest holds the candidates
-    streaming past): a power of two from 4 to ``MAX_BLOCK`` (8)."""
-    kimi = 3 * 7168 * 2  # bytes of slot rows per token
-    assert ps_mod.MAX_BLOCK == 8
-    assert ps_mod.block_tokens(3, 7168, l2=2 << 20) == 8
-    assert ps_mod.block_tokens(3, 7168, l2=1 << 20) == 8 and 8 * kimi <= (1 << 19) < 16 * kimi
-    assert ps_mod.block_tokens(3, 7168, l2=512 << 10) == 4 and 4 * kimi <= (1 << 18) < 8 * kimi
-    assert ps_mod.block_tokens(1, 1024, l2=32 << 20) == 8
-    assert ps_mod.block_tokens(8, 16384, l2=256 << 10) == 4
-    assert ps_mod.l2_bytes() > 0
-    slots, cands, ref_rows, infer_rows = _world(3, 70, 64)
-    ps = ps_mod.PairStats(slots, ref_rows, infer_rows)
-    assert ps.block == ps_mod.block_tokens(3, 64)
-
-
-@pytest.mark.parametrize("dot", ["_dot_vdp", "_dot_split", "_dot_split256"])
-def test_the_bf16_screen_prefetches_the_rows_it_reads_next(dot):
-    """While the screen reads a token's candidate rows it prefetches, line by line, the rows it
-    reads next (into L2); values are the same whatever it prefetches."""
-    if dot == "_dot_vdp" and not ps_mod.HAS_BF16_DOT:
-        pytest.skip("this CPU has no AVX512-BF16: the bf16 screen splits lanes")
+def test_the_split_words_read_both_bf16_of_every_32_bit_word():
+    """The bf16 screen takes the element in the low half of a word (shifted up) and the one in the
+    high half (masked), at every position, for every slot count: distinct values in each position,
+    negative and subnormal included, give the exact float64 dot product, and each slot's sums are
+    its own (a slot past ``k`` adds nothing)."""
     import numba
 
-    fn = getattr(ps_mod, dot)
-
     @numba.njit(nogil=True, fastmath=ps_mod.FM)
-    def one(x, y, yn):
-        return fn((x.ctypes.data,), (y.ctypes.data,), (yn.ctypes.data,), 2)
+    def quad_at(xrow, q, k, n):
+        res = np.zeros(20, np.float32)
+        ps_mod._quad(xrow, 0, k, q, n, res)
+        return res
 
-    x, y = np.ones(64, np.uint16) * 0x3F80, np.ones(64, np.uint16) * 0x4000  # bf16 1.0 and 2.0
-    assert one(x, y, y) == one(x, y, x) == (128.0, 256.0)
-    asm = next(iter(one.inspect_asm().values()))
-    assert asm.count({0: "prefetchnta", 1: "prefetcht2", 2: "prefetcht1", 3: "prefetcht0"}[ps_mod.PF_LOCALITY]) >= 1
-
-
-@pytest.mark.parametrize("dot", ["_dot_split", "_dot_split256"])
-def test_the_split_lanes_read_both_halves_of_every_32_bit_lane(dot):
-    """``bf16-fma`` and ``bf16-fma256`` take the element in the low half of a lane (shifted up) and
-    the one in the high half (masked), in every lane of every vector of a block: distinct values in
-    each position, negative and subnormal included, give the exact float64 dot product."""
-    import numba
-
-    fn = getattr(ps_mod, dot)
-
-    @numba.njit(nogil=True, fastmath=ps_mod.FM)
-    def one(x, y):
-        return fn((x.ctypes.data,), (y.ctypes.data,), (y.ctypes.data,), 1)
+    def quad(xs, ys, k, n):  # (the arrays stay alive in the caller while the kernel reads them)
+        return quad_at(np.array([x.ctypes.data for x in xs]), np.array([y.ctypes.data for y in ys]), k, n)
 
     g = torch.Generator().manual_seed(3)
-    x = torch.randn(32, generator=g).bfloat16()
-    y = torch.randn(32, generator=g).bfloat16()
-    xb, yb = x.view(torch.int16).numpy().view(np.uint16), y.view(torch.int16).numpy().view(np.uint16)
-    xy, yy = one(xb, yb)
-    assert xy == pytest.approx(float((x.double() * y.double()).sum()), rel=1e-6)
-    assert yy == pytest.approx(float((y.double() ** 2).sum()), rel=1e-6)
-    odd = torch.zeros(32).bfloat16()
-    odd[1::2] = 1.0  # the high halves only
-    assert one(xb, odd.view(torch.int16).numpy().view(np.uint16))[0] == pytest.approx(float(x[1::2].double().sum()))
-    tiny, big = torch.zeros(32).bfloat16(), torch.zeros(32).bfloat16()
-    tiny[5], big[5] = 2.0**-130, 2.0**100  # a subnormal input counts (vdpbf16ps would flush it)
     as16 = lambda t: t.view(torch.int16).numpy().view(np.uint16)  # noqa: E731
-    assert one(as16(tiny), as16(big))[0] == 2.0**-30
-    for i in range(32):  # each position alone, whichever vector and half of a lane it is in
-        e = torch.zeros(32).bfloat16()
+    x = [torch.randn(40, generator=g).bfloat16() for _ in range(4)]
+    y = [torch.randn(40, generator=g).bfloat16() for _ in range(4)]
+    for k in (1, 2, 3, 4):
+        res = quad([as16(v) for v in x], [as16(v) for v in y], k, 20)
+        for m in range(4):
+            assert res[5 * m + 4] == pytest.approx(float((y[m].double() ** 2).sum()), rel=1e-6)
+            for j in range(4):
+                want = float((x[j].double() * y[m].double()).sum()) if j < k else 0.0
+                assert res[5 * m + j] == pytest.approx(want, rel=1e-5, abs=1e-6)
+    e, one = torch.zeros(40).bfloat16(), torch.ones(40).bfloat16()
+    odd = torch.zeros(40).bfloat16()
+    odd[1::2] = 1.0  # the high halves only
+    assert quad([as16(x[0])] * 4, [as16(odd)] * 4, 1, 20)[0] == pytest.approx(float(x[0][1::2].double().sum()))
+    tiny, big = torch.zeros(40).bfloat16(), torch.zeros(40).bfloat16()
+    tiny[5], big[5] = 2.0**-130, 2.0**100  # a subnormal input counts
+    assert quad([as16(tiny)] * 4, [as16(big)] * 4, 1, 20)[0] == 2.0**-30
+    for i in range(40):  # each position alone, whichever half of a word it is in
+        e = torch.zeros(40).bfloat16()
         e[i] = 1.0
-        assert one(as16(e), yb)[0] == float(y[i])
+        assert quad([as16(e)] * 4, [as16(one), as16(y[1]), as16(e), as16(one)], 1, 20)[5] == float(y[1][i])
 
 
 @pytest.mark.parametrize(
@@ -239,7 +210,7 @@ def test_token_ranges_cover_every_token_once_and_shrink_to_the_end(T, threads, l
     """Ranges follow each other from 0 to T; each is a share of the tokens left (the first no more
     than a thread's share), never under ``least`` but where fewer are left; they never grow."""
     r = ps_mod.token_ranges(T, threads, least)
-    assert r[0][0] == 0 and r[-1][1] == T and all(a[1] == b[0] for a, b in zip(r, r[1:]))
+    assert r[0][0] == 0 and r[-1][1] == T and all(a[1] == b[0] for a, b in itertools.pairwise(r))
     sizes = [b - a for a, b in r]
     assert all(x >= min(least, T - a) for x, (a, _) in zip(sizes, r))
     assert sizes == sorted(sizes, reverse=True)
@@ -312,14 +283,13 @@ def test_a_pass_runs_once_per_thread_and_covers_every_range(monkeypatch):
     ps = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=3)
     ys = [ps.prepare(cands[0])]
     calls = []
-    name = ps_mod.SCREEN_FUNCS[ps.kernel]
-    real = getattr(ps_mod, name)
+    real = ps_mod.dots_bf16
 
     def counted(*args):
-        calls.append(args[11].shape[0])  # the ranges every call is given
+        calls.append(args[0][1].shape[0])  # the ranges every call is given
         return real(*args)
 
-    monkeypatch.setattr(ps_mod, name, counted)
+    monkeypatch.setattr(ps_mod, "dots_bf16", counted)
     got = ps.dots(ys)
     assert calls == [len(ps.ranges)] * 3
     want = ps_mod.PairStats(slots, ref_rows, infer_rows, threads=1).dots(ys)
@@ -381,11 +351,55 @@ def test_a_pass_over_some_token_columns_fills_those_alone_with_what_a_whole_pass
         ps.dots(ys, cols=np.array([T]))
 
 
-def test_the_screen_is_chosen_by_what_the_cpu_has(monkeypatch):
-    """AVX512-BF16: its dot instruction; AVX-512 without it: split lanes in 16-lane vectors; a CPU
-    with 16 vector registers: in 8-lane ones; data not all bf16: the per-token fp32 kernel."""
-    for dot, wide, want in [(True, True, "vdpbf16ps"), (False, True, "bf16-fma"), (False, False, "bf16-fma256")]:
-        monkeypatch.setattr(ps_mod, "HAS_BF16_DOT", dot)
-        monkeypatch.setattr(ps_mod, "HAS_AVX512", wide)
-        assert ps_mod.screen_kernel(True) == want
-        assert ps_mod.screen_kernel(False) == "fma"
+def test_the_screen_is_chosen_by_the_data():
+    """All-bf16 data: the bf16 screen; anything else: the per-token fp32 kernel."""
+    assert ps_mod.screen_kernel(True) == "bf16-fma"
+    assert ps_mod.screen_kernel(False) == "fma"
+
+
+def _passes(ps, ys, T):
+    """A screen with its statistics and in-pass differences (bf16 candidates), the portable screen
+    and its statistics (all of them), and the exact pass."""
+    S, out = ps.S, []
+    for group in (ys[:-1], ys):
+        G = len(group)
+        xx = np.empty((S, T), np.float32)
+        sums = ps_mod.SumsOut(xx, np.zeros((G, T), bool), np.zeros((S, G, T), np.float32))
+        got = ps.dots(group, xx, [(0, 1), (2, 0)], sums=sums)
+        out += [xx, sums.finite, sums.per_token, *got[:5], *got.sums]
+    out += list(ps.exact([(1, 2), (0, 4)], ys))
+    return out
+
+
+def test_passes_from_two_threads_at_once_give_each_its_own_result():
+    """Two Python threads running passes at the same time (a face's worker and a script): each gets
+    what it gets alone (a gang takes one pass at a time)."""
+    import threading
+
+    T, H = 240, 128
+    g = torch.Generator().manual_seed(3)
+    slots = [torch.randn(T, H, generator=g).bfloat16() for _ in range(3)]
+    cands = [torch.randn(T, H, generator=g).bfloat16() for _ in range(4)] + [torch.randn(T, H, generator=g)]
+    rows = np.arange(T)
+    ps = ps_mod.PairStats(slots, rows, rows, threads=2, thread_tokens=8)
+    ys = [ps.prepare(y) for y in cands]
+    alone = _passes(ps, ys, T)
+    got: list[list[np.ndarray]] = [[], []]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(5):
+                got[i] = _passes(ps, ys, T)
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert not errors and all(not w.is_alive() for w in workers)
+    for res in got:
+        for a, b in zip(res, alone):
+            np.testing.assert_array_equal(a, b)

@@ -166,7 +166,7 @@ def test_unexpected_pickles_are_refused(tmp_path, capsys):
         open_capture(p2)
     p3 = tmp_path / "data_2.ckpt"
     torch.save({"input_ids": torch.zeros(3, dtype=torch.long)}, p3)
-    with pytest.raises(InputError, match="missing key.*loss_mask"):
+    with pytest.raises(InputError, match=r"missing key.*loss_mask"):
         open_capture(p3)
     p4 = tmp_path / "raw.pkl.ckpt"
     p4.write_bytes(pickle.dumps({"a": 1}))
@@ -196,7 +196,7 @@ def test_shape_mismatches_in_training_files(tmp_path):
         },
         p,
     )
-    with pytest.raises(InputError, match="not 3 slots|!= slot width"):
+    with pytest.raises(InputError, match=r"not 3 slots|!= slot width"):
         open_capture(p, slots=3)
 
 

@@ -9,10 +9,18 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
-from workbench.hosts import CasConflict, ChangedHostKey, HostError, HostTimeout, UnknownHostKey, make_host
+from workbench.hosts import (
+    CasConflictError,
+    ChangedHostKeyError,
+    HostError,
+    HostTimeoutError,
+    UnknownHostKeyError,
+    make_host,
+)
 from workbench.hosts.base import sha256
 from workbench.hosts.local import LocalHost
 
@@ -99,7 +107,7 @@ def test_unreachable_host_is_a_clear_error(sshd, ssh_host):
 
 def test_timeout_on_a_slow_command(ssh_host):
     t0 = time.monotonic()
-    with pytest.raises(HostTimeout, match="did not finish"):
+    with pytest.raises(HostTimeoutError, match="did not finish"):
         ssh_host.run(["sleep", "5"], timeout=0.5)
     assert time.monotonic() - t0 < 3
     assert ssh_host.run(["true"]).rc == 0  # the transport is still usable
@@ -110,10 +118,10 @@ def test_files_atomic_cas_offset_stat(ssh_host, tmp_path):
     assert ssh_host.stat(path) is None
     v1 = ssh_host.write_bytes(path, b'{"a": 1}\n', expect=None)
     assert v1 == sha256(b'{"a": 1}\n')
-    with pytest.raises(CasConflict, match="changed since it was read"):
+    with pytest.raises(CasConflictError, match="changed since it was read"):
         ssh_host.write_bytes(path, b"x", expect=None)  # must not exist, but does
     (tmp_path / "conf.json").write_bytes(b'{"a": 2}\n')  # someone else edits it
-    with pytest.raises(CasConflict):
+    with pytest.raises(CasConflictError):
         ssh_host.write_bytes(path, b'{"a": 3}\n', expect=v1)
     assert (tmp_path / "conf.json").read_bytes() == b'{"a": 2}\n'  # nothing half-written
     (tmp_path / "conf.json").chmod(0o640)
@@ -133,7 +141,7 @@ def test_local_files_cas(tmp_path):
     h = LocalHost()
     p = str(tmp_path / "f")
     v = h.write_bytes(p, b"one", expect=None)
-    with pytest.raises(CasConflict):
+    with pytest.raises(CasConflictError):
         h.write_bytes(p, b"two", expect=sha256(b"other"))
     h.write_bytes(p, b"two", expect=v)
     assert h.read_bytes(p, offset=1) == b"wo" and h.stat(p).size == 3
@@ -148,7 +156,7 @@ def test_unknown_host_key_is_refused_with_its_fingerprint_then_trusted(sshd, tmp
     real_fp = subprocess.run(
         ["ssh-keygen", "-lf", str(sshd.host_key) + ".pub"], capture_output=True, text=True, check=True
     ).stdout.split()[1]
-    with pytest.raises(UnknownHostKey) as err:
+    with pytest.raises(UnknownHostKeyError) as err:
         host.run(["true"])
     assert err.value.fingerprint == real_fp and "host trust test" in str(err.value)
     with pytest.raises(HostError, match="not the"):
@@ -171,10 +179,10 @@ def test_changed_host_key_is_refused_loudly(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     kh.write_text(f"[127.0.0.1]:{sshd.port} {kind} {b64}\n")
     host = make_host("test", {"kind": "ssh", **sshd.host_table(known_hosts=str(kh))})
-    with pytest.raises(ChangedHostKey, match="HOST KEY CHANGED") as err:
+    with pytest.raises(ChangedHostKeyError, match="HOST KEY CHANGED") as err:
         host.run(["true"])
     assert err.value.expected != err.value.fingerprint
-    with pytest.raises(ChangedHostKey):
+    with pytest.raises(ChangedHostKeyError):
         trust_key(host)
     assert b64 in kh.read_text()  # never replaced silently
 
@@ -220,3 +228,30 @@ def test_port_forward_reaches_a_remote_port(ssh_host):
 
 def test_ping(ssh_host):
     assert 0 <= ssh_host.ping() < 5
+
+
+def test_the_cas_writer_defines_under_an_old_host_python():
+    """``casfile`` is sent as source to a host's python, which may predate ``X | None`` and
+    ``dict[...]`` at run time: every annotation evaluated where it is defined (parameters, returns,
+    module and class attributes) is a string or a plain name."""
+    import ast
+
+    from workbench.hosts import casfile
+
+    tree = ast.parse(Path(casfile.__file__).read_text(encoding="utf-8"))
+    lazy = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    evaluated = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            evaluated += [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x]
+            evaluated.append(node.returns)
+        elif isinstance(node, (ast.Module, ast.ClassDef)):
+            evaluated += [s.annotation for s in node.body if isinstance(s, ast.AnnAssign)]
+    plain = (ast.Name, ast.Attribute, ast.Constant)
+    late = [ast.unparse(x) for x in evaluated if x is not None and not isinstance(x, plain)]
+    assert lazy or not late, f"annotations a host's python 3.8 would fail on: {late}"
+    assert len(evaluated) > 10  # (the walk found the signatures)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.toml_files import write_toml
-from workbench.hosts import ChangedHostKey, HostError, RevokedHostKey, UnknownHostKey, make_host
+from workbench.hosts import ChangedHostKeyError, HostError, RevokedHostKeyError, UnknownHostKeyError, make_host
 from workbench.hosts.ssh import trust_key
 
 pytestmark = pytest.mark.ssh
@@ -38,13 +38,13 @@ def test_a_changed_key_type_is_a_changed_key_and_trust_never_adds_it(sshd, tmp_p
     kh.write_text(f"[127.0.0.1]:{sshd.port} {rsa}\n")
     before = kh.read_bytes()
     host = _host(sshd, kh)
-    with pytest.raises(ChangedHostKey, match="HOST KEY CHANGED") as err:
+    with pytest.raises(ChangedHostKeyError, match="HOST KEY CHANGED") as err:
         host.run(["true"])
     assert err.value.key_type == "ssh-ed25519" and err.value.fingerprint not in err.value.expected
-    with pytest.raises(ChangedHostKey, match="HOST KEY CHANGED"):
+    with pytest.raises(ChangedHostKeyError, match="HOST KEY CHANGED"):
         trust_key(host)
     fp = err.value.fingerprint
-    with pytest.raises(ChangedHostKey):
+    with pytest.raises(ChangedHostKeyError):
         trust_key(host, expected_fingerprint=fp)  # even the exact fingerprint: not over a known key
     assert kh.read_bytes() == before
     host.close()
@@ -96,16 +96,16 @@ def test_a_revoked_key_is_refused_even_when_listed_and_never_trusted(sshd, tmp_p
     kh.write_text(f"[127.0.0.1]:{sshd.port} {real}\n@revoked * {real}\n")
     before = kh.read_bytes()
     host = _host(sshd, kh)
-    with pytest.raises(RevokedHostKey, match="REVOKED"):
+    with pytest.raises(RevokedHostKeyError, match="REVOKED"):
         host.run(["true"])
-    with pytest.raises(RevokedHostKey):
+    with pytest.raises(RevokedHostKeyError):
         trust_key(host)
     kh.write_text(f"@revoked * {real}\n")  # revoked and not listed: not "unknown"
     host.close()
     host = _host(sshd, kh)
-    with pytest.raises(RevokedHostKey):
+    with pytest.raises(RevokedHostKeyError):
         host.run(["true"])
-    with pytest.raises(RevokedHostKey):
+    with pytest.raises(RevokedHostKeyError):
         trust_key(host)
     assert kh.read_text() == f"@revoked * {real}\n"
     assert before != kh.read_bytes()
@@ -116,7 +116,7 @@ def test_unknown_host_with_marker_lines_can_still_be_trusted(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     kh.write_text(f"@cert-authority *.example.com {_key(tmp_path, 'ed25519', 'ca')}\n")
     host = _host(sshd, kh)
-    with pytest.raises(UnknownHostKey) as err:
+    with pytest.raises(UnknownHostKeyError) as err:
         host.run(["true"])
     with pytest.raises(HostError, match="not the"):
         trust_key(host, expected_fingerprint="SHA256:nope")

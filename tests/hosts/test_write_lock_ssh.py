@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.configs import writers
-from workbench.hosts import CasConflict, casfile
+from workbench.hosts import CasConflictError, casfile
 from workbench.hosts.base import sha256
 
 pytestmark = pytest.mark.ssh
@@ -35,7 +35,7 @@ def test_a_killed_ssh_writer_leaves_no_lock(ssh_host, sshd, tmp_path):
     """The writer is killed while the host's side of it holds the lock (paused there by its hook).
     Killing the client: the host's side finishes its write (its pause ends, as a real write would)
     and the lock goes with it. Killing the host's side: the kernel drops its lock at once. Either way
-    the next writer goes on (the old mkdir lock made it wait 10 s and fail until 120 s had passed)."""
+    the next writer goes on at once (a lock that outlives its writer would make it wait out a timeout)."""
     path = tmp_path / "conf.json"
     path.write_bytes(b"{}")
     pause = tmp_path / "pause"
@@ -113,7 +113,7 @@ def test_a_transfer_cut_short_writes_nothing(ssh_host, tmp_path):
     req = {"path": str(p), "expect": sha256(b"{}"), "size": len(full), "sha256": sha256(full)}
     r = ssh_host.run([ssh_host.python, "-c", _casfile_source(), json.dumps(req)], input=full[:3])
     assert json.loads(r.out)["error"] == "truncated" and p.read_bytes() == b"{}"
-    with pytest.raises(CasConflict):
+    with pytest.raises(CasConflictError):
         ssh_host.write_bytes(str(p), full, expect=sha256(b"other"))
     assert ssh_host.write_bytes(str(p), full, expect=sha256(b"{}")) == sha256(full) and p.read_bytes() == full
 
@@ -154,7 +154,7 @@ def test_a_hand_edit_inside_the_hosts_window_is_put_back(sshd, tmp_path, style):
     (pause / "window.go").write_text("")
     t.join(30)
     host.close()
-    assert isinstance(box["r"], CasConflict) and box["r"].actual == sha256(hand)
+    assert isinstance(box["r"], CasConflictError) and box["r"].actual == sha256(hand)
     assert p.read_bytes() == hand
     assert sorted(x.name for x in tmp_path.iterdir()) == ["conf.json", "pause"]
 
@@ -162,5 +162,5 @@ def test_a_hand_edit_inside_the_hosts_window_is_put_back(sshd, tmp_path, style):
 def _try(host, p):
     try:
         return host.write_bytes(str(p), b'{"a": 2}\n', expect=sha256(b'{"a": 1}\n'))
-    except CasConflict as exc:
+    except CasConflictError as exc:
         return exc

@@ -89,7 +89,7 @@ def _check_against_library(p: Path) -> None:
 
     try:
         with safe_open(str(p), framework="pt") as f:
-            lib = {k: (f.get_slice(k).get_dtype(), list(f.get_slice(k).get_shape())) for k in f.keys()}
+            lib = {k: (f.get_slice(k).get_dtype(), list(f.get_slice(k).get_shape())) for k in f.keys()}  # noqa: SIM118  (a safetensors handle, not a dict: keys() is its only listing)
     except Exception:
         lib = None
     try:

@@ -128,7 +128,7 @@ def test_a_build_without_the_measuring_release_code_stops_before_training(tmp_pa
     def unreachable(*_a, **_k):
         raise WorkbenchError(f"pip download {B.MEASURE_ENGINE} failed: No matching distribution found")
 
-    monkeypatch.setattr(code, "code_rule", unreachable)
+    monkeypatch.setattr(code, "code_release", unreachable)
     monkeypatch.setattr(T, "build_target", lambda *a, **k: pytest.fail("trained before the release's code was read"))
     with pytest.raises(WorkbenchError, match="pip download sglang=="):
         B.build("tiny", root=tmp_path, force=True)

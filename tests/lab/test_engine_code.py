@@ -11,7 +11,7 @@ def _release(version):
     from workbench.engine.wheels import unpacked
 
     try:
-        unpacked(version)
+        unpacked("sglang", version)
     except Exception as exc:
         pytest.skip(f"sglang=={version} wheel not available: {exc}")
 
@@ -32,7 +32,7 @@ def test_installed_release_is_read_from_its_code(world, monkeypatch):
 
     eng = _engine(world, "draft", "sglang==0.5.23")
     try:
-        assert eng.capture.source == "host"  # the installed sglang, read in place
+        assert eng.capture.source == "installed"  # the installed sglang, read in place
         assert eng.capture.points == ["out(1)", "out(5)", "out(8)"]
         # the table must say the same: a wrong table fails here
         tab = capture("sglang==0.5.23", arch="LlamaForCausalLM", num_layers=12, ids=[1, 5, 8], source="table")
@@ -41,7 +41,7 @@ def test_installed_release_is_read_from_its_code(world, monkeypatch):
     finally:
         eng.close()
     # the lab never reads the table: poisoning it changes nothing
-    monkeypatch.setattr(table, "load", lambda: {"0.5.23": []})
+    monkeypatch.setattr(table, "load", lambda e: {"0.5.23": {"rules": []}})
     eng = _engine(world, "draft_broken", "sglang==0.5.23")
     try:
         assert eng.capture.points == ["embed", "out(1)", "out(5)"] and eng.capture.fatal is None

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench.engine.version import Version
+
 pytestmark = pytest.mark.slow
 
 CLASS = {
@@ -102,9 +104,9 @@ def test_prefix_flags_parse_like_sglang():
         "EAGLE3",
         0.7,
     )
-    assert version == (0, 5, 12, 0)
+    assert version == Version.parse("0.5.12")
     _, v = parse(["--model-path", "/m", "--lab-engine", "sglang-0.5.13"])
-    assert v == (0, 5, 13, 0)
+    assert v == Version.parse("0.5.13")
 
 
 def test_story_launch_flags_are_accepted():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from workbench.engine.version import Version
 from workbench.lab.logfmt import LogFormat
 
 DECODE_RE = re.compile(
@@ -11,12 +12,12 @@ DECODE_RE = re.compile(
     r"(?:accept rate: ([\d.]+), )?)?.*?gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)"
 )
 VERSIONS = {
-    "0.4.9": (0, 4, 9, 0),
-    "0.5.4": (0, 5, 4, 0),
-    "0.5.5": (0, 5, 5, 0),
-    "0.5.12": (0, 5, 12, 0),
-    "0.5.13": (0, 5, 13, 0),
-    "0.5.23": (0, 5, 23, 0),
+    "0.4.9": Version.parse("0.4.9"),
+    "0.5.4": Version.parse("0.5.4"),
+    "0.5.5": Version.parse("0.5.5"),
+    "0.5.12": Version.parse("0.5.12"),
+    "0.5.13": Version.parse("0.5.13"),
+    "0.5.23": Version.parse("0.5.23"),
 }
 
 
@@ -30,18 +31,18 @@ def test_decode_lines_per_version_parse_with_the_reference_regex():
         assert m, (name, line)
         assert float(m.group(2)) == 3.0 and float(m.group(4)) == 55.5
         assert " TP0]" in line
-        if v <= (0, 4, 9, 0):
+        if v <= Version.parse("0.4.9"):
             assert "Decode batch." in line and m.group(3) is None and not line.endswith(", ")
-        elif v < (0, 5, 12, 0):
+        elif v < Version.parse("0.5.12"):
             assert line.endswith(", ") and float(m.group(3)) == 0.75  # AL / (steps + 1)
         else:
             assert line.endswith("#queue-req: 0") and float(m.group(3)) == round(2 / 3, 2)  # (AL-1)/(ndt-1)
-        if v == (0, 5, 4, 0):
+        if v == Version.parse("0.5.4"):
             assert "Decode batch [7]," in line
 
 
 def test_milestones_follow_the_version():
-    old, new = LogFormat((0, 5, 5, 0)), LogFormat((0, 5, 23, 0))
+    old, new = LogFormat(Version.parse("0.5.5")), LogFormat(Version.parse("0.5.23"))
     assert old.server_args({"model_path": "/m", "tp_size": 8}) == "server_args=ServerArgs(model_path='/m', tp_size=8)"
     assert new.server_args({"model_path": "/m"}) == "server_args={'model_path': '/m'}"
     assert (
@@ -63,4 +64,4 @@ def test_milestones_follow_the_version():
     )
     p = new.prefill(1, 12, 0, 12, 0.0, 0, 0)
     assert p.startswith("Prefill batch, #new-seq: 1, #new-token: 12") and "#pending-token: 0" in p
-    assert LogFormat((0, 4, 9, 0)).prefill(1, 12, 0, 12, 0.0, 0, 0).startswith("Prefill batch. ")
+    assert LogFormat(Version.parse("0.4.9")).prefill(1, 12, 0, 12, 0.0, 0, 0).startswith("Prefill batch. ")

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.toml_files import write_toml
+from tests.live.conftest import copy_draft, lab_profile
+
 
 def _release(version):
     """The release's wheel from PyPI (cached under ~/.cache/eagle-workbench); skip when offline."""
     from workbench.engine.wheels import unpacked
 
     try:
-        unpacked(version)
+        unpacked("sglang", version)
     except Exception as exc:
         pytest.skip(f"sglang=={version} wheel not available: {exc}")
 
-
-from tests.fixtures.toml_files import write_toml
-from tests.live.conftest import copy_draft, lab_profile
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_decode_graphs_are_checked_before_healthy(lab_world, tmp_path, stop_serv
     ev = f[0].finding.evidence
     assert ev["engine_points"] == ["out(2)", "out(6)", "out(9)"]
     assert ev["cuda_graph_points"] == ["out(1)", "out(5)", "out(8)"]
-    assert ev["source"] in ("host", "table") and any("cuda_graph_runner.py" in e for e in ev["code"])
+    assert ev["source"] in ("host", "shipped", "table") and any("cuda_graph_runner.py" in e for e in ev["code"])
 
     wb2, rec2 = _launch(lab_world, tmp_path, stop_servers, "debug", ["--disable-cuda-graph"], "0.5.10")
     report = wb2.doctor_live(rec2.id, measure=False, dump="no", static=False)

@@ -78,7 +78,7 @@ def test_without_hidden_states_and_without_a_dump(lab_world, tmp_path, stop_serv
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert list(out["spec"]) == ["algorithm", "steps", "topk", "draft_tokens"] and out["alignment"] is None
-    assert list(out["predicted"]) == ["accept_length", "acc", "source", "samples"]
+    assert list(out["predicted"]) == ["accept_length", "acc", "source", "samples", "full_acc"]
     assert list(out["features"])[:4] == ["verdict", "train_accept_length", "live_accept_length", "samples"]
     assert list(out["observed"]) == ["accept_length", "tokens_per_s", "source"]
     assert list(out["draft"])[-1] == "changed_since_launch"

@@ -1,5 +1,7 @@
 """Properties the predictor must keep for every input, not just the hand-picked ones."""
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,7 +84,7 @@ def test_tree_grows_with_the_node_budget(case):
     als = [
         P.predict("conditional", c, steps, topk, n, topk_hits=hits).accept_length for n in range(2, steps * topk + 2)
     ]
-    assert all(b >= a - EPS for a, b in zip(als, als[1:]))
+    assert all(b >= a - EPS for a, b in itertools.pairwise(als))
 
 
 @given(st.lists(st.floats(0.05, 1.0), min_size=1, max_size=8))

@@ -30,7 +30,7 @@ def wbv(lab_world, tmp_path_factory):
         "launcher": [sys.executable, "-m", "workbench.lab.serve", "--lab-engine", "vllm==0.32.0"],
         "model": lab_world["target"],
         "log": str(root / "logs" / "lab.log"),
-        "args": ["--host", "127.0.0.1", "--decode-log-interval", "8"],
+        "args": ["--host", "127.0.0.1", "--decode-log-interval", "8", "--per-request-spec-decode-metrics", "summary"],
         "speculative": {"algorithm": "EAGLE3", "num_steps": 3},
         "ready_timeout": 120,
         "stop_grace": 5,
@@ -57,10 +57,11 @@ def test_launch_ready_measure_metrics_stop(wbv):
     c = m.counters
     assert c["drafts"] > 0 and m.accept_length == pytest.approx(1 + c["accepted"] / c["drafts"])
     assert m.per_position == pytest.approx([p / c["drafts"] for p in c["accepted_per_pos"]])
-    assert m.engine == "vllm==0.32.0" and m.completion_tokens == 16 * 24
-    # launched without --per-request-spec-decode-metrics, two at a time: no per-request figures, and it says how
-    assert m.per_request == [None] * 16 and m.distribution == {"n": 0} and m.counters_check is None
-    assert len(m.notes) == 1 and "--per-request-spec-decode-metrics summary" in m.notes[0], m.notes
+    assert m.engine == "vllm==0.32.0" and m.completion_tokens == 16 * 24 and not m.notes
+    # per request, vLLM's own figures (--per-request-spec-decode-metrics), which sum to its counters
+    assert all(r["accept_len"] is not None and r["accept_len"] >= 1 for r in m.requests) and len(m.requests) == 16
+    assert m.per_request_source == "response metrics" and m.counters_check["agree"], m.counters_check
+    assert m.counters_check["draft_tokens"]["requests"] == c["draft_tokens"]
     # the journal keeps the counters; the accept length read back is the same
     row = wb.measurements(st.id)[-1]
     assert row["counters"] == c and row["accept_length"] == pytest.approx(m.accept_length)
@@ -91,10 +92,16 @@ def test_launch_ready_measure_metrics_stop(wbv):
 
 
 def test_engine_death_at_the_first_request_is_classified(wbv):
+    import dataclasses
+
     from workbench.errors import WorkbenchError
 
     wb, _root, _ids = wbv
-    st = wb.launch("broken", confirm=True, wait=True)
+    with pytest.raises(WorkbenchError, match=r"not launched: Layer id -1 "):
+        wb.launch("broken", confirm=True)
+    preview = wb.launch_preview("broken")  # launched anyway: the lab dies as vLLM does
+    waived = dataclasses.replace(preview, findings=[f for f in preview.findings if f.severity != "error"])
+    st = wb.launch("broken", confirm=True, wait=True, preview=waived)
     assert st.state == "ready"
     with pytest.raises(WorkbenchError):
         wb.server_measure(st.id, max_new_tokens=8, concurrency=1)

@@ -26,7 +26,13 @@ def register(sub) -> None:
     p.add_argument(
         "--engine",
         metavar="ENGINE",
-        help="the serving engine: sglang==X.Y.Z, sglang (latest), vllm==X.Y.Z or vllm (default: sglang)",
+        help="the serving engine: sglang==X.Y.Z, sglang (the newest read), vllm==X.Y.Z or vllm (default: sglang); "
+        "a release whose code was not read is an error naming the nearest read and how to read it",
+    )
+    p.add_argument(
+        "--read",
+        action="store_true",
+        help="read the serving release's wheel (downloaded with pip, kept) when its code was not read yet",
     )
     p.add_argument("--algorithm", metavar="ALGO", help="--speculative-algorithm of the launch (EAGLE3, EAGLE, ...)")
     p.add_argument("--trained-layers", metavar="IDS", help="layers the drafter was trained on, e.g. 2,30,58")
@@ -143,6 +149,7 @@ def run(args: argparse.Namespace, ctx) -> int:
         trained_engine=args.trained_engine,
         env=parse_env(args.env),
         cuda_graph=not args.disable_cuda_graph,
+        read=args.read,
     )
     if args.json:
         emit(

@@ -66,14 +66,14 @@ class LocalFiles:
             raise InputError(f"{path}: directory {directory} does not exist")
         try:
             casfile.cas_write(path, data, expected_sha256)
-        except casfile.Conflict as c:
+        except casfile.ConflictError as c:
             raise ConflictError(
                 f"{path}: changed on disk since it was read (expected "
                 f"{'no file' if c.expected is None else c.expected[:12]}, found "
                 f"{'no file' if c.actual is None else c.actual[:12]}); nothing written"
                 + (f" ({c.note})" if c.note else "")
             ) from None
-        except casfile.Busy as b:
+        except casfile.BusyError as b:
             raise WorkbenchError(f"{path}: {b}; nothing written") from None
         except OSError as exc:
             raise InputError(f"{path}: cannot write: {exc.strerror}") from None
@@ -129,9 +129,9 @@ class HostFiles:
         return self._host.read_bytes(path)
 
     def write_cas(self, path: str, data: bytes, expected_sha256: str | None) -> None:
-        from workbench.hosts import CasConflict
+        from workbench.hosts import CasConflictError
 
         try:
             self._host.write_bytes(path, data, expect=expected_sha256)
-        except CasConflict as exc:
+        except CasConflictError as exc:
             raise ConflictError(f"{exc}; nothing written") from None

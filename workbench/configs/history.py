@@ -95,7 +95,7 @@ def unified_diff(a: bytes, b: bytes, a_name: str, b_name: str) -> str:
     at = a.decode("utf-8", errors="replace").splitlines(keepends=True)
     bt = b.decode("utf-8", errors="replace").splitlines(keepends=True)
     lines = list(difflib.unified_diff(at, bt, a_name, b_name))
-    return "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def check_type(key: str, value: Any) -> None:

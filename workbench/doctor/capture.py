@@ -1,9 +1,9 @@
-"""The capture report: config ids -> what this engine captures -> what training used.
+"""The capture report: config ids -> what this engine release captures -> what training used.
 
 What a drafter was trained on is what the engine that *captured its training data* made of the ids.
 ``trained_readings`` returns every reading the evidence allows: one when the trained layers or the
-capturing engine are given (provenance), else one per distinct capture among the SGLang releases a
-SpecForge-format drafter may have been captured with (speculators-format: vLLM's capture indices).
+capturing engine are given (provenance), else one per distinct capture among the SGLang releases read
+that a SpecForge-format drafter may have been captured with (speculators-format: vLLM's capture indices).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from workbench.engine import EngineCapture, Release, apply
 from workbench.errors import InputError
-from workbench.layers import CaptureResult, EngineRule, Point, default_ids, point_str, to_points
+from workbench.layers import Point, default_ids, to_points
 from workbench.results import Result
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 class Reading(Result):
     """One account of what the training data holds."""
 
-    label: str  # "captured by sglang==0.5.14 (+1 only if the first id is 1)"
+    label: str  # "captured by sglang==0.5.14"
     points: list[Point] | None  # None: this capture path cannot produce training data for the ids
     basis: str  # "given" (--trained-layers), "provenance" (--trained-engine), "assumed"
     engines: list[str] = field(default_factory=list)
@@ -54,13 +55,12 @@ class CaptureRow(Result):
 @dataclass
 class CaptureReport(Result):
     engine: str
-    rule: str  # the source the rule was read from
-    arch: str | None
-    arch_family: str | None
+    rule: str  # where the rule was read (file:line of the id mapping) and from what (table, wheel, ...)
+    arch: str | None  # the class the release serves for the target
     num_layers: int | None
-    ids_source: str  # which config key the engine reads, or "default"
+    ids_source: str  # which config key the release reads, or "default"
     config_ids: list[int] | None
-    engine_indices: list[int]
+    engine_indices: list[int] | None
     engine_points: list[str | None]
     trained_points: list[str] | None
     trained_source: str  # how the trained points are known (or which reading is shown)
@@ -68,14 +68,25 @@ class CaptureReport(Result):
     rows: list[CaptureRow]
     notes: list[str] = field(default_factory=list)
     fatal: str | None = None
-    across_engines: dict[str, list[str | None]] = field(default_factory=dict)
+    across_engines: dict[str, list[str | None]] = field(default_factory=dict)  # span of releases -> points
+    across_releases: dict[str, list[str]] = field(default_factory=dict)  # span -> every release in it
     readings: list[dict[str, Any]] = field(default_factory=list)  # every reading of the training capture
     settled: bool = True  # False: the readings disagree and nothing given settles them
+    source: str = "table"  # where the release's code was read: table | wheel | installed | shipped
+    cuda_graph_points: list[str] | None = None
+
+    def captured_by(self, release: str) -> list[str | None] | None:
+        """What ``release`` (``vllm==0.33.0``) captures for the config's ids, from the spans read."""
+        for label, names in self.across_releases.items():
+            if release in names:
+                return self.across_engines[label]
+        return None
 
     def text(self) -> str:
         lines = [
             f"capture under {self.engine} ({self.arch or 'unknown target'}, "
-            f"{self.num_layers if self.num_layers else '?'} layers), ids from {self.ids_source}"
+            f"{self.num_layers if self.num_layers else '?'} layers), ids from {self.ids_source} "
+            f"[read from: {self.source}]"
         ]
         lines.append(
             f"  {'slot':>4}  {'config id':>9}  {'engine index':>12}  {'engine captures':<16}  {'trained on':<16}"
@@ -91,6 +102,8 @@ class CaptureReport(Result):
             for rd in self.readings:
                 pts = "cannot capture them" if rd["points"] is None else ", ".join(rd["points"])
                 lines.append(f"    reading: {rd['label']}: {pts}")
+        if self.cuda_graph_points is not None and self.cuda_graph_points != self.engine_points:
+            lines.append(f"  CUDA-graph decode captures: {', '.join(self.cuda_graph_points)}")
         if self.fatal:
             lines.append(f"  engine fails: {self.fatal}")
         return "\n".join(lines)
@@ -100,38 +113,52 @@ def _s(v: object, none: str = "-") -> str:
     return none if v is None else str(v)
 
 
+def points_of(res: EngineCapture) -> list[Point | None]:
+    """The capture's points as the vocabulary's (a state that never fires or is not settled: None)."""
+    return [None if p in ("missing", "unknown") else Point.parse(p) for p in res.points]
+
+
 def _trainer_ids(draft: DraftCheckpoint, num_layers: int) -> tuple[list[int], str]:
     """The ids a trainer hands its capture engine: SpecForge's eagle_config ids (or its default
     [1, N//2-1, N-4], resolve_eagle_capture_layers), speculators' top-level ids (default [2, N//2, N-3])."""
+    f = draft.capture
     if draft.layout == "speculators":
-        ids = draft.top_level_layer_ids
-        return (
-            ids if ids is not None else [2, num_layers // 2, num_layers - 3]
-        ), "top-level ids" if ids is not None else "speculators default ids"
-    ids = draft.layer_ids
-    return (
-        ids if ids is not None else default_ids(num_layers)
-    ), "eagle_config ids" if ids is not None else "SpecForge default ids"
+        ids = f.top_ids if _ints(f.top_ids) else None
+        return (ids or [2, num_layers // 2, num_layers - 3]), "top-level ids" if ids else "speculators default ids"
+    ids = f.nested_ids if _ints(f.nested_ids) else None
+    return (ids if ids is not None else default_ids(num_layers)), "eagle_config ids" if ids is not None else (
+        "SpecForge default ids"
+    )
 
 
-def _through(rule: EngineRule, ids: list[int], n: int, label: str, basis: str) -> Reading:
-    res = rule.capture(ids, n)
+def _ints(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
+
+
+def _through(rel: Release, archs: Sequence[str], ids: list[int], n: int, label: str, basis: str) -> Reading:
+    served = rel.serve(archs)
+    if served.rule is None:
+        return Reading(label, None, basis, [rel.name], served.problem)
+    res = apply(served.rule, ids, n, cuda_graph=False, source=rel.source)
     if not res.complete:
         why = res.fatal or "; ".join(c.problem for c in res.by_id if c.problem) or "a state is missing"
-        return Reading(label, None, basis, [rule.name], why)
-    return Reading(label, list(res.captured), basis, [rule.name])
+        return Reading(label, None, basis, [rel.name], why)
+    return Reading(label, [Point.parse(p) for p in res.points], basis, [rel.name])
 
 
 def trained_readings(
     draft: DraftCheckpoint,
     num_layers: int,
-    arch: str | None,
+    archs: Sequence[str],
     trained_layers: list[int] | None,
     trained_convention: str,
     provenance: Provenance | None = None,
+    serving: Release | None = None,
 ) -> list[Reading]:
-    from workbench.doctor.engines import engine_rule, sglang_releases, sglang_rule
-    from workbench.layers import parse_version
+    """``serving``: the release the draft is served with. With no provenance, a SpecForge-format draft
+    served by vLLM has two readings: SpecForge's SGLang capture, and vLLM's own (data generated through
+    vLLM, as speculators and the lab do); the file cannot tell them apart."""
+    from workbench.engine import draft_ids, release, releases
 
     n = num_layers
     if trained_layers is not None:
@@ -139,9 +166,9 @@ def trained_readings(
         return [Reading(f"given: {trained_layers} ({trained_convention})", pts, "given")]
     ids, where = _trainer_ids(draft, n)
     if provenance is not None and provenance.engine:
-        rule = engine_rule(provenance.engine, arch)
-        label = f"{provenance.how}; {where} {ids} through {rule.name}"
-        return [_through(rule, list(ids), n, label, "provenance")]
+        rel = release(provenance.engine)
+        label = f"{provenance.how}; {where} {ids} through {rel.name}"
+        return [_through(rel, archs, list(ids), n, label, "provenance")]
     if draft.layout == "speculators":
         try:
             pts = to_points(ids, "capture-before", n)
@@ -154,14 +181,15 @@ def trained_readings(
         return [
             Reading(f"assumed: speculators read the {where} {ids} as vLLM capture indices", pts, "assumed", ["vllm"])
         ]
-    # SpecForge format: each SGLang release that may have captured the data, grouped by what it yields
+    # SpecForge format: each SGLang release read that may have captured the data (SpecForge captures
+    # through SGLang; data captured otherwise is named with --trained-engine), grouped by what they yield
     groups: dict[tuple[str, ...], Reading] = {}
     impossible: list[Reading] = []
-    for v in sglang_releases():
-        rule = sglang_rule(parse_version(v), arch)
-        if rule.plus_one == "unsupported":
+    for v in releases("sglang"):
+        rel = release(f"sglang=={v}")
+        if rel.serve(archs).rule is None:
             continue
-        rd = _through(rule, list(ids), n, "", "assumed")
+        rd = _through(rel, archs, list(ids), n, "", "assumed")
         if rd.points is None:
             impossible.append(rd)
             continue
@@ -172,62 +200,96 @@ def trained_readings(
             groups[key] = rd
     out: list[Reading] = []
     for rd in groups.values():
-        rd.label = f"assumed: SpecForge captured the {where} {list(ids)} through {_span(rd.engines)}"
+        rd.label = f"assumed: SpecForge captured the {where} {list(ids)} through {span(rd.engines)}"
         out.append(rd)
+    if out and serving is not None and serving.engine == "vllm":
+        own, own_key = draft_ids(serving, draft.capture)
+        rd = _through(serving, archs, list(own) if _ints(own) else [], n, "", "assumed")
+        if rd.points is not None and own is not None:
+            rd.label = f"assumed: {serving.name} itself captured the training data from the {own_key} {list(own)}"
+            out.append(rd)
     if not out:
         by_why: dict[str, list[str]] = {}
         for r in impossible:
             by_why.setdefault(r.problem or "a state is missing", []).extend(r.engines)
-        why = "; ".join(f"{_span(e)}: {w}" for w, e in by_why.items())
+        why = "; ".join(f"{span(e)}: {w}" for w, e in by_why.items())
         return [
             Reading(
                 f"assumed: SpecForge captured the {where} {list(ids)} through SGLang",
                 None,
                 "assumed",
                 [e for r in impossible for e in r.engines],
-                why or "no SGLang release captures them",
+                why or "no SGLang release read captures them",
             )
         ]
     return out
 
 
-def _span(engines: list[str]) -> str:
+def span(engines: list[str]) -> str:
     return engines[0] if len(engines) == 1 else f"{engines[0]} .. {engines[-1]} ({len(engines)} releases read)"
 
 
+def across(
+    archs: Sequence[str], fields: Any, num_layers: int
+) -> tuple[dict[str, list[str | None]], dict[str, list[str]]]:
+    """What every release read captures for the config's ids (by each release's own id keys), grouped
+    into spans of consecutive releases that capture the same: ({span: points}, {span: releases})."""
+    from workbench.engine import draft_ids, release, releases
+
+    points: dict[str, list[str | None]] = {}
+    members: dict[str, list[str]] = {}
+    for name in ("sglang", "vllm"):
+        run: list[str] = []
+        last: list[str | None] | None = None
+        for v in releases(name):
+            rel = release(f"{name}=={v}")
+            served = rel.serve(archs)
+            if served.rule is None:
+                pts: list[str | None] = ["cannot serve"]
+            else:
+                ids, _key = draft_ids(rel, fields)
+                if ids is not None and not _ints(ids):
+                    continue
+                res = apply(served.rule, ids, num_layers, cuda_graph=False)
+                pts = [None] * len(res.points) if res.fatal else [None if p == "missing" else p for p in res.points]
+            if pts != last and run:
+                points[span(run)], members[span(run)] = cast("list[str | None]", last), run
+                run = []
+            last = pts
+            run.append(rel.name)
+        if run:
+            points[span(run)], members[span(run)] = cast("list[str | None]", last), run
+    return points, members
+
+
 def build_report(
-    rule: EngineRule,
-    config: dict[str, Any],
-    ids: Sequence[int] | None,
+    rel: Release,
+    res: EngineCapture,
     ids_source: str,
-    num_layers: int,
-    arch: str | None,
     trained: list[Point] | None,
     trained_source: str,
     readings: list[Reading] | None = None,
     settled: bool = True,
-) -> tuple[CaptureReport, CaptureResult]:
-    from workbench.doctor.engines import engine_rule, known_engines
-
-    res = rule.capture(ids, num_layers)
-    engine_pts = res.points
+    across_engines: tuple[dict[str, list[str | None]], dict[str, list[str]]] | None = None,
+) -> CaptureReport:
+    n = res.num_layers
+    engine_pts = points_of(res)
     by_index = {c.index: c.id for c in res.by_id}
-    captured_indices = sorted({cast(int, c.index) for c in res.by_id if c.point is not None})
+    captured_indices = sorted({c.index for c in res.by_id if c.point is not None and c.index is not None})
     rows: list[CaptureRow] = []
-    n = num_layers
     slots = max(len(engine_pts), len(trained or []))
+    missing = [c for c in res.by_id if c.point is None]
     for k in range(slots):
         ep = engine_pts[k] if k < len(engine_pts) else None
         tp = trained[k] if trained is not None and k < len(trained) else None
         idx = captured_indices[k] if k < len(captured_indices) else None
         cid = by_index.get(idx) if idx is not None else None
         if idx is None:  # a state the engine never captures: show which id asked for it
-            missing = [c for c in res.by_id if c.point is None]
             j = k - len(captured_indices)
             if 0 <= j < len(missing):
                 cid, idx = missing[j].id, missing[j].index
         match = None
-        shown = point_str(tp)
+        shown = None if tp is None else str(tp)
         if trained is not None and settled:
             match = ep is not None and tp is not None and ep.same_stream(tp, n)
         elif not settled and readings:
@@ -236,36 +298,29 @@ def build_report(
                 if rd.points is not None and k < len(rd.points) and str(rd.points[k]) not in alts:
                     alts.append(str(rd.points[k]))
             shown = " | ".join(alts) or None
-        rows.append(CaptureRow(k, cid, idx, point_str(ep), shown, match))
+        rows.append(CaptureRow(k, cid, idx, None if ep is None else str(ep), shown, match))
     match = None if trained is None or not settled else (all(r.match for r in rows) and res.fatal is None)
-    across: dict[str, list[str | None]] = {}
-    for eng in known_engines():
-        other = engine_rule(eng, arch)
-        o_ids, _ = other.ids_from_config(config)
-        if o_ids is not None and not (
-            isinstance(o_ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in o_ids)
-        ):
-            continue
-        o_res = other.capture(o_ids, n)
-        across[other.name] = [point_str(p) for p in o_res.points] if not o_res.fatal else [None] * len(o_res.points)
-    report = CaptureReport(
-        engine=rule.name,
-        rule=rule.source,
-        arch=arch,
-        arch_family=rule.family,
+    id_ev = next((e for e in res.evidence if e.startswith("id_map:")), "")
+    where = id_ev.split(": ", 2)[1] if id_ev.count(": ") >= 2 else ""
+    return CaptureReport(
+        engine=res.engine,
+        rule=f"{rel.name} ({rel.source}): {where}" if where else f"{rel.name} ({rel.source})",
+        arch=res.arch,
         num_layers=n,
         ids_source=ids_source,
-        config_ids=None if ids is None else list(ids),
+        config_ids=res.ids,
         engine_indices=res.indices,
-        engine_points=[point_str(p) for p in engine_pts],
+        engine_points=[None if p is None else str(p) for p in engine_pts],
         trained_points=None if trained is None else [str(p) for p in trained],
         trained_source=trained_source,
         match=match,
         rows=rows,
         notes=res.notes,
         fatal=res.fatal,
-        across_engines=across,
+        across_engines=across_engines[0] if across_engines else {},
+        across_releases=across_engines[1] if across_engines else {},
         readings=[r.to_dict() for r in readings or []],
         settled=settled,
+        source=rel.source,
+        cuda_graph_points=res.cuda_graph_points,
     )
-    return report, res

@@ -130,12 +130,13 @@ def _transformers_keys() -> set[str]:
 
 
 def _sglang_keys() -> set[str]:
-    from workbench.doctor.sglang_loaders import _installed_models_dir
+    from workbench.engine.lookup import installed
 
-    d = _installed_models_dir()
+    got = installed("sglang")
     keys: set[str] = set()
-    if d is None:
+    if got is None:
         return keys
+    d = got[0] / "sglang" / "srt" / "models"
     for rel in ("llama_eagle3.py", "llama.py", "llama_eagle.py", "qwen3.py"):
         p = d / rel
         if p.is_file():
@@ -144,7 +145,7 @@ def _sglang_keys() -> set[str]:
 
 
 def _wheel_keys(pattern: str, members: tuple[str, ...]) -> set[str]:
-    from workbench.engine.vllm_rules import wheel_cache
+    from workbench.engine.wheels import wheel_cache
 
     keys: set[str] = set()
     for whl in sorted(wheel_cache().rglob(pattern)):

@@ -13,7 +13,7 @@ SEVERITIES = ("error", "warning", "info")
 # has settled (no provenance, no numbers) is at most a warning and says what would settle it.
 EVIDENCE_CLASSES: dict[str, str] = {
     "engine-code": "what the engine's own code does with these files (capture rule, registry, start-up checks)",
-    "static-file": "the files alone (types, shapes, sizes, vocabulary mapping)",
+    "static-file": "the files and launch settings alone (types, shapes, sizes, vocabulary mapping)",
     "provenance": "how the training data was captured, as given (--trained-layers, --trained-engine)",
     "numbers": "hidden states compared numerically (training data against the server)",
     "convention": "a reading of the ids that no evidence settles yet",
@@ -53,11 +53,15 @@ CODES: dict[str, str] = {
     "target-eagle3-unsupported": "the engine cannot capture EAGLE-3 aux hidden states on this target",
     "unknown-config-key": "a config key no engine or trainer reads (a typo is silently ignored)",
     "training-capture-impossible": "no known capture path could have produced training data for these ids",
+    "draft-flag-ignored": "a variant switch the draft sets that the serving release's draft code never reads",
+    "draft-is-target": "the draft given is the target model itself (no EAGLE-3 drafter)",
+    "target-config-incomplete": "the target config lacks a field a check needs (the check did not run)",
+    "vocab-mismatch": "the draft's vocabulary does not match the target's",
 }
 
 # The class a code's finding rests on unless the check says otherwise.
 CODE_CLASS: dict[str, str] = {
-    "algorithm-mismatch": "engine-code",
+    "algorithm-mismatch": "static-file",
     "layer-ids-engine-mismatch": "engine-code",
     "layer-ids-embedding": "engine-code",
     "layer-ids-out-of-range": "engine-code",
@@ -66,8 +70,8 @@ CODE_CLASS: dict[str, str] = {
     "layer-ids-count-mismatch": "static-file",
     "layer-ids-nondefault": "static-file",
     "eagle-config-misplaced": "engine-code",
-    "draft-context-too-short": "engine-code",
-    "tied-embeddings": "engine-code",
+    "draft-context-too-short": "static-file",
+    "tied-embeddings": "static-file",
     "missing-weight": "static-file",
     # the loader's accepted names come from workbench/drafter/names.py, our reading of SGLang's loader
     "unexpected-weight": "convention",
@@ -83,6 +87,10 @@ CODE_CLASS: dict[str, str] = {
     "training-capture-impossible": "engine-code",
     "draft-variant": "static-file",
     "layer-ids-cuda-graph-defaults": "engine-code",
+    "draft-flag-ignored": "engine-code",
+    "draft-is-target": "static-file",
+    "target-config-incomplete": "static-file",
+    "vocab-mismatch": "static-file",
 }
 
 

@@ -1,32 +1,47 @@
 """Static checks: everything the doctor can say from the files (draft dir, target config) and the
 launch settings (engine, algorithm, context length, training provenance), without a GPU or a server.
 
-Every check is engine-aware (the engine's rules come through ``workbench.doctor.engines``), every
-finding names the class of evidence it rests on, and a check that lacks an input is listed in
+Every check asks the serving release as ``workbench.engine`` read it from that release's code (the
+release is never guessed: one that was not read stops the run with what was read and how to read it),
+every finding names the class of evidence it rests on (a finding that rests on engine code carries
+the file:line it was read from), and a check that lacks an input is a visible finding or is listed in
 ``DoctorReport.skipped`` with what it needs, so a short report never reads as an all-clear.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from workbench.doctor.capture import CaptureReport, Reading, build_report, trained_readings
-from workbench.doctor.engines import VllmRule, engine_rule
-from workbench.doctor.findings import ConfigEdit, Finding, Fix, sort_findings
+from workbench.doctor.capture import (
+    CaptureReport,
+    Reading,
+    across,
+    build_report,
+    points_of,
+    span,
+    trained_readings,
+)
+from workbench.doctor.findings import CODE_CLASS, ConfigEdit, Finding, Fix, sort_findings
 from workbench.draftconfig import DraftCheckpoint, TargetInfo, read_draft, read_target
+from workbench.engine import EngineCapture, Release, apply, draft_ids, ids_for, parse_engine
+from workbench.engine.draft import VARIANT_FLAGS
 from workbench.errors import InputError
-from workbench.layers import CaptureResult, EngineRule, Point, arch_family, default_ids, normalize_convention
+from workbench.layers import Point, default_ids, normalize_convention
 from workbench.results import Result
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from workbench.engine import CaptureRule, DraftClass, Served
     from workbench.provenance import Provenance
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 DEFAULT_ENGINE = "sglang"
+NESTED = "eagle_config.eagle_aux_hidden_state_layer_ids"
+TOP = "eagle_aux_hidden_state_layer_ids"
 
 
 @dataclass
@@ -80,40 +95,58 @@ def _ints(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
 
 
-def _fmt(points: Sequence[Point | None] | None) -> str:
+def _fmt(points: Sequence[Point | str | None] | None) -> str:
     return "[" + ", ".join("missing" if p is None else str(p) for p in points or []) + "]"
 
 
+@dataclass
+class _Launch:
+    """What the run was told besides the files: the launch, what the training data was."""
+
+    algorithm: str | None = None
+    trained_layers: list[int] | None = None
+    trained_convention: str = "output-of-layer"
+    context_length: int | None = None
+    num_layers: int | None = None
+    archs: list[str] = field(default_factory=list)
+    provenance: Provenance | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cuda_graph: bool = True
+
+
 class _Checker:
-    def __init__(
-        self,
-        draft: DraftCheckpoint,
-        target: TargetInfo | None,
-        rule: EngineRule,
-        algorithm: str | None,
-        trained_layers: list[int] | None,
-        trained_convention: str,
-        context_length: int | None,
-        num_layers: int | None,
-        arch: str | None,
-        provenance: Provenance | None = None,
-        env: dict[str, str] | None = None,
-    ):
-        self.d, self.t, self.rule = draft, target, rule
-        self.algorithm = algorithm
-        self.trained_layers, self.trained_convention = trained_layers, trained_convention
-        self.provenance = provenance
-        self.context_length = context_length
-        self.n = num_layers or (target.num_layers if target else None)
-        self.arch = arch
+    def __init__(self, draft: DraftCheckpoint, target: TargetInfo | None, rel: Release, launch: _Launch):
+        self.d, self.t, self.rel = draft, target, rel
+        self.algorithm = launch.algorithm
+        self.trained_layers, self.trained_convention = launch.trained_layers, launch.trained_convention
+        self.provenance = launch.provenance
+        self.context_length = launch.context_length
+        self.n = launch.num_layers or (target.num_layers if target else None)
+        self.archs = archs = launch.archs
+        self.cuda_graph = launch.cuda_graph
+        self.served: Served | None = rel.serve(archs) if archs else None
+        self.rule: CaptureRule | None = self.served.rule if self.served else None
+        self.arch = (self.served.arch if self.served else None) or (archs[0] if archs else None)
         self.findings: list[Finding] = []
         self.skipped: list[Skipped] = []
         self.capture: CaptureReport | None = None
+        self.res: EngineCapture | None = None
         self.trained: list[Point] | None = None  # the trained points, when settled
         self.readings: list[Reading] = []
         self.cfg_file = draft.config_file
-        self.is_vllm = isinstance(rule, VllmRule)
-        self.env = dict(env or {})
+        self.is_vllm = rel.engine == "vllm"
+        self.env = dict(launch.env)
+        self.ids, self.ids_key = draft_ids(rel, draft.capture)
+
+    @property
+    def name(self) -> str:
+        return self.rel.name
+
+    def code(self, *what: str) -> list[str]:
+        """file:line: text of the serving rule's evidence for these parts (release-wide ones included)."""
+        if self.rule is None:
+            return []
+        return [line for w in what for line in self.rule.where(w)]
 
     def add(
         self,
@@ -125,13 +158,13 @@ class _Checker:
         cls: str = "",
     ) -> None:
         ev = dict(evidence or {})
-        assumed = getattr(self.rule, "assumed_from", None)
-        if assumed and (cls or "") in ("", "engine-code") and severity == "error":
-            # the rule is a nearby release's: as sure as a convention, never as a finding
-            severity, cls = "warning", "convention"
-            message += (
-                f" (the rule of {self.rule.name} is assumed for vllm=={assumed}: regenerate the table to settle it)"
-            )
+        if (cls or CODE_CLASS[code]) == "engine-code":
+            if ev.get("code"):
+                # a finding that rests on engine code names the lines it was read from, and where
+                ev.setdefault("read_from", f"{self.name} ({self.rel.source})")
+            else:  # no code gave it: never presented as read from one
+                cls = "convention"
+                severity = "warning" if severity == "error" else severity
         self.findings.append(Finding(code, severity, message, ev, fix, cls))
 
     def skip(self, check: str, needs: str, why: str) -> None:
@@ -169,6 +202,29 @@ class _Checker:
                     {"path": self.d.path, "files": self.d.weight_files, "error": self.d.weights_error},
                 )
 
+    def check_target_fields(self) -> None:
+        """A target config without a field a check needs is a finding, never a silent skip."""
+        t = self.t
+        if t is None:
+            return
+        needs = {
+            "num_hidden_layers": ("the layer ids against the engine's capture", t.num_layers),
+            "hidden_size": ("the draft's target_hidden_size and fc width", t.hidden_size),
+            "vocab_size": ("the draft's vocabulary and its d2t mapping", t.vocab_size),
+            "architectures": ("which class the engine serves", t.architectures or None),
+        }
+        absent = {k: what for k, (what, v) in needs.items() if v is None}
+        if not absent:
+            return
+        self.add(
+            "target-config-incomplete",
+            "warning",
+            f"The target config {t.path} has no {', '.join(absent)}: the checks of "
+            + "; ".join(absent.values())
+            + " did not run (give --num-layers N, or the full config.json of the served model).",
+            {"file": t.path, "missing": list(absent), "checks": list(absent.values())},
+        )
+
     def check_keys(self) -> None:
         from workbench.doctor.config_keys import unknown_keys
 
@@ -193,90 +249,107 @@ class _Checker:
                     {"key": key, "did_you_mean": None, "value": value},
                 )
 
-    # -- the engine can load the draft and capture on the target -----------------------------------
-    def check_loaders(self) -> None:
-        d = self.d
-        if isinstance(self.rule, VllmRule):  # self.is_vllm
-            arch, how = self.rule.draft_architecture(
-                d.architectures, d.config.get("speculators_model_type"), d.model_type
-            )
-            known = self.rule.facts.get("draft_archs") or []
-            ev = {
-                "engine": self.rule.name,
+    # -- the draft is the target -----------------------------------------------------------------
+    def check_draft_is_target(self) -> bool:
+        """A target passed as its own draft: the engine loads a whole target model as the drafter."""
+        d, t = self.d, self.t
+        same_path = t is not None and _same_folder(d.path, t.path)
+        looks = (
+            t is not None
+            and not d.is_eagle3
+            and d.capture.nested_ids is None
+            and d.capture.top_ids is None
+            and d.architectures
+            and d.architectures == t.architectures
+            and d.num_hidden_layers is not None
+            and d.num_hidden_layers == t.num_layers
+            and d.hidden_size == t.hidden_size
+        )
+        if not (same_path or looks):
+            return False
+        self.add(
+            "draft-is-target",
+            "error",
+            f"The draft {d.path} is the target model itself ({', '.join(d.architectures) or 'no architecture'}, "
+            f"{d.num_hidden_layers} layers{', the same folder' if same_path else ''}): no EAGLE-3 drafter was given, "
+            "so the engine loads the whole target as the draft (or refuses it). Give the trained draft's folder "
+            "(--speculative-draft-model-path).",
+            {
+                "draft": d.path,
+                "target": t.path if t else None,
                 "architectures": d.architectures,
-                "vllm_architecture": arch,
-                "mapping": how,
-                "code": self.rule.evidence("arch_map") + self.rule.evidence("draft_archs"),
-            }
-            if arch is None or (known and arch not in known):
-                self.add(
-                    "draft-arch-unsupported",
-                    "error",
-                    f"{self.rule.name} cannot load this draft under method eagle3: {how}"
-                    + (f", and {arch} is not in its _SPECULATIVE_DECODING_MODELS registry" if arch else "")
-                    + ".",
-                    ev,
-                )
-            targets = self.rule.facts.get("eagle3_targets")
-            if self.arch and isinstance(targets, list) and self.t is not None:
-                if self.arch not in targets:
-                    self.add(
-                        "target-eagle3-unsupported",
-                        "error",
-                        f"{self.rule.name} has no EAGLE-3 aux capture for {self.arch}: its class implements no "
-                        "set_aux_hidden_state_layers (the runner refuses EAGLE-3 or fails at load).",
-                        {
-                            "engine": self.rule.name,
-                            "target_arch": self.arch,
-                            "code": self.rule.evidence("eagle3_targets"),
-                        },
-                    )
-            elif self.t is None:
-                self.skip("target supports EAGLE-3 capture", "--target-config FILE", "the target's architecture")
-            return
-        from workbench.doctor.sglang_loaders import registry
-        from workbench.layers import version_text
+                "num_hidden_layers": d.num_hidden_layers,
+                "same_folder": same_path,
+            },
+        )
+        return True
 
-        ver = version_text(self.rule.version) if self.rule.version else None
-        reg = registry(ver)
-        if reg is None:
-            self.skip(
-                "draft loader in SGLang's model registry",
-                f"sglang=={ver} installed (or in the registry table)",
-                "that release's model registry has not been read",
-            )
-            return
-        archs = reg["architectures"]
-        ev_base = {
-            "engine": self.rule.name,
-            "registry": f"sglang {reg['version']} EntryClass names "
-            "(sglang/srt/models/registry.py import_model_classes)",
-        }
-        if d.architectures and not any(a in archs for a in d.architectures):
+    # -- the engine can load the draft and serve the target ---------------------------------------
+    def draft_class(self) -> tuple[str | None, str]:
+        """The draft class the release looks up for this draft, and how it got there."""
+        d, rel = self.d, self.rel
+        if not self.is_vllm:
+            a = d.architectures[0] if d.architectures else None
+            return a, f"{rel.name} loads the draft's architectures[0] {a} from its registry"
+        if d.capture.speculators:
+            sp = rel.facts.get("speculators")
+            if sp is None:
+                return None, f"{rel.name} has no reader for speculators-format configs"
+            archs = sp.get("architectures") if isinstance(sp, dict) else "unknown"
+            if isinstance(archs, dict):
+                got = archs.get(d.model_type or "llama")
+                return got, f"speculators eagle3 config, model_type {d.model_type!r} -> {got}"
+            if isinstance(archs, str) and archs != "unknown":
+                return archs, f"speculators eagle3 config -> {archs}"
+            return None, f"{rel.name}: the speculators config reader was not recognised"
+        m = rel.facts.get("arch_map")
+        if not isinstance(m, dict) or not d.architectures:
+            return (d.architectures[0] if d.architectures else None), "architecture mapping not recognised"
+        a = d.architectures[0]
+        if (m["keeps_prefixed"] and a.startswith(m["prefix"])) or (m["keeps_suffixed"] and a.endswith(m["prefix"])):
+            return a, f"EAGLEConfig keeps {a}"
+        return m["prefix"] + a, f"EAGLEConfig renames {a} -> {m['prefix'] + a}"
+
+    def draft_code(self) -> DraftClass | None:
+        a, _how = self.draft_class()
+        return self.rel.drafts.get(a) if a else None
+
+    def check_loaders(self) -> None:
+        d, rel = self.d, self.rel
+        arch, how = self.draft_class()
+        reg_ev = [str(e) for e in rel.evidence if e.what in ("registry", "arch_map", "speculators")]
+        if d.architectures and (arch is None or rel.registered(arch) is None):
             hint = (
                 " (a speculators-format draft: serve it with vLLM, or convert it to SpecForge's "
                 "LlamaForCausalLMEagle3 format)"
-                if d.layout == "speculators"
+                if d.layout == "speculators" and not self.is_vllm
                 else ""
             )
             self.add(
                 "draft-arch-unsupported",
                 "error",
-                f"sglang {reg['version']} has no loader for {', '.join(d.architectures)}: no module of "
-                f"sglang/srt/models names it in EntryClass, so the draft cannot be loaded{hint}.",
-                {**ev_base, "architectures": d.architectures, "layout": d.layout},
+                f"{rel.name} cannot load this draft: {how}"
+                + (f", and its model registry has no {arch}" if arch else "")
+                + f"{hint}.",
+                {
+                    "engine": rel.name,
+                    "architectures": d.architectures,
+                    "looked_up": arch,
+                    "mapping": how,
+                    "code": reg_ev,
+                },
             )
-        if self.t is None or not self.arch:
+        if self.t is None or not self.archs:
             self.skip("target supports EAGLE-3 capture", "--target-config FILE", "the target's architecture")
             return
-        entry = archs.get(self.arch)
-        if entry is not None and not entry["eagle3_capture"]:
+        served = cast("Served", self.served)
+        if served.rule is None:
+            code = [str(e) for e in served.evidence] or reg_ev
             self.add(
                 "target-eagle3-unsupported",
                 "error",
-                f"sglang {reg['version']}'s {self.arch} ({entry['file']}) defines no "
-                "set_eagle3_layers_to_capture: EAGLE-3 cannot capture aux hidden states on this target.",
-                {**ev_base, "target_arch": self.arch, "file": entry["file"], "line": entry["line"]},
+                f"{served.problem}.",
+                {"engine": rel.name, "target_archs": self.archs, "served": served.arch, "code": code},
             )
 
     # -- algorithm -----------------------------------------------------------------------------
@@ -293,14 +366,14 @@ class _Checker:
             "algorithm": alg,
             "architectures": self.d.architectures,
             "is_eagle3": self.d.is_eagle3,
-            "engine": self.rule.name,
+            "engine": self.name,
         }
         if self.d.is_eagle3 and alg != "EAGLE3":
             msg = (
                 f"An Eagle3 draft is launched with --speculative-algorithm {alg}: SGLang feeds it 1*H "
                 "features, skips fc silently, and accept length sits at 1.00."
                 if not self.is_vllm
-                else f"An Eagle3 draft is launched with method {alg.lower()}: {self.rule.name} builds an EAGLE-1 "
+                else f"An Eagle3 draft is launched with method {alg.lower()}: {self.name} builds an EAGLE-1 "
                 "drafter for it."
             )
             self.add(
@@ -324,24 +397,67 @@ class _Checker:
                 else None,
             )
 
-    # -- layer ids -----------------------------------------------------------------------------
-    def ids_edit_key(self) -> str:
-        """The key the chosen engine reads ids from (where a fix must write)."""
-        if self.rule.reads_top_level_first:
-            # vLLM reads the top-level key first and SGLang ignores it: a fix there leaves SGLang's reading alone
-            return "eagle_aux_hidden_state_layer_ids"
-        return "eagle_config.eagle_aux_hidden_state_layer_ids"
+    # -- variant switches ------------------------------------------------------------------------
+    def check_variant_flags(self) -> None:
+        """Each switch of the drafter's forward the config sets against what the serving release's draft
+        code reads: a switch no code reads is silently ignored, and the drafter runs without it."""
+        dc = self.draft_code()
+        if dc is None:
+            return
+        flags = self.d.capture.flags
+        copies = None
+        if self.is_vllm and self.d.capture.speculators:
+            sp = self.rel.facts.get("speculators")
+            copies = set(sp.get("copies") or []) if isinstance(sp, dict) else None
+        for key, value in sorted(flags.items()):
+            base = key.removeprefix("eagle_config.")
+            off = VARIANT_FLAGS.get(base)
+            if value is None or value == off:
+                continue
+            read = dc.reads.get(key)
+            dropped = copies is not None and key not in copies  # the speculators reader does not copy it
+            if read is not None and not dropped:
+                continue
+            other = dc.reads.get(base if key != base else f"eagle_config.{base}")
+            where = (
+                f" (it reads {other.text.strip()[:80]!r} at {other.where}: the key under "
+                f"{'the top level' if key != base else 'eagle_config'})"
+                if other is not None
+                else ""
+            )
+            why = (
+                f"{self.name}'s speculators config reader does not copy {key}"
+                if dropped
+                else f"{self.name}'s {dc.arch} ({dc.file}) never reads {key}{where}"
+            )
+            self.add(
+                "draft-flag-ignored",
+                "error",
+                f"The draft sets {key}={value!r}, but {why}: the drafter is served without that variant of its "
+                "forward, so its features differ from training and accept length drops.",
+                {
+                    "key": key,
+                    "value": value,
+                    "engine": self.name,
+                    "draft_class": dc.arch,
+                    "code": [str(e) for e in dc.evidence]
+                    + [f"{e.file}:{e.line}: reads {k}" for k, e in sorted(dc.reads.items()) if base in k][:3]
+                    + [f"{dc.file}: no read of {key} among {len(dc.reads)} keys read"],
+                    "read_elsewhere": None if other is None else other.where,
+                },
+            )
 
+    # -- layer ids -----------------------------------------------------------------------------
     def ids_fix(self, points: list[Point] | None, why: str) -> Fix | None:
-        """Config ids that make this engine capture ``points``; ``why`` says where the points come from."""
-        if points is None or self.n is None or getattr(self.rule, "config_ids", "") == "ignored":
+        """Config ids that make this release capture ``points``; ``why`` says where the points come from."""
+        if points is None or self.n is None or self.rule is None:
             return None
-        ids = self.rule.ids_for(points, self.n)
+        ids = ids_for(self.rule, [str(p) for p in points], self.n)
         if ids is None:
             return None
-        key = self.ids_edit_key()
+        key = self.rule.id_source[0] if self.rule.id_source else NESTED
         return self.config_fix(
-            f"set {key} to {ids} so {self.rule.name} captures {', '.join(map(str, points))} ({why})",
+            f"set {key} to {ids} so {self.name} captures {', '.join(map(str, points))} ({why})",
             [ConfigEdit(key, ids)],
         )
 
@@ -350,7 +466,7 @@ class _Checker:
         live = [r for r in self.readings if r.points is not None]
         if not live:
             return None, ""
-        n = cast(int, self.n)  # readings are made only with a layer count
+        n = cast(int, self.n)
         keys = {tuple(str(p.canonical(n)) for p in cast("list[Point]", r.points)) for r in live}
         if len(keys) == 1:
             r = live[0]
@@ -362,51 +478,57 @@ class _Checker:
 
     def check_layers(self) -> None:
         d = self.d
-        if not d.is_eagle3 and d.layer_ids is None and d.top_level_layer_ids is None:
+        if not d.is_eagle3 and d.capture.nested_ids is None and d.capture.top_ids is None:
             return  # not an EAGLE-3 draft: no aux capture
-        ids, source = self.rule.ids_from_config(d.config)
+        ids, source = self.ids, self.ids_key
         if ids is not None and not _ints(ids):
             return  # config-invalid already says so
         n = self.n
-        if n is not None:
-            try:
-                self.readings = trained_readings(
-                    d, n, self.arch, self.trained_layers, self.trained_convention, self.provenance
-                )
-            except InputError as exc:
-                raise InputError(f"--trained-layers: {exc}") from None
+        if n is not None and self.archs:
+            self.readings = trained_readings(
+                d, n, self.archs, self.trained_layers, self.trained_convention, self.provenance, self.rel
+            )
         if (
-            d.top_level_layer_ids is not None
-            and d.layer_ids is None
+            d.capture.top_ids is not None
+            and d.capture.nested_ids is None
             and d.layout != "speculators"
-            and "eagle_config.eagle_aux_hidden_state_layer_ids" not in d.bad_fields()
+            and NESTED not in d.bad_fields()
         ):
             self.check_misplaced()
         if self.trained_layers is None and self.provenance is None:
             self.skip(
                 "which engine captured the training data",
-                "--trained-engine (sglang==X, specforge==V, speculators) or --trained-layers",
-                "the training data's provenance (the config's ids are read through every known capture instead)",
+                "--trained-engine (sglang==X, vllm==X, specforge==V, speculators) or --trained-layers",
+                "the training data's provenance (the config's ids are read through every release read instead)",
             )
-        if n is None:
+        if n is None or not self.archs:
             self.skip(
                 "layer capture vs training (ids, range, the engine's rule)",
-                "--target-config FILE or --num-layers N",
-                "the target's layer count",
+                "--target-config FILE" + (" or --num-layers N" if n is None else ""),
+                "the target's " + ("layer count" if n is None else "architecture (the class the release serves)"),
             )
-            if ids is not None:  # what needs no layer count: the embedding id and the order
-                ev = {"config_ids": ids, "ids_key": source, "engine": self.rule.name, "num_layers": None}
-                for i in ids:
-                    if i < 0:
-                        self.add(
-                            "layer-ids-embedding",
-                            "error",
-                            f"Layer id {i} asks for the embedding output (or nothing); EAGLE-3 drafters are "
-                            "trained on decoder-layer outputs and engines do not capture it reliably.",
-                            {**ev, "id": i, "note": "target layer count unknown: give --target-config"},
-                        )
+            if ids is not None:  # what needs no target: the order, and the embedding id named as such
+                ev = {"config_ids": ids, "ids_key": source, "engine": self.name}
+                for i in (i for i in ids if i < 0):
+                    self.add(
+                        "layer-ids-embedding",
+                        "warning",
+                        f"Layer id {i} means the embedding output; whether {self.name} captures it depends on "
+                        "the target's class (give --target-config to read it), and SpecForge rejects it.",
+                        {**ev, "id": i},
+                        None,
+                        "convention",
+                    )
                 self.check_unsorted(ids, source, ev)
             return
+        if self.rule is None:  # the release cannot serve the target with a capture: the report says why
+            from workbench.engine import capture as run_capture
+
+            res = run_capture(self.rel.name, archs=self.archs, num_layers=n, ids=ids, release=self.rel)
+            self.capture = build_report(self.rel, res, source, None, "the release has no capture for this target")
+            return
+        res = apply(self.rule, ids, n, cuda_graph=self.cuda_graph, source=self.rel.source)
+        self.res = res
         self.trained, why_settled = self.settled_points()
         shown = (
             self.trained
@@ -419,64 +541,35 @@ class _Checker:
             else (
                 "every reading agrees: " + "; ".join(r.label for r in self.readings)
                 if self.trained is not None
-                else f"unsettled: {len([r for r in self.readings if r.points is not None])} readings of the training capture "
-                "disagree (trained-on column: one point per reading); --trained-engine or an alignment settles it"
+                else f"unsettled: {len([r for r in self.readings if r.points is not None])} readings of the "
+                "training capture disagree (trained-on column: one point per reading); --trained-engine or an "
+                "alignment settles it"
             )
         )
-        report, res = build_report(
-            self.rule, d.config, ids, source, n, self.arch, shown, src, self.readings, settled=self.trained is not None
+        self.capture = build_report(
+            self.rel,
+            res,
+            source,
+            shown,
+            src,
+            self.readings,
+            settled=self.trained is not None,
+            across_engines=across(self.archs, d.capture, n),
         )
-        self.capture = report
         base_ev = {
             "config_ids": ids,
             "ids_key": source,
-            "engine": self.rule.name,
-            "rule": self.rule.source,
+            "engine": self.name,
+            "rule": self.capture.rule,
             "num_layers": n,
             "engine_indices": res.indices,
+            "code": self.code("id_map", "config_ids", "id_source"),
         }
-        if isinstance(self.rule, VllmRule):
-            base_ev["code"] = self.rule.evidence("config_ids") + self.rule.evidence("capture")
-        if ids is not None:
-            for c in res.by_id:
-                idx = c.index
-                if c.id == -1 or c.point == "embed":
-                    trained_embed = self.trained is not None and any(p.kind == "embed" for p in self.trained)
-                    captured = c.point == "embed" and res.fatal is None
-                    what = (
-                        "captures the embedding output"
-                        if captured
-                        else f"cannot capture it ({c.problem or res.fatal or 'never fires'})"
-                    )
-                    fix = self.ids_fix(self.trained, why_settled) if not (captured and trained_embed) else None
-                    self.add(
-                        "layer-ids-embedding",
-                        "warning" if captured and trained_embed else "error",
-                        f"Layer id {c.id} means the embedding output; {self.rule.name} {what}.",
-                        {**base_ev, "id": c.id, "engine_index": idx, "engine_point": c.point, "fatal": res.fatal},
-                        fix,
-                    )
-                elif idx is not None and (idx > n or idx < 0):
-                    self.add(
-                        "layer-ids-out-of-range",
-                        "error",
-                        f"Layer id {c.id} is beyond the target's {n} layers (valid output-of-layer ids 0..{n - 1}).",
-                        {**base_ev, "id": c.id, "engine_index": idx},
-                        self.ids_fix(self.trained, why_settled),
-                    )
-                elif idx == n and not self.rule.final_boundary:
-                    self.add(
-                        "layer-ids-final-uncaptured",
-                        "error",
-                        f"Layer id {c.id} asks for the last layer's output (capture index {n}), which "
-                        f"{self.rule.name} never captures: that aux state is missing.",
-                        {**base_ev, "id": c.id, "engine_index": idx, "engine_points": report.engine_points},
-                        self.ids_fix(self.trained, why_settled),
-                    )
-            self.check_unsorted(ids, source, {**base_ev, "engine_points": report.engine_points})
-            conv_ids = ids if source != "eagle_aux_hidden_state_layer_ids" else None
+        if ids is not None and not res.ids_ignored:
+            self.check_each_id(res, base_ev, why_settled)
+            self.check_unsorted(ids, source, {**base_ev, "engine_points": self.capture.engine_points})
             dflt = default_ids(n)
-            if conv_ids is not None and list(conv_ids) != dflt:
+            if source == NESTED and list(ids) != dflt:
                 self.add(
                     "layer-ids-nondefault",
                     "info",
@@ -484,14 +577,84 @@ class _Checker:
                     "every engine must be told them explicitly and reads them by its own rule.",
                     {**base_ev, "default_output_of_layer": dflt},
                 )
-        self.compare_training(res, report, base_ev)
+        self.compare_training(res, base_ev)
 
-    def compare_training(self, res: CaptureResult, report: CaptureReport, base_ev: dict[str, Any]) -> None:
+    def check_each_id(self, res: EngineCapture, base_ev: dict[str, Any], why_settled: str) -> None:
+        """Each config id as this release reads it: the embedding, the final boundary, past the end."""
+        n = cast(int, self.n)
+        for c in res.by_id:
+            idx = c.index
+            if c.id is None:
+                continue
+            if c.id < 0 or c.point == "embed":
+                trained_embed = self.trained is not None and any(p.kind == "embed" for p in self.trained)
+                captured = c.point == "embed" and res.fatal is None
+                what = (
+                    "captures the embedding output"
+                    if captured
+                    else f"cannot capture it ({c.problem or res.fatal or 'never fires'})"
+                )
+                fix = self.ids_fix(self.trained, why_settled) if not (captured and trained_embed) else None
+                self.add(
+                    "layer-ids-embedding",
+                    "warning" if captured and trained_embed else "error",
+                    f"Layer id {c.id} means the embedding output; {self.name} {what}.",
+                    {
+                        **base_ev,
+                        "id": c.id,
+                        "engine_index": idx,
+                        "engine_point": c.point,
+                        "fatal": res.fatal,
+                        "code": base_ev["code"] + self.code("index0", "membership", "missing"),
+                    },
+                    fix,
+                )
+            elif n in (c.id, idx):
+                # the final boundary: some releases capture it (the stream leaving the last layer, before
+                # the final norm), others never do; read per release, never "out of range" where captured
+                if c.point is not None and res.fatal is None:
+                    continue
+                others = _boundary_readers(self.archs, n, self.rel.engine)
+                self.add(
+                    "layer-ids-final-uncaptured",
+                    "error",
+                    f"Layer id {c.id} asks for the final boundary (capture index {idx} of a {n}-layer target), "
+                    f"which {self.name} never captures ({c.problem or res.fatal}): that aux state is missing"
+                    + (f". Releases read that capture it: {others}." if others else "."),
+                    {
+                        **base_ev,
+                        "id": c.id,
+                        "engine_index": idx,
+                        "engine_points": res.points,
+                        "captured_by": others,
+                        "code": base_ev["code"] + self.code("boundary", "startup", "missing"),
+                    },
+                    self.ids_fix(self.trained, why_settled),
+                )
+            elif idx is not None and (idx > n or idx < -n) and c.point is None:
+                self.add(
+                    "layer-ids-out-of-range",
+                    "error",
+                    f"Layer id {c.id} is beyond the target's {n} layers ({self.name} makes it capture index "
+                    f"{idx}, outside 0..{n}): that aux state is missing"
+                    + (f" and {res.fatal}" if res.fatal else "")
+                    + ".",
+                    {
+                        **base_ev,
+                        "id": c.id,
+                        "engine_index": idx,
+                        "code": base_ev["code"] + self.code("startup", "missing"),
+                    },
+                    self.ids_fix(self.trained, why_settled),
+                )
+
+    def compare_training(self, res: EngineCapture, base_ev: dict[str, Any]) -> None:
         """The engine's capture against every reading of the training capture."""
-        n = cast(int, self.n)  # readings are made only with a layer count
+        n = cast(int, self.n)
+        report = cast(CaptureReport, self.capture)
         if not self.readings:
             return
-        engine_pts = res.points
+        engine_pts = points_of(res)
         live = [r for r in self.readings if r.points is not None]
         if not live:
             r0 = self.readings[0]
@@ -513,7 +676,7 @@ class _Checker:
             return
 
         def matches(r: Reading) -> bool:
-            pts = cast("list[Point]", r.points)  # only live readings are matched
+            pts = cast("list[Point]", r.points)
             return (
                 res.fatal is None
                 and len(engine_pts) == len(pts)
@@ -531,10 +694,10 @@ class _Checker:
             "trained_source": report.trained_source,
             "fatal": res.fatal,
             "readings": readings_ev,
+            "code": base_ev["code"] + self.code("index0", "boundary", "missing", "startup"),
         }
-        eng = f"{self.rule.name} captures {_fmt(engine_pts)}"
+        eng = f"{self.name} captures {_fmt(engine_pts)}"
         if ok:
-            # the readings disagree: the config fits one account of training and not another
             alts = "; ".join(
                 f"if {r.label.removeprefix('assumed: ')}, it was trained on {_fmt(r.points)}"
                 + _shift_text(engine_pts, cast("list[Point]", r.points), n)
@@ -553,7 +716,12 @@ class _Checker:
                     "trained_points": None,
                     "shift": None,
                     "settle": ["--trained-engine", "--trained-layers", "doctor --server ID --training-data PATH"],
-                    "ids_if": {r.label: self.rule.ids_for(cast("list[Point]", r.points), n) for r in bad},
+                    "ids_if": {
+                        r.label: ids_for(
+                            cast("CaptureRule", self.rule), [str(p) for p in cast("list[Point]", r.points)], n
+                        )
+                        for r in bad
+                    },
                 },
                 None,
                 "convention",
@@ -573,9 +741,10 @@ class _Checker:
         msg += "."
         if res.fatal:
             msg = msg[:-1] + f"; the engine also fails: {res.fatal}."
-        if getattr(self.rule, "config_ids", "") == "ignored" and (self.d.layer_ids or self.d.top_level_layer_ids):
+        ignored = self.rule is not None and self.rule.config_ids == "ignored"
+        if ignored and (self.d.capture.nested_ids or self.d.capture.top_ids):
             msg += (
-                f" {self.rule.name} ignores the config's layer ids (its runner asks the model for its defaults), "
+                f" {self.name} ignores the config's layer ids (its runner asks the model for its defaults), "
                 "so no config edit changes what it captures: serve it with a release that reads them, "
                 "or train on its defaults."
             )
@@ -588,56 +757,43 @@ class _Checker:
             "error",
             msg,
             {**ev, "trained_points": [str(p) for p in cast("list[Point]", r.points)], "shift": shift},
-            self.ids_fix(r.points, why) if same else None,
+            self.ids_fix(r.points, why) if same and not ignored else None,
             cls,
         )
 
-    def check_cuda_graph(self, engine_text: str, arch: str | None, cuda_graph: bool) -> None:
-        """Releases whose CUDA-graph runner resets the ids to the defaults before capturing decode graphs
-        (read from the release's code by ``workbench.engine``): production decode captures other points."""
-        if not cuda_graph or self.capture is None or self.rule.engine != "sglang" or self.n is None:
+    def check_cuda_graph(self) -> None:
+        """Releases whose CUDA-graph runner resets the ids to the defaults before capturing decode graphs:
+        production decode captures other points than prefill and a dump with graphs off."""
+        res = self.res
+        if res is None or not self.cuda_graph or not res.graph_differs:
             return
-        from workbench.engine import capture as engine_capture
-        from workbench.errors import WorkbenchError
-
-        ids, _source = self.rule.ids_from_config(self.d.config)
-        try:
-            res = engine_capture(engine_text, arch=arch, num_layers=self.n, ids=ids, cuda_graph=True, source="table")
-        except WorkbenchError:
-            return  # a release the table lacks: said by `engine capture --source wheel`
-        if not res.graph_differs:
-            return
-        n = self.n
+        n = cast(int, self.n)
         trained = [str(p.canonical(n)) for p in self.trained] if self.trained else None
 
         def canon(points: Sequence[str]) -> list[str]:
             return [str(Point.parse(p).canonical(n)) if p not in ("missing", "unknown") else p for p in points]
 
-        bad = trained is not None and canon(cast("list[str]", res.cuda_graph_points)) != trained  # graph_differs
+        gp = cast("list[str]", res.cuda_graph_points)
+        bad = trained is not None and canon(gp) != trained
         self.add(
             "layer-ids-cuda-graph-defaults",
             "error" if bad else "warning",
-            f"{res.engine} decodes with CUDA graphs that capture {', '.join(cast('list[str]', res.cuda_graph_points))} (its "
-            f"defaults), not the config's {', '.join(res.points)}: its graph runner calls "
-            "set_eagle3_layers_to_capture() without ids before capturing. Prefill and --disable-cuda-graph "
-            "use the config's ids, so a check with CUDA graphs off cannot see this"
-            + (f"; the drafter was trained on {', '.join(cast('list[str]', trained))}." if bad else "."),
+            f"{res.engine} decodes with CUDA graphs that capture {', '.join(gp)} (its defaults), not the "
+            f"config's {', '.join(res.points)}: its graph runner sets the default layers before capturing. Prefill "
+            "and --disable-cuda-graph use the config's ids, so a check with CUDA graphs off cannot see this"
+            + (f"; the drafter was trained on {', '.join(trained or [])}." if bad else "."),
             {
                 "engine": res.engine,
                 "engine_points": res.points,
-                "cuda_graph_points": res.cuda_graph_points,
+                "cuda_graph_points": gp,
                 "trained_points": trained,
                 "source": res.source,
-                "code": [
-                    e
-                    for e in res.evidence
-                    if e.split(":", 1)[0] in ("graph_reset", "config_ids", "config_before_graphs")
-                ],
+                "code": self.code("graph_reset", "config_ids", "config_before_graphs"),
             },
         )
 
     def check_unsorted(self, ids: list[int], source: str, ev: dict[str, Any]) -> None:
-        if not any(b <= a for a, b in zip(ids, ids[1:])):
+        if not any(b <= a for a, b in itertools.pairwise(ids)):
             return
         fix = None
         srt = sorted(set(ids))
@@ -650,81 +806,135 @@ class _Checker:
             "warning",
             f"Layer ids {ids} are not strictly ascending: engines concatenate in layer order while "
             "SpecForge's HF backend uses list order, a silent channel permutation.",
-            ev,
+            {k: v for k, v in ev.items() if k != "code"},
             fix,
         )
 
     def check_misplaced(self) -> None:
+        """Ids only at the top level: the releases that read only eagle_config use their defaults."""
         d = self.d
-        sglang = self.rule if self.rule.engine == "sglang" else engine_rule(DEFAULT_ENGINE, self.arch)
+        reads_top = self.rule is not None and TOP in self.rule.id_source
         fix = None
         pts, _why = self.settled_points() if self.n is not None else (None, "")
-        if self.n is not None and pts is not None:
-            new_ids = sglang.ids_for(pts, self.n)
+        if self.n is not None and pts is not None and self.rule is not None and not reads_top:
+            new_ids = ids_for(self.rule, [str(p) for p in pts], self.n)
             if new_ids is not None:
                 fix = self.config_fix(
-                    f"add eagle_config.eagle_aux_hidden_state_layer_ids={new_ids} (what "
-                    f"{sglang.name} needs to capture {', '.join(map(str, pts))})",
-                    [ConfigEdit("eagle_config.eagle_aux_hidden_state_layer_ids", new_ids)],
+                    f"add {NESTED}={new_ids} (what {self.name} needs to capture {', '.join(map(str, pts))})",
+                    [ConfigEdit(NESTED, new_ids)],
                 )
-        reads_top = self.rule.engine == "vllm" and getattr(self.rule, "config_ids", "").startswith("top")
+        keys = list(self.rule.id_source) if self.rule else []
+        code = self.code("id_source", "config_ids")
+        msg = (
+            f"The layer ids sit only at the top level of config.json; {self.name} reads them there"
+            + (f" ({', '.join(keys)} in that order)" if keys else "")
+            + ", but the releases that read only eagle_config (SGLang) capture their defaults for this config."
+            if reads_top
+            else f"The layer ids sit only at the top level of config.json, where {self.name} does not read them "
+            f"(it reads {', '.join(keys) or 'no key'}): it captures its defaults."
+        )
         self.add(
             "eagle-config-misplaced",
             "info" if reads_top else "warning",
-            "The layer ids sit only at the top level of config.json, where SGLang ignores them for capture "
-            f"(it uses its defaults){' while ' + self.rule.name + ' reads them first' if reads_top else ''}.",
-            {"top_level": d.top_level_layer_ids, "eagle_config": None, "engine": self.rule.name},
+            msg,
+            {"top_level": d.capture.top_ids, "eagle_config": None, "engine": self.name, "reads": keys, "code": code},
             fix,
+            "engine-code" if code else "convention",
         )
 
     def check_count(self, fc_in: int | None) -> None:
-        """K ids vs fc in-dim (K * H_t); falls back on num_aux_hidden_states when fc is absent."""
+        """The number of states the release captures and its draft class's fc width against the draft's
+        fc weight (K * target hidden size)."""
         d = self.d
-        ids, source = self.rule.ids_from_config(d.config)
+        ids = self.ids
         if ids is not None and not _ints(ids):
             return
-        k = len(ids) if ids is not None else 3
         h_t = d.target_hidden_size or (self.t.hidden_size if self.t else None) or d.hidden_size
-        ev = {"ids": ids, "ids_key": source, "k": k, "target_hidden_size": h_t}
-        if self.is_vllm and cast(VllmRule, self.rule).facts.get("fc_states") == "3":
-            # this release sizes fc for 3 states whatever the config says (llama_eagle3.py)
-            given = [x for x in (d.layer_ids, d.top_level_layer_ids) if x]
-            n_cfg = len(given[0]) if given else None
-            width = fc_in // h_t if fc_in is not None and h_t and fc_in % h_t == 0 else None
-            bad = next((x for x in (n_cfg, width) if x is not None and x != 3), None)
-            if bad is not None:
-                self.add(
-                    "layer-ids-count-mismatch",
-                    "error",
-                    f"{self.rule.name} builds the draft's fc for 3 target states (hidden_size * 3), but this "
-                    f"draft has {bad}: its fc weight does not load.",
-                    {
-                        **ev,
-                        "fc_in": fc_in,
-                        "engine": self.rule.name,
-                        "code": cast(VllmRule, self.rule).evidence("fc_states"),
-                    },
-                )
-                return
-        if fc_in is not None and h_t:
+        k_eng = len(self.res.points) if self.res is not None else (len(ids) if ids is not None else 3)
+        dc = self.draft_code()
+        k_fc = None
+        how = ""
+        if dc is not None and dc.fc_states == "3":
+            k_fc, how = 3, f"{self.name}'s {dc.arch} builds fc for 3 target states whatever the config says"
+        elif dc is not None and dc.fc_states == "config":
+            nested = d.capture.nested_ids
+            if isinstance(d.capture.num_aux_hidden_states, int):
+                k_fc, how = d.capture.num_aux_hidden_states, "from num_aux_hidden_states"
+            elif _ints(nested) and nested:
+                k_fc, how = len(nested), "from the number of eagle_config ids"
+            else:
+                k_fc, how = 3, "3 (no num_aux_hidden_states and no eagle_config ids)"
+            how = f"{self.name}'s {dc.arch} sizes fc {how}"
+        ev = {"ids": ids, "ids_key": self.ids_key, "k_captured": k_eng, "target_hidden_size": h_t, "fc_in": fc_in}
+        code = ([str(e) for e in dc.evidence] if dc else []) + self.code("id_map")
+        width = fc_in // h_t if fc_in is not None and h_t and fc_in % h_t == 0 else None
+        if k_fc is not None and width is not None and k_fc != width:
+            self.add(
+                "layer-ids-count-mismatch",
+                "error",
+                f"{how} ({k_fc}*{h_t}), but the draft's fc.weight takes {width} states ({fc_in}): its fc weight "
+                "does not load.",
+                {**ev, "k_fc": k_fc, "code": code},
+            )
+            return
+        if k_fc is not None and k_fc != k_eng and self.res is not None and self.res.fatal is None:
+            self.add(
+                "layer-ids-count-mismatch",
+                "error",
+                f"{self.name} captures {k_eng} target states but {how} ({k_fc}): the concatenation does not fit "
+                "fc and the first draft step fails.",
+                {**ev, "k_fc": k_fc, "code": code},
+            )
+            return
+        if fc_in is not None and h_t and dc is None:
+            k = len(ids) if ids is not None else 3
             if fc_in != k * h_t:
-                k_fc = fc_in / h_t
                 self.add(
                     "layer-ids-count-mismatch",
                     "error",
                     f"{k} layer ids need an fc input of {k}*{h_t}={k * h_t}, but fc.weight takes {fc_in} "
-                    f"({k_fc:g} states).",
-                    {**ev, "fc_in": fc_in},
+                    f"({fc_in / h_t:g} states).",
+                    ev,
                 )
-        elif d.num_aux_hidden_states is not None and d.num_aux_hidden_states != k:
-            self.add(
-                "layer-ids-count-mismatch",
-                "error",
-                f"num_aux_hidden_states={d.num_aux_hidden_states} but the engine captures {k} states.",
-                {**ev, "num_aux_hidden_states": d.num_aux_hidden_states},
-            )
 
     # -- sizes ---------------------------------------------------------------------------------
+    def check_vocab(self) -> None:
+        """The draft's vocabulary against the target's: the engine embeds with the target's table and maps
+        draft ids into the target's vocabulary (d2t). Which key names the target vocabulary depends on the
+        trainer: ``target_vocab_size`` where one is written (EAGLE's own configs), else ``vocab_size``
+        next to a ``draft_vocab_size`` (SpecForge); a config with neither says nothing to compare."""
+        d, t = self.d, self.t
+        if t is None or t.vocab_size is None:
+            return
+        cfg = d.config
+        tv = cfg.get("target_vocab_size")
+        key, value = ("target_vocab_size", tv) if isinstance(tv, int) and not isinstance(tv, bool) else (None, None)
+        if key is None and d.draft_vocab_size is not None and d.layout != "speculators" and d.vocab_size is not None:
+            key, value = d.key_for.get("vocab_size") or "vocab_size", d.vocab_size
+        ev = {
+            "key": key,
+            "draft_says": value,
+            "draft_vocab_size": d.draft_vocab_size,
+            "target_vocab_size": t.vocab_size,
+        }
+        if key is not None and value != t.vocab_size:
+            self.add(
+                "vocab-mismatch",
+                "error",
+                f"The draft's {key} {value} is not the target's vocabulary {t.vocab_size}: the drafter was trained "
+                "for another target's tokenizer (or against the wrong target config), so its token ids and its "
+                "draft-to-target mapping do not line up with this target's.",
+                ev,
+            )
+        if d.draft_vocab_size is not None and d.draft_vocab_size > t.vocab_size:
+            self.add(
+                "vocab-mismatch",
+                "error",
+                f"draft_vocab_size {d.draft_vocab_size} is larger than the target's vocabulary {t.vocab_size}: "
+                "draft ids map past the target's last token.",
+                ev,
+            )
+
     def check_context(self) -> None:
         target_ctx = self.context_length or (self.t.context_length if self.t else None)
         draft_ctx = self.d.context_length
@@ -743,19 +953,20 @@ class _Checker:
             "draft_key": key,
             "target_context_length": target_ctx,
             "target_source": "--context-length" if self.context_length else "target config",
-            "engine": self.rule.name,
+            "engine": self.name,
         }
-        if isinstance(self.rule, VllmRule):  # self.is_vllm
-            how = self.rule.facts.get("draft_len")
-            if how == "min":
+        if self.is_vllm:
+            if self.rel.facts.get("draft_len") == "min":
                 self.add(
                     "draft-context-too-short",
                     "info",
                     f"The draft's context length {draft_ctx} is below the target's {target_ctx}; "
-                    f"{self.rule.name} serves it anyway (SpeculativeConfig._maybe_override_draft_max_model_len "
+                    f"{self.name} serves it anyway (SpeculativeConfig._maybe_override_draft_max_model_len "
                     f"takes the smaller, {draft_ctx}), and a short draft RoPE range can lower accept length on "
                     "long prompts.",
-                    {**ev, "code": self.rule.evidence("draft_len")},
+                    {**ev, "code": [str(e) for e in self.rel.evidence if e.what == "draft_len"]},
+                    None,
+                    "engine-code",
                 )
             return
         fix = self.config_fix(f"set {key} to {target_ctx}", [ConfigEdit(key, target_ctx)])
@@ -801,7 +1012,6 @@ class _Checker:
                 + (" (vLLM's handling is not read)." if self.is_vllm else "."),
                 {"tie_word_embeddings": True, "draft_vocab_size": d.draft_vocab_size, "target_vocab_size": vocab},
                 self.config_fix(f"set {key} to false", [ConfigEdit(key, False)]),
-                "static-file" if self.is_vllm else "",
             )
 
     def check_hidden(self) -> None:
@@ -836,6 +1046,39 @@ class _Checker:
                     f"set target_hidden_size to {t.hidden_size}", [ConfigEdit("target_hidden_size", t.hidden_size)]
                 ),
             )
+
+
+def _same_folder(a: str, b: str) -> bool:
+    from pathlib import Path
+
+    pa, pb = Path(a), Path(b)
+    pb = pb.parent if pb.name == "config.json" else pb
+    try:
+        return pa.resolve() == pb.resolve()
+    except OSError:
+        return False
+
+
+def _boundary_readers(archs: Sequence[str], n: int, engine: str) -> str:
+    """The releases read (of both engines) that capture an id equal to the layer count."""
+    from workbench.engine import release, releases
+
+    got: list[str] = []
+    for name in ("sglang", "vllm"):
+        for v in releases(name):
+            rel = release(f"{name}=={v}")
+            rule = rel.serve(archs).rule
+            if rule is None:
+                continue
+            res = apply(rule, [n], n, cuda_graph=False)
+            if res.complete and res.points and res.points[0] in ("final-prenorm", "final-postnorm"):
+                got.append(rel.name)
+    if not got:
+        return ""
+    by: dict[str, list[str]] = {}
+    for g in got:
+        by.setdefault(g.split("==")[0], []).append(g)
+    return "; ".join(span(v) for v in by.values())
 
 
 def _env_true(value: str | None) -> bool:
@@ -890,51 +1133,61 @@ def run_static(
     trained_engine: str | None = None,
     env: dict[str, str] | None = None,
     cuda_graph: bool = True,
+    read: bool = False,
 ) -> DoctorReport:
     """Every static check that the given inputs allow; checks lacking an input are listed as skipped.
-    ``cuda_graph``: the server decodes with CUDA graphs (SGLang's default; False = --disable-cuda-graph)."""
+    ``cuda_graph``: the server decodes with CUDA graphs (the default; False = --disable-cuda-graph).
+    ``read``: a release whose code was not read yet is downloaded and read (else ReleaseNotReadError)."""
+    from workbench.engine import release
     from workbench.provenance import parse_provenance
 
-    d = draft if isinstance(draft, DraftCheckpoint) else read_draft(draft)
-    t = target_config if isinstance(target_config, TargetInfo) or target_config is None else read_target(target_config)
-    engine_text = engine or DEFAULT_ENGINE
+    spec = parse_engine(engine or DEFAULT_ENGINE)
     alg = normalize_algorithm(algorithm)
     conv = normalize_convention(trained_convention)
     if context_length is not None and (not isinstance(context_length, int) or context_length < 1):
         raise InputError(f"context length: expected a positive integer, got {context_length!r}")
     if trained_layers is not None and not _ints(trained_layers):
         raise InputError(f"--trained-layers: expected integers like 2,30,58, got {trained_layers!r}")
-    prov = parse_provenance(trained_engine)
-    target_arch = arch or (t.arch if t else None) or _arch_from_draft(d)
-    rule = engine_rule(engine_text, target_arch)
     if env is not None and not (
         isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
     ):
         raise InputError(f"env: expected NAME=VALUE pairs, got {env!r}")
-    ck = _Checker(
-        d,
-        t,
-        rule,
+    prov = parse_provenance(trained_engine)
+    rel = release(spec, read=read)  # a release that was not read stops here, naming what was
+    d = draft if isinstance(draft, DraftCheckpoint) else read_draft(draft)
+    t = target_config if isinstance(target_config, TargetInfo) or target_config is None else read_target(target_config)
+    archs = [arch] if arch else list(t.architectures) if t and t.architectures else _archs_from_draft(d)
+    launch = _Launch(
         alg,
         trained_layers,
         conv,
         context_length,
         num_layers,
-        arch or (t.arch if t else None),
+        archs,
         prov if prov and prov.engine else None,
-        env,
+        dict(env or {}),
+        cuda_graph,
     )
+    ck = _Checker(d, t, rel, launch)
     if prov is not None and not prov.engine:
         ck.skip("training capture from provenance", "--trained-engine sglang==X", prov.how)
     ck.check_types()
+    ck.check_target_fields()
     ck.check_keys()
+    is_target = ck.check_draft_is_target()
     ck.check_loaders()
     ck.check_algorithm()
-    ck.check_layers()
-    ck.check_cuda_graph(engine_text, target_arch, cuda_graph)
+    if not is_target:
+        try:
+            ck.check_layers()
+        except InputError as exc:
+            raise InputError(f"--trained-layers/--trained-engine: {exc}") from None
+        ck.check_cuda_graph()
+        ck.check_variant_flags()
     ck.check_context()
     ck.check_tied()
     ck.check_hidden()
+    ck.check_vocab()
     from workbench.drafter.variants import explain
 
     for line in explain(d.config, rope=False):  # the sentences live with the forward that implements them
@@ -942,7 +1195,8 @@ def run_static(
     from workbench.doctor.weights import check_weights
 
     fc_in = check_weights(ck)
-    ck.check_count(fc_in)
+    if not is_target:
+        ck.check_count(fc_in)
     ck.skip(
         "observed vs predicted accept length, hidden states against training data",
         "a running server: doctor --server ID --training-data PATH",
@@ -951,10 +1205,11 @@ def run_static(
     inputs = {
         "draft": d.path,
         "target_config": t.path if t else None,
-        "engine": rule.name,
+        "engine": rel.name,
         "engine_given": engine,
-        "target_arch": target_arch,
-        "arch_family": arch_family(target_arch),
+        "engine_source": rel.source,
+        "target_arch": ck.arch,
+        "target_archs": archs,
         "algorithm": alg,
         "trained_layers": trained_layers,
         "trained_convention": conv,
@@ -964,14 +1219,10 @@ def run_static(
         "num_layers": ck.n,
         "env": dict(env or {}),
         "cuda_graph": cuda_graph,
-        "engine_rule_assumed_from": getattr(rule, "assumed_from", None),
     }
     return DoctorReport(sort_findings(ck.findings), ck.capture, inputs, d.summary(), ck.skipped)
 
 
-def _arch_from_draft(d: DraftCheckpoint) -> str | None:
-    """A draft class like Eagle3DeepseekV2ForCausalLM tells the target family when no target config is given."""
-    for a in d.architectures:
-        if "deepseek" in a.lower() or "kimi" in a.lower():
-            return a
-    return None
+def _archs_from_draft(d: DraftCheckpoint) -> list[str]:
+    """No target config: nothing names the served class (a draft class names only its family)."""
+    return []

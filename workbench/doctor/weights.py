@@ -100,7 +100,7 @@ def check_names_and_shapes(ck: _Checker) -> None:
         ck.skip(
             "weight names the loader drops",
             "--engine sglang==X",
-            f"{ck.rule.name}'s weight loader is not read; the names were checked against SGLang's",
+            f"{ck.name}'s weight loader is not read; the names were checked against SGLang's",
         )
     elif unexpected:
         ck.add(

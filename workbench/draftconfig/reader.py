@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from workbench import strictjson
 from workbench.draftconfig import schema
 from workbench.draftconfig.safetensors_header import TensorInfo, read_header, read_tensor
+from workbench.engine.draft import DraftFields, read_draft_fields
 from workbench.errors import InputError
 from workbench.results import Result
 
@@ -137,6 +138,9 @@ class DraftCheckpoint(Result):
     key_for: dict[str, str]
     tensors: dict[str, TensorInfo] = field(default_factory=dict, metadata={"internal": True})
     config: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
+    # what the engines' capture reads (ids where each reader looks, the variant switches): read once,
+    # here, and asked by every capture check (``workbench.engine.draft_ids``)
+    capture: DraftFields = field(default_factory=lambda: _no_fields(), metadata={"internal": True})
 
     def has_field(self, name: str) -> bool:
         return (
@@ -340,7 +344,14 @@ def read_draft(path: str | Path) -> DraftCheckpoint:
         key_for=key_for,
         tensors=tensors,
         config=cfg,
+        capture=read_draft_fields(cfg),
     )
+
+
+def _no_fields() -> DraftFields:
+    from workbench.engine.draft import DraftFields
+
+    return DraftFields()
 
 
 def _check_all(f: _Fields, cfg: dict[str, Any]) -> None:

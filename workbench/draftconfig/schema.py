@@ -10,7 +10,7 @@ the workbench allocate without limit: ``num_hidden_layers: 30000000`` is refused
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import InputError
@@ -32,7 +32,7 @@ class FieldError(InputError, ValueError):
 @dataclass(frozen=True)
 class Field:
     kind: str  # int | number | bool | str | str-list | int-list | object
-    where: Range = Range()
+    where: Range = field(default_factory=Range)
     max_items: int = MAX_LIST
 
     def expected(self) -> str:
@@ -142,7 +142,7 @@ def _validate(key: str, value: Any, f: Field) -> Any:
                 raise FieldError(f"{key}: {v} is out of range; expected {f.expected()}")
             return v
     elif f.kind == "number":
-        if isinstance(value, str) or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, (str, bool)) or not isinstance(value, (int, float)):
             ok = False
         else:
             return number(value, key, f.where, allow_str=False)

@@ -280,7 +280,7 @@ def load_drafter(
     """Build an ``Eagle3Drafter`` from an SGLang- or speculators-named checkpoint directory."""
     import torch
 
-    from workbench.drafter.model import Eagle3Drafter, Unsupported
+    from workbench.drafter.model import Eagle3Drafter, UnsupportedError
 
     config = read_config(path)
     tensors = read_tensors(path)
@@ -289,7 +289,7 @@ def load_drafter(
         raise InputError(f"{path}: {report.first_problem()}")
     try:
         model = Eagle3Drafter(config, convention=convention)
-    except Unsupported as exc:
+    except UnsupportedError as exc:
         raise InputError(f"{Path(path) / CONFIG}: {exc}") from None
     layers = N.draft_dims(config).num_layers
     state = {N.to_sglang(k, layers): v for k, v in tensors.items()}

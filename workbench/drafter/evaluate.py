@@ -59,6 +59,9 @@ from workbench.results import Result
 if TYPE_CHECKING:
     import torch
 
+    from workbench.drafter.checkpoint import WeightReport
+    from workbench.drafter.model import Eagle3Drafter
+    from workbench.drafter.target import TargetHead
     from workbench.hidden.view import Capture
 
 _Rates = list[float | None]  # one rate per depth (None: nothing to count)
@@ -159,7 +162,7 @@ class Counts:
     def add(self, topk_ids: np.ndarray, greedy: np.ndarray, loss_mask: np.ndarray, in_vocab: np.ndarray) -> None:
         """One sample. ``topk_ids [K, L, kmax]``: the draft's top-k as target ids per step and index;
         ``greedy [L]``: a_t (-1 where unknown); ``loss_mask [L]``; ``in_vocab [V]`` (t2d)."""
-        K, L, kmax = topk_ids.shape
+        K, L, _ = topk_ids.shape
         m = loss_mask.astype(bool).copy()
         if L:
             m[-1] = False  # offline SpecForge: loss_mask[-1] = 0
@@ -257,41 +260,19 @@ def samples(data: str | os.PathLike[str]) -> tuple[str, list[Path]]:
     raise InputError(f"{p}: no SpecForge data_{{i}}.ckpt or speculators hs_{{i}}.safetensors files")
 
 
-def evaluate(
+def _drafter_on(
     draft: str | os.PathLike[str],
-    data: str | os.PathLike[str],
+    head: TargetHead,
     target: str | os.PathLike[str],
+    dev: torch.device,
     *,
-    depth: int | None = None,
-    topk: int = DEFAULT_TOPK,
-    max_samples: int | None = None,
-    device: str | None = None,
-    strict: bool = True,
-    progress: ProgressCallback | None = None,
-    convention: str | None = None,
-) -> DrafterEval:
-    """``convention``: how the draft's flags are read (``variants.CONVENTIONS``; default: the
-    training tool of the checkpoint's layout)."""
-    import torch
-
-    from workbench.drafter import variants as V
+    strict: bool,
+    convention: str | None,
+) -> tuple[Eagle3Drafter, WeightReport, list[str]]:
+    """The drafter loaded (and its weight check), given the target's embedding where it has none, on ``dev`` (fp32 on a
+    CPU), and the notes its weights and mapping call for."""
     from workbench.drafter.checkpoint import load_drafter
-    from workbench.drafter.model import Unsupported, ttt_tokens
-    from workbench.drafter.target import read_target_head
-    from workbench.hidden.align import pick_device
 
-    t0 = time.perf_counter()
-    progress = progress or noop
-    K = DEFAULT_DEPTH if depth is None else int(depth)
-    if not 1 <= K <= 16:
-        raise InputError(f"depth: {K} is not in 1..16")
-    if not 1 <= topk <= 64:
-        raise InputError(f"topk: {topk} is not in 1..64")
-    dev = pick_device(device)
-    fmt, files = samples(data)
-    if max_samples is not None:
-        files = files[: max(1, int(max_samples))]
-    head = read_target_head(target)
     model, report = load_drafter(draft, strict=strict, convention=convention)
     d = model.dims
     if (head.vocab, head.hidden) != (d.vocab, d.hidden) and model.embed_tokens is None:
@@ -310,6 +291,45 @@ def evaluate(
     if dev.type == "cpu":
         model = model.float()
         model.d2t = model.d2t.long()
+    return model, report, notes
+
+
+def evaluate(
+    draft: str | os.PathLike[str],
+    data: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    depth: int | None = None,
+    topk: int = DEFAULT_TOPK,
+    max_samples: int | None = None,
+    device: str | None = None,
+    strict: bool = True,
+    progress: ProgressCallback | None = None,
+    convention: str | None = None,
+) -> DrafterEval:
+    """``convention``: how the draft's flags are read (``variants.CONVENTIONS``; default: the
+    training tool of the checkpoint's layout)."""
+    import torch
+
+    from workbench.drafter import variants as V
+    from workbench.drafter.model import UnsupportedError, ttt_tokens
+    from workbench.drafter.target import read_target_head
+    from workbench.hidden.align import pick_device
+
+    t0 = time.perf_counter()
+    progress = progress or noop
+    K = DEFAULT_DEPTH if depth is None else int(depth)
+    if not 1 <= K <= 16:
+        raise InputError(f"depth: {K} is not in 1..16")
+    if not 1 <= topk <= 64:
+        raise InputError(f"topk: {topk} is not in 1..64")
+    dev = pick_device(device)
+    fmt, files = samples(data)
+    if max_samples is not None:
+        files = files[: max(1, int(max_samples))]
+    head = read_target_head(target)
+    model, report, notes = _drafter_on(draft, head, target, dev, strict=strict, convention=convention)
+    d = model.dims
     in_vocab = torch.zeros(head.vocab, dtype=torch.bool)
     hot = (torch.arange(d.draft_vocab) + model.d2t.cpu()).clamp(0, head.vocab - 1)
     in_vocab[hot] = True
@@ -343,7 +363,7 @@ def evaluate(
         with torch.no_grad():
             try:
                 logits = model.unroll(aux[None].to(model.fc.weight.dtype), ttt_tokens(nxt, K))
-            except Unsupported as exc:
+            except UnsupportedError as exc:
                 raise InputError(f"{f}: {exc}") from None
             tk = torch.stack([model.to_target(lg[0].topk(kmax, dim=-1).indices) for lg in logits])
             pred_d = torch.stack([lg[0].argmax(-1) for lg in logits])

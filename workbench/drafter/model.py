@@ -30,7 +30,7 @@ API:
   ``variants.resolve`` (``norm_output`` as the training tool reads it, ``norm_before_residual``,
   ``norm_before_fc``, ``fc_norm``, Qwen3 ``q_norm``/``k_norm``, ``attention_bias``, any number of aux
   slots of ``target_hidden_size``, every transformers ``rope_scaling`` type); an unsupported one
-  raises ``Unsupported`` (a one-line ``ValueError`` naming the flag).
+  raises ``UnsupportedError`` (a one-line ``ValueError`` naming the flag).
 - ``vocab_mapping(counts, draft_vocab_size) -> (d2t, t2d)``: the SpecForge/EAGLE mapping from
   token frequencies (top ids sorted ascending; ``d2t[i] = ids[i] - i``; ``t2d`` membership mask).
 """
@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -51,10 +51,10 @@ from workbench.drafter import variants as V
 from workbench.drafter.names import DraftDims, draft_dims
 
 KV = tuple[torch.Tensor, torch.Tensor]  # (K, V) [B, kv_heads, S, d] of one layer
-Past = Union[KV, list[KV]]  # one layer's pair, or one per layer for a multi-layer drafter
+Past = KV | list[KV]  # one layer's pair, or one per layer for a multi-layer drafter
 
 
-class Unsupported(ValueError):
+class UnsupportedError(ValueError):
     """A variant the forward does not implement (one line, naming the flag)."""
 
 
@@ -156,7 +156,7 @@ class Eagle3Drafter(nn.Module):
         super().__init__()
         why = V.unsupported(config, convention)
         if why:
-            raise Unsupported(why)
+            raise UnsupportedError(why)
         d = draft_dims(config)
         flat = V.flat_config(config)
         self.config = dict(config)
@@ -183,7 +183,7 @@ class Eagle3Drafter(nn.Module):
         try:
             self._rope_spec = R.build({**flat, "head_dim": d.head_dim}, v.rope)
         except (KeyError, TypeError, ValueError) as exc:
-            raise Unsupported(f"rope_scaling: {exc}") from None
+            raise UnsupportedError(f"rope_scaling: {exc}") from None
 
     # ----- embeddings and vocab -----
     def set_embed(self, weight: torch.Tensor) -> None:
@@ -240,8 +240,8 @@ class Eagle3Drafter(nn.Module):
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         try:
             cos, sin = R.cos_sin(self._rope_spec, positions, x.dtype)  # [B, 1, T, d]
-        except R.RopeRefused as exc:
-            raise Unsupported(str(exc)) from None
+        except R.RopeRefusedError as exc:
+            raise UnsupportedError(str(exc)) from None
         return x * cos + _rotate_half(x) * sin
 
     def _layers(self) -> list[_MidLayer]:

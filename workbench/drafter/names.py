@@ -148,15 +148,15 @@ def layer_prefix(i: int, num_layers: int, naming: str = SGLANG) -> str:
 def expected_weights(config: dict[str, Any], naming: str = SGLANG) -> dict[str, WeightSpec]:
     """``{name: WeightSpec}`` for a draft config; see the module docstring."""
     d = draft_dims(config)
-    H, Ht = d.hidden, d.target_hidden
+    H, H_t = d.hidden, d.target_hidden
     q_out, kv_out = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
-    specs: list[WeightSpec] = [WeightSpec("fc.weight", (H, d.num_aux * Ht), note="3*H_target -> H")]
+    specs: list[WeightSpec] = [WeightSpec("fc.weight", (H, d.num_aux * H_t), note="3*H_target -> H")]
     if d.bias:
         specs.append(WeightSpec("fc.bias", (H,), note="config bias: true"))
     if d.norm_before_fc:
-        specs.append(WeightSpec("input_norm.weight", (d.num_aux * Ht,), note="norm_before_fc"))
+        specs.append(WeightSpec("input_norm.weight", (d.num_aux * H_t,), note="norm_before_fc"))
     if d.fc_norm:
-        specs += [WeightSpec(f"fc_norm.{i}.weight", (Ht,), note="fc_norm per aux chunk") for i in range(d.num_aux)]
+        specs += [WeightSpec(f"fc_norm.{i}.weight", (H_t,), note="fc_norm per aux chunk") for i in range(d.num_aux)]
     for i in range(d.num_layers):
         p = layer_prefix(i, d.num_layers, naming)
         in_dim = 2 * H if i == 0 else H  # layer 0 reads cat[norm(embed), norm(hidden)]

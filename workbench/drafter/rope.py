@@ -5,7 +5,7 @@ speculators builds its rotary embedding with transformers' ``LlamaRotaryEmbeddin
 ``llama3`` and ``yarn`` that compute the same frequencies (the parity tests hold both). ``dynamic``
 scaling changes the frequencies only past ``max_position_embeddings``, and there the three code
 bases disagree (transformers rescales per batch, SpecForge per cache length, SGLang once), so a
-position past it is refused (``RopeRefused``) rather than given one of them.
+position past it is refused (``RopeRefusedError``) rather than given one of them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from transformers import LlamaConfig
 
 
-class RopeRefused(ValueError):
+class RopeRefusedError(ValueError):
     pass
 
 
@@ -58,7 +58,7 @@ def build(flat: dict[str, Any], rope: dict[str, Any]) -> Rope:
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     if rtype not in ROPE_INIT_FUNCTIONS:
-        raise RopeRefused(f"rope_scaling: rope_type {rtype!r} is not one transformers computes")
+        raise RopeRefusedError(f"rope_scaling: rope_type {rtype!r} is not one transformers computes")
     cfg = _hf_config(flat, rope)
     if rtype == "longrope":
         orig = int(rope.get("original_max_position_embeddings") or cfg.max_position_embeddings)
@@ -76,7 +76,7 @@ def cos_sin(rope: Rope, positions: torch.Tensor, dtype: torch.dtype) -> tuple[to
 
     top = int(positions.max()) if positions.numel() else 0
     if rope.max_positions is not None and top >= rope.max_positions:
-        raise RopeRefused(
+        raise RopeRefusedError(
             f"rope_scaling dynamic: position {top} is past max_position_embeddings "
             f"{rope.max_positions}, where transformers, SpecForge and SGLang compute different "
             f"frequencies"

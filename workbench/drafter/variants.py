@@ -220,8 +220,8 @@ def _unsupported(config: dict[str, Any], convention: str | None) -> str | None:
     except ValueError as exc:
         return str(exc)
     pre = "transformer_layer_config." if layout(config) == SPECULATORS_LAYOUT else ""
-    n = int(cfg.get("num_hidden_layers") or 1)
     conv = convention or default_convention(config)
+    n = int(cfg.get("num_hidden_layers") or 1)
     if n != 1 and conv != "speculators":
         return (
             f"{pre}num_hidden_layers={n}: multi-layer drafters are evaluated under the speculators reading "
@@ -229,6 +229,12 @@ def _unsupported(config: dict[str, Any], convention: str | None) -> str | None:
             f"instead of input_layernorm)"
         )
     rope = rope_parameters(cfg)
+    return _unsupported_layer(cfg, pre, rope) or _unsupported_reading(config, cfg, pre, rope, convention)
+
+
+def _unsupported_layer(cfg: dict[str, Any], pre: str, rope: dict[str, Any]) -> str | None:
+    """The first part of the layer itself the forward does not implement (rope, activation, bias,
+    attention)."""
     if rope["rope_type"] not in ROPE_TYPES or "mrope_section" in rope:
         return f"{pre}rope_scaling: rope_type {rope['rope_type']!r} (multimodal or unknown) is not evaluated"
     prf = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor"))
@@ -241,13 +247,20 @@ def _unsupported(config: dict[str, Any], convention: str | None) -> str | None:
         return f"{pre}mlp_bias: biased MLPs are not evaluated"
     if cfg.get("use_sliding_window") or "sliding_attention" in (cfg.get("layer_types") or []):
         return f"{pre}sliding_window: sliding-window draft attention is not evaluated"
+    return None
+
+
+def _unsupported_reading(
+    config: dict[str, Any], cfg: dict[str, Any], pre: str, rope: dict[str, Any], convention: str | None
+) -> str | None:
+    """What the training tool's reading (the layout's, or ``convention``) cannot evaluate."""
     mt = cfg.get("model_type")
     if layout(config) == SPECULATORS_LAYOUT and mt not in _SPECULATORS_LAYERS:
         return (
             f"transformer_layer_config.model_type={mt!r}: speculators 0.9.0 builds EAGLE-3 layers for "
             f"{', '.join(sorted(_SPECULATORS_LAYERS))} only"
         )
-    if conv == "specforge" and rope["rope_type"] == "dynamic":
+    if (convention or default_convention(config)) == "specforge" and rope["rope_type"] == "dynamic":
         return (
             f"{pre}rope_scaling dynamic: SpecForge 0.2.0 builds its dynamic-NTK table for "
             f"max_position_embeddings+20 positions, which already rescales the base; transformers and "

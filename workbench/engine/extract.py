@@ -25,24 +25,25 @@ from typing import (
     Any,
     Literal,
     TypeVar,
-    Union,
     cast,
     overload,
 )
 
 from workbench.collector import paused
+from workbench.engine.release import DraftClass, Release
 from workbench.engine.rule import UNKNOWN, CaptureRule, Evidence
 from workbench.engine.source import Source, statements
 from workbench.engine.stub import HOOK, Outcome, run_hook
 
 PROBE_LAYERS = (32, 61, 36, 48)
+FLAG = "_is_layer_to_capture"  # the per-layer flag of layer-attr capture
 MODELS = "sglang/srt/models"
 
-_FnDef = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+_FnDef = ast.FunctionDef | ast.AsyncFunctionDef
 _T = TypeVar("_T", bound=ast.AST)
 _U = TypeVar("_U", bound=ast.AST)
 # where a capture test sits: guarding a statement, as a call's keyword argument, or elsewhere
-_Site = Union[tuple[Literal["if"], ast.If], tuple[Literal["keyword"], ast.keyword], tuple[Literal["other"], None]]
+_Site = tuple[Literal["if"], ast.If] | tuple[Literal["keyword"], ast.keyword] | tuple[Literal["other"], None]
 
 
 def _probe_ids(n: int) -> list[list[int]]:
@@ -74,34 +75,59 @@ def extract(
         return _extract(root, version, archs)
 
 
+def read_release(
+    root: str | os.PathLike[str] | Source, version: str | None = None, archs: Collection[str] | None = None
+) -> Release:
+    """Every part of one SGLang release: the capture rules, its model registry, its EAGLE-3 drafts."""
+    from workbench.engine.drafts import draft_class
+    from workbench.engine.registry import sglang_registry
+
+    with paused():
+        src = root if isinstance(root, Source) else Source(root)
+        version = version or src.version() or "unknown"
+        rules = _extract(src, version, archs)
+        reg, reg_ev = sglang_registry(src)
+        drafts: dict[str, DraftClass] = {}
+        for arch, (rel, _line) in sorted(reg.items()):
+            if "eagle3" in arch.lower() or "eagle3" in rel:
+                d = draft_class(src, arch, rel)
+                if d is not None:
+                    drafts[arch] = d
+        registry = {a: f"{f}:{line}" for a, (f, line) in reg.items()}
+        return Release("sglang", version, "wheel", tuple(rules), registry, drafts, {}, tuple(reg_ev), str(src.root))
+
+
 def _extract(
     root: str | os.PathLike[str] | Source, version: str | None, archs: Collection[str] | None
 ) -> list[CaptureRule]:
+    from workbench.engine.registry import sglang_registry
+
     src = root if isinstance(root, Source) else Source(root)
     version = version or src.version() or "unknown"
     graph = graph_order(src)
     ids_from = id_sources(src)
     out: list[CaptureRule] = []
-    for rel in src.files(MODELS):
-        for arch in src.entry_classes(rel):
-            if archs is not None and arch not in archs:
-                continue
-            found = src.find_class(rel, arch)
-            if found is None:
-                continue
-            f, cls = found
-            hook = src.find_method(f, cls, HOOK)
-            if hook is None:
-                continue
-            rule = extract_class(src, f, cls, arch, version)
-            rule = replace(
-                rule,
-                graph_reset=graph["graph_reset"],
-                config_before_graphs=graph["config_before_graphs"],
-                id_source=tuple(ids_from["keys"]),
-                evidence=tuple(rule.evidence) + tuple(graph["evidence"]) + tuple(ids_from["evidence"]),
-            )
-            out.append(rule)
+    reg, _ev = sglang_registry(src)
+    for arch, (rel, _line) in sorted(reg.items()):
+        if archs is not None and arch not in archs:
+            continue
+        found = src.find_class(rel, arch)
+        if found is None:
+            continue
+        f, cls = found
+        hook = src.find_method(f, cls, HOOK)
+        if hook is None:
+            continue
+        rule = extract_class(src, f, cls, arch, version)
+        rule = replace(
+            rule,
+            graph_reset=graph["graph_reset"],
+            config_before_graphs=graph["config_before_graphs"],
+            id_source=tuple(ids_from["keys"]),
+            config_ids="read" if ids_from["keys"] else UNKNOWN,
+            evidence=tuple(rule.evidence) + tuple(graph["evidence"]) + tuple(ids_from["evidence"]),
+        )
+        out.append(rule)
     out.sort(key=lambda r: r.arch)
     return out
 
@@ -152,6 +178,23 @@ def extract_class(src: Source, rel: str, cls: ast.ClassDef, arch: str, version: 
         ev.append(Evidence("forward", mf, mcls.lineno, f"unknown: {mcls.name} has no forward"))
         return replace(rule, evidence=tuple(ev))
     parts = classify_forward(src, fwd[0], fwd[2], ev)
+    if parts["membership"] == "layer-attr":
+        # the forward tests a flag on each layer: only a hook that sets it (on the layers of the capturing
+        # model, directly or through that model's own hook) makes any state fire
+        probe = run_hook(src, rel, cls, [1, 2, 3], PROBE_LAYERS[0])
+        if not any(name == FLAG for _p, name, v in probe.writes if v):
+            # the flag never fires: an index test beside it is what captures, else nothing does
+            by_index = any((m := _membership(x)) is not None and m[0] == "index" for x in ast.walk(fwd[2]))
+            parts["membership"] = "index" if by_index else "never"
+            ev.append(
+                Evidence(
+                    "membership",
+                    hook_file,
+                    hook_node.lineno,
+                    f"{parts['membership']}: the forward tests {FLAG} on each layer, which this hook never sets"
+                    + ("; the index test beside it captures" if by_index else ""),
+                )
+            )
     return replace(
         rule,
         evidence=tuple(ev),
@@ -415,84 +458,10 @@ def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> 
     site = _site(node, loop, par)
     text = src.line(rel, node.lineno)
     if offset == 1:
-        ev.append(Evidence("loop", rel, node.lineno, f"after layer i (boundary loop: index i+1 = out(i)): {text}"))
-        pre = [
-            (n, m)
-            for n, m in tests
-            if n.lineno < loop.lineno and m[0] == "index" and isinstance(m[1], ast.Attribute) and "start" in m[1].attr
-        ]
-        if pre:
-            p_if = _enclosing(pre[0][0], par, ast.If)
-            g = p_if is not None and _guarded(p_if)
-            out["index0"] = "embed" if g else UNKNOWN
-            ev.append(
-                Evidence(
-                    "index0",
-                    rel,
-                    pre[0][0].lineno,
-                    ("embed (guarded residual is None): " if g else "unknown: ") + src.line(rel, pre[0][0].lineno),
-                )
-            )
-        else:
-            out["index0"] = "none"
-            ev.append(Evidence("index0", rel, loop.lineno, "index 0 is never tested: no embedding capture"))
-        out["boundary"] = "final-prenorm"
-        ev.append(Evidence("boundary", rel, node.lineno, "index N fires after the last layer, before the final norm"))
+        _after_layer(src, rel, node, loop, tests, par, out, ev)
     elif offset == 0 and site[0] == "if":
-        body = site[1]
-        apps = [_resolved_arg(a, body) for a in _appends(body)]
         ev.append(Evidence("loop", rel, node.lineno, f"before layer i: {text}"))
-        helper = _helper(src, rel, apps)
-        if helper is not None:  # ``append(snapshot(hidden_states, residual))``: read the helper
-            hf, hfn = helper
-            guard = next((n for n in ast.walk(hfn) if isinstance(n, ast.Compare) and _guarded(n)), None)
-            if guard is not None and _adds_residual(hfn):
-                out["index0"] = "embed"
-                ev.append(
-                    Evidence(
-                        "index0",
-                        hf,
-                        guard.lineno,
-                        f"embed ({hfn.name} handles residual None): " + src.line(hf, guard.lineno),
-                    )
-                )
-                apps = []
-        if not apps and out["index0"] == "embed":
-            pass
-        elif apps and all(_guarded(body) or _guarded(a) for a in apps):
-            out["index0"] = "embed"
-            ev.append(
-                Evidence(
-                    "index0",
-                    rel,
-                    apps[0].lineno,
-                    "embed (guarded residual is not None): " + src.line(rel, apps[0].lineno),
-                )
-            )
-        elif apps and all(_adds_residual(a) for a in apps):
-            none_line = _residual_none_before(fwd, loop)
-            if none_line:
-                out["index0"] = "type-error"
-                ev.append(
-                    Evidence(
-                        "index0",
-                        rel,
-                        apps[0].lineno,
-                        f"type-error (hidden_states + residual, residual = None at line {none_line}): "
-                        + src.line(rel, apps[0].lineno),
-                    )
-                )
-            else:
-                ev.append(
-                    Evidence(
-                        "index0",
-                        rel,
-                        apps[0].lineno,
-                        "unknown: residual at layer 0 not settled: " + src.line(rel, apps[0].lineno),
-                    )
-                )
-        else:
-            ev.append(Evidence("index0", rel, node.lineno, f"unknown capture expression: {text}"))
+        out["index0"] = _before_layer(src, rel, fwd, loop, node, site[1], ev)
     elif offset == 0 and site[0] == "keyword":
         kw = site[1]
         ev.append(Evidence("loop", rel, node.lineno, f"in layer i's input stage ({kw.arg}=): {text}"))
@@ -508,6 +477,89 @@ def classify_forward(src: Source, rel: str, fwd: _FnDef, ev: list[Evidence]) -> 
         out["boundary"] = _boundary(src, rel, fwd, loop, tests, par, ev)
     out["missing"] = _missing(src, rel, fwd, ev)
     return out
+
+
+def _after_layer(
+    src: Source,
+    rel: str,
+    node: ast.AST,
+    loop: ast.For,
+    tests: Sequence[tuple[Any, Any]],
+    par: Mapping[ast.AST, ast.AST],
+    out: dict[str, str],
+    ev: list[Evidence],
+) -> None:
+    """A capture after layer i (``i + 1 in ...``): index N is the stream after the last layer; index 0
+    is a test before the loop (guarded: the embedding) or never made."""
+    line = getattr(node, "lineno", loop.lineno)
+    ev.append(Evidence("loop", rel, line, f"after layer i (boundary loop: index i+1 = out(i)): {src.line(rel, line)}"))
+    pre = [
+        (n, m)
+        for n, m in tests
+        if n.lineno < loop.lineno and m[0] == "index" and isinstance(m[1], ast.Attribute) and "start" in m[1].attr
+    ]
+    if pre:
+        p_if = _enclosing(pre[0][0], par, ast.If)
+        g = p_if is not None and _guarded(p_if)
+        out["index0"] = "embed" if g else UNKNOWN
+        ev.append(
+            Evidence(
+                "index0",
+                rel,
+                pre[0][0].lineno,
+                ("embed (guarded residual is None): " if g else "unknown: ") + src.line(rel, pre[0][0].lineno),
+            )
+        )
+    else:
+        out["index0"] = "none"
+        ev.append(Evidence("index0", rel, loop.lineno, "index 0 is never tested: no embedding capture"))
+    out["boundary"] = "final-prenorm"
+    ev.append(Evidence("boundary", rel, line, "index N fires after the last layer, before the final norm"))
+
+
+def _before_layer(
+    src: Source, rel: str, fwd: _FnDef, loop: ast.For, node: ast.AST, body: ast.If, ev: list[Evidence]
+) -> str:
+    """Index 0 of a capture before layer i: what the appended value does with the first layer's
+    residual (None there)."""
+    apps = [_resolved_arg(a, body) for a in _appends(body)]
+    helper = _helper(src, rel, apps)
+    if helper is not None:  # ``append(snapshot(hidden_states, residual))``: read the helper
+        hf, hfn = helper
+        guard = next((n for n in ast.walk(hfn) if isinstance(n, ast.Compare) and _guarded(n)), None)
+        if guard is not None and _adds_residual(hfn):
+            ev.append(
+                Evidence(
+                    "index0",
+                    hf,
+                    guard.lineno,
+                    f"embed ({hfn.name} handles residual None): " + src.line(hf, guard.lineno),
+                )
+            )
+            return "embed"
+    if apps and all(_guarded(body) or _guarded(a) for a in apps):
+        line = apps[0].lineno
+        ev.append(Evidence("index0", rel, line, "embed (guarded residual is not None): " + src.line(rel, line)))
+        return "embed"
+    if apps and all(_adds_residual(a) for a in apps):
+        line = apps[0].lineno
+        none_line = _residual_none_before(fwd, loop)
+        if none_line:
+            ev.append(
+                Evidence(
+                    "index0",
+                    rel,
+                    line,
+                    f"type-error (hidden_states + residual, residual = None at line {none_line}): "
+                    + src.line(rel, line),
+                )
+            )
+            return "type-error"
+        ev.append(Evidence("index0", rel, line, "unknown: residual at layer 0 not settled: " + src.line(rel, line)))
+        return UNKNOWN
+    line = getattr(node, "lineno", body.lineno)
+    ev.append(Evidence("index0", rel, line, f"unknown capture expression: {src.line(rel, line)}"))
+    return UNKNOWN
 
 
 def _helper(src: Source, rel: str, apps: Sequence[ast.expr]) -> tuple[str, ast.FunctionDef] | None:

@@ -1,75 +1,58 @@
-"""The host's own SGLang asked: the extractor runs there as a remote job (``engine_rules``) over the
-installation its python finds, without importing SGLang."""
+"""What runs on a host (inside a remote job) to answer the capture question there: the host's own
+installed engine when it is the release asked for (``source="installed"``, the answer says so),
+else the table entries the job was given (``source="shipped"``): the same rules as on the laptop.
+The laptop side (``workbench.remote.engine``) sends these jobs; nothing here imports the engine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-from workbench.engine.rule import CaptureRule
 from workbench.errors import WorkbenchError
 
-if TYPE_CHECKING:
-    from workbench.hosts.base import Host
+
+def local_installation(engine: str = "sglang") -> tuple[str, str]:
+    """(directory holding the package, release) of the engine this python would import."""
+    from workbench.engine.lookup import installed
+
+    got = installed(engine)
+    if got is None:
+        raise WorkbenchError(f"no {engine} installed for this python")
+    return str(got[0]), got[1]
 
 
-def local_installation() -> tuple[str, str]:
-    """(directory holding sglang/, version) of the SGLang this python would import."""
-    import importlib.metadata as md
-    import importlib.util
-    from pathlib import Path
+def release_job(engine: str) -> dict[str, Any]:
+    """The remote job: every part of the host's installed engine, as a table entry."""
+    from workbench.engine import table
+    from workbench.engine.lookup import read_installed
+    from workbench.engine.spec import parse_engine
 
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
-        raise WorkbenchError("no sglang installed for this python")
-    root = Path(list(spec.submodule_search_locations)[0]).parent
-    try:
-        version = md.version("sglang")
-    except md.PackageNotFoundError:
-        version = None
-    if not version:
-        from workbench.engine.source import Source
-
-        version = Source(root).version() or "unknown"
-    return str(root), version
-
-
-def job(archs: Iterable[str] | None = None) -> dict[str, Any]:
-    """The remote job: every EAGLE-3 rule of the host's installation (or those of ``archs``)."""
-    from workbench.engine.extract import extract
-
-    root, version = local_installation()
-    rules = extract(root, version=version, archs=set(archs) if archs else None)
-    return {"version": version, "root": root, "rules": [r.to_dict() for r in rules]}
-
-
-def host_rules(host: Host, archs: Iterable[str] | None = None) -> tuple[list[CaptureRule], str]:
-    from workbench.remote.near import NearCompute
-
-    result, _tr = NearCompute(host).run("engine_rules", {"archs": list(archs) if archs else None}, timeout=600)
-    if not isinstance(result, dict) or "rules" not in result:
-        raise WorkbenchError(f"host {getattr(host, 'name', host)}: engine_rules gave no rules")
-    return [CaptureRule.from_dict(r) for r in result["rules"]], str(result["version"])
+    spec = parse_engine(engine)
+    rel = read_installed(spec.name)
+    return {"engine": rel.engine, "version": rel.version, "root": rel.read_from, "entry": table.pack(rel)}
 
 
 def capture_job(
-    engine: str, arch: str | None, num_layers: int, ids: Sequence[int] | None = None, cuda_graph: bool = True
+    engine: str,
+    archs: Sequence[str],
+    num_layers: int,
+    ids: Sequence[int] | None = None,
+    cuda_graph: bool = True,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The remote job: what ``engine`` captures, from this host's own SGLang when it is that release
-    (source ``host``), else from the table (``table``)."""
-    from workbench.engine.code import code_rule
-    from workbench.engine.lookup import engine_capture
-    from workbench.engine.rule import apply
-    from workbench.engine.table import parse_engine
+    """The remote job: what ``engine`` captures, from this host's own engine when it is that release,
+    else from the rules shipped with the job; ``source`` in the answer says which."""
+    from workbench.engine import capture, release, table
+    from workbench.engine.lookup import installed, read_installed
+    from workbench.engine.spec import parse_engine
 
-    version = parse_engine(engine)
-    try:
-        _root, local = local_installation()
-    except WorkbenchError:
-        local = None
-    if local is not None and version in ("latest", local):
-        rule, _src = code_rule(local, arch)
-        return apply(rule, ids, num_layers, cuda_graph=cuda_graph, source="host").to_dict()
-    return engine_capture(
-        engine, arch=arch, num_layers=num_layers, ids=ids, cuda_graph=cuda_graph, source="table"
-    ).to_dict()
+    spec = parse_engine(engine)
+    with table.installed(rules):
+        here = installed(spec.name)
+        if here is not None and (spec.version is None or str(spec.version) == here[1]):
+            rel = read_installed(spec.name).with_source("host")
+        else:
+            rel = release(spec, source="table")
+        return capture(
+            spec, archs=list(archs), num_layers=int(num_layers), ids=ids, cuda_graph=cuda_graph, release=rel
+        ).to_dict()

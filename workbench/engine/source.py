@@ -1,7 +1,8 @@
-"""An SGLang installation read as source: parsed files, classes resolved through imports and bases.
+"""An engine installation (SGLang or vLLM) read as source: parsed files, classes resolved through
+imports and bases.
 
-Nothing here imports SGLang; the files are parsed with ``ast`` (a release's model code imports torch,
-triton and CUDA kernels at module level, so it cannot be imported on a CPU host without them).
+Nothing here imports the engine; the files are parsed with ``ast`` (a release's model code imports
+torch, triton and CUDA kernels at module level, so it cannot be imported on a CPU host without them).
 """
 
 from __future__ import annotations
@@ -16,18 +17,26 @@ from typing import Any
 
 from workbench.errors import InputError
 
+# what marks each engine's package folder
+MARKERS = {"sglang": "srt", "vllm": "model_executor"}
+
 
 class Source:
-    """``root`` is the directory that holds ``sglang/`` (or the ``sglang`` directory itself)."""
+    """``root`` is the directory that holds ``sglang/`` or ``vllm/`` (or that package directory itself)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         root = Path(root).expanduser()
-        if (root / "sglang" / "srt").is_dir():
-            self.root = root
-        elif (root / "srt").is_dir() and root.name == "sglang":
-            self.root = root.parent
+        for pkg, marker in MARKERS.items():
+            if (root / pkg / marker).is_dir():
+                self.root, self.package = root, pkg
+                break
+            if (root / marker).is_dir() and root.name == pkg:
+                self.root, self.package = root.parent, pkg
+                break
         else:
-            raise InputError(f"{root}: not an SGLang installation (expected sglang/srt/ in it)")
+            raise InputError(
+                f"{root}: not an SGLang or vLLM installation (expected sglang/srt/ or vllm/model_executor/ in it)"
+            )
         self._trees: dict[str, ast.Module | None] = {}
         self._lines: dict[str, list[str]] = {}
         # per-installation caches of the extractor's lookups, keyed by what was looked up
@@ -66,12 +75,17 @@ class Source:
         return None
 
     def version(self) -> str | None:
-        """The release, from ``sglang/version.py`` (every release has one)."""
-        t = self.tree("sglang/version.py")
-        for node in t.body if t else []:
-            if isinstance(node, ast.Assign) and any(getattr(x, "id", None) == "__version__" for x in node.targets):
-                if isinstance(node.value, ast.Constant):
-                    return str(node.value.value)
+        """The release, from ``sglang/version.py`` or ``vllm/_version.py`` (every release has one)."""
+        for rel in (f"{self.package}/version.py", f"{self.package}/_version.py"):
+            t = self.tree(rel)
+            for node in t.body if t else []:
+                if (
+                    isinstance(node, ast.Assign)
+                    and any(getattr(x, "id", None) in ("__version__", "version") for x in node.targets)
+                    and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)
+                ):
+                    return node.value.value
         return None
 
     # -- classes ------------------------------------------------------------------------------------
@@ -99,13 +113,25 @@ class Source:
             if isinstance(node, ast.ClassDef) and node.name == name:
                 return rel, node
         for node in self.imports(rel):
-            if node.module and node.level == 0:
+            module = self.absolute(rel, node)
+            if module:
                 for a in node.names:
                     if (a.asname or a.name) == name:
-                        f = self.module_file(node.module)
+                        f = self.module_file(module)
                         if f:
                             return self.find_class(f, a.name, depth + 1)
         return None
+
+    @staticmethod
+    def absolute(rel: str, node: ast.ImportFrom) -> str | None:
+        """The module an import names, a relative one (``from .interfaces import X``) resolved against ``rel``."""
+        if node.level == 0:
+            return node.module
+        pkg = rel.rsplit("/", 1)[0].split("/")
+        if node.level - 1 >= len(pkg):
+            return None
+        base = pkg[: len(pkg) - (node.level - 1)]
+        return ".".join(base + ([node.module] if node.module else []))
 
     def mro(self, rel: str, cls: ast.ClassDef, depth: int = 0) -> list[tuple[str, ast.ClassDef]]:
         out = [(rel, cls)]
@@ -184,15 +210,32 @@ class Source:
         return out
 
     def class_attr(self, rel: str, cls: ast.ClassDef, attr: str) -> tuple[str, str] | None:
-        """``attr = Name`` in a class body along the MRO (the most derived first): (file, Name)."""
+        """``attr = Name`` (or ``attr = module.Name``, the module imported by the file) in a class body
+        along the MRO (the most derived first): (the file that names it, Name)."""
         for f, c in self.mro(rel, cls):
             for node in c.body:
-                if (
-                    isinstance(node, ast.Assign)
-                    and isinstance(node.value, ast.Name)
-                    and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
+                if not (
+                    isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
                 ):
+                    continue
+                if isinstance(node.value, ast.Name):
                     return f, node.value.id
+                v = node.value
+                if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name):
+                    mf = self.module_alias(f, v.value.id)
+                    if mf:
+                        return mf, v.attr
+        return None
+
+    def module_alias(self, rel: str, alias: str) -> str | None:
+        """The file of a module the file imports as ``alias`` (``from sglang.srt.models import qwen3_5``)."""
+        for node in self.imports(rel):
+            module = self.absolute(rel, node)
+            for a in node.names if module else []:
+                if (a.asname or a.name) == alias:
+                    f = self.module_file(f"{module}.{a.name}")
+                    if f:
+                        return f
         return None
 
     def entry_classes(self, rel: str) -> list[str]:

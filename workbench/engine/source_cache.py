@@ -1,8 +1,8 @@
 """What a reader found in an installed package's source files, kept on disk until those files change.
 
-Reading an installed SGLang's model sources (255 modules parsed) costs a command about 1.5 s, and
-its capture rules (371 modules parsed) about 3 s; the answer depends only on those files and on the
-reader. The cache key is every file's name, size and modification time (what Python's own bytecode
+Reading an installed engine's capture rules parses hundreds of modules, far more than a command's own
+work (``benchmarks/capture_bench.py`` measures the table path); the answer depends only on those files
+and on the reader. The cache key is every file's name, size and modification time (what Python's own bytecode
 cache trusts), the folder, a name for the question, and the same for the reader's modules, so an
 edited, upgraded or reinstalled package, or a changed reader, is read again. A damaged or foreign
 entry is read again too; an entry is written whole (temporary file, then rename) or not at all.

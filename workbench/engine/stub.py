@@ -1,4 +1,5 @@
-"""Run a release's own ``set_eagle3_layers_to_capture`` on a stub model, without importing SGLang.
+"""Run a release's own capture hook (SGLang's ``set_eagle3_layers_to_capture``, vLLM's
+``set_aux_hidden_state_layers`` and its default getters) on a stub model, without importing the engine.
 
 The method's source is compiled alone (annotations and decorators dropped: they name torch types)
 under its own file name, so tracebacks point at the release's lines. ``self`` is a ``Stub``: any
@@ -22,6 +23,18 @@ if TYPE_CHECKING:
     from workbench.engine.source import Source
 
 HOOK = "set_eagle3_layers_to_capture"
+VLLM_HOOK = "set_aux_hidden_state_layers"
+# the attribute each engine's capture loop tests
+CAPTURE_ATTRS = ("layers_to_capture", "aux_hidden_state_layers")
+
+
+class _AnyMeta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        return True  # ``assert isinstance(holder, EagleModelMixin)``: the stub is whatever is asked
+
+
+class _Anything(metaclass=_AnyMeta):
+    """A class the hook names (a mixin, a protocol): every stub is an instance of it."""
 
 
 class Stub:
@@ -90,6 +103,8 @@ class Outcome:
     error: str | None = None  # "IndexError: ..." raised by the hook
     error_line: tuple[str, int] | None = None  # (file, line) of the raising statement
     capture_flag: bool = False  # capture_aux_hidden_states = True was written
+    returned: Any = None  # what the method returned (a default getter's indices)
+    writes: list[tuple[str, str, Any]] = field(default_factory=list)  # every attribute the hook wrote
 
 
 def compile_hook(
@@ -114,42 +129,53 @@ def compile_hook(
     glb: dict[str, Any] = {"__builtins__": builtins, "__name__": "wb_engine_stub"}
     for name in names:
         if not hasattr(builtins, name):
-            glb[name] = Stub(name, Run(0))  # module globals the hook names (a logger, a helper)
+            # module globals the hook names: a class (a mixin it asserts) or anything else (a logger, a helper)
+            glb[name] = type(name, (_Anything,), {}) if name[:1].isupper() else Stub(name, Run(0))
     exec(code, glb)
     hook: Callable[..., Any] = glb[fn.name]
     return hook
 
 
-def build(source: Source, rel: str, cls: ast.ClassDef, path: str, run: Run, depth: int = 0) -> Stub:
+def build(
+    source: Source, rel: str, cls: ast.ClassDef, path: str, run: Run, depth: int = 0, hook_name: str = HOOK
+) -> Stub:
     """A stub instance of ``cls``: its hook, and the hooks of the parts ``__init__`` builds."""
     s = Stub(path, run, cls.name)
-    found = source.find_method(rel, cls, HOOK)
+    found = source.find_method(rel, cls, hook_name)
     if found is not None:
         f, _c, node = found
         key = ("hook", f, node.lineno)
         if key not in source.memo:
             source.memo[key] = compile_hook(node, f)
-        object.__setattr__(s, HOOK, types.MethodType(source.memo[key], s))
+        object.__setattr__(s, hook_name, types.MethodType(source.memo[key], s))
     if depth < 3:
         for attr, (f, c, _line) in source.attr_classes(rel, cls).items():
-            if source.find_method(f, c, HOOK) is not None:
-                object.__setattr__(s, attr, build(source, f, c, f"{path}.{attr}", run, depth + 1))
+            if source.find_method(f, c, hook_name) is not None:
+                object.__setattr__(s, attr, build(source, f, c, f"{path}.{attr}", run, depth + 1, hook_name))
     return s
 
 
-def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Sequence[int] | None, n: int) -> Outcome:
+def run_hook(
+    source: Source,
+    rel: str,
+    cls: ast.ClassDef,
+    ids: Sequence[int] | None,
+    n: int,
+    hook_name: str = HOOK,
+    as_tuple: bool = False,
+) -> Outcome:
+    """Call the class's ``hook_name`` with ``ids`` (a list, or a tuple as vLLM passes them; None: no
+    argument) on a stub with ``n`` layers, and report the indices it writes or hands to a part."""
     run = Run(n)
-    s = build(source, rel, cls, "self", run)
-    hook = getattr(s, HOOK, None)
+    s = build(source, rel, cls, "self", run, hook_name=hook_name)
+    hook = getattr(s, hook_name, None)
     if not isinstance(hook, types.MethodType):
         return Outcome(None, None, error="no hook")
     err = None
     err_line = None
+    returned = None
     try:
-        if ids is None:
-            hook()
-        else:
-            hook(list(ids))
+        returned = hook() if ids is None else hook(tuple(ids) if as_tuple else list(ids))
     except Exception as exc:  # the release's own code raised: that is the finding
         err = f"{type(exc).__name__}: {exc}"
         tb = exc.__traceback__
@@ -158,17 +184,22 @@ def run_hook(source: Source, rel: str, cls: ast.ClassDef, ids: Sequence[int] | N
         if tb is not None:
             err_line = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
         del tb  # the traceback holds this frame: kept, the two (and the whole Source) wait for the collector
-    writes = [(p, v) for p, name, v in run.writes if name == "layers_to_capture"]
+    writes = [(p, v) for p, name, v in run.writes if name in CAPTURE_ATTRS]
     flag = any(name == "capture_aux_hidden_states" and v is True for _p, name, v in run.writes)
+    ret = list(returned) if isinstance(returned, (list, tuple)) else None
     if writes:
         p, v = writes[-1]
         idx = list(v) if isinstance(v, (list, tuple)) else None
-        return Outcome(idx, p, err, err_line, flag)
-    # the indices handed to the hook of a part whose class was not resolved (``self.model``)
+        return Outcome(idx, p, err, err_line, flag, ret, run.writes)
+    # the indices handed to the hook of a part whose class was not resolved (``self.model``), or to
+    # vLLM's holder (``holder._set_aux_hidden_state_layers(layers)``)
+    names = (hook_name, "_" + hook_name)
     handed = [
-        (p, a) for p, a, _k in run.calls if p.endswith("." + HOOK) and len(a) == 1 and isinstance(a[0], (list, tuple))
+        (p, a)
+        for p, a, _k in run.calls
+        if p.rsplit(".", 1)[-1] in names and len(a) == 1 and isinstance(a[0], (list, tuple))
     ]
     if handed:
         p, a = handed[-1]
-        return Outcome(list(a[0]), p[: -len(HOOK) - 1], err, err_line, flag)
-    return Outcome(None, None, err, err_line, flag)
+        return Outcome(list(a[0]), p.rsplit(".", 1)[0], err, err_line, flag, ret, run.writes)
+    return Outcome(None, None, err, err_line, flag, ret, run.writes)

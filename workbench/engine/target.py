@@ -30,6 +30,15 @@ def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, **cfg[k]} if k else cfg
 
 
+def read_target_archs(path: str | os.PathLike[str]) -> tuple[list[str], int]:
+    """(the config's ``architectures``, num_hidden_layers): what an engine's registry resolves, and the
+    layer count (a multimodal wrapper's from its text sub-config)."""
+    arch, n, _text = read_target(path)
+    p = Path(path).expanduser()
+    cfg = json.loads((p / "config.json" if p.is_dir() else p).read_text())
+    return [a for a in cfg["architectures"] if isinstance(a, str)] or [arch], n
+
+
 def read_target(path: str | os.PathLike[str]) -> tuple[str, int, str | None]:
     """(architecture, num_hidden_layers, text architecture or None) from ``config.json`` in ``path``."""
     p = Path(path).expanduser()

@@ -9,7 +9,6 @@ from workbench.facade.base import WorkbenchBase
 
 if TYPE_CHECKING:
     from workbench.doctor.static import DoctorReport
-    from workbench.layers import CaptureResult
 
 
 class DoctorAPI(WorkbenchBase):
@@ -27,11 +26,13 @@ class DoctorAPI(WorkbenchBase):
         trained_engine: str | None = None,
         env: dict[str, str] | None = None,
         cuda_graph: bool = True,
+        read: bool = False,
     ) -> DoctorReport:
         """Static checks of a draft directory (and the target config, engine, algorithm, what the
         drafter was trained on, and ``trained_engine``: what captured its training data, e.g.
         'specforge==0.2.0'). Returns a DoctorReport: findings (each with its evidence class), the
-        capture report and the checks skipped for lack of inputs."""
+        capture report and the checks skipped for lack of inputs. A serving release whose code was not
+        read raises ``ReleaseNotReadError`` (exit 2), or with ``read=True`` its wheel is downloaded and read."""
         from workbench.doctor import run_static
 
         report = run_static(
@@ -46,6 +47,7 @@ class DoctorAPI(WorkbenchBase):
             trained_engine=trained_engine,
             env=env,
             cuda_graph=cuda_graph,
+            read=read,
         )
         self._record(
             "doctor",
@@ -53,11 +55,3 @@ class DoctorAPI(WorkbenchBase):
             {"inputs": report.inputs, "codes": report.codes(), "errors": len(report.errors)},
         )
         return report
-
-    def layer_capture(
-        self, engine: str, ids: Sequence[int] | None, num_layers: int, arch: str | None = None
-    ) -> CaptureResult:
-        """What ``engine`` captures for config ids on a target with ``num_layers`` layers."""
-        from workbench.doctor.engines import engine_rule
-
-        return engine_rule(engine, arch).capture(list(ids) if ids is not None else None, num_layers)

@@ -115,7 +115,7 @@ class LiveAPI(ServersAPI):
                 "engine": report.engine,
                 "training_data": training_data,
                 "observed": report.observed.to_dict(),
-                "predicted": {k: v for k, v in report.predicted.to_dict().items() if k != "acc"},
+                "predicted": {k: v for k, v in report.predicted.to_dict().items() if k not in ("acc", "full_acc")},
                 "gap": report.gap,
                 "features": report.features.to_dict(),
                 "findings": [

@@ -102,7 +102,7 @@ class ServersAPI(ConfigsAPI):
         return self.lifecycle.status.host_gpus(name)
 
     def host_check(self, name: str) -> HostCheck:
-        from workbench.hosts import ChangedHostKey, HostError, UnknownHostKey
+        from workbench.hosts import ChangedHostKeyError, HostError, UnknownHostKeyError
         from workbench.servers.engines import engine
         from workbench.servers.status import parse_gpus
         from workbench.servers.validate import parse_probe
@@ -134,11 +134,11 @@ class ServersAPI(ConfigsAPI):
                 out.gpus = parse_gpus(g.out)
             else:
                 out.gpu_error = (g.err.strip() or f"nvidia-smi exit {g.rc}")[-200:]
-        except UnknownHostKey as exc:
+        except UnknownHostKeyError as exc:
             out.error, out.host_key, out.fingerprint = str(exc), "unknown", exc.fingerprint
-        except ChangedHostKey as exc:
+        except ChangedHostKeyError as exc:
             out.error, out.fingerprint = str(exc), exc.fingerprint
-            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKey" else "changed"
+            out.host_key = "revoked" if type(exc).__name__ == "RevokedHostKeyError" else "changed"
         except HostError as exc:
             out.error = str(exc)
         self._record("host.check", name, out)
@@ -188,9 +188,9 @@ class ServersAPI(ConfigsAPI):
     def profile_command(self, name: str, sglang_version: str | None = None, *, offline: bool = False) -> Command:
         """The exact launch command (argv, env, warnings). With a version, no host is contacted."""
         if sglang_version is not None:
-            from workbench.sglang.version import Version
+            from workbench.engine.version import Version
 
-            Version.parse(sglang_version)
+            Version.parse(sglang_version, what="sglang version")
         cmd = self.lifecycle.launcher.command(self.profile(name), sglang_version, offline=offline)
         self._record("profile.show", name, {"version": cmd.version, "argv": cmd.argv})
         return cmd
@@ -377,8 +377,8 @@ class ServersAPI(ConfigsAPI):
     ) -> Any:
         """A followed server's acceptance over time (``workbench.servers.acceptance``): with ``record``,
         the engine's counters are read now and a window is kept once ``window_s`` have passed since the
-        last (workspace ``[acceptance] window_s``, default 60 s); then every kept window, the baseline of
-        the server's first ``baseline_s`` (default an hour) and the alarm."""
+        last (workspace ``[acceptance] window_s``, default ``WINDOW_S``); then every kept window, the
+        baseline of the server's first ``baseline_s`` (default an hour) and the alarm."""
         from workbench.servers import acceptance as A
         from workbench.servers.registry import LIVE
 

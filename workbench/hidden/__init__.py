@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from workbench.errors import InputError
 from workbench.hidden.view import FINAL, LAYER, LOGITS, PACKED, SLOT, Capture, HiddenTensor
@@ -35,21 +35,37 @@ __all__ = [
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    from workbench.hidden import sglang_dump, specforge, speculators
-
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file or folder")
+    fmt = _folder_format(p) if p.is_dir() else _file_format(p)
+    if fmt is not None:
+        return fmt
     if p.is_dir():
-        if sglang_dump.is_pass_dump(p):
-            return "sglang-tensor-dump"
-        if sglang_dump.is_dumper(p):
-            return "sglang-dumper"
-        if specforge.is_specforge(p):
-            return "specforge"
-        if speculators.is_speculators(p):
-            return "speculators"
         raise InputError(f"{p}: no known capture files in this folder")
+    raise InputError(
+        f"{p}: unknown capture format (expected .ckpt[.gz], .safetensors, .npz, .json, "
+        "a DUMPER step=*.pt or a tensor-dump folder)"
+    )
+
+
+def _folder_format(p: Path) -> str | None:
+    from workbench.hidden import sglang_dump, specforge, speculators
+
+    if sglang_dump.is_pass_dump(p):
+        return "sglang-tensor-dump"
+    if sglang_dump.is_dumper(p):
+        return "sglang-dumper"
+    if specforge.is_specforge(p):
+        return "specforge"
+    if speculators.is_speculators(p):
+        return "speculators"
+    return None
+
+
+def _file_format(p: Path) -> str | None:
+    from workbench.hidden import sglang_dump, specforge, speculators
+
     name = p.name
     if specforge.FILE_RE.match(name):
         return "specforge"
@@ -60,26 +76,29 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if sglang_dump.is_dumper(p):
         return "sglang-dumper"
     if name.endswith(".safetensors"):
-        from workbench.hidden.st_io import SafetensorsFile
-
-        ents = SafetensorsFile(p).entries
-        if (
-            "token_ids" in ents
-            and "hidden_states" in ents
-            and len(ents["hidden_states"].shape) == 3
-            and ents["token_ids"].shape
-            and ents["hidden_states"].shape[0] == ents["token_ids"].shape[0]
-        ):
-            return "speculators"
-        return "stack"
+        return _safetensors_format(p)
     if name.endswith(".npz"):
         return "stack"
     if name.endswith((".ckpt", ".pt", ".ckpt.gz", ".pt.gz")):
         return "specforge"
-    raise InputError(
-        f"{p}: unknown capture format (expected .ckpt[.gz], .safetensors, .npz, .json, "
-        "a DUMPER step=*.pt or a tensor-dump folder)"
-    )
+    return None
+
+
+def _safetensors_format(p: Path) -> str:
+    """A speculators sample (token ids and a [tokens, layers, width] stack of the same tokens), or
+    a layer stack."""
+    from workbench.hidden.st_io import SafetensorsFile
+
+    ents = SafetensorsFile(p).entries
+    if (
+        "token_ids" in ents
+        and "hidden_states" in ents
+        and len(ents["hidden_states"].shape) == 3
+        and ents["token_ids"].shape
+        and ents["hidden_states"].shape[0] == ents["token_ids"].shape[0]
+    ):
+        return "speculators"
+    return "stack"
 
 
 def open_capture(

@@ -14,9 +14,8 @@ give the screen: a rel_diff per pair and per token, sums over tokens in float64.
 
 - On a CPU with numba (``workbench.hidden.pairstats``): compiled kernels read the slots and the
   candidates where they lie (memory-mapped, no gathered copies), a group of ``CPU_GROUP`` at a
-  time; the products of bf16 values are exact in fp32 and are accumulated in fp32 (AVX512-BF16
-  dot instructions where the CPU has them, fused multiply-adds of the widened halves elsewhere),
-  so the screen is good to about 1e-6 per token.
+  time; the products of bf16 values are exact in fp32 and are accumulated in fp32 (fused
+  multiply-adds of the widened halves), so the screen is good to about 1e-6 per token.
 - Otherwise (CUDA, or a CPU without numba) the candidates go into a group buffer
   ``W = [X_1..X_S, Y_1..Y_G]`` and one batched matmul gives the group's per-token products (fp32
   output on CUDA; on such a CPU with bf16 data and many candidates a bf16 matmul whose per-token
@@ -139,16 +138,285 @@ def align(
     progress: ProgressCallback | None = None,
 ) -> AlignResult:
     """Compare every reference slot of ``train`` with every candidate of ``infer``."""
-    t0 = time.perf_counter()
-    progress = progress or noop
-    th = thresholds or Thresholds()
     if abs_stats not in ("top", "all"):
         raise InputError(f"abs_stats: {abs_stats!r} is not 'top' or 'all'")
     if screen not in ("auto", "kernel", "fp32", "bf16"):
         raise InputError(f"screen: {screen!r} is not auto, kernel, fp32 or bf16")
-    slots = reference_slots(train, include_final)
+    run = _Alignment(train, infer, device=device, include_final=include_final, screen=screen)
+    run.refine_k = run.C if abs_stats == "all" else max(1, refine_top)
+    run.reference()
+    run.stream(group, progress or noop)
+    run.statistics()
+    run.refine()
+    return run.result(thresholds or Thresholds())
+
+
+class _Acc(NamedTuple):
+    """Every pair's statistics as the result reports them (float64 sums over the kept tokens)."""
+
+    num: _F64  # [S, C] sum (xx + yy - 2 xy)
+    den: _F64  # [S, C] sum (xx + yy)
+    dot: _F64  # [S, C] sum xy
+    yy_sum: _F64  # [C] sum yy
+    per_token: npt.NDArray[np.float32]  # [S, C, T] rel_diff
+    exact: npt.NDArray[np.bool_]  # [S, C] refined from fp32 differences
+    max_abs: _F64  # [S, C] (refined pairs)
+    mean_abs: _F64  # [S, C] (refined pairs)
+
+
+class _Alignment:
+    """One alignment, step by step (``align``): the reference slots, the stream of candidates, the
+    statistics of every pair, the exact pass over the best, and the result."""
+
+    def __init__(self, train: Capture, infer: Capture, *, device: str | None, include_final: bool, screen: str) -> None:
+        self.t0 = time.perf_counter()
+        self.train, self.infer = train, infer
+        self.slots = reference_slots(train, include_final)
+        self.H = self.slots[0].width
+        self.cands, self.notes = _candidates(train, infer, self.slots)
+        self.tok = align_tokens(train, infer, ref_rows=self.slots[0].rows, infer_rows=infer.rows)
+        self.T, self.S, self.C = self.tok.compared, len(self.slots), len(self.cands)
+        if self.T < 100:
+            self.notes.append(f"only {self.T} tokens compared: verdicts need about 100 to be firm")
+        # Compute dtype: bf16 stays bf16 in the group buffer (its products are exact in fp32).
+        dtypes = {s.dtype for s in self.slots} | {c.dtype for c in self.cands}
+        self.cand_bytes = sum(c.rows * c.width * _itemsize(c.dtype) for c in self.cands)
+        all_bf16 = dtypes == {"bfloat16"}
+        self.choice = _choose(device, self.cands, self.cand_bytes, all_bf16, screen)
+        self.dev = pick_device(self.choice.device)
+        self.ps_mod = _pairstats() if self.dev.type == "cpu" and screen in ("auto", "kernel") else None
+        if screen == "kernel" and self.ps_mod is None:
+            raise InputError("screen: 'kernel' needs numba (pip install numba) and a CPU device")
+        self.work, self.precision = _work(self.dev, self.ps_mod, all_bf16, screen, self.cand_bytes)
+        self.refine_k = 1
+        self.ps: PairStats | None = None
+        self.X: torch.Tensor | None = None  # the gathered reference rows [S, T, H] (no compiled pass)
+        self.stager: Stager | None = None
+        self.xx: torch.Tensor | None = None  # the slots' per-token squared norms, fp32 [S, T]
+        self.bad_tok: torch.Tensor | None = None  # tokens non-finite in a slot
+        self.warm = False
+        self.timing: dict[str, Any] = {}
+        self.best: list[list[tuple[float, int]]] = []
+        self.kept: dict[int, torch.Tensor] = {}
+        self.fused: _Fused = {}
+        self.nonfinite: list[NonFinite] = []
+
+    def rows_of(self, c: int) -> torch.Tensor:
+        return _rows(self.cands[c].load(), self.tok.infer_index)
+
+    def reference(self) -> None:
+        """The reference: gathered rows on the device plus exact per-token squared norms; or, for the
+        compiled CPU pass, the slots where they lie (their norms come with the first group's screen)."""
+        self.ts = time.perf_counter()
+        S, T, H, tok = self.S, self.T, self.H, self.tok
+        if self.ps_mod is not None:
+            self.ps = self.ps_mod.PairStats(
+                [s.load() for s in self.slots], tok.ref_positions(), _infer_rows(tok), threads=torch.get_num_threads()
+            )
+        else:
+            X = self.X = torch.empty((S, T, H), dtype=self.work, device=self.dev)
+            stager = self.stager = _stager(self.dev)
+            for i, s in enumerate(self.slots):
+                src = _rows(s.load(), tok.ref_index)
+                if stager is not None and not src.is_cuda:
+                    stager.put(src.to(self.work), X[i])
+                else:
+                    X[i].copy_(src)
+            if stager is not None:
+                stager.ready()
+            self.xx = torch.stack([_sq_rows(X[i]) for i in range(S)])
+            self.bad_tok = _bad_tokens(self.xx)
+
+    def stream(self, group: int, progress: ProgressCallback) -> None:
+        """Every candidate read once: the per-token sums of every pair, and the screen's best."""
+        tl = time.perf_counter()
+        dev = self.dev
+        self.warm = dev.type == "cuda" and _CUDA_WARM.get(str(dev), False)
+        _CUDA_WARM[str(dev)] = dev.type == "cuda"
+        self.sums: _PairSums | None = None  # the pairs' statistics, where the stream gave them
+        if self.ps is not None:
+            ps, ps_mod = self.ps, cast(ModuleType, self.ps_mod)  # ps came from it
+            self.warm = _compiled(ps_mod)
+            XY, YY, self.best, self.kept, timing, xx, self.fused, self.sums = _stream_cpu(
+                ps, ps_mod, self.cands, self.refine_k, progress
+            )
+            self.xx = xx
+            self.bad_tok = torch.from_numpy(_bad_tokens(xx.numpy()))
+            if self.warm:
+                from workbench.hidden.placement import note_kernel_rate
+
+                note_kernel_rate(ps.kernel, torch.get_num_threads(), int(self.cand_bytes), time.perf_counter() - tl)
+        else:  # no compiled pass: the reference was gathered into X, in the work dtype
+            X, work = cast(torch.Tensor, self.X), cast(torch.dtype, self.work)
+            xx, bad_tok = cast(torch.Tensor, self.xx), cast(torch.Tensor, self.bad_tok)
+            if dev.type == "cuda" and _fits_on_device(dev, self.C * self.T * self.H * _esize(work)):
+                XY, YY, self.best, self.kept, timing = _stream_cuda(
+                    X, xx, bad_tok, self.cands, self.tok, self.refine_k, work, stager=self.stager, progress=progress
+                )
+            else:
+                XY, YY, self.best, self.kept, timing = _stream_torch(
+                    X, xx, bad_tok, self.cands, self.rows_of, self.refine_k, work, group=group, progress=progress
+                )
+        if self.stager is not None:
+            self.stager.finish()
+        timing["setup_s"] = tl - self.ts
+        timing["stream_s"] = time.perf_counter() - tl
+        self.timing = timing
+        self.XY, self.YY = XY, YY
+
+    def statistics(self) -> None:
+        """Every pair's statistics, once, on the host in float64 ([S, C, T] is small next to the
+        stream), and the non-finite values of each side counted."""
+        # The slots' norms on the host in float64 ([S, T]: numpy's small operations cost less than torch's)
+        xx, tok = cast(torch.Tensor, self.xx), self.tok
+        self.xx_n, self.bad_n = xx.double().cpu().numpy(), cast(torch.Tensor, self.bad_tok).cpu().numpy()
+        for i in np.flatnonzero(~np.isfinite(self.xx_n).all(1)).tolist():
+            xi = self.X[i] if self.X is not None else _rows(cast("PairStats", self.ps).slots[i], tok.ref_index)
+            self.nonfinite.append(_count_nonfinite("train", self.slots[i].name, xi, tok.ref_positions()))
+        td = time.perf_counter()
+        st = self.sums
+        if st is None:
+            st = _pair_sums(self.XY.cpu().numpy(), self.YY.cpu().numpy(), self.xx_n, self.bad_n)
+        del self.XY, self.YY
+        self.finite, self.yy_n = st.finite, st.yy
+        self.ok_ct = ~self.bad_n[None, :] & st.finite  # [C, T]
+        self.timing["stats_s"] = self.timing.get("stats_s", 0.0) + time.perf_counter() - td
+        S, C = self.S, self.C
+        self.acc = _Acc(
+            st.num,
+            st.den,
+            st.dot,
+            st.yy_sum,
+            st.per_token,
+            np.zeros((S, C), dtype=bool),
+            np.full((S, C), np.nan),
+            np.full((S, C), np.nan),
+        )
+        self.fin_rows = {
+            int(c): torch.as_tensor(st.finite[c], device=self.dev) for c in np.flatnonzero(~st.finite.all(-1))
+        }
+        for c in self.fin_rows:
+            if self.ps is not None:  # kept whole (rows read in place): gather the compared rows
+                y = _rows(self.kept[c], tok.infer_index) if c in self.kept else self.rows_of(c)
+            else:
+                y = self.kept[c] if c in self.kept else self.rows_of(c)
+            self.nonfinite.append(_count_nonfinite("infer", self.cands[c].name, y, _infer_rows(tok)))
+
+    def refine(self) -> None:
+        """The exact pass over the few best candidates of each slot, kept from the stream (no
+        second read)."""
+        tr = time.perf_counter()
+        if self.ps is not None:
+            self._refine_compiled(self.ps)
+        else:
+            self._refine_torch()
+        self.kept.clear()
+        self.timing["refine_s"] = time.perf_counter() - tr
+
+    def _refine_compiled(self, ps: PairStats) -> None:
+        """The pairs the stream differenced, then every other in one pass a group at a time."""
+        S = self.S
+        wanted = [(s_i, c) for s_i in range(S) for _, c in self.best[s_i]]
+        missed = {(s_i, c) for s_i, c in wanted if (s_i, c) not in self.fused}
+        done = [p for p in wanted if p in self.fused]
+        if done:
+            diffs = tuple(np.stack([self.fused[p][k] for p in done]) for k in range(3))
+            _exact_stats(ps.H, (self.xx_n, self.yy_n, self.ok_ct), done, diffs, self.acc)
+        todo = sorted({c for _, c in missed})
+        self.timing["fused_pairs"], self.timing["read_again"] = len(wanted) - len(missed), len(todo)
+        for i in range(0, len(todo), CPU_GROUP):
+            part = todo[i : i + CPU_GROUP]
+            with mapping.shared():
+                ys = [self.kept.pop(c) if c in self.kept else ps.prepare(self.cands[c].load()) for c in part]
+            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if (s_i, c) in missed]
+            diffs = ps.exact(pairs, ys)
+            _exact_stats(
+                ps.H, (self.xx_n, self.yy_n, self.ok_ct), [(s_i, part[j]) for s_i, j in pairs], diffs, self.acc
+            )
+            del ys
+
+    def _refine_torch(self) -> None:
+        """Each best candidate's pairs from fp32 differences of the gathered rows (on the device)."""
+        refine = _refine_whole if self.dev.type == "cuda" and self.T * self.H * 4 <= (1 << 29) else _refine
+        X, xx, bad_tok = cast(torch.Tensor, self.X), cast(torch.Tensor, self.xx), cast(torch.Tensor, self.bad_tok)
+        for c in sorted({c for b_ in self.best for _, c in b_}):
+            slots_for = [s_i for s_i in range(self.S) if any(cc == c for _, cc in self.best[s_i])]
+            ok_c = ~bad_tok & self.fin_rows[c] if c in self.fin_rows else ~bad_tok
+            y = self.kept.pop(c) if c in self.kept else self.rows_of(c)  # read again only when rows were blocked
+            refine(X, xx, y, c, slots_for, ok_c, self.acc)
+
+    def result(self, th: Thresholds) -> AlignResult:
+        """The matrix, the verdicts and the notes."""
+        acc, T, cands, timing = self.acc, self.T, self.cands, self.timing
+        timing["candidate_bytes"] = int(self.cand_bytes)
+        timing["device_choice"] = self.choice.to_dict()
+        if self.warm:  # what this path achieved, for later choices (not a first compile)
+            from workbench.hidden.placement import note_path_rate
+
+            note_path_rate(self.dev.type, torch.get_num_threads(), int(self.cand_bytes), time.perf_counter() - self.t0)
+        timing["total_s"] = time.perf_counter() - self.t0
+        rel = _ratio(acc.num, acc.den)
+        if not self.ok_ct.all():  # a left-out token has no value (0 would read as identical)
+            acc.per_token[:, ~self.ok_ct] = np.nan
+        # Tokens where both sides are finite, per candidate (a token non-finite in any slot is left out
+        # of every pair): a pair with none has no value at all, never "identical" (0 / 0).
+        n_ok = self.ok_ct.sum(-1)
+        rel[:, n_ok == 0] = np.nan
+        notes = self.notes + _nonfinite_notes(self.nonfinite, n_ok, T, int(self.bad_n.sum()), cands)
+        xx_sum = np.where(self.bad_n[None], 0.0, self.xx_n).sum(1)
+        cos = np.where(
+            (xx_sum[:, None] > 0) & (acc.yy_sum[None, :] > 0),
+            acc.dot / np.sqrt(np.maximum(xx_sum[:, None] * acc.yy_sum[None, :], 1e-300)),
+            np.nan,
+        )
+        bests = [
+            _judge(
+                self.slots[s],
+                cands,
+                _SlotRow(rel[s], acc.per_token[s], acc.exact[s], cos[s], acc.max_abs[s], acc.mean_abs[s]),
+                T,
+                th,
+                n_ok,
+            )
+            for s in range(self.S)
+        ]
+        slot_bytes = sum(s.rows * s.width * _itemsize(s.dtype) for s in self.slots)
+        return AlignResult(
+            train=self.train.path,
+            infer=self.infer.path,
+            rows=[s.name for s in self.slots],
+            rows_physical=[s.physical for s in self.slots],
+            row_roles=[s.role for s in self.slots],
+            cols=[c.name for c in cands],
+            cols_physical=[c.physical for c in cands],
+            metric="rel_diff",
+            matrix=_clean(rel),
+            cosine=_clean(cos),
+            max_abs=_clean(acc.max_abs),
+            mean_abs=_clean(acc.mean_abs),
+            exact=acc.exact.tolist(),
+            best=bests,
+            tokens_compared=T,
+            tokens=self.tok.to_dict(),
+            recommendation=None,
+            nonfinite=self.nonfinite,
+            thresholds=th,
+            device=str(self.dev),
+            precision=self.precision,
+            seconds=time.perf_counter() - self.t0,
+            bytes_read=int(slot_bytes + self.cand_bytes),
+            notes=notes + list(self.tok.notes),
+            timing=timing,
+            per_token_values=acc.per_token,
+            token_positions=self.tok.ref_positions(),
+        )
+
+
+def _candidates(train: Capture, infer: Capture, slots: Sequence[HiddenTensor]) -> tuple[list[HiddenTensor], list[str]]:
+    """The capture's tensors as wide as the slots, of its row count, and the notes on what was left
+    out (other row counts) or looks off (a packed tensor of another slot count)."""
     H = slots[0].width
-    cands = [c for c in infer.candidates(H)]
+    cands = list(infer.candidates(H))
     if not cands:
         widths = sorted({t.width for t in infer.tensors})
         raise InputError(
@@ -163,261 +431,24 @@ def align(
             f"skipped {len(odd)} candidate(s) whose row count differs from the capture's {n_rows}: {', '.join(odd[:4])}"
         )
         cands = [c for c in cands if c.rows == n_rows]
-    packed = [t for t in infer.tensors if t.width != H and t.width % H == 0 and t.role != LOGITS]
-    for t in packed:
-        k = t.width // H
-        if k != len([s for s in slots if s.role != FINAL]):
-            notes.append(
-                f"{t.name} packs {k} slots of {H}; the reference has {len([s for s in slots if s.role != FINAL])}"
-            )
-    tok = align_tokens(train, infer, ref_rows=slots[0].rows, infer_rows=n_rows)
-    T, S, C = tok.compared, len(slots), len(cands)
-    if T < 100:
-        notes.append(f"only {T} tokens compared: verdicts need about 100 to be firm")
+    refs = len([s for s in slots if s.role != FINAL])
+    for t in infer.tensors:
+        if t.width != H and t.width % H == 0 and t.role != LOGITS and t.width // H != refs:
+            notes.append(f"{t.name} packs {t.width // H} slots of {H}; the reference has {refs}")
+    return cands, notes
 
-    # Compute dtype: bf16 stays bf16 in the group buffer (its products are exact in fp32).
-    dtypes = {s.dtype for s in slots} | {c.dtype for c in cands}
-    cand_bytes = sum(c.rows * c.width * _itemsize(c.dtype) for c in cands)
-    all_bf16 = dtypes == {"bfloat16"}
-    choice = _choose(device, cands, cand_bytes, all_bf16, screen)
-    dev = pick_device(choice.device)
-    ps_mod = _pairstats() if dev.type == "cpu" and screen in ("auto", "kernel") else None
-    if screen == "kernel" and ps_mod is None:
-        raise InputError("screen: 'kernel' needs numba (pip install numba) and a CPU device")
+
+def _work(
+    dev: torch.device, ps_mod: ModuleType | None, all_bf16: bool, screen: str, cand_bytes: int
+) -> tuple[torch.dtype | None, str]:
+    """The dtype the rows are gathered in (None: the compiled CPU pass reads them where they lie)
+    and the precision the result reports."""
     if dev.type == "cuda":
-        work = torch.bfloat16 if all_bf16 else torch.float32
-        precision = "fp32"
-    elif ps_mod is not None:  # the compiled CPU pass: fp32 sums of exact products, refine exact
-        work = None
-        precision = "fp32"
-    else:
-        use_bf16 = all_bf16 and (screen == "bf16" or (screen == "auto" and cand_bytes > (256 << 20)))
-        work = torch.bfloat16 if use_bf16 else torch.float32
-        precision = "bf16-screen" if use_bf16 else "fp32"
-    if abs_stats == "all":
-        refine_top = C
-
-    # Reference: gathered rows, on the device, plus exact per-token squared norms.
-    # (The compiled CPU pass reads the slots where they lie: no gathered copy.)
-    ts = time.perf_counter()
-    ps: PairStats | None = None
-    X: torch.Tensor | None = None
-    stager: Stager | None = None
-    xx: torch.Tensor | None = None  # the slots' per-token squared norms, fp32 [S, T]
-    if ps_mod is not None:  # (their norms come with the first group's screen)
-        ps = ps_mod.PairStats(
-            [s.load() for s in slots], tok.ref_positions(), _infer_rows(tok), threads=torch.get_num_threads()
-        )
-    else:
-        X = torch.empty((S, T, H), dtype=work, device=dev)
-        stager = _stager(dev)
-        for i, s in enumerate(slots):
-            src = _rows(s.load(), tok.ref_index)
-            if stager is not None and not src.is_cuda:
-                stager.put(src.to(work), X[i])
-            else:
-                X[i].copy_(src)
-        if stager is not None:
-            stager.ready()
-        xx = torch.stack([_sq_rows(X[i]) for i in range(S)])
-        bad_tok = _bad_tokens(xx)
-
-    tl = time.perf_counter()
-    warm = dev.type == "cuda" and _CUDA_WARM.get(str(dev), False)
-    _CUDA_WARM[str(dev)] = dev.type == "cuda"
-    bytes_read = sum(s.rows * s.width * _itemsize(s.dtype) for s in slots)
-    refine_k = C if abs_stats == "all" else max(1, refine_top)
-
-    def rows_of(c: int) -> torch.Tensor:
-        return _rows(cands[c].load(), tok.infer_index)
-
-    sums: _PairSums | None = None  # the pairs' statistics, where the stream gave them
-    if ps is not None:
-        warm = _compiled(cast(ModuleType, ps_mod))  # ps came from it
-        XY, YY, best, kept, timing, xx, fused, sums = _stream_cpu(
-            ps, cast(ModuleType, ps_mod), cands, refine_k, progress
-        )
-        bad_tok = torch.from_numpy(_bad_tokens(xx.numpy()))
-        if warm:
-            from workbench.hidden.placement import note_kernel_rate
-
-            note_kernel_rate(ps.kernel, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - tl)
-    else:  # no compiled pass: the reference was gathered into X, in the work dtype
-        X_, work_, xx_ = cast(torch.Tensor, X), cast(torch.dtype, work), cast(torch.Tensor, xx)
-        if dev.type == "cuda" and _fits_on_device(dev, C * T * H * _esize(work_)):
-            XY, YY, best, kept, timing = _stream_cuda(
-                X_, xx_, bad_tok, cands, tok, refine_k, work_, stager, dev, progress
-            )
-        else:
-            XY, YY, best, kept, timing = _stream_torch(
-                X_, xx_, bad_tok, cands, rows_of, refine_k, work_, S, T, H, C, dev, group, progress
-            )
-    if stager is not None:
-        stager.finish()
-    bytes_read += int(cand_bytes)
-    timing["setup_s"] = tl - ts
-    timing["stream_s"] = time.perf_counter() - tl
-    # The slots' norms on the host in float64 ([S, T]: numpy's small operations cost less than torch's)
-    xx = cast(torch.Tensor, xx)
-    xx_n, bad_n = xx.double().cpu().numpy(), bad_tok.cpu().numpy()
-    nonfinite: list[NonFinite] = []
-    xx_sum = np.where(bad_n[None], 0.0, xx_n).sum(1)
-    for i in np.flatnonzero(~np.isfinite(xx_n).all(1)).tolist():
-        xi = X[i] if X is not None else _rows(cast("PairStats", ps).slots[i], tok.ref_index)
-        nonfinite.append(_count_nonfinite("train", slots[i].name, xi, tok.ref_positions()))
-
-    # Statistics of every pair, once, on the host in float64: [S, C, T] is small next to the stream.
-    td = time.perf_counter()
-    st = sums if sums is not None else _pair_sums(XY.cpu().numpy(), YY.cpu().numpy(), xx_n, bad_n)
-    del XY, YY
-    finite, yy_n, per_token, num, den, dot, yy_sum = st
-    fin_c = finite.all(-1)
-    ok_ct = ~bad_n[None, :] & finite  # [C, T]
-    timing["stats_s"] = timing.get("stats_s", 0.0) + time.perf_counter() - td
-    exact = np.zeros((S, C), dtype=bool)
-    max_abs = np.full((S, C), np.nan)
-    mean_abs = np.full((S, C), np.nan)
-    fin_rows = {int(c): torch.as_tensor(finite[c], device=dev) for c in np.flatnonzero(~fin_c)}
-    for c in fin_rows:
-        if ps is not None:  # kept whole (rows read in place): gather the compared rows
-            y = _rows(kept[c], tok.infer_index) if c in kept else rows_of(c)
-        else:
-            y = kept[c] if c in kept else rows_of(c)
-        nonfinite.append(_count_nonfinite("infer", cands[c].name, y, _infer_rows(tok)))
-
-    # Exact pass over the few best candidates of each slot, kept from the stream (no second read).
-    tr = time.perf_counter()
-    if ps is not None:  # pairs the stream differenced, then every other in one pass
-        wanted = [(s_i, c) for s_i in range(S) for _, c in best[s_i]]
-        missed = {(s_i, c) for s_i, c in wanted if (s_i, c) not in fused}
-        done = [p for p in wanted if p in fused]
-        if done:
-            n_d, sa_d, mx_d = (np.stack([fused[p][k] for p in done]) for k in range(3))
-            _exact_stats(
-                ps.H,
-                xx_n,
-                yy_n,
-                done,
-                ok_ct,
-                n_d,
-                sa_d,
-                mx_d,
-                num,
-                den,
-                dot,
-                yy_sum,
-                per_token,
-                exact,
-                max_abs,
-                mean_abs,
-            )
-        todo = sorted({c for _, c in missed})
-        timing["fused_pairs"], timing["read_again"] = len(wanted) - len(missed), len(todo)
-        for i in range(0, len(todo), CPU_GROUP):
-            part = todo[i : i + CPU_GROUP]
-            with mapping.shared():
-                ys = [kept.pop(c) if c in kept else ps.prepare(cands[c].load()) for c in part]
-            pairs = [(s_i, j) for j, c in enumerate(part) for s_i in range(S) if (s_i, c) in missed]
-            n, sa, mx = ps.exact(pairs, ys)
-            _exact_stats(
-                ps.H,
-                xx_n,
-                yy_n,
-                [(s_i, part[j]) for s_i, j in pairs],
-                ok_ct,
-                n,
-                sa,
-                mx,
-                num,
-                den,
-                dot,
-                yy_sum,
-                per_token,
-                exact,
-                max_abs,
-                mean_abs,
-            )
-            del ys
-    else:
-        refine = _refine_whole if dev.type == "cuda" and T * H * 4 <= (1 << 29) else _refine
-        for c in sorted({c for b_ in best for _, c in b_}):
-            slots_for = [s_i for s_i in range(S) if any(cc == c for _, cc in best[s_i])]
-            ok_c = ~bad_tok & fin_rows[c] if c in fin_rows else ~bad_tok
-            y = kept.pop(c) if c in kept else rows_of(c)  # read again only when rows were blocked
-            refine(
-                cast(torch.Tensor, X),
-                xx,
-                y,
-                c,
-                slots_for,
-                ok_c,
-                num,
-                den,
-                dot,
-                yy_sum,
-                per_token,
-                exact,
-                max_abs,
-                mean_abs,
-            )
-    kept.clear()
-    timing["refine_s"] = time.perf_counter() - tr
-    timing["candidate_bytes"] = int(cand_bytes)
-    timing["device_choice"] = choice.to_dict()
-    if warm:  # what this path achieved, for later choices (not a first compile)
-        from workbench.hidden.placement import note_path_rate
-
-        note_path_rate(dev.type, torch.get_num_threads(), int(cand_bytes), time.perf_counter() - t0)
-    timing["total_s"] = time.perf_counter() - t0
-
-    rel = _ratio(num, den)
-    if not ok_ct.all():  # a left-out token has no value (0 would read as identical)
-        per_token[:, ~ok_ct] = np.nan
-    # Tokens where both sides are finite, per candidate (a token non-finite in any slot is left out
-    # of every pair): a pair with none has no value at all, never "identical" (0 / 0).
-    n_ok = ok_ct.sum(-1)
-    rel[:, n_ok == 0] = np.nan
-    notes += _nonfinite_notes(nonfinite, n_ok, T, int(bad_n.sum()), cands)
-    cos = np.where(
-        (xx_sum[:, None] > 0) & (yy_sum[None, :] > 0),
-        dot / np.sqrt(np.maximum(xx_sum[:, None] * yy_sum[None, :], 1e-300)),
-        np.nan,
-    )
-    bests = [
-        _judge(s, slots[s], cands, rel[s], per_token[s], exact[s], cos[s], max_abs[s], mean_abs[s], T, th, n_ok)
-        for s in range(S)
-    ]
-    tokens = tok.to_dict()
-    res = AlignResult(
-        train=train.path,
-        infer=infer.path,
-        rows=[s.name for s in slots],
-        rows_physical=[s.physical for s in slots],
-        row_roles=[s.role for s in slots],
-        cols=[c.name for c in cands],
-        cols_physical=[c.physical for c in cands],
-        metric="rel_diff",
-        matrix=_clean(rel),
-        cosine=_clean(cos),
-        max_abs=_clean(max_abs),
-        mean_abs=_clean(mean_abs),
-        exact=exact.tolist(),
-        best=bests,
-        tokens_compared=T,
-        tokens=tokens,
-        recommendation=None,
-        nonfinite=nonfinite,
-        thresholds=th,
-        device=str(dev),
-        precision=precision,
-        seconds=time.perf_counter() - t0,
-        bytes_read=int(bytes_read),
-        notes=notes + list(tok.notes),
-        timing=timing,
-        per_token_values=per_token,
-        token_positions=tok.ref_positions(),
-    )
-    return res
+        return (torch.bfloat16 if all_bf16 else torch.float32), "fp32"
+    if ps_mod is not None:  # the compiled CPU pass: fp32 sums of exact products, refine exact
+        return None, "fp32"
+    use_bf16 = all_bf16 and (screen == "bf16" or (screen == "auto" and cand_bytes > (256 << 20)))
+    return (torch.bfloat16 if use_bf16 else torch.float32), ("bf16-screen" if use_bf16 else "fp32")
 
 
 # ------------------------------------------------------------------------------------------- parts
@@ -436,7 +467,6 @@ def _pair_sums(xy: np.ndarray, yy: np.ndarray, xx: _F64, bad: npt.NDArray[np.boo
     float32, ``xx [S, T]`` float64), in float64, leaving out the tokens where a slot (``bad``) or
     the candidate is not finite. (The compiled CPU pass takes the same per token in its own pass:
     ``pairstats._token_sums``.)"""
-    S, C, T = xy.shape
     with np.errstate(invalid="ignore", over="ignore"):
         finite = np.isfinite(yy)  # [C, T]
         ok = ~bad[None, :] & finite  # [C, T]
@@ -471,7 +501,7 @@ _CUDA_WARM: dict[str, bool] = {}  # devices an alignment already ran on in this 
 
 def _compiled(ps_mod: ModuleType) -> bool:
     """The CPU kernels were compiled or loaded before (a first call's time is mostly that)."""
-    return any(getattr(ps_mod, f).signatures for f in (*ps_mod.SCREEN_FUNCS.values(), "dots_any"))
+    return bool(ps_mod.compiled())
 
 
 def _stager(dev: torch.device) -> Stager | None:
@@ -516,8 +546,8 @@ def _stream_cuda(
     tok: TokenAlignment,
     refine_k: int,
     work: torch.dtype,
+    *,
     stager: Stager | None,
-    dev: torch.device,
     progress: ProgressCallback,
 ) -> _Streamed:
     """Every candidate onto the device once (pinned ring, the host copy of one piece overlapping
@@ -525,12 +555,12 @@ def _stream_cuda(
     device are read where they are), its per-token products computed as it lands. The candidates
     stay resident, so the exact pass reads them again from device memory, not from the host."""
     S, T, H = X.shape
-    C = len(cands)
+    C, dev = len(cands), X.device
     XY = torch.empty((S, C, T), dtype=torch.float32, device=dev)
     YY = torch.empty((C, T), dtype=torch.float32, device=dev)
     Y: torch.Tensor | None = None
     ys: list[torch.Tensor] = []  # candidate c's rows on the device, c = 0..C-1
-    Xt = X.transpose(0, 1).contiguous()  # [T, S, H]
+    X_t = X.transpose(0, 1).contiguous()  # [T, S, H]
     timing: dict[str, Any] = {
         "load_s": 0.0,
         "device_s": 0.0,
@@ -564,7 +594,7 @@ def _stream_cuda(
             st.ready()
             y = Y[c]
         ys.append(y)
-        XY[:, c] = _bmm32(Xt, y.unsqueeze(-1)).squeeze(-1).T
+        XY[:, c] = _bmm32(X_t, y.unsqueeze(-1)).squeeze(-1).T
         YY[c] = _bmm32(y.unsqueeze(1), y.unsqueeze(-1)).reshape(T)
         if c % 8 == 7 or c == C - 1:
             progress(Progress("align", c + 1, C, cands[c].name))
@@ -589,17 +619,11 @@ def _refine_whole(
     c: int,
     slot_ids: Sequence[int],
     ok: torch.Tensor,
-    num: _F64,
-    den: _F64,
-    dot: _F64,
-    yy_sum: _F64,
-    per_token: npt.NDArray[np.float32],
-    exact: npt.NDArray[np.bool_],
-    max_abs: _F64,
-    mean_abs: _F64,
+    acc: _Acc,
 ) -> None:
     """``_refine`` over all rows at once, every sum kept on the device until one copy back (on a
     GPU each host read of a scalar is a synchronisation)."""
+    num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs = acc
     dev = X.device
     y = y.to(dev)
     ok = ok.to(dev)
@@ -761,7 +785,7 @@ def _stream_cpu(
 def _sample_tokens(T: int) -> tuple[np.ndarray, np.ndarray]:
     """The sample's token indices, ``SAMPLE_TOKENS`` spread evenly from the capture's first token
     to its last, and the rest (both ascending). (Runs of 4-16 neighbours, touching fewer pages,
-    made the sample no faster at 16 threads: 4.9-5.1 ms each way.)"""
+    made the sample no faster: ``benchmarks/results/align_h200_host_sample.json``.)"""
     in_sample = np.zeros(T, np.bool_)
     in_sample[(np.arange(SAMPLE_TOKENS) * ((T - 1) / (SAMPLE_TOKENS - 1))).round().astype(np.int64)] = True
     return np.flatnonzero(in_sample), np.flatnonzero(~in_sample)
@@ -772,11 +796,11 @@ def _cpu_group(ps: PairStats, group: Sequence[HiddenTensor]) -> Group:
     (``HiddenTensor.span``: a safetensors stack), the file is mapped once and the kernels read them
     by address (loading each costs more than the pass over a group's sample, at 16 threads);
     otherwise each is loaded."""
-    from workbench.hidden.pairstats import CODES as codes
+    from workbench.hidden.pairstats import CODES
 
     spans = [c.span for c in group]
     paths = {s.path for s in spans if s is not None}
-    if len(paths) == 1 and all(s is not None for s in spans) and all(c.dtype in codes and c.rows for c in group):
+    if len(paths) == 1 and all(s is not None for s in spans) and all(c.dtype in CODES and c.rows for c in group):
         sp = cast("list[FileSpan]", spans)
         lo = min(s.begin for s in sp)
         hi = max(s.begin + (c.rows - 1) * s.row_bytes + c.width * ITEMSIZE[c.dtype] for s, c in zip(sp, group))
@@ -785,7 +809,7 @@ def _cpu_group(ps: PairStats, group: Sequence[HiddenTensor]) -> Group:
         return ps.group_at(
             owner,
             [base + s.begin for s in sp],
-            [codes[c.dtype] for c in group],
+            [CODES[c.dtype] for c in group],
             [s.row_bytes for s in sp],
             [c.rows for c in group],
         )
@@ -873,33 +897,31 @@ def _stream_torch(
     rows_of: Callable[[int], torch.Tensor],
     refine_k: int,
     work: torch.dtype,
-    S: int,
-    T: int,
-    H: int,
-    C: int,
-    dev: torch.device,
+    *,
     group: int,
     progress: ProgressCallback,
 ) -> _Streamed:
     """Candidates through a group buffer and batched matmuls (CUDA, or a CPU without numba)."""
+    S, T, H = X.shape
+    C, dev = len(cands), X.device
     cuda = dev.type == "cuda"
     esize = torch.tensor([], dtype=work).element_size()
     slot_bytes = max(1, T * H * esize)
     if cuda:
-        # cuBLAS reads a [T, w, H] bf16 batched Gram at ~2.5 TB/s on an H200 when w is a multiple of 8
-        # and >= 24 (w = 19: a quarter of that), and its time grows with w: as few groups as the
-        # budget allows, each as wide as its candidates need, rounded up to a multiple of 8.
+        # cuBLAS reads a [T, w, H] bf16 batched Gram at its best when w is a multiple of 8 and >= 24
+        # (w = 19: a quarter of that rate), and its time grows with w: as few groups as the budget
+        # allows, each as wide as its candidates need, rounded up to a multiple of 8.
         fit = max(S + 1, (8 * BUFFER_BYTES) // slot_bytes)
         n_groups = -(-C // max(1, fit - S))
         per = -(-C // n_groups)
         w = min(max(8, -(-(S + per) // 8) * 8), max(8, fit // 8 * 8))
         G = max(1, w - S)
-        Tb = max(1, min(T, (8 * BUFFER_BYTES) // ((S + G) * H * esize)))
+        T_b = max(1, min(T, (8 * BUFFER_BYTES) // ((S + G) * H * esize)))
     else:
         G = max(1, min(group, C, BUFFER_BYTES // slot_bytes - S))
-        Tb = max(1, min(T, BUFFER_BYTES // ((S + G) * H * esize)))
-    # CUDA: slot-major [S+G, Tb, H] (a candidate lands contiguously); CPU: token-major.
-    W = torch.zeros((S + G, Tb, H) if cuda else (Tb, S + G, H), dtype=work, device=dev)
+        T_b = max(1, min(T, BUFFER_BYTES // ((S + G) * H * esize)))
+    # CUDA: slot-major [S+G, T_b, H] (a candidate lands contiguously); CPU: token-major.
+    W = torch.zeros((S + G, T_b, H) if cuda else (T_b, S + G, H), dtype=work, device=dev)
 
     # Per-token products of every pair stay on the device ([S, C, T] floats: small); the
     # statistics are computed once at the end. Per group only a ranking sum crosses to the host.
@@ -913,7 +935,7 @@ def _stream_torch(
         "refine_s": 0.0,
         "groups": 0,
         "group_size": G,
-        "row_block": Tb,
+        "row_block": T_b,
     }
     events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
 
@@ -923,8 +945,8 @@ def _stream_torch(
         kk = G  # the whole buffer is multiplied (stale slots ignored): a partial view
         # would make the matmul copy it (on a CPU a second buffer-sized allocation)
         td = time.perf_counter()
-        for r0 in range(0, T, Tb):
-            r1 = min(T, r0 + Tb)
+        for r0 in range(0, T, T_b):
+            r1 = min(T, r0 + T_b)
             n = r1 - r0
             for g, c in enumerate(group_c):  # each candidate mapped, copied in, and let go
                 dst = W[S + g, :n] if cuda else W[:n, S + g]
@@ -932,7 +954,7 @@ def _stream_torch(
             if cuda:
                 start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # unannotated in torch
                 start.record()
-            if g0 == 0 or Tb < T:
+            if g0 == 0 or T_b < T:
                 (W[:S, :n] if cuda else W[:n, :S]).copy_(X[:, r0:r1] if cuda else X[:, r0:r1].transpose(0, 1))
             A = W[: S + kk, :n].transpose(0, 1) if cuda else W[:n, : S + kk]  # [n, S+kk, H]
             gram = _gram(A)  # fp32 [n, S+kk, S+kk]
@@ -948,7 +970,7 @@ def _stream_torch(
         live = top.add(rel_g, group_c)
         for g, c in enumerate(group_c):
             # CUDA: keep a device copy for the exact pass; a CPU maps the file again (no resident copy)
-            if c in live and cuda and Tb == T:
+            if c in live and cuda and T_b == T:
                 kept[c] = W[S + g, :T].clone()
         for c in [c for c in kept if c not in live]:
             del kept[c]
@@ -994,8 +1016,8 @@ def _gram(A: torch.Tensor) -> torch.Tensor:
                 return torch.bmm(A, A.transpose(1, 2), out_dtype=torch.float32)
             except (TypeError, RuntimeError, NotImplementedError):
                 _OUT_DTYPE_OK[key] = False
-        Af = A.float()
-        return torch.bmm(Af, Af.transpose(1, 2))
+        A_f = A.float()
+        return torch.bmm(A_f, A_f.transpose(1, 2))
     return torch.bmm(A, A.transpose(1, 2)).float()
 
 
@@ -1006,23 +1028,17 @@ def _refine(
     c: int,
     slot_ids: Sequence[int],
     ok: torch.Tensor,
-    num: _F64,
-    den: _F64,
-    dot: _F64,
-    yy_sum: _F64,
-    per_token: npt.NDArray[np.float32],
-    exact: npt.NDArray[np.bool_],
-    max_abs: _F64,
-    mean_abs: _F64,
+    acc: _Acc,
 ) -> None:
     """Exact statistics of (slot, candidate c) pairs from fp32 differences (no cancellation),
-    in row chunks; rows where ``ok`` is False (non-finite) are left out."""
+    in row chunks; rows where ``ok`` is False (non-finite) are left out; into ``acc``."""
+    num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs = acc
     dev = X.device
     T = X.shape[1]
     y = y.to(dev)
     ok = ok.to(dev)
     all_ok = bool(ok.all())
-    acc: dict[int, list[float]] = {s: [0.0, 0.0, 0.0, 0.0, 0] for s in slot_ids}  # num, den, max|d|, sum|d|, count
+    sums: dict[int, list[float]] = {s: [0.0, 0.0, 0.0, 0.0, 0] for s in slot_ids}  # num, den, max|d|, sum|d|, count
     yy_acc = 0.0
     for r0 in range(0, T, REFINE_ROWS):
         r1 = min(T, r0 + REFINE_ROWS)
@@ -1041,7 +1057,7 @@ def _refine(
             den_t = torch.where(m, xx[s, r0:r1], torch.zeros((), device=dev)) + y_t
             rel_t = torch.where(den_t > 0, n_t / den_t.clamp_min(1e-30), torch.zeros((), device=dev))
             per_token[s, c, r0:r1] = rel_t.cpu().numpy()
-            a = acc[s]
+            a = sums[s]
             a[0] += float(n_t.double().sum())
             a[1] += float(den_t.double().sum())
             a[2] = max(a[2], float(torch.linalg.vector_norm(d, ord=float("inf"))))
@@ -1049,7 +1065,7 @@ def _refine(
             a[4] += int(m.sum()) * d.shape[1]
     yy_sum[c] = yy_acc
     xx_m = {s: float(torch.where(ok, xx[s], torch.zeros((), device=dev)).double().sum()) for s in slot_ids}
-    for s, (n_acc, d_acc, mx, sabs, cnt) in acc.items():
+    for s, (n_acc, d_acc, mx, sabs, cnt) in sums.items():
         num[s, c], den[s, c] = n_acc, d_acc
         dot[s, c] = (xx_m[s] + yy_acc - n_acc) / 2.0
         exact[s, c] = True
@@ -1059,27 +1075,19 @@ def _refine(
 
 def _exact_stats(
     H: int,
-    xx_n: np.ndarray,
-    yy_n: np.ndarray,
+    norms: tuple[np.ndarray, np.ndarray, npt.NDArray[np.bool_]],
     pairs: Sequence[tuple[int, int]],
-    ok_ct: npt.NDArray[np.bool_],
-    n: np.ndarray,
-    sa: np.ndarray,
-    mx: np.ndarray,
-    num: _F64,
-    den: _F64,
-    dot: _F64,
-    yy_sum: _F64,
-    per_token: npt.NDArray[np.float32],
-    exact: npt.NDArray[np.bool_],
-    max_abs: _F64,
-    mean_abs: _F64,
+    diffs: tuple[np.ndarray, ...],
+    acc: _Acc,
 ) -> None:
-    """``_refine``'s statistics of ``pairs`` ``[(slot, candidate)]`` at once, from the compiled
-    kernels' fp32 differences (``[P, T]`` per token: ``n`` sum of squares, ``sa`` of absolute
-    values, ``mx`` their max), over the tokens ``ok_ct [C, T]`` keeps of each candidate. ``yy_n``
-    (the stream's per-token squared norms, non-finite tokens zeroed) needs no refining: no
-    cancellation there."""
+    """``_refine``'s statistics of ``pairs`` ``[(slot, candidate)]`` at once, into ``acc``, from the
+    compiled kernels' fp32 differences (``diffs``, ``[P, T]`` per token: ``n`` sum of squares,
+    ``sa`` of absolute values, ``mx`` their max) and ``norms = (xx_n, yy_n, ok_ct)``, over the
+    tokens ``ok_ct [C, T]`` keeps of each candidate. ``yy_n`` (the stream's per-token squared
+    norms, non-finite tokens zeroed) needs no refining: no cancellation there."""
+    xx_n, yy_n, ok_ct = norms
+    n, sa, mx = diffs
+    num, den, dot, yy_sum, per_token, exact, max_abs, mean_abs = acc
     s = np.array([p[0] for p in pairs], np.int64)
     c = np.array([p[1] for p in pairs], np.int64)
     okn = ok_ct[c]  # [P, T]
@@ -1140,20 +1148,26 @@ def _nonfinite_notes(
     return out
 
 
+class _SlotRow(NamedTuple):
+    """A slot's row of the statistics, one value per candidate."""
+
+    rel: np.ndarray
+    per_tok: np.ndarray  # [C, T]
+    exact: np.ndarray
+    cos: np.ndarray
+    max_abs: np.ndarray
+    mean_abs: np.ndarray
+
+
 def _judge(
-    s: int,
     slot: HiddenTensor,
     cands: Sequence[HiddenTensor],
-    rel: np.ndarray,
-    per_tok: np.ndarray,
-    exact: np.ndarray,
-    cos: np.ndarray,
-    max_abs: np.ndarray,
-    mean_abs: np.ndarray,
+    row: _SlotRow,
     T: int,
     th: Thresholds,
     n_ok: np.ndarray | None = None,
 ) -> SlotBest:
+    rel, per_tok, exact, cos, max_abs, mean_abs = row
     idx = np.argsort(rel, kind="stable")
     order = idx[np.isfinite(rel[idx])].tolist()
     if not order:
@@ -1263,6 +1277,11 @@ def _verdict(b: SlotBest, T: int, th: Thresholds) -> tuple[str, str]:
         return MATCH, f"identical to {b.candidate} (rel_diff {v:.1e})"
     if v > th.match_max:
         return AMBIGUOUS, f"best rel_diff {v:.3g} is above {th.match_max:g} (an adjacent layer?)"
+    return _verdict_on_margin(b, v, th)
+
+
+def _verdict_on_margin(b: SlotBest, v: float, th: Thresholds) -> tuple[str, str]:
+    """The verdict of a best within the match range (``v``), by how far the runner-up is behind."""
     if b.runner_up_value is None:
         return MATCH, f"rel_diff {v:.2e} <= {th.match_max:g}; a single candidate, so no margin to check"
     gap = b.runner_up_value - v

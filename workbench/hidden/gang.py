@@ -2,11 +2,10 @@
 
 The compiled kernels release the GIL, so Python threads run them in parallel; what costs is
 starting them. A ``ThreadPoolExecutor`` hands work out one ``submit`` at a time, and each worker
-wakes, takes the GIL, runs the executor's bookkeeping and only then the kernel: on the H200 host's
-16 cores the last of 16 threads started about 1 ms after the first (a submit and its result take
-73 us on a 2-core machine), which is 6 % of a 16 ms pass and half of a short one. A gang's workers
-each wait on a lock of their own: the caller releases them all, each needs the GIL only to call
-its kernel, and the caller runs the first call itself.
+wakes, takes the GIL, runs the executor's bookkeeping and only then the kernel, so on many cores
+the last thread starts well after the first. A gang's workers each wait on a lock of their own:
+the caller releases them all, each needs the GIL only to call its kernel, and the caller runs the
+first call itself.
 
 One pass at a time per gang (a second caller waits); a gang per process id and size, since a
 forked child has none of its parent's threads.

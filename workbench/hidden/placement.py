@@ -10,13 +10,14 @@ bytes lie and from bandwidths measured on this machine (once per process):
   every byte into pinned memory and over the bus (``Stager``): the host copy and the DMA share the
   host's memory bandwidth, so their times add. The host's bandwidth is one all-core copy of
   buffers larger than the last-level cache (a pass over cached buffers, or a first call while the
-  thread pool starts, read 16-253 GB/s on a host whose page-cache pass is 83-92 GB/s). The kernel rate is the table's until a CPU pass in
-  this process measured it, and a path this process already ran is taken at its measured rate.
-  Small inputs never start CUDA for the probe: below ``SMALL_BYTES`` the CPU wins on the start.
+  thread pool starts, reads anything from a fraction to several times the page cache's rate). The
+  kernel rate is the table's until a CPU pass in this process measured it, and a path this process
+  already ran is taken at its measured rate. Small inputs never start CUDA for the probe: below
+  ``SMALL_BYTES`` the CPU wins on the start.
 
-On the H200 host (16 cores, bf16 Kimi-sized input, page cache 15-21 ms, pinned H2D 33 ms, an
-all-core copy past the cache 38 GB/s) the CPU kernels (41-49 ms) beat the staged GPU path (78-108 ms):
-the host copy into pinned memory (42-48 ms) costs more than the DMA, and both move host memory. The GPU path wins where the bytes are already on
+On the H200 host (16 cores, bf16 Kimi-sized input) the CPU kernels beat the staged GPU path: the
+host copy into pinned memory costs more than the DMA, and both move host memory
+(``benchmarks/results/align_h200_host*.json``). The GPU path wins where the bytes are already on
 the device, or where the CPU kernels are slow (no numba, few cores against a fast bus).
 
 ``Stager`` copies host tensors to the device through a ring of pinned buffers: the host copy into
@@ -40,11 +41,10 @@ if TYPE_CHECKING:
 
 CPU_SHARE = 0.45  # the CPU kernels' share of the host's read bandwidth (see choose)
 SMALL_BYTES = 256 << 20  # below this a CUDA start costs more than the whole CPU pass
-# Bytes of bf16 candidates one core screens per second with the compiled kernels (S = 3 slots),
-# measured on the H200 host's CPU (vdpbf16ps), a 2-core Xeon without AVX512-BF16 (bf16-fma, rows
-# already in memory: 10 GB/s a core), a 2-core AMD EPYC without AVX-512 (bf16-fma256: 8 GB/s a
-# core from the page cache) and the 2-core CI machine (fma, per-token fp32 conversion).
-KERNEL_BPS = {"vdpbf16ps": 6.0e9, "bf16-fma": 5.0e9, "bf16-fma256": 5.0e9, "fma": 1.5e9, "torch": 0.5e9}
+# Bytes of bf16 candidates one core screens per second with the compiled kernels (S = 3 slots), a
+# cautious figure below what the benchmark measured on the H200 host's Xeon and on 2-core Xeon and
+# EPYC machines (``benchmarks/results/align_*.json``: bf16-fma, and fma's per-token fp32 conversion).
+KERNEL_BPS = {"bf16-fma": 5.0e9, "fma": 1.5e9, "torch": 0.5e9}
 STAGE_BYTES = 32 << 20  # one pinned buffer
 STAGE_COUNT = 4  # buffers in the ring
 COPY_PROBE_BYTES = 256 << 20  # host_copy_bps's buffers: past the last-level cache
@@ -83,8 +83,8 @@ def _torch_threads(threads: int) -> Iterator[None]:
 
 def host_copy_bps(threads: int | None = None, nbytes: int = COPY_PROBE_BYTES) -> float:
     """Bytes per second of an all-thread host copy (what filling a pinned buffer costs), once.
-    The buffers are larger than any last-level cache: a copy of cached buffers runs at twice the
-    rate a stream of candidate bytes through the pinned ring gets (105 vs 42-60 GB/s, H200 host)."""
+    The buffers are larger than any last-level cache: a copy of cached buffers runs at about twice
+    the rate a stream of candidate bytes through the pinned ring gets."""
     import torch
 
     threads = threads or _threads()
@@ -152,8 +152,8 @@ def _timed(fn: Callable[[], object]) -> float:
 
 def on_cuda(tensors: Iterable[HiddenTensor | torch.Tensor]) -> str | None:
     """The CUDA device the first tensor's data already lives on, or None (host memory). A tensor
-    read from a file (``span``) is in host memory: it is not loaded to ask (a mapping made and given
-    back, 0.06-0.3 ms a call)."""
+    read from a file (``span``) is in host memory: it is not loaded to ask (that would make a
+    mapping and give it back)."""
     for t in tensors:
         if getattr(t, "span", None) is not None:
             return None
@@ -164,7 +164,7 @@ def on_cuda(tensors: Iterable[HiddenTensor | torch.Tensor]) -> str | None:
 
 
 def choose(
-    device: str | None, tensors: Iterable[HiddenTensor | torch.Tensor], nbytes: int, kernel: str = "vdpbf16ps"
+    device: str | None, tensors: Iterable[HiddenTensor | torch.Tensor], nbytes: int, kernel: str = "bf16-fma"
 ) -> Choice:
     """``device`` as asked (``None``/``auto``: the faster path for these bytes; see the module)."""
     import torch

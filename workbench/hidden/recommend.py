@@ -1,9 +1,9 @@
-"""From an alignment to a config: the layer ids an engine needs to capture what training used.
+"""From an alignment to a config: the layer ids an engine release needs to capture what training used.
 
 The best candidate of each drafter slot names a physical point (``out(K)``, ``embed``, ...). The
-engine's rule (``workbench.layers.rule_for``) finds the ids that make it capture exactly those
-points in that order; when the draft's ``config.json`` is known and its ids make the engine capture
-other points, the doctor's ``layer-ids-engine-mismatch`` finding carries the config edit.
+serving release's rule, as ``workbench.engine`` read it from that release's code, finds the ids that
+make it capture exactly those points in that order; when the draft's ``config.json`` is known and its
+ids make the release capture other points, the ``layer-ids-engine-mismatch`` finding carries the edit.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from workbench.doctor.findings import ConfigEdit, Finding, Fix
 from workbench.errors import InputError
 from workbench.hidden.results import MATCH, AlignResult, Recommendation
 from workbench.hidden.view import SLOT
-from workbench.layers import Point, rule_for
+from workbench.layers import Point
 
 
 def recommend(
@@ -29,18 +29,24 @@ def recommend(
     draft_config: dict[str, Any] | None = None,
     draft_config_path: str | None = None,
 ) -> tuple[Recommendation, list[Finding]]:
-    rule = rule_for(engine, arch)
-    key = (
-        "eagle_aux_hidden_state_layer_ids"
-        if rule.reads_top_level_first
-        else "eagle_config.eagle_aux_hidden_state_layer_ids"
-    )
+    from workbench import engine as eng
+
+    rel = eng.release(engine)
+    rules, how = _rules(rel, arch)
+    rule = rules[0] if rules else None
+    key = rule.id_source[0] if rule is not None and rule.id_source else "eagle_config.eagle_aux_hidden_state_layer_ids"
     slot_rows = [i for i, r in enumerate(result.row_roles) if r == SLOT] or list(range(len(result.rows)))
     bests = [result.best[i] for i in slot_rows]
     points = [b.physical for b in bests]
     confident = all(b.verdict == MATCH for b in bests)
-    rec = Recommendation(rule.name, arch, num_layers, points, None, key, confident, rule=rule.source)
+    where = "; ".join(rule.where("id_map")) if rule is not None and arch else how
+    rec = Recommendation(
+        rel.name, arch, num_layers, points, None, key, confident, rule=f"{rel.name} ({rel.source}): {where}"
+    )
     findings: list[Finding] = []
+    if rule is None:
+        rec.reason = how
+        return rec, findings
     if num_layers is None:
         rec.reason = "the target's layer count is unknown (give the target config or num_layers)"
         return rec, findings
@@ -54,31 +60,40 @@ def recommend(
     except InputError as exc:
         rec.reason = str(exc)
         return rec, findings
-    ids = rule.ids_for(pts, num_layers)
+    answers = {tuple(x) if (x := eng.ids_for(r, named, num_layers)) is not None else None for r in rules}
+    ids = list(next(iter(answers)) or []) or None if len(answers) == 1 else None
     rec.layer_ids = ids
-    if ids is None:
-        rec.reason = f"{rule.name} cannot capture {', '.join(named)} in this order with any ids"
+    if len(answers) > 1:
+        rec.reason = f"the EAGLE-3 classes of {rel.name} need different ids for these points: give the target config"
+    elif ids is None:
+        rec.reason = f"{rel.name} cannot capture {', '.join(named)} in this order with any ids"
     else:
-        rec.reason = f"{rule.name} captures {', '.join(named)} from {key} = {ids}"
+        rec.reason = f"{rel.name} captures {', '.join(named)} from {key} = {ids}" + ("" if arch else f" ({how})")
     if draft_config is None:
         return rec, findings
 
-    current, source = rule.ids_from_config(draft_config)
+    current, source = eng.draft_ids(rel, eng.read_draft_fields(draft_config))
     try:
-        cap = rule.capture(current, num_layers)
+        caps = [eng.apply(r, current, num_layers, cuda_graph=False, source=rel.source) for r in rules]
     except InputError as exc:
         rec.reason += f"; the draft's ids cannot be read ({exc})"
         return rec, findings
+    if len({(tuple(c.points), c.fatal) for c in caps}) > 1:
+        rec.reason += (
+            f"; what {rel.name} captures for the draft's ids depends on the target's class (give the target config)"
+        )
+        return rec, findings
+    cap = caps[0]
     rec.current_ids = current
-    rec.current_points = [None if p is None else str(p) for p in cap.points]
-    have = [None if p is None else p.canonical(num_layers) for p in cap.points]
+    rec.current_points = [None if p in ("missing", "unknown") else p for p in cap.points]
+    have = [None if p is None else Point.parse(p).canonical(num_layers) for p in rec.current_points]
     want = [p.canonical(num_layers) for p in pts]
     rec.differs = have != want or cap.fatal is not None
     if rec.differs:
         shift = _shift(have, want)
-        where = f"{source} {current}" if current is not None else "its defaults"
+        where_ids = f"{source} {current}" if current is not None else "its defaults"
         msg = (
-            f"{rule.name} captures {_fmt(rec.current_points)} from {where}, but the training data's "
+            f"{rel.name} captures {_fmt(rec.current_points)} from {where_ids}, but the training data's "
             f"slots match {_fmt(points)} numerically"
         )
         msg += f" (a {abs(shift)}-layer shift)" if shift else ""
@@ -86,7 +101,7 @@ def recommend(
         fix = None
         if ids is not None:
             fix = Fix(
-                f"set {key} to {ids} so {rule.name} captures {', '.join(named)}",
+                f"set {key} to {ids} so {rel.name} captures {', '.join(named)}",
                 str(Path(draft_config_path)) if draft_config_path else None,
                 [ConfigEdit(key, ids)],
             )
@@ -96,8 +111,8 @@ def recommend(
                 "error" if confident else "warning",
                 msg,
                 {
-                    "engine": rule.name,
-                    "rule": rule.source,
+                    "engine": rel.name,
+                    "rule": rec.rule,
                     "num_layers": num_layers,
                     "config_ids": current,
                     "ids_key": source,
@@ -113,6 +128,18 @@ def recommend(
             )
         )
     return rec, findings
+
+
+def _rules(rel: Any, arch: str | None) -> tuple[list[Any], str]:
+    """The rule of the class the release serves for ``arch``; with no class known, every EAGLE-3 class
+    of the release (an answer then stands only where they all agree)."""
+    if arch:
+        served = rel.serve([arch])
+        return ([served.rule] if served.rule is not None else []), served.problem or ""
+    rules = [r for r in rel.rules if r.supported and r.id_map != "unknown" and not r.unknowns]
+    if not rules:
+        return [], f"{rel.name}: no EAGLE-3 class was read (give the target config)"
+    return rules, f"the target's class is not known: every EAGLE-3 class of {rel.name} read agrees"
 
 
 def _shift(have: Sequence[Point | None], want: Sequence[Point]) -> int | None:

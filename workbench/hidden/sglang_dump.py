@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, Union, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import numpy as np
 
@@ -44,7 +44,7 @@ LAYER_NORM_IN = re.compile(r"(?:^|\.)layers\.(\d+)\.input_layernorm$")
 LAYER_OUT = re.compile(r"(?:^|\.)layers\.(\d+)$")
 # Which part of a module's output a tensor is: the whole output (None), an index into a list or
 # tuple output, or "sum" (hidden + residual of a DUMPER layer output pair).
-Part = Union[str, int, None]
+Part = str | int | None
 
 
 def is_pass_dump(path: str | os.PathLike[str]) -> bool:
@@ -76,27 +76,8 @@ def read_pass_dump(
         raise InputError(f"side: {side!r}; expected target or draft")
     if (root / side).is_dir():
         root = root / side
-    rank_dirs = [p for p in root.iterdir() if p.is_dir() and RANK_DIR.match(p.name)] if root.is_dir() else []
-    rank_dirs = [p for p in rank_dirs if int(cast("re.Match[str]", RANK_DIR.match(p.name)).group(1)) == tp_rank]
-    if not rank_dirs:
-        raise InputError(f"{path}: no TP{tp_rank}_PP*_Rank*_pid* folders (an SGLang tensor-dump folder?)")
     notes: list[str] = []
-    by_pp: dict[int, list[Path]] = defaultdict(list)
-    for d in rank_dirs:
-        by_pp[int(cast("re.Match[str]", RANK_DIR.match(d.name)).group(2))].append(d)
-    chosen: list[Path] = []
-    for pp, dirs in sorted(by_pp.items()):
-        dirs.sort(key=lambda d: d.stat().st_mtime)
-        if len(dirs) > 1:
-            notes.append(f"PP{pp}: {len(dirs)} runs found, reading the newest ({dirs[-1].name})")
-        chosen.append(dirs[-1])
-    pass_lists: list[list[Path]] = []
-    for d in chosen:
-        files = sorted(
-            (p for p in d.iterdir() if PASS_FILE.match(p.name)),
-            key=lambda p: int(cast("re.Match[str]", PASS_FILE.match(p.name)).group(1)),
-        )
-        pass_lists.append(files)
+    pass_lists = _pass_files(root, path, tp_rank, notes)
     n_pass = min(len(x) for x in pass_lists)
     if n_pass == 0:
         raise InputError(f"{root}: no Pass*.pt files")
@@ -105,31 +86,13 @@ def read_pass_dump(
     ids_parts: list[npt.NDArray[np.int64]] = []
     pos_parts: list[npt.NDArray[np.int64]] = []
     counts: list[int] = []
-    # name -> (pp index, module name, list index or None, width, dtype)
-    entries: dict[str, tuple[int, str, int | None, int, str]] = {}
+    entries: dict[str, _Entry] = {}
     for k, i in enumerate(index):
         ids = pos = None
         for pp_i, files in enumerate(pass_lists):
-            d = load_pt(files[i])
-            if not isinstance(d, dict):
-                raise InputError(f"{files[i]}: expected a dict of tensors, got {type(d).__name__}")
-            for name, v in d.items():
-                if not isinstance(name, str):
-                    raise InputError(f"{files[i]}: expected tensor names as keys, got {type(name).__name__}")
-                if name.endswith(BATCH_INFO + "input_ids"):
-                    ids = as_int_array(v, f"{files[i]}:{name}")
-                elif name.endswith(BATCH_INFO + "positions"):
-                    pos = as_int_array(v, f"{files[i]}:{name}")
-                elif k == 0 and name != "model":
-                    for part, t in _parts(v):
-                        if hasattr(t, "dim") and t.dim() == 2 and t.dtype.is_floating_point:
-                            entries[name if part is None else f"{name}[{part}]"] = (
-                                pp_i,
-                                name,
-                                part,
-                                t.shape[1],
-                                dtype_name(t.dtype),
-                            )
+            got_ids, got_pos = _read_pass(files[i], pp_i, entries if k == 0 else None)
+            ids = got_ids if got_ids is not None else ids
+            pos = got_pos if got_pos is not None else pos
         if ids is None:
             raise InputError(f"{pass_lists[0][i]}: no model.forward_batch_info.input_ids in this pass")
         ids_parts.append(ids)
@@ -167,6 +130,56 @@ def read_pass_dump(
         notes=notes,
         meta={"passes": len(index), "rows_per_pass": counts[:8]},
     )
+
+
+def _pass_files(root: Path, path: str | os.PathLike[str], tp_rank: int, notes: list[str]) -> list[list[Path]]:
+    """Per pipeline stage, the Pass*.pt files of TP rank ``tp_rank``'s newest run, in order."""
+    rank_dirs = [p for p in root.iterdir() if p.is_dir() and RANK_DIR.match(p.name)] if root.is_dir() else []
+    rank_dirs = [p for p in rank_dirs if int(cast("re.Match[str]", RANK_DIR.match(p.name)).group(1)) == tp_rank]
+    if not rank_dirs:
+        raise InputError(f"{path}: no TP{tp_rank}_PP*_Rank*_pid* folders (an SGLang tensor-dump folder?)")
+    by_pp: dict[int, list[Path]] = defaultdict(list)
+    for d in rank_dirs:
+        by_pp[int(cast("re.Match[str]", RANK_DIR.match(d.name)).group(2))].append(d)
+    pass_lists: list[list[Path]] = []
+    for pp, dirs in sorted(by_pp.items()):
+        dirs.sort(key=lambda d: d.stat().st_mtime)
+        if len(dirs) > 1:
+            notes.append(f"PP{pp}: {len(dirs)} runs found, reading the newest ({dirs[-1].name})")
+        pass_lists.append(
+            sorted(
+                (p for p in dirs[-1].iterdir() if PASS_FILE.match(p.name)),
+                key=lambda p: int(cast("re.Match[str]", PASS_FILE.match(p.name)).group(1)),
+            )
+        )
+    return pass_lists
+
+
+_Entry = tuple[int, str, "int | None", int, str]  # (pp index, module name, list index or None, width, dtype)
+
+
+def _read_pass(
+    f: Path, pp_i: int, entries: dict[str, _Entry] | None
+) -> tuple[npt.NDArray[np.int64] | None, npt.NDArray[np.int64] | None]:
+    """A pass file's token ids and positions (None where it has none); its 2-D floating tensors
+    into ``entries`` where given (the first pass)."""
+    d = load_pt(f)
+    if not isinstance(d, dict):
+        raise InputError(f"{f}: expected a dict of tensors, got {type(d).__name__}")
+    ids = pos = None
+    for name, v in d.items():
+        if not isinstance(name, str):
+            raise InputError(f"{f}: expected tensor names as keys, got {type(name).__name__}")
+        if name.endswith(BATCH_INFO + "input_ids"):
+            ids = as_int_array(v, f"{f}:{name}")
+        elif name.endswith(BATCH_INFO + "positions"):
+            pos = as_int_array(v, f"{f}:{name}")
+        elif entries is not None and name != "model":
+            for part, t in _parts(v):
+                if hasattr(t, "dim") and t.dim() == 2 and t.dtype.is_floating_point:
+                    key = name if part is None else f"{name}[{part}]"
+                    entries[key] = (pp_i, name, part, t.shape[1], dtype_name(t.dtype))
+    return ids, pos
 
 
 def _parts(v: Any) -> list[tuple[int | None, Any]]:
@@ -248,6 +261,46 @@ def _tags(name: str) -> dict[str, str]:
     return out
 
 
+def _dumper_tensors(
+    key: tuple[tuple[str, str], ...], items: list[tuple[int, int, Path]], everything: bool
+) -> list[HiddenTensor]:
+    """The tensors of one DUMPER series (its files in step order): its output, or each part of a
+    list or tuple output (and, for a layer's (hidden, residual) pair, their sum); those at no
+    residual-stream point only with ``everything``."""
+    name = dict(key)["name"]
+    if name.endswith(("input_ids", "positions", "seq_lens")):
+        return []
+    first = _value(items[0][2])
+    label = name + "".join(f"[{k}={v}]" for k, v in key if k != "name")
+    variants: list[tuple[str | int | None, Any]] = []
+    if isinstance(first, (list, tuple)):
+        if len(first) == 2 and LAYER_OUT.search(re.sub(r"\.output$", "", name.replace("non_intrusive__", ""))):
+            variants.append(("sum", first[0]))
+        variants += list(enumerate(first))
+    else:
+        variants.append((None, first))
+    out: list[HiddenTensor] = []
+    for part, t in variants:
+        if not hasattr(t, "dim") or not t.dtype.is_floating_point or t.dim() < 2:
+            continue
+        physical, role = _physical(name, part)
+        if physical is None and not everything:
+            continue
+        out.append(
+            HiddenTensor(
+                label if part is None else f"{label}[{part}]",
+                sum(_value_rows(f, part) for _, _, f in items),
+                t.shape[-1],
+                dtype_name(t.dtype),
+                role,
+                physical,
+                str(items[0][2].parent),
+                _dumper_loader([f for _, _, f in items], part),
+            )
+        )
+    return out
+
+
 def read_dumper(path: str | os.PathLike[str], *, rank: int = 0, everything: bool = False) -> Capture:
     root = Path(path)
     rank = integer(rank, "rank", NON_NEGATIVE)
@@ -280,44 +333,7 @@ def read_dumper(path: str | os.PathLike[str], *, rank: int = 0, everything: bool
 
     token_ids = series(lambda n: n.split(".")[-1] == "input_ids" or n.endswith("input_ids"))
     positions = series(lambda n: n.endswith("positions"))
-    tensors: list[HiddenTensor] = []
-    for key, items in groups.items():
-        tags = dict(key)
-        name = tags["name"]
-        if name.endswith("input_ids") or name.endswith("positions") or name.endswith("seq_lens"):
-            continue
-        first = _value(items[0][2])
-        label = name + "".join(f"[{k}={v}]" for k, v in key if k != "name")
-        variants: list[tuple[str | int | None, Any]] = []
-        if isinstance(first, (list, tuple)):
-            if len(first) == 2 and LAYER_OUT.search(re.sub(r"\.output$", "", name.replace("non_intrusive__", ""))):
-                variants.append(("sum", first[0]))
-            variants += [(i, t) for i, t in enumerate(first)]
-        else:
-            variants.append((None, first))
-        for part, t in variants:
-            if not hasattr(t, "dim") or not t.dtype.is_floating_point:
-                continue
-            t2 = t.reshape(-1, t.shape[-1]) if t.dim() >= 2 else None
-            if t2 is None:
-                continue
-            physical, role = _physical(name, part)
-            if physical is None and not everything:
-                continue
-            rows = sum(_value_rows(f, part) for _, _, f in items)
-            key_name = label if part is None else f"{label}[{part}]"
-            tensors.append(
-                HiddenTensor(
-                    key_name,
-                    rows,
-                    t2.shape[1],
-                    dtype_name(t.dtype),
-                    role,
-                    physical,
-                    str(items[0][2].parent),
-                    _dumper_loader([f for _, _, f in items], part),
-                )
-            )
+    tensors = [t for key, items in groups.items() for t in _dumper_tensors(key, items, everything)]
     if not tensors and not everything:
         return read_dumper(path, rank=rank, everything=True)
     tensors.sort(key=_order)

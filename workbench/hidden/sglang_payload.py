@@ -50,18 +50,8 @@ def is_payload(path: str | os.PathLike[str]) -> bool:
     return b"hidden_states" in head or b"meta_info" in head
 
 
-def read_payload(
-    path: str | os.PathLike[str],
-    *,
-    sample: int = 0,
-    offset: int | None = None,
-    slot_points: Sequence[str] | None = None,
-) -> Capture:
-    path = Path(path)
-    doc = strictjson.load_file(path, "response JSON")  # finite numbers, bounded nesting
-    sample = integer(sample, "sample", NON_NEGATIVE)
-    if offset is not None:
-        offset = integer(offset, "offset", NON_NEGATIVE)
+def _response(doc: Any, path: Path, sample: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The response object (sample ``sample`` of a list) and the request saved beside it."""
     request: dict[str, Any] = {}
     if isinstance(doc, dict) and "response" in doc:
         request = doc.get("request") or {}
@@ -82,13 +72,11 @@ def read_payload(
             request = {**request, "input_ids": request["input_ids"][sample]}
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a /generate response object")
-    meta = doc.get("meta_info") or {}
-    if not isinstance(meta, dict):
-        raise InputError(f"{path}: meta_info: expected an object, got {type(meta).__name__}")
-    hs = meta.get("hidden_states", doc.get("hidden_states"))
-    if not isinstance(hs, list) or not hs:
-        raise InputError(f"{path}: no meta_info.hidden_states (was the request sent with return_hidden_states?)")
+    return doc, request
 
+
+def _blocks(hs: list[Any], path: Path) -> list[np.ndarray]:
+    """The rows of each ``hidden_states`` entry (prefill, then one per decode step), empty ones left out."""
     blocks: list[np.ndarray] = []
     for i, entry in enumerate(hs):
         arr = _rows(entry, f"{path}: meta_info.hidden_states[{i}]") if entry is not None else None
@@ -103,6 +91,50 @@ def read_payload(
                 f"{path}: meta_info.hidden_states[{i}] has shape {list(arr.shape)}; expected rows of one width"
             )
         blocks.append(arr)
+    return blocks
+
+
+def _first_position(meta: dict[str, Any], prefill: int, offset: int | None, path: Path, notes: list[str]) -> int:
+    """The position of the first row: ``offset``, or where a prefix cache left fewer prefill rows
+    than prompt tokens, the cached tokens (said in ``notes``)."""
+    prompt_tokens = meta.get("prompt_tokens")
+    if prompt_tokens is not None:
+        prompt_tokens = integer(prompt_tokens, f"{path}: meta_info.prompt_tokens", NON_NEGATIVE, allow_str=False)
+    if offset is None and prompt_tokens is not None and prefill < prompt_tokens:
+        cached = meta.get("cached_tokens")
+        offset = (
+            integer(cached, f"{path}: meta_info.cached_tokens", NON_NEGATIVE, allow_str=False)
+            if cached
+            else prompt_tokens - prefill
+        )
+        notes.append(
+            f"prefill rows cover {prefill} of {prompt_tokens} prompt tokens "
+            f"(prefix cache): rows start at position {offset}"
+        )
+    return int(offset or 0)
+
+
+def read_payload(
+    path: str | os.PathLike[str],
+    *,
+    sample: int = 0,
+    offset: int | None = None,
+    slot_points: Sequence[str] | None = None,
+) -> Capture:
+    path = Path(path)
+    doc = strictjson.load_file(path, "response JSON")  # finite numbers, bounded nesting
+    sample = integer(sample, "sample", NON_NEGATIVE)
+    if offset is not None:
+        offset = integer(offset, "offset", NON_NEGATIVE)
+    doc, request = _response(doc, path, sample)
+    meta = doc.get("meta_info") or {}
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: meta_info: expected an object, got {type(meta).__name__}")
+    hs = meta.get("hidden_states", doc.get("hidden_states"))
+    if not isinstance(hs, list) or not hs:
+        raise InputError(f"{path}: no meta_info.hidden_states (was the request sent with return_hidden_states?)")
+
+    blocks = _blocks(hs, path)
     if not blocks:
         raise InputError(f"{path}: meta_info.hidden_states holds no rows")
     widths = {b.shape[1] for b in blocks}
@@ -115,21 +147,7 @@ def read_payload(
     rows, width = data.shape
 
     notes: list[str] = []
-    prompt_tokens = meta.get("prompt_tokens")
-    if prompt_tokens is not None:
-        prompt_tokens = integer(prompt_tokens, f"{path}: meta_info.prompt_tokens", NON_NEGATIVE, allow_str=False)
-    if offset is None and prompt_tokens is not None and blocks[0].shape[0] < prompt_tokens:
-        cached = meta.get("cached_tokens")
-        offset = (
-            integer(cached, f"{path}: meta_info.cached_tokens", NON_NEGATIVE, allow_str=False)
-            if cached
-            else prompt_tokens - blocks[0].shape[0]
-        )
-        notes.append(
-            f"prefill rows cover {blocks[0].shape[0]} of {prompt_tokens} prompt tokens "
-            f"(prefix cache): rows start at position {offset}"
-        )
-    start = int(offset or 0)
+    start = _first_position(meta, int(blocks[0].shape[0]), offset, path, notes)
     ids = None
     inp = request.get("input_ids", doc.get("input_ids"))
     out = doc.get("output_ids", meta.get("output_ids"))

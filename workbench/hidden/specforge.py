@@ -84,9 +84,49 @@ def read_file(
     vocab_size: int | None = None,
     strip_padding: bool = True,
 ) -> Capture:
+    f = Path(f)
+    ids, mask, aux, last = _checked(f)
+    if slots is not None:
+        slots = integer(slots, "slots", Range(1, MAX_AUX))
+    if layer_ids is not None:
+        layer_ids = [integer(i, f"layer_ids[{j}]") for j, i in enumerate(layer_ids)]
+    if vocab_size is not None:
+        vocab_size = integer(vocab_size, "vocab_size", Range(1, MAX_VOCAB))
+    notes: list[str] = []
+    k, h, is_logits = _layout(f, aux.shape[1], last.shape[1], slots, layer_ids, vocab_size, notes)
+    length = _length(f, ids, mask, aux.shape[0], last.shape[0], is_logits, strip_padding, notes)
+
+    src = str(f)
+    dtype = dtype_name(aux.dtype)
+    tensors: list[HiddenTensor] = []
+    for i in range(k):
+        physical = f"out({int(layer_ids[i])})" if layer_ids and i < len(layer_ids) else None
+        tensors.append(
+            HiddenTensor(f"aux[{i}]", length, h, dtype, SLOT, physical, src, _slice(aux, length, i * h, (i + 1) * h))
+        )
+    width = last.shape[1] if is_logits else h
+    role, physical = (LOGITS, None) if is_logits else (FINAL, "final-postnorm")
+    tensors.append(
+        HiddenTensor(
+            "hidden_state", length, width, dtype_name(last.dtype), role, physical, src, _slice(last, length, 0, width)
+        )
+    )
+    return Capture(
+        src,
+        "specforge",
+        tensors,
+        token_ids=ids[:length].copy(),
+        positions=np.arange(length, dtype=np.int64),
+        loss_mask=mask[:length].copy(),
+        notes=notes,
+        meta={"slots": k, "hidden_size": h, "variant": "logits" if is_logits else "hidden", "file_rows": len(ids)},
+    )
+
+
+def _checked(f: Path) -> tuple[np.ndarray, np.ndarray, torch.Tensor, torch.Tensor]:
+    """The file's input ids, loss mask, aux hidden states and hidden state, each checked."""
     import torch
 
-    f = Path(f)
     raw = load_pt(f)
     if not isinstance(raw, dict):
         raise InputError(f"{f}: expected a dict with keys {', '.join(REQUIRED)}, got {type(raw).__name__}")
@@ -108,16 +148,21 @@ def read_file(
                 f"{f}: {key} is {str(t.dtype).replace('torch.', '')} {list(t.shape)}; "
                 "expected floating-point rows of a non-zero width"
             )
-    if slots is not None:
-        slots = integer(slots, "slots", Range(1, MAX_AUX))
-    if layer_ids is not None:
-        layer_ids = [integer(i, f"layer_ids[{j}]") for j, i in enumerate(layer_ids)]
-    if vocab_size is not None:
-        vocab_size = integer(vocab_size, "vocab_size", Range(1, MAX_VOCAB))
-    notes: list[str] = []
+    return ids, mask, aux, last
 
+
+def _layout(
+    f: Path,
+    a_w: int,
+    l_w: int,
+    slots: int | None,
+    layer_ids: Sequence[int] | None,
+    vocab_size: int | None,
+    notes: list[str],
+) -> tuple[int, int, bool]:
+    """``(slots, slot width, whether hidden_state holds logits)`` from the widths of
+    aux_hidden_state (``a_w``) and hidden_state (``l_w``) and what the caller knows."""
     k = slots if slots is not None else (len(layer_ids) if layer_ids else None)
-    a_w, l_w = aux.shape[1], last.shape[1]
     if vocab_size is not None:
         is_logits = l_w == vocab_size
     elif k is not None:
@@ -128,83 +173,48 @@ def read_file(
         k = a_w // l_w
     if is_logits:
         notes.append(
-            f"hidden_state holds logits ({last.shape[1]} wide): the HF-capture variant; "
-            "no final hidden state in this file"
+            f"hidden_state holds logits ({l_w} wide): the HF-capture variant; no final hidden state in this file"
         )
     k = k or 3
     if k > MAX_AUX:
         raise InputError(
             f"{f}: aux_hidden_state {a_w} wide over hidden_state {l_w} wide makes {k} slots; expected at most {MAX_AUX}"
         )
-    if aux.shape[1] % k:
-        raise InputError(f"{f}: aux_hidden_state width {aux.shape[1]} is not {k} slots of equal width")
-    h = aux.shape[1] // k
-    if not is_logits and last.shape[1] != h:
-        raise InputError(
-            f"{f}: hidden_state width {last.shape[1]} != slot width {h} (aux_hidden_state {aux.shape[1]} / {k} slots)"
-        )
+    if a_w % k:
+        raise InputError(f"{f}: aux_hidden_state width {a_w} is not {k} slots of equal width")
+    h = a_w // k
+    if not is_logits and l_w != h:
+        raise InputError(f"{f}: hidden_state width {l_w} != slot width {h} (aux_hidden_state {a_w} / {k} slots)")
+    return k, h, is_logits
 
+
+def _length(
+    f: Path,
+    ids: np.ndarray,
+    mask: np.ndarray,
+    aux_rows: int,
+    last_rows: int,
+    is_logits: bool,
+    strip_padding: bool,
+    notes: list[str],
+) -> int:
+    """The tokens the file holds rows for, trailing padding stripped."""
     length = len(ids)
-    if aux.shape[0] > length:
-        raise InputError(f"{f}: aux_hidden_state has {aux.shape[0]} rows for {length} input_ids")
-    if aux.shape[0] < length:
-        notes.append(f"aux_hidden_state covers {aux.shape[0]} of {length} input_ids (rest treated as padding)")
-        length = aux.shape[0]
+    if aux_rows > length:
+        raise InputError(f"{f}: aux_hidden_state has {aux_rows} rows for {length} input_ids")
+    if aux_rows < length:
+        notes.append(f"aux_hidden_state covers {aux_rows} of {length} input_ids (rest treated as padding)")
+        length = aux_rows
     if is_logits:
-        length = min(length, last.shape[0])
-    elif last.shape[0] < length:
-        raise InputError(f"{f}: hidden_state has {last.shape[0]} rows for {length} tokens")
+        length = min(length, last_rows)
+    elif last_rows < length:
+        raise InputError(f"{f}: hidden_state has {last_rows} rows for {length} tokens")
     if strip_padding:
         pad = _trailing_pad(ids[:length], mask[:length])
         if pad:
             notes.append(f"stripped {pad} trailing padding rows (input_ids 0, loss_mask 0)")
             length -= pad
-
-    src = str(f)
-    dtype = dtype_name(aux.dtype)
-    tensors: list[HiddenTensor] = []
-    for i in range(k):
-        physical = f"out({int(layer_ids[i])})" if layer_ids and i < len(layer_ids) else None
-        tensors.append(
-            HiddenTensor(f"aux[{i}]", length, h, dtype, SLOT, physical, src, _slice(aux, length, i * h, (i + 1) * h))
-        )
-    if is_logits:
-        tensors.append(
-            HiddenTensor(
-                "hidden_state",
-                length,
-                last.shape[1],
-                dtype_name(last.dtype),
-                LOGITS,
-                None,
-                src,
-                _slice(last, length, 0, last.shape[1]),
-            )
-        )
-    else:
-        tensors.append(
-            HiddenTensor(
-                "hidden_state",
-                length,
-                h,
-                dtype_name(last.dtype),
-                FINAL,
-                "final-postnorm",
-                src,
-                _slice(last, length, 0, h),
-            )
-        )
-    cap = Capture(
-        src,
-        "specforge",
-        tensors,
-        token_ids=ids[:length].copy(),
-        positions=np.arange(length, dtype=np.int64),
-        loss_mask=mask[:length].copy(),
-        notes=notes,
-        meta={"slots": k, "hidden_size": h, "variant": "logits" if is_logits else "hidden", "file_rows": len(ids)},
-    )
-    return cap
+    return length
 
 
 def _rows2d(t: torch.Tensor, f: Path, key: str) -> torch.Tensor:

@@ -14,14 +14,14 @@ The result says how many tokens were compared and how many were dropped on each 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from workbench.errors import InputError
 from workbench.hidden.view import Capture
 
-Index = Union[slice, np.ndarray]
+Index = slice | np.ndarray
 
 
 @dataclass

@@ -15,36 +15,36 @@ from typing import Any
 from workbench.errors import InputError
 from workbench.hosts.base import (
     ANY,
-    CasConflict,
-    ChangedHostKey,
+    CasConflictError,
+    ChangedHostKeyError,
     FileStat,
     Host,
     HostError,
     HostKeyError,
-    HostTimeout,
-    HostUnreachable,
-    RevokedHostKey,
+    HostTimeoutError,
+    HostUnreachableError,
+    RevokedHostKeyError,
     RunResult,
     Tunnel,
-    UnknownHostKey,
+    UnknownHostKeyError,
 )
 from workbench.numbers import Range, number
 
 __all__ = [
     "ANY",
-    "CasConflict",
-    "ChangedHostKey",
+    "CasConflictError",
+    "ChangedHostKeyError",
     "FileStat",
     "Host",
     "HostError",
     "HostKeyError",
-    "HostTimeout",
-    "HostUnreachable",
+    "HostTimeoutError",
+    "HostUnreachableError",
     "Hosts",
-    "RevokedHostKey",
+    "RevokedHostKeyError",
     "RunResult",
     "Tunnel",
-    "UnknownHostKey",
+    "UnknownHostKeyError",
     "host_settings",
 ]
 

@@ -12,7 +12,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, Union
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
@@ -25,11 +25,11 @@ class HostError(WorkbenchError):
     """A host could not do what was asked (unreachable, timed out, a file operation failed)."""
 
 
-class HostUnreachable(HostError):
+class HostUnreachableError(HostError):
     pass
 
 
-class HostTimeout(HostError):
+class HostTimeoutError(HostError):
     pass
 
 
@@ -37,7 +37,7 @@ class HostKeyError(HostError):
     """Host key verification failed; nothing was sent to the host."""
 
 
-class UnknownHostKey(HostKeyError):
+class UnknownHostKeyError(HostKeyError):
     def __init__(self, host: str, where: str, key_type: str, fingerprint: str, known_hosts: str):
         self.host, self.where, self.key_type, self.fingerprint = host, where, key_type, fingerprint
         self.known_hosts = known_hosts
@@ -47,7 +47,7 @@ class UnknownHostKey(HostKeyError):
         )
 
 
-class ChangedHostKey(HostKeyError):
+class ChangedHostKeyError(HostKeyError):
     def __init__(self, host: str, where: str, key_type: str, fingerprint: str, expected: str, known_hosts: str):
         self.host, self.where, self.key_type, self.fingerprint = host, where, key_type, fingerprint
         self.expected, self.known_hosts = expected, known_hosts
@@ -59,7 +59,7 @@ class ChangedHostKey(HostKeyError):
         )
 
 
-class RevokedHostKey(ChangedHostKey):
+class RevokedHostKeyError(ChangedHostKeyError):
     """The host presents a key that known_hosts marks ``@revoked``: never accepted, never trusted."""
 
     def __init__(self, host: str, where: str, key_type: str, fingerprint: str, known_hosts: str):
@@ -72,7 +72,7 @@ class RevokedHostKey(ChangedHostKey):
         )
 
 
-class CasConflict(HostError):
+class CasConflictError(HostError):
     """A compare-and-swap write found content other than the expected version."""
 
     def __init__(self, location: str, expected: str | None, actual: str | None):
@@ -89,7 +89,7 @@ class _AnyVersion(enum.Enum):
 
 
 ANY: Final = _AnyVersion.ANY  # write_bytes(expect=ANY): no compare-and-swap
-Expect = Union[str, None, _AnyVersion]  # write_bytes(expect=): a sha256, None (must not exist), or ANY
+Expect = str | None | _AnyVersion  # write_bytes(expect=): a sha256, None (must not exist), or ANY
 
 
 @dataclass
@@ -211,7 +211,7 @@ class Host:
 
     def write_bytes(self, path: str, data: bytes, *, expect: Expect = ANY, mode: int | None = None) -> str:
         """Atomic write (temp file + rename). ``expect``: the sha256 the current content must have,
-        or None for "must not exist"; raises CasConflict otherwise. Returns the new sha256."""
+        or None for "must not exist"; raises CasConflictError otherwise. Returns the new sha256."""
         raise NotImplementedError
 
     def stat(self, path: str) -> FileStat | None:

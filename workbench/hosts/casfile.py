@@ -13,9 +13,12 @@ SSH hosts, where this same file runs under the host's python with the bytes on s
   rename (the window shrinks to that one rename).
 - "Must not exist" is ``link(tmp, path)``, which never replaces a file that appeared meanwhile.
 
-Standard library only: the file is sent as it is to a host's python (``python -c SOURCE JSON``).
+Standard library only: the file is sent as it is to a host's python (``python -c SOURCE JSON``),
+which may be as old as 3.8: annotations evaluated where a function is defined are written as
+strings, so a newer spelling is never run there.
 """
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -28,18 +31,19 @@ from typing import Any
 ANY = "*"  # expect: write whatever is there now (no compare)
 LOCK_WAIT = 30.0  # seconds to wait for a live writer to finish
 RENAME_EXCHANGE = 2
+AT_FDCWD = -100  # renameat2's "relative to the working directory"
 PAUSE_AT = "EAGLE_WORKBENCH_PAUSE_AT"  # test hook: point[,point] where a writer pauses
 PAUSE_DIR = "EAGLE_WORKBENCH_PAUSE_DIR"  # ... announcing itself as DIR/POINT.PID until DIR/POINT.go
 PAUSE_MAX = "EAGLE_WORKBENCH_PAUSE_MAX"  # ... for at most this many seconds (default 60)
 
 
-class Conflict(Exception):
-    def __init__(self, expected: str | None, actual: str | None, note: str = "") -> None:
+class ConflictError(Exception):
+    def __init__(self, expected: "str | None", actual: "str | None", note: str = "") -> None:
         super().__init__(expected, actual)
         self.expected, self.actual, self.note = expected, actual, note
 
 
-class Busy(Exception):
+class BusyError(Exception):
     """A live writer held the lock for the whole wait."""
 
 
@@ -50,7 +54,7 @@ def pause(point: str) -> None:
     if not folder or point not in at.split(","):
         return
     # Written aside then renamed: a watcher that sees the name always reads the whole pid.
-    name = "%s.%d" % (point, os.getpid())
+    name = f"{point}.{os.getpid()}"
     aside = os.path.join(folder, "." + name)
     with open(aside, "w") as fh:
         fh.write(str(os.getpid()))
@@ -68,7 +72,7 @@ def hook(point: str) -> None:
     HOOK(point)
 
 
-def sha256_of(path: str) -> str | None:
+def sha256_of(path: str) -> "str | None":
     """The file's sha256, or None when there is none."""
     h = hashlib.sha256()
     try:
@@ -82,7 +86,7 @@ def sha256_of(path: str) -> str | None:
 
 def lock_path(path: str) -> str:
     folder, base = os.path.split(os.path.abspath(path))
-    return os.path.join(folder, ".%s.wblock" % base)
+    return os.path.join(folder, f".{base}.wblock")
 
 
 def _lock(path: str, wait: float) -> "tuple[int, str]":
@@ -101,7 +105,7 @@ def _lock(path: str, wait: float) -> "tuple[int, str]":
                 os.rmdir(lp)
                 continue
             except OSError:
-                raise Busy("%s: a lock directory of an older writer is in the way" % lp) from None
+                raise BusyError(f"{lp}: a lock directory of an older writer is in the way") from None
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -109,7 +113,7 @@ def _lock(path: str, wait: float) -> "tuple[int, str]":
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise Busy("%s: another writer (alive) held the lock for %g s" % (lp, wait)) from None
+                    raise BusyError(f"{lp}: another writer (alive) held the lock for {wait:g} s") from None
                 time.sleep(0.005)
         mine = os.fstat(fd)
         try:
@@ -123,10 +127,8 @@ def _lock(path: str, wait: float) -> "tuple[int, str]":
 
 def _unlock(lock: "tuple[int, str]") -> None:
     fd, lp = lock
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(lp)
-    except OSError:
-        pass
     os.close(fd)
 
 
@@ -139,7 +141,6 @@ def _exchange(a: str, b: str) -> bool:
         fn = libc.renameat2
     except (OSError, AttributeError):
         return False
-    AT_FDCWD = -100
     if fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
         return True
     err = ctypes.get_errno()
@@ -151,18 +152,16 @@ def _exchange(a: str, b: str) -> bool:
 def clean_temps(folder: str, base: str) -> int:
     """Temp files of writers that died (only a lock holder creates them, and we hold the lock)."""
     removed = 0
-    prefix = ".%s." % base
+    prefix = f".{base}."
     try:
         names = os.listdir(folder)
     except OSError:
         return 0
     for n in names:
         if n.startswith(prefix) and (n.endswith(".tmp") or n.endswith(".tmp.old")):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, n))
                 removed += 1
-            except OSError:
-                pass
     return removed
 
 
@@ -172,18 +171,17 @@ def _fsync_dir(folder: str) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def cas_write(
-    path: str, data: bytes, expect: str | None, mode: int | None = None, wait: float = LOCK_WAIT
+    path: str, data: bytes, expect: "str | None", mode: "int | None" = None, wait: float = LOCK_WAIT
 ) -> "dict[str, Any]":
     """Replace ``path`` with ``data`` iff its sha256 is ``expect`` (None: it must not exist; ANY: no
-    check). Raises Conflict (nothing written), Busy, or OSError. Returns what happened."""
+    check). Raises ConflictError (nothing written), BusyError, or OSError. Returns what happened."""
     path = os.path.abspath(path)
     folder, base = os.path.split(path)
     new_sha = hashlib.sha256(data).hexdigest()
@@ -192,67 +190,76 @@ def cas_write(
         removed = clean_temps(folder, base)
         hook("locked")
         current = sha256_of(path)
-        if expect != ANY and current != expect:
-            raise Conflict(expect, current)
+        if expect not in (ANY, current):
+            raise ConflictError(expect, current)
         if mode is None:
             try:
                 mode = os.stat(path).st_mode & 0o7777
             except FileNotFoundError:
                 mode = 0o644
-        tmp = os.path.join(folder, ".%s.%d-%s.tmp" % (base, os.getpid(), secrets.token_hex(4)))
+        tmp = os.path.join(folder, f".{base}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
         try:
-            with open(tmp, "xb") as fh:
-                view = memoryview(data)
-                for i in range(0, len(view), 1 << 20):
-                    fh.write(view[i : i + (1 << 20)])
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, mode)
+            _write_temp(tmp, data, mode)
             hook("window")  # checked; not swapped yet
-            if expect == ANY:
-                os.replace(tmp, path)
-            elif current is None:
-                try:
-                    os.link(tmp, path)  # never replaces a file that appeared meanwhile
-                except FileExistsError:
-                    raise Conflict(expect, sha256_of(path)) from None
-                os.unlink(tmp)
-            elif _exchange(tmp, path):
-                was = sha256_of(tmp)  # what the path held at the instant of the swap
-                if was != current:
-                    _exchange(tmp, path)  # a hand edit came in between: put it back
-                    note = ""
-                    if sha256_of(tmp) != new_sha:
-                        keep = os.path.join(folder, "%s.conflict-%d" % (base, int(time.time())))
-                        os.replace(tmp, keep)
-                        note = "a further edit was kept in " + keep
-                    raise Conflict(expect, was, note)
-                os.unlink(tmp)
-            else:
-                aside = tmp + ".old"
-                try:
-                    os.link(path, aside)
-                except FileNotFoundError:
-                    raise Conflict(expect, None) from None
-                try:
-                    if sha256_of(aside) != current:
-                        raise Conflict(expect, sha256_of(aside))
-                    os.rename(tmp, path)
-                finally:
-                    try:
-                        os.unlink(aside)
-                    except OSError:
-                        pass
+            _swap(tmp, path, expect, current, new_sha)
         finally:
             if os.path.exists(tmp):
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(tmp)
-                except OSError:
-                    pass
         _fsync_dir(folder)
         return {"sha256": new_sha, "previous": current, "removed_temps": removed}
     finally:
         _unlock(lock)
+
+
+def _write_temp(tmp: str, data: bytes, mode: int) -> None:
+    """``data`` into a new file ``tmp``, on disk before it is swapped in."""
+    with open(tmp, "xb") as fh:
+        view = memoryview(data)
+        for i in range(0, len(view), 1 << 20):
+            fh.write(view[i : i + (1 << 20)])
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, mode)
+
+
+def _swap(tmp: str, path: str, expect: "str | None", current: "str | None", new_sha: str) -> None:
+    """``tmp`` into ``path``, which held ``current`` when checked: replaced (ANY), linked where
+    nothing may exist, exchanged (a hand edit that came in between is put back), or, where the
+    filesystem cannot exchange, renamed after a last check through a hard link."""
+    folder, base = os.path.split(path)
+    if expect == ANY:
+        os.replace(tmp, path)
+    elif current is None:
+        try:
+            os.link(tmp, path)  # never replaces a file that appeared meanwhile
+        except FileExistsError:
+            raise ConflictError(expect, sha256_of(path)) from None
+        os.unlink(tmp)
+    elif _exchange(tmp, path):
+        was = sha256_of(tmp)  # what the path held at the instant of the swap
+        if was != current:
+            _exchange(tmp, path)  # a hand edit came in between: put it back
+            note = ""
+            if sha256_of(tmp) != new_sha:
+                keep = os.path.join(folder, f"{base}.conflict-{int(time.time())}")
+                os.replace(tmp, keep)
+                note = "a further edit was kept in " + keep
+            raise ConflictError(expect, was, note)
+        os.unlink(tmp)
+    else:
+        aside = tmp + ".old"
+        try:
+            os.link(path, aside)
+        except FileNotFoundError:
+            raise ConflictError(expect, None) from None
+        try:
+            if sha256_of(aside) != current:
+                raise ConflictError(expect, sha256_of(aside))
+            os.rename(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(aside)
 
 
 def main() -> None:
@@ -267,9 +274,9 @@ def main() -> None:
     else:
         try:
             out = {"ok": cas_write(req["path"], data, req["expect"], req.get("mode"), req.get("wait", LOCK_WAIT))}
-        except Conflict as c:
+        except ConflictError as c:
             out = {"conflict": True, "expected": c.expected, "actual": c.actual, "note": c.note}
-        except Busy as b:
+        except BusyError as b:
             out = {"busy": str(b)}
         except OSError as e:
             out = {"oserror": e.errno, "strerror": e.strerror, "filename": e.filename}

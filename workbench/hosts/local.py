@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 
 from workbench.hosts.base import (
     ANY,
-    CasConflict,
+    CasConflictError,
     Expect,
     FileStat,
     Host,
     HostError,
-    HostTimeout,
+    HostTimeoutError,
     RunResult,
     Tunnel,
     check_argv,
@@ -55,7 +55,7 @@ class LocalHost(Host):
                 stdin=None if input is not None else subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
-            raise HostTimeout(f"{self.name}: {argv[0]} did not finish within {timeout:g} s") from None
+            raise HostTimeoutError(f"{self.name}: {argv[0]} did not finish within {timeout:g} s") from None
         except FileNotFoundError:
             return RunResult(argv, 127, b"", f"{argv[0]}: not found".encode(), time.monotonic() - t0)
         except OSError as exc:
@@ -82,9 +82,9 @@ class LocalHost(Host):
         path = os.path.abspath(path)
         try:
             casfile.cas_write(path, data, casfile.ANY if expect is ANY else expect, mode)
-        except casfile.Conflict as c:
-            raise CasConflict(self.location(path), c.expected, c.actual) from None
-        except casfile.Busy as b:
+        except casfile.ConflictError as c:
+            raise CasConflictError(self.location(path), c.expected, c.actual) from None
+        except casfile.BusyError as b:
             raise HostError(f"{self.location(path)}: {b}") from None
         except OSError as exc:
             raise HostError(f"{self.location(path)}: cannot write: {exc.strerror}") from None

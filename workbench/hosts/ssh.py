@@ -9,6 +9,7 @@ retried once). Commands are argv joined with ``shlex`` quoting; env goes through
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import hashlib
 import json
@@ -20,25 +21,26 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from workbench.errors import InputError
 from workbench.hosts import known_hosts
 from workbench.hosts.base import (
     ANY,
-    CasConflict,
-    ChangedHostKey,
+    CasConflictError,
+    ChangedHostKeyError,
     Expect,
     FileStat,
     Host,
     HostError,
     HostKeyError,
-    HostTimeout,
-    HostUnreachable,
-    RevokedHostKey,
+    HostTimeoutError,
+    HostUnreachableError,
+    RevokedHostKeyError,
     RunResult,
     Tunnel,
-    UnknownHostKey,
+    UnknownHostKeyError,
     command_line,
     sha256,
 )
@@ -167,19 +169,19 @@ class SSHHost(Host):
                     self,
                 )
             except Exception as exc:
-                raise HostUnreachable(
+                raise HostUnreachableError(
                     f"host {self.name}: jump host {hop} cannot reach {r.hostname}:{r.port}: {exc}"
                 ) from None
         try:
             return _Counted(socket.create_connection((r.hostname, r.port), timeout=r.connect_timeout), self)
         except socket.gaierror:
-            raise HostUnreachable(f"host {self.name}: cannot resolve {r.hostname}") from None
+            raise HostUnreachableError(f"host {self.name}: cannot resolve {r.hostname}") from None
         except TimeoutError:
-            raise HostUnreachable(
+            raise HostUnreachableError(
                 f"host {self.name}: {r.hostname}:{r.port} did not answer within {r.connect_timeout:g} s"
             ) from None
         except OSError as exc:
-            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc.strerror or exc}") from None
+            raise HostUnreachableError(f"host {self.name}: {r.hostname}:{r.port}: {exc.strerror or exc}") from None
 
     def _connect(self) -> paramiko.SSHClient:
         import paramiko
@@ -219,10 +221,10 @@ class SSHHost(Host):
         except paramiko.BadHostKeyException as exc:
             client.close()
             if kh.is_revoked(exc.key):
-                raise RevokedHostKey(
+                raise RevokedHostKeyError(
                     self.name, r.known_hosts_name, exc.key.get_name(), fingerprint(exc.key), r.known_hosts
                 ) from None
-            raise ChangedHostKey(
+            raise ChangedHostKeyError(
                 self.name,
                 r.known_hosts_name,
                 exc.key.get_name(),
@@ -238,7 +240,7 @@ class SSHHost(Host):
             ) from None
         except (paramiko.SSHException, EOFError, OSError) as exc:
             client.close()
-            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc}") from None
+            raise HostUnreachableError(f"host {self.name}: {r.hostname}:{r.port}: {exc}") from None
         transport = client.get_transport()
         transport.set_keepalive(15)
         self._client = client
@@ -279,17 +281,17 @@ class SSHHost(Host):
             return fn()
         except (OSError, paramiko.SSHException, EOFError, ConnectionError) as exc:
             if isinstance(exc, socket.timeout):
-                raise HostTimeout(f"host {self.name}: timed out") from None
+                raise HostTimeoutError(f"host {self.name}: timed out") from None
             with self._lock:
                 self._drop()
             if not idempotent:
-                raise HostUnreachable(f"host {self.name}: connection lost ({exc}); not retried") from None
+                raise HostUnreachableError(f"host {self.name}: connection lost ({exc}); not retried") from None
             try:
                 return fn()
             except (OSError, paramiko.SSHException, EOFError, ConnectionError) as exc2:
                 with self._lock:
                     self._drop()
-                raise HostUnreachable(f"host {self.name}: connection lost: {exc2}") from None
+                raise HostUnreachableError(f"host {self.name}: connection lost: {exc2}") from None
 
     # -- commands ---------------------------------------------------------------------------------
     def run(
@@ -337,7 +339,7 @@ class SSHHost(Host):
                         continue
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise HostTimeout(f"host {self.name}: {argv[0]} did not finish within {timeout:g} s")
+                        raise HostTimeoutError(f"host {self.name}: {argv[0]} did not finish within {timeout:g} s")
                     select.select([chan], [], [], min(remaining, 0.05))
                 rc = chan.recv_exit_status()
                 return RunResult(argv, rc, bytes(out), bytes(err), time.monotonic() - t0)
@@ -417,7 +419,7 @@ class SSHHost(Host):
         if "ok" in out:
             return sha256(data)
         if out.get("conflict"):
-            raise CasConflict(self.location(path), out.get("expected"), out.get("actual"))
+            raise CasConflictError(self.location(path), out.get("expected"), out.get("actual"))
         if "busy" in out:
             raise HostError(f"{self.location(path)}: {out['busy']}")
         if out.get("oserror") == errno.ENOENT:
@@ -448,7 +450,7 @@ class SSHHost(Host):
             t.start_client(timeout=r.connect_timeout)
             return t.get_remote_server_key()
         except (paramiko.SSHException, EOFError, OSError) as exc:
-            raise HostUnreachable(f"host {self.name}: {r.hostname}:{r.port}: {exc}") from None
+            raise HostUnreachableError(f"host {self.name}: {r.hostname}:{r.port}: {exc}") from None
         finally:
             t.close()
             if self._jump is not None:
@@ -497,10 +499,8 @@ class _Forwarder:
 
     def stop(self) -> None:
         self.stopped.set()
-        try:
+        with contextlib.suppress(OSError):
             self.server.close()
-        except OSError:
-            pass
 
     def _accept(self) -> None:
         while not self.stopped.is_set():
@@ -553,13 +553,13 @@ def _refuse_unless_trusted(name: str, r: Resolved, kh: known_hosts.KnownHosts, k
     with keys of another type: a changed key type is a changed key), or unknown (trust it explicitly)."""
     fp = fingerprint(key)
     if kh.is_revoked(key):
-        raise RevokedHostKey(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
+        raise RevokedHostKeyError(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
     have = kh.lookup(r.known_hosts_name)
     if have and all(k != key for k in have.values()):
         expected = ", ".join(f"{t} {fingerprint(k)}" for t, k in sorted(have.items()))
-        raise ChangedHostKey(name, r.known_hosts_name, key.get_name(), fp, expected, r.known_hosts)
+        raise ChangedHostKeyError(name, r.known_hosts_name, key.get_name(), fp, expected, r.known_hosts)
     if not have:
-        raise UnknownHostKey(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
+        raise UnknownHostKeyError(name, r.known_hosts_name, key.get_name(), fp, r.known_hosts)
 
 
 def trust_key(host: SSHHost, expected_fingerprint: str | None = None) -> dict[str, Any]:
@@ -584,14 +584,12 @@ def trust_key(host: SSHHost, expected_fingerprint: str | None = None) -> dict[st
             "added": False,
             "known_hosts": r.known_hosts,
         }
-    try:
+    with contextlib.suppress(UnknownHostKeyError):  # the one case trust is for
         _refuse_unless_trusted(host.name, r, kh, key)
-    except UnknownHostKey:
-        pass  # the one case trust is for
     os.makedirs(os.path.dirname(os.path.abspath(r.known_hosts)), exist_ok=True)
     local = LocalHost()
     exists = os.path.exists(r.known_hosts)
-    raw = open(r.known_hosts, "rb").read() if exists else b""
+    raw = Path(r.known_hosts).read_bytes() if exists else b""
     sep = b"\n" if raw and not raw.endswith(b"\n") else b""
     line = f"{r.known_hosts_name} {key.get_name()} {key.get_base64()}\n".encode()
     local.write_bytes(

@@ -402,14 +402,13 @@ def vllm_world(out: Path, trained: list[int], broken: list[int], num_layers: int
 def ids_for_points(engine: str, points: Sequence[str], num_layers: int, arch: str = "LlamaForCausalLM") -> list[int]:
     """The config ids under which ``engine`` captures ``points`` (one id each), found by asking the
     engine's rule (read from its code) what each candidate id captures."""
-    from workbench.doctor.engines import engine_rule
+    from workbench.engine import capture
 
-    rule = engine_rule(engine, arch)
     found: dict[str, int] = {}
     for i in range(-1, num_layers + 2):
-        got = rule.capture([i], num_layers).points
-        if got and got[0] is not None and str(got[0]) in points:
-            found.setdefault(str(got[0]), i)
+        got = capture(engine, arch=arch, num_layers=num_layers, ids=[i]).points
+        if got and got[0] in points:
+            found.setdefault(got[0], i)
     missing = [p for p in points if p not in found]
     if missing:
         raise ValueError(f"{engine} captures none of {', '.join(missing)} for any id")
@@ -427,7 +426,7 @@ def measured_points(
     return {
         name: [
             str(p)
-            for p in code_capture(MEASURE_ENGINE, arch=arch, num_layers=num_layers, ids=ids)[0].points
+            for p in code_capture(MEASURE_ENGINE, archs=[arch], num_layers=num_layers, ids=ids)[0].points
             if p != "missing"
         ]
         for name, ids in variants.items()
@@ -543,9 +542,7 @@ def measure_many(world: Path, jobs: Sequence[Job], new_tokens: int, threads: int
     the next piece and keeping the engines it made: a job's accept length is its accepted tokens
     over its verify rounds summed over its pieces, the same figure as one engine decoding all its
     prompts in turn, and the workers end together (whole jobs, of unequal length -- a broken draft
-    decodes in more rounds -- left one worker alone at the end: the tiny world's five jobs took
-    10.9 and 15.0 s in pieces against 12.9 and 16.7 s whole, in alternating runs on a 2-core AMD
-    EPYC whose speed drifted)."""
+    decodes in more rounds -- left one worker alone at the end)."""
     global _JOBS
     pieces = [(j, i) for j, (_, prompts, _) in enumerate(jobs) for i in range(0, len(prompts), PIECE_PROMPTS)]
     workers = max(1, min(int(threads), len(pieces)))

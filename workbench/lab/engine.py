@@ -5,9 +5,8 @@ draft's ``eagle_config`` ids: the rule comes from the extractor run on that rele
 (``workbench.engine.code``: the installed SGLang or the release's wheel, never the table), the
 CUDA-graph default override included: with CUDA graphs on, the verify rounds capture what the
 release's decode graphs capture, the prefill what its eager path does. Wrong ids therefore feed
-the drafter wrong features and really lower accept length. ``vllm==X`` takes vLLM's rule as read from
-vLLM's code by the capture package (``workbench.engine.capture`` where it answers vLLM, else the table
-``workbench.engine.vllm_rules`` generated from vLLM's source, through ``workbench.doctor.engines``).
+the drafter wrong features and really lower accept length. ``vllm==X`` reads that vLLM release's
+code the same way (the installed vLLM when it is that release, else its wheel).
 
 Decoding invariant (chain, topk = 1): for a committed sequence ``x_0..x_{n-1}`` the target KV cache
 holds positions ``0..n-2`` and the drafter cache holds pairs ``(g_t, x_{t+1})`` for ``t = 0..n-2``.
@@ -17,13 +16,12 @@ target cache and extends the drafter with the ``a + 1`` new pairs built from the
 
 API: ``LabEngine(target_dir, draft_dir=None, dtype=..., engine=..., arch=None, num_steps=...)``;
 ``engine.generate(input_ids, max_new_tokens, ignore_eos=False, return_hidden=False)`` -> ``GenOutput``;
-``engine.warmup()``; ``engine.capture`` (an ``EngineCapture`` for SGLang, a ``CaptureResult`` for vLLM);
+``engine.warmup()``; ``engine.capture`` (an ``EngineCapture``, read from the release's code);
 ``engine.stats`` (running totals).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,7 +39,6 @@ if TYPE_CHECKING:
     from workbench.engine.rule import CaptureRule, EngineCapture
     from workbench.lab.dump import Dumper
     from workbench.lab.lean import KV
-    from workbench.layers import CaptureResult, EngineRule
 
 _Model = TypeVar("_Model", bound="torch.nn.Module")
 
@@ -156,8 +153,7 @@ class LabEngine:
         self.engine_spec = engine
         self.cuda_graph = bool(cuda_graph)
         self.sglang = not str(engine).strip().lower().startswith("vllm")
-        self.rule = None if self.sglang else vllm_rule(engine, self.arch)
-        self.code_rule: CaptureRule | None = None  # the rule read from the release's code (SGLang)
+        self.code_rule: CaptureRule | None = None  # the rule read from the release's code
         self.graph_capture: list[str] | None = None  # what CUDA-graph verify rounds capture (None: eager's)
         self.embed_patch = embed_patch
         # EAGLE (not EAGLE3) feeds the draft the target's last hidden state (H wide): an EAGLE-3
@@ -176,33 +172,24 @@ class LabEngine:
         self.on_round: Callable[[int | None, int, int], None] | None = None
         self.fault: StaleFeatures | None = None  # an injected engine bug (the lab server's LAB_FAIL)
         self.drafter: Eagle3Drafter | None = None
-        self.capture: EngineCapture | CaptureResult | None = None  # EngineCapture for SGLang
+        self.capture: EngineCapture | None = None
         self.draft_config: dict[str, Any] | None = None
         if draft_dir is not None:
             from workbench.drafter.checkpoint import load_drafter, read_config
 
             self.draft_config = read_config(draft_dir)
-            if self.sglang:
-                from workbench.engine.code import code_capture, code_rule, ids_from_config
-                from workbench.engine.table import parse_engine
+            from workbench.engine.code import code_capture
 
-                rule, _src = code_rule(parse_engine(engine), self.arch)
-                ids, _where = ids_from_config(rule, self.draft_config)
-                self.capture, self.code_rule = code_capture(
-                    engine,
-                    arch=self.arch,
-                    num_layers=self.num_layers,
-                    ids=ids,
-                    cuda_graph=self.cuda_graph,
-                    index0="embed" if embed_patch else None,
-                )
-                if self.capture.cuda_graph_points is not None and self.capture.graph_differs:
-                    self.graph_capture = self.capture.cuda_graph_points
-            else:
-                erule = cast("EngineRule", self.rule)  # set whenever not self.sglang
-                ids, _where = erule.ids_from_config(self.draft_config)
-                erule = dataclasses.replace(erule, embed_at_zero=True) if embed_patch else erule
-                self.capture = erule.capture(ids, self.num_layers)
+            self.capture, self.code_rule = code_capture(
+                engine,
+                archs=[self.arch],
+                num_layers=self.num_layers,
+                config=self.draft_config,
+                cuda_graph=self.cuda_graph,
+                index0="embed" if embed_patch else None,
+            )
+            if self.capture.cuda_graph_points is not None and self.capture.graph_differs:
+                self.graph_capture = self.capture.cuda_graph_points
             self.drafter, self.weight_report = load_drafter(
                 draft_dir, embed=self.target.model.embed_tokens.weight, strict=False
             )
@@ -214,10 +201,9 @@ class LabEngine:
 
     @property
     def unsupported(self) -> bool:
-        """The target class has no EAGLE-3 capture in this engine (its code has no hook)."""
-        if self.sglang:
-            return self.code_rule is not None and not self.code_rule.supported
-        return cast("EngineRule", self.rule).plus_one == "unsupported"
+        """The target class has no EAGLE-3 capture in this release (its code has no hook, or its registry
+        does not serve the class)."""
+        return self.capture is not None and self.code_rule is None
 
     # ----- target forward with aux capture -----
     def _aux_names(self, graph: bool = False) -> list[str]:
@@ -226,14 +212,7 @@ class LabEngine:
         cap = self.capture
         if cap is None or self.algorithm != "EAGLE3":  # SGLang hands over the final hidden states
             return ["final-postnorm"]
-        if not self.sglang:
-            if cap.fatal and cast("EngineRule", self.rule).plus_one != "unsupported":
-                if "+ None" in cap.fatal:
-                    raise TypeError("unsupported operand type(s) for +: 'Tensor' and 'NoneType'")
-                raise RuntimeError(cap.fatal.split(" (")[0])
-            return [str(p) for p in cap.points if p is not None]
-        cap = cast("EngineCapture", cap)  # SGLang: code_capture's
-        if not cast("CaptureRule", self.code_rule).supported:  # the release's runner calls the missing hook at start-up
+        if self.code_rule is None:  # the release's runner calls the missing hook at start-up
             raise AttributeError(f"'{self.arch}' object has no attribute 'set_eagle3_layers_to_capture'")
         if graph and self.graph_capture is not None:
             points = self.graph_capture
@@ -441,14 +420,6 @@ class LabEngine:
 
     def close(self) -> None:
         self.tap.close()
-
-
-def vllm_rule(engine: str, arch: str) -> EngineRule:
-    """vLLM's capture rule for ``engine`` (``vllm``, ``vllm==X``), read from vLLM's code by the capture
-    package (its table of vLLM releases, else the installed release's code: ``workbench.vllm.rules``)."""
-    from workbench.vllm.rules import rule
-
-    return rule(engine, arch)
 
 
 def _captured(aux: torch.Tensor | None) -> torch.Tensor:

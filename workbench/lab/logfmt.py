@@ -15,18 +15,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-V0_4_9 = (0, 4, 9, 0)
-V0_5_4 = (0, 5, 4, 0)
-V0_5_5 = (0, 5, 5, 0)
-V0_5_12 = (0, 5, 12, 0)
-V0_5_23 = (0, 5, 23, 0)
+from workbench.engine.version import Version
+
+V0_4_9 = Version.parse("0.4.9")
+V0_5_4 = Version.parse("0.5.4")
+V0_5_5 = Version.parse("0.5.5")
+V0_5_12 = Version.parse("0.5.12")
+V0_5_23 = Version.parse("0.5.23")
 
 
 class LogFormat:
     def __init__(
-        self, version: tuple[int, ...], tp_size: int = 1, log_ms: bool = False, forward_iters: bool = False
+        self, version: Version | str, tp_size: int = 1, log_ms: bool = False, forward_iters: bool = False
     ) -> None:
-        self.v = tuple(version)
+        self.v = Version.parse(version)
         self.tp_size = tp_size
         self.log_ms = log_ms
         self.forward_iters = forward_iters

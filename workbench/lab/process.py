@@ -10,6 +10,7 @@ SIGKILL. ``free_port()`` picks an unused loopback port, never one this process p
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import signal
@@ -28,6 +29,7 @@ from workbench.results import Result
 from workbench.servers.host_scripts import local_procfs
 
 READY = "The server is fired up and ready to roll!"
+VLLM_READY = "Application startup complete."  # vLLM's surface: uvicorn's line once the API server is up
 
 
 @dataclass
@@ -147,9 +149,12 @@ def wait_ready(lp: LabProcess, timeout: float = 120.0) -> LabProcess:
     """Poll the log for the ready line; stop early if the process exits."""
     deadline = time.time() + timeout
     proc = getattr(lp, "_popen", None)
+    argv = [str(a) for a in lp.argv]
+    vllm = any(a == "--lab-engine" and b.startswith("vllm") for a, b in itertools.pairwise(argv))
+    ready = VLLM_READY if vllm else READY
     while time.time() < deadline:
         text = Path(lp.log_path).read_text(errors="replace") if Path(lp.log_path).exists() else ""
-        if READY in text:
+        if ready in text:
             lp.ready = True
             return lp
         rc = proc.poll() if proc is not None else (None if _alive(lp.pid) else -1)

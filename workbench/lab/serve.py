@@ -44,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import urlparse
 
+from workbench.engine.version import Version
 from workbench.lab import serverargs
 from workbench.lab.logfmt import LogFormat
 
@@ -80,7 +81,7 @@ def _fake_traceback(where: str, exc: BaseException) -> str:
 
 
 class LabServer:
-    def __init__(self, args: argparse.Namespace, version: tuple[int, int, int, int]) -> None:
+    def __init__(self, args: argparse.Namespace, version: Version) -> None:
         self.args = args
         self.version = version
         self.fmt = LogFormat(
@@ -206,9 +207,9 @@ class LabServer:
             if self.fail == "oom":
                 suffix = (
                     ""
-                    if self.version <= (0, 4, 9, 0)
+                    if self.version <= Version.parse("0.4.9")
                     else f" Current value: mem_fraction_static={frac}"
-                    if self.version >= (0, 5, 23, 0)
+                    if self.version >= Version.parse("0.5.23")
                     else f" Current value: self.server_args.mem_fraction_static={frac}"
                 )
                 raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static." + suffix)
@@ -247,7 +248,7 @@ class LabServer:
         if self.fail == "draft-context":
             derived = min(derived, max(1, context // 2))
         if context > derived:
-            allow_default = "1" if self.version <= (0, 4, 9, 0) else "0"
+            allow_default = "1" if self.version <= Version.parse("0.4.9") else "0"
             allow = os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", allow_default).lower() in ("1", "true")
             msg = (
                 f"Warning: Target model's context_length ({context}) is greater than the derived "
@@ -465,6 +466,7 @@ class LabServer:
 
         prompts, max_tokens, ignore_eos, return_ids = completion_body(body)
         outs = []
+        metrics = None
         vocab = cast("LabEngine", self.engine).target.config.vocab_size
         for p in prompts:
             ids = self.tokenizer(p)["input_ids"] if isinstance(p, str) else [int(t) for t in p]
@@ -477,7 +479,11 @@ class LabServer:
                 raise EngineDeadError(str(exc)) from exc
             text = self.tokenizer.decode(res.output_ids, skip_special_tokens=True)
             outs.append((text, res.output_ids, str(res.finish_reason.get("type", "length")), len(ids)))
-        return completion_response(self.served_name, outs, return_ids)
+            if self.spec and self.args.per_request_spec_decode_metrics != "none" and len(prompts) == 1:
+                from workbench.lab.vllm_surface import spec_metrics
+
+                metrics = spec_metrics(res.histogram, int(self.args.speculative_num_steps or 1))
+        return completion_response(self.served_name, outs, return_ids, metrics)
 
     @property
     def served_name(self) -> str:
@@ -528,10 +534,10 @@ class LabServer:
                 # as the scheduler's TpModelWorker sets it (0.4.9 to 0.5.23 alike)
                 "max_req_input_len": min(self.context_len - 1, self.max_total_tokens - 1) - 5,
                 "internal_states": [internal],
-                "version": _version_text(self.version),
+                "version": str(self.version),
             }
         )
-        if self.version >= (0, 5, 23, 0):
+        if self.version >= Version.parse("0.5.23"):
             info.update(
                 {
                     "launch_command": " ".join(["python3", "-m", "sglang.launch_server", *sys.argv[1:]]),
@@ -549,9 +555,9 @@ class LabServer:
             "is_generation": True,
             "preferred_sampling_params": None,
         }
-        if self.version > (0, 4, 9, 0):
+        if self.version > Version.parse("0.4.9"):
             info["weight_version"] = "default"
-        if self.version >= (0, 5, 23, 0):
+        if self.version >= Version.parse("0.5.23"):
             info.update(
                 {
                     "served_model_name": a.served_model_name or a.model_path,
@@ -670,12 +676,6 @@ def _vllm_version(engine: str) -> str:
     return str(engine).split("==", 1)[1] if "==" in str(engine) else "0.32.0"
 
 
-def _version_text(v: tuple[int, int, int, int]) -> str:
-    from workbench.layers import version_text
-
-    return version_text(v)
-
-
 NOT_FOUND = {"detail": "Not Found"}
 
 
@@ -779,14 +779,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _health(self, method: str, path: str) -> None:
         if not self.lab.ready:
             return self._send(503, b"", "text/plain")
-        if path == "/health_generate" or self.lab.version >= (0, 5, 23, 0):
+        if path == "/health_generate" or self.lab.version >= Version.parse("0.5.23"):
             self.lab.generate_ids([0], 1, ignore_eos=True, warmup=True)
         return self._send(200, b"", "text/plain")
 
     def _renamed(self, path: str, new: str, answer: Any) -> None:
         """``/server_info`` and ``/model_info`` from 0.5.6 on; the ``/get_*`` names before, then
         deprecated (logged)."""
-        renamed = self.lab.version >= (0, 5, 6, 0)
+        renamed = self.lab.version >= Version.parse("0.5.6")
         if path == new and not renamed:
             return self._send(404, NOT_FOUND)
         if path != new and renamed:
@@ -812,7 +812,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self._send(200, self.lab.metrics.text(), "text/plain; version=0.0.4")
 
     def _tokenize(self, method: str, path: str) -> None:
-        if method != "POST" or self.lab.version < (0, 5, 5, 0):
+        if method != "POST" or self.lab.version < Version.parse("0.5.5"):
             return self._send(404, NOT_FOUND)
         try:
             return self._send(200, self.lab.tokenize(self._body()))

@@ -16,12 +16,14 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from workbench.engine.version import Version
+
 DEFAULT_ENGINE = "sglang-0.5.12"
 
 
-def _lab_version(argv: Sequence[str]) -> tuple[int, int, int, int]:
+def _lab_version(argv: Sequence[str]) -> Version:
     """The emulated SGLang version, read before the full parse (it decides the parser's prog)."""
-    from workbench.layers import parse_engine, parse_version
+    from workbench.engine.spec import parse_engine
 
     engine, version = DEFAULT_ENGINE, None
     for i, a in enumerate(argv):
@@ -31,15 +33,15 @@ def _lab_version(argv: Sequence[str]) -> tuple[int, int, int, int]:
             version = a.split("=", 1)[1] if "=" in a else (argv[i + 1] if i + 1 < len(argv) else None)
     try:
         if version:
-            return parse_version(version)
-        name, v = parse_engine(engine)
-        return v if (name == "sglang" and v) else parse_version("0.5.12")
+            return Version.parse(version)
+        spec = parse_engine(engine)
+        return spec.version if (spec.name == "sglang" and spec.version) else Version.parse("0.5.12")
     except Exception:
-        return parse_version("0.5.12")
+        return Version.parse("0.5.12")
 
 
-def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
-    prog = "sglang serve" if version >= (0, 5, 23, 0) else "launch_server.py"
+def build_parser(version: Version) -> argparse.ArgumentParser:
+    prog = "sglang serve" if version >= Version.parse("0.5.23") else "launch_server.py"
     p = argparse.ArgumentParser(prog=prog)
     a = p.add_argument
     # model and tokenizer
@@ -91,7 +93,7 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--disable-cuda-graph", action="store_true")
     a("--disable-cuda-graph-padding", action="store_true")
     a("--cuda-graph-bs", type=int, nargs="+", default=None)
-    if version < (0, 5, 23, 0):
+    if version < Version.parse("0.5.23"):
         a("--cuda-graph-max-bs", type=int, default=None)
     else:
         a("--cuda-graph-max-bs-decode", type=int, default=None)
@@ -99,7 +101,7 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
         a("--cuda-graph-backend-decode", choices=["full", "breakable", "disabled"], default=None)
         a("--cuda-graph-backend-prefill", choices=["full", "breakable", "disabled"], default=None)
     # speculative decoding
-    if version >= (0, 5, 23, 0):
+    if version >= Version.parse("0.5.23"):
         a("--speculative-algorithm", default=None)
     else:
         a(
@@ -136,6 +138,7 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     a("--max-model-len", type=int, default=None)
     a("--gpu-memory-utilization", type=float, default=None)
     a("--seed", type=int, default=None)
+    a("--per-request-spec-decode-metrics", choices=["none", "summary", "detailed"], default="none")
     # the lab's own
     a(
         "--lab-engine",
@@ -153,7 +156,7 @@ def build_parser(version: tuple[int, int, int, int]) -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, tuple[int, int, int, int]]:
+def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, Version]:
     argv = list(argv)
     version = _lab_version(argv)
     parser = build_parser(version)
@@ -178,14 +181,12 @@ def parse(argv: Iterable[str]) -> tuple[argparse.Namespace, tuple[int, int, int,
 
 def resolve_spec(args: argparse.Namespace, arch: str | None) -> list[str]:
     """Fill steps/topk/draft tokens like SGLang; returns warning lines to log."""
-    from workbench.layers import arch_family
-
     notes: list[str] = []
     if args.speculative_algorithm is None:
         return notes
     if args.speculative_num_steps is None:
-        fam = arch_family(arch)
-        steps, topk, ndt = (5, 4, 8) if fam == "llama" and "llama" in str(arch).lower() else (3, 1, 4)
+        # SGLang's _auto_choose_speculative_params: (5, 4, 8) for LlamaForCausalLM, (3, 1, 4) for most others
+        steps, topk, ndt = (5, 4, 8) if str(arch) == "LlamaForCausalLM" else (3, 1, 4)
         args.speculative_num_steps = steps
         args.speculative_eagle_topk = args.speculative_eagle_topk or topk
         args.speculative_num_draft_tokens = args.speculative_num_draft_tokens or ndt

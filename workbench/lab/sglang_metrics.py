@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-Version = tuple[int, int, int, int]
+from workbench.engine.version import Version
 
 COUNTERS = {
     "prompt_tokens": "Number of prefill tokens processed.",
@@ -57,7 +57,7 @@ class SGLangMetrics:
                 ("num_requests", 1),
                 ("spec_verify_calls", verify_ct),
             ):
-                if key == "spec_verify_calls" and (verify_ct <= 0 or self.version < (0, 5, 13, 0)):
+                if key == "spec_verify_calls" and (verify_ct <= 0 or self.version < Version.parse("0.5.13")):
                     continue
                 self.counts[key] = self.counts.get(key, 0) + n
 
@@ -67,7 +67,7 @@ class SGLangMetrics:
             self.gauges.update(values)
 
     def text(self) -> str:
-        streaming = self.version >= (0, 5, 23, 0)
+        streaming = self.version >= Version.parse("0.5.23")
         base = f'engine_type="unified",model_name="{self.model}"'
         rank = base + ',moe_ep_rank="0",pp_rank="0",tp_rank="0"'
         lines: list[str] = []

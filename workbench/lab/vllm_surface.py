@@ -115,8 +115,28 @@ def completion_body(body: object) -> tuple[list[Any], int, bool, bool]:
     return prompts, max_tokens, bool(body.get("ignore_eos", False)), bool(body.get("return_token_ids", False))
 
 
-def completion_response(model: str, outs: list[tuple[str, list[int], str, int]], return_ids: bool) -> dict[str, Any]:
-    """The answer to a completions request: ``outs`` = (text, output ids, finish reason, prompt tokens)."""
+def spec_metrics(histogram: list[int], steps: int) -> dict[str, Any]:
+    """A request's ``metrics.speculative_decoding`` as vLLM reports it with
+    ``--per-request-spec-decode-metrics`` (``vllm/v1/metrics/stats.py``: rounds by accepted drafts)."""
+    rounds = sum(histogram)
+    accepted = sum(j * n for j, n in enumerate(histogram))
+    drafted = rounds * steps
+    return {
+        "mean_acceptance_length": 1.0 + accepted / rounds if rounds else 1.0,
+        "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+        "acceptance_histogram": list(histogram),
+        "num_spec_steps": rounds,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": steps,
+    }
+
+
+def completion_response(
+    model: str, outs: list[tuple[str, list[int], str, int]], return_ids: bool, metrics: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The answer to a completions request: ``outs`` = (text, output ids, finish reason, prompt tokens);
+    ``metrics``: the per-request speculative-decoding figures (one prompt)."""
     choices = []
     for i, (text, ids, reason, _) in enumerate(outs):
         c: dict[str, Any] = {"index": i, "text": text, "logprobs": None, "finish_reason": reason}
@@ -136,4 +156,5 @@ def completion_response(model: str, outs: list[tuple[str, list[int], str, int]],
             "completion_tokens": completion,
             "total_tokens": prompt_tokens + completion,
         },
+        "metrics": {"speculative_decoding": metrics} if metrics is not None else None,
     }

@@ -39,7 +39,6 @@ from workbench.servers.registry import STOPPABLE, ServerState
 
 if TYPE_CHECKING:
     from workbench.hosts.base import Host
-    from workbench.layers import EngineRule
     from workbench.remote import NearCompute
 
 SAME_MAX = 1e-3  # a slot "is" the engine's part at its place: bf16 noise, not an adjacent layer
@@ -48,12 +47,12 @@ DUMP_MODES = ("ask", "yes", "no")
 
 def engine_of(version: str | None, name: str = "sglang") -> str:
     """The engine spec of a server: ``sglang==0.5.23``, ``vllm==0.32.0``, or the bare name."""
-    from workbench.layers import parse_version, version_text
+    from workbench.engine import Version
 
     if not version:
         return name
     try:
-        return f"{name}==" + version_text(parse_version(str(version)))
+        return f"{name}=={Version.parse(str(version))}"
     except InputError:
         return name
 
@@ -135,6 +134,7 @@ class LiveDoctor:
         return {
             "path": model,
             "arch": archs[0] if archs else cfg.get("model_type"),
+            "archs": [a for a in archs if isinstance(a, str)],
             "num_layers": text.get("num_hidden_layers"),
             "context_length": text.get("max_position_embeddings"),
         }
@@ -143,7 +143,7 @@ class LiveDoctor:
         from workbench.hosts.base import sha256
 
         path = draft.rstrip("/") + "/config.json"
-        current, raw = self._read_json(path)
+        _current, raw = self._read_json(path)
         loaded_sha = self.rec.draft_config_sha256
         loaded_raw = None
         if loaded_sha:
@@ -160,14 +160,13 @@ class LiveDoctor:
                 f"{path} changed since server {self.sid} loaded it: the server still runs the old "
                 "version (relaunch to load the new one)"
             )
-        ec = (loaded or {}).get("eagle_config") or {}
         return {
             "path": draft,
             "config": path,
             "location": self.location(path),
             "loaded": loaded,
             "loaded_text": loaded_raw.decode("utf-8") if loaded_raw else None,
-            "ids": ec.get("eagle_aux_hidden_state_layer_ids") if isinstance(ec, dict) else None,
+            "ids": None,  # what the serving release reads from it: set once the release is known
             "loaded_sha256": loaded_sha or cur_sha,
             "current_sha256": cur_sha,
             "changed_since_launch": changed,
@@ -269,9 +268,23 @@ class Diagnosis:
         self.target = (
             d.target_info(facts["model"]) if facts["model"] else {"path": None, "arch": None, "num_layers": None}
         )
-        draft = d.draft_info(facts["draft"]) if facts["draft"] else None
+        draft_path = facts["draft"]
+        if not draft_path and facts["algorithm"] and facts["model"]:
+            # speculative decoding with no draft path: the engine loads the target as its own draft
+            # (the static checks say so: draft-is-target)
+            draft_path = facts["model"]
+            d.notes.append(f"server {d.sid} names no draft model: the target {facts['model']} is its draft")
+        draft = d.draft_info(draft_path) if draft_path else None
         if draft is None:
             raise WorkbenchError(f"server {d.sid}: runs without a draft model (no speculative decoding to diagnose)")
+        from workbench import engine as eng
+        from workbench.remote.engine import shipment
+
+        fields = eng.read_draft_fields(draft["loaded"] or {})
+        rel = eng.release(self.engine)
+        draft["ids"], draft["ids_key"] = eng.draft_ids(rel, fields)
+        # the rules every host job answers with: the laptop's, narrowed to this target and draft
+        self.rules = shipment(self.target.get("archs") or [], list(fields.architectures))
         self.draft = draft
         self.spec = Spec(facts["algorithm"], facts["steps"], facts["topk"], facts["draft_tokens"])
         from workbench.engine.flags import cuda_graph_on
@@ -304,6 +317,7 @@ class Diagnosis:
                 "context_length": facts["context_length"],
                 "env": dict(getattr(d.rec, "env", None) or {}),
                 "cuda_graph": self.production_graphs,
+                "rules": self.rules,
             },
         )
         for f in rep["findings"]:
@@ -317,7 +331,9 @@ class Diagnosis:
         if self.adapter.name != "sglang":
             return  # what decode graphs capture is read from SGLang's graph runner; vLLM's is not read yet
         if self.readable and self.target.get("num_layers"):
-            _check_decode_graphs(self.d, self.ranked, self.engine, self.target, self.draft, self.production_graphs)
+            _check_decode_graphs(
+                self.d, self.ranked, self.engine, self.target, self.draft, self.production_graphs, self.rules
+            )
 
     # 2. observed accept length
     def observe(self) -> None:
@@ -345,6 +361,7 @@ class Diagnosis:
             "count": o.samples,
             "part_points": _engine_points(self.engine, target, draft),
             "engine": self.engine,
+            "rules": self.rules,
             "arch": target["arch"],
             "num_layers": target["num_layers"],
             "draft_config": draft["loaded"],
@@ -448,7 +465,8 @@ class Diagnosis:
                 head.get("acc"),
                 f"drafter on {head.get('samples')} training samples, {self.spec.steps} steps",
                 head.get("samples"),
-                absent=frozenset(),
+                head.get("full_acc"),
+                absent=frozenset() if head.get("full_acc") is not None else frozenset({"full_acc"}),
             )
 
     # numbers settle what the files could only read two ways
@@ -490,7 +508,8 @@ class Diagnosis:
         d._step("live.doctor", N_STEPS, N_STEPS, "done")
         # the parts built from the host's files and job answers are kept as the host gave them (check=False):
         # a config's odd value is the doctor's subject, not a reason to lose the report
-        draft = {k: v for k, v in self.draft.items() if k not in ("loaded", "loaded_text")}
+        draft = {k: v for k, v in self.draft.items() if k not in ("loaded", "loaded_text", "ids_key")}
+        target = {k: v for k, v in self.target.items() if k != "archs"}
         return LiveReport(
             d.sid,
             d.rec.profile,
@@ -499,7 +518,7 @@ class Diagnosis:
             self.engine,
             self.facts["version"],
             self.spec,
-            Target.from_dict(self.target, check=False),
+            Target.from_dict(target, check=False),
             Draft.from_dict(draft, check=False),
             self.observed,
             self.predicted,
@@ -530,20 +549,28 @@ def _observe(
         m = ops.server_measure(
             d.sid, concurrency=concurrency, max_new_tokens=tokens, prompts=prompts, label="live doctor"
         )
+        counted = m.counters is not None
         return Observed(
             m.accept_length,
             m.tokens_per_s,
             m.accept_len,
-            f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)",
-            absent=frozenset(),
+            f"measurement protocol ({m.prompts} prompts x {m.max_new_tokens} tokens)"
+            + (f", {m.engine}'s counters" if counted else ""),
+            m.counters,
+            list(m.per_position) if counted else None,
+            absent=frozenset() if counted else frozenset({"counters", "per_position"}),
         )
     rows = [r for r in ops.measurements(d.sid) if r.get("kind") == "protocol"]
     if rows:
         r = rows[-1]
+        counted = bool(r.get("counters"))
         return Observed(
             accept_length(r),
             r.get("tokens_per_s"),
-            source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})",
+            source=f"last measurement ({time.strftime('%H:%M:%S', time.localtime(r['ts']))})"
+            + (f", {r.get('engine')}'s counters" if counted else ""),
+            counters=r.get("counters") if counted else None,
+            per_position=list(r.get("per_position") or []) if counted else None,
         )
     if facts.get("avg_spec_accept_length") is not None:
         return Observed(
@@ -566,54 +593,46 @@ def _from_accuracies(acc: list[Any], spec: Spec) -> Predicted:
     )
 
 
-def _rule(engine: str, arch: str | None) -> EngineRule:
-    """The engine's capture rule as the doctor reads it (vLLM: ``workbench.vllm.rules``, which reads an
-    installed release the table has not)."""
-    if engine.startswith("vllm"):
-        from workbench.vllm.rules import rule
-
-        return rule(engine, arch)
-    from workbench.doctor.engines import engine_rule
-
-    return engine_rule(engine, arch)
-
-
 def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> list[Any] | None:
     """The points the engine captures for the loaded ids, in concatenation order (None: missing)."""
-    if not target.get("num_layers"):
+    from workbench.engine import capture
+
+    if not target.get("num_layers") or not target.get("archs"):
         return None
-    rule = _rule(engine, target.get("arch"))
-    ids, _ = rule.ids_from_config(draft["loaded"] or {})
     try:
-        cap = rule.capture(ids, int(target["num_layers"]))
+        cap = capture(engine, archs=target["archs"], num_layers=int(target["num_layers"]), ids=draft.get("ids"))
     except InputError:
         return None
-    return [None if p is None else str(p) for p in cap.points]
+    return [None if p in ("missing", "unknown") else p for p in cap.points]
 
 
 def _check_decode_graphs(
-    d: LiveDoctor, ranked: list[RankedFinding], engine: str, target: dict[str, Any], draft: dict[str, Any], graphs: bool
+    d: LiveDoctor,
+    ranked: list[RankedFinding],
+    engine: str,
+    target: dict[str, Any],
+    draft: dict[str, Any],
+    graphs: bool,
+    rules: dict[str, Any],
 ) -> None:
-    """A server is only healthy if its decode graphs capture what its prefill does (source: host|table)."""
-    from workbench.engine.code import ids_from_config
-    from workbench.engine.rule import CaptureRule
-
+    """A server is only healthy if its decode graphs capture what its prefill does: asked on the host,
+    of its own engine when it is that release, else of the rules shipped (the answer says which)."""
     if not graphs:
         d.notes.append(
             "the server runs with CUDA graphs off: decode captures what prefill does "
             "(production launches with graphs on may differ on some releases)"
         )
         return
-    ids, _key = ids_from_config(CaptureRule("sglang", "", "", ""), draft["loaded"])
     try:
         res = d._job(
             "engine_capture",
             {
                 "engine": engine,
-                "arch": target.get("arch"),
+                "archs": target.get("archs") or [],
                 "num_layers": int(target["num_layers"]),
-                "ids": ids,
+                "ids": draft.get("ids"),
                 "cuda_graph": True,
+                "rules": rules,
             },
         )
     except WorkbenchError as exc:
@@ -626,22 +645,20 @@ def _check_decode_graphs(
     )
     if gp is None or pts is None or gp == pts or any(r.code == "layer-ids-cuda-graph-defaults" for r in ranked):
         return
+    code = [
+        e
+        for e in res.get("evidence", [])
+        if e.split(":", 1)[0] in ("graph_reset", "config_ids", "config_before_graphs")
+    ]
     f = Finding(
         "layer-ids-cuda-graph-defaults",
-        "error",
+        "error" if code else "warning",
         f"{res.get('engine')} decodes with CUDA graphs that capture {', '.join(gp)}, not the config's "
         f"{', '.join(pts)} (its graph runner resets the ids to the defaults): prefill and a dump with "
         "graphs off look right while production decode feeds the drafter other layers.",
-        {
-            "engine_points": pts,
-            "cuda_graph_points": gp,
-            "source": res.get("source"),
-            "code": [
-                e
-                for e in res.get("evidence", [])
-                if e.split(":", 1)[0] in ("graph_reset", "config_ids", "config_before_graphs")
-            ],
-        },
+        {"engine_points": pts, "cuda_graph_points": gp, "source": res.get("source"), "code": code},
+        None,
+        "engine-code" if code else "convention",
     )
     ranked.append(RankedFinding(f, "production"))
 
@@ -902,9 +919,10 @@ def _all_ids(table: dict[str, Any]) -> list[int]:
 
 def _id_points(engine: str, arch: str | None, num_layers: int, ids: list[int]) -> list[str | None]:
     """What the engine's rule (read from its code) says each id captures, one id at a time."""
-    rule = _rule(engine, arch)
+    from workbench.engine import capture
+
     out: list[str | None] = []
     for i in ids:
-        pts = rule.capture([i], num_layers).points
-        out.append(str(pts[0]) if pts and pts[0] is not None else None)
+        pts = capture(engine, arch=arch or "LlamaForCausalLM", num_layers=num_layers, ids=[i]).points
+        out.append(pts[0] if pts and pts[0] not in ("missing", "unknown") else None)
     return out

@@ -144,6 +144,13 @@ class LiveReport(Result):
             f"  accept length: observed {_f(o)} ({self.observed.source or '-'}), predicted {_f(p)} "
             f"({self.predicted.source or '-'})" + (f", gap {_f(self.gap)}" if self.gap is not None else "")
         )
+        pos, full = self.observed.per_position, self.predicted.full_acc
+        if pos:
+            lines.append(
+                "  per position, P(first k+1 drafts accepted): observed "
+                + " ".join(f"{x:.3f}" for x in pos)
+                + ("; the drafter on training data " + " ".join(f"{x:.3f}" for x in full[: len(pos)]) if full else "")
+            )
         ft = self.features
         if ft.live_accept_length is not None:
             lines.append(

@@ -98,24 +98,30 @@ class Draft(Record):
 @dataclass(frozen=True)
 class Observed(Record):
     """The server's accept length and where it came from; ``per_request`` (the protocol's per-request
-    mean, stdev, min, max) only when measured now."""
+    mean, stdev, min, max) only when measured now; ``counters`` and ``per_position`` (P(the first k+1
+    drafts accepted)) where the engine counts them (vLLM)."""
 
-    OPTIONAL = frozenset({"per_request"})
+    OPTIONAL = frozenset({"per_request", "counters", "per_position"})
     accept_length: float | None = None
     tokens_per_s: float | None = None
     per_request: dict[str, Any] | None = None
     source: str | None = None
+    counters: dict[str, Any] | None = None
+    per_position: list[float] | None = None
 
 
 @dataclass(frozen=True)
 class Predicted(Record):
-    """The accept length the drafter should reach; ``acc`` and ``samples`` as the source gives them."""
+    """The accept length the drafter should reach; ``acc`` and ``samples`` as the source gives them;
+    ``full_acc``: the drafter's chain rates on training data (steps 0..k right: what an engine's
+    per-position acceptance measures)."""
 
-    OPTIONAL = frozenset({"acc", "samples"})
+    OPTIONAL = frozenset({"acc", "samples", "full_acc"})
     accept_length: float | None = None
     acc: list[float] | None = None
     source: str | None = None
     samples: int | None = None
+    full_acc: list[float] | None = None
 
 
 @dataclass(frozen=True)

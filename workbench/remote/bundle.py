@@ -41,9 +41,9 @@ ALLOWED = ("workbench.sglang", "workbench.sglang.version")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # .../workbench
 # A shipped module's data file, named next to it: ``Path(__file__).with_name("vllm_table.json")``.
 _DATA_REF = re.compile(r"""with_name\(\s*["']([\w.-]+\.json)["']\s*\)""")
-# Not shipped: the SGLang rule table (2 MB); a host answers from its installed SGLang, and without
-# the table ``workbench.layers`` falls back on its own rules, as before the table existed.
-DATA_NOT_SHIPPED = ("workbench/engine/rules.json",)
+# Not shipped: the rule tables (megabytes); a job that needs rules gets the entries it needs in its
+# arguments (``workbench.remote.engine.shipment``) or reads the host's installed engine, and says which.
+DATA_NOT_SHIPPED = ("workbench/engine/sglang_rules.json", "workbench/engine/vllm_rules.json")
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,14 @@ class Bundle:
 
         buf = io.BytesIO()
         # the compressor's header carries no time (tarfile's "w:gz" would stamp the current one)
-        comp = (
-            lzma.LZMAFile(buf, "wb", preset=9 | lzma.PRESET_EXTREME)
-            if fmt == "xz"
-            else gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0)
-        )
-        with comp as out, tarfile.open(fileobj=out, mode="w") as tar:
+        with (
+            (
+                lzma.LZMAFile(buf, "wb", preset=9 | lzma.PRESET_EXTREME)
+                if fmt == "xz"
+                else gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0)
+            ) as out,
+            tarfile.open(fileobj=out, mode="w") as tar,
+        ):
             for rel, data in self.files:
                 info = tarfile.TarInfo(rel)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0

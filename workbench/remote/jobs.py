@@ -14,6 +14,7 @@ dict; only numpy, torch and safetensors (and the shipped workbench core) are imp
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -29,6 +30,20 @@ if TYPE_CHECKING:
 
     from workbench.drafter.evaluate import DrafterEval
     from workbench.hidden.view import Capture, HiddenTensor
+
+
+def _with_rules(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """The job runs with the rule entries it was given (``rules=``): the host answers with the laptop's
+    rules (its tables are not shipped), for this job alone (a host process runs many)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        from workbench.engine import table
+
+        with table.installed(kwargs.get("rules")):
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def probe() -> dict[str, Any]:
@@ -159,6 +174,7 @@ def _align(
     }
 
 
+@_with_rules
 def align_files(
     train: str,
     infer: str,
@@ -174,9 +190,11 @@ def align_files(
     draft_config_path: str | None = None,
     device: str | None = None,
     include_final: bool = False,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Training samples against a capture on this host. With a tensor-dump folder and several
-    samples, each sample is paired with the pass that prefilled its tokens."""
+    samples, each sample is paired with the pass that prefilled its tokens. ``rules``: the capture
+    rules the laptop shipped (``workbench.remote.engine.shipment``)."""
     from workbench.hidden import detect_format, open_capture
     from workbench.remote.captures import concat, dump_for_ids
 
@@ -210,6 +228,7 @@ def align_files(
 
 
 # ------------------------------------------------------------------------------------ live server
+@_with_rules
 def live(
     url: str,
     training_data: str,
@@ -233,6 +252,7 @@ def live(
     max_tokens: int = 4096,
     device: str | None = None,
     timeout: float = 600.0,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send training samples' token ids to the server at ``url`` (on this host), read what the
     engine captures for them and align it with the training slots.
@@ -424,6 +444,7 @@ def drafter(
 
 
 # ------------------------------------------------------------------------------------ static checks
+@_with_rules
 def static(
     draft: str,
     *,
@@ -434,10 +455,12 @@ def static(
     context_length: int | None = None,
     env: dict[str, str] | None = None,
     cuda_graph: bool = True,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The doctor's static checks of a draft folder on this host. ``config_text``: check this
     config.json (the one a server loaded) next to the folder's weights instead of the file there;
-    ``env``: the launch's environment (SGLang reads some of its checks' switches there)."""
+    ``env``: the launch's environment (SGLang reads some of its checks' switches there); ``rules``:
+    the capture rules the laptop shipped, so the host's findings are the laptop's."""
     from workbench.doctor import run_static
 
     kw: dict[str, Any] = dict(
@@ -471,24 +494,25 @@ def _replace_paths(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def engine_rules(archs: Sequence[str] | None = None) -> dict[str, Any]:
-    """The host's own SGLang read by the capture-rule extractor (``workbench.engine``)."""
-    from workbench.engine.host import job
+def engine_release(engine: str = "sglang") -> dict[str, Any]:
+    """The host's own installed engine read by the extractor (``workbench.engine``)."""
+    from workbench.engine.host import release_job
 
-    return job(archs)
+    return release_job(engine)
 
 
 def engine_capture(
     engine: str,
-    arch: str | None = None,
+    archs: list[str] | None = None,
     num_layers: int = 0,
     ids: list[int] | None = None,
     cuda_graph: bool = True,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What ``engine`` captures here: this host's SGLang when it is that release, else the table."""
+    """What ``engine`` captures here: this host's engine when it is that release, else the shipped rules."""
     from workbench.engine.host import capture_job
 
-    return capture_job(engine, arch, int(num_layers), ids, cuda_graph)
+    return capture_job(engine, archs or [], int(num_layers), ids, cuda_graph, rules)
 
 
 JOBS = {
@@ -497,6 +521,6 @@ JOBS = {
     "live": live,
     "static": static,
     "drafter": drafter,
-    "engine_rules": engine_rules,
+    "engine_release": engine_release,
     "engine_capture": engine_capture,
 }

@@ -16,9 +16,10 @@ convention its layer ids follow.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from workbench.errors import InputError
 from workbench.results import Result
@@ -220,15 +221,15 @@ class Engine(Protocol):
         ...
 
 
+# Each engine's adapter, by module and class: the lifecycle above depends on the adapters' interface,
+# and the adapters on the lifecycle's parts, never the reverse (an adapter is found by its name).
+ADAPTERS = {"sglang": ("workbench.sglang.engine", "SGLang"), "vllm": ("workbench.vllm.engine", "VLLM")}
+
+
 def engine(name: str | None) -> Engine:
     """The adapter of an engine named in a profile or a server record (default SGLang)."""
     key = (name or ENGINES[0]).strip().lower()
-    if key == "sglang":
-        from workbench.sglang.engine import SGLang
-
-        return SGLang()
-    if key == "vllm":
-        from workbench.vllm.engine import VLLM
-
-        return VLLM()
-    raise InputError(f"engine: {name!r} is not one of {', '.join(ENGINES)}")
+    if key not in ADAPTERS:
+        raise InputError(f"engine: {name!r} is not one of {', '.join(ENGINES)}")
+    module, cls = ADAPTERS[key]
+    return cast("Engine", getattr(importlib.import_module(module), cls)())

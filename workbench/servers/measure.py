@@ -81,7 +81,7 @@ class Measurement(Result):
 
 
 #: A measurement shorter than this, or whose rounds or requests spread more than this (stdev over
-#: mean), is flagged: a server measured for a second while still warming read 20.6 tok/s against 491.
+#: mean), is flagged: a server measured for a second while still warming reads a fraction of its rate.
 MIN_TIMED_S = 2.0
 MAX_ROUND_CV = 0.15
 MAX_REQUEST_CV = 0.5

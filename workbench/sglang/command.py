@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.engine.version import Version
 from workbench.errors import InputError
 from workbench.servers.command import Command, launcher_for
 from workbench.servers.profiles import Profile, join_flags, split_flags
-from workbench.sglang.version import Version
 
 MODULE = "sglang.launch_server"
 NEW_FLAGS_SINCE = Version.parse("0.5.23")
@@ -28,7 +28,7 @@ SPEC_FLAGS = {
 def build(profile: Profile, version: str | None, python: str) -> Command:
     """The launch command. ``version`` None: the spelling as written, plus warnings saying what
     0.5.23 would do with it."""
-    v = Version.parse(version) if version else None
+    v = Version.parse(version, what="sglang version") if version else None
     where = f"[profiles.{profile.name}].args"
     items = split_flags(list(profile.args), where)
     warnings: list[str] = []
