@@ -15,12 +15,9 @@ from collections.abc import Sequence
 import ipywidgets as w
 
 from workbench.errors import WorkbenchError
+from workbench.notebook.servers import _err, _wb
 
 BLUE, RED, GREY, ORANGE = "#1565c0", "#c62828", "#999", "#ef6c00"
-
-
-def _err(text: str) -> str:
-    return f"<b style='color:#c00'>{html.escape(text)}</b>"
 
 
 def line_svg(
@@ -196,8 +193,6 @@ class AcceptanceWidget(w.VBox):
     far against the server's first hour, and the alarm."""
 
     def __init__(self, wb=None, server_id: int | None = None, *, workspace: str | None = None):
-        from workbench.notebook.servers import _wb
-
         self.wb = _wb(wb, workspace)
         if server_id is None:
             servers = self.wb.servers()
@@ -238,8 +233,6 @@ class ContextWidget(w.VBox):
         prompts: str = "",
         max_new_tokens: int | None = None,
     ):
-        from workbench.notebook.servers import _wb
-
         self.wb = _wb(wb, workspace)
         if server_id is None:
             servers = self.wb.servers(active=True)

@@ -216,7 +216,8 @@ def findings(
                     f"{worst['accept_length']:.2f} at {worst['context_tokens']} ({evidence}): past the "
                     f"{trained} tokens the drafter was trained on{where}"
                     + (f"; its max_position_embeddings ({mpe}) does not say so" if mpe and mpe > trained else "")
-                    + ". Train it on sequences as long as the contexts it serves, or serve shorter ones.",
+                    + ". Train it on sequences as long as the contexts it serves, or serve shorter ones; the "
+                    "same sweep on a drafter trained longer tells its share from the target's own at long context.",
                     "trained_length": trained,
                     "max_position_embeddings": mpe,
                     "reference": ref,
