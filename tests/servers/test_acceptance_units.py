@@ -86,6 +86,10 @@ def test_windows_are_differences_and_bases():
     later = SpecCounters(105, 315, 207, [], source="vllm /metrics")
     w = A.next_row(base, later, 75.0, 60.0)
     assert (w["t0"], w["t1"], w["rounds"], w["tokens"]) == (10.0, 75.0, 100, 300) and w["accept_length"] == 3.0
+    # two followers at once: a reading asked for before the kept one, or one answered out of order
+    # (counters below the kept ones) within a window of it, is an older view: nothing added
+    assert A.next_row(w, SpecCounters(100, 300, 200, [], source="vllm /metrics"), 74.9, 60.0) is None
+    assert A.next_row(w, SpecCounters(104, 312, 206, [], source="vllm /metrics"), 75.1, 60.0) is None
     # the engine started again: its counters went down; a new base, no window across the restart
     again = A.next_row(w, SpecCounters(3, 9, 2, [], source="vllm /metrics"), 140.0, 60.0)
     assert again["base"] and again["reset"]

@@ -353,15 +353,21 @@ class ServersAPI(ConfigsAPI):
         return w, b
 
     def _keep_acceptance(
-        self, sid: int, total: Any, running_average: float | None, window_s: float | None = None
+        self,
+        sid: int,
+        total: Any,
+        running_average: float | None,
+        window_s: float | None = None,
+        at: float | None = None,
     ) -> dict[str, Any] | None:
-        """Append the window a reading closes (compare-and-swap on the server's latest row)."""
+        """Append the window a reading (asked for ``at``, default now) closes (compare-and-swap on the
+        server's latest row)."""
         import time
 
         from workbench.servers import acceptance as A
 
         w, _ = self._acceptance_settings(window_s, None)
-        now = time.time()
+        now = time.time() if at is None else at
         added = self.journal.add_measurement_after(
             sid, A.KIND, lambda last: A.next_row(last, total, now, w, running_average)
         )
@@ -389,8 +395,8 @@ class ServersAPI(ConfigsAPI):
         added = None
         if record and rec.state in LIVE:
             try:
-                total, avg = self.lifecycle.follow.acceptance_reading(sid)
-                added = self._keep_acceptance(sid, total, avg, w)
+                total, avg, at = self.lifecycle.follow.acceptance_reading(sid)
+                added = self._keep_acceptance(sid, total, avg, w, at)
             except WorkbenchError as exc:
                 notes.append(f"counters not read now: {exc}")
         series = A.analyse(sid, self.journal.measurement_rows(sid, A.KIND), baseline_s=b, window_s=w)

@@ -5,6 +5,8 @@ Recording (``next_row``): each reading of the engine's cumulative counters (``Sp
 differenced against the last one the journal holds for the server, and a window is kept once at
 least ``window_s`` have passed: tokens per verify round over that window alone, never the running
 average. The first reading (and one after the engine started again: a counter went down) is a base.
+Followers of one server (the TUI, ``server acceptance --follow``, a script) append to the same rows,
+each after the latest one in one write transaction; a reading older than the latest adds nothing.
 An engine whose page has no counters (SGLang without ``--enable-metrics``) gets windows of its
 ``/server_info`` running average instead, marked ``fallback``: those are labelled so in every face
 and never raise the alarm (an average since the last flush cannot say what one window did).
@@ -95,7 +97,12 @@ def next_row(
     window_s: float,
     running_average: float | None = None,
 ) -> dict[str, Any] | None:
-    """The journal row a reading adds after ``last`` (the server's latest row), or None."""
+    """The journal row a reading (asked for at ``now``) adds after ``last`` (the server's latest row),
+    or None. Several followers of one server read its counters at once: a reading asked for before the
+    kept one, or one whose counters are below it that came within a window of it (answered in another
+    order than asked), is another follower's older view and adds nothing."""
+    if last is not None and now <= float(last["t1"]):
+        return None
     if total is None:
         if running_average is None or (last is not None and now - float(last["t1"]) < window_s):
             return None
@@ -105,10 +112,10 @@ def next_row(
     if last is None or "total" not in last:
         return {**base, "base": True}
     prev = counters_of(last["total"])
-    if total.restarted_since(prev):
-        return {**base, "base": True, "reset": True}
     if now - float(last["t1"]) < window_s:
         return None
+    if total.restarted_since(prev):  # a counter went down a window after: the engine started again
+        return {**base, "base": True, "reset": True}
     d = total - prev
     return {
         **base,

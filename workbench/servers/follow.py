@@ -202,15 +202,17 @@ class Follow:
                 out["server_info_error"] = str(exc)
         return out
 
-    def acceptance_reading(self, sid: int) -> tuple[SpecCounters | None, float | None]:
+    def acceptance_reading(self, sid: int) -> tuple[SpecCounters | None, float | None, float]:
         """The engine's cumulative counters now (None where its ``/metrics`` has none) and, only then,
-        its running average since the last flush (SGLang's ``/server_info``: the labelled fallback)."""
+        its running average since the last flush (SGLang's ``/server_info``: the labelled fallback);
+        and the time the reading was asked for (wall clock)."""
         client = self.client(sid)
+        asked = time.time()
         total = client.counters()
         if total is not None:
-            return total, None
+            return total, None, asked
         avg = client.facts().get("avg_spec_accept_length")
-        return None, float(avg) if isinstance(avg, (int, float)) else None
+        return None, float(avg) if isinstance(avg, (int, float)) else None, asked
 
     def _counter_window(self, sid: int, window: float | None) -> dict[str, Any]:
         client = self.client(sid)
