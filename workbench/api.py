@@ -41,6 +41,7 @@ from workbench.live.types import (
 from workbench.servers.profiles import GRACE, TIMEOUT
 from workbench.servers.registry import STAGES as SERVER_STAGES
 from workbench.servers.registry import ServerState
+from workbench.servers.sweep import PointRun as SweepRun
 from workbench.workspace import default_root, load_keymap
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "Predicted",
     "ServerState",
     "Spec",
+    "SweepRun",
     "Target",
     "Workbench",
     "WorkbenchError",

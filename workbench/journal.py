@@ -10,6 +10,7 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -349,6 +350,27 @@ class Journal:
             (server_id, ts if ts is not None else time.time(), kind, json.dumps(jsonable(payload))),
         )
         return int(cur.lastrowid or 0)
+
+    def add_measurement_after(
+        self, server_id: int, kind: str, decide: Callable[[dict[str, Any] | None], Any]
+    ) -> tuple[int, dict[str, Any]] | None:
+        """Append a row decided from the server's latest row of ``kind`` (its payload, None if none),
+        in one write transaction: two followers of a server never both append after the same row.
+        ``decide`` returns the new payload, or None to add nothing. Returns (id, payload) or None."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT payload FROM measurements WHERE server_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
+                (int(server_id), kind),
+            ).fetchone()
+            payload = decide(json.loads(row["payload"]) if row is not None else None)
+            if payload is None:
+                return None
+            body = jsonable(payload)
+            cur = db.execute(
+                "INSERT INTO measurements(server_id, ts, kind, payload) VALUES (?, ?, ?, ?)",
+                (int(server_id), time.time(), kind, json.dumps(body)),
+            )
+            return int(cur.lastrowid or 0), body
 
     def measurement_rows(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         sql, args = "SELECT * FROM measurements WHERE 1=1", list[object]()

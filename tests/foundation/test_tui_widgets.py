@@ -128,7 +128,7 @@ async def test_server_log_keeps_a_decode_lines_numbers_at_80_columns(workspace):
     app = WorkbenchApp(str(workspace), start="server", screen_args={"server": {"poll_interval": 3600.0}})
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause(0.2)
-        app.screen.render_poll((status, [(1, line)], {}, rec))
+        app.screen.render_poll((status, [(1, line)], {}, rec, None))  # no acceptance reading
         await pilot.pause(0.2)
         log = app.screen.query_one("#log", RichLog)
         region = log.content_region

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.fixtures.teardown import stop_active_servers
 from tests.fixtures.toml_files import write_toml
+from workbench.api import SweepRun
 from workbench.errors import InputError
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
@@ -219,7 +220,7 @@ def test_a_killed_rank_1_on_a_node_is_rank_1s_failure(sl, net_hosts, slurm_clust
 
 def test_a_sweep_on_a_cluster_runs_its_points_as_parallel_jobs(sl, slurm_cluster):
     wb, _ = sl
-    res = wb.server_sweep("lab1", steps=[1, 2], confirm=True, concurrency=1, max_new_tokens=8, rounds=1)
+    res = wb.server_sweep("lab1", steps=[1, 2], confirm=True, run=SweepRun(concurrency=1, max_new_tokens=8, rounds=1))
     assert [p.state for p in res.points] == ["measured", "measured"], res.points
     jobs = [_job(slurm_cluster, wb.server(p.server_id).extra["slurm"]["job_id"]) for p in res.points]
     # both jobs ran at once (one node each): each started before the other ended

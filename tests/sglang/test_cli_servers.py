@@ -69,18 +69,15 @@ def test_launch_refuses_a_profile_with_problems(cli, ssh_workspace):
 
 
 def test_sweep_ranks_fits_and_resumes(server_ws):
+    from workbench.api import SweepRun
+
     wb = server_ws
     kw = dict(
         steps=[1, 2, 3],
         topks=[1],
         baseline=True,
         envs=[{"NCCL_PROTO": "LL"}],
-        concurrency=4,
-        max_new_tokens=48,
-        ready_timeout=60,
-        poll=0.2,
-        stop_grace=2,
-        gpu_wait=5,
+        run=SweepRun(concurrency=4, max_new_tokens=48, ready_timeout=60, poll=0.2, stop_grace=2, gpu_wait=5),
     )
     res = wb.server_sweep("standin", confirm=True, **kw)
     assert [p.state for p in res.points] == ["measured"] * 4, [p.error for p in res.points]

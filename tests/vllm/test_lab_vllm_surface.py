@@ -58,8 +58,10 @@ def test_launch_ready_measure_metrics_stop(wbv):
     assert c["drafts"] > 0 and m.accept_length == pytest.approx(1 + c["accepted"] / c["drafts"])
     assert m.per_position == pytest.approx([p / c["drafts"] for p in c["accepted_per_pos"]])
     assert m.engine == "vllm==0.32.0" and m.completion_tokens == 16 * 24 and not m.notes
-    # per request, vLLM's own figure (--per-request-spec-decode-metrics)
+    # per request, vLLM's own figures (--per-request-spec-decode-metrics), which sum to its counters
     assert all(r["accept_len"] is not None and r["accept_len"] >= 1 for r in m.requests) and len(m.requests) == 16
+    assert m.per_request_source == "response metrics" and m.counters_check["agree"], m.counters_check
+    assert m.counters_check["draft_tokens"]["requests"] == c["draft_tokens"]
     # the journal keeps the counters; the accept length read back is the same
     row = wb.measurements(st.id)[-1]
     assert row["counters"] == c and row["accept_length"] == pytest.approx(m.accept_length)
@@ -120,10 +122,10 @@ def test_sweep_over_chain_lengths_with_a_baseline(wbv):
     """A sweep on a vLLM profile: each point a relaunch with --speculative-config of that chain length,
     measured on vLLM's counters; the baseline without speculation has none."""
     wb, root, _ids = wbv
-    res = wb.server_sweep(
-        "good", steps=[1, 2], baseline=True, confirm=True, max_new_tokens=16, concurrency=2,
-        prompts=str(root / "prompts.json"), stop_grace=5, gpu_wait=0,
-    )  # fmt: skip
+    from workbench.api import SweepRun
+
+    run = SweepRun(max_new_tokens=16, concurrency=2, prompts=str(root / "prompts.json"), stop_grace=5, gpu_wait=0)
+    res = wb.server_sweep("good", steps=[1, 2], baseline=True, confirm=True, run=run)
     by = {p.key: p for p in res.points}
     assert set(by) == {"baseline", "s1-k1-n2", "s2-k1-n3"} and all(p.state == "measured" for p in by.values())
     assert by["baseline"].server_accept_len is None

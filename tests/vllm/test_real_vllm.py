@@ -93,6 +93,65 @@ def test_the_story_on_a_real_vllm(story, lab_world):
     assert before["accept_length"] < after["accept_length"], (before, after)
 
 
+def test_per_request_context_sweep_and_a_steady_follow_on_a_real_vllm(story, lab_world, tmp_path):
+    """On the fixed server (launched with --per-request-spec-decode-metrics): each request's figures
+    are vLLM's own and equal its counters around it; a context sweep up to the served limit falls past
+    the drafter's trained length, the finding naming it; followed under steady load, no alarm."""
+    import threading
+
+    from workbench.lab.prompts import write_prompt_set
+
+    out, wb = story
+    sid = out["after"]["server"]
+    prompts = write_prompt_set(lab_world, tmp_path / "prompts.json", "measured", TOKENS)
+    one = wb.server_measure(sid, prompts=str(prompts), concurrency=1, warmup=0, max_new_tokens=24)
+    assert one.per_request_source == "response metrics" and len(one.per_request) == 16
+    check = one.counters_check
+    assert check["agree"] and check["each"] == {"requests": 16, "agree": 16}, check
+    assert check["draft_tokens"]["requests"] == one.counters["draft_tokens"]
+    for x in one.requests:
+        assert x["accept_len"] == pytest.approx(1 + x["accepted"] / x["rounds"], rel=1e-12)
+
+    trained = lab_world["settings"]["prompt_len"] + lab_world["settings"]["response_len"]
+    top = 1024 - TOKENS
+    s = wb.server_measure(sid, prompts=str(prompts), concurrency=4, warmup=0, context=[48, 256, top])
+    rows = {r["context_tokens"]: r for r in s.by_context}
+    print("\naccept length by context (real vLLM):", {n: round(r["accept_length"], 3) for n, r in rows.items()})
+    assert s.counters_check["agree"] and sum(r["rounds"] for r in rows.values()) == s.counters["drafts"]
+    assert all(r["source"] == "vllm /metrics" and r["requests"] == 16 for r in rows.values())
+    assert s.context_facts["trained_length"] == trained and s.context_facts["max_position_embeddings"] == 1024
+    f = s.findings[0]
+    assert f["code"] == "accept-falls-past-trained-length" and f"{trained} tokens" in f["message"], s.findings
+
+    ids = json.loads(prompts.read_text())["prompts"]
+    stop = threading.Event()
+
+    def load():
+        from workbench.vllm.client import VLLMClient
+
+        client, i = VLLMClient(f"http://127.0.0.1:{wb.server(sid).port}", timeout=120), 0
+        while not stop.is_set():
+            client.complete(ids[i % len(ids)], 24)
+            i += 1
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    try:
+        import time
+
+        end = time.time() + 24
+        while time.time() < end:
+            series = wb.server_acceptance(sid, window_s=1.5, baseline_s=12)
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join(timeout=120)
+    counted = [w for w in series.windows if w.rounds]
+    assert series.source == "vllm /metrics" and len(counted) >= 10 and series.baseline["windows"] >= 6, series
+    assert not series.alarm.raised, series.alarm
+    assert all(w.counters["drafts"] == w.rounds for w in counted)
+
+
 def test_counters_are_vllms_own_and_the_lab_agrees(story, lab_world, tmp_path):
     """On the fixed server: the measurement's counters are what vLLM's /metrics says before and after
     it; the lab server (SGLang's rule, the same function at head size 16) measures the same accept length

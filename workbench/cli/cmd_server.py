@@ -1,4 +1,4 @@
-"""``eagle-workbench server launch|status|logs|stop|measure|sweep|metrics``: SGLang servers on hosts."""
+"""``eagle-workbench server launch|status|logs|stop|measure|sweep|metrics|acceptance``: servers on hosts."""
 
 from __future__ import annotations
 
@@ -48,8 +48,35 @@ def register(sub) -> None:
     me.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt (default: the protocol's)")
     me.add_argument("--rounds", type=int, default=1, help="timed rounds over the prompt set (default 1)")
     me.add_argument("--prompts", metavar="FILE.json", help='another prompt set ({"prompts": [...]})')
+    me.add_argument(
+        "--context",
+        metavar="N,N,...",
+        help="sweep these context lengths (tokens before each continuation), e.g. 256,1024,4096, or auto: "
+        "accept length per context, the drafter's trained length marked",
+    )
+    me.add_argument("--trained-length", type=int, metavar="N", help="the sequence length the drafter was trained on")
+    me.add_argument("--training-data", metavar="DIR", help="the drafter's training data (its rows give the length)")
     add_json(me)
     me.set_defaults(func=_measure)
+
+    ac = ss.add_parser(
+        "acceptance", help="accept length over time from the engine's counters, with the alarm against its first hour"
+    )
+    ac.add_argument("id", type=int, help="server id (see `server status`)")
+    ac.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep reading the counters: each window as it is kept, the alarm when it changes (Ctrl+C stops)",
+    )
+    ac.add_argument("--interval", type=float, default=5.0, help="seconds between readings with --follow (default 5)")
+    ac.add_argument("--window", type=float, help="seconds a kept window spans at least (default: [acceptance] or 60)")
+    ac.add_argument(
+        "--baseline", type=float, help="seconds of the server's start that make the baseline (default 3600)"
+    )
+    ac.add_argument("--no-read", action="store_true", help="only what the journal holds (no request to the server)")
+    add_json(ac)
+    ac.set_defaults(func=_acceptance)
 
     mt = ss.add_parser("metrics", help="accept length and throughput from the log and /server_info")
     mt.add_argument("id", type=int, help="server id (see `server status`)")
@@ -219,6 +246,9 @@ def _measure(args, ctx):
         max_new_tokens=args.max_new_tokens,
         rounds=args.rounds,
         prompts=args.prompts,
+        context=args.context,
+        trained_length=args.trained_length,
+        training_data=args.training_data,
     )
 
     def text(m):
@@ -244,10 +274,130 @@ def _measure(args, ctx):
         else:
             body = f"\n  {m.tokens_per_s:.1f} tok/s (no speculation)"
         flags = "".join(f"\n  UNSTABLE: {w}" for w in m.unstable) + "".join(f"\n  note: {n}" for n in m.notes)
-        return head + body + flags
+        return head + body + _per_request_text(m) + _context_text(m) + flags
 
     emit(m, args.json, text)
     return 0
+
+
+def _per_request_text(m) -> str:
+    d = m.distribution or {}
+    if not d.get("n"):
+        return ""
+    out = (
+        f"\n  per request ({m.per_request_source}): p10 {d['p10']:.2f}  median {d['p50']:.2f}  p90 {d['p90']:.2f}  "
+        f"(min {d['min']:.2f}, max {d['max']:.2f}, {d['n']} requests)"
+    )
+    c = m.counters_check
+    if c:
+        out += (
+            f"\n  sums {'agree with' if c['agree'] else 'DIFFER from'} the counters: "
+            f"{c['rounds']['requests']} rounds ({c['rounds']['counters']}), "
+            f"{c['tokens']['requests']} tokens ({c['tokens']['counters']})"
+        )
+    for x in m.low_requests[:5]:
+        ctx = f" at {x['context_tokens']} tokens" if x.get("context_tokens") else ""
+        out += (
+            f"\n  far below (< {d['low']:.2f}): {x['accept_len']:.2f}  prompt {x['prompt']}{ctx}: {x['prompt_start']}"
+        )
+    return out
+
+
+def _context_text(m) -> str:
+    if not m.by_context:
+        return ""
+    from workbench.textplot import bar_lines, render
+
+    f = m.context_facts or {}
+    trained, mpe = f.get("trained_length"), f.get("max_position_embeddings")
+    rows = [r for r in m.by_context if r.get("accept_length") is not None]
+    marks = {r["context_tokens"]: ("  past trained" if r.get("past_trained_length") else "") for r in rows}
+    lines = bar_lines(
+        [f"{r['context_tokens']} tok" for r in rows],
+        [r["accept_length"] for r in rows],
+        lo=1.0,
+        hi=max([r["accept_length"] for r in rows] + [2.0]),
+        width=30,
+    )
+    plot = "\n".join("  " + line + marks[r["context_tokens"]] for line, r in zip(render(lines).splitlines(), rows))
+    head = (
+        f"\n  accept length by context (trained length {trained if trained else 'unknown'}"
+        f"{' from ' + f['trained_from'] if f.get('trained_from') else ''}; max_position_embeddings {mpe or '?'}):\n"
+    )
+    finds = "".join(f"\n  {x['severity']}: {x['message']}" for x in m.findings)
+    return head + plot + finds
+
+
+def _acceptance(args, ctx):
+    import json
+    import time
+
+    from workbench.numbers import Range, number
+
+    wb = ctx.wb
+    interval = number(args.interval, "--interval", Range(0.05, 3600.0))
+
+    def once():
+        return wb.server_acceptance(args.id, record=not args.no_read, window_s=args.window, baseline_s=args.baseline)
+
+    if not args.follow:
+        emit(once(), args.json, _acceptance_text)
+        return 0
+    # the whole series once, then each window as it is kept and the alarm when it changes
+    shown, alarm = 0, None
+    try:
+        while True:
+            s = once()
+            new, now = s.windows[shown:], (s.alarm.raised, s.alarm.current)
+            if args.json and (new or now != alarm):
+                print(json.dumps({**s.to_dict(), "windows": [w.to_dict() for w in new]}), flush=True)
+            elif not args.json and alarm is None:
+                print(_acceptance_text(s), flush=True)
+            elif not args.json:
+                lines = [_window_line(w) for w in new]
+                if now != alarm:
+                    lines.append(_alarm_line(s))
+                if lines:
+                    print("\n".join(lines), flush=True)
+            shown, alarm = len(s.windows), now
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _window_line(w) -> str:
+    import datetime as dt
+
+    def hms(t):
+        return dt.datetime.fromtimestamp(t).strftime("%H:%M:%S")
+
+    al = f"{w.accept_length:.3f}" if w.accept_length is not None else "idle"
+    tag = "  LOW" if w.low else ""
+    label = "  (running average, not a window)" if w.fallback else f"  {w.rounds} rounds"
+    return f"  {hms(w.t0)}-{hms(w.t1)}  {al:>6}{label}{tag}"
+
+
+def _alarm_line(s) -> str:
+    return f"  ALARM: {s.alarm.message}" if s.alarm.raised else f"  no alarm ({s.rule})"
+
+
+def _acceptance_text(s) -> str:
+    from workbench.display import sparkline
+
+    b = s.baseline
+    lines = [f"server {s.server_id}: accept length over time ({s.source or 'no window yet'})"]
+    if b.get("accept_length") is not None:
+        lines.append(
+            f"  baseline {b['accept_length']:.3f} over {b['windows']} windows of its first {s.baseline_s:g} s"
+            + ("" if b.get("complete") else " (still forming)")
+        )
+    series = [w.accept_length for w in s.windows if w.accept_length is not None]
+    if series:
+        lines.append(f"  {sparkline(series, min(60, len(series)))}")
+    lines += [_window_line(w) for w in s.windows]
+    lines.append(_alarm_line(s))
+    lines += [f"  note: {n}" for n in s.notes]
+    return "\n".join(lines)
 
 
 def _metrics(args, ctx):
@@ -259,14 +409,15 @@ def _sweep(args, ctx):
     from workbench.errors import ConfirmationRequired
 
     wb = ctx.wb
+    from workbench.api import SweepRun
+
     kw = dict(
         steps=_ints(args.steps, "--steps"),
         topks=_ints(args.topk, "--topk"),
         draft_tokens=_ints(args.draft_tokens, "--draft-tokens") if args.draft_tokens else None,
         envs=[_env(e) for e in args.env],
         baseline=args.baseline,
-        concurrency=args.concurrency,
-        max_new_tokens=args.max_new_tokens,
+        run=SweepRun(concurrency=args.concurrency, max_new_tokens=args.max_new_tokens),
     )
     try:
         res = wb.server_sweep(args.profile, confirm=False, **kw)
@@ -291,10 +442,10 @@ def _sweep(args, ctx):
                 + (f" ({(r.speedup_vs_baseline - 1) * 100:+.1f}% vs baseline)" if r.speedup_vs_baseline else "")
             )
         if r.model:
-            m = r.model
+            a, b = r.model["t_verify_a_s"] * 1000, r.model["t_verify_b_s_per_token"] * 1000
             lines.append(
-                f"model: t_verify = {m['t_verify_a_s'] * 1000:.2f} + {m['t_verify_b_s_per_token'] * 1000:.3f}*ndt ms, "
-                f"t_draft = {m['t_draft_s'] * 1000:.2f} ms (r2 {m['r2']:.2f})"
+                f"model: t_verify = {a:.2f} + {b:.3f}*ndt ms, "
+                f"t_draft = {r.model['t_draft_s'] * 1000:.2f} ms (r2 {r.model['r2']:.2f})"
             )
         return "\n".join(lines)
 

@@ -13,6 +13,7 @@ from workbench.progress import Progress
 from workbench.results import Result
 
 if TYPE_CHECKING:
+    from workbench.drafter.context import DraftContext
     from workbench.hosts import Host
     from workbench.servers.command import Command
     from workbench.servers.launch import Preview
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from workbench.servers.registry import ServerRecord
     from workbench.servers.status import GPU, ServerStatus
     from workbench.servers.stop import StopResult
-    from workbench.servers.sweep import SweepPoint, SweepResult
+    from workbench.servers.sweep import PointRun, SweepPoint, SweepResult
 
 
 @dataclass
@@ -372,10 +373,89 @@ class ServersAPI(ConfigsAPI):
 
     def server_metrics(self, server_id: int, window: float | None = None) -> dict[str, Any]:
         """Live metrics: SGLang's decode lines and /server_info; an engine's acceptance counters
-        differenced over ``window`` seconds (else since the last call), with per-position rates."""
-        out = self.lifecycle.follow.metrics(int(server_id), window=window)
+        differenced over ``window`` seconds (else since the last call), with per-position rates. The
+        counters' reading is kept in the journal's acceptance windows too (``server_acceptance``)."""
+        sid = int(server_id)
+        out = self.lifecycle.follow.metrics(sid, window=window)
+        total = out.get("counters_total")
+        if total is not None or (out.get("server_info") or {}).get("avg_spec_accept_length") is not None:
+            from workbench.servers.acceptance import counters_of
+
+            avg = None if total is not None else out["server_info"]["avg_spec_accept_length"]
+            self._keep_acceptance(sid, counters_of(total) if total is not None else None, avg)
         self._record("server.metrics", f"server:{server_id}", out)
         return out
+
+    def _acceptance_settings(self, window_s: float | None, baseline_s: float | None) -> tuple[float, float]:
+        from workbench.numbers import Range, number
+        from workbench.servers import acceptance as A
+
+        cfg = self.workspace.section("acceptance")
+        w = number(
+            window_s if window_s is not None else cfg.get("window_s", A.WINDOW_S),
+            "acceptance.window_s",
+            Range(0.0, 86400.0),
+        )
+        b = number(
+            baseline_s if baseline_s is not None else cfg.get("baseline_s", A.BASELINE_S),
+            "acceptance.baseline_s",
+            Range(0.0, 30 * 86400.0),
+        )
+        return w, b
+
+    def _keep_acceptance(
+        self,
+        sid: int,
+        total: Any,
+        running_average: float | None,
+        window_s: float | None = None,
+        at: float | None = None,
+    ) -> dict[str, Any] | None:
+        """Append the window a reading (asked for ``at``, default now) closes (compare-and-swap on the
+        server's latest row)."""
+        import time
+
+        from workbench.servers import acceptance as A
+
+        w, _ = self._acceptance_settings(window_s, None)
+        now = time.time() if at is None else at
+        added = self.journal.add_measurement_after(
+            sid, A.KIND, lambda last: A.next_row(last, total, now, w, running_average)
+        )
+        return added[1] if added is not None else None
+
+    def server_acceptance(
+        self,
+        server_id: int,
+        *,
+        record: bool = True,
+        window_s: float | None = None,
+        baseline_s: float | None = None,
+    ) -> Any:
+        """A followed server's acceptance over time (``workbench.servers.acceptance``): with ``record``,
+        the engine's counters are read now and a window is kept once ``window_s`` have passed since the
+        last (workspace ``[acceptance] window_s``, default ``WINDOW_S``); then every kept window, the
+        baseline of the server's first ``baseline_s`` (default an hour) and the alarm."""
+        from workbench.servers import acceptance as A
+        from workbench.servers.registry import LIVE
+
+        sid = int(server_id)
+        w, b = self._acceptance_settings(window_s, baseline_s)
+        rec = self.server(sid)
+        notes: list[str] = []
+        added = None
+        if record and rec.state in LIVE:
+            try:
+                total, avg, at = self.lifecycle.follow.acceptance_reading(sid)
+                added = self._keep_acceptance(sid, total, avg, w, at)
+            except WorkbenchError as exc:
+                notes.append(f"counters not read now: {exc}")
+        series = A.analyse(sid, self.journal.measurement_rows(sid, A.KIND), baseline_s=b, window_s=w)
+        series.notes[:0] = notes
+        alarm = series.alarm
+        if added is not None and alarm.raised and alarm.window == len(series.windows) - 1:
+            self._record("server.acceptance.alarm", f"server:{sid}", {**alarm.to_dict(), "profile": rec.profile})
+        return series
 
     # -- stop -------------------------------------------------------------------------------------
     def stop_plan(self, server_id: int, grace: float | None = None) -> Plan:
@@ -461,20 +541,36 @@ class ServersAPI(ConfigsAPI):
         prompts: str | None = None,
         label: str = "",
         warmup: int = 1,
+        context: Sequence[int] | str | None = None,
+        trained_length: int | None = None,
+        training_data: str | None = None,
     ) -> Measurement:
         """Accept length and tokens/s by the protocol: the cache flushed, the fixed prompt set (or
         ``prompts``, a JSON file of them) at ``concurrency``, ``rounds`` times; the server's own
         cumulative accept length after the flush alongside. Journaled as a measurement (``label``
         kept with it) and as ``server.measure``. ``warmup``: untimed requests per concurrency slot
-        before the cache reset (0 reads the engine's counters over nothing but the timed rounds)."""
+        before the cache reset (0 reads the engine's counters over nothing but the timed rounds).
+
+        ``context`` (e.g. ``[256, 1024, 4096]``): the workload sweeps those context lengths instead
+        (each checked against the served context length); the result's ``by_context`` rows mark the
+        drafter's trained length (``trained_length``, else read from ``training_data``, else the
+        workspace's ``[live] training_data``) and its ``max_position_embeddings`` (the draft config the
+        server loaded), and ``findings`` say whether acceptance falls past it."""
+        from workbench.servers.context import parse_contexts
         from workbench.servers.engines import engine
         from workbench.servers.measure import run_protocol
         from workbench.servers.registry import ServerState
 
+        contexts = parse_contexts(context) if context is not None else None  # bad input refused first
         sid = int(server_id)
         rec = self.server(sid)
         if rec.state not in (ServerState.READY, ServerState.STARTING):
             raise WorkbenchError(f"server {sid}: is {rec.state}; measure a ready server")
+        sweep = None
+        if contexts is not None:
+            from workbench.servers.measure import Sweep
+
+            sweep = Sweep(contexts, self.draft_context(sid, trained_length=trained_length, training_data=training_data))
         client = self.lifecycle.follow.client(sid, timeout=600)
         m = run_protocol(
             client,
@@ -486,6 +582,7 @@ class ServersAPI(ConfigsAPI):
             progress=lambda i, n: self.progress(Progress("server.measure", i, n, f"round {i}/{n}")),
             engine=engine(rec.extra.get("engine")).spec(rec.extra.get("version")),
             warmup=warmup,
+            sweep=sweep,
         )
         payload = m.to_dict()
         if label:
@@ -493,6 +590,41 @@ class ServersAPI(ConfigsAPI):
         self.journal.add_measurement(sid, "protocol", payload)
         self._record("server.measure", f"server:{sid}", payload)
         return m
+
+    def draft_context(
+        self, server_id: int, *, trained_length: int | None = None, training_data: str | None = None
+    ) -> DraftContext:
+        """What is known of a server's drafter's context: ``max_position_embeddings`` from the draft
+        config it loaded (the journal's copy from its launch, else the file on its host) and its
+        trained length (given, else from the training data: ``training_data`` or ``[live]``'s)."""
+        import json
+
+        from workbench.drafter.context import draft_context
+
+        rec = self.server(int(server_id))
+        config: dict[str, Any] | None = None
+        raw = self.journal.blob(rec.draft_config_sha256)
+        notes: list[str] = []
+        if raw is None:
+            from workbench.servers.engines import engine
+
+            draft = engine(rec.extra.get("engine")).argv_facts(rec.argv).get("draft")
+            if draft:
+                try:
+                    raw = self.host(rec.host).read_bytes(str(draft).rstrip("/") + "/config.json")
+                except (WorkbenchError, OSError) as exc:
+                    notes.append(f"draft config not read: {exc}")
+        if raw is not None:
+            try:
+                got = json.loads(raw)
+                config = got if isinstance(got, dict) else None
+            except ValueError:
+                notes.append("the draft config is not JSON")
+        if training_data is None and trained_length is None:
+            training_data = self.workspace.section("live").get("training_data")
+        facts = draft_context(config, training_data=training_data, trained_length=trained_length)
+        facts.notes[:0] = notes
+        return facts
 
     def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         """The journal's measurements (of one server, of one ``kind``: "protocol", "sweep"),
@@ -515,7 +647,7 @@ class ServersAPI(ConfigsAPI):
             [f"{p.key}" for p in points],
         )
 
-    def server_sweep(  # noqa: PLR0913 (one keyword per option of `server sweep`, as the faces pass them)
+    def server_sweep(
         self,
         profile: str,
         *,
@@ -525,35 +657,29 @@ class ServersAPI(ConfigsAPI):
         envs: Sequence[dict[str, str]] | None = None,
         baseline: bool = False,
         confirm: bool = False,
-        concurrency: int = 4,
-        max_new_tokens: int | None = None,
-        rounds: int = 1,
-        prompts: str | None = None,
-        ready_timeout: float | None = None,
-        poll: float = 1.0,
-        stop_grace: float | None = None,
-        gpu_wait: float = 60.0,
+        run: PointRun | None = None,
     ) -> SweepResult:
         """Relaunch ``profile`` at every (steps, topk, draft_tokens, env) point (``baseline``: and
         without speculation), measure each by the protocol and stop it; the fitted throughput model
         and the ranking in the result. Without ``confirm=True`` it raises
-        ``ConfirmationRequired`` with the plan. Journaled as ``server.sweep``."""
+        ``ConfirmationRequired`` with the plan. Journaled as ``server.sweep``. ``run``
+        (``workbench.api.SweepRun``) says how each point is measured (concurrency, tokens, rounds,
+        prompts) and launched and stopped."""
         from workbench.servers import sweep as sw
 
         self.profile(profile)  # an unknown profile is refused before the plan
+        run = run or sw.PointRun()
         points = sw.expand(
             list(steps), list(topks), list(draft_tokens) if draft_tokens else None, list(envs or []), baseline
         )
-        measure = {"concurrency": concurrency, "max_new_tokens": max_new_tokens, "rounds": rounds, "prompts": prompts}
+        measure = {
+            "concurrency": run.concurrency,
+            "max_new_tokens": run.max_new_tokens,
+            "rounds": run.rounds,
+            "prompts": run.prompts,
+        }
         sid_ = sw.sweep_id(profile, points, measure)
         require(self.sweep_plan(profile, points), confirm)
-        result = sw.run(
-            self,
-            profile,
-            points,
-            sid_,
-            self.__dict__.setdefault("_profile_overlay", {}),
-            sw.PointRun(concurrency, max_new_tokens, rounds, prompts, ready_timeout, poll, stop_grace, gpu_wait),
-        )
+        result = sw.run(self, profile, points, sid_, self.__dict__.setdefault("_profile_overlay", {}), run)
         self._record("server.sweep", profile, result)
         return result

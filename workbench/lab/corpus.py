@@ -181,6 +181,7 @@ class Generator:
         self,
         seed: int,
         world: int = 0,
+        *,
         pref: float = 0.6,
         succ: float = 0.8,
         mix: Sequence[float] | None = None,

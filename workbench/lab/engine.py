@@ -72,6 +72,29 @@ class GenOutput:
         return len(self.output_ids)
 
 
+class StaleFeatures:
+    """An injected engine bug (``LAB_FAIL=accept-decay``): from ``after`` seconds on, a share of verify
+    rounds growing linearly to all of them over ``ramp`` seconds hands the drafter the previous round's
+    captured states instead of its own (a buffer read before it is written). The share is spread evenly
+    over the rounds (an accumulator, no randomness), so the decay is the same on every run."""
+
+    def __init__(self, after: float, ramp: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.start = clock() + max(0.0, after)
+        self.ramp = max(1e-9, ramp)
+        self._acc = 0.0
+
+    def share(self) -> float:
+        return min(1.0, max(0.0, (self.clock() - self.start) / self.ramp))
+
+    def stale(self) -> bool:
+        self._acc += self.share()
+        if self._acc >= 1.0:
+            self._acc -= 1.0
+            return True
+        return False
+
+
 @dataclass
 class Stats:
     """Totals since start or the last reset (``/flush_cache``)."""
@@ -110,16 +133,12 @@ class LabEngine:
         algorithm: str = "EAGLE3",
         cuda_graph: bool = True,
         dumper: Dumper | None = None,
-        threads: int | None = None,
     ) -> None:
-        import torch
 
         from workbench.lab.lean import lean_for
         from workbench.lab.streams import StreamTap
         from workbench.lab.target import load_target
 
-        if threads:
-            torch.set_num_threads(threads)
         # Served dtype: weights are rounded to it and returned/dumped tensors are cast to it, while the
         # arithmetic stays fp32. The numerics differ from the fp32 capture as a bf16 deployment's do,
         # but a verify over K+1 tokens and a one-token decode round alike, so speculation stays
@@ -151,6 +170,7 @@ class LabEngine:
         # callbacks for the server's scheduler log lines
         self.on_prefill: Callable[[int, float], None] | None = None
         self.on_round: Callable[[int | None, int, int], None] | None = None
+        self.fault: StaleFeatures | None = None  # an injected engine bug (the lab server's LAB_FAIL)
         self.drafter: Eagle3Drafter | None = None
         self.capture: EngineCapture | None = None
         self.draft_config: dict[str, Any] | None = None
@@ -270,7 +290,9 @@ class LabEngine:
             if self.drafter is None:
                 self._plain(seq, cache, max_new_tokens, ignore_eos, res, names, hidden_rows, return_hidden)
             else:
-                self._spec(seq, cache, aux, max_new_tokens, ignore_eos, res, names, hidden_rows, return_hidden)
+                self._spec(
+                    seq, cache, aux, max_new_tokens, ignore_eos, res, names, rows=hidden_rows, want=return_hidden
+                )
             out = seq[res.prompt_tokens :]
             reason = {"type": "length", "length": max_new_tokens}
             if not ignore_eos and self.eos in out:
@@ -326,9 +348,11 @@ class LabEngine:
         ignore_eos: bool,
         res: GenOutput,
         names: list[str],
+        *,
         rows: list[Any],
-        return_hidden: bool,
+        want: bool,
     ) -> None:
+        """Chain speculation to the end of the request; ``want``: keep the verify rounds' states in ``rows``."""
         import torch
 
         d = cast("Eagle3Drafter", self.drafter)  # generate() speculates only with a drafter
@@ -338,6 +362,7 @@ class LabEngine:
         pairs = torch.tensor([seq[1:n]], dtype=torch.long)  # x_1 .. x_{n-1}
         last = self._draft_step(_captured(aux), pairs, torch.arange(n - 1), None)
         dkv = last.kv
+        previous: torch.Tensor | None = None  # the last verify round's captured states
         while not self._done(seq, res.prompt_tokens, max_new, ignore_eos):
             n = len(seq)
             drafts = d.draft_chain(last, dkv, n - 2, K)[0].tolist()
@@ -358,9 +383,14 @@ class LabEngine:
             res.histogram[a] += 1
             if self.on_round:
                 self.on_round(a, a + 1, len(seq))
-            if return_hidden:
+            if want:
                 rows.extend(self._rows(_captured(vaux)[0, : a + 1]))
-            last = self._draft_step(_captured(vaux)[:, : a + 1], torch.tensor([new]), torch.arange(n - 1, n + a), dkv)
+            feats = _captured(vaux)
+            if self.fault is not None and previous is not None and self.fault.stale():
+                feats, previous = previous, feats
+            else:
+                previous = feats
+            last = self._draft_step(feats[:, : a + 1], torch.tensor([new]), torch.arange(n - 1, n + a), dkv)
             dkv = last.kv
 
     def _draft_step(

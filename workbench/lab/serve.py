@@ -4,7 +4,8 @@ It loads the lab target (and the EAGLE-3 draft when ``--speculative-algorithm EA
 performs real greedy chain speculative decoding, writes SGLang-format logs for the emulated version
 (``--lab-engine``) to stderr, and answers SGLang's HTTP routes on ``--host``/``--port``:
 ``/health``, ``/health_generate``, ``/server_info`` (+ ``/get_server_info``), ``/model_info``
-(+ ``/get_model_info``), ``/flush_cache`` and ``/generate``.
+(+ ``/get_model_info``), ``/flush_cache``, ``/generate``, ``/tokenize`` (0.5.5 on) and, with
+``--enable-metrics``, ``/metrics`` (``workbench.lab.sglang_metrics``: SGLang's acceptance counters and gauges).
 
 With ``--lab-engine vllm==X`` it speaks vLLM's surface instead (``workbench.lab.vllm_surface``: OpenAI
 completions with token ids, ``/metrics`` counters, ``/reset_prefix_cache``, the ``SpecDecoding metrics``
@@ -18,6 +19,11 @@ exception: <traceback>``, then the main process logs ``Received sigquit from a c
 and kills itself (SIGKILL, as ``kill_process_tree`` does); a busy port is uvicorn's bind error and
 exit status 1. ``LAB_FAIL_AFTER=<s>`` delays ``crash-after-ready`` to a timer instead of the first
 request.
+
+``LAB_FAIL=accept-decay`` is an engine bug that logs nothing: ``LAB_FAIL_AFTER`` seconds after the
+server is ready (default 0) a growing share of verify rounds hand the drafter the previous round's
+captured states (a stale buffer), all of them ``LAB_DECAY_RAMP`` seconds later (default 60): the
+drafter really drafts from stale features, so acceptance decays while the config stays healthy.
 """
 
 from __future__ import annotations
@@ -33,9 +39,9 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import urlparse
 
 from workbench.engine.version import Version
@@ -45,9 +51,10 @@ from workbench.lab.logfmt import LogFormat
 if TYPE_CHECKING:
     from workbench.lab.engine import GenOutput, LabEngine
     from workbench.lab.ranks import Group
+    from workbench.lab.sglang_metrics import SGLangMetrics
     from workbench.lab.vllm_surface import SpecTotals
 
-FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready")
+FAILURES = ("oom", "port", "draft-context", "cuda-graph", "crash-after-ready", "accept-decay")
 GPU_GB = 79.11  # what the emulated card reports as available at start
 CUDA_GRAPH_FAILED = (
     "Possible solutions:\n"
@@ -99,6 +106,7 @@ class LabServer:
         self.crashed = False
         self.seq_len = 0
         self.max_total_tokens = 0
+        self.context_len = 1024  # the served context length (start() reads it)
         self.httpd: ThreadingHTTPServer | None = None
         self.group: Group | None = None  # the other ranks of a server across nodes (rank 0)
         self.dump = args.debug_tensor_dump_output_folder is not None
@@ -108,6 +116,11 @@ class LabServer:
             from workbench.lab.vllm_surface import SpecTotals
 
             self.totals = SpecTotals(int(args.speculative_num_steps or 1))
+        self.metrics: SGLangMetrics | None = None
+        if args.enable_metrics and not self.vllm:
+            from workbench.lab.sglang_metrics import SGLangMetrics
+
+            self.metrics = SGLangMetrics(version, str(args.served_model_name or args.model_path))
 
     # ----- logging -----
     def log(self, msg: str, scheduler: bool = True) -> None:
@@ -173,6 +186,7 @@ class LabServer:
             for note in serverargs.resolve_spec(a, arch):
                 self.log(note, scheduler=False)
             context = a.context_length or int(target_cfg.get("max_position_embeddings", 2048))
+            self.context_len = context
             # target worker: weights, KV pool, graphs
             t0 = time.time()
             self.log(self.fmt.load_begin(GPU_GB))
@@ -329,7 +343,9 @@ class LabServer:
         try:
             if not (a.skip_server_warmup or self.dump or self.vllm):  # vLLM sends no warm-up request
                 ids = [1] + [5] * 7
-                self.generate_ids(ids, 8, ignore_eos=True, warmup=True)
+                res = self.generate_ids(ids, 8, ignore_eos=True, warmup=True)
+                if self.metrics is not None:  # a request over HTTP in SGLang: its collectors count it
+                    self.metrics.finished(res.prompt_tokens, res.completion_tokens, res.verify_ct)
                 self.uvicorn("INFO", f'127.0.0.1:{40000 + os.getpid() % 20000} - "POST /generate HTTP/1.1" 200 OK')
             if a.debug_tensor_dump_input_file:
                 import numpy as np
@@ -348,6 +364,12 @@ class LabServer:
         if self.fail == "crash-after-ready" and os.environ.get("LAB_FAIL_AFTER"):
             delay = float(os.environ["LAB_FAIL_AFTER"])
             threading.Timer(delay, self._crash).start()
+        if self.fail == "accept-decay" and self.engine is not None:
+            from workbench.lab.engine import StaleFeatures
+
+            self.engine.fault = StaleFeatures(
+                float(os.environ.get("LAB_FAIL_AFTER") or 0), float(os.environ.get("LAB_DECAY_RAMP") or 60)
+            )
 
     def _crash(self) -> None:
         self.crashed = True
@@ -405,6 +427,16 @@ class LabServer:
                 rate = self.fmt.accept_rate(
                     w["accept"], w["ct"], a.speculative_num_steps, a.speculative_num_draft_tokens
                 )
+            if self.metrics is not None:
+                gauges = {"gen_throughput": gen}
+                if al is not None and rate is not None:
+                    gauges.update(
+                        spec_accept_length=al,
+                        spec_accept_rate=rate,
+                        spec_num_steps=float(a.speculative_num_steps or 0),
+                        spec_num_draft_tokens=float(a.speculative_num_draft_tokens or 0),
+                    )
+                self.metrics.interval(gauges)
             with self.state_lock:
                 running, waiting = self.running, self.waiting
             self.log(
@@ -517,7 +549,8 @@ class LabServer:
             {
                 "status": "ready" if self.ready else "starting",
                 "max_total_num_tokens": self.max_total_tokens,
-                "max_req_input_len": (a.context_length or 1024) - 1,
+                # as the scheduler's TpModelWorker sets it (0.4.9 to 0.5.23 alike)
+                "max_req_input_len": min(self.context_len - 1, self.max_total_tokens - 1) - 5,
                 "internal_states": [internal],
                 "version": str(self.version),
             }
@@ -609,6 +642,21 @@ class LabServer:
         outs = [self._one(p, max_new, ignore_eos, want_hidden) for p in prompts]
         return outs if batch else outs[0]
 
+    def tokenize(self, body: object) -> dict[str, Any]:
+        """SGLang's ``/tokenize`` (``OpenAIServingTokenize``): ``tokens``, ``count``, ``max_model_len``."""
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), (str, list)):
+            raise ValueError("prompt: expected a string or a list of strings")
+        prompt = body["prompt"]
+        special = bool(body.get("add_special_tokens", True))
+        texts = [prompt] if isinstance(prompt, str) else prompt
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("prompt: expected a string or a list of strings")
+        ids = [self.tokenizer(t, add_special_tokens=special)["input_ids"] for t in texts]
+        limit = int(getattr(self.tokenizer, "model_max_length", -1))
+        if isinstance(prompt, str):
+            return {"tokens": ids[0], "count": len(ids[0]), "max_model_len": limit}
+        return {"tokens": ids, "count": [len(i) for i in ids], "max_model_len": limit}
+
     def _one(self, prompt: list[int], max_new: int, ignore_eos: bool, want_hidden: bool) -> dict[str, Any]:
         t0 = time.time()
         res = self.generate_ids(prompt, max_new, ignore_eos=ignore_eos, return_hidden=want_hidden)
@@ -635,6 +683,8 @@ class LabServer:
             )
         if want_hidden:
             meta["hidden_states"] = res.hidden_states
+        if self.metrics is not None:
+            self.metrics.finished(res.prompt_tokens, res.completion_tokens, res.verify_ct)
         text = self.tokenizer.decode(res.output_ids, skip_special_tokens=True)
         return {"text": text, "output_ids": res.output_ids, "meta_info": meta}
 
@@ -644,13 +694,30 @@ def _vllm_version(engine: str) -> str:
     return str(engine).split("==", 1)[1] if "==" in str(engine) else "0.32.0"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """SGLang's routes (or vLLM's, with ``--lab-engine vllm``) over the lab server ``lab``."""
+NOT_FOUND = {"detail": "Not Found"}
 
-    lab: LabServer  # set on the class ``_handler`` makes for a server
+
+class _Handler(BaseHTTPRequestHandler):
+    """SGLang's routes (or vLLM's, ``--lab-engine vllm==X``) over one ``LabServer`` (``_handler``)."""
+
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
     sys_version = ""
+    lab: LabServer  # set by _handler
+    #: path -> the method answering it (SGLang's surface; the release decides some in the method)
+    SGLANG: ClassVar[dict[str, str]] = {
+        "/health": "_health",
+        "/health_generate": "_health",
+        "/server_info": "_server_info",
+        "/get_server_info": "_server_info",
+        "/model_info": "_model_info",
+        "/get_model_info": "_model_info",
+        "/flush_cache": "_flush",
+        "/metrics": "_metrics",
+        "/tokenize": "_tokenize",
+        "/v1/tokenize": "_tokenize",
+        "/generate": "_generate",
+    }
 
     def log_message(self, fmt: str, *args: Any) -> None:  # uvicorn's access-log line instead of http.server's
         pass
@@ -683,29 +750,30 @@ class _Handler(BaseHTTPRequestHandler):
     def _vllm_route(self, method: str, path: str) -> None:
         from workbench.lab.vllm_surface import metrics_text
 
+        server = self.lab
         if path == "/health":
-            return self._send(200 if self.lab.ready else 503, b"", "text/plain")
+            return self._send(200 if server.ready else 503, b"", "text/plain")
         if path == "/version":
-            return self._send(200, {"version": _vllm_version(self.lab.args.lab_engine)})
+            return self._send(200, {"version": _vllm_version(server.args.lab_engine)})
         if path == "/v1/models":
-            ctx = self.lab.args.context_length or 1024
-            model = {"id": self.lab.served_name, "object": "model", "root": self.lab.args.model_path}
+            ctx = server.args.context_length or 1024
+            model = {"id": server.served_name, "object": "model", "root": server.args.model_path}
             return self._send(200, {"object": "list", "data": [{**model, "max_model_len": ctx}]})
         if path == "/metrics":
-            return self._send(200, metrics_text(self.lab.totals, self.lab.served_name), "text/plain")
+            return self._send(200, metrics_text(server.totals, server.served_name), "text/plain")
         if path == "/reset_prefix_cache" and method == "POST":
             return self._send(200, b"", "text/plain")
         if path == "/v1/completions" and method == "POST":
-            if not self.lab.ready:
+            if not server.ready:
                 return self._send(503, {"error": {"message": "the engine is not running"}})
             try:
                 body = self._body()
-                return self._send(200, self.lab.completions(body))
+                return self._send(200, server.completions(body))
             except ValueError as exc:
                 return self._send(400, {"error": {"message": str(exc), "type": "BadRequestError"}})
             except EngineDeadError as exc:
                 return self._send(500, {"error": {"message": f"EngineCore encountered an issue: {exc}"}})
-        return self._send(404, {"detail": "Not Found"})
+        return self._send(404, NOT_FOUND)
 
     def do_GET(self) -> None:
         self._route("GET")
@@ -715,63 +783,73 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str) -> None:
         path = urlparse(self.path).path
-        try:
+        with contextlib.suppress(BrokenPipeError):
             if self.lab.vllm:
                 self._vllm_route(method, path)
-            else:
-                self._sglang_route(method, path)
-        except BrokenPipeError:
-            return
+                return
+            answer = self.SGLANG.get(path)
+            if answer is None:
+                self._send(404, NOT_FOUND)
+                return
+            getattr(self, answer)(method, path)
 
-    def _sglang_route(self, method: str, path: str) -> None:
-        if path in ("/health", "/health_generate"):
-            self._health(path)
-        elif path in ("/get_server_info", "/server_info"):
-            self._info(path, "/get_server_info", "/server_info", self.lab.server_info)
-        elif path in ("/get_model_info", "/model_info"):
-            self._info(path, "/get_model_info", "/model_info", self.lab.model_info)
-        elif path == "/flush_cache":
-            code, text = self.lab.flush_cache()
-            self._send(code, text, "text/plain")
-        elif path == "/generate" and method == "POST":
-            self._generate()
-        else:
-            self._send(404, {"detail": "Not Found"})
-
-    def _health(self, path: str) -> None:
+    # -- SGLang's routes ----------------------------------------------------------------------------
+    def _health(self, method: str, path: str) -> None:
         if not self.lab.ready:
-            self._send(503, b"", "text/plain")
-            return
+            return self._send(503, b"", "text/plain")
         if path == "/health_generate" or self.lab.version >= Version.parse("0.5.23"):
             self.lab.generate_ids([0], 1, ignore_eos=True, warmup=True)
-        self._send(200, b"", "text/plain")
+        return self._send(200, b"", "text/plain")
 
-    def _info(self, path: str, old: str, new: str, payload: Callable[[], dict[str, Any]]) -> None:
-        """An info route: the old name before 0.5.6 (deprecated, logged, after), the new one from it."""
-        new_routes = self.lab.version >= Version.parse("0.5.6")
-        if path == new and not new_routes:
-            self._send(404, {"detail": "Not Found"})
-            return
-        if path == old and new_routes:
+    def _renamed(self, path: str, new: str, answer: Any) -> None:
+        """``/server_info`` and ``/model_info`` from 0.5.6 on; the ``/get_*`` names before, then
+        deprecated (logged)."""
+        renamed = self.lab.version >= Version.parse("0.5.6")
+        if path == new and not renamed:
+            return self._send(404, NOT_FOUND)
+        if path != new and renamed:
             self.lab.log(
-                f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead.",
+                f"Endpoint '{path}' is deprecated and will be removed in a future version. Please use '{new}' instead.",
                 scheduler=False,
             )
-        self._send(200, payload())
+        return self._send(200, answer())
 
-    def _generate(self) -> None:
+    def _server_info(self, method: str, path: str) -> None:
+        self._renamed(path, "/server_info", self.lab.server_info)
+
+    def _model_info(self, method: str, path: str) -> None:
+        self._renamed(path, "/model_info", self.lab.model_info)
+
+    def _flush(self, method: str, path: str) -> None:
+        code, text = self.lab.flush_cache()
+        self._send(code, text, "text/plain")
+
+    def _metrics(self, method: str, path: str) -> None:
+        if self.lab.metrics is None:  # SGLang mounts /metrics only with --enable-metrics
+            return self._send(404, NOT_FOUND)
+        return self._send(200, self.lab.metrics.text(), "text/plain; version=0.0.4")
+
+    def _tokenize(self, method: str, path: str) -> None:
+        if method != "POST" or self.lab.version < Version.parse("0.5.5"):
+            return self._send(404, NOT_FOUND)
+        try:
+            return self._send(200, self.lab.tokenize(self._body()))
+        except ValueError as exc:
+            return self._send(400, {"error": {"message": str(exc)}})
+
+    def _generate(self, method: str, path: str) -> None:
+        if method != "POST":
+            return self._send(404, NOT_FOUND)
         if not self.lab.ready:
-            self._send(503, {"error": {"message": "server is starting"}})
-            return
+            return self._send(503, {"error": {"message": "server is starting"}})
         try:
             body = self._body()
         except ValueError as exc:
-            self._send(400, {"error": {"message": f"invalid JSON body: {exc}"}})
-            return
+            return self._send(400, {"error": {"message": f"invalid JSON body: {exc}"}})
         try:
-            self._send(200, self.lab.generate(body))
+            return self._send(200, self.lab.generate(body))
         except ValueError as exc:
-            self._send(400, {"error": {"message": str(exc)}})
+            return self._send(400, {"error": {"message": str(exc)}})
 
 
 def _handler(server: LabServer) -> type[BaseHTTPRequestHandler]:

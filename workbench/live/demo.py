@@ -278,7 +278,10 @@ draft = {json.dumps(str(draft))}
 port = {port}
 log = {json.dumps(str(root / "logs" / (PROFILE + ".log")))}
 run_dir = {json.dumps(str(root))}
-args = ["--host", "127.0.0.1", "--enforce-eager", "--dtype", "float32", "--max-model-len", "1024"]
+args = [
+  "--host", "127.0.0.1", "--enforce-eager", "--dtype", "float32", "--max-model-len", "1024",
+  "--per-request-spec-decode-metrics", "summary",
+]
 env = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}
 speculative = {{ algorithm = "EAGLE3", num_steps = {K.DEMO_STEPS} }}
 ready_timeout = 600

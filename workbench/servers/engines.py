@@ -40,14 +40,24 @@ ENGINES = ("sglang", "vllm")
 
 @dataclass
 class SpecCounters(Result):
-    """An engine's cumulative speculative-decoding counters (vLLM's Prometheus counters): drafts
-    (verify rounds that drafted), draft tokens proposed, draft tokens accepted, and accepted drafts per
-    chain position (position k counts rounds whose first k+1 drafts were all accepted)."""
+    """An engine's cumulative speculative-decoding counters, as its ``/metrics`` page counts them.
+
+    vLLM (``vllm/v1/spec_decode/metrics.py``): drafts (verify rounds that drafted), draft tokens
+    proposed, draft tokens accepted, and accepted drafts per chain position (position k counts rounds
+    whose first k+1 drafts were all accepted). SGLang (with ``--enable-metrics``; its tokenizer's
+    collector, ``observability/metrics_collector.py``): verify calls (``sglang:spec_verify_calls_total``)
+    and completion tokens (``sglang:generation_tokens_total``) of finished requests, and those requests
+    (``sglang:num_requests_total``). Both count only up, from the server's start."""
 
     drafts: int = 0
     draft_tokens: int = 0
     accepted: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
+    verify_calls: int = 0
+    generation_tokens: int = 0
+    requests: int = 0
+    # the page they were read from, e.g. "vllm /metrics", "sglang /metrics" (not part of the counts)
+    source: str = field(default="", compare=False)
 
     def __sub__(self, other: SpecCounters) -> SpecCounters:
         n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
@@ -58,13 +68,37 @@ class SpecCounters(Result):
             self.draft_tokens - other.draft_tokens,
             self.accepted - other.accepted,
             [a - b for a, b in zip(mine, theirs)],
+            self.verify_calls - other.verify_calls,
+            self.generation_tokens - other.generation_tokens,
+            self.requests - other.requests,
+            self.source or other.source,
         )
+
+    def __add__(self, other: SpecCounters) -> SpecCounters:
+        return self - (SpecCounters(source=other.source) - other)
+
+    def restarted_since(self, earlier: SpecCounters) -> bool:
+        """A counter went down: the engine started again in between (counters start at zero)."""
+        d = self - earlier
+        return min(d.drafts, d.draft_tokens, d.accepted, d.verify_calls, d.generation_tokens, d.requests, 0) < 0
+
+    @property
+    def rounds(self) -> int:
+        """Verify rounds counted: vLLM's drafts, else SGLang's verify calls."""
+        return self.drafts if self.drafts or not self.verify_calls else self.verify_calls
+
+    @property
+    def round_tokens(self) -> int:
+        """Tokens those rounds gave: vLLM's accepted drafts plus one token of the target's per round;
+        SGLang's completion tokens (the prefill's first token included, as SGLang's own per-request
+        ``completion_tokens / spec_verify_ct`` counts it)."""
+        return self.drafts + self.accepted if self.drafts or not self.verify_calls else self.generation_tokens
 
     @property
     def accept_length(self) -> float | None:
-        """1 + accepted / drafts: tokens per verify round, the bonus token included (as SGLang's
-        ``accept len``). None without a drafted round."""
-        return 1.0 + self.accepted / self.drafts if self.drafts else None
+        """Tokens per verify round, the bonus token included (SGLang's ``accept len``; vLLM's
+        1 + accepted / drafts). None without a counted round."""
+        return self.round_tokens / self.rounds if self.rounds else None
 
     @property
     def per_position(self) -> list[float]:
@@ -74,12 +108,27 @@ class SpecCounters(Result):
 
 @dataclass
 class Generated:
-    """One generation: its completion tokens and, where the engine says, its verify rounds."""
+    """One generation: its completion tokens and, where the engine reports them per request, its
+    verify rounds (SGLang's ``meta_info.spec_verify_ct``) or drafted rounds, accepted and proposed draft
+    tokens (vLLM's ``metrics.speculative_decoding`` with ``--per-request-spec-decode-metrics``)."""
 
     completion_tokens: int
     verify_ct: int | None = None
     output_ids: list[int] = field(default_factory=list)
-    accept_length: float | None = None  # the engine's own per-request figure, where it reports one
+    prompt_tokens: int | None = None
+    drafts: int | None = None  # vLLM: num_spec_steps
+    accepted: int | None = None  # accepted draft tokens (SGLang: spec_num_correct_drafts)
+    draft_tokens: int | None = None  # vLLM: num_draft_tokens
+
+    @property
+    def accept_length(self) -> float | None:
+        """The request's accept length as its engine counts it: vLLM's 1 + accepted / drafted rounds,
+        SGLang's completion tokens / verify rounds; None where the engine said nothing per request."""
+        if self.drafts:
+            return 1.0 + (self.accepted or 0) / self.drafts
+        if self.verify_ct:
+            return self.completion_tokens / self.verify_ct
+        return None
 
 
 class EngineClient(Protocol):
@@ -100,12 +149,18 @@ class EngineClient(Protocol):
         ...
 
     def counters(self) -> SpecCounters | None:
-        """The engine's cumulative acceptance counters, or None where it keeps none."""
+        """The engine's cumulative acceptance counters from its ``/metrics``, or None where it serves
+        none (SGLang without ``--enable-metrics``)."""
+        ...
+
+    def tokenize(self, text: str) -> list[int]:
+        """The server's own tokenization of ``text`` (both engines' ``/tokenize``)."""
         ...
 
     def facts(self) -> dict[str, Any]:
         """What the server runs, normalised: version, algorithm, steps, topk, draft_tokens, model,
-        draft, context_length, return_hidden_states, avg_spec_accept_length (None where unknown)."""
+        draft, context_length (as launched), served_context (the longest prompt plus new tokens it
+        takes), return_hidden_states, avg_spec_accept_length (None where unknown)."""
         ...
 
 

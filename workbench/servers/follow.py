@@ -1,6 +1,7 @@
 """Following a running server of any engine: readiness (wait), its log (read, follow by offset), its
 HTTP endpoint through a tunnel (health, server facts) and its live metrics: decode log lines and
-``/server_info`` (SGLang), or the engine's acceptance counters differenced over a window (vLLM)."""
+``/server_info`` (SGLang), and the engine's acceptance counters differenced over a window (vLLM's
+``/metrics``, SGLang's with ``--enable-metrics``)."""
 
 from __future__ import annotations
 
@@ -227,6 +228,18 @@ class Follow:
             except WorkbenchError as exc:
                 out["server_info_error"] = str(exc)
         return out
+
+    def acceptance_reading(self, sid: int) -> tuple[SpecCounters | None, float | None, float]:
+        """The engine's cumulative counters now (None where its ``/metrics`` has none) and, only then,
+        its running average since the last flush (SGLang's ``/server_info``: the labelled fallback);
+        and the time the reading was asked for (wall clock)."""
+        client = self.client(sid)
+        asked = time.time()
+        total = client.counters()
+        if total is not None:
+            return total, None, asked
+        avg = client.facts().get("avg_spec_accept_length")
+        return None, float(avg) if isinstance(avg, (int, float)) else None, asked
 
     def _counter_window(self, sid: int, window: float | None) -> dict[str, Any]:
         client = self.client(sid)

@@ -3,12 +3,20 @@ engine's acceptance counters, send a fixed prompt set (text, or token ids) at a 
 read the counters again; accept length and tokens/s (with their spread) from the answers and the
 engine.
 
-Accept length: where the engine keeps counters (vLLM), 1 + accepted / drafts of the counters'
-difference over exactly this workload (``counters`` holds that difference); else the server's own
-average since the flush (SGLang's ``avg_spec_accept_length``). Per request, the engine's own figure
-where it reports one (vLLM's ``metrics.speculative_decoding.mean_acceptance_length`` with
-``--per-request-spec-decode-metrics``), else completion tokens over verify rounds (SGLang's
-``spec_verify_ct``, bonus token counted).
+Accept length: where the engine keeps counters (vLLM's ``/metrics``; SGLang's with ``--enable-metrics``),
+tokens per verify round of the counters' difference over exactly this workload (``counters`` holds that
+difference); else the server's own average since the flush (SGLang's ``avg_spec_accept_length``).
+
+Per request (``per_request``, ``requests``), as the engine counts it: SGLang's completion tokens over its
+``spec_verify_ct`` (bonus token counted), vLLM's 1 + accepted / drafted rounds from the response's
+``metrics.speculative_decoding`` (``--per-request-spec-decode-metrics``), else, with requests one at a
+time, its counters differenced around each request. Their distribution (``distribution``) names the
+requests far below the rest (``low_requests``: below Tukey's lower fence, Q1 - 1.5 IQR), and their sum
+is checked against the counters' difference (``counters_check``).
+
+``context``: the workload sweeps context lengths (``workbench.servers.context``) and ``by_context`` holds
+a row per length, ``findings`` what they say of the drafter (``context_facts``: its trained length and
+``max_position_embeddings``).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
@@ -26,7 +34,8 @@ from workbench.errors import InputError, WorkbenchError
 from workbench.results import Result
 
 if TYPE_CHECKING:
-    from workbench.servers.engines import EngineClient
+    from workbench.drafter.context import DraftContext
+    from workbench.servers.engines import EngineClient, Generated, SpecCounters
 
 
 @dataclass
@@ -53,8 +62,16 @@ class Measurement(Result):
     # accepted, accepted_per_pos; None where the engine keeps none
     counters: dict[str, Any] | None = None
     per_position: list[Any] = field(default_factory=list)  # accepted_per_pos / drafts
-    requests: list[Any] = field(default_factory=list)  # per request: prompt, tokens, seconds, accept_len
+    requests: list[Any] = field(default_factory=list)  # per request: prompt, tokens, seconds, accept_len, ...
     notes: list[Any] = field(default_factory=list)  # what the protocol could not do (e.g. empty the cache)
+    per_request: list[Any] = field(default_factory=list)  # each request's accept length, in order (None: unknown)
+    per_request_source: str = ""  # "meta_info", "response metrics", "counters around each request", ""
+    distribution: dict[str, Any] = field(default_factory=dict)  # n, mean, quantiles, min, max, low (the fence)
+    low_requests: list[Any] = field(default_factory=list)  # requests below the fence, with their prompt's start
+    counters_check: dict[str, Any] | None = None  # per-request sums against the counters' difference
+    by_context: list[Any] = field(default_factory=list)  # context_tokens, accept_length, requests, ...
+    context_facts: dict[str, Any] | None = None  # the drafter's trained length, max_position_embeddings
+    findings: list[Any] = field(default_factory=list)
 
     @property
     def accept_length(self) -> float | None:
@@ -161,6 +178,72 @@ def _empty_cache(client: EngineClient, server_id: int, wait: float) -> list[str]
         time.sleep(1)
 
 
+@dataclass
+class Sweep:
+    """A context sweep: the context lengths, and what is known of the drafter's context."""
+
+    contexts: list[int] | str  # or "auto"
+    draft: DraftContext | None = None
+
+
+class _Timed:
+    """The timed rounds: requests at a concurrency, their rows, and the engine's counters around each
+    request (one at a time) or each context's requests (a sweep)."""
+
+    def __init__(self, client: EngineClient, new_tokens: int, concurrency: int, before: SpecCounters | None):
+        self.client, self.m, self.concurrency = client, new_tokens, concurrency
+        self.reading = before  # the last counters read
+        self.requests: list[dict[str, Any]] = []
+        self.by_group: dict[int, SpecCounters] = {}
+        self.round_tps: list[float] = []
+        self.per_tps: list[float] = []
+        self.tokens, self.wall = 0, 0.0
+
+    def one(self, item: tuple[int | None, int, Any]) -> dict[str, Any]:
+        n_ctx, i, prompt = item
+        t0 = time.monotonic()
+        out = self.client.complete(prompt, self.m)
+        dt = time.monotonic() - t0
+        row = _request_row(out)
+        if self.concurrency == 1 and self.reading is not None:
+            now = self.client.counters()
+            if now is not None:
+                d, self.reading = now - self.reading, now
+                if row["accept_len"] is None and d.rounds:
+                    row.update(rounds=d.rounds, tokens=d.round_tokens, accept_len=d.accept_length, source=AROUND_EACH)
+                elif row["rounds"] is not None:  # both: its own figures beside the counters around it
+                    row["counted"] = {"rounds": d.rounds, "tokens": d.round_tokens}
+        return {"prompt": i, "context_tokens": n_ctx, "seconds": dt, **row}
+
+    def group(self, items: list[tuple[int | None, int, Any]], sweep: bool) -> list[dict[str, Any]]:
+        parallel = self.concurrency > 1
+        g0 = self.client.counters() if sweep and parallel else self.reading
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            got = list(pool.map(self.one, items))
+        if sweep and items:
+            g1 = self.client.counters() if parallel else self.reading
+            if g0 is not None and g1 is not None:
+                key = int(cast("int", items[0][0]))
+                prev = self.by_group.get(key)
+                self.by_group[key] = (g1 - g0) if prev is None else prev + (g1 - g0)
+        return got
+
+    def round(self, r: int, groups: list[list[tuple[int | None, int, Any]]], sweep: bool) -> None:
+        t0 = time.monotonic()
+        results = [x for g in groups for x in self.group(g, sweep)]
+        wall = time.monotonic() - t0
+        toks = sum(x["completion_tokens"] for x in results)
+        self.tokens += toks
+        self.wall += wall
+        self.round_tps.append(toks / wall if wall else 0.0)
+        self.per_tps += [x["completion_tokens"] / x["seconds"] for x in results if x["seconds"] > 0]
+        self.requests += [{**x, "round": r} for x in results]
+
+
+AROUND_EACH = "counters around each request"
+FLUSH_WAIT = 30.0  # seconds the cache reset is retried while requests still run
+
+
 def run_protocol(
     client: EngineClient,
     server_id: int,
@@ -169,72 +252,71 @@ def run_protocol(
     max_new_tokens: int | None = None,
     rounds: int = 1,
     prompts: str | None = None,
-    flush_wait: float = 30.0,
     progress: Callable[[int, int], None] | None = None,
     warmup: int = 1,
     engine: str = "",
+    sweep: Sweep | None = None,
 ) -> Measurement:
     """Warm-up (``warmup`` untimed requests per concurrency slot, short), empty the prefix cache,
-    the engine's counters, then ``rounds`` timed passes over the prompt set, the counters again; the
+    the engine's counters, then ``rounds`` timed passes over the prompt set (or, with ``sweep``, over
+    the context sweep built from it, one context length after another), the counters again; the
     result says whether it is stable enough to compare."""
+    from workbench.servers import context as ctx
+
     ps = prompt_set(prompts)
     texts = ps["prompts"]
     m = int(max_new_tokens or ps.get("max_new_tokens", 256))
     if concurrency < 1 or rounds < 1 or m < 1 or warmup < 0:
         raise InputError("measure: concurrency, rounds and max_new_tokens must be positive (warmup >= 0)")
+    if sweep is not None:
+        facts = client.facts()
+        served = _int_or_none(facts.get("served_context") or facts.get("context_length"))
+        asked = ctx.parse_contexts(sweep.contexts)
+        contexts = ctx.auto_contexts(served, m, server_id) if isinstance(asked, str) else asked
+        ctx.check_contexts(contexts, m, served, server_id)
+        work = ctx.workload(ctx.token_prompts(client, texts), contexts)
+        groups: list[list[tuple[int | None, int, Any]]] = [[w for w in work if w[0] == n] for n in contexts]
+    else:
+        groups = [[(None, i, t) for i, t in enumerate(texts)]]
     w0 = time.monotonic()
     if warmup:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             list(pool.map(lambda t: client.complete(t, min(m, 32)), (texts * concurrency)[: warmup * concurrency]))
     warmup_s = time.monotonic() - w0
-    notes = _empty_cache(client, server_id, flush_wait)
+    notes = _empty_cache(client, server_id, FLUSH_WAIT)
     before = client.counters()
-    per_al, per_tps, round_tps = [], [], []
-    requests: list[dict[str, Any]] = []
-    total_tokens, total_wall = 0, 0.0
-
-    def one(i: int) -> dict[str, Any]:
-        t0 = time.monotonic()
-        out = client.complete(texts[i], m)
-        dt = time.monotonic() - t0
-        ct = out.completion_tokens
-        al = out.accept_length if out.accept_length is not None else (ct / out.verify_ct if out.verify_ct else None)
-        return {"prompt": i, "completion_tokens": ct, "seconds": dt, "accept_len": al}
-
+    timed = _Timed(client, m, concurrency, before)
     for r in range(rounds):
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            results = list(pool.map(one, range(len(texts))))
-        wall = time.monotonic() - t0
-        toks = sum(x["completion_tokens"] for x in results)
-        total_tokens += toks
-        total_wall += wall
-        round_tps.append(toks / wall if wall else 0.0)
-        per_tps += [x["completion_tokens"] / x["seconds"] for x in results if x["seconds"] > 0]
-        per_al += [x["accept_len"] for x in results]
-        requests += [{**x, "round": r} for x in results]
+        timed.round(r, groups, sweep is not None)
         if progress:
             progress(r + 1, rounds)
     after = client.counters()
     facts = client.facts()
     spec = {k: facts.get(k) for k in ("algorithm", "steps", "topk", "draft_tokens", "draft", "version")}
     counters = (after - before) if after is not None and before is not None else None
-    server_al = counters.accept_length if counters is not None else facts.get("avg_spec_accept_length")
-    per_request = _spread(per_tps)
-    why = stability(total_wall, round_tps, per_request)
+    server_al = counters.accept_length if counters is not None and counters.rounds else None
+    if server_al is None:
+        server_al = facts.get("avg_spec_accept_length")
+    per_request = _spread(timed.per_tps)
+    why = stability(timed.wall, timed.round_tps, per_request)
+    requests = timed.requests
+    per_al = [x["accept_len"] for x in requests]
+    dist, low = distribution(requests, texts)
+    draft = sweep.draft if sweep is not None else None
+    by_context = ctx.rows(requests, timed.by_group, draft) if sweep is not None else []
     return Measurement(
         server_id,
         len(texts),
         concurrency,
         m,
         rounds,
-        total_tokens,
-        total_wall,
-        total_tokens / total_wall if total_wall else 0.0,
+        timed.tokens,
+        timed.wall,
+        timed.tokens / timed.wall if timed.wall else 0.0,
         per_request,
         _spread(per_al),
         server_al,
-        round_tps,
+        timed.round_tps,
         spec,
         ps.get("name", ""),
         warmup_s=warmup_s,
@@ -244,5 +326,109 @@ def run_protocol(
         counters=counters.to_dict() if counters is not None else None,
         per_position=counters.per_position if counters is not None else [],
         requests=requests,
-        notes=notes,
+        notes=notes + _per_request_notes(requests, counters, concurrency),
+        per_request=per_al,
+        per_request_source=", ".join(sorted({x["source"] for x in requests if x.get("source")})),
+        distribution=dist,
+        low_requests=low,
+        counters_check=counters_check(requests, counters),
+        by_context=by_context,
+        context_facts=draft.to_dict() if draft is not None else None,
+        findings=ctx.findings(by_context, requests, draft) if sweep is not None else [],
     )
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
+def _request_row(out: Generated) -> dict[str, Any]:
+    """A request's figures as its engine reported them (SGLang's meta_info, vLLM's response metrics)."""
+    row: dict[str, Any] = {
+        "completion_tokens": out.completion_tokens,
+        "prompt_tokens": out.prompt_tokens,
+        "rounds": None,
+        "tokens": None,
+        "accept_len": out.accept_length,
+        "source": "",
+    }
+    if out.drafts:
+        row.update(rounds=out.drafts, tokens=out.drafts + (out.accepted or 0), source="response metrics")
+        row.update(accepted=out.accepted, draft_tokens=out.draft_tokens)
+    elif out.verify_ct:
+        row.update(rounds=out.verify_ct, tokens=out.completion_tokens, source="meta_info")
+        if out.accepted is not None:
+            row["accepted"] = out.accepted
+    return row
+
+
+def distribution(requests: Sequence[dict[str, Any]], texts: Sequence[Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The per-request accept lengths' spread, and the requests far below the rest (Tukey's lower
+    fence, from 4 requests on), each with the start of its prompt."""
+    from workbench.stattests import quantile, tukey_low
+
+    als = [x["accept_len"] for x in requests if x.get("accept_len") is not None]
+    if not als:
+        return {"n": 0}, []
+    dist: dict[str, Any] = {
+        "n": len(als),
+        "mean": statistics.fmean(als),
+        "stdev": statistics.stdev(als) if len(als) > 1 else 0.0,
+        "min": min(als),
+        **{f"p{q}": quantile(als, q / 100) for q in (10, 25, 50, 75, 90)},
+        "max": max(als),
+    }
+    low: list[Any] = []
+    if len(als) >= 4:
+        fence = tukey_low(als)
+        dist["low"] = fence
+        for x in requests:
+            if x.get("accept_len") is not None and x["accept_len"] < fence:
+                low.append({**x, "prompt_start": _prompt_start(texts[x["prompt"]])})
+        low.sort(key=lambda x: x["accept_len"])
+    return dist, low
+
+
+def _prompt_start(p: Any, width: int = 60) -> str:
+    if isinstance(p, str):
+        one = " ".join(p.split())
+        return one if len(one) <= width else one[: width - 1] + "…"
+    head = " ".join(str(t) for t in p[:8])
+    return f"{len(p)} token ids: {head}" + (" …" if len(p) > 8 else "")
+
+
+def counters_check(requests: Sequence[dict[str, Any]], counters: SpecCounters | None) -> dict[str, Any] | None:
+    """The per-request rounds and tokens summed, against the engine's counters over the same workload
+    (None where either side is missing)."""
+    if counters is None or not counters.rounds or not requests:
+        return None
+    if not all(isinstance(x.get("rounds"), int) for x in requests):
+        return None
+    rounds = sum(x["rounds"] for x in requests)
+    tokens = sum(x["tokens"] for x in requests)
+    out: dict[str, Any] = {
+        "rounds": {"requests": rounds, "counters": counters.rounds},
+        "tokens": {"requests": tokens, "counters": counters.round_tokens},
+    }
+    if counters.drafts and all(isinstance(x.get("draft_tokens"), int) for x in requests):
+        out["draft_tokens"] = {"requests": sum(x["draft_tokens"] for x in requests), "counters": counters.draft_tokens}
+    out["agree"] = all(v["requests"] == v["counters"] for v in out.values() if isinstance(v, dict))
+    counted = [x for x in requests if x.get("counted")]
+    if counted:  # one at a time: each request against the counters around it
+        same = sum(x["counted"] == {"rounds": x["rounds"], "tokens": x["tokens"]} for x in counted)
+        out["each"] = {"requests": len(counted), "agree": same}
+        out["agree"] = out["agree"] and same == len(counted)
+    return out
+
+
+def _per_request_notes(
+    requests: Sequence[dict[str, Any]], counters: SpecCounters | None, concurrency: int
+) -> list[str]:
+    if not requests or any(x.get("accept_len") is not None for x in requests):
+        return []
+    if counters is not None and counters.drafts and concurrency > 1:
+        return [
+            "no per-request accept lengths: vLLM reports them with --per-request-spec-decode-metrics summary; "
+            "else measure at --concurrency 1 to difference its counters around each request"
+        ]
+    return []

@@ -11,6 +11,11 @@ counters (``vllm/v1/spec_decode/metrics.py``) give acceptance from vLLM itself:
 - ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="k"}``: rounds whose drafts up to
   position k were accepted.
 
+Per request, a server launched with ``--per-request-spec-decode-metrics summary|detailed`` answers
+``metrics.speculative_decoding`` (``num_spec_steps``, ``num_accepted_draft_tokens``,
+``num_draft_tokens``, ...: ``RequestSpecDecodeMetrics.to_dict`` in ``vllm/v1/metrics/stats.py``), observed
+by the scheduler beside the counters, so a request's figures sum to the counters' difference.
+
 Each counter carries ``model_name`` and ``engine`` labels; a reading sums them over every engine of the
 server.
 """
@@ -18,7 +23,6 @@ server.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,32 +30,23 @@ from workbench.servers.client import HTTPClient, NoCacheResetError, ServerHTTPEr
 from workbench.servers.engines import Generated, SpecCounters
 
 PREFIX = "vllm:spec_decode_num_"
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 def parse_counters(text: str) -> SpecCounters | None:
     """The speculative-decoding counters of a ``/metrics`` page (Prometheus text format), summed
     over their label sets; None when the page has none (a server without speculation)."""
+    from workbench.servers.prometheus import samples
+
     total = {"drafts": 0.0, "draft_tokens": 0.0, "accepted_tokens": 0.0}
     per_pos: dict[int, float] = {}
     seen = False
-    for line in text.splitlines():
-        if not line.startswith(PREFIX):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        name, labels, value = m.group(1)[len(PREFIX) :], m.group(2) or "", m.group(3)
+    for full, labels, v in samples(text, PREFIX):
+        name = full[len(PREFIX) :]
         if not name.endswith("_total"):
             continue  # the _created samples of a counter
-        try:
-            v = float(value)
-        except ValueError:
-            continue
         key = name[: -len("_total")]
         if key == "accepted_tokens_per_pos":
-            pos = dict(_LABEL.findall(labels)).get("position")
+            pos = labels.get("position")
             if pos is not None and pos.isdigit():
                 per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + v
                 seen = True
@@ -66,6 +61,7 @@ def parse_counters(text: str) -> SpecCounters | None:
         int(total["draft_tokens"]),
         int(total["accepted_tokens"]),
         [int(per_pos.get(k, 0)) for k in range(n)],
+        source="vllm /metrics",
     )
 
 
@@ -147,18 +143,26 @@ class VLLMClient(HTTPClient):
         usage = got.get("usage") or {}
         choice = (got.get("choices") or [{}])[0]
         ids = choice.get("token_ids") or []
-        # per request, with --per-request-spec-decode-metrics (vllm/v1/metrics/stats.py: to_dict)
-        spec = (got.get("metrics") or {}).get("speculative_decoding") or {}
-        steps, al = spec.get("num_spec_steps"), spec.get("mean_acceptance_length")
-        return Generated(
-            int(usage.get("completion_tokens", len(ids))),
-            int(steps) if isinstance(steps, int) and steps > 0 else None,
-            [int(t) for t in ids],
-            float(al) if isinstance(al, (int, float)) and steps else None,
-        )
+        out = Generated(int(usage.get("completion_tokens", len(ids))), None, [int(t) for t in ids])
+        if isinstance(usage.get("prompt_tokens"), int):
+            out.prompt_tokens = int(usage["prompt_tokens"])
+        # with --per-request-spec-decode-metrics (vllm/v1/metrics/stats.py: RequestSpecDecodeMetrics)
+        spec = (got.get("metrics") or {}).get("speculative_decoding") if isinstance(got.get("metrics"), dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("num_spec_steps"), int):
+            out.drafts = int(spec["num_spec_steps"])
+            out.accepted = int(spec.get("num_accepted_draft_tokens") or 0)
+            out.draft_tokens = int(spec.get("num_draft_tokens") or 0)
+        return out
 
     def counters(self) -> SpecCounters | None:
         return parse_counters(self.metrics_text())
+
+    def tokenize(self, text: str) -> list[int]:
+        got = self._json("POST", "/tokenize", {"model": self.model(), "prompt": text})
+        tokens = got.get("tokens") if isinstance(got, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise ServerHTTPError(self.base + "/tokenize", 200, "no token ids in the answer")
+        return [int(t) for t in tokens]
 
     def facts(self) -> dict[str, Any]:
         """What the server says of itself (``/version``, ``/v1/models``); the speculative settings are
@@ -169,6 +173,7 @@ class VLLMClient(HTTPClient):
             "version": self.version(),
             "model": first.get("root") or first.get("id"),
             "context_length": first.get("max_model_len"),
+            "served_context": first.get("max_model_len"),
             "return_hidden_states": False,
             "avg_spec_accept_length": None,
         }

@@ -1,6 +1,7 @@
 """One server: a toolong-style log pane (tail by byte offset; milestones and failures
 highlighted; every line whole at any width; ``/`` searches it, ``n``/``N`` walk the matches)
-beside its state, startup progress, failure with its fix, and metrics. Narrower than
+beside its state, startup progress, failure with its fix, metrics, and its acceptance over time from
+the engine's counters (kept in the journal as the screen follows it) with the alarm. Narrower than
 NARROW_WIDTH columns the state goes above the log, which keeps the full width."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.polling import PollingScreenMixin
 from workbench.tui.screens import ScreenSpec
 from workbench.tui.screens.servers import gpu_text, state_text
+from workbench.tui.widgets.acceptance import AcceptancePanel
 from workbench.tui.widgets.logview import LogView
 from workbench.tui.workers import background
 
@@ -41,6 +43,7 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         Binding("ctrl+r", "refresh", "Refresh", id="server.refresh"),
         Binding("ctrl+t", "tail", "Tail on/off", id="server.tail"),
         Binding("ctrl+g", "measure", "Measure", id="server.measure"),
+        Binding("ctrl+e", "context", "By context", id="server.context"),
         Binding("ctrl+k", "stop", "Stop", id="server.stop"),
     ]
 
@@ -66,6 +69,10 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
                 yield Static("", id="progress", markup=False)
                 yield Label("Metrics", classes="title")
                 yield Static("", id="metrics", markup=False)
+                yield Label("Acceptance over time", classes="title")
+                yield AcceptancePanel(id="acceptance")
+                yield Label("Acceptance by context", classes="title")
+                yield Static("ctrl+e: measure from 64 tokens to the served limit", id="context", markup=False)
                 yield Static("", id="failure", markup=False)
 
     def on_mount(self) -> None:
@@ -100,13 +107,17 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
         status = wb.server_status([sid])[0]  # one round trip: process, new log bytes, GPUs
         lines = wb.server_lines(sid, self.seen)
         marks = {e["line"]: e for e in wb.server_events(sid)}
-        return status, lines, marks, wb.server(sid)
+        # reads the engine's counters and keeps a window once one has passed (a finished server's
+        # windows are shown from the journal)
+        acceptance = wb.server_acceptance(sid, record=status.state == "ready")
+        return status, lines, marks, wb.server(sid), acceptance
 
     def render_poll(self, result) -> None:
         if result is None:
             self.query_one("#state", Static).update("no server yet: launch one from the Launch screen")
             return
-        status, lines, marks, rec = result
+        status, lines, marks, rec, acceptance = result
+        self.query_one("#acceptance", AcceptancePanel).show(acceptance)
         self.status = status
         if self.app.selected_server != status.id:
             self.app.select_server(status.id, status.host)
@@ -191,15 +202,74 @@ class ServerScreen(PollingScreenMixin, WorkbenchScreen):
 
     @background("server-measure", done="_measured", what="measure server {sid}", exclusive=False)
     def measure(self, sid: int) -> str:
-        m = self.app.wb.server_measure(sid)
+        wb = self.app.wb
+        m = wb.server_measure(sid, prompts=wb.live_prompts())  # the workspace's prompt set, as Diagnose
         al = m.accept_len
         text = (
             f"accept length {al['mean']:.2f} ± {al['stdev']:.2f}, " if al["mean"] is not None else ""
         ) + f"{m.tokens_per_s:.1f} tok/s"
+        d = m.distribution or {}
+        if d.get("n"):
+            text += f"; per request p10 {d['p10']:.2f}, median {d['p50']:.2f}, p90 {d['p90']:.2f}"
+            if m.low_requests:
+                low = ", ".join(f"{x['prompt']} ({x['accept_len']:.2f})" for x in m.low_requests[:3])
+                text += f"; far below the rest: prompt {low}"
         return f"server {sid}: {text}"
 
     def _measured(self, note: str) -> None:
         self.notify(note, timeout=10)
+
+    def action_context(self) -> None:
+        """Accept length by context: the workspace's prompt set (``[live] prompts``) after more and more
+        of itself, from 64 tokens to the served limit."""
+        sid = self._sid()
+        if sid is not None:
+            self.query_one("#context", Static).update(
+                Text("measuring from 64 tokens to the served limit…", style="dim")
+            )
+            self.context_sweep(sid)
+
+    @background("server-context", done="_context_done", failed="_context_failed", what="context sweep of server {sid}")
+    def context_sweep(self, sid: int):
+        wb = self.app.wb
+        return wb.server_measure(sid, context="auto", prompts=wb.live_prompts())
+
+    def _context_done(self, m) -> None:
+        self.query_one("#context", Static).update(context_text(m))
+
+    def _context_failed(self, error) -> None:
+        self.query_one("#context", Static).update(Text(str(error), style="bold red"))
+
+
+def context_text(m) -> Text:
+    """A context sweep's rows as bars, the rows past the drafter's trained length marked, its findings."""
+    from workbench.textplot import bar_lines
+
+    rows = [r for r in m.by_context if r.get("accept_length") is not None]
+    f = m.context_facts or {}
+    out = Text(
+        f"trained length {f.get('trained_length') or 'unknown'}, "
+        f"max_position_embeddings {f.get('max_position_embeddings') or '?'}\n",
+        style="dim",
+    )
+    if rows:
+        hi = max(r["accept_length"] for r in rows)
+        lines = bar_lines(
+            [str(r["context_tokens"]) for r in rows],
+            [r["accept_length"] for r in rows],
+            lo=1.0,
+            hi=max(hi, 2.0),
+            width=16,
+        )
+        width = max(len(b.label) for b in lines)
+        for b, r in zip(lines, rows):
+            past = bool(r.get("past_trained_length"))
+            out.append(f"{b.label:>{width}} ", style="dim")
+            out.append(b.bar, style="yellow" if past else "green")
+            out.append(f" {b.value}" + ("  past trained" if past else "") + "\n")
+    for x in m.findings:
+        out.append(x["message"] + "\n", style="bold red" if x["severity"] == "warning" else "dim")
+    return out
 
 
 SPEC = ScreenSpec("server", "Server", "f6", ServerScreen, order=41)
