@@ -23,6 +23,7 @@ from workbench.results import Result, jsonable
 
 
 def fix_from_dict(fd: dict[str, Any], location: Callable[[str], str] | None = None) -> Fix:
+    """A Fix back from its JSON form (a job's answer or a journal entry, as read)."""
     file = fd.get("file")
     if file and location:
         file = location(file)
