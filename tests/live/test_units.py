@@ -46,14 +46,22 @@ def test_rank_puts_the_biggest_share_of_the_gap_first():
 
 
 def _al(values, cands, cols=("p[0]", "p[1]", "p[2]"), phys=("out(2)", "out(5)", "out(7)"), verdict="match"):
-    return {
-        "cols": list(cols),
-        "cols_physical": list(phys),
-        "best": [
-            {"slot": f"aux[{i}]", "candidate": c, "value": v, "verdict": verdict, "physical": phys[list(cols).index(c)]}
-            for i, (v, c) in enumerate(zip(values, cands))
-        ],
-    }
+    return Alignment.from_dict(
+        {
+            "cols": list(cols),
+            "cols_physical": list(phys),
+            "best": [
+                {
+                    "slot": f"aux[{i}]",
+                    "candidate": c,
+                    "value": v,
+                    "verdict": verdict,
+                    "physical": phys[list(cols).index(c)],
+                }
+                for i, (v, c) in enumerate(zip(values, cands))
+            ],
+        }
+    )
 
 
 def test_payload_verdict_needs_each_slot_at_its_own_part_at_noise_level():

@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict
 
 from workbench.errors import WorkbenchError
 from workbench.progress import Progress, noop
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from workbench.doctor.findings import Fix
     from workbench.journal import Event
     from workbench.live.report import FixOutcome, LiveReport
+    from workbench.live.types import ComparisonSide
     from workbench.progress import ProgressCallback
     from workbench.servers.measure import Measurement
     from workbench.servers.registry import ServerRecord
@@ -63,16 +64,40 @@ class DemoSetup(Result):
     engine: str = "sglang"
 
 
+class EngineCounters(TypedDict, total=False):
+    """The engine's own counters of a measurement (as ``Observed.counters``) and P(the first k+1
+    drafts accepted); both or neither."""
+
+    counters: dict[str, Any]  # each engine names its own counters
+    per_position: list[float] | None
+
+
+class StorySide(EngineCounters, total=False):
+    """One server of the story: before the fix or after it."""
+
+    accept_length: Required[float | None]
+    tokens_per_s: Required[float | None]
+    server: Required[int | None]
+    layer_ids: Required[list[int] | None]
+    config_version: Required[int | None]
+
+
+class StoryServers(TypedDict, total=False):
+    workspace: str
+    story: int
+    fixed: int | None
+
+
 @dataclass
 class DemoResult(Result):
-    before: dict[str, Any]
+    before: StorySide
     findings: list[Any]
-    fix: dict[str, Any] | None
-    after: dict[str, Any]
+    fix: dict[str, Any] | None  # the fix's JSON form (``Fix.to_dict``), with the version written and where
+    after: StorySide
     predicted: float | None = None
     wall_s: float = 0.0
     journal: list[Any] = field(default_factory=list)  # event kinds, in order
-    servers: dict[str, Any] = field(default_factory=dict)
+    servers: StoryServers = field(default_factory=lambda: StoryServers())
     transfers: list[Any] = field(default_factory=list)
     engine: str = ""  # the engine that served the story: "sglang==0.5.23" (the lab), "vllm==0.32.0"
 
@@ -110,6 +135,7 @@ class DemoOps(Protocol):
     def _record(self, kind: str, subject: str = "", payload: Any = None) -> int: ...
     def events(self, kind: str | None = None, subject: str | None = None, limit: int | None = None) -> list[Event]: ...
     def config_track(self, path: str, label: str = "") -> TrackedConfig: ...
+    # assignments: dotted key -> JSON value, any key of the config
     def config_set(self, path: str, assignments: dict[str, Any], *, reason: str | None = None) -> ConfigChange: ...
     def servers(self, active: bool = False) -> list[ServerRecord]: ...
     def server(self, server_id: int) -> ServerRecord: ...
@@ -129,6 +155,7 @@ class DemoOps(Protocol):
         label: str = ...,
     ) -> Measurement: ...
     def live_prompts(self) -> str | None: ...
+    # the journal's measurement rows: each kind of measurement has its own keys
     def measurements(self, server_id: int | None = None, kind: str | None = None) -> list[dict[str, Any]]: ...
     def doctor_live(
         self,
@@ -183,7 +210,7 @@ def _copy_draft(src: Path, dst: Path) -> None:
 
 def write_workspace(
     root: Path,
-    world: dict[str, Any],
+    world: dict[str, Any],  # the lab world's JSON form (``LabWorld``; the lab's own readers take it so)
     size: str,
     port: int | None = None,
     python: str | None = None,
@@ -435,7 +462,7 @@ def measure_story(wb: DemoOps, server_id: int, measure_tokens: int) -> Measureme
     )
 
 
-def _counters(wb: DemoOps, server_id: int) -> dict[str, Any]:
+def _counters(wb: DemoOps, server_id: int) -> EngineCounters:
     """The engine's own counters of the server's last protocol measurement, beside its accept length
     (none for an engine that keeps none)."""
     rows = [r for r in wb.measurements(server_id) if r.get("kind") == "protocol"]
@@ -443,6 +470,18 @@ def _counters(wb: DemoOps, server_id: int) -> dict[str, Any]:
     if not c:
         return {}
     return {"counters": c, "per_position": rows[-1].get("per_position")}
+
+
+def _story_side(side: ComparisonSide | None, server: int | None, counters: EngineCounters) -> StorySide:
+    """A side of the comparison as the story tells it (None: no comparison was made)."""
+    return {
+        "accept_length": side.get("accept_length") if side else None,
+        "tokens_per_s": side.get("tokens_per_s") if side else None,
+        "server": server,
+        "layer_ids": side.get("layer_ids") if side else None,
+        "config_version": side.get("config_version") if side else None,
+        **counters,
+    }
 
 
 def run_story(
@@ -471,28 +510,17 @@ def run_story(
     progress(Progress("demo", 3, 4, "applying the fix, relaunching, measuring again"))
     out = wb.live_fix(sid, report.fix, confirm=True, measure_tokens=measure_tokens)
     cmp = out.comparison
-    before, after = cmp.before if cmp else {}, cmp.after if cmp else {}
     events = [e for e in wb.events() if e.id > first_event]
     progress(Progress("demo", 4, 4, "done"))
     result = DemoResult(
-        before={
-            "accept_length": before.get("accept_length"),
-            "tokens_per_s": before.get("tokens_per_s"),
-            "server": sid,
-            "layer_ids": before.get("layer_ids"),
-            "config_version": before.get("config_version"),
-            **_counters(wb, sid),
-        },
+        before=_story_side(cmp.before if cmp else None, sid, _counters(wb, sid)),
         findings=[f.to_dict() for f in report.findings],
         fix={**report.fix.to_dict(), "version": out.change.version.number, "location": out.change.location},
-        after={
-            "accept_length": after.get("accept_length"),
-            "tokens_per_s": after.get("tokens_per_s"),
-            "server": out.server_after,
-            "layer_ids": after.get("layer_ids"),
-            "config_version": after.get("config_version"),
-            **(_counters(wb, out.server_after) if out.server_after is not None else {}),
-        },
+        after=_story_side(
+            cmp.after if cmp else None,
+            out.server_after,
+            _counters(wb, out.server_after) if out.server_after is not None else {},
+        ),
         predicted=report.predicted.accept_length,
         wall_s=time.perf_counter() - t0,
         journal=[e.kind for e in events],

@@ -23,16 +23,36 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.confirm import Plan
 from workbench.doctor.findings import Finding, Fix
 from workbench.errors import InputError, WorkbenchError
 from workbench.live.ops import LiveOps
 from workbench.live.report import LiveReport, RankedFinding, finding_from_dict, rank
-from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
+from workbench.live.types import (
+    Alignment,
+    Draft,
+    DrafterJob,
+    DrafterSummary,
+    DraftFacts,
+    EngineCaptureJob,
+    Evaluations,
+    FeatureFacts,
+    Features,
+    HiddenStatesAnswer,
+    HiddenStatesJob,
+    Observed,
+    Predicted,
+    Rules,
+    ServerFacts,
+    Spec,
+    StaticJob,
+    Target,
+    TargetFacts,
+)
 from workbench.progress import Progress, noop
 from workbench.servers.measure import accept_length
 from workbench.servers.registry import STOPPABLE, ServerState
@@ -92,13 +112,14 @@ class LiveDoctor:
         python = self.ops.lifecycle.launcher.host_python(self.rec.host) if self.rec.host != "local" else None
         return NearCompute(self.host, python=python)
 
-    def _job(self, job: str, args: dict[str, Any], timeout: float = 1800.0) -> dict[str, Any]:
-        result, tr = self._near().run(job, args, timeout=timeout)
+    def _job(self, job: str, args: Mapping[str, object], timeout: float = 1800.0) -> dict[str, Any]:
+        """A job's answer on the host, as its JSON (each job its own keys; read with care)."""
+        result, tr = self._near().run(job, dict(args), timeout=timeout)
         if tr.tensor_bytes or tr.moved_bytes:
             self.transfers.append(tr)
         return dict(result)
 
-    def _read_json(self, path: str) -> tuple[dict[str, Any] | None, bytes | None]:
+    def _read_json(self, path: str) -> tuple[dict[str, Any] | None, bytes | None]:  # a config.json: any keys
         from workbench.hosts import HostError
 
         try:
@@ -111,25 +132,25 @@ class LiveDoctor:
             return None, raw
 
     # -- the server -----------------------------------------------------------------------------------
-    def server_facts(self) -> dict[str, Any]:
+    def server_facts(self) -> ServerFacts:
         """Engine version, resolved speculative settings, model and draft paths, from the server."""
         rec = self.rec
         try:
-            facts = dict(self.ops.lifecycle.follow.server_info(self.sid))
+            facts = cast(ServerFacts, dict(self.ops.lifecycle.follow.server_info(self.sid)))
         except WorkbenchError as exc:
             raise WorkbenchError(f"server {self.sid}: the server does not answer ({exc}); is it ready?") from None
         facts["model"] = facts.get("model") or _arg(rec.argv, "--model-path") or _arg(rec.argv, "--model")
         facts["draft"] = facts.get("draft") or _arg(rec.argv, "--speculative-draft-model-path")
         return facts
 
-    def target_info(self, model: str) -> dict[str, Any]:
+    def target_info(self, model: str) -> TargetFacts:
         cfg, _ = self._read_json(model.rstrip("/") + "/config.json")
         if cfg is None:
             self.notes.append(f"cannot read {model}/config.json on {self.rec.host}: the layer count is unknown")
             return {"path": model, "arch": None, "num_layers": None}
         from workbench.engine.target import text_config
 
-        text: dict[str, Any] = text_config(cfg)
+        text: dict[str, Any] = text_config(cfg)  # the model's own config: any keys
         archs = cfg.get("architectures") or []
         return {
             "path": model,
@@ -139,7 +160,7 @@ class LiveDoctor:
             "context_length": text.get("max_position_embeddings"),
         }
 
-    def draft_info(self, draft: str) -> dict[str, Any]:
+    def draft_info(self, draft: str) -> DraftFacts:
         from workbench.hosts.base import sha256
 
         path = draft.rstrip("/") + "/config.json"
@@ -248,8 +269,8 @@ class Diagnosis:
         self.ranked: list[RankedFinding] = []
         self.observed = Observed(None, None, source="not measured")
         self.predicted = Predicted()
-        self.features: dict[str, Any] = {}
-        self.alignment: dict[str, Any] | None = None
+        self.features: FeatureFacts = {}
+        self.alignment: Alignment | None = None
         self.pending: Plan | None = None
         self.gap: float | None = None
 
@@ -265,7 +286,7 @@ class Diagnosis:
 
         self.adapter = engine(d.rec.extra.get("engine"))
         self.engine = engine_of(facts["version"], self.adapter.name)
-        self.target = (
+        self.target: TargetFacts = (
             d.target_info(facts["model"]) if facts["model"] else {"path": None, "arch": None, "num_layers": None}
         )
         draft_path = facts["draft"]
@@ -306,20 +327,18 @@ class Diagnosis:
             return
         d, draft, target, facts = self.d, self.draft, self.target, self.facts
         d._step("live.doctor", 1, N_STEPS, f"static checks of the loaded config ({self.engine})")
-        rep = d._job(
-            "static",
-            {
-                "draft": draft["path"],
-                "config_text": draft["loaded_text"],
-                "target_config": target["path"],
-                "engine": self.engine,
-                "algorithm": facts["algorithm"],
-                "context_length": facts["context_length"],
-                "env": dict(getattr(d.rec, "env", None) or {}),
-                "cuda_graph": self.production_graphs,
-                "rules": self.rules,
-            },
-        )
+        job: StaticJob = {
+            "draft": draft["path"],
+            "config_text": draft["loaded_text"],
+            "target_config": target["path"],
+            "engine": self.engine,
+            "algorithm": facts["algorithm"],
+            "context_length": facts["context_length"],
+            "env": dict(getattr(d.rec, "env", None) or {}),
+            "cuda_graph": self.production_graphs,
+            "rules": self.rules,
+        }
+        rep = d._job("static", job)
         for f in rep["findings"]:
             if f["severity"] == "info" and f["code"] in ("layer-ids-nondefault", "weights-not-checked"):
                 continue  # true of any non-default or remote draft; not a problem of this server
@@ -356,7 +375,7 @@ class Diagnosis:
                 )
             return
         target, draft = self.target, self.draft
-        job = {
+        job: HiddenStatesJob = {
             "training_data": o.training_data,
             "count": o.samples,
             "part_points": _engine_points(self.engine, target, draft),
@@ -380,46 +399,42 @@ class Diagnosis:
             and (evals is None or "headline" not in evals)
         ):
             d._step("live.doctor", 4, N_STEPS, f"evaluating the drafter on {o.eval_samples} training samples")
-            evals = {
-                **(evals or {}),
-                **d._job(
-                    "drafter",
-                    {
-                        "draft": job["draft"],
-                        "target": job["target"],
-                        "training_data": o.training_data,
-                        "steps": spec.steps,
-                        "samples": o.eval_samples,
-                    },
-                ),
+            ask: DrafterJob = {
+                "draft": job["draft"],
+                "target": job["target"],
+                "training_data": o.training_data,
+                "steps": spec.steps,
+                "samples": o.eval_samples,
             }
+            evals = {**(evals or {}), **cast(Evaluations, d._job("drafter", ask))}
         if evals:
             self._take_evaluations(evals)
         d.notes += [f"drafter evaluation: {n}" for n in (evals or {}).get("notes", [])]
 
-    def _hidden_states(self, job: dict[str, Any]) -> dict[str, Any] | None:
+    def _hidden_states(self, job: HiddenStatesJob) -> Evaluations | None:
         """Training samples through the server; when its features are not the training slots, the
         dump relaunch (asked first) names every layer. Returns the drafter evaluations made on the way."""
         o, d = self.opts, self.d
-        res = None
+        res: HiddenStatesAnswer | None = None
         evals = None
         if self.facts["return_hidden_states"]:
             d._step("live.doctor", 3, N_STEPS, f"sending {o.samples} training samples with return_hidden_states")
-            res = d._job("live", {**job, "url": f"http://127.0.0.1:{d.rec.port}", "mode": "payload"})
+            payload: HiddenStatesJob = {**job, "url": f"http://127.0.0.1:{d.rec.port}", "mode": "payload"}
+            res = cast(HiddenStatesAnswer, d._job("live", payload))
             self.alignment = _compact(res, "payload")
             evals = res.get("evals")
-            same = _same_as_engine(res["align"])
+            same = _same_as_engine(self.alignment)
             self.features["verdict"] = (
                 "every training slot is the engine's part at its place (the server feeds the drafter what it "
                 "was trained on)"
                 if same
-                else "the server's features differ from the training slots: " + _diff_text(res["align"])
+                else "the server's features differ from the training slots: " + _diff_text(self.alignment)
             )
         else:
             same = None
             self.features["verdict"] = "the server does not return hidden states (--enable-return-hidden-states is off)"
         need_dump = res is None or not same
-        if need_dump and res is not None and _all_slots_matched(res["align"]):
+        if need_dump and res is not None and self.alignment is not None and _all_slots_matched(self.alignment):
             need_dump = False  # every slot found among the engine's parts (a permutation): named already
             _add_alignment_findings(self.ranked, res, d)
         if not need_dump:
@@ -427,8 +442,10 @@ class Diagnosis:
         plan = dump_plan(self.ops, d, o.samples, o.dump_alongside)
         if not o.go_ahead(plan):
             self.pending = plan if o.dump == "ask" else None
-            if res is not None:
-                self.ranked.append(RankedFinding(_provisional(res, self.draft, self.engine), "hidden states"))
+            if res is not None and self.alignment is not None:
+                self.ranked.append(
+                    RankedFinding(_provisional(self.alignment, self.draft, self.engine), "hidden states")
+                )
             d.notes.append(
                 "the trained layers are not named yet: "
                 + plan.summary
@@ -440,24 +457,26 @@ class Diagnosis:
         if dres is not None:
             self.alignment = _compact(dres, "dump")
             if dres.get("evals"):
-                evals = {
-                    **(evals or {}),
-                    **{k: v for k, v in (dres.get("evals") or {}).items() if k in ("train", "live")},
-                }
+                kept = {k: v for k, v in (dres.get("evals") or {}).items() if k in ("train", "live")}
+                evals = cast(Evaluations, {**(evals or {}), **kept})
             _add_alignment_findings(self.ranked, dres, d)
         return evals
 
-    def _take_evaluations(self, evals: dict[str, Any]) -> None:
+    def _take_evaluations(self, evals: Evaluations) -> None:
         """The drafter on training features vs on the server's: what the features cost; the headline
         evaluation is the prediction when no accuracies were given."""
-        tr, lv = evals.get("train") or {}, evals.get("live") or {}
+        tr: DrafterSummary = evals.get("train") or {}
+        lv: DrafterSummary = evals.get("live") or {}
         self.features.update(
-            train_accept_length=tr.get("accept_length"),
-            live_accept_length=lv.get("accept_length"),
-            samples=tr.get("samples"),
+            {
+                "train_accept_length": tr.get("accept_length"),
+                "live_accept_length": lv.get("accept_length"),
+                "samples": tr.get("samples"),
+            }
         )
-        if tr.get("accept_length") is not None and lv.get("accept_length") is not None:
-            self.features["explains"] = tr["accept_length"] - lv["accept_length"]
+        ta, la = tr.get("accept_length"), lv.get("accept_length")
+        if ta is not None and la is not None:
+            self.features["explains"] = ta - la
         if not self.opts.accuracies:
             head = evals.get("headline") or tr
             self.predicted = Predicted(
@@ -524,7 +543,7 @@ class Diagnosis:
             self.predicted,
             self.gap,
             Features.from_dict(self.features, check=False),
-            Alignment.from_dict(self.alignment, check=False) if self.alignment is not None else None,
+            self.alignment,
             self.ranked,
             fix,
             self.pending,
@@ -539,7 +558,7 @@ class Diagnosis:
 def _observe(
     ops: LiveOps,
     d: LiveDoctor,
-    facts: dict[str, Any],
+    facts: ServerFacts,
     measure: bool,
     tokens: int | None,
     concurrency: int,
@@ -593,14 +612,15 @@ def _from_accuracies(acc: list[Any], spec: Spec) -> Predicted:
     )
 
 
-def _engine_points(engine: str, target: dict[str, Any], draft: dict[str, Any]) -> list[Any] | None:
+def _engine_points(engine: str, target: TargetFacts, draft: DraftFacts) -> list[str | None] | None:
     """The points the engine captures for the loaded ids, in concatenation order (None: missing)."""
     from workbench.engine import capture
 
-    if not target.get("num_layers") or not target.get("archs"):
+    archs, n = target.get("archs"), target.get("num_layers")
+    if not n or not archs:
         return None
     try:
-        cap = capture(engine, archs=target["archs"], num_layers=int(target["num_layers"]), ids=draft.get("ids"))
+        cap = capture(engine, archs=archs, num_layers=int(n), ids=draft.get("ids"))
     except InputError:
         return None
     return [None if p in ("missing", "unknown") else p for p in cap.points]
@@ -610,10 +630,10 @@ def _check_decode_graphs(
     d: LiveDoctor,
     ranked: list[RankedFinding],
     engine: str,
-    target: dict[str, Any],
-    draft: dict[str, Any],
+    target: TargetFacts,
+    draft: DraftFacts,
     graphs: bool,
-    rules: dict[str, Any],
+    rules: Rules,
 ) -> None:
     """A server is only healthy if its decode graphs capture what its prefill does: asked on the host,
     of its own engine when it is that release, else of the rules shipped (the answer says which)."""
@@ -623,18 +643,16 @@ def _check_decode_graphs(
             "(production launches with graphs on may differ on some releases)"
         )
         return
+    job: EngineCaptureJob = {
+        "engine": engine,
+        "archs": target.get("archs") or [],
+        "num_layers": int(target["num_layers"] or 0),
+        "ids": draft.get("ids"),
+        "cuda_graph": True,
+        "rules": rules,
+    }
     try:
-        res = d._job(
-            "engine_capture",
-            {
-                "engine": engine,
-                "archs": target.get("archs") or [],
-                "num_layers": int(target["num_layers"]),
-                "ids": draft.get("ids"),
-                "cuda_graph": True,
-                "rules": rules,
-            },
-        )
+        res = d._job("engine_capture", job)
     except WorkbenchError as exc:
         d.notes.append(f"CUDA-graph decode capture not checked ({exc})")
         return
@@ -663,34 +681,36 @@ def _check_decode_graphs(
     ranked.append(RankedFinding(f, "production"))
 
 
-def _same_as_engine(al: dict[str, Any]) -> bool:
+def _same_as_engine(al: Alignment) -> bool:
     """Every slot's best candidate is the engine's part at the same place, at numeric-noise level."""
-    cols = al.get("cols") or []
-    best = al.get("best") or []
+    cols = al.cols or []
+    best = al.best or []
     if len(best) != len(cols):
         return False
     for i, b in enumerate(best):
-        if b.get("candidate") != cols[i] or b.get("verdict") != "match" or (b.get("value") or 1.0) > SAME_MAX:
+        if b.candidate != cols[i] or b.verdict != "match" or (b.value or 1.0) > SAME_MAX:
             return False
     return True
 
 
-def _all_slots_matched(al: dict[str, Any]) -> bool:
-    rec = al.get("recommendation") or {}
-    return bool(rec.get("confident")) and all((b.get("value") or 1.0) <= SAME_MAX for b in al.get("best") or [])
+def _all_slots_matched(al: Alignment) -> bool:
+    rec = al.recommendation
+    return bool(rec and rec.confident) and all((b.value or 1.0) <= SAME_MAX for b in al.best or [])
 
 
-def _diff_text(al: dict[str, Any]) -> str:
+def _diff_text(al: Alignment) -> str:
     parts = []
-    cols, phys = al.get("cols") or [], al.get("cols_physical") or []
+    cols, phys = al.cols or [], al.cols_physical or []
 
     def name(j: int) -> str:
-        return (phys[j] if j < len(phys) and phys[j] else cols[j]) if j < len(cols) else "?"
+        if j >= len(cols):
+            return "?"
+        return (phys[j] if j < len(phys) else None) or cols[j]
 
-    for i, b in enumerate(al.get("best") or []):
-        v = b.get("value")
+    for i, b in enumerate(al.best or []):
+        v = b.value
         vt = "-" if v is None else f"{v:.2g}"
-        j = cols.index(b["candidate"]) if b.get("candidate") in cols else None
+        j = cols.index(b.candidate) if b.candidate in cols else None
         if j == i and v is not None and v <= SAME_MAX:
             continue
         if j == i:
@@ -703,7 +723,8 @@ def _diff_text(al: dict[str, Any]) -> str:
     return "; ".join(parts) or "margins too small to call"
 
 
-def _compact(res: dict[str, Any], mode: str) -> dict[str, Any]:
+def _compact(res: HiddenStatesAnswer, mode: str) -> Alignment:
+    """The alignment part of the report, kept as the host gave it (check=False: the doctor's subject)."""
     al = res["align"]
     keep = (
         "rows",
@@ -719,22 +740,24 @@ def _compact(res: dict[str, Any], mode: str) -> dict[str, Any]:
         "notes",
         "thresholds",
     )
-    return {
-        "mode": mode,
-        **{k: al.get(k) for k in keep},
-        "samples": res.get("samples"),
-        "tensor_bytes": res.get("tensor_bytes"),
-    }
+    return Alignment.from_dict(
+        {
+            "mode": mode,
+            **{k: al.get(k) for k in keep},
+            "samples": res.get("samples"),
+            "tensor_bytes": res.get("tensor_bytes"),
+        },
+        check=False,
+    )
 
 
-def _add_alignment_findings(ranked: list[Any], res: dict[str, Any], d: LiveDoctor) -> None:
+def _add_alignment_findings(ranked: list[RankedFinding], res: HiddenStatesAnswer, d: LiveDoctor) -> None:
     for f in res["align"].get("findings") or []:
         ranked.append(RankedFinding(finding_from_dict(f, d.location), "hidden states"))
 
 
-def _provisional(res: dict[str, Any], draft: dict[str, Any], engine: str) -> Finding:
+def _provisional(al: Alignment, draft: DraftFacts, engine: str) -> Finding:
     """The mismatch seen in the packed features, before the dump names the trained layers."""
-    al = res["align"]
     return Finding(
         "layer-ids-engine-mismatch",
         "warning",
@@ -743,10 +766,10 @@ def _provisional(res: dict[str, Any], draft: dict[str, Any], engine: str) -> Fin
         {
             "engine": engine,
             "config_ids": draft.get("ids"),
-            "engine_points": al.get("cols_physical"),
+            "engine_points": al.cols_physical,
             "source": "numeric alignment (return_hidden_states)",
-            "best": [b.get("physical") or b.get("candidate") for b in al.get("best") or []],
-            "rel_diff": [b.get("value") for b in al.get("best") or []],
+            "best": [b.physical or b.candidate for b in al.best or []],
+            "rel_diff": [b.value for b in al.best or []],
         },
         None,
         "numbers",
@@ -754,6 +777,7 @@ def _provisional(res: dict[str, Any], draft: dict[str, Any], engine: str) -> Fin
 
 
 def _settle_fixes(ranked: list[RankedFinding], loaded: dict[str, Any] | None) -> list[RankedFinding]:
+    # ``loaded``: the draft's config.json as the server loaded it (DraftFacts.loaded)
     """A static layer finding knows no trained layers here, so its fix can only restate the config;
     the alignment's fix (from the layers the training data really holds) replaces it."""
     from workbench.configs.jsonedit import get_key
@@ -790,6 +814,8 @@ def _engine_name(d: LiveDoctor) -> str:
 
 
 def dump_profile(ops: LiveOps, d: LiveDoctor, port: int, stamp: str) -> tuple[str, dict[str, Any], str]:
+    """(profile name, its table as workbench.toml writes one: any profile keys, checked by the
+    profile's own reader, dump folder)."""
     prof = ops.profile(d.rec.profile)
     base = (prof.run_dir or "/tmp/eagle-workbench").rstrip("/")
     dump_dir = f"{base}/dumps/server{d.sid}-{stamp}"
@@ -878,8 +904,8 @@ def _free_port(host: Host) -> int:
 
 
 def _dump_run(
-    ops: LiveOps, d: LiveDoctor, job: dict[str, Any], alongside: bool, ready_timeout: float | None
-) -> dict[str, Any] | None:
+    ops: LiveOps, d: LiveDoctor, job: HiddenStatesJob, alongside: bool, ready_timeout: float | None
+) -> HiddenStatesAnswer | None:
     port = _free_port(d.host)
     name, table, dump_dir = dump_profile(ops, d, port, time.strftime("%Y%m%d-%H%M%S"))
     ops.session_profile(name, table)
@@ -901,8 +927,10 @@ def _dump_run(
         if _engine_name(d) == "vllm":
             ids = _all_ids(table)
             points = _id_points(job["engine"], job.get("arch"), len(ids) - 1, ids)
-            return d._job("live", {**job, "url": url, "mode": "extract", "extract_ids": ids, "extract_points": points})
-        return d._job("live", {**job, "url": url, "mode": "dump", "dump_dir": dump_dir})
+            ext: HiddenStatesJob = {**job, "url": url, "mode": "extract", "extract_ids": ids, "extract_points": points}
+            return cast(HiddenStatesAnswer, d._job("live", ext))
+        dump: HiddenStatesJob = {**job, "url": url, "mode": "dump", "dump_dir": dump_dir}
+        return cast(HiddenStatesAnswer, d._job("live", dump))
     finally:
         try:
             if ops.server(rec.id).state in STOPPABLE:
@@ -911,7 +939,7 @@ def _dump_run(
             d.notes.append(f"stopping relaunched server {rec.id}: {exc}")
 
 
-def _all_ids(table: dict[str, Any]) -> list[int]:
+def _all_ids(table: dict[str, Any]) -> list[int]:  # dump_profile's table
     args = table["args"]
     spec = json.loads(args[args.index("--speculative-config") + 1])
     return [int(i) for i in spec["draft_model_config"]["hf_config"]["eagle_aux_hidden_state_layer_ids"]]

@@ -9,12 +9,13 @@ measurements, and which config each server loaded).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from workbench.confirm import Plan
 from workbench.errors import InputError
 from workbench.live.ops import LiveOps
 from workbench.live.report import Comparison
+from workbench.live.types import ComparisonRow, ComparisonSide
 from workbench.servers.measure import accept_length
 from workbench.servers.registry import LIVE, ServerRecord, ServerState
 
@@ -55,7 +56,12 @@ def relaunch_plan(ops: LiveOps, server_id: int) -> Plan:
     )
 
 
-def measure_settings(ops: LiveOps, server_id: int) -> dict[str, Any]:
+class MeasureSettings(TypedDict, total=False):
+    concurrency: int
+    max_new_tokens: int | None
+
+
+def measure_settings(ops: LiveOps, server_id: int) -> MeasureSettings:
     """The protocol settings of the server's last measurement, so the next one is comparable."""
     rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
     if not rows:
@@ -96,6 +102,7 @@ def relaunch(
 
 
 def _loaded(ops: LiveOps, server_id: int) -> tuple[dict[str, Any] | None, str | None]:
+    """(the draft's config.json the server loaded: any keys its trainer wrote, its sha256)."""
     rec = ops.server(server_id)
     if not rec.draft_config_sha256:
         return None, None
@@ -110,7 +117,7 @@ def _version_of(ops: LiveOps, sha: str | None) -> int | None:
     return ops.journal.config_version_number(sha)
 
 
-def _side(ops: LiveOps, server_id: int) -> dict[str, Any]:
+def _side(ops: LiveOps, server_id: int) -> ComparisonSide:
     rec = ops.server(server_id)
     rows = [r for r in ops.measurements(server_id) if r.get("kind") == "protocol"]
     m = rows[-1] if rows else {}
@@ -140,7 +147,7 @@ def compare(ops: LiveOps, before: int, after: int) -> Comparison:
             return f"x{y / x:.2f}"
         return None
 
-    rows = [
+    rows: list[ComparisonRow] = [
         {
             "name": "server",
             "before": f"#{b['server']} {b['profile']}",
@@ -170,7 +177,7 @@ def compare(ops: LiveOps, before: int, after: int) -> Comparison:
     return Comparison(before, after, rows, b, a)
 
 
-def _ver(side: dict[str, Any]) -> str:
+def _ver(side: ComparisonSide) -> str:
     v = side.get("config_version")
     sha = side.get("config_sha256")
     return (f"v{v} " if v else "") + (sha[:10] if sha else "-")

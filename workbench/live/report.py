@@ -3,16 +3,27 @@ before/after comparison (plain dataclasses; torch-free)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.doctor.findings import ConfigEdit, Finding, Fix
-from workbench.live.types import Alignment, Draft, Features, Observed, Predicted, Spec, Target
+from workbench.live.types import (
+    Alignment,
+    ComparisonRow,
+    ComparisonSide,
+    Draft,
+    Features,
+    Observed,
+    Predicted,
+    Spec,
+    Target,
+)
 from workbench.results import Result, jsonable
 
 
 def fix_from_dict(fd: dict[str, Any], location: Callable[[str], str] | None = None) -> Fix:
+    """A Fix back from its JSON form (a job's answer or a journal entry, as read)."""
     file = fd.get("file")
     if file and location:
         file = location(file)
@@ -200,14 +211,15 @@ class Comparison(Result):
 
     before_server: int
     after_server: int
-    rows: list[dict[str, Any]]  # [{"name", "before", "after", "change"}]
-    before: dict[str, Any]
-    after: dict[str, Any]
+    rows: list[ComparisonRow]
+    before: ComparisonSide
+    after: ComparisonSide
 
     def value(self, name: str, side: str = "after") -> Any:
         for r in self.rows:
             if r["name"] == name:
-                return r[side]
+                row: Mapping[str, Any] = r
+                return row[side]
         return None
 
     def text(self) -> str:

@@ -2,15 +2,32 @@
 
 Each record's JSON form is the dict the report has always written, key for key and in the same order:
 a field named in ``absent`` is a key the dict leaves out (not a null), so a saved report or journal
-entry read back with ``from_dict`` writes the same JSON again."""
+entry read back with ``from_dict`` writes the same JSON again.
+
+The live loop's working dicts (what the doctor reads from the server and the host, the jobs it sends,
+the before/after sides) are ``TypedDict``s below: plain dicts at run time, so what is journaled and
+written is the same JSON, and their keys are checked by mypy."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import (
+    Any,
+    ClassVar,
+    NotRequired,
+    Required,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from workbench.errors import InputError
 from workbench.results import jsonable
@@ -26,7 +43,8 @@ class Record:
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset()
     absent: frozenset[str] | None = field(default=None, kw_only=True, repr=False)
-    extra: dict[str, Any] | None = field(default=None, kw_only=True, repr=False)  # keys of another version
+    # keys of another version: whatever a newer or older report wrote, kept as it was
+    extra: dict[str, Any] | None = field(default=None, kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
         if self.absent is None:
@@ -37,11 +55,11 @@ class Record:
         gone = self.absent or frozenset()
         return [f.name for f in dataclasses.fields(self) if f.name not in _OWN and f.name not in gone]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # the JSON form of any record (each its own keys)
         return {**{k: jsonable(getattr(self, k)) for k in self.keys()}, **jsonable(self.extra or {})}
 
     @classmethod
-    def from_dict(cls: type[R], d: dict[str, Any] | None, *, check: bool = True, where: str = "") -> R:
+    def from_dict(cls: type[R], d: Mapping[str, Any] | None, *, check: bool = True, where: str = "") -> R:
         """The record back from its JSON form: a missing key stays missing, an unknown one (a report
         of another version) is kept and written back after the known ones. ``check``: every known
         value has its field's type (numbers finite), else an InputError names the field (``where``:
@@ -104,6 +122,8 @@ class Observed(Record):
     OPTIONAL = frozenset({"per_request", "counters", "per_position"})
     accept_length: float | None = None
     tokens_per_s: float | None = None
+    # as the protocol and the engine give them (each engine names its own counters); a record's fields
+    # stay plain JSON types, which ``from_dict`` checks
     per_request: dict[str, Any] | None = None
     source: str | None = None
     counters: dict[str, Any] | None = None
@@ -268,3 +288,174 @@ def _check(where: str, value: Any, tp: Any) -> None:
             raise InputError(f"{where}: expected an integer, got {value!r:.60}")
     elif not isinstance(value, tp):
         raise InputError(f"{where}: expected {_NAMES.get(tp, tp.__name__)}, got {value!r:.60}")
+
+
+# ------------------------------------------------------------------ the live loop's working dicts
+# The capture rules shipped to a host job (``workbench.remote.engine.shipment``): tables keyed by release
+# and class name, open-ended by nature.
+Rules: TypeAlias = dict[str, Any]
+
+
+class ServerFacts(TypedDict):
+    """What a server runs, normalised by its engine's client (``EngineClient.facts``) and completed
+    from the launch command; None where unknown."""
+
+    version: str | None
+    algorithm: str | None
+    steps: int | None
+    topk: int | None
+    draft_tokens: int | None
+    model: str | None
+    draft: str | None
+    context_length: int | None
+    return_hidden_states: bool
+    avg_spec_accept_length: float | None
+
+
+class TargetFacts(TypedDict, total=False):
+    """The target the server loaded, from its ``config.json`` on the host (only path, arch and
+    num_layers, all None but the path, when that cannot be read)."""
+
+    path: Required[str | None]
+    arch: Required[str | None]
+    archs: list[str]
+    num_layers: Required[int | None]
+    context_length: int | None
+
+
+class DraftFacts(TypedDict):
+    """The draft the server loaded: the config bytes recorded at launch (else the file as it is now)
+    and what the serving release reads from it (``ids``, ``ids_key``: set once the release is known)."""
+
+    path: str
+    config: str
+    location: str
+    loaded: dict[str, Any] | None  # the draft's config.json as loaded: any keys its trainer wrote
+    loaded_text: str | None
+    ids: list[int] | None
+    ids_key: NotRequired[str | None]
+    loaded_sha256: str | None
+    current_sha256: str | None
+    changed_since_launch: bool
+
+
+class FeatureFacts(TypedDict, total=False):
+    """What becomes ``Features``: each key only once known."""
+
+    verdict: str
+    train_accept_length: float | None
+    live_accept_length: float | None
+    samples: int | None
+    explains: float
+
+
+# the jobs the doctor sends to the host (``workbench.remote.jobs``: the keywords of each job)
+class StaticJob(TypedDict):
+    draft: str
+    config_text: str | None
+    target_config: str | None
+    engine: str
+    algorithm: str | None
+    context_length: int | None
+    env: dict[str, str]
+    cuda_graph: bool
+    rules: Rules
+
+
+class EngineCaptureJob(TypedDict):
+    engine: str
+    archs: list[str]
+    num_layers: int
+    ids: list[int] | None
+    cuda_graph: bool
+    rules: Rules
+
+
+class HiddenStatesJob(TypedDict):
+    """The ``live`` job: training samples through the server (``url``, ``mode`` and the mode's keys
+    added when it is sent)."""
+
+    training_data: str
+    count: int
+    part_points: list[str | None] | None
+    engine: str
+    rules: Rules
+    arch: str | None
+    num_layers: int | None
+    draft_config: dict[str, Any] | None  # DraftFacts.loaded
+    draft_config_path: str
+    draft: str | None
+    target: str | None
+    steps: int | None
+    eval_samples: int
+    url: NotRequired[str]
+    mode: NotRequired[str]
+    dump_dir: NotRequired[str]
+    extract_ids: NotRequired[list[int]]
+    extract_points: NotRequired[list[str | None]]
+
+
+class DrafterJob(TypedDict):
+    draft: str | None
+    target: str | None
+    training_data: str
+    steps: int | None
+    samples: int
+
+
+# what the host's jobs answer (``workbench.remote.jobs``), as JSON: every key read with care
+class DrafterSummary(TypedDict, total=False):
+    """One drafter evaluation (``jobs.summary``)."""
+
+    samples: int
+    positions: int
+    acc: list[float]
+    full_acc: list[float]
+    cond_acc: list[float]
+    accept_length: float | None
+    from_acc: float | None
+    steps: int
+    notes: list[str]
+
+
+class Evaluations(TypedDict, total=False):
+    """The drafter on the training features (``train``), on the server's (``live``), and on more
+    training samples (``headline``)."""
+
+    steps: int
+    notes: list[str]
+    train: DrafterSummary
+    live: DrafterSummary
+    headline: DrafterSummary
+
+
+class HiddenStatesAnswer(TypedDict, total=False):
+    """The ``live`` job's answer: the alignment (its JSON form, read into ``Alignment``, plus the
+    findings it names), the samples sent and the evaluations made on the way."""
+
+    align: dict[str, Any]  # ``workbench.hidden``'s result JSON: read by Alignment.from_dict and .get
+    samples: list[str]
+    tensor_bytes: int
+    evals: Evaluations
+
+
+# before and after a fix (``workbench.live.fix``)
+class ComparisonSide(TypedDict):
+    """One server's side: what it measured and which config version it loaded."""
+
+    server: int
+    profile: str
+    state: str
+    accept_length: float | None
+    tokens_per_s: float | None
+    measurement: int | None
+    layer_ids: list[int] | None
+    config_sha256: str | None
+    config_version: int | None
+
+
+class ComparisonRow(TypedDict):
+    name: str
+    before: Any  # a number, a list of ids or a label: the quantity's own
+    after: Any
+    change: str | None
