@@ -4,6 +4,8 @@ confirm dialog fits, core progress reaches the busy bar, the keymap is checked."
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 import time
 from pathlib import Path
@@ -224,18 +226,35 @@ async def test_an_unanswered_confirmation_cancels_itself(workspace):
 
 
 async def test_core_progress_reaches_the_busy_bar(workspace):
+    """The core's progress, from a screen's worker thread, shows on the busy bar while the worker runs;
+    an event that arrives once no work runs (a finished worker's last, late) leaves the bar hidden."""
     app = WorkbenchApp(str(workspace), start="doctor")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         import threading
 
         wb = app.wb
-        t = threading.Thread(target=lambda: wb.progress(Progress("server.measure", 2, 5, "round 2/5")))
-        t.start()
-        t.join()
-        await pilot.pause()
+        emitted, release = threading.Event(), threading.Event()
+
+        def job() -> None:
+            wb.progress(Progress("server.measure", 2, 5, "round 2/5"))
+            emitted.set()
+            release.wait(10)
+
+        app.screen.run_worker(job, thread=True, group="measure", name="measure")
+        assert await asyncio.to_thread(emitted.wait, 10)
+        for _ in range(20):
+            await pilot.pause()
         bar = app.screen.query_one(BusyBar)
         assert bar.has_class("-busy") and "round 2/5" in str(bar.query_one("#busy-label").render())
+        release.set()
+        await settle(pilot)
+        assert not bar.has_class("-busy")
+        late = threading.Thread(target=lambda: wb.progress(Progress("server.measure", 5, 5, "round 5/5")))
+        late.start()
+        late.join()
+        await settle(pilot)
+        assert not bar.has_class("-busy")
 
 
 async def test_the_busy_bar_pulses_only_while_something_runs(workspace):

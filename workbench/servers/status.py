@@ -248,7 +248,10 @@ class Status:
         eng = engine(r.extra.get("engine"))
         by_health = eng.readiness == "health"
         health = row.get("health")
-        proc = row["state"] if rank_identity(r, 0).get("pid") else ("pending" if r.state in LIVE else "gone")
+        # a SLURM job or a server across nodes records rank 0's pid once it runs: pending until then;
+        # a server of one process records its pid at launch, so none recorded means none runs
+        waits = job is not None or bool(r.extra.get("ranks"))
+        proc = row["state"] if rank_identity(r, 0).get("pid") else ("pending" if waits and r.state in LIVE else "gone")
         leftover = list(row.get("leftover") or [])
         state = r.state
         failure = r.extra.get("failure")
