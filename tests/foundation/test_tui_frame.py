@@ -5,7 +5,6 @@ confirm dialog fits, core progress reaches the busy bar, the keymap is checked."
 from __future__ import annotations
 
 import asyncio
-
 import re
 import time
 from pathlib import Path
