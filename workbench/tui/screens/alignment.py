@@ -202,19 +202,22 @@ class AlignmentScreen(WorkbenchScreen):
             return
         t = self.query_one("#best", VerdictTable)
         wide = not self.has_class("-narrow")
-        t.clear(columns=True)
-        t.add_columns("slot", *(["best"] if wide else []), "point", "rel_diff", "runner-up", "margin", "verdict")
+        labels = ["slot", *(["best"] if wide else []), "point", "rel_diff", "runner-up", "margin", "verdict"]
+        rows = []
         for b in r.best:
             runner = (b.runner_up or "-") if wide else (getattr(b, "runner_up_physical", None) or b.runner_up or "-")
-            t.add_row(
-                b.slot,
-                *([b.candidate or "-"] if wide else []),
-                b.physical or "?",
-                fmt(b.value),
-                runner,
-                "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}"),
-                t.mark(b.verdict),
+            margin = "-" if b.margin is None else ("inf" if b.margin == math.inf else f"x{b.margin:.3g}")
+            rows.append(
+                [b.slot, *([b.candidate or "-"] if wide else []), b.physical or "?", fmt(b.value), runner, margin]
             )
+        t.clear(columns=True)
+        # each column as wide as its widest cell from the start: a table refilled on a resize would
+        # otherwise draw cut cells until its next idle moment measures the new rows
+        for i, label in enumerate(labels):
+            cells = [str(row[i]) for row in rows] if i < len(labels) - 1 else [str(b.verdict) for b in r.best]
+            t.add_column(label, width=max([len(label), *map(len, cells)]))
+        for b, row in zip(r.best, rows):
+            t.add_row(*row, t.mark(b.verdict))
 
     def _recommendation_text(self, r):
         from rich.text import Text
