@@ -101,7 +101,10 @@ def test_launch_screen_at_both_sizes(snap_compare, workspace, size):
 
         from tests.fixtures.tui import still
 
-        await until(pilot, lambda: len(pilot.app.screen.query_one("#profile", Select)._options) > 1)
+        # the profiles are read off the UI thread (and again when workbench.toml is seen to change)
+        await until(
+            pilot, lambda: "kimi-debug" in [v for _, v in pilot.app.screen.query_one("#profile", Select)._options]
+        )
         pilot.app.screen.query_one("#profile", Select).value = "kimi-debug"
         table = pilot.app.screen.query_one("#findings", DataTable)
         await until(
