@@ -104,6 +104,7 @@ def test_a_slurm_profile_leaves_rank0s_address_to_the_job(workspace):
         ({"hosts": ["n1", "n2"], "args": ["--tp-size", "2", "--dp-size", "2"]}, "multi-node data-parallel"),
         ({"hosts": ["lo", "n2"], "args": ["--tp-size", "2"]}, "whose address on the other nodes' network"),
         ({"hosts": ["n1", "n2"], "args": ["--tp-size", "2", "--dist-init-addr", "10.0.0.1"]}, "ADDRESS:PORT"),
+        ({"hosts": ["n1", "n2"], "args": ["--tp-size", "two"]}, "--tp-size 'two' is not an integer"),
     ],
 )
 def test_bad_placements_are_one_line_input_errors(workspace, profile, needle):
@@ -124,6 +125,8 @@ def test_bad_placements_are_one_line_input_errors(workspace, profile, needle):
         ),
         (["--tensor-parallel-size", "2", "-r", "0"], "-r is set for each node"),
         (["--tensor-parallel-size", "2", "--data-parallel-backend", "ray"], "needs the mp backend"),
+        (["-tp", "2", "-pp", "x"], "-pp 'x' is not an integer"),
+        (["-tp", "3"], "world size 3"),
     ],
 )
 def test_vllm_refusals(workspace, args, needle):

@@ -20,6 +20,7 @@ appended); ``remove_args`` drops flags of the parent.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,13 +103,30 @@ class Attached(str):
     starts with ``-`` (``--x=-1``, ``--opts=-v``) would be read as another option once separated."""
 
 
+def flag_int(flags: dict[str, list[str]], names: tuple[str, ...], where: str, default: int = 1) -> int:
+    """The integer value of the first of ``names`` set in ``flags`` (``dict(split_flags(...))``), else
+    ``default``; a value that is not an integer is an input error naming ``where`` and the flag."""
+    for n in names:
+        vals = flags.get(n)
+        if vals:
+            try:
+                return int(vals[0])
+            except ValueError:
+                raise InputError(f"{where}: {n} {vals[0]!r} is not an integer") from None
+    return default
+
+
+_SHORT_OPTION = re.compile(r"-[A-Za-z][A-Za-z0-9]*(?:=|$)")
+
+
 def split_flags(args: list[Any], where: str) -> list[tuple[str, list[str]]]:
-    """["--tp-size", "8", "--trust-remote-code", "--x=1"] -> [("--tp-size", ["8"]), ...]."""
+    """["--tp-size", "8", "--trust-remote-code", "--x=1"] -> [("--tp-size", ["8"]), ...]. A short option
+    (vLLM's ``-tp 8``, ``-pp 2``) is a flag too; a negative number is a value."""
     items: list[tuple[str, list[str]]] = []
     for tok in args:
         if not isinstance(tok, str):
             raise InputError(f"{where}: every argument must be a string, got {tok!r}")
-        if tok.startswith("--"):
+        if tok.startswith("--") or _SHORT_OPTION.match(tok):
             flag, eq, val = tok.partition("=")
             items.append((flag, [Attached(val)] if eq else []))
         elif items:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 from workbench.servers.command import Command, launcher_for
-from workbench.servers.profiles import Profile, join_flags, split_flags
+from workbench.servers.profiles import Profile, flag_int, join_flags, split_flags
 
 if TYPE_CHECKING:
     from workbench.servers.ranks import RankFlags
@@ -142,14 +142,7 @@ def check_nodes(argv: list[Any], nnodes: int, where: str) -> None:
     flags = dict(split_flags(argv[model_index(argv) :], "argv"))
 
     def size(*names: str) -> int:
-        for n in names:
-            vals = flags.get(n)
-            if vals:
-                try:
-                    return int(vals[0])
-                except ValueError:
-                    raise InputError(f"{where}: {n} {vals[0]!r} is not an integer") from None
-        return 1
+        return flag_int(flags, names, where)
 
     world = (
         size("--data-parallel-size", "-dp")
