@@ -9,6 +9,7 @@ import json
 import random
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from workbench.logs import FAILURE_CLASSES, LogParser, Reading, classify, parse_text, stream_records
@@ -208,6 +209,106 @@ def test_fast_and_item_readings_of_a_line_agree():
     for line in (DECODE_049, DECODE_055, DECODE_0523, DECODE_054_ITER, PREFILL_049, PREFILL_055, PREFILL_0523):
         fast, slow = one(line), one("  " + line)
         assert fast == slow, line
+
+
+VLLM_TPUT = (
+    "(APIServer pid=2181) INFO 12-05 04:50:13 [loggers.py:127] Engine 000: Avg prompt throughput: 1.1 tokens/s, "
+    "Avg generation throughput: 690.0 tokens/s, Running: 15 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.4%, "
+    "Prefix cache hit rate: 0.0%"
+)
+VLLM_SPEC = (
+    "(APIServer pid=2181) INFO 12-05 04:50:13 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.51, "
+    "Accepted throughput: 40.97 tokens/s, Drafted throughput: 81.40 tokens/s, Accepted: 462 tokens, "
+    "Drafted: 918 tokens, Per-position acceptance rate: 0.778, 0.493, 0.239, Avg Draft acceptance rate: 50.3%"
+)
+COMMON = (DECODE_049, DECODE_055, DECODE_0523, DECODE_054_ITER, DECODE_TP1_MS, PREFILL_049, PREFILL_055,
+          PREFILL_0523, VLLM_TPUT, VLLM_SPEC)  # fmt: skip
+
+
+def test_the_common_shapes_take_the_one_regex_path(monkeypatch):
+    """Every generation's common shape is read in the loop by its one regex, never line by line (a shape the
+    regexes stop reading is no error, only slow: this is where it shows)."""
+    from workbench.logs.parser import LogParser as P
+
+    def line_by_line(self, raw, n, scan):
+        raise AssertionError(f"read line by line: {raw}")
+
+    monkeypatch.setattr(P, "_line", line_by_line)
+    for line in COMMON:
+        assert one(line)["kind"] in ("decode", "prefill", "metrics")
+
+
+def test_numbers_read_alike_on_both_paths():
+    """The one-regex path (msgspec reading each number's text) and the item-by-item path (int/float) give the
+    same values for any numbers, a spelling JSON does not allow ("007", "00.5") included: the loop leaves
+    that line to the items."""
+    rnd = random.Random(11)
+
+    def num(decimals: bool) -> str:
+        whole = str(rnd.randrange(10 ** rnd.randint(1, 12)))
+        if rnd.random() < 0.15:
+            whole = "0" * rnd.randint(1, 2) + whole  # a leading zero
+        return f"{whole}.{rnd.randrange(10**8):0{rnd.randint(1, 17)}d}" if decimals else whole
+
+    for _ in range(400):
+        line = (
+            f"[2026-11-02 10:00:13 TP0] Decode batch, #running-req: {num(False)}, #token: {num(False)}, "
+            f"token usage: {num(True)}, accept len: {num(True)}, accept rate: {num(True)}, cuda graph: True, "
+            f"gen throughput (token/s): {num(True)}, #queue-req: {num(False)}"
+        )
+        pre = (
+            f"[2026-11-02 10:00:13 TP0] Prefill batch, #new-seq: {num(False)}, #new-token: {num(False)}, "
+            f"#cached-token: {num(False)}, token usage: {num(True)}, #running-req: {num(False)}, "
+            f"#queue-req: {num(False)}, #pending-token: {num(False)}, cuda graph: False, "
+            f"input throughput (token/s): {num(True)}"
+        )
+        spec = VLLM_SPEC.replace("2.51", num(True)).replace("462", num(False)).replace("0.493", num(True))
+        tput = VLLM_TPUT.replace("690.0", f"{num(False)}.{rnd.randrange(10)}").replace("15 reqs", f"{num(False)} reqs")
+        for text in (line, pre, spec, tput):
+            assert one(text) == one("  " + text), text
+
+
+def test_a_repeated_warning_reads_as_its_first():
+    """A warning the engine repeats (a deprecated endpoint on every call) is given by the loop from the first
+    one's record: each copy is the record a fresh reading of its line gives, whatever its stamp says."""
+    msg = (
+        "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+        "Please use '/server_info' instead."
+    )
+    stamps = [
+        "2026-11-02 10:00:01", "2026-11-02 10:00:02.125", "2026-11-02 10:00:03 TP1", "2026-11-02 10:00:04 DP1 TP3",
+        "2026-11-02 10:00:05  TP2", "2026-11-02 10:00:06 TP0 ", "2026-11-02T10:00:07 TP0",
+    ]  # fmt: skip
+    lines = [f"[{s}] {msg}" for s in stamps * 3] + [f"[2026-11-02 10:00:05] WARNING: {msg}", f"  [{stamps[0]}] {msg}"]
+    rnd = random.Random(3)
+    rnd.shuffle(lines)
+    parser = LogParser()
+    records = parser.feed("\n".join(f"{x}\n{PREFILL_055}" for x in lines) + "\n", final=True).records
+    assert msg in parser._warned  # the loop gave the repeats
+    alone = []
+    for i, line in enumerate(lines):  # each line read by a parser of its own, at its place in the log
+        alone += [{**r, "line": 2 * i + 1} for r in parse_text(line + "\n").records]
+    assert len(alone) > len(lines) // 2
+    got = [r for r in records if r["kind"] != "prefill"]
+    assert got == alone and [list(r) for r in got] == [list(r) for r in alone]
+
+
+def test_the_trigger_pattern_finds_what_an_alternation_of_the_triggers_finds():
+    """The rules' triggers as one trie-shaped regex find what the plain longest-first alternation finds, in
+    any text: each trigger alone, inside another's words, one after another and cut short."""
+    import re
+
+    from workbench.logs import parser as P
+
+    plain = re.compile("|".join(re.escape(t) for t in sorted(P._BY_TRIGGER, key=len, reverse=True)))
+    triggers = list(P._BY_TRIGGER)
+    rnd = random.Random(5)
+    texts = [*triggers, *(t[:-1] for t in triggers), *(STARTUP_055.splitlines()), *(VLLM_LOG.splitlines())]
+    for _ in range(2000):
+        texts.append(" ".join(rnd.choice(triggers)[: rnd.randint(1, 40)] for _ in range(rnd.randint(1, 4))))
+        texts.append("".join(rnd.sample(triggers, 3)))
+    for text in texts:
+        assert P._TRIGGERS.findall(text) == plain.findall(text), text
 
 
 VLLM_LOG = (DATA / "vllm_eagle3_dies.log").read_text()
@@ -653,7 +754,7 @@ def test_a_percentage_is_the_fraction_its_digits_give():
     """vLLM's percentages (one decimal) as fractions: the float nearest the decimal fraction, for every value."""
     for tenths in range(0, 100_001):
         text = f"{tenths // 10}.{tenths % 10}"
-        assert float(text + "e-2") == round(float(text) / 100.0, 6), text
+        assert msgspec.json.decode(text + "e-2", type=float) == round(float(text) / 100.0, 6), text
     line = (
         "(APIServer pid=1) INFO 12-05 04:50:13 [loggers.py:127] Avg prompt throughput: 1.1 tokens/s, "
         "Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.7%, "

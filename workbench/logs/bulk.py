@@ -117,20 +117,27 @@ THROUGHPUT_FIELDS = (
 )  # fmt: skip
 SPEC_FIELDS = Spec.__struct_fields__[len(VLLM_HEAD_FIELDS) :]
 
-# The common shapes, from the message's start (after SGLang's "[stamp ranks] "); [0-9] rather than \d, which in a
-# str pattern is a Unicode category test per character.
+# The common shapes, from the message's start (after SGLang's "[stamp ranks] "): [0-9] rather than \d, which in a
+# str pattern is a Unicode category test per character; possessive quantifiers, which leave the engine no
+# backtracking to keep. msgspec's decoders read the numbers from their text; where one is not as JSON spells it
+# ("007"), the record builders give None and the line is read item by item instead.
+_I = r"([0-9]++)"
+_F = r"([0-9]++\.[0-9]++)"
 DECODE = re.compile(
-    r"Decode batch(?: \[([0-9]+)\])?[.,] #running-req: ([0-9]+), #token: ([0-9]+), token usage: ([0-9]+\.[0-9]+), "
-    r"(?:accept len: ([0-9]+\.[0-9]+), (?:accept rate: ([0-9]+\.[0-9]+), )?)?"
-    r"(?:cuda|cpu|npu|musa) graph: (True|False), gen throughput \(token/s\): ([0-9]+\.[0-9]+), "
-    r"#queue-req: ([0-9]+)(?:, )?\r?$"
+    rf"Decode batch(?: \[{_I}\])?[.,] #running-req: {_I}, #token: {_I}, token usage: {_F}, "
+    rf"(?:accept len: {_F}, (?:accept rate: {_F}, )?)?"
+    rf"(?:cuda|cpu|npu|musa) graph: (True|False), gen throughput \(token/s\): {_F}, "
+    rf"#queue-req: {_I}(?:, )?\r?$"
 )
 PREFILL = re.compile(
-    r"Prefill batch(?: \[([0-9]+)\])?[.,] #new-seq: ([0-9]+), #new-token: ([0-9]+), #cached-token: ([0-9]+), "
-    r"(?:#token: ([0-9]+), )?token usage: ([0-9]+\.[0-9]+), #running-req: ([0-9]+), #queue-req: ([0-9]+)"
-    r"(?:, #pending-token: ([0-9]+))?(?:, (?:cuda|cpu|npu|musa) graph: (True|False), "
-    r"input throughput \(token/s\): ([0-9]+\.[0-9]+))?(?:, )?\r?$"
+    rf"Prefill batch(?: \[{_I}\])?[.,] #new-seq: {_I}, #new-token: {_I}, #cached-token: {_I}, "
+    rf"(?:#token: {_I}, )?token usage: {_F}, #running-req: {_I}, #queue-req: {_I}"
+    rf"(?:, #pending-token: {_I})?(?:, (?:cuda|cpu|npu|musa) graph: (True|False), "
+    rf"input throughput \(token/s\): {_F})?(?:, )?\r?$"
 )
+_int = msgspec.json.Decoder(int).decode
+_num = msgspec.json.Decoder(float).decode
+_nums = msgspec.json.Decoder(list[float]).decode
 BULK_HEAD = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] ")
 
 # item keys -> record fields (anything else is kept under its own name, see _slug)
@@ -264,61 +271,75 @@ def decode_generic(msg: str) -> dict[str, Any] | None:
 
 _VLLM_THROUGHPUT = re.compile(r"(?:Engine (\d+): )?Avg prompt throughput: ")
 # the common shapes of both, read at once (any other goes item by item)
+_F1 = r"([0-9]++\.[0-9])"  # vLLM's one decimal
 TPUT = re.compile(
-    r"(?:Engine ([0-9]+): )?Avg prompt throughput: ([0-9]+\.[0-9]) tokens/s, "
-    r"Avg generation throughput: ([0-9]+\.[0-9]) tokens/s, Running: ([0-9]+) reqs, Waiting: ([0-9]+) reqs, "
-    r"GPU KV cache usage: ([0-9]+\.[0-9])%, Prefix cache hit rate: ([0-9]+\.[0-9])%$"
+    rf"(?:Engine {_I}: )?Avg prompt throughput: {_F1} tokens/s, "
+    rf"Avg generation throughput: {_F1} tokens/s, Running: {_I} reqs, Waiting: {_I} reqs, "
+    rf"GPU KV cache usage: {_F1}%, Prefix cache hit rate: {_F1}%$"
 )
 SPEC = re.compile(
-    r"SpecDecoding metrics: Mean acceptance length: ([0-9]+\.[0-9]+), Accepted throughput: ([0-9]+\.[0-9]+) tokens/s, "
-    r"Drafted throughput: ([0-9]+\.[0-9]+) tokens/s, Accepted: ([0-9]+) tokens, Drafted: ([0-9]+) tokens, "
-    r"Per-position acceptance rate: ([0-9., ]+), Avg Draft acceptance rate: ([0-9]+\.[0-9])%$"
+    rf"SpecDecoding metrics: Mean acceptance length: {_F}, Accepted throughput: {_F} tokens/s, "
+    rf"Drafted throughput: {_F} tokens/s, Accepted: {_I} tokens, Drafted: {_I} tokens, "
+    rf"Per-position acceptance rate: ({_F[1:-1]}(?:, {_F[1:-1]})*+), Avg Draft acceptance rate: {_F1}%$"
 )
 _VLLM_SPEC = re.compile(r"(?:Speculative metrics|SpecDecoding metrics): ")
 # the V0 engine's prefix-cache line (vLLM 0.9-0.10.0): "Prefix cache hit rate: GPU: 94.35%, CPU: 0.00%"
 _VLLM_PREFIX = re.compile(r"Prefix cache hit rate: GPU: (\d+(?:\.\d+)?)%, CPU: (\d+(?:\.\d+)?)%$")
 
 
-def decode_record(d: re.Match[str], line: int, time: str | None, rank: str | None) -> Decode:
-    """The record of a line ``DECODE`` read."""
+def decode_record(d: re.Match[str], line: int, time: str | None, rank: str | None) -> Decode | None:
+    """The record of a line ``DECODE`` read (None: a number JSON does not spell, for ``decode_generic``)."""
     it, r, t, u, al, ar, g, gt, q = d.groups()
-    return Decode(
-        "decode", "sglang", line, time, rank, int(r), int(t), float(u), float(al) if al else None,
-        float(ar) if ar else None, float(gt), int(q), int(it) if it else None, g == "True",
-    )  # fmt: skip
+    try:
+        return Decode(
+            "decode", "sglang", line, time, rank, _int(r), _int(t), _num(u), _num(al) if al else None,
+            _num(ar) if ar else None, _num(gt), _int(q), _int(it) if it else None, g == "True",
+        )  # fmt: skip
+    except msgspec.DecodeError:
+        return None
 
 
-def prefill_record(p: re.Match[str], line: int, time: str | None, rank: str | None) -> Prefill:
-    """The record of a line ``PREFILL`` read."""
+def prefill_record(p: re.Match[str], line: int, time: str | None, rank: str | None) -> Prefill | None:
+    """The record of a line ``PREFILL`` read (None: a number JSON does not spell, for ``decode_generic``)."""
     it, ns, nt, ct, tk, u, r, q, pt, g, ip = p.groups()
-    return Prefill(
-        "prefill", "sglang", line, time, rank, int(ns), int(nt), int(ct), int(tk) if tk else None, float(u), int(r),
-        int(q), int(pt) if pt else None, float(ip) if ip else None, int(it) if it else None,
-        (g == "True") if g else None,
-    )  # fmt: skip
+    try:
+        return Prefill(
+            "prefill", "sglang", line, time, rank, _int(ns), _int(nt), _int(ct), _int(tk) if tk else None,
+            _num(u), _int(r), _int(q), _int(pt) if pt else None, _num(ip) if ip else None,
+            _int(it) if it else None, (g == "True") if g else None,
+        )  # fmt: skip
+    except msgspec.DecodeError:
+        return None
 
 
 def metrics_record(
-    f: re.Match[str], line: int, time: str | None, rank: str | None, process: str | None, pid: int | None,
-    src: str | None,
-) -> Throughput | Spec:  # fmt: skip
-    """The record of a line the common-shape regex ``f`` (``TPUT`` or ``SPEC``) read; a percentage as the
-    fraction its digits shifted make (the nearest float to it, as ``round(x / 100, 6)`` would give)."""
-    g = f.groups()
-    if f.re is SPEC:
-        return Spec(
-            "metrics", "vllm", line, time, rank, process, pid, src, "spec_decode", float(g[0]), float(g[6] + "e-2"),
-            int(g[3]), int(g[4]), float(g[1]), float(g[2]), list(map(float, g[5].split(", "))),
+    g: tuple[Any, ...], spec: bool, line: int, time: str | None, rank: str | None, process: str | None,
+    pid: int | None, src: str | None,
+) -> Throughput | Spec | None:  # fmt: skip
+    """The record of a line whose message the common-shape regex ``SPEC`` (``spec``) or ``TPUT`` read, from
+    that regex's groups ``g``; a percentage as the fraction its digits shifted make (the nearest float to it,
+    as ``round(x / 100, 6)`` would give). None: a number JSON does not spell (the items read it)."""
+    try:
+        if spec:
+            return Spec(
+                "metrics", "vllm", line, time, rank, process, pid, src, "spec_decode", _num(g[0]),
+                _num(g[6] + "e-2"), _int(g[3]), _int(g[4]), _num(g[1]), _num(g[2]), _nums(f"[{g[5]}]"),
+            )  # fmt: skip
+        return Throughput(
+            "metrics", "vllm", line, time, rank, process, pid, src, "throughput", _num(g[1]), _num(g[2]),
+            _int(g[3]), _int(g[4]), _num(g[5] + "e-2"), _num(g[6] + "e-2"),
+            None if g[0] is None else int(g[0]),  # "Engine 000"
         )  # fmt: skip
-    return Throughput(
-        "metrics", "vllm", line, time, rank, process, pid, src, "throughput", float(g[1]), float(g[2]), int(g[3]),
-        int(g[4]), float(g[5] + "e-2"), float(g[6] + "e-2"), None if g[0] is None else int(g[0]),
-    )  # fmt: skip
+    except msgspec.DecodeError:
+        return None
 
 
-def fast(msg: str, f: re.Match[str]) -> dict[str, Any]:
+def fast(msg: str, f: re.Match[str]) -> dict[str, Any] | None:
     """The fields of a line the common-shape regex ``f`` (``TPUT`` or ``SPEC``) read, after its prefixes."""
-    d = metrics_record(f, 0, None, None, None, None, None).as_dict()
+    rec = metrics_record(f.groups(), f.re is SPEC, 0, None, None, None, None, None)
+    if rec is None:
+        return None
+    d = rec.as_dict()
     for k in VLLM_HEAD_FIELDS:
         if k not in ("kind", "name"):
             del d[k]
@@ -328,8 +349,9 @@ def fast(msg: str, f: re.Match[str]) -> dict[str, Any]:
 def vllm_metrics(msg: str) -> dict[str, Any] | None:
     """vLLM's periodic throughput or speculative-decoding line as ``metrics`` fields, or None."""
     f = SPEC.match(msg) if msg.startswith("Spec") else TPUT.match(msg)
-    if f is not None:
-        return fast(msg, f)
+    got = None if f is None else fast(msg, f)
+    if got is not None:
+        return got  # (else a number JSON does not spell, "007": item by item, below)
     m = _VLLM_THROUGHPUT.match(msg)
     if m is not None:
         got = items(msg[m.start() + (len(m.group(0)) - len("Avg prompt throughput: ")) :])

@@ -38,17 +38,42 @@ _RANK_ORDER = {c: i for i, c in enumerate(PRIORITY)}
 _RANK_ORDER["exception"] = len(PRIORITY)  # within one failure, any class a rule names says more
 _KIND_ORDER = {"failure": 0, "ready": 1, "warning": 2, "milestone": 3, "metrics": 4}
 
-# every rule's trigger literals, one alternation: a message is tried against the rules it holds triggers of
+
+def _trie(words: Iterable[str]) -> str:
+    """One regex of literal ``words`` that finds the longest at each place, their common starts shared: the
+    engine then follows one branch a character, not every word (a flat alternation tries each in turn)."""
+    root: dict[str, Any] = {}
+    for w in words:
+        node = root
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = None  # a word ends here
+
+    def tail(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + tail(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in node else body  # greedy: a longer word over one it starts with
+
+    return tail(root)
+
+
+# every rule's trigger literals, one pattern: a message is tried against the rules it holds triggers of
 _BY_TRIGGER: dict[str, list[Rule]] = {}
 for _r in RULES:
     for _t in _r.triggers:
         _BY_TRIGGER.setdefault(_t, []).append(_r)
-_TRIGGERS = re.compile("|".join(re.escape(t) for t in sorted(_BY_TRIGGER, key=len, reverse=True)))
+_TRIGGERS = re.compile(_trie(_BY_TRIGGER))
 
 # SGLang's stamp, then the message's first words (one match sorts a serving log's lines)
 _SG_HEAD = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?: [A-Z][A-Z_]*\d+)*)\] ")
 # a vLLM process's INFO line up to its message: (process, pid, level, time, src)
 _VLLM_INFO = re.compile(r"\(([\w.:-]+) pid=([0-9]+)\) (INFO) ([0-9]{2}-[0-9]{2} [0-9:]{8}) \[([\w./-]+:[0-9]+)\] ")
+# the same with the periodic metrics line's message (one match reads both)
+_VLLM_TPUT = re.compile(_VLLM_INFO.pattern + bulk.TPUT.pattern)
+_VLLM_SPEC = re.compile(_VLLM_INFO.pattern + bulk.SPEC.pattern)
+_TPUT_HEADS = ("Engi", "Avg ")  # "Engine 000: Avg prompt throughput", or with no engine named
 _ACCESS = re.compile(r'(?:\S+:\d+|\[[0-9a-fA-F:]+\]:\d+|-) - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}')
 # lines the engines' processes write that are not log statements of theirs
 _NOISE = re.compile(
@@ -168,6 +193,8 @@ class LogParser:
         self._warned_source: Any = None  # a Python warning's next (indented) line is its source line
         self._memo: dict[str, Any] = {}  # message -> the statement that wrote it (a log repeats its lines)
         self._quiet: set[str] = set()  # engine messages that gave no record and end no traceback
+        self._ruled: dict[tuple[str, str | None], Any] = {}  # (message, engine) -> the rule that reads it, or None
+        self._warned: dict[str, dict[str, Any]] = {}  # SGLang's warning messages -> a record of one (see _remember)
         self._ranks: dict[str, Any] = {}  # vLLM process name -> its ranks
 
     # -- feeding --------------------------------------------------------------------------------------
@@ -243,7 +270,7 @@ class LogParser:
         """The chunk's lines: a serving log's periodic and access lines on the fast path (one match each),
         every other line through ``_line``."""
         append: Any = scan.records.append  # a dict or, until _parse makes it one, a bulk.Record
-        n = self.lines
+        first = self.lines + 1
         self.lines += len(lines)
         scan.lines = len(lines)
         dec = bulk.DECODE.match
@@ -251,82 +278,102 @@ class LogParser:
         decode = bulk.decode_record
         prefill = bulk.prefill_record
         quiet = self._quiet
+        warned = self._warned
         traces = self._traces
         known = 0
-        time = None
-        for line in lines:
-            n += 1
+        last = None  # the last line the loop read whose stamp is the time of the lines after it
+        for n, line in enumerate(lines, first):
             if traces:
                 pass  # an open traceback reads every line (below)
             elif line.startswith("[2"):
                 # SGLang's "[stamp ranks] ": uvicorn's access lines, decode, prefill, messages seen before
+                if line.startswith("] INFO:     ", 20) and line[32:33].isdigit() and line[5] == "-" and line[14] == ":":
+                    known += 1  # an access line (the HTTP server's: a stamp with no ranks)
+                    last = line
+                    continue
                 end = line.find("] ", 20, 72)
                 if end > 0 and line[5] == "-" and line[14] == ":":
                     pos = end + 2
-                    c = line[pos : pos + 1]
-                    if c == "I" and line.startswith("INFO:     ", pos) and line[pos + 10 : pos + 11].isdigit():
+                    if line.startswith("INFO:     ", pos):
+                        if line[pos + 10 : pos + 11].isdigit():
+                            known += 1
+                            last = line
+                            continue
+                    else:
+                        c = line[pos : pos + 1]
+                        m = dec(line, pos) if c == "D" else pre(line, pos) if c == "P" else None
+                        if m is not None:
+                            t, r = (
+                                (line[1:20], None)
+                                if end == 20
+                                else (line[1:20], line[21:end])
+                                if line[20] == " "
+                                else _stamp(line, end)
+                            )
+                            rec = (decode if c == "D" else prefill)(m, n, t, r)
+                            if rec is not None:  # (None: a number JSON does not spell, "007": by ``_line``)
+                                append(rec)
+                                last = line
+                                continue
+                    msg = line[pos:]
+                    if msg in quiet:
                         known += 1
-                        time = line[1:20]
+                        last = line
                         continue
-                    m = dec(line, pos) if c == "D" else pre(line, pos) if c == "P" else None
-                    if m is not None:
-                        t, r = (
-                            (line[1:20], None)
-                            if end == 20
-                            else (line[1:20], line[21:end])
-                            if line[20] == " "
-                            else _stamp(line, end)
-                        )
-                        append((decode if c == "D" else prefill)(m, n, t, r))
-                        time = t
-                        continue
-                    if line[pos:] in quiet:
-                        known += 1
-                        time = line[1:20]
-                        continue
+                    w = warned.get(msg)
+                    if w is not None:
+                        again = _repeat(w, line, pos, n)
+                        if again is not None:
+                            append(again)
+                            last = line
+                            continue
             elif line.startswith("("):
                 got = self._vllm_line(line, n, append)
                 if got:
                     known += got == KNOWN
                     continue
-            if time is not None:
-                self._last_time, time = time, None
-            if not line:
-                if traces:
-                    self._trace_line(None, "", n, scan)
-                known += 1
-                self.blank += 1
-                continue
+            if last is not None:
+                self._last_time, last = _stamp(last, last.find("] ", 20, 72))[0], None
             self._line(line, n, scan)
-        if time is not None:
-            self._last_time = time
+        if last is not None:
+            self._last_time = _stamp(last, last.find("] ", 20, 72))[0]
         self.known += known
 
     def _vllm_line(self, line: str, n: int, append: Any) -> int:
         """A vLLM process's access line or a message seen before (KNOWN), its metrics line (RECORD,
         appended), or 0: read by ``_line``."""
         close = line.find(") ", 8, 96)  # "(APIServer pid=1) INFO:     127.0.0.1:5 - "POST ..." 200 OK"
-        if close > 0 and line.startswith("INFO:     ", close + 2) and line[close + 12 : close + 13].isdigit():
-            return KNOWN
-        v = _VLLM_INFO.match(line)
-        if v is None:
+        if close < 0:
             return 0
-        pos = v.end()
-        if line.startswith(("Engine ", "SpecDecoding"), pos):
-            f = (bulk.SPEC if line.startswith("Spec", pos) else bulk.TPUT).match(line, pos)
-            if f is None:
-                return 0
-            proc, pid, _, time, src = v.groups()
-            rank = self._ranks.get(proc, _MISS)
-            if rank is _MISS:
-                rank = prefix.rank_of(proc)
-                if len(self._ranks) < MEMO:
-                    self._ranks[proc] = rank
-            append(bulk.metrics_record(f, n, time, rank, proc, int(pid), src))
-            return RECORD
-        return KNOWN if line[pos:] in self._quiet else 0
+        if line.startswith("INFO:     ", close + 2) and line[close + 12 : close + 13].isdigit():
+            return KNOWN
+        # "(APIServer pid=1) INFO 12-05 04:50:13 [loggers.py:127] Engine 000: Avg prompt throughput: ..."
+        src_end = line.find("] ", close + 23, close + 160)
+        if src_end > 0:
+            head = line[src_end + 2 : src_end + 6]
+            f = _VLLM_SPEC.match(line) if head == "Spec" else _VLLM_TPUT.match(line) if head in _TPUT_HEADS else None
+            if f is not None:
+                g = f.groups()
+                proc = g[0]
+                rank = self._ranks.get(proc, _MISS)
+                if rank is _MISS:
+                    rank = prefix.rank_of(proc)
+                    if len(self._ranks) < MEMO:
+                        self._ranks[proc] = rank
+                rec = bulk.metrics_record(g[5:], head == "Spec", n, g[3], rank, proc, int(g[1]), g[4])
+                if rec is not None:  # (None: a number JSON does not spell: read item by item)
+                    append(rec)
+                    return RECORD
+        v = _VLLM_INFO.match(line)
+        return KNOWN if v is not None and line[v.end() :] in self._quiet else 0
 
     def _line(self, raw: str, n: int, scan: Scan) -> None:
+        if not raw:  # a blank line (it may end a traceback)
+            if self._traces:
+                self._trace_line(None, "", n, scan)
+            self.known += 1
+            self.blank += 1
+            return
         if "\r" in raw:  # a redrawn progress bar: what the terminal showed last (a log line glued after it)
             raw = next((p for p in reversed(raw.split("\r")) if p.strip()), "")
         line = prefix.clean(raw)
@@ -367,12 +414,22 @@ class LogParser:
             if rec["kind"] == "failure":
                 self._last_failure[key] = (n, rec)
             return
-        self._other(msg, stripped, pre, n, eng, scan, key)
+        warned = self._other(msg, stripped, pre, n, eng, scan, key)
+        if warned is not None and line is raw and len(self._warned) < MEMO:
+            self._remember(raw, msg, warned)
+
+    def _remember(self, line: str, msg: str, rec: dict[str, Any]) -> None:
+        """A warning in SGLang's plain "[stamp ranks] " (nothing else around it): the fast loop gives its repeats
+        from a copy of this record with their own line, time and ranks, which are all that can differ."""
+        end = line.find("] ", 20, 72) if line.startswith("[2") else -1
+        if end > 0 and line[5] == "-" and line[14] == ":" and line[end + 2 :] == msg and rec.keys() <= _WARNING_KEYS:
+            self._warned[msg] = dict(rec)
 
     def _other(
         self, msg: str, stripped: str, pre: prefix.Prefix, n: int, eng: str | None, scan: Scan, key: Any
-    ) -> None:
-        """A line no rule reads: a warning or error the engine logged, a known form, or not recognised."""
+    ) -> dict[str, Any] | None:
+        """A line no rule reads: a warning or error the engine logged, a known form, or not recognised. The
+        warning's record, where it is one the engine logged (the same message gives the same record)."""
         bare = ": " not in stripped and " " not in stripped  # "AssertionError": an exception with no message
         if _EXC_LINE.match(stripped) and (": " in stripped or bare) and pre.level in (None, "ERROR", "CRITICAL"):
             head = _EXC_NAME.match(stripped)
@@ -381,7 +438,7 @@ class LogParser:
                 # a traceback's last line pasted alone: a failure whose class the message may name
                 body = {"kind": "failure", "class": "exception", "text": _clip(stripped)}
                 self._refine(_Trace(self._emit(scan, pre, n, body, None), n, exceptions=[stripped]))
-                return
+                return None
         st = None
         if len(msg) < 2000:
             memo = self._memo.get(msg, _MISS)
@@ -400,25 +457,25 @@ class LogParser:
         level = pre.level or (st.level.upper() if st is not None and st.level != "raise" else None)
         if level in ("WARNING", "ERROR", "CRITICAL") and _FRAME.match(msg):
             self.known += 1  # a traceback's frame, pasted without the rest of it
-            return
+            return None
         if level in ("WARNING", "ERROR", "CRITICAL"):
             warn: dict[str, Any] = {"kind": "warning", "name": None, "level": level, "text": _clip(msg)}
             if st is not None:
                 warn["statement"] = st.at  # where the engine's newest release that writes it does
-            self._emit(scan, pre, n, warn, eng)
-            return
+            return self._emit(scan, pre, n, warn, eng)
         if st is not None or _ACCESS.match(msg) or _NOISE.search(msg) or (pre.library and level in ("INFO", "DEBUG")):
             self.known += 1
             if st is not None and pre.engine is not None and len(self._quiet) < MEMO:
                 self._quiet.add(msg)  # the engine's line again: known at once, in the loop
             self._warned_source = n if "Warning: " in msg and _NOISE.match(msg) else None
-            return
+            return None
         if self._warned_source == n - 1 and msg.startswith(" "):
             self.known += 1  # the source line Python prints under a warning
-            return
+            return None
         if pre.engine is not None:
             self.prefixed += 1  # the engine's prefix: a line of its log, a statement this table lacks
         self._unknown(scan, n, msg)
+        return None
 
     def _unknown(self, scan: Scan, n: int, text: str) -> None:
         self.unrecognised += 1
@@ -429,7 +486,11 @@ class LogParser:
 
     # -- rules ----------------------------------------------------------------------------------------
     def _rules(self, msg: str, pre: prefix.Prefix, eng: str | None) -> dict[str, Any] | None:
-        got = match(msg, eng)
+        got = self._ruled.get((msg, eng), _MISS)
+        if got is _MISS:
+            got = match(msg, eng)
+            if len(self._ruled) < MEMO:
+                self._ruled[msg, eng] = got
         if got is None:
             return None
         r, m = got
@@ -703,6 +764,17 @@ def _convert(name: str, v: str) -> Any:
     return v
 
 
+def _repeat(first: dict[str, Any], line: str, pos: int, n: int) -> dict[str, Any] | None:
+    """The record of a warning repeated at line ``n``: the first one's, with this line's time and ranks as the
+    prefixes read them for a line by itself (None where they would not read it so)."""
+    s = prefix.SGLANG.match(line)
+    if s is None or s.end() != pos:
+        return None
+    rec = first.copy()
+    rec["line"], rec["time"], rec["rank"] = n, s.group(1), s.group(2).strip() or None
+    return rec
+
+
 def _stamp(line: str, end: int) -> tuple[str, str | None]:
     """(time, ranks) of SGLang's "[stamp ranks]" ending at ``end``."""
     if end == 20:
@@ -715,6 +787,7 @@ def _stamp(line: str, end: int) -> tuple[str, str | None]:
 
 
 _MISS = object()
+_WARNING_KEYS = frozenset({"kind", "engine", "line", "time", "rank", "name", "level", "text", "statement"})
 
 
 def _grammar() -> Any:
