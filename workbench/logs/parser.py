@@ -236,7 +236,7 @@ class LogParser:
     def _parse(self, text: str, final: bool) -> Scan:
         scan = Scan()
         if text:
-            if "\r\n" in text:  # (a lone "\r", a progress bar redrawn, stays inside its line)
+            if "\r" in text and "\r\n" in text:  # (a lone "\r", a redrawn bar, stays in its line; "\r": memchr)
                 text = text.replace("\r\n", "\n")
             lines = text.split("\n")
             if lines[-1] == "":
@@ -285,9 +285,9 @@ class LogParser:
         for n, line in enumerate(lines, first):
             if traces:
                 pass  # an open traceback reads every line (below)
-            elif line.startswith("[2"):
+            elif line[:2] == "[2":
                 # SGLang's "[stamp ranks] ": uvicorn's access lines, decode, prefill, messages seen before
-                if line.startswith("] INFO:     ", 20) and line[32:33].isdigit() and line[5] == "-" and line[14] == ":":
+                if line[20:32] == "] INFO:     " and line[32:33].isdigit() and line[5] == "-" and line[14] == ":":
                     known += 1  # an access line (the HTTP server's: a stamp with no ranks)
                     last = line
                     continue
@@ -327,7 +327,7 @@ class LogParser:
                             append(again)
                             last = line
                             continue
-            elif line.startswith("("):
+            elif line[:1] == "(":
                 got = self._vllm_line(line, n, append)
                 if got:
                     known += got == KNOWN
