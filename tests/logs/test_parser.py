@@ -293,6 +293,23 @@ def test_a_repeated_warning_reads_as_its_first():
     assert got == alone and [list(r) for r in got] == [list(r) for r in alone]
 
 
+def test_what_the_parser_remembers_stays_small_whatever_the_lines():
+    """The per-message memos (rules, statements, quiet lines, repeated warnings) keep no message longer than
+    ``MEMO_LEN``: a log of long distinct lines streams in the memory of a short one."""
+    from workbench.logs.parser import MEMO_LEN
+
+    parser = LogParser(dicts=False, settled=True)
+    pad = "x" * (3 * MEMO_LEN)
+    for i in range(50):
+        parser.feed(
+            f"[2026-11-02 10:00:01] Endpoint '/get_server_info' is deprecated {pad}{i}\n"
+            f"[2026-11-02 10:00:02 TP0] Load weight begin. avail mem={i}.00 GB {pad}\n"
+            f"[2026-11-02 10:00:03 TP0] Cache flushed successfully! {pad}{i}\n"
+        )
+    keys = [k[0] for k in parser._ruled] + list(parser._memo) + list(parser._quiet) + list(parser._warned)
+    assert parser.lines == 150 and all(len(k) < MEMO_LEN for k in keys)
+
+
 def test_the_trigger_pattern_finds_what_an_alternation_of_the_triggers_finds():
     """The rules' triggers as one trie-shaped regex find what the plain longest-first alternation finds, in
     any text: each trigger alone, inside another's words, one after another and cut short."""

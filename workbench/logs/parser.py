@@ -28,7 +28,8 @@ from workbench.logs.failures import PRIORITY, hint
 from workbench.logs.rules import FLOAT_FIELDS, INT_FIELDS, RULES, Rule
 
 SAMPLES = 5  # unrecognised lines kept to show
-MEMO = 4096  # distinct messages whose statement is remembered
+MEMO = 4096  # distinct messages remembered (what the grammar, the rules made of each; repeated warnings)
+MEMO_LEN = 2000  # the longest message remembered (the memos stay small whatever the log's lines)
 KNOWN, RECORD = 1, 2  # what the fast path made of a line
 STREAM_CHUNK = 1 << 21  # bytes parsed at a time when streaming
 MAX_TRACEBACK = 4000  # lines a traceback may run before it is read as ended
@@ -415,7 +416,7 @@ class LogParser:
                 self._last_failure[key] = (n, rec)
             return
         warned = self._other(msg, stripped, pre, n, eng, scan, key)
-        if warned is not None and line is raw and len(self._warned) < MEMO:
+        if warned is not None and line is raw and len(self._warned) < MEMO and len(msg) < MEMO_LEN:
             self._remember(raw, msg, warned)
 
     def _remember(self, line: str, msg: str, rec: dict[str, Any]) -> None:
@@ -440,7 +441,7 @@ class LogParser:
                 self._refine(_Trace(self._emit(scan, pre, n, body, None), n, exceptions=[stripped]))
                 return None
         st = None
-        if len(msg) < 2000:
+        if len(msg) < MEMO_LEN:
             memo = self._memo.get(msg, _MISS)
             if memo is _MISS:
                 g = _grammar()
@@ -465,7 +466,7 @@ class LogParser:
             return self._emit(scan, pre, n, warn, eng)
         if st is not None or _ACCESS.match(msg) or _NOISE.search(msg) or (pre.library and level in ("INFO", "DEBUG")):
             self.known += 1
-            if st is not None and pre.engine is not None and len(self._quiet) < MEMO:
+            if st is not None and pre.engine is not None and len(self._quiet) < MEMO and len(msg) < MEMO_LEN:
                 self._quiet.add(msg)  # the engine's line again: known at once, in the loop
             self._warned_source = n if "Warning: " in msg and _NOISE.match(msg) else None
             return None
@@ -489,7 +490,7 @@ class LogParser:
         got = self._ruled.get((msg, eng), _MISS)
         if got is _MISS:
             got = match(msg, eng)
-            if len(self._ruled) < MEMO:
+            if len(self._ruled) < MEMO and len(msg) < MEMO_LEN:
                 self._ruled[msg, eng] = got
         if got is None:
             return None
