@@ -71,6 +71,19 @@ def test_align_bench_runs_the_screen_it_is_told_to_on_the_threads_it_is_given():
 
 
 @pytest.mark.timeout(300)
+def test_align_paths_bench_small_times_every_path_and_each_agrees():
+    """Each fast path against what would stand in for it, in the same rounds: every variant ran every round, its
+    ratio to the engine's path is taken round by round, and each variant's alignment is the engine's."""
+    d = _run("align_paths_bench.py", "--small", "--rounds", "2", "--budget-s", "20")
+    variants = ("kernel", "fma", "pool", "nosample", "torch-bf16", "torch-fp32")
+    assert d["correct"] and set(d["variants"]) == set(variants) and d["rounds"] == 2
+    assert d["paired_ratio_median_to_first"]["kernel"] == 1.0 and d["floor_min_ms"] > 0
+    for name in variants:
+        v = d["variants"][name]
+        assert len(v["runs_ms"]) == 2 and 0 < v["min_ms"] <= v["median_ms"] and d["max_abs_vs_first"][name] < 1e-3
+
+
+@pytest.mark.timeout(300)
 def test_log_bench_small_reports_speed_and_flat_memory():
     d = _run("log_bench.py", "--small")
     for label in ("small", "large"):
