@@ -308,7 +308,7 @@ class LogParser:
                                 (line[1:20], None)
                                 if end == 20
                                 else (line[1:20], line[21:end])
-                                if line[20] == " "
+                                if line[20] == " " and line[21] != " " and line[end - 1] != " "
                                 else _stamp(line, end)
                             )
                             rec = (decode if c == "D" else prefill)(m, n, t, r)
@@ -777,14 +777,14 @@ def _repeat(first: dict[str, Any], line: str, pos: int, n: int) -> dict[str, Any
 
 
 def _stamp(line: str, end: int) -> tuple[str, str | None]:
-    """(time, ranks) of SGLang's "[stamp ranks]" ending at ``end``."""
+    """(time, ranks) of SGLang's "[stamp ranks]" ending at ``end``, as ``prefix.split`` reads them."""
     if end == 20:
         return line[1:20], None
     inner = line[1:end]
     cut = inner.find(" ", 19)
     if cut < 0:
         return inner, None
-    return inner[:cut], inner[cut + 1 :] or None
+    return inner[:cut], inner[cut + 1 :].strip() or None
 
 
 _MISS = object()
