@@ -86,6 +86,12 @@ def _job(slurm_cluster, job_id: str) -> dict[str, str]:
     return dict(w.split("=", 1) for w in out.split() if "=" in w)
 
 
+def _settled(slurm_cluster, job_id: str, timeout: float = 60.0) -> dict[str, str]:
+    """The job once SLURM has finished ending it (COMPLETING: its epilog and its processes' clean-up still run)."""
+    got = _until(lambda: (lambda j: j if j["JobState"] != "COMPLETING" else None)(_job(slurm_cluster, job_id)), timeout)
+    return got or _job(slurm_cluster, job_id)
+
+
 def _until(fn, timeout: float = 120.0, poll: float = 0.3):
     deadline = time.monotonic() + timeout
     while True:
@@ -173,7 +179,7 @@ def test_two_node_lab_server_through_slurm(sl, net_hosts, slurm_cluster):
     assert f"SLURM job {job_id} on cluster: scancel --signal=TERM" in plan and "ranks >= 1 ignore SIGTERM" in plan
     res = wb.server_stop(rec.id, confirm=True, gpu_wait=0)
     assert res.result == "stopped" and res.signals[0] == "TERM", res
-    assert _job(slurm_cluster, job_id)["JobState"] in ("COMPLETED", "CANCELLED")
+    assert _settled(slurm_cluster, job_id)["JobState"] in ("COMPLETED", "CANCELLED")
     assert wb.server(rec.id).state == "stopped"
     assert _left(net_hosts, token) == {"n1": [], "n2": []}
     print(
@@ -214,7 +220,7 @@ def test_a_killed_rank_1_on_a_node_is_rank_1s_failure(sl, net_hosts, slurm_clust
     assert s.failure["hint"].startswith("rank 1 on n2 (cluster):") and s.failure["class"] == "process-died"
     assert s.failure["ranks"] == {"0": "scheduler-exception", "1": "process-died"}  # rank 0 lost its peer
     assert _until(lambda: _left(net_hosts, rec.extra["launch_token"]) == {"n1": [], "n2": []}, 30)
-    job = _job(slurm_cluster, rec.extra["slurm"]["job_id"])
+    job = _settled(slurm_cluster, rec.extra["slurm"]["job_id"])
     assert job["JobState"] == "FAILED" and job["Restarts"] == "0", job
 
 
