@@ -232,12 +232,11 @@ COMMON = (DECODE_049, DECODE_055, DECODE_0523, DECODE_054_ITER, DECODE_TP1_MS, P
 def test_the_common_shapes_take_the_one_regex_path(monkeypatch):
     """Every generation's common shape is read in the loop by its one regex, never line by line (a shape the
     regexes stop reading is no error, only slow: this is where it shows)."""
-    from workbench.logs.parser import LogParser as P
 
     def line_by_line(self, raw, n, scan):
         raise AssertionError(f"read line by line: {raw}")
 
-    monkeypatch.setattr(P, "_line", line_by_line)
+    monkeypatch.setattr(LogParser, "_line", line_by_line)
     for line in COMMON:
         assert one(line)["kind"] in ("decode", "prefill", "metrics")
 
