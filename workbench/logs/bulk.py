@@ -334,7 +334,7 @@ def metrics_record(
         return None
 
 
-def fast(msg: str, f: re.Match[str]) -> dict[str, Any] | None:
+def fast(f: re.Match[str]) -> dict[str, Any] | None:
     """The fields of a line the common-shape regex ``f`` (``TPUT`` or ``SPEC``) read, after its prefixes."""
     rec = metrics_record(f.groups(), f.re is SPEC, 0, None, None, None, None, None)
     if rec is None:
@@ -349,7 +349,7 @@ def fast(msg: str, f: re.Match[str]) -> dict[str, Any] | None:
 def vllm_metrics(msg: str) -> dict[str, Any] | None:
     """vLLM's periodic throughput or speculative-decoding line as ``metrics`` fields, or None."""
     f = SPEC.match(msg) if msg.startswith("Spec") else TPUT.match(msg)
-    got = None if f is None else fast(msg, f)
+    got = None if f is None else fast(f)
     if got is not None:
         return got  # (else a number JSON does not spell, "007": item by item, below)
     m = _VLLM_THROUGHPUT.match(msg)
